@@ -1,0 +1,29 @@
+# Finds greenpipe's dependencies; a missing one stops configuration with the
+# Debian package that provides it.
+find_package(Threads REQUIRED)
+find_package(CUDAToolkit)
+if(NOT CUDAToolkit_FOUND)
+  message(FATAL_ERROR "greenpipe: CUDA toolkit not found (need nvcc, cudart, cuBLAS/cuBLASLt, NVTX; "
+                      "install the NVIDIA CUDA toolkit 12.4+ or set CUDAToolkit_ROOT)")
+endif()
+
+function(gp_find_dep var header lib pkg)
+  find_path(${var}_INCLUDE_DIR ${header})
+  find_library(${var}_LIBRARY ${lib})
+  if(NOT ${var}_INCLUDE_DIR OR NOT ${var}_LIBRARY)
+    message(FATAL_ERROR "greenpipe: ${header} / lib${lib} not found: install the Debian package '${pkg}' "
+                        "(apt-get install ${pkg}) or add its prefix to CMAKE_PREFIX_PATH")
+  endif()
+  add_library(gp_dep_${lib} INTERFACE IMPORTED GLOBAL)
+  target_include_directories(gp_dep_${lib} INTERFACE ${${var}_INCLUDE_DIR})
+  target_link_libraries(gp_dep_${lib} INTERFACE ${${var}_LIBRARY})
+  message(STATUS "greenpipe: ${lib}: ${${var}_LIBRARY}")
+endfunction()
+
+gp_find_dep(GP_CK ck_ring.h ck libck-dev)
+gp_find_dep(GP_JANSSON jansson.h jansson libjansson-dev)
+gp_find_dep(GP_CMOCKA cmocka.h cmocka libcmocka-dev)
+
+if(NOT TARGET CUDA::cublasLt OR NOT TARGET CUDA::cudart_static)
+  message(FATAL_ERROR "greenpipe: the CUDA toolkit lacks cudart_static or cuBLASLt")
+endif()

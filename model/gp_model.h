@@ -1,0 +1,272 @@
+/* greenpipe model: Llama-family config, weights (synthetic or HF safetensors),
+ * paged KV cache layout and the float32 CPU reference forward pass. */
+#ifndef GP_MODEL_H
+#define GP_MODEL_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "gp_common.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* ---------------------------------------------------------------- config */
+
+typedef enum gp_rope_type { GP_ROPE_DEFAULT = 0, GP_ROPE_LLAMA3 = 1 } gp_rope_type;
+
+typedef struct gp_rope_scaling {
+    gp_rope_type type;
+    float factor;            /* llama3: 8 for Llama-3.1 */
+    float low_freq_factor;   /* llama3: 1 */
+    float high_freq_factor;  /* llama3: 4 */
+    int original_max_pos;    /* llama3: 8192 */
+} gp_rope_scaling;
+
+typedef struct gp_config {
+    char name[64];      /* preset name or checkpoint directory basename */
+    int n_layers;
+    int hidden;         /* model width */
+    int n_heads;        /* query heads */
+    int n_kv_heads;     /* key/value heads (GQA: divides n_heads) */
+    int head_dim;
+    int ffn;            /* intermediate size of the SwiGLU FFN */
+    int vocab;
+    float norm_eps;     /* RMSNorm epsilon */
+    float rope_theta;
+    gp_rope_scaling rope_scaling;
+    bool tied_embeddings; /* lm_head shares embed_tokens */
+    int max_context;    /* max_position_embeddings */
+} gp_config;
+
+/* Presets: "tiny", "llama3.2-1b", "llama3-8b" (the default), "llama3-70b". */
+#define GP_DEFAULT_PRESET "llama3-8b"
+gp_status gp_config_preset(const char *name, gp_config *out);
+/* Comma-separated preset names, for messages. */
+const char *gp_config_preset_names(void);
+/* Parse an HF config.json held in memory (classic rope_theta/rope_scaling or
+ * the newer rope_parameters form). label names the source in messages. */
+gp_status gp_config_parse_json(const char *text, size_t len, const char *label, gp_config *out);
+/* Read DIR/config.json. */
+gp_status gp_config_load_dir(const char *dir, gp_config *out);
+/* Checks every field is in range and consistent (heads divisible, etc.). */
+gp_status gp_config_validate(const gp_config *cfg);
+/* Total parameter count (embeddings + layers + norm + lm_head if untied). */
+uint64_t gp_config_param_count(const gp_config *cfg);
+/* Rows of the fused QKV projection: (n_heads + 2 n_kv_heads) * head_dim. */
+static inline int gp_config_qkv_rows(const gp_config *c)
+{
+    return (c->n_heads + 2 * c->n_kv_heads) * c->head_dim;
+}
+/* Inverse frequencies for RoPE after scaling: out[head_dim/2]. */
+void gp_rope_inv_freq(const gp_config *cfg, float *out);
+
+/* ---------------------------------------------------------------- weights */
+
+/* Engine layout, bf16, row-major [out][in] as in HF Linear. */
+typedef struct gp_layer_weights {
+    gp_bf16 *attn_norm;  /* [hidden] */
+    gp_bf16 *wqkv;       /* [qkv_rows][hidden]: q rows, then k rows, then v rows */
+    gp_bf16 *wo;         /* [hidden][n_heads*head_dim] */
+    gp_bf16 *ffn_norm;   /* [hidden] */
+    gp_bf16 *w_gate_up;  /* [2*ffn][hidden]: gate rows, then up rows */
+    gp_bf16 *w_down;     /* [hidden][ffn] */
+} gp_layer_weights;
+
+typedef struct gp_host_weights {
+    gp_config cfg;
+    gp_bf16 *embed;      /* [vocab][hidden] */
+    gp_bf16 *final_norm; /* [hidden] */
+    gp_bf16 *lm_head;    /* [vocab][hidden]; == embed when tied */
+    gp_layer_weights *layers; /* [n_layers] */
+    void *arena;         /* one allocation holding all of the above */
+    size_t arena_bytes;
+} gp_host_weights;
+
+/* Tensor ids of the synthetic generator; each tensor draws from its own
+ * stream so values do not depend on the order of generation. */
+typedef enum gp_tensor_kind {
+    GP_T_EMBED = 0, GP_T_FINAL_NORM, GP_T_LM_HEAD,
+    GP_T_ATTN_NORM, GP_T_WQKV, GP_T_WO, GP_T_FFN_NORM, GP_T_W_GATE_UP, GP_T_W_DOWN,
+} gp_tensor_kind;
+
+/* Allocate (uninitialised) host weights for cfg in one arena. */
+gp_status gp_host_weights_alloc(const gp_config *cfg, gp_host_weights *w);
+void gp_host_weights_free(gp_host_weights *w);
+/* Fill host weights with the synthetic values for seed (multithreaded). */
+gp_status gp_synth_fill_host(gp_host_weights *w, uint64_t seed);
+/* Element count of one tensor kind, and its uniform half-range. */
+uint64_t gp_synth_numel(const gp_config *cfg, gp_tensor_kind kind);
+float gp_synth_scale(const gp_config *cfg, gp_tensor_kind kind);
+
+/* ---------------------------------------------------------- safetensors */
+
+typedef enum gp_dtype {
+    GP_DTYPE_F32 = 0, GP_DTYPE_F16, GP_DTYPE_BF16,
+    /* known to the format but not loadable as weights */
+    GP_DTYPE_F64, GP_DTYPE_I64, GP_DTYPE_I32, GP_DTYPE_I16, GP_DTYPE_I8,
+    GP_DTYPE_U8, GP_DTYPE_BOOL, GP_DTYPE_F8_E4M3, GP_DTYPE_F8_E5M2,
+} gp_dtype;
+const char *gp_dtype_name(gp_dtype d);
+size_t gp_dtype_size(gp_dtype d);
+
+#define GP_ST_MAX_DIMS 8
+#define GP_ST_MAX_HEADER (100u * 1024u * 1024u) /* safetensors' own 100 MB cap */
+
+typedef struct gp_st_tensor {
+    char *name;
+    gp_dtype dtype;
+    int ndim;
+    int64_t shape[GP_ST_MAX_DIMS];
+    uint64_t begin, end;     /* byte offsets relative to the data section */
+    const uint8_t *data;     /* points into the parsed buffer; may be unaligned */
+} gp_st_tensor;
+
+typedef struct gp_st_file gp_st_file; /* opaque: one parsed safetensors file */
+
+/* Parse a whole safetensors file held in buf (not copied: buf must outlive
+ * the result). label (a path) is used in messages. Validates everything the
+ * format requires. Safe on arbitrary bytes. */
+gp_status gp_st_parse(const uint8_t *buf, size_t len, const char *label, gp_st_file **out);
+void gp_st_free(gp_st_file *f);
+size_t gp_st_count(const gp_st_file *f);
+const gp_st_tensor *gp_st_get(const gp_st_file *f, size_t i);
+const gp_st_tensor *gp_st_find(const gp_st_file *f, const char *name);
+
+/* A checkpoint directory: config.json plus model.safetensors, or shards
+ * listed by model.safetensors.index.json. Files are memory-mapped. */
+typedef struct gp_checkpoint gp_checkpoint;
+gp_status gp_checkpoint_open(const char *dir, gp_checkpoint **out);
+void gp_checkpoint_close(gp_checkpoint *ck);
+const gp_config *gp_checkpoint_config(const gp_checkpoint *ck);
+size_t gp_checkpoint_tensor_count(const gp_checkpoint *ck);
+/* i-th tensor over all shards, sorted by name; file receives its shard path. */
+const gp_st_tensor *gp_checkpoint_tensor(const gp_checkpoint *ck, size_t i, const char **file);
+/* Check that every tensor the config needs is present with the right shape
+ * and a loadable dtype; unexpected extra tensors are errors too, except
+ * rotary caches HF may save. */
+gp_status gp_checkpoint_check(const gp_checkpoint *ck);
+/* Convert all tensors to the engine's bf16 layout (fuses QKV, gate/up). */
+gp_status gp_checkpoint_load_host(const gp_checkpoint *ck, gp_host_weights *w);
+
+/* ---------------------------------------------------------- model source */
+
+/* "PRESET" (synthetic weights) or a checkpoint directory. */
+typedef struct gp_model_source {
+    bool synthetic;
+    uint64_t seed;         /* synthetic only */
+    char path[4096];       /* checkpoint directory */
+    gp_config cfg;
+} gp_model_source;
+/* Resolve spec: an existing directory is a checkpoint, otherwise a preset
+ * name; anything else is an error naming both possibilities. */
+gp_status gp_model_source_resolve(const char *spec, uint64_t seed, gp_model_source *out);
+/* Fill host weights from the source. */
+gp_status gp_model_source_load_host(const gp_model_source *src, gp_host_weights *w);
+
+/* ---------------------------------------------------------- paged KV cache */
+
+/* Storage per layer: K and V each [n_blocks][block_size][n_kv_heads][head_dim].
+ * A sequence's position p lives in block table[p / block_size], slot
+ * p % block_size. Block ids are shared by all layers. */
+typedef struct gp_kv_layout {
+    int n_layers;
+    int n_kv_heads;
+    int head_dim;
+    int block_size;  /* tokens per block */
+    int n_blocks;    /* blocks in the pool */
+} gp_kv_layout;
+
+/* Element offset of (block, slot, kv_head, 0) inside one layer's K or V. */
+static inline GP_HD size_t gp_kv_offset(const gp_kv_layout *l, int block, int slot, int kv_head)
+{
+    return (((size_t)block * (size_t)l->block_size + (size_t)slot) * (size_t)l->n_kv_heads
+            + (size_t)kv_head) * (size_t)l->head_dim;
+}
+/* Elements in one layer's K (or V) pool. */
+uint64_t gp_kv_layer_elems(const gp_kv_layout *l);
+
+/* Host-side bookkeeping: block pool and per-sequence block tables. */
+typedef struct gp_kv_tables gp_kv_tables;
+gp_status gp_kv_tables_create(const gp_kv_layout *l, int max_seqs, int max_blocks_per_seq,
+                              gp_kv_tables **out);
+void gp_kv_tables_destroy(gp_kv_tables *t);
+/* Reserve room for n more tokens of seq (allocating blocks as needed);
+ * GP_ERR_STATE with a message when the pool or the table is exhausted. */
+gp_status gp_kv_reserve(gp_kv_tables *t, int seq, int n);
+/* Advance the recorded length after the tokens were written. */
+gp_status gp_kv_advance(gp_kv_tables *t, int seq, int n);
+void gp_kv_release(gp_kv_tables *t, int seq);
+int gp_kv_len(const gp_kv_tables *t, int seq);
+const int32_t *gp_kv_block_table(const gp_kv_tables *t, int seq); /* [max_blocks_per_seq] */
+int gp_kv_max_blocks_per_seq(const gp_kv_tables *t);
+int gp_kv_free_blocks(const gp_kv_tables *t);
+const gp_kv_layout *gp_kv_tables_layout(const gp_kv_tables *t);
+
+/* ---------------------------------------------------------- CPU reference */
+
+typedef struct gp_cpu_model gp_cpu_model; /* opaque */
+
+/* Build a reference model over w (borrowed, must outlive it) with room for
+ * max_seqs sequences of up to max_context tokens each. */
+gp_status gp_cpu_model_create(const gp_host_weights *w, int max_seqs, int max_context,
+                              int block_size, gp_cpu_model **out);
+void gp_cpu_model_destroy(gp_cpu_model *m);
+/* One decode step for B sequences: seq_ids[B] pick the sequences, tokens[B]
+ * are their next input tokens; each sequence's position is its current cache
+ * length. Appends K/V and writes logits[B][vocab]. */
+gp_status gp_cpu_decode_step(gp_cpu_model *m, int B, const int *seq_ids, const int32_t *tokens,
+                             float *logits);
+/* Fill seq's cache from a prompt, token by token; logits of the last prompt
+ * token go to last_logits[vocab] (may be NULL). */
+gp_status gp_cpu_prefill(gp_cpu_model *m, int seq, int n, const int32_t *prompt, float *last_logits);
+void gp_cpu_reset_seq(gp_cpu_model *m, int seq);
+/* Index of the largest value (first one on ties). */
+int32_t gp_argmax(const float *x, int n);
+
+/* Reference operations, also the oracles for the GPU kernels. */
+void gp_ref_rmsnorm(float *out, const float *x, const gp_bf16 *w, int n, float eps);
+void gp_ref_matvec(float *out, const gp_bf16 *w, const float *x, int rows, int cols);
+void gp_ref_rope(float *vec, int n_heads, int head_dim, int pos, const float *inv_freq);
+void gp_ref_swiglu(float *out, const float *gate, const float *up, int n);
+
+/* ---------------------------------------------------------- device weights */
+
+/* Device weights are held as groups, one "attn" and one "ffn" per layer
+ * (plus a "head" group: embed, final norm, lm_head). Each group has a ready
+ * event and an in-use count: a stage calls gp_weight_group_acquire (marks it
+ * in use and makes its stream wait on the ready event, never a synchronize),
+ * computes, and calls gp_weight_group_release on every exit path. Resident
+ * weights are ready at load. Streams are cudaStream_t passed as void*. */
+typedef struct gp_device_weights gp_device_weights; /* opaque */
+typedef enum gp_group_kind { GP_GROUP_ATTN = 0, GP_GROUP_FFN = 1, GP_GROUP_HEAD = 2 } gp_group_kind;
+typedef struct gp_weight_group gp_weight_group;     /* opaque */
+
+/* GP_ERR_NO_DEVICE with one readable line when there is no GPU/driver. */
+gp_status gp_cuda_available(void);
+/* Generate synthetic weights in place on the current device (same values as
+ * gp_synth_fill_host). */
+gp_status gp_device_weights_synthetic(const gp_config *cfg, uint64_t seed, gp_device_weights **out);
+/* Upload host weights (e.g. from a checkpoint). */
+gp_status gp_device_weights_upload(const gp_host_weights *w, gp_device_weights **out);
+void gp_device_weights_destroy(gp_device_weights *dw);
+/* Device-pointer view in the engine layout (pointers are device addresses). */
+const gp_host_weights *gp_device_weights_view(const gp_device_weights *dw);
+gp_weight_group *gp_device_weights_group(gp_device_weights *dw, gp_group_kind kind, int layer);
+gp_status gp_weight_group_acquire(gp_weight_group *g, void *stream);
+void gp_weight_group_release(gp_weight_group *g);
+int gp_weight_group_in_use(const gp_weight_group *g);
+/* Fill n bf16 values of tensor kind (layer) on the device: the generator
+ * kernel itself, exposed for tests. dst is a device pointer. */
+gp_status gp_synth_fill_device(gp_bf16 *dst, uint64_t n, uint64_t seed, gp_tensor_kind kind,
+                               int layer, float scale, void *stream);
+/* The same generator on the host, for one tensor. */
+void gp_synth_fill_tensor_host(gp_bf16 *dst, uint64_t n, uint64_t seed, gp_tensor_kind kind,
+                               int layer, float scale);
+
+#ifdef __cplusplus
+}
+#endif
+#endif
