@@ -1,0 +1,1 @@
+# tests for this part are registered here
