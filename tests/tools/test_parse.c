@@ -1,0 +1,92 @@
+/* Tests of the command-line parsers: every accepted form and every rejected
+ * one, with the message naming the bad value. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <string.h>
+
+#include <cmocka.h>
+
+#include "gp_tools.h"
+
+static void expect_error(gp_status st, const char *needle)
+{
+    assert_int_equal(st, GP_ERR_INVALID_ARG);
+    if (!strstr(gp_last_error(), needle))
+        fail_msg("message '%s' does not mention '%s'", gp_last_error(), needle);
+}
+
+static void test_long(void **state)
+{
+    (void)state;
+    long v = 0;
+    assert_int_equal(gp_parse_long("42", 1, 100, "--steps", &v), GP_OK);
+    assert_int_equal(v, 42);
+    expect_error(gp_parse_long("abc", 1, 100, "--steps", &v), "'abc' is not an integer");
+    expect_error(gp_parse_long("4x", 1, 100, "--steps", &v), "--steps");
+    expect_error(gp_parse_long("", 1, 100, "--steps", &v), "empty");
+    expect_error(gp_parse_long("0", 1, 100, "--steps", &v), "[1, 100]");
+    expect_error(gp_parse_long("101", 1, 100, "--steps", &v), "out of range");
+    expect_error(gp_parse_long("99999999999999999999", 1, 100, "--steps", &v), "out of range");
+    expect_error(gp_parse_long(" 5", 1, 100, "--steps", &v), "not an integer");
+}
+
+static void test_u64(void **state)
+{
+    (void)state;
+    uint64_t v = 0;
+    assert_int_equal(gp_parse_u64("18446744073709551615", "--seed", &v), GP_OK);
+    assert_true(v == UINT64_MAX);
+    expect_error(gp_parse_u64("-1", "--seed", &v), "--seed");
+    expect_error(gp_parse_u64("18446744073709551616", "--seed", &v), "out of range");
+    expect_error(gp_parse_u64("1.5", "--seed", &v), "not a non-negative integer");
+}
+
+static void test_prompts_ok(void **state)
+{
+    (void)state;
+    gp_prompts p;
+    assert_int_equal(gp_parse_prompts("5,17,42;11, 400 ,2", &p), GP_OK);
+    assert_int_equal(p.n_seqs, 2);
+    assert_int_equal(p.lens[0], 3);
+    assert_int_equal(p.lens[1], 3);
+    assert_int_equal(p.offsets[1], 3);
+    const int32_t want[] = {5, 17, 42, 11, 400, 2};
+    assert_memory_equal(p.ids, want, sizeof want);
+    gp_prompts_free(&p);
+
+    assert_int_equal(gp_parse_prompts("7", &p), GP_OK);
+    assert_int_equal(p.n_seqs, 1);
+    assert_int_equal(p.ids[0], 7);
+    gp_prompts_free(&p);
+
+    assert_int_equal(gp_parse_prompts("2147483647;0", &p), GP_OK);
+    assert_int_equal(p.ids[0], 2147483647);
+    gp_prompts_free(&p);
+}
+
+static void test_prompts_bad(void **state)
+{
+    (void)state;
+    gp_prompts p;
+    expect_error(gp_parse_prompts("", &p), "empty");
+    expect_error(gp_parse_prompts("1,2;", &p), "sequence 1 is empty");
+    expect_error(gp_parse_prompts(";1", &p), "sequence 0 is empty");
+    expect_error(gp_parse_prompts("1,,2", &p), "empty token id");
+    expect_error(gp_parse_prompts("1,x", &p), "'x'");
+    expect_error(gp_parse_prompts("1,-3", &p), "'-3'");
+    expect_error(gp_parse_prompts("2147483648", &p), "too large");
+    expect_error(gp_parse_prompts("99999999999999", &p), "too large");
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_long),
+        cmocka_unit_test(test_u64),
+        cmocka_unit_test(test_prompts_ok),
+        cmocka_unit_test(test_prompts_bad),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}

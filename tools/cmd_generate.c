@@ -1,0 +1,266 @@
+/* greenpipe generate: prefill prompts, then greedy-decode N tokens per
+ * sequence on the chosen backend, optionally dumping the logits as JSON. */
+#include <getopt.h>
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include <jansson.h>
+
+#include "gp_model.h"
+#include "gp_tools.h"
+
+typedef struct gen_opts {
+    const char *model;
+    const char *prompt_ids;
+    long steps;
+    const char *backend;
+    const char *dump_logits;
+    uint64_t seed;
+    long block_size;
+} gen_opts;
+
+static void gen_usage(FILE *f)
+{
+    fprintf(f,
+            "usage: greenpipe generate --model DIR|PRESET --prompt-ids IDS --steps N [options]\n"
+            "  --model DIR|PRESET   checkpoint directory or preset (%s); default %s\n"
+            "  --prompt-ids IDS     token ids, sequences separated by ';', e.g. \"5,17,42;11,400,2\"\n"
+            "  --steps N            tokens to generate per sequence, 1..100000\n"
+            "  --backend cpu        cpu: the float32 reference (the CUDA engine is not built yet)\n"
+            "  --dump-logits FILE   write {\"tokens\": [[ids]], \"logits\": [[[vocab floats]]]}\n"
+            "  --seed S             seed of synthetic weights (presets only); default 0\n"
+            "  --block-size N       KV cache block size in tokens, 1..1024; default 16\n",
+            gp_config_preset_names(), GP_DEFAULT_PRESET);
+}
+
+static double now_s(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+static int parse_opts(int argc, char **argv, gen_opts *o)
+{
+    static const struct option longopts[] = {
+        {"model", required_argument, NULL, 'm'},       {"prompt-ids", required_argument, NULL, 'p'},
+        {"steps", required_argument, NULL, 'n'},       {"backend", required_argument, NULL, 'b'},
+        {"dump-logits", required_argument, NULL, 'd'}, {"seed", required_argument, NULL, 's'},
+        {"block-size", required_argument, NULL, 'k'},  {"help", no_argument, NULL, 'h'},
+        {NULL, 0, NULL, 0},
+    };
+    *o = (gen_opts){.model = GP_DEFAULT_PRESET, .steps = -1, .backend = "cpu", .block_size = 16};
+    optind = 1;
+    opterr = 0;
+    int c;
+    while ((c = getopt_long(argc, argv, ":h", longopts, NULL)) != -1) {
+        gp_status st = GP_OK;
+        switch (c) {
+        case 'm': o->model = optarg; break;
+        case 'p': o->prompt_ids = optarg; break;
+        case 'n': st = gp_parse_long(optarg, 1, 100000, "--steps", &o->steps); break;
+        case 'b': o->backend = optarg; break;
+        case 'd': o->dump_logits = optarg; break;
+        case 's': st = gp_parse_u64(optarg, "--seed", &o->seed); break;
+        case 'k': st = gp_parse_long(optarg, 1, 1024, "--block-size", &o->block_size); break;
+        case 'h': gen_usage(stdout); return 0;
+        case ':':
+            fprintf(stderr, "greenpipe generate: %s needs a value\n", argv[optind - 1]);
+            gen_usage(stderr);
+            return 2;
+        default:
+            fprintf(stderr, "greenpipe generate: unknown option '%s'\n", argv[optind - 1]);
+            gen_usage(stderr);
+            return 2;
+        }
+        if (st != GP_OK) {
+            fprintf(stderr, "greenpipe generate: %s\n", gp_last_error());
+            return 2;
+        }
+    }
+    if (optind < argc) {
+        fprintf(stderr, "greenpipe generate: unexpected argument '%s'\n", argv[optind]);
+        gen_usage(stderr);
+        return 2;
+    }
+    if (!o->prompt_ids || o->steps < 0) {
+        fprintf(stderr, "greenpipe generate: --prompt-ids and --steps are required\n");
+        gen_usage(stderr);
+        return 2;
+    }
+    if (strcmp(o->backend, "cpu") != 0) {
+        fprintf(stderr, "greenpipe generate: --backend '%s' is not available; allowed: cpu "
+                        "(the CUDA engine is not built yet)\n", o->backend);
+        return 2;
+    }
+    return -1; /* continue */
+}
+
+/* logits[s][t] of the dump: t-th generated token of sequence s. */
+static int write_dump(const char *path, const gp_prompts *p, long steps, const int32_t *gen,
+                      const float *logits, int vocab)
+{
+    json_t *root = json_object(), *toks = json_array(), *lg = json_array();
+    if (!root || !toks || !lg)
+        goto oom;
+    for (int s = 0; s < p->n_seqs; s++) {
+        json_t *ts = json_array(), *ls = json_array();
+        if (!ts || !ls || json_array_append_new(toks, ts) || json_array_append_new(lg, ls))
+            goto oom;
+        for (long t = 0; t < steps; t++) {
+            json_t *row = json_array();
+            if (json_array_append_new(ts, json_integer(gen[(size_t)s * steps + t])) || !row ||
+                json_array_append_new(ls, row))
+                goto oom;
+            const float *l = logits + ((size_t)s * steps + t) * (size_t)vocab;
+            for (int v = 0; v < vocab; v++)
+                if (json_array_append_new(row, json_real(l[v])))
+                    goto oom;
+        }
+    }
+    json_object_set_new(root, "tokens", toks);
+    json_object_set_new(root, "logits", lg);
+    /* 9 significant digits round-trip a float32 exactly. */
+    if (json_dump_file(root, path, JSON_COMPACT | JSON_REAL_PRECISION(9)) != 0) {
+        fprintf(stderr, "greenpipe generate: cannot write --dump-logits file '%s'\n", path);
+        json_decref(root);
+        return 1;
+    }
+    json_decref(root);
+    return 0;
+oom:
+    fprintf(stderr, "greenpipe generate: out of memory building the logits dump\n");
+    json_decref(root);
+    return 1;
+}
+
+static int fail(const char *what, gp_status st)
+{
+    fprintf(stderr, "greenpipe generate: %s: %s: %s\n", what, gp_status_str(st), gp_last_error());
+    return 1;
+}
+
+int gp_cmd_generate(int argc, char **argv)
+{
+    gen_opts o;
+    int rc = parse_opts(argc, argv, &o);
+    if (rc >= 0)
+        return rc;
+    gp_prompts p;
+    gp_status st = gp_parse_prompts(o.prompt_ids, &p);
+    if (st != GP_OK) {
+        fprintf(stderr, "greenpipe generate: %s\n", gp_last_error());
+        return 2;
+    }
+    gp_model_source src;
+    if ((st = gp_model_source_resolve(o.model, o.seed, &src)) != GP_OK) {
+        gp_prompts_free(&p);
+        fprintf(stderr, "greenpipe generate: --model: %s\n", gp_last_error());
+        return 2;
+    }
+    const gp_config *cfg = &src.cfg;
+    int max_len = 0;
+    for (int s = 0; s < p.n_seqs; s++) {
+        for (int i = 0; i < p.lens[s]; i++)
+            if (p.ids[p.offsets[s] + i] >= cfg->vocab) {
+                fprintf(stderr, "greenpipe generate: --prompt-ids: token %d in sequence %d is outside "
+                        "the vocabulary; allowed: [0, %d]\n", p.ids[p.offsets[s] + i], s, cfg->vocab - 1);
+                gp_prompts_free(&p);
+                return 2;
+            }
+        if (p.lens[s] > max_len)
+            max_len = p.lens[s];
+    }
+    long context = (long)max_len + o.steps - 1; /* the last token is never fed back */
+    if (context > cfg->max_context) {
+        fprintf(stderr, "greenpipe generate: longest prompt (%d) + --steps (%ld) - 1 = %ld tokens exceeds "
+                "the model's max context %d\n", max_len, o.steps, context, cfg->max_context);
+        gp_prompts_free(&p);
+        return 2;
+    }
+    fprintf(stderr, "greenpipe: model %s (%s%s), %.3f B parameters; backend cpu (float32 reference); "
+            "%d sequence(s), %ld step(s)\n", cfg->name, src.synthetic ? "synthetic weights, seed " : "checkpoint ",
+            src.synthetic ? "" : src.path, (double)gp_config_param_count(cfg) / 1e9, p.n_seqs, o.steps);
+    if (src.synthetic)
+        fprintf(stderr, "greenpipe: seed %" PRIu64 "\n", o.seed);
+
+    int exit_code = 1;
+    gp_host_weights w = {0};
+    gp_cpu_model *m = NULL;
+    size_t V = (size_t)cfg->vocab;
+    float *logits = malloc((size_t)p.n_seqs * (size_t)o.steps * V * sizeof(float));
+    float *step_logits = malloc((size_t)p.n_seqs * V * sizeof(float));
+    int32_t *gen = malloc((size_t)p.n_seqs * (size_t)o.steps * sizeof(int32_t));
+    int *seq_ids = malloc((size_t)p.n_seqs * sizeof(int));
+    int32_t *feed = malloc((size_t)p.n_seqs * sizeof(int32_t));
+    if (!logits || !step_logits || !gen || !seq_ids || !feed) {
+        fprintf(stderr, "greenpipe generate: out of host memory for %d x %ld x %d logits\n", p.n_seqs,
+                o.steps, cfg->vocab);
+        goto out;
+    }
+    double t0 = now_s();
+    if ((st = gp_model_source_load_host(&src, &w)) != GP_OK) {
+        exit_code = fail("loading weights", st);
+        goto out;
+    }
+    double t1 = now_s();
+    fprintf(stderr, "greenpipe: weights ready in %.2f s (%.2f GB bf16)\n", t1 - t0, (double)w.arena_bytes / 1e9);
+    if ((st = gp_cpu_model_create(&w, p.n_seqs, (int)context, (int)o.block_size, &m)) != GP_OK) {
+        exit_code = fail("creating the CPU model", st);
+        goto out;
+    }
+    for (int s = 0; s < p.n_seqs; s++) {
+        float *l0 = logits + (size_t)s * (size_t)o.steps * V;
+        if ((st = gp_cpu_prefill(m, s, p.lens[s], p.ids + p.offsets[s], l0)) != GP_OK) {
+            exit_code = fail("prefill", st);
+            goto out;
+        }
+        gen[(size_t)s * o.steps] = gp_argmax(l0, cfg->vocab);
+        seq_ids[s] = s;
+    }
+    double t2 = now_s();
+    for (long t = 1; t < o.steps; t++) {
+        for (int s = 0; s < p.n_seqs; s++)
+            feed[s] = gen[(size_t)s * o.steps + t - 1];
+        if ((st = gp_cpu_decode_step(m, p.n_seqs, seq_ids, feed, step_logits)) != GP_OK) {
+            exit_code = fail("decode step", st);
+            goto out;
+        }
+        for (int s = 0; s < p.n_seqs; s++) {
+            float *dst = logits + ((size_t)s * o.steps + t) * V;
+            memcpy(dst, step_logits + (size_t)s * V, V * sizeof(float));
+            gen[(size_t)s * o.steps + t] = gp_argmax(dst, cfg->vocab);
+        }
+    }
+    double t3 = now_s();
+    for (int s = 0; s < p.n_seqs; s++) {
+        for (long t = 0; t < o.steps; t++)
+            printf("%s%d", t ? " " : "", gen[(size_t)s * o.steps + t]);
+        printf("\n");
+    }
+    int prompt_tokens = 0;
+    for (int s = 0; s < p.n_seqs; s++)
+        prompt_tokens += p.lens[s];
+    fprintf(stderr, "greenpipe: prefill %d tokens in %.2f s; %ld decode step(s) of batch %d in %.2f s "
+            "(%.3f s/step)\n", prompt_tokens, t2 - t1, o.steps - 1, p.n_seqs, t3 - t2,
+            o.steps > 1 ? (t3 - t2) / (double)(o.steps - 1) : 0.0);
+    exit_code = 0;
+    if (o.dump_logits) {
+        exit_code = write_dump(o.dump_logits, &p, o.steps, gen, logits, cfg->vocab);
+        if (!exit_code)
+            fprintf(stderr, "greenpipe: logits written to %s\n", o.dump_logits);
+    }
+out:
+    gp_cpu_model_destroy(m);
+    gp_host_weights_free(&w);
+    free(logits);
+    free(step_logits);
+    free(gen);
+    free(seq_ids);
+    free(feed);
+    gp_prompts_free(&p);
+    return exit_code;
+}

@@ -1,0 +1,124 @@
+/* Strict parsing of numbers and prompt lists for the command line: nothing is
+ * silently truncated or clamped. */
+#include "gp_tools.h"
+
+#include <ctype.h>
+#include <errno.h>
+#include <limits.h>
+#include <stdlib.h>
+#include <string.h>
+
+gp_status gp_parse_long(const char *text, long min, long max, const char *flag, long *out)
+{
+    if (!text || !*text)
+        GP_FAIL(GP_ERR_INVALID_ARG, "%s: empty value; expected an integer in [%ld, %ld]", flag, min, max);
+    char *end = NULL;
+    errno = 0;
+    long v = strtol(text, &end, 10);
+    if (end == text || *end != '\0' || isspace((unsigned char)text[0]))
+        GP_FAIL(GP_ERR_INVALID_ARG, "%s: '%s' is not an integer; expected an integer in [%ld, %ld]",
+                flag, text, min, max);
+    if (errno == ERANGE || v < min || v > max)
+        GP_FAIL(GP_ERR_INVALID_ARG, "%s: %s is out of range; allowed: [%ld, %ld]", flag, text, min, max);
+    *out = v;
+    return GP_OK;
+}
+
+gp_status gp_parse_u64(const char *text, const char *flag, uint64_t *out)
+{
+    if (!text || !*text || !isdigit((unsigned char)text[0]))
+        GP_FAIL(GP_ERR_INVALID_ARG, "%s: '%s' is not a non-negative integer", flag, text ? text : "");
+    char *end = NULL;
+    errno = 0;
+    unsigned long long v = strtoull(text, &end, 10);
+    if (*end != '\0')
+        GP_FAIL(GP_ERR_INVALID_ARG, "%s: '%s' is not a non-negative integer", flag, text);
+    if (errno == ERANGE)
+        GP_FAIL(GP_ERR_INVALID_ARG, "%s: %s is out of range; allowed: [0, %llu]", flag, text,
+                (unsigned long long)UINT64_MAX);
+    *out = (uint64_t)v;
+    return GP_OK;
+}
+
+void gp_prompts_free(gp_prompts *p)
+{
+    free(p->lens);
+    free(p->offsets);
+    free(p->ids);
+    memset(p, 0, sizeof *p);
+}
+
+/* One id: digits with optional surrounding spaces. */
+static gp_status parse_id(const char *s, size_t n, int seq, int32_t *out)
+{
+    while (n && isspace((unsigned char)*s)) { s++; n--; }
+    while (n && isspace((unsigned char)s[n - 1])) n--;
+    if (n == 0)
+        GP_FAIL(GP_ERR_INVALID_ARG, "--prompt-ids: sequence %d has an empty token id "
+                "(expected ids like \"5,17,42;11,400,2\")", seq);
+    if (n > 10)
+        GP_FAIL(GP_ERR_INVALID_ARG, "--prompt-ids: token id '%.*s' in sequence %d is too large; "
+                "allowed: [0, %d]", (int)n, s, seq, INT32_MAX);
+    int64_t v = 0;
+    for (size_t i = 0; i < n; i++) {
+        if (!isdigit((unsigned char)s[i]))
+            GP_FAIL(GP_ERR_INVALID_ARG, "--prompt-ids: '%.*s' in sequence %d is not a "
+                    "non-negative integer token id", (int)n, s, seq);
+        v = v * 10 + (s[i] - '0');
+    }
+    if (v > INT32_MAX)
+        GP_FAIL(GP_ERR_INVALID_ARG, "--prompt-ids: token id %lld in sequence %d is too large; "
+                "allowed: [0, %d]", (long long)v, seq, INT32_MAX);
+    *out = (int32_t)v;
+    return GP_OK;
+}
+
+gp_status gp_parse_prompts(const char *text, gp_prompts *out)
+{
+    memset(out, 0, sizeof *out);
+    if (!text || !*text)
+        GP_FAIL(GP_ERR_INVALID_ARG, "--prompt-ids: empty; expected ids like \"5,17,42;11,400,2\"");
+    size_t len = strlen(text);
+    int n_seqs = 1, n_ids = 1;
+    for (size_t i = 0; i < len; i++) {
+        if (text[i] == ';') { n_seqs++; n_ids++; }
+        else if (text[i] == ',') n_ids++;
+    }
+    out->lens = calloc((size_t)n_seqs, sizeof *out->lens);
+    out->offsets = calloc((size_t)n_seqs, sizeof *out->offsets);
+    out->ids = calloc((size_t)n_ids, sizeof *out->ids);
+    if (!out->lens || !out->offsets || !out->ids) {
+        gp_prompts_free(out);
+        GP_FAIL(GP_ERR_NO_MEMORY, "--prompt-ids: out of memory for %d ids", n_ids);
+    }
+    int seq = 0, total = 0;
+    const char *tok = text;
+    for (size_t i = 0; i <= len; i++) {
+        char c = text[i];
+        if (c != ',' && c != ';' && c != '\0')
+            continue;
+        const char *s = tok;
+        size_t n = (size_t)(&text[i] - tok);
+        size_t blank = 0;
+        while (blank < n && isspace((unsigned char)s[blank])) blank++;
+        if (blank == n && c != ',' && out->lens[seq] == 0) {
+            gp_prompts_free(out);
+            GP_FAIL(GP_ERR_INVALID_ARG, "--prompt-ids: sequence %d is empty "
+                    "(expected ids like \"5,17,42;11,400,2\")", seq);
+        }
+        gp_status st = parse_id(s, n, seq, &out->ids[total]);
+        if (st != GP_OK) {
+            gp_prompts_free(out);
+            return st;
+        }
+        out->lens[seq]++;
+        total++;
+        tok = &text[i + 1];
+        if (c == ';') {
+            seq++;
+            out->offsets[seq] = total;
+        }
+    }
+    out->n_seqs = n_seqs;
+    return GP_OK;
+}
