@@ -1,1 +1,551 @@
-/* placeholder: being written */
+/* A Hugging Face Llama checkpoint directory: config.json plus one or more
+ * memory-mapped safetensors files, checked against the config and converted
+ * to the engine's fused bf16 layout. */
+#include "gp_model.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <jansson.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+typedef struct ck_file {
+    char *path;
+    void *map; /* NULL for an empty file */
+    size_t len;
+    gp_st_file *st;
+} ck_file;
+
+typedef struct ck_entry {
+    const gp_st_tensor *t;
+    size_t file; /* index into files */
+} ck_entry;
+
+struct gp_checkpoint {
+    gp_config cfg;
+    char *dir;
+    ck_file *files;
+    size_t n_files;
+    ck_entry *tensors; /* sorted by name, across all files */
+    size_t n_tensors;
+};
+
+static char *join_path(const char *dir, const char *name)
+{
+    size_t n = strlen(dir) + strlen(name) + 2;
+    char *p = malloc(n);
+    if (p)
+        snprintf(p, n, "%s/%s", dir, name);
+    return p;
+}
+
+/* Map path read-only into f (the fd is closed before returning). */
+static gp_status map_file(const char *path, ck_file *f)
+{
+    f->path = strdup(path);
+    if (!f->path)
+        GP_FAIL(GP_ERR_NO_MEMORY, "%s: out of memory", path);
+    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    if (fd < 0) {
+        int e = errno;
+        if (e == ENOENT || e == ENOTDIR)
+            GP_FAIL(GP_ERR_NOT_FOUND, "%s: not found (%s)", path, strerror(e));
+        GP_FAIL(GP_ERR_IO, "%s: cannot open: %s", path, strerror(e));
+    }
+    struct stat sb;
+    if (fstat(fd, &sb) != 0) {
+        int e = errno;
+        close(fd);
+        GP_FAIL(GP_ERR_IO, "%s: cannot stat: %s", path, strerror(e));
+    }
+    if (!S_ISREG(sb.st_mode)) {
+        close(fd);
+        GP_FAIL(GP_ERR_IO, "%s: not a regular file", path);
+    }
+    if ((uint64_t)sb.st_size > SIZE_MAX) {
+        close(fd);
+        GP_FAIL(GP_ERR_OVERFLOW, "%s: %lld bytes do not fit in memory", path, (long long)sb.st_size);
+    }
+    f->len = (size_t)sb.st_size;
+    if (f->len > 0) { /* mmap refuses length 0; the parser rejects the empty file */
+        void *m = mmap(NULL, f->len, PROT_READ, MAP_PRIVATE, fd, 0);
+        if (m == MAP_FAILED) {
+            int e = errno;
+            close(fd);
+            GP_FAIL(GP_ERR_IO, "%s: cannot mmap %zu bytes: %s", path, f->len, strerror(e));
+        }
+        f->map = m;
+    }
+    close(fd);
+    return gp_st_parse(f->map, f->len, path, &f->st);
+}
+
+void gp_checkpoint_close(gp_checkpoint *ck)
+{
+    if (!ck)
+        return;
+    for (size_t i = 0; i < ck->n_files; i++) {
+        gp_st_free(ck->files[i].st);
+        if (ck->files[i].map)
+            munmap(ck->files[i].map, ck->files[i].len);
+        free(ck->files[i].path);
+    }
+    free(ck->files);
+    free(ck->tensors);
+    free(ck->dir);
+    free(ck);
+}
+
+const gp_config *gp_checkpoint_config(const gp_checkpoint *ck)
+{
+    return ck ? &ck->cfg : NULL;
+}
+
+size_t gp_checkpoint_tensor_count(const gp_checkpoint *ck)
+{
+    return ck ? ck->n_tensors : 0;
+}
+
+const gp_st_tensor *gp_checkpoint_tensor(const gp_checkpoint *ck, size_t i, const char **file)
+{
+    if (!ck || i >= ck->n_tensors)
+        return NULL;
+    if (file)
+        *file = ck->files[ck->tensors[i].file].path;
+    return ck->tensors[i].t;
+}
+
+static int cmp_entry(const void *a, const void *b)
+{
+    return strcmp(((const ck_entry *)a)->t->name, ((const ck_entry *)b)->t->name);
+}
+
+static const ck_entry *find_entry(const gp_checkpoint *ck, const char *name)
+{
+    if (ck->n_tensors == 0)
+        return NULL;
+    gp_st_tensor t = {.name = (char *)name};
+    ck_entry key = {.t = &t};
+    return bsearch(&key, ck->tensors, ck->n_tensors, sizeof key, cmp_entry);
+}
+
+/* Gather the tensors of every file into one name-sorted list; a name held
+ * by two files is an error. */
+static gp_status merge_tensors(gp_checkpoint *ck)
+{
+    size_t n = 0;
+    for (size_t i = 0; i < ck->n_files; i++)
+        n += gp_st_count(ck->files[i].st);
+    ck->tensors = calloc(n ? n : 1, sizeof *ck->tensors);
+    if (!ck->tensors)
+        GP_FAIL(GP_ERR_NO_MEMORY, "%s: out of memory listing %zu tensors", ck->dir, n);
+    for (size_t i = 0; i < ck->n_files; i++)
+        for (size_t j = 0; j < gp_st_count(ck->files[i].st); j++)
+            ck->tensors[ck->n_tensors++] = (ck_entry){gp_st_get(ck->files[i].st, j), i};
+    qsort(ck->tensors, n, sizeof *ck->tensors, cmp_entry);
+    for (size_t i = 1; i < n; i++)
+        if (strcmp(ck->tensors[i - 1].t->name, ck->tensors[i].t->name) == 0)
+            GP_FAIL(GP_ERR_FORMAT, "%s: tensor '%s' is in two shards, %s and %s", ck->dir,
+                    ck->tensors[i].t->name, ck->files[ck->tensors[i - 1].file].path,
+                    ck->files[ck->tensors[i].file].path);
+    return GP_OK;
+}
+
+/* Shard names come from the index file: keep them inside the directory. */
+static gp_status check_shard_name(const char *name, const char *tensor, const char *label)
+{
+    if (name[0] == '\0' || strchr(name, '/') || strstr(name, ".."))
+        GP_FAIL(GP_ERR_FORMAT,
+                "%s: weight_map entry for tensor '%s' names shard '%s'; a shard must be a plain "
+                "file name in the checkpoint directory (no '/' or '..')",
+                label, tensor, name);
+    return GP_OK;
+}
+
+static int cmp_str(const void *a, const void *b)
+{
+    return strcmp(*(const char *const *)a, *(const char *const *)b);
+}
+
+/* Map every distinct shard named in weight_map, in name order. */
+static gp_status open_shards(gp_checkpoint *ck, json_t *map, const char *label)
+{
+    size_t n = json_object_size(map);
+    const char **names = calloc(n ? n : 1, sizeof *names);
+    if (!names)
+        GP_FAIL(GP_ERR_NO_MEMORY, "%s: out of memory", label);
+    gp_status s = GP_OK;
+    size_t n_names = 0;
+    const char *k;
+    json_t *v;
+    json_object_foreach(map, k, v) {
+        if (!json_is_string(v)) {
+            gp_set_error("%s: weight_map entry for tensor '%s' is not a file name string", label, k);
+            s = GP_ERR_FORMAT;
+            break;
+        }
+        if ((s = check_shard_name(json_string_value(v), k, label)) != GP_OK)
+            break;
+        names[n_names++] = json_string_value(v);
+    }
+    if (s == GP_OK) {
+        qsort(names, n_names, sizeof *names, cmp_str);
+        size_t u = 0;
+        for (size_t i = 0; i < n_names; i++)
+            if (u == 0 || strcmp(names[u - 1], names[i]) != 0)
+                names[u++] = names[i];
+        ck->files = calloc(u ? u : 1, sizeof *ck->files);
+        if (!ck->files) {
+            gp_set_error("%s: out of memory", label);
+            s = GP_ERR_NO_MEMORY;
+        }
+        for (size_t i = 0; i < u && s == GP_OK; i++) {
+            char *path = join_path(ck->dir, names[i]);
+            if (!path) {
+                gp_set_error("%s: out of memory", label);
+                s = GP_ERR_NO_MEMORY;
+                break;
+            }
+            ck->n_files++;
+            s = map_file(path, &ck->files[i]);
+            free(path);
+        }
+    }
+    free(names);
+    return s;
+}
+
+/* The index and the shards must agree: every listed tensor is in its shard,
+ * and every tensor of a shard is listed, for that shard. */
+static gp_status check_weight_map(const gp_checkpoint *ck, json_t *map, const char *label)
+{
+    for (size_t i = 0; i < ck->n_tensors; i++) {
+        const ck_entry *e = &ck->tensors[i];
+        const char *path = ck->files[e->file].path;
+        const char *shard = strrchr(path, '/') + 1;
+        json_t *v = json_object_get(map, e->t->name);
+        if (!v)
+            GP_FAIL(GP_ERR_FORMAT, "%s: tensor '%s' is in shard %s but weight_map does not list it",
+                    label, e->t->name, path);
+        if (strcmp(json_string_value(v), shard) != 0)
+            GP_FAIL(GP_ERR_FORMAT, "%s: weight_map puts tensor '%s' in shard '%s' but it is in %s",
+                    label, e->t->name, json_string_value(v), path);
+    }
+    const char *k;
+    json_t *v;
+    json_object_foreach(map, k, v) {
+        if (!find_entry(ck, k))
+            GP_FAIL(GP_ERR_FORMAT,
+                    "%s: weight_map names tensor '%s' in shard '%s', which has no such tensor",
+                    label, k, json_string_value(v));
+    }
+    return GP_OK;
+}
+
+static gp_status open_index(gp_checkpoint *ck, const char *index_path)
+{
+    json_error_t jerr;
+    json_t *root = json_load_file(index_path, JSON_REJECT_DUPLICATES, &jerr);
+    if (!root)
+        GP_FAIL(GP_ERR_FORMAT, "%s: not valid JSON: %s (line %d)", index_path, jerr.text, jerr.line);
+    gp_status s = GP_OK;
+    json_t *map = json_object_get(root, "weight_map");
+    json_t *meta = json_object_get(root, "metadata");
+    if (!json_is_object(root)) {
+        gp_set_error("%s: top level must be a JSON object", index_path);
+        s = GP_ERR_FORMAT;
+    } else if (!json_is_object(map)) {
+        gp_set_error("%s: missing 'weight_map' object (tensor name -> shard file)", index_path);
+        s = GP_ERR_FORMAT;
+    } else if (meta && !json_is_object(meta) && !json_is_null(meta)) {
+        gp_set_error("%s: 'metadata' must be an object", index_path);
+        s = GP_ERR_FORMAT;
+    }
+    if (s == GP_OK)
+        s = open_shards(ck, map, index_path);
+    if (s == GP_OK)
+        s = merge_tensors(ck);
+    if (s == GP_OK)
+        s = check_weight_map(ck, map, index_path);
+    json_decref(root);
+    return s;
+}
+
+static int is_file(const char *path)
+{
+    struct stat sb;
+    return stat(path, &sb) == 0 && S_ISREG(sb.st_mode);
+}
+
+/* A single model.safetensors wins over an index when both exist, as in
+ * transformers' from_pretrained. */
+gp_status gp_checkpoint_open(const char *dir, gp_checkpoint **out)
+{
+    if (!dir || !out)
+        GP_FAIL(GP_ERR_INVALID_ARG, "gp_checkpoint_open: dir and out must not be NULL");
+    *out = NULL;
+    gp_checkpoint *ck = calloc(1, sizeof *ck);
+    if (!ck)
+        GP_FAIL(GP_ERR_NO_MEMORY, "%s: out of memory", dir);
+    gp_status s = GP_OK;
+    char *single = NULL, *index = NULL;
+    ck->dir = strdup(dir);
+    if (!ck->dir) {
+        gp_set_error("%s: out of memory", dir);
+        s = GP_ERR_NO_MEMORY;
+        goto done;
+    }
+    if ((s = gp_config_load_dir(dir, &ck->cfg)) != GP_OK)
+        goto done;
+    single = join_path(dir, "model.safetensors");
+    index = join_path(dir, "model.safetensors.index.json");
+    if (!single || !index) {
+        gp_set_error("%s: out of memory", dir);
+        s = GP_ERR_NO_MEMORY;
+        goto done;
+    }
+    if (is_file(single)) {
+        ck->files = calloc(1, sizeof *ck->files);
+        if (!ck->files) {
+            gp_set_error("%s: out of memory", dir);
+            s = GP_ERR_NO_MEMORY;
+            goto done;
+        }
+        ck->n_files = 1;
+        if ((s = map_file(single, &ck->files[0])) == GP_OK)
+            s = merge_tensors(ck);
+    } else if (is_file(index)) {
+        s = open_index(ck, index);
+    } else {
+        gp_set_error("%s: no weights: looked for model.safetensors and model.safetensors.index.json",
+                     dir);
+        s = GP_ERR_NOT_FOUND;
+    }
+done:
+    free(single);
+    free(index);
+    if (s != GP_OK) {
+        gp_checkpoint_close(ck);
+        return s;
+    }
+    *out = ck;
+    return GP_OK;
+}
+
+/* ------------------------------------------------------------- checking */
+
+enum { CK_ROW_VOCAB, CK_ROW_HIDDEN, CK_ROW_Q, CK_ROW_KV, CK_ROW_FFN, CK_ROW_NONE };
+
+/* Per-layer tensors: rows and columns in config units (CK_ROW_NONE: 1-D). */
+static const struct { const char *suffix; int rows, cols; } ck_layer_tensors[] = {
+    {"input_layernorm.weight", CK_ROW_HIDDEN, CK_ROW_NONE},
+    {"self_attn.q_proj.weight", CK_ROW_Q, CK_ROW_HIDDEN},
+    {"self_attn.k_proj.weight", CK_ROW_KV, CK_ROW_HIDDEN},
+    {"self_attn.v_proj.weight", CK_ROW_KV, CK_ROW_HIDDEN},
+    {"self_attn.o_proj.weight", CK_ROW_HIDDEN, CK_ROW_Q},
+    {"post_attention_layernorm.weight", CK_ROW_HIDDEN, CK_ROW_NONE},
+    {"mlp.gate_proj.weight", CK_ROW_FFN, CK_ROW_HIDDEN},
+    {"mlp.up_proj.weight", CK_ROW_FFN, CK_ROW_HIDDEN},
+    {"mlp.down_proj.weight", CK_ROW_HIDDEN, CK_ROW_FFN},
+};
+#define CK_N_LAYER_TENSORS (sizeof ck_layer_tensors / sizeof ck_layer_tensors[0])
+
+static int64_t dim_of(const gp_config *c, int which)
+{
+    switch (which) {
+    case CK_ROW_VOCAB: return c->vocab;
+    case CK_ROW_HIDDEN: return c->hidden;
+    case CK_ROW_Q: return (int64_t)c->n_heads * c->head_dim;
+    case CK_ROW_KV: return (int64_t)c->n_kv_heads * c->head_dim;
+    case CK_ROW_FFN: return c->ffn;
+    }
+    return 0;
+}
+
+typedef struct ck_shape {
+    int ndim;
+    int64_t d[2];
+} ck_shape;
+
+static ck_shape shape_of(const gp_config *c, int rows, int cols)
+{
+    ck_shape s = {cols == CK_ROW_NONE ? 1 : 2, {dim_of(c, rows), dim_of(c, cols)}};
+    return s;
+}
+
+/* If name is a tensor the config needs, store its shape and return 1.
+ * lm_head.weight counts only when the embeddings are untied. */
+static int expected_shape(const gp_config *c, const char *name, ck_shape *out)
+{
+    if (strcmp(name, "model.embed_tokens.weight") == 0 ||
+        (!c->tied_embeddings && strcmp(name, "lm_head.weight") == 0)) {
+        *out = shape_of(c, CK_ROW_VOCAB, CK_ROW_HIDDEN);
+        return 1;
+    }
+    if (strcmp(name, "model.norm.weight") == 0) {
+        *out = shape_of(c, CK_ROW_HIDDEN, CK_ROW_NONE);
+        return 1;
+    }
+    static const char prefix[] = "model.layers.";
+    if (strncmp(name, prefix, sizeof prefix - 1) != 0)
+        return 0;
+    const char *p = name + sizeof prefix - 1;
+    /* decimal layer index without leading zeros, below n_layers */
+    if (*p < '0' || *p > '9' || (p[0] == '0' && p[1] != '.'))
+        return 0;
+    long layer = 0;
+    for (; *p >= '0' && *p <= '9'; p++) {
+        layer = layer * 10 + (*p - '0');
+        if (layer >= c->n_layers)
+            return 0;
+    }
+    if (*p++ != '.')
+        return 0;
+    for (size_t i = 0; i < CK_N_LAYER_TENSORS; i++)
+        if (strcmp(p, ck_layer_tensors[i].suffix) == 0) {
+            *out = shape_of(c, ck_layer_tensors[i].rows, ck_layer_tensors[i].cols);
+            return 1;
+        }
+    return 0;
+}
+
+static void format_shape(char *buf, size_t cap, int ndim, const int64_t *d)
+{
+    size_t at = (size_t)snprintf(buf, cap, "[");
+    for (int i = 0; i < ndim && at < cap; i++)
+        at += (size_t)snprintf(buf + at, cap - at, "%s%lld", i ? ", " : "", (long long)d[i]);
+    if (at < cap)
+        snprintf(buf + at, cap - at, "]");
+}
+
+static gp_status check_one(const gp_checkpoint *ck, const char *name)
+{
+    ck_shape want;
+    expected_shape(&ck->cfg, name, &want);
+    const ck_entry *e = find_entry(ck, name);
+    if (!e)
+        GP_FAIL(GP_ERR_NOT_FOUND, "%s: tensor '%s' is missing (the config needs it)", ck->dir, name);
+    const gp_st_tensor *t = e->t;
+    const char *path = ck->files[e->file].path;
+    if (t->dtype != GP_DTYPE_F32 && t->dtype != GP_DTYPE_F16 && t->dtype != GP_DTYPE_BF16)
+        GP_FAIL(GP_ERR_UNSUPPORTED, "%s: tensor '%s' has dtype %s; weights must be F32, F16 or BF16",
+                path, name, gp_dtype_name(t->dtype));
+    if (t->ndim != want.ndim || t->shape[0] != want.d[0] || (want.ndim == 2 && t->shape[1] != want.d[1])) {
+        char found[160], expect[64];
+        format_shape(found, sizeof found, t->ndim, t->shape);
+        format_shape(expect, sizeof expect, want.ndim, want.d);
+        GP_FAIL(GP_ERR_SHAPE, "%s: tensor '%s' has shape %s but the config expects %s", path, name,
+                found, expect);
+    }
+    return GP_OK;
+}
+
+static int ends_with(const char *s, const char *suffix)
+{
+    size_t n = strlen(s), m = strlen(suffix);
+    return n >= m && strcmp(s + n - m, suffix) == 0;
+}
+
+/* With tied embeddings an lm_head.weight in the file is ignored (some
+ * exporters write the shared matrix twice); embed_tokens is used for both. */
+gp_status gp_checkpoint_check(const gp_checkpoint *ck)
+{
+    if (!ck)
+        GP_FAIL(GP_ERR_INVALID_ARG, "gp_checkpoint_check: checkpoint is NULL");
+    const gp_config *c = &ck->cfg;
+    char name[128];
+    GP_TRY(check_one(ck, "model.embed_tokens.weight"));
+    GP_TRY(check_one(ck, "model.norm.weight"));
+    if (!c->tied_embeddings)
+        GP_TRY(check_one(ck, "lm_head.weight"));
+    for (int l = 0; l < c->n_layers; l++)
+        for (size_t i = 0; i < CK_N_LAYER_TENSORS; i++) {
+            snprintf(name, sizeof name, "model.layers.%d.%s", l, ck_layer_tensors[i].suffix);
+            GP_TRY(check_one(ck, name));
+        }
+    for (size_t i = 0; i < ck->n_tensors; i++) {
+        const char *n = ck->tensors[i].t->name, *path = ck->files[ck->tensors[i].file].path;
+        ck_shape ignored;
+        if (ends_with(n, ".bias"))
+            GP_FAIL(GP_ERR_UNSUPPORTED,
+                    "%s: tensor '%s': bias tensors are not supported (attention_bias/mlp_bias)",
+                    path, n);
+        if (ends_with(n, "rotary_emb.inv_freq") || expected_shape(c, n, &ignored) ||
+            (c->tied_embeddings && strcmp(n, "lm_head.weight") == 0))
+            continue;
+        GP_FAIL(GP_ERR_FORMAT, "%s: unexpected tensor '%s' (not part of a %d-layer Llama model)",
+                path, n, c->n_layers);
+    }
+    return GP_OK;
+}
+
+/* ------------------------------------------------------------- loading */
+
+/* Convert t to bf16 into dst. Elements are read with memcpy because the
+ * data pointer may be unaligned. */
+static void to_bf16(const gp_st_tensor *t, gp_bf16 *dst)
+{
+    size_t n = (size_t)(t->end - t->begin) / gp_dtype_size(t->dtype);
+    const uint8_t *src = t->data;
+    if (t->dtype == GP_DTYPE_BF16) {
+        memcpy(dst, src, n * sizeof *dst);
+    } else if (t->dtype == GP_DTYPE_F16) {
+        for (size_t i = 0; i < n; i++) {
+            uint16_t h;
+            memcpy(&h, src + 2 * i, 2);
+            dst[i] = gp_f32_to_bf16(gp_f16_to_f32(h));
+        }
+    } else { /* F32: gp_checkpoint_check admits nothing else */
+        for (size_t i = 0; i < n; i++) {
+            float f;
+            memcpy(&f, src + 4 * i, 4);
+            dst[i] = gp_f32_to_bf16(f);
+        }
+    }
+}
+
+/* Convert the named tensor into dst; returns the element count written so
+ * fused tensors can place the next part right after it. */
+static size_t load_one(const gp_checkpoint *ck, const char *name, gp_bf16 *dst)
+{
+    const gp_st_tensor *t = find_entry(ck, name)->t;
+    to_bf16(t, dst);
+    return (size_t)(t->end - t->begin) / gp_dtype_size(t->dtype);
+}
+
+static size_t load_layer_part(const gp_checkpoint *ck, int l, const char *suffix, gp_bf16 *dst)
+{
+    char name[128];
+    snprintf(name, sizeof name, "model.layers.%d.%s", l, suffix);
+    return load_one(ck, name, dst);
+}
+
+gp_status gp_checkpoint_load_host(const gp_checkpoint *ck, gp_host_weights *w)
+{
+    if (!ck || !w)
+        GP_FAIL(GP_ERR_INVALID_ARG, "gp_checkpoint_load_host: checkpoint and weights must not be NULL");
+    GP_TRY(gp_checkpoint_check(ck));
+    GP_TRY(gp_host_weights_alloc(&ck->cfg, w));
+    /* The check guaranteed every tensor below exists with its exact shape. */
+    load_one(ck, "model.embed_tokens.weight", w->embed);
+    load_one(ck, "model.norm.weight", w->final_norm);
+    if (!ck->cfg.tied_embeddings)
+        load_one(ck, "lm_head.weight", w->lm_head);
+    for (int l = 0; l < ck->cfg.n_layers; l++) {
+        gp_layer_weights *L = &w->layers[l];
+        load_layer_part(ck, l, "input_layernorm.weight", L->attn_norm);
+        size_t at = load_layer_part(ck, l, "self_attn.q_proj.weight", L->wqkv);
+        at += load_layer_part(ck, l, "self_attn.k_proj.weight", L->wqkv + at);
+        load_layer_part(ck, l, "self_attn.v_proj.weight", L->wqkv + at);
+        load_layer_part(ck, l, "self_attn.o_proj.weight", L->wo);
+        load_layer_part(ck, l, "post_attention_layernorm.weight", L->ffn_norm);
+        at = load_layer_part(ck, l, "mlp.gate_proj.weight", L->w_gate_up);
+        load_layer_part(ck, l, "mlp.up_proj.weight", L->w_gate_up + at);
+        load_layer_part(ck, l, "mlp.down_proj.weight", L->w_down);
+    }
+    return GP_OK;
+}
