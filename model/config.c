@@ -1,1 +1,419 @@
-/* placeholder: being written */
+/* Model configuration: built-in presets, HF config.json parsing (classic and
+ * rope_parameters forms), validation, parameter count and RoPE frequencies. */
+#include "gp_model.h"
+
+#include <errno.h>
+#include <jansson.h>
+#include <limits.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* ---------------------------------------------------------------- presets */
+
+/* Values copied from the HF config.json of each model. */
+static const gp_config gp_presets[] = {
+    {
+        .name = "tiny", .n_layers = 2, .hidden = 64, .n_heads = 4, .n_kv_heads = 2,
+        .head_dim = 16, .ffn = 128, .vocab = 256, .norm_eps = 1e-5f, .rope_theta = 10000.0f,
+        .rope_scaling = { .type = GP_ROPE_DEFAULT },
+        .tied_embeddings = true, .max_context = 256,
+    },
+    {
+        .name = "llama3.2-1b", .n_layers = 16, .hidden = 2048, .n_heads = 32, .n_kv_heads = 8,
+        .head_dim = 64, .ffn = 8192, .vocab = 128256, .norm_eps = 1e-5f, .rope_theta = 500000.0f,
+        .rope_scaling = { .type = GP_ROPE_LLAMA3, .factor = 32.0f, .low_freq_factor = 1.0f,
+                          .high_freq_factor = 4.0f, .original_max_pos = 8192 },
+        .tied_embeddings = true, .max_context = 131072,
+    },
+    {
+        .name = "llama3-8b", .n_layers = 32, .hidden = 4096, .n_heads = 32, .n_kv_heads = 8,
+        .head_dim = 128, .ffn = 14336, .vocab = 128256, .norm_eps = 1e-5f, .rope_theta = 500000.0f,
+        .rope_scaling = { .type = GP_ROPE_DEFAULT },
+        .tied_embeddings = false, .max_context = 8192,
+    },
+    {
+        .name = "llama3-70b", .n_layers = 80, .hidden = 8192, .n_heads = 64, .n_kv_heads = 8,
+        .head_dim = 128, .ffn = 28672, .vocab = 128256, .norm_eps = 1e-5f, .rope_theta = 500000.0f,
+        .rope_scaling = { .type = GP_ROPE_DEFAULT },
+        .tied_embeddings = false, .max_context = 8192,
+    },
+};
+
+const char *gp_config_preset_names(void)
+{
+    return "tiny, llama3.2-1b, llama3-8b, llama3-70b";
+}
+
+gp_status gp_config_preset(const char *name, gp_config *out)
+{
+    if (!name || !out)
+        GP_FAIL(GP_ERR_INVALID_ARG, "gp_config_preset: name and out must not be NULL");
+    for (size_t i = 0; i < sizeof gp_presets / sizeof gp_presets[0]; i++) {
+        if (strcmp(name, gp_presets[i].name) == 0) {
+            *out = gp_presets[i];
+            return GP_OK;
+        }
+    }
+    GP_FAIL(GP_ERR_NOT_FOUND, "unknown preset '%s' (presets: %s)", name, gp_config_preset_names());
+}
+
+/* ---------------------------------------------------------------- validation */
+
+gp_status gp_config_validate(const gp_config *c)
+{
+    if (!c)
+        GP_FAIL(GP_ERR_INVALID_ARG, "gp_config_validate: cfg is NULL");
+    const char *n = c->name[0] ? c->name : "(unnamed)";
+    const struct { const char *field; int v; } pos[] = {
+        { "n_layers (num_hidden_layers)", c->n_layers },
+        { "hidden (hidden_size)", c->hidden },
+        { "n_heads (num_attention_heads)", c->n_heads },
+        { "n_kv_heads (num_key_value_heads)", c->n_kv_heads },
+        { "head_dim", c->head_dim },
+        { "ffn (intermediate_size)", c->ffn },
+        { "vocab (vocab_size)", c->vocab },
+        { "max_context (max_position_embeddings)", c->max_context },
+    };
+    for (size_t i = 0; i < sizeof pos / sizeof pos[0]; i++)
+        if (pos[i].v <= 0)
+            GP_FAIL(GP_ERR_INVALID_ARG, "config %s: %s = %d must be positive", n, pos[i].field,
+                    pos[i].v);
+    if (c->n_heads % c->n_kv_heads != 0)
+        GP_FAIL(GP_ERR_INVALID_ARG,
+                "config %s: n_heads = %d is not a multiple of n_kv_heads = %d (GQA needs it)", n,
+                c->n_heads, c->n_kv_heads);
+    if (c->head_dim % 2 != 0)
+        GP_FAIL(GP_ERR_INVALID_ARG, "config %s: head_dim = %d must be even (RoPE rotates pairs)",
+                n, c->head_dim);
+    /* Row counts are held in int by the kernels. */
+    int64_t qkv = ((int64_t)c->n_heads + 2 * (int64_t)c->n_kv_heads) * c->head_dim;
+    if (qkv > INT_MAX || 2 * (int64_t)c->ffn > INT_MAX)
+        GP_FAIL(GP_ERR_INVALID_ARG,
+                "config %s: (n_heads + 2 n_kv_heads) * head_dim = %lld or 2 * ffn = %lld "
+                "exceeds %d", n, (long long)qkv, 2 * (long long)c->ffn, INT_MAX);
+    if (!(c->norm_eps > 0.0f) || !isfinite(c->norm_eps))
+        GP_FAIL(GP_ERR_INVALID_ARG, "config %s: norm_eps (rms_norm_eps) = %g must be positive "
+                "and finite", n, (double)c->norm_eps);
+    if (!(c->rope_theta > 0.0f) || !isfinite(c->rope_theta))
+        GP_FAIL(GP_ERR_INVALID_ARG, "config %s: rope_theta = %g must be positive and finite", n,
+                (double)c->rope_theta);
+    const gp_rope_scaling *s = &c->rope_scaling;
+    if (s->type == GP_ROPE_LLAMA3) {
+        if (!(s->factor >= 1.0f) || !isfinite(s->factor))
+            GP_FAIL(GP_ERR_INVALID_ARG, "config %s: rope_scaling.factor = %g must be >= 1", n,
+                    (double)s->factor);
+        if (!(s->low_freq_factor > 0.0f) || !isfinite(s->low_freq_factor))
+            GP_FAIL(GP_ERR_INVALID_ARG, "config %s: rope_scaling.low_freq_factor = %g must be > 0",
+                    n, (double)s->low_freq_factor);
+        if (!(s->high_freq_factor > s->low_freq_factor) || !isfinite(s->high_freq_factor))
+            GP_FAIL(GP_ERR_INVALID_ARG,
+                    "config %s: rope_scaling.high_freq_factor = %g must be greater than "
+                    "low_freq_factor = %g", n, (double)s->high_freq_factor,
+                    (double)s->low_freq_factor);
+        if (s->original_max_pos <= 0)
+            GP_FAIL(GP_ERR_INVALID_ARG,
+                    "config %s: rope_scaling.original_max_position_embeddings = %d must be "
+                    "positive", n, s->original_max_pos);
+    } else if (s->type != GP_ROPE_DEFAULT) {
+        GP_FAIL(GP_ERR_INVALID_ARG, "config %s: rope_scaling.type = %d is not one of %d (default) "
+                "or %d (llama3)", n, (int)s->type, GP_ROPE_DEFAULT, GP_ROPE_LLAMA3);
+    }
+    return GP_OK;
+}
+
+/* ---------------------------------------------------------------- JSON */
+
+/* Copies the last path component of label (trailing slashes ignored). */
+static void gp_set_basename(char *dst, size_t cap, const char *label)
+{
+    size_t end = strlen(label);
+    while (end > 1 && label[end - 1] == '/')
+        end--;
+    size_t begin = end;
+    while (begin > 0 && label[begin - 1] != '/')
+        begin--;
+    size_t len = end - begin;
+    if (len >= cap)
+        len = cap - 1;
+    memcpy(dst, label + begin, len);
+    dst[len] = '\0';
+}
+
+/* Absent and JSON null both mean "not given", as HF treats None. */
+static json_t *gp_json_opt(json_t *obj, const char *key)
+{
+    json_t *v = json_object_get(obj, key);
+    return (v && !json_is_null(v)) ? v : NULL;
+}
+
+/* prefix names the enclosing object ("" or "rope_scaling.") in messages. */
+static gp_status gp_json_int(json_t *obj, const char *prefix, const char *key, const char *label,
+                             bool required, int *out)
+{
+    json_t *v = gp_json_opt(obj, key);
+    if (!v) {
+        if (required)
+            GP_FAIL(GP_ERR_FORMAT, "%s: missing required key \"%s%s\" (an integer)", label,
+                    prefix, key);
+        return GP_OK;
+    }
+    if (!json_is_integer(v))
+        GP_FAIL(GP_ERR_FORMAT, "%s: key \"%s%s\" must be an integer", label, prefix, key);
+    json_int_t x = json_integer_value(v);
+    if (x < INT_MIN || x > INT_MAX)
+        GP_FAIL(GP_ERR_FORMAT, "%s: key \"%s%s\" = %lld is outside the int range", label, prefix,
+                key, (long long)x);
+    *out = (int)x;
+    return GP_OK;
+}
+
+static gp_status gp_json_float(json_t *obj, const char *prefix, const char *key, const char *label,
+                               bool required, float *out)
+{
+    json_t *v = gp_json_opt(obj, key);
+    if (!v) {
+        if (required)
+            GP_FAIL(GP_ERR_FORMAT, "%s: missing required key \"%s%s\" (a number)", label, prefix,
+                    key);
+        return GP_OK;
+    }
+    if (!json_is_number(v))
+        GP_FAIL(GP_ERR_FORMAT, "%s: key \"%s%s\" must be a number", label, prefix, key);
+    *out = (float)json_number_value(v);
+    return GP_OK;
+}
+
+static gp_status gp_json_bool(json_t *obj, const char *key, const char *label, bool *out)
+{
+    json_t *v = gp_json_opt(obj, key);
+    if (!v)
+        return GP_OK;
+    if (!json_is_boolean(v))
+        GP_FAIL(GP_ERR_FORMAT, "%s: key \"%s\" must be true or false", label, key);
+    *out = json_is_true(v);
+    return GP_OK;
+}
+
+/* Optional string key; *out stays NULL when absent. */
+static gp_status gp_json_str(json_t *obj, const char *prefix, const char *key, const char *label,
+                             const char **out)
+{
+    json_t *v = gp_json_opt(obj, key);
+    if (!v)
+        return GP_OK;
+    if (!json_is_string(v))
+        GP_FAIL(GP_ERR_FORMAT, "%s: key \"%s%s\" must be a string", label, prefix, key);
+    *out = json_string_value(v);
+    return GP_OK;
+}
+
+/* Reads a rope_scaling / rope_parameters object; what names it in messages.
+ * theta receives rope_theta when the object carries it (rope_parameters). */
+static gp_status gp_parse_rope(json_t *r, const char *what, const char *label,
+                               gp_rope_scaling *out, float *theta)
+{
+    char prefix[64];
+    snprintf(prefix, sizeof prefix, "%s.", what);
+    if (!json_is_object(r))
+        GP_FAIL(GP_ERR_FORMAT, "%s: key \"%s\" must be an object or null", label, what);
+    const char *type = NULL;
+    GP_TRY(gp_json_str(r, prefix, "rope_type", label, &type));
+    if (!type) /* older configs spell it "type" */
+        GP_TRY(gp_json_str(r, prefix, "type", label, &type));
+    GP_TRY(gp_json_float(r, prefix, "rope_theta", label, false, theta));
+    if (!type)
+        GP_FAIL(GP_ERR_FORMAT, "%s: \"%s\" has no \"rope_type\" (or \"type\") string", label, what);
+    if (strcmp(type, "default") == 0) {
+        memset(out, 0, sizeof *out);
+        out->type = GP_ROPE_DEFAULT;
+        return GP_OK;
+    }
+    if (strcmp(type, "llama3") != 0)
+        GP_FAIL(GP_ERR_UNSUPPORTED, "%s: %s rope type \"%s\" is not supported (supported: "
+                "\"default\", \"llama3\")", label, what, type);
+    gp_rope_scaling s = { .type = GP_ROPE_LLAMA3 };
+    GP_TRY(gp_json_float(r, prefix, "factor", label, true, &s.factor));
+    GP_TRY(gp_json_float(r, prefix, "low_freq_factor", label, true, &s.low_freq_factor));
+    GP_TRY(gp_json_float(r, prefix, "high_freq_factor", label, true, &s.high_freq_factor));
+    GP_TRY(gp_json_int(r, prefix, "original_max_position_embeddings", label, true,
+                       &s.original_max_pos));
+    *out = s;
+    return GP_OK;
+}
+
+static gp_status gp_parse_root(json_t *root, const char *label, gp_config *c)
+{
+    if (!json_is_object(root))
+        GP_FAIL(GP_ERR_FORMAT, "%s: the top level must be a JSON object", label);
+
+    const char *s = NULL;
+    GP_TRY(gp_json_str(root, "", "model_type", label, &s));
+    if (s && strcmp(s, "llama") != 0)
+        GP_FAIL(GP_ERR_UNSUPPORTED, "%s: model_type \"%s\" is not supported (only \"llama\")",
+                label, s);
+    s = NULL;
+    GP_TRY(gp_json_str(root, "", "hidden_act", label, &s));
+    if (s && strcmp(s, "silu") != 0)
+        GP_FAIL(GP_ERR_UNSUPPORTED, "%s: hidden_act \"%s\" is not supported (only \"silu\")",
+                label, s);
+    static const char *const biases[] = { "attention_bias", "mlp_bias" };
+    for (size_t i = 0; i < 2; i++) {
+        bool b = false;
+        GP_TRY(gp_json_bool(root, biases[i], label, &b));
+        if (b)
+            GP_FAIL(GP_ERR_UNSUPPORTED, "%s: %s = true is not supported (only false)", label,
+                    biases[i]);
+    }
+
+    GP_TRY(gp_json_int(root, "", "num_hidden_layers", label, true, &c->n_layers));
+    GP_TRY(gp_json_int(root, "", "hidden_size", label, true, &c->hidden));
+    GP_TRY(gp_json_int(root, "", "num_attention_heads", label, true, &c->n_heads));
+    c->n_kv_heads = c->n_heads;
+    GP_TRY(gp_json_int(root, "", "num_key_value_heads", label, false, &c->n_kv_heads));
+    /* Default head_dim needs heads > 0; validation reports the zero otherwise. */
+    c->head_dim = c->n_heads > 0 ? c->hidden / c->n_heads : 0;
+    GP_TRY(gp_json_int(root, "", "head_dim", label, false, &c->head_dim));
+    GP_TRY(gp_json_int(root, "", "intermediate_size", label, true, &c->ffn));
+    GP_TRY(gp_json_int(root, "", "vocab_size", label, true, &c->vocab));
+    GP_TRY(gp_json_float(root, "", "rms_norm_eps", label, true, &c->norm_eps));
+    GP_TRY(gp_json_int(root, "", "max_position_embeddings", label, true, &c->max_context));
+    c->tied_embeddings = false; /* HF LlamaConfig's default */
+    GP_TRY(gp_json_bool(root, "tie_word_embeddings", label, &c->tied_embeddings));
+
+    c->rope_theta = 10000.0f;
+    GP_TRY(gp_json_float(root, "", "rope_theta", label, false, &c->rope_theta));
+    memset(&c->rope_scaling, 0, sizeof c->rope_scaling);
+    c->rope_scaling.type = GP_ROPE_DEFAULT;
+    json_t *r = gp_json_opt(root, "rope_scaling");
+    if (r) {
+        float ignored = 0.0f;
+        GP_TRY(gp_parse_rope(r, "rope_scaling", label, &c->rope_scaling, &ignored));
+    }
+    /* The newer form wins when both are present: transformers writes it from
+     * the classic keys when it converts a config. */
+    r = gp_json_opt(root, "rope_parameters");
+    if (r)
+        GP_TRY(gp_parse_rope(r, "rope_parameters", label, &c->rope_scaling, &c->rope_theta));
+    return GP_OK;
+}
+
+gp_status gp_config_parse_json(const char *text, size_t len, const char *label, gp_config *out)
+{
+    if (!text || !out)
+        GP_FAIL(GP_ERR_INVALID_ARG, "gp_config_parse_json: text and out must not be NULL");
+    if (!label)
+        label = "config.json";
+    json_error_t jerr;
+    json_t *root = json_loadb(text, len, 0, &jerr);
+    if (!root)
+        GP_FAIL(GP_ERR_FORMAT, "%s: invalid JSON at line %d column %d: %s", label, jerr.line,
+                jerr.column, jerr.text);
+    gp_config c;
+    memset(&c, 0, sizeof c);
+    gp_set_basename(c.name, sizeof c.name, label);
+    gp_status st = gp_parse_root(root, label, &c);
+    json_decref(root);
+    if (st != GP_OK)
+        return st;
+    GP_TRY(gp_config_validate(&c));
+    *out = c;
+    return GP_OK;
+}
+
+#define GP_CONFIG_MAX_BYTES (16u << 20) /* config.json is a few KB; refuse absurd files */
+
+gp_status gp_config_load_dir(const char *dir, gp_config *out)
+{
+    if (!dir || !out)
+        GP_FAIL(GP_ERR_INVALID_ARG, "gp_config_load_dir: dir and out must not be NULL");
+    size_t plen = strlen(dir) + sizeof "/config.json";
+    char *path = malloc(plen);
+    if (!path)
+        GP_FAIL(GP_ERR_NO_MEMORY, "gp_config_load_dir: cannot allocate %zu bytes", plen);
+    snprintf(path, plen, "%s/config.json", dir);
+
+    gp_status st = GP_OK;
+    char *buf = NULL;
+    FILE *f = fopen(path, "rb");
+    if (!f) {
+        int e = errno;
+        if (e == ENOENT || e == ENOTDIR)
+            gp_set_error("%s: not found (%s)", path, strerror(e)), st = GP_ERR_NOT_FOUND;
+        else
+            gp_set_error("%s: cannot open: %s", path, strerror(e)), st = GP_ERR_IO;
+        goto done;
+    }
+    buf = malloc(GP_CONFIG_MAX_BYTES + 1);
+    if (!buf) {
+        gp_set_error("gp_config_load_dir: cannot allocate %u bytes", GP_CONFIG_MAX_BYTES + 1);
+        st = GP_ERR_NO_MEMORY;
+        goto done;
+    }
+    size_t n = fread(buf, 1, GP_CONFIG_MAX_BYTES + 1, f);
+    if (ferror(f)) {
+        gp_set_error("%s: read error: %s", path, strerror(errno));
+        st = GP_ERR_IO;
+        goto done;
+    }
+    if (n > GP_CONFIG_MAX_BYTES) {
+        gp_set_error("%s: larger than %u bytes; not a config.json", path, GP_CONFIG_MAX_BYTES);
+        st = GP_ERR_FORMAT;
+        goto done;
+    }
+    gp_config c;
+    st = gp_config_parse_json(buf, n, path, &c);
+    if (st == GP_OK) {
+        gp_set_basename(c.name, sizeof c.name, dir);
+        *out = c;
+    }
+done:
+    if (f)
+        fclose(f);
+    free(buf);
+    free(path);
+    return st;
+}
+
+/* ---------------------------------------------------------------- derived */
+
+uint64_t gp_config_param_count(const gp_config *c)
+{
+    if (!c)
+        return 0;
+    uint64_t h = (uint64_t)c->hidden;
+    uint64_t embed = (uint64_t)c->vocab * h;
+    uint64_t layer = 2 * h                                           /* two norms */
+                     + (uint64_t)gp_config_qkv_rows(c) * h           /* wqkv */
+                     + h * (uint64_t)c->n_heads * (uint64_t)c->head_dim /* wo */
+                     + 3 * (uint64_t)c->ffn * h;                      /* gate, up, down */
+    return embed + (uint64_t)c->n_layers * layer + h + (c->tied_embeddings ? 0 : embed);
+}
+
+/* Mirrors transformers' _compute_llama3_parameters, in double. */
+void gp_rope_inv_freq(const gp_config *c, float *out)
+{
+    if (!c || !out || c->head_dim <= 0)
+        return;
+    const double pi = 3.14159265358979323846;
+    const gp_rope_scaling *s = &c->rope_scaling;
+    for (int i = 0; i < c->head_dim / 2; i++) {
+        double f = pow((double)c->rope_theta, -(2.0 * i) / (double)c->head_dim);
+        if (s->type == GP_ROPE_LLAMA3) {
+            double orig = (double)s->original_max_pos;
+            double low = (double)s->low_freq_factor, high = (double)s->high_freq_factor;
+            double factor = (double)s->factor;
+            double low_freq_wavelen = orig / low;
+            double high_freq_wavelen = orig / high;
+            double wavelen = 2.0 * pi / f;
+            if (wavelen > low_freq_wavelen) {
+                f = f / factor;
+            } else if (!(wavelen < high_freq_wavelen)) {
+                double smooth = (orig / wavelen - low) / (high - low);
+                f = (1.0 - smooth) * f / factor + smooth * f;
+            }
+        }
+        out[i] = (float)f;
+    }
+}

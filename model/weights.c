@@ -1,1 +1,97 @@
-/* placeholder: being written */
+/* Host weights in the engine layout: one 64-byte-aligned arena holding the
+ * layer table and every tensor. */
+#include "gp_model.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+#define GP_ARENA_ALIGN 64u
+
+/* Reserves bytes at *off (aligned) and advances it; 0 on overflow. */
+static int gp_arena_take(uint64_t *off, uint64_t bytes, uint64_t *at)
+{
+    uint64_t a;
+    if (!gp_add_u64(*off, GP_ARENA_ALIGN - 1, &a))
+        return 0;
+    a &= ~(uint64_t)(GP_ARENA_ALIGN - 1);
+    *at = a;
+    return gp_add_u64(a, bytes, off);
+}
+
+static int gp_tensor_bytes(const gp_config *c, gp_tensor_kind k, uint64_t *bytes)
+{
+    return gp_mul_u64(gp_synth_numel(c, k), sizeof(gp_bf16), bytes);
+}
+
+gp_status gp_host_weights_alloc(const gp_config *cfg, gp_host_weights *w)
+{
+    if (!cfg || !w)
+        GP_FAIL(GP_ERR_INVALID_ARG, "gp_host_weights_alloc: cfg and w must not be NULL");
+    memset(w, 0, sizeof *w);
+    GP_TRY(gp_config_validate(cfg));
+
+    /* Pass 0 computes offsets and the total; pass 1 assigns pointers. */
+    static const gp_tensor_kind layer_kinds[6] = { GP_T_ATTN_NORM, GP_T_WQKV, GP_T_WO,
+                                                   GP_T_FFN_NORM, GP_T_W_GATE_UP, GP_T_W_DOWN };
+    uint8_t *base = NULL;
+    uint64_t total = 0;
+    for (int pass = 0; pass < 2; pass++) {
+        uint64_t off = 0, at, bytes;
+        int ok = gp_mul_u64((uint64_t)cfg->n_layers, sizeof(gp_layer_weights), &bytes)
+                 && gp_arena_take(&off, bytes, &at);
+        if (pass)
+            w->layers = (gp_layer_weights *)(base + at);
+        ok = ok && gp_tensor_bytes(cfg, GP_T_EMBED, &bytes) && gp_arena_take(&off, bytes, &at);
+        if (pass)
+            w->embed = (gp_bf16 *)(base + at);
+        ok = ok && gp_tensor_bytes(cfg, GP_T_FINAL_NORM, &bytes) && gp_arena_take(&off, bytes, &at);
+        if (pass)
+            w->final_norm = (gp_bf16 *)(base + at);
+        if (cfg->tied_embeddings) {
+            if (pass)
+                w->lm_head = w->embed;
+        } else {
+            ok = ok && gp_tensor_bytes(cfg, GP_T_LM_HEAD, &bytes) && gp_arena_take(&off, bytes, &at);
+            if (pass)
+                w->lm_head = (gp_bf16 *)(base + at);
+        }
+        for (int l = 0; ok && l < cfg->n_layers; l++) {
+            gp_bf16 *p[6];
+            for (int k = 0; ok && k < 6; k++) {
+                ok = gp_tensor_bytes(cfg, layer_kinds[k], &bytes) && gp_arena_take(&off, bytes, &at);
+                p[k] = pass ? (gp_bf16 *)(base + at) : NULL;
+            }
+            if (pass) {
+                gp_layer_weights *L = &w->layers[l];
+                L->attn_norm = p[0], L->wqkv = p[1], L->wo = p[2];
+                L->ffn_norm = p[3], L->w_gate_up = p[4], L->w_down = p[5];
+            }
+        }
+        /* aligned_alloc wants a multiple of the alignment */
+        ok = ok && gp_add_u64(off, GP_ARENA_ALIGN - 1, &total)
+             && (uint64_t)(size_t)total == total;
+        if (!ok)
+            GP_FAIL(GP_ERR_OVERFLOW, "gp_host_weights_alloc: config %s: weight size overflows "
+                    "64-bit arithmetic", cfg->name);
+        total &= ~(uint64_t)(GP_ARENA_ALIGN - 1);
+        if (pass == 0) {
+            base = aligned_alloc(GP_ARENA_ALIGN, (size_t)total);
+            if (!base)
+                GP_FAIL(GP_ERR_NO_MEMORY, "gp_host_weights_alloc: config %s: cannot allocate "
+                        "%llu bytes (%.2f GiB) of host memory for weights", cfg->name,
+                        (unsigned long long)total, (double)total / (1024.0 * 1024.0 * 1024.0));
+        }
+    }
+    w->cfg = *cfg;
+    w->arena = base;
+    w->arena_bytes = (size_t)total;
+    return GP_OK;
+}
+
+void gp_host_weights_free(gp_host_weights *w)
+{
+    if (!w)
+        return;
+    free(w->arena);
+    memset(w, 0, sizeof *w);
+}

@@ -1,1 +1,5 @@
-# tests for this part are registered here
+# Tests of model config, synthetic weights, host weights and KV cache tables.
+gp_add_test(cfg_config SOURCES model/test_config.c LIBS gp_model)
+gp_add_test(synth_host SOURCES model/test_synth.c LIBS gp_model)
+gp_add_test(kv_cache SOURCES model/test_kv_cache.c LIBS gp_model)
+gp_add_test(synth_gpu SOURCES model/test_synth_gpu.c LIBS gp_model_cuda GPU)

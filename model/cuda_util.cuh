@@ -1,0 +1,45 @@
+/* Private CUDA helpers of the model library: turn a failing CUDA runtime call
+ * into a gp_status with a message naming the call and CUDA's reason. */
+#ifndef GP_CUDA_UTIL_CUH
+#define GP_CUDA_UTIL_CUH
+
+#include <cuda_runtime.h>
+
+#include "gp_common.h"
+
+/* Sets the message and maps the error: allocation failures and missing
+ * devices get their own statuses so callers can tell them from bugs. */
+static inline gp_status gp_cuda_fail(cudaError_t e, const char *call, const char *file, int line)
+{
+    gp_status s = GP_ERR_CUDA;
+    if (e == cudaErrorMemoryAllocation)
+        s = GP_ERR_DEVICE_MEMORY;
+    else if (e == cudaErrorNoDevice || e == cudaErrorInsufficientDriver
+             || e == cudaErrorDevicesUnavailable
+             || e == cudaErrorSystemDriverMismatch || e == cudaErrorCompatNotSupportedOnDevice)
+        s = GP_ERR_NO_DEVICE;
+    gp_set_error("%s failed: %s (%s) at %s:%d", call, cudaGetErrorString(e), cudaGetErrorName(e),
+                 file, line);
+    (void)cudaGetLastError(); /* clear a non-sticky error so later calls are not blamed */
+    return s;
+}
+
+/* Return from the enclosing gp_status function when call fails. */
+#define GP_CUDA_TRY(call)                                                                        \
+    do {                                                                                         \
+        cudaError_t gp_cuda_e_ = (call);                                                         \
+        if (gp_cuda_e_ != cudaSuccess)                                                           \
+            return gp_cuda_fail(gp_cuda_e_, #call, __FILE__, __LINE__);                          \
+    } while (0)
+
+/* For functions with cleanup: store the status in st and jump to label. */
+#define GP_CUDA_GOTO(call, st, label)                                                            \
+    do {                                                                                         \
+        cudaError_t gp_cuda_e_ = (call);                                                         \
+        if (gp_cuda_e_ != cudaSuccess) {                                                         \
+            (st) = gp_cuda_fail(gp_cuda_e_, #call, __FILE__, __LINE__);                          \
+            goto label;                                                                          \
+        }                                                                                        \
+    } while (0)
+
+#endif

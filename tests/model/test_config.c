@@ -1,0 +1,437 @@
+/* Tests of model/config.c: presets, HF config.json parsing in both RoPE forms,
+ * validation errors and RoPE inverse frequencies. */
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <setjmp.h>
+#include <cmocka.h>
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "gp_model.h"
+
+static gp_status parse(const char *json, gp_config *c)
+{
+    memset(c, 0xAB, sizeof *c);
+    return gp_config_parse_json(json, strlen(json), "/some/dir/my-model/config.json", c);
+}
+
+static void assert_error_mentions(const char *a, const char *b)
+{
+    const char *e = gp_last_error();
+    if (!strstr(e, a) || (b && !strstr(e, b)))
+        fail_msg("message \"%s\" should mention \"%s\"%s%s", e, a, b ? " and " : "", b ? b : "");
+}
+
+/* ---------------------------------------------------------------- presets */
+
+static void test_preset_tiny(void **state)
+{
+    (void)state;
+    gp_config c;
+    assert_int_equal(gp_config_preset("tiny", &c), GP_OK);
+    assert_string_equal(c.name, "tiny");
+    assert_int_equal(c.n_layers, 2);
+    assert_int_equal(c.hidden, 64);
+    assert_int_equal(c.n_heads, 4);
+    assert_int_equal(c.n_kv_heads, 2);
+    assert_int_equal(c.head_dim, 16);
+    assert_int_equal(c.ffn, 128);
+    assert_int_equal(c.vocab, 256);
+    assert_true(c.norm_eps == 1e-5f);
+    assert_true(c.rope_theta == 10000.0f);
+    assert_int_equal(c.rope_scaling.type, GP_ROPE_DEFAULT);
+    assert_true(c.tied_embeddings);
+    assert_int_equal(c.max_context, 256);
+    assert_int_equal(gp_config_validate(&c), GP_OK);
+    assert_int_equal(gp_config_qkv_rows(&c), (4 + 2 * 2) * 16);
+}
+
+static void test_preset_llama32_1b(void **state)
+{
+    (void)state;
+    gp_config c;
+    assert_int_equal(gp_config_preset("llama3.2-1b", &c), GP_OK);
+    assert_int_equal(c.n_layers, 16);
+    assert_int_equal(c.hidden, 2048);
+    assert_int_equal(c.n_heads, 32);
+    assert_int_equal(c.n_kv_heads, 8);
+    assert_int_equal(c.head_dim, 64);
+    assert_int_equal(c.ffn, 8192);
+    assert_int_equal(c.vocab, 128256);
+    assert_true(c.norm_eps == 1e-5f);
+    assert_true(c.rope_theta == 500000.0f);
+    assert_int_equal(c.rope_scaling.type, GP_ROPE_LLAMA3);
+    assert_true(c.rope_scaling.factor == 32.0f);
+    assert_true(c.rope_scaling.low_freq_factor == 1.0f);
+    assert_true(c.rope_scaling.high_freq_factor == 4.0f);
+    assert_int_equal(c.rope_scaling.original_max_pos, 8192);
+    assert_true(c.tied_embeddings);
+    assert_int_equal(c.max_context, 131072);
+    assert_int_equal(gp_config_validate(&c), GP_OK);
+    /* Llama-3.2-1B's published parameter count */
+    assert_true(gp_config_param_count(&c) == 1235814400ull);
+}
+
+static void test_preset_llama3_8b_default(void **state)
+{
+    (void)state;
+    gp_config c;
+    assert_int_equal(gp_config_preset(GP_DEFAULT_PRESET, &c), GP_OK);
+    assert_string_equal(c.name, "llama3-8b");
+    assert_int_equal(c.n_layers, 32);
+    assert_int_equal(c.hidden, 4096);
+    assert_int_equal(c.n_heads, 32);
+    assert_int_equal(c.n_kv_heads, 8);
+    assert_int_equal(c.head_dim, 128);
+    assert_int_equal(c.ffn, 14336);
+    assert_int_equal(c.vocab, 128256);
+    assert_true(c.norm_eps == 1e-5f);
+    assert_true(c.rope_theta == 500000.0f);
+    assert_int_equal(c.rope_scaling.type, GP_ROPE_DEFAULT);
+    assert_false(c.tied_embeddings);
+    assert_int_equal(c.max_context, 8192);
+    assert_int_equal(gp_config_validate(&c), GP_OK);
+    assert_true(gp_config_param_count(&c) == 8030261248ull);
+}
+
+static void test_preset_llama3_70b(void **state)
+{
+    (void)state;
+    gp_config c;
+    assert_int_equal(gp_config_preset("llama3-70b", &c), GP_OK);
+    assert_int_equal(c.n_layers, 80);
+    assert_int_equal(c.hidden, 8192);
+    assert_int_equal(c.n_heads, 64);
+    assert_int_equal(c.n_kv_heads, 8);
+    assert_int_equal(c.head_dim, 128);
+    assert_int_equal(c.ffn, 28672);
+    assert_int_equal(c.vocab, 128256);
+    assert_true(c.rope_theta == 500000.0f);
+    assert_int_equal(c.rope_scaling.type, GP_ROPE_DEFAULT);
+    assert_false(c.tied_embeddings);
+    assert_int_equal(c.max_context, 8192);
+    assert_int_equal(gp_config_validate(&c), GP_OK);
+    assert_true(gp_config_param_count(&c) == 70553706496ull);
+}
+
+static void test_preset_unknown(void **state)
+{
+    (void)state;
+    gp_config c;
+    assert_string_equal(gp_config_preset_names(), "tiny, llama3.2-1b, llama3-8b, llama3-70b");
+    assert_int_equal(gp_config_preset("llama2-7b", &c), GP_ERR_NOT_FOUND);
+    assert_error_mentions("llama2-7b", "tiny, llama3.2-1b, llama3-8b, llama3-70b");
+    assert_int_equal(gp_config_preset(NULL, &c), GP_ERR_INVALID_ARG);
+}
+
+/* ---------------------------------------------------------------- parsing */
+
+/* Llama-3.1-8B's config.json, abridged to the keys that matter. */
+static const char *llama31_classic =
+    "{\"architectures\": [\"LlamaForCausalLM\"], \"attention_bias\": false,"
+    " \"bos_token_id\": 128000, \"eos_token_id\": 128001, \"hidden_act\": \"silu\","
+    " \"hidden_size\": 4096, \"initializer_range\": 0.02, \"intermediate_size\": 14336,"
+    " \"max_position_embeddings\": 131072, \"mlp_bias\": false, \"model_type\": \"llama\","
+    " \"num_attention_heads\": 32, \"num_hidden_layers\": 32, \"num_key_value_heads\": 8,"
+    " \"pretraining_tp\": 1, \"rms_norm_eps\": 1e-05,"
+    " \"rope_scaling\": {\"factor\": 8.0, \"low_freq_factor\": 1.0, \"high_freq_factor\": 4.0,"
+    "   \"original_max_position_embeddings\": 8192, \"rope_type\": \"llama3\"},"
+    " \"rope_theta\": 500000.0, \"tie_word_embeddings\": false, \"torch_dtype\": \"bfloat16\","
+    " \"transformers_version\": \"4.43.0.dev0\", \"use_cache\": true, \"vocab_size\": 128256}";
+
+static void test_parse_classic(void **state)
+{
+    (void)state;
+    gp_config c;
+    assert_int_equal(parse(llama31_classic, &c), GP_OK);
+    assert_string_equal(c.name, "config.json");
+    assert_int_equal(c.n_layers, 32);
+    assert_int_equal(c.hidden, 4096);
+    assert_int_equal(c.n_heads, 32);
+    assert_int_equal(c.n_kv_heads, 8);
+    assert_int_equal(c.head_dim, 128); /* hidden / heads */
+    assert_int_equal(c.ffn, 14336);
+    assert_int_equal(c.vocab, 128256);
+    assert_true(c.norm_eps == 1e-5f);
+    assert_true(c.rope_theta == 500000.0f);
+    assert_int_equal(c.rope_scaling.type, GP_ROPE_LLAMA3);
+    assert_true(c.rope_scaling.factor == 8.0f);
+    assert_true(c.rope_scaling.low_freq_factor == 1.0f);
+    assert_true(c.rope_scaling.high_freq_factor == 4.0f);
+    assert_int_equal(c.rope_scaling.original_max_pos, 8192);
+    assert_false(c.tied_embeddings);
+    assert_int_equal(c.max_context, 131072);
+}
+
+static void test_parse_rope_parameters(void **state)
+{
+    (void)state;
+    /* transformers v5 form: rope_theta inside rope_parameters, no top-level one. */
+    const char *j =
+        "{\"model_type\": \"llama\", \"hidden_size\": 2048, \"intermediate_size\": 8192,"
+        " \"num_attention_heads\": 32, \"num_hidden_layers\": 16, \"num_key_value_heads\": 8,"
+        " \"head_dim\": 64, \"rms_norm_eps\": 1e-05, \"vocab_size\": 128256,"
+        " \"max_position_embeddings\": 131072, \"tie_word_embeddings\": true,"
+        " \"rope_parameters\": {\"rope_type\": \"llama3\", \"rope_theta\": 500000.0,"
+        "   \"factor\": 32.0, \"low_freq_factor\": 1.0, \"high_freq_factor\": 4.0,"
+        "   \"original_max_position_embeddings\": 8192}}";
+    gp_config c, ref;
+    assert_int_equal(parse(j, &c), GP_OK);
+    assert_int_equal(gp_config_preset("llama3.2-1b", &ref), GP_OK);
+    strcpy(ref.name, c.name);
+    assert_int_equal(c.n_layers, ref.n_layers);
+    assert_int_equal(c.head_dim, 64);
+    assert_true(c.rope_theta == 500000.0f);
+    assert_int_equal(c.rope_scaling.type, GP_ROPE_LLAMA3);
+    assert_true(c.rope_scaling.factor == 32.0f);
+    assert_true(c.rope_scaling.high_freq_factor == 4.0f);
+    assert_int_equal(c.rope_scaling.original_max_pos, 8192);
+    assert_true(c.tied_embeddings);
+    assert_int_equal(gp_config_param_count(&c), gp_config_param_count(&ref));
+
+    /* default rope type, theta only inside rope_parameters */
+    const char *d =
+        "{\"hidden_size\": 64, \"intermediate_size\": 128, \"num_attention_heads\": 4,"
+        " \"num_hidden_layers\": 2, \"rms_norm_eps\": 1e-06, \"vocab_size\": 256,"
+        " \"max_position_embeddings\": 256,"
+        " \"rope_parameters\": {\"rope_type\": \"default\", \"rope_theta\": 1234.5}}";
+    assert_int_equal(parse(d, &c), GP_OK);
+    assert_true(c.rope_theta == 1234.5f);
+    assert_int_equal(c.rope_scaling.type, GP_ROPE_DEFAULT);
+}
+
+static void test_parse_defaults(void **state)
+{
+    (void)state;
+    const char *j =
+        "{\"hidden_size\": 64, \"intermediate_size\": 128, \"num_attention_heads\": 4,"
+        " \"num_hidden_layers\": 2, \"rms_norm_eps\": 1e-06, \"vocab_size\": 256,"
+        " \"max_position_embeddings\": 512, \"num_key_value_heads\": null,"
+        " \"rope_scaling\": null}";
+    gp_config c;
+    assert_int_equal(parse(j, &c), GP_OK);
+    assert_int_equal(c.n_kv_heads, 4);     /* = heads */
+    assert_int_equal(c.head_dim, 16);      /* hidden / heads */
+    assert_true(c.rope_theta == 10000.0f); /* HF default */
+    assert_int_equal(c.rope_scaling.type, GP_ROPE_DEFAULT);
+    assert_false(c.tied_embeddings);       /* HF LlamaConfig default */
+    assert_true(c.norm_eps == 1e-6f);
+    assert_int_equal(c.max_context, 512);
+
+    /* old spelling "type" and "default" meaning none */
+    const char *t =
+        "{\"hidden_size\": 64, \"intermediate_size\": 128, \"num_attention_heads\": 4,"
+        " \"num_hidden_layers\": 2, \"rms_norm_eps\": 1e-06, \"vocab_size\": 256,"
+        " \"max_position_embeddings\": 512, \"rope_scaling\": {\"type\": \"default\"}}";
+    assert_int_equal(parse(t, &c), GP_OK);
+    assert_int_equal(c.rope_scaling.type, GP_ROPE_DEFAULT);
+}
+
+#define BASE "\"hidden_size\": 64, \"intermediate_size\": 128, \"num_attention_heads\": 4," \
+             " \"num_hidden_layers\": 2, \"rms_norm_eps\": 1e-06, \"vocab_size\": 256," \
+             " \"max_position_embeddings\": 256"
+
+static void test_parse_missing_key(void **state)
+{
+    (void)state;
+    gp_config c;
+    const char *j = "{\"hidden_size\": 64, \"intermediate_size\": 128, \"num_attention_heads\": 4,"
+                    " \"rms_norm_eps\": 1e-06, \"vocab_size\": 256, \"max_position_embeddings\": 8}";
+    assert_int_equal(parse(j, &c), GP_ERR_FORMAT);
+    assert_error_mentions("num_hidden_layers", "missing");
+    const char *r = "{" BASE ", \"rope_scaling\": {\"rope_type\": \"llama3\", \"factor\": 8.0,"
+                    " \"low_freq_factor\": 1.0, \"high_freq_factor\": 4.0}}";
+    assert_int_equal(parse(r, &c), GP_ERR_FORMAT);
+    assert_error_mentions("rope_scaling.original_max_position_embeddings", NULL);
+}
+
+static void test_parse_wrong_type(void **state)
+{
+    (void)state;
+    gp_config c;
+    assert_int_equal(parse("{" BASE ", \"num_key_value_heads\": \"2\"}", &c), GP_ERR_FORMAT);
+    assert_error_mentions("num_key_value_heads", "integer");
+    assert_int_equal(parse("{" BASE ", \"head_dim\": 16.5}", &c), GP_ERR_FORMAT);
+    assert_error_mentions("head_dim", "integer");
+    assert_int_equal(parse("{" BASE ", \"rope_theta\": \"big\"}", &c), GP_ERR_FORMAT);
+    assert_error_mentions("rope_theta", "number");
+    assert_int_equal(parse("{" BASE ", \"tie_word_embeddings\": 1}", &c), GP_ERR_FORMAT);
+    assert_error_mentions("tie_word_embeddings", "true or false");
+    assert_int_equal(parse("{" BASE ", \"rope_scaling\": 8}", &c), GP_ERR_FORMAT);
+    assert_error_mentions("rope_scaling", "object");
+    assert_int_equal(parse("{" BASE ", \"rope_scaling\": {\"rope_type\": \"llama3\","
+                           " \"factor\": \"8\", \"low_freq_factor\": 1, \"high_freq_factor\": 4,"
+                           " \"original_max_position_embeddings\": 8192}}", &c), GP_ERR_FORMAT);
+    assert_error_mentions("rope_scaling.factor", "number");
+    assert_int_equal(parse("{" BASE ", \"num_hidden_layers\": 99999999999}", &c), GP_ERR_FORMAT);
+    assert_error_mentions("num_hidden_layers", "range");
+    assert_int_equal(parse("[1, 2]", &c), GP_ERR_FORMAT);
+    assert_int_equal(parse("{\"hidden_size\": 64,", &c), GP_ERR_FORMAT);
+    assert_error_mentions("invalid JSON", "line");
+}
+
+static void test_parse_unsupported(void **state)
+{
+    (void)state;
+    gp_config c;
+    assert_int_equal(parse("{" BASE ", \"model_type\": \"mistral\"}", &c), GP_ERR_UNSUPPORTED);
+    assert_error_mentions("mistral", "llama");
+    assert_int_equal(parse("{" BASE ", \"rope_scaling\": {\"rope_type\": \"yarn\", \"factor\": 4}}",
+                           &c), GP_ERR_UNSUPPORTED);
+    assert_error_mentions("yarn", NULL);
+    assert_int_equal(parse("{" BASE ", \"rope_parameters\": {\"rope_type\": \"linear\","
+                           " \"rope_theta\": 10000.0, \"factor\": 2.0}}", &c), GP_ERR_UNSUPPORTED);
+    assert_error_mentions("linear", NULL);
+    assert_int_equal(parse("{" BASE ", \"attention_bias\": true}", &c), GP_ERR_UNSUPPORTED);
+    assert_error_mentions("attention_bias", NULL);
+    assert_int_equal(parse("{" BASE ", \"mlp_bias\": true}", &c), GP_ERR_UNSUPPORTED);
+    assert_error_mentions("mlp_bias", NULL);
+    assert_int_equal(parse("{" BASE ", \"hidden_act\": \"gelu\"}", &c), GP_ERR_UNSUPPORTED);
+    assert_error_mentions("gelu", "silu");
+    assert_int_equal(parse("{" BASE ", \"model_type\": 3}", &c), GP_ERR_FORMAT);
+}
+
+static void test_parse_invalid_values(void **state)
+{
+    (void)state;
+    gp_config c;
+    assert_int_equal(parse("{" BASE ", \"num_key_value_heads\": 3}", &c), GP_ERR_INVALID_ARG);
+    assert_error_mentions("n_heads = 4", "n_kv_heads = 3");
+    const char *z = "{\"hidden_size\": 64, \"intermediate_size\": 128, \"num_attention_heads\": 4,"
+                    " \"num_hidden_layers\": 0, \"rms_norm_eps\": 1e-06, \"vocab_size\": 256,"
+                    " \"max_position_embeddings\": 256}";
+    assert_int_equal(parse(z, &c), GP_ERR_INVALID_ARG);
+    assert_error_mentions("num_hidden_layers", "= 0");
+    assert_int_equal(parse("{" BASE ", \"head_dim\": 15}", &c), GP_ERR_INVALID_ARG);
+    assert_error_mentions("head_dim = 15", "even");
+    assert_int_equal(parse("{" BASE ", \"rope_theta\": -1}", &c), GP_ERR_INVALID_ARG);
+    assert_error_mentions("rope_theta", "-1");
+    assert_int_equal(parse("{" BASE ", \"rope_scaling\": {\"rope_type\": \"llama3\","
+                           " \"factor\": 8, \"low_freq_factor\": 4, \"high_freq_factor\": 1,"
+                           " \"original_max_position_embeddings\": 8192}}", &c),
+                     GP_ERR_INVALID_ARG);
+    assert_error_mentions("high_freq_factor", "low_freq_factor");
+    assert_int_equal(parse("{" BASE ", \"rope_scaling\": {\"rope_type\": \"llama3\","
+                           " \"factor\": 0.5, \"low_freq_factor\": 1, \"high_freq_factor\": 4,"
+                           " \"original_max_position_embeddings\": 8192}}", &c),
+                     GP_ERR_INVALID_ARG);
+    assert_error_mentions("factor = 0.5", NULL);
+
+    gp_config t;
+    assert_int_equal(gp_config_preset("tiny", &t), GP_OK);
+    t.norm_eps = 0.0f;
+    assert_int_equal(gp_config_validate(&t), GP_ERR_INVALID_ARG);
+    assert_error_mentions("norm_eps", NULL);
+    assert_int_equal(gp_config_validate(NULL), GP_ERR_INVALID_ARG);
+}
+
+static void test_load_dir(void **state)
+{
+    (void)state;
+    char dir[] = "/tmp/gp_test_cfgXXXXXX";
+    assert_non_null(mkdtemp(dir));
+    gp_config c;
+    assert_int_equal(gp_config_load_dir(dir, &c), GP_ERR_NOT_FOUND);
+    assert_error_mentions(dir, "config.json");
+
+    char path[256];
+    snprintf(path, sizeof path, "%s/config.json", dir);
+    FILE *f = fopen(path, "w");
+    assert_non_null(f);
+    fputs(llama31_classic, f);
+    fclose(f);
+    assert_int_equal(gp_config_load_dir(dir, &c), GP_OK);
+    assert_string_equal(c.name, strrchr(dir, '/') + 1);
+    assert_int_equal(c.n_layers, 32);
+    assert_int_equal(c.rope_scaling.type, GP_ROPE_LLAMA3);
+
+    char slash[300];
+    snprintf(slash, sizeof slash, "%s/", dir); /* trailing slash keeps the basename */
+    assert_int_equal(gp_config_load_dir(slash, &c), GP_OK);
+    assert_string_equal(c.name, strrchr(dir, '/') + 1);
+
+    unlink(path);
+    rmdir(dir);
+}
+
+/* ---------------------------------------------------------------- RoPE */
+
+static void assert_rel(double got, double want, double tol, int i)
+{
+    if (fabs(got - want) > tol * fabs(want))
+        fail_msg("inv_freq[%d] = %.9g, want %.9g (rel tol %g)", i, got, want, tol);
+}
+
+static void test_inv_freq_default(void **state)
+{
+    (void)state;
+    gp_config c;
+    assert_int_equal(gp_config_preset("tiny", &c), GP_OK);
+    float f[8];
+    gp_rope_inv_freq(&c, f);
+    /* 10000^(-2i/16) = 10^(-i/2) */
+    assert_rel(f[0], 1.0, 1e-7, 0);
+    assert_rel(f[1], 0.31622776601683794, 1e-7, 1);
+    assert_rel(f[4], 0.01, 1e-7, 4);
+    assert_rel(f[7], 0.00031622776601683794, 1e-7, 7);
+}
+
+static void test_inv_freq_llama3(void **state)
+{
+    (void)state;
+    gp_config c;
+    assert_int_equal(gp_config_preset("llama3.2-1b", &c), GP_OK);
+    float f[32];
+    gp_rope_inv_freq(&c, f);
+    /* base = 500000^(-i/32); wavelength 2*pi/base. With original 8192, low 1,
+     * high 4: wavelengths under 2048 keep base, over 8192 get base/32, and in
+     * between smooth = (8192/wavelen - 1)/3 mixes the two. */
+    assert_rel(f[0], 1.0, 1e-7, 0);                        /* wavelen 6.28: kept */
+    assert_rel(f[1], 0.6636012376960885, 1e-7, 1);         /* kept */
+    assert_rel(f[14], 0.003211445994752591, 1e-6, 14);     /* wavelen 1956: kept */
+    /* i = 15: base 0.0021311195369, wavelen 2948.30, smooth 0.592847;
+     * (1 - s) * base / 32 + s * base */
+    assert_rel(f[15], 0.001290547928209264, 1e-6, 15);
+    assert_rel(f[16], 0.00042955679655936815, 1e-6, 16);   /* wavelen 4442.9: smooth */
+    assert_rel(f[17], 9.70828780262767e-05, 1e-6, 17);     /* wavelen 6695.1: smooth */
+    assert_rel(f[18], 0.000622772421914596 / 32, 1e-6, 18); /* wavelen 10089: /32 */
+    assert_rel(f[31], 3.013858152139171e-06 / 32, 1e-6, 31);
+
+    /* Llama-3.1's factor 8 at head_dim 128 */
+    float g[64];
+    c.head_dim = 128;
+    c.rope_scaling.factor = 8.0f;
+    gp_rope_inv_freq(&c, g);
+    assert_rel(g[20], 0.016560440080994446, 1e-6, 20);
+    assert_rel(g[31], 0.0008567514129196321, 1e-6, 31);
+    assert_rel(g[34], 0.0001785078127679964, 1e-6, 34);
+    assert_rel(g[63], 3.068925988914511e-07, 1e-6, 63);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_preset_tiny),
+        cmocka_unit_test(test_preset_llama32_1b),
+        cmocka_unit_test(test_preset_llama3_8b_default),
+        cmocka_unit_test(test_preset_llama3_70b),
+        cmocka_unit_test(test_preset_unknown),
+        cmocka_unit_test(test_parse_classic),
+        cmocka_unit_test(test_parse_rope_parameters),
+        cmocka_unit_test(test_parse_defaults),
+        cmocka_unit_test(test_parse_missing_key),
+        cmocka_unit_test(test_parse_wrong_type),
+        cmocka_unit_test(test_parse_unsupported),
+        cmocka_unit_test(test_parse_invalid_values),
+        cmocka_unit_test(test_load_dir),
+        cmocka_unit_test(test_inv_freq_default),
+        cmocka_unit_test(test_inv_freq_llama3),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}

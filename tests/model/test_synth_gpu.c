@@ -1,0 +1,205 @@
+/* GPU test of the synthetic generator and device weights: the kernel's bits
+ * must equal the host generator's, and groups count acquires and releases.
+ * Exits 77 (skipped) when no GPU is usable. */
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <setjmp.h>
+#include <cmocka.h>
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <cuda_runtime_api.h>
+
+#include "gp_model.h"
+
+#define CUDA_OK(call)                                                                            \
+    do {                                                                                         \
+        cudaError_t e_ = (call);                                                                 \
+        if (e_ != cudaSuccess)                                                                   \
+            fail_msg("%s: %s", #call, cudaGetErrorString(e_));                                   \
+    } while (0)
+
+/* Reports the first few differing elements, then fails. */
+static void compare_bf16(const gp_bf16 *got, const gp_bf16 *want, uint64_t n, const char *what)
+{
+    uint64_t bad = 0;
+    for (uint64_t i = 0; i < n; i++) {
+        if (got[i] != want[i]) {
+            if (bad < 5)
+                print_error("%s [%llu]: device 0x%04x (%g) host 0x%04x (%g)\n", what,
+                            (unsigned long long)i, got[i], gp_bf16_to_f32(got[i]), want[i],
+                            gp_bf16_to_f32(want[i]));
+            bad++;
+        }
+    }
+    if (bad)
+        fail_msg("%s: %llu of %llu values differ", what, (unsigned long long)bad,
+                 (unsigned long long)n);
+}
+
+static void test_kernel_matches_host(void **state)
+{
+    (void)state;
+    gp_config c;
+    assert_int_equal(gp_config_preset("llama3-8b", &c), GP_OK);
+    const struct { gp_tensor_kind kind; int layer; uint64_t n; } cases[] = {
+        { GP_T_EMBED, 0, 1 },           { GP_T_FINAL_NORM, 0, 4096 },
+        { GP_T_ATTN_NORM, 7, 4097 },    { GP_T_FFN_NORM, 31, 333 },
+        { GP_T_WQKV, 0, 1000003 },      { GP_T_WO, 5, 65537 },
+        { GP_T_W_GATE_UP, 30, 255 },    { GP_T_W_DOWN, 2, 257 },
+        /* past 64K blocks of 256 threads: the grid-stride loop runs */
+        { GP_T_LM_HEAD, 0, (65536ull * 256) * 2 + 3 },
+    };
+    const uint64_t guard = 64;
+    cudaStream_t s;
+    CUDA_OK(cudaStreamCreate(&s));
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        uint64_t n = cases[i].n;
+        float scale = gp_synth_scale(&c, cases[i].kind);
+        gp_bf16 *d = NULL;
+        CUDA_OK(cudaMalloc((void **)&d, (n + guard) * 2));
+        CUDA_OK(cudaMemset(d, 0xFF, (n + guard) * 2)); /* poison: 0xFFFF is a NaN */
+        assert_int_equal(gp_synth_fill_device(d, n, 2024, cases[i].kind, cases[i].layer, scale, s),
+                         GP_OK);
+        gp_bf16 *got = malloc((n + guard) * 2), *want = malloc(n * 2);
+        assert_non_null(got);
+        assert_non_null(want);
+        CUDA_OK(cudaMemcpyAsync(got, d, (n + guard) * 2, cudaMemcpyDeviceToHost, s));
+        CUDA_OK(cudaStreamSynchronize(s));
+        gp_synth_fill_tensor_host(want, n, 2024, cases[i].kind, cases[i].layer, scale);
+        char what[64];
+        snprintf(what, sizeof what, "kind %d layer %d n %llu", cases[i].kind, cases[i].layer,
+                 (unsigned long long)n);
+        compare_bf16(got, want, n, what);
+        for (uint64_t j = n; j < n + guard; j++)
+            assert_int_equal(got[j], 0xFFFF); /* nothing written past n */
+        free(got);
+        free(want);
+        CUDA_OK(cudaFree(d));
+    }
+    /* bad arguments are refused without a launch */
+    assert_int_equal(gp_synth_fill_device(NULL, 5, 1, GP_T_WO, 0, 1.0f, s), GP_ERR_INVALID_ARG);
+    assert_int_equal(gp_synth_fill_device(NULL, 0, 1, GP_T_WO, 0, 1.0f, s), GP_OK);
+    assert_int_equal(gp_synth_fill_device((gp_bf16 *)8, 5, 1, (gp_tensor_kind)42, 0, 1.0f, s),
+                     GP_ERR_INVALID_ARG);
+    CUDA_OK(cudaStreamDestroy(s));
+}
+
+static void compare_weights(const gp_host_weights *dev_view, const gp_host_weights *host)
+{
+    const gp_config *c = &host->cfg;
+    struct pair { gp_tensor_kind k; int layer; const gp_bf16 *d, *h; } t[3 + 6 * 8];
+    int n = 0;
+    t[n++] = (struct pair){ GP_T_EMBED, 0, dev_view->embed, host->embed };
+    t[n++] = (struct pair){ GP_T_FINAL_NORM, 0, dev_view->final_norm, host->final_norm };
+    t[n++] = (struct pair){ GP_T_LM_HEAD, 0, dev_view->lm_head, host->lm_head };
+    for (int l = 0; l < c->n_layers && l < 8; l++) {
+        const gp_layer_weights *D = &dev_view->layers[l], *H = &host->layers[l];
+        t[n++] = (struct pair){ GP_T_ATTN_NORM, l, D->attn_norm, H->attn_norm };
+        t[n++] = (struct pair){ GP_T_WQKV, l, D->wqkv, H->wqkv };
+        t[n++] = (struct pair){ GP_T_WO, l, D->wo, H->wo };
+        t[n++] = (struct pair){ GP_T_FFN_NORM, l, D->ffn_norm, H->ffn_norm };
+        t[n++] = (struct pair){ GP_T_W_GATE_UP, l, D->w_gate_up, H->w_gate_up };
+        t[n++] = (struct pair){ GP_T_W_DOWN, l, D->w_down, H->w_down };
+    }
+    for (int i = 0; i < n; i++) {
+        uint64_t ne = gp_synth_numel(c, t[i].k);
+        gp_bf16 *got = malloc(ne * 2);
+        assert_non_null(got);
+        assert_non_null(t[i].d);
+        CUDA_OK(cudaMemcpy(got, t[i].d, ne * 2, cudaMemcpyDeviceToHost));
+        char what[64];
+        snprintf(what, sizeof what, "tensor kind %d layer %d", t[i].k, t[i].layer);
+        compare_bf16(got, t[i].h, ne, what);
+        free(got);
+    }
+}
+
+static void test_device_weights_synthetic(void **state)
+{
+    (void)state;
+    for (int tied = 1; tied >= 0; tied--) {
+        gp_config c;
+        assert_int_equal(gp_config_preset("tiny", &c), GP_OK);
+        c.tied_embeddings = tied;
+        gp_host_weights h;
+        assert_int_equal(gp_host_weights_alloc(&c, &h), GP_OK);
+        assert_int_equal(gp_synth_fill_host(&h, 77), GP_OK);
+
+        gp_device_weights *dw = NULL;
+        assert_int_equal(gp_device_weights_synthetic(&c, 77, &dw), GP_OK);
+        const gp_host_weights *v = gp_device_weights_view(dw);
+        assert_non_null(v);
+        assert_int_equal(v->cfg.n_layers, 2);
+        if (tied)
+            assert_ptr_equal(v->lm_head, v->embed);
+        else
+            assert_ptr_not_equal(v->lm_head, v->embed);
+        compare_weights(v, &h);
+
+        /* upload gives the same bytes */
+        gp_device_weights *up = NULL;
+        assert_int_equal(gp_device_weights_upload(&h, &up), GP_OK);
+        compare_weights(gp_device_weights_view(up), &h);
+        gp_device_weights_destroy(up);
+
+        gp_device_weights_destroy(dw);
+        gp_host_weights_free(&h);
+    }
+}
+
+static void test_group_acquire_release(void **state)
+{
+    (void)state;
+    gp_config c;
+    assert_int_equal(gp_config_preset("tiny", &c), GP_OK);
+    gp_device_weights *dw = NULL;
+    assert_int_equal(gp_device_weights_synthetic(&c, 1, &dw), GP_OK);
+    gp_weight_group *a0 = gp_device_weights_group(dw, GP_GROUP_ATTN, 0);
+    gp_weight_group *f1 = gp_device_weights_group(dw, GP_GROUP_FFN, 1);
+    gp_weight_group *hd = gp_device_weights_group(dw, GP_GROUP_HEAD, 0);
+    assert_non_null(a0);
+    assert_non_null(f1);
+    assert_non_null(hd);
+    assert_ptr_not_equal(a0, f1);
+    assert_null(gp_device_weights_group(dw, GP_GROUP_ATTN, 2));
+    assert_null(gp_device_weights_group(dw, GP_GROUP_FFN, -1));
+    assert_null(gp_device_weights_group(dw, (gp_group_kind)7, 0));
+
+    cudaStream_t s;
+    CUDA_OK(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));
+    assert_int_equal(gp_weight_group_in_use(a0), 0);
+    assert_int_equal(gp_weight_group_acquire(a0, s), GP_OK);
+    assert_int_equal(gp_weight_group_acquire(a0, s), GP_OK);
+    assert_int_equal(gp_weight_group_acquire(f1, s), GP_OK);
+    assert_int_equal(gp_weight_group_in_use(a0), 2);
+    assert_int_equal(gp_weight_group_in_use(f1), 1);
+    assert_int_equal(gp_weight_group_in_use(hd), 0);
+    gp_weight_group_release(a0);
+    assert_int_equal(gp_weight_group_in_use(a0), 1);
+    gp_weight_group_release(a0);
+    gp_weight_group_release(f1);
+    assert_int_equal(gp_weight_group_in_use(a0), 0);
+    assert_int_equal(gp_weight_group_in_use(f1), 0);
+    assert_int_equal(gp_weight_group_acquire(NULL, s), GP_ERR_INVALID_ARG);
+    CUDA_OK(cudaStreamSynchronize(s));
+    CUDA_OK(cudaStreamDestroy(s));
+    gp_device_weights_destroy(dw);
+}
+
+int main(void)
+{
+    if (gp_cuda_available() != GP_OK) {
+        printf("skipped: %s\n", gp_last_error());
+        return 77;
+    }
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_kernel_matches_host),
+        cmocka_unit_test(test_device_weights_synthetic),
+        cmocka_unit_test(test_group_acquire_release),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
