@@ -1,0 +1,699 @@
+/* Tests of the float32 CPU reference: each operation against a double-precision
+ * formula, and decode-step invariants on the tiny preset with synthetic weights. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <cmocka.h>
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "gp_model.h"
+
+/* ------------------------------------------------------------ helpers */
+
+typedef struct rng { uint64_t s; } rng;
+
+static uint64_t rng_next(rng *r) /* splitmix64 */
+{
+    uint64_t z = (r->s += 0x9e3779b97f4a7c15ull);
+    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+    z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+    return z ^ (z >> 31);
+}
+
+static float rng_uniform(rng *r, float lo, float hi) /* [lo, hi) */
+{
+    return lo + (hi - lo) * (float)((rng_next(r) >> 40) * (1.0 / 16777216.0));
+}
+
+#define CHECK_OK(expr)                                                                     \
+    do {                                                                                   \
+        gp_status st_ = (expr);                                                            \
+        if (st_ != GP_OK)                                                                  \
+            fail_msg("%s -> %s: %s", #expr, gp_status_str(st_), gp_last_error());          \
+    } while (0)
+
+/* max |a - b| / max |b| over n values; prints the first few mismatches when
+ * it exceeds tol. */
+static double rel_err(const float *a, const float *b, int n, double tol, const char *what)
+{
+    double md = 0.0, mr = 0.0;
+    for (int i = 0; i < n; i++) {
+        md = fmax(md, fabs((double)a[i] - (double)b[i]));
+        mr = fmax(mr, fabs((double)b[i]));
+    }
+    double e = mr > 0.0 ? md / mr : md;
+    if (!(e <= tol)) {
+        int shown = 0;
+        for (int i = 0; i < n && shown < 8; i++) {
+            if (fabs((double)a[i] - (double)b[i]) > tol * mr) {
+                fprintf(stderr, "  %s[%d]: got %.9g, want %.9g\n", what, i, (double)a[i],
+                        (double)b[i]);
+                shown++;
+            }
+        }
+        fprintf(stderr, "%s: max|diff|/max|ref| = %.3g exceeds %.3g\n", what, e, tol);
+    }
+    return e;
+}
+
+/* ------------------------------------------------------------ operations */
+
+/* Per element relative 1e-6: the float path rounds the mean to float, takes
+ * sqrtf and a division, and two products: about 5 ulp (3e-7) at worst. */
+static void test_rmsnorm_vs_double(void **state)
+{
+    const int sizes[] = {1, 7, 64, 4096, 8192};
+    rng r = {1};
+    for (size_t si = 0; si < sizeof sizes / sizeof sizes[0]; si++) {
+        int n = sizes[si];
+        float *x = malloc(n * sizeof *x), *out = malloc(n * sizeof *out);
+        gp_bf16 *w = malloc(n * sizeof *w);
+        float scale = si % 2 ? 30.0f : 0.01f; /* both large and small activations */
+        for (int i = 0; i < n; i++) {
+            x[i] = scale * rng_uniform(&r, -1.0f, 1.0f);
+            w[i] = gp_f32_to_bf16(rng_uniform(&r, 0.5f, 1.5f));
+        }
+        const float eps = 1e-5f;
+        gp_ref_rmsnorm(out, x, w, n, eps);
+        double ss = 0.0;
+        for (int i = 0; i < n; i++)
+            ss += (double)x[i] * x[i];
+        double rr = 1.0 / sqrt(ss / n + (double)eps);
+        double worst = 0.0;
+        for (int i = 0; i < n; i++) {
+            double ref = (double)gp_bf16_to_f32(w[i]) * x[i] * rr;
+            double e = fabs(out[i] - ref) / fmax(fabs(ref), 1e-30);
+            worst = fmax(worst, e);
+        }
+        if (worst > 1e-6)
+            fail_msg("rmsnorm n=%d: worst relative error %.3g > 1e-6", n, worst);
+        /* in place gives the same bits */
+        float *y = malloc(n * sizeof *y);
+        memcpy(y, x, n * sizeof *y);
+        gp_ref_rmsnorm(y, y, w, n, eps);
+        assert_memory_equal(y, out, n * sizeof *y);
+        free(x), free(out), free(w), free(y);
+    }
+}
+
+/* Bound relative to sum |w_j x_j| (the condition of the sum), 1e-6: float
+ * summation in 16 lanes of n/16 terms plus the fold stays well under it for
+ * n <= 4096 (the measured worst is printed). */
+static void test_matvec_vs_double(void **state)
+{
+    const int cols_list[] = {1, 15, 16, 17, 100, 1000, 4096};
+    const int rows = 33;
+    rng r = {2};
+    double worst_all = 0.0;
+    for (size_t ci = 0; ci < sizeof cols_list / sizeof cols_list[0]; ci++) {
+        int cols = cols_list[ci];
+        gp_bf16 *w = malloc((size_t)rows * cols * sizeof *w); /* [rows][cols] */
+        float *x = malloc(cols * sizeof *x), *out = malloc(rows * sizeof *out);
+        for (int i = 0; i < rows * cols; i++)
+            w[i] = gp_f32_to_bf16(rng_uniform(&r, -1.0f, 1.0f));
+        for (int j = 0; j < cols; j++)
+            x[j] = rng_uniform(&r, -2.0f, 2.0f);
+        gp_ref_matvec(out, w, x, rows, cols);
+        for (int i = 0; i < rows; i++) {
+            double ref = 0.0, mag = 0.0;
+            for (int j = 0; j < cols; j++) {
+                double t = (double)gp_bf16_to_f32(w[(size_t)i * cols + j]) * x[j];
+                ref += t;
+                mag += fabs(t);
+            }
+            double e = fabs(out[i] - ref) / fmax(mag, 1e-30);
+            worst_all = fmax(worst_all, e);
+            if (e > 1e-6)
+                fail_msg("matvec %dx%d row %d: got %.9g want %.9g (|err|/sum|wx| = %.3g > 1e-6)",
+                         rows, cols, i, (double)out[i], ref, e);
+        }
+        free(w), free(x), free(out);
+    }
+    printf("matvec: worst |err|/sum|w x| = %.3g\n", worst_all);
+}
+
+/* The pairing convention itself: element i rotates with i + head_dim/2. */
+static void test_rope_convention(void **state)
+{
+    float inv_freq[2] = {1.0f, 0.5f};
+    float v[4] = {1.0f, 0.0f, 0.0f, 0.0f}; /* [1 head][4] */
+    gp_ref_rope(v, 1, 4, 1, inv_freq);
+    assert_true(fabsf(v[0] - cosf(1.0f)) < 1e-7f);
+    assert_true(v[1] == 0.0f);
+    assert_true(fabsf(v[2] - sinf(1.0f)) < 1e-7f);
+    assert_true(v[3] == 0.0f);
+    float u[4] = {0.0f, 0.0f, 0.0f, 1.0f};
+    gp_ref_rope(u, 1, 4, 2, inv_freq); /* pair (1, 3) at angle 2 * 0.5 */
+    assert_true(fabsf(u[1] + sinf(1.0f)) < 1e-7f);
+    assert_true(fabsf(u[3] - cosf(1.0f)) < 1e-7f);
+}
+
+/* Against double cos/sin of the same float angle (the angle is rounded to
+ * float by design, as HF does): 1e-6 of the vector's magnitude. */
+static void test_rope_vs_double(void **state)
+{
+    const int dims[] = {16, 64, 128};
+    const int positions[] = {0, 1, 17, 1000, 8191, 131071};
+    const int n_heads = 3;
+    rng r = {3};
+    for (size_t di = 0; di < sizeof dims / sizeof dims[0]; di++) {
+        int hd = dims[di];
+        gp_config cfg = {.head_dim = hd, .rope_theta = 500000.0f};
+        float *inv = malloc(hd / 2 * sizeof *inv);
+        gp_rope_inv_freq(&cfg, inv);
+        for (size_t pi = 0; pi < sizeof positions / sizeof positions[0]; pi++) {
+            int pos = positions[pi];
+            float *v = malloc((size_t)n_heads * hd * sizeof *v), *orig = malloc((size_t)n_heads * hd * sizeof *orig);
+            double mag = 0.0;
+            for (int i = 0; i < n_heads * hd; i++) {
+                orig[i] = v[i] = rng_uniform(&r, -3.0f, 3.0f);
+                mag = fmax(mag, fabs(v[i]));
+            }
+            gp_ref_rope(v, n_heads, hd, pos, inv);
+            if (pos == 0)
+                assert_memory_equal(v, orig, (size_t)n_heads * hd * sizeof *v);
+            for (int h = 0; h < n_heads; h++) {
+                for (int i = 0; i < hd / 2; i++) {
+                    double ang = (double)((float)pos * inv[i]);
+                    double a = orig[h * hd + i], b = orig[h * hd + i + hd / 2];
+                    double want0 = a * cos(ang) - b * sin(ang), want1 = b * cos(ang) + a * sin(ang);
+                    double e = fmax(fabs(v[h * hd + i] - want0), fabs(v[h * hd + i + hd / 2] - want1));
+                    if (e > 1e-6 * mag)
+                        fail_msg("rope hd=%d pos=%d head %d pair %d: error %.3g > 1e-6 * %.3g", hd,
+                                 pos, h, i, e, mag);
+                }
+            }
+            free(v), free(orig);
+        }
+        free(inv);
+    }
+}
+
+/* Per element relative 1e-6 (expf, one add, a division, a product), plus an
+ * absolute 1e-30 floor for the underflowing tail of silu at large -g. */
+static void test_swiglu_vs_double(void **state)
+{
+    enum { N = 2000 };
+    float gate[N], up[N], out[N];
+    rng r = {4};
+    for (int i = 0; i < N; i++) {
+        gate[i] = rng_uniform(&r, -20.0f, 20.0f);
+        up[i] = rng_uniform(&r, -3.0f, 3.0f);
+    }
+    gate[0] = -1000.0f, gate[1] = 1000.0f, gate[2] = 0.0f, gate[3] = -88.5f, gate[4] = 88.5f;
+    gp_ref_swiglu(out, gate, up, N);
+    for (int i = 0; i < N; i++) {
+        double g = gate[i];
+        double want = g / (1.0 + exp(-g)) * up[i];
+        assert_true(isfinite(out[i]));
+        if (fabs(out[i] - want) > 1e-6 * fabs(want) + 1e-30)
+            fail_msg("swiglu gate %.9g up %.9g: got %.9g want %.9g", g, (double)up[i],
+                     (double)out[i], want);
+    }
+}
+
+static void test_argmax(void **state)
+{
+    float a[] = {1.0f, 3.0f, 3.0f, -2.0f};
+    assert_int_equal(gp_argmax(a, 4), 1); /* first of a tie */
+    float b[] = {NAN, -INFINITY, 2.0f, NAN, 2.0f};
+    assert_int_equal(gp_argmax(b, 5), 2); /* NaNs skipped */
+    float c[] = {NAN, NAN};
+    assert_int_equal(gp_argmax(c, 2), 0);
+    float d[] = {-INFINITY, -INFINITY};
+    assert_int_equal(gp_argmax(d, 2), 0);
+    assert_int_equal(gp_argmax(a, 0), -1);
+    assert_int_equal(gp_argmax(NULL, 3), -1);
+}
+
+/* ------------------------------------------------------------ decode on "tiny" */
+
+static gp_host_weights g_tiny; /* synthetic tiny weights shared by the decode tests */
+
+static int setup_tiny(void **state)
+{
+    gp_config cfg;
+    if (gp_config_preset("tiny", &cfg) != GP_OK || gp_host_weights_alloc(&cfg, &g_tiny) != GP_OK ||
+        gp_synth_fill_host(&g_tiny, 1234) != GP_OK) {
+        fprintf(stderr, "setup: %s\n", gp_last_error());
+        return -1;
+    }
+    return 0;
+}
+
+static int teardown_tiny(void **state)
+{
+    gp_host_weights_free(&g_tiny);
+    return 0;
+}
+
+static const int32_t P0[] = {5, 17, 42, 7, 99, 3, 250, 0, 128};
+static const int32_t P1[] = {11, 200, 2};
+static const int32_t P2[] = {1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16, 17};
+#define NP(p) ((int)(sizeof(p) / sizeof((p)[0])))
+
+static bool all_finite(const float *x, int n)
+{
+    for (int i = 0; i < n; i++)
+        if (!isfinite(x[i]))
+            return false;
+    return true;
+}
+
+/* Greedy decode of nsteps after prefill for several sequences, each alone
+ * (B=1); logits out [n_seqs][nsteps][vocab]. */
+static void run_alone(const gp_host_weights *w, int block, const int32_t *const *prompts,
+                      const int *lens, int n_seqs, int nsteps, float *logits)
+{
+    int V = w->cfg.vocab;
+    gp_cpu_model *m;
+    CHECK_OK(gp_cpu_model_create(w, n_seqs, 64, block, &m));
+    for (int s = 0; s < n_seqs; s++) {
+        float *ls = logits + (size_t)s * nsteps * V;
+        CHECK_OK(gp_cpu_prefill(m, s, lens[s], prompts[s], ls));
+        for (int t = 1; t < nsteps; t++) {
+            int32_t tok = gp_argmax(ls + (size_t)(t - 1) * V, V);
+            CHECK_OK(gp_cpu_decode_step(m, 1, &s, &tok, ls + (size_t)t * V));
+        }
+    }
+    gp_cpu_model_destroy(m);
+}
+
+/* Decoding sequences together must give each one's logits bit for bit as
+ * decoding it alone: rows of a batch never mix. The batch order is permuted. */
+static void test_batch_invariance(void **state)
+{
+    const int32_t *prompts[3] = {P0, P1, P2};
+    int lens[3] = {NP(P0), NP(P1), NP(P2)};
+    const int S = 3, T = 10, V = g_tiny.cfg.vocab;
+    float *alone = malloc((size_t)S * T * V * sizeof *alone);
+    float *together = malloc((size_t)S * T * V * sizeof *together);
+    run_alone(&g_tiny, 4, prompts, lens, S, T, alone);
+
+    gp_cpu_model *m;
+    CHECK_OK(gp_cpu_model_create(&g_tiny, S, 64, 4, &m));
+    for (int s = 0; s < S; s++)
+        CHECK_OK(gp_cpu_prefill(m, s, lens[s], prompts[s], together + (size_t)s * T * V));
+    const int order[3] = {2, 0, 1};
+    float *step = malloc((size_t)S * V * sizeof *step); /* [S][V] in batch order */
+    for (int t = 1; t < T; t++) {
+        int32_t toks[3];
+        for (int b = 0; b < S; b++)
+            toks[b] = gp_argmax(together + ((size_t)order[b] * T + t - 1) * V, V);
+        CHECK_OK(gp_cpu_decode_step(m, S, order, toks, step));
+        for (int b = 0; b < S; b++)
+            memcpy(together + ((size_t)order[b] * T + t) * V, step + (size_t)b * V, V * sizeof *step);
+    }
+    gp_cpu_model_destroy(m);
+    for (int s = 0; s < S; s++)
+        for (int t = 0; t < T; t++)
+            if (memcmp(alone + ((size_t)s * T + t) * V, together + ((size_t)s * T + t) * V,
+                       V * sizeof(float)) != 0)
+                fail_msg("batch invariance: sequence %d step %d differs between B=1 and B=3", s, t);
+    free(alone), free(together), free(step);
+}
+
+/* prefill(P) == prefill(P[:n-1]) then decode(P[n-1]) == n single decode
+ * steps, bit for bit; and a reset sequence replays identically. */
+static void test_prefill_decode_consistency(void **state)
+{
+    const int V = g_tiny.cfg.vocab, n = NP(P2);
+    float *a = malloc(V * sizeof *a), *b = malloc(V * sizeof *b), *c = malloc(V * sizeof *c);
+    gp_cpu_model *m;
+    CHECK_OK(gp_cpu_model_create(&g_tiny, 3, 64, 5, &m));
+    CHECK_OK(gp_cpu_prefill(m, 0, n, P2, a));
+    CHECK_OK(gp_cpu_prefill(m, 1, n - 1, P2, NULL));
+    int s1 = 1;
+    CHECK_OK(gp_cpu_decode_step(m, 1, &s1, &P2[n - 1], b));
+    int s2 = 2;
+    for (int i = 0; i < n; i++)
+        CHECK_OK(gp_cpu_decode_step(m, 1, &s2, &P2[i], c));
+    assert_memory_equal(a, b, V * sizeof *a);
+    assert_memory_equal(a, c, V * sizeof *a);
+
+    gp_cpu_reset_seq(m, 0);
+    memset(b, 0, V * sizeof *b);
+    CHECK_OK(gp_cpu_prefill(m, 0, n, P2, b));
+    assert_memory_equal(a, b, V * sizeof *a);
+    gp_cpu_model_destroy(m);
+    free(a), free(b), free(c);
+}
+
+/* Two independent greedy runs of 60 tokens agree exactly; logits are finite
+ * and not degenerate (synthetic weights give a spread of several units). */
+static void test_greedy_determinism(void **state)
+{
+    const int V = g_tiny.cfg.vocab, T = 60;
+    int32_t toks[2][60];
+    float *l = malloc(V * sizeof *l), *first = malloc((size_t)T * V * sizeof *first);
+    for (int run = 0; run < 2; run++) {
+        gp_cpu_model *m;
+        CHECK_OK(gp_cpu_model_create(&g_tiny, 1, 128, 16, &m));
+        int s = 0;
+        CHECK_OK(gp_cpu_prefill(m, 0, NP(P0), P0, l));
+        for (int t = 0; t < T; t++) {
+            if (!all_finite(l, V))
+                fail_msg("non-finite logits at step %d", t);
+            if (run == 0) {
+                memcpy(first + (size_t)t * V, l, V * sizeof *l);
+                float lo = l[0], hi = l[0];
+                for (int i = 1; i < V; i++)
+                    lo = fminf(lo, l[i]), hi = fmaxf(hi, l[i]);
+                if (!(hi - lo > 0.5f))
+                    fail_msg("degenerate logits at step %d: range %g", t, (double)(hi - lo));
+            } else {
+                assert_memory_equal(first + (size_t)t * V, l, V * sizeof *l);
+            }
+            toks[run][t] = gp_argmax(l, V);
+            if (t + 1 < T)
+                CHECK_OK(gp_cpu_decode_step(m, 1, &s, &toks[run][t], l));
+        }
+        gp_cpu_model_destroy(m);
+    }
+    assert_memory_equal(toks[0], toks[1], sizeof toks[0]);
+    free(l), free(first);
+}
+
+/* The block size only changes where K/V live, not what is computed: 1e-5
+ * relative (in practice the results are bitwise equal; the tolerance leaves
+ * room for a future blocked attention). */
+static void test_paged_independence(void **state)
+{
+    const int32_t *prompts[3] = {P0, P1, P2};
+    int lens[3] = {NP(P0), NP(P1), NP(P2)};
+    const int S = 3, T = 12, V = g_tiny.cfg.vocab;
+    const int blocks[] = {16, 1, 3, 64};
+    float *ref = malloc((size_t)S * T * V * sizeof *ref), *got = malloc((size_t)S * T * V * sizeof *got);
+    run_alone(&g_tiny, blocks[0], prompts, lens, S, T, ref);
+    for (size_t i = 1; i < sizeof blocks / sizeof blocks[0]; i++) {
+        run_alone(&g_tiny, blocks[i], prompts, lens, S, T, got);
+        char what[64];
+        snprintf(what, sizeof what, "block_size %d vs 16", blocks[i]);
+        double e = rel_err(got, ref, S * T * V, 1e-5, what);
+        assert_true(e <= 1e-5);
+    }
+    free(ref), free(got);
+}
+
+/* Context full is GP_ERR_STATE with a message, and leaves the sequence usable
+ * after a reset; a prompt that does not fit changes nothing. */
+static void test_context_full(void **state)
+{
+    const int V = g_tiny.cfg.vocab;
+    float *l = malloc(V * sizeof *l), *l2 = malloc(V * sizeof *l2);
+    gp_cpu_model *m;
+    CHECK_OK(gp_cpu_model_create(&g_tiny, 2, 8, 3, &m)); /* 8 tokens in blocks of 3 */
+    CHECK_OK(gp_cpu_prefill(m, 0, 8, P0, l));
+    int s = 0;
+    int32_t tok = 1;
+    gp_clear_error();
+    assert_int_equal(gp_cpu_decode_step(m, 1, &s, &tok, l2), GP_ERR_STATE);
+    printf("context full: %s\n", gp_last_error());
+    assert_non_null(strstr(gp_last_error(), "full"));
+    assert_int_equal(gp_cpu_decode_step(m, 1, &s, &tok, l2), GP_ERR_STATE);
+
+    /* a batch where one row is full fails as a whole and advances no row */
+    CHECK_OK(gp_cpu_prefill(m, 1, 3, P1, NULL));
+    int both[2] = {1, 0};
+    int32_t toks[2] = {4, 4};
+    float *lb = malloc(2 * V * sizeof *lb);
+    assert_int_equal(gp_cpu_decode_step(m, 2, both, toks, lb), GP_ERR_STATE);
+    gp_cpu_reset_seq(m, 1);
+
+    /* too long a prompt on a fresh sequence: refused, nothing written */
+    gp_cpu_reset_seq(m, 0);
+    assert_int_equal(gp_cpu_prefill(m, 0, 9, P0, l2), GP_ERR_STATE);
+    printf("prompt too long: %s\n", gp_last_error());
+    CHECK_OK(gp_cpu_prefill(m, 0, 8, P0, l2));
+    assert_memory_equal(l, l2, V * sizeof *l);
+    gp_cpu_model_destroy(m);
+    free(l), free(l2), free(lb);
+}
+
+static void expect_error(gp_status got, gp_status want, const char *needle)
+{
+    if (got != want)
+        fail_msg("expected %s, got %s (%s)", gp_status_str(want), gp_status_str(got), gp_last_error());
+    if (!strstr(gp_last_error(), needle))
+        fail_msg("error message '%s' does not mention '%s'", gp_last_error(), needle);
+}
+
+/* Bad arguments are refused with a message naming the value; a refused step
+ * changes no sequence. */
+static void test_bad_args(void **state)
+{
+    const int V = g_tiny.cfg.vocab;
+    gp_cpu_model *m = NULL;
+    expect_error(gp_cpu_model_create(&g_tiny, 2, 257, 4, &m), GP_ERR_INVALID_ARG, "257");
+    expect_error(gp_cpu_model_create(&g_tiny, 0, 16, 4, &m), GP_ERR_INVALID_ARG, "max_seqs 0");
+    expect_error(gp_cpu_model_create(&g_tiny, 2, 16, 0, &m), GP_ERR_INVALID_ARG, "block_size 0");
+    expect_error(gp_cpu_model_create(NULL, 2, 16, 4, &m), GP_ERR_INVALID_ARG, "NULL");
+    assert_null(m);
+
+    CHECK_OK(gp_cpu_model_create(&g_tiny, 2, 16, 4, &m));
+    float *l = malloc(2 * V * sizeof *l), *a = malloc(V * sizeof *a), *b = malloc(V * sizeof *b);
+    CHECK_OK(gp_cpu_prefill(m, 0, 3, P1, a));
+    int ids[2] = {0, 1};
+    int32_t toks[2] = {7, 256};
+    expect_error(gp_cpu_decode_step(m, 2, ids, toks, l), GP_ERR_INVALID_ARG, "token 256");
+    toks[1] = -3;
+    expect_error(gp_cpu_decode_step(m, 2, ids, toks, l), GP_ERR_INVALID_ARG, "token -3");
+    toks[1] = 7;
+    ids[1] = 2;
+    expect_error(gp_cpu_decode_step(m, 2, ids, toks, l), GP_ERR_INVALID_ARG, "sequence id 2");
+    ids[1] = 0;
+    expect_error(gp_cpu_decode_step(m, 2, ids, toks, l), GP_ERR_INVALID_ARG, "twice");
+    expect_error(gp_cpu_decode_step(m, 3, ids, toks, l), GP_ERR_INVALID_ARG, "batch size 3");
+    expect_error(gp_cpu_decode_step(m, 1, ids, toks, NULL), GP_ERR_INVALID_ARG, "NULL");
+    expect_error(gp_cpu_prefill(m, 1, 0, P1, NULL), GP_ERR_INVALID_ARG, "prompt length 0");
+    int32_t badp[2] = {1, 300};
+    expect_error(gp_cpu_prefill(m, 1, 2, badp, NULL), GP_ERR_INVALID_ARG, "token 300");
+    expect_error(gp_cpu_prefill(m, -1, 2, P1, NULL), GP_ERR_INVALID_ARG, "sequence id -1");
+
+    /* none of the refused calls moved sequence 0 or 1: continuing gives the
+     * same logits as a fresh model */
+    int s0 = 0;
+    int32_t t7 = 7;
+    CHECK_OK(gp_cpu_decode_step(m, 1, &s0, &t7, a));
+    gp_cpu_model *f;
+    CHECK_OK(gp_cpu_model_create(&g_tiny, 1, 16, 4, &f));
+    CHECK_OK(gp_cpu_prefill(f, 0, 3, P1, NULL));
+    CHECK_OK(gp_cpu_decode_step(f, 1, &s0, &t7, b));
+    assert_memory_equal(a, b, V * sizeof *a);
+    CHECK_OK(gp_cpu_prefill(m, 1, 3, P1, NULL)); /* sequence 1 was still empty */
+    gp_cpu_model_destroy(f);
+    gp_cpu_model_destroy(m);
+    gp_cpu_reset_seq(NULL, 0); /* harmless */
+    gp_cpu_model_destroy(NULL);
+    free(l), free(a), free(b);
+}
+
+/* A model big enough that matvecs and attention run on the thread pool
+ * (a 150-token prompt makes attention worth splitting): results are
+ * bit-identical for 1, 3 and 16 threads. */
+static void test_thread_invariance(void **state)
+{
+    gp_config cfg;
+    CHECK_OK(gp_config_preset("tiny", &cfg));
+    snprintf(cfg.name, sizeof cfg.name, "threads-test");
+    cfg.hidden = 256, cfg.n_heads = 8, cfg.n_kv_heads = 2, cfg.head_dim = 32;
+    cfg.ffn = 512, cfg.vocab = 1024, cfg.tied_embeddings = false;
+    gp_host_weights w;
+    CHECK_OK(gp_host_weights_alloc(&cfg, &w));
+    CHECK_OK(gp_synth_fill_host(&w, 99));
+    const int V = cfg.vocab, T = 6;
+    const char *threads[] = {"1", "3", "16"};
+    float *ref = malloc((size_t)2 * T * V * sizeof *ref), *got = malloc((size_t)2 * T * V * sizeof *got);
+    char *saved = getenv("GP_REF_THREADS") ? strdup(getenv("GP_REF_THREADS")) : NULL;
+    int32_t longp[150]; /* [150] */
+    for (int i = 0; i < 150; i++)
+        longp[i] = (int32_t)((i * 37 + 11) % V);
+    for (int k = 0; k < 3; k++) {
+        setenv("GP_REF_THREADS", threads[k], 1);
+        float *out = k == 0 ? ref : got;
+        gp_cpu_model *m;
+        CHECK_OK(gp_cpu_model_create(&w, 2, 256, 7, &m));
+        CHECK_OK(gp_cpu_prefill(m, 0, 150, longp, out));
+        CHECK_OK(gp_cpu_prefill(m, 1, NP(P0), P0, out + (size_t)T * V));
+        int ids[2] = {0, 1};
+        float *step = malloc(2 * V * sizeof *step);
+        for (int t = 1; t < T; t++) {
+            int32_t toks[2] = {gp_argmax(out + (size_t)(t - 1) * V, V),
+                               gp_argmax(out + ((size_t)T + t - 1) * V, V)};
+            CHECK_OK(gp_cpu_decode_step(m, 2, ids, toks, step));
+            memcpy(out + (size_t)t * V, step, V * sizeof *step);
+            memcpy(out + ((size_t)T + t) * V, step + V, V * sizeof *step);
+        }
+        free(step);
+        gp_cpu_model_destroy(m);
+        if (k > 0 && memcmp(ref, got, (size_t)2 * T * V * sizeof *ref) != 0)
+            fail_msg("logits with GP_REF_THREADS=%s differ from 1 thread", threads[k]);
+    }
+    setenv("GP_REF_THREADS", "0", 1);
+    gp_cpu_model *m = NULL;
+    expect_error(gp_cpu_model_create(&w, 1, 16, 4, &m), GP_ERR_INVALID_ARG, "GP_REF_THREADS");
+    if (saved)
+        setenv("GP_REF_THREADS", saved, 1);
+    else
+        unsetenv("GP_REF_THREADS");
+    free(saved);
+    gp_host_weights_free(&w);
+    free(ref), free(got);
+}
+
+/* ------------------------------------------------------------ independent double forward */
+
+static double bf(gp_bf16 v) { return (double)gp_bf16_to_f32(v); }
+
+static void d_rmsnorm(double *out, const double *x, const gp_bf16 *w, int n, double eps)
+{
+    double ss = 0.0;
+    for (int i = 0; i < n; i++)
+        ss += x[i] * x[i];
+    double r = 1.0 / sqrt(ss / n + eps);
+    for (int i = 0; i < n; i++)
+        out[i] = bf(w[i]) * x[i] * r;
+}
+
+static void d_matvec(double *out, const gp_bf16 *w, const double *x, int rows, int cols)
+{
+    for (int r = 0; r < rows; r++) {
+        double s = 0.0;
+        for (int c = 0; c < cols; c++)
+            s += bf(w[(size_t)r * cols + c]) * x[c];
+        out[r] = s;
+    }
+}
+
+/* Straight from the HF modeling code, in double, contiguous KV, no paging:
+ * logits of every position of one token sequence, out [n][vocab]. */
+static void double_forward(const gp_host_weights *w, const int32_t *toks, int n, double *out)
+{
+    const gp_config *c = &w->cfg;
+    int H = c->hidden, hd = c->head_dim, nh = c->n_heads, nkv = c->n_kv_heads, F = c->ffn;
+    int qd = nh * hd, kvd = nkv * hd;
+    float *inv = malloc(hd / 2 * sizeof *inv);
+    gp_rope_inv_freq(c, inv);
+    double *K = calloc((size_t)c->n_layers * n * kvd, sizeof *K); /* [layer][pos][kvd] */
+    double *Vc = calloc((size_t)c->n_layers * n * kvd, sizeof *Vc);
+    double *x = malloc(H * sizeof *x), *h = malloc(H * sizeof *h), *o = malloc(H * sizeof *o);
+    double *q = malloc(qd * sizeof *q), *k = malloc(kvd * sizeof *k), *v = malloc(kvd * sizeof *v);
+    double *att = malloc(qd * sizeof *att), *sc = malloc(n * sizeof *sc);
+    double *g = malloc(2 * F * sizeof *g), *a = malloc(F * sizeof *a);
+    for (int p = 0; p < n; p++) {
+        for (int i = 0; i < H; i++)
+            x[i] = bf(w->embed[(size_t)toks[p] * H + i]);
+        for (int l = 0; l < c->n_layers; l++) {
+            const gp_layer_weights *L = &w->layers[l];
+            d_rmsnorm(h, x, L->attn_norm, H, c->norm_eps);
+            d_matvec(q, L->wqkv, h, qd, H);
+            d_matvec(k, L->wqkv + (size_t)qd * H, h, kvd, H);
+            d_matvec(v, L->wqkv + (size_t)(qd + kvd) * H, h, kvd, H);
+            for (int i = 0; i < hd / 2; i++) {
+                double ang = (double)((float)p * inv[i]);
+                double cs = cos(ang), sn = sin(ang);
+                for (int hh = 0; hh < nh + nkv; hh++) {
+                    double *vec = hh < nh ? q + hh * hd : k + (hh - nh) * hd;
+                    double x1 = vec[i], x2 = vec[i + hd / 2];
+                    vec[i] = x1 * cs - x2 * sn;
+                    vec[i + hd / 2] = x2 * cs + x1 * sn;
+                }
+            }
+            memcpy(K + ((size_t)l * n + p) * kvd, k, kvd * sizeof *k);
+            memcpy(Vc + ((size_t)l * n + p) * kvd, v, kvd * sizeof *v);
+            for (int hh = 0; hh < nh; hh++) {
+                int kh = hh / (nh / nkv);
+                double mx = -INFINITY, sum = 0.0;
+                for (int t = 0; t <= p; t++) {
+                    const double *kt = K + ((size_t)l * n + t) * kvd + kh * hd;
+                    double s = 0.0;
+                    for (int d = 0; d < hd; d++)
+                        s += q[hh * hd + d] * kt[d];
+                    sc[t] = s / sqrt((double)hd);
+                    mx = fmax(mx, sc[t]);
+                }
+                for (int t = 0; t <= p; t++)
+                    sum += (sc[t] = exp(sc[t] - mx));
+                for (int d = 0; d < hd; d++) {
+                    double acc = 0.0;
+                    for (int t = 0; t <= p; t++)
+                        acc += sc[t] / sum * Vc[((size_t)l * n + t) * kvd + kh * hd + d];
+                    att[hh * hd + d] = acc;
+                }
+            }
+            d_matvec(o, L->wo, att, H, qd);
+            for (int i = 0; i < H; i++)
+                x[i] += o[i];
+            d_rmsnorm(h, x, L->ffn_norm, H, c->norm_eps);
+            d_matvec(g, L->w_gate_up, h, 2 * F, H);
+            for (int i = 0; i < F; i++)
+                a[i] = g[i] / (1.0 + exp(-g[i])) * g[F + i];
+            d_matvec(o, L->w_down, a, H, F);
+            for (int i = 0; i < H; i++)
+                x[i] += o[i];
+        }
+        d_rmsnorm(h, x, w->final_norm, H, c->norm_eps);
+        d_matvec(out + (size_t)p * c->vocab, w->lm_head, h, c->vocab, H);
+    }
+    free(inv), free(K), free(Vc), free(x), free(h), free(o), free(q), free(k), free(v);
+    free(att), free(sc), free(g), free(a);
+}
+
+/* The paged float32 forward against the double one at every position of a
+ * 17-token prompt: max|diff|/max|ref| <= 1e-5 (float32 rounding through two
+ * layers is ~1e-6; a wrong convention is >= 1e-2). */
+static void test_vs_double_forward(void **state)
+{
+    const int V = g_tiny.cfg.vocab, n = NP(P2);
+    double *want = malloc((size_t)n * V * sizeof *want);
+    double_forward(&g_tiny, P2, n, want);
+    gp_cpu_model *m;
+    CHECK_OK(gp_cpu_model_create(&g_tiny, 1, 32, 3, &m));
+    float *got = malloc(V * sizeof *got), *wf = malloc(V * sizeof *wf);
+    int s = 0;
+    double worst = 0.0;
+    for (int p = 0; p < n; p++) {
+        CHECK_OK(gp_cpu_decode_step(m, 1, &s, &P2[p], got));
+        for (int i = 0; i < V; i++)
+            wf[i] = (float)want[(size_t)p * V + i];
+        char what[48];
+        snprintf(what, sizeof what, "position %d", p);
+        double e = rel_err(got, wf, V, 1e-5, what);
+        worst = fmax(worst, e);
+        assert_true(e <= 1e-5);
+        assert_int_equal(gp_argmax(got, V), gp_argmax(wf, V));
+    }
+    printf("float32 reference vs double forward: worst max|diff|/max|ref| = %.3g\n", worst);
+    gp_cpu_model_destroy(m);
+    free(want), free(got), free(wf);
+}
+
+int main(void)
+{
+    const struct CMUnitTest ops[] = {
+        cmocka_unit_test(test_rmsnorm_vs_double),
+        cmocka_unit_test(test_matvec_vs_double),
+        cmocka_unit_test(test_rope_convention),
+        cmocka_unit_test(test_rope_vs_double),
+        cmocka_unit_test(test_swiglu_vs_double),
+        cmocka_unit_test(test_argmax),
+    };
+    const struct CMUnitTest decode[] = {
+        cmocka_unit_test(test_vs_double_forward),
+        cmocka_unit_test(test_batch_invariance),
+        cmocka_unit_test(test_prefill_decode_consistency),
+        cmocka_unit_test(test_greedy_determinism),
+        cmocka_unit_test(test_paged_independence),
+        cmocka_unit_test(test_context_full),
+        cmocka_unit_test(test_bad_args),
+        cmocka_unit_test(test_thread_invariance),
+    };
+    int fails = cmocka_run_group_tests_name("reference ops", ops, NULL, NULL);
+    fails += cmocka_run_group_tests_name("reference decode (tiny)", decode, setup_tiny, teardown_tiny);
+    return fails ? 1 : 0;
+}
