@@ -280,7 +280,14 @@ extern "C" gp_status gp_weight_group_acquire(gp_weight_group *g, void *stream)
     /* Counted before the wait is enqueued so an evictor that sees 0 knows no
      * stage holds or is about to hold the group; acq_rel pairs with release. */
     __atomic_fetch_add(&g->in_use, 1, __ATOMIC_ACQ_REL);
-    cudaError_t e = cudaStreamWaitEvent((cudaStream_t)stream, g->ready, 0);
+    /* Inside a CUDA-graph capture the ready event was recorded outside it, so
+     * the wait must become an event-wait node (the flag is invalid outside
+     * capture). */
+    cudaStreamCaptureStatus cap = cudaStreamCaptureStatusNone;
+    cudaError_t e = cudaStreamIsCapturing((cudaStream_t)stream, &cap);
+    if (e == cudaSuccess)
+        e = cudaStreamWaitEvent((cudaStream_t)stream, g->ready,
+                                cap == cudaStreamCaptureStatusActive ? cudaEventWaitExternal : 0);
     if (e != cudaSuccess) {
         __atomic_fetch_sub(&g->in_use, 1, __ATOMIC_ACQ_REL);
         gp_status st = gp_cuda_fail(e, "cudaStreamWaitEvent(stream, ready)", __FILE__, __LINE__);
