@@ -26,3 +26,18 @@ gp_cli_test(inspect_missing 1 "not found" inspect /nonexistent/dir)
 gp_cli_test(inspect_usage 2 "usage: greenpipe inspect DIR" inspect)
 # Without a GPU: exit 1 and one plain line; with one: the device list.
 gp_cli_test(devices "0|1" "greenpipe: no CUDA GPU usable: |device 0: " devices)
+
+# The committed HF checkpoints (tests/hf/make_reference.py) through the command:
+# inspect accepts them, and generate reproduces HF's greedy tokens.
+set(GP_DATA ${CMAKE_CURRENT_SOURCE_DIR}/data)
+gp_cli_test(inspect_tiny 0 "loadable: yes" inspect ${GP_DATA}/tiny)
+gp_cli_test(inspect_sharded 0 "model-00003-of-00003.safetensors" inspect ${GP_DATA}/small-gqa)
+gp_cli_test(gen_hf_tiny 0 "^29 155 50 61 189 155$"
+            generate --model ${GP_DATA}/tiny --prompt-ids "5,17,42,7,99$<SEMICOLON>11,200,2" --steps 6)
+gp_cli_test(gen_hf_small_gqa 0 "^77 99 290 272 231 255$"
+            generate --model ${GP_DATA}/small-gqa --prompt-ids "5,17,42,7,99$<SEMICOLON>11,200,2" --steps 6)
+add_test(NAME cli_dump_logits
+         COMMAND bash -c "$<TARGET_FILE:greenpipe> generate --model tiny --prompt-ids '1,2$<SEMICOLON>3' --steps 2 --dump-logits dump.json > /dev/null && python3 -c \"import json; d=json.load(open('dump.json')); assert len(d['tokens'])==2 and len(d['tokens'][0])==2, d['tokens']; assert len(d['logits'][1][1])==256; import math; assert max(range(256), key=lambda v: d['logits'][0][0][v])==d['tokens'][0][0]\"")
+# A corrupt checkpoint: inspect exits 1 naming the file and the rule broken.
+add_test(NAME cli_inspect_truncated
+         COMMAND bash -c "d=$(mktemp -d) && cp ${GP_DATA}/tiny/config.json $d/ && head -c 5000 ${GP_DATA}/tiny/model.safetensors > $d/model.safetensors && bash ${CMAKE_CURRENT_SOURCE_DIR}/tools/cli_expect.sh 1 'model.safetensors.*(past the end|truncated|shorter)' -- $<TARGET_FILE:greenpipe> inspect $d; rc=$?; rm -rf $d; exit $rc")
