@@ -181,11 +181,14 @@ int gp_cmd_generate(int argc, char **argv)
         gp_prompts_free(&p);
         return 2;
     }
-    fprintf(stderr, "greenpipe: model %s (%s%s), %.3f B parameters; backend cpu (float32 reference); "
-            "%d sequence(s), %ld step(s)\n", cfg->name, src.synthetic ? "synthetic weights, seed " : "checkpoint ",
-            src.synthetic ? "" : src.path, (double)gp_config_param_count(cfg) / 1e9, p.n_seqs, o.steps);
+    char origin[4200];
     if (src.synthetic)
-        fprintf(stderr, "greenpipe: seed %" PRIu64 "\n", o.seed);
+        snprintf(origin, sizeof origin, "synthetic weights, seed %" PRIu64, o.seed);
+    else
+        snprintf(origin, sizeof origin, "checkpoint %s", src.path);
+    fprintf(stderr, "greenpipe: model %s (%s), %.3f B parameters; backend cpu (float32 reference); "
+            "%d sequence(s), %ld step(s)\n", cfg->name, origin, (double)gp_config_param_count(cfg) / 1e9,
+            p.n_seqs, o.steps);
 
     int exit_code = 1;
     gp_host_weights w = {0};
