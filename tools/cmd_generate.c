@@ -186,8 +186,8 @@ int gp_cmd_generate(int argc, char **argv)
         snprintf(origin, sizeof origin, "synthetic weights, seed %" PRIu64, o.seed);
     else
         snprintf(origin, sizeof origin, "checkpoint %s", src.path);
-    fprintf(stderr, "greenpipe: model %s (%s), %.3f B parameters; backend cpu (float32 reference); "
-            "%d sequence(s), %ld step(s)\n", cfg->name, origin, (double)gp_config_param_count(cfg) / 1e9,
+    fprintf(stderr, "greenpipe: model %s (%s), %" PRIu64 " parameters; backend cpu (float32 reference); "
+            "%d sequence(s), %ld step(s)\n", cfg->name, origin, gp_config_param_count(cfg),
             p.n_seqs, o.steps);
 
     int exit_code = 1;
