@@ -1,0 +1,185 @@
+/* Loading HF reference data and comparing a backend with it (see hf_case.h). */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <cmocka.h>
+
+#include <jansson.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "hf_case.h"
+
+void hf_case_free(hf_case *c)
+{
+    if (c->prompts)
+        for (int s = 0; s < c->n_seqs; s++)
+            free(c->prompts[s]);
+    free(c->prompts), free(c->prompt_len), free(c->tokens), free(c->logits);
+    memset(c, 0, sizeof *c);
+}
+
+/* Reads expected.json, checking every shape; fails the test with the reason. */
+void hf_case_load(const char *path, int vocab, hf_case *c)
+{
+    json_error_t err;
+    json_t *root = json_load_file(path, 0, &err);
+    if (!root)
+        fail_msg("%s: line %d: %s", path, err.line, err.text);
+    json_t *prompts = json_object_get(root, "prompts"), *tokens = json_object_get(root, "tokens");
+    json_t *logits = json_object_get(root, "logits"), *steps = json_object_get(root, "steps");
+    if (!json_is_array(prompts) || !json_is_array(tokens) || !json_is_array(logits) ||
+        !json_is_integer(steps))
+        fail_msg("%s: needs arrays 'prompts', 'tokens', 'logits' and integer 'steps'", path);
+    memset(c, 0, sizeof *c);
+    c->n_seqs = (int)json_array_size(prompts);
+    c->steps = (int)json_integer_value(steps);
+    c->vocab = vocab;
+    if (c->n_seqs < 1 || c->steps < 1 || (int)json_array_size(tokens) != c->n_seqs ||
+        (int)json_array_size(logits) != c->n_seqs)
+        fail_msg("%s: %d prompts, %d steps, %zu token lists, %zu logit lists do not agree", path,
+                 c->n_seqs, c->steps, json_array_size(tokens), json_array_size(logits));
+    c->prompts = calloc(c->n_seqs, sizeof *c->prompts);
+    c->prompt_len = calloc(c->n_seqs, sizeof *c->prompt_len);
+    c->tokens = calloc((size_t)c->n_seqs * c->steps, sizeof *c->tokens);
+    c->logits = calloc((size_t)c->n_seqs * c->steps * vocab, sizeof *c->logits);
+    assert_true(c->prompts && c->prompt_len && c->tokens && c->logits);
+    for (int s = 0; s < c->n_seqs; s++) {
+        json_t *p = json_array_get(prompts, s), *tk = json_array_get(tokens, s);
+        json_t *lg = json_array_get(logits, s);
+        if (!json_is_array(p) || json_array_size(p) < 1 || !json_is_array(tk) ||
+            (int)json_array_size(tk) != c->steps || !json_is_array(lg) ||
+            (int)json_array_size(lg) != c->steps)
+            fail_msg("%s: sequence %d: prompt must be non-empty, tokens and logits %d long", path,
+                     s, c->steps);
+        c->prompt_len[s] = (int)json_array_size(p);
+        c->prompts[s] = calloc(c->prompt_len[s], sizeof **c->prompts);
+        for (int i = 0; i < c->prompt_len[s]; i++)
+            c->prompts[s][i] = (int32_t)json_integer_value(json_array_get(p, i));
+        for (int t = 0; t < c->steps; t++) {
+            c->tokens[(size_t)s * c->steps + t] = (int32_t)json_integer_value(json_array_get(tk, t));
+            json_t *row = json_array_get(lg, t);
+            if (!json_is_array(row) || (int)json_array_size(row) != vocab)
+                fail_msg("%s: logits[%d][%d] has %zu values, the model's vocab is %d", path, s, t,
+                         json_is_array(row) ? json_array_size(row) : 0, vocab);
+            float *dst = c->logits + ((size_t)s * c->steps + t) * vocab;
+            for (int i = 0; i < vocab; i++) {
+                json_t *v = json_array_get(row, i);
+                if (!json_is_number(v))
+                    fail_msg("%s: logits[%d][%d][%d] is not a number", path, s, t, i);
+                dst[i] = (float)json_number_value(v);
+            }
+        }
+    }
+    json_decref(root);
+}
+
+/* Compares one logits vector, printing the first mismatches; returns the
+ * relative error. */
+static double compare(const char *name, int s, int t, const float *ours, const float *hf, int V,
+                      double tol)
+{
+    double md = 0.0, mr = 0.0;
+    for (int i = 0; i < V; i++) {
+        md = fmax(md, fabs((double)ours[i] - hf[i]));
+        mr = fmax(mr, fabs((double)hf[i]));
+    }
+    double e = mr > 0.0 ? md / mr : md;
+    if (!(e <= tol)) {
+        fprintf(stderr, "%s seq %d step %d: max|diff|/max|hf| = %.3g > %.0e; first mismatches:\n",
+                name, s, t, e, tol);
+        for (int i = 0, shown = 0; i < V && shown < 8; i++)
+            if (!(fabs((double)ours[i] - hf[i]) <= tol * mr)) {
+                fprintf(stderr, "  logit %d: ours %.9g hf %.9g\n", i, (double)ours[i], (double)hf[i]);
+                shown++;
+            }
+    }
+    return e;
+}
+
+static void check_argmax(const char *name, int s, int t, const float *ours, const float *hf, int V,
+                         int32_t hf_tok, int *mismatches)
+{
+    int32_t a = gp_argmax(ours, V);
+    if (a != hf_tok) {
+        if (*mismatches < 8)
+            fprintf(stderr, "%s seq %d step %d: greedy token %d (logit %.9g) but HF chose %d "
+                    "(our logit %.9g, HF's %.9g)\n", name, s, t, a, (double)ours[a], hf_tok,
+                    (double)ours[hf_tok], (double)hf[hf_tok]);
+        (*mismatches)++;
+    }
+}
+
+void hf_run_dataset(const char *name, double tol, const hf_backend *be)
+{
+    char dir[4096], path[4200];
+    snprintf(dir, sizeof dir, "%s/%s", GP_TEST_DATA_DIR, name);
+    snprintf(path, sizeof path, "%s/expected.json", dir);
+    if (access(path, R_OK) != 0)
+        fail_msg("%s is missing: the HF reference data must hold both tiny and small-gqa "
+                 "(make it with tests/hf/make_reference.py, see tests/hf/README.md)", path);
+
+    gp_model_source src;
+    CHECK_OK(gp_model_source_resolve(dir, 0, &src));
+    if (src.synthetic)
+        fail_msg("%s resolved to a preset, not a checkpoint", dir);
+    gp_host_weights w;
+    CHECK_OK(gp_model_source_load_host(&src, &w));
+    const int V = w.cfg.vocab;
+
+    hf_case c;
+    hf_case_load(path, V, &c);
+    int ctx = 0;
+    for (int s = 0; s < c.n_seqs; s++)
+        if (c.prompt_len[s] + c.steps - 1 > ctx)
+            ctx = c.prompt_len[s] + c.steps - 1; /* the last token is never fed back */
+    if (ctx > w.cfg.max_context)
+        fail_msg("%s: prompts plus steps need %d positions, the model has %d", name, ctx,
+                 w.cfg.max_context);
+
+    void *m = NULL;
+    CHECK_OK(be->open(be->arg, &w, c.n_seqs, ctx, &m));
+    float *ours = malloc((size_t)c.n_seqs * V * sizeof *ours); /* [n_seqs][V] */
+    int *ids = malloc(c.n_seqs * sizeof *ids);
+    int32_t *feed = malloc(c.n_seqs * sizeof *feed);
+    double worst = 0.0;
+    int bad = 0, mismatches = 0;
+    for (int s = 0; s < c.n_seqs; s++) {
+        ids[s] = s;
+        const float *hf = c.logits + (size_t)s * c.steps * V;
+        CHECK_OK(be->prefill(m, s, c.prompt_len[s], c.prompts[s], ours + (size_t)s * V));
+        double e = compare(name, s, 0, ours + (size_t)s * V, hf, V, tol);
+        worst = fmax(worst, e);
+        bad += !(e <= tol);
+        check_argmax(name, s, 0, ours + (size_t)s * V, hf, V, c.tokens[(size_t)s * c.steps], &mismatches);
+    }
+    /* decode all sequences as one batch, feeding HF's tokens so one early
+     * disagreement does not cascade */
+    for (int t = 1; t < c.steps; t++) {
+        for (int s = 0; s < c.n_seqs; s++)
+            feed[s] = c.tokens[(size_t)s * c.steps + t - 1];
+        CHECK_OK(be->step(m, c.n_seqs, ids, feed, ours));
+        for (int s = 0; s < c.n_seqs; s++) {
+            const float *hf = c.logits + ((size_t)s * c.steps + t) * V;
+            double e = compare(name, s, t, ours + (size_t)s * V, hf, V, tol);
+            worst = fmax(worst, e);
+            bad += !(e <= tol);
+            check_argmax(name, s, t, ours + (size_t)s * V, hf, V, c.tokens[(size_t)s * c.steps + t],
+                         &mismatches);
+        }
+    }
+    printf("%s (%s): %d sequences x %d steps, vocab %d: worst max|diff|/max|hf| = %.3g (tolerance %.0e), "
+           "%d greedy mismatches\n", name, be->label, c.n_seqs, c.steps, V, worst, tol, mismatches);
+    be->close(m);
+    gp_host_weights_free(&w);
+    free(ours), free(ids), free(feed);
+    hf_case_free(&c);
+    if (bad || mismatches)
+        fail_msg("%s: %d logits vectors beyond %.0e, %d greedy tokens differ from HF", name, bad,
+                 tol, mismatches);
+}
+

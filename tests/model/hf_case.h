@@ -1,0 +1,47 @@
+/* Shared by the tests that compare an engine with HF transformers: loads the
+ * data made by tests/hf/make_reference.py and runs one backend (the CPU
+ * reference, the CUDA engine) over it with a stated tolerance. */
+#ifndef GP_TEST_HF_CASE_H
+#define GP_TEST_HF_CASE_H
+
+#include <stdint.h>
+
+#include "gp_model.h"
+
+#define CHECK_OK(expr)                                                                     \
+    do {                                                                                   \
+        gp_status st_ = (expr);                                                            \
+        if (st_ != GP_OK)                                                                  \
+            fail_msg("%s -> %s: %s", #expr, gp_status_str(st_), gp_last_error());          \
+    } while (0)
+
+typedef struct hf_case {
+    int n_seqs, steps, vocab;
+    int32_t **prompts;  /* [n_seqs][prompt_len[s]] */
+    int *prompt_len;    /* [n_seqs] */
+    int32_t *tokens;    /* [n_seqs][steps] HF's greedy tokens */
+    float *logits;      /* [n_seqs][steps][vocab]: logits[s][t] chose tokens[s][t] */
+} hf_case;
+
+void hf_case_load(const char *path, int vocab, hf_case *c);
+void hf_case_free(hf_case *c);
+
+/* A model under test: open it over host weights for n_seqs sequences of up
+ * to ctx tokens, prefill one sequence (last logits [vocab]), decode a batch
+ * (logits [n][vocab]), close. */
+typedef struct hf_backend {
+    const char *label;
+    void *arg;
+    gp_status (*open)(void *arg, const gp_host_weights *w, int n_seqs, int ctx, void **model);
+    gp_status (*prefill)(void *model, int seq, int n, const int32_t *prompt, float *logits);
+    gp_status (*step)(void *model, int n, const int *ids, const int32_t *feed, float *logits);
+    void (*close)(void *model);
+} hf_backend;
+
+/* Loads tests/data/<name> through the real checkpoint path, prefills each
+ * prompt, decodes feeding HF's tokens, and fails the test when any logits
+ * vector is off by more than tol (max|diff|/max|hf|) or any greedy token
+ * differs from HF's; prints the worst error. */
+void hf_run_dataset(const char *name, double tol, const hf_backend *be);
+
+#endif
