@@ -1,0 +1,149 @@
+/* Times the Llama-3-8B GEMMs through gp_gemm_bf16 (whole device and with an
+ * SM-count target): median of timed reps, weight bytes/s and FLOP/s.
+ * Usage: gp_bench_gemm [SM_TARGET (default 76)] [REPS (default 20)] */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "cuda_check.h"
+#include "gp_model.h"
+#include "kernels.h"
+
+#define BENCH_COPIES 4   /* weight copies rotated per rep: >= 4 x 32 MiB, beyond the 50 MB L2 */
+#define BENCH_WARMUP 3
+#define BENCH_MAX_REPS 1000
+
+typedef struct bench_gemm { const char *name; int N, K; gp_gemm_out out; } bench_gemm;
+
+static const bench_gemm gemms[] = {
+    { "qkv", 6144, 4096, GP_GEMM_OUT_BF16 },
+    { "o", 4096, 4096, GP_GEMM_OUT_F32_ACC },    /* adds into the fp32 residual, as the engine */
+    { "gate_up", 28672, 4096, GP_GEMM_OUT_BF16 },
+    { "down", 4096, 14336, GP_GEMM_OUT_F32_ACC }, /* likewise */
+    { "lm_head", 128256, 4096, GP_GEMM_OUT_F32 },
+};
+static const int Ms[] = { 8, 64, 256, 512, 1024 };
+#define MAX_M 1024
+
+static int cmp_float(const void *a, const void *b)
+{
+    float x = *(const float *)a, y = *(const float *)b;
+    return (x > y) - (x < y);
+}
+
+/* Median ms of reps timed calls, each on the next weight copy. */
+static gp_status time_gemm(gp_gemm_ctx *ctx, cudaStream_t st, const bench_gemm *g, int M,
+                           const gp_bf16 *x, gp_bf16 *const *w, void *y, int reps,
+                           cudaEvent_t *ev, float *median_ms)
+{
+    float ms[BENCH_MAX_REPS];
+    for (int i = 0; i < BENCH_WARMUP; i++)
+        GP_TRY(gp_gemm_bf16(ctx, M, g->N, g->K, x, w[i % BENCH_COPIES], y, g->out));
+    for (int r = 0; r < reps; r++) {
+        GP_CHECK_CUDA(cudaEventRecord(ev[2 * r], st));
+        GP_TRY(gp_gemm_bf16(ctx, M, g->N, g->K, x, w[r % BENCH_COPIES], y, g->out));
+        GP_CHECK_CUDA(cudaEventRecord(ev[2 * r + 1], st));
+    }
+    GP_CHECK_CUDA(cudaStreamSynchronize(st));
+    for (int r = 0; r < reps; r++)
+        GP_CHECK_CUDA(cudaEventElapsedTime(&ms[r], ev[2 * r], ev[2 * r + 1]));
+    qsort(ms, (size_t)reps, sizeof ms[0], cmp_float);
+    *median_ms = reps % 2 ? ms[reps / 2] : 0.5f * (ms[reps / 2 - 1] + ms[reps / 2]);
+    return GP_OK;
+}
+
+/* The whole benchmark; errors return at once (the process exits anyway). */
+static gp_status bench_run(int sm_target, int reps)
+{
+    int dev = 0;
+    struct cudaDeviceProp prop;
+    GP_CHECK_CUDA(cudaGetDevice(&dev));
+    GP_CHECK_CUDA(cudaGetDeviceProperties(&prop, dev));
+    int sms = prop.multiProcessorCount;
+    if (sm_target > sms)
+        sm_target = sms;
+    printf("gp_bench_gemm: %s, %d SMs, L2 %.0f MB; %d weight copies rotated, %d warm-up, "
+           "median of %d reps; random bf16 data. 'target N' only sets cuBLASLt's SM-count "
+           "target: the kernels still run on the whole device (a partition needs a green "
+           "context)\n",
+           prop.name, sms, prop.l2CacheSize / 1e6, BENCH_COPIES, BENCH_WARMUP, reps);
+
+    cudaStream_t st;
+    GP_CHECK_CUDA(cudaStreamCreateWithFlags(&st, cudaStreamNonBlocking));
+    static cudaEvent_t ev[2 * BENCH_MAX_REPS];
+    for (int i = 0; i < 2 * reps; i++)
+        GP_CHECK_CUDA(cudaEventCreate(&ev[i]));
+    gp_gemm_ctx *ctx_all = NULL, *ctx_part = NULL;
+    GP_TRY(gp_gemm_ctx_create(st, 0, &ctx_all));
+    GP_TRY(gp_gemm_ctx_create(st, sm_target, &ctx_part));
+
+    /* activations: the largest x ([MAX_M][max K]); one copy (activations are
+     * L2-hot in the engine as well) */
+    const size_t max_k = 14336;
+    gp_bf16 *x = NULL;
+    GP_CHECK_CUDA(cudaMalloc((void **)&x, (size_t)MAX_M * max_k * sizeof(gp_bf16)));
+    GP_TRY(gp_synth_fill_device(x, (uint64_t)MAX_M * max_k, 1, GP_T_EMBED, 0, 1.0f, st));
+
+    printf("%-8s %-7s %5s %6s %6s %-10s %9s %7s %8s\n", "gemm", "out", "M", "N", "K", "sms", "ms",
+           "TB/s", "TFLOP/s");
+    for (size_t gi = 0; gi < sizeof gemms / sizeof gemms[0]; gi++) {
+        const bench_gemm *g = &gemms[gi];
+        size_t wn = (size_t)g->N * (size_t)g->K, wbytes = wn * sizeof(gp_bf16);
+        size_t ybytes = (size_t)MAX_M * g->N * (g->out == GP_GEMM_OUT_BF16 ? 2 : 4);
+        gp_bf16 *w[BENCH_COPIES] = { 0 };
+        void *y = NULL;
+        for (int c = 0; c < BENCH_COPIES; c++) {
+            GP_CHECK_CUDA(cudaMalloc((void **)&w[c], wbytes));
+            /* uniform in +-0.02, different per copy: never zeros or constants */
+            GP_TRY(gp_synth_fill_device(w[c], wn, 100 + (uint64_t)gi, GP_T_WQKV, c, 0.02f, st));
+        }
+        GP_CHECK_CUDA(cudaMalloc(&y, ybytes));
+        GP_CHECK_CUDA(cudaMemsetAsync(y, 0, ybytes, st)); /* the accumulating GEMMs read y */
+        for (size_t mi = 0; mi < sizeof Ms / sizeof Ms[0]; mi++) {
+            int M = Ms[mi];
+            for (int part = 0; part < 2; part++) {
+                float ms;
+                GP_TRY(time_gemm(part ? ctx_part : ctx_all, st, g, M, x, w, y, reps, ev, &ms));
+                double flops = 2.0 * M * (double)g->N * g->K;
+                char label[24];
+                snprintf(label, sizeof label, part ? "target %d" : "all %d", part ? sm_target : sms);
+                printf("%-8s %-7s %5d %6d %6d %-10s %9.4f %7.3f %8.1f\n", g->name,
+                       g->out == GP_GEMM_OUT_BF16 ? "bf16" : g->out == GP_GEMM_OUT_F32 ? "f32" : "f32+=",
+                       M, g->N, g->K, label, ms, wbytes / (ms * 1e-3) / 1e12,
+                       flops / (ms * 1e-3) / 1e12);
+                fflush(stdout);
+            }
+        }
+        for (int c = 0; c < BENCH_COPIES; c++)
+            GP_CHECK_CUDA(cudaFree(w[c]));
+        GP_CHECK_CUDA(cudaFree(y));
+    }
+    GP_CHECK_CUDA(cudaFree(x));
+    gp_gemm_ctx_destroy(ctx_all);
+    gp_gemm_ctx_destroy(ctx_part);
+    for (int i = 0; i < 2 * reps; i++)
+        GP_CHECK_CUDA(cudaEventDestroy(ev[i]));
+    GP_CHECK_CUDA(cudaStreamDestroy(st));
+    return GP_OK;
+}
+
+int main(int argc, char **argv)
+{
+    int sm_target = argc > 1 ? atoi(argv[1]) : 76;
+    int reps = argc > 2 ? atoi(argv[2]) : 20;
+    if (argc > 3 || sm_target < 0 || reps < 1 || reps > BENCH_MAX_REPS) {
+        fprintf(stderr, "usage: gp_bench_gemm [SM_TARGET >= 0 (76)] [REPS 1..%d (20)]\n",
+                BENCH_MAX_REPS);
+        return 2;
+    }
+    if (gp_cuda_available() != GP_OK) {
+        printf("gp_bench_gemm: %s\n", gp_last_error());
+        return 77;
+    }
+    gp_status s = bench_run(sm_target, reps);
+    if (s != GP_OK) {
+        fprintf(stderr, "gp_bench_gemm: %s: %s\n", gp_status_str(s), gp_last_error());
+        return 1;
+    }
+    return 0;
+}

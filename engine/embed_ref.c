@@ -1,0 +1,17 @@
+/* CPU oracle of gp_embed: row gather with bf16 -> fp32 widening (exact), NaN
+ * rows for ids outside [0, V) as the device does. */
+#include <math.h>
+
+#include "kernels.h"
+
+void gp_embed_ref(const int32_t *tokens, const gp_bf16 *table, float *resid, int B, int H, int V)
+{
+    if (!tokens || !table || !resid || B <= 0 || H <= 0)
+        return;
+    for (int b = 0; b < B; b++) {
+        float *dst = resid + (size_t)b * (size_t)H; /* [H] */
+        int32_t t = tokens[b];
+        for (int i = 0; i < H; i++)
+            dst[i] = (t < 0 || t >= V) ? NAN : gp_bf16_to_f32(table[(size_t)t * (size_t)H + (size_t)i]);
+    }
+}

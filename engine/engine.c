@@ -1,0 +1,194 @@
+/* The sequential CUDA engine: owns the step's device buffers, runs a decode
+ * step as embed → (attention, FFN) per layer → head on all SMs, eagerly or
+ * as a CUDA graph replayed per (batch, attention splits) shape. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "cuda_check.h"
+#include "engine_impl.h"
+
+#define CU(call) do { cudaError_t ce_ = (call); if (ce_ != cudaSuccess) { \
+        GP_FAIL(ce_ == cudaErrorMemoryAllocation ? GP_ERR_DEVICE_MEMORY : GP_ERR_CUDA, \
+                "%s failed: %s", #call, cudaGetErrorString(ce_)); } } while (0)
+
+gp_engine_params gp_engine_default_params(void)
+{
+    return (gp_engine_params){.max_batch = 8, .max_context = 2048, .block_size = 16, .use_graphs = true};
+}
+
+static int blocks_per_seq(const gp_engine_params *p)
+{
+    return (p->max_context + p->block_size - 1) / p->block_size;
+}
+
+static gp_kv_layout kv_layout(const gp_config *c, const gp_engine_params *p)
+{
+    return (gp_kv_layout){.n_layers = c->n_layers, .n_kv_heads = c->n_kv_heads, .head_dim = c->head_dim,
+                          .block_size = p->block_size, .n_blocks = p->max_batch * blocks_per_seq(p)};
+}
+
+/* Activation bytes per batch row (all step buffers but the KV cache). */
+static uint64_t row_bytes(const gp_config *c)
+{
+    uint64_t H = (uint64_t)c->hidden, QD = (uint64_t)c->n_heads * (uint64_t)c->head_dim;
+    return 4 * H + 2 * 2 * H + 2 * (uint64_t)gp_config_qkv_rows(c) + 2 * 2 * QD + 2 * 3 * (uint64_t)c->ffn +
+           4 * (uint64_t)c->vocab + 2 * 4;
+}
+
+static gp_status check_params(const gp_config *c, const gp_engine_params *p)
+{
+    if (p->max_batch < 1 || p->max_batch > 65536)
+        GP_FAIL(GP_ERR_INVALID_ARG, "max_batch %d: allowed [1, 65536]", p->max_batch);
+    if (p->max_context < 1 || p->max_context > c->max_context)
+        GP_FAIL(GP_ERR_INVALID_ARG, "max_context %d: allowed [1, %d] (the model's max context)",
+                p->max_context, c->max_context);
+    if (p->block_size < 1 || p->block_size > 1024)
+        GP_FAIL(GP_ERR_INVALID_ARG, "block_size %d: allowed [1, 1024]", p->block_size);
+    return GP_OK;
+}
+
+static gp_status attn_ws_bytes(const gp_config *c, const gp_engine_params *p, size_t *bytes)
+{
+    gp_decode_attn_params ap = gp_decode_attn_default_params();
+    return gp_decode_attn_workspace_max(p->max_batch, c->n_heads, c->n_kv_heads, c->head_dim,
+                                        p->max_context, &ap, bytes);
+}
+
+uint64_t gp_engine_device_bytes(const gp_config *c, const gp_engine_params *p)
+{
+    if (check_params(c, p) != GP_OK)
+        return 0;
+    gp_kv_layout l = kv_layout(c, p);
+    size_t ws = 0;
+    if (attn_ws_bytes(c, p, &ws) != GP_OK)
+        return 0;
+    return gp_kv_device_bytes(&l, p->max_batch, blocks_per_seq(p)) + row_bytes(c) * (uint64_t)p->max_batch +
+           (uint64_t)ws + GP_GEMM_WORKSPACE_BYTES + 4 * (uint64_t)c->head_dim;
+}
+
+const gp_config *gp_engine_config(const gp_engine *e)
+{
+    return &e->cfg;
+}
+
+static void free_graphs(gp_engine *e)
+{
+    for (int i = 0; i < e->n_graphs; i++)
+        cudaGraphExecDestroy(e->graphs[i].exec);
+    e->n_graphs = 0;
+}
+
+void gp_engine_destroy(gp_engine *e)
+{
+    if (!e)
+        return;
+    if (e->sc.stream)
+        cudaStreamSynchronize(e->sc.stream);
+    free_graphs(e);
+    gp_gemm_ctx_destroy(e->sc.gemm);
+    gp_kv_device_destroy(e->kv);
+    gp_kv_tables_destroy(e->tables);
+    void *dev[] = {e->inv_freq, e->resid, e->h_attn, e->h_ffn, e->qkv, e->q, e->attn, e->gu, e->act,
+                   e->logits, e->tok_d, e->next_d, e->sc.attn_ws};
+    for (size_t i = 0; i < sizeof dev / sizeof dev[0]; i++)
+        cudaFree(dev[i]);
+    cudaFreeHost(e->tok_h);
+    cudaFreeHost(e->next_h);
+    if (e->ev_begin) cudaEventDestroy(e->ev_begin);
+    if (e->ev_end) cudaEventDestroy(e->ev_end);
+    if (e->ev_done) cudaEventDestroy(e->ev_done);
+    if (e->sc.stream)
+        cudaStreamDestroy(e->sc.stream);
+    free(e);
+}
+
+static gp_status alloc_buffers(gp_engine *e)
+{
+    const gp_config *c = &e->cfg;
+    size_t B = (size_t)e->p.max_batch, H = (size_t)c->hidden, QD = (size_t)c->n_heads * c->head_dim;
+    size_t F = (size_t)c->ffn;
+    CU(cudaMalloc((void **)&e->inv_freq, sizeof(float) * (size_t)c->head_dim / 2));
+    CU(cudaMalloc((void **)&e->resid, sizeof(float) * B * H));
+    CU(cudaMalloc((void **)&e->h_attn, 2 * B * H));
+    CU(cudaMalloc((void **)&e->h_ffn, 2 * B * H));
+    CU(cudaMalloc((void **)&e->qkv, 2 * B * (size_t)gp_config_qkv_rows(c)));
+    CU(cudaMalloc((void **)&e->q, 2 * B * QD));
+    CU(cudaMalloc((void **)&e->attn, 2 * B * QD));
+    CU(cudaMalloc((void **)&e->gu, 2 * B * 2 * F));
+    CU(cudaMalloc((void **)&e->act, 2 * B * F));
+    CU(cudaMalloc((void **)&e->logits, sizeof(float) * B * (size_t)c->vocab));
+    CU(cudaMalloc((void **)&e->tok_d, sizeof(int32_t) * B));
+    CU(cudaMalloc((void **)&e->next_d, sizeof(int32_t) * B));
+    CU(cudaMallocHost((void **)&e->tok_h, sizeof(int32_t) * B));
+    CU(cudaMallocHost((void **)&e->next_h, sizeof(int32_t) * B));
+    GP_TRY(attn_ws_bytes(c, &e->p, &e->sc.attn_ws_bytes));
+    if (e->sc.attn_ws_bytes)
+        CU(cudaMalloc(&e->sc.attn_ws, e->sc.attn_ws_bytes));
+    float *inv = malloc(sizeof(float) * (size_t)c->head_dim / 2);
+    if (!inv)
+        GP_FAIL(GP_ERR_NO_MEMORY, "inv_freq: out of host memory");
+    gp_rope_inv_freq(c, inv);
+    cudaError_t ce = cudaMemcpy(e->inv_freq, inv, sizeof(float) * (size_t)c->head_dim / 2,
+                                cudaMemcpyHostToDevice);
+    free(inv);
+    CU(ce);
+    return GP_OK;
+}
+
+gp_status gp_engine_create(gp_device_weights *dw, const gp_engine_params *p, gp_engine **out)
+{
+    *out = NULL;
+    if (!dw || !p)
+        GP_FAIL(GP_ERR_INVALID_ARG, "gp_engine_create: weights and params are required");
+    const gp_host_weights *w = gp_device_weights_view(dw);
+    GP_TRY(check_params(&w->cfg, p));
+    uint64_t need = gp_engine_device_bytes(&w->cfg, p);
+    size_t free_b = 0, total_b = 0;
+    CU(cudaMemGetInfo(&free_b, &total_b));
+    if (need > free_b) {
+        gp_kv_layout l = kv_layout(&w->cfg, p);
+        GP_FAIL(GP_ERR_DEVICE_MEMORY, "engine for batch %d x context %d needs %.2f GiB of device memory "
+                "(KV cache %.2f GiB) beside the weights; %.2f GiB free", p->max_batch, p->max_context,
+                need / 1073741824.0, gp_kv_device_bytes(&l, p->max_batch, blocks_per_seq(p)) / 1073741824.0,
+                free_b / 1073741824.0);
+    }
+    gp_engine *e = calloc(1, sizeof *e);
+    if (!e)
+        GP_FAIL(GP_ERR_NO_MEMORY, "gp_engine_create: out of host memory");
+    e->cfg = w->cfg;
+    e->p = *p;
+    e->dw = dw;
+    e->w = w;
+    e->max_blocks = blocks_per_seq(p);
+    gp_status st = GP_OK;
+    int dev = 0;
+    if (cudaGetDevice(&dev) != cudaSuccess ||
+        cudaDeviceGetAttribute(&e->sm_count, cudaDevAttrMultiProcessorCount, dev) != cudaSuccess) {
+        gp_set_error("cannot read the SM count of the current device");
+        st = GP_ERR_CUDA;
+        goto fail;
+    }
+    gp_kv_layout l = kv_layout(&e->cfg, p);
+    if ((st = gp_kv_tables_create(&l, p->max_batch, e->max_blocks, &e->tables)) != GP_OK ||
+        (st = gp_kv_device_create(&l, p->max_batch, e->max_blocks, &e->kv)) != GP_OK)
+        goto fail;
+    cudaError_t ce = cudaStreamCreateWithFlags(&e->sc.stream, cudaStreamNonBlocking);
+    if (ce == cudaSuccess) ce = cudaEventCreate(&e->ev_begin);
+    if (ce == cudaSuccess) ce = cudaEventCreate(&e->ev_end);
+    if (ce == cudaSuccess) ce = cudaEventCreateWithFlags(&e->ev_done, cudaEventDisableTiming);
+    if (ce != cudaSuccess) {
+        gp_set_error("creating the engine stream/events: %s", cudaGetErrorString(ce));
+        st = GP_ERR_CUDA;
+        goto fail;
+    }
+    if ((st = gp_gemm_ctx_create(e->sc.stream, 0, &e->sc.gemm)) != GP_OK || (st = alloc_buffers(e)) != GP_OK)
+        goto fail;
+    e->sc.ap = gp_decode_attn_default_params();
+    e->sc.ap.sm_count = e->sm_count;
+    *out = e;
+    return GP_OK;
+fail:
+    gp_engine_destroy(e);
+    return st;
+}

@@ -1,0 +1,79 @@
+/* Layout of the CUDA engine (private to engine/ and the pipeline that will
+ * drive its stages on partitions). */
+#ifndef GP_ENGINE_IMPL_H
+#define GP_ENGINE_IMPL_H
+
+#include <cuda_runtime_api.h>
+
+#include "gp_attention.h"
+#include "gp_engine.h"
+#include "kernels.h"
+
+#define GP_ENGINE_MAX_GRAPHS 64
+
+/* What one stage launch needs besides the engine: where it runs. A partition
+ * brings its own stream, GEMM context (with its SM target) and attention
+ * workspace, so stages of different partitions never share scratch. */
+typedef struct gp_stage_ctx {
+    cudaStream_t stream;
+    gp_gemm_ctx *gemm;
+    void *attn_ws;              /* decode-attention split workspace */
+    size_t attn_ws_bytes;
+    gp_decode_attn_params ap;   /* force_splits set per step so graphs are stable */
+} gp_stage_ctx;
+
+/* Kernel classes of a step, for the per-kernel breakdown. */
+enum { GP_K_EMBED, GP_K_ATTN_NORM, GP_K_QKV, GP_K_ROPE, GP_K_ATTN, GP_K_O, GP_K_FFN_NORM,
+       GP_K_GATE_UP, GP_K_SWIGLU, GP_K_DOWN, GP_K_HEAD, GP_K_COUNT };
+
+typedef struct gp_graph_entry {
+    int B, splits;
+    cudaGraphExec_t exec;
+} gp_graph_entry;
+
+struct gp_engine {
+    gp_config cfg;
+    gp_engine_params p;
+    gp_device_weights *dw;        /* borrowed */
+    const gp_host_weights *w;     /* device-pointer view of dw */
+    gp_kv_tables *tables;         /* host block bookkeeping */
+    gp_kv_device *kv;             /* device pools + step tables */
+    int max_blocks;               /* per sequence */
+    gp_stage_ctx sc;              /* the whole-GPU stage context */
+    int sm_count;
+
+    float *inv_freq;   /* device [head_dim/2] */
+    float *resid;      /* device [max_batch][hidden]: the fp32 residual stream */
+    gp_bf16 *h_attn;   /* device [max_batch][hidden]: normed input of the attention stage */
+    gp_bf16 *h_ffn;    /* device [max_batch][hidden]: normed input of the FFN stage */
+    gp_bf16 *qkv;      /* device [max_batch][qkv_rows] */
+    gp_bf16 *q;        /* device [max_batch][n_heads*head_dim], RoPE applied */
+    gp_bf16 *attn;     /* device [max_batch][n_heads*head_dim] */
+    gp_bf16 *gu;       /* device [max_batch][2*ffn] */
+    gp_bf16 *act;      /* device [max_batch][ffn] */
+    float *logits;     /* device [max_batch][vocab] */
+    int32_t *tok_d;    /* device [max_batch] step inputs */
+    int32_t *next_d;   /* device [max_batch] greedy outputs */
+    int32_t *tok_h;    /* pinned [max_batch] */
+    int32_t *next_h;   /* pinned [max_batch] */
+
+    cudaEvent_t ev_begin, ev_end, ev_done;
+    gp_graph_entry graphs[GP_ENGINE_MAX_GRAPHS];
+    int n_graphs;
+
+    /* breakdown mode: an event after every kernel, tagged with its class */
+    cudaEvent_t *bd_ev;
+    int *bd_class;
+    int bd_n, bd_cap;
+};
+
+/* Stage entry points over batch rows [b0, b0+nb). Each marks its weight
+ * group in use, makes sc->stream wait on the group's ready event, launches,
+ * and releases the group on every exit path. No synchronisation inside. */
+gp_status gp_engine_embed_stage(gp_engine *e, int b0, int nb, const gp_stage_ctx *sc);
+gp_status gp_engine_attn_stage(gp_engine *e, int layer, int b0, int nb, int max_len,
+                               const gp_stage_ctx *sc);
+gp_status gp_engine_ffn_stage(gp_engine *e, int layer, int b0, int nb, const gp_stage_ctx *sc);
+gp_status gp_engine_head_stage(gp_engine *e, int b0, int nb, const gp_stage_ctx *sc);
+
+#endif

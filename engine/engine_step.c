@@ -1,0 +1,260 @@
+/* Decode steps of the sequential engine: input checks, KV bookkeeping, the
+ * step body (eager or a replayed CUDA graph), prefill, and the benchmark
+ * helpers (synthetic context, event timing, per-kernel breakdown). */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "engine_impl.h"
+
+#define CU(call) do { cudaError_t ce_ = (call); if (ce_ != cudaSuccess) { \
+        GP_FAIL(GP_ERR_CUDA, "%s failed: %s", #call, cudaGetErrorString(ce_)); } } while (0)
+
+static gp_status step_body(gp_engine *e, int B, int max_len)
+{
+    GP_TRY(gp_engine_embed_stage(e, 0, B, &e->sc));
+    for (int l = 0; l < e->cfg.n_layers; l++) {
+        GP_TRY(gp_engine_attn_stage(e, l, 0, B, max_len, &e->sc));
+        GP_TRY(gp_engine_ffn_stage(e, l, 0, B, &e->sc));
+    }
+    return gp_engine_head_stage(e, 0, B, &e->sc);
+}
+
+/* Capture the step body for (B, splits) into a graph; the attention split
+ * count is forced so every replay runs the captured launch configuration
+ * (the kernels read lengths from device memory, so any context fits). */
+static gp_status capture(gp_engine *e, int B, int max_len, cudaGraphExec_t *exec)
+{
+    cudaGraph_t graph = NULL;
+    CU(cudaStreamBeginCapture(e->sc.stream, cudaStreamCaptureModeThreadLocal));
+    gp_status st = step_body(e, B, max_len);
+    cudaError_t ce = cudaStreamEndCapture(e->sc.stream, &graph);
+    if (st != GP_OK) {
+        if (graph)
+            cudaGraphDestroy(graph);
+        return st;
+    }
+    if (ce != cudaSuccess)
+        GP_FAIL(GP_ERR_CUDA, "capturing the decode step (batch %d): %s", B, cudaGetErrorString(ce));
+    ce = cudaGraphInstantiate(exec, graph, 0);
+    cudaGraphDestroy(graph);
+    if (ce != cudaSuccess)
+        GP_FAIL(GP_ERR_CUDA, "instantiating the decode-step graph (batch %d): %s", B, cudaGetErrorString(ce));
+    return GP_OK;
+}
+
+static gp_status launch(gp_engine *e, int B, int max_len)
+{
+    int splits = 1;
+    gp_decode_attn_params ap = e->sc.ap;
+    ap.force_splits = 0;
+    GP_TRY(gp_decode_attn_splits(B, e->cfg.n_heads, e->cfg.n_kv_heads, e->cfg.head_dim, max_len, &ap, &splits));
+    e->sc.ap.force_splits = splits;
+    if (!e->p.use_graphs || e->bd_ev)
+        return step_body(e, B, max_len);
+    gp_graph_entry *g = NULL;
+    for (int i = 0; i < e->n_graphs && !g; i++)
+        if (e->graphs[i].B == B && e->graphs[i].splits == splits)
+            g = &e->graphs[i];
+    if (!g) {
+        if (e->n_graphs == GP_ENGINE_MAX_GRAPHS) { /* many shapes: start over rather than grow */
+            for (int i = 0; i < e->n_graphs; i++)
+                cudaGraphExecDestroy(e->graphs[i].exec);
+            e->n_graphs = 0;
+        }
+        g = &e->graphs[e->n_graphs];
+        GP_TRY(capture(e, B, max_len, &g->exec));
+        g->B = B;
+        g->splits = splits;
+        e->n_graphs++;
+    }
+    CU(cudaGraphLaunch(g->exec, e->sc.stream));
+    return GP_OK;
+}
+
+static gp_status check_step(const gp_engine *e, int B, const int *seq_ids, const int32_t *tokens)
+{
+    if (B < 1 || B > e->p.max_batch)
+        GP_FAIL(GP_ERR_INVALID_ARG, "batch %d: allowed [1, %d] (the engine's max batch)", B, e->p.max_batch);
+    for (int i = 0; i < B; i++) {
+        if (seq_ids[i] < 0 || seq_ids[i] >= e->p.max_batch)
+            GP_FAIL(GP_ERR_INVALID_ARG, "sequence id %d: allowed [0, %d]", seq_ids[i], e->p.max_batch - 1);
+        for (int j = 0; j < i; j++)
+            if (seq_ids[j] == seq_ids[i])
+                GP_FAIL(GP_ERR_INVALID_ARG, "sequence id %d appears twice in one step", seq_ids[i]);
+        if (tokens[i] < 0 || tokens[i] >= e->cfg.vocab)
+            GP_FAIL(GP_ERR_INVALID_ARG, "token %d of sequence %d: allowed [0, %d]", tokens[i], seq_ids[i],
+                    e->cfg.vocab - 1);
+        if (gp_kv_len(e->tables, seq_ids[i]) + 1 > e->p.max_context)
+            GP_FAIL(GP_ERR_STATE, "sequence %d is full: %d tokens, the engine's max context is %d",
+                    seq_ids[i], gp_kv_len(e->tables, seq_ids[i]), e->p.max_context);
+    }
+    return GP_OK;
+}
+
+gp_status gp_engine_decode_step(gp_engine *e, int B, const int *seq_ids, const int32_t *tokens,
+                                int32_t *next, float *logits)
+{
+    GP_TRY(check_step(e, B, seq_ids, tokens));
+    int max_len = 0;
+    for (int i = 0; i < B; i++) {
+        GP_TRY(gp_kv_reserve(e->tables, seq_ids[i], 1));
+        int len = gp_kv_len(e->tables, seq_ids[i]) + 1;
+        if (len > max_len)
+            max_len = len;
+    }
+    cudaStream_t s = e->sc.stream;
+    /* tok_h is free: the previous step ended with a host wait on its copy. */
+    memcpy(e->tok_h, tokens, sizeof(int32_t) * (size_t)B);
+    CU(cudaMemcpyAsync(e->tok_d, e->tok_h, sizeof(int32_t) * (size_t)B, cudaMemcpyHostToDevice, s));
+    GP_TRY(gp_kv_device_sync_tables(e->kv, e->tables, B, seq_ids, s));
+    CU(cudaEventRecord(e->ev_begin, s));
+    GP_TRY(launch(e, B, max_len));
+    CU(cudaEventRecord(e->ev_end, s));
+    CU(cudaMemcpyAsync(e->next_h, e->next_d, sizeof(int32_t) * (size_t)B, cudaMemcpyDeviceToHost, s));
+    if (logits)
+        CU(cudaMemcpyAsync(logits, e->logits, sizeof(float) * (size_t)B * (size_t)e->cfg.vocab,
+                           cudaMemcpyDeviceToHost, s));
+    CU(cudaEventRecord(e->ev_done, s));
+    CU(cudaEventSynchronize(e->ev_done)); /* the step's result is needed on the host */
+    memcpy(next, e->next_h, sizeof(int32_t) * (size_t)B);
+    for (int i = 0; i < B; i++)
+        GP_TRY(gp_kv_advance(e->tables, seq_ids[i], 1));
+    return GP_OK;
+}
+
+gp_status gp_engine_prefill(gp_engine *e, int seq, int n, const int32_t *prompt, float *last_logits)
+{
+    if (n < 1)
+        GP_FAIL(GP_ERR_INVALID_ARG, "prefill of sequence %d: prompt length %d, need at least 1", seq, n);
+    int32_t next;
+    for (int t = 0; t < n; t++)
+        GP_TRY(gp_engine_decode_step(e, 1, &seq, &prompt[t], &next, t == n - 1 ? last_logits : NULL));
+    return GP_OK;
+}
+
+void gp_engine_reset_seq(gp_engine *e, int seq)
+{
+    gp_kv_release(e->tables, seq);
+}
+
+gp_status gp_engine_fill_context(gp_engine *e, int B, int C, uint64_t seed)
+{
+    if (B < 1 || B > e->p.max_batch)
+        GP_FAIL(GP_ERR_INVALID_ARG, "batch %d: allowed [1, %d]", B, e->p.max_batch);
+    if (C < 0 || C >= e->p.max_context)
+        GP_FAIL(GP_ERR_INVALID_ARG, "context %d: allowed [0, %d] (one token must still fit)", C,
+                e->p.max_context - 1);
+    for (int s = 0; s < B; s++) {
+        gp_kv_release(e->tables, s);
+        if (C > 0) {
+            GP_TRY(gp_kv_reserve(e->tables, s, C));
+            GP_TRY(gp_kv_advance(e->tables, s, C));
+        }
+    }
+    /* Random K/V everywhere (never zeros: they would hide unread slots and
+     * can run faster than real data). */
+    const gp_kv_layout *l = gp_kv_device_layout(e->kv);
+    uint64_t n = gp_kv_layer_elems(l);
+    for (int layer = 0; layer < l->n_layers; layer++) {
+        GP_TRY(gp_synth_fill_device(gp_kv_device_k(e->kv, layer), n, seed, GP_T_WQKV, layer, 1.0f, e->sc.stream));
+        GP_TRY(gp_synth_fill_device(gp_kv_device_v(e->kv, layer), n, seed, GP_T_WO, layer, 1.0f, e->sc.stream));
+    }
+    CU(cudaStreamSynchronize(e->sc.stream)); /* setup, not a step */
+    return GP_OK;
+}
+
+gp_status gp_engine_time_steps(gp_engine *e, int B, int warmup, int n_steps, float *ms)
+{
+    if (B < 1 || B > e->p.max_batch || warmup < 0 || n_steps < 1)
+        GP_FAIL(GP_ERR_INVALID_ARG, "time_steps: batch %d (allowed [1, %d]), warmup %d, steps %d (>= 1)",
+                B, e->p.max_batch, warmup, n_steps);
+    int *ids = malloc(sizeof(int) * (size_t)B);
+    int32_t *tok = malloc(sizeof(int32_t) * (size_t)B), *next = malloc(sizeof(int32_t) * (size_t)B);
+    gp_status st = GP_OK;
+    if (!ids || !tok || !next) {
+        gp_set_error("time_steps: out of host memory");
+        st = GP_ERR_NO_MEMORY;
+        goto out;
+    }
+    for (int i = 0; i < B; i++) {
+        ids[i] = i;
+        tok[i] = (int32_t)(((int64_t)i * 7919 + 13) % e->cfg.vocab);
+    }
+    for (int i = 0; i < warmup + n_steps && st == GP_OK; i++) {
+        st = gp_engine_decode_step(e, B, ids, tok, next, NULL);
+        if (st == GP_OK && i >= warmup) {
+            cudaError_t ce = cudaEventElapsedTime(&ms[i - warmup], e->ev_begin, e->ev_end);
+            if (ce != cudaSuccess) {
+                gp_set_error("cudaEventElapsedTime: %s", cudaGetErrorString(ce));
+                st = GP_ERR_CUDA;
+            }
+        }
+        memcpy(tok, next, sizeof(int32_t) * (size_t)B);
+    }
+out:
+    free(ids);
+    free(tok);
+    free(next);
+    return st;
+}
+
+gp_status gp_engine_breakdown(gp_engine *e, int B, gp_step_breakdown *out)
+{
+    memset(out, 0, sizeof *out);
+    int cap = 5 * 2 * e->cfg.n_layers + 8;
+    e->bd_ev = calloc((size_t)cap, sizeof(cudaEvent_t));
+    e->bd_class = calloc((size_t)cap, sizeof(int));
+    e->bd_cap = 0;
+    e->bd_n = 0;
+    gp_status st = GP_OK;
+    if (!e->bd_ev || !e->bd_class) {
+        gp_set_error("breakdown: out of host memory");
+        st = GP_ERR_NO_MEMORY;
+        goto out;
+    }
+    for (; e->bd_cap < cap; e->bd_cap++)
+        if (cudaEventCreate(&e->bd_ev[e->bd_cap]) != cudaSuccess) {
+            gp_set_error("breakdown: cudaEventCreate failed");
+            st = GP_ERR_CUDA;
+            goto out;
+        }
+    int *ids = malloc(sizeof(int) * (size_t)B);
+    int32_t *tok = malloc(sizeof(int32_t) * (size_t)B), *next = malloc(sizeof(int32_t) * (size_t)B);
+    if (ids && tok && next) {
+        for (int i = 0; i < B; i++) {
+            ids[i] = i;
+            tok[i] = (int32_t)(i % e->cfg.vocab);
+        }
+        st = gp_engine_decode_step(e, B, ids, tok, next, NULL);
+    } else {
+        gp_set_error("breakdown: out of host memory");
+        st = GP_ERR_NO_MEMORY;
+    }
+    free(ids);
+    free(tok);
+    free(next);
+    float acc[GP_K_COUNT] = {0};
+    cudaEvent_t prev = e->ev_begin;
+    for (int i = 0; i < e->bd_n && st == GP_OK; i++) {
+        float dt = 0;
+        if (cudaEventElapsedTime(&dt, prev, e->bd_ev[i]) != cudaSuccess) {
+            gp_set_error("breakdown: cudaEventElapsedTime failed");
+            st = GP_ERR_CUDA;
+        }
+        acc[e->bd_class[i]] += dt;
+        prev = e->bd_ev[i];
+    }
+    *out = (gp_step_breakdown){acc[GP_K_EMBED], acc[GP_K_ATTN_NORM], acc[GP_K_QKV], acc[GP_K_ROPE],
+                               acc[GP_K_ATTN], acc[GP_K_O], acc[GP_K_FFN_NORM], acc[GP_K_GATE_UP],
+                               acc[GP_K_SWIGLU], acc[GP_K_DOWN], acc[GP_K_HEAD]};
+out:
+    for (int i = 0; i < e->bd_cap; i++)
+        cudaEventDestroy(e->bd_ev[i]);
+    free(e->bd_ev);
+    free(e->bd_class);
+    e->bd_ev = NULL;
+    e->bd_class = NULL;
+    e->bd_cap = e->bd_n = 0;
+    return st;
+}

@@ -1,0 +1,325 @@
+/* The engine's GEMM: y = x . W^T through cuBLASLt (bf16 in, fp32 accumulate),
+ * with a per-context stream, SM budget, workspace and per-shape algo cache. */
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "cuda_check.h"
+#include "kernels.h"
+
+#define GP_GEMM_HEURISTICS 8 /* candidates asked of the heuristic per new shape */
+
+/* One cached shape: everything cublasLtMatmul needs except the pointers. */
+typedef struct gp_gemm_entry {
+    int used;
+    int M, N, K;
+    gp_gemm_out out_type;
+    unsigned align_w, align_x, align_y; /* pointer alignment classes (bytes, <= 256) */
+    cublasLtMatmulDesc_t desc;
+    cublasLtMatrixLayout_t lay_w, lay_x, lay_y; /* A = W, B = x, C = D = y (see gp_gemm_bf16) */
+    cublasLtMatmulAlgo_t algo;
+    size_t algo_ws;                             /* workspace bytes the algo uses */
+} gp_gemm_entry;
+
+struct gp_gemm_ctx {
+    cublasLtHandle_t lt;
+    cudaStream_t stream;
+    int sm_target;       /* 0: whole device */
+    int device_sms;      /* multiProcessorCount of the device at create */
+    void *workspace;     /* [GP_GEMM_WORKSPACE_BYTES] device bytes */
+    gp_gemm_entry cache[GP_GEMM_CACHE_SLOTS];
+    int n_cached;
+    int victim;          /* next slot to evict when full (round robin) */
+};
+
+/* Largest power of two (<= 256) dividing the address: cuBLASLt's heuristic
+ * assumes 256-byte aligned buffers unless told otherwise, and an algorithm
+ * picked for aligned pointers may be refused for a row-offset slice. */
+static unsigned gp_gemm_align(const void *p)
+{
+    uintptr_t a = (uintptr_t)p;
+    unsigned al = 256;
+    while (al > 1 && (a & (al - 1)))
+        al >>= 1;
+    return al;
+}
+
+/* Host scalars: cuBLASLt reads them at the call, so capture records values. */
+static const float *gp_gemm_beta(gp_gemm_out t)
+{
+    static const float zero = 0.0f, one = 1.0f;
+    return t == GP_GEMM_OUT_F32_ACC ? &one : &zero;
+}
+
+static const char *gp_gemm_out_name(gp_gemm_out t)
+{
+    return t == GP_GEMM_OUT_BF16 ? "bf16" : t == GP_GEMM_OUT_F32 ? "f32" : "f32_acc";
+}
+
+static void gp_gemm_entry_release(gp_gemm_entry *e)
+{
+    /* destroy calls only fail on NULL, which is skipped */
+    if (e->lay_y)
+        (void)cublasLtMatrixLayoutDestroy(e->lay_y);
+    if (e->lay_x)
+        (void)cublasLtMatrixLayoutDestroy(e->lay_x);
+    if (e->lay_w)
+        (void)cublasLtMatrixLayoutDestroy(e->lay_w);
+    if (e->desc)
+        (void)cublasLtMatmulDescDestroy(e->desc);
+    memset(e, 0, sizeof *e);
+}
+
+static void gp_gemm_cache_clear(gp_gemm_ctx *ctx)
+{
+    for (int i = 0; i < GP_GEMM_CACHE_SLOTS; i++)
+        if (ctx->cache[i].used)
+            gp_gemm_entry_release(&ctx->cache[i]);
+    ctx->n_cached = 0;
+    ctx->victim = 0;
+}
+
+gp_status gp_gemm_ctx_create(void *stream, int sm_count_target, gp_gemm_ctx **out)
+{
+    if (!out)
+        GP_FAIL(GP_ERR_INVALID_ARG, "gp_gemm_ctx_create: out is NULL");
+    *out = NULL;
+    if (sm_count_target < 0)
+        GP_FAIL(GP_ERR_INVALID_ARG, "gp_gemm_ctx_create: sm_count_target = %d is negative",
+                sm_count_target);
+    int dev = 0, sms = 0;
+    GP_CHECK_CUDA(cudaGetDevice(&dev));
+    GP_CHECK_CUDA(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev));
+    if (sm_count_target > sms)
+        GP_FAIL(GP_ERR_INVALID_ARG,
+                "gp_gemm_ctx_create: sm_count_target = %d exceeds the device's %d SMs",
+                sm_count_target, sms);
+
+    gp_gemm_ctx *ctx = calloc(1, sizeof *ctx);
+    if (!ctx)
+        GP_FAIL(GP_ERR_NO_MEMORY, "gp_gemm_ctx_create: out of host memory");
+    gp_status st = GP_OK;
+    ctx->stream = (cudaStream_t)stream;
+    ctx->sm_target = sm_count_target;
+    ctx->device_sms = sms;
+    GP_CHECK_CUBLAS_GOTO(cublasLtCreate(&ctx->lt), st, fail);
+    GP_CHECK_CUDA_GOTO(cudaMalloc(&ctx->workspace, GP_GEMM_WORKSPACE_BYTES), st, fail);
+    *out = ctx;
+    return GP_OK;
+fail:
+    gp_gemm_ctx_destroy(ctx);
+    return st;
+}
+
+void gp_gemm_ctx_destroy(gp_gemm_ctx *ctx)
+{
+    if (!ctx)
+        return;
+    gp_gemm_cache_clear(ctx);
+    /* teardown: errors cannot be acted on; the workspace may still be in use
+     * by queued work, which cudaFree waits for */
+    if (ctx->workspace)
+        (void)cudaFree(ctx->workspace);
+    if (ctx->lt)
+        (void)cublasLtDestroy(ctx->lt);
+    free(ctx);
+}
+
+gp_status gp_gemm_set_stream(gp_gemm_ctx *ctx, void *stream)
+{
+    if (!ctx)
+        GP_FAIL(GP_ERR_INVALID_ARG, "gp_gemm_set_stream: ctx is NULL");
+    ctx->stream = (cudaStream_t)stream;
+    return GP_OK;
+}
+
+gp_status gp_gemm_set_sm_count_target(gp_gemm_ctx *ctx, int sm_count_target)
+{
+    if (!ctx)
+        GP_FAIL(GP_ERR_INVALID_ARG, "gp_gemm_set_sm_count_target: ctx is NULL");
+    if (sm_count_target < 0 || sm_count_target > ctx->device_sms)
+        GP_FAIL(GP_ERR_INVALID_ARG,
+                "gp_gemm_set_sm_count_target: sm_count_target = %d is outside 0..%d",
+                sm_count_target, ctx->device_sms);
+    if (sm_count_target != ctx->sm_target) {
+        gp_gemm_cache_clear(ctx);
+        ctx->sm_target = sm_count_target;
+    }
+    return GP_OK;
+}
+
+int gp_gemm_sm_count_target(const gp_gemm_ctx *ctx)
+{
+    return ctx ? ctx->sm_target : 0;
+}
+
+int gp_gemm_cached_shapes(const gp_gemm_ctx *ctx)
+{
+    return ctx ? ctx->n_cached : 0;
+}
+
+static gp_gemm_entry *gp_gemm_lookup(gp_gemm_ctx *ctx, int M, int N, int K, gp_gemm_out ot,
+                                     unsigned aw, unsigned ax, unsigned ay)
+{
+    for (int i = 0; i < GP_GEMM_CACHE_SLOTS; i++) {
+        gp_gemm_entry *e = &ctx->cache[i];
+        if (e->used && e->M == M && e->N == N && e->K == K && e->out_type == ot
+            && e->align_w == aw && e->align_x == ax && e->align_y == ay)
+            return e;
+    }
+    return NULL;
+}
+
+/* Descriptors of a new shape. Row-major y[M][N] = x[M][K] . W[N][K]^T is, in
+ * cuBLAS's column-major terms, y^T (N x M, ld N) = op(A) . B with A = W seen
+ * as K x N (ld K) and transa = T, B = x seen as K x M (ld K), transb = N. */
+static gp_status gp_gemm_entry_build(gp_gemm_ctx *ctx, gp_gemm_entry *e)
+{
+    gp_status st = GP_OK;
+    cublasOperation_t ta = CUBLAS_OP_T, tb = CUBLAS_OP_N;
+    cudaDataType_t ytype = e->out_type == GP_GEMM_OUT_BF16 ? CUDA_R_16BF : CUDA_R_32F;
+    GP_CHECK_CUBLAS_GOTO(cublasLtMatmulDescCreate(&e->desc, CUBLAS_COMPUTE_32F, CUDA_R_32F), st,
+                         fail);
+    GP_CHECK_CUBLAS_GOTO(cublasLtMatmulDescSetAttribute(e->desc, CUBLASLT_MATMUL_DESC_TRANSA, &ta,
+                                                        sizeof ta), st, fail);
+    GP_CHECK_CUBLAS_GOTO(cublasLtMatmulDescSetAttribute(e->desc, CUBLASLT_MATMUL_DESC_TRANSB, &tb,
+                                                        sizeof tb), st, fail);
+    if (ctx->sm_target > 0) {
+        int32_t t = ctx->sm_target;
+        GP_CHECK_CUBLAS_GOTO(cublasLtMatmulDescSetAttribute(
+                                 e->desc, CUBLASLT_MATMUL_DESC_SM_COUNT_TARGET, &t, sizeof t),
+                             st, fail);
+    }
+    GP_CHECK_CUBLAS_GOTO(cublasLtMatrixLayoutCreate(&e->lay_w, CUDA_R_16BF, (uint64_t)e->K,
+                                                    (uint64_t)e->N, (int64_t)e->K), st, fail);
+    GP_CHECK_CUBLAS_GOTO(cublasLtMatrixLayoutCreate(&e->lay_x, CUDA_R_16BF, (uint64_t)e->K,
+                                                    (uint64_t)e->M, (int64_t)e->K), st, fail);
+    GP_CHECK_CUBLAS_GOTO(cublasLtMatrixLayoutCreate(&e->lay_y, ytype, (uint64_t)e->N,
+                                                    (uint64_t)e->M, (int64_t)e->N), st, fail);
+    return GP_OK;
+fail:
+    gp_gemm_entry_release(e);
+    return st;
+}
+
+/* Asks the heuristic for candidates under the pointers' alignment and runs
+ * them in its order until one launches: that call computes y and the algo is
+ * kept. A candidate can be refused at launch (e.g. cluster kernels on a
+ * partition that cannot host them), hence more than one. Host-side queries
+ * only, so legal inside stream capture. */
+static gp_status gp_gemm_pick_and_run(gp_gemm_ctx *ctx, gp_gemm_entry *e, const void *x,
+                                      const void *w, void *y)
+{
+    static const float one = 1.0f;
+    const float *beta = gp_gemm_beta(e->out_type);
+    gp_status st = GP_OK;
+    cublasLtMatmulPreference_t pref = NULL;
+    uint64_t ws = GP_GEMM_WORKSPACE_BYTES;
+    uint32_t aw = e->align_w, ax = e->align_x, ay = e->align_y;
+    GP_CHECK_CUBLAS_GOTO(cublasLtMatmulPreferenceCreate(&pref), st, done);
+    GP_CHECK_CUBLAS_GOTO(cublasLtMatmulPreferenceSetAttribute(
+                             pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &ws, sizeof ws),
+                         st, done);
+    GP_CHECK_CUBLAS_GOTO(cublasLtMatmulPreferenceSetAttribute(
+                             pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES, &aw, sizeof aw),
+                         st, done);
+    GP_CHECK_CUBLAS_GOTO(cublasLtMatmulPreferenceSetAttribute(
+                             pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_B_BYTES, &ax, sizeof ax),
+                         st, done);
+    GP_CHECK_CUBLAS_GOTO(cublasLtMatmulPreferenceSetAttribute(
+                             pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES, &ay, sizeof ay),
+                         st, done);
+    GP_CHECK_CUBLAS_GOTO(cublasLtMatmulPreferenceSetAttribute(
+                             pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES, &ay, sizeof ay),
+                         st, done);
+
+    cublasLtMatmulHeuristicResult_t res[GP_GEMM_HEURISTICS];
+    int n_res = 0;
+    memset(res, 0, sizeof res);
+    GP_CHECK_CUBLAS_GOTO(cublasLtMatmulAlgoGetHeuristic(ctx->lt, e->desc, e->lay_w, e->lay_x,
+                                                        e->lay_y, e->lay_y, pref,
+                                                        GP_GEMM_HEURISTICS, res, &n_res),
+                         st, done);
+    cublasStatus_t last = CUBLAS_STATUS_NOT_SUPPORTED;
+    int tried = 0;
+    for (int i = 0; i < n_res; i++) {
+        if (res[i].state != CUBLAS_STATUS_SUCCESS || res[i].workspaceSize > ws)
+            continue;
+        tried++;
+        last = cublasLtMatmul(ctx->lt, e->desc, &one, w, e->lay_w, x, e->lay_x, beta, y,
+                              e->lay_y, y, e->lay_y, &res[i].algo, ctx->workspace,
+                              res[i].workspaceSize, ctx->stream);
+        if (last == CUBLAS_STATUS_SUCCESS) {
+            e->algo = res[i].algo;
+            e->algo_ws = res[i].workspaceSize;
+            goto done;
+        }
+        /* a refused launch may leave a runtime error that would be blamed on
+         * the next candidate or the next kernel */
+        (void)cudaGetLastError();
+    }
+    st = last == CUBLAS_STATUS_NOT_SUPPORTED ? GP_ERR_UNSUPPORTED : GP_ERR_CUDA;
+    gp_set_error("gp_gemm_bf16: no cuBLASLt algorithm ran for M=%d N=%d K=%d out=%s "
+                 "(sm_count_target %d, alignment w/x/y %u/%u/%u bytes): heuristic returned %d, "
+                 "%d tried, last status %s",
+                 e->M, e->N, e->K, gp_gemm_out_name(e->out_type),
+                 ctx->sm_target, aw, ax, ay, n_res, tried, cublasLtGetStatusName(last));
+done:
+    if (pref)
+        (void)cublasLtMatmulPreferenceDestroy(pref);
+    return st;
+}
+
+gp_status gp_gemm_bf16(gp_gemm_ctx *ctx, int M, int N, int K, const gp_bf16 *x, const gp_bf16 *w,
+                       void *y, gp_gemm_out out_type)
+{
+    static const float one = 1.0f;
+    if (!ctx)
+        GP_FAIL(GP_ERR_INVALID_ARG, "gp_gemm_bf16: ctx is NULL");
+    if (M < 0 || N < 1 || K < 1)
+        GP_FAIL(GP_ERR_INVALID_ARG, "gp_gemm_bf16: M = %d, N = %d, K = %d (need M >= 0, N >= 1, "
+                "K >= 1)", M, N, K);
+    if (out_type != GP_GEMM_OUT_BF16 && out_type != GP_GEMM_OUT_F32
+        && out_type != GP_GEMM_OUT_F32_ACC)
+        GP_FAIL(GP_ERR_INVALID_ARG, "gp_gemm_bf16: out_type = %d is not a gp_gemm_out",
+                (int)out_type);
+    if (M == 0)
+        return GP_OK;
+    if (!x || !w || !y)
+        GP_FAIL(GP_ERR_INVALID_ARG, "gp_gemm_bf16: NULL pointer (x %p, w %p, y %p) for M=%d N=%d "
+                "K=%d", (const void *)x, (const void *)w, y, M, N, K);
+
+    unsigned aw = gp_gemm_align(w), ax = gp_gemm_align(x), ay = gp_gemm_align(y);
+    gp_gemm_entry *e = gp_gemm_lookup(ctx, M, N, K, out_type, aw, ax, ay);
+    if (e) {
+        GP_CHECK_CUBLAS(cublasLtMatmul(ctx->lt, e->desc, &one, w, e->lay_w, x, e->lay_x,
+                                       gp_gemm_beta(out_type), y, e->lay_y, y, e->lay_y, &e->algo,
+                                       ctx->workspace, e->algo_ws, ctx->stream));
+        return GP_OK;
+    }
+
+    /* new shape: take a free slot, or evict round robin (safe even for shapes
+     * inside captured graphs: launches copy their parameters) */
+    int slot = -1;
+    for (int i = 0; i < GP_GEMM_CACHE_SLOTS && slot < 0; i++)
+        if (!ctx->cache[i].used)
+            slot = i;
+    if (slot < 0) {
+        slot = ctx->victim;
+        ctx->victim = (ctx->victim + 1) % GP_GEMM_CACHE_SLOTS;
+        gp_gemm_entry_release(&ctx->cache[slot]);
+        ctx->n_cached--;
+    }
+    e = &ctx->cache[slot];
+    e->M = M, e->N = N, e->K = K, e->out_type = out_type;
+    e->align_w = aw, e->align_x = ax, e->align_y = ay;
+    GP_TRY(gp_gemm_entry_build(ctx, e));
+    gp_status st = gp_gemm_pick_and_run(ctx, e, x, w, y);
+    if (st != GP_OK) {
+        gp_gemm_entry_release(e);
+        return st;
+    }
+    e->used = 1;
+    ctx->n_cached++;
+    return GP_OK;
+}

@@ -1,0 +1,116 @@
+/* The engine folder's kernel interface: the GEMM context (every GEMM of the
+ * engine goes through it), RMSNorm+residual, embedding, argmax, and (through
+ * ffn_kernels.h) SwiGLU, each with its CPU reference. C-callable, no CUDA
+ * types: streams are void* (cudaStream_t), bf16 tensors gp_bf16 pointers.
+ *
+ * Every device entry point is CUDA-graph capturable: no allocation, no
+ * synchronisation, no pageable copies; it checks its arguments first and
+ * returns GP_ERR_INVALID_ARG naming the bad values (nothing launched), or
+ * GP_ERR_CUDA / GP_ERR_DEVICE_MEMORY with the failing call in gp_last_error().
+ * A batch of B == 0 rows is a no-op returning GP_OK. */
+#ifndef GP_ENGINE_KERNELS_H
+#define GP_ENGINE_KERNELS_H
+
+#include <stdint.h>
+
+#include "ffn_kernels.h"
+#include "gp_common.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* ------------------------------------------------------------------ GEMM */
+
+/* One cuBLASLt handle, a device workspace and a cache of per-shape matmul
+ * descriptors and algorithms, bound to one stream and one SM budget: the one
+ * place that knows both. Not thread-safe; calls through one context must be
+ * ordered (one stream at a time), since they share the workspace. */
+typedef struct gp_gemm_ctx gp_gemm_ctx; /* opaque */
+
+typedef enum gp_gemm_out {
+    GP_GEMM_OUT_BF16 = 0,    /* y = x . W^T, bf16 (activations) */
+    GP_GEMM_OUT_F32 = 1,     /* y = x . W^T, fp32 (logits) */
+    GP_GEMM_OUT_F32_ACC = 2, /* y += x . W^T into fp32 y (beta = 1): the O and down
+                                projections adding into the fp32 residual stream */
+} gp_gemm_out;
+
+#define GP_GEMM_WORKSPACE_BYTES ((size_t)32 << 20) /* cuBLASLt workspace per context */
+#define GP_GEMM_CACHE_SLOTS 128                    /* shapes kept; round-robin eviction */
+
+/* Creates the handle and allocates the workspace on the current device (not
+ * capturable: call it before capture). sm_count_target > 0 sets
+ * CUBLASLT_MATMUL_DESC_SM_COUNT_TARGET (the partition's SM count); 0 means the
+ * whole device. stream may be NULL (legacy default stream). */
+gp_status gp_gemm_ctx_create(void *stream, int sm_count_target, gp_gemm_ctx **out);
+void gp_gemm_ctx_destroy(gp_gemm_ctx *ctx);
+/* Rebind to another stream (the cache stays valid: it does not depend on it). */
+gp_status gp_gemm_set_stream(gp_gemm_ctx *ctx, void *stream);
+/* Change the SM budget (e.g. after a rebalance); empties the cache, because
+ * the heuristic's choice depends on it. */
+gp_status gp_gemm_set_sm_count_target(gp_gemm_ctx *ctx, int sm_count_target);
+int gp_gemm_sm_count_target(const gp_gemm_ctx *ctx);
+/* Shapes currently cached (for tests and statistics). */
+int gp_gemm_cached_shapes(const gp_gemm_ctx *ctx);
+
+/* y[M][N] = x[M][K] . w[N][K]^T (or y += ... for GP_GEMM_OUT_F32_ACC, which
+ * reads y, so it must hold finite values), bf16 inputs, fp32 accumulation and
+ * scale, y bf16 or fp32 by out_type. All row-major device pointers (w is an HF
+ * Linear weight [out][in]); y must not overlap x or w. M >= 0 (0: no-op),
+ * N, K >= 1. The first call of a
+ * (M, N, K, out_type, pointer alignment) asks cuBLASLt's heuristic (host-only,
+ * legal during graph capture) and keeps the first algorithm that runs; later
+ * calls reuse it. */
+gp_status gp_gemm_bf16(gp_gemm_ctx *ctx, int M, int N, int K, const gp_bf16 *x, const gp_bf16 *w,
+                       void *y, gp_gemm_out out_type);
+
+/* CPU oracle in double: y[M][N] (host) = x[M][K] . w[N][K]^T. */
+void gp_gemm_ref(int M, int N, int K, const gp_bf16 *x, const gp_bf16 *w, double *y);
+
+/* --------------------------------------------------------------- RMSNorm */
+
+/* The RMSNorm fused with the residual add (FFN stage, next layer's attention
+ * stage, final norm): per row b,
+ *   resid[b] += float(delta[b])            (fp32 add; skipped when delta is NULL)
+ *   out[b][i] = bf16(w[i] * (resid[b][i] * 1/sqrt(mean(resid[b]^2) + eps)))
+ * normalised and weighted in fp32 with a single rounding to bf16.
+ * resid: [B][H] fp32 device, in/out; delta: [B][H] bf16 device or NULL;
+ * w: [H] bf16; out: [B][H] bf16 (must not alias resid or delta).
+ * B >= 0, H >= 1, eps finite and >= 0. */
+gp_status gp_rmsnorm_residual(float *resid, const gp_bf16 *delta, const gp_bf16 *w, gp_bf16 *out,
+                              int B, int H, float eps, void *stream);
+
+/* CPU oracle: resid updated with the same fp32 add as the device; out [B][H]
+ * host float, unrounded, normalised in double. */
+void gp_rmsnorm_residual_ref(float *resid, const gp_bf16 *delta, const gp_bf16 *w, float *out,
+                             int B, int H, float eps);
+
+/* ------------------------------------------------------------- embedding */
+
+/* resid[b][:] = float(table[tokens[b]][:]).
+ * tokens: [B] int32 device; table: [V][H] bf16 device; resid: [B][H] fp32.
+ * A device kernel cannot report a bad token id, so the HOST validates tokens
+ * (0 <= id < V) before the step; a row whose id is out of range is filled
+ * with NaN (never read out of bounds) so the mistake shows in the logits. */
+gp_status gp_embed(const int32_t *tokens, const gp_bf16 *table, float *resid, int B, int H, int V,
+                   void *stream);
+
+/* CPU oracle, same semantics (NaN rows for out-of-range ids). Host arrays. */
+void gp_embed_ref(const int32_t *tokens, const gp_bf16 *table, float *resid, int B, int H, int V);
+
+/* ---------------------------------------------------------------- argmax */
+
+/* out[b] = index of the largest logits[b][:], as gp_argmax (model/reference.c):
+ * the FIRST index on ties (+0 and -0 are equal), NaN never wins (NaNs are
+ * skipped), a row of only NaNs gives 0. Deterministic.
+ * logits: [B][V] fp32 device; out: [B] int32 device. 1 <= V <= GP_ARGMAX_MAX_V. */
+#define GP_ARGMAX_MAX_V (INT32_MAX - (1 << 16))
+gp_status gp_argmax_rows(const float *logits, int32_t *out, int B, int V, void *stream);
+
+/* CPU oracle: gp_argmax per row. Host arrays. */
+void gp_argmax_rows_ref(const float *logits, int32_t *out, int B, int V);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

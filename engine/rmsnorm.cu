@@ -1,0 +1,170 @@
+/* RMSNorm fused with the residual add: resid += delta (fp32), out =
+ * bf16(w * resid / rms(resid)), one CTA per row. */
+#include <math.h>
+#include <stdint.h>
+
+#include "cuda_check.h"
+#include "kernels.h"
+#include "rmsnorm.cuh"
+
+#define GP_RMSNORM_MAX_THREADS 512
+
+/* Sum over the CTA (blockDim.x a multiple of 32, <= 1024); every thread gets
+ * the total. Called once per kernel, so the shared slots are not reused. */
+static __device__ __forceinline__ float gp_rmsnorm_block_sum(float v)
+{
+    __shared__ float warp_sums[32];
+    for (int o = 16; o > 0; o >>= 1)
+        v += __shfl_xor_sync(0xffffffffu, v, o);
+    const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+    if (lane == 0)
+        warp_sums[warp] = v;
+    __syncthreads();
+    if (warp == 0) {
+        const int n_warps = blockDim.x >> 5;
+        v = lane < n_warps ? warp_sums[lane] : 0.0f;
+        for (int o = 16; o > 0; o >>= 1)
+            v += __shfl_xor_sync(0xffffffffu, v, o);
+        if (lane == 0)
+            warp_sums[0] = v;
+    }
+    __syncthreads();
+    return warp_sums[0];
+}
+
+/* VEC consecutive elements per access: 4 (float4 of resid, 8-byte bf16 loads)
+ * when H % 4 == 0 and the pointers allow it, else 1. */
+template <int VEC> struct gp_rms_io;
+
+template <> struct gp_rms_io<1> {
+    static __device__ __forceinline__ void load_f32(const float *p, float *v) { v[0] = *p; }
+    static __device__ __forceinline__ void store_f32(float *p, const float *v) { *p = v[0]; }
+    static __device__ __forceinline__ void load_bf16(const gp_bf16 *p, float *v)
+    {
+        v[0] = gp_bf16_to_f32(*p);
+    }
+    static __device__ __forceinline__ void store_bf16(gp_bf16 *p, const float *v)
+    {
+        *p = gp_f32_to_bf16(v[0]);
+    }
+};
+
+template <> struct gp_rms_io<4> {
+    static __device__ __forceinline__ void load_f32(const float *p, float *v)
+    {
+        float4 f = *reinterpret_cast<const float4 *>(p);
+        v[0] = f.x, v[1] = f.y, v[2] = f.z, v[3] = f.w;
+    }
+    static __device__ __forceinline__ void store_f32(float *p, const float *v)
+    {
+        *reinterpret_cast<float4 *>(p) = make_float4(v[0], v[1], v[2], v[3]);
+    }
+    static __device__ __forceinline__ void load_bf16(const gp_bf16 *p, float *v)
+    {
+        uint2 u = *reinterpret_cast<const uint2 *>(p); /* little endian: element 0 is low */
+        v[0] = gp_bf16_to_f32((gp_bf16)(u.x & 0xffffu)), v[1] = gp_bf16_to_f32((gp_bf16)(u.x >> 16));
+        v[2] = gp_bf16_to_f32((gp_bf16)(u.y & 0xffffu)), v[3] = gp_bf16_to_f32((gp_bf16)(u.y >> 16));
+    }
+    static __device__ __forceinline__ void store_bf16(gp_bf16 *p, const float *v)
+    {
+        uint2 u;
+        u.x = (uint32_t)gp_f32_to_bf16(v[0]) | ((uint32_t)gp_f32_to_bf16(v[1]) << 16);
+        u.y = (uint32_t)gp_f32_to_bf16(v[2]) | ((uint32_t)gp_f32_to_bf16(v[3]) << 16);
+        *reinterpret_cast<uint2 *>(p) = u;
+    }
+};
+
+/* grid: B CTAs, one per row. Pass 1 adds delta, writes resid back and sums
+ * squares; pass 2 re-reads what this same thread wrote (same indices, so no
+ * barrier is needed; the row is hot in L1/L2) and writes out. */
+template <int VEC>
+static __global__ void gp_rmsnorm_residual_kernel(float *__restrict__ resid,
+                                                  const gp_bf16 *__restrict__ delta,
+                                                  const gp_bf16 *__restrict__ w,
+                                                  gp_bf16 *__restrict__ out, int H, float eps)
+{
+    typedef gp_rms_io<VEC> io;
+    const size_t row = (size_t)blockIdx.x * (size_t)H;
+    float *r = resid + row;                        /* [H] */
+    const gp_bf16 *d = delta ? delta + row : NULL; /* [H] or none */
+    gp_bf16 *o = out + row;                        /* [H] */
+    const int step = (int)blockDim.x * VEC;
+
+    float ss = 0.0f;
+    for (int i = (int)threadIdx.x * VEC; i < H; i += step) {
+        float v[VEC];
+        io::load_f32(r + i, v);
+        if (d) {
+            float dv[VEC];
+            io::load_bf16(d + i, dv);
+#pragma unroll
+            for (int k = 0; k < VEC; k++)
+                v[k] += dv[k];
+            io::store_f32(r + i, v);
+        }
+#pragma unroll
+        for (int k = 0; k < VEC; k++)
+            ss += v[k] * v[k];
+    }
+    ss = gp_rmsnorm_block_sum(ss);
+    /* IEEE sqrt and division (no fast-math): the CPU reference's formula */
+    const float inv = 1.0f / sqrtf(ss / (float)H + eps);
+
+    for (int i = (int)threadIdx.x * VEC; i < H; i += step) {
+        float v[VEC], wv[VEC];
+        io::load_f32(r + i, v);
+        io::load_bf16(w + i, wv);
+#pragma unroll
+        for (int k = 0; k < VEC; k++)
+            v[k] = wv[k] * (v[k] * inv);
+        io::store_bf16(o + i, v);
+    }
+}
+
+static bool gp_aligned(const void *p, unsigned bytes)
+{
+    return ((uintptr_t)p & (uintptr_t)(bytes - 1)) == 0;
+}
+
+cudaError_t gp_rmsnorm_residual_launch(float *resid, const gp_bf16 *delta, const gp_bf16 *w,
+                                       gp_bf16 *out, int B, int H, float eps,
+                                       cudaStream_t stream)
+{
+    /* rows start at multiples of H, so base alignment plus H % 4 == 0 keeps
+     * every row's float4 / 8-byte accesses aligned */
+    const bool vec = H % 4 == 0 && gp_aligned(resid, 16) && gp_aligned(w, 8)
+                     && gp_aligned(out, 8) && (!delta || gp_aligned(delta, 8));
+    const int per_thread = vec ? 4 : 1;
+    int threads = (H / per_thread + 31) / 32 * 32;
+    if (threads > GP_RMSNORM_MAX_THREADS)
+        threads = GP_RMSNORM_MAX_THREADS;
+    if (threads < 32)
+        threads = 32;
+    if (vec)
+        gp_rmsnorm_residual_kernel<4><<<B, threads, 0, stream>>>(resid, delta, w, out, H, eps);
+    else
+        gp_rmsnorm_residual_kernel<1><<<B, threads, 0, stream>>>(resid, delta, w, out, H, eps);
+    return cudaGetLastError();
+}
+
+extern "C" gp_status gp_rmsnorm_residual(float *resid, const gp_bf16 *delta, const gp_bf16 *w,
+                                         gp_bf16 *out, int B, int H, float eps, void *stream)
+{
+    if (B < 0 || H < 1)
+        GP_FAIL(GP_ERR_INVALID_ARG, "gp_rmsnorm_residual: B = %d, H = %d (need B >= 0, H >= 1)",
+                B, H);
+    if (!(eps >= 0.0f) || isinf(eps))
+        GP_FAIL(GP_ERR_INVALID_ARG, "gp_rmsnorm_residual: eps = %g (need finite, >= 0)",
+                (double)eps);
+    if (B == 0)
+        return GP_OK;
+    if (!resid || !w || !out)
+        GP_FAIL(GP_ERR_INVALID_ARG, "gp_rmsnorm_residual: NULL pointer (resid %p, w %p, out %p) "
+                "for B = %d, H = %d", (void *)resid, (const void *)w, (void *)out, B, H);
+    if ((const void *)out == (const void *)resid || (const void *)out == (const void *)delta)
+        GP_FAIL(GP_ERR_INVALID_ARG, "gp_rmsnorm_residual: out %p aliases resid or delta",
+                (void *)out);
+    GP_CHECK_CUDA(gp_rmsnorm_residual_launch(resid, delta, w, out, B, H, eps,
+                                             (cudaStream_t)stream));
+    return GP_OK;
+}

@@ -1,0 +1,116 @@
+/* The stage entry points of a decode step: embedding, attention (norm, QKV,
+ * RoPE + KV append, decode attention, O projection into the residual), FFN
+ * (norm, gate/up, SwiGLU, down projection into the residual) and the head
+ * (final norm, LM head, argmax). They follow the weight-group discipline of
+ * DESIGN.md §1 and never synchronise. */
+#include "engine_impl.h"
+
+/* In breakdown mode, tag the kernel just launched with its class. */
+static gp_status mark(gp_engine *e, const gp_stage_ctx *sc, int cls)
+{
+    if (!e->bd_ev || e->bd_n >= e->bd_cap)
+        return GP_OK;
+    cudaError_t err = cudaEventRecord(e->bd_ev[e->bd_n], sc->stream);
+    if (err != cudaSuccess)
+        GP_FAIL(GP_ERR_CUDA, "cudaEventRecord (breakdown): %s", cudaGetErrorString(err));
+    e->bd_class[e->bd_n++] = cls;
+    return GP_OK;
+}
+
+#define STEP(call, cls) do { st = (call); if (st == GP_OK) st = mark(e, sc, (cls)); if (st != GP_OK) goto out; } while (0)
+
+static gp_status acquire(gp_engine *e, gp_group_kind kind, int layer, const gp_stage_ctx *sc,
+                         gp_weight_group **g)
+{
+    *g = gp_device_weights_group(e->dw, kind, layer);
+    if (!*g)
+        return GP_ERR_INVALID_ARG;
+    return gp_weight_group_acquire(*g, sc->stream);
+}
+
+gp_status gp_engine_embed_stage(gp_engine *e, int b0, int nb, const gp_stage_ctx *sc)
+{
+    const gp_config *c = &e->cfg;
+    gp_weight_group *g;
+    gp_status st = acquire(e, GP_GROUP_HEAD, 0, sc, &g);
+    if (st != GP_OK)
+        return st;
+    STEP(gp_embed(e->tok_d + b0, e->w->embed, e->resid + (size_t)b0 * c->hidden, nb, c->hidden,
+                  c->vocab, sc->stream), GP_K_EMBED);
+out:
+    gp_weight_group_release(g);
+    return st;
+}
+
+gp_status gp_engine_attn_stage(gp_engine *e, int layer, int b0, int nb, int max_len,
+                               const gp_stage_ctx *sc)
+{
+    const gp_config *c = &e->cfg;
+    const gp_layer_weights *lw = &e->w->layers[layer];
+    const size_t H = (size_t)c->hidden, QKV = (size_t)gp_config_qkv_rows(c);
+    const size_t QD = (size_t)c->n_heads * (size_t)c->head_dim;
+    gp_kv_view all, kv;
+    gp_status st = gp_kv_device_view(e->kv, layer, &all);
+    if (st == GP_OK)
+        st = gp_kv_view_rows(&all, b0, nb, &kv);
+    if (st != GP_OK)
+        return st;
+    gp_weight_group *g;
+    if ((st = acquire(e, GP_GROUP_ATTN, layer, sc, &g)) != GP_OK)
+        return st;
+    gp_bf16 *h = e->h_attn + b0 * H, *qkv = e->qkv + b0 * QKV, *q = e->q + b0 * QD,
+            *attn = e->attn + b0 * QD;
+    STEP(gp_rmsnorm_residual(e->resid + b0 * H, NULL, lw->attn_norm, h, nb, c->hidden, c->norm_eps,
+                             sc->stream), GP_K_ATTN_NORM);
+    STEP(gp_gemm_bf16(sc->gemm, nb, (int)QKV, c->hidden, h, lw->wqkv, qkv, GP_GEMM_OUT_BF16), GP_K_QKV);
+    STEP(gp_rope_kv_append(&kv, nb, c->n_heads, qkv, e->inv_freq, q, sc->stream), GP_K_ROPE);
+    STEP(gp_decode_attn(&kv, nb, c->n_heads, max_len, q, attn, sc->attn_ws, sc->attn_ws_bytes, &sc->ap,
+                        sc->stream), GP_K_ATTN);
+    /* The O projection adds straight into the fp32 residual (beta = 1). */
+    STEP(gp_gemm_bf16(sc->gemm, nb, c->hidden, (int)QD, attn, lw->wo, e->resid + b0 * H,
+                      GP_GEMM_OUT_F32_ACC), GP_K_O);
+out:
+    gp_weight_group_release(g);
+    return st;
+}
+
+gp_status gp_engine_ffn_stage(gp_engine *e, int layer, int b0, int nb, const gp_stage_ctx *sc)
+{
+    const gp_config *c = &e->cfg;
+    const gp_layer_weights *lw = &e->w->layers[layer];
+    const size_t H = (size_t)c->hidden, F = (size_t)c->ffn;
+    gp_weight_group *g;
+    gp_status st = acquire(e, GP_GROUP_FFN, layer, sc, &g);
+    if (st != GP_OK)
+        return st;
+    gp_bf16 *h = e->h_ffn + b0 * H, *gu = e->gu + b0 * 2 * F, *act = e->act + b0 * F;
+    STEP(gp_rmsnorm_residual(e->resid + b0 * H, NULL, lw->ffn_norm, h, nb, c->hidden, c->norm_eps,
+                             sc->stream), GP_K_FFN_NORM);
+    STEP(gp_gemm_bf16(sc->gemm, nb, (int)(2 * F), c->hidden, h, lw->w_gate_up, gu, GP_GEMM_OUT_BF16),
+         GP_K_GATE_UP);
+    STEP(gp_swiglu(gu, act, nb, c->ffn, sc->stream), GP_K_SWIGLU);
+    STEP(gp_gemm_bf16(sc->gemm, nb, c->hidden, c->ffn, act, lw->w_down, e->resid + b0 * H,
+                      GP_GEMM_OUT_F32_ACC), GP_K_DOWN);
+out:
+    gp_weight_group_release(g);
+    return st;
+}
+
+gp_status gp_engine_head_stage(gp_engine *e, int b0, int nb, const gp_stage_ctx *sc)
+{
+    const gp_config *c = &e->cfg;
+    const size_t H = (size_t)c->hidden, V = (size_t)c->vocab;
+    gp_weight_group *g;
+    gp_status st = acquire(e, GP_GROUP_HEAD, 0, sc, &g);
+    if (st != GP_OK)
+        return st;
+    gp_bf16 *h = e->h_attn + b0 * H;
+    STEP(gp_rmsnorm_residual(e->resid + b0 * H, NULL, e->w->final_norm, h, nb, c->hidden, c->norm_eps,
+                             sc->stream), GP_K_HEAD);
+    STEP(gp_gemm_bf16(sc->gemm, nb, c->vocab, c->hidden, h, e->w->lm_head, e->logits + b0 * V,
+                      GP_GEMM_OUT_F32), GP_K_HEAD);
+    STEP(gp_argmax_rows(e->logits + b0 * V, e->next_d + b0, nb, c->vocab, sc->stream), GP_K_HEAD);
+out:
+    gp_weight_group_release(g);
+    return st;
+}

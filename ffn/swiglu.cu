@@ -1,0 +1,81 @@
+/* SwiGLU between the fused gate/up GEMM and the down GEMM: out = bf16(silu(g)
+ * * u) in fp32, 16-byte vectors when rows allow. */
+#include <cuda_runtime.h>
+#include <stdint.h>
+
+#include "cuda_check.h" /* engine/: header-only, shared checking of CUDA calls */
+#include "ffn_kernels.h"
+#include "swiglu.cuh"
+
+#define GP_SWIGLU_THREADS 256
+#define GP_SWIGLU_MAX_BLOCKS 8192u /* grid-stride beyond this: plenty for 132 SMs */
+
+/* Accurate expf (the file is built without fast-math): the same formula as
+ * the CPU reference in float. */
+static __device__ __forceinline__ float gp_swiglu_one(float g, float u)
+{
+    return (g / (1.0f + expf(-g))) * u;
+}
+
+/* One item = VEC consecutive outputs of one row; gu rows are [gate F | up F].
+ * VEC = 8: uint4 loads/stores (F % 8 == 0, 16-byte aligned bases), else 1. */
+template <int VEC>
+static __global__ void gp_swiglu_kernel(const gp_bf16 *__restrict__ gu, gp_bf16 *__restrict__ out,
+                                        int F, uint64_t n_items)
+{
+    const uint64_t per_row = (uint64_t)(F / VEC);
+    for (uint64_t it = (uint64_t)blockIdx.x * blockDim.x + threadIdx.x; it < n_items;
+         it += (uint64_t)gridDim.x * blockDim.x) {
+        const uint64_t b = it / per_row, c = (it - b * per_row) * VEC;
+        const gp_bf16 *g = gu + b * 2u * (uint64_t)F + c; /* [VEC] gate */
+        const gp_bf16 *u = g + F;                         /* [VEC] up */
+        gp_bf16 *o = out + b * (uint64_t)F + c;           /* [VEC] */
+        if constexpr (VEC == 8) {
+            uint4 gv = *reinterpret_cast<const uint4 *>(g);
+            uint4 uv = *reinterpret_cast<const uint4 *>(u);
+            const uint32_t gw[4] = { gv.x, gv.y, gv.z, gv.w }, uw[4] = { uv.x, uv.y, uv.z, uv.w };
+            uint32_t ow[4];
+#pragma unroll
+            for (int k = 0; k < 4; k++) {
+                /* element 2k is the low half of word k */
+                float lo = gp_swiglu_one(__uint_as_float(gw[k] << 16), __uint_as_float(uw[k] << 16));
+                float hi = gp_swiglu_one(__uint_as_float(gw[k] & 0xffff0000u),
+                                         __uint_as_float(uw[k] & 0xffff0000u));
+                ow[k] = (uint32_t)gp_f32_to_bf16(lo) | ((uint32_t)gp_f32_to_bf16(hi) << 16);
+            }
+            *reinterpret_cast<uint4 *>(o) = make_uint4(ow[0], ow[1], ow[2], ow[3]);
+        } else {
+            *o = gp_f32_to_bf16(gp_swiglu_one(gp_bf16_to_f32(*g), gp_bf16_to_f32(*u)));
+        }
+    }
+}
+
+cudaError_t gp_swiglu_launch(const gp_bf16 *gu, gp_bf16 *out, int B, int F, cudaStream_t stream)
+{
+    /* row b of gu starts at b * 4F bytes, of out at b * 2F: F % 8 == 0 keeps
+     * both (and the up half at +2F bytes) 16-byte aligned */
+    const bool vec = F % 8 == 0 && ((uintptr_t)gu & 15u) == 0 && ((uintptr_t)out & 15u) == 0;
+    const int per = vec ? 8 : 1;
+    const uint64_t n_items = (uint64_t)B * (uint64_t)(F / per);
+    uint64_t blocks = (n_items + GP_SWIGLU_THREADS - 1) / GP_SWIGLU_THREADS;
+    if (blocks > GP_SWIGLU_MAX_BLOCKS)
+        blocks = GP_SWIGLU_MAX_BLOCKS;
+    if (vec)
+        gp_swiglu_kernel<8><<<(unsigned)blocks, GP_SWIGLU_THREADS, 0, stream>>>(gu, out, F, n_items);
+    else
+        gp_swiglu_kernel<1><<<(unsigned)blocks, GP_SWIGLU_THREADS, 0, stream>>>(gu, out, F, n_items);
+    return cudaGetLastError();
+}
+
+extern "C" gp_status gp_swiglu(const gp_bf16 *gu, gp_bf16 *out, int B, int F, void *stream)
+{
+    if (B < 0 || F < 1)
+        GP_FAIL(GP_ERR_INVALID_ARG, "gp_swiglu: B = %d, F = %d (need B >= 0, F >= 1)", B, F);
+    if (B == 0)
+        return GP_OK;
+    if (!gu || !out)
+        GP_FAIL(GP_ERR_INVALID_ARG, "gp_swiglu: NULL pointer (gu %p, out %p) for B = %d, F = %d",
+                (const void *)gu, (void *)out, B, F);
+    GP_CHECK_CUDA(gp_swiglu_launch(gu, out, B, F, (cudaStream_t)stream));
+    return GP_OK;
+}

@@ -1,0 +1,13 @@
+/* Launcher of the SwiGLU activation (ffn/swiglu.cu), for CUDA sources; C
+ * callers use gp_swiglu in ffn_kernels.h. */
+#ifndef GP_SWIGLU_CUH
+#define GP_SWIGLU_CUH
+
+#include <cuda_runtime.h>
+
+#include "gp_common.h"
+
+/* Launches on stream and returns cudaGetLastError(); arguments unchecked. */
+cudaError_t gp_swiglu_launch(const gp_bf16 *gu, gp_bf16 *out, int B, int F, cudaStream_t stream);
+
+#endif

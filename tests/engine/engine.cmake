@@ -1,0 +1,14 @@
+# Engine kernels (engine/, ffn/) against their CPU references. GPU tests: each
+# first checks its argument validation on the host, then exits 77 (skipped)
+# when no GPU is usable.
+set(GP_ENG_TESTS ${CMAKE_CURRENT_LIST_DIR})
+foreach(t gemm rmsnorm embed argmax swiglu graph_capture)
+  gp_add_test(engine_${t}
+              SOURCES ${GP_ENG_TESTS}/test_${t}.c ${GP_ENG_TESTS}/gpu_test_util.c
+              LIBS gp_engine_kernels GPU)
+endforeach()
+
+# The whole engine against HF's logits and the CPU reference (GPU).
+gp_add_test(engine_model SOURCES ${GP_ENG_TESTS}/test_engine_model.c ${GP_ENG_TESTS}/../model/hf_case.c
+            LIBS gp_engine gp_dep_jansson GPU)
+target_include_directories(engine_model PRIVATE ${GP_ENG_TESTS}/../model)

@@ -1,0 +1,124 @@
+/* Helpers of the engine kernel tests (see gpu_test_util.h). */
+#include "gpu_test_util.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "gp_model.h"
+
+uint64_t gt_next(gt_rng *r)
+{
+    uint64_t z = (r->s += 0x9e3779b97f4a7c15ull);
+    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+    z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+    return z ^ (z >> 31);
+}
+
+float gt_uniform(gt_rng *r, float lo, float hi)
+{
+    return lo + (hi - lo) * (float)((gt_next(r) >> 40) * (1.0 / 16777216.0));
+}
+
+gp_bf16 gt_bf16(gt_rng *r, float lo, float hi)
+{
+    return gp_f32_to_bf16(gt_uniform(r, lo, hi));
+}
+
+int gt_below(gt_rng *r, int n)
+{
+    return (int)(gt_next(r) % (uint64_t)n);
+}
+
+uint64_t gt_seed(const char *name)
+{
+    const char *env = getenv("GP_TEST_SEED");
+    uint64_t s = env && *env ? strtoull(env, NULL, 0)
+                             : (uint64_t)time(NULL) ^ ((uint64_t)clock() << 32);
+    printf("%s: seed %llu (set GP_TEST_SEED=%llu to repeat)\n", name, (unsigned long long)s,
+           (unsigned long long)s);
+    fflush(stdout);
+    return s;
+}
+
+int gt_no_gpu(const char *name)
+{
+    if (gp_cuda_available() == GP_OK)
+        return 0;
+    printf("%s: SKIPPED (GPU part): %s\n", name, gp_last_error());
+    return 1;
+}
+
+void *gt_dev_alloc(size_t bytes)
+{
+    void *p = NULL;
+    GT_CUDA(cudaMalloc(&p, bytes + GT_GUARD_BYTES));
+    return p;
+}
+
+void gt_dev_free(void *p)
+{
+    if (p)
+        GT_CUDA(cudaFree(p));
+}
+
+void gt_poison(void *p, size_t bytes)
+{
+    GT_CUDA(cudaMemset(p, 0xFF, bytes + GT_GUARD_BYTES));
+    GT_CUDA(cudaDeviceSynchronize());
+}
+
+void gt_guard_check(const void *p, size_t bytes, const char *what)
+{
+    unsigned char g[GT_GUARD_BYTES];
+    GT_CUDA(cudaMemcpy(g, (const unsigned char *)p + bytes, sizeof g, cudaMemcpyDeviceToHost));
+    for (size_t i = 0; i < sizeof g; i++)
+        if (g[i] != 0xFF)
+            fail_msg("%s: written past its end (guard byte %zu is 0x%02x)", what, i, g[i]);
+}
+
+void gt_upload(void *dev, const void *host, size_t bytes)
+{
+    GT_CUDA(cudaMemcpy(dev, host, bytes, cudaMemcpyHostToDevice));
+}
+
+void gt_download(void *host, const void *dev, size_t bytes)
+{
+    GT_CUDA(cudaDeviceSynchronize()); /* surfaces kernel faults here, named */
+    GT_CUDA(cudaMemcpy(host, dev, bytes, cudaMemcpyDeviceToHost));
+}
+
+void *gt_host_alloc(size_t bytes)
+{
+    void *p = malloc(bytes ? bytes : 1);
+    if (!p)
+        fail_msg("out of host memory (%zu bytes)", bytes);
+    return p;
+}
+
+size_t gt_check_close(const char *what, const float *got, const float *ref, size_t n, int cols,
+                      double rel, double abs_tol)
+{
+    size_t bad = 0;
+    for (size_t i = 0; i < n; i++) {
+        double g = got[i], r = ref[i];
+        int ok;
+        if (isnan(r))
+            ok = isnan(g);
+        else
+            ok = !isnan(g) && fabs(g - r) <= rel * fabs(r) + abs_tol;
+        if (!ok) {
+            if (bad < 8)
+                printf("  %s[%zu][%zu]: got %.9g, ref %.9g (|diff| %.3g, allowed %.3g)\n", what,
+                       i / (size_t)cols, i % (size_t)cols, g, r, fabs(g - r),
+                       rel * fabs(r) + abs_tol);
+            bad++;
+        }
+    }
+    if (bad)
+        printf("  %s: %zu of %zu elements beyond rel %.1e + abs %.1e\n", what, bad, n, rel,
+               abs_tol);
+    return bad;
+}

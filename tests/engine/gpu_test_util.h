@@ -1,0 +1,75 @@
+/* Shared helpers of the engine kernel tests: seeded random inputs, device
+ * buffers with poisoned tails (guards), skip when no GPU, error checks. */
+#ifndef GP_GPU_TEST_UTIL_H
+#define GP_GPU_TEST_UTIL_H
+
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <cmocka.h>
+
+#include <string.h>
+
+#include <cuda_runtime_api.h>
+
+#include "gp_common.h"
+
+/* Bytes of poison after each device buffer, checked after every run. */
+#define GT_GUARD_BYTES 256
+
+#define GT_CUDA(call)                                                                          \
+    do {                                                                                       \
+        cudaError_t gt_e_ = (call);                                                            \
+        if (gt_e_ != cudaSuccess)                                                              \
+            fail_msg("%s: %s (%s)", #call, cudaGetErrorString(gt_e_), cudaGetErrorName(gt_e_)); \
+    } while (0)
+
+#define GT_OK(expr)                                                                            \
+    do {                                                                                       \
+        gp_status gt_s_ = (expr);                                                              \
+        if (gt_s_ != GP_OK)                                                                    \
+            fail_msg("%s -> %s: %s", #expr, gp_status_str(gt_s_), gp_last_error());            \
+    } while (0)
+
+/* expr must fail with status s and a message containing needle. */
+#define GT_EXPECT_FAIL(expr, s, needle)                                                        \
+    do {                                                                                       \
+        gp_clear_error();                                                                      \
+        gp_status gt_s_ = (expr);                                                              \
+        if (gt_s_ != (s))                                                                      \
+            fail_msg("%s -> %s, expected %s", #expr, gp_status_str(gt_s_), gp_status_str(s));  \
+        if (!strstr(gp_last_error(), (needle)))                                                \
+            fail_msg("%s: message '%s' lacks '%s'", #expr, gp_last_error(), (needle));         \
+    } while (0)
+
+typedef struct gt_rng { uint64_t s; } gt_rng;
+uint64_t gt_next(gt_rng *r);                       /* splitmix64 */
+float gt_uniform(gt_rng *r, float lo, float hi);   /* [lo, hi) */
+gp_bf16 gt_bf16(gt_rng *r, float lo, float hi);    /* uniform, rounded to bf16 */
+int gt_below(gt_rng *r, int n);                    /* [0, n) */
+
+/* The run's seed: $GP_TEST_SEED or the clock; printed once with name. */
+uint64_t gt_seed(const char *name);
+
+/* 1 (after printing why) when no GPU is usable: the caller returns 77. */
+int gt_no_gpu(const char *name);
+
+/* Device buffer of bytes plus a poisoned guard; gt_poison fills buffer and
+ * guard with 0xFF (bf16 0xFFFF and float 0xFFFFFFFF are NaN, int32 is -1);
+ * gt_guard_ok checks the guard is untouched. */
+void *gt_dev_alloc(size_t bytes);
+void gt_dev_free(void *p);
+void gt_poison(void *p, size_t bytes);
+void gt_guard_check(const void *p, size_t bytes, const char *what);
+void gt_upload(void *dev, const void *host, size_t bytes);
+void gt_download(void *host, const void *dev, size_t bytes);
+void *gt_host_alloc(size_t bytes); /* fails the test when out of memory */
+
+/* Per-element check |got - ref| <= rel * |ref| + abs_tol, NaN in got fails
+ * unless ref is NaN too. Prints the first 8 failures as what[row][col]
+ * (cols per row) and returns the count. */
+size_t gt_check_close(const char *what, const float *got, const float *ref, size_t n, int cols,
+                      double rel, double abs_tol);
+
+#endif

@@ -1,0 +1,293 @@
+/* gp_gemm_bf16 (cuBLASLt) against a double CPU reference on random bf16
+ * data: relative Frobenius error <= 1e-2 (bf16 out) and <= 2e-3 (fp32 out and
+ * fp32 accumulate into y),
+ * whole device and with an SM-count target; cache reuse and determinism. */
+#include "gpu_test_util.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+
+#include "kernels.h"
+
+#define TOL_BF16 1e-2
+#define TOL_F32 2e-3
+
+static uint64_t g_seed;
+
+/* Relative Frobenius error of got against ref; prints the first 8 elements
+ * that are non-finite or off by more than 4 tol times the rms of ref. */
+static double rel_err(const char *what, const float *got, const double *ref, int M, int N,
+                      double tol, size_t *nonfinite)
+{
+    double num = 0, den = 0;
+    size_t n = (size_t)M * (size_t)N;
+    for (size_t i = 0; i < n; i++)
+        den += ref[i] * ref[i];
+    double rms = sqrt(den / (double)n);
+    int shown = 0;
+    *nonfinite = 0;
+    for (size_t i = 0; i < n; i++) {
+        double d = (double)got[i] - ref[i];
+        if (!isfinite(got[i]))
+            (*nonfinite)++;
+        else
+            num += d * d;
+        if ((!isfinite(got[i]) || fabs(d) > 4 * tol * rms) && shown++ < 8)
+            printf("  %s: y[%zu][%zu] = %.7g, ref %.7g (rms of ref %.4g)\n", what, i / (size_t)N,
+                   i % (size_t)N, got[i], ref[i], rms);
+    }
+    return den > 0 ? sqrt(num / den) : sqrt(num);
+}
+
+typedef struct shape { int M, N, K; } shape;
+
+/* Runs one (ctx, out type) on device buffers and checks against ref. */
+static void check_one(gp_gemm_ctx *ctx, const char *ctx_name, shape sh, const gp_bf16 *dx,
+                      const gp_bf16 *dw, void *dy, gp_gemm_out ot, const double *ref)
+{
+    size_t n = (size_t)sh.M * (size_t)sh.N;
+    size_t yb = n * (ot == GP_GEMM_OUT_F32 ? sizeof(float) : sizeof(gp_bf16));
+    float *got = gt_host_alloc(n * sizeof(float)), *again = gt_host_alloc(n * sizeof(float));
+    void *raw = gt_host_alloc(yb);
+    char what[128];
+    snprintf(what, sizeof what, "M=%d N=%d K=%d out=%s ctx=%s", sh.M, sh.N, sh.K,
+             ot == GP_GEMM_OUT_F32 ? "f32" : "bf16", ctx_name);
+
+    for (int pass = 0; pass < 2; pass++) { /* pass 0 picks the algo, pass 1 reuses it */
+        gt_poison(dy, yb);
+        int cached = gp_gemm_cached_shapes(ctx);
+        GT_OK(gp_gemm_bf16(ctx, sh.M, sh.N, sh.K, dx, dw, dy, ot));
+        if (pass == 1 && gp_gemm_cached_shapes(ctx) != cached)
+            fail_msg("%s: second call of the shape was not served from the cache", what);
+        gt_download(raw, dy, yb);
+        gt_guard_check(dy, yb, what);
+        float *dst = pass == 0 ? got : again;
+        for (size_t i = 0; i < n; i++)
+            dst[i] = ot == GP_GEMM_OUT_F32 ? ((float *)raw)[i] : gp_bf16_to_f32(((gp_bf16 *)raw)[i]);
+    }
+    size_t nonfinite;
+    double tol = ot == GP_GEMM_OUT_F32 ? TOL_F32 : TOL_BF16;
+    double e = rel_err(what, got, ref, sh.M, sh.N, tol, &nonfinite);
+    printf("  %s: rel err %.3e (tol %.0e)\n", what, e, tol);
+    if (nonfinite || !(e <= tol))
+        fail_msg("%s: rel err %.3e > %.0e or %zu non-finite outputs (seed %llu)", what, e, tol,
+                 nonfinite, (unsigned long long)g_seed);
+    if (memcmp(got, again, n * sizeof(float)) != 0)
+        fail_msg("%s: the cached algorithm gave different bits on the second call", what);
+    free(got), free(again), free(raw);
+}
+
+/* GP_GEMM_OUT_F32_ACC: y = y0 + x . w^T with y0 random (it must be read). */
+static void check_acc(gp_gemm_ctx *ctx, const char *ctx_name, shape sh, const gp_bf16 *dx,
+                      const gp_bf16 *dw, float *dy, const double *ref, gt_rng *rng)
+{
+    size_t n = (size_t)sh.M * (size_t)sh.N;
+    float *y0 = gt_host_alloc(n * sizeof(float)), *got = gt_host_alloc(n * sizeof(float));
+    float *again = gt_host_alloc(n * sizeof(float));
+    double *want = gt_host_alloc(n * sizeof(double));
+    for (size_t i = 0; i < n; i++) {
+        y0[i] = gt_uniform(rng, -8.0f, 8.0f);
+        want[i] = (double)y0[i] + ref[i];
+    }
+    char what[128];
+    snprintf(what, sizeof what, "M=%d N=%d K=%d out=f32_acc ctx=%s", sh.M, sh.N, sh.K, ctx_name);
+    for (int pass = 0; pass < 2; pass++) {
+        gt_poison(dy, n * sizeof(float)); /* the guard; then the start value */
+        gt_upload(dy, y0, n * sizeof(float));
+        GT_OK(gp_gemm_bf16(ctx, sh.M, sh.N, sh.K, dx, dw, dy, GP_GEMM_OUT_F32_ACC));
+        gt_download(pass ? again : got, dy, n * sizeof(float));
+        gt_guard_check(dy, n * sizeof(float), what);
+    }
+    size_t nonfinite;
+    double e = rel_err(what, got, want, sh.M, sh.N, TOL_F32, &nonfinite);
+    printf("  %s: rel err %.3e (tol %.0e)\n", what, e, TOL_F32);
+    if (nonfinite || !(e <= TOL_F32))
+        fail_msg("%s: rel err %.3e > %.0e or %zu non-finite outputs (seed %llu)", what, e, TOL_F32,
+                 nonfinite, (unsigned long long)g_seed);
+    if (memcmp(got, again, n * sizeof(float)) != 0)
+        fail_msg("%s: the cached algorithm gave different bits on the second call", what);
+    free(y0), free(got), free(again), free(want);
+}
+
+static void test_shapes(void **state)
+{
+    (void)state;
+    static const shape shapes[] = {
+        { 1, 64, 64 }, { 3, 96, 160 }, { 8, 4096, 4096 }, { 64, 6144, 4096 }, { 257, 1000, 512 },
+    };
+    gt_rng rng = { g_seed };
+    cudaStream_t s;
+    GT_CUDA(cudaStreamCreate(&s));
+    int dev = 0, sms = 0;
+    GT_CUDA(cudaGetDevice(&dev));
+    GT_CUDA(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev));
+    int target = sms < 56 ? sms : 56;
+    gp_gemm_ctx *all = NULL, *part = NULL;
+    GT_OK(gp_gemm_ctx_create(s, 0, &all));
+    GT_OK(gp_gemm_ctx_create(s, target, &part));
+    assert_int_equal(gp_gemm_sm_count_target(part), target);
+    char part_name[32];
+    snprintf(part_name, sizeof part_name, "sm_target_%d", target);
+
+    for (size_t i = 0; i < sizeof shapes / sizeof shapes[0]; i++) {
+        shape sh = shapes[i];
+        size_t nx = (size_t)sh.M * sh.K, nw = (size_t)sh.N * sh.K, ny = (size_t)sh.M * sh.N;
+        gp_bf16 *x = gt_host_alloc(nx * sizeof(gp_bf16)), *w = gt_host_alloc(nw * sizeof(gp_bf16));
+        double *ref = gt_host_alloc(ny * sizeof(double));
+        for (size_t j = 0; j < nx; j++)
+            x[j] = gt_bf16(&rng, -1.0f, 1.0f);
+        for (size_t j = 0; j < nw; j++)
+            w[j] = gt_bf16(&rng, -1.0f, 1.0f);
+        gp_gemm_ref(sh.M, sh.N, sh.K, x, w, ref);
+        gp_bf16 *dx = gt_dev_alloc(nx * sizeof(gp_bf16)), *dw = gt_dev_alloc(nw * sizeof(gp_bf16));
+        void *dy = gt_dev_alloc(ny * sizeof(float));
+        gt_upload(dx, x, nx * sizeof(gp_bf16));
+        gt_upload(dw, w, nw * sizeof(gp_bf16));
+        for (int o = 0; o < 2; o++) {
+            gp_gemm_out ot = o ? GP_GEMM_OUT_F32 : GP_GEMM_OUT_BF16;
+            check_one(all, "all_sms", sh, dx, dw, dy, ot, ref);
+            check_one(part, part_name, sh, dx, dw, dy, ot, ref);
+        }
+        check_acc(all, "all_sms", sh, dx, dw, dy, ref, &rng);
+        check_acc(part, part_name, sh, dx, dw, dy, ref, &rng);
+        gt_dev_free(dx), gt_dev_free(dw), gt_dev_free(dy);
+        free(x), free(w), free(ref);
+    }
+    assert_int_equal(gp_gemm_cached_shapes(all), 15); /* 5 shapes x 3 output kinds */
+    /* a new SM budget empties the cache (the heuristic's choice depends on it) */
+    GT_OK(gp_gemm_set_sm_count_target(part, target / 2 > 0 ? target / 2 : 1));
+    assert_int_equal(gp_gemm_cached_shapes(part), 0);
+    gp_gemm_ctx_destroy(all);
+    gp_gemm_ctx_destroy(part);
+    GT_CUDA(cudaStreamDestroy(s));
+}
+
+/* Slices starting one row into a buffer (alignment below 256 bytes) get an
+ * algorithm of their own and correct results. */
+static void test_row_offset_slices(void **state)
+{
+    (void)state;
+    gt_rng rng = { g_seed + 7 };
+    const shape sh = { 3, 96, 160 };
+    size_t nx = (size_t)(sh.M + 1) * sh.K, nw = (size_t)sh.N * sh.K, ny = (size_t)(sh.M + 1) * sh.N;
+    gp_bf16 *x = gt_host_alloc(nx * sizeof(gp_bf16)), *w = gt_host_alloc(nw * sizeof(gp_bf16));
+    double *ref = gt_host_alloc((size_t)sh.M * sh.N * sizeof(double));
+    for (size_t j = 0; j < nx; j++)
+        x[j] = gt_bf16(&rng, -1.0f, 1.0f);
+    for (size_t j = 0; j < nw; j++)
+        w[j] = gt_bf16(&rng, -1.0f, 1.0f);
+    gp_gemm_ref(sh.M, sh.N, sh.K, x + sh.K, w, ref); /* rows 1..M of x */
+    gp_bf16 *dx = gt_dev_alloc(nx * sizeof(gp_bf16)), *dw = gt_dev_alloc(nw * sizeof(gp_bf16));
+    char *dy = gt_dev_alloc(ny * sizeof(float));
+    gt_upload(dx, x, nx * sizeof(gp_bf16));
+    gt_upload(dw, w, nw * sizeof(gp_bf16));
+    gp_gemm_ctx *ctx = NULL;
+    GT_OK(gp_gemm_ctx_create(NULL, 0, &ctx));
+    /* x + K: 320 bytes in (64-byte aligned); y one row in: 192 (bf16) / 384 (f32) bytes */
+    check_one(ctx, "x_row1_y_row1", sh, dx + sh.K, dw, dy + (size_t)sh.N * sizeof(gp_bf16),
+              GP_GEMM_OUT_BF16, ref);
+    check_one(ctx, "x_row1_y_row1", sh, dx + sh.K, dw, dy + (size_t)sh.N * sizeof(float),
+              GP_GEMM_OUT_F32, ref);
+    check_one(ctx, "x_row1_y_base", sh, dx + sh.K, dw, dy, GP_GEMM_OUT_F32, ref);
+    assert_int_equal(gp_gemm_cached_shapes(ctx), 3);
+    gp_gemm_ctx_destroy(ctx);
+    gt_dev_free(dx), gt_dev_free(dw), gt_dev_free(dy);
+    free(x), free(w), free(ref);
+}
+
+/* More shapes than cache slots: eviction keeps results right. */
+static void test_cache_eviction(void **state)
+{
+    (void)state;
+    gt_rng rng = { g_seed + 11 };
+    const int K = 64, N = 64, maxM = GP_GEMM_CACHE_SLOTS + 8;
+    gp_bf16 *x = gt_host_alloc((size_t)maxM * K * sizeof(gp_bf16));
+    gp_bf16 *w = gt_host_alloc((size_t)N * K * sizeof(gp_bf16));
+    double *ref = gt_host_alloc((size_t)maxM * N * sizeof(double));
+    float *got = gt_host_alloc((size_t)maxM * N * sizeof(float));
+    for (int j = 0; j < maxM * K; j++)
+        x[j] = gt_bf16(&rng, -1.0f, 1.0f);
+    for (int j = 0; j < N * K; j++)
+        w[j] = gt_bf16(&rng, -1.0f, 1.0f);
+    gp_gemm_ref(maxM, N, K, x, w, ref); /* row m of a smaller product is row m of this */
+    gp_bf16 *dx = gt_dev_alloc((size_t)maxM * K * sizeof(gp_bf16));
+    gp_bf16 *dw = gt_dev_alloc((size_t)N * K * sizeof(gp_bf16));
+    float *dy = gt_dev_alloc((size_t)maxM * N * sizeof(float));
+    gt_upload(dx, x, (size_t)maxM * K * sizeof(gp_bf16));
+    gt_upload(dw, w, (size_t)N * K * sizeof(gp_bf16));
+    gp_gemm_ctx *ctx = NULL;
+    GT_OK(gp_gemm_ctx_create(NULL, 0, &ctx));
+    for (int round = 0; round < 2; round++)
+        for (int M = 1; M <= maxM; M++) {
+            gt_poison(dy, (size_t)M * N * sizeof(float));
+            GT_OK(gp_gemm_bf16(ctx, M, N, K, dx, dw, dy, GP_GEMM_OUT_F32));
+            gt_download(got, dy, (size_t)M * N * sizeof(float));
+            size_t nonfinite;
+            double e = rel_err("eviction", got, ref, M, N, TOL_F32, &nonfinite);
+            if (nonfinite || !(e <= TOL_F32))
+                fail_msg("eviction round %d M=%d: rel err %.3e, %zu non-finite", round, M, e,
+                         nonfinite);
+        }
+    assert_int_equal(gp_gemm_cached_shapes(ctx), GP_GEMM_CACHE_SLOTS);
+    gp_gemm_ctx_destroy(ctx);
+    gt_dev_free(dx), gt_dev_free(dw), gt_dev_free(dy);
+    free(x), free(w), free(ref), free(got);
+}
+
+static void test_bad_args(void **state)
+{
+    (void)state;
+    gp_bf16 *p = (gp_bf16 *)(uintptr_t)0x1000;
+    gp_gemm_ctx *ctx = (gp_gemm_ctx *)(uintptr_t)0x4000; /* never dereferenced on these paths */
+    GT_EXPECT_FAIL(gp_gemm_bf16(NULL, 1, 1, 1, p, p, p, GP_GEMM_OUT_BF16), GP_ERR_INVALID_ARG,
+                   "ctx is NULL");
+    GT_EXPECT_FAIL(gp_gemm_bf16(ctx, -1, 64, 64, p, p, p, GP_GEMM_OUT_BF16), GP_ERR_INVALID_ARG,
+                   "M = -1");
+    GT_EXPECT_FAIL(gp_gemm_bf16(ctx, 1, 0, 64, p, p, p, GP_GEMM_OUT_BF16), GP_ERR_INVALID_ARG,
+                   "N = 0");
+    GT_EXPECT_FAIL(gp_gemm_bf16(ctx, 1, 64, 0, p, p, p, GP_GEMM_OUT_BF16), GP_ERR_INVALID_ARG,
+                   "K = 0");
+    GT_EXPECT_FAIL(gp_gemm_bf16(ctx, 1, 64, 64, p, p, p, (gp_gemm_out)7), GP_ERR_INVALID_ARG,
+                   "out_type = 7");
+    GT_EXPECT_FAIL(gp_gemm_bf16(ctx, 1, 64, 64, NULL, p, p, GP_GEMM_OUT_F32), GP_ERR_INVALID_ARG,
+                   "x (nil)");
+    GT_OK(gp_gemm_bf16(ctx, 0, 64, 64, NULL, NULL, NULL, GP_GEMM_OUT_F32));
+    gp_gemm_ctx *out = ctx;
+    GT_EXPECT_FAIL(gp_gemm_ctx_create(NULL, -3, &out), GP_ERR_INVALID_ARG, "sm_count_target = -3");
+    assert_null(out);
+    GT_EXPECT_FAIL(gp_gemm_ctx_create(NULL, 0, NULL), GP_ERR_INVALID_ARG, "out is NULL");
+    GT_EXPECT_FAIL(gp_gemm_set_stream(NULL, NULL), GP_ERR_INVALID_ARG, "ctx is NULL");
+    GT_EXPECT_FAIL(gp_gemm_set_sm_count_target(NULL, 8), GP_ERR_INVALID_ARG, "ctx is NULL");
+    gp_gemm_ctx_destroy(NULL);
+    assert_int_equal(gp_gemm_cached_shapes(NULL), 0);
+}
+
+/* Needs a device: bounds checked against its SM count. */
+static void test_bad_sm_target(void **state)
+{
+    (void)state;
+    gp_gemm_ctx *ctx = NULL;
+    GT_EXPECT_FAIL(gp_gemm_ctx_create(NULL, 100000, &ctx), GP_ERR_INVALID_ARG,
+                   "sm_count_target = 100000");
+    GT_OK(gp_gemm_ctx_create(NULL, 0, &ctx));
+    GT_EXPECT_FAIL(gp_gemm_set_sm_count_target(ctx, 100000), GP_ERR_INVALID_ARG, "100000");
+    gp_gemm_ctx_destroy(ctx);
+}
+
+int main(void)
+{
+    const struct CMUnitTest host[] = { cmocka_unit_test(test_bad_args) };
+    if (cmocka_run_group_tests_name("gemm arguments (host)", host, NULL, NULL))
+        return 1;
+    if (gt_no_gpu("engine_gemm"))
+        return 77;
+    g_seed = gt_seed("engine_gemm");
+    const struct CMUnitTest gpu[] = {
+        cmocka_unit_test(test_bad_sm_target),
+        cmocka_unit_test(test_shapes),
+        cmocka_unit_test(test_row_offset_slices),
+        cmocka_unit_test(test_cache_eviction),
+    };
+    return cmocka_run_group_tests_name("gemm on the GPU", gpu, NULL, NULL) ? 1 : 0;
+}

@@ -1,0 +1,108 @@
+/* gp_swiglu (ffn/) against its double CPU reference: bf16 output within
+ * 8e-3 relative per element; vector and scalar paths. */
+#include "gpu_test_util.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+
+#include "ffn_kernels.h"
+
+#define SWIGLU_REL 8e-3 /* one bf16 rounding (<= 2^-8 relative) plus fp32 expf error */
+
+static uint64_t g_seed;
+
+static void run_case(int B, int F, int misalign, gt_rng *rng, cudaStream_t s)
+{
+    size_t n = (size_t)B * (size_t)F, off = misalign ? 1 : 0;
+    gp_bf16 *gu = gt_host_alloc(2 * n * sizeof(gp_bf16)); /* [B][2F] */
+    gp_bf16 *outb = gt_host_alloc(n * sizeof(gp_bf16));   /* [B][F] */
+    float *got = gt_host_alloc(n * sizeof(float)), *ref = gt_host_alloc(n * sizeof(float));
+    /* |g| <= 8 keeps silu(g) far from fp32 underflow, so relative error is
+     * meaningful for every element */
+    for (size_t i = 0; i < 2 * n; i++)
+        gu[i] = gt_bf16(rng, -8.0f, 8.0f);
+    size_t gb = (2 * n + off) * sizeof(gp_bf16), ob = (n + off) * sizeof(gp_bf16);
+    char *d_gu = gt_dev_alloc(gb), *d_out = gt_dev_alloc(ob);
+    gt_poison(d_gu, gb), gt_poison(d_out, ob);
+    gp_bf16 *gud = (gp_bf16 *)d_gu + off, *outd = (gp_bf16 *)d_out + off;
+    gt_upload(gud, gu, 2 * n * sizeof(gp_bf16));
+
+    GT_OK(gp_swiglu(gud, outd, B, F, s));
+    gt_download(outb, outd, n * sizeof(gp_bf16));
+    for (size_t i = 0; i < n; i++)
+        got[i] = gp_bf16_to_f32(outb[i]);
+    gp_swiglu_ref(gu, ref, B, F);
+
+    size_t bad = gt_check_close("out", got, ref, n, F, SWIGLU_REL, 1e-30);
+    gt_guard_check(d_out, ob, "out");
+    if (bad)
+        fail_msg("swiglu B=%d F=%d misalign=%d: %zu mismatches (seed %llu)", B, F, misalign, bad,
+                 (unsigned long long)g_seed);
+    gt_dev_free(d_gu), gt_dev_free(d_out);
+    free(gu), free(outb), free(got), free(ref);
+}
+
+static void test_shapes(void **state)
+{
+    (void)state;
+    gt_rng rng = { g_seed };
+    cudaStream_t s;
+    GT_CUDA(cudaStreamCreate(&s));
+    static const int Fs[] = { 64, 96, 14336, 4095, 12, 1 };
+    static const int Bs[] = { 1, 3, 8, 64 };
+    for (size_t f = 0; f < sizeof Fs / sizeof Fs[0]; f++)
+        for (size_t b = 0; b < sizeof Bs / sizeof Bs[0]; b++)
+            run_case(Bs[b], Fs[f], 0, &rng, s);
+    run_case(3, 64, 1, &rng, s); /* misaligned: scalar path */
+    run_case(8, 14336, 1, &rng, s);
+    GT_CUDA(cudaStreamDestroy(s));
+}
+
+/* Values that stress the formula: 0, +-tiny, large |g| (silu -> g or -0). */
+static void test_special_values(void **state)
+{
+    (void)state;
+    static const float gs[] = { 0.0f, -0.0f, 1e-20f, -1e-20f, 1.0f, -1.0f, 30.0f, -30.0f, 80.0f, -80.0f };
+    enum { F = 10 };
+    gp_bf16 gu[2 * F], outb[F];
+    float got[F], ref[F];
+    for (int i = 0; i < F; i++)
+        gu[i] = gp_f32_to_bf16(gs[i]), gu[F + i] = gp_f32_to_bf16(1.5f);
+    gp_bf16 *d_gu = gt_dev_alloc(sizeof gu), *d_out = gt_dev_alloc(sizeof outb);
+    gt_poison(d_out, sizeof outb);
+    gt_upload(d_gu, gu, sizeof gu);
+    GT_OK(gp_swiglu(d_gu, d_out, 1, F, NULL));
+    gt_download(outb, d_out, sizeof outb);
+    for (int i = 0; i < F; i++)
+        got[i] = gp_bf16_to_f32(outb[i]);
+    gp_swiglu_ref(gu, ref, 1, F);
+    if (gt_check_close("special", got, ref, F, F, SWIGLU_REL, 1e-30))
+        fail_msg("swiglu special values differ");
+    gt_dev_free(d_gu), gt_dev_free(d_out);
+}
+
+static void test_bad_args(void **state)
+{
+    (void)state;
+    gp_bf16 *p = (gp_bf16 *)(uintptr_t)0x1000, *q = (gp_bf16 *)(uintptr_t)0x2000;
+    GT_EXPECT_FAIL(gp_swiglu(p, q, -1, 8, NULL), GP_ERR_INVALID_ARG, "B = -1");
+    GT_EXPECT_FAIL(gp_swiglu(p, q, 1, 0, NULL), GP_ERR_INVALID_ARG, "F = 0");
+    GT_EXPECT_FAIL(gp_swiglu(NULL, q, 1, 8, NULL), GP_ERR_INVALID_ARG, "gu (nil)");
+    GT_OK(gp_swiglu(NULL, NULL, 0, 8, NULL));
+}
+
+int main(void)
+{
+    const struct CMUnitTest host[] = { cmocka_unit_test(test_bad_args) };
+    if (cmocka_run_group_tests_name("swiglu arguments (host)", host, NULL, NULL))
+        return 1;
+    if (gt_no_gpu("engine_swiglu"))
+        return 77;
+    g_seed = gt_seed("engine_swiglu");
+    const struct CMUnitTest gpu[] = {
+        cmocka_unit_test(test_shapes),
+        cmocka_unit_test(test_special_values),
+    };
+    return cmocka_run_group_tests_name("swiglu on the GPU", gpu, NULL, NULL) ? 1 : 0;
+}
