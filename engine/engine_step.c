@@ -123,13 +123,16 @@ gp_status gp_engine_decode_step(gp_engine *e, int B, const int *seq_ids, const i
     return GP_OK;
 }
 
-gp_status gp_engine_prefill(gp_engine *e, int seq, int n, const int32_t *prompt, float *last_logits)
+gp_status gp_engine_prefill(gp_engine *e, int seq, int n, const int32_t *prompt, int32_t *next,
+                            float *last_logits)
 {
     if (n < 1)
         GP_FAIL(GP_ERR_INVALID_ARG, "prefill of sequence %d: prompt length %d, need at least 1", seq, n);
-    int32_t next;
+    int32_t tok;
     for (int t = 0; t < n; t++)
-        GP_TRY(gp_engine_decode_step(e, 1, &seq, &prompt[t], &next, t == n - 1 ? last_logits : NULL));
+        GP_TRY(gp_engine_decode_step(e, 1, &seq, &prompt[t], &tok, t == n - 1 ? last_logits : NULL));
+    if (next)
+        *next = tok;
     return GP_OK;
 }
 

@@ -34,9 +34,10 @@ void gp_engine_destroy(gp_engine *e);
 const gp_config *gp_engine_config(const gp_engine *e);
 
 /* Prefill sequence seq with n prompt tokens (token by token through decode
- * steps); last_logits[vocab] (host, may be NULL) receives the logits of the
- * last prompt token. */
-gp_status gp_engine_prefill(gp_engine *e, int seq, int n, const int32_t *prompt, float *last_logits);
+ * steps); next (may be NULL) receives the greedy token after the prompt and
+ * last_logits[vocab] (host, may be NULL) the logits it was chosen from. */
+gp_status gp_engine_prefill(gp_engine *e, int seq, int n, const int32_t *prompt, int32_t *next,
+                            float *last_logits);
 
 /* One decode step over B sequences (seq_ids[B] distinct, tokens[B] their next
  * inputs). next[B] receives the greedy tokens; logits (host [B][vocab]) may

@@ -10,6 +10,7 @@
 #include <jansson.h>
 
 #include "gp_model.h"
+#include "gen_backend.h"
 #include "gp_tools.h"
 
 typedef struct gen_opts {
@@ -29,7 +30,7 @@ static void gen_usage(FILE *f)
             "  --model DIR|PRESET   checkpoint directory or preset (%s); default %s\n"
             "  --prompt-ids IDS     token ids, sequences separated by ';', e.g. \"5,17,42;11,400,2\"\n"
             "  --steps N            tokens to generate per sequence, 1..100000\n"
-            "  --backend cpu        cpu: the float32 reference (the CUDA engine is not built yet)\n"
+            "  --backend cpu|cuda   cpu: the float32 reference (default); cuda: the GPU engine\n"
             "  --dump-logits FILE   write {\"tokens\": [[ids]], \"logits\": [[[vocab floats]]]}\n"
             "  --seed S             seed of synthetic weights (presets only); default 0\n"
             "  --block-size N       KV cache block size in tokens, 1..1024; default 16\n",
@@ -91,9 +92,8 @@ static int parse_opts(int argc, char **argv, gen_opts *o)
         gen_usage(stderr);
         return 2;
     }
-    if (strcmp(o->backend, "cpu") != 0) {
-        fprintf(stderr, "greenpipe generate: --backend '%s' is not available; allowed: cpu "
-                        "(the CUDA engine is not built yet)\n", o->backend);
+    if (strcmp(o->backend, "cpu") != 0 && strcmp(o->backend, "cuda") != 0) {
+        fprintf(stderr, "greenpipe generate: --backend '%s' is not available; allowed: cpu, cuda\n", o->backend);
         return 2;
     }
     return -1; /* continue */
@@ -186,56 +186,50 @@ int gp_cmd_generate(int argc, char **argv)
         snprintf(origin, sizeof origin, "synthetic weights, seed %" PRIu64, o.seed);
     else
         snprintf(origin, sizeof origin, "checkpoint %s", src.path);
-    fprintf(stderr, "greenpipe: model %s (%s), %" PRIu64 " parameters; backend cpu (float32 reference); "
-            "%d sequence(s), %ld step(s)\n", cfg->name, origin, gp_config_param_count(cfg),
-            p.n_seqs, o.steps);
+    fprintf(stderr, "greenpipe: model %s (%s), %" PRIu64 " parameters; %d sequence(s), %ld step(s)\n",
+            cfg->name, origin, gp_config_param_count(cfg), p.n_seqs, o.steps);
 
     int exit_code = 1;
-    gp_host_weights w = {0};
-    gp_cpu_model *m = NULL;
+    gen_backend *b = NULL;
     size_t V = (size_t)cfg->vocab;
-    float *logits = malloc((size_t)p.n_seqs * (size_t)o.steps * V * sizeof(float));
-    float *step_logits = malloc((size_t)p.n_seqs * V * sizeof(float));
+    /* logits are kept only for --dump-logits */
+    float *logits = o.dump_logits ? malloc((size_t)p.n_seqs * (size_t)o.steps * V * sizeof(float)) : NULL;
+    float *step_logits = o.dump_logits ? malloc((size_t)p.n_seqs * V * sizeof(float)) : NULL;
     int32_t *gen = malloc((size_t)p.n_seqs * (size_t)o.steps * sizeof(int32_t));
     int *seq_ids = malloc((size_t)p.n_seqs * sizeof(int));
-    int32_t *feed = malloc((size_t)p.n_seqs * sizeof(int32_t));
-    if (!logits || !step_logits || !gen || !seq_ids || !feed) {
+    int32_t *feed = malloc((size_t)p.n_seqs * sizeof(int32_t)), *next = malloc((size_t)p.n_seqs * sizeof(int32_t));
+    if ((o.dump_logits && (!logits || !step_logits)) || !gen || !seq_ids || !feed || !next) {
         fprintf(stderr, "greenpipe generate: out of host memory for %d x %ld x %d logits\n", p.n_seqs,
                 o.steps, cfg->vocab);
         goto out;
     }
     double t0 = now_s();
-    if ((st = gp_model_source_load_host(&src, &w)) != GP_OK) {
-        exit_code = fail("loading weights", st);
+    if ((st = gen_backend_open(o.backend, &src, p.n_seqs, (int)context, (int)o.block_size, &b)) != GP_OK) {
+        exit_code = fail("loading the model", st);
         goto out;
     }
     double t1 = now_s();
-    fprintf(stderr, "greenpipe: weights ready in %.2f s (%.2f GB bf16)\n", t1 - t0, (double)w.arena_bytes / 1e9);
-    if ((st = gp_cpu_model_create(&w, p.n_seqs, (int)context, (int)o.block_size, &m)) != GP_OK) {
-        exit_code = fail("creating the CPU model", st);
-        goto out;
-    }
+    fprintf(stderr, "greenpipe: backend %s; ready in %.2f s\n", gen_backend_describe(b), t1 - t0);
     for (int s = 0; s < p.n_seqs; s++) {
-        float *l0 = logits + (size_t)s * (size_t)o.steps * V;
-        if ((st = gp_cpu_prefill(m, s, p.lens[s], p.ids + p.offsets[s], l0)) != GP_OK) {
+        float *l0 = logits ? logits + (size_t)s * (size_t)o.steps * V : NULL;
+        if ((st = gen_backend_prefill(b, s, p.lens[s], p.ids + p.offsets[s], &gen[(size_t)s * o.steps], l0)) != GP_OK) {
             exit_code = fail("prefill", st);
             goto out;
         }
-        gen[(size_t)s * o.steps] = gp_argmax(l0, cfg->vocab);
         seq_ids[s] = s;
     }
     double t2 = now_s();
     for (long t = 1; t < o.steps; t++) {
         for (int s = 0; s < p.n_seqs; s++)
             feed[s] = gen[(size_t)s * o.steps + t - 1];
-        if ((st = gp_cpu_decode_step(m, p.n_seqs, seq_ids, feed, step_logits)) != GP_OK) {
+        if ((st = gen_backend_step(b, p.n_seqs, seq_ids, feed, next, step_logits)) != GP_OK) {
             exit_code = fail("decode step", st);
             goto out;
         }
         for (int s = 0; s < p.n_seqs; s++) {
-            float *dst = logits + ((size_t)s * o.steps + t) * V;
-            memcpy(dst, step_logits + (size_t)s * V, V * sizeof(float));
-            gen[(size_t)s * o.steps + t] = gp_argmax(dst, cfg->vocab);
+            gen[(size_t)s * o.steps + t] = next[s];
+            if (logits)
+                memcpy(logits + ((size_t)s * o.steps + t) * V, step_logits + (size_t)s * V, V * sizeof(float));
         }
     }
     double t3 = now_s();
@@ -247,8 +241,8 @@ int gp_cmd_generate(int argc, char **argv)
     int prompt_tokens = 0;
     for (int s = 0; s < p.n_seqs; s++)
         prompt_tokens += p.lens[s];
-    fprintf(stderr, "greenpipe: prefill %d tokens in %.2f s; %ld decode step(s) of batch %d in %.2f s "
-            "(%.3f s/step)\n", prompt_tokens, t2 - t1, o.steps - 1, p.n_seqs, t3 - t2,
+    fprintf(stderr, "greenpipe: prefill %d tokens in %.3f s; %ld decode step(s) of batch %d in %.3f s "
+            "(%.4f s/step, host-timed)\n", prompt_tokens, t2 - t1, o.steps - 1, p.n_seqs, t3 - t2,
             o.steps > 1 ? (t3 - t2) / (double)(o.steps - 1) : 0.0);
     exit_code = 0;
     if (o.dump_logits) {
@@ -257,13 +251,13 @@ int gp_cmd_generate(int argc, char **argv)
             fprintf(stderr, "greenpipe: logits written to %s\n", o.dump_logits);
     }
 out:
-    gp_cpu_model_destroy(m);
-    gp_host_weights_free(&w);
+    gen_backend_close(b);
     free(logits);
     free(step_logits);
     free(gen);
     free(seq_ids);
     free(feed);
+    free(next);
     gp_prompts_free(&p);
     return exit_code;
 }

@@ -59,7 +59,7 @@ static gp_status eng_open_eager(void *arg, const gp_host_weights *w, int n, int 
 }
 static gp_status eng_prefill(void *mm, int seq, int n, const int32_t *prompt, float *logits)
 {
-    return gp_engine_prefill(((engine_model *)mm)->e, seq, n, prompt, logits);
+    return gp_engine_prefill(((engine_model *)mm)->e, seq, n, prompt, NULL, logits);
 }
 static gp_status eng_step(void *mm, int n, const int *ids, const int32_t *feed, float *logits)
 {
@@ -126,8 +126,8 @@ static void test_batch_vs_cpu(void **state)
     for (int s = 0; s < NS; s++) {
         ids[s] = s;
         CHECK_OK(gp_cpu_prefill(cpu, s, plen[s], prompt[s], ref + s * V));
-        CHECK_OK(gp_engine_prefill(g->e, s, plen[s], prompt[s], got + s * V));
-        CHECK_OK(gp_engine_prefill(e->e, s, plen[s], prompt[s], eager + s * V));
+        CHECK_OK(gp_engine_prefill(g->e, s, plen[s], prompt[s], NULL, got + s * V));
+        CHECK_OK(gp_engine_prefill(e->e, s, plen[s], prompt[s], NULL, eager + s * V));
         worst = fmax(worst, rel_err(got + s * V, ref + s * V, V));
         assert_memory_equal(got + s * V, eager + s * V, sizeof(float) * V);
         feed[s] = gp_argmax(ref + s * V, V);

@@ -18,7 +18,7 @@ gp_cli_test(gen_zero_steps 2 "--steps: 0 is out of range" generate --model tiny 
 gp_cli_test(gen_bad_prompt 2 "sequence 1 is empty" generate --model tiny --prompt-ids "1,2$<SEMICOLON>" --steps 1)
 gp_cli_test(gen_vocab 2 "token 256 in sequence 0 is outside the vocabulary" generate --model tiny --prompt-ids 256 --steps 1)
 gp_cli_test(gen_bad_model 2 "'nosuch' is neither a checkpoint directory nor a preset" generate --model nosuch --prompt-ids 1 --steps 1)
-gp_cli_test(gen_bad_backend 2 "--backend 'gpu' is not available" generate --model tiny --prompt-ids 1 --steps 1 --backend gpu)
+gp_cli_test(gen_bad_backend 2 "--backend .gpu. is not available. allowed: cpu, cuda" generate --model tiny --prompt-ids 1 --steps 1 --backend gpu)
 gp_cli_test(gen_unknown_flag 2 "unknown option '--bogus'" generate --bogus)
 gp_cli_test(gen_too_long 2 "exceeds the model's max context 256" generate --model tiny --prompt-ids 1 --steps 300)
 gp_cli_test(gen_tiny 0 "^[0-9]+ [0-9]+ [0-9]+$" generate --model tiny --prompt-ids "5,17,42$<SEMICOLON>11,200" --steps 3)
@@ -41,3 +41,6 @@ add_test(NAME cli_dump_logits
 # A corrupt checkpoint: inspect exits 1 naming the file and the rule broken.
 add_test(NAME cli_inspect_truncated
          COMMAND bash -c "d=$(mktemp -d) && cp ${GP_DATA}/tiny/config.json $d/ && head -c 5000 ${GP_DATA}/tiny/model.safetensors > $d/model.safetensors && bash ${CMAKE_CURRENT_SOURCE_DIR}/tools/cli_expect.sh 1 'model.safetensors.*(past the end|truncated|shorter)' -- $<TARGET_FILE:greenpipe> inspect $d; rc=$?; rm -rf $d; exit $rc")
+# The CUDA backend: without a GPU, one plain line and exit 1; with one, HF's tokens.
+gp_cli_test(gen_cuda_hf_tiny "0|1" "^29 155 50 61 189 155$|greenpipe generate: loading the model: no usable GPU: "
+            generate --backend cuda --model ${GP_DATA}/tiny --prompt-ids "5,17,42,7,99$<SEMICOLON>11,200,2" --steps 6)
