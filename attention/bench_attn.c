@@ -1,0 +1,283 @@
+/* Benchmark of the attention kernels at the Llama-3-8B shape: median time of
+ * gp_decode_attn (and gp_rope_kv_append) over rotated layer caches, with the
+ * achieved K+V read bandwidth. Usage: gp_bench_attn [--sm N] [--cps N]
+ * [--splits N] [--repeats N] [--heads N] [--kv N] [--case B:C]... (default: the four
+ * standard cases at 32 heads / 8 KV heads) */
+#include <cuda_runtime_api.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "gp_attention.h"
+
+static int N_HEADS = 32, N_KV = 8; /* --heads, --kv: e.g. 64/8 for Llama-3-70B */
+#define HEAD_DIM 128
+#define BLOCK 16
+#define MAX_CASES 16
+/* Bytes of cache the rotation cycles through before reusing a layer: several
+ * times the H100's 50 MB L2 so no repeat finds its K/V there. */
+#define ROTATE_BYTES (256ull << 20)
+#define MAX_ROTATE 16
+
+#define CK(call)                                                                                 \
+    do {                                                                                         \
+        cudaError_t e_ = (call);                                                                 \
+        if (e_ != cudaSuccess) {                                                                 \
+            fprintf(stderr, "gp_bench_attn: %s failed: %s\n", #call, cudaGetErrorString(e_));   \
+            exit(1);                                                                             \
+        }                                                                                        \
+    } while (0)
+#define GP(call)                                                                                 \
+    do {                                                                                         \
+        gp_status s_ = (call);                                                                   \
+        if (s_ != GP_OK) {                                                                       \
+            fprintf(stderr, "gp_bench_attn: %s: %s: %s\n", #call, gp_status_str(s_),             \
+                    gp_last_error());                                                            \
+            exit(1);                                                                             \
+        }                                                                                        \
+    } while (0)
+
+static uint64_t rng_next(uint64_t *s)
+{
+    uint64_t z = (*s += 0x9e3779b97f4a7c15ull);
+    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+    z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+    return z ^ (z >> 31);
+}
+
+static int cmp_float(const void *a, const void *b)
+{
+    float x = *(const float *)a, y = *(const float *)b;
+    return (x > y) - (x < y);
+}
+
+static float median(float *v, int n)
+{
+    qsort(v, (size_t)n, sizeof *v, cmp_float);
+    return n % 2 ? v[n / 2] : 0.5f * (v[n / 2 - 1] + v[n / 2]);
+}
+
+static int parse_int(const char *s, const char *flag)
+{
+    char *end;
+    long v = strtol(s, &end, 10);
+    if (*s == '\0' || *end != '\0' || v < 0 || v > 1 << 30) {
+        fprintf(stderr, "gp_bench_attn: %s: '%s' is not a non-negative integer\n", flag, s);
+        exit(2);
+    }
+    return (int)v;
+}
+
+static void run_case(int B, int C, const gp_decode_attn_params *p, int repeats, cudaStream_t st)
+{
+    const int cols = (C + BLOCK - 1) / BLOCK;
+    const int n_blocks = B * cols;
+    gp_kv_layout lay = { .n_layers = 1, .n_kv_heads = N_KV, .head_dim = HEAD_DIM,
+                         .block_size = BLOCK, .n_blocks = n_blocks };
+    const uint64_t layer_elems = gp_kv_layer_elems(&lay);
+    const uint64_t layer_bytes = 2 * layer_elems * sizeof(gp_bf16); /* K + V */
+    int n_rot = (int)((ROTATE_BYTES + layer_bytes - 1) / layer_bytes);
+    if (n_rot < 2)
+        n_rot = 2;
+    if (n_rot > MAX_ROTATE)
+        n_rot = MAX_ROTATE;
+    size_t free_b, total_b;
+    CK(cudaMemGetInfo(&free_b, &total_b));
+    while (n_rot > 1 && (uint64_t)n_rot * layer_bytes + (512ull << 20) > free_b)
+        n_rot--;
+
+    gp_bf16 *kv;
+    CK(cudaMalloc((void **)&kv, (size_t)(n_rot * layer_bytes))); /* [n_rot][2][layer_elems] */
+    GP(gp_synth_fill_device(kv, (uint64_t)n_rot * 2 * layer_elems, 1234, GP_T_WQKV, 0, 1.0f, st));
+
+    /* Block tables: a random permutation, so rows scatter over the pool as
+     * they do after sequences grow interleaved. */
+    int32_t *perm = malloc((size_t)n_blocks * sizeof *perm);
+    int32_t *lens = malloc((size_t)B * sizeof *lens);
+    if (!perm || !lens) {
+        fprintf(stderr, "gp_bench_attn: out of host memory\n");
+        exit(1);
+    }
+    uint64_t seed = 42;
+    for (int i = 0; i < n_blocks; i++)
+        perm[i] = i;
+    for (int i = n_blocks - 1; i > 0; i--) {
+        int j = (int)(rng_next(&seed) % (uint64_t)(i + 1));
+        int32_t t = perm[i];
+        perm[i] = perm[j];
+        perm[j] = t;
+    }
+    for (int b = 0; b < B; b++)
+        lens[b] = C;
+    int32_t *d_tables, *d_lens, *d_pos;
+    CK(cudaMalloc((void **)&d_tables, (size_t)n_blocks * sizeof(int32_t))); /* [B][cols] */
+    CK(cudaMalloc((void **)&d_lens, (size_t)B * sizeof(int32_t)));          /* [B] */
+    CK(cudaMalloc((void **)&d_pos, (size_t)B * sizeof(int32_t)));           /* [B] */
+    CK(cudaMemcpy(d_tables, perm, (size_t)n_blocks * sizeof(int32_t), cudaMemcpyHostToDevice));
+    CK(cudaMemcpy(d_lens, lens, (size_t)B * sizeof(int32_t), cudaMemcpyHostToDevice));
+    for (int b = 0; b < B; b++)
+        lens[b] = C - 1;
+    CK(cudaMemcpy(d_pos, lens, (size_t)B * sizeof(int32_t), cudaMemcpyHostToDevice));
+
+    const size_t q_elems = (size_t)B * N_HEADS * HEAD_DIM;
+    const size_t qkv_elems = (size_t)B * (N_HEADS + 2 * N_KV) * HEAD_DIM;
+    gp_bf16 *q, *out, *qkv;
+    float *inv_freq;
+    CK(cudaMalloc((void **)&q, q_elems * sizeof(gp_bf16)));     /* [B][N_HEADS][128] */
+    CK(cudaMalloc((void **)&out, q_elems * sizeof(gp_bf16)));   /* [B][N_HEADS][128] */
+    CK(cudaMalloc((void **)&qkv, qkv_elems * sizeof(gp_bf16))); /* [B][(N_HEADS + 2 N_KV) 128] */
+    CK(cudaMalloc((void **)&inv_freq, HEAD_DIM / 2 * sizeof(float)));
+    GP(gp_synth_fill_device(q, q_elems, 99, GP_T_WQKV, 1, 1.0f, st));
+    GP(gp_synth_fill_device(qkv, qkv_elems, 98, GP_T_WQKV, 2, 1.0f, st));
+    gp_config cfg;
+    GP(gp_config_preset("llama3-8b", &cfg));
+    float h_inv[HEAD_DIM / 2];
+    gp_rope_inv_freq(&cfg, h_inv);
+    CK(cudaMemcpy(inv_freq, h_inv, sizeof h_inv, cudaMemcpyHostToDevice));
+
+    int splits;
+    GP(gp_decode_attn_splits(B, N_HEADS, N_KV, HEAD_DIM, C, p, &splits));
+    size_t ws_bytes = gp_decode_attn_workspace_bytes(B, N_HEADS, HEAD_DIM, splits);
+    void *ws = NULL;
+    if (ws_bytes)
+        CK(cudaMalloc(&ws, ws_bytes));
+
+    gp_kv_view views[MAX_ROTATE];
+    for (int r = 0; r < n_rot; r++) {
+        gp_kv_view v = { .k = kv + (size_t)(2 * r) * layer_elems,
+                         .v = kv + (size_t)(2 * r + 1) * layer_elems,
+                         .block_tables = d_tables, .lens = d_lens, .positions = d_pos,
+                         .n_rows = B, .n_blocks = n_blocks, .block_size = BLOCK,
+                         .n_kv_heads = N_KV, .head_dim = HEAD_DIM, .max_blocks = cols };
+        views[r] = v;
+    }
+
+    cudaEvent_t e0, e1;
+    CK(cudaEventCreate(&e0));
+    CK(cudaEventCreate(&e1));
+    float *ms_attn = malloc((size_t)repeats * sizeof(float));
+    float *ms_rope = malloc((size_t)repeats * sizeof(float));
+    if (!ms_attn || !ms_rope) {
+        fprintf(stderr, "gp_bench_attn: out of host memory\n");
+        exit(1);
+    }
+    for (int w = 0; w < 3; w++)
+        for (int r = 0; r < n_rot; r++)
+            GP(gp_decode_attn(&views[r], B, N_HEADS, C, q, out, ws, ws_bytes, p, st));
+    for (int i = 0; i < repeats; i++) {
+        CK(cudaEventRecord(e0, st));
+        for (int r = 0; r < n_rot; r++)
+            GP(gp_decode_attn(&views[r], B, N_HEADS, C, q, out, ws, ws_bytes, p, st));
+        CK(cudaEventRecord(e1, st));
+        CK(cudaEventSynchronize(e1));
+        CK(cudaEventElapsedTime(&ms_attn[i], e0, e1));
+        ms_attn[i] /= (float)n_rot;
+    }
+    for (int w = 0; w < 3; w++)
+        for (int r = 0; r < n_rot; r++)
+            GP(gp_rope_kv_append(&views[r], B, N_HEADS, qkv, inv_freq, q, st));
+    for (int i = 0; i < repeats; i++) {
+        CK(cudaEventRecord(e0, st));
+        for (int r = 0; r < n_rot; r++)
+            GP(gp_rope_kv_append(&views[r], B, N_HEADS, qkv, inv_freq, q, st));
+        CK(cudaEventRecord(e1, st));
+        CK(cudaEventSynchronize(e1));
+        CK(cudaEventElapsedTime(&ms_rope[i], e0, e1));
+        ms_rope[i] /= (float)n_rot;
+    }
+    CK(cudaGetLastError());
+
+    const double bytes = (double)B * C * N_KV * HEAD_DIM * sizeof(gp_bf16) * 2; /* K + V read */
+    float t = median(ms_attn, repeats), tr = median(ms_rope, repeats);
+    printf("decode_attn B=%-5d C=%-5d splits=%-3d %8.4f ms  %7.1f GB/s  (K+V %.1f MB, floor "
+           "%.4f ms at 3.1 TB/s; %d layers rotated)\n",
+           B, C, splits, t, bytes / (t * 1e-3) / 1e9, bytes / 1e6, bytes / 3.1e12 * 1e3, n_rot);
+    printf("rope_kv     B=%-5d            %8.4f ms\n", B, tr);
+    fflush(stdout);
+
+    CK(cudaEventDestroy(e0));
+    CK(cudaEventDestroy(e1));
+    CK(cudaFree(kv));
+    CK(cudaFree(d_tables));
+    CK(cudaFree(d_lens));
+    CK(cudaFree(d_pos));
+    CK(cudaFree(q));
+    CK(cudaFree(out));
+    CK(cudaFree(qkv));
+    CK(cudaFree(inv_freq));
+    if (ws)
+        CK(cudaFree(ws));
+    free(perm);
+    free(lens);
+    free(ms_attn);
+    free(ms_rope);
+}
+
+int main(int argc, char **argv)
+{
+    gp_decode_attn_params p = gp_decode_attn_default_params();
+    int repeats = 20, n_cases = 0;
+    int cases[MAX_CASES][2];
+    for (int i = 1; i < argc; i++) {
+        const char *a = argv[i];
+        if (i + 1 >= argc) {
+            fprintf(stderr, "gp_bench_attn: %s needs a value\n", a);
+            return 2;
+        }
+        const char *v = argv[++i];
+        if (!strcmp(a, "--sm"))
+            p.sm_count = parse_int(v, a);
+        else if (!strcmp(a, "--cps"))
+            p.ctas_per_sm_hint = parse_int(v, a);
+        else if (!strcmp(a, "--splits"))
+            p.force_splits = parse_int(v, a);
+        else if (!strcmp(a, "--heads"))
+            N_HEADS = parse_int(v, a);
+        else if (!strcmp(a, "--kv"))
+            N_KV = parse_int(v, a);
+        else if (!strcmp(a, "--repeats"))
+            repeats = parse_int(v, a);
+        else if (!strcmp(a, "--case")) {
+            int B, C;
+            char tail;
+            if (n_cases == MAX_CASES || sscanf(v, "%d:%d%c", &B, &C, &tail) != 2 || B < 1 || C < 1) {
+                fprintf(stderr, "gp_bench_attn: --case '%s' is not B:C (at most %d cases)\n", v,
+                        MAX_CASES);
+                return 2;
+            }
+            cases[n_cases][0] = B;
+            cases[n_cases][1] = C;
+            n_cases++;
+        } else {
+            fprintf(stderr, "gp_bench_attn: unknown option '%s'\n", a);
+            return 2;
+        }
+    }
+    if (repeats < 1)
+        repeats = 1;
+    if (N_KV < 1 || N_HEADS < N_KV || N_HEADS % N_KV) {
+        fprintf(stderr, "gp_bench_attn: --heads %d must be a positive multiple of --kv %d\n",
+                N_HEADS, N_KV);
+        return 2;
+    }
+    if (n_cases == 0) {
+        static const int def[4][2] = { { 1024, 384 }, { 256, 1024 }, { 64, 2048 }, { 8, 1024 } };
+        memcpy(cases, def, sizeof def);
+        n_cases = 4;
+    }
+    int n_dev = 0;
+    if (cudaGetDeviceCount(&n_dev) != cudaSuccess || n_dev == 0) {
+        fprintf(stderr, "gp_bench_attn: no CUDA GPU usable\n");
+        return 1;
+    }
+    struct cudaDeviceProp prop;
+    CK(cudaGetDeviceProperties(&prop, 0));
+    printf("device: %s, %d SMs; shape: %d heads, %d KV heads, head_dim %d, block %d; median of "
+           "%d\n", prop.name, prop.multiProcessorCount, N_HEADS, N_KV, HEAD_DIM, BLOCK, repeats);
+    cudaStream_t st;
+    CK(cudaStreamCreateWithFlags(&st, cudaStreamNonBlocking));
+    for (int c = 0; c < n_cases; c++)
+        run_case(cases[c][0], cases[c][1], &p, repeats, st);
+    CK(cudaStreamDestroy(st));
+    return 0;
+}

@@ -1,0 +1,618 @@
+/* GQA flash-decoding over the paged KV cache: one CTA per (batch row, KV
+ * head, context split) serving all query heads of the group, and a kernel
+ * that merges the splits. */
+#include <limits.h>
+#include <math.h>
+#include <stdint.h>
+
+#include "attn_cuda.cuh"
+#include "decode_attn.cuh"
+
+/* Layout of the work (why it is shaped this way):
+ *
+ * Decode attention is a read-once stream of K/V rows, so the design goal is
+ * that each K/V row of a KV head crosses DRAM exactly once per step and the
+ * loads are 16-byte, coalesced and many in flight. A K (or V) row of one KV
+ * head is head_dim bf16 = head_dim/8 chunks of 16 bytes. A "lane group" of
+ * LPT = head_dim/8 lanes loads one row, one uint4 per lane, and each lane
+ * keeps its 8 dims of q and of the output accumulator for ALL G query heads
+ * of the group in registers: a row loaded once serves the G heads without a
+ * trip through shared memory. A warp holds TPW = 32/LPT lane groups, each on
+ * its own token; every lane group also runs U tokens at once so each lane
+ * has 2U 16-byte loads (K and V) in flight before it needs the first.
+ * Each lane group keeps its own online-softmax state (running max m, sum l,
+ * acc) over the tokens it saw; at the end the groups are merged, first
+ * inside the warp with shuffles, then across the 4 warps in shared memory.
+ * q.k needs a sum over the LPT lanes of a group: log2(LPT) xor-shuffles per
+ * (token, head). Scores are kept in log2 units (q pre-scaled by
+ * log2(e)/sqrt(d)) so the softmax uses exp2f. All math is fp32.
+ *
+ * Measured on the H100 (gp_bench_attn; 32 heads, 8 KV heads, head_dim 128,
+ * block 16; 128 registers, 4 CTAs/SM): 2.88 TB/s at B=1024/C=384, 2.85 at
+ * 256/1024, 2.78 at 64/2048 (3.1 TB/s is the read ceiling). The G = 8
+ * instances need ~212 registers (2 CTAs/SM) and reach ~1.3 TB/s at the
+ * Llama-3-70B shape: moving q to shared memory is the next step there. */
+
+template <int HD> struct gp_attn_geom {
+    static constexpr int LPT = HD / 8;   /* lanes per token row (one uint4 each) */
+    static constexpr int TPW = 32 / LPT; /* token rows a warp covers per step */
+    static_assert(HD % 8 == 0 && LPT >= 1 && LPT <= 32, "head_dim must be 8..256");
+};
+
+/* Tokens in flight per lane group: fewer for large groups, whose q and acc
+ * already take 16*G registers per lane. */
+template <int GT> struct gp_attn_unroll {
+    static constexpr int U = GT <= 2 ? 8 : (GT <= 4 ? 4 : 2);
+};
+
+static __device__ __forceinline__ void gp_unpack_bf16x8(const uint4 r, float f[8])
+{
+    /* bf16 is the upper half of an fp32; element 2j is the low half of word j */
+    f[0] = __uint_as_float(r.x << 16);
+    f[1] = __uint_as_float(r.x & 0xffff0000u);
+    f[2] = __uint_as_float(r.y << 16);
+    f[3] = __uint_as_float(r.y & 0xffff0000u);
+    f[4] = __uint_as_float(r.z << 16);
+    f[5] = __uint_as_float(r.z & 0xffff0000u);
+    f[6] = __uint_as_float(r.w << 16);
+    f[7] = __uint_as_float(r.w & 0xffff0000u);
+}
+
+/* A running max that is still -inf (nothing seen) must not produce
+ * exp2(-inf - -inf) = NaN: subtracting 0 instead gives exp2(-inf) = 0. */
+static __device__ __forceinline__ float gp_safe_max(float m)
+{
+    return m == -INFINITY ? 0.0f : m;
+}
+
+/* GT = group size rounded up to a power of two; heads h >= a.group get q = 0
+ * and are never stored, so odd groups (3, 5, 6, 7) share the code. */
+template <int HD, int GT>
+static __global__ void __launch_bounds__(GP_ATTN_THREADS)
+gp_decode_attn_kernel(const gp_attn_args a)
+{
+    constexpr int LPT = gp_attn_geom<HD>::LPT;
+    constexpr int TPW = gp_attn_geom<HD>::TPW;
+    constexpr int U = gp_attn_unroll<GT>::U;
+    constexpr int NW = GP_ATTN_THREADS / 32;
+    constexpr int STEP = NW * TPW; /* tokens between a lane group's consecutive tokens */
+    constexpr int TILE = STEP * U; /* tokens per CTA iteration */
+
+    __shared__ float s_m[NW][GT];       /* per warp: running max of each head */
+    __shared__ float s_l[NW][GT];       /* per warp: running sum */
+    __shared__ float s_acc[NW][GT][HD]; /* per warp: unnormalised output */
+
+    const int kvh = blockIdx.x % a.n_kv;
+    const int b = blockIdx.x / a.n_kv;
+    const int split = blockIdx.y;
+    const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+    const int sub = lane % LPT;            /* which 8 dims of the row */
+    const int my = warp * TPW + lane / LPT; /* this lane group's token offset in a tile */
+    const int g = a.group;
+
+    /* Clamp instead of trusting: a bad length must not read outside the table. */
+    int len = a.lens[b];
+    const int cap = a.max_blocks * a.block_size;
+    len = len < 0 ? 0 : (len > cap ? cap : len);
+    /* Per-row chunks: every row's splits are balanced whatever its length,
+     * and a length above the host's max_len still gets covered. */
+    const int chunk = (len + a.n_splits - 1) / a.n_splits;
+    const int t_begin = min(split * chunk, len);
+    const int t_end = min(t_begin + chunk, len);
+
+    float q[GT][8];
+#pragma unroll
+    for (int h = 0; h < GT; h++) {
+        if (h < g) {
+            const uint4 raw = *reinterpret_cast<const uint4 *>(
+                a.q + ((size_t)b * a.n_heads + (size_t)kvh * g + h) * HD + sub * 8);
+            gp_unpack_bf16x8(raw, q[h]);
+#pragma unroll
+            for (int j = 0; j < 8; j++)
+                q[h][j] *= a.scale_log2;
+        } else {
+#pragma unroll
+            for (int j = 0; j < 8; j++)
+                q[h][j] = 0.0f;
+        }
+    }
+
+    float m[GT], l[GT], acc[GT][8];
+#pragma unroll
+    for (int h = 0; h < GT; h++) {
+        m[h] = -INFINITY;
+        l[h] = 0.0f;
+#pragma unroll
+        for (int j = 0; j < 8; j++)
+            acc[h][j] = 0.0f;
+    }
+
+    const int32_t *table = a.tables + (size_t)b * a.max_blocks;
+    const size_t slot_stride = (size_t)a.n_kv * HD; /* elements between consecutive slots */
+    const size_t head_off = (size_t)kvh * HD + sub * 8;
+
+    /* The loop bounds are CTA-uniform, so every lane runs every iteration and
+     * the shuffles below always see the full warp; tokens past t_end are
+     * masked, not skipped. */
+    for (int base = t_begin; base < t_end; base += TILE) {
+        /* Each token's table lookup sits right before its K/V loads. Issuing
+         * all U lookups first and then all K/V loads measured 8% slower on
+         * the H100 (2.64 vs 2.88 TB/s at B=1024, C=384), so keep this form. */
+        uint4 kr[U], vr[U];
+        bool ok[U];
+#pragma unroll
+        for (int u = 0; u < U; u++) {
+            const int t = base + u * STEP + my;
+            ok[u] = t < t_end;
+            if (ok[u]) {
+                const int bi = a.bs_shift >= 0 ? (t >> a.bs_shift) : t / a.block_size;
+                const int slot = t - bi * a.block_size;
+                const int blk = __ldg(table + bi);
+                const size_t off = ((size_t)blk * a.block_size + slot) * slot_stride + head_off;
+                /* streaming loads: K/V are read once per step, keep L2 for others */
+                kr[u] = __ldcs(reinterpret_cast<const uint4 *>(a.k + off));
+                vr[u] = __ldcs(reinterpret_cast<const uint4 *>(a.v + off));
+            } else {
+                kr[u] = make_uint4(0u, 0u, 0u, 0u);
+                vr[u] = make_uint4(0u, 0u, 0u, 0u);
+            }
+        }
+
+        float s[U][GT]; /* scores in log2 units */
+#pragma unroll
+        for (int u = 0; u < U; u++) {
+            float kf[8];
+            gp_unpack_bf16x8(kr[u], kf);
+#pragma unroll
+            for (int h = 0; h < GT; h++) {
+                float d = 0.0f;
+#pragma unroll
+                for (int j = 0; j < 8; j++)
+                    d = fmaf(q[h][j], kf[j], d);
+                s[u][h] = d;
+            }
+        }
+#pragma unroll
+        for (int u = 0; u < U; u++)
+#pragma unroll
+            for (int h = 0; h < GT; h++) {
+#pragma unroll
+                for (int off = LPT / 2; off >= 1; off >>= 1)
+                    s[u][h] += __shfl_xor_sync(0xffffffffu, s[u][h], off);
+                if (!ok[u])
+                    s[u][h] = -INFINITY;
+            }
+
+        /* One rescale per U tokens rather than per token. */
+        float p[U][GT];
+#pragma unroll
+        for (int h = 0; h < GT; h++) {
+            float mx = m[h];
+#pragma unroll
+            for (int u = 0; u < U; u++)
+                mx = fmaxf(mx, s[u][h]);
+            const float ms = gp_safe_max(mx);
+            const float corr = exp2f(m[h] - ms);
+            float sum = 0.0f;
+#pragma unroll
+            for (int u = 0; u < U; u++) {
+                p[u][h] = exp2f(s[u][h] - ms);
+                sum += p[u][h];
+            }
+            l[h] = fmaf(l[h], corr, sum);
+#pragma unroll
+            for (int j = 0; j < 8; j++)
+                acc[h][j] *= corr;
+            m[h] = mx;
+        }
+#pragma unroll
+        for (int u = 0; u < U; u++) {
+            float vf[8];
+            gp_unpack_bf16x8(vr[u], vf);
+#pragma unroll
+            for (int h = 0; h < GT; h++)
+#pragma unroll
+                for (int j = 0; j < 8; j++)
+                    acc[h][j] = fmaf(p[u][h], vf[j], acc[h][j]);
+        }
+    }
+
+    /* Merge the lane groups of the warp: xor offsets >= LPT pair lanes with
+     * the same dims (sub) and different tokens. */
+#pragma unroll
+    for (int off = 16; off >= LPT; off >>= 1) {
+#pragma unroll
+        for (int h = 0; h < GT; h++) {
+            const float mo = __shfl_xor_sync(0xffffffffu, m[h], off);
+            const float lo = __shfl_xor_sync(0xffffffffu, l[h], off);
+            const float mx = fmaxf(m[h], mo), ms = gp_safe_max(mx);
+            const float c1 = exp2f(m[h] - ms), c2 = exp2f(mo - ms);
+            l[h] = l[h] * c1 + lo * c2;
+#pragma unroll
+            for (int j = 0; j < 8; j++) {
+                const float ao = __shfl_xor_sync(0xffffffffu, acc[h][j], off);
+                acc[h][j] = acc[h][j] * c1 + ao * c2;
+            }
+            m[h] = mx;
+        }
+    }
+    if (lane < LPT) { /* lane group 0 of each warp now holds the warp's state */
+#pragma unroll
+        for (int h = 0; h < GT; h++) {
+#pragma unroll
+            for (int j = 0; j < 8; j++)
+                s_acc[warp][h][sub * 8 + j] = acc[h][j];
+            if (sub == 0) {
+                s_m[warp][h] = m[h];
+                s_l[warp][h] = l[h];
+            }
+        }
+    }
+    __syncthreads();
+
+    /* Merge the warps: one thread per (head, dim) of the group. */
+    for (int i = threadIdx.x; i < g * HD; i += GP_ATTN_THREADS) {
+        const int h = i / HD, d = i % HD;
+        float mx = -INFINITY;
+#pragma unroll
+        for (int w = 0; w < NW; w++)
+            mx = fmaxf(mx, s_m[w][h]);
+        const float ms = gp_safe_max(mx);
+        float L = 0.0f, o = 0.0f;
+#pragma unroll
+        for (int w = 0; w < NW; w++) {
+            const float c = exp2f(s_m[w][h] - ms);
+            L = fmaf(s_l[w][h], c, L);
+            o = fmaf(s_acc[w][h][d], c, o);
+        }
+        const size_t row = (size_t)b * a.n_heads + (size_t)kvh * g + h; /* (b, query head) */
+        if (a.n_splits == 1) {
+            /* L == 0 only for an empty row (len 0): zeros, not 0/0 */
+            a.out[row * HD + d] = __float2bfloat16_rn(L > 0.0f ? o / L : 0.0f);
+        } else {
+            const size_t idx = row * a.n_splits + split;
+            a.ws_acc[idx * HD + d] = o;
+            if (d == 0) {
+                a.ws_ml[2 * idx] = mx;
+                a.ws_ml[2 * idx + 1] = L;
+            }
+        }
+    }
+}
+
+/* One warp per (row, query head): weights 2^(m_s - M) rescale every split's
+ * sum and accumulator to the common max M; empty splits (m = -inf) weigh 0. */
+template <int HD>
+static __global__ void __launch_bounds__(GP_ATTN_COMBINE_THREADS)
+gp_decode_attn_combine_kernel(const float *ws_acc, const float *ws_ml, __nv_bfloat16 *out,
+                              int rows, int n_splits)
+{
+    const int row = blockIdx.x * (GP_ATTN_COMBINE_THREADS / 32) + (threadIdx.x >> 5);
+    const int lane = threadIdx.x & 31;
+    if (row >= rows) /* warp-uniform; the kernel has no barrier */
+        return;
+    const float *ml = ws_ml + (size_t)row * n_splits * 2;    /* [n_splits][2] */
+    const float *acc = ws_acc + (size_t)row * n_splits * HD; /* [n_splits][HD] */
+    float mx = -INFINITY;
+    for (int s = lane; s < n_splits; s += 32)
+        mx = fmaxf(mx, ml[2 * s]);
+#pragma unroll
+    for (int off = 16; off >= 1; off >>= 1)
+        mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, off));
+    const float ms = gp_safe_max(mx);
+    float L = 0.0f;
+    for (int s = lane; s < n_splits; s += 32)
+        L = fmaf(ml[2 * s + 1], exp2f(ml[2 * s] - ms), L);
+#pragma unroll
+    for (int off = 16; off >= 1; off >>= 1)
+        L += __shfl_xor_sync(0xffffffffu, L, off);
+    /* L >= 1 whenever any split saw a token (the split holding the max
+     * contributes 2^0 at least); 0 only for an empty row. */
+    const float inv = L > 0.0f ? 1.0f / L : 0.0f;
+    for (int d = lane; d < HD; d += 32) {
+        float o = 0.0f;
+        for (int s = 0; s < n_splits; s++)
+            o = fmaf(exp2f(ml[2 * s] - ms), acc[(size_t)s * HD + d], o);
+        out[(size_t)row * HD + d] = __float2bfloat16_rn(o * inv);
+    }
+}
+
+template <int HD, int GT>
+static gp_status gp_decode_attn_launch_t(const gp_attn_args *a, cudaStream_t stream)
+{
+    dim3 grid((unsigned)(a->B * a->n_kv), (unsigned)a->n_splits);
+    gp_decode_attn_kernel<HD, GT><<<grid, GP_ATTN_THREADS, 0, stream>>>(*a);
+    GP_ATTN_LAUNCH_CHECK("gp_decode_attn_kernel");
+    if (a->n_splits > 1) {
+        const int rows = a->B * a->n_heads;
+        const int per_cta = GP_ATTN_COMBINE_THREADS / 32;
+        gp_decode_attn_combine_kernel<HD><<<(rows + per_cta - 1) / per_cta,
+                                            GP_ATTN_COMBINE_THREADS, 0, stream>>>(
+            a->ws_acc, a->ws_ml, a->out, rows, a->n_splits);
+        GP_ATTN_LAUNCH_CHECK("gp_decode_attn_combine_kernel");
+    }
+    return GP_OK;
+}
+
+/* The instantiation serving (head_dim, group): its launcher and kernel (for
+ * the occupancy query). */
+typedef gp_status (*gp_attn_launch_fn)(const gp_attn_args *, cudaStream_t);
+typedef struct gp_attn_variant {
+    gp_attn_launch_fn launch;
+    const void *kernel;
+} gp_attn_variant;
+
+template <int HD> static int gp_attn_variant_g(int group, gp_attn_variant *v)
+{
+#define GP_ATTN_CASE(GT)                                                                         \
+    do {                                                                                         \
+        v->launch = gp_decode_attn_launch_t<HD, GT>;                                             \
+        v->kernel = (const void *)gp_decode_attn_kernel<HD, GT>;                                 \
+        return 1;                                                                                \
+    } while (0)
+    if (group == 1)
+        GP_ATTN_CASE(1);
+    if (group == 2)
+        GP_ATTN_CASE(2);
+    if (group <= 4)
+        GP_ATTN_CASE(4);
+    if (group <= 8)
+        GP_ATTN_CASE(8);
+#undef GP_ATTN_CASE
+    return 0;
+}
+
+static int gp_attn_variant_for(int head_dim, int group, gp_attn_variant *v)
+{
+    if (group < 1 || group > GP_DECODE_ATTN_MAX_GROUP)
+        return 0;
+    switch (head_dim) {
+    case 16: return gp_attn_variant_g<16>(group, v);
+    case 32: return gp_attn_variant_g<32>(group, v);
+    case 64: return gp_attn_variant_g<64>(group, v);
+    case 128: return gp_attn_variant_g<128>(group, v);
+    case 256: return gp_attn_variant_g<256>(group, v);
+    default: return 0;
+    }
+}
+
+gp_status gp_decode_attn_launch(const gp_attn_args *a, int head_dim, cudaStream_t stream)
+{
+    gp_attn_variant v;
+    if (!gp_attn_variant_for(head_dim, a->group, &v))
+        GP_FAIL(GP_ERR_UNSUPPORTED, "gp_decode_attn: no kernel for head_dim = %d, group = %d",
+                head_dim, a->group);
+    return v.launch(a, stream);
+}
+
+extern "C" gp_decode_attn_params gp_decode_attn_default_params(void)
+{
+    gp_decode_attn_params p;
+    p.sm_count = 0;
+    p.max_splits = 0;
+    p.ctas_per_sm_hint = 0;
+    p.force_splits = 0;
+    return p;
+}
+
+static gp_status gp_attn_check_shape(const char *fn, int B, int n_heads, int n_kv_heads,
+                                     int head_dim)
+{
+    if (B < 1)
+        GP_FAIL(GP_ERR_INVALID_ARG, "%s: B = %d must be positive", fn, B);
+    if (n_heads < 1 || n_kv_heads < 1)
+        GP_FAIL(GP_ERR_INVALID_ARG, "%s: n_heads = %d and n_kv_heads = %d must be positive", fn,
+                n_heads, n_kv_heads);
+    if (n_heads % n_kv_heads != 0 || n_heads / n_kv_heads > GP_DECODE_ATTN_MAX_GROUP)
+        GP_FAIL(GP_ERR_INVALID_ARG, "%s: n_heads = %d must be n_kv_heads = %d times 1..%d", fn,
+                n_heads, n_kv_heads, GP_DECODE_ATTN_MAX_GROUP);
+    if (head_dim != 16 && head_dim != 32 && head_dim != 64 && head_dim != 128 && head_dim != 256)
+        GP_FAIL(GP_ERR_INVALID_ARG, "%s: head_dim = %d is not one of 16, 32, 64, 128, 256", fn,
+                head_dim);
+    if ((int64_t)B * n_heads > INT_MAX)
+        GP_FAIL(GP_ERR_INVALID_ARG, "%s: B = %d x n_heads = %d overflows", fn, B, n_heads);
+    return GP_OK;
+}
+
+static gp_status gp_attn_check_params(const char *fn, const gp_decode_attn_params *p)
+{
+    if (p->sm_count < 0 || p->max_splits < 0 || p->ctas_per_sm_hint < 0 || p->force_splits < 0)
+        GP_FAIL(GP_ERR_INVALID_ARG, "%s: params sm_count = %d, max_splits = %d, ctas_per_sm_hint "
+                "= %d, force_splits = %d must not be negative", fn, p->sm_count, p->max_splits,
+                p->ctas_per_sm_hint, p->force_splits);
+    if (p->force_splits > GP_DECODE_ATTN_MAX_SPLITS || p->max_splits > GP_DECODE_ATTN_MAX_SPLITS)
+        GP_FAIL(GP_ERR_INVALID_ARG, "%s: force_splits = %d / max_splits = %d exceed %d", fn,
+                p->force_splits, p->max_splits, GP_DECODE_ATTN_MAX_SPLITS);
+    return GP_OK;
+}
+
+/* The heuristic proper; shapes and params already checked. */
+static gp_status gp_attn_pick_splits(const char *fn, int B, int n_heads, int n_kv_heads,
+                                     int head_dim, int max_len, const gp_decode_attn_params *p,
+                                     int *n_splits)
+{
+    if (p->force_splits > 0) {
+        *n_splits = p->force_splits;
+        return GP_OK;
+    }
+    int cap = p->max_splits > 0 ? p->max_splits : GP_ATTN_AUTO_MAX_SPLITS;
+    int by_len = max_len / GP_ATTN_MIN_SPLIT_TOKENS;
+    if (by_len < cap)
+        cap = by_len;
+    if (cap <= 1) {
+        *n_splits = 1; /* no device query needed */
+        return GP_OK;
+    }
+    int sms = p->sm_count;
+    if (sms <= 0) {
+        int dev = 0;
+        GP_ATTN_CUDA_TRY(cudaGetDevice(&dev));
+        GP_ATTN_CUDA_TRY(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev));
+    }
+    int cps = p->ctas_per_sm_hint;
+    if (cps <= 0) {
+        gp_attn_variant v;
+        if (!gp_attn_variant_for(head_dim, n_heads / n_kv_heads, &v))
+            GP_FAIL(GP_ERR_UNSUPPORTED, "%s: no kernel for head_dim = %d, group = %d", fn,
+                    head_dim, n_heads / n_kv_heads);
+        GP_ATTN_CUDA_TRY(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&cps, v.kernel,
+                                                                       GP_ATTN_THREADS, 0));
+        if (cps < 1)
+            cps = 1;
+    }
+    /* As many splits as keep the grid within one full wave of resident
+     * CTAs: a memory-bound kernel saturates HBM once every SM holds its
+     * CTAs, and beyond that splits only add merge traffic and a tail
+     * (measured on the H100: B=8/C=1024 best at 8 splits = 512 CTAs, not
+     * 16; B=64/C=2048 best unsplit at 512 CTAs). */
+    const int64_t base = (int64_t)B * n_kv_heads;
+    const int64_t wave = (int64_t)sms * cps;
+    int64_t n = wave / base;
+    if (n > cap)
+        n = cap;
+    *n_splits = n < 1 ? 1 : (int)n;
+    return GP_OK;
+}
+
+extern "C" gp_status gp_decode_attn_splits(int B, int n_heads, int n_kv_heads, int head_dim,
+                                           int max_len, const gp_decode_attn_params *p,
+                                           int *n_splits)
+{
+    static const char fn[] = "gp_decode_attn_splits";
+    if (!n_splits)
+        GP_FAIL(GP_ERR_INVALID_ARG, "%s: n_splits must not be NULL", fn);
+    *n_splits = 1;
+    gp_decode_attn_params dp = gp_decode_attn_default_params();
+    if (!p)
+        p = &dp;
+    GP_TRY(gp_attn_check_shape(fn, B, n_heads, n_kv_heads, head_dim));
+    GP_TRY(gp_attn_check_params(fn, p));
+    if (max_len < 1)
+        GP_FAIL(GP_ERR_INVALID_ARG, "%s: max_len = %d must be positive", fn, max_len);
+    return gp_attn_pick_splits(fn, B, n_heads, n_kv_heads, head_dim, max_len, p, n_splits);
+}
+
+extern "C" size_t gp_decode_attn_workspace_bytes(int B, int n_heads, int head_dim, int n_splits)
+{
+    if (B < 1 || n_heads < 1 || head_dim < 1 || n_splits <= 1)
+        return 0;
+    /* acc [B][n_heads][n_splits][head_dim] then ml [B][n_heads][n_splits][2] */
+    uint64_t per = ((uint64_t)head_dim + 2u) * sizeof(float), n, bytes;
+    if (!gp_mul_u64((uint64_t)B * (uint64_t)n_heads, (uint64_t)n_splits, &n)
+        || !gp_mul_u64(n, per, &bytes) || bytes > SIZE_MAX)
+        return 0;
+    return (size_t)bytes;
+}
+
+extern "C" gp_status gp_decode_attn_workspace_max(int max_B, int n_heads, int n_kv_heads,
+                                                  int head_dim, int max_len,
+                                                  const gp_decode_attn_params *p, size_t *bytes)
+{
+    static const char fn[] = "gp_decode_attn_workspace_max";
+    if (!bytes)
+        GP_FAIL(GP_ERR_INVALID_ARG, "%s: bytes must not be NULL", fn);
+    *bytes = 0;
+    gp_decode_attn_params dp = gp_decode_attn_default_params();
+    if (!p)
+        p = &dp;
+    GP_TRY(gp_attn_check_shape(fn, max_B, n_heads, n_kv_heads, head_dim));
+    GP_TRY(gp_attn_check_params(fn, p));
+    if (max_len < 1)
+        GP_FAIL(GP_ERR_INVALID_ARG, "%s: max_len = %d must be positive", fn, max_len);
+    /* splits(B) only grows as max_len grows, so max_len is the worst case
+     * for every B; the product B * splits is not monotonic in B. */
+    size_t worst = 0;
+    for (int B = 1; B <= max_B; B++) {
+        int n;
+        GP_TRY(gp_attn_pick_splits(fn, B, n_heads, n_kv_heads, head_dim, max_len, p, &n));
+        size_t w = gp_decode_attn_workspace_bytes(B, n_heads, head_dim, n);
+        if (n > 1 && w == 0)
+            GP_FAIL(GP_ERR_OVERFLOW, "%s: workspace for B = %d, %d splits overflows", fn, B, n);
+        if (w > worst)
+            worst = w;
+    }
+    *bytes = worst;
+    return GP_OK;
+}
+
+static int gp_is_aligned(const void *ptr, size_t align)
+{
+    return ((uintptr_t)ptr & (align - 1)) == 0;
+}
+
+extern "C" gp_status gp_decode_attn(const gp_kv_view *kv, int B, int n_heads, int max_len,
+                                    const gp_bf16 *q, gp_bf16 *out, void *workspace,
+                                    size_t workspace_bytes, const gp_decode_attn_params *p,
+                                    void *stream)
+{
+    static const char fn[] = "gp_decode_attn";
+    if (!kv || !q || !out)
+        GP_FAIL(GP_ERR_INVALID_ARG, "%s: kv, q and out must not be NULL", fn);
+    if (!kv->k || !kv->v || !kv->block_tables || !kv->lens)
+        GP_FAIL(GP_ERR_INVALID_ARG, "%s: the view's k, v, block_tables and lens must not be NULL",
+                fn);
+    gp_decode_attn_params dp = gp_decode_attn_default_params();
+    if (!p)
+        p = &dp;
+    GP_TRY(gp_attn_check_shape(fn, B, n_heads, kv->n_kv_heads, kv->head_dim));
+    GP_TRY(gp_attn_check_params(fn, p));
+    if (B > kv->n_rows)
+        GP_FAIL(GP_ERR_INVALID_ARG, "%s: B = %d exceeds the view's %d rows", fn, B, kv->n_rows);
+    if (kv->block_size < 1 || kv->max_blocks < 1 || kv->n_blocks < 1)
+        GP_FAIL(GP_ERR_INVALID_ARG, "%s: block_size = %d, max_blocks = %d and n_blocks = %d must "
+                "be positive", fn, kv->block_size, kv->max_blocks, kv->n_blocks);
+    const int64_t cap = (int64_t)kv->max_blocks * kv->block_size;
+    if (cap > INT_MAX)
+        GP_FAIL(GP_ERR_INVALID_ARG, "%s: max_blocks = %d x block_size = %d exceeds %d positions",
+                fn, kv->max_blocks, kv->block_size, INT_MAX);
+    if (max_len < 1 || max_len > cap)
+        GP_FAIL(GP_ERR_INVALID_ARG, "%s: max_len = %d is outside [1, %lld] (max_blocks x "
+                "block_size)", fn, max_len, (long long)cap);
+    if (!gp_is_aligned(q, 16) || !gp_is_aligned(kv->k, 16) || !gp_is_aligned(kv->v, 16))
+        GP_FAIL(GP_ERR_INVALID_ARG, "%s: q, k and v must be 16-byte aligned (16-byte loads)", fn);
+    if (workspace && !gp_is_aligned(workspace, 16))
+        GP_FAIL(GP_ERR_INVALID_ARG, "%s: workspace must be 16-byte aligned", fn);
+
+    int n_splits = 1;
+    GP_TRY(gp_attn_pick_splits(fn, B, n_heads, kv->n_kv_heads, kv->head_dim, max_len, p,
+                               &n_splits));
+    size_t need = gp_decode_attn_workspace_bytes(B, n_heads, kv->head_dim, n_splits);
+    if (n_splits > 1 && (!workspace || need == 0 || workspace_bytes < need)) {
+        if (p->force_splits > 0)
+            GP_FAIL(GP_ERR_INVALID_ARG, "%s: force_splits = %d needs %zu bytes of workspace, got "
+                    "%zu%s", fn, n_splits, need, workspace ? workspace_bytes : (size_t)0,
+                    workspace ? "" : " (NULL)");
+        /* Fewer splits rather than failing inside a step: the largest count
+         * the workspace holds. */
+        const size_t per = gp_decode_attn_workspace_bytes(B, n_heads, kv->head_dim, 2) / 2;
+        size_t fit = (workspace && per) ? workspace_bytes / per : 0;
+        n_splits = fit >= 2 ? (int)(fit < (size_t)n_splits ? fit : (size_t)n_splits) : 1;
+    }
+
+    gp_attn_args a;
+    a.q = (const __nv_bfloat16 *)q;
+    a.k = (const __nv_bfloat16 *)kv->k;
+    a.v = (const __nv_bfloat16 *)kv->v;
+    a.tables = kv->block_tables;
+    a.lens = kv->lens;
+    a.out = (__nv_bfloat16 *)out;
+    a.ws_acc = (float *)workspace;
+    a.ws_ml = n_splits > 1 ? (float *)workspace + (size_t)B * n_heads * n_splits * kv->head_dim
+                           : NULL;
+    a.B = B;
+    a.n_heads = n_heads;
+    a.n_kv = kv->n_kv_heads;
+    a.group = n_heads / kv->n_kv_heads;
+    a.block_size = kv->block_size;
+    a.bs_shift = -1;
+    if ((kv->block_size & (kv->block_size - 1)) == 0) {
+        int sh = 0;
+        while ((1 << sh) < kv->block_size)
+            sh++;
+        a.bs_shift = sh;
+    }
+    a.max_blocks = kv->max_blocks;
+    a.n_splits = n_splits;
+    a.scale_log2 = (float)(1.4426950408889634 / sqrt((double)kv->head_dim));
+    return gp_decode_attn_launch(&a, kv->head_dim, (cudaStream_t)stream);
+}

@@ -1,0 +1,35 @@
+/* Decode attention (flash-decoding over the paged cache): launch shape,
+ * kernel arguments and launcher, private to the attention library; the public
+ * entry is gp_decode_attn. */
+#ifndef GP_DECODE_ATTN_CUH
+#define GP_DECODE_ATTN_CUH
+
+#include <cuda_bf16.h>
+#include <cuda_runtime.h>
+
+#include "gp_attention.h"
+
+#define GP_ATTN_THREADS 128        /* 4 warps per (row, KV head, split) CTA */
+#define GP_ATTN_COMBINE_THREADS 128 /* one warp per (row, query head) */
+#define GP_ATTN_MIN_SPLIT_TOKENS 64 /* a split shorter than this costs more to merge than it saves */
+#define GP_ATTN_AUTO_MAX_SPLITS 256
+
+typedef struct gp_attn_args {
+    const __nv_bfloat16 *q;  /* [B][n_heads][head_dim] */
+    const __nv_bfloat16 *k;  /* [n_blocks][block_size][n_kv][head_dim] */
+    const __nv_bfloat16 *v;  /* [n_blocks][block_size][n_kv][head_dim] */
+    const int32_t *tables;   /* [B][max_blocks] */
+    const int32_t *lens;     /* [B] */
+    __nv_bfloat16 *out;      /* [B][n_heads][head_dim] */
+    float *ws_acc;           /* [B][n_heads][n_splits][head_dim]: unnormalised split outputs */
+    float *ws_ml;            /* [B][n_heads][n_splits][2]: (max, sum) of each split, log2 units */
+    int B, n_heads, n_kv, group; /* group = n_heads / n_kv query heads per KV head */
+    int block_size, bs_shift;    /* bs_shift = log2(block_size) when a power of two, else -1 */
+    int max_blocks, n_splits;
+    float scale_log2;        /* log2(e) / sqrt(head_dim): scores in log2 units for exp2f */
+} gp_attn_args;
+
+/* Launches the attention kernel and, when n_splits > 1, the combine. */
+gp_status gp_decode_attn_launch(const gp_attn_args *a, int head_dim, cudaStream_t stream);
+
+#endif

@@ -1,0 +1,169 @@
+/* greenpipe attention stage: the device paged KV cache, RoPE + KV append, and
+ * GQA flash-decoding attention over the paged cache. C-callable; no CUDA types. */
+#ifndef GP_ATTENTION_H
+#define GP_ATTENTION_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "gp_common.h"
+#include "gp_model.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* ------------------------------------------------------- device KV cache */
+
+/* Device pools of every layer plus the per-step block tables, lengths and
+ * positions. Row b of the step tables is the b-th sequence of the batch (not
+ * its sequence id). */
+typedef struct gp_kv_device gp_kv_device; /* opaque */
+
+/* Device bytes gp_kv_device_create allocates (0 on overflow or bad args). */
+uint64_t gp_kv_device_bytes(const gp_kv_layout *l, int max_seqs, int max_blocks_per_seq);
+
+/* Allocates K and V pools for all layers (zeroed), block tables (-1),
+ * lengths/positions (0) and two pinned staging buffers. Checks cudaMemGetInfo
+ * first: GP_ERR_DEVICE_MEMORY names the bytes needed and free. Synchronous
+ * (not for use inside a step). max_seqs = most rows a step may have. */
+gp_status gp_kv_device_create(const gp_kv_layout *l, int max_seqs, int max_blocks_per_seq,
+                              gp_kv_device **out);
+/* Synchronises the device before freeing; NULL is fine. */
+void gp_kv_device_destroy(gp_kv_device *kv);
+
+/* Upload the step tables for B rows from the host bookkeeping: row b gets
+ * seq_ids[b]'s block table, lens[b] = gp_kv_len + 1 (the token decoded this
+ * step included), positions[b] = gp_kv_len. Call after gp_kv_reserve(seq, 1)
+ * and before gp_kv_advance(seq, 1). seq_ids must be distinct. Only the table
+ * columns the step can read (up to the block of the longest row) are copied;
+ * later columns keep stale values that no kernel reads.
+ * Asynchronous on stream, from one of two pinned staging buffers owned by kv.
+ * A staging buffer is refilled only after its previous copy completed (an
+ * event wait that blocks the host only when it is two uploads ahead of the
+ * GPU), so calling again early is safe. The DEVICE tables are single-
+ * buffered: the caller must order this upload after every kernel of the
+ * previous step that reads them (same stream, or an event wait). Not
+ * capturable into a CUDA graph (GP_ERR_STATE while stream is capturing):
+ * upload before launching a graph that reads the tables. */
+gp_status gp_kv_device_sync_tables(gp_kv_device *kv, const gp_kv_tables *t, int B,
+                                   const int *seq_ids, void *stream);
+/* Same, from raw host arrays (tests, benchmarks, custom schedulers):
+ * tables [B][table_stride] block ids, lens [B] in [1, max_blocks*block_size]
+ * (positions = lens - 1). Every referenced block id is checked to be in
+ * [0, n_blocks). Same staging and ordering rules as above. */
+gp_status gp_kv_device_upload(gp_kv_device *kv, int B, const int32_t *tables, int table_stride,
+                              const int32_t *lens, void *stream);
+
+const gp_kv_layout *gp_kv_device_layout(const gp_kv_device *kv);
+int gp_kv_device_max_seqs(const gp_kv_device *kv);
+int gp_kv_device_max_blocks_per_seq(const gp_kv_device *kv);
+/* Layer's pools: device [n_blocks][block_size][n_kv_heads][head_dim]; NULL
+ * when layer is out of range. */
+gp_bf16 *gp_kv_device_k(const gp_kv_device *kv, int layer);
+gp_bf16 *gp_kv_device_v(const gp_kv_device *kv, int layer);
+int32_t *gp_kv_device_block_tables(const gp_kv_device *kv); /* device [max_seqs][max_blocks_per_seq] */
+int32_t *gp_kv_device_lens(const gp_kv_device *kv);         /* device [max_seqs] */
+int32_t *gp_kv_device_positions(const gp_kv_device *kv);    /* device [max_seqs] */
+
+/* What the kernels read: one layer's pools and the step tables, all device
+ * pointers. The kernels take a view so they work on any storage. */
+typedef struct gp_kv_view {
+    gp_bf16 *k;                  /* [n_blocks][block_size][n_kv_heads][head_dim] */
+    gp_bf16 *v;                  /* [n_blocks][block_size][n_kv_heads][head_dim] */
+    const int32_t *block_tables; /* [n_rows][max_blocks] */
+    const int32_t *lens;         /* [n_rows]: valid tokens incl. this step's, in [1, max_blocks*block_size] */
+    const int32_t *positions;    /* [n_rows]: position of this step's token (= lens - 1) */
+    int n_rows;                  /* rows the tables hold; a call's B must not exceed it */
+    int n_blocks;
+    int block_size;
+    int n_kv_heads;
+    int head_dim;
+    int max_blocks;              /* row stride of block_tables */
+} gp_kv_view;
+
+gp_status gp_kv_device_view(const gp_kv_device *kv, int layer, gp_kv_view *out);
+/* Rows [first, first+count) of a view, e.g. one micro-batch. */
+gp_status gp_kv_view_rows(const gp_kv_view *in, int first, int count, gp_kv_view *out);
+
+/* --------------------------------------------------------- RoPE + KV append */
+
+/* For each row b: RoPE (HF rotate_half, fp32 angle = (float)pos * inv_freq[i],
+ * accurate cosf/sinf) on the q and k heads of qkv, q to q_out, k and the
+ * unrotated v into the cache at (block_tables[b][pos / block_size],
+ * pos % block_size). fp32 math, one bf16 rounding at each store.
+ *   qkv      device bf16 [B][(n_heads + 2 n_kv_heads) head_dim]: q heads, k heads, v heads
+ *   inv_freq device float [head_dim/2] (gp_rope_inv_freq, uploaded)
+ *   q_out    device bf16 [B][n_heads][head_dim]
+ * Uses kv->positions and kv->block_tables. A row whose position or block id
+ * is out of range is skipped (nothing written for it, q_out row included)
+ * rather than corrupting memory; the host path guarantees they are valid.
+ * Asynchronous, capturable, no allocation. */
+gp_status gp_rope_kv_append(const gp_kv_view *kv, int B, int n_heads, const gp_bf16 *qkv,
+                            const float *inv_freq, gp_bf16 *q_out, void *stream);
+
+/* Float reference on host arrays (same layouts): writes bf16 K and V into
+ * the host caches like the kernel and q_out as unrounded float
+ * [B][n_heads][head_dim]. Uses gp_ref_rope of the model reference. */
+void gp_rope_kv_append_ref(const gp_bf16 *qkv, int B, int n_heads, int n_kv_heads, int head_dim,
+                           const int32_t *positions, const float *inv_freq,
+                           const int32_t *block_tables, int max_blocks, int block_size,
+                           gp_bf16 *k_cache, gp_bf16 *v_cache, float *q_out);
+
+/* --------------------------------------------------------- decode attention */
+
+/* Supported: head_dim 16, 32, 64, 128, 256; n_heads / n_kv_heads 1..8. */
+#define GP_DECODE_ATTN_MAX_GROUP 8
+/* Upper bound on context splits (forced or automatic). */
+#define GP_DECODE_ATTN_MAX_SPLITS 1024
+
+typedef struct gp_decode_attn_params {
+    int sm_count;         /* SMs this call may use (the partition's); 0 = whole device */
+    int max_splits;       /* most context splits the heuristic may pick; 0 = auto (<= 256) */
+    int ctas_per_sm_hint; /* resident CTAs per SM the heuristic assumes; 0 = occupancy query */
+    int force_splits;     /* > 0: exactly this many splits (tests, tuning); 0 = heuristic */
+} gp_decode_attn_params;
+gp_decode_attn_params gp_decode_attn_default_params(void);
+
+/* Splits the heuristic picks: the most that keep the (batch x KV head x
+ * split) grid within one wave of resident CTAs on sm_count SMs (a memory-
+ * bound kernel saturates HBM once every SM is full; more splits only add
+ * merge traffic), each split >= 64 tokens of the longest row, capped by
+ * max_splits (auto: 256); 1 when B * n_kv_heads already fills the wave.
+ * max_len = upper bound of lens in this call. p may be NULL (defaults). */
+gp_status gp_decode_attn_splits(int B, int n_heads, int n_kv_heads, int head_dim, int max_len,
+                                const gp_decode_attn_params *p, int *n_splits);
+/* Workspace bytes for a call with n_splits (0 when n_splits <= 1: none needed). */
+size_t gp_decode_attn_workspace_bytes(int B, int n_heads, int head_dim, int n_splits);
+/* Largest workspace any call with B <= max_B and lens <= max_len needs under
+ * p: size it once at setup, no allocation inside a step. */
+gp_status gp_decode_attn_workspace_max(int max_B, int n_heads, int n_kv_heads, int head_dim,
+                                       int max_len, const gp_decode_attn_params *p,
+                                       size_t *bytes);
+
+/* out = softmax(q K^T / sqrt(head_dim)) V per query head over the row's lens[b]
+ * cached tokens (GQA: query head h reads KV head h / (n_heads/n_kv_heads)).
+ *   q   device bf16 [B][n_heads][head_dim] (16-byte aligned; q_out of rope)
+ *   out device bf16 [B][n_heads][head_dim]
+ *   workspace device, >= gp_decode_attn_workspace_bytes(B, n_heads, head_dim,
+ *       splits), 16-byte aligned; may be NULL/0, then fewer splits are used
+ *       (down to 1) unless force_splits demands more (GP_ERR_INVALID_ARG).
+ * max_len: host upper bound of lens (it only steers the split heuristic;
+ * results do not depend on it). lens must be in [1, max_blocks*block_size]
+ * and the table entries they reach valid block ids: the host path
+ * guarantees it; the kernel clamps lens to that range and gives a row of
+ * length 0 a zero output. Asynchronous, capturable, no allocation. */
+gp_status gp_decode_attn(const gp_kv_view *kv, int B, int n_heads, int max_len, const gp_bf16 *q,
+                         gp_bf16 *out, void *workspace, size_t workspace_bytes,
+                         const gp_decode_attn_params *p, void *stream);
+
+/* Reference in double on host arrays (same layouts); out float
+ * [B][n_heads][head_dim]; a row of length 0 gives zeros. */
+void gp_decode_attn_ref(const gp_bf16 *q, const gp_bf16 *k_cache, const gp_bf16 *v_cache,
+                        const int32_t *block_tables, int max_blocks, const int32_t *lens, int B,
+                        int n_heads, int n_kv_heads, int head_dim, int block_size, float *out);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

@@ -1,0 +1,29 @@
+/* RoPE + KV append: the kernel's launch shape and launcher (private to the
+ * attention library; the public entry is gp_rope_kv_append). */
+#ifndef GP_ROPE_KV_CUH
+#define GP_ROPE_KV_CUH
+
+#include <cuda_bf16.h>
+#include <cuda_runtime.h>
+
+#include "gp_attention.h"
+
+/* One CTA per batch row: the row's (n_heads + 2 n_kv_heads) * head_dim values
+ * are a few KB, so a CTA per row keeps cos/sin in shared memory, computed once
+ * per row instead of once per head. */
+#define GP_ROPE_THREADS 256
+
+typedef struct gp_rope_args {
+    const __nv_bfloat16 *qkv;  /* [B][(n_heads + 2 n_kv) head_dim] */
+    const int32_t *positions;  /* [B] */
+    const float *inv_freq;     /* [head_dim/2] */
+    const int32_t *tables;     /* [B][max_blocks] */
+    __nv_bfloat16 *k_cache;    /* [n_blocks][block_size][n_kv][head_dim] */
+    __nv_bfloat16 *v_cache;    /* [n_blocks][block_size][n_kv][head_dim] */
+    __nv_bfloat16 *q_out;      /* [B][n_heads][head_dim] */
+    int B, n_heads, n_kv, head_dim, block_size, max_blocks, n_blocks;
+} gp_rope_args;
+
+gp_status gp_rope_kv_launch(const gp_rope_args *a, cudaStream_t stream);
+
+#endif
