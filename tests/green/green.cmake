@@ -1,0 +1,1 @@
+# Tests of green/ (split planning on the CPU; partitions on the GPU).

@@ -1,0 +1,1 @@
+# Tests of queues/ (ring validation, stress, TSan build).
