@@ -223,6 +223,33 @@ gp_status gp_cpu_decode_step(gp_cpu_model *m, int B, const int *seq_ids, const i
  * token go to last_logits[vocab] (may be NULL). */
 gp_status gp_cpu_prefill(gp_cpu_model *m, int seq, int n, const int32_t *prompt, float *last_logits);
 void gp_cpu_reset_seq(gp_cpu_model *m, int seq);
+const gp_config *gp_cpu_model_config(const gp_cpu_model *m);
+int gp_cpu_model_max_seqs(const gp_cpu_model *m);
+/* Round activations to bf16 exactly where the CUDA engine stores them in bf16
+ * (normed inputs, QKV, RoPE'd q and k, V, attention output, gate/up, SwiGLU
+ * output, final norm); the residual stays fp32. Off by default (pure fp32,
+ * the HF oracle). On, it is the engine's arithmetic on the CPU: the tight
+ * oracle for the whole GPU engine and the measure of bf16 drift from HF. */
+void gp_cpu_model_set_bf16_activations(gp_cpu_model *m, bool on);
+
+/* A step as stages, for the pipeline's CPU executor: gp_cpu_step_begin
+ * (validate, reserve KV, embed), then per layer the attention stage and the
+ * FFN stage over batch-row ranges [b0, b0+nb) (micro-batches), then
+ * gp_cpu_step_end (final norm, LM head into logits [B][vocab] unless NULL,
+ * KV lengths advanced). Results are bitwise those of gp_cpu_decode_step for
+ * any split into row ranges. Stages over disjoint rows may run at the same
+ * time on different threads, each with its own worker; for one row range the
+ * order attention(L) -> FFN(L) -> attention(L+1) is the caller's duty.
+ * gp_cpu_step_abort drops a failed step (reserved KV stays with its sequence). */
+typedef struct gp_cpu_worker gp_cpu_worker; /* opaque: a thread pool and scratch */
+/* n_threads 0: the default (online CPUs, at most 16, GP_REF_THREADS). */
+gp_status gp_cpu_worker_create(const gp_cpu_model *m, int n_threads, gp_cpu_worker **out);
+void gp_cpu_worker_destroy(gp_cpu_worker *wk);
+gp_status gp_cpu_step_begin(gp_cpu_model *m, int B, const int *seq_ids, const int32_t *tokens);
+gp_status gp_cpu_attn_stage(gp_cpu_model *m, gp_cpu_worker *wk, int layer, int b0, int nb);
+gp_status gp_cpu_ffn_stage(gp_cpu_model *m, gp_cpu_worker *wk, int layer, int b0, int nb);
+gp_status gp_cpu_step_end(gp_cpu_model *m, gp_cpu_worker *wk, float *logits);
+void gp_cpu_step_abort(gp_cpu_model *m);
 /* Index of the largest value (first one on ties). */
 int32_t gp_argmax(const float *x, int n);
 

@@ -1,323 +1,25 @@
 /* Float32 CPU reference of Llama decode over the paged KV cache: the oracle
- * every GPU kernel and the whole engine are compared against. */
-#include "gp_model.h"
+ * every GPU kernel and the whole engine are compared against. A step is also
+ * offered as stages over batch-row ranges, so the pipeline's CPU executor can
+ * run attention and FFN of different micro-batches on different threads. */
+#include "ref_impl.h"
 
 #include <math.h>
-#include <pthread.h>
 #include <stdbool.h>
-#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <unistd.h>
 
-/* Matvec rows and attention heads are spread over a small thread pool made in
- * gp_cpu_model_create (online CPUs, at most 16; GP_REF_THREADS=N overrides).
- * Results are bitwise the same for any thread count and any batch
- * composition. One model must not be used from two threads at once. */
-
-/* Below this many multiply-adds a parallel region costs more than it saves;
- * the result does not depend on it (see gp_ref_pool_run). */
-#define GP_REF_PAR_MIN_WORK 65536
-#define GP_REF_MAX_THREADS 16
 /* Sanity caps so sizes computed in int stay far from overflow. */
 #define GP_REF_MAX_SEQS (1 << 20)
 #define GP_REF_MAX_BLOCK (1 << 20)
 
-/* ------------------------------------------------------------ thread pool */
-
-/* A task processes items [begin, end) on thread `thread` (0 = the caller). */
-typedef void (*gp_ref_task)(void *ctx, int begin, int end, int thread);
-
-typedef struct gp_ref_pool gp_ref_pool;
-typedef struct gp_ref_worker {
+/* Threads and per-thread scratch of one caller. Each thread that runs stages
+ * has its own, because a pool serves one caller at a time. */
+struct gp_cpu_worker {
     gp_ref_pool *pool;
-    int index; /* 1..n_threads-1; slice 0 belongs to the caller */
-} gp_ref_worker;
-
-struct gp_ref_pool {
-    int n_threads;             /* workers + the calling thread */
-    pthread_t *threads;        /* [n_threads - 1] */
-    gp_ref_worker *workers;    /* [n_threads - 1] */
-    pthread_mutex_t mu;
-    pthread_cond_t wake;       /* workers wait for a new generation */
-    pthread_cond_t done;       /* the caller waits for pending == 0 */
-    unsigned long generation;  /* bumped once per parallel region */
-    int pending;               /* workers still inside the current region */
-    bool quit;
-    gp_ref_task fn;
-    void *ctx;
-    int n_items;
-    bool mu_ok;
+    int max_context;
+    float *scores; /* [n_threads][max_context] per-thread attention row */
 };
-
-/* Thread t always gets the same contiguous slice, so which thread computes an
- * item is fixed; and each item is computed by exactly one thread with the
- * same code, so results are identical for every thread count. */
-static void gp_ref_slice(int n_items, int n_threads, int t, int *begin, int *end)
-{
-    *begin = (int)((long long)n_items * t / n_threads);
-    *end = (int)((long long)n_items * (t + 1) / n_threads);
-}
-
-static void *gp_ref_worker_main(void *arg)
-{
-    gp_ref_worker *wk = arg;
-    gp_ref_pool *p = wk->pool;
-    unsigned long seen = 0;
-    pthread_mutex_lock(&p->mu);
-    for (;;) {
-        while (p->generation == seen && !p->quit)
-            pthread_cond_wait(&p->wake, &p->mu);
-        if (p->quit)
-            break;
-        seen = p->generation;
-        gp_ref_task fn = p->fn;
-        void *ctx = p->ctx;
-        int n = p->n_items;
-        pthread_mutex_unlock(&p->mu);
-        int b, e;
-        gp_ref_slice(n, p->n_threads, wk->index, &b, &e);
-        if (b < e)
-            fn(ctx, b, e, wk->index);
-        pthread_mutex_lock(&p->mu);
-        if (--p->pending == 0)
-            pthread_cond_signal(&p->done);
-    }
-    pthread_mutex_unlock(&p->mu);
-    return NULL;
-}
-
-static void gp_ref_pool_destroy(gp_ref_pool *p)
-{
-    if (!p)
-        return;
-    if (p->mu_ok) {
-        pthread_mutex_lock(&p->mu);
-        p->quit = true;
-        pthread_cond_broadcast(&p->wake);
-        pthread_mutex_unlock(&p->mu);
-        for (int i = 0; i < p->n_threads - 1; i++)
-            pthread_join(p->threads[i], NULL);
-        pthread_cond_destroy(&p->done);
-        pthread_cond_destroy(&p->wake);
-        pthread_mutex_destroy(&p->mu);
-    }
-    free(p->threads);
-    free(p->workers);
-    free(p);
-}
-
-/* Threads: GP_REF_THREADS (1..16) if set, else the online CPUs, capped at 16.
- * A thread that cannot be started only makes the pool smaller. */
-static gp_status gp_ref_pool_create(gp_ref_pool **out)
-{
-    long n = sysconf(_SC_NPROCESSORS_ONLN);
-    const char *env = getenv("GP_REF_THREADS");
-    if (env && *env) {
-        char *end = NULL;
-        long v = strtol(env, &end, 10);
-        if (*end != '\0' || v < 1 || v > GP_REF_MAX_THREADS)
-            GP_FAIL(GP_ERR_INVALID_ARG, "GP_REF_THREADS='%s' is not an integer in 1..%d", env,
-                    GP_REF_MAX_THREADS);
-        n = v;
-    }
-    if (n < 1)
-        n = 1;
-    if (n > GP_REF_MAX_THREADS)
-        n = GP_REF_MAX_THREADS;
-
-    gp_ref_pool *p = calloc(1, sizeof *p);
-    if (!p)
-        GP_FAIL(GP_ERR_NO_MEMORY, "reference thread pool: out of memory");
-    p->threads = calloc((size_t)n, sizeof *p->threads);
-    p->workers = calloc((size_t)n, sizeof *p->workers);
-    if (!p->threads || !p->workers) {
-        gp_ref_pool_destroy(p);
-        GP_FAIL(GP_ERR_NO_MEMORY, "reference thread pool: out of memory");
-    }
-    if (pthread_mutex_init(&p->mu, NULL) != 0) {
-        gp_ref_pool_destroy(p);
-        GP_FAIL(GP_ERR_NO_MEMORY, "reference thread pool: pthread_mutex_init failed");
-    }
-    if (pthread_cond_init(&p->wake, NULL) != 0) {
-        pthread_mutex_destroy(&p->mu);
-        gp_ref_pool_destroy(p);
-        GP_FAIL(GP_ERR_NO_MEMORY, "reference thread pool: pthread_cond_init failed");
-    }
-    if (pthread_cond_init(&p->done, NULL) != 0) {
-        pthread_cond_destroy(&p->wake);
-        pthread_mutex_destroy(&p->mu);
-        gp_ref_pool_destroy(p);
-        GP_FAIL(GP_ERR_NO_MEMORY, "reference thread pool: pthread_cond_init failed");
-    }
-    p->mu_ok = true;
-    p->n_threads = 1;
-    for (int i = 1; i < n; i++) {
-        p->workers[i - 1] = (gp_ref_worker){.pool = p, .index = i};
-        /* n_threads is read by workers only after a region starts, by which
-         * time it is final. */
-        if (pthread_create(&p->threads[i - 1], NULL, gp_ref_worker_main, &p->workers[i - 1]) != 0)
-            break;
-        p->n_threads = i + 1;
-    }
-    *out = p;
-    return GP_OK;
-}
-
-/* Run fn over n_items; in parallel only when work (multiply-adds, roughly)
- * makes it worth waking the workers. */
-static void gp_ref_pool_run(gp_ref_pool *p, gp_ref_task fn, void *ctx, int n_items, double work)
-{
-    if (n_items <= 0)
-        return;
-    if (p->n_threads == 1 || n_items < p->n_threads || work < GP_REF_PAR_MIN_WORK) {
-        fn(ctx, 0, n_items, 0);
-        return;
-    }
-    pthread_mutex_lock(&p->mu);
-    p->fn = fn;
-    p->ctx = ctx;
-    p->n_items = n_items;
-    p->pending = p->n_threads - 1;
-    p->generation++;
-    pthread_cond_broadcast(&p->wake);
-    pthread_mutex_unlock(&p->mu);
-
-    int b, e;
-    gp_ref_slice(n_items, p->n_threads, 0, &b, &e);
-    if (b < e)
-        fn(ctx, b, e, 0);
-
-    pthread_mutex_lock(&p->mu);
-    while (p->pending > 0)
-        pthread_cond_wait(&p->done, &p->mu);
-    pthread_mutex_unlock(&p->mu);
-}
-
-/* ------------------------------------------------------------ operations */
-
-/* Dot product of a bf16 row with a float vector. Sixteen independent partial
- * sums break the add dependency chain and fill four SSE (two AVX) lanes; the
- * row is widened 16 values at a time. The summation order is fixed, so every
- * caller (single vector, batch, any thread) gets the same bits. */
-static float gp_ref_dot_bf16(const gp_bf16 *w, const float *x, int n)
-{
-    float acc[16] = {0}; /* [16] partial sums, lane k takes elements j + k */
-    int j = 0;
-    for (; j + 16 <= n; j += 16) {
-        float wf[16]; /* [16] this chunk of the row in f32 */
-        for (int k = 0; k < 16; k++)
-            wf[k] = gp_bf16_to_f32(w[j + k]);
-        for (int k = 0; k < 16; k++)
-            acc[k] += wf[k] * x[j + k];
-    }
-    float tail = 0.0f;
-    for (; j < n; j++)
-        tail += gp_bf16_to_f32(w[j]) * x[j];
-    for (int k = 0; k < 8; k++) /* pairwise fold: 16 -> 8 -> 4 -> 2 -> 1 */
-        acc[k] += acc[k + 8];
-    for (int k = 0; k < 4; k++)
-        acc[k] += acc[k + 4];
-    return ((acc[0] + acc[2]) + (acc[1] + acc[3])) + tail;
-}
-
-/* Two dot products sharing one widening of the row: batch rows cost one
- * conversion instead of two. Each sum is formed exactly as in
- * gp_ref_dot_bf16 (same lanes, same fold), so a sequence gets the same bits
- * whether it is decoded alone or beside another. */
-static void gp_ref_dot2_bf16(const gp_bf16 *w, const float *x0, const float *x1, int n, float *o0,
-                             float *o1)
-{
-    float a0[16] = {0}, a1[16] = {0}; /* [16] partial sums of x0, of x1 */
-    int j = 0;
-    for (; j + 16 <= n; j += 16) {
-        float wf[16]; /* [16] this chunk of the row in f32 */
-        for (int k = 0; k < 16; k++)
-            wf[k] = gp_bf16_to_f32(w[j + k]);
-        for (int k = 0; k < 16; k++) {
-            a0[k] += wf[k] * x0[j + k];
-            a1[k] += wf[k] * x1[j + k];
-        }
-    }
-    float t0 = 0.0f, t1 = 0.0f;
-    for (; j < n; j++) {
-        float wv = gp_bf16_to_f32(w[j]);
-        t0 += wv * x0[j];
-        t1 += wv * x1[j];
-    }
-    for (int k = 0; k < 8; k++)
-        a0[k] += a0[k + 8], a1[k] += a1[k + 8];
-    for (int k = 0; k < 4; k++)
-        a0[k] += a0[k + 4], a1[k] += a1[k + 4];
-    *o0 = ((a0[0] + a0[2]) + (a0[1] + a0[3])) + t0;
-    *o1 = ((a1[0] + a1[2]) + (a1[1] + a1[3])) + t1;
-}
-
-void gp_ref_matvec(float *out, const gp_bf16 *w, const float *x, int rows, int cols)
-{
-    for (int r = 0; r < rows; r++)
-        out[r] = gp_ref_dot_bf16(w + (size_t)r * (size_t)cols, x, cols);
-}
-
-/* HF LlamaRMSNorm: x * rsqrt(mean(x^2) + eps), then times the weight. The sum
- * of squares is accumulated in double: a positive sum of up to 8192 terms
- * loses ~1e-4 relative in float, and the oracle should not carry that. */
-void gp_ref_rmsnorm(float *out, const float *x, const gp_bf16 *w, int n, float eps)
-{
-    double ss = 0.0;
-    for (int i = 0; i < n; i++)
-        ss += (double)x[i] * (double)x[i];
-    float r = 1.0f / sqrtf((float)(ss / n) + eps);
-    for (int i = 0; i < n; i++)
-        out[i] = gp_bf16_to_f32(w[i]) * (x[i] * r);
-}
-
-/* HF rotate_half convention: element i pairs with i + head_dim/2 (not the
- * interleaved 2i, 2i+1 of the original paper). The angle is the float32
- * product pos * inv_freq, as HF forms it before taking cos/sin, so the
- * rounding of large angles matches. vec is [n_heads][head_dim], in place. */
-void gp_ref_rope(float *vec, int n_heads, int head_dim, int pos, const float *inv_freq)
-{
-    int half = head_dim / 2;
-    for (int i = 0; i < half; i++) {
-        float angle = (float)pos * inv_freq[i];
-        float c = cosf(angle), s = sinf(angle);
-        for (int h = 0; h < n_heads; h++) {
-            float *v = vec + (size_t)h * (size_t)head_dim;
-            float a = v[i], b = v[i + half];
-            v[i] = a * c - b * s;
-            v[i + half] = b * c + a * s;
-        }
-    }
-}
-
-/* silu(gate) * up, silu(g) = g * sigmoid(g). For g below about -88 expf
- * overflows to inf and the quotient is -0, the correct limit. */
-void gp_ref_swiglu(float *out, const float *gate, const float *up, int n)
-{
-    for (int i = 0; i < n; i++) {
-        float g = gate[i];
-        out[i] = (g / (1.0f + expf(-g))) * up[i];
-    }
-}
-
-/* NaN never compares greater, so NaNs are skipped; an all-NaN vector gives 0.
- * n <= 0 gives -1. */
-int32_t gp_argmax(const float *x, int n)
-{
-    if (!x || n <= 0)
-        return -1;
-    int32_t best = -1;
-    for (int i = 0; i < n; i++) {
-        if (isnan(x[i]))
-            continue;
-        if (best < 0 || x[i] > x[best])
-            best = i;
-    }
-    return best < 0 ? 0 : best;
-}
-
-/* ------------------------------------------------------------ the model */
 
 struct gp_cpu_model {
     const gp_host_weights *w;  /* borrowed */
@@ -331,9 +33,10 @@ struct gp_cpu_model {
     float *v_cache;            /* [n_layers][n_blocks][block_size][n_kv_heads][head_dim] */
     float *inv_freq;           /* [head_dim/2] */
     float attn_scale;          /* 1/sqrt(head_dim) rounded to float, as HF */
-    gp_ref_pool *pool;
+    bool bf16_act;             /* round activations where the CUDA engine does */
+    gp_cpu_worker *worker;     /* used by the whole-step calls */
 
-    /* scratch, sized for a batch of max_seqs */
+    /* scratch, sized for a batch of max_seqs; stages touch only their rows */
     float *x;                  /* [max_seqs][hidden] residual stream */
     float *h;                  /* [max_seqs][hidden] normed input of a block */
     float *qkv;                /* [max_seqs][qkv_rows] q heads, k heads, v heads */
@@ -341,12 +44,15 @@ struct gp_cpu_model {
     float *tmp;                /* [max_seqs][hidden] block output before the residual add */
     float *gu;                 /* [max_seqs][2*ffn] gate, then up */
     float *act;                /* [max_seqs][ffn] swiglu output */
-    float *scores;             /* [n_threads][max_context] per-thread attention row */
     float *logits1;            /* [vocab] prefill target when the caller passes NULL */
     int *pos;                  /* [max_seqs] position each batch row writes */
     const int32_t **tables;    /* [max_seqs] block table of each batch row */
     unsigned *seen;            /* [max_seqs] duplicate check: stamp of the last step using it */
     unsigned stamp;
+
+    /* the step in progress, between gp_cpu_step_begin and gp_cpu_step_end */
+    int step_B;                /* 0: none */
+    int *step_ids;             /* [max_seqs] its sequence ids */
 };
 
 static void *gp_ref_alloc_floats(uint64_t n, bool *ok)
@@ -362,27 +68,56 @@ static void *gp_ref_alloc_floats(uint64_t n, bool *ok)
     return p;
 }
 
+/* ------------------------------------------------------------ workers */
+
+void gp_cpu_worker_destroy(gp_cpu_worker *wk)
+{
+    if (!wk)
+        return;
+    gp_ref_pool_destroy(wk->pool);
+    free(wk->scores);
+    free(wk);
+}
+
+gp_status gp_cpu_worker_create(const gp_cpu_model *m, int n_threads, gp_cpu_worker **out)
+{
+    if (!m || !out)
+        GP_FAIL(GP_ERR_INVALID_ARG, "gp_cpu_worker_create: model and out are required");
+    *out = NULL;
+    if (n_threads < 0 || n_threads > GP_REF_MAX_THREADS)
+        GP_FAIL(GP_ERR_INVALID_ARG, "reference worker threads %d: allowed 0 (default) or 1..%d", n_threads,
+                GP_REF_MAX_THREADS);
+    gp_cpu_worker *wk = calloc(1, sizeof *wk);
+    if (!wk)
+        GP_FAIL(GP_ERR_NO_MEMORY, "reference worker: out of memory");
+    gp_status st = gp_ref_pool_create(n_threads, &wk->pool);
+    if (st != GP_OK) {
+        gp_cpu_worker_destroy(wk);
+        return st;
+    }
+    bool ok = true;
+    wk->max_context = m->max_context;
+    wk->scores = gp_ref_alloc_floats((uint64_t)gp_ref_pool_threads(wk->pool) * (uint64_t)m->max_context, &ok);
+    if (!ok) {
+        gp_cpu_worker_destroy(wk);
+        GP_FAIL(GP_ERR_NO_MEMORY, "reference worker: out of memory for attention scratch");
+    }
+    *out = wk;
+    return GP_OK;
+}
+
+/* ------------------------------------------------------------ the model */
+
 void gp_cpu_model_destroy(gp_cpu_model *m)
 {
     if (!m)
         return;
-    gp_ref_pool_destroy(m->pool);
+    gp_cpu_worker_destroy(m->worker);
     gp_kv_tables_destroy(m->kv);
-    free(m->k_cache);
-    free(m->v_cache);
-    free(m->inv_freq);
-    free(m->x);
-    free(m->h);
-    free(m->qkv);
-    free(m->att);
-    free(m->tmp);
-    free(m->gu);
-    free(m->act);
-    free(m->scores);
-    free(m->logits1);
-    free(m->pos);
-    free(m->tables);
-    free(m->seen);
+    void *bufs[] = {m->k_cache, m->v_cache, m->inv_freq, m->x, m->h, m->qkv, m->att, m->tmp, m->gu,
+                    m->act, m->logits1, m->pos, m->tables, m->seen, m->step_ids};
+    for (size_t i = 0; i < sizeof bufs / sizeof bufs[0]; i++)
+        free(bufs[i]);
     free(m);
 }
 
@@ -451,11 +186,9 @@ gp_status gp_cpu_model_create(const gp_host_weights *w, int max_seqs, int max_co
     m->attn_scale = (float)(1.0 / sqrt((double)c->head_dim));
 
     gp_status st = gp_kv_tables_create(&layout, max_seqs, blocks_per_seq, &m->kv);
+    if (st == GP_OK)
+        st = gp_cpu_worker_create(m, 0, &m->worker);
     if (st != GP_OK) {
-        gp_cpu_model_destroy(m);
-        return st;
-    }
-    if ((st = gp_ref_pool_create(&m->pool)) != GP_OK) {
         gp_cpu_model_destroy(m);
         return st;
     }
@@ -472,12 +205,12 @@ gp_status gp_cpu_model_create(const gp_host_weights *w, int max_seqs, int max_co
     m->tmp = gp_ref_alloc_floats(S * (uint64_t)c->hidden, &ok);
     m->gu = gp_ref_alloc_floats(S * 2u * (uint64_t)c->ffn, &ok);
     m->act = gp_ref_alloc_floats(S * (uint64_t)c->ffn, &ok);
-    m->scores = gp_ref_alloc_floats((uint64_t)m->pool->n_threads * (uint64_t)max_context, &ok);
     m->logits1 = gp_ref_alloc_floats((uint64_t)c->vocab, &ok);
     m->pos = calloc(S, sizeof *m->pos);
     m->tables = calloc(S, sizeof *m->tables);
     m->seen = calloc(S, sizeof *m->seen);
-    if (!ok || !m->pos || !m->tables || !m->seen) {
+    m->step_ids = calloc(S, sizeof *m->step_ids);
+    if (!ok || !m->pos || !m->tables || !m->seen || !m->step_ids) {
         gp_cpu_model_destroy(m);
         GP_FAIL(GP_ERR_NO_MEMORY, "reference model: out of host memory for the KV cache "
                 "(%llu floats) and scratch of %d sequences x %d tokens",
@@ -488,7 +221,22 @@ gp_status gp_cpu_model_create(const gp_host_weights *w, int max_seqs, int max_co
     return GP_OK;
 }
 
+void gp_cpu_model_set_bf16_activations(gp_cpu_model *m, bool on)
+{
+    if (m)
+        m->bf16_act = on;
+}
+
 /* --- parallel pieces of a step */
+
+/* In bf16-activation mode, round x[n] as the CUDA engine stores it. */
+static void gp_ref_round(const gp_cpu_model *m, float *x, size_t n)
+{
+    if (!m->bf16_act)
+        return;
+    for (size_t i = 0; i < n; i++)
+        x[i] = gp_bf16_to_f32(gp_f32_to_bf16(x[i]));
+}
 
 typedef struct gp_ref_matmul_ctx {
     float *out;          /* [B][rows] */
@@ -517,16 +265,18 @@ static void gp_ref_matmul_task(void *vctx, int begin, int end, int thread)
 }
 
 /* out[B][rows] = x[B][cols] . w[rows][cols]^T */
-static void gp_ref_matmul(gp_cpu_model *m, float *out, const gp_bf16 *w, const float *x, int B,
+static void gp_ref_matmul(gp_cpu_worker *wk, float *out, const gp_bf16 *w, const float *x, int B,
                           int rows, int cols)
 {
     gp_ref_matmul_ctx c = {.out = out, .w = w, .x = x, .B = B, .rows = rows, .cols = cols};
-    gp_ref_pool_run(m->pool, gp_ref_matmul_task, &c, rows, (double)B * rows * cols);
+    gp_ref_pool_run(wk->pool, gp_ref_matmul_task, &c, rows, (double)B * rows * cols);
 }
 
 typedef struct gp_ref_attn_ctx {
     gp_cpu_model *m;
+    gp_cpu_worker *wk;
     int layer;
+    int b0;              /* first batch row of the stage */
 } gp_ref_attn_ctx;
 
 /* One item = one (batch row, query head): softmax(q.K^T * scale) . V over
@@ -541,10 +291,10 @@ static void gp_ref_attn_task(void *vctx, int begin, int end, int thread)
     int group = c->n_heads / c->n_kv_heads; /* query heads per KV head */
     const float *kc = m->k_cache + (size_t)a->layer * m->layer_elems;
     const float *vc = m->v_cache + (size_t)a->layer * m->layer_elems;
-    float *scores = m->scores + (size_t)thread * (size_t)m->max_context; /* [pos+1] */
+    float *scores = a->wk->scores + (size_t)thread * (size_t)a->wk->max_context; /* [pos+1] */
 
     for (int item = begin; item < end; item++) {
-        int b = item / c->n_heads, head = item % c->n_heads;
+        int b = a->b0 + item / c->n_heads, head = item % c->n_heads;
         int kvh = head / group;
         int pos = m->pos[b];
         const int32_t *table = m->tables[b];
@@ -581,74 +331,91 @@ static void gp_ref_attn_task(void *vctx, int begin, int end, int thread)
     }
 }
 
-/* The step proper, after validation and KV reservation: B rows with
- * positions m->pos[] and block tables m->tables[]. logits may be NULL (prefill
- * of all but the last token), which skips the LM head. */
-static void gp_ref_forward(gp_cpu_model *m, int B, const int32_t *tokens, float *logits)
+/* ------------------------------------------------------------ stages */
+
+static gp_status gp_ref_check_rows(const gp_cpu_model *m, gp_cpu_worker *wk, int layer, int b0, int nb,
+                                   const char *stage)
 {
+    if (!m || !wk)
+        GP_FAIL(GP_ERR_INVALID_ARG, "%s stage: model and worker are required", stage);
+    if (m->step_B == 0)
+        GP_FAIL(GP_ERR_STATE, "%s stage outside a step: call gp_cpu_step_begin first", stage);
+    if (layer < 0 || layer >= m->cfg.n_layers)
+        GP_FAIL(GP_ERR_INVALID_ARG, "%s stage: layer %d, allowed 0..%d", stage, layer, m->cfg.n_layers - 1);
+    if (b0 < 0 || nb < 1 || b0 + nb > m->step_B)
+        GP_FAIL(GP_ERR_INVALID_ARG, "%s stage: rows [%d, %d) outside the step's batch of %d", stage, b0,
+                b0 + nb, m->step_B);
+    if (wk->max_context < m->max_context)
+        GP_FAIL(GP_ERR_INVALID_ARG, "%s stage: worker made for context %d, model holds %d", stage,
+                wk->max_context, m->max_context);
+    return GP_OK;
+}
+
+gp_status gp_cpu_attn_stage(gp_cpu_model *m, gp_cpu_worker *wk, int layer, int b0, int nb)
+{
+    GP_TRY(gp_ref_check_rows(m, wk, layer, b0, nb, "attention"));
     const gp_config *c = &m->cfg;
-    const gp_host_weights *w = m->w;
+    const gp_layer_weights *lw = &m->w->layers[layer];
     const gp_kv_layout *L = &m->layout;
     int H = c->hidden, hd = c->head_dim, qkv_rows = gp_config_qkv_rows(c);
     int q_dim = c->n_heads * hd, kv_dim = c->n_kv_heads * hd;
+    float *kc = m->k_cache + (size_t)layer * m->layer_elems;
+    float *vc = m->v_cache + (size_t)layer * m->layer_elems;
+    float *h = m->h + (size_t)b0 * H, *qkv = m->qkv + (size_t)b0 * qkv_rows;
+    float *att = m->att + (size_t)b0 * q_dim, *tmp = m->tmp + (size_t)b0 * H, *x = m->x + (size_t)b0 * H;
 
-    for (int b = 0; b < B; b++) {
-        const gp_bf16 *e = w->embed + (size_t)tokens[b] * (size_t)H;
-        float *x = m->x + (size_t)b * (size_t)H;
-        for (int i = 0; i < H; i++)
-            x[i] = gp_bf16_to_f32(e[i]);
+    for (int b = 0; b < nb; b++)
+        gp_ref_rmsnorm(h + (size_t)b * H, x + (size_t)b * H, lw->attn_norm, H, c->norm_eps);
+    gp_ref_round(m, h, (size_t)nb * H);
+    gp_ref_matmul(wk, qkv, lw->wqkv, h, nb, qkv_rows, H);
+    gp_ref_round(m, qkv, (size_t)nb * qkv_rows);
+    long long ctx_total = 0; /* attention work of this stage, for the pool */
+    for (int b = b0; b < b0 + nb; b++) {
+        float *q = m->qkv + (size_t)b * (size_t)qkv_rows; /* [n_heads][hd] */
+        float *k = q + q_dim;                              /* [n_kv_heads][hd] */
+        float *v = k + kv_dim;                             /* [n_kv_heads][hd] */
+        int p = m->pos[b];
+        gp_ref_rope(q, c->n_heads, hd, p, m->inv_freq);
+        gp_ref_rope(k, c->n_kv_heads, hd, p, m->inv_freq);
+        gp_ref_round(m, q, (size_t)q_dim + (size_t)kv_dim); /* q and k, as the RoPE kernel writes them */
+        int block = m->tables[b][p / L->block_size], slot = p % L->block_size;
+        size_t off = gp_kv_offset(L, block, slot, 0); /* heads of one slot are contiguous */
+        memcpy(kc + off, k, (size_t)kv_dim * sizeof(float));
+        memcpy(vc + off, v, (size_t)kv_dim * sizeof(float));
+        ctx_total += p + 1;
     }
+    gp_ref_attn_ctx actx = {.m = m, .wk = wk, .layer = layer, .b0 = b0};
+    gp_ref_pool_run(wk->pool, gp_ref_attn_task, &actx, nb * c->n_heads, 2.0 * (double)ctx_total * c->n_heads * hd);
+    gp_ref_round(m, att, (size_t)nb * q_dim);
+    gp_ref_matmul(wk, tmp, lw->wo, att, nb, H, q_dim);
+    for (size_t i = 0; i < (size_t)nb * H; i++)
+        x[i] += tmp[i];
+    return GP_OK;
+}
 
-    long long ctx_total = 0; /* attention work of this step, for the pool */
-    for (int b = 0; b < B; b++)
-        ctx_total += m->pos[b] + 1;
+gp_status gp_cpu_ffn_stage(gp_cpu_model *m, gp_cpu_worker *wk, int layer, int b0, int nb)
+{
+    GP_TRY(gp_ref_check_rows(m, wk, layer, b0, nb, "FFN"));
+    const gp_config *c = &m->cfg;
+    const gp_layer_weights *lw = &m->w->layers[layer];
+    int H = c->hidden, F = c->ffn;
+    float *h = m->h + (size_t)b0 * H, *x = m->x + (size_t)b0 * H, *tmp = m->tmp + (size_t)b0 * H;
+    float *gu = m->gu + (size_t)b0 * 2 * F, *act = m->act + (size_t)b0 * F;
 
-    for (int l = 0; l < c->n_layers; l++) {
-        const gp_layer_weights *lw = &w->layers[l];
-        float *kc = m->k_cache + (size_t)l * m->layer_elems;
-        float *vc = m->v_cache + (size_t)l * m->layer_elems;
-
-        /* attention half */
-        for (int b = 0; b < B; b++)
-            gp_ref_rmsnorm(m->h + (size_t)b * H, m->x + (size_t)b * H, lw->attn_norm, H, c->norm_eps);
-        gp_ref_matmul(m, m->qkv, lw->wqkv, m->h, B, qkv_rows, H);
-        for (int b = 0; b < B; b++) {
-            float *q = m->qkv + (size_t)b * (size_t)qkv_rows; /* [n_heads][hd] */
-            float *k = q + q_dim;                              /* [n_kv_heads][hd] */
-            float *v = k + kv_dim;                             /* [n_kv_heads][hd] */
-            int p = m->pos[b];
-            gp_ref_rope(q, c->n_heads, hd, p, m->inv_freq);
-            gp_ref_rope(k, c->n_kv_heads, hd, p, m->inv_freq);
-            int block = m->tables[b][p / L->block_size], slot = p % L->block_size;
-            size_t off = gp_kv_offset(L, block, slot, 0); /* heads of one slot are contiguous */
-            memcpy(kc + off, k, (size_t)kv_dim * sizeof(float));
-            memcpy(vc + off, v, (size_t)kv_dim * sizeof(float));
-        }
-        gp_ref_attn_ctx actx = {.m = m, .layer = l};
-        gp_ref_pool_run(m->pool, gp_ref_attn_task, &actx, B * c->n_heads,
-                        2.0 * (double)ctx_total * c->n_heads * hd);
-        gp_ref_matmul(m, m->tmp, lw->wo, m->att, B, H, q_dim);
-        for (size_t i = 0; i < (size_t)B * H; i++)
-            m->x[i] += m->tmp[i];
-
-        /* FFN half */
-        for (int b = 0; b < B; b++)
-            gp_ref_rmsnorm(m->h + (size_t)b * H, m->x + (size_t)b * H, lw->ffn_norm, H, c->norm_eps);
-        gp_ref_matmul(m, m->gu, lw->w_gate_up, m->h, B, 2 * c->ffn, H);
-        for (int b = 0; b < B; b++) {
-            const float *gate = m->gu + (size_t)b * 2 * (size_t)c->ffn;
-            gp_ref_swiglu(m->act + (size_t)b * (size_t)c->ffn, gate, gate + c->ffn, c->ffn);
-        }
-        gp_ref_matmul(m, m->tmp, lw->w_down, m->act, B, H, c->ffn);
-        for (size_t i = 0; i < (size_t)B * H; i++)
-            m->x[i] += m->tmp[i];
+    for (int b = 0; b < nb; b++)
+        gp_ref_rmsnorm(h + (size_t)b * H, x + (size_t)b * H, lw->ffn_norm, H, c->norm_eps);
+    gp_ref_round(m, h, (size_t)nb * H);
+    gp_ref_matmul(wk, gu, lw->w_gate_up, h, nb, 2 * F, H);
+    gp_ref_round(m, gu, (size_t)nb * 2 * F);
+    for (int b = 0; b < nb; b++) {
+        const float *gate = gu + (size_t)b * 2 * (size_t)F;
+        gp_ref_swiglu(act + (size_t)b * (size_t)F, gate, gate + F, F);
     }
-
-    if (!logits)
-        return;
-    for (int b = 0; b < B; b++)
-        gp_ref_rmsnorm(m->h + (size_t)b * H, m->x + (size_t)b * H, w->final_norm, H, c->norm_eps);
-    gp_ref_matmul(m, logits, w->lm_head, m->h, B, c->vocab, H);
+    gp_ref_round(m, act, (size_t)nb * F);
+    gp_ref_matmul(wk, tmp, lw->w_down, act, nb, H, F);
+    for (size_t i = 0; i < (size_t)nb * H; i++)
+        x[i] += tmp[i];
+    return GP_OK;
 }
 
 static gp_status gp_ref_check_seq(const gp_cpu_model *m, int seq)
@@ -670,9 +437,17 @@ static gp_status gp_ref_check_token(const gp_cpu_model *m, int32_t token, const 
 /* Validates everything and reserves KV room before any state changes, so a
  * failing step leaves every sequence as it was (reserved blocks stay with
  * their sequence and are reused by its next step). */
-static gp_status gp_ref_step(gp_cpu_model *m, int B, const int *seq_ids, const int32_t *tokens,
-                             float *logits)
+gp_status gp_cpu_step_begin(gp_cpu_model *m, int B, const int *seq_ids, const int32_t *tokens)
 {
+    if (!m)
+        GP_FAIL(GP_ERR_INVALID_ARG, "gp_cpu_step_begin: model is NULL");
+    if (m->step_B)
+        GP_FAIL(GP_ERR_STATE, "a step of %d sequences is in progress: end or abort it first", m->step_B);
+    if (B < 1 || B > m->max_seqs)
+        GP_FAIL(GP_ERR_INVALID_ARG, "batch size %d is out of range: allowed 1..%d (max_seqs)", B,
+                m->max_seqs);
+    if (!seq_ids || !tokens)
+        GP_FAIL(GP_ERR_INVALID_ARG, "gp_cpu_step_begin: seq_ids and tokens must not be NULL");
     if (++m->stamp == 0) { /* wrapped: clear so old stamps cannot match */
         memset(m->seen, 0, (size_t)m->max_seqs * sizeof *m->seen);
         m->stamp = 1;
@@ -695,11 +470,62 @@ static gp_status gp_ref_step(gp_cpu_model *m, int B, const int *seq_ids, const i
         GP_TRY(gp_kv_reserve(m->kv, s, 1));
         m->pos[b] = gp_kv_len(m->kv, s);
         m->tables[b] = gp_kv_block_table(m->kv, s);
+        m->step_ids[b] = s;
     }
-    gp_ref_forward(m, B, tokens, logits);
-    for (int b = 0; b < B; b++)
-        GP_TRY(gp_kv_advance(m->kv, seq_ids[b], 1));
+    const int H = m->cfg.hidden;
+    for (int b = 0; b < B; b++) {
+        const gp_bf16 *e = m->w->embed + (size_t)tokens[b] * (size_t)H;
+        float *x = m->x + (size_t)b * (size_t)H;
+        for (int i = 0; i < H; i++)
+            x[i] = gp_bf16_to_f32(e[i]);
+    }
+    m->step_B = B;
     return GP_OK;
+}
+
+gp_status gp_cpu_step_end(gp_cpu_model *m, gp_cpu_worker *wk, float *logits)
+{
+    if (!m || !wk)
+        GP_FAIL(GP_ERR_INVALID_ARG, "gp_cpu_step_end: model and worker are required");
+    if (!m->step_B)
+        GP_FAIL(GP_ERR_STATE, "gp_cpu_step_end without a step in progress");
+    const gp_config *c = &m->cfg;
+    int B = m->step_B, H = c->hidden;
+    if (logits) {
+        for (int b = 0; b < B; b++)
+            gp_ref_rmsnorm(m->h + (size_t)b * H, m->x + (size_t)b * H, m->w->final_norm, H, c->norm_eps);
+        gp_ref_round(m, m->h, (size_t)B * H);
+        gp_ref_matmul(wk, logits, m->w->lm_head, m->h, B, c->vocab, H);
+    }
+    m->step_B = 0;
+    for (int b = 0; b < B; b++)
+        GP_TRY(gp_kv_advance(m->kv, m->step_ids[b], 1));
+    return GP_OK;
+}
+
+void gp_cpu_step_abort(gp_cpu_model *m)
+{
+    if (m)
+        m->step_B = 0;
+}
+
+/* The whole step on the model's own worker. logits may be NULL (prefill of
+ * all but the last token), which skips the LM head. */
+static gp_status gp_ref_step(gp_cpu_model *m, int B, const int *seq_ids, const int32_t *tokens,
+                             float *logits)
+{
+    GP_TRY(gp_cpu_step_begin(m, B, seq_ids, tokens));
+    gp_status st = GP_OK;
+    for (int l = 0; l < m->cfg.n_layers && st == GP_OK; l++) {
+        st = gp_cpu_attn_stage(m, m->worker, l, 0, B);
+        if (st == GP_OK)
+            st = gp_cpu_ffn_stage(m, m->worker, l, 0, B);
+    }
+    if (st != GP_OK) {
+        gp_cpu_step_abort(m);
+        return st;
+    }
+    return gp_cpu_step_end(m, m->worker, logits);
 }
 
 gp_status gp_cpu_decode_step(gp_cpu_model *m, int B, const int *seq_ids, const int32_t *tokens,
@@ -707,11 +533,8 @@ gp_status gp_cpu_decode_step(gp_cpu_model *m, int B, const int *seq_ids, const i
 {
     if (!m)
         GP_FAIL(GP_ERR_INVALID_ARG, "gp_cpu_decode_step: model is NULL");
-    if (B < 1 || B > m->max_seqs)
-        GP_FAIL(GP_ERR_INVALID_ARG, "batch size %d is out of range: allowed 1..%d (max_seqs)", B,
-                m->max_seqs);
-    if (!seq_ids || !tokens || !logits)
-        GP_FAIL(GP_ERR_INVALID_ARG, "gp_cpu_decode_step: seq_ids, tokens and logits must not be NULL");
+    if (!logits)
+        GP_FAIL(GP_ERR_INVALID_ARG, "gp_cpu_decode_step: logits must not be NULL");
     return gp_ref_step(m, B, seq_ids, tokens, logits);
 }
 
@@ -744,4 +567,14 @@ void gp_cpu_reset_seq(gp_cpu_model *m, int seq)
     if (!m || seq < 0 || seq >= m->max_seqs)
         return;
     gp_kv_release(m->kv, seq);
+}
+
+const gp_config *gp_cpu_model_config(const gp_cpu_model *m)
+{
+    return &m->cfg;
+}
+
+int gp_cpu_model_max_seqs(const gp_cpu_model *m)
+{
+    return m->max_seqs;
 }

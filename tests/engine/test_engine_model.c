@@ -16,10 +16,16 @@
 #include "hf_case.h"
 
 /* max|ours - ref| / max|ref| per logits vector. The engine keeps the residual
- * in fp32 but rounds activations (normed inputs, QKV, attention output, gate/
- * up, SwiGLU) to bf16 as HF's bf16 inference would; measured ~5e-3, so 2e-2
- * leaves margin while catching any real defect (a wrong convention is > 1e-1). */
-#define ENGINE_TOL 2e-2
+ * in fp32 but stores activations (normed inputs, QKV, attention output, gate/
+ * up, SwiGLU) in bf16. The CPU reference in bf16-activation mode rounds at the
+ * same points, so the engine must match it closely (only fp32 summation order
+ * and the rare bf16 rounding flip it causes differ) and make the same greedy
+ * choices: ENGINE_TOL. Against HF's float32 the drift of bf16 storage alone is
+ * what tests/model/test_hf_logits.c measures for that mode (2.8e-2 tiny,
+ * 3.4e-2 small-gqa, and it flips 2 near-tie greedy tokens of small-gqa), so
+ * the engine is held to HF within BF16_DRIFT_TOL with tokens reported. */
+#define ENGINE_TOL 1e-2
+#define BF16_DRIFT_TOL 6e-2
 
 typedef struct engine_model {
     gp_device_weights *dw;
@@ -79,10 +85,18 @@ static void eng_close(void *mm)
 static const hf_backend graph_be = {"cuda engine, graphs", NULL, eng_open_graph, eng_prefill, eng_step, eng_close};
 static const hf_backend eager_be = {"cuda engine, eager", NULL, eng_open_eager, eng_prefill, eng_step, eng_close};
 
-static void test_hf_tiny_graph(void **s) { hf_run_dataset("tiny", ENGINE_TOL, &graph_be); }
-static void test_hf_tiny_eager(void **s) { hf_run_dataset("tiny", ENGINE_TOL, &eager_be); }
-static void test_hf_gqa_graph(void **s) { hf_run_dataset("small-gqa", ENGINE_TOL, &graph_be); }
-static void test_hf_gqa_eager(void **s) { hf_run_dataset("small-gqa", ENGINE_TOL, &eager_be); }
+static void test_hf_tiny_graph(void **s) { hf_check("tiny", ENGINE_TOL, &graph_be, &hf_cpu_bf16_backend, true); }
+static void test_hf_tiny_eager(void **s) { hf_check("tiny", ENGINE_TOL, &eager_be, &hf_cpu_bf16_backend, true); }
+static void test_hf_gqa_graph(void **s)
+{
+    hf_check("small-gqa", ENGINE_TOL, &graph_be, &hf_cpu_bf16_backend, true);
+}
+static void test_hf_gqa_eager(void **s)
+{
+    hf_check("small-gqa", ENGINE_TOL, &eager_be, &hf_cpu_bf16_backend, true);
+}
+static void test_vs_hf_tiny(void **s) { hf_check("tiny", BF16_DRIFT_TOL, &graph_be, NULL, false); }
+static void test_vs_hf_gqa(void **s) { hf_check("small-gqa", BF16_DRIFT_TOL, &graph_be, NULL, false); }
 
 static double rel_err(const float *a, const float *ref, int n)
 {
@@ -117,6 +131,7 @@ static void test_batch_vs_cpu(void **state)
     float *eager = malloc(sizeof(float) * NS * V);
     gp_cpu_model *cpu;
     CHECK_OK(gp_cpu_model_create(&w, NS, CTX, 3, &cpu));
+    gp_cpu_model_set_bf16_activations(cpu, true); /* the engine's rounding points */
     engine_model *g, *e;
     CHECK_OK(eng_open_mode(true, &w, NS, CTX, 3, (void **)&g));
     CHECK_OK(eng_open_mode(false, &w, NS, CTX, 3, (void **)&e));
@@ -148,7 +163,7 @@ static void test_batch_vs_cpu(void **state)
             feed[s] = gp_argmax(ref + s * V, V); /* follow the reference: no cascade */
         }
     }
-    printf("engine vs CPU reference, tiny synthetic, 5 sequences x %d steps: worst %.3g (tol %.0e); "
+    printf("engine vs CPU reference (bf16 activations), tiny synthetic, 5 sequences x %d steps: worst %.3g (tol %.0e); "
            "graph == eager bitwise\n", STEPS, worst, ENGINE_TOL);
     eng_close(g);
     eng_close(e);
@@ -196,6 +211,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_hf_tiny_graph), cmocka_unit_test(test_hf_tiny_eager),
         cmocka_unit_test(test_hf_gqa_graph),  cmocka_unit_test(test_hf_gqa_eager),
+        cmocka_unit_test(test_vs_hf_tiny),    cmocka_unit_test(test_vs_hf_gqa),
         cmocka_unit_test(test_batch_vs_cpu),  cmocka_unit_test(test_errors),
     };
     return cmocka_run_group_tests_name("CUDA engine", tests, NULL, NULL) ? 1 : 0;

@@ -4,6 +4,7 @@
 #ifndef GP_TEST_HF_CASE_H
 #define GP_TEST_HF_CASE_H
 
+#include <stdbool.h>
 #include <stdint.h>
 
 #include "gp_model.h"
@@ -43,5 +44,15 @@ typedef struct hf_backend {
  * vector is off by more than tol (max|diff|/max|hf|) or any greedy token
  * differs from HF's; prints the worst error. */
 void hf_run_dataset(const char *name, double tol, const hf_backend *be);
+
+/* The general form: be against ref's logits and greedy tokens (ref NULL: HF's),
+ * both run over the same prompts and fed HF's tokens. exact_tokens false only
+ * reports greedy mismatches (with the reference's own top-2 margin). */
+void hf_check(const char *name, double tol, const hf_backend *be, const hf_backend *ref,
+              bool exact_tokens);
+
+/* The CPU reference as a backend (block size 4); arg non-NULL turns on its
+ * bf16-activation mode (gp_cpu_model_set_bf16_activations). */
+extern const hf_backend hf_cpu_backend, hf_cpu_bf16_backend;
 
 #endif

@@ -17,26 +17,22 @@
  * the bf16 inv_freq pitfall of DESIGN.md §6 at ~2e-3) lands far above. */
 #define HF_TOL 1e-4
 
-static gp_status cpu_open(void *arg, const gp_host_weights *w, int n_seqs, int ctx, void **model)
-{
-    (void)arg;
-    /* block 4: several blocks per sequence */
-    return gp_cpu_model_create(w, n_seqs, ctx, 4, (gp_cpu_model **)model);
-}
-static gp_status cpu_prefill(void *m, int seq, int n, const int32_t *prompt, float *logits)
-{
-    return gp_cpu_prefill(m, seq, n, prompt, logits);
-}
-static gp_status cpu_step(void *m, int n, const int *ids, const int32_t *feed, float *logits)
-{
-    return gp_cpu_decode_step(m, n, ids, feed, logits);
-}
-static void cpu_close(void *m) { gp_cpu_model_destroy(m); }
+/* The reference in bf16-activation mode rounds where the CUDA engine does;
+ * against HF's float32 this is the drift bf16 storage alone causes in these
+ * models (weights Normal(0, 0.2): activations are large and attention sharp,
+ * so rounding is amplified layer by layer; measured 2.8e-2 on tiny, 3.4e-2 on
+ * small-gqa). Greedy choices whose HF margin is smaller than that drift may
+ * flip; they are reported, not required, here. The GPU engine is held to the
+ * bf16 mode tightly and to HF within this bound (tests/engine). */
+#define BF16_DRIFT_TOL 6e-2
 
-static const hf_backend cpu = {"cpu reference", NULL, cpu_open, cpu_prefill, cpu_step, cpu_close};
-
-static void test_hf_tiny(void **state) { hf_run_dataset("tiny", HF_TOL, &cpu); }
-static void test_hf_small_gqa(void **state) { hf_run_dataset("small-gqa", HF_TOL, &cpu); }
+static void test_hf_tiny(void **state) { hf_run_dataset("tiny", HF_TOL, &hf_cpu_backend); }
+static void test_hf_small_gqa(void **state) { hf_run_dataset("small-gqa", HF_TOL, &hf_cpu_backend); }
+static void test_bf16_tiny(void **state) { hf_check("tiny", BF16_DRIFT_TOL, &hf_cpu_bf16_backend, NULL, false); }
+static void test_bf16_small_gqa(void **state)
+{
+    hf_check("small-gqa", BF16_DRIFT_TOL, &hf_cpu_bf16_backend, NULL, false);
+}
 
 int main(void)
 {
@@ -52,6 +48,8 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_hf_tiny),
         cmocka_unit_test(test_hf_small_gqa),
+        cmocka_unit_test(test_bf16_tiny),
+        cmocka_unit_test(test_bf16_small_gqa),
     };
     return cmocka_run_group_tests_name("reference vs HF transformers", tests, NULL, NULL) ? 1 : 0;
 }

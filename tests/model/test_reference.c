@@ -284,6 +284,61 @@ static void run_alone(const gp_host_weights *w, int block, const int32_t *const 
     gp_cpu_model_destroy(m);
 }
 
+static void expect_error(gp_status got, gp_status want, const char *needle);
+
+/* A step run as stages over micro-batch row ranges, attention and FFN of
+ * different ranges interleaved as the pipeline would (attention of range m+1
+ * before the FFN of range m), on two workers, gives the whole step's logits
+ * bit for bit; stage misuse is refused with a reason. */
+static void test_stages_match_step(void **state)
+{
+    const int S = 5, T = 4, V = g_tiny.cfg.vocab, L = g_tiny.cfg.n_layers;
+    const int32_t *prompts[5] = {P0, P1, P2, P0, P1};
+    gp_cpu_model *a, *b;
+    CHECK_OK(gp_cpu_model_create(&g_tiny, S, 64, 4, &a));
+    CHECK_OK(gp_cpu_model_create(&g_tiny, S, 64, 4, &b));
+    gp_cpu_worker *wa, *wf;
+    CHECK_OK(gp_cpu_worker_create(b, 2, &wa));
+    CHECK_OK(gp_cpu_worker_create(b, 1, &wf));
+    float *la = malloc((size_t)S * V * sizeof *la), *lb = malloc((size_t)S * V * sizeof *lb);
+    int ids[5] = {0, 1, 2, 3, 4};
+    int32_t tok[5];
+    for (int s = 0; s < S; s++) {
+        int n = s == 2 ? NP(P2) : s % 3 == 0 ? NP(P0) : NP(P1);
+        CHECK_OK(gp_cpu_prefill(a, s, n, prompts[s], la));
+        CHECK_OK(gp_cpu_prefill(b, s, n, prompts[s], lb));
+        tok[s] = gp_argmax(la, V);
+    }
+    const int b0[3] = {0, 2, 3}, nb[3] = {2, 1, 2}; /* unequal micro-batches */
+    for (int t = 0; t < T; t++) {
+        CHECK_OK(gp_cpu_decode_step(a, S, ids, tok, la));
+        CHECK_OK(gp_cpu_step_begin(b, S, ids, tok));
+        for (int l = 0; l < L; l++) {
+            CHECK_OK(gp_cpu_attn_stage(b, wa, l, b0[0], nb[0]));
+            for (int m = 0; m < 3; m++) {
+                if (m + 1 < 3)
+                    CHECK_OK(gp_cpu_attn_stage(b, wa, l, b0[m + 1], nb[m + 1]));
+                CHECK_OK(gp_cpu_ffn_stage(b, wf, l, b0[m], nb[m]));
+            }
+        }
+        CHECK_OK(gp_cpu_step_end(b, wf, lb));
+        assert_memory_equal(la, lb, (size_t)S * V * sizeof *la);
+        for (int s = 0; s < S; s++)
+            tok[s] = gp_argmax(la + (size_t)s * V, V);
+    }
+    expect_error(gp_cpu_attn_stage(b, wa, 0, 0, 1), GP_ERR_STATE, "outside a step");
+    CHECK_OK(gp_cpu_step_begin(b, 2, ids, tok));
+    expect_error(gp_cpu_step_begin(b, 2, ids, tok), GP_ERR_STATE, "in progress");
+    expect_error(gp_cpu_ffn_stage(b, wf, L, 0, 1), GP_ERR_INVALID_ARG, "layer");
+    expect_error(gp_cpu_ffn_stage(b, wf, 0, 1, 2), GP_ERR_INVALID_ARG, "rows [1, 3)");
+    gp_cpu_step_abort(b);
+    gp_cpu_worker_destroy(wa);
+    gp_cpu_worker_destroy(wf);
+    gp_cpu_model_destroy(a);
+    gp_cpu_model_destroy(b);
+    free(la), free(lb);
+}
+
 /* Decoding sequences together must give each one's logits bit for bit as
  * decoding it alone: rows of a batch never mix. The batch order is permuted. */
 static void test_batch_invariance(void **state)
@@ -692,6 +747,7 @@ int main(void)
         cmocka_unit_test(test_context_full),
         cmocka_unit_test(test_bad_args),
         cmocka_unit_test(test_thread_invariance),
+        cmocka_unit_test(test_stages_match_step),
     };
     int fails = cmocka_run_group_tests_name("reference ops", ops, NULL, NULL);
     fails += cmocka_run_group_tests_name("reference decode (tiny)", decode, setup_tiny, teardown_tiny);
