@@ -76,4 +76,14 @@ gp_status gp_engine_attn_stage(gp_engine *e, int layer, int b0, int nb, int max_
 gp_status gp_engine_ffn_stage(gp_engine *e, int layer, int b0, int nb, const gp_stage_ctx *sc);
 gp_status gp_engine_head_stage(gp_engine *e, int b0, int nb, const gp_stage_ctx *sc);
 
+/* The two ends of a decode step, for runners that launch the stages
+ * themselves (the pipeline): prepare validates the inputs, reserves KV room,
+ * uploads tokens and block tables on s and returns the longest context;
+ * finish copies next (and logits) back on s, waits for them and advances the
+ * sequences. */
+gp_status gp_engine_step_prepare(gp_engine *e, int B, const int *seq_ids, const int32_t *tokens,
+                                 cudaStream_t s, int *max_len);
+gp_status gp_engine_step_finish(gp_engine *e, int B, const int *seq_ids, int32_t *next, float *logits,
+                                cudaStream_t s);
+
 #endif

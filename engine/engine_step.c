@@ -92,25 +92,28 @@ static gp_status check_step(const gp_engine *e, int B, const int *seq_ids, const
     return GP_OK;
 }
 
-gp_status gp_engine_decode_step(gp_engine *e, int B, const int *seq_ids, const int32_t *tokens,
-                                int32_t *next, float *logits)
+gp_status gp_engine_step_prepare(gp_engine *e, int B, const int *seq_ids, const int32_t *tokens,
+                                 cudaStream_t s, int *max_len)
 {
     GP_TRY(check_step(e, B, seq_ids, tokens));
-    int max_len = 0;
+    int ml = 0;
     for (int i = 0; i < B; i++) {
         GP_TRY(gp_kv_reserve(e->tables, seq_ids[i], 1));
         int len = gp_kv_len(e->tables, seq_ids[i]) + 1;
-        if (len > max_len)
-            max_len = len;
+        if (len > ml)
+            ml = len;
     }
-    cudaStream_t s = e->sc.stream;
     /* tok_h is free: the previous step ended with a host wait on its copy. */
     memcpy(e->tok_h, tokens, sizeof(int32_t) * (size_t)B);
     CU(cudaMemcpyAsync(e->tok_d, e->tok_h, sizeof(int32_t) * (size_t)B, cudaMemcpyHostToDevice, s));
     GP_TRY(gp_kv_device_sync_tables(e->kv, e->tables, B, seq_ids, s));
-    CU(cudaEventRecord(e->ev_begin, s));
-    GP_TRY(launch(e, B, max_len));
-    CU(cudaEventRecord(e->ev_end, s));
+    *max_len = ml;
+    return GP_OK;
+}
+
+gp_status gp_engine_step_finish(gp_engine *e, int B, const int *seq_ids, int32_t *next, float *logits,
+                                cudaStream_t s)
+{
     CU(cudaMemcpyAsync(e->next_h, e->next_d, sizeof(int32_t) * (size_t)B, cudaMemcpyDeviceToHost, s));
     if (logits)
         CU(cudaMemcpyAsync(logits, e->logits, sizeof(float) * (size_t)B * (size_t)e->cfg.vocab,
@@ -121,6 +124,28 @@ gp_status gp_engine_decode_step(gp_engine *e, int B, const int *seq_ids, const i
     for (int i = 0; i < B; i++)
         GP_TRY(gp_kv_advance(e->tables, seq_ids[i], 1));
     return GP_OK;
+}
+
+gp_status gp_engine_decode_step(gp_engine *e, int B, const int *seq_ids, const int32_t *tokens,
+                                int32_t *next, float *logits)
+{
+    int max_len = 0;
+    cudaStream_t s = e->sc.stream;
+    GP_TRY(gp_engine_step_prepare(e, B, seq_ids, tokens, s, &max_len));
+    CU(cudaEventRecord(e->ev_begin, s));
+    GP_TRY(launch(e, B, max_len));
+    CU(cudaEventRecord(e->ev_end, s));
+    return gp_engine_step_finish(e, B, seq_ids, next, logits, s);
+}
+
+float gp_engine_last_step_ms(const gp_engine *e)
+{
+    float ms = 0.0f;
+    if (cudaEventElapsedTime(&ms, e->ev_begin, e->ev_end) != cudaSuccess) {
+        (void)cudaGetLastError();
+        return -1.0f;
+    }
+    return ms;
 }
 
 gp_status gp_engine_prefill(gp_engine *e, int seq, int n, const int32_t *prompt, int32_t *next,

@@ -45,6 +45,8 @@ gp_status gp_engine_prefill(gp_engine *e, int seq, int n, const int32_t *prompt,
 gp_status gp_engine_decode_step(gp_engine *e, int B, const int *seq_ids, const int32_t *tokens,
                                 int32_t *next, float *logits);
 void gp_engine_reset_seq(gp_engine *e, int seq);
+/* Device time of the last gp_engine_decode_step (its events), or -1. */
+float gp_engine_last_step_ms(const gp_engine *e);
 
 /* Benchmark support: give sequences 0..B-1 a context of C tokens of random
  * K/V (no prefill) so a step's cost equals that of a real C-token context. */
