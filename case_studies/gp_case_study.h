@@ -1,0 +1,175 @@
+/* decode_pipeline_case_study: options, result rows, report writers and the
+ * tuning profile. Everything here but the runner (case_study_run.c) needs no
+ * GPU, so CI tests the parsing, the writers and the profile. */
+#ifndef GP_CASE_STUDY_H
+#define GP_CASE_STUDY_H
+
+#include <stdbool.h>
+#include <stdint.h>
+#include <stdio.h>
+
+#include "gp_common.h"
+#include "gp_green.h"
+#include "gp_pipeline.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#define GP_CS_MAX_SPLITS 64
+#define GP_CS_MAX_WORKLOADS 16
+#define GP_CS_MAX_DEPTHS 8
+#define GP_CS_PATH 4096
+
+/* ------------------------------------------------------------ options */
+
+typedef struct gp_cs_workload {
+    int B, C;           /* sequences, tokens already cached in each */
+    char label[32];     /* "small", "large" or "B:C" */
+} gp_cs_workload;
+
+typedef struct gp_cs_options {
+    /* --sm-splits: attention:FFN SMs; "seq" (always run as the reference row,
+     * may be named), "sweep" (every valid split at the device granularity) */
+    gp_split_req splits[GP_CS_MAX_SPLITS];
+    int n_splits;
+    bool sweep;
+    bool splits_given;           /* false: the default split set */
+    /* --workload small|large|B:C[,...] */
+    gp_cs_workload workloads[GP_CS_MAX_WORKLOADS];
+    int n_workloads;
+    bool workloads_given;        /* false: small and large */
+    /* --micro-batches 1,2,4 */
+    int micro[GP_PIPE_MAX_MICRO];
+    int n_micro;
+    /* --queue-depth 4[,8] */
+    unsigned depths[GP_CS_MAX_DEPTHS];
+    int n_depths;
+    char model[GP_CS_PATH];      /* --model preset|checkpoint-dir (default llama3-8b) */
+    int steps;                   /* --steps: timed steps per repeat */
+    bool warmup;                 /* --warmup / --no-warmup (on by default) */
+    int warmup_steps;            /* steps run untimed first (default 3) */
+    int repeat;                  /* --repeat: repeats per configuration */
+    gp_rebalance_policy rebalance; /* --rebalance off|ratio|model */
+    char tuning[GP_CS_PATH];     /* --tuning FILE: start from its rule */
+    bool autotune;               /* --autotune: sweep and write the profile to --tuning-out */
+    char tuning_out[GP_CS_PATH]; /* --tuning-out FILE (default tuning.json) */
+    uint64_t seed;               /* --seed */
+    char json[GP_CS_PATH], csv[GP_CS_PATH], trace[GP_CS_PATH], svg[GP_CS_PATH];
+    int progress;                /* --progress / --no-progress; -1: when stderr is a terminal */
+} gp_cs_options;
+
+/* Defaults: seq + the default split set, small and large, M = 1,2, depth 4,
+ * llama3-8b, steps 8, warm-up on (3 steps), repeat 5, rebalance off, seed 0. */
+void gp_cs_default_options(gp_cs_options *o);
+
+/* Parses argv. Returns 0 (run), 1 (--help printed to out: exit 0) or 2 (bad
+ * command line: a message naming the flag, the value and what is allowed,
+ * then the usage, printed to err: exit 2). Checks everything that needs no
+ * device: numbers, ranges, duplicates, unknown flags. */
+int gp_cs_parse_args(int argc, char **argv, gp_cs_options *o, FILE *out, FILE *err);
+void gp_cs_usage(FILE *f);
+
+/* Checks the splits against the device (granularity, sum, minimum) and
+ * expands "sweep" and the default set into plans, seq first (a plan with
+ * attn_sms = ffn_sms = 0). GP_ERR_INVALID_ARG names the bad split and the
+ * allowed values. */
+gp_status gp_cs_resolve_splits(const gp_cs_options *o, const gp_sm_info *info, gp_split_side side,
+                               gp_split_plan *plans, int cap, int *n);
+
+/* Scales the small/large presets to the device (H100: 132 SMs, ~80 GB):
+ * on a GPU with fewer SMs or less memory, B (and C) shrink so the workload
+ * fits and keeps its character; *note receives a sentence saying what was
+ * changed ("" when nothing was). */
+void gp_cs_scale_workloads(gp_cs_options *o, int sm_count, double device_gib, char *note, size_t note_len);
+
+/* ------------------------------------------------------------ results */
+
+/* One step's stage times, kept for the trace (ms from the step's start). */
+typedef struct gp_cs_trace {
+    int n_layers, M;
+    float step_ms;
+    float *attn_begin, *attn_end, *ffn_begin, *ffn_end; /* [n_layers][M] */
+} gp_cs_trace;
+
+typedef struct gp_cs_row {
+    /* configuration */
+    char workload[32];
+    int B, C;
+    bool seq;                    /* the sequential engine on all SMs: the reference row */
+    gp_split_info split;         /* requested and obtained */
+    int M;
+    unsigned depth;
+    gp_rebalance_policy rebalance;
+    /* outcome */
+    bool ok;
+    char error[512];             /* why the configuration failed */
+    int n_samples;
+    double *samples_ms;          /* [n_samples] ms per step, one per repeat (median of its steps) */
+    double ms_median, ms_min, ms_max;
+    double tokens_per_s;
+    double attn_ms_per_layer, ffn_ms_per_layer;
+    double a2f_mb_per_token;
+    double ring_occupancy_mean, attn_backlog, ffn_backlog;
+    double attn_idle_share, ffn_idle_share;
+    double floor_ms, floor_share; /* DESIGN.md section 5 */
+    double speedup_vs_seq;       /* seq row's median / this median (same workload, same run) */
+    gp_cs_trace trace;           /* one representative step (n_layers 0: none) */
+    gp_rebalance_decision *decisions; /* rebalancer log of this row */
+    int n_decisions;
+} gp_cs_row;
+
+typedef struct gp_cs_meta {
+    char gpu[128];
+    int sm_count;
+    char driver[32], cuda[32], commit[64], model[128], timestamp[64];
+    char notes[512];             /* e.g. workload scaling, unpartitioned fallback */
+} gp_cs_meta;
+
+void gp_cs_row_free(gp_cs_row *r);
+
+/* ------------------------------------------------------------ writers */
+
+/* Markdown table on f (one line per row; error rows say why). */
+void gp_cs_write_markdown(FILE *f, const gp_cs_meta *m, const gp_cs_row *rows, int n);
+/* Each writer returns GP_ERR_IO naming the path when it cannot write. */
+gp_status gp_cs_write_json(const char *path, const gp_cs_meta *m, const gp_cs_row *rows, int n);
+gp_status gp_cs_write_csv(const char *path, const gp_cs_meta *m, const gp_cs_row *rows, int n);
+/* Chrome trace (Perfetto): a process per row with a trace, a track per
+ * partition, a slice per stage (layer, micro-batch), flow arrows from each
+ * attention slice to its FFN slice, rebalancer decisions as instant events. */
+gp_status gp_cs_write_trace(const char *path, const gp_cs_meta *m, const gp_cs_row *rows, int n);
+/* tokens/s against attention SMs, one line per workload and M, the seq level
+ * of each workload as a dashed line. */
+gp_status gp_cs_write_svg(const char *path, const gp_cs_meta *m, const gp_cs_row *rows, int n);
+
+/* ------------------------------------------------------------ tuning */
+
+/* What the rule or a measurement picks for one workload. */
+typedef struct gp_cs_choice {
+    bool seq;                    /* no split beats the sequential engine */
+    double attn_share;           /* attention SMs / all SMs */
+    int attn_sms;                /* rounded to the granularity (0 for seq) */
+    int M;
+    unsigned depth;
+    double ms;                   /* measured (profile entries), 0 for the rule */
+} gp_cs_choice;
+
+typedef struct gp_cs_tuning gp_cs_tuning; /* opaque: a loaded profile */
+
+/* Writes the profile: every row, the best configuration per workload, and
+ * the fitted cold-start rule with its documentation inside the file. */
+gp_status gp_cs_tuning_write(const char *path, const gp_cs_meta *m, const gp_config *cfg, const gp_cs_row *rows,
+                             int n);
+gp_status gp_cs_tuning_read(const char *path, gp_cs_tuning **out);
+void gp_cs_tuning_free(gp_cs_tuning *t);
+/* The rule's choice for (B, C) on this model, rounded to the device's
+ * granularity; the best measured configuration for exactly (B, C) if the
+ * profile has one (best_found false otherwise). */
+gp_status gp_cs_tuning_pick(const gp_cs_tuning *t, const gp_config *cfg, const gp_sm_info *info, int B, int C,
+                            gp_cs_choice *rule, gp_cs_choice *best, bool *best_found);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

@@ -1,0 +1,183 @@
+/* CPU executor: runs the pipeline's stages on the float32 reference, with a
+ * worker (thread pool) per side standing in for the two SM partitions, so
+ * the real scheduler runs end to end without a GPU. Stages finish inside the
+ * call, so "issued" is "done" and payloads carry no event. */
+#include <stdlib.h>
+#include <string.h>
+
+#include "pipeline_impl.h"
+
+struct gp_cpu_exec {
+    gp_cpu_model *model;   /* borrowed */
+    gp_cpu_worker *wa;     /* "partition A": attention stages */
+    gp_cpu_worker *wf;     /* "partition F": FFN stages and the head */
+    int a_threads, f_threads;
+    gp_step_plan plan;
+    float *logits;         /* [max_seqs][vocab] when the caller wants none */
+    uint64_t t0;           /* step start, host clock */
+    gp_step_timing *dummy;
+    float *times;          /* [4][n_layers][GP_PIPE_MAX_MICRO] stage times of the current step */
+};
+
+static float ms_since(const gp_cpu_exec *x)
+{
+    return (float)((gp_now_ns() - x->t0) / 1e6);
+}
+
+static float *tslot(gp_cpu_exec *x, int which, int layer, int micro)
+{
+    int L = gp_cpu_model_config(x->model)->n_layers;
+    return &x->times[((size_t)which * L + layer) * GP_PIPE_MAX_MICRO + micro];
+}
+
+static gp_status cx_step_begin(void *ctx, const gp_step_plan *plan, const int *seq_ids, const int32_t *tokens)
+{
+    gp_cpu_exec *x = ctx;
+    x->t0 = gp_now_ns();
+    x->plan = *plan;
+    return gp_cpu_step_begin(x->model, plan->B, seq_ids, tokens);
+}
+
+static gp_status cx_attn(void *ctx, int layer, int micro, gp_payload *out)
+{
+    gp_cpu_exec *x = ctx;
+    int b0 = x->plan.b0[micro], nb = x->plan.nb[micro];
+    *tslot(x, 0, layer, micro) = ms_since(x);
+    GP_TRY(gp_cpu_attn_stage(x->model, x->wa, layer, b0, nb));
+    *tslot(x, 1, layer, micro) = ms_since(x);
+    /* the FFN reads the fp32 residual rows the attention stage added into */
+    *out = (gp_payload){.tok_begin = b0, .tok_count = nb, .layer = layer, .micro = micro,
+                        .bytes_a2f = (uint64_t)nb * (uint64_t)gp_cpu_model_config(x->model)->hidden * sizeof(float)};
+    return GP_OK;
+}
+
+static gp_status cx_ffn(void *ctx, const gp_payload *in)
+{
+    gp_cpu_exec *x = ctx;
+    *tslot(x, 2, in->layer, in->micro) = ms_since(x);
+    GP_TRY(gp_cpu_ffn_stage(x->model, x->wf, in->layer, in->tok_begin, in->tok_count));
+    *tslot(x, 3, in->layer, in->micro) = ms_since(x);
+    return GP_OK;
+}
+
+static gp_status cx_step_end(void *ctx, int32_t *next, float *logits, gp_step_timing *t)
+{
+    gp_cpu_exec *x = ctx;
+    const gp_config *c = gp_cpu_model_config(x->model);
+    float *lg = logits ? logits : x->logits;
+    GP_TRY(gp_cpu_step_end(x->model, x->wf, lg));
+    for (int b = 0; b < x->plan.B; b++)
+        next[b] = gp_argmax(lg + (size_t)b * c->vocab, c->vocab);
+    t->step_ms = ms_since(x);
+    int M = x->plan.M;
+    for (int l = 0; l < c->n_layers; l++)
+        for (int m = 0; m < M; m++) {
+            t->attn_begin[l * M + m] = *tslot(x, 0, l, m);
+            t->attn_end[l * M + m] = *tslot(x, 1, l, m);
+            t->ffn_begin[l * M + m] = *tslot(x, 2, l, m);
+            t->ffn_end[l * M + m] = *tslot(x, 3, l, m);
+        }
+    return GP_OK;
+}
+
+static void cx_abort(void *ctx)
+{
+    gp_cpu_step_abort(((gp_cpu_exec *)ctx)->model);
+}
+
+static gp_status cx_sequential(void *ctx, int B, const int *seq_ids, const int32_t *tokens, int32_t *next,
+                               float *logits, float *step_ms)
+{
+    gp_cpu_exec *x = ctx;
+    const gp_config *c = gp_cpu_model_config(x->model);
+    float *lg = logits ? logits : x->logits;
+    uint64_t t0 = gp_now_ns();
+    GP_TRY(gp_cpu_decode_step(x->model, B, seq_ids, tokens, lg));
+    for (int b = 0; b < B; b++)
+        next[b] = gp_argmax(lg + (size_t)b * c->vocab, c->vocab);
+    if (step_ms)
+        *step_ms = (float)((gp_now_ns() - t0) / 1e6);
+    return GP_OK;
+}
+
+static int cx_n_splits(void *ctx)
+{
+    return 1;
+}
+
+static gp_status cx_select(void *ctx, int index)
+{
+    if (index != 0)
+        GP_FAIL(GP_ERR_INVALID_ARG, "CPU executor: split %d, it has only split 0", index);
+    return GP_OK;
+}
+
+static void cx_split_info(void *ctx, int index, gp_split_info *out)
+{
+    gp_cpu_exec *x = ctx;
+    *out = (gp_split_info){.a_req = x->a_threads, .f_req = x->f_threads, .a_got = x->a_threads,
+                           .f_got = x->f_threads, .partitioned = true, .unit = "threads"};
+}
+
+static const gp_exec_ops cpu_ops = {
+    .name = "cpu",
+    .step_begin = cx_step_begin,
+    .attn = cx_attn,
+    .ffn = cx_ffn,
+    .step_end = cx_step_end,
+    .abort_step = cx_abort,
+    .sequential_step = cx_sequential,
+    .n_splits = cx_n_splits,
+    .select_split = cx_select,
+    .split_info = cx_split_info,
+};
+
+void gp_cpu_exec_destroy(gp_cpu_exec *x)
+{
+    if (!x)
+        return;
+    gp_cpu_worker_destroy(x->wa);
+    gp_cpu_worker_destroy(x->wf);
+    free(x->logits);
+    free(x->times);
+    free(x);
+}
+
+gp_status gp_cpu_exec_create(gp_cpu_model *model, int a_threads, int f_threads, gp_cpu_exec **out)
+{
+    *out = NULL;
+    if (!model)
+        GP_FAIL(GP_ERR_INVALID_ARG, "CPU executor: model is NULL");
+    if (a_threads < 1 || f_threads < 1)
+        GP_FAIL(GP_ERR_INVALID_ARG, "CPU executor: %d attention and %d FFN threads, each side needs at least 1",
+                a_threads, f_threads);
+    gp_cpu_exec *x = calloc(1, sizeof *x);
+    if (!x)
+        GP_FAIL(GP_ERR_NO_MEMORY, "CPU executor: out of memory");
+    x->model = model;
+    x->a_threads = a_threads;
+    x->f_threads = f_threads;
+    const gp_config *c = gp_cpu_model_config(model);
+    x->logits = malloc(sizeof(float) * (size_t)gp_cpu_model_max_seqs(model) * (size_t)c->vocab);
+    x->times = calloc(4 * (size_t)c->n_layers * GP_PIPE_MAX_MICRO, sizeof(float));
+    gp_status st = GP_OK;
+    if (!x->logits || !x->times) {
+        gp_set_error("CPU executor: out of memory");
+        st = GP_ERR_NO_MEMORY;
+    }
+    if (st == GP_OK)
+        st = gp_cpu_worker_create(model, a_threads, &x->wa);
+    if (st == GP_OK)
+        st = gp_cpu_worker_create(model, f_threads, &x->wf);
+    if (st != GP_OK) {
+        gp_cpu_exec_destroy(x);
+        return st;
+    }
+    *out = x;
+    return GP_OK;
+}
+
+gp_exec gp_cpu_exec_get(gp_cpu_exec *x)
+{
+    return (gp_exec){&cpu_ops, x};
+}

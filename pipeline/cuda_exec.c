@@ -1,0 +1,385 @@
+/* CUDA executor: attention stages on partition A's stream, FFN stages on
+ * partition F's stream of one green-context pair, ordered by device events
+ * only (A_done(L,m) before FFN(L,m), F_done(L-1,m) before attention(L,m)),
+ * each stage replayed from a CUDA graph captured on its partition. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "engine_impl.h"
+#include "gp_green.h"
+#include "gp_pipeline.h"
+
+#define CU(call) do { cudaError_t ce_ = (call); if (ce_ != cudaSuccess) { \
+        GP_FAIL(GP_ERR_CUDA, "%s failed: %s", #call, cudaGetErrorString(ce_)); } } while (0)
+
+/* Stage graphs of one step shape on one pair: [2 kinds][n_layers][M]. */
+typedef struct cx_graphs {
+    int pair, B, M, max_len_splits[GP_PIPE_MAX_MICRO];
+    int b0[GP_PIPE_MAX_MICRO], nb[GP_PIPE_MAX_MICRO];
+    cudaGraphExec_t *exec; /* [2][n_layers][GP_PIPE_MAX_MICRO], NULL until captured */
+    unsigned long used;    /* LRU stamp */
+} cx_graphs;
+#define CX_GRAPH_SETS 6
+
+typedef struct cx_pair {
+    gp_stage_ctx a, f;     /* streams from the pool, GEMM contexts with the obtained SM targets */
+    gp_split_info info;
+} cx_pair;
+
+struct gp_cuda_exec {
+    gp_engine *e;          /* borrowed */
+    gp_green_pool *pool;   /* borrowed */
+    bool use_graphs;
+    int L;
+    int n_pairs, cur;
+    cx_pair *pairs;
+    cudaEvent_t *ev;       /* [4][n_layers][GP_PIPE_MAX_MICRO]: A begin, A done, F begin, F done */
+    cudaEvent_t ev_step_begin, ev_step_end;
+    cx_graphs sets[CX_GRAPH_SETS];
+    cx_graphs *g;          /* the current step's set, or NULL (eager) */
+    unsigned long stamp;
+    /* the step in progress */
+    gp_step_plan plan;
+    int *seq_ids;          /* [max_batch] */
+    int max_len;
+    int splits[GP_PIPE_MAX_MICRO]; /* decode-attention context splits per micro-batch */
+};
+
+enum { EV_A_BEGIN, EV_A_DONE, EV_F_BEGIN, EV_F_DONE };
+
+static cudaEvent_t *evp(gp_cuda_exec *x, int kind, int layer, int micro)
+{
+    return &x->ev[((size_t)kind * x->L + layer) * GP_PIPE_MAX_MICRO + micro];
+}
+
+static cudaGraphExec_t *gslot(gp_cuda_exec *x, cx_graphs *g, int ffn, int layer, int micro)
+{
+    return &g->exec[((size_t)ffn * x->L + layer) * GP_PIPE_MAX_MICRO + micro];
+}
+
+static void free_set(gp_cuda_exec *x, cx_graphs *g)
+{
+    if (!g->exec)
+        return;
+    for (size_t i = 0; i < 2 * (size_t)x->L * GP_PIPE_MAX_MICRO; i++)
+        if (g->exec[i])
+            cudaGraphExecDestroy(g->exec[i]);
+    memset(g->exec, 0, sizeof(cudaGraphExec_t) * 2 * (size_t)x->L * GP_PIPE_MAX_MICRO);
+    g->B = 0;
+}
+
+/* Launches one stage of micro-batch m on the pair's stream (eager). */
+static gp_status run_stage(gp_cuda_exec *x, int ffn, int layer, int m)
+{
+    cx_pair *p = &x->pairs[x->cur];
+    if (ffn)
+        return gp_engine_ffn_stage(x->e, layer, x->plan.b0[m], x->plan.nb[m], &p->f);
+    gp_stage_ctx sc = p->a;
+    sc.ap.force_splits = x->splits[m];
+    return gp_engine_attn_stage(x->e, layer, x->plan.b0[m], x->plan.nb[m], x->max_len, &sc);
+}
+
+static gp_status capture_stage(gp_cuda_exec *x, int ffn, int layer, int m, cudaGraphExec_t *out)
+{
+    cx_pair *p = &x->pairs[x->cur];
+    cudaStream_t s = ffn ? p->f.stream : p->a.stream;
+    cudaGraph_t graph = NULL;
+    CU(cudaStreamBeginCapture(s, cudaStreamCaptureModeThreadLocal));
+    gp_status st = run_stage(x, ffn, layer, m);
+    cudaError_t ce = cudaStreamEndCapture(s, &graph);
+    if (st != GP_OK) {
+        if (graph)
+            cudaGraphDestroy(graph);
+        return st;
+    }
+    if (ce != cudaSuccess)
+        GP_FAIL(GP_ERR_CUDA, "capturing the %s stage of layer %d micro-batch %d: %s", ffn ? "FFN" : "attention",
+                layer, m, cudaGetErrorString(ce));
+    ce = cudaGraphInstantiate(out, graph, 0);
+    cudaGraphDestroy(graph);
+    if (ce != cudaSuccess)
+        GP_FAIL(GP_ERR_CUDA, "instantiating the %s stage graph of layer %d: %s", ffn ? "FFN" : "attention", layer,
+                cudaGetErrorString(ce));
+    return GP_OK;
+}
+
+/* The graph set for this step's shape: found, or captured (evicting the
+ * least recently used) before the threads start, so no capture runs while
+ * stages are being launched. */
+static gp_status graphs_for_step(gp_cuda_exec *x)
+{
+    const gp_step_plan *pn = &x->plan;
+    cx_graphs *hit = NULL, *victim = &x->sets[0];
+    for (int i = 0; i < CX_GRAPH_SETS && !hit; i++) {
+        cx_graphs *g = &x->sets[i];
+        if (g->B == pn->B && g->M == pn->M && g->pair == x->cur &&
+            !memcmp(g->nb, pn->nb, sizeof g->nb) && !memcmp(g->max_len_splits, x->splits, sizeof x->splits))
+            hit = g;
+        if (g->used < victim->used)
+            victim = g;
+    }
+    if (!hit) {
+        hit = victim;
+        free_set(x, hit);
+        for (int l = 0; l < x->L; l++)
+            for (int m = 0; m < pn->M; m++)
+                for (int ffn = 0; ffn < 2; ffn++)
+                    GP_TRY(capture_stage(x, ffn, l, m, gslot(x, hit, ffn, l, m)));
+        hit->pair = x->cur;
+        hit->B = pn->B;
+        hit->M = pn->M;
+        memcpy(hit->nb, pn->nb, sizeof hit->nb);
+        memcpy(hit->b0, pn->b0, sizeof hit->b0);
+        memcpy(hit->max_len_splits, x->splits, sizeof x->splits);
+    }
+    hit->used = ++x->stamp;
+    x->g = hit;
+    return GP_OK;
+}
+
+static gp_status cx_step_begin(void *ctx, const gp_step_plan *plan, const int *seq_ids, const int32_t *tokens)
+{
+    gp_cuda_exec *x = ctx;
+    cx_pair *p = &x->pairs[x->cur];
+    const gp_config *c = gp_engine_config(x->e);
+    x->plan = *plan;
+    memcpy(x->seq_ids, seq_ids, sizeof(int) * (size_t)plan->B);
+    GP_TRY(gp_engine_step_prepare(x->e, plan->B, seq_ids, tokens, p->a.stream, &x->max_len));
+    for (int m = 0; m < plan->M; m++) {
+        gp_decode_attn_params ap = p->a.ap;
+        ap.force_splits = 0;
+        GP_TRY(gp_decode_attn_splits(plan->nb[m], c->n_heads, c->n_kv_heads, c->head_dim, x->max_len, &ap,
+                                     &x->splits[m]));
+    }
+    for (int m = plan->M; m < GP_PIPE_MAX_MICRO; m++)
+        x->splits[m] = 0;
+    x->g = NULL;
+    if (x->use_graphs)
+        GP_TRY(graphs_for_step(x));
+    CU(cudaEventRecord(x->ev_step_begin, p->a.stream));
+    return gp_engine_embed_stage(x->e, 0, plan->B, &p->a);
+}
+
+static gp_status launch(gp_cuda_exec *x, int ffn, int layer, int m, cudaStream_t s)
+{
+    if (!x->g)
+        return run_stage(x, ffn, layer, m);
+    CU(cudaGraphLaunch(*gslot(x, x->g, ffn, layer, m), s));
+    return GP_OK;
+}
+
+static gp_status cx_attn(void *ctx, int layer, int m, gp_payload *out)
+{
+    gp_cuda_exec *x = ctx;
+    cx_pair *p = &x->pairs[x->cur];
+    cudaStream_t s = p->a.stream;
+    const gp_config *c = gp_engine_config(x->e);
+    if (layer > 0) /* the residual rows are the previous FFN's output */
+        CU(cudaStreamWaitEvent(s, *evp(x, EV_F_DONE, layer - 1, m), 0));
+    CU(cudaEventRecord(*evp(x, EV_A_BEGIN, layer, m), s));
+    GP_TRY(launch(x, 0, layer, m, s));
+    CU(cudaEventRecord(*evp(x, EV_A_DONE, layer, m), s));
+    int b0 = x->plan.b0[m], nb = x->plan.nb[m];
+    size_t H = (size_t)c->hidden, QD = (size_t)c->n_heads * (size_t)c->head_dim;
+    /* The O projection already added the attention output into the fp32
+     * residual (beta = 1), so the residual rows are what the FFN reads. */
+    *out = (gp_payload){.tok_begin = b0, .tok_count = nb, .layer = layer, .micro = m,
+                        .hidden = x->e->attn + (size_t)b0 * QD, .residual = x->e->resid + (size_t)b0 * H,
+                        .bytes_a2f = (uint64_t)nb * H * sizeof(float), .event = *evp(x, EV_A_DONE, layer, m)};
+    return GP_OK;
+}
+
+static gp_status cx_ffn(void *ctx, const gp_payload *in)
+{
+    gp_cuda_exec *x = ctx;
+    cudaStream_t s = x->pairs[x->cur].f.stream;
+    CU(cudaStreamWaitEvent(s, (cudaEvent_t)in->event, 0));
+    CU(cudaEventRecord(*evp(x, EV_F_BEGIN, in->layer, in->micro), s));
+    GP_TRY(launch(x, 1, in->layer, in->micro, s));
+    CU(cudaEventRecord(*evp(x, EV_F_DONE, in->layer, in->micro), s));
+    return GP_OK;
+}
+
+static gp_status elapsed(gp_cuda_exec *x, cudaEvent_t ev, float *ms)
+{
+    CU(cudaEventElapsedTime(ms, x->ev_step_begin, ev));
+    return GP_OK;
+}
+
+static gp_status cx_step_end(void *ctx, int32_t *next, float *logits, gp_step_timing *t)
+{
+    gp_cuda_exec *x = ctx;
+    cx_pair *p = &x->pairs[x->cur];
+    cudaStream_t s = p->f.stream;
+    /* stream F ran every FFN stage in order, so the head follows the last one */
+    GP_TRY(gp_engine_head_stage(x->e, 0, x->plan.B, &p->f));
+    CU(cudaEventRecord(x->ev_step_end, s));
+    GP_TRY(gp_engine_step_finish(x->e, x->plan.B, x->seq_ids, next, logits, s));
+    GP_TRY(elapsed(x, x->ev_step_end, &t->step_ms));
+    int M = x->plan.M;
+    for (int l = 0; l < x->L; l++)
+        for (int m = 0; m < M; m++) {
+            GP_TRY(elapsed(x, *evp(x, EV_A_BEGIN, l, m), &t->attn_begin[l * M + m]));
+            GP_TRY(elapsed(x, *evp(x, EV_A_DONE, l, m), &t->attn_end[l * M + m]));
+            GP_TRY(elapsed(x, *evp(x, EV_F_BEGIN, l, m), &t->ffn_begin[l * M + m]));
+            GP_TRY(elapsed(x, *evp(x, EV_F_DONE, l, m), &t->ffn_end[l * M + m]));
+        }
+    return GP_OK;
+}
+
+/* A stage failed: let what was launched finish so the buffers are quiet for
+ * the next step; the sequences keep their length (nothing was advanced). */
+static void cx_abort(void *ctx)
+{
+    gp_cuda_exec *x = ctx;
+    cx_pair *p = &x->pairs[x->cur];
+    (void)cudaStreamSynchronize(p->a.stream);
+    (void)cudaStreamSynchronize(p->f.stream);
+    (void)cudaGetLastError();
+}
+
+static gp_status cx_sequential(void *ctx, int B, const int *seq_ids, const int32_t *tokens, int32_t *next,
+                               float *logits, float *step_ms)
+{
+    gp_cuda_exec *x = ctx;
+    GP_TRY(gp_engine_decode_step(x->e, B, seq_ids, tokens, next, logits));
+    if (step_ms)
+        *step_ms = gp_engine_last_step_ms(x->e);
+    return GP_OK;
+}
+
+static int cx_n_splits(void *ctx)
+{
+    return ((gp_cuda_exec *)ctx)->n_pairs;
+}
+
+static gp_status cx_select(void *ctx, int index)
+{
+    gp_cuda_exec *x = ctx;
+    if (index < 0 || index >= x->n_pairs)
+        GP_FAIL(GP_ERR_INVALID_ARG, "split index %d: the pool holds %d pairs (0..%d)", index, x->n_pairs,
+                x->n_pairs - 1);
+    x->cur = index;
+    return GP_OK;
+}
+
+static void cx_split_info(void *ctx, int index, gp_split_info *out)
+{
+    gp_cuda_exec *x = ctx;
+    *out = x->pairs[index < 0 ? x->cur : index].info;
+}
+
+static const gp_exec_ops cuda_ops = {
+    .name = "cuda",
+    .step_begin = cx_step_begin,
+    .attn = cx_attn,
+    .ffn = cx_ffn,
+    .step_end = cx_step_end,
+    .abort_step = cx_abort,
+    .sequential_step = cx_sequential,
+    .n_splits = cx_n_splits,
+    .select_split = cx_select,
+    .split_info = cx_split_info,
+};
+
+void gp_cuda_exec_destroy(gp_cuda_exec *x)
+{
+    if (!x)
+        return;
+    for (int i = 0; i < x->n_pairs && x->pairs; i++) {
+        if (x->pairs[i].a.stream)
+            cudaStreamSynchronize(x->pairs[i].a.stream);
+        if (x->pairs[i].f.stream)
+            cudaStreamSynchronize(x->pairs[i].f.stream);
+    }
+    for (int i = 0; i < CX_GRAPH_SETS; i++) {
+        free_set(x, &x->sets[i]);
+        free(x->sets[i].exec);
+    }
+    for (int i = 0; i < x->n_pairs && x->pairs; i++) {
+        gp_gemm_ctx_destroy(x->pairs[i].a.gemm);
+        gp_gemm_ctx_destroy(x->pairs[i].f.gemm);
+    }
+    for (size_t i = 0; x->ev && i < 4 * (size_t)x->L * GP_PIPE_MAX_MICRO; i++)
+        if (x->ev[i])
+            cudaEventDestroy(x->ev[i]);
+    if (x->ev_step_begin)
+        cudaEventDestroy(x->ev_step_begin);
+    if (x->ev_step_end)
+        cudaEventDestroy(x->ev_step_end);
+    free(x->ev);
+    free(x->pairs);
+    free(x->seq_ids);
+    free(x);
+}
+
+static gp_status make_pair(gp_cuda_exec *x, const gp_green_pair *gp, cx_pair *p, int device_sms)
+{
+    gp_engine *e = x->e;
+    p->a = e->sc; /* attention workspace and decode-attention params of the engine */
+    p->f = e->sc;
+    p->a.stream = (cudaStream_t)gp->attn_stream;
+    p->f.stream = (cudaStream_t)gp->ffn_stream;
+    p->a.gemm = p->f.gemm = NULL;
+    int a_target = gp->partitioned ? gp->attn_sms : 0, f_target = gp->partitioned ? gp->ffn_sms : 0;
+    GP_TRY(gp_gemm_ctx_create(p->a.stream, a_target, &p->a.gemm));
+    GP_TRY(gp_gemm_ctx_create(p->f.stream, f_target, &p->f.gemm));
+    p->a.ap.sm_count = gp->partitioned ? gp->attn_sms : device_sms;
+    p->a.ap.force_splits = 0;
+    p->info = (gp_split_info){.a_req = gp->plan.attn_sms, .f_req = gp->plan.ffn_sms, .a_got = gp->attn_sms,
+                              .f_got = gp->ffn_sms, .partitioned = gp->partitioned != 0, .unit = "SMs"};
+    return GP_OK;
+}
+
+gp_status gp_cuda_exec_create(gp_engine *e, gp_green_pool *pool, bool use_graphs, gp_cuda_exec **out)
+{
+    *out = NULL;
+    if (!e || !pool || gp_green_pool_size(pool) < 1)
+        GP_FAIL(GP_ERR_INVALID_ARG, "CUDA executor: an engine and a pool of at least one pair are required");
+    gp_cuda_exec *x = calloc(1, sizeof *x);
+    if (!x)
+        GP_FAIL(GP_ERR_NO_MEMORY, "CUDA executor: out of memory");
+    x->e = e;
+    x->pool = pool;
+    x->use_graphs = use_graphs;
+    x->L = gp_engine_config(e)->n_layers;
+    x->n_pairs = gp_green_pool_size(pool);
+    size_t n_ev = 4 * (size_t)x->L * GP_PIPE_MAX_MICRO;
+    x->pairs = calloc((size_t)x->n_pairs, sizeof *x->pairs);
+    x->ev = calloc(n_ev, sizeof *x->ev);
+    x->seq_ids = calloc((size_t)e->p.max_batch, sizeof(int));
+    gp_status st = GP_OK;
+    if (!x->pairs || !x->ev || !x->seq_ids) {
+        gp_set_error("CUDA executor: out of memory");
+        st = GP_ERR_NO_MEMORY;
+    }
+    for (int i = 0; i < CX_GRAPH_SETS && st == GP_OK; i++)
+        if (!(x->sets[i].exec = calloc(2 * (size_t)x->L * GP_PIPE_MAX_MICRO, sizeof(cudaGraphExec_t)))) {
+            gp_set_error("CUDA executor: out of memory");
+            st = GP_ERR_NO_MEMORY;
+        }
+    for (size_t i = 0; i < n_ev && st == GP_OK; i++)
+        if (cudaEventCreate(&x->ev[i]) != cudaSuccess) {
+            gp_set_error("CUDA executor: cudaEventCreate failed");
+            st = GP_ERR_CUDA;
+        }
+    if (st == GP_OK && (cudaEventCreate(&x->ev_step_begin) != cudaSuccess ||
+                        cudaEventCreate(&x->ev_step_end) != cudaSuccess)) {
+        gp_set_error("CUDA executor: cudaEventCreate failed");
+        st = GP_ERR_CUDA;
+    }
+    for (int i = 0; i < x->n_pairs && st == GP_OK; i++)
+        st = make_pair(x, gp_green_pool_pair(pool, i), &x->pairs[i], e->sm_count);
+    if (st != GP_OK) {
+        gp_cuda_exec_destroy(x);
+        return st;
+    }
+    *out = x;
+    return GP_OK;
+}
+
+gp_exec gp_cuda_exec_get(gp_cuda_exec *x)
+{
+    return (gp_exec){&cuda_ops, x};
+}

@@ -1,0 +1,239 @@
+/* greenpipe pipeline: the step runner that runs attention stages (producer
+ * thread) and FFN stages (consumer thread) of M micro-batches through
+ * per-layer rings, over an executor (CUDA partitions or CPU threads), and the
+ * statistics of every step. Includes no CUDA header. */
+#ifndef GP_PIPELINE_H
+#define GP_PIPELINE_H
+
+#include <stdbool.h>
+#include <stdint.h>
+#include <stdio.h>
+
+#include "gp_common.h"
+#include "gp_model.h"
+#include "gp_queues.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#define GP_PIPE_MAX_MICRO 4
+
+/* ------------------------------------------------------------ executor */
+
+/* The rows of one step and how they split into micro-batches. */
+typedef struct gp_step_plan {
+    int B;                        /* rows (sequences) in the step */
+    int M;                        /* micro-batches, 1..GP_PIPE_MAX_MICRO */
+    int b0[GP_PIPE_MAX_MICRO];    /* first row of each micro-batch */
+    int nb[GP_PIPE_MAX_MICRO];    /* rows of each micro-batch (>= 1) */
+    int n_layers;
+} gp_step_plan;
+
+/* Stage times of one step in ms from the step's start, as the executor saw
+ * them (device events for CUDA, the host clock for the CPU executor). */
+typedef struct gp_step_timing {
+    float step_ms;      /* start of the step to the end of its last stage */
+    float *attn_begin;  /* [n_layers][M] */
+    float *attn_end;    /* [n_layers][M] */
+    float *ffn_begin;   /* [n_layers][M] */
+    float *ffn_end;     /* [n_layers][M] */
+} gp_step_timing;
+
+/* The SM split (or CPU threads) of one partition pair. */
+typedef struct gp_split_info {
+    int a_req, f_req;   /* requested attention / FFN SMs (0: the sequential engine) */
+    int a_got, f_got;   /* obtained, as the driver reports them */
+    bool partitioned;   /* false: plain streams sharing every SM (fallback) */
+    const char *unit;   /* "SMs" or "threads" */
+} gp_split_info;
+
+/* What the scheduler needs of an executor. Calls of one step come in this
+ * order: step_begin (caller thread), then attn from the producer thread and
+ * ffn from the consumer thread, interleaved, then step_end (caller thread);
+ * abort_step instead of step_end when a stage failed. attn(L, m) is called
+ * only once ffn(L-1, m) has returned, so an executor can order attention of
+ * layer L after that FFN (a GPU-side event wait). */
+typedef struct gp_exec_ops {
+    const char *name;
+    /* Validate and upload the step's inputs, embed; plan says the micro-batches. */
+    gp_status (*step_begin)(void *ctx, const gp_step_plan *plan, const int *seq_ids, const int32_t *tokens);
+    /* Issue attention of (layer, micro); fill out (rows, pointers, bytes, event). */
+    gp_status (*attn)(void *ctx, int layer, int micro, gp_payload *out);
+    /* Issue the FFN stage of the payload after its attention stage. */
+    gp_status (*ffn)(void *ctx, const gp_payload *in);
+    /* Close the step (final norm, LM head, argmax after every FFN), wait for it:
+     * next[B], logits [B][vocab] (may be NULL), timing arrays sized by the plan. */
+    gp_status (*step_end)(void *ctx, int32_t *next, float *logits, gp_step_timing *t);
+    void (*abort_step)(void *ctx);
+    /* The sequential engine (no split, whole device): the reference row. */
+    gp_status (*sequential_step)(void *ctx, int B, const int *seq_ids, const int32_t *tokens, int32_t *next,
+                                 float *logits, float *step_ms);
+    /* Partition pairs this executor holds; index -1 in split_info is the one
+     * in force. May be NULL (one fixed pair). */
+    int (*n_splits)(void *ctx);
+    gp_status (*select_split)(void *ctx, int index); /* between steps only */
+    void (*split_info)(void *ctx, int index, gp_split_info *out);
+} gp_exec_ops;
+
+typedef struct gp_exec {
+    const gp_exec_ops *ops;
+    void *ctx;
+} gp_exec;
+
+/* ------------------------------------------------------------ runner */
+
+typedef struct gp_pipeline_params {
+    int micro_batches;                  /* M, 1..GP_PIPE_MAX_MICRO */
+    int micro_sizes[GP_PIPE_MAX_MICRO]; /* rows per micro-batch; all 0: split B evenly */
+    gp_ring_params ring;                /* per-layer ring depth and spin */
+} gp_pipeline_params;
+gp_pipeline_params gp_pipeline_default_params(void); /* M = 2, even split, ring defaults */
+
+typedef struct gp_pipeline gp_pipeline; /* opaque */
+
+/* exec is borrowed and must outlive the pipeline; starts the two threads. */
+gp_status gp_pipeline_create(gp_exec exec, int n_layers, const gp_pipeline_params *p, gp_pipeline **out);
+void gp_pipeline_destroy(gp_pipeline *pl);
+/* Change M, sizes or ring depth between steps (rings are rebuilt if the depth
+ * changes). */
+gp_status gp_pipeline_set_params(gp_pipeline *pl, const gp_pipeline_params *p);
+const gp_pipeline_params *gp_pipeline_params_get(const gp_pipeline *pl);
+/* The micro-batch plan for B rows under p (checks sizes sum to B). */
+gp_status gp_pipeline_plan(const gp_pipeline_params *p, int n_layers, int B, gp_step_plan *out);
+
+/* One pipelined decode step: next[B] greedy tokens, logits [B][vocab] or NULL.
+ * On failure every thread is stopped, the rings are drained and the executor's
+ * step aborted; the pipeline stays usable. */
+gp_status gp_pipeline_step(gp_pipeline *pl, int B, const int *seq_ids, const int32_t *tokens, int32_t *next,
+                           float *logits);
+
+/* ------------------------------------------------------------ statistics */
+
+/* One step, derived from the executor's stage times, the rings and the host
+ * waits. Arrays are [n_layers][M] or [n_layers]. */
+typedef struct gp_step_stats {
+    int B, M, n_layers;
+    int nb[GP_PIPE_MAX_MICRO];
+    gp_split_info split;
+    float step_ms;
+    double tokens_per_s;
+    float *attn_ms;          /* [n_layers][M] attention stage latency */
+    float *ffn_ms;           /* [n_layers][M] FFN stage latency */
+    double *a2f_bytes;       /* [n_layers] bytes crossing A->F, all micro-batches */
+    double a2f_mb_per_token; /* average over layers of a2f_bytes / B / 1e6 */
+    /* backlog: payloads in the ring when the producer pushed (host side), and
+     * stages ready but not yet started on the device (from stage times) */
+    double ring_occupancy_mean;
+    unsigned ring_occupancy_max;
+    double attn_backlog_mean;   /* micro-batches ready for attention at each attention start */
+    double ffn_backlog_mean;    /* payloads whose attention ended, at each FFN start */
+    /* idle */
+    double producer_wait_ms;    /* host: blocked on a full ring or on the FFN it depends on */
+    double consumer_wait_ms;    /* host: blocked on an empty ring */
+    double attn_idle_ms;        /* partition A: step time not covered by attention stages */
+    double ffn_idle_ms;         /* partition F: step time not covered by FFN stages */
+} gp_step_stats;
+
+/* The last successful step's statistics (valid until the next step). */
+const gp_step_stats *gp_pipeline_last_stats(const gp_pipeline *pl);
+
+/* Averages over a window of steps, for reports and the rebalancer. */
+typedef struct gp_stats_summary {
+    int steps;
+    int B, M, n_layers;
+    gp_split_info split;
+    double step_ms_mean, step_ms_min, step_ms_max;
+    double tokens_per_s;
+    double attn_ms_per_layer, ffn_ms_per_layer; /* all micro-batches of one layer */
+    double *attn_ms_layer, *ffn_ms_layer;       /* [n_layers] mean per layer */
+    double *a2f_mb_per_token_layer;             /* [n_layers] */
+    double a2f_mb_per_token;
+    double ring_occupancy_mean;
+    unsigned ring_occupancy_max;
+    double attn_backlog_mean, ffn_backlog_mean;
+    double producer_wait_ms, consumer_wait_ms;
+    double attn_idle_share, ffn_idle_share;     /* of the step time */
+} gp_stats_summary;
+
+typedef struct gp_stats_window gp_stats_window; /* opaque accumulator */
+gp_status gp_stats_window_create(int n_layers, gp_stats_window **out);
+void gp_stats_window_destroy(gp_stats_window *w);
+void gp_stats_window_reset(gp_stats_window *w);
+gp_status gp_stats_window_add(gp_stats_window *w, const gp_step_stats *s);
+/* Summary of the steps added since the last reset; arrays owned by w. */
+gp_status gp_stats_window_summary(gp_stats_window *w, gp_stats_summary *out);
+
+/* The "pipeline statistics" report: a text table, and JSON (a jansson json_t*,
+ * returned as void* to keep jansson out of this header; free with json_decref). */
+void gp_stats_report_text(FILE *f, const char *title, const gp_stats_summary *s);
+void *gp_stats_report_json(const gp_stats_summary *s);
+
+/* ------------------------------------------------------------ rebalancer */
+
+/* Resizes the SM split between steps from windowed statistics, choosing only
+ * among the executor's pooled pairs (gp_exec_ops.n_splits/split_info). */
+typedef enum gp_rebalance_policy {
+    GP_REBALANCE_OFF = 0,
+    GP_REBALANCE_RATIO = 1, /* attention share from sqrt(attention latency / FFN latency), bounded */
+    GP_REBALANCE_MODEL = 2, /* predict step time per pair from latency-vs-SM samples; pick the best */
+} gp_rebalance_policy;
+const char *gp_rebalance_policy_name(gp_rebalance_policy p);
+
+typedef struct gp_rebalance_params {
+    gp_rebalance_policy policy;
+    int window;              /* steps averaged per decision */
+    double hysteresis;       /* move only for a predicted gain above this fraction */
+    double min_share, max_share; /* bounds of the attention share */
+    int cooldown;            /* steps after a move before the next decision */
+} gp_rebalance_params;
+gp_rebalance_params gp_rebalance_default_params(void);
+
+/* One decision (taken at a window's end, moving or not), with its inputs. */
+typedef struct gp_rebalance_decision {
+    int step;                /* steps observed when it was taken */
+    int from, to;            /* pair indices */
+    int from_a, to_a;        /* attention SMs of those pairs */
+    double attn_ms, ffn_ms;  /* window means per layer */
+    double attn_backlog, ffn_backlog, a2f_mb_per_token, step_ms;
+    double target_share;     /* ratio: the share asked for */
+    double predicted_from_ms, predicted_to_ms; /* model: predicted step times */
+    char reason[160];
+} gp_rebalance_decision;
+
+typedef struct gp_rebalancer gp_rebalancer; /* opaque */
+/* pairs[n_pairs]: the candidate splits in the executor's index order. */
+gp_status gp_rebalancer_create(const gp_rebalance_params *p, const gp_split_info *pairs, int n_pairs,
+                               gp_rebalancer **out);
+void gp_rebalancer_destroy(gp_rebalancer *r);
+/* Feed the statistics of one step run on pair `current`. *next receives the
+ * pair for the next step; returns true when a decision was taken (then *d is
+ * filled and also kept in the log). */
+bool gp_rebalancer_observe(gp_rebalancer *r, int current, const gp_step_stats *s, int *next,
+                           gp_rebalance_decision *d);
+int gp_rebalancer_log(const gp_rebalancer *r, const gp_rebalance_decision **out);
+
+/* ------------------------------------------------------------ executors */
+
+/* CPU executor: the float32 reference's stages, with worker threads standing
+ * in for partitions (attention on a_threads, FFN on f_threads). Needs no GPU;
+ * CI runs the real scheduler end to end on it. model is borrowed. */
+typedef struct gp_cpu_exec gp_cpu_exec;
+gp_status gp_cpu_exec_create(gp_cpu_model *model, int a_threads, int f_threads, gp_cpu_exec **out);
+void gp_cpu_exec_destroy(gp_cpu_exec *x);
+gp_exec gp_cpu_exec_get(gp_cpu_exec *x);
+
+/* CUDA executor: stages of the engine on the pool's partition pairs (attention
+ * on A, FFN and the head on F), graphs per stage when use_graphs. engine and
+ * pool are borrowed; the pool's pairs are the splits select_split chooses. */
+typedef struct gp_engine gp_engine;
+typedef struct gp_green_pool gp_green_pool;
+typedef struct gp_cuda_exec gp_cuda_exec;
+gp_status gp_cuda_exec_create(gp_engine *engine, gp_green_pool *pool, bool use_graphs, gp_cuda_exec **out);
+void gp_cuda_exec_destroy(gp_cuda_exec *x);
+gp_exec gp_cuda_exec_get(gp_cuda_exec *x);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

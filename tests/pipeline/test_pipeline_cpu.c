@@ -1,0 +1,306 @@
+/* The real scheduler end to end on the CPU executor: for every M and ring
+ * depth, pipelined steps give the sequential step's logits and tokens bit for
+ * bit; a failing stage stops the step cleanly and the pipeline stays usable;
+ * the statistics and their reports are consistent. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <cmocka.h>
+
+#include <jansson.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "gp_pipeline.h"
+
+#define CHECK_OK(expr)                                                                     \
+    do {                                                                                   \
+        gp_status st_ = (expr);                                                            \
+        if (st_ != GP_OK)                                                                  \
+            fail_msg("%s -> %s: %s", #expr, gp_status_str(st_), gp_last_error());          \
+    } while (0)
+
+enum { S = 7, CTX = 40, STEPS = 5 };
+static gp_host_weights g_w;
+static int32_t g_prompt[S][6];
+static const int g_plen[S] = {1, 3, 4, 5, 6, 2, 3};
+
+static int setup(void **state)
+{
+    gp_config cfg;
+    if (gp_config_preset("tiny", &cfg) != GP_OK || gp_host_weights_alloc(&cfg, &g_w) != GP_OK ||
+        gp_synth_fill_host(&g_w, 77) != GP_OK)
+        return -1;
+    srand(5);
+    for (int s = 0; s < S; s++)
+        for (int i = 0; i < 6; i++)
+            g_prompt[s][i] = rand() % cfg.vocab;
+    return 0;
+}
+
+static int teardown(void **state)
+{
+    gp_host_weights_free(&g_w);
+    return 0;
+}
+
+/* Two models with the same prompts: one decoded by gp_cpu_decode_step, one
+ * through the pipeline with params p; every step's logits and tokens equal. */
+static void run_equal(const gp_pipeline_params *p, int a_threads, int f_threads)
+{
+    const int V = g_w.cfg.vocab;
+    gp_cpu_model *ref, *pm;
+    CHECK_OK(gp_cpu_model_create(&g_w, S, CTX, 3, &ref));
+    CHECK_OK(gp_cpu_model_create(&g_w, S, CTX, 3, &pm));
+    gp_cpu_exec *x;
+    CHECK_OK(gp_cpu_exec_create(pm, a_threads, f_threads, &x));
+    gp_pipeline *pl;
+    CHECK_OK(gp_pipeline_create(gp_cpu_exec_get(x), g_w.cfg.n_layers, p, &pl));
+    float *lr = malloc(sizeof(float) * S * V), *lp = malloc(sizeof(float) * S * V);
+    int ids[S];
+    int32_t tok[S], next[S];
+    for (int s = 0; s < S; s++) {
+        ids[s] = (s * 3) % S; /* batch rows in another order than sequence ids */
+        CHECK_OK(gp_cpu_prefill(ref, ids[s], g_plen[s], g_prompt[s], lr));
+        CHECK_OK(gp_cpu_prefill(pm, ids[s], g_plen[s], g_prompt[s], lp));
+        assert_memory_equal(lr, lp, sizeof(float) * V);
+        tok[s] = gp_argmax(lr, V);
+    }
+    for (int t = 0; t < STEPS; t++) {
+        CHECK_OK(gp_cpu_decode_step(ref, S, ids, tok, lr));
+        CHECK_OK(gp_pipeline_step(pl, S, ids, tok, next, lp));
+        if (memcmp(lr, lp, sizeof(float) * S * V) != 0)
+            fail_msg("M=%d depth %u step %d: pipelined logits differ from the sequential step", p->micro_batches,
+                     p->ring.depth, t);
+        for (int s = 0; s < S; s++) {
+            assert_int_equal(next[s], gp_argmax(lr + (size_t)s * V, V));
+            tok[s] = next[s];
+        }
+        const gp_step_stats *st = gp_pipeline_last_stats(pl);
+        assert_non_null(st);
+        assert_int_equal(st->B, S);
+        assert_int_equal(st->M, p->micro_batches);
+        /* the FFN reads the fp32 residual rows: 4 bytes x hidden per token */
+        for (int l = 0; l < st->n_layers; l++)
+            assert_true(st->a2f_bytes[l] == (double)S * g_w.cfg.hidden * 4);
+    }
+    gp_pipeline_destroy(pl);
+    gp_cpu_exec_destroy(x);
+    gp_cpu_model_destroy(ref);
+    gp_cpu_model_destroy(pm);
+    free(lr), free(lp);
+}
+
+static void test_equal_every_m_and_depth(void **state)
+{
+    const unsigned depths[] = {2, 4, 8};
+    for (int M = 1; M <= GP_PIPE_MAX_MICRO; M++)
+        for (size_t d = 0; d < sizeof depths / sizeof depths[0]; d++) {
+            gp_pipeline_params p = gp_pipeline_default_params();
+            p.micro_batches = M;
+            p.ring.depth = depths[d];
+            run_equal(&p, 2, 1);
+        }
+}
+
+static void test_equal_uneven_sizes(void **state)
+{
+    gp_pipeline_params p = gp_pipeline_default_params();
+    p.micro_batches = 3;
+    p.micro_sizes[0] = 1;
+    p.micro_sizes[1] = 4;
+    p.micro_sizes[2] = 2;
+    p.ring.spin = 0; /* every wait sleeps at once: the sleep/wake paths under the real scheduler */
+    run_equal(&p, 1, 3);
+}
+
+static void test_plan(void **state)
+{
+    gp_pipeline_params p = gp_pipeline_default_params();
+    gp_step_plan pn;
+    p.micro_batches = 3;
+    CHECK_OK(gp_pipeline_plan(&p, 2, 8, &pn));
+    assert_int_equal(pn.nb[0], 3);
+    assert_int_equal(pn.nb[1], 3);
+    assert_int_equal(pn.nb[2], 2);
+    assert_int_equal(pn.b0[2], 6);
+    assert_int_equal(gp_pipeline_plan(&p, 2, 2, &pn), GP_ERR_INVALID_ARG);
+    assert_non_null(strstr(gp_last_error(), "batch 2 cannot be split into 3"));
+    p.micro_sizes[0] = 4, p.micro_sizes[1] = 4, p.micro_sizes[2] = 1;
+    assert_int_equal(gp_pipeline_plan(&p, 2, 8, &pn), GP_ERR_INVALID_ARG);
+    assert_non_null(strstr(gp_last_error(), "sum to 9"));
+    p.micro_batches = 5;
+    assert_int_equal(gp_pipeline_plan(&p, 2, 8, &pn), GP_ERR_INVALID_ARG);
+    assert_non_null(strstr(gp_last_error(), "micro-batches 5: allowed 1..4"));
+    p.micro_batches = 2;
+    p.micro_sizes[0] = 4, p.micro_sizes[1] = 4, p.micro_sizes[2] = 0;
+    p.micro_sizes[3] = 1;
+    assert_int_equal(gp_pipeline_plan(&p, 2, 8, &pn), GP_ERR_INVALID_ARG);
+}
+
+/* An executor that fails one stage, to check the failure path. */
+typedef struct failing {
+    gp_exec inner;
+    int fail_layer, fail_micro;
+    bool fail_ffn;
+    int aborts;
+} failing;
+static gp_exec_ops g_fail_ops;
+
+static gp_status f_begin(void *c, const gp_step_plan *p, const int *ids, const int32_t *t)
+{
+    failing *f = c;
+    return f->inner.ops->step_begin(f->inner.ctx, p, ids, t);
+}
+static gp_status f_attn(void *c, int l, int m, gp_payload *out)
+{
+    failing *f = c;
+    if (!f->fail_ffn && l == f->fail_layer && m == f->fail_micro)
+        GP_FAIL(GP_ERR_CUDA, "injected attention failure at layer %d micro-batch %d", l, m);
+    return f->inner.ops->attn(f->inner.ctx, l, m, out);
+}
+static gp_status f_ffn(void *c, const gp_payload *in)
+{
+    failing *f = c;
+    if (f->fail_ffn && in->layer == f->fail_layer && in->micro == f->fail_micro)
+        GP_FAIL(GP_ERR_CUDA, "injected FFN failure at layer %d micro-batch %d", in->layer, in->micro);
+    return f->inner.ops->ffn(f->inner.ctx, in);
+}
+static gp_status f_end(void *c, int32_t *next, float *lg, gp_step_timing *t)
+{
+    failing *f = c;
+    return f->inner.ops->step_end(f->inner.ctx, next, lg, t);
+}
+static void f_abort(void *c)
+{
+    failing *f = c;
+    f->aborts++;
+    f->inner.ops->abort_step(f->inner.ctx);
+}
+
+static void test_stage_failure(void **state)
+{
+    g_fail_ops = (gp_exec_ops){.name = "failing", .step_begin = f_begin, .attn = f_attn, .ffn = f_ffn,
+                               .step_end = f_end, .abort_step = f_abort};
+    const int V = g_w.cfg.vocab;
+    gp_cpu_model *ref, *pm;
+    CHECK_OK(gp_cpu_model_create(&g_w, S, CTX, 3, &ref));
+    CHECK_OK(gp_cpu_model_create(&g_w, S, CTX, 3, &pm));
+    gp_cpu_exec *x;
+    CHECK_OK(gp_cpu_exec_create(pm, 1, 1, &x));
+    failing f = {.inner = gp_cpu_exec_get(x)};
+    gp_pipeline_params p = gp_pipeline_default_params();
+    p.micro_batches = 2;
+    p.ring.depth = 2; /* capacity 1: the producer is blocked on a full ring when the consumer fails */
+    gp_pipeline *pl;
+    CHECK_OK(gp_pipeline_create((gp_exec){&g_fail_ops, &f}, g_w.cfg.n_layers, &p, &pl));
+    int ids[S];
+    int32_t tok[S], next[S];
+    float *lr = malloc(sizeof(float) * S * V), *lp = malloc(sizeof(float) * S * V);
+    for (int s = 0; s < S; s++) {
+        ids[s] = s;
+        tok[s] = (int32_t)(s * 11 % V);
+    }
+    const struct { int layer, micro; bool ffn; } cases[] = {{0, 0, false}, {1, 1, false}, {0, 1, true}, {1, 0, true}};
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        f.fail_layer = cases[i].layer;
+        f.fail_micro = cases[i].micro;
+        f.fail_ffn = cases[i].ffn;
+        gp_status st = gp_pipeline_step(pl, S, ids, tok, next, lp);
+        assert_int_equal(st, GP_ERR_CUDA);
+        assert_non_null(strstr(gp_last_error(), "injected"));
+        assert_non_null(strstr(gp_last_error(), cases[i].ffn ? "FFN stage failed" : "attention stage failed"));
+        assert_int_equal(f.aborts, (int)i + 1);
+        assert_null(gp_pipeline_last_stats(pl));
+    }
+    /* usable afterwards, and the failed steps left the sequences unchanged */
+    f.fail_layer = -1;
+    CHECK_OK(gp_cpu_decode_step(ref, S, ids, tok, lr));
+    CHECK_OK(gp_pipeline_step(pl, S, ids, tok, next, lp));
+    assert_memory_equal(lr, lp, sizeof(float) * S * V);
+    gp_pipeline_destroy(pl);
+    gp_cpu_exec_destroy(x);
+    gp_cpu_model_destroy(ref);
+    gp_cpu_model_destroy(pm);
+    free(lr), free(lp);
+}
+
+/* The window summary and both report forms over a few real steps. */
+static void test_stats_and_reports(void **state)
+{
+    gp_cpu_model *pm;
+    CHECK_OK(gp_cpu_model_create(&g_w, S, CTX, 3, &pm));
+    gp_cpu_exec *x;
+    CHECK_OK(gp_cpu_exec_create(pm, 1, 1, &x));
+    gp_pipeline_params p = gp_pipeline_default_params();
+    p.micro_batches = 2;
+    gp_pipeline *pl;
+    const int L = g_w.cfg.n_layers;
+    CHECK_OK(gp_pipeline_create(gp_cpu_exec_get(x), L, &p, &pl));
+    gp_stats_window *w;
+    CHECK_OK(gp_stats_window_create(L, &w));
+    int ids[S];
+    int32_t tok[S], next[S];
+    for (int s = 0; s < S; s++)
+        ids[s] = s, tok[s] = s;
+    for (int t = 0; t < 3; t++) {
+        CHECK_OK(gp_pipeline_step(pl, S, ids, tok, next, NULL));
+        const gp_step_stats *st = gp_pipeline_last_stats(pl);
+        assert_true(st->step_ms > 0);
+        for (int i = 0; i < L * st->M; i++)
+            assert_true(st->attn_ms[i] >= 0 && st->ffn_ms[i] >= 0);
+        assert_true(st->attn_idle_ms >= 0 && st->attn_idle_ms <= st->step_ms);
+        CHECK_OK(gp_stats_window_add(w, st));
+        memcpy(tok, next, sizeof tok);
+    }
+    gp_stats_summary sum;
+    CHECK_OK(gp_stats_window_summary(w, &sum));
+    assert_int_equal(sum.steps, 3);
+    assert_int_equal(sum.M, 2);
+    assert_true(sum.step_ms_min <= sum.step_ms_mean && sum.step_ms_mean <= sum.step_ms_max);
+    double want_mb = (double)g_w.cfg.hidden * 4 / 1e6;
+    assert_true(sum.a2f_mb_per_token > want_mb * 0.999 && sum.a2f_mb_per_token < want_mb * 1.001);
+    assert_string_equal(sum.split.unit, "threads");
+
+    char *text = NULL;
+    size_t len = 0;
+    FILE *mem = open_memstream(&text, &len);
+    gp_stats_report_text(mem, "cpu", &sum);
+    fclose(mem);
+    assert_non_null(strstr(text, "pipeline statistics - cpu: B=7, M=2"));
+    assert_non_null(strstr(text, "MB per token"));
+    free(text);
+
+    json_t *j = gp_stats_report_json(&sum);
+    char *dump = json_dumps(j, 0);
+    json_decref(j);
+    json_error_t err;
+    json_t *back = json_loads(dump, 0, &err);
+    assert_non_null(back);
+    assert_int_equal(json_integer_value(json_object_get(back, "M")), 2);
+    assert_int_equal(json_array_size(json_object_get(back, "layers")), L);
+    assert_true(json_is_real(json_object_get(back, "a2f_mb_per_token")));
+    json_decref(back);
+    free(dump);
+
+    gp_stats_window_reset(w);
+    assert_int_equal(gp_stats_window_summary(w, &sum), GP_ERR_STATE);
+    gp_stats_window_destroy(w);
+    gp_pipeline_destroy(pl);
+    gp_cpu_exec_destroy(x);
+    gp_cpu_model_destroy(pm);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_plan),
+        cmocka_unit_test(test_equal_every_m_and_depth),
+        cmocka_unit_test(test_equal_uneven_sizes),
+        cmocka_unit_test(test_stage_failure),
+        cmocka_unit_test(test_stats_and_reports),
+    };
+    return cmocka_run_group_tests_name("pipeline on the CPU executor", tests, setup, teardown) ? 1 : 0;
+}
