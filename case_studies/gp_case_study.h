@@ -101,6 +101,7 @@ typedef struct gp_cs_row {
     int M;
     unsigned depth;
     gp_rebalance_policy rebalance;
+    char tag[32];                /* "rule" when --tuning's rule chose this row, else "" */
     /* outcome */
     bool ok;
     char error[512];             /* why the configuration failed */

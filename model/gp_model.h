@@ -259,6 +259,21 @@ void gp_ref_matvec(float *out, const gp_bf16 *w, const float *x, int rows, int c
 void gp_ref_rope(float *vec, int n_heads, int head_dim, int pos, const float *inv_freq);
 void gp_ref_swiglu(float *out, const float *gate, const float *up, int n);
 
+/* ---------------------------------------------------------- performance model */
+
+/* DESIGN.md section 4: read-only streaming and bf16 GEMM rate on the H100. */
+#define GP_HBM_BYTES_PER_S 3.1e12
+#define GP_GEMM_FLOPS_PER_S 800e12
+/* One decode step of B sequences at context C (tokens already cached) with M
+ * micro-batches (each reads the weights again), DESIGN.md section 5: bytes =
+ * weights x M + B embedding rows + KV read + KV written; flops = 2 x params x
+ * B + 4 x B x C x heads x head_dim x layers; floor = the larger of bytes at
+ * GP_HBM_BYTES_PER_S and flops at GP_GEMM_FLOPS_PER_S. */
+typedef struct gp_step_cost {
+    double bytes, flops, floor_ms;
+} gp_step_cost;
+void gp_step_floor(const gp_config *cfg, int B, double C, int M, gp_step_cost *out);
+
 /* ---------------------------------------------------------- device weights */
 
 /* Device weights are held as groups, one "attn" and one "ffn" per layer

@@ -6,6 +6,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include <nvtx3/nvToolsExt.h>
+
 #include "engine_impl.h"
 #include "gp_green.h"
 #include "gp_pipeline.h"
@@ -161,12 +163,24 @@ static gp_status cx_step_begin(void *ctx, const gp_step_plan *plan, const int *s
     return gp_engine_embed_stage(x->e, 0, plan->B, &p->a);
 }
 
+/* One stage, in an NVTX range on the launching thread (Nsight Systems shows
+ * the producer's and the consumer's launches against the GPU timeline). */
 static gp_status launch(gp_cuda_exec *x, int ffn, int layer, int m, cudaStream_t s)
 {
+    char name[32];
+    snprintf(name, sizeof name, "%s L%d m%d", ffn ? "ffn" : "attn", layer, m);
+    nvtxRangePushA(name);
+    gp_status st = GP_OK;
     if (!x->g)
-        return run_stage(x, ffn, layer, m);
-    CU(cudaGraphLaunch(*gslot(x, x->g, ffn, layer, m), s));
-    return GP_OK;
+        st = run_stage(x, ffn, layer, m);
+    else if (cudaGraphLaunch(*gslot(x, x->g, ffn, layer, m), s) != cudaSuccess) {
+        cudaError_t ce = cudaGetLastError();
+        gp_set_error("launching the %s stage graph of layer %d micro-batch %d: %s", ffn ? "FFN" : "attention", layer,
+                     m, cudaGetErrorString(ce));
+        st = GP_ERR_CUDA;
+    }
+    nvtxRangePop();
+    return st;
 }
 
 static gp_status cx_attn(void *ctx, int layer, int m, gp_payload *out)

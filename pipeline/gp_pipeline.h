@@ -135,8 +135,10 @@ typedef struct gp_step_stats {
     double ffn_idle_ms;         /* partition F: step time not covered by FFN stages */
 } gp_step_stats;
 
-/* The last successful step's statistics (valid until the next step). */
+/* The last successful step's statistics and stage times (valid until the
+ * next step; NULL after a failed one). */
 const gp_step_stats *gp_pipeline_last_stats(const gp_pipeline *pl);
+const gp_step_timing *gp_pipeline_last_timing(const gp_pipeline *pl);
 
 /* Averages over a window of steps, for reports and the rebalancer. */
 typedef struct gp_stats_summary {
@@ -175,7 +177,8 @@ void *gp_stats_report_json(const gp_stats_summary *s);
  * among the executor's pooled pairs (gp_exec_ops.n_splits/split_info). */
 typedef enum gp_rebalance_policy {
     GP_REBALANCE_OFF = 0,
-    GP_REBALANCE_RATIO = 1, /* attention share from sqrt(attention latency / FFN latency), bounded */
+    GP_REBALANCE_RATIO = 1, /* attention share from the attention/FFN latency ratio, bounded: the sqrt
+                               form for M = 1, linear for M >= 2 (gp_rebalance_target_share) */
     GP_REBALANCE_MODEL = 2, /* predict step time per pair from latency-vs-SM samples; pick the best */
 } gp_rebalance_policy;
 const char *gp_rebalance_policy_name(gp_rebalance_policy p);
@@ -213,6 +216,44 @@ bool gp_rebalancer_observe(gp_rebalancer *r, int current, const gp_step_stats *s
                            gp_rebalance_decision *d);
 int gp_rebalancer_log(const gp_rebalancer *r, const gp_rebalance_decision **out);
 
+/* ---------------------------------------- rebalancer internals (added with rebalance.c)
+ * The pure functions the rebalancer decides with, exposed so tests check them
+ * and reports can quote them. */
+
+/* Step time of n_layers x M stages of uniform length on two in-order streams
+ * (A issues (l, m) in layer-major order, F likewise) with the runner's
+ * dependencies: A(l, m) after F(l-1, m), F(l, m) after A(l, m). From 0 to the
+ * end of the last FFN; 0 for a non-positive or non-finite input. */
+double gp_overlap_step_ms(int n_layers, int M, double attn_stage_ms, double ffn_stage_ms);
+
+/* The ratio policy's attention share: with t_a, t_f the measured attention and
+ * FFN latency per layer at share s0, and latency inversely proportional to a
+ * side's SMs, the work is w_a = t_a s0, w_f = t_f (1 - s0), and
+ *   M >= 2 (the sides overlap, the slower one sets the step):
+ *          s* = w_a / (w_a + w_f)                     (equal latencies)
+ *   M == 1 (the sides alternate, the step is their sum):
+ *          s* / (1 - s*) = sqrt(w_a / w_f)            (minimum of w_a/s + w_f/(1-s))
+ * clamped to [min_share, max_share]. s0 clamped (with non-positive or
+ * non-finite latencies) when there is nothing to go on. */
+double gp_rebalance_target_share(double attn_ms, double ffn_ms, double share, int M, double min_share,
+                                 double max_share);
+
+/* Latency of one side against its SM count, fitted to samples (s_i, t_i):
+ * with >= 2 distinct counts t(s) = a + b / s by least squares, with a, b >= 0
+ * (b < 0: constant mean; a < 0: b / s through the origin); with one count
+ * t(s) = t0 s0 / min(s, max(s0, s_sat)): 1/s scaling that stops at the
+ * saturation count s_sat = GP_REBALANCE_SAT_SHARE x total_sms, past which a
+ * memory-bound stage gains nothing (DESIGN.md section 4: a copy on 56 of 132
+ * SMs reaches 99% of the bandwidth). */
+#define GP_REBALANCE_SAT_SHARE (56.0 / 132.0)
+typedef struct gp_latency_fit {
+    int n;                 /* distinct SM counts used (0: no fit) */
+    double a, b;           /* n >= 2 */
+    double s0, t0, s_sat;  /* n == 1 */
+} gp_latency_fit;
+gp_status gp_latency_fit_make(const double *sms, const double *ms, int n, double total_sms, gp_latency_fit *out);
+double gp_latency_fit_eval(const gp_latency_fit *f, double sms);
+
 /* ------------------------------------------------------------ executors */
 
 /* CPU executor: the float32 reference's stages, with worker threads standing
@@ -222,6 +263,53 @@ typedef struct gp_cpu_exec gp_cpu_exec;
 gp_status gp_cpu_exec_create(gp_cpu_model *model, int a_threads, int f_threads, gp_cpu_exec **out);
 void gp_cpu_exec_destroy(gp_cpu_exec *x);
 gp_exec gp_cpu_exec_get(gp_cpu_exec *x);
+
+/* ---------------------------------------- simulated executor (added with sim_exec.c)
+ * The CPU executor with synthetic stage costs: no math, stage durations from
+ * a caller's cost model, a timeline in virtual time on two "streams" with the
+ * CUDA executor's dependencies (A(l, m) after F(l-1, m) and stream order,
+ * F(l, m) after A(l, m)), filled into gp_step_timing as the real executors
+ * do. Holds a set of pairs for a virtual device, so the rebalancer and the
+ * runner are tested end to end in CI. Next tokens are zeros. */
+typedef enum gp_sim_side { GP_SIM_ATTN = 0, GP_SIM_FFN = 1 } gp_sim_side;
+
+/* ms one stage takes alone on `sms` SMs of its side. step: the executor's
+ * pipelined step counter (0, 1, ...), -1 for sequential steps and for
+ * gp_sim_exec_timeline queries the caller makes; micro -1 in sequential
+ * steps. Called on the caller's thread only (in step_end and
+ * sequential_step). Must return a finite value >= 0. */
+typedef double (*gp_sim_cost_fn)(void *user, gp_sim_side side, long step, int layer, int micro, int rows, int sms);
+
+typedef struct gp_sim_params {
+    int n_layers;
+    int sm_count;            /* virtual device: 132 */
+    int granularity;         /* SMs per group: 8 */
+    int groups;              /* groups a split makes; 0: sm_count / granularity (the H100 makes 15) */
+    const gp_split_info *pairs; /* explicit pairs (copied) instead of A = g, 2g, ... with F the rest; */
+    int n_pairs;             /*   NULL/0: generated from the three fields above */
+    gp_sim_cost_fn cost;     /* required */
+    void *user;
+    double attn_slowdown;    /* >= 1: attention progresses at 1/slowdown while an FFN stage runs */
+    double ffn_slowdown;     /* >= 1: likewise for FFN while attention runs (HBM and L2 are shared) */
+    double begin_ms;         /* embedding and uploads, before the first stage */
+    double end_ms;           /* final norm, LM head, argmax, after the last FFN */
+    uint64_t a2f_bytes_per_row; /* payload bytes per row crossing A->F (hidden x 4: fp32 residual) */
+    int vocab;               /* logits row length (zeros); 0: logits must be NULL */
+} gp_sim_params;
+/* 132 SMs, granularity 8, 15 groups, slowdowns 1, begin/end 0, 16 KiB per
+ * row, vocab 0; n_layers and cost must be set. */
+gp_sim_params gp_sim_default_params(void);
+
+typedef struct gp_sim_exec gp_sim_exec;
+gp_status gp_sim_exec_create(const gp_sim_params *p, gp_sim_exec **out);
+void gp_sim_exec_destroy(gp_sim_exec *x);
+gp_exec gp_sim_exec_get(gp_sim_exec *x);
+/* The timeline of a step of plan on pair `index` without running it (the
+ * cost model called with `step`): t's arrays sized [n_layers][M]. Tests find
+ * the best pair by brute force with it. */
+gp_status gp_sim_exec_timeline(gp_sim_exec *x, int index, const gp_step_plan *plan, long step, gp_step_timing *t);
+/* Pipelined steps completed so far. */
+long gp_sim_exec_steps(const gp_sim_exec *x);
 
 /* CUDA executor: stages of the engine on the pool's partition pairs (attention
  * on A, FFN and the head on F), graphs per stage when use_graphs. engine and

@@ -282,6 +282,11 @@ const gp_step_stats *gp_pipeline_last_stats(const gp_pipeline *pl)
     return pl->stats_valid ? &pl->stats : NULL;
 }
 
+const gp_step_timing *gp_pipeline_last_timing(const gp_pipeline *pl)
+{
+    return pl->stats_valid ? &pl->timing : NULL;
+}
+
 gp_status gp_pipeline_step(gp_pipeline *pl, int B, const int *seq_ids, const int32_t *tokens, int32_t *next,
                            float *logits)
 {

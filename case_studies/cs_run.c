@@ -1,0 +1,257 @@
+/* The case study's runner: for one workload, the sequential engine row and
+ * every (split, M, queue depth) row of the pipeline, timed with device events
+ * over repeats; a configuration that fails becomes an error row. */
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include <nvtx3/nvToolsExt.h>
+
+#include "cs_run.h"
+#include "gp_engine.h"
+
+static int cmp_double(const void *a, const void *b)
+{
+    double x = *(const double *)a, y = *(const double *)b;
+    return (x > y) - (x < y);
+}
+
+static double median(double *v, int n)
+{
+    qsort(v, (size_t)n, sizeof *v, cmp_double);
+    return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
+}
+
+static void row_error(gp_cs_row *r, gp_status st, const char *what)
+{
+    r->ok = false;
+    snprintf(r->error, sizeof r->error, "%s: %s: %s", what, gp_status_str(st), gp_last_error());
+}
+
+/* Contexts of C tokens of random K/V, and the first inputs. */
+static gp_status reset_context(cs_workload_run *wr)
+{
+    GP_TRY(gp_engine_fill_context(wr->engine, wr->w->B, wr->w->C, wr->env->o->seed + 1));
+    for (int b = 0; b < wr->w->B; b++)
+        wr->tok[b] = (int32_t)(((int64_t)b * 7919 + 13 + (int64_t)wr->env->o->seed) % wr->env->cfg.vocab);
+    return GP_OK;
+}
+
+typedef gp_status (*step_fn)(cs_workload_run *wr, float *ms);
+
+static gp_status seq_step(cs_workload_run *wr, float *ms)
+{
+    GP_TRY(gp_engine_decode_step(wr->engine, wr->w->B, wr->ids, wr->tok, wr->next, NULL));
+    *ms = gp_engine_last_step_ms(wr->engine);
+    memcpy(wr->tok, wr->next, sizeof(int32_t) * (size_t)wr->w->B);
+    return GP_OK;
+}
+
+static gp_status pipe_step(cs_workload_run *wr, float *ms)
+{
+    GP_TRY(gp_pipeline_step(wr->pipe, wr->w->B, wr->ids, wr->tok, wr->next, NULL));
+    const gp_step_stats *s = gp_pipeline_last_stats(wr->pipe);
+    *ms = s->step_ms;
+    GP_TRY(gp_stats_window_add(wr->window, s));
+    if (wr->reb) {
+        int next = wr->pair;
+        gp_rebalance_decision d;
+        gp_rebalancer_observe(wr->reb, wr->pair, s, &next, &d);
+        if (next != wr->pair) {
+            gp_exec ex = gp_cuda_exec_get(wr->exec);
+            GP_TRY(ex.ops->select_split(ex.ctx, next));
+            wr->pair = next;
+        }
+    }
+    memcpy(wr->tok, wr->next, sizeof(int32_t) * (size_t)wr->w->B);
+    return GP_OK;
+}
+
+/* Warm-up once (graphs captured, caches filled), then per repeat: fresh
+ * contexts and `steps` timed steps; a repeat's sample is its median step. */
+static gp_status time_config(cs_workload_run *wr, step_fn fn, gp_cs_row *r)
+{
+    const gp_cs_options *o = wr->env->o;
+    float ms;
+    GP_TRY(reset_context(wr));
+    for (int i = 0; o->warmup && i < o->warmup_steps; i++)
+        GP_TRY(fn(wr, &ms));
+    if (wr->window)
+        gp_stats_window_reset(wr->window);
+    r->samples_ms = calloc((size_t)o->repeat, sizeof(double));
+    double *steps = calloc((size_t)o->steps, sizeof(double));
+    if (!r->samples_ms || !steps) {
+        free(steps);
+        GP_FAIL(GP_ERR_NO_MEMORY, "out of host memory for samples");
+    }
+    gp_status st = GP_OK;
+    for (int rep = 0; rep < o->repeat && st == GP_OK; rep++) {
+        st = reset_context(wr);
+        for (int s = 0; s < o->steps && st == GP_OK; s++) {
+            nvtxRangePushA("decode step");
+            st = fn(wr, &ms);
+            nvtxRangePop();
+            steps[s] = ms;
+        }
+        if (st == GP_OK)
+            r->samples_ms[r->n_samples++] = median(steps, o->steps);
+    }
+    free(steps);
+    GP_TRY(st);
+    double *sorted = malloc(sizeof(double) * (size_t)r->n_samples);
+    if (!sorted)
+        GP_FAIL(GP_ERR_NO_MEMORY, "out of host memory for samples");
+    memcpy(sorted, r->samples_ms, sizeof(double) * (size_t)r->n_samples);
+    r->ms_median = median(sorted, r->n_samples);
+    r->ms_min = sorted[0];
+    r->ms_max = sorted[r->n_samples - 1];
+    free(sorted);
+    r->tokens_per_s = wr->w->B / (r->ms_median / 1e3);
+    gp_step_cost cost;
+    gp_step_floor(&wr->env->cfg, wr->w->B, wr->w->C + o->steps / 2.0, r->seq ? 1 : r->M, &cost);
+    r->floor_ms = cost.floor_ms;
+    r->floor_share = cost.floor_ms / r->ms_median;
+    r->ok = true;
+    return GP_OK;
+}
+
+static void copy_trace(gp_cs_row *r, const gp_step_timing *t, int L, int M)
+{
+    size_t n = (size_t)L * (size_t)M;
+    float *buf = malloc(sizeof(float) * 4 * n);
+    if (!buf || !t)
+        return (void)free(buf);
+    r->trace = (gp_cs_trace){.n_layers = L, .M = M, .step_ms = t->step_ms, .attn_begin = buf,
+                             .attn_end = buf + n, .ffn_begin = buf + 2 * n, .ffn_end = buf + 3 * n};
+    memcpy(r->trace.attn_begin, t->attn_begin, sizeof(float) * n);
+    memcpy(r->trace.attn_end, t->attn_end, sizeof(float) * n);
+    memcpy(r->trace.ffn_begin, t->ffn_begin, sizeof(float) * n);
+    memcpy(r->trace.ffn_end, t->ffn_end, sizeof(float) * n);
+}
+
+void cs_run_seq(cs_workload_run *wr, gp_cs_row *r)
+{
+    r->seq = true;
+    r->M = 1;
+    r->split = (gp_split_info){.a_got = wr->env->sm_count, .f_got = wr->env->sm_count, .partitioned = false,
+                               .unit = "SMs"};
+    nvtxRangePushA("seq");
+    gp_status st = time_config(wr, seq_step, r);
+    nvtxRangePop();
+    if (st != GP_OK)
+        row_error(r, st, "sequential engine");
+}
+
+void cs_run_pipelined(cs_workload_run *wr, int pair, int M, unsigned depth, gp_cs_row *r)
+{
+    const gp_cs_options *o = wr->env->o;
+    gp_exec ex = gp_cuda_exec_get(wr->exec);
+    r->M = M;
+    r->depth = depth;
+    r->rebalance = o->rebalance;
+    ex.ops->split_info(ex.ctx, pair, &r->split);
+    gp_pipeline_params p = gp_pipeline_default_params();
+    p.micro_batches = M;
+    p.ring.depth = depth;
+    gp_status st = ex.ops->select_split(ex.ctx, pair);
+    if (st == GP_OK)
+        st = gp_pipeline_set_params(wr->pipe, &p);
+    if (st == GP_OK && wr->w->B < M) {
+        gp_set_error("batch %d has fewer rows than %d micro-batches", wr->w->B, M);
+        st = GP_ERR_INVALID_ARG;
+    }
+    wr->pair = pair;
+    wr->reb = NULL;
+    if (st == GP_OK && o->rebalance != GP_REBALANCE_OFF) {
+        int n = ex.ops->n_splits(ex.ctx);
+        gp_split_info *infos = calloc((size_t)n, sizeof *infos);
+        gp_rebalance_params rp = gp_rebalance_default_params();
+        rp.policy = o->rebalance;
+        for (int i = 0; infos && i < n; i++)
+            ex.ops->split_info(ex.ctx, i, &infos[i]);
+        st = infos ? gp_rebalancer_create(&rp, infos, n, &wr->reb) : GP_ERR_NO_MEMORY;
+        free(infos);
+    }
+    char name[96];
+    snprintf(name, sizeof name, "%s %d:%d M=%d depth %u", wr->w->label, r->split.a_req, r->split.f_req, M, depth);
+    nvtxRangePushA(name);
+    if (st == GP_OK)
+        st = time_config(wr, pipe_step, r);
+    nvtxRangePop();
+    if (st != GP_OK) {
+        row_error(r, st, "pipelined step");
+    } else {
+        gp_stats_summary s;
+        if (gp_stats_window_summary(wr->window, &s) == GP_OK) {
+            r->attn_ms_per_layer = s.attn_ms_per_layer;
+            r->ffn_ms_per_layer = s.ffn_ms_per_layer;
+            r->a2f_mb_per_token = s.a2f_mb_per_token;
+            r->ring_occupancy_mean = s.ring_occupancy_mean;
+            r->attn_backlog = s.attn_backlog_mean;
+            r->ffn_backlog = s.ffn_backlog_mean;
+            r->attn_idle_share = s.attn_idle_share;
+            r->ffn_idle_share = s.ffn_idle_share;
+        }
+        copy_trace(r, gp_pipeline_last_timing(wr->pipe), wr->env->cfg.n_layers, M);
+    }
+    if (wr->reb) {
+        const gp_rebalance_decision *log;
+        int n = gp_rebalancer_log(wr->reb, &log);
+        if (n > 0 && (r->decisions = malloc(sizeof *log * (size_t)n))) {
+            memcpy(r->decisions, log, sizeof *log * (size_t)n);
+            r->n_decisions = n;
+        }
+        gp_rebalancer_destroy(wr->reb);
+        wr->reb = NULL;
+    }
+}
+
+void cs_workload_close(cs_workload_run *wr)
+{
+    gp_pipeline_destroy(wr->pipe);
+    gp_cuda_exec_destroy(wr->exec);
+    gp_engine_destroy(wr->engine);
+    gp_stats_window_destroy(wr->window);
+    free(wr->ids);
+    free(wr->tok);
+    free(wr->next);
+    memset(wr, 0, sizeof *wr);
+}
+
+gp_status cs_workload_open(cs_env *env, const gp_cs_workload *w, cs_workload_run *wr)
+{
+    memset(wr, 0, sizeof *wr);
+    wr->env = env;
+    wr->w = w;
+    const gp_cs_options *o = env->o;
+    gp_engine_params p = gp_engine_default_params();
+    p.max_batch = w->B;
+    /* contexts restart at C every repeat; the warm-up runs before the first */
+    p.max_context = w->C + (o->warmup ? o->warmup_steps : 0) + o->steps + 1;
+    p.use_graphs = true;
+    if (p.max_context > env->cfg.max_context)
+        GP_FAIL(GP_ERR_INVALID_ARG, "workload %s: context %d plus %d steps exceeds the model's %d positions",
+                w->label, w->C, p.max_context - w->C, env->cfg.max_context);
+    gp_status st = gp_engine_create(env->dw, &p, &wr->engine);
+    if (st == GP_OK)
+        st = gp_cuda_exec_create(wr->engine, env->pool, true, &wr->exec);
+    if (st == GP_OK)
+        st = gp_pipeline_create(gp_cuda_exec_get(wr->exec), env->cfg.n_layers, NULL, &wr->pipe);
+    if (st == GP_OK)
+        st = gp_stats_window_create(env->cfg.n_layers, &wr->window);
+    wr->ids = malloc(sizeof(int) * (size_t)w->B);
+    wr->tok = malloc(sizeof(int32_t) * (size_t)w->B);
+    wr->next = malloc(sizeof(int32_t) * (size_t)w->B);
+    if (st == GP_OK && (!wr->ids || !wr->tok || !wr->next)) {
+        gp_set_error("workload %s: out of host memory", w->label);
+        st = GP_ERR_NO_MEMORY;
+    }
+    if (st != GP_OK) {
+        cs_workload_close(wr);
+        return st;
+    }
+    for (int b = 0; b < w->B; b++)
+        wr->ids[b] = b;
+    return GP_OK;
+}

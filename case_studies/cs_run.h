@@ -1,0 +1,37 @@
+/* Private to the case study's program: the run-wide state and the runner of
+ * one workload's configurations (cs_run.c). */
+#ifndef GP_CS_RUN_H
+#define GP_CS_RUN_H
+
+#include "gp_case_study.h"
+
+typedef struct cs_env {
+    const gp_cs_options *o;
+    gp_config cfg;
+    gp_device_weights *dw;
+    gp_green_pool *pool;     /* every split of the run, built once */
+    gp_sm_info info;
+    int sm_count;
+} cs_env;
+
+/* One workload's engine, executor and pipeline, shared by its rows. */
+typedef struct cs_workload_run {
+    cs_env *env;
+    const gp_cs_workload *w;
+    gp_engine *engine;
+    gp_cuda_exec *exec;
+    gp_pipeline *pipe;
+    gp_stats_window *window;
+    gp_rebalancer *reb;      /* during a row with --rebalance */
+    int pair;                /* pool pair in force */
+    int *ids;                /* [B] */
+    int32_t *tok, *next;     /* [B] */
+} cs_workload_run;
+
+gp_status cs_workload_open(cs_env *env, const gp_cs_workload *w, cs_workload_run *wr);
+void cs_workload_close(cs_workload_run *wr);
+/* Fill r (configuration and outcome; an error row on failure). */
+void cs_run_seq(cs_workload_run *wr, gp_cs_row *r);
+void cs_run_pipelined(cs_workload_run *wr, int pair, int M, unsigned depth, gp_cs_row *r);
+
+#endif
