@@ -19,12 +19,12 @@
  * in fp32 but stores activations (normed inputs, QKV, attention output, gate/
  * up, SwiGLU) in bf16. The CPU reference in bf16-activation mode rounds at the
  * same points, so the engine must match it closely (only fp32 summation order
- * and the rare bf16 rounding flip it causes differ) and make the same greedy
- * choices: ENGINE_TOL. Against HF's float32 the drift of bf16 storage alone is
+ * and the rare bf16 rounding flip it causes differ; measured 2.3e-7 on the H100)
+ * and make the same greedy choices: ENGINE_TOL. Against HF's float32 the drift of bf16 storage alone is
  * what tests/model/test_hf_logits.c measures for that mode (2.8e-2 tiny,
  * 3.4e-2 small-gqa, and it flips 2 near-tie greedy tokens of small-gqa), so
  * the engine is held to HF within BF16_DRIFT_TOL with tokens reported. */
-#define ENGINE_TOL 1e-2
+#define ENGINE_TOL 1e-3
 #define BF16_DRIFT_TOL 6e-2
 
 typedef struct engine_model {

@@ -90,8 +90,11 @@ static void observe(void *stream, sm_set *set)
         if (g.h_ids[i] >= MAX_SMID)
             fail_msg("block %d recorded smid %u (not run, or smid beyond %d)", i, g.h_ids[i],
                      MAX_SMID);
-        if (!set->has[g.h_ids[i]]++)
+        /* a flag, not a counter: thousands of blocks land on each SM */
+        if (!set->has[g.h_ids[i]]) {
+            set->has[g.h_ids[i]] = 1;
             set->count++;
+        }
     }
 }
 
