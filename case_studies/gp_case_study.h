@@ -128,6 +128,11 @@ typedef struct gp_cs_meta {
 } gp_cs_meta;
 
 void gp_cs_row_free(gp_cs_row *r);
+/* Allocates t's four [n_layers][M] arrays (zeroed) as one block held by
+ * attn_begin, in struct order. gp_cs_row_free releases a trace made so, or
+ * one whose four arrays were malloc'ed separately.
+ * GP_ERR_INVALID_ARG / GP_ERR_NO_MEMORY otherwise. */
+gp_status gp_cs_trace_alloc(gp_cs_trace *t, int n_layers, int M);
 
 /* ------------------------------------------------------------ writers */
 
@@ -143,6 +148,11 @@ gp_status gp_cs_write_trace(const char *path, const gp_cs_meta *m, const gp_cs_r
 /* tokens/s against attention SMs, one line per workload and M, the seq level
  * of each workload as a dashed line. */
 gp_status gp_cs_write_svg(const char *path, const gp_cs_meta *m, const gp_cs_row *rows, int n);
+/* One row and the metadata as --json writes them (jansson json_t*, returned
+ * as void* like gp_stats_report_json; json_decref it), for other writers
+ * such as the tuning profile. NULL when out of memory. */
+void *gp_cs_row_json(const gp_cs_row *r);
+void *gp_cs_meta_json(const gp_cs_meta *m);
 
 /* ------------------------------------------------------------ tuning */
 

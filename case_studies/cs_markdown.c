@@ -1,0 +1,130 @@
+/* The markdown report on stdout: one table line per configuration (error
+ * rows say why), the rebalancer's moves, then the run's metadata. */
+#include "cs_impl.h"
+
+#include <math.h>
+#include <string.h>
+
+/* A number with a fixed number of decimals and a suffix; "-" when absent. */
+static const char *num(char *buf, size_t len, double v, int decimals, const char *suffix)
+{
+    if (!isfinite(v))
+        snprintf(buf, len, "-");
+    else
+        snprintf(buf, len, "%.*f%s", decimals, v, suffix);
+    return buf;
+}
+
+/* Table cells must stay on one line and must not split the row. */
+static void cell_text(FILE *f, const char *s)
+{
+    for (; s && *s; s++) {
+        if (*s == '|')
+            fputs("\\|", f);
+        else if (*s == '\n' || *s == '\r' || *s == '\t')
+            fputc(' ', f);
+        else
+            fputc(*s, f);
+    }
+}
+
+static const char *HEADER[] = {
+    "workload", "B:C", "split asked", "split got", "M", "depth", "rebalance", "ms/step", "min", "max",
+    "tokens/s", "attn ms/layer", "FFN ms/layer", "A→F MB/token", "ring occ.", "A backlog", "F backlog",
+    "A idle", "F idle", "of floor", "vs seq",
+};
+#define N_COLS ((int)(sizeof HEADER / sizeof HEADER[0]))
+#define N_CONFIG_COLS 7 /* workload .. rebalance */
+
+static void write_row(FILE *f, const gp_cs_row *r)
+{
+    char req[64], got[64], b[N_COLS][48];
+    cs_row_req_text(r, req, sizeof req);
+    cs_row_got_text(r, got, sizeof got);
+    fputs("| ", f);
+    cell_text(f, r->workload);
+    fprintf(f, " | %d:%d | %s | %s | ", r->B, r->C, req, got);
+    if (r->seq)
+        fputs("- | - | - |", f); /* no micro-batches, ring or rebalancer */
+    else
+        fprintf(f, "%d | %u | %s |", r->M, r->depth, cs_rebalance_name(r->rebalance));
+    if (!r->ok) {
+        fputs(" **error**: ", f);
+        cell_text(f, r->error[0] ? r->error : "failed (no reason given)");
+        fputs(" |", f);
+        for (int c = N_CONFIG_COLS + 1; c < N_COLS; c++)
+            fputs(" |", f);
+        fputc('\n', f);
+        return;
+    }
+    /* The pipeline's own figures mean nothing for the sequential engine. */
+    double na = NAN;
+    bool p = !r->seq;
+    fprintf(f, " %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s |\n",
+            num(b[0], 48, r->ms_median, 3, ""), num(b[1], 48, r->ms_min, 3, ""), num(b[2], 48, r->ms_max, 3, ""),
+            num(b[3], 48, r->tokens_per_s, 0, ""), num(b[4], 48, p ? r->attn_ms_per_layer : na, 3, ""),
+            num(b[5], 48, p ? r->ffn_ms_per_layer : na, 3, ""), num(b[6], 48, p ? r->a2f_mb_per_token : na, 4, ""),
+            num(b[7], 48, p ? r->ring_occupancy_mean : na, 2, ""), num(b[8], 48, p ? r->attn_backlog : na, 2, ""),
+            num(b[9], 48, p ? r->ffn_backlog : na, 2, ""), num(b[10], 48, p ? 100.0 * r->attn_idle_share : na, 0, "%"),
+            num(b[11], 48, p ? 100.0 * r->ffn_idle_share : na, 0, "%"),
+            num(b[12], 48, r->floor_share > 0 ? 100.0 * r->floor_share : na, 0, "%"),
+            num(b[13], 48, r->speedup_vs_seq > 0 ? r->speedup_vs_seq : na, 2, "x"));
+}
+
+/* One line per row whose rebalancer decided anything: decisions, moves, path. */
+static void write_rebalance(FILE *f, const gp_cs_row *rows, int n)
+{
+    bool any = false;
+    for (int i = 0; i < n; i++) {
+        const gp_cs_row *r = &rows[i];
+        if (r->n_decisions < 1 || !r->decisions)
+            continue;
+        if (!any)
+            fputs("\nRebalancer decisions (all of them are in --json and --trace):\n", f);
+        any = true;
+        int moves = 0;
+        for (int k = 0; k < r->n_decisions; k++)
+            moves += r->decisions[k].from != r->decisions[k].to;
+        fprintf(f, "- ");
+        cell_text(f, r->workload);
+        fprintf(f, " %d:%d M=%d depth %u (%s): %d decisions, %d moves, A %d -> %d SMs; last: ", r->B, r->C, r->M,
+                r->depth, cs_rebalance_name(r->rebalance), r->n_decisions, moves, r->decisions[0].from_a,
+                r->decisions[r->n_decisions - 1].to_a);
+        cell_text(f, r->decisions[r->n_decisions - 1].reason);
+        fputc('\n', f);
+    }
+}
+
+void gp_cs_write_markdown(FILE *f, const gp_cs_meta *m, const gp_cs_row *rows, int n)
+{
+    if (!f)
+        return;
+    if (n < 0 || !rows)
+        n = 0;
+    fputc('|', f);
+    for (int c = 0; c < N_COLS; c++)
+        fprintf(f, " %s |", HEADER[c]);
+    fputs("\n|", f);
+    for (int c = 0; c < N_COLS; c++)
+        fputs(c < 4 || c == 6 ? " --- |" : " ---: |", f);
+    fputc('\n', f);
+    for (int i = 0; i < n; i++)
+        write_row(f, &rows[i]);
+    if (n == 0)
+        fputs("\n(no configurations were run)\n", f);
+
+    fputs("\nms/step: median over repeats of each repeat's median step, min and max over repeats. "
+          "Backlog: stages ready but not started, at each start. Idle: share of the step a partition ran no "
+          "stage. Of floor: the DESIGN.md section 5 floor over the median. vs seq: the seq row's median over "
+          "this one's, same workload, same run. \"shared\": no green contexts, both sides on every SM.\n",
+          f);
+    write_rebalance(f, rows, n);
+    if (!m)
+        return;
+    fprintf(f, "\nGPU: %s, %d SMs, driver %s, CUDA %s\n", m->gpu[0] ? m->gpu : "?", m->sm_count,
+            m->driver[0] ? m->driver : "?", m->cuda[0] ? m->cuda : "?");
+    fprintf(f, "Model: %s; commit %s; %s\n", m->model[0] ? m->model : "?", m->commit[0] ? m->commit : "?",
+            m->timestamp[0] ? m->timestamp : "?");
+    if (m->notes[0])
+        fprintf(f, "Notes: %s\n", m->notes);
+}

@@ -1,0 +1,99 @@
+/* decode_pipeline_case_study's defaults and usage text: the one place that
+ * says what every flag accepts and what it defaults to. */
+#include "cs_impl.h"
+
+#include <string.h>
+
+#include "gp_model.h"
+#include "gp_queues.h"
+
+void gp_cs_default_options(gp_cs_options *o)
+{
+    memset(o, 0, sizeof *o);
+    /* splits: none listed, splits_given false: seq plus the default set */
+    static const char *wl[] = { "small", "large" };
+    for (int i = 0; i < 2; i++) {
+        gp_cs_workload *w = &o->workloads[i];
+        cs_workload_preset(wl[i], &w->B, &w->C);
+        snprintf(w->label, sizeof w->label, "%s", wl[i]);
+    }
+    o->n_workloads = 2;
+    o->micro[0] = 1;
+    o->micro[1] = 2;
+    o->n_micro = 2;
+    o->depths[0] = GP_RING_DEFAULT_DEPTH;
+    o->n_depths = 1;
+    snprintf(o->model, sizeof o->model, "%s", GP_DEFAULT_PRESET);
+    o->steps = 8;
+    o->warmup = true;
+    o->warmup_steps = 3;
+    o->repeat = 5;
+    o->rebalance = GP_REBALANCE_OFF;
+    snprintf(o->tuning_out, sizeof o->tuning_out, "tuning.json");
+    o->seed = 0;
+    o->progress = -1;
+}
+
+void gp_cs_usage(FILE *f)
+{
+    fputs(
+        "Usage: " CS_PROG " [options]\n"
+        "\n"
+        "Runs decode steps with attention and FFN on disjoint SM partitions (A:F) of the\n"
+        "GPU, over every combination of the listed splits, workloads, micro-batch counts\n"
+        "and queue depths, and reports ms/step, tokens/s and the pipeline statistics of\n"
+        "each beside the sequential engine on all SMs (the seq row, always run).\n"
+        "\n"
+        "Configurations (lists are comma-separated, each entry at most once):\n"
+        "  --sm-splits LIST     A:F attention:FFN SMs (A + F = all SMs of the GPU), A (F\n"
+        "                       gets the rest), seq (the sequential reference; run\n"
+        "                       anyway), sweep (every valid split at the GPU's partition\n"
+        "                       granularity). At most 64 entries.\n"
+        "                       Default: seq and A = 40, 56, 72 with F the rest on an\n"
+        "                       H100 (132 SMs in partitions of 8, 12 remainder SMs on F);\n"
+        "                       elsewhere the same shares of the GPU (30%, 42%, 55%)\n"
+        "                       rounded to its granularity.\n"
+        "  --workload LIST      small (8:1024), large (1024:384) or B:C: B sequences with\n"
+        "                       C tokens cached each, B 1..65536, C 1..1048576, at most 16.\n"
+        "                       The presets are sized for the H100 and shrink on GPUs\n"
+        "                       with fewer SMs or less memory (the report says how);\n"
+        "                       B:C runs as given. Default: small,large.\n"
+        "  --micro-batches LIST micro-batches M per step, 1..4. Default: 1,2.\n"
+        "  --queue-depth LIST   slots of each layer's ring, a power of two 2..4096 (holds\n"
+        "                       depth - 1 payloads), at most 8 entries. Default: 4.\n"
+        "  --model NAME|DIR     a preset (tiny, llama3.2-1b, llama3-8b, llama3-70b) with\n"
+        "                       synthetic weights, or a Hugging Face checkpoint directory\n"
+        "                       (config.json + safetensors). Default: llama3-8b.\n"
+        "\n"
+        "Measurement:\n"
+        "  --steps N            timed steps per repeat, 1..100000. Default: 8.\n"
+        "  --warmup[=N]         run N untimed steps first, 1..1000 (default: on, N = 3).\n"
+        "  --no-warmup          time from the first step.\n"
+        "  --repeat N           repeats per configuration, 1..1000; ms/step is the median\n"
+        "                       over repeats of each repeat's median step. Default: 5.\n"
+        "  --rebalance POLICY   off, ratio or model: let the rebalancer move the split\n"
+        "                       between steps. Default: off.\n"
+        "  --seed N             seed of the synthetic weights and tokens, 0..2^64-1.\n"
+        "                       Default: 0.\n"
+        "\n"
+        "Tuning:\n"
+        "  --tuning FILE        start from the rule of a profile written by --autotune.\n"
+        "  --autotune           measure every valid split (unless --sm-splits is given)\n"
+        "                       and write a tuning profile.\n"
+        "  --tuning-out FILE    where --autotune writes it. Default: tuning.json.\n"
+        "\n"
+        "Output (a markdown table always goes to stdout):\n"
+        "  --json FILE          everything: rows, raw samples, rebalancer decisions, run\n"
+        "                       metadata.\n"
+        "  --csv FILE           one header line and one line per configuration.\n"
+        "  --trace FILE         Chrome/Perfetto trace of one step per configuration\n"
+        "                       (open in ui.perfetto.dev or chrome://tracing).\n"
+        "  --svg FILE           tokens/s against attention SMs, per workload and M.\n"
+        "  --progress           progress lines on stderr; --no-progress: none\n"
+        "                       (default: when stderr is a terminal).\n"
+        "  -h, --help           this text.\n"
+        "\n"
+        "Every flag may be given once. Exit status 2: a bad command line.\n",
+        f);
+}
+

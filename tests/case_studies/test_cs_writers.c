@@ -1,0 +1,315 @@
+/* The markdown, JSON and CSV writers on rows that include a failed
+ * configuration and texts with commas, quotes, pipes and line breaks: the
+ * table keeps its shape, JSON parses back with every field and sample, CSV
+ * has the same column count on every record; an unwritable path is GP_ERR_IO
+ * naming it; gp_cs_row_free releases everything. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <cmocka.h>
+
+#include <jansson.h>
+#include <math.h>
+#include <stdio.h>
+
+#include "test_cs_fixtures.h"
+
+static gp_cs_row rows[FX_ROWS];
+static gp_cs_meta meta;
+
+static int setup(void **state)
+{
+    (void)state;
+    fx_rows(rows);
+    fx_meta(&meta);
+    return 0;
+}
+
+static int teardown(void **state)
+{
+    (void)state;
+    fx_free(rows);
+    return 0;
+}
+
+/* Cells of a markdown table line: '|' not escaped by a backslash, minus one. */
+static int md_cells(const char *line, size_t len)
+{
+    int bars = 0;
+    for (size_t i = 0; i < len; i++)
+        if (line[i] == '|' && (i == 0 || line[i - 1] != '\\'))
+            bars++;
+    return bars - 1;
+}
+
+static void test_markdown(void **state)
+{
+    (void)state;
+    char *text;
+    size_t len;
+    FILE *f = open_memstream(&text, &len);
+    gp_cs_write_markdown(f, &meta, rows, FX_ROWS);
+    fclose(f);
+    /* every table line has the header's cell count, the error row included */
+    int cells = -1, lines = 0;
+    for (char *line = text; *line == '|';) {
+        char *nl = strchr(line, '\n');
+        assert_non_null(nl);
+        int c = md_cells(line, (size_t)(nl - line));
+        if (cells < 0)
+            cells = c;
+        if (c != cells)
+            fail_msg("table line %d has %d cells, the header %d: %.*s", lines, c, cells, (int)(nl - line), line);
+        lines++;
+        line = nl + 1;
+    }
+    assert_int_equal(lines, FX_ROWS + 2);
+    assert_int_equal(cells, 21);
+    assert_non_null(strstr(text, "**error**: cuBLAS failed, \"CUBLAS_STATUS_EXECUTION_FAILED\" \\| on <A:8> & F second line"));
+    assert_non_null(strstr(text, "| small | 8:1024 | 56:76 | 56:76 | 2 | 4 | ratio | 10.250 | 10.000 | 11.500 |"));
+    assert_non_null(strstr(text, "| small | 8:1024 | seq | all (132) | - | - | - | 9.250 |"));
+    assert_non_null(strstr(text, "| 72:rest | - |"));
+    assert_non_null(strstr(text, "| 0.90x |")); /* 9.25 / 10.25 */
+    assert_non_null(strstr(text, "GPU: NVIDIA H100 80GB HBM3"));
+    assert_non_null(strstr(text, "132 SMs, driver 580.65.06, CUDA 13.0"));
+    assert_non_null(strstr(text, "Model: llama3-8b; commit 83aeda3; 2025-01-02T03:04:05Z"));
+    assert_non_null(strstr(text, "Notes: notes with, commas"));
+    assert_non_null(strstr(text, "2 decisions, 2 moves, A 56 -> 72 SMs"));
+    free(text);
+
+    /* no rows: still a header and a word about it */
+    f = open_memstream(&text, &len);
+    gp_cs_write_markdown(f, NULL, NULL, 0);
+    fclose(f);
+    assert_non_null(strstr(text, "no configurations were run"));
+    free(text);
+}
+
+static void test_json(void **state)
+{
+    (void)state;
+    char path[256];
+    fx_tmp(path, sizeof path, "report.json");
+    assert_int_equal(gp_cs_write_json(path, &meta, rows, FX_ROWS), GP_OK);
+    json_error_t jerr;
+    json_t *root = json_load_file(path, 0, &jerr);
+    if (!root)
+        fail_msg("%s does not parse: line %d: %s", path, jerr.line, jerr.text);
+    json_t *m = json_object_get(root, "meta");
+    assert_string_equal(json_string_value(json_object_get(m, "gpu")), meta.gpu);
+    assert_int_equal(json_integer_value(json_object_get(m, "sm_count")), 132);
+    assert_string_equal(json_string_value(json_object_get(m, "notes")), meta.notes);
+    json_t *arr = json_object_get(root, "rows");
+    assert_int_equal(json_array_size(arr), FX_ROWS);
+
+    /* the split row: every sample, the trace grid, the decisions */
+    json_t *r = json_array_get(arr, 1);
+    assert_string_equal(json_string_value(json_object_get(r, "workload")), "small");
+    assert_true(json_is_false(json_object_get(r, "seq")));
+    assert_true(json_is_true(json_object_get(r, "ok")));
+    assert_true(json_is_null(json_object_get(r, "error")));
+    json_t *split = json_object_get(r, "split");
+    assert_int_equal(json_integer_value(json_object_get(split, "a_got")), 56);
+    assert_int_equal(json_integer_value(json_object_get(split, "f_req")), 76);
+    assert_true(json_is_true(json_object_get(split, "partitioned")));
+    json_t *samples = json_object_get(r, "samples_ms");
+    assert_int_equal(json_array_size(samples), 3);
+    for (int i = 0; i < 3; i++)
+        assert_float_equal(json_number_value(json_array_get(samples, i)), rows[1].samples_ms[i], 1e-9);
+    assert_float_equal(json_number_value(json_object_get(r, "ms_median")), 10.25, 1e-9);
+    assert_float_equal(json_number_value(json_object_get(r, "a2f_mb_per_token")), 0.0082, 1e-12);
+    assert_string_equal(json_string_value(json_object_get(r, "rebalance")), "ratio");
+    json_t *tr = json_object_get(r, "trace");
+    assert_int_equal(json_integer_value(json_object_get(tr, "n_layers")), FX_LAYERS);
+    json_t *grid = json_object_get(tr, "ffn_end_ms");
+    assert_int_equal(json_array_size(grid), FX_LAYERS);
+    assert_int_equal(json_array_size(json_array_get(grid, 2)), FX_M);
+    assert_float_equal(json_number_value(json_array_get(json_array_get(grid, 2), 1)), rows[1].trace.ffn_end[5], 1e-6);
+    json_t *dec = json_object_get(r, "decisions");
+    assert_int_equal(json_array_size(dec), FX_DECISIONS);
+    json_t *d1 = json_array_get(dec, 1);
+    assert_int_equal(json_integer_value(json_object_get(d1, "to_a")), 72);
+    assert_string_equal(json_string_value(json_object_get(d1, "reason")), rows[1].decisions[1].reason);
+    assert_true(json_is_null(json_object_get(d1, "predicted_from_ms"))); /* NaN -> null */
+
+    /* the failed row: the reason, empty samples, null figures, no trace */
+    r = json_array_get(arr, 2);
+    assert_true(json_is_false(json_object_get(r, "ok")));
+    assert_string_equal(json_string_value(json_object_get(r, "error")), FX_ERROR);
+    assert_int_equal(json_array_size(json_object_get(r, "samples_ms")), 0);
+    assert_true(json_is_null(json_object_get(r, "ms_median")));
+    assert_true(json_is_null(json_object_get(r, "tokens_per_s")));
+    assert_true(json_is_null(json_object_get(r, "trace")));
+    assert_true(json_is_null(json_object_get(json_object_get(r, "split"), "f_req"))); /* the shorthand */
+    assert_int_equal(json_array_size(json_object_get(r, "decisions")), 0);
+
+    /* the seq row */
+    r = json_array_get(arr, 0);
+    assert_true(json_is_true(json_object_get(r, "seq")));
+    assert_float_equal(json_number_value(json_object_get(r, "speedup_vs_seq")), 1.0, 1e-12);
+    json_decref(root);
+    remove(path);
+
+    /* text that is not UTF-8 (a driver message, a path) is kept, marked */
+    gp_cs_row bad_text = rows[2];
+    snprintf(bad_text.error, sizeof bad_text.error, "driver said \xff\xfe here");
+    assert_int_equal(gp_cs_write_json(path, &meta, &bad_text, 1), GP_OK);
+    root = json_load_file(path, 0, &jerr);
+    assert_non_null(root);
+    assert_string_equal(json_string_value(json_object_get(json_array_get(json_object_get(root, "rows"), 0), "error")),
+                        "driver said ?? here");
+    json_decref(root);
+
+    /* no rows and no metadata still make a document */
+    assert_int_equal(gp_cs_write_json(path, NULL, NULL, 0), GP_OK);
+    root = json_load_file(path, 0, &jerr);
+    assert_non_null(root);
+    assert_int_equal(json_array_size(json_object_get(root, "rows")), 0);
+    json_decref(root);
+    remove(path);
+}
+
+/* ------------------------------------------------------------ CSV */
+
+/* RFC 4180 reader: the field count of each record, and the text of field
+ * `want` of record `want_rec` copied to out. Returns the record count. */
+static int csv_read(const char *s, int *fields, int cap, int want_rec, int want, char *out, size_t out_len)
+{
+    int rec = 0, field = 0;
+    size_t o = 0;
+    bool quoted = false, at_start = true;
+    for (;; s++) {
+        char c = *s;
+        if (quoted) {
+            if (c == '\0')
+                fail_msg("CSV: unterminated quote in record %d", rec);
+            if (c == '"' && s[1] == '"') {
+                s++;
+            } else if (c == '"') {
+                quoted = false;
+                if (s[1] != ',' && s[1] != '\n' && s[1] != '\0')
+                    fail_msg("CSV: text after a closing quote in record %d", rec);
+                continue;
+            }
+        } else if (c == '"') {
+            if (!at_start)
+                fail_msg("CSV: quote inside an unquoted field of record %d", rec);
+            quoted = true;
+            at_start = false;
+            continue;
+        } else if (c == ',' || c == '\n' || c == '\0') {
+            if (c == '\0' && field == 0 && at_start)
+                return rec; /* end after the last line break */
+            if (rec == want_rec && field == want && o < out_len)
+                out[o] = '\0';
+            field++;
+            at_start = true;
+            if (c != ',') {
+                assert_true(rec < cap);
+                fields[rec++] = field;
+                field = 0;
+                if (c == '\0')
+                    return rec;
+            }
+            continue;
+        }
+        at_start = false;
+        if (rec == want_rec && field == want && o + 1 < out_len)
+            out[o++] = c;
+    }
+}
+
+static void test_csv(void **state)
+{
+    (void)state;
+    char path[256];
+    fx_tmp(path, sizeof path, "report.csv");
+    assert_int_equal(gp_cs_write_csv(path, &meta, rows, FX_ROWS), GP_OK);
+    char *text = fx_slurp(path);
+    assert_non_null(text);
+    int fields[16];
+    char err_field[600] = "";
+    /* header: column 14 is "error"; record 3 is the failed row */
+    int n = csv_read(text, fields, 16, 3, 14, err_field, sizeof err_field);
+    assert_int_equal(n, FX_ROWS + 1);
+    for (int i = 1; i < n; i++)
+        if (fields[i] != fields[0])
+            fail_msg("CSV record %d has %d fields, the header %d", i, fields[i], fields[0]);
+    assert_int_equal(fields[0], 41);
+    assert_string_equal(err_field, FX_ERROR); /* comma, quotes and the line break survive */
+    assert_true(strncmp(text, "workload,B,C,seq,", 17) == 0);
+    assert_non_null(strstr(text, "\n\"large, \"\"custom\"\"\",1024,384,"));
+    assert_non_null(strstr(text, "10.25;10;11.5"));
+    char label[64] = "";
+    csv_read(text, fields, 16, 5, 0, label, sizeof label);
+    assert_string_equal(label, "large, \"custom\"");
+    free(text);
+    remove(path);
+}
+
+static void test_unwritable(void **state)
+{
+    (void)state;
+    const char *bad = "/nonexistent-gp-dir/out.file";
+    gp_status (*writers[])(const char *, const gp_cs_meta *, const gp_cs_row *, int) = {
+        gp_cs_write_json, gp_cs_write_csv, gp_cs_write_trace, gp_cs_write_svg,
+    };
+    for (size_t i = 0; i < sizeof writers / sizeof writers[0]; i++) {
+        gp_clear_error();
+        assert_int_equal(writers[i](bad, &meta, rows, FX_ROWS), GP_ERR_IO);
+        if (!strstr(gp_last_error(), bad))
+            fail_msg("writer %zu: message does not name the path: %s", i, gp_last_error());
+    }
+    /* a full disk is caught at the close */
+    gp_clear_error();
+    gp_status st = gp_cs_write_csv("/dev/full", &meta, rows, FX_ROWS);
+    if (st != GP_ERR_IO)
+        fail_msg("/dev/full: %s", gp_status_str(st));
+    assert_non_null(strstr(gp_last_error(), "/dev/full"));
+}
+
+static void test_row_free(void **state)
+{
+    (void)state;
+    gp_cs_row r;
+    memset(&r, 0, sizeof r);
+    assert_int_equal(gp_cs_trace_alloc(&r.trace, 32, 4), GP_OK);
+    assert_int_equal(r.trace.n_layers, 32);
+    assert_true(r.trace.ffn_end[32 * 4 - 1] == 0.0f);
+    r.samples_ms = malloc(5 * sizeof(double));
+    r.n_samples = 5;
+    r.decisions = calloc(2, sizeof *r.decisions);
+    r.n_decisions = 2;
+    gp_cs_row_free(&r);
+    assert_null(r.samples_ms);
+    assert_null(r.trace.attn_begin);
+    assert_null(r.decisions);
+    assert_int_equal(r.n_samples + r.n_decisions + r.trace.n_layers, 0);
+    gp_cs_row_free(&r); /* twice is harmless */
+    /* a trace whose arrays were allocated one by one is released too (the
+     * sanitizer build would report a bad free or a leak) */
+    r.trace.n_layers = 2;
+    r.trace.M = 2;
+    r.trace.attn_begin = malloc(4 * sizeof(float));
+    r.trace.attn_end = malloc(4 * sizeof(float));
+    r.trace.ffn_begin = malloc(4 * sizeof(float));
+    r.trace.ffn_end = malloc(4 * sizeof(float));
+    gp_cs_row_free(&r);
+    assert_null(r.trace.ffn_end);
+    gp_cs_row_free(NULL);
+    assert_int_equal(gp_cs_trace_alloc(&r.trace, 0, 2), GP_ERR_INVALID_ARG);
+    assert_int_equal(gp_cs_trace_alloc(&r.trace, 2, 5), GP_ERR_INVALID_ARG);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_markdown),
+        cmocka_unit_test(test_json),
+        cmocka_unit_test(test_csv),
+        cmocka_unit_test(test_unwritable),
+        cmocka_unit_test(test_row_free),
+    };
+    return cmocka_run_group_tests(tests, setup, teardown);
+}
