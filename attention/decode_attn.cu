@@ -4,6 +4,7 @@
 #include <limits.h>
 #include <math.h>
 #include <stdint.h>
+#include <stdlib.h>
 
 #include "attn_cuda.cuh"
 #include "decode_attn.cuh"
@@ -58,6 +59,32 @@ static __device__ __forceinline__ void gp_unpack_bf16x8(const uint4 r, float f[8
     f[7] = __uint_as_float(r.w & 0xffff0000u);
 }
 
+/* Programmatic dependent launch (PDL): both kernels are launched while the
+ * previous kernel of the stream drains (RoPE, then the attention kernel for
+ * the combine). Entry: let the next kernel launch early too (the combine, or
+ * the O projection, which streams its weights meanwhile; a no-op for
+ * dependents launched without PDL), then wait until the previous grid has
+ * completed and its writes are visible, before touching memory. Every PDL
+ * kernel waits before it ends, so completion stays transitive. */
+static __device__ __forceinline__ void gp_attn_pdl_entry(void)
+{
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+    asm volatile("griddepcontrol.launch_dependents;");
+    asm volatile("griddepcontrol.wait;" ::: "memory");
+#endif
+}
+
+/* $GP_PDL = 0 turns PDL launches off (A/B measurements); read once. */
+static bool gp_attn_pdl_on(void)
+{
+    static int on = -1;
+    if (on < 0) {
+        const char *e = getenv("GP_PDL");
+        on = !(e && e[0] == '0');
+    }
+    return on != 0;
+}
+
 /* A running max that is still -inf (nothing seen) must not produce
  * exp2(-inf - -inf) = NaN: subtracting 0 instead gives exp2(-inf) = 0. */
 static __device__ __forceinline__ float gp_safe_max(float m)
@@ -65,15 +92,51 @@ static __device__ __forceinline__ float gp_safe_max(float m)
     return m == -INFINITY ? 0.0f : m;
 }
 
+/* K/V rows of one tile: lane group token t = base + u*STEP + my for u < U,
+ * masked past t_end. Each token's table lookup sits right before its K/V
+ * loads: issuing all U lookups first and then all K/V loads measured 8%
+ * slower on the H100 (2.64 vs 2.88 TB/s at B=1024, C=384). */
+template <int HD, int U, int STEP>
+static __device__ __forceinline__ void gp_attn_load_tile(const gp_attn_args &a,
+                                                         const int32_t *table, int base, int my,
+                                                         int t_end, size_t slot_stride,
+                                                         size_t head_off, uint4 (&kr)[U],
+                                                         uint4 (&vr)[U], bool (&ok)[U])
+{
+#pragma unroll
+    for (int u = 0; u < U; u++) {
+        const int t = base + u * STEP + my;
+        ok[u] = t < t_end;
+        if (ok[u]) {
+            const int bi = a.bs_shift >= 0 ? (t >> a.bs_shift) : t / a.block_size;
+            const int slot = t - bi * a.block_size;
+            const int blk = __ldg(table + bi);
+            const size_t off = ((size_t)blk * a.block_size + slot) * slot_stride + head_off;
+            /* streaming loads: K/V are read once per step, keep L2 for others */
+            kr[u] = __ldcs(reinterpret_cast<const uint4 *>(a.k + off));
+            vr[u] = __ldcs(reinterpret_cast<const uint4 *>(a.v + off));
+        } else {
+            kr[u] = make_uint4(0u, 0u, 0u, 0u);
+            vr[u] = make_uint4(0u, 0u, 0u, 0u);
+        }
+    }
+}
+
 /* GT = group size rounded up to a power of two; heads h >= a.group get q = 0
- * and are never stored, so odd groups (3, 5, 6, 7) share the code. */
-template <int HD, int GT>
+ * and are never stored, so odd groups (3, 5, 6, 7) share the code.
+ * PIPE (used when the context is split, i.e. small batches, where the whole
+ * grid is one wave of short CTAs): half the tokens per tile, but the next
+ * tile's K/V loads are issued before the current tile's math, so HBM is not
+ * idle while every CTA computes at the same time. Large batches run many
+ * waves whose CTAs overlap each other anyway, and keep the longer tiles. */
+template <int HD, int GT, bool PIPE>
 static __global__ void __launch_bounds__(GP_ATTN_THREADS)
 gp_decode_attn_kernel(const gp_attn_args a)
 {
     constexpr int LPT = gp_attn_geom<HD>::LPT;
     constexpr int TPW = gp_attn_geom<HD>::TPW;
-    constexpr int U = gp_attn_unroll<GT>::U;
+    constexpr int U0 = gp_attn_unroll<GT>::U;
+    constexpr int U = PIPE ? (U0 >= 2 ? U0 / 2 : 1) : U0;
     constexpr int NW = GP_ATTN_THREADS / 32;
     constexpr int STEP = NW * TPW; /* tokens between a lane group's consecutive tokens */
     constexpr int TILE = STEP * U; /* tokens per CTA iteration */
@@ -82,6 +145,7 @@ gp_decode_attn_kernel(const gp_attn_args a)
     __shared__ float s_l[NW][GT];       /* per warp: running sum */
     __shared__ float s_acc[NW][GT][HD]; /* per warp: unnormalised output */
 
+    gp_attn_pdl_entry();
     const int kvh = blockIdx.x % a.n_kv;
     const int b = blockIdx.x / a.n_kv;
     const int split = blockIdx.y;
@@ -134,28 +198,24 @@ gp_decode_attn_kernel(const gp_attn_args a)
     /* The loop bounds are CTA-uniform, so every lane runs every iteration and
      * the shuffles below always see the full warp; tokens past t_end are
      * masked, not skipped. */
+    uint4 kn[U], vn[U]; /* PIPE: the next tile, in flight during this one's math */
+    bool okn[U];
+    if (PIPE && t_begin < t_end)
+        gp_attn_load_tile<HD, U, STEP>(a, table, t_begin, my, t_end, slot_stride, head_off, kn, vn,
+                                       okn);
     for (int base = t_begin; base < t_end; base += TILE) {
-        /* Each token's table lookup sits right before its K/V loads. Issuing
-         * all U lookups first and then all K/V loads measured 8% slower on
-         * the H100 (2.64 vs 2.88 TB/s at B=1024, C=384), so keep this form. */
         uint4 kr[U], vr[U];
         bool ok[U];
+        if (PIPE) {
 #pragma unroll
-        for (int u = 0; u < U; u++) {
-            const int t = base + u * STEP + my;
-            ok[u] = t < t_end;
-            if (ok[u]) {
-                const int bi = a.bs_shift >= 0 ? (t >> a.bs_shift) : t / a.block_size;
-                const int slot = t - bi * a.block_size;
-                const int blk = __ldg(table + bi);
-                const size_t off = ((size_t)blk * a.block_size + slot) * slot_stride + head_off;
-                /* streaming loads: K/V are read once per step, keep L2 for others */
-                kr[u] = __ldcs(reinterpret_cast<const uint4 *>(a.k + off));
-                vr[u] = __ldcs(reinterpret_cast<const uint4 *>(a.v + off));
-            } else {
-                kr[u] = make_uint4(0u, 0u, 0u, 0u);
-                vr[u] = make_uint4(0u, 0u, 0u, 0u);
-            }
+            for (int u = 0; u < U; u++)
+                kr[u] = kn[u], vr[u] = vn[u], ok[u] = okn[u];
+            if (base + TILE < t_end)
+                gp_attn_load_tile<HD, U, STEP>(a, table, base + TILE, my, t_end, slot_stride,
+                                               head_off, kn, vn, okn);
+        } else {
+            gp_attn_load_tile<HD, U, STEP>(a, table, base, my, t_end, slot_stride, head_off, kr,
+                                           vr, ok);
         }
 
         float s[U][GT]; /* scores in log2 units */
@@ -287,6 +347,7 @@ static __global__ void __launch_bounds__(GP_ATTN_COMBINE_THREADS)
 gp_decode_attn_combine_kernel(const float *ws_acc, const float *ws_ml, __nv_bfloat16 *out,
                               int rows, int n_splits)
 {
+    gp_attn_pdl_entry();
     const int row = blockIdx.x * (GP_ATTN_COMBINE_THREADS / 32) + (threadIdx.x >> 5);
     const int lane = threadIdx.x & 31;
     if (row >= rows) /* warp-uniform; the kernel has no barrier */
@@ -317,19 +378,47 @@ gp_decode_attn_combine_kernel(const float *ws_acc, const float *ws_ml, __nv_bflo
     }
 }
 
+/* $GP_ATTN_PIPE = 0 keeps split contexts on the unpipelined instance (A/B
+ * measurements); read once. */
+static bool gp_attn_pipe_on(void)
+{
+    static int on = -1;
+    if (on < 0) {
+        const char *e = getenv("GP_ATTN_PIPE");
+        on = !(e && e[0] == '0');
+    }
+    return on != 0;
+}
+
 template <int HD, int GT>
 static gp_status gp_decode_attn_launch_t(const gp_attn_args *a, cudaStream_t stream)
 {
-    dim3 grid((unsigned)(a->B * a->n_kv), (unsigned)a->n_splits);
-    gp_decode_attn_kernel<HD, GT><<<grid, GP_ATTN_THREADS, 0, stream>>>(*a);
-    GP_ATTN_LAUNCH_CHECK("gp_decode_attn_kernel");
+    /* split contexts (small batches, one wave): the pipelined instance */
+    void (*kernel)(const gp_attn_args) = a->n_splits > 1 && gp_attn_pipe_on()
+                                             ? gp_decode_attn_kernel<HD, GT, true>
+                                             : gp_decode_attn_kernel<HD, GT, false>;
+    cudaLaunchConfig_t cfg = {};
+    cudaLaunchAttribute attr[1];
+    attr[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
+    attr[0].val.programmaticStreamSerializationAllowed = 1;
+    cfg.gridDim = dim3((unsigned)(a->B * a->n_kv), (unsigned)a->n_splits);
+    cfg.blockDim = dim3(GP_ATTN_THREADS);
+    cfg.stream = stream;
+    cfg.attrs = attr;
+    cfg.numAttrs = gp_attn_pdl_on() ? 1 : 0;
+    cudaError_t e = cudaLaunchKernelEx(&cfg, kernel, *a);
+    if (e != cudaSuccess)
+        return gp_attn_cuda_fail(e, "gp_decode_attn_kernel launch", __FILE__, __LINE__);
     if (a->n_splits > 1) {
         const int rows = a->B * a->n_heads;
         const int per_cta = GP_ATTN_COMBINE_THREADS / 32;
-        gp_decode_attn_combine_kernel<HD><<<(rows + per_cta - 1) / per_cta,
-                                            GP_ATTN_COMBINE_THREADS, 0, stream>>>(
-            a->ws_acc, a->ws_ml, a->out, rows, a->n_splits);
-        GP_ATTN_LAUNCH_CHECK("gp_decode_attn_combine_kernel");
+        cfg.gridDim = dim3((unsigned)((rows + per_cta - 1) / per_cta));
+        cfg.blockDim = dim3(GP_ATTN_COMBINE_THREADS);
+        e = cudaLaunchKernelEx(&cfg, gp_decode_attn_combine_kernel<HD>, (const float *)a->ws_acc,
+                               (const float *)a->ws_ml, a->out, rows, a->n_splits);
+        if (e != cudaSuccess)
+            return gp_attn_cuda_fail(e, "gp_decode_attn_combine_kernel launch", __FILE__,
+                                     __LINE__);
     }
     return GP_OK;
 }
@@ -347,7 +436,7 @@ template <int HD> static int gp_attn_variant_g(int group, gp_attn_variant *v)
 #define GP_ATTN_CASE(GT)                                                                         \
     do {                                                                                         \
         v->launch = gp_decode_attn_launch_t<HD, GT>;                                             \
-        v->kernel = (const void *)gp_decode_attn_kernel<HD, GT>;                                 \
+        v->kernel = (const void *)gp_decode_attn_kernel<HD, GT, false>;                          \
         return 1;                                                                                \
     } while (0)
     if (group == 1)

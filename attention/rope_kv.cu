@@ -2,67 +2,154 @@
  * and v appended to this layer's paged cache at each row's position. */
 #include <limits.h>
 #include <stdint.h>
+#include <stdlib.h>
 
 #include "attn_cuda.cuh"
 #include "rope_kv.cuh"
 
-/* Not built with --use_fast_math: cosf/sinf are the accurate versions, so the
+/* Layout (why): at decode batch sizes the kernel is a chain of latencies
+ * (position -> block table -> qkv row -> stores), not bandwidth, so it is
+ * spread wide: CTA (b, y) rotates the q/k heads of row b in group y, one warp
+ * per head (GP_ROPE_THREADS / 32 heads per CTA), and the last CTA of the row
+ * copies V. One CTA per row with a loop over all heads measured ~9 us per
+ * layer at B = 8 on the H100. The cos/sin of the row's angles are computed
+ * once per CTA into shared memory (one sincos per thread) and shared by its
+ * heads: accurate sincos per head and lane made the kernel compute-bound at
+ * large B.
+ *
+ * Launched with programmatic dependent launch: the launch overlaps the QKV
+ * GEMM's drain; the kernel lets decode attention launch early in turn, then
+ * waits for the previous grid before touching memory.
+ *
+ * Not built with --use_fast_math: sincosf is the accurate version, so the
  * angles match the CPU reference's to about an ulp even for large positions. */
+#define GP_ROPE_WARPS (GP_ROPE_THREADS / 32)
+
+static __device__ __forceinline__ void gp_rope_pdl_entry(void)
+{
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+    asm volatile("griddepcontrol.launch_dependents;");
+    asm volatile("griddepcontrol.wait;" ::: "memory");
+#endif
+}
+
+/* $GP_PDL = 0 turns PDL launches off (A/B measurements); read once. */
+static bool gp_rope_pdl_on(void)
+{
+    static int on = -1;
+    if (on < 0) {
+        const char *e = getenv("GP_PDL");
+        on = !(e && e[0] == '0');
+    }
+    return on != 0;
+}
+
+/* One rotated pair (x1 at i, x2 at i + half). Explicit roundings keep nvcc
+ * from contracting into FMAs, which the CPU reference (x86-64 without FMA)
+ * does not do. */
+static __device__ __forceinline__ void gp_rope_pair(float x1, float x2, float2 cs,
+                                                    __nv_bfloat16 *o1, __nv_bfloat16 *o2)
+{
+    *o1 = __float2bfloat16_rn(__fsub_rn(__fmul_rn(x1, cs.x), __fmul_rn(x2, cs.y)));
+    *o2 = __float2bfloat16_rn(__fadd_rn(__fmul_rn(x2, cs.x), __fmul_rn(x1, cs.y)));
+}
+
+/* VEC: pairs (i, i+1) move as bf16x2 (head_dim % 4 == 0, 4-byte aligned
+ * buffers), else one element at a time. */
+template <bool VEC>
 static __global__ void __launch_bounds__(GP_ROPE_THREADS) gp_rope_kv_kernel(const gp_rope_args a)
 {
     extern __shared__ float2 gp_rope_cs[]; /* [head_dim/2]: (cos, sin) of this row's angles */
+    gp_rope_pdl_entry();
     const int b = blockIdx.x;
-    const int half = a.head_dim / 2;
+    const int n_rot = a.n_heads + a.n_kv;
+    const int n_groups = (n_rot + GP_ROPE_WARPS - 1) / GP_ROPE_WARPS;
     const int pos = a.positions[b];
-    /* Uniform over the CTA, so returning before the barrier is safe. */
+    /* Uniform over the CTA, so returning before the barrier is safe: a bad
+     * row writes nothing. */
     if (pos < 0 || pos / a.block_size >= a.max_blocks)
         return;
     const int blk = a.tables[(size_t)b * a.max_blocks + pos / a.block_size];
     if (blk < 0 || blk >= a.n_blocks)
         return;
     const int slot = pos % a.block_size;
-
-    for (int i = threadIdx.x; i < half; i += blockDim.x) {
-        float angle = (float)pos * a.inv_freq[i];
-        gp_rope_cs[i] = make_float2(cosf(angle), sinf(angle));
-    }
-    __syncthreads();
-
     const int q_dim = a.n_heads * a.head_dim, kv_dim = a.n_kv * a.head_dim;
-    const __nv_bfloat16 *row = a.qkv + (size_t)b * (size_t)(q_dim + 2 * kv_dim);
+    const __nv_bfloat16 *__restrict__ row = a.qkv + (size_t)b * (size_t)(q_dim + 2 * kv_dim);
     /* Heads of one slot are contiguous in the pool: slot_base + kv_head*head_dim + d. */
     const size_t slot_base = ((size_t)blk * a.block_size + slot) * (size_t)kv_dim;
 
-    /* q heads and k heads are adjacent in the row, so one loop rotates both:
-     * pair p = (head, i) with head < n_heads + n_kv. */
-    const int n_pairs = (a.n_heads + a.n_kv) * half;
-    for (int p = threadIdx.x; p < n_pairs; p += blockDim.x) {
-        int head = p / half, i = p - head * half;
-        const __nv_bfloat16 *x = row + (size_t)head * a.head_dim;
-        float x1 = __bfloat162float(x[i]), x2 = __bfloat162float(x[i + half]);
-        float2 cs = gp_rope_cs[i];
-        /* Explicit roundings keep nvcc from contracting into FMAs, which the
-         * CPU reference (x86-64 without FMA) does not do. */
-        __nv_bfloat16 o1 = __float2bfloat16_rn(__fsub_rn(__fmul_rn(x1, cs.x), __fmul_rn(x2, cs.y)));
-        __nv_bfloat16 o2 = __float2bfloat16_rn(__fadd_rn(__fmul_rn(x2, cs.x), __fmul_rn(x1, cs.y)));
-        __nv_bfloat16 *dst;
-        if (head < a.n_heads)
-            dst = a.q_out + ((size_t)b * a.n_heads + head) * a.head_dim;
-        else
-            dst = a.k_cache + slot_base + (size_t)(head - a.n_heads) * a.head_dim;
-        dst[i] = o1;
-        dst[i + half] = o2;
+    if ((int)blockIdx.y == n_groups) { /* the V copy */
+        const __nv_bfloat16 *v = row + q_dim + kv_dim;
+        __nv_bfloat16 *dst = a.v_cache + slot_base;
+        if (VEC && kv_dim % 8 == 0 && ((uintptr_t)v & 15u) == 0 && ((uintptr_t)dst & 15u) == 0) {
+            for (int e = threadIdx.x; e < kv_dim / 8; e += GP_ROPE_THREADS)
+                reinterpret_cast<uint4 *>(dst)[e] = reinterpret_cast<const uint4 *>(v)[e];
+        } else {
+            for (int e = threadIdx.x; e < kv_dim; e += GP_ROPE_THREADS)
+                dst[e] = v[e];
+        }
+        return;
     }
-    const __nv_bfloat16 *v = row + q_dim + kv_dim;
-    for (int e = threadIdx.x; e < kv_dim; e += blockDim.x)
-        a.v_cache[slot_base + e] = v[e];
+    const int half = a.head_dim / 2;
+    for (int i = threadIdx.x; i < half; i += GP_ROPE_THREADS) {
+        float s, c;
+        sincosf((float)pos * a.inv_freq[i], &s, &c);
+        gp_rope_cs[i] = make_float2(c, s);
+    }
+    __syncthreads();
+    const int head = blockIdx.y * GP_ROPE_WARPS + (threadIdx.x >> 5);
+    if (head >= n_rot)
+        return;
+    const int lane = threadIdx.x & 31;
+    /* q and k heads are adjacent in the row: heads >= n_heads are k heads. */
+    const __nv_bfloat16 *__restrict__ x = row + (size_t)head * a.head_dim;
+    __nv_bfloat16 *__restrict__ dst =
+        head < a.n_heads ? a.q_out + ((size_t)b * a.n_heads + head) * a.head_dim
+                         : a.k_cache + slot_base + (size_t)(head - a.n_heads) * a.head_dim;
+    if (VEC) {
+        for (int i = 2 * lane; i < half; i += 64) {
+            const float2 f1 = __bfloat1622float2(*reinterpret_cast<const __nv_bfloat162 *>(x + i));
+            const float2 f2 =
+                __bfloat1622float2(*reinterpret_cast<const __nv_bfloat162 *>(x + i + half));
+            __nv_bfloat162 o1, o2;
+            gp_rope_pair(f1.x, f2.x, gp_rope_cs[i], &o1.x, &o2.x);
+            gp_rope_pair(f1.y, f2.y, gp_rope_cs[i + 1], &o1.y, &o2.y);
+            *reinterpret_cast<__nv_bfloat162 *>(dst + i) = o1;
+            *reinterpret_cast<__nv_bfloat162 *>(dst + i + half) = o2;
+        }
+    } else {
+        for (int i = lane; i < half; i += 32) {
+            __nv_bfloat16 o1, o2;
+            gp_rope_pair(__bfloat162float(x[i]), __bfloat162float(x[i + half]), gp_rope_cs[i],
+                         &o1, &o2);
+            dst[i] = o1;
+            dst[i + half] = o2;
+        }
+    }
 }
 
 gp_status gp_rope_kv_launch(const gp_rope_args *a, cudaStream_t stream)
 {
-    size_t smem = (size_t)(a->head_dim / 2) * sizeof(float2);
-    gp_rope_kv_kernel<<<a->B, GP_ROPE_THREADS, smem, stream>>>(*a);
-    GP_ATTN_LAUNCH_CHECK("gp_rope_kv_kernel");
+    const int n_groups = (a->n_heads + a->n_kv + GP_ROPE_WARPS - 1) / GP_ROPE_WARPS;
+    /* rows are (n_heads + 2 n_kv) head_dim elements: even when head_dim is,
+     * so 4-byte aligned bases keep every bf16x2 access aligned */
+    const bool vec = a->head_dim % 4 == 0 && ((uintptr_t)a->qkv & 3u) == 0
+                     && ((uintptr_t)a->q_out & 3u) == 0 && ((uintptr_t)a->k_cache & 3u) == 0
+                     && ((uintptr_t)a->v_cache & 3u) == 0;
+    cudaLaunchConfig_t cfg = {};
+    cudaLaunchAttribute attr[1];
+    attr[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
+    attr[0].val.programmaticStreamSerializationAllowed = 1;
+    cfg.gridDim = dim3((unsigned)a->B, (unsigned)n_groups + 1u);
+    cfg.blockDim = dim3(GP_ROPE_THREADS);
+    cfg.dynamicSmemBytes = (size_t)(a->head_dim / 2) * sizeof(float2);
+    cfg.stream = stream;
+    cfg.attrs = attr;
+    cfg.numAttrs = gp_rope_pdl_on() ? 1 : 0;
+    cudaError_t e = vec ? cudaLaunchKernelEx(&cfg, gp_rope_kv_kernel<true>, *a)
+                        : cudaLaunchKernelEx(&cfg, gp_rope_kv_kernel<false>, *a);
+    if (e != cudaSuccess)
+        return gp_attn_cuda_fail(e, "gp_rope_kv_kernel launch", __FILE__, __LINE__);
     return GP_OK;
 }
 

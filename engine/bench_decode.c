@@ -1,6 +1,8 @@
 /* gp_bench_decode: times the sequential CUDA engine on decode workloads
  * (B sequences with C tokens already cached) with device events, and reports
- * each against the floor of DESIGN.md §5 and a per-kernel breakdown. */
+ * each against the floor of DESIGN.md §5 and a per-kernel breakdown. With
+ * --attn it instead times RoPE+KV append and decode attention alone, replayed
+ * from CUDA graphs as in the engine (no host launch cost), per split count. */
 #include <getopt.h>
 #include <inttypes.h>
 #include <stdio.h>
@@ -9,6 +11,7 @@
 
 #include <cuda_runtime_api.h>
 
+#include "gp_attention.h"
 #include "gp_engine.h"
 
 #define HBM_BYTES_PER_S 3.1e12 /* DESIGN.md §4, read-only streaming on the H100 */
@@ -58,15 +61,182 @@ static int parse_workloads(const char *s, workload *w, int max)
     return n;
 }
 
+#define ATTN_CK(call)                                                                         \
+    do {                                                                                     \
+        cudaError_t e_ = (call);                                                             \
+        if (e_ != cudaSuccess) {                                                             \
+            fprintf(stderr, "gp_bench_decode: %s: %s\n", #call, cudaGetErrorString(e_));     \
+            goto out;                                                                        \
+        }                                                                                    \
+    } while (0)
+#define ATTN_GP(call)                                                                        \
+    do {                                                                                     \
+        gp_status s_ = (call);                                                               \
+        if (s_ != GP_OK) {                                                                   \
+            fprintf(stderr, "gp_bench_decode: %s: %s: %s\n", #call, gp_status_str(s_),       \
+                    gp_last_error());                                                        \
+            goto out;                                                                        \
+        }                                                                                    \
+    } while (0)
+#define ATTN_ROT_MAX 16
+
+/* Median ms per layer of a graph of n_rot launches of what (0: RoPE+KV, 1:
+ * attention) replayed reps times. */
+static int attn_graph_ms(int what, gp_kv_view *views, int n_rot, int B, int n_heads, int max_len,
+                         const gp_bf16 *qkv, const float *inv_freq, gp_bf16 *q, gp_bf16 *o,
+                         void *ws, size_t ws_bytes, const gp_decode_attn_params *ap, int reps,
+                         cudaStream_t st, float *ms_out)
+{
+    int rc = 1;
+    cudaGraph_t g = NULL;
+    cudaGraphExec_t ge = NULL;
+    cudaEvent_t e0 = NULL, e1 = NULL;
+    float ms[64];
+    if (reps > 64)
+        reps = 64;
+    ATTN_CK(cudaEventCreate(&e0));
+    ATTN_CK(cudaEventCreate(&e1));
+    ATTN_CK(cudaStreamBeginCapture(st, cudaStreamCaptureModeThreadLocal));
+    for (int r = 0; r < n_rot; r++) {
+        gp_status s = what == 0 ? gp_rope_kv_append(&views[r], B, n_heads, qkv, inv_freq, q, st)
+                                : gp_decode_attn(&views[r], B, n_heads, max_len, q, o, ws, ws_bytes,
+                                                 ap, st);
+        if (s != GP_OK) {
+            fprintf(stderr, "gp_bench_decode: --attn capture: %s\n", gp_last_error());
+            cudaStreamEndCapture(st, &g);
+            goto out;
+        }
+    }
+    ATTN_CK(cudaStreamEndCapture(st, &g));
+    ATTN_CK(cudaGraphInstantiate(&ge, g, 0));
+    for (int i = 0; i < 3; i++)
+        ATTN_CK(cudaGraphLaunch(ge, st));
+    for (int i = 0; i < reps; i++) {
+        ATTN_CK(cudaEventRecord(e0, st));
+        ATTN_CK(cudaGraphLaunch(ge, st));
+        ATTN_CK(cudaEventRecord(e1, st));
+        ATTN_CK(cudaEventSynchronize(e1));
+        ATTN_CK(cudaEventElapsedTime(&ms[i], e0, e1));
+        ms[i] /= (float)n_rot;
+    }
+    qsort(ms, (size_t)reps, sizeof(float), cmp_float);
+    *ms_out = ms[reps / 2];
+    rc = 0;
+out:
+    if (ge)
+        cudaGraphExecDestroy(ge);
+    if (g)
+        cudaGraphDestroy(g);
+    if (e0)
+        cudaEventDestroy(e0);
+    if (e1)
+        cudaEventDestroy(e1);
+    return rc;
+}
+
+/* The attention stage's kernels at one workload, the engine's way: every
+ * sequence holds C tokens plus this step's (len C+1), blocks laid out per
+ * sequence as the engine allocates them, layers rotated beyond the L2. */
+static int attn_bench(const gp_config *c, int B, int C, int reps, cudaStream_t st)
+{
+    const int bs = 16, len = C + 1, cols = (len + bs - 1) / bs;
+    const int hd = c->head_dim, nh = c->n_heads, nkv = c->n_kv_heads;
+    const uint64_t layer_bytes = 2ull * B * cols * bs * nkv * hd * sizeof(gp_bf16);
+    int n_rot = (int)((512ull << 20) / layer_bytes) + 1;
+    if (n_rot < 2)
+        n_rot = 2;
+    if (n_rot > ATTN_ROT_MAX)
+        n_rot = ATTN_ROT_MAX;
+    size_t free_b = 0, total_b = 0;
+    int rc = 1;
+    gp_kv_device *kv = NULL;
+    int32_t *tables = NULL, *lens = NULL;
+    gp_bf16 *q = NULL, *o = NULL, *qkv = NULL;
+    float *inv_freq = NULL;
+    void *ws = NULL;
+    ATTN_CK(cudaMemGetInfo(&free_b, &total_b));
+    while (n_rot > 2 && (uint64_t)n_rot * layer_bytes + (2ull << 30) > free_b)
+        n_rot--;
+    gp_kv_layout lay = { .n_layers = n_rot, .n_kv_heads = nkv, .head_dim = hd, .block_size = bs,
+                         .n_blocks = B * cols };
+    ATTN_GP(gp_kv_device_create(&lay, B, cols, &kv));
+    for (int l = 0; l < n_rot; l++) {
+        uint64_t n = gp_kv_layer_elems(&lay);
+        ATTN_GP(gp_synth_fill_device(gp_kv_device_k(kv, l), n, 7, GP_T_WQKV, l, 1.0f, st));
+        ATTN_GP(gp_synth_fill_device(gp_kv_device_v(kv, l), n, 7, GP_T_WO, l, 1.0f, st));
+    }
+    tables = malloc((size_t)B * cols * sizeof *tables);
+    lens = malloc((size_t)B * sizeof *lens);
+    if (!tables || !lens)
+        goto out;
+    for (int b = 0; b < B; b++) {
+        lens[b] = len;
+        for (int j = 0; j < cols; j++)
+            tables[(size_t)b * cols + j] = b * cols + j;
+    }
+    ATTN_GP(gp_kv_device_upload(kv, B, tables, cols, lens, st));
+    const size_t qn = (size_t)B * nh * hd, qkvn = (size_t)B * (nh + 2 * nkv) * hd;
+    ATTN_CK(cudaMalloc((void **)&q, qn * sizeof(gp_bf16)));
+    ATTN_CK(cudaMalloc((void **)&o, qn * sizeof(gp_bf16)));
+    ATTN_CK(cudaMalloc((void **)&qkv, qkvn * sizeof(gp_bf16)));
+    ATTN_CK(cudaMalloc((void **)&inv_freq, (size_t)hd / 2 * sizeof(float)));
+    ATTN_GP(gp_synth_fill_device(q, qn, 9, GP_T_WQKV, 0, 1.0f, st));
+    ATTN_GP(gp_synth_fill_device(qkv, qkvn, 9, GP_T_WQKV, 1, 1.0f, st));
+    {
+        float h_inv[512];
+        gp_rope_inv_freq(c, h_inv);
+        ATTN_CK(cudaMemcpy(inv_freq, h_inv, (size_t)hd / 2 * sizeof(float), cudaMemcpyHostToDevice));
+    }
+    gp_kv_view views[ATTN_ROT_MAX];
+    for (int l = 0; l < n_rot; l++)
+        ATTN_GP(gp_kv_device_view(kv, l, &views[l]));
+    int auto_splits = 1;
+    gp_decode_attn_params ap = gp_decode_attn_default_params();
+    ATTN_GP(gp_decode_attn_splits(B, nh, nkv, hd, len, &ap, &auto_splits));
+    static const int cand[] = { 1, 2, 4, 8, 12, 16, 24, 32 };
+    size_t ws_bytes = gp_decode_attn_workspace_bytes(B, nh, hd, 32);
+    ATTN_CK(cudaMalloc(&ws, ws_bytes));
+    float ms_rope = 0;
+    if (attn_graph_ms(0, views, n_rot, B, nh, len, qkv, inv_freq, q, o, ws, ws_bytes, &ap, reps, st,
+                      &ms_rope))
+        goto out;
+    const double kv_bytes = (double)B * len * nkv * hd * 2.0 * sizeof(gp_bf16);
+    printf("| %d | %d | rope+kv | - | %.2f | - |\n", B, C, ms_rope * 1e3);
+    for (size_t i = 0; i < sizeof cand / sizeof cand[0]; i++) {
+        if (cand[i] > 1 && (int64_t)cand[i] * B * nkv > 4 * 132 * 4)
+            continue; /* beyond a few waves: no candidate */
+        ap.force_splits = cand[i];
+        float ms = 0;
+        if (attn_graph_ms(1, views, n_rot, B, nh, len, qkv, inv_freq, q, o, ws, ws_bytes, &ap, reps,
+                          st, &ms))
+            goto out;
+        printf("| %d | %d | attention | %d%s | %.2f | %.0f |\n", B, C, cand[i],
+               cand[i] == auto_splits ? " (auto)" : "", ms * 1e3, kv_bytes / (ms * 1e-3) / 1e9);
+        fflush(stdout);
+    }
+    rc = 0;
+out:
+    gp_kv_device_destroy(kv);
+    free(tables);
+    free(lens);
+    cudaFree(q);
+    cudaFree(o);
+    cudaFree(qkv);
+    cudaFree(inv_freq);
+    cudaFree(ws);
+    return rc;
+}
+
 int main(int argc, char **argv)
 {
     const char *model = GP_DEFAULT_PRESET, *wl = "8:1024,64:2048,256:1024,1024:384";
-    int repeat = 20, warmup = 3, graphs = 1;
+    int repeat = 20, warmup = 3, graphs = 1, attn = 0;
     static const struct option opts[] = {{"model", required_argument, NULL, 'm'},
                                          {"workloads", required_argument, NULL, 'w'},
                                          {"repeat", required_argument, NULL, 'r'},
                                          {"warmup", required_argument, NULL, 'u'},
                                          {"eager", no_argument, NULL, 'e'},
+                                         {"attn", no_argument, NULL, 'a'},
                                          {NULL, 0, NULL, 0}};
     int c;
     while ((c = getopt_long(argc, argv, "", opts, NULL)) != -1) {
@@ -76,9 +246,10 @@ int main(int argc, char **argv)
         case 'r': repeat = atoi(optarg); break;
         case 'u': warmup = atoi(optarg); break;
         case 'e': graphs = 0; break;
+        case 'a': attn = 1; break;
         default:
             fprintf(stderr, "usage: gp_bench_decode [--model PRESET] [--workloads B:C,...] [--repeat N] "
-                            "[--warmup N] [--eager]\n");
+                            "[--warmup N] [--eager] [--attn]\n");
             return 2;
         }
     }
@@ -98,6 +269,19 @@ int main(int argc, char **argv)
     if (gp_config_preset(model, &cfg) != GP_OK) {
         fprintf(stderr, "gp_bench_decode: --model: %s\n", gp_last_error());
         return 2;
+    }
+    if (attn) {
+        cudaStream_t st;
+        if (cudaStreamCreateWithFlags(&st, cudaStreamNonBlocking) != cudaSuccess)
+            return 1;
+        printf("# gp_bench_decode --attn: %s shape, graphs of rotated layers, median of %d\n\n"
+               "| B | C | kernel | splits | us/layer | K+V GB/s |\n|---:|---:|---|---:|---:|---:|\n",
+               cfg.name, repeat);
+        int bad = 0;
+        for (int i = 0; i < n_w; i++)
+            bad |= attn_bench(&cfg, w[i].B, w[i].C, repeat, st);
+        cudaStreamDestroy(st);
+        return bad;
     }
     struct cudaDeviceProp prop;
     int drv = 0;

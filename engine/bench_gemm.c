@@ -1,11 +1,13 @@
 /* Times the Llama-3-8B GEMMs through gp_gemm_bf16 (whole device and with an
- * SM-count target): median of timed reps, weight bytes/s and FLOP/s.
+ * SM-count target), cuBLASLt against the skinny kernel where M allows: median
+ * of timed reps, weight bytes/s and FLOP/s.
  * Usage: gp_bench_gemm [SM_TARGET (default 76)] [REPS (default 20)] */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "cuda_check.h"
+#include "gemm_skinny.cuh"
 #include "gp_model.h"
 #include "kernels.h"
 
@@ -22,7 +24,7 @@ static const bench_gemm gemms[] = {
     { "down", 4096, 14336, GP_GEMM_OUT_F32_ACC }, /* likewise */
     { "lm_head", 128256, 4096, GP_GEMM_OUT_F32 },
 };
-static const int Ms[] = { 8, 64, 256, 512, 1024 };
+static const int Ms[] = { 1, 8, 16, 64, 256, 1024 };
 #define MAX_M 1024
 
 static int cmp_float(const void *a, const void *b)
@@ -52,6 +54,33 @@ static gp_status time_gemm(gp_gemm_ctx *ctx, cudaStream_t st, const bench_gemm *
     return GP_OK;
 }
 
+/* Median ms of the skinny kernel with a forced plan (16 or 32 rows per CTA),
+ * launched directly, without programmatic dependent launch. */
+static gp_status time_skinny(int r, int sms, cudaStream_t st, const bench_gemm *g, int M,
+                             const gp_bf16 *x, gp_bf16 *const *w, void *y, int reps,
+                             cudaEvent_t *ev, float *median_ms)
+{
+    float ms[BENCH_MAX_REPS];
+    gp_skinny_plan p;
+    if (!gp_skinny_plan_make(M, g->N, g->K, x, w[0], sms, r, &p))
+        GP_FAIL(GP_ERR_UNSUPPORTED, "no skinny plan for M=%d N=%d K=%d", M, g->N, g->K);
+    for (int i = 0; i < BENCH_WARMUP; i++)
+        GP_CHECK_CUDA(gp_skinny_launch(&p, M, g->N, g->K, x, w[i % BENCH_COPIES], y, (int)g->out,
+                                       0, st));
+    for (int rep = 0; rep < reps; rep++) {
+        GP_CHECK_CUDA(cudaEventRecord(ev[2 * rep], st));
+        GP_CHECK_CUDA(gp_skinny_launch(&p, M, g->N, g->K, x, w[rep % BENCH_COPIES], y,
+                                       (int)g->out, 0, st));
+        GP_CHECK_CUDA(cudaEventRecord(ev[2 * rep + 1], st));
+    }
+    GP_CHECK_CUDA(cudaStreamSynchronize(st));
+    for (int rep = 0; rep < reps; rep++)
+        GP_CHECK_CUDA(cudaEventElapsedTime(&ms[rep], ev[2 * rep], ev[2 * rep + 1]));
+    qsort(ms, (size_t)reps, sizeof ms[0], cmp_float);
+    *median_ms = reps % 2 ? ms[reps / 2] : 0.5f * (ms[reps / 2 - 1] + ms[reps / 2]);
+    return GP_OK;
+}
+
 /* The whole benchmark; errors return at once (the process exits anyway). */
 static gp_status bench_run(int sm_target, int reps)
 {
@@ -73,9 +102,14 @@ static gp_status bench_run(int sm_target, int reps)
     static cudaEvent_t ev[2 * BENCH_MAX_REPS];
     for (int i = 0; i < 2 * reps; i++)
         GP_CHECK_CUDA(cudaEventCreate(&ev[i]));
-    gp_gemm_ctx *ctx_all = NULL, *ctx_part = NULL;
-    GP_TRY(gp_gemm_ctx_create(st, 0, &ctx_all));
-    GP_TRY(gp_gemm_ctx_create(st, sm_target, &ctx_part));
+    /* [skinny][part]: cuBLASLt only / skinny kernel up to its largest M,
+     * whole device / SM-count target */
+    gp_gemm_ctx *ctx[2][2] = { { NULL, NULL }, { NULL, NULL } };
+    for (int k = 0; k < 2; k++)
+        for (int part = 0; part < 2; part++) {
+            GP_TRY(gp_gemm_ctx_create(st, part ? sm_target : 0, &ctx[k][part]));
+            GP_TRY(gp_gemm_set_skinny_max_m(ctx[k][part], k ? GP_GEMM_SKINNY_MAX_M : 0));
+        }
 
     /* activations: the largest x ([MAX_M][max K]); one copy (activations are
      * L2-hot in the engine as well) */
@@ -84,8 +118,8 @@ static gp_status bench_run(int sm_target, int reps)
     GP_CHECK_CUDA(cudaMalloc((void **)&x, (size_t)MAX_M * max_k * sizeof(gp_bf16)));
     GP_TRY(gp_synth_fill_device(x, (uint64_t)MAX_M * max_k, 1, GP_T_EMBED, 0, 1.0f, st));
 
-    printf("%-8s %-7s %5s %6s %6s %-10s %9s %7s %8s\n", "gemm", "out", "M", "N", "K", "sms", "ms",
-           "TB/s", "TFLOP/s");
+    printf("%-8s %-7s %5s %6s %6s %-10s %-7s %9s %7s %8s\n", "gemm", "out", "M", "N", "K", "sms",
+           "kernel", "ms", "TB/s", "TFLOP/s");
     for (size_t gi = 0; gi < sizeof gemms / sizeof gemms[0]; gi++) {
         const bench_gemm *g = &gemms[gi];
         size_t wn = (size_t)g->N * (size_t)g->K, wbytes = wn * sizeof(gp_bf16);
@@ -101,17 +135,32 @@ static gp_status bench_run(int sm_target, int reps)
         GP_CHECK_CUDA(cudaMemsetAsync(y, 0, ybytes, st)); /* the accumulating GEMMs read y */
         for (size_t mi = 0; mi < sizeof Ms / sizeof Ms[0]; mi++) {
             int M = Ms[mi];
-            for (int part = 0; part < 2; part++) {
+            for (int k = 0; k < 2; k++)
+                for (int part = 0; part < 2; part++) {
+                    gp_gemm_ctx *c = ctx[k][part];
+                    if (k && !gp_gemm_is_skinny(c, M, g->N, g->K, x, w[0]))
+                        continue; /* the skinny context would run cuBLASLt: already timed */
+                    float ms;
+                    GP_TRY(time_gemm(c, st, g, M, x, w, y, reps, ev, &ms));
+                    double flops = 2.0 * M * (double)g->N * g->K;
+                    char label[24];
+                    snprintf(label, sizeof label, part ? "target %d" : "all %d",
+                             part ? sm_target : sms);
+                    printf("%-8s %-7s %5d %6d %6d %-10s %-7s %9.4f %7.3f %8.1f\n", g->name,
+                           g->out == GP_GEMM_OUT_BF16 ? "bf16"
+                           : g->out == GP_GEMM_OUT_F32 ? "f32" : "f32+=",
+                           M, g->N, g->K, label, k ? "skinny" : "cublas", ms,
+                           wbytes / (ms * 1e-3) / 1e12, flops / (ms * 1e-3) / 1e12);
+                    fflush(stdout);
+                }
+            /* the skinny kernel's two row-block sizes, whole device */
+            for (int r = 1; r <= 2 && M <= GP_GEMM_SKINNY_MAX_M; r++) {
                 float ms;
-                GP_TRY(time_gemm(part ? ctx_part : ctx_all, st, g, M, x, w, y, reps, ev, &ms));
-                double flops = 2.0 * M * (double)g->N * g->K;
-                char label[24];
-                snprintf(label, sizeof label, part ? "target %d" : "all %d", part ? sm_target : sms);
-                printf("%-8s %-7s %5d %6d %6d %-10s %9.4f %7.3f %8.1f\n", g->name,
+                GP_TRY(time_skinny(r, sms, st, g, M, x, w, y, reps, ev, &ms));
+                printf("%-8s %-7s %5d %6d %6d %-10s %-7s %9.4f %7.3f %8.1f\n", g->name,
                        g->out == GP_GEMM_OUT_BF16 ? "bf16" : g->out == GP_GEMM_OUT_F32 ? "f32" : "f32+=",
-                       M, g->N, g->K, label, ms, wbytes / (ms * 1e-3) / 1e12,
-                       flops / (ms * 1e-3) / 1e12);
-                fflush(stdout);
+                       M, g->N, g->K, "all", r == 1 ? "rows16" : "rows32", ms,
+                       wbytes / (ms * 1e-3) / 1e12, 2.0 * M * (double)g->N * g->K / (ms * 1e-3) / 1e12);
             }
         }
         for (int c = 0; c < BENCH_COPIES; c++)
@@ -119,8 +168,9 @@ static gp_status bench_run(int sm_target, int reps)
         GP_CHECK_CUDA(cudaFree(y));
     }
     GP_CHECK_CUDA(cudaFree(x));
-    gp_gemm_ctx_destroy(ctx_all);
-    gp_gemm_ctx_destroy(ctx_part);
+    for (int k = 0; k < 2; k++)
+        for (int part = 0; part < 2; part++)
+            gp_gemm_ctx_destroy(ctx[k][part]);
     for (int i = 0; i < 2 * reps; i++)
         GP_CHECK_CUDA(cudaEventDestroy(ev[i]));
     GP_CHECK_CUDA(cudaStreamDestroy(st));

@@ -1,10 +1,12 @@
-/* The engine's GEMM: y = x . W^T through cuBLASLt (bf16 in, fp32 accumulate),
- * with a per-context stream, SM budget, workspace and per-shape algo cache. */
+/* The engine's GEMM: y = x . W^T (bf16 in, fp32 accumulate) through the
+ * skinny kernel for decode-sized M, else cuBLASLt, with a per-context stream,
+ * SM budget, workspace and per-shape plan cache. */
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "cuda_check.h"
+#include "gemm_skinny.cuh"
 #include "kernels.h"
 
 #define GP_GEMM_HEURISTICS 8 /* candidates asked of the heuristic per new shape */
@@ -19,6 +21,8 @@ typedef struct gp_gemm_entry {
     cublasLtMatrixLayout_t lay_w, lay_x, lay_y; /* A = W, B = x, C = D = y (see gp_gemm_bf16) */
     cublasLtMatmulAlgo_t algo;
     size_t algo_ws;                             /* workspace bytes the algo uses */
+    int skinny;                                 /* 1: served by the skinny kernel (plan) */
+    gp_skinny_plan plan;
 } gp_gemm_entry;
 
 struct gp_gemm_ctx {
@@ -27,6 +31,8 @@ struct gp_gemm_ctx {
     int sm_target;       /* 0: whole device */
     int device_sms;      /* multiProcessorCount of the device at create */
     void *workspace;     /* [GP_GEMM_WORKSPACE_BYTES] device bytes */
+    int skinny_max_m;    /* largest M routed to the skinny kernel (0: none) */
+    int pdl;             /* skinny launches use programmatic dependent launch */
     gp_gemm_entry cache[GP_GEMM_CACHE_SLOTS];
     int n_cached;
     int victim;          /* next slot to evict when full (round robin) */
@@ -102,6 +108,19 @@ gp_status gp_gemm_ctx_create(void *stream, int sm_count_target, gp_gemm_ctx **ou
     ctx->stream = (cudaStream_t)stream;
     ctx->sm_target = sm_count_target;
     ctx->device_sms = sms;
+    ctx->skinny_max_m = GP_GEMM_SKINNY_DEFAULT_MAX_M;
+    ctx->pdl = 1;
+    /* Benchmark overrides (A/B runs of whole decode steps without a rebuild):
+     * GP_GEMM_SKINNY_MAX_M=0..16, GP_PDL=0/1. */
+    const char *env = getenv("GP_GEMM_SKINNY_MAX_M");
+    if (env && *env) {
+        long v = strtol(env, NULL, 10);
+        if (v >= 0 && v <= GP_GEMM_SKINNY_MAX_M)
+            ctx->skinny_max_m = (int)v;
+    }
+    env = getenv("GP_PDL");
+    if (env && *env)
+        ctx->pdl = strtol(env, NULL, 10) != 0;
     GP_CHECK_CUBLAS_GOTO(cublasLtCreate(&ctx->lt), st, fail);
     GP_CHECK_CUDA_GOTO(cudaMalloc(&ctx->workspace, GP_GEMM_WORKSPACE_BYTES), st, fail);
     *out = ctx;
@@ -151,6 +170,38 @@ gp_status gp_gemm_set_sm_count_target(gp_gemm_ctx *ctx, int sm_count_target)
 int gp_gemm_sm_count_target(const gp_gemm_ctx *ctx)
 {
     return ctx ? ctx->sm_target : 0;
+}
+
+gp_status gp_gemm_set_skinny_max_m(gp_gemm_ctx *ctx, int max_m)
+{
+    if (!ctx)
+        GP_FAIL(GP_ERR_INVALID_ARG, "gp_gemm_set_skinny_max_m: ctx is NULL");
+    if (max_m < 0 || max_m > GP_GEMM_SKINNY_MAX_M)
+        GP_FAIL(GP_ERR_INVALID_ARG, "gp_gemm_set_skinny_max_m: max_m = %d is outside 0..%d", max_m,
+                GP_GEMM_SKINNY_MAX_M);
+    if (max_m != ctx->skinny_max_m) {
+        gp_gemm_cache_clear(ctx); /* cached shapes may now belong to the other path */
+        ctx->skinny_max_m = max_m;
+    }
+    return GP_OK;
+}
+
+gp_status gp_gemm_set_pdl(gp_gemm_ctx *ctx, int on)
+{
+    if (!ctx)
+        GP_FAIL(GP_ERR_INVALID_ARG, "gp_gemm_set_pdl: ctx is NULL");
+    ctx->pdl = on != 0;
+    return GP_OK;
+}
+
+int gp_gemm_is_skinny(const gp_gemm_ctx *ctx, int M, int N, int K, const gp_bf16 *x,
+                      const gp_bf16 *w)
+{
+    if (!ctx || M < 1 || M > ctx->skinny_max_m)
+        return 0;
+    gp_skinny_plan p;
+    int sms = ctx->sm_target > 0 ? ctx->sm_target : ctx->device_sms;
+    return gp_skinny_plan_make(M, N, K, x, w, sms, 0, &p);
 }
 
 int gp_gemm_cached_shapes(const gp_gemm_ctx *ctx)
@@ -291,6 +342,11 @@ gp_status gp_gemm_bf16(gp_gemm_ctx *ctx, int M, int N, int K, const gp_bf16 *x, 
 
     unsigned aw = gp_gemm_align(w), ax = gp_gemm_align(x), ay = gp_gemm_align(y);
     gp_gemm_entry *e = gp_gemm_lookup(ctx, M, N, K, out_type, aw, ax, ay);
+    if (e && e->skinny) {
+        GP_CHECK_CUDA(gp_skinny_launch(&e->plan, M, N, K, x, w, y, (int)out_type, ctx->pdl,
+                                       ctx->stream));
+        return GP_OK;
+    }
     if (e) {
         GP_CHECK_CUBLAS(cublasLtMatmul(ctx->lt, e->desc, &one, w, e->lay_w, x, e->lay_x,
                                        gp_gemm_beta(out_type), y, e->lay_y, y, e->lay_y, &e->algo,
@@ -313,6 +369,23 @@ gp_status gp_gemm_bf16(gp_gemm_ctx *ctx, int M, int N, int K, const gp_bf16 *x, 
     e = &ctx->cache[slot];
     e->M = M, e->N = N, e->K = K, e->out_type = out_type;
     e->align_w = aw, e->align_x = ax, e->align_y = ay;
+    /* Decode-sized M: the skinny kernel streams the weights faster than
+     * cuBLASLt's kernels for these shapes (docs/PERFORMANCE.md); shapes it
+     * cannot serve (K % 8, unaligned rows) stay with cuBLASLt. */
+    int sms = ctx->sm_target > 0 ? ctx->sm_target : ctx->device_sms;
+    if (M <= ctx->skinny_max_m
+        && gp_skinny_plan_make(M, N, K, x, w, sms, 0, &e->plan)) {
+        cudaError_t ce = gp_skinny_launch(&e->plan, M, N, K, x, w, y, (int)out_type, ctx->pdl,
+                                          ctx->stream);
+        if (ce != cudaSuccess) {
+            gp_gemm_entry_release(e);
+            return gp_check_cuda_fail(ce, "gp_skinny_launch", __FILE__, __LINE__);
+        }
+        e->skinny = 1;
+        e->used = 1;
+        ctx->n_cached++;
+        return GP_OK;
+    }
     GP_TRY(gp_gemm_entry_build(ctx, e));
     gp_status st = gp_gemm_pick_and_run(ctx, e, x, w, y);
     if (st != GP_OK) {

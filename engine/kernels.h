@@ -53,14 +53,33 @@ int gp_gemm_sm_count_target(const gp_gemm_ctx *ctx);
 /* Shapes currently cached (for tests and statistics). */
 int gp_gemm_cached_shapes(const gp_gemm_ctx *ctx);
 
+/* The skinny kernel (engine/gemm_skinny.cu) serves 1 <= M <= max_m when K %
+ * 8 == 0 and x, w are 16-byte aligned; cuBLASLt serves everything else.
+ * Default GP_GEMM_SKINNY_DEFAULT_MAX_M (where it measured faster on the H100,
+ * docs/PERFORMANCE.md), or $GP_GEMM_SKINNY_MAX_M at context creation; 0
+ * routes every call to cuBLASLt (benchmarks, tests). Changing it empties the
+ * cache. */
+#define GP_GEMM_SKINNY_MAX_M 16
+#define GP_GEMM_SKINNY_DEFAULT_MAX_M 16
+gp_status gp_gemm_set_skinny_max_m(gp_gemm_ctx *ctx, int max_m);
+/* Skinny launches use programmatic dependent launch (default on; $GP_PDL = 0
+ * at context creation turns it off): the kernel
+ * starts streaming weights while the previous kernel in the stream drains;
+ * it reads x and touches y only after that kernel completed. */
+gp_status gp_gemm_set_pdl(gp_gemm_ctx *ctx, int on);
+/* 1 when a call of this shape and these pointers would take the skinny path. */
+int gp_gemm_is_skinny(const gp_gemm_ctx *ctx, int M, int N, int K, const gp_bf16 *x,
+                      const gp_bf16 *w);
+
 /* y[M][N] = x[M][K] . w[N][K]^T (or y += ... for GP_GEMM_OUT_F32_ACC, which
  * reads y, so it must hold finite values), bf16 inputs, fp32 accumulation and
  * scale, y bf16 or fp32 by out_type. All row-major device pointers (w is an HF
  * Linear weight [out][in]); y must not overlap x or w. M >= 0 (0: no-op),
  * N, K >= 1. The first call of a
- * (M, N, K, out_type, pointer alignment) asks cuBLASLt's heuristic (host-only,
- * legal during graph capture) and keeps the first algorithm that runs; later
- * calls reuse it. */
+ * (M, N, K, out_type, pointer alignment) plans the skinny kernel (small M, see
+ * above) or asks cuBLASLt's heuristic (host-only, legal during graph capture)
+ * and keeps the first algorithm that runs; later calls reuse the choice.
+ * Either way the result is deterministic (same bits for the same inputs). */
 gp_status gp_gemm_bf16(gp_gemm_ctx *ctx, int M, int N, int K, const gp_bf16 *x, const gp_bf16 *w,
                        void *y, gp_gemm_out out_type);
 

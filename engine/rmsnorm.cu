@@ -1,7 +1,9 @@
 /* RMSNorm fused with the residual add: resid += delta (fp32), out =
- * bf16(w * resid / rms(resid)), one CTA per row. */
+ * bf16(w * resid / rms(resid)), one CTA per row (the row in registers when
+ * it fits). */
 #include <math.h>
 #include <stdint.h>
+#include <stdlib.h>
 
 #include "cuda_check.h"
 #include "kernels.h"
@@ -74,9 +76,52 @@ template <> struct gp_rms_io<4> {
     }
 };
 
+/* Programmatic dependent launch (PDL): the kernel is launched while the
+ * previous kernel of the stream drains, so the launch latency and the ramp
+ * overlap it. Entry: let the next kernel launch early too (it waits the same
+ * way; a no-op for dependents launched without PDL), then wait until the
+ * previous grid has completed and its writes are visible, before touching
+ * memory. Every PDL kernel waits before it ends, so completion stays
+ * transitive along the stream. */
+static __device__ __forceinline__ void gp_rms_pdl_entry(void)
+{
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+    asm volatile("griddepcontrol.launch_dependents;");
+    asm volatile("griddepcontrol.wait;" ::: "memory");
+#endif
+}
+
+/* $GP_PDL = 0 turns PDL launches off (A/B measurements); read once. */
+static bool gp_rms_pdl_on(void)
+{
+    static int on = -1;
+    if (on < 0) {
+        const char *e = getenv("GP_PDL");
+        on = !(e && e[0] == '0');
+    }
+    return on != 0;
+}
+
+template <typename... Exp, typename... Act>
+static cudaError_t gp_rms_launch(void (*kernel)(Exp...), int B, int threads, cudaStream_t stream,
+                                 Act &&...args)
+{
+    cudaLaunchConfig_t cfg = {};
+    cudaLaunchAttribute attr[1];
+    attr[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
+    attr[0].val.programmaticStreamSerializationAllowed = 1;
+    cfg.gridDim = dim3((unsigned)B);
+    cfg.blockDim = dim3((unsigned)threads);
+    cfg.stream = stream;
+    cfg.attrs = attr;
+    cfg.numAttrs = gp_rms_pdl_on() ? 1 : 0;
+    return cudaLaunchKernelEx(&cfg, kernel, args...);
+}
+
 /* grid: B CTAs, one per row. Pass 1 adds delta, writes resid back and sums
  * squares; pass 2 re-reads what this same thread wrote (same indices, so no
- * barrier is needed; the row is hot in L1/L2) and writes out. */
+ * barrier is needed; the row is hot in L1/L2) and writes out. The general
+ * path: any H and alignment. */
 template <int VEC>
 static __global__ void gp_rmsnorm_residual_kernel(float *__restrict__ resid,
                                                   const gp_bf16 *__restrict__ delta,
@@ -84,6 +129,7 @@ static __global__ void gp_rmsnorm_residual_kernel(float *__restrict__ resid,
                                                   gp_bf16 *__restrict__ out, int H, float eps)
 {
     typedef gp_rms_io<VEC> io;
+    gp_rms_pdl_entry();
     const size_t row = (size_t)blockIdx.x * (size_t)H;
     float *r = resid + row;                        /* [H] */
     const gp_bf16 *d = delta ? delta + row : NULL; /* [H] or none */
@@ -121,6 +167,65 @@ static __global__ void gp_rmsnorm_residual_kernel(float *__restrict__ resid,
     }
 }
 
+/* The fast path (H % 4 == 0, aligned, H <= 4 x GP_RMSNORM_REG_THREADS x NPT):
+ * the row lives in registers, NPT float4 per thread, all loads (resid,
+ * delta, w) issued before the first use, so a row costs one memory round
+ * trip instead of two; decode rows are short, and latency is the cost. */
+#define GP_RMSNORM_REG_THREADS 256
+template <int NPT>
+static __global__ void __launch_bounds__(GP_RMSNORM_REG_THREADS)
+gp_rmsnorm_residual_reg_kernel(float *__restrict__ resid, const gp_bf16 *__restrict__ delta,
+                               const gp_bf16 *__restrict__ w, gp_bf16 *__restrict__ out, int H,
+                               float eps)
+{
+    typedef gp_rms_io<4> io;
+    gp_rms_pdl_entry();
+    const size_t row = (size_t)blockIdx.x * (size_t)H;
+    float *r = resid + row;                        /* [H] */
+    const gp_bf16 *d = delta ? delta + row : NULL; /* [H] or none */
+    gp_bf16 *o = out + row;                        /* [H] */
+    float v[NPT][4], wv[NPT][4];
+#pragma unroll
+    for (int j = 0; j < NPT; j++) {
+        const int i = ((int)threadIdx.x + j * GP_RMSNORM_REG_THREADS) * 4;
+        if (i < H) {
+            io::load_f32(r + i, v[j]);
+            io::load_bf16(w + i, wv[j]);
+            if (d) {
+                float dv[4];
+                io::load_bf16(d + i, dv);
+#pragma unroll
+                for (int k = 0; k < 4; k++)
+                    v[j][k] += dv[k];
+                io::store_f32(r + i, v[j]);
+            }
+        } else {
+#pragma unroll
+            for (int k = 0; k < 4; k++)
+                v[j][k] = 0.0f, wv[j][k] = 0.0f;
+        }
+    }
+    float ss = 0.0f;
+#pragma unroll
+    for (int j = 0; j < NPT; j++)
+#pragma unroll
+        for (int k = 0; k < 4; k++)
+            ss += v[j][k] * v[j][k];
+    ss = gp_rmsnorm_block_sum(ss);
+    const float inv = 1.0f / sqrtf(ss / (float)H + eps);
+#pragma unroll
+    for (int j = 0; j < NPT; j++) {
+        const int i = ((int)threadIdx.x + j * GP_RMSNORM_REG_THREADS) * 4;
+        if (i < H) {
+            float y[4];
+#pragma unroll
+            for (int k = 0; k < 4; k++)
+                y[k] = wv[j][k] * (v[j][k] * inv);
+            io::store_bf16(o + i, y);
+        }
+    }
+}
+
 static bool gp_aligned(const void *p, unsigned bytes)
 {
     return ((uintptr_t)p & (uintptr_t)(bytes - 1)) == 0;
@@ -134,6 +239,22 @@ cudaError_t gp_rmsnorm_residual_launch(float *resid, const gp_bf16 *delta, const
      * every row's float4 / 8-byte accesses aligned */
     const bool vec = H % 4 == 0 && gp_aligned(resid, 16) && gp_aligned(w, 8)
                      && gp_aligned(out, 8) && (!delta || gp_aligned(delta, 8));
+    if (vec && H <= 4 * GP_RMSNORM_REG_THREADS * 8) {
+        const int per = (H / 4 + GP_RMSNORM_REG_THREADS - 1) / GP_RMSNORM_REG_THREADS;
+        const int threads = GP_RMSNORM_REG_THREADS;
+        if (per <= 1)
+            return gp_rms_launch(gp_rmsnorm_residual_reg_kernel<1>, B, threads, stream, resid, delta, w, out, H,
+                                 eps);
+        else if (per <= 2)
+            return gp_rms_launch(gp_rmsnorm_residual_reg_kernel<2>, B, threads, stream, resid, delta, w, out, H,
+                                 eps);
+        else if (per <= 4)
+            return gp_rms_launch(gp_rmsnorm_residual_reg_kernel<4>, B, threads, stream, resid, delta, w, out, H,
+                                 eps);
+        else
+            return gp_rms_launch(gp_rmsnorm_residual_reg_kernel<8>, B, threads, stream, resid, delta, w, out, H,
+                                 eps);
+    }
     const int per_thread = vec ? 4 : 1;
     int threads = (H / per_thread + 31) / 32 * 32;
     if (threads > GP_RMSNORM_MAX_THREADS)
@@ -141,10 +262,11 @@ cudaError_t gp_rmsnorm_residual_launch(float *resid, const gp_bf16 *delta, const
     if (threads < 32)
         threads = 32;
     if (vec)
-        gp_rmsnorm_residual_kernel<4><<<B, threads, 0, stream>>>(resid, delta, w, out, H, eps);
+        return gp_rms_launch(gp_rmsnorm_residual_kernel<4>, B, threads, stream, resid, delta, w, out, H,
+                                 eps);
     else
-        gp_rmsnorm_residual_kernel<1><<<B, threads, 0, stream>>>(resid, delta, w, out, H, eps);
-    return cudaGetLastError();
+        return gp_rms_launch(gp_rmsnorm_residual_kernel<1>, B, threads, stream, resid, delta, w, out, H,
+                                 eps);
 }
 
 extern "C" gp_status gp_rmsnorm_residual(float *resid, const gp_bf16 *delta, const gp_bf16 *w,

@@ -2,6 +2,7 @@
  * * u) in fp32, 16-byte vectors when rows allow. */
 #include <cuda_runtime.h>
 #include <stdint.h>
+#include <stdlib.h>
 
 #include "cuda_check.h" /* engine/: header-only, shared checking of CUDA calls */
 #include "ffn_kernels.h"
@@ -17,12 +18,38 @@ static __device__ __forceinline__ float gp_swiglu_one(float g, float u)
     return (g / (1.0f + expf(-g))) * u;
 }
 
+/* Programmatic dependent launch (PDL): launched while the gate/up GEMM
+ * drains. Entry: let the down projection launch early too (it streams its
+ * weights meanwhile and waits the same way; a no-op for dependents launched
+ * without PDL), then wait until the previous grid has completed and its
+ * writes are visible. Every PDL kernel waits before it ends, so completion
+ * stays transitive along the stream. */
+static __device__ __forceinline__ void gp_swiglu_pdl_entry(void)
+{
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+    asm volatile("griddepcontrol.launch_dependents;");
+    asm volatile("griddepcontrol.wait;" ::: "memory");
+#endif
+}
+
+/* $GP_PDL = 0 turns PDL launches off (A/B measurements); read once. */
+static bool gp_swiglu_pdl_on(void)
+{
+    static int on = -1;
+    if (on < 0) {
+        const char *e = getenv("GP_PDL");
+        on = !(e && e[0] == '0');
+    }
+    return on != 0;
+}
+
 /* One item = VEC consecutive outputs of one row; gu rows are [gate F | up F].
  * VEC = 8: uint4 loads/stores (F % 8 == 0, 16-byte aligned bases), else 1. */
 template <int VEC>
 static __global__ void gp_swiglu_kernel(const gp_bf16 *__restrict__ gu, gp_bf16 *__restrict__ out,
                                         int F, uint64_t n_items)
 {
+    gp_swiglu_pdl_entry();
     const uint64_t per_row = (uint64_t)(F / VEC);
     for (uint64_t it = (uint64_t)blockIdx.x * blockDim.x + threadIdx.x; it < n_items;
          it += (uint64_t)gridDim.x * blockDim.x) {
@@ -60,11 +87,18 @@ cudaError_t gp_swiglu_launch(const gp_bf16 *gu, gp_bf16 *out, int B, int F, cuda
     uint64_t blocks = (n_items + GP_SWIGLU_THREADS - 1) / GP_SWIGLU_THREADS;
     if (blocks > GP_SWIGLU_MAX_BLOCKS)
         blocks = GP_SWIGLU_MAX_BLOCKS;
+    cudaLaunchConfig_t cfg = {};
+    cudaLaunchAttribute attr[1];
+    attr[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
+    attr[0].val.programmaticStreamSerializationAllowed = 1;
+    cfg.gridDim = dim3((unsigned)blocks);
+    cfg.blockDim = dim3(GP_SWIGLU_THREADS);
+    cfg.stream = stream;
+    cfg.attrs = attr;
+    cfg.numAttrs = gp_swiglu_pdl_on() ? 1 : 0;
     if (vec)
-        gp_swiglu_kernel<8><<<(unsigned)blocks, GP_SWIGLU_THREADS, 0, stream>>>(gu, out, F, n_items);
-    else
-        gp_swiglu_kernel<1><<<(unsigned)blocks, GP_SWIGLU_THREADS, 0, stream>>>(gu, out, F, n_items);
-    return cudaGetLastError();
+        return cudaLaunchKernelEx(&cfg, gp_swiglu_kernel<8>, gu, out, F, n_items);
+    return cudaLaunchKernelEx(&cfg, gp_swiglu_kernel<1>, gu, out, F, n_items);
 }
 
 extern "C" gp_status gp_swiglu(const gp_bf16 *gu, gp_bf16 *out, int B, int F, void *stream)

@@ -1,7 +1,9 @@
-/* gp_gemm_bf16 (cuBLASLt) against a double CPU reference on random bf16
- * data: relative Frobenius error <= 1e-2 (bf16 out) and <= 2e-3 (fp32 out and
- * fp32 accumulate into y),
- * whole device and with an SM-count target; cache reuse and determinism. */
+/* gp_gemm_bf16 (cuBLASLt, and the skinny kernel for small M) against a double
+ * CPU reference on random bf16 data: relative Frobenius error <= 1e-2 (bf16
+ * out) and <= 2e-3 (fp32 out and fp32 accumulate into y), whole device and
+ * with an SM-count target; cache reuse, determinism, every M of the skinny
+ * kernel, odd N and K, split K, row slices, and a captured graph of
+ * dependent skinny GEMMs launched with programmatic dependent launch. */
 #include "gpu_test_util.h"
 
 #include <math.h>
@@ -235,6 +237,214 @@ static void test_cache_eviction(void **state)
     free(x), free(w), free(ref), free(got);
 }
 
+/* Random x [M][K] and w [N][K] (host), their reference, device copies. */
+typedef struct problem {
+    shape sh;
+    gp_bf16 *x, *w;   /* host */
+    double *ref;      /* [M][N] */
+    gp_bf16 *dx, *dw; /* device */
+    void *dy;         /* [M][N] fp32-sized device */
+} problem;
+
+static void problem_make(problem *p, shape sh, gt_rng *rng)
+{
+    p->sh = sh;
+    size_t nx = (size_t)sh.M * sh.K, nw = (size_t)sh.N * sh.K, ny = (size_t)sh.M * sh.N;
+    p->x = gt_host_alloc(nx * sizeof(gp_bf16));
+    p->w = gt_host_alloc(nw * sizeof(gp_bf16));
+    p->ref = gt_host_alloc(ny * sizeof(double));
+    for (size_t j = 0; j < nx; j++)
+        p->x[j] = gt_bf16(rng, -1.0f, 1.0f);
+    for (size_t j = 0; j < nw; j++)
+        p->w[j] = gt_bf16(rng, -1.0f, 1.0f);
+    gp_gemm_ref(sh.M, sh.N, sh.K, p->x, p->w, p->ref);
+    p->dx = gt_dev_alloc(nx * sizeof(gp_bf16));
+    p->dw = gt_dev_alloc(nw * sizeof(gp_bf16));
+    p->dy = gt_dev_alloc(ny * sizeof(float));
+    gt_upload(p->dx, p->x, nx * sizeof(gp_bf16));
+    gt_upload(p->dw, p->w, nw * sizeof(gp_bf16));
+}
+
+static void problem_free(problem *p)
+{
+    gt_dev_free(p->dx), gt_dev_free(p->dw), gt_dev_free(p->dy);
+    free(p->x), free(p->w), free(p->ref);
+}
+
+/* All three output kinds of one problem through ctx, which must route it to
+ * the skinny kernel. */
+static void check_skinny(gp_gemm_ctx *ctx, const char *name, problem *p, gt_rng *rng)
+{
+    shape sh = p->sh;
+    if (!gp_gemm_is_skinny(ctx, sh.M, sh.N, sh.K, p->dx, p->dw))
+        fail_msg("M=%d N=%d K=%d (%s): expected the skinny path", sh.M, sh.N, sh.K, name);
+    check_one(ctx, name, sh, p->dx, p->dw, p->dy, GP_GEMM_OUT_BF16, p->ref);
+    check_one(ctx, name, sh, p->dx, p->dw, p->dy, GP_GEMM_OUT_F32, p->ref);
+    check_acc(ctx, name, sh, p->dx, p->dw, p->dy, p->ref, rng);
+}
+
+/* The skinny kernel: every M of its 8-token tiles, odd N (partial 16- and
+ * 32-row blocks), K a multiple of 8 but not of 32 (partial chunks; fewer
+ * chunks than warps), row blocks beyond one wave (the persistent loop), and
+ * a small SM budget (other grid, other row-block size). */
+static void test_skinny_shapes(void **state)
+{
+    (void)state;
+    gt_rng rng = { g_seed + 23 };
+    int dev = 0, sms = 0;
+    GT_CUDA(cudaGetDevice(&dev));
+    GT_CUDA(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev));
+    gp_gemm_ctx *all = NULL, *part = NULL;
+    GT_OK(gp_gemm_ctx_create(NULL, 0, &all));
+    GT_OK(gp_gemm_ctx_create(NULL, sms < 8 ? sms : 8, &part));
+    GT_OK(gp_gemm_set_skinny_max_m(all, GP_GEMM_SKINNY_MAX_M));
+    GT_OK(gp_gemm_set_skinny_max_m(part, GP_GEMM_SKINNY_MAX_M));
+    /* every M 1..16 on one problem: rows of a larger product are its rows */
+    {
+        problem p;
+        problem_make(&p, (shape){ 16, 97, 264 }, &rng);
+        for (int M = 1; M <= 16; M++) {
+            problem q = p;
+            q.sh.M = M; /* x rows 0..M-1, ref rows 0..M-1: prefixes of the M = 16 arrays */
+            check_skinny(all, "skinny_all", &q, &rng);
+            check_skinny(part, "skinny_sm8", &q, &rng);
+        }
+        problem_free(&p);
+    }
+    static const shape shapes[] = {
+        { 3, 1, 8 }, { 13, 129, 40 }, { 16, 300, 1000 }, { 5, 1000, 4096 }, { 8, 6144, 4096 },
+        { 16, 4096, 14336 }, { 11, 333, 520 }, { 1, 4104, 2056 }, { 9, 257, 2056 },
+        { 16, 40, 14344 },
+    };
+    for (size_t i = 0; i < sizeof shapes / sizeof shapes[0]; i++) {
+        problem p;
+        problem_make(&p, shapes[i], &rng);
+        check_skinny(all, "skinny_all", &p, &rng);
+        check_skinny(part, "skinny_sm8", &p, &rng);
+        problem_free(&p);
+    }
+    /* M beyond the kernel's 16 goes to cuBLASLt */
+    {
+        gp_bf16 *d = gt_dev_alloc(64 * 64 * sizeof(gp_bf16));
+        assert_false(gp_gemm_is_skinny(all, 17, 64, 64, d, d));
+        assert_true(gp_gemm_is_skinny(all, 16, 64, 64, d, d));
+        gt_dev_free(d);
+    }
+    gp_gemm_ctx_destroy(all);
+    gp_gemm_ctx_destroy(part);
+}
+
+/* Row slices as the engine's micro-batches take them (x + b0 K, y + b0 N):
+ * K % 8 == 0 keeps them 16-byte aligned and skinny; K % 8 != 0 falls back to
+ * cuBLASLt, results right either way. */
+static void test_skinny_slices(void **state)
+{
+    (void)state;
+    gt_rng rng = { g_seed + 29 };
+    gp_gemm_ctx *ctx = NULL;
+    GT_OK(gp_gemm_ctx_create(NULL, 0, &ctx));
+    static const shape shapes[] = { { 5, 200, 136 }, { 5, 200, 140 } };
+    for (int i = 0; i < 2; i++) {
+        shape big = shapes[i];
+        big.M += 3;
+        problem p;
+        problem_make(&p, big, &rng);
+        problem q = p;
+        q.sh = shapes[i];
+        q.dx = p.dx + 3 * (size_t)big.K;
+        q.ref = p.ref + 3 * (size_t)big.N;
+        int skinny = gp_gemm_is_skinny(ctx, q.sh.M, q.sh.N, q.sh.K, q.dx, q.dw);
+        assert_int_equal(skinny, shapes[i].K % 8 == 0);
+        char *y = (char *)p.dy;
+        check_one(ctx, "slice", q.sh, q.dx, q.dw, y + 3 * (size_t)big.N * sizeof(gp_bf16),
+                  GP_GEMM_OUT_BF16, q.ref);
+        check_one(ctx, "slice", q.sh, q.dx, q.dw, y + 3 * (size_t)big.N * sizeof(float),
+                  GP_GEMM_OUT_F32, q.ref);
+        check_acc(ctx, "slice", q.sh, q.dx, q.dw, (float *)(y + 3 * (size_t)big.N * sizeof(float)),
+                  q.ref, &rng);
+        problem_free(&p);
+    }
+    gp_gemm_ctx_destroy(ctx);
+}
+
+/* Two dependent skinny GEMMs (h = bf16(x . w1^T); y += h . w2^T, the second
+ * split over K) captured into a graph with programmatic dependent launch:
+ * the second may start streaming w2 before the first ends but must read h
+ * only after it. Replays must match an eager run bit for bit and the
+ * reference within tolerance. */
+static void test_skinny_pdl_graph(void **state)
+{
+    (void)state;
+    gt_rng rng = { g_seed + 31 };
+    const int M = 8, K1 = 512, N1 = 1024, N2 = 300;
+    problem a, b;
+    problem_make(&a, (shape){ M, N1, K1 }, &rng);
+    problem_make(&b, (shape){ M, N2, N1 }, &rng);
+    cudaStream_t s;
+    GT_CUDA(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));
+    gp_gemm_ctx *ctx = NULL;
+    GT_OK(gp_gemm_ctx_create(s, 0, &ctx));
+    GT_OK(gp_gemm_set_pdl(ctx, 1));
+    assert_true(gp_gemm_is_skinny(ctx, M, N1, K1, a.dx, a.dw));
+    assert_true(gp_gemm_is_skinny(ctx, M, N2, N1, b.dx, b.dw));
+    gp_bf16 *h = gt_dev_alloc((size_t)M * N1 * sizeof(gp_bf16));
+    float *y = gt_dev_alloc((size_t)M * N2 * sizeof(float));
+    float *y0 = gt_host_alloc((size_t)M * N2 * sizeof(float));
+    float *eager = gt_host_alloc((size_t)M * N2 * sizeof(float));
+    float *got = gt_host_alloc((size_t)M * N2 * sizeof(float));
+    for (int i = 0; i < M * N2; i++)
+        y0[i] = gt_uniform(&rng, -4.0f, 4.0f);
+
+    /* eager (also picks both plans) */
+    gt_poison(h, (size_t)M * N1 * sizeof(gp_bf16));
+    gt_upload(y, y0, (size_t)M * N2 * sizeof(float));
+    GT_OK(gp_gemm_bf16(ctx, M, N1, K1, a.dx, a.dw, h, GP_GEMM_OUT_BF16));
+    GT_OK(gp_gemm_bf16(ctx, M, N2, N1, h, b.dw, y, GP_GEMM_OUT_F32_ACC));
+    GT_CUDA(cudaStreamSynchronize(s));
+    gt_download(eager, y, (size_t)M * N2 * sizeof(float));
+
+    /* reference of the chain from the device's bf16 h */
+    gp_bf16 *hh = gt_host_alloc((size_t)M * N1 * sizeof(gp_bf16));
+    double *ref = gt_host_alloc((size_t)M * N2 * sizeof(double));
+    gt_download(hh, h, (size_t)M * N1 * sizeof(gp_bf16));
+    for (int i = 0; i < M * N1; i++) {
+        double d = gp_bf16_to_f32(hh[i]) - a.ref[i];
+        if (!(fabs(d) <= 1e-2 * fabs(a.ref[i]) + 1e-2))
+            fail_msg("pdl chain: h[%d] = %g, ref %g", i, gp_bf16_to_f32(hh[i]), a.ref[i]);
+    }
+    gp_gemm_ref(M, N2, N1, hh, b.w, ref);
+    for (int i = 0; i < M * N2; i++)
+        ref[i] += y0[i];
+    size_t nonfinite;
+    double e = rel_err("pdl eager", eager, ref, M, N2, TOL_F32, &nonfinite);
+    if (nonfinite || !(e <= TOL_F32))
+        fail_msg("pdl chain eager: rel err %.3e, %zu non-finite", e, nonfinite);
+
+    cudaGraph_t g = NULL;
+    cudaGraphExec_t ge = NULL;
+    GT_CUDA(cudaStreamBeginCapture(s, cudaStreamCaptureModeThreadLocal));
+    GT_OK(gp_gemm_bf16(ctx, M, N1, K1, a.dx, a.dw, h, GP_GEMM_OUT_BF16));
+    GT_OK(gp_gemm_bf16(ctx, M, N2, N1, h, b.dw, y, GP_GEMM_OUT_F32_ACC));
+    GT_CUDA(cudaStreamEndCapture(s, &g));
+    GT_CUDA(cudaGraphInstantiate(&ge, g, 0));
+    for (int rep = 0; rep < 5; rep++) {
+        gt_poison(h, (size_t)M * N1 * sizeof(gp_bf16)); /* stale h must never be read */
+        gt_upload(y, y0, (size_t)M * N2 * sizeof(float));
+        GT_CUDA(cudaGraphLaunch(ge, s));
+        GT_CUDA(cudaStreamSynchronize(s));
+        gt_download(got, y, (size_t)M * N2 * sizeof(float));
+        if (memcmp(got, eager, (size_t)M * N2 * sizeof(float)) != 0)
+            fail_msg("pdl chain: graph replay %d differs from the eager run", rep);
+    }
+    GT_CUDA(cudaGraphExecDestroy(ge));
+    GT_CUDA(cudaGraphDestroy(g));
+    gp_gemm_ctx_destroy(ctx);
+    GT_CUDA(cudaStreamDestroy(s));
+    gt_dev_free(h), gt_dev_free(y);
+    free(y0), free(eager), free(got), free(hh), free(ref);
+    problem_free(&a), problem_free(&b);
+}
+
 static void test_bad_args(void **state)
 {
     (void)state;
@@ -259,6 +469,12 @@ static void test_bad_args(void **state)
     GT_EXPECT_FAIL(gp_gemm_ctx_create(NULL, 0, NULL), GP_ERR_INVALID_ARG, "out is NULL");
     GT_EXPECT_FAIL(gp_gemm_set_stream(NULL, NULL), GP_ERR_INVALID_ARG, "ctx is NULL");
     GT_EXPECT_FAIL(gp_gemm_set_sm_count_target(NULL, 8), GP_ERR_INVALID_ARG, "ctx is NULL");
+    GT_EXPECT_FAIL(gp_gemm_set_skinny_max_m(NULL, 8), GP_ERR_INVALID_ARG, "ctx is NULL");
+    GT_EXPECT_FAIL(gp_gemm_set_skinny_max_m(ctx, GP_GEMM_SKINNY_MAX_M + 1), GP_ERR_INVALID_ARG,
+                   "max_m");
+    GT_EXPECT_FAIL(gp_gemm_set_skinny_max_m(ctx, -1), GP_ERR_INVALID_ARG, "max_m = -1");
+    GT_EXPECT_FAIL(gp_gemm_set_pdl(NULL, 1), GP_ERR_INVALID_ARG, "ctx is NULL");
+    assert_int_equal(gp_gemm_is_skinny(NULL, 8, 64, 64, p, p), 0);
     gp_gemm_ctx_destroy(NULL);
     assert_int_equal(gp_gemm_cached_shapes(NULL), 0);
 }
@@ -288,6 +504,9 @@ int main(void)
         cmocka_unit_test(test_shapes),
         cmocka_unit_test(test_row_offset_slices),
         cmocka_unit_test(test_cache_eviction),
+        cmocka_unit_test(test_skinny_shapes),
+        cmocka_unit_test(test_skinny_slices),
+        cmocka_unit_test(test_skinny_pdl_graph),
     };
     return cmocka_run_group_tests_name("gemm on the GPU", gpu, NULL, NULL) ? 1 : 0;
 }

@@ -75,7 +75,7 @@ static void test_shapes(void **state)
     gt_rng rng = { g_seed };
     cudaStream_t s;
     GT_CUDA(cudaStreamCreate(&s));
-    static const int Hs[] = { 64, 96, 4096, 4095, 8192, 1, 3 };
+    static const int Hs[] = { 64, 96, 4096, 4095, 8192, 2052, 12288, 1, 3 };
     static const int Bs[] = { 1, 3, 8, 64 };
     for (size_t h = 0; h < sizeof Hs / sizeof Hs[0]; h++)
         for (size_t b = 0; b < sizeof Bs / sizeof Bs[0]; b++)

@@ -1,0 +1,287 @@
+/* Skinny GEMM for decode batches, y[M][N] = x[M][K] . W[N][K]^T with M <= 16:
+ * the weights are streamed once at HBM speed into tensor cores (mma.sync). */
+#include <stdint.h>
+
+#include <cuda_bf16.h>
+#include <cuda_runtime.h>
+
+#include "gemm_skinny.cuh"
+
+/* Why it is shaped this way.
+ *
+ * At decode batch sizes a projection is a stream of N x K bf16 weights that
+ * each serve only M tokens: the time is bytes / HBM bandwidth plus whatever
+ * the kernel spends not streaming (launch, ramp-up, tail, reductions), which
+ * for the 17-120 us projections of an 8B model is the part worth winning.
+ *
+ * - A warp multiplies 16-row weight tiles with mma.m16n8k16 (rows as the A
+ *   operand, up to 8 tokens as the columns of B): the tensor cores make the
+ *   arithmetic free, where CUDA-core FMAs would become the limit at M = 16.
+ * - The dot product runs over k in any order, so k is permuted inside each
+ *   32-wide chunk so that the fragments are exactly what one 16-byte load per
+ *   lane delivers: lane (g = lane/4, t = lane%4) loads W[row g][8t..8t+7] and
+ *   W[row g+8][8t..8t+7]; elements 0-3 feed one mma, 4-7 a second. x is read
+ *   with the same permutation (16-byte loads, L2-hot), so nothing is staged
+ *   in shared memory and nothing waits on a barrier in the main loop.
+ * - A CTA owns 16 or 32 rows for the whole of K; its 8 warps take every
+ *   eighth 32-chunk (together 512 contiguous bytes of each row per step) and
+ *   are summed once through shared memory at the end, in warp order. No
+ *   split-K across CTAs: no workspace, no atomics, no serial reduction tail,
+ *   and the same bits on every run. 16-row CTAs fill an SM budget's wave
+ *   better for N = 4096 (256 items), 32-row CTAs halve the x reloads.
+ * - The grid is persistent and sized to the context's SM budget (SMs x 2
+ *   CTAs), so inside a green-context partition it is one wave of that
+ *   partition; the next row block's first weights are fetched before the
+ *   current one's epilogue.
+ * - With programmatic dependent launch the weight prefetch is issued before
+ *   griddepcontrol.wait: the stream of weights (which never depend on the
+ *   previous kernel) starts while the previous kernel drains; x and y are
+ *   touched only after the wait. The kernel also lets its own dependents
+ *   launch early (they wait the same way). */
+
+typedef struct gp_skinny_args {
+    const __nv_bfloat16 *x; /* [M][K] */
+    const __nv_bfloat16 *w; /* [N][K] */
+    void *y;                /* [M][N] bf16 or fp32 */
+    int M, N, K, out_type;
+    int n_items;            /* row blocks */
+} gp_skinny_args;
+
+static __device__ __forceinline__ void gp_pdl_wait(void)
+{
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+    asm volatile("griddepcontrol.wait;" ::: "memory");
+#endif
+}
+
+static __device__ __forceinline__ void gp_pdl_trigger(void)
+{
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+    asm volatile("griddepcontrol.launch_dependents;");
+#endif
+}
+
+static __device__ __forceinline__ void gp_mma16816(float (&d)[4], uint32_t a0, uint32_t a1,
+                                                   uint32_t a2, uint32_t a3, uint32_t b0,
+                                                   uint32_t b1)
+{
+    asm("mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, "
+        "{%8,%9}, {%0,%1,%2,%3};"
+        : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
+        : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "r"(b0), "r"(b1));
+}
+
+/* Chunks per warp per step: 16-byte loads in flight per lane are 2 R U (W)
+ * plus NT U (x); kept near 16-20 so the instance stays under 128 registers
+ * (2 CTAs per SM). */
+template <int NT, int R> struct gp_skinny_unroll {
+    static constexpr int U = (NT == 2 && R == 2) ? 3 : 4;
+};
+
+/* Weights of this warp's chunks j0 .. j0+U-1 of row block rb (zeros past K
+ * and past N: they multiply into nothing). Streaming loads: each weight is
+ * read once per step, so keep L2 for the activations. */
+template <int R, int U>
+static __device__ __forceinline__ void gp_skinny_fetch_w(const gp_skinny_args &a, int rb, int j0,
+                                                         int my_chunks, int warp, int g, int t,
+                                                         uint4 (&wl)[R][U], uint4 (&wh)[R][U])
+{
+#pragma unroll
+    for (int r = 0; r < R; r++) {
+        const int row = rb * 16 * R + r * 16 + g;
+        const __nv_bfloat16 *p_lo = a.w + (size_t)row * (size_t)a.K;
+        const __nv_bfloat16 *p_hi = p_lo + (size_t)8 * (size_t)a.K;
+#pragma unroll
+        for (int u = 0; u < U; u++) {
+            const int j = j0 + u;
+            const int k = (warp + GP_SKINNY_WARPS * j) * 32 + 8 * t;
+            /* K % 8 == 0: a 16-byte piece is all in or all out */
+            const bool ok = j < my_chunks && k < a.K;
+            wl[r][u] = make_uint4(0u, 0u, 0u, 0u);
+            wh[r][u] = make_uint4(0u, 0u, 0u, 0u);
+            if (ok && row < a.N)
+                wl[r][u] = __ldcs(reinterpret_cast<const uint4 *>(p_lo + k));
+            if (ok && row + 8 < a.N)
+                wh[r][u] = __ldcs(reinterpret_cast<const uint4 *>(p_hi + k));
+        }
+    }
+}
+
+/* x for the same chunks (every row block multiplies the same x). Read-only
+ * for the kernel's life, L2-hot: the non-coherent path. */
+template <int NT, int U>
+static __device__ __forceinline__ void gp_skinny_fetch_x(const gp_skinny_args &a, int j0,
+                                                         int my_chunks, int warp, int g, int t,
+                                                         uint4 (&xv)[NT][U])
+{
+#pragma unroll
+    for (int n = 0; n < NT; n++) {
+        const int tok = n * 8 + g;
+#pragma unroll
+        for (int u = 0; u < U; u++) {
+            const int j = j0 + u;
+            const int k = (warp + GP_SKINNY_WARPS * j) * 32 + 8 * t;
+            xv[n][u] = make_uint4(0u, 0u, 0u, 0u);
+            if (j < my_chunks && k < a.K && tok < a.M)
+                xv[n][u] = __ldg(reinterpret_cast<const uint4 *>(a.x + (size_t)tok * (size_t)a.K + k));
+        }
+    }
+}
+
+static __device__ __forceinline__ void gp_skinny_store(const gp_skinny_args &a, int m, int n,
+                                                       float v)
+{
+    const size_t i = (size_t)m * (size_t)a.N + (size_t)n;
+    if (a.out_type == 0)
+        static_cast<__nv_bfloat16 *>(a.y)[i] = __float2bfloat16_rn(v);
+    else if (a.out_type == 1)
+        static_cast<float *>(a.y)[i] = v;
+    else
+        static_cast<float *>(a.y)[i] += v; /* one thread owns each element */
+}
+
+template <int NT, int R>
+static __global__ void __launch_bounds__(GP_SKINNY_THREADS, GP_SKINNY_CTAS_PER_SM)
+gp_skinny_kernel(const gp_skinny_args a)
+{
+    constexpr int U = gp_skinny_unroll<NT, R>::U;
+    constexpr int ROWS = 16 * R;
+    /* Row stride of the reduction buffer: +4 floats puts the 4 token pairs
+     * of a fragment store 8 banks apart, so a warp's stores are conflict-free. */
+    constexpr int RSTR = ROWS + 4;
+    __shared__ float red[GP_SKINNY_WARPS][8 * NT][RSTR]; /* per warp: [token][row] partials */
+
+    gp_pdl_trigger();
+    const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+    const int g = lane >> 2, t = lane & 3;
+    const int nck = (a.K + 31) / 32; /* 32-wide chunks; warp w takes w, w+8, ... */
+    const int my_chunks = nck > warp ? (nck - warp + GP_SKINNY_WARPS - 1) / GP_SKINNY_WARPS : 0;
+
+    int item = blockIdx.x;
+    uint4 wl[R][U], wh[R][U]; /* the current step's weights */
+    uint4 xv[NT][U];          /* the current step's x */
+    if (item < a.n_items)
+        gp_skinny_fetch_w<R, U>(a, item, 0, my_chunks, warp, g, t, wl, wh);
+    /* Everything below reads what earlier kernels wrote (x, y) or writes
+     * what they may still read: only the weight prefetch may come first. */
+    gp_pdl_wait();
+    gp_skinny_fetch_x<NT, U>(a, 0, my_chunks, warp, g, t, xv);
+
+    for (; item < a.n_items; item += gridDim.x) {
+        float acc[R][NT][4];
+#pragma unroll
+        for (int r = 0; r < R; r++)
+#pragma unroll
+            for (int n = 0; n < NT; n++)
+#pragma unroll
+                for (int j = 0; j < 4; j++)
+                    acc[r][n][j] = 0.0f;
+
+        for (int j0 = 0; j0 < my_chunks; j0 += U) {
+#pragma unroll
+            for (int u = 0; u < U; u++)
+#pragma unroll
+                for (int r = 0; r < R; r++)
+#pragma unroll
+                    for (int n = 0; n < NT; n++) {
+                        gp_mma16816(acc[r][n], wl[r][u].x, wh[r][u].x, wl[r][u].y, wh[r][u].y,
+                                    xv[n][u].x, xv[n][u].y);
+                        gp_mma16816(acc[r][n], wl[r][u].z, wh[r][u].z, wl[r][u].w, wh[r][u].w,
+                                    xv[n][u].z, xv[n][u].w);
+                    }
+            /* the next step's operands: this row block's, else the first of
+             * this CTA's next row block (in flight over the epilogue below) */
+            if (j0 + U < my_chunks) {
+                gp_skinny_fetch_w<R, U>(a, item, j0 + U, my_chunks, warp, g, t, wl, wh);
+                gp_skinny_fetch_x<NT, U>(a, j0 + U, my_chunks, warp, g, t, xv);
+            } else if (item + (int)gridDim.x < a.n_items) {
+                gp_skinny_fetch_w<R, U>(a, item + gridDim.x, 0, my_chunks, warp, g, t, wl, wh);
+                gp_skinny_fetch_x<NT, U>(a, 0, my_chunks, warp, g, t, xv);
+            }
+        }
+
+        /* acc[r][n][j]: row 16r + g + 8 (j >> 1), token 8n + 2t + (j & 1) */
+#pragma unroll
+        for (int r = 0; r < R; r++)
+#pragma unroll
+            for (int n = 0; n < NT; n++)
+#pragma unroll
+                for (int j = 0; j < 4; j++)
+                    red[warp][n * 8 + 2 * t + (j & 1)][r * 16 + g + (j >> 1) * 8] = acc[r][n][j];
+        __syncthreads();
+        const int n0 = item * ROWS;
+        for (int e = threadIdx.x; e < ROWS * a.M; e += GP_SKINNY_THREADS) {
+            const int tok = e / ROWS, row = e - tok * ROWS;
+            float v = 0.0f;
+#pragma unroll
+            for (int w = 0; w < GP_SKINNY_WARPS; w++) /* fixed order: same bits every run */
+                v += red[w][tok][row];
+            if (n0 + row < a.N)
+                gp_skinny_store(a, tok, n0 + row, v);
+        }
+        __syncthreads(); /* red is rewritten by the next row block */
+    }
+}
+
+extern "C" int gp_skinny_plan_make(int M, int N, int K, const void *x, const void *w, int sms,
+                                   int r, gp_skinny_plan *p)
+{
+    if (M < 1 || M > GP_SKINNY_MAX_M || N < 1 || K < 8 || K % 8 != 0 || sms < 1
+        || r < 0 || r > 2 || ((uintptr_t)x & 15u) || ((uintptr_t)w & 15u))
+        return 0;
+    const long long slots = (long long)sms * GP_SKINNY_CTAS_PER_SM;
+    if (r == 0) {
+        /* The row-block size whose last wave is fuller; 32-row blocks unless
+         * 16-row ones fill clearly better (they read x twice as often). */
+        double fill[3] = { 0, 0, 0 };
+        for (int rr = 1; rr <= 2; rr++) {
+            long long rb = (N + 16LL * rr - 1) / (16LL * rr);
+            long long waves = (rb + slots - 1) / slots;
+            fill[rr] = (double)rb / (double)(waves * slots);
+        }
+        r = fill[1] > fill[2] + 0.1 ? 1 : 2;
+    }
+    const long long rb = (N + 16LL * r - 1) / (16LL * r);
+    p->nt = M <= 8 ? 1 : 2;
+    p->r = r;
+    p->row_blocks = (int)rb;
+    p->grid = (int)(rb < slots ? rb : slots);
+    return 1;
+}
+
+template <int NT, int R>
+static cudaError_t gp_skinny_launch_t(const gp_skinny_plan *p, const gp_skinny_args *a, int pdl,
+                                      cudaStream_t stream)
+{
+    cudaLaunchConfig_t cfg = {};
+    cudaLaunchAttribute attr[1];
+    attr[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
+    attr[0].val.programmaticStreamSerializationAllowed = 1;
+    cfg.gridDim = dim3((unsigned)p->grid);
+    cfg.blockDim = dim3(GP_SKINNY_THREADS);
+    cfg.dynamicSmemBytes = 0;
+    cfg.stream = stream;
+    cfg.attrs = attr;
+    cfg.numAttrs = pdl ? 1 : 0;
+    return cudaLaunchKernelEx(&cfg, gp_skinny_kernel<NT, R>, *a);
+}
+
+extern "C" cudaError_t gp_skinny_launch(const gp_skinny_plan *p, int M, int N, int K,
+                                        const gp_bf16 *x, const gp_bf16 *w, void *y, int out_type,
+                                        int pdl, cudaStream_t stream)
+{
+    gp_skinny_args a;
+    a.x = reinterpret_cast<const __nv_bfloat16 *>(x);
+    a.w = reinterpret_cast<const __nv_bfloat16 *>(w);
+    a.y = y;
+    a.M = M, a.N = N, a.K = K, a.out_type = out_type;
+    a.n_items = p->row_blocks;
+    const int v = (p->nt - 1) * 2 + (p->r - 1);
+    switch (v) {
+    case 0: return gp_skinny_launch_t<1, 1>(p, &a, pdl, stream);
+    case 1: return gp_skinny_launch_t<1, 2>(p, &a, pdl, stream);
+    case 2: return gp_skinny_launch_t<2, 1>(p, &a, pdl, stream);
+    case 3: return gp_skinny_launch_t<2, 2>(p, &a, pdl, stream);
+    default: return cudaErrorInvalidValue;
+    }
+}
