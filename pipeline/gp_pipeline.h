@@ -238,18 +238,25 @@ double gp_overlap_step_ms(int n_layers, int M, double attn_stage_ms, double ffn_
 double gp_rebalance_target_share(double attn_ms, double ffn_ms, double share, int M, double min_share,
                                  double max_share);
 
-/* Latency of one side against its SM count, fitted to samples (s_i, t_i):
- * with >= 2 distinct counts t(s) = a + b / s by least squares, with a, b >= 0
- * (b < 0: constant mean; a < 0: b / s through the origin); with one count
- * t(s) = t0 s0 / min(s, max(s0, s_sat)): 1/s scaling that stops at the
- * saturation count s_sat = GP_REBALANCE_SAT_SHARE x total_sms, past which a
- * memory-bound stage gains nothing (DESIGN.md section 4: a copy on 56 of 132
- * SMs reaches 99% of the bandwidth). */
+/* Latency of one side against its SM count, fitted to samples (s_i, t_i), as
+ * a roofline sum: t(s) = m max(1, s_sat / s) + c / s, with m the
+ * memory-bound part at full bandwidth (reached from s_sat =
+ * GP_REBALANCE_SAT_SHARE x total_sms SMs up: DESIGN.md section 4, a copy on
+ * 56 of 132 SMs moves 99% of the bytes of all 132) and c the compute part
+ * (ms x SMs). With >= 2 distinct counts, m, c >= 0 by least squares of the
+ * relative error (counts all at or below s_sat cannot tell the two apart:
+ * c alone). With one count (s0, t0) the split between m and c is unknown and
+ * the prediction is the optimistic one, so that the policy explores rather
+ * than stalls (a measurement then corrects it): more SMs scale as compute,
+ * t0 s0 / s; fewer cost only as memory, t0 max(1, s_sat / s) / max(1,
+ * s_sat / s0), i.e. nothing down to s_sat. */
 #define GP_REBALANCE_SAT_SHARE (56.0 / 132.0)
 typedef struct gp_latency_fit {
-    int n;                 /* distinct SM counts used (0: no fit) */
-    double a, b;           /* n >= 2 */
-    double s0, t0, s_sat;  /* n == 1 */
+    int n;             /* distinct SM counts used (0: no fit) */
+    double mem_ms;     /* m (n >= 2) */
+    double comp;       /* c, ms x SMs (n >= 2) */
+    double s_sat;      /* SMs from which the memory part runs at full bandwidth */
+    double s0, t0;     /* the one sample (n == 1) */
 } gp_latency_fit;
 gp_status gp_latency_fit_make(const double *sms, const double *ms, int n, double total_sms, gp_latency_fit *out);
 double gp_latency_fit_eval(const gp_latency_fit *f, double sms);

@@ -81,44 +81,45 @@ gp_status gp_latency_fit_make(const double *sms, const double *ms, int n, double
         distinct += !seen;
     }
     out->n = distinct;
+    out->s_sat = GP_REBALANCE_SAT_SHARE * total_sms;
     if (distinct == 1) {
         double t = 0;
         for (int i = 0; i < n; i++)
             t += ms[i];
         out->s0 = sms[0];
         out->t0 = t / n;
-        out->s_sat = GP_REBALANCE_SAT_SHARE * total_sms;
         return GP_OK;
     }
-    /* Least squares of t = a + b x with x = 1/s. */
-    double mx = 0, mt = 0;
+    /* Least squares of t = m p + c q with p = max(1, s_sat / s), q = 1 / s,
+     * in relative terms (each row divided by t_i: a sample of 20 ms must not
+     * outweigh one of 2 ms a hundredfold), by the 2x2 normal equations. */
+    double pp = 0, pq = 0, qq = 0, pt = 0, qt = 0;
     for (int i = 0; i < n; i++) {
-        mx += 1.0 / sms[i];
-        mt += ms[i];
+        double w = ms[i] > 0 ? 1.0 / ms[i] : 1.0;
+        double p = fmax(1.0, out->s_sat / sms[i]) * w, q = w / sms[i], t = ms[i] * w;
+        pp += p * p;
+        pq += p * q;
+        qq += q * q;
+        pt += p * t;
+        qt += q * t;
     }
-    mx /= n;
-    mt /= n;
-    double sxx = 0, sxt = 0, sx2 = 0, sx2t = 0;
-    for (int i = 0; i < n; i++) {
-        double x = 1.0 / sms[i];
-        sxx += (x - mx) * (x - mx);
-        sxt += (x - mx) * (ms[i] - mt);
-        sx2 += x * x;
-        sx2t += x * ms[i];
-    }
-    double b = sxt / sxx, a = mt - b * mx;
-    if (b < 0) {
-        /* More SMs measured slower: noise or interference, not a trend to
-         * extrapolate; the side is treated as insensitive to its SMs. */
-        out->a = mt;
-        out->b = 0;
-    } else if (a < 0) {
-        /* A negative fixed cost is unphysical; pure 1/s through the origin. */
-        out->a = 0;
-        out->b = sx2t / sx2;
+    double det = pp * qq - pq * pq;
+    /* Below s_sat p = s_sat q: the columns are parallel (det ~ 0 up to
+     * rounding) and the data cannot tell memory from compute. */
+    bool separable = det > 1e-9 * pp * qq;
+    double m = separable ? (pt * qq - qt * pq) / det : -1, c = separable ? (qt * pp - pt * pq) / det : -1;
+    if (separable && m >= 0 && c >= 0) {
+        out->mem_ms = m;
+        out->comp = c;
+    } else if (separable && c < 0 && pt > 0) {
+        /* more SMs measured no faster: a memory-bound side (or noise) */
+        out->mem_ms = pt / pp;
+        out->comp = 0;
     } else {
-        out->a = a;
-        out->b = b;
+        /* compute alone, through the origin (a negative memory part is
+         * unphysical; or the two are indistinguishable) */
+        out->mem_ms = 0;
+        out->comp = qt / qq;
     }
     return GP_OK;
 }
@@ -127,7 +128,12 @@ double gp_latency_fit_eval(const gp_latency_fit *f, double sms)
 {
     if (!f || f->n < 1 || !(sms > 0))
         return NAN;
-    if (f->n == 1)
-        return f->t0 * f->s0 / fmin(sms, fmax(f->s0, f->s_sat));
-    return f->a + f->b / sms;
+    if (f->n == 1) {
+        /* optimistic both ways: more SMs help as compute, fewer hurt only as
+         * memory (flat down to s_sat) */
+        if (sms >= f->s0)
+            return f->t0 * f->s0 / sms;
+        return f->t0 * fmax(1.0, f->s_sat / sms) / fmax(1.0, f->s_sat / f->s0);
+    }
+    return f->mem_ms * fmax(1.0, f->s_sat / sms) + f->comp / sms;
 }

@@ -29,3 +29,5 @@ add_test(NAME pipeline_cpu_tsan COMMAND sh ${PROJECT_SOURCE_DIR}/tests/queues/ts
                                         $<TARGET_FILE:pipeline_cpu_tsan_bin>)
 set_tests_properties(pipeline_cpu_tsan PROPERTIES SKIP_RETURN_CODE 77 TIMEOUT 600
                      ENVIRONMENT "TSAN_OPTIONS=halt_on_error=1 exitcode=66 second_deadlock_stack=1")
+# The rebalancer's formulas, fit and decision rules, and the simulated executor.
+gp_add_test(pipeline_rebalance_units SOURCES pipeline/test_rebalance_units.c LIBS gp_pipeline)
