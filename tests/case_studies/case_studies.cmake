@@ -10,4 +10,7 @@ gp_add_test(cs_writers SOURCES case_studies/test_cs_writers.c LIBS gp_case_study
 gp_add_test(cs_trace_svg SOURCES case_studies/test_cs_trace_svg.c LIBS gp_case_study_core gp_dep_jansson)
 # ---- END core ----
 # ---- BEGIN tuning ----
+# The tuning profile: round trip, best per workload, the rule against the
+# data, seq-wins, and errors naming the file and field.
+gp_add_test(cs_tuning SOURCES case_studies/test_cs_tuning.c LIBS gp_cs_tuning gp_dep_jansson)
 # ---- END tuning ----
