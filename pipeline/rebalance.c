@@ -22,16 +22,19 @@
  *            gp_rebalance_target_share (the curve is asymmetric about the
  *            target, so the nearer pair in share can be the worse one).
  *     model: latencies from gp_latency_fit over the samples of every pair
- *            run so far (a + b/s per side); the pair chosen is the one with
- *            the lowest prediction.
+ *            run so far (a roofline sum m max(1, s_sat/s) + c/s per side;
+ *            optimistic while a side has one sample, so that it explores
+ *            instead of stalling); the pair chosen is the one with the
+ *            lowest prediction.
  *  3. It moves only when (predicted current - predicted chosen) / predicted
  *     current > hysteresis, and then discards `cooldown` steps (the new pair's
  *     first steps pay for warm-up) before its next window starts.
  * Why it cannot flap: a move to a pair already run compares two
- * measurements and needs a gain above the hysteresis; going back A -> B -> A
- * would need B measured better than A by the hysteresis and then A better
- * than B by it, which only a drift of twice the hysteresis between windows can
- * produce. Moves to pairs not yet run are bounded by the number of pairs. So,
+ * measurements and needs a gain above the hysteresis. After A -> B, going
+ * back B -> A needs A measured better than B by the hysteresis, and crossing
+ * again A -> B then needs B measured better than A by it: only a drift of
+ * twice the hysteresis between windows can produce that. Moves to pairs not
+ * yet run are bounded by the number of pairs. So,
  * per workload (B, M), the moves are at most n_pairs - 1 plus one per
  * measured improvement of more than the hysteresis, and the steps until the
  * last move at most window + moves x (cooldown + window). Samples are cleared

@@ -11,8 +11,11 @@
  * decision comes after 4 steps, and each policy needs at most MAX_MOVES = 4
  * moves in these scenarios, so the best pair is in force from step
  * 4 + 4 x 12 = 52 at the latest (CONVERGE_STEPS), and no move follows in the
- * remaining steps of a 200-step run. Measured: see the "converged after"
- * lines this test prints. */
+ * remaining steps of a 200-step run. Every scenario with a clear best is run
+ * from each of the 14 starting pairs. Measured (the summary lines this test
+ * prints): ratio converges within 16 steps (2 moves) in every proportional
+ * scenario, model within 16 steps (2 moves) in most and 28 steps (3 moves) in
+ * the QKV/O-heavy roofline, with or without noise. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
