@@ -158,9 +158,11 @@ static gp_status bench_run(int sm_target, int reps)
                 float ms;
                 GP_TRY(time_skinny(r, sms, st, g, M, x, w, y, reps, ev, &ms));
                 printf("%-8s %-7s %5d %6d %6d %-10s %-7s %9.4f %7.3f %8.1f\n", g->name,
-                       g->out == GP_GEMM_OUT_BF16 ? "bf16" : g->out == GP_GEMM_OUT_F32 ? "f32" : "f32+=",
+                       g->out == GP_GEMM_OUT_BF16 ? "bf16"
+                       : g->out == GP_GEMM_OUT_F32 ? "f32" : "f32+=",
                        M, g->N, g->K, "all", r == 1 ? "rows16" : "rows32", ms,
-                       wbytes / (ms * 1e-3) / 1e12, 2.0 * M * (double)g->N * g->K / (ms * 1e-3) / 1e12);
+                       wbytes / (ms * 1e-3) / 1e12,
+                       2.0 * M * (double)g->N * g->K / (ms * 1e-3) / 1e12);
             }
         }
         for (int c = 0; c < BENCH_COPIES; c++)

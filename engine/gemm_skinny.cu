@@ -23,12 +23,16 @@
  *   W[row g+8][8t..8t+7]; elements 0-3 feed one mma, 4-7 a second. x is read
  *   with the same permutation (16-byte loads, L2-hot), so nothing is staged
  *   in shared memory and nothing waits on a barrier in the main loop.
- * - A CTA owns 16 or 32 rows for the whole of K; its 8 warps take every
- *   eighth 32-chunk (together 512 contiguous bytes of each row per step) and
- *   are summed once through shared memory at the end, in warp order. No
- *   split-K across CTAs: no workspace, no atomics, no serial reduction tail,
- *   and the same bits on every run. 16-row CTAs fill an SM budget's wave
- *   better for N = 4096 (256 items), 32-row CTAs halve the x reloads.
+ * - A CTA owns 16 rows (32 when forced) for the whole of K; its 8 warps
+ *   take every eighth 32-chunk (together 512 contiguous bytes of each row per
+ *   step) and are summed once through shared memory at the end, in warp
+ *   order. No split-K across CTAs: no workspace, no atomics, no serial
+ *   reduction tail, and the same bits on every run. (A first version split K
+ *   across CTAs with a ticketed reduction and staged x in shared memory: its
+ *   reduction tail and staging cost 2-4 us per GEMM, slower than cuBLASLt.)
+ *   16-row CTAs measured faster than 32-row ones on every Llama-3-8B shape
+ *   (H100, M = 8: LM head 383 vs 455 us, gate/up 88 vs 100 us, O 16.8 vs
+ *   19.0 us), so the plan takes 16 unless a caller forces 32.
  * - The grid is persistent and sized to the context's SM budget (SMs x 2
  *   CTAs), so inside a green-context partition it is one wave of that
  *   partition; the next row block's first weights are fetched before the
@@ -123,7 +127,8 @@ static __device__ __forceinline__ void gp_skinny_fetch_x(const gp_skinny_args &a
             const int k = (warp + GP_SKINNY_WARPS * j) * 32 + 8 * t;
             xv[n][u] = make_uint4(0u, 0u, 0u, 0u);
             if (j < my_chunks && k < a.K && tok < a.M)
-                xv[n][u] = __ldg(reinterpret_cast<const uint4 *>(a.x + (size_t)tok * (size_t)a.K + k));
+                xv[n][u] = __ldg(
+                    reinterpret_cast<const uint4 *>(a.x + (size_t)tok * (size_t)a.K + k));
         }
     }
 }
@@ -230,17 +235,8 @@ extern "C" int gp_skinny_plan_make(int M, int N, int K, const void *x, const voi
         || r < 0 || r > 2 || ((uintptr_t)x & 15u) || ((uintptr_t)w & 15u))
         return 0;
     const long long slots = (long long)sms * GP_SKINNY_CTAS_PER_SM;
-    if (r == 0) {
-        /* The row-block size whose last wave is fuller; 32-row blocks unless
-         * 16-row ones fill clearly better (they read x twice as often). */
-        double fill[3] = { 0, 0, 0 };
-        for (int rr = 1; rr <= 2; rr++) {
-            long long rb = (N + 16LL * rr - 1) / (16LL * rr);
-            long long waves = (rb + slots - 1) / slots;
-            fill[rr] = (double)rb / (double)(waves * slots);
-        }
-        r = fill[1] > fill[2] + 0.1 ? 1 : 2;
-    }
+    if (r == 0)
+        r = 1; /* 16-row blocks: faster on every measured shape (see the top) */
     const long long rb = (N + 16LL * r - 1) / (16LL * r);
     p->nt = M <= 8 ? 1 : 2;
     p->r = r;

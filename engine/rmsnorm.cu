@@ -241,19 +241,12 @@ cudaError_t gp_rmsnorm_residual_launch(float *resid, const gp_bf16 *delta, const
                      && gp_aligned(out, 8) && (!delta || gp_aligned(delta, 8));
     if (vec && H <= 4 * GP_RMSNORM_REG_THREADS * 8) {
         const int per = (H / 4 + GP_RMSNORM_REG_THREADS - 1) / GP_RMSNORM_REG_THREADS;
-        const int threads = GP_RMSNORM_REG_THREADS;
-        if (per <= 1)
-            return gp_rms_launch(gp_rmsnorm_residual_reg_kernel<1>, B, threads, stream, resid, delta, w, out, H,
-                                 eps);
-        else if (per <= 2)
-            return gp_rms_launch(gp_rmsnorm_residual_reg_kernel<2>, B, threads, stream, resid, delta, w, out, H,
-                                 eps);
-        else if (per <= 4)
-            return gp_rms_launch(gp_rmsnorm_residual_reg_kernel<4>, B, threads, stream, resid, delta, w, out, H,
-                                 eps);
-        else
-            return gp_rms_launch(gp_rmsnorm_residual_reg_kernel<8>, B, threads, stream, resid, delta, w, out, H,
-                                 eps);
+        void (*k)(float *, const gp_bf16 *, const gp_bf16 *, gp_bf16 *, int, float) =
+            per <= 1   ? gp_rmsnorm_residual_reg_kernel<1>
+            : per <= 2 ? gp_rmsnorm_residual_reg_kernel<2>
+            : per <= 4 ? gp_rmsnorm_residual_reg_kernel<4>
+                       : gp_rmsnorm_residual_reg_kernel<8>;
+        return gp_rms_launch(k, B, GP_RMSNORM_REG_THREADS, stream, resid, delta, w, out, H, eps);
     }
     const int per_thread = vec ? 4 : 1;
     int threads = (H / per_thread + 31) / 32 * 32;
@@ -261,12 +254,8 @@ cudaError_t gp_rmsnorm_residual_launch(float *resid, const gp_bf16 *delta, const
         threads = GP_RMSNORM_MAX_THREADS;
     if (threads < 32)
         threads = 32;
-    if (vec)
-        return gp_rms_launch(gp_rmsnorm_residual_kernel<4>, B, threads, stream, resid, delta, w, out, H,
-                                 eps);
-    else
-        return gp_rms_launch(gp_rmsnorm_residual_kernel<1>, B, threads, stream, resid, delta, w, out, H,
-                                 eps);
+    return gp_rms_launch(vec ? gp_rmsnorm_residual_kernel<4> : gp_rmsnorm_residual_kernel<1>, B,
+                         threads, stream, resid, delta, w, out, H, eps);
 }
 
 extern "C" gp_status gp_rmsnorm_residual(float *resid, const gp_bf16 *delta, const gp_bf16 *w,

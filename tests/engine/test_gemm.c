@@ -286,7 +286,7 @@ static void check_skinny(gp_gemm_ctx *ctx, const char *name, problem *p, gt_rng 
 /* The skinny kernel: every M of its 8-token tiles, odd N (partial 16- and
  * 32-row blocks), K a multiple of 8 but not of 32 (partial chunks; fewer
  * chunks than warps), row blocks beyond one wave (the persistent loop), and
- * a small SM budget (other grid, other row-block size). */
+ * a small SM budget (a smaller persistent grid). */
 static void test_skinny_shapes(void **state)
 {
     (void)state;
