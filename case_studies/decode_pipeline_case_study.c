@@ -25,14 +25,17 @@ static void fill_meta(gp_cs_meta *m, const gp_config *cfg, const char *model, in
     struct cudaDeviceProp prop;
     int drv = 0, rt = 0;
     if (cudaGetDeviceProperties(&prop, 0) == cudaSuccess)
-        snprintf(m->gpu, sizeof m->gpu, "%s", prop.name);
+        snprintf(m->gpu, sizeof m->gpu, "%.127s", prop.name);
     cudaDriverGetVersion(&drv);
     cudaRuntimeGetVersion(&rt);
     m->sm_count = sm_count;
     snprintf(m->driver, sizeof m->driver, "%d.%d", drv / 1000, (drv % 1000) / 10);
     snprintf(m->cuda, sizeof m->cuda, "%d.%d", rt / 1000, (rt % 1000) / 10);
     snprintf(m->commit, sizeof m->commit, "%s", GP_GIT_COMMIT);
-    snprintf(m->model, sizeof m->model, "%s (%s)", cfg->name, model);
+    /* a long checkpoint path keeps its end, the part that names it */
+    size_t len = strlen(model);
+    snprintf(m->model, sizeof m->model, "%.60s (%s%.60s)", cfg->name, len > 60 ? "..." : "",
+             len > 60 ? model + len - 60 : model);
     time_t now = time(NULL);
     strftime(m->timestamp, sizeof m->timestamp, "%Y-%m-%dT%H:%M:%SZ", gmtime(&now));
 }
