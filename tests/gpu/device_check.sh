@@ -2,9 +2,11 @@
 # On the GPU machine: build with the carried Debian packages (.deps, see
 # DESIGN.md §6) and run what is asked, logs under $OUT (or ./gpu-logs), few
 # files since the device tool returns at most eight.
-#   tests/gpu/device_check.sh [test] [bench] [sanitize[=REGEX]] [hf-data]
+#   tests/gpu/device_check.sh [test] [bench] [case-study] [sanitize[=REGEX]] [hf-data]
 #   test      every CTest test, GPU ones included
 #   bench     gp_bench_decode (issue-3 workloads), gp_bench_attn, gp_bench_gemm
+#   case-study  decode_pipeline_case_study with no arguments (the README's main
+#             job), every output format written under $OUT
 #   sanitize  compute-sanitizer memcheck, racecheck, synccheck, initcheck over
 #             the GPU tests (matching REGEX if given)
 #   hf-data   remake the HF reference data (tests/hf/make_reference.py)
@@ -48,6 +50,11 @@ for arg in "$@"; do
         fi
       done
     done ;;
+  case-study)
+    start=$(date +%s)
+    ./build-gpu/case_studies/decode_pipeline_case_study --json "$out/cs.json" --csv "$out/cs.csv" \
+      --trace "$out/cs_trace.json" --svg "$out/cs.svg" --no-progress > "$out/cs.md" 2> "$out/cs.err" || status=1
+    echo "case study: $(( $(date +%s) - start )) s"; cat "$out/cs.md" "$out/cs.err" ;;
   hf-data) ;;
   *) echo "unknown step '$arg'"; exit 2 ;;
   esac
