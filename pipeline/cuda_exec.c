@@ -339,6 +339,15 @@ static gp_status make_pair(gp_cuda_exec *x, const gp_green_pair *gp, cx_pair *p,
     int a_target = gp->partitioned ? gp->attn_sms : 0, f_target = gp->partitioned ? gp->ffn_sms : 0;
     GP_TRY(gp_gemm_ctx_create(p->a.stream, a_target, &p->a.gemm));
     GP_TRY(gp_gemm_ctx_create(p->f.stream, f_target, &p->f.gemm));
+    /* No programmatic dependent launch for the partitions' GEMMs: a skinny
+     * GEMM launched with PDL ends each stage, and the other partition waits on
+     * the event recorded right after it. Measured on the H100 (2026-11-22):
+     * with PDL on, that consumer read the residual before the GEMM had
+     * written it (logits off by 0.3-1.0 relative); with PDL off for these
+     * GEMMs, or with the skinny kernel off, pipelined == sequential. Within a
+     * stream (the sequential engine) PDL stays on. */
+    GP_TRY(gp_gemm_set_pdl(p->a.gemm, 0));
+    GP_TRY(gp_gemm_set_pdl(p->f.gemm, 0));
     p->a.ap.sm_count = gp->partitioned ? gp->attn_sms : device_sms;
     p->a.ap.force_splits = 0;
     p->info = (gp_split_info){.a_req = gp->plan.attn_sms, .f_req = gp->plan.ffn_sms, .a_got = gp->attn_sms,
