@@ -19,6 +19,27 @@
 
 #define PROG "decode_pipeline_case_study"
 
+/* The kernel driver's release (580.159.04), which cudaDriverGetVersion does
+ * not give (it reports the CUDA version the driver supports). */
+static bool driver_release(char *out, size_t n)
+{
+    FILE *f = fopen("/proc/driver/nvidia/version", "r");
+    char line[512];
+    bool ok = false;
+    if (f && fgets(line, sizeof line, f)) {
+        /* the first word made of digits and dots, with a dot: 580.159.04 */
+        for (char *tok = strtok(line, " \t\n"); tok && !ok; tok = strtok(NULL, " \t\n")) {
+            size_t len = strlen(tok);
+            ok = len < n && tok[0] >= '0' && tok[0] <= '9' && strspn(tok, "0123456789.") == len && strchr(tok, '.');
+            if (ok)
+                memcpy(out, tok, len + 1);
+        }
+    }
+    if (f)
+        fclose(f);
+    return ok;
+}
+
 static void fill_meta(gp_cs_meta *m, const gp_config *cfg, const char *model, int sm_count)
 {
     memset(m, 0, sizeof *m);
@@ -29,7 +50,11 @@ static void fill_meta(gp_cs_meta *m, const gp_config *cfg, const char *model, in
     cudaDriverGetVersion(&drv);
     cudaRuntimeGetVersion(&rt);
     m->sm_count = sm_count;
-    snprintf(m->driver, sizeof m->driver, "%d.%d", drv / 1000, (drv % 1000) / 10);
+    char rel[24];
+    if (driver_release(rel, sizeof rel))
+        snprintf(m->driver, sizeof m->driver, "%s (CUDA %d.%d)", rel, drv / 1000, (drv % 1000) / 10);
+    else
+        snprintf(m->driver, sizeof m->driver, "CUDA %d.%d", drv / 1000, (drv % 1000) / 10);
     snprintf(m->cuda, sizeof m->cuda, "%d.%d", rt / 1000, (rt % 1000) / 10);
     snprintf(m->commit, sizeof m->commit, "%s", GP_GIT_COMMIT);
     /* a long checkpoint path keeps its end, the part that names it */
