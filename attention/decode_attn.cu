@@ -74,17 +74,6 @@ static __device__ __forceinline__ void gp_attn_pdl_entry(void)
 #endif
 }
 
-/* $GP_PDL = 0 turns PDL launches off (A/B measurements); read once. */
-static bool gp_attn_pdl_on(void)
-{
-    static int on = -1;
-    if (on < 0) {
-        const char *e = getenv("GP_PDL");
-        on = !(e && e[0] == '0');
-    }
-    return on != 0;
-}
-
 /* A running max that is still -inf (nothing seen) must not produce
  * exp2(-inf - -inf) = NaN: subtracting 0 instead gives exp2(-inf) = 0. */
 static __device__ __forceinline__ float gp_safe_max(float m)
@@ -405,7 +394,7 @@ static gp_status gp_decode_attn_launch_t(const gp_attn_args *a, cudaStream_t str
     cfg.blockDim = dim3(GP_ATTN_THREADS);
     cfg.stream = stream;
     cfg.attrs = attr;
-    cfg.numAttrs = gp_attn_pdl_on() ? 1 : 0;
+    cfg.numAttrs = gp_pdl_enabled() ? 1 : 0;
     cudaError_t e = cudaLaunchKernelEx(&cfg, kernel, *a);
     if (e != cudaSuccess)
         return gp_attn_cuda_fail(e, "gp_decode_attn_kernel launch", __FILE__, __LINE__);

@@ -33,17 +33,6 @@ static __device__ __forceinline__ void gp_rope_pdl_entry(void)
 #endif
 }
 
-/* $GP_PDL = 0 turns PDL launches off (A/B measurements); read once. */
-static bool gp_rope_pdl_on(void)
-{
-    static int on = -1;
-    if (on < 0) {
-        const char *e = getenv("GP_PDL");
-        on = !(e && e[0] == '0');
-    }
-    return on != 0;
-}
-
 /* One rotated pair (x1 at i, x2 at i + half). Explicit roundings keep nvcc
  * from contracting into FMAs, which the CPU reference (x86-64 without FMA)
  * does not do. */
@@ -145,7 +134,7 @@ gp_status gp_rope_kv_launch(const gp_rope_args *a, cudaStream_t stream)
     cfg.dynamicSmemBytes = (size_t)(a->head_dim / 2) * sizeof(float2);
     cfg.stream = stream;
     cfg.attrs = attr;
-    cfg.numAttrs = gp_rope_pdl_on() ? 1 : 0;
+    cfg.numAttrs = gp_pdl_enabled() ? 1 : 0;
     cudaError_t e = vec ? cudaLaunchKernelEx(&cfg, gp_rope_kv_kernel<true>, *a)
                         : cudaLaunchKernelEx(&cfg, gp_rope_kv_kernel<false>, *a);
     if (e != cudaSuccess)

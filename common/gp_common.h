@@ -3,6 +3,7 @@
 #ifndef GP_COMMON_H
 #define GP_COMMON_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -82,6 +83,15 @@ static inline GP_HD gp_bf16 gp_f32_to_bf16(float f)
     uint32_t rounding = 0x7fffu + ((v.u >> 16) & 1u);
     return (gp_bf16)((v.u + rounding) >> 16);
 }
+
+/* Programmatic dependent launch for the engine's kernels (read at each launch,
+ * so also baked into graphs captured meanwhile): on unless $GP_PDL=0. The
+ * pipeline turns it off while it captures and launches stages: a PDL launch
+ * that follows a cross-stream event wait was measured to run before the
+ * event's producer had finished (H100, driver 580, 2026-11-22), while within
+ * one stream PDL is correct. set returns the previous value. */
+bool gp_pdl_enabled(void);
+bool gp_pdl_set_enabled(bool on);
 
 /* IEEE half to float, for fp16 checkpoints. */
 float gp_f16_to_f32(uint16_t h);

@@ -110,17 +110,14 @@ gp_status gp_gemm_ctx_create(void *stream, int sm_count_target, gp_gemm_ctx **ou
     ctx->device_sms = sms;
     ctx->skinny_max_m = GP_GEMM_SKINNY_DEFAULT_MAX_M;
     ctx->pdl = 1;
-    /* Benchmark overrides (A/B runs of whole decode steps without a rebuild):
-     * GP_GEMM_SKINNY_MAX_M=0..16, GP_PDL=0/1. */
+    /* Benchmark override (A/B runs of whole decode steps without a rebuild):
+     * GP_GEMM_SKINNY_MAX_M=0..16; GP_PDL=0 is read by gp_pdl_enabled(). */
     const char *env = getenv("GP_GEMM_SKINNY_MAX_M");
     if (env && *env) {
         long v = strtol(env, NULL, 10);
         if (v >= 0 && v <= GP_GEMM_SKINNY_MAX_M)
             ctx->skinny_max_m = (int)v;
     }
-    env = getenv("GP_PDL");
-    if (env && *env)
-        ctx->pdl = strtol(env, NULL, 10) != 0;
     GP_CHECK_CUBLAS_GOTO(cublasLtCreate(&ctx->lt), st, fail);
     GP_CHECK_CUDA_GOTO(cudaMalloc(&ctx->workspace, GP_GEMM_WORKSPACE_BYTES), st, fail);
     *out = ctx;
@@ -343,7 +340,8 @@ gp_status gp_gemm_bf16(gp_gemm_ctx *ctx, int M, int N, int K, const gp_bf16 *x, 
     unsigned aw = gp_gemm_align(w), ax = gp_gemm_align(x), ay = gp_gemm_align(y);
     gp_gemm_entry *e = gp_gemm_lookup(ctx, M, N, K, out_type, aw, ax, ay);
     if (e && e->skinny) {
-        GP_CHECK_CUDA(gp_skinny_launch(&e->plan, M, N, K, x, w, y, (int)out_type, ctx->pdl,
+        GP_CHECK_CUDA(gp_skinny_launch(&e->plan, M, N, K, x, w, y, (int)out_type,
+                                       ctx->pdl && gp_pdl_enabled(),
                                        ctx->stream));
         return GP_OK;
     }
@@ -377,7 +375,8 @@ gp_status gp_gemm_bf16(gp_gemm_ctx *ctx, int M, int N, int K, const gp_bf16 *x, 
     int sms = ctx->sm_target > 0 ? ctx->sm_target : ctx->device_sms;
     if (M <= ctx->skinny_max_m
         && gp_skinny_plan_make(M, N, K, x, w, sms, 0, &e->plan)) {
-        cudaError_t ce = gp_skinny_launch(&e->plan, M, N, K, x, w, y, (int)out_type, ctx->pdl,
+        cudaError_t ce = gp_skinny_launch(&e->plan, M, N, K, x, w, y, (int)out_type,
+                                          ctx->pdl && gp_pdl_enabled(),
                                           ctx->stream);
         if (ce != cudaSuccess) {
             gp_gemm_entry_release(e);

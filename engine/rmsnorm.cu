@@ -91,17 +91,6 @@ static __device__ __forceinline__ void gp_rms_pdl_entry(void)
 #endif
 }
 
-/* $GP_PDL = 0 turns PDL launches off (A/B measurements); read once. */
-static bool gp_rms_pdl_on(void)
-{
-    static int on = -1;
-    if (on < 0) {
-        const char *e = getenv("GP_PDL");
-        on = !(e && e[0] == '0');
-    }
-    return on != 0;
-}
-
 template <typename... Exp, typename... Act>
 static cudaError_t gp_rms_launch(void (*kernel)(Exp...), int B, int threads, cudaStream_t stream,
                                  Act &&...args)
@@ -114,7 +103,7 @@ static cudaError_t gp_rms_launch(void (*kernel)(Exp...), int B, int threads, cud
     cfg.blockDim = dim3((unsigned)threads);
     cfg.stream = stream;
     cfg.attrs = attr;
-    cfg.numAttrs = gp_rms_pdl_on() ? 1 : 0;
+    cfg.numAttrs = gp_pdl_enabled() ? 1 : 0;
     return cudaLaunchKernelEx(&cfg, kernel, args...);
 }
 

@@ -32,17 +32,6 @@ static __device__ __forceinline__ void gp_swiglu_pdl_entry(void)
 #endif
 }
 
-/* $GP_PDL = 0 turns PDL launches off (A/B measurements); read once. */
-static bool gp_swiglu_pdl_on(void)
-{
-    static int on = -1;
-    if (on < 0) {
-        const char *e = getenv("GP_PDL");
-        on = !(e && e[0] == '0');
-    }
-    return on != 0;
-}
-
 /* One item = VEC consecutive outputs of one row; gu rows are [gate F | up F].
  * VEC = 8: uint4 loads/stores (F % 8 == 0, 16-byte aligned bases), else 1. */
 template <int VEC>
@@ -95,7 +84,7 @@ cudaError_t gp_swiglu_launch(const gp_bf16 *gu, gp_bf16 *out, int B, int F, cuda
     cfg.blockDim = dim3(GP_SWIGLU_THREADS);
     cfg.stream = stream;
     cfg.attrs = attr;
-    cfg.numAttrs = gp_swiglu_pdl_on() ? 1 : 0;
+    cfg.numAttrs = gp_pdl_enabled() ? 1 : 0;
     if (vec)
         return cudaLaunchKernelEx(&cfg, gp_swiglu_kernel<8>, gu, out, F, n_items);
     return cudaLaunchKernelEx(&cfg, gp_swiglu_kernel<1>, gu, out, F, n_items);

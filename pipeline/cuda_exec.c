@@ -46,6 +46,7 @@ struct gp_cuda_exec {
     int *seq_ids;          /* [max_batch] */
     int max_len;
     int splits[GP_PIPE_MAX_MICRO]; /* decode-attention context splits per micro-batch */
+    bool pdl_saved;        /* the PDL switch before the step (restored after it) */
 };
 
 enum { EV_A_BEGIN, EV_A_DONE, EV_F_BEGIN, EV_F_DONE };
@@ -140,9 +141,26 @@ static gp_status graphs_for_step(gp_cuda_exec *x)
     return GP_OK;
 }
 
+/* No programmatic dependent launch while stages run: every stage starts after
+ * a cross-stream event wait, and a PDL launch there was measured to start
+ * before the event's producer had finished (H100, driver 580, 2026-11-22:
+ * logits off by 0.3-1.0 relative; with PDL off, pipelined == sequential).
+ * The stage graphs are captured meanwhile, so they carry no PDL edges; the
+ * sequential engine keeps PDL, which is correct within one stream. */
+static gp_status step_begin(gp_cuda_exec *x, const gp_step_plan *plan, const int *seq_ids, const int32_t *tokens);
+
 static gp_status cx_step_begin(void *ctx, const gp_step_plan *plan, const int *seq_ids, const int32_t *tokens)
 {
     gp_cuda_exec *x = ctx;
+    x->pdl_saved = gp_pdl_set_enabled(false);
+    gp_status st = step_begin(x, plan, seq_ids, tokens);
+    if (st != GP_OK)
+        gp_pdl_set_enabled(x->pdl_saved);
+    return st;
+}
+
+static gp_status step_begin(gp_cuda_exec *x, const gp_step_plan *plan, const int *seq_ids, const int32_t *tokens)
+{
     cx_pair *p = &x->pairs[x->cur];
     const gp_config *c = gp_engine_config(x->e);
     x->plan = *plan;
@@ -221,9 +239,18 @@ static gp_status elapsed(gp_cuda_exec *x, cudaEvent_t ev, float *ms)
     return GP_OK;
 }
 
+static gp_status step_end(gp_cuda_exec *x, int32_t *next, float *logits, gp_step_timing *t);
+
 static gp_status cx_step_end(void *ctx, int32_t *next, float *logits, gp_step_timing *t)
 {
     gp_cuda_exec *x = ctx;
+    gp_status st = step_end(x, next, logits, t);
+    gp_pdl_set_enabled(x->pdl_saved);
+    return st;
+}
+
+static gp_status step_end(gp_cuda_exec *x, int32_t *next, float *logits, gp_step_timing *t)
+{
     cx_pair *p = &x->pairs[x->cur];
     cudaStream_t s = p->f.stream;
     /* stream F ran every FFN stage in order, so the head follows the last one */
@@ -251,6 +278,7 @@ static void cx_abort(void *ctx)
     (void)cudaStreamSynchronize(p->a.stream);
     (void)cudaStreamSynchronize(p->f.stream);
     (void)cudaGetLastError();
+    gp_pdl_set_enabled(x->pdl_saved);
 }
 
 static gp_status cx_sequential(void *ctx, int B, const int *seq_ids, const int32_t *tokens, int32_t *next,
@@ -339,15 +367,6 @@ static gp_status make_pair(gp_cuda_exec *x, const gp_green_pair *gp, cx_pair *p,
     int a_target = gp->partitioned ? gp->attn_sms : 0, f_target = gp->partitioned ? gp->ffn_sms : 0;
     GP_TRY(gp_gemm_ctx_create(p->a.stream, a_target, &p->a.gemm));
     GP_TRY(gp_gemm_ctx_create(p->f.stream, f_target, &p->f.gemm));
-    /* No programmatic dependent launch for the partitions' GEMMs: a skinny
-     * GEMM launched with PDL ends each stage, and the other partition waits on
-     * the event recorded right after it. Measured on the H100 (2026-11-22):
-     * with PDL on, that consumer read the residual before the GEMM had
-     * written it (logits off by 0.3-1.0 relative); with PDL off for these
-     * GEMMs, or with the skinny kernel off, pipelined == sequential. Within a
-     * stream (the sequential engine) PDL stays on. */
-    GP_TRY(gp_gemm_set_pdl(p->a.gemm, 0));
-    GP_TRY(gp_gemm_set_pdl(p->f.gemm, 0));
     p->a.ap.sm_count = gp->partitioned ? gp->attn_sms : device_sms;
     p->a.ap.force_splits = 0;
     p->info = (gp_split_info){.a_req = gp->plan.attn_sms, .f_req = gp->plan.ffn_sms, .a_got = gp->attn_sms,
