@@ -62,10 +62,10 @@ int gp_gemm_cached_shapes(const gp_gemm_ctx *ctx);
 #define GP_GEMM_SKINNY_MAX_M 16
 #define GP_GEMM_SKINNY_DEFAULT_MAX_M 16
 gp_status gp_gemm_set_skinny_max_m(gp_gemm_ctx *ctx, int max_m);
-/* Skinny launches use programmatic dependent launch (default on; $GP_PDL = 0
- * at context creation turns it off): the kernel
- * starts streaming weights while the previous kernel in the stream drains;
- * it reads x and touches y only after that kernel completed. */
+/* Skinny launches may use programmatic dependent launch when this context
+ * allows it (default) and gp_pdl_enabled() (off unless $GP_PDL=1, see
+ * gp_common.h): the kernel then starts streaming weights while the previous
+ * kernel in the stream drains, reading x and touching y only after it. */
 gp_status gp_gemm_set_pdl(gp_gemm_ctx *ctx, int on);
 /* 1 when a call of this shape and these pointers would take the skinny path. */
 int gp_gemm_is_skinny(const gp_gemm_ctx *ctx, int M, int N, int K, const gp_bf16 *x,

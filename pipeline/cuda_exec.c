@@ -46,7 +46,6 @@ struct gp_cuda_exec {
     int *seq_ids;          /* [max_batch] */
     int max_len;
     int splits[GP_PIPE_MAX_MICRO]; /* decode-attention context splits per micro-batch */
-    bool pdl_saved;        /* the PDL switch before the step (restored after it) */
 };
 
 enum { EV_A_BEGIN, EV_A_DONE, EV_F_BEGIN, EV_F_DONE };
@@ -141,26 +140,9 @@ static gp_status graphs_for_step(gp_cuda_exec *x)
     return GP_OK;
 }
 
-/* No programmatic dependent launch while stages run: every stage starts after
- * a cross-stream event wait, and a PDL launch there was measured to start
- * before the event's producer had finished (H100, driver 580, 2026-11-22:
- * logits off by 0.3-1.0 relative; with PDL off, pipelined == sequential).
- * The stage graphs are captured meanwhile, so they carry no PDL edges; the
- * sequential engine keeps PDL, which is correct within one stream. */
-static gp_status step_begin(gp_cuda_exec *x, const gp_step_plan *plan, const int *seq_ids, const int32_t *tokens);
-
 static gp_status cx_step_begin(void *ctx, const gp_step_plan *plan, const int *seq_ids, const int32_t *tokens)
 {
     gp_cuda_exec *x = ctx;
-    x->pdl_saved = gp_pdl_set_enabled(false);
-    gp_status st = step_begin(x, plan, seq_ids, tokens);
-    if (st != GP_OK)
-        gp_pdl_set_enabled(x->pdl_saved);
-    return st;
-}
-
-static gp_status step_begin(gp_cuda_exec *x, const gp_step_plan *plan, const int *seq_ids, const int32_t *tokens)
-{
     cx_pair *p = &x->pairs[x->cur];
     const gp_config *c = gp_engine_config(x->e);
     x->plan = *plan;
@@ -239,18 +221,9 @@ static gp_status elapsed(gp_cuda_exec *x, cudaEvent_t ev, float *ms)
     return GP_OK;
 }
 
-static gp_status step_end(gp_cuda_exec *x, int32_t *next, float *logits, gp_step_timing *t);
-
 static gp_status cx_step_end(void *ctx, int32_t *next, float *logits, gp_step_timing *t)
 {
     gp_cuda_exec *x = ctx;
-    gp_status st = step_end(x, next, logits, t);
-    gp_pdl_set_enabled(x->pdl_saved);
-    return st;
-}
-
-static gp_status step_end(gp_cuda_exec *x, int32_t *next, float *logits, gp_step_timing *t)
-{
     cx_pair *p = &x->pairs[x->cur];
     cudaStream_t s = p->f.stream;
     /* stream F ran every FFN stage in order, so the head follows the last one */
@@ -278,7 +251,6 @@ static void cx_abort(void *ctx)
     (void)cudaStreamSynchronize(p->a.stream);
     (void)cudaStreamSynchronize(p->f.stream);
     (void)cudaGetLastError();
-    gp_pdl_set_enabled(x->pdl_saved);
 }
 
 static gp_status cx_sequential(void *ctx, int B, const int *seq_ids, const int32_t *tokens, int32_t *next,

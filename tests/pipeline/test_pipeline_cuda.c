@@ -61,6 +61,17 @@ static void run_model(const fixture *fx, bool force_fallback, bool graphs)
     gp_engine *seq, *pipe;
     CHECK_OK(gp_engine_create(dw, &ep, &seq));
     CHECK_OK(gp_engine_create(dw, &ep, &pipe));
+    /* the tiny model also against the CPU reference with the engine's
+     * rounding (same synthetic weights on the host): says which side is off */
+    gp_host_weights hw;
+    gp_cpu_model *cpu = NULL;
+    bool with_cpu = cfg.n_layers <= 4;
+    if (with_cpu) {
+        CHECK_OK(gp_host_weights_alloc(&cfg, &hw));
+        CHECK_OK(gp_synth_fill_host(&hw, 11));
+        CHECK_OK(gp_cpu_model_create(&hw, fx->B, fx->ctx, 16, &cpu));
+        gp_cpu_model_set_bf16_activations(cpu, true);
+    }
 
     gp_sm_info info;
     gp_green_pool_params pp = gp_green_pool_default_params();
@@ -94,6 +105,7 @@ static void run_model(const fixture *fx, bool force_fallback, bool graphs)
 
     const int V = cfg.vocab, B = fx->B;
     float *ls = malloc(sizeof(float) * (size_t)B * V), *lp = malloc(sizeof(float) * (size_t)B * V);
+    float *lc = malloc(sizeof(float) * (size_t)B * V);
     int32_t *tok = malloc(sizeof(int32_t) * B), *next_s = malloc(sizeof(int32_t) * B);
     int32_t *next_p = malloc(sizeof(int32_t) * B);
     int *ids = malloc(sizeof(int) * B);
@@ -114,17 +126,31 @@ static void run_model(const fixture *fx, bool force_fallback, bool graphs)
                 for (int s = 0; s < B; s++) {
                     gp_engine_reset_seq(seq, s);
                     gp_engine_reset_seq(pipe, s);
+                    if (cpu)
+                        gp_cpu_reset_seq(cpu, s);
                     int32_t prompt[4] = {(int32_t)(s * 37 % V), 5, (int32_t)(s % 7), 9};
                     int n = 1 + s % 4;
                     CHECK_OK(gp_engine_prefill(seq, s, n, prompt, &tok[s], NULL));
                     int32_t t2;
                     CHECK_OK(gp_engine_prefill(pipe, s, n, prompt, &t2, NULL));
+                    if (cpu)
+                        CHECK_OK(gp_cpu_prefill(cpu, s, n, prompt, lc));
                     assert_int_equal(t2, tok[s]);
                     ids[s] = s;
                 }
                 for (int t = 0; t < fx->steps; t++) {
                     CHECK_OK(gp_engine_decode_step(seq, B, ids, tok, next_s, ls));
                     CHECK_OK(gp_pipeline_step(pl, B, ids, tok, next_p, lp));
+                    if (cpu)
+                        CHECK_OK(gp_cpu_decode_step(cpu, B, ids, tok, lc));
+                    for (int s = 0; s < B && cpu; s++) {
+                        double es = rel_err(ls + (size_t)s * V, lc + (size_t)s * V, V);
+                        double ep_ = rel_err(lp + (size_t)s * V, lc + (size_t)s * V, V);
+                        if (!(es <= PIPE_TOL) || !(ep_ <= PIPE_TOL))
+                            fail_msg("%s %d:%d M=%d step %d seq %d: against the CPU reference (bf16 mode): sequential "
+                                     "%.3g, pipelined %.3g (tolerance %.0e)", fx->preset, si.a_got, si.f_got, M, t, s,
+                                     es, ep_, PIPE_TOL);
+                    }
                     for (int s = 0; s < B; s++) {
                         double e = rel_err(lp + (size_t)s * V, ls + (size_t)s * V, V);
                         if (!(e <= PIPE_TOL))
@@ -157,7 +183,11 @@ static void run_model(const fixture *fx, bool force_fallback, bool graphs)
     gp_engine_destroy(pipe);
     gp_engine_destroy(seq);
     gp_device_weights_destroy(dw);
-    free(ls), free(lp), free(tok), free(next_s), free(next_p), free(ids);
+    if (cpu) {
+        gp_cpu_model_destroy(cpu);
+        gp_host_weights_free(&hw);
+    }
+    free(ls), free(lp), free(lc), free(tok), free(next_s), free(next_p), free(ids);
 }
 
 static const fixture tiny = {"tiny", 9, 32, 3};
