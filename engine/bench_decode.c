@@ -14,28 +14,12 @@
 #include "gp_attention.h"
 #include "gp_engine.h"
 
-#define HBM_BYTES_PER_S 3.1e12 /* DESIGN.md §4, read-only streaming on the H100 */
-#define GEMM_FLOPS_PER_S 800e12 /* DESIGN.md §4, bf16 GEMM on random data */
-
 typedef struct workload { int B, C; } workload;
 
 static int cmp_float(const void *a, const void *b)
 {
     float x = *(const float *)a, y = *(const float *)b;
     return (x > y) - (x < y);
-}
-
-/* Bytes and flops of one decode step at context C (perf model, §5): every
- * weight but the embedding table is read once (B embedding rows), K/V of C
- * tokens read and one token's written. */
-static void step_cost(const gp_config *c, int B, int C, double *bytes, double *flops)
-{
-    double params = (double)gp_config_param_count(c);
-    double embed = (double)c->vocab * c->hidden;
-    double read_params = c->tied_embeddings ? params : params - embed; /* tied: the LM head reads it */
-    double kv_tok = 2.0 * c->n_layers * c->n_kv_heads * c->head_dim * 2.0; /* K+V bf16 per token */
-    *bytes = read_params * 2.0 + (double)B * embed / c->vocab * 2.0 + (double)B * C * kv_tok + (double)B * kv_tok;
-    *flops = 2.0 * read_params * B + 4.0 * B * (double)C * c->n_heads * c->head_dim * c->n_layers;
 }
 
 static int parse_workloads(const char *s, workload *w, int max)
@@ -322,14 +306,12 @@ int main(int argc, char **argv)
         } else {
             qsort(ms, (size_t)repeat, sizeof(float), cmp_float);
             float med = ms[repeat / 2];
-            double bytes, flops;
             /* the timed steps run at contexts C+warmup .. C+warmup+repeat-1 */
-            step_cost(&cfg, w[i].B, w[i].C + warmup + repeat / 2, &bytes, &flops);
-            double floor_ms = 1e3 * (bytes / HBM_BYTES_PER_S > flops / GEMM_FLOPS_PER_S ? bytes / HBM_BYTES_PER_S
-                                                                                       : flops / GEMM_FLOPS_PER_S);
+            gp_step_cost cost;
+            gp_step_floor(&cfg, w[i].B, w[i].C + warmup + repeat / 2, 1, &cost);
             printf("| %d | %d | %.3f | %.3f | %.3f | %.0f | %.2f | %.2f | %.2f | %.1f%% |\n", w[i].B, w[i].C, med,
-                   ms[0], ms[repeat - 1], w[i].B / (med / 1e3), bytes / 1e9, flops / 1e12, floor_ms,
-                   100.0 * floor_ms / med);
+                   ms[0], ms[repeat - 1], w[i].B / (med / 1e3), cost.bytes / 1e9, cost.flops / 1e12, cost.floor_ms,
+                   100.0 * cost.floor_ms / med);
             snprintf(breakdowns[i], sizeof breakdowns[i],
                      "| %d:%d | %.3f | %.3f | %.3f | %.3f | %.3f | %.3f | %.3f | %.3f | %.3f | %.3f | %.3f |",
                      w[i].B, w[i].C, bd.embed, bd.attn_norm, bd.qkv_gemm, bd.rope_kv, bd.attention, bd.o_gemm,
