@@ -6,7 +6,7 @@
 #include <stdint.h>
 #include <stdlib.h>
 
-#include "attn_cuda.cuh"
+#include "cuda_util.cuh"
 #include "decode_attn.cuh"
 
 /* Layout of the work (why it is shaped this way):
@@ -397,7 +397,7 @@ static gp_status gp_decode_attn_launch_t(const gp_attn_args *a, cudaStream_t str
     cfg.numAttrs = gp_pdl_enabled() ? 1 : 0;
     cudaError_t e = cudaLaunchKernelEx(&cfg, kernel, *a);
     if (e != cudaSuccess)
-        return gp_attn_cuda_fail(e, "gp_decode_attn_kernel launch", __FILE__, __LINE__);
+        return gp_cuda_fail(e, "gp_decode_attn_kernel launch", __FILE__, __LINE__);
     if (a->n_splits > 1) {
         const int rows = a->B * a->n_heads;
         const int per_cta = GP_ATTN_COMBINE_THREADS / 32;
@@ -406,7 +406,7 @@ static gp_status gp_decode_attn_launch_t(const gp_attn_args *a, cudaStream_t str
         e = cudaLaunchKernelEx(&cfg, gp_decode_attn_combine_kernel<HD>, (const float *)a->ws_acc,
                                (const float *)a->ws_ml, a->out, rows, a->n_splits);
         if (e != cudaSuccess)
-            return gp_attn_cuda_fail(e, "gp_decode_attn_combine_kernel launch", __FILE__,
+            return gp_cuda_fail(e, "gp_decode_attn_combine_kernel launch", __FILE__,
                                      __LINE__);
     }
     return GP_OK;
@@ -524,8 +524,8 @@ static gp_status gp_attn_pick_splits(const char *fn, int B, int n_heads, int n_k
     int sms = p->sm_count;
     if (sms <= 0) {
         int dev = 0;
-        GP_ATTN_CUDA_TRY(cudaGetDevice(&dev));
-        GP_ATTN_CUDA_TRY(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev));
+        GP_CUDA_TRY(cudaGetDevice(&dev));
+        GP_CUDA_TRY(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev));
     }
     int cps = p->ctas_per_sm_hint;
     if (cps <= 0) {
@@ -533,7 +533,7 @@ static gp_status gp_attn_pick_splits(const char *fn, int B, int n_heads, int n_k
         if (!gp_attn_variant_for(head_dim, n_heads / n_kv_heads, &v))
             GP_FAIL(GP_ERR_UNSUPPORTED, "%s: no kernel for head_dim = %d, group = %d", fn,
                     head_dim, n_heads / n_kv_heads);
-        GP_ATTN_CUDA_TRY(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&cps, v.kernel,
+        GP_CUDA_TRY(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&cps, v.kernel,
                                                                        GP_ATTN_THREADS, 0));
         if (cps < 1)
             cps = 1;

@@ -4,7 +4,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "attn_cuda.cuh"
+#include "cuda_util.cuh"
 #include "gp_attention.h"
 
 /* Two staging buffers: the host may fill one while the GPU still copies the
@@ -83,7 +83,7 @@ extern "C" gp_status gp_kv_device_create(const gp_kv_layout *l, int max_seqs,
                 max_blocks_per_seq);
 
     size_t free_b = 0, total_b = 0;
-    GP_ATTN_CUDA_TRY(cudaMemGetInfo(&free_b, &total_b));
+    GP_CUDA_TRY(cudaMemGetInfo(&free_b, &total_b));
     if (total > (uint64_t)free_b)
         GP_FAIL(GP_ERR_DEVICE_MEMORY, "gp_kv_device_create: needs %llu bytes (K/V pools %llu for "
                 "%d layers, tables %llu) but the device has %llu free of %llu",
@@ -101,17 +101,17 @@ extern "C" gp_status gp_kv_device_create(const gp_kv_layout *l, int max_seqs,
     gp_status st = GP_OK;
     size_t stage_bytes = ((size_t)table_elems + 2u * (size_t)max_seqs) * sizeof(int32_t);
 
-    GP_ATTN_CUDA_GOTO(cudaMalloc((void **)&kv->pools, (size_t)pool_bytes), st, fail);
-    GP_ATTN_CUDA_GOTO(cudaMalloc((void **)&kv->d_tables, (size_t)table_elems * sizeof(int32_t)),
+    GP_CUDA_GOTO(cudaMalloc((void **)&kv->pools, (size_t)pool_bytes), st, fail);
+    GP_CUDA_GOTO(cudaMalloc((void **)&kv->d_tables, (size_t)table_elems * sizeof(int32_t)),
                       st, fail);
-    GP_ATTN_CUDA_GOTO(cudaMalloc((void **)&kv->d_lens_pos, 2u * (size_t)max_seqs * sizeof(int32_t)),
+    GP_CUDA_GOTO(cudaMalloc((void **)&kv->d_lens_pos, 2u * (size_t)max_seqs * sizeof(int32_t)),
                       st, fail);
     /* Zeroed pools make a never-written slot read as 0 rather than garbage;
      * -1 table entries make a stray read fault instead of reading a block. */
-    GP_ATTN_CUDA_GOTO(cudaMemset(kv->pools, 0, (size_t)pool_bytes), st, fail);
-    GP_ATTN_CUDA_GOTO(cudaMemset(kv->d_tables, 0xff, (size_t)table_elems * sizeof(int32_t)), st,
+    GP_CUDA_GOTO(cudaMemset(kv->pools, 0, (size_t)pool_bytes), st, fail);
+    GP_CUDA_GOTO(cudaMemset(kv->d_tables, 0xff, (size_t)table_elems * sizeof(int32_t)), st,
                       fail);
-    GP_ATTN_CUDA_GOTO(cudaMemset(kv->d_lens_pos, 0, 2u * (size_t)max_seqs * sizeof(int32_t)), st,
+    GP_CUDA_GOTO(cudaMemset(kv->d_lens_pos, 0, 2u * (size_t)max_seqs * sizeof(int32_t)), st,
                       fail);
     for (int i = 0; i < GP_KV_STAGING_SLOTS; i++) {
         cudaError_t e = cudaHostAlloc((void **)&kv->staging[i], stage_bytes, cudaHostAllocDefault);
@@ -123,10 +123,10 @@ extern "C" gp_status gp_kv_device_create(const gp_kv_layout *l, int max_seqs,
             st = GP_ERR_NO_MEMORY;
             goto fail;
         }
-        GP_ATTN_CUDA_GOTO(cudaEventCreateWithFlags(&kv->staged[i], cudaEventDisableTiming), st,
+        GP_CUDA_GOTO(cudaEventCreateWithFlags(&kv->staged[i], cudaEventDisableTiming), st,
                           fail);
     }
-    GP_ATTN_CUDA_GOTO(cudaDeviceSynchronize(), st, fail); /* the memsets, before first use */
+    GP_CUDA_GOTO(cudaDeviceSynchronize(), st, fail); /* the memsets, before first use */
     *out = kv;
     return GP_OK;
 fail:
@@ -160,13 +160,13 @@ static gp_status gp_kv_take_slot(gp_kv_device *kv, const char *fn, cudaStream_t 
                                  int32_t **slot_out, int *slot_index)
 {
     cudaStreamCaptureStatus cap = cudaStreamCaptureStatusNone;
-    GP_ATTN_CUDA_TRY(cudaStreamIsCapturing(stream, &cap));
+    GP_CUDA_TRY(cudaStreamIsCapturing(stream, &cap));
     if (cap != cudaStreamCaptureStatusNone)
         GP_FAIL(GP_ERR_STATE, "%s: the stream is capturing a graph; upload the step tables "
                 "before launching the graph instead (the copy reads a reused host buffer)", fn);
     int i = kv->next_slot;
     if (kv->slot_used[i])
-        GP_ATTN_CUDA_TRY(cudaEventSynchronize(kv->staged[i]));
+        GP_CUDA_TRY(cudaEventSynchronize(kv->staged[i]));
     *slot_out = kv->staging[i];
     *slot_index = i;
     return GP_OK;
@@ -178,15 +178,15 @@ static gp_status gp_kv_enqueue(gp_kv_device *kv, int slot, int B, int n_cols, cu
 {
     int32_t *s = kv->staging[slot];
     int32_t *lp = s + (size_t)kv->max_seqs * (size_t)kv->max_blocks;
-    GP_ATTN_CUDA_TRY(cudaMemcpy2DAsync(kv->d_tables, (size_t)kv->max_blocks * sizeof(int32_t), s,
+    GP_CUDA_TRY(cudaMemcpy2DAsync(kv->d_tables, (size_t)kv->max_blocks * sizeof(int32_t), s,
                                        (size_t)n_cols * sizeof(int32_t),
                                        (size_t)n_cols * sizeof(int32_t), (size_t)B,
                                        cudaMemcpyHostToDevice, stream));
-    GP_ATTN_CUDA_TRY(cudaMemcpy2DAsync(kv->d_lens_pos, (size_t)kv->max_seqs * sizeof(int32_t), lp,
+    GP_CUDA_TRY(cudaMemcpy2DAsync(kv->d_lens_pos, (size_t)kv->max_seqs * sizeof(int32_t), lp,
                                        (size_t)kv->max_seqs * sizeof(int32_t),
                                        (size_t)B * sizeof(int32_t), 2, cudaMemcpyHostToDevice,
                                        stream));
-    GP_ATTN_CUDA_TRY(cudaEventRecord(kv->staged[slot], stream));
+    GP_CUDA_TRY(cudaEventRecord(kv->staged[slot], stream));
     kv->slot_used[slot] = 1;
     kv->next_slot = (slot + 1) % GP_KV_STAGING_SLOTS;
     return GP_OK;

@@ -4,7 +4,7 @@
 #include <stdint.h>
 #include <stdlib.h>
 
-#include "attn_cuda.cuh"
+#include "cuda_util.cuh"
 #include "rope_kv.cuh"
 
 /* Layout (why): at decode batch sizes the kernel is a chain of latencies
@@ -138,7 +138,7 @@ gp_status gp_rope_kv_launch(const gp_rope_args *a, cudaStream_t stream)
     cudaError_t e = vec ? cudaLaunchKernelEx(&cfg, gp_rope_kv_kernel<true>, *a)
                         : cudaLaunchKernelEx(&cfg, gp_rope_kv_kernel<false>, *a);
     if (e != cudaSuccess)
-        return gp_attn_cuda_fail(e, "gp_rope_kv_kernel launch", __FILE__, __LINE__);
+        return gp_cuda_fail(e, "gp_rope_kv_kernel launch", __FILE__, __LINE__);
     return GP_OK;
 }
 

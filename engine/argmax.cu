@@ -97,6 +97,6 @@ extern "C" gp_status gp_argmax_rows(const float *logits, int32_t *out, int B, in
     if (!logits || !out)
         GP_FAIL(GP_ERR_INVALID_ARG, "gp_argmax_rows: NULL pointer (logits %p, out %p) for B = %d",
                 (const void *)logits, (void *)out, B);
-    GP_CHECK_CUDA(gp_argmax_rows_launch(logits, out, B, V, (cudaStream_t)stream));
+    GP_CUDA_TRY(gp_argmax_rows_launch(logits, out, B, V, (cudaStream_t)stream));
     return GP_OK;
 }

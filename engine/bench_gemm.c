@@ -42,13 +42,13 @@ static gp_status time_gemm(gp_gemm_ctx *ctx, cudaStream_t st, const bench_gemm *
     for (int i = 0; i < BENCH_WARMUP; i++)
         GP_TRY(gp_gemm_bf16(ctx, M, g->N, g->K, x, w[i % BENCH_COPIES], y, g->out));
     for (int r = 0; r < reps; r++) {
-        GP_CHECK_CUDA(cudaEventRecord(ev[2 * r], st));
+        GP_CUDA_TRY(cudaEventRecord(ev[2 * r], st));
         GP_TRY(gp_gemm_bf16(ctx, M, g->N, g->K, x, w[r % BENCH_COPIES], y, g->out));
-        GP_CHECK_CUDA(cudaEventRecord(ev[2 * r + 1], st));
+        GP_CUDA_TRY(cudaEventRecord(ev[2 * r + 1], st));
     }
-    GP_CHECK_CUDA(cudaStreamSynchronize(st));
+    GP_CUDA_TRY(cudaStreamSynchronize(st));
     for (int r = 0; r < reps; r++)
-        GP_CHECK_CUDA(cudaEventElapsedTime(&ms[r], ev[2 * r], ev[2 * r + 1]));
+        GP_CUDA_TRY(cudaEventElapsedTime(&ms[r], ev[2 * r], ev[2 * r + 1]));
     qsort(ms, (size_t)reps, sizeof ms[0], cmp_float);
     *median_ms = reps % 2 ? ms[reps / 2] : 0.5f * (ms[reps / 2 - 1] + ms[reps / 2]);
     return GP_OK;
@@ -65,17 +65,17 @@ static gp_status time_skinny(int r, int sms, cudaStream_t st, const bench_gemm *
     if (!gp_skinny_plan_make(M, g->N, g->K, x, w[0], sms, r, &p))
         GP_FAIL(GP_ERR_UNSUPPORTED, "no skinny plan for M=%d N=%d K=%d", M, g->N, g->K);
     for (int i = 0; i < BENCH_WARMUP; i++)
-        GP_CHECK_CUDA(gp_skinny_launch(&p, M, g->N, g->K, x, w[i % BENCH_COPIES], y, (int)g->out,
+        GP_CUDA_TRY(gp_skinny_launch(&p, M, g->N, g->K, x, w[i % BENCH_COPIES], y, (int)g->out,
                                        0, st));
     for (int rep = 0; rep < reps; rep++) {
-        GP_CHECK_CUDA(cudaEventRecord(ev[2 * rep], st));
-        GP_CHECK_CUDA(gp_skinny_launch(&p, M, g->N, g->K, x, w[rep % BENCH_COPIES], y,
+        GP_CUDA_TRY(cudaEventRecord(ev[2 * rep], st));
+        GP_CUDA_TRY(gp_skinny_launch(&p, M, g->N, g->K, x, w[rep % BENCH_COPIES], y,
                                        (int)g->out, 0, st));
-        GP_CHECK_CUDA(cudaEventRecord(ev[2 * rep + 1], st));
+        GP_CUDA_TRY(cudaEventRecord(ev[2 * rep + 1], st));
     }
-    GP_CHECK_CUDA(cudaStreamSynchronize(st));
+    GP_CUDA_TRY(cudaStreamSynchronize(st));
     for (int rep = 0; rep < reps; rep++)
-        GP_CHECK_CUDA(cudaEventElapsedTime(&ms[rep], ev[2 * rep], ev[2 * rep + 1]));
+        GP_CUDA_TRY(cudaEventElapsedTime(&ms[rep], ev[2 * rep], ev[2 * rep + 1]));
     qsort(ms, (size_t)reps, sizeof ms[0], cmp_float);
     *median_ms = reps % 2 ? ms[reps / 2] : 0.5f * (ms[reps / 2 - 1] + ms[reps / 2]);
     return GP_OK;
@@ -86,8 +86,8 @@ static gp_status bench_run(int sm_target, int reps)
 {
     int dev = 0;
     struct cudaDeviceProp prop;
-    GP_CHECK_CUDA(cudaGetDevice(&dev));
-    GP_CHECK_CUDA(cudaGetDeviceProperties(&prop, dev));
+    GP_CUDA_TRY(cudaGetDevice(&dev));
+    GP_CUDA_TRY(cudaGetDeviceProperties(&prop, dev));
     int sms = prop.multiProcessorCount;
     if (sm_target > sms)
         sm_target = sms;
@@ -98,10 +98,10 @@ static gp_status bench_run(int sm_target, int reps)
            prop.name, sms, prop.l2CacheSize / 1e6, BENCH_COPIES, BENCH_WARMUP, reps);
 
     cudaStream_t st;
-    GP_CHECK_CUDA(cudaStreamCreateWithFlags(&st, cudaStreamNonBlocking));
+    GP_CUDA_TRY(cudaStreamCreateWithFlags(&st, cudaStreamNonBlocking));
     static cudaEvent_t ev[2 * BENCH_MAX_REPS];
     for (int i = 0; i < 2 * reps; i++)
-        GP_CHECK_CUDA(cudaEventCreate(&ev[i]));
+        GP_CUDA_TRY(cudaEventCreate(&ev[i]));
     /* [skinny][part]: cuBLASLt only / skinny kernel up to its largest M,
      * whole device / SM-count target */
     gp_gemm_ctx *ctx[2][2] = { { NULL, NULL }, { NULL, NULL } };
@@ -115,7 +115,7 @@ static gp_status bench_run(int sm_target, int reps)
      * L2-hot in the engine as well) */
     const size_t max_k = 14336;
     gp_bf16 *x = NULL;
-    GP_CHECK_CUDA(cudaMalloc((void **)&x, (size_t)MAX_M * max_k * sizeof(gp_bf16)));
+    GP_CUDA_TRY(cudaMalloc((void **)&x, (size_t)MAX_M * max_k * sizeof(gp_bf16)));
     GP_TRY(gp_synth_fill_device(x, (uint64_t)MAX_M * max_k, 1, GP_T_EMBED, 0, 1.0f, st));
 
     printf("%-8s %-7s %5s %6s %6s %-10s %-7s %9s %7s %8s\n", "gemm", "out", "M", "N", "K", "sms",
@@ -127,12 +127,12 @@ static gp_status bench_run(int sm_target, int reps)
         gp_bf16 *w[BENCH_COPIES] = { 0 };
         void *y = NULL;
         for (int c = 0; c < BENCH_COPIES; c++) {
-            GP_CHECK_CUDA(cudaMalloc((void **)&w[c], wbytes));
+            GP_CUDA_TRY(cudaMalloc((void **)&w[c], wbytes));
             /* uniform in +-0.02, different per copy: never zeros or constants */
             GP_TRY(gp_synth_fill_device(w[c], wn, 100 + (uint64_t)gi, GP_T_WQKV, c, 0.02f, st));
         }
-        GP_CHECK_CUDA(cudaMalloc(&y, ybytes));
-        GP_CHECK_CUDA(cudaMemsetAsync(y, 0, ybytes, st)); /* the accumulating GEMMs read y */
+        GP_CUDA_TRY(cudaMalloc(&y, ybytes));
+        GP_CUDA_TRY(cudaMemsetAsync(y, 0, ybytes, st)); /* the accumulating GEMMs read y */
         for (size_t mi = 0; mi < sizeof Ms / sizeof Ms[0]; mi++) {
             int M = Ms[mi];
             for (int k = 0; k < 2; k++)
@@ -166,16 +166,16 @@ static gp_status bench_run(int sm_target, int reps)
             }
         }
         for (int c = 0; c < BENCH_COPIES; c++)
-            GP_CHECK_CUDA(cudaFree(w[c]));
-        GP_CHECK_CUDA(cudaFree(y));
+            GP_CUDA_TRY(cudaFree(w[c]));
+        GP_CUDA_TRY(cudaFree(y));
     }
-    GP_CHECK_CUDA(cudaFree(x));
+    GP_CUDA_TRY(cudaFree(x));
     for (int k = 0; k < 2; k++)
         for (int part = 0; part < 2; part++)
             gp_gemm_ctx_destroy(ctx[k][part]);
     for (int i = 0; i < 2 * reps; i++)
-        GP_CHECK_CUDA(cudaEventDestroy(ev[i]));
-    GP_CHECK_CUDA(cudaStreamDestroy(st));
+        GP_CUDA_TRY(cudaEventDestroy(ev[i]));
+    GP_CUDA_TRY(cudaStreamDestroy(st));
     return GP_OK;
 }
 

@@ -1,5 +1,6 @@
-/* Checks for every CUDA runtime and cuBLAS(Lt) call of the engine folder: a
- * failure becomes a gp_status plus a message naming the call, file and line. */
+/* Checks for the cuBLAS(Lt) calls of the engine folder (CUDA runtime calls
+ * use model/cuda_util.cuh, included here): a failure becomes a gp_status plus
+ * a message naming the call, file and line. */
 #ifndef GP_ENGINE_CUDA_CHECK_H
 #define GP_ENGINE_CUDA_CHECK_H
 
@@ -7,26 +8,8 @@
 #include <cublasLt.h>
 #include <cuda_runtime_api.h>
 
+#include "cuda_util.cuh"
 #include "gp_common.h"
-
-/* Allocation failures and missing devices get their own statuses so callers
- * can tell them from bugs. A non-sticky error is cleared so the next check
- * does not blame an innocent call for it. */
-static inline gp_status gp_check_cuda_fail(cudaError_t e, const char *call, const char *file,
-                                           int line)
-{
-    gp_status s = GP_ERR_CUDA;
-    if (e == cudaErrorMemoryAllocation)
-        s = GP_ERR_DEVICE_MEMORY;
-    else if (e == cudaErrorNoDevice || e == cudaErrorInsufficientDriver
-             || e == cudaErrorDevicesUnavailable || e == cudaErrorSystemDriverMismatch
-             || e == cudaErrorCompatNotSupportedOnDevice)
-        s = GP_ERR_NO_DEVICE;
-    gp_set_error("%s failed: %s (%s) at %s:%d", call, cudaGetErrorString(e), cudaGetErrorName(e),
-                 file, line);
-    (void)cudaGetLastError();
-    return s;
-}
 
 static inline gp_status gp_check_cublas_fail(cublasStatus_t c, const char *call, const char *file,
                                              int line)
@@ -45,24 +28,6 @@ static inline gp_status gp_check_cublas_fail(cublasStatus_t c, const char *call,
     return s;
 }
 
-/* Return from the enclosing gp_status function when call fails. */
-#define GP_CHECK_CUDA(call)                                                                      \
-    do {                                                                                         \
-        cudaError_t gp_chk_e_ = (call);                                                          \
-        if (gp_chk_e_ != cudaSuccess)                                                            \
-            return gp_check_cuda_fail(gp_chk_e_, #call, __FILE__, __LINE__);                     \
-    } while (0)
-
-/* For functions with cleanup: store the status in st and jump to label. */
-#define GP_CHECK_CUDA_GOTO(call, st, label)                                                      \
-    do {                                                                                         \
-        cudaError_t gp_chk_e_ = (call);                                                          \
-        if (gp_chk_e_ != cudaSuccess) {                                                          \
-            (st) = gp_check_cuda_fail(gp_chk_e_, #call, __FILE__, __LINE__);                     \
-            goto label;                                                                          \
-        }                                                                                        \
-    } while (0)
-
 #define GP_CHECK_CUBLAS(call)                                                                    \
     do {                                                                                         \
         cublasStatus_t gp_chk_c_ = (call);                                                       \
@@ -77,15 +42,6 @@ static inline gp_status gp_check_cublas_fail(cublasStatus_t c, const char *call,
             (st) = gp_check_cublas_fail(gp_chk_c_, #call, __FILE__, __LINE__);                   \
             goto label;                                                                          \
         }                                                                                        \
-    } while (0)
-
-/* After a kernel launch: launch-configuration errors are only visible through
- * cudaGetLastError. what (a string literal) names the kernel in the message. */
-#define GP_CHECK_LAUNCH(what)                                                                    \
-    do {                                                                                         \
-        cudaError_t gp_chk_e_ = cudaGetLastError();                                              \
-        if (gp_chk_e_ != cudaSuccess)                                                            \
-            return gp_check_cuda_fail(gp_chk_e_, "launch of " what, __FILE__, __LINE__);         \
     } while (0)
 
 #endif

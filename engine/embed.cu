@@ -66,6 +66,6 @@ extern "C" gp_status gp_embed(const int32_t *tokens, const gp_bf16 *table, float
     if (!tokens || !table || !resid)
         GP_FAIL(GP_ERR_INVALID_ARG, "gp_embed: NULL pointer (tokens %p, table %p, resid %p) for "
                 "B = %d", (const void *)tokens, (const void *)table, (void *)resid, B);
-    GP_CHECK_CUDA(gp_embed_launch(tokens, table, resid, B, H, V, (cudaStream_t)stream));
+    GP_CUDA_TRY(gp_embed_launch(tokens, table, resid, B, H, V, (cudaStream_t)stream));
     return GP_OK;
 }

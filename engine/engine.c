@@ -8,10 +8,6 @@
 #include "cuda_check.h"
 #include "engine_impl.h"
 
-#define CU(call) do { cudaError_t ce_ = (call); if (ce_ != cudaSuccess) { \
-        GP_FAIL(ce_ == cudaErrorMemoryAllocation ? GP_ERR_DEVICE_MEMORY : GP_ERR_CUDA, \
-                "%s failed: %s", #call, cudaGetErrorString(ce_)); } } while (0)
-
 gp_engine_params gp_engine_default_params(void)
 {
     return (gp_engine_params){.max_batch = 8, .max_context = 2048, .block_size = 16, .use_graphs = true};
@@ -108,23 +104,23 @@ static gp_status alloc_buffers(gp_engine *e)
     const gp_config *c = &e->cfg;
     size_t B = (size_t)e->p.max_batch, H = (size_t)c->hidden, QD = (size_t)c->n_heads * c->head_dim;
     size_t F = (size_t)c->ffn;
-    CU(cudaMalloc((void **)&e->inv_freq, sizeof(float) * (size_t)c->head_dim / 2));
-    CU(cudaMalloc((void **)&e->resid, sizeof(float) * B * H));
-    CU(cudaMalloc((void **)&e->h_attn, 2 * B * H));
-    CU(cudaMalloc((void **)&e->h_ffn, 2 * B * H));
-    CU(cudaMalloc((void **)&e->qkv, 2 * B * (size_t)gp_config_qkv_rows(c)));
-    CU(cudaMalloc((void **)&e->q, 2 * B * QD));
-    CU(cudaMalloc((void **)&e->attn, 2 * B * QD));
-    CU(cudaMalloc((void **)&e->gu, 2 * B * 2 * F));
-    CU(cudaMalloc((void **)&e->act, 2 * B * F));
-    CU(cudaMalloc((void **)&e->logits, sizeof(float) * B * (size_t)c->vocab));
-    CU(cudaMalloc((void **)&e->tok_d, sizeof(int32_t) * B));
-    CU(cudaMalloc((void **)&e->next_d, sizeof(int32_t) * B));
-    CU(cudaMallocHost((void **)&e->tok_h, sizeof(int32_t) * B));
-    CU(cudaMallocHost((void **)&e->next_h, sizeof(int32_t) * B));
+    GP_CUDA_TRY(cudaMalloc((void **)&e->inv_freq, sizeof(float) * (size_t)c->head_dim / 2));
+    GP_CUDA_TRY(cudaMalloc((void **)&e->resid, sizeof(float) * B * H));
+    GP_CUDA_TRY(cudaMalloc((void **)&e->h_attn, 2 * B * H));
+    GP_CUDA_TRY(cudaMalloc((void **)&e->h_ffn, 2 * B * H));
+    GP_CUDA_TRY(cudaMalloc((void **)&e->qkv, 2 * B * (size_t)gp_config_qkv_rows(c)));
+    GP_CUDA_TRY(cudaMalloc((void **)&e->q, 2 * B * QD));
+    GP_CUDA_TRY(cudaMalloc((void **)&e->attn, 2 * B * QD));
+    GP_CUDA_TRY(cudaMalloc((void **)&e->gu, 2 * B * 2 * F));
+    GP_CUDA_TRY(cudaMalloc((void **)&e->act, 2 * B * F));
+    GP_CUDA_TRY(cudaMalloc((void **)&e->logits, sizeof(float) * B * (size_t)c->vocab));
+    GP_CUDA_TRY(cudaMalloc((void **)&e->tok_d, sizeof(int32_t) * B));
+    GP_CUDA_TRY(cudaMalloc((void **)&e->next_d, sizeof(int32_t) * B));
+    GP_CUDA_TRY(cudaMallocHost((void **)&e->tok_h, sizeof(int32_t) * B));
+    GP_CUDA_TRY(cudaMallocHost((void **)&e->next_h, sizeof(int32_t) * B));
     GP_TRY(attn_ws_bytes(c, &e->p, &e->sc.attn_ws_bytes));
     if (e->sc.attn_ws_bytes)
-        CU(cudaMalloc(&e->sc.attn_ws, e->sc.attn_ws_bytes));
+        GP_CUDA_TRY(cudaMalloc(&e->sc.attn_ws, e->sc.attn_ws_bytes));
     float *inv = malloc(sizeof(float) * (size_t)c->head_dim / 2);
     if (!inv)
         GP_FAIL(GP_ERR_NO_MEMORY, "inv_freq: out of host memory");
@@ -132,7 +128,7 @@ static gp_status alloc_buffers(gp_engine *e)
     cudaError_t ce = cudaMemcpy(e->inv_freq, inv, sizeof(float) * (size_t)c->head_dim / 2,
                                 cudaMemcpyHostToDevice);
     free(inv);
-    CU(ce);
+    GP_CUDA_TRY(ce);
     return GP_OK;
 }
 
@@ -145,7 +141,7 @@ gp_status gp_engine_create(gp_device_weights *dw, const gp_engine_params *p, gp_
     GP_TRY(check_params(&w->cfg, p));
     uint64_t need = gp_engine_device_bytes(&w->cfg, p);
     size_t free_b = 0, total_b = 0;
-    CU(cudaMemGetInfo(&free_b, &total_b));
+    GP_CUDA_TRY(cudaMemGetInfo(&free_b, &total_b));
     if (need > free_b) {
         gp_kv_layout l = kv_layout(&w->cfg, p);
         GP_FAIL(GP_ERR_DEVICE_MEMORY, "engine for batch %d x context %d needs %.2f GiB of device memory "

@@ -5,10 +5,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "cuda_util.cuh"
 #include "engine_impl.h"
-
-#define CU(call) do { cudaError_t ce_ = (call); if (ce_ != cudaSuccess) { \
-        GP_FAIL(GP_ERR_CUDA, "%s failed: %s", #call, cudaGetErrorString(ce_)); } } while (0)
 
 static gp_status step_body(gp_engine *e, int B, int max_len)
 {
@@ -26,7 +24,7 @@ static gp_status step_body(gp_engine *e, int B, int max_len)
 static gp_status capture(gp_engine *e, int B, int max_len, cudaGraphExec_t *exec)
 {
     cudaGraph_t graph = NULL;
-    CU(cudaStreamBeginCapture(e->sc.stream, cudaStreamCaptureModeThreadLocal));
+    GP_CUDA_TRY(cudaStreamBeginCapture(e->sc.stream, cudaStreamCaptureModeThreadLocal));
     gp_status st = step_body(e, B, max_len);
     cudaError_t ce = cudaStreamEndCapture(e->sc.stream, &graph);
     if (st != GP_OK) {
@@ -68,7 +66,7 @@ static gp_status launch(gp_engine *e, int B, int max_len)
         g->splits = splits;
         e->n_graphs++;
     }
-    CU(cudaGraphLaunch(g->exec, e->sc.stream));
+    GP_CUDA_TRY(cudaGraphLaunch(g->exec, e->sc.stream));
     return GP_OK;
 }
 
@@ -105,7 +103,7 @@ gp_status gp_engine_step_prepare(gp_engine *e, int B, const int *seq_ids, const 
     }
     /* tok_h is free: the previous step ended with a host wait on its copy. */
     memcpy(e->tok_h, tokens, sizeof(int32_t) * (size_t)B);
-    CU(cudaMemcpyAsync(e->tok_d, e->tok_h, sizeof(int32_t) * (size_t)B, cudaMemcpyHostToDevice, s));
+    GP_CUDA_TRY(cudaMemcpyAsync(e->tok_d, e->tok_h, sizeof(int32_t) * (size_t)B, cudaMemcpyHostToDevice, s));
     GP_TRY(gp_kv_device_sync_tables(e->kv, e->tables, B, seq_ids, s));
     *max_len = ml;
     return GP_OK;
@@ -114,12 +112,12 @@ gp_status gp_engine_step_prepare(gp_engine *e, int B, const int *seq_ids, const 
 gp_status gp_engine_step_finish(gp_engine *e, int B, const int *seq_ids, int32_t *next, float *logits,
                                 cudaStream_t s)
 {
-    CU(cudaMemcpyAsync(e->next_h, e->next_d, sizeof(int32_t) * (size_t)B, cudaMemcpyDeviceToHost, s));
+    GP_CUDA_TRY(cudaMemcpyAsync(e->next_h, e->next_d, sizeof(int32_t) * (size_t)B, cudaMemcpyDeviceToHost, s));
     if (logits)
-        CU(cudaMemcpyAsync(logits, e->logits, sizeof(float) * (size_t)B * (size_t)e->cfg.vocab,
+        GP_CUDA_TRY(cudaMemcpyAsync(logits, e->logits, sizeof(float) * (size_t)B * (size_t)e->cfg.vocab,
                            cudaMemcpyDeviceToHost, s));
-    CU(cudaEventRecord(e->ev_done, s));
-    CU(cudaEventSynchronize(e->ev_done)); /* the step's result is needed on the host */
+    GP_CUDA_TRY(cudaEventRecord(e->ev_done, s));
+    GP_CUDA_TRY(cudaEventSynchronize(e->ev_done)); /* the step's result is needed on the host */
     memcpy(next, e->next_h, sizeof(int32_t) * (size_t)B);
     for (int i = 0; i < B; i++)
         GP_TRY(gp_kv_advance(e->tables, seq_ids[i], 1));
@@ -132,9 +130,9 @@ gp_status gp_engine_decode_step(gp_engine *e, int B, const int *seq_ids, const i
     int max_len = 0;
     cudaStream_t s = e->sc.stream;
     GP_TRY(gp_engine_step_prepare(e, B, seq_ids, tokens, s, &max_len));
-    CU(cudaEventRecord(e->ev_begin, s));
+    GP_CUDA_TRY(cudaEventRecord(e->ev_begin, s));
     GP_TRY(launch(e, B, max_len));
-    CU(cudaEventRecord(e->ev_end, s));
+    GP_CUDA_TRY(cudaEventRecord(e->ev_end, s));
     return gp_engine_step_finish(e, B, seq_ids, next, logits, s);
 }
 
@@ -188,7 +186,7 @@ gp_status gp_engine_fill_context(gp_engine *e, int B, int C, uint64_t seed)
         GP_TRY(gp_synth_fill_device(gp_kv_device_k(e->kv, layer), n, seed, GP_T_WQKV, layer, 1.0f, e->sc.stream));
         GP_TRY(gp_synth_fill_device(gp_kv_device_v(e->kv, layer), n, seed, GP_T_WO, layer, 1.0f, e->sc.stream));
     }
-    CU(cudaStreamSynchronize(e->sc.stream)); /* setup, not a step */
+    GP_CUDA_TRY(cudaStreamSynchronize(e->sc.stream)); /* setup, not a step */
     return GP_OK;
 }
 

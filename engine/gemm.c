@@ -94,8 +94,8 @@ gp_status gp_gemm_ctx_create(void *stream, int sm_count_target, gp_gemm_ctx **ou
         GP_FAIL(GP_ERR_INVALID_ARG, "gp_gemm_ctx_create: sm_count_target = %d is negative",
                 sm_count_target);
     int dev = 0, sms = 0;
-    GP_CHECK_CUDA(cudaGetDevice(&dev));
-    GP_CHECK_CUDA(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev));
+    GP_CUDA_TRY(cudaGetDevice(&dev));
+    GP_CUDA_TRY(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev));
     if (sm_count_target > sms)
         GP_FAIL(GP_ERR_INVALID_ARG,
                 "gp_gemm_ctx_create: sm_count_target = %d exceeds the device's %d SMs",
@@ -119,7 +119,7 @@ gp_status gp_gemm_ctx_create(void *stream, int sm_count_target, gp_gemm_ctx **ou
             ctx->skinny_max_m = (int)v;
     }
     GP_CHECK_CUBLAS_GOTO(cublasLtCreate(&ctx->lt), st, fail);
-    GP_CHECK_CUDA_GOTO(cudaMalloc(&ctx->workspace, GP_GEMM_WORKSPACE_BYTES), st, fail);
+    GP_CUDA_GOTO(cudaMalloc(&ctx->workspace, GP_GEMM_WORKSPACE_BYTES), st, fail);
     *out = ctx;
     return GP_OK;
 fail:
@@ -340,7 +340,7 @@ gp_status gp_gemm_bf16(gp_gemm_ctx *ctx, int M, int N, int K, const gp_bf16 *x, 
     unsigned aw = gp_gemm_align(w), ax = gp_gemm_align(x), ay = gp_gemm_align(y);
     gp_gemm_entry *e = gp_gemm_lookup(ctx, M, N, K, out_type, aw, ax, ay);
     if (e && e->skinny) {
-        GP_CHECK_CUDA(gp_skinny_launch(&e->plan, M, N, K, x, w, y, (int)out_type,
+        GP_CUDA_TRY(gp_skinny_launch(&e->plan, M, N, K, x, w, y, (int)out_type,
                                        ctx->pdl && gp_pdl_enabled(),
                                        ctx->stream));
         return GP_OK;
@@ -380,7 +380,7 @@ gp_status gp_gemm_bf16(gp_gemm_ctx *ctx, int M, int N, int K, const gp_bf16 *x, 
                                           ctx->stream);
         if (ce != cudaSuccess) {
             gp_gemm_entry_release(e);
-            return gp_check_cuda_fail(ce, "gp_skinny_launch", __FILE__, __LINE__);
+            return gp_cuda_fail(ce, "gp_skinny_launch", __FILE__, __LINE__);
         }
         e->skinny = 1;
         e->used = 1;

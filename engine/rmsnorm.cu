@@ -264,7 +264,7 @@ extern "C" gp_status gp_rmsnorm_residual(float *resid, const gp_bf16 *delta, con
     if ((const void *)out == (const void *)resid || (const void *)out == (const void *)delta)
         GP_FAIL(GP_ERR_INVALID_ARG, "gp_rmsnorm_residual: out %p aliases resid or delta",
                 (void *)out);
-    GP_CHECK_CUDA(gp_rmsnorm_residual_launch(resid, delta, w, out, B, H, eps,
+    GP_CUDA_TRY(gp_rmsnorm_residual_launch(resid, delta, w, out, B, H, eps,
                                              (cudaStream_t)stream));
     return GP_OK;
 }

@@ -4,7 +4,7 @@
 #include <stdint.h>
 #include <stdlib.h>
 
-#include "cuda_check.h" /* engine/: header-only, shared checking of CUDA calls */
+#include "cuda_util.cuh" /* model/: header-only checking of CUDA calls */
 #include "ffn_kernels.h"
 #include "swiglu.cuh"
 
@@ -99,6 +99,6 @@ extern "C" gp_status gp_swiglu(const gp_bf16 *gu, gp_bf16 *out, int B, int F, vo
     if (!gu || !out)
         GP_FAIL(GP_ERR_INVALID_ARG, "gp_swiglu: NULL pointer (gu %p, out %p) for B = %d, F = %d",
                 (const void *)gu, (void *)out, B, F);
-    GP_CHECK_CUDA(gp_swiglu_launch(gu, out, B, F, (cudaStream_t)stream));
+    GP_CUDA_TRY(gp_swiglu_launch(gu, out, B, F, (cudaStream_t)stream));
     return GP_OK;
 }

@@ -1,9 +1,10 @@
-/* Private CUDA helpers of the model library: turn a failing CUDA runtime call
- * into a gp_status with a message naming the call and CUDA's reason. */
+/* The CUDA runtime checks of every folder (model, attention, engine,
+ * pipeline): a failing call becomes a gp_status with a message naming the
+ * call, CUDA's reason, file and line. C-includable (the runtime's C API). */
 #ifndef GP_CUDA_UTIL_CUH
 #define GP_CUDA_UTIL_CUH
 
-#include <cuda_runtime.h>
+#include <cuda_runtime_api.h>
 
 #include "gp_common.h"
 
@@ -40,6 +41,16 @@ static inline gp_status gp_cuda_fail(cudaError_t e, const char *call, const char
             (st) = gp_cuda_fail(gp_cuda_e_, #call, __FILE__, __LINE__);                          \
             goto label;                                                                          \
         }                                                                                        \
+    } while (0)
+
+/* After a <<<>>> launch: launch-configuration errors surface only through
+ * cudaGetLastError. Legal during stream capture (it does not synchronise).
+ * what (a string literal) names the kernel. */
+#define GP_CUDA_LAUNCH_CHECK(what)                                                               \
+    do {                                                                                         \
+        cudaError_t gp_cuda_e_ = cudaGetLastError();                                             \
+        if (gp_cuda_e_ != cudaSuccess)                                                           \
+            return gp_cuda_fail(gp_cuda_e_, "launch of " what, __FILE__, __LINE__);              \
     } while (0)
 
 #endif

@@ -8,12 +8,10 @@
 
 #include <nvtx3/nvToolsExt.h>
 
+#include "cuda_util.cuh"
 #include "engine_impl.h"
 #include "gp_green.h"
 #include "gp_pipeline.h"
-
-#define CU(call) do { cudaError_t ce_ = (call); if (ce_ != cudaSuccess) { \
-        GP_FAIL(GP_ERR_CUDA, "%s failed: %s", #call, cudaGetErrorString(ce_)); } } while (0)
 
 /* Stage graphs of one step shape on one pair: [2 kinds][n_layers][M]. */
 typedef struct cx_graphs {
@@ -87,7 +85,7 @@ static gp_status capture_stage(gp_cuda_exec *x, int ffn, int layer, int m, cudaG
     cx_pair *p = &x->pairs[x->cur];
     cudaStream_t s = ffn ? p->f.stream : p->a.stream;
     cudaGraph_t graph = NULL;
-    CU(cudaStreamBeginCapture(s, cudaStreamCaptureModeThreadLocal));
+    GP_CUDA_TRY(cudaStreamBeginCapture(s, cudaStreamCaptureModeThreadLocal));
     gp_status st = run_stage(x, ffn, layer, m);
     cudaError_t ce = cudaStreamEndCapture(s, &graph);
     if (st != GP_OK) {
@@ -159,7 +157,7 @@ static gp_status cx_step_begin(void *ctx, const gp_step_plan *plan, const int *s
     x->g = NULL;
     if (x->use_graphs)
         GP_TRY(graphs_for_step(x));
-    CU(cudaEventRecord(x->ev_step_begin, p->a.stream));
+    GP_CUDA_TRY(cudaEventRecord(x->ev_step_begin, p->a.stream));
     return gp_engine_embed_stage(x->e, 0, plan->B, &p->a);
 }
 
@@ -190,10 +188,10 @@ static gp_status cx_attn(void *ctx, int layer, int m, gp_payload *out)
     cudaStream_t s = p->a.stream;
     const gp_config *c = gp_engine_config(x->e);
     if (layer > 0) /* the residual rows are the previous FFN's output */
-        CU(cudaStreamWaitEvent(s, *evp(x, EV_F_DONE, layer - 1, m), 0));
-    CU(cudaEventRecord(*evp(x, EV_A_BEGIN, layer, m), s));
+        GP_CUDA_TRY(cudaStreamWaitEvent(s, *evp(x, EV_F_DONE, layer - 1, m), 0));
+    GP_CUDA_TRY(cudaEventRecord(*evp(x, EV_A_BEGIN, layer, m), s));
     GP_TRY(launch(x, 0, layer, m, s));
-    CU(cudaEventRecord(*evp(x, EV_A_DONE, layer, m), s));
+    GP_CUDA_TRY(cudaEventRecord(*evp(x, EV_A_DONE, layer, m), s));
     int b0 = x->plan.b0[m], nb = x->plan.nb[m];
     size_t H = (size_t)c->hidden, QD = (size_t)c->n_heads * (size_t)c->head_dim;
     /* The O projection already added the attention output into the fp32
@@ -208,16 +206,16 @@ static gp_status cx_ffn(void *ctx, const gp_payload *in)
 {
     gp_cuda_exec *x = ctx;
     cudaStream_t s = x->pairs[x->cur].f.stream;
-    CU(cudaStreamWaitEvent(s, (cudaEvent_t)in->event, 0));
-    CU(cudaEventRecord(*evp(x, EV_F_BEGIN, in->layer, in->micro), s));
+    GP_CUDA_TRY(cudaStreamWaitEvent(s, (cudaEvent_t)in->event, 0));
+    GP_CUDA_TRY(cudaEventRecord(*evp(x, EV_F_BEGIN, in->layer, in->micro), s));
     GP_TRY(launch(x, 1, in->layer, in->micro, s));
-    CU(cudaEventRecord(*evp(x, EV_F_DONE, in->layer, in->micro), s));
+    GP_CUDA_TRY(cudaEventRecord(*evp(x, EV_F_DONE, in->layer, in->micro), s));
     return GP_OK;
 }
 
 static gp_status elapsed(gp_cuda_exec *x, cudaEvent_t ev, float *ms)
 {
-    CU(cudaEventElapsedTime(ms, x->ev_step_begin, ev));
+    GP_CUDA_TRY(cudaEventElapsedTime(ms, x->ev_step_begin, ev));
     return GP_OK;
 }
 
@@ -228,7 +226,7 @@ static gp_status cx_step_end(void *ctx, int32_t *next, float *logits, gp_step_ti
     cudaStream_t s = p->f.stream;
     /* stream F ran every FFN stage in order, so the head follows the last one */
     GP_TRY(gp_engine_head_stage(x->e, 0, x->plan.B, &p->f));
-    CU(cudaEventRecord(x->ev_step_end, s));
+    GP_CUDA_TRY(cudaEventRecord(x->ev_step_end, s));
     GP_TRY(gp_engine_step_finish(x->e, x->plan.B, x->seq_ids, next, logits, s));
     GP_TRY(elapsed(x, x->ev_step_end, &t->step_ms));
     int M = x->plan.M;
