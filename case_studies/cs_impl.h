@@ -55,6 +55,20 @@ bool cs_row_has_trace(const gp_cs_row *r);
  * driver message) become '?' rather than failing the whole report. */
 struct json_t *cs_json_text(const char *s);
 
+/* A JSON builder that remembers any failed allocation, so writers read as a
+ * list of fields with one check at the end (cs_json.c, cs_tuning.c). */
+typedef struct cs_jb {
+    bool failed;
+} cs_jb;
+void cs_put(cs_jb *b, struct json_t *obj, const char *key, struct json_t *v);
+/* JSON has no NaN or infinity: an absent figure is null. */
+struct json_t *cs_json_real(double v);
+void cs_put_real(cs_jb *b, struct json_t *obj, const char *key, double v);
+void cs_put_int(cs_jb *b, struct json_t *obj, const char *key, long long v);
+void cs_put_bool(cs_jb *b, struct json_t *obj, const char *key, bool v);
+void cs_put_str(cs_jb *b, struct json_t *obj, const char *key, const char *s);
+void cs_append(cs_jb *b, struct json_t *arr, struct json_t *v);
+
 /* ------------------------------------------------------------ output files */
 
 /* Opens path for writing; NULL with GP_ERR_IO text naming what and the path. */

@@ -7,27 +7,27 @@
 #include <stdlib.h>
 #include <string.h>
 
-/* Builder that remembers any failed allocation, so the calls read as a list
- * of fields and the check happens once at the end. */
-typedef struct jb {
-    bool failed;
-} jb;
-
-static void put(jb *b, json_t *obj, const char *key, json_t *v)
+void cs_put(cs_jb *b, json_t *obj, const char *key, json_t *v)
 {
     /* json_object_set_new takes the reference even on failure */
-    if (!v || json_object_set_new(obj, key, v) != 0)
+    if (!obj || !v || json_object_set_new(obj, key, v) != 0)
         b->failed = true;
 }
 
-/* JSON has no NaN or infinity; an absent figure is null. */
-static json_t *real_or_null(double v)
+json_t *cs_json_real(double v)
 {
     return isfinite(v) ? json_real(v) : json_null();
 }
 
-static void put_real(jb *b, json_t *obj, const char *key, double v) { put(b, obj, key, real_or_null(v)); }
-static void put_int(jb *b, json_t *obj, const char *key, long long v) { put(b, obj, key, json_integer(v)); }
+void cs_put_real(cs_jb *b, json_t *obj, const char *key, double v) { cs_put(b, obj, key, cs_json_real(v)); }
+void cs_put_int(cs_jb *b, json_t *obj, const char *key, long long v) { cs_put(b, obj, key, json_integer(v)); }
+void cs_put_bool(cs_jb *b, json_t *obj, const char *key, bool v) { cs_put(b, obj, key, json_boolean(v)); }
+
+void cs_append(cs_jb *b, json_t *arr, json_t *v)
+{
+    if (!arr || !v || json_array_append_new(arr, v) != 0)
+        b->failed = true;
+}
 json_t *cs_json_text(const char *s)
 {
     s = s ? s : "";
@@ -46,37 +46,37 @@ json_t *cs_json_text(const char *s)
     return j;
 }
 
-static void put_str(jb *b, json_t *obj, const char *key, const char *s)
+void cs_put_str(cs_jb *b, json_t *obj, const char *key, const char *s)
 {
-    put(b, obj, key, cs_json_text(s));
+    cs_put(b, obj, key, cs_json_text(s));
 }
 
-static json_t *meta_json(jb *b, const gp_cs_meta *m)
+static json_t *meta_json(cs_jb *b, const gp_cs_meta *m)
 {
     json_t *o = json_object();
     if (!o) {
         b->failed = true;
         return NULL;
     }
-    put_str(b, o, "gpu", m->gpu);
-    put_int(b, o, "sm_count", m->sm_count);
-    put_str(b, o, "driver", m->driver);
-    put_str(b, o, "cuda", m->cuda);
-    put_str(b, o, "commit", m->commit);
-    put_str(b, o, "model", m->model);
-    put_str(b, o, "timestamp", m->timestamp);
-    put_str(b, o, "notes", m->notes);
+    cs_put_str(b, o, "gpu", m->gpu);
+    cs_put_int(b, o, "sm_count", m->sm_count);
+    cs_put_str(b, o, "driver", m->driver);
+    cs_put_str(b, o, "cuda", m->cuda);
+    cs_put_str(b, o, "commit", m->commit);
+    cs_put_str(b, o, "model", m->model);
+    cs_put_str(b, o, "timestamp", m->timestamp);
+    cs_put_str(b, o, "notes", m->notes);
     return o;
 }
 
 /* [n_layers][M] as nested arrays, layer-major as the row stores them. */
-static json_t *grid_json(jb *b, const float *v, int n_layers, int M)
+static json_t *grid_json(cs_jb *b, const float *v, int n_layers, int M)
 {
     json_t *outer = json_array();
     for (int l = 0; outer && l < n_layers; l++) {
         json_t *inner = json_array();
         for (int m = 0; inner && m < M; m++)
-            if (json_array_append_new(inner, real_or_null(v[l * M + m])) != 0)
+            if (json_array_append_new(inner, cs_json_real(v[l * M + m])) != 0)
                 b->failed = true;
         if (!inner || json_array_append_new(outer, inner) != 0)
             b->failed = true;
@@ -86,7 +86,7 @@ static json_t *grid_json(jb *b, const float *v, int n_layers, int M)
     return outer;
 }
 
-static json_t *trace_json(jb *b, const gp_cs_row *r)
+static json_t *trace_json(cs_jb *b, const gp_cs_row *r)
 {
     if (!cs_row_has_trace(r))
         return json_null();
@@ -94,90 +94,90 @@ static json_t *trace_json(jb *b, const gp_cs_row *r)
     json_t *o = json_object();
     if (!o)
         return NULL;
-    put_int(b, o, "n_layers", t->n_layers);
-    put_int(b, o, "M", t->M);
-    put_real(b, o, "step_ms", t->step_ms);
-    put(b, o, "attn_begin_ms", grid_json(b, t->attn_begin, t->n_layers, t->M));
-    put(b, o, "attn_end_ms", grid_json(b, t->attn_end, t->n_layers, t->M));
-    put(b, o, "ffn_begin_ms", grid_json(b, t->ffn_begin, t->n_layers, t->M));
-    put(b, o, "ffn_end_ms", grid_json(b, t->ffn_end, t->n_layers, t->M));
+    cs_put_int(b, o, "n_layers", t->n_layers);
+    cs_put_int(b, o, "M", t->M);
+    cs_put_real(b, o, "step_ms", t->step_ms);
+    cs_put(b, o, "attn_begin_ms", grid_json(b, t->attn_begin, t->n_layers, t->M));
+    cs_put(b, o, "attn_end_ms", grid_json(b, t->attn_end, t->n_layers, t->M));
+    cs_put(b, o, "ffn_begin_ms", grid_json(b, t->ffn_begin, t->n_layers, t->M));
+    cs_put(b, o, "ffn_end_ms", grid_json(b, t->ffn_end, t->n_layers, t->M));
     return o;
 }
 
-static json_t *decision_json(jb *b, const gp_rebalance_decision *d)
+static json_t *decision_json(cs_jb *b, const gp_rebalance_decision *d)
 {
     json_t *o = json_object();
     if (!o)
         return NULL;
-    put_int(b, o, "step", d->step);
-    put_int(b, o, "from", d->from);
-    put_int(b, o, "to", d->to);
-    put_int(b, o, "from_a", d->from_a);
-    put_int(b, o, "to_a", d->to_a);
-    put_real(b, o, "attn_ms", d->attn_ms);
-    put_real(b, o, "ffn_ms", d->ffn_ms);
-    put_real(b, o, "attn_backlog", d->attn_backlog);
-    put_real(b, o, "ffn_backlog", d->ffn_backlog);
-    put_real(b, o, "a2f_mb_per_token", d->a2f_mb_per_token);
-    put_real(b, o, "step_ms", d->step_ms);
-    put_real(b, o, "target_share", d->target_share);
-    put_real(b, o, "predicted_from_ms", d->predicted_from_ms);
-    put_real(b, o, "predicted_to_ms", d->predicted_to_ms);
-    put_str(b, o, "reason", d->reason);
+    cs_put_int(b, o, "step", d->step);
+    cs_put_int(b, o, "from", d->from);
+    cs_put_int(b, o, "to", d->to);
+    cs_put_int(b, o, "from_a", d->from_a);
+    cs_put_int(b, o, "to_a", d->to_a);
+    cs_put_real(b, o, "attn_ms", d->attn_ms);
+    cs_put_real(b, o, "ffn_ms", d->ffn_ms);
+    cs_put_real(b, o, "attn_backlog", d->attn_backlog);
+    cs_put_real(b, o, "ffn_backlog", d->ffn_backlog);
+    cs_put_real(b, o, "a2f_mb_per_token", d->a2f_mb_per_token);
+    cs_put_real(b, o, "step_ms", d->step_ms);
+    cs_put_real(b, o, "target_share", d->target_share);
+    cs_put_real(b, o, "predicted_from_ms", d->predicted_from_ms);
+    cs_put_real(b, o, "predicted_to_ms", d->predicted_to_ms);
+    cs_put_str(b, o, "reason", d->reason);
     return o;
 }
 
-static json_t *row_json(jb *b, const gp_cs_row *r)
+static json_t *row_json(cs_jb *b, const gp_cs_row *r)
 {
     json_t *o = json_object();
     if (!o)
         return NULL;
-    put_str(b, o, "workload", r->workload);
-    put_int(b, o, "B", r->B);
-    put_int(b, o, "C", r->C);
-    put(b, o, "seq", json_boolean(r->seq));
+    cs_put_str(b, o, "workload", r->workload);
+    cs_put_int(b, o, "B", r->B);
+    cs_put_int(b, o, "C", r->C);
+    cs_put(b, o, "seq", json_boolean(r->seq));
     json_t *s = json_object();
     if (s) {
-        put_int(b, s, "a_req", r->split.a_req);
+        cs_put_int(b, s, "a_req", r->split.a_req);
         /* a negative request is the shorthand: F gets the rest */
-        put(b, s, "f_req", r->split.f_req < 0 ? json_null() : json_integer(r->split.f_req));
-        put_int(b, s, "a_got", r->split.a_got);
-        put_int(b, s, "f_got", r->split.f_got);
-        put(b, s, "partitioned", json_boolean(r->split.partitioned));
-        put_str(b, s, "unit", r->split.unit ? r->split.unit : "SMs");
+        cs_put(b, s, "f_req", r->split.f_req < 0 ? json_null() : json_integer(r->split.f_req));
+        cs_put_int(b, s, "a_got", r->split.a_got);
+        cs_put_int(b, s, "f_got", r->split.f_got);
+        cs_put(b, s, "partitioned", json_boolean(r->split.partitioned));
+        cs_put_str(b, s, "unit", r->split.unit ? r->split.unit : "SMs");
     }
-    put(b, o, "split", s);
-    put_int(b, o, "M", r->M);
-    put_int(b, o, "depth", r->depth);
-    put_str(b, o, "rebalance", cs_rebalance_name(r->rebalance));
-    put(b, o, "ok", json_boolean(r->ok));
-    put(b, o, "error", r->ok ? json_null() : cs_json_text(r->error));
+    cs_put(b, o, "split", s);
+    cs_put_int(b, o, "M", r->M);
+    cs_put_int(b, o, "depth", r->depth);
+    cs_put_str(b, o, "rebalance", cs_rebalance_name(r->rebalance));
+    cs_put(b, o, "ok", json_boolean(r->ok));
+    cs_put(b, o, "error", r->ok ? json_null() : cs_json_text(r->error));
 
     json_t *samples = json_array();
     for (int i = 0; samples && r->samples_ms && i < r->n_samples; i++)
-        if (json_array_append_new(samples, real_or_null(r->samples_ms[i])) != 0)
+        if (json_array_append_new(samples, cs_json_real(r->samples_ms[i])) != 0)
             b->failed = true;
-    put(b, o, "samples_ms", samples);
+    cs_put(b, o, "samples_ms", samples);
     /* Outcome figures of a failed configuration are null, not zeros that
      * could be read as measurements. */
     double na = NAN;
     bool ok = r->ok;
-    put_real(b, o, "ms_median", ok ? r->ms_median : na);
-    put_real(b, o, "ms_min", ok ? r->ms_min : na);
-    put_real(b, o, "ms_max", ok ? r->ms_max : na);
-    put_real(b, o, "tokens_per_s", ok ? r->tokens_per_s : na);
-    put_real(b, o, "attn_ms_per_layer", ok ? r->attn_ms_per_layer : na);
-    put_real(b, o, "ffn_ms_per_layer", ok ? r->ffn_ms_per_layer : na);
-    put_real(b, o, "a2f_mb_per_token", ok ? r->a2f_mb_per_token : na);
-    put_real(b, o, "ring_occupancy_mean", ok ? r->ring_occupancy_mean : na);
-    put_real(b, o, "attn_backlog", ok ? r->attn_backlog : na);
-    put_real(b, o, "ffn_backlog", ok ? r->ffn_backlog : na);
-    put_real(b, o, "attn_idle_share", ok ? r->attn_idle_share : na);
-    put_real(b, o, "ffn_idle_share", ok ? r->ffn_idle_share : na);
-    put_real(b, o, "floor_ms", r->floor_ms > 0 ? r->floor_ms : na);
-    put_real(b, o, "floor_share", ok ? r->floor_share : na);
-    put_real(b, o, "speedup_vs_seq", ok && r->speedup_vs_seq > 0 ? r->speedup_vs_seq : na);
-    put(b, o, "trace", trace_json(b, r));
+    cs_put_real(b, o, "ms_median", ok ? r->ms_median : na);
+    cs_put_real(b, o, "ms_min", ok ? r->ms_min : na);
+    cs_put_real(b, o, "ms_max", ok ? r->ms_max : na);
+    cs_put_real(b, o, "tokens_per_s", ok ? r->tokens_per_s : na);
+    cs_put_real(b, o, "attn_ms_per_layer", ok ? r->attn_ms_per_layer : na);
+    cs_put_real(b, o, "ffn_ms_per_layer", ok ? r->ffn_ms_per_layer : na);
+    cs_put_real(b, o, "a2f_mb_per_token", ok ? r->a2f_mb_per_token : na);
+    cs_put_real(b, o, "ring_occupancy_mean", ok ? r->ring_occupancy_mean : na);
+    cs_put_real(b, o, "attn_backlog", ok ? r->attn_backlog : na);
+    cs_put_real(b, o, "ffn_backlog", ok ? r->ffn_backlog : na);
+    cs_put_real(b, o, "attn_idle_share", ok ? r->attn_idle_share : na);
+    cs_put_real(b, o, "ffn_idle_share", ok ? r->ffn_idle_share : na);
+    cs_put_real(b, o, "floor_ms", r->floor_ms > 0 ? r->floor_ms : na);
+    cs_put_real(b, o, "floor_share", ok ? r->floor_share : na);
+    cs_put_real(b, o, "speedup_vs_seq", ok && r->speedup_vs_seq > 0 ? r->speedup_vs_seq : na);
+    cs_put(b, o, "trace", trace_json(b, r));
 
     json_t *dec = json_array();
     for (int i = 0; dec && r->decisions && i < r->n_decisions; i++) {
@@ -185,13 +185,13 @@ static json_t *row_json(jb *b, const gp_cs_row *r)
         if (!d || json_array_append_new(dec, d) != 0)
             b->failed = true;
     }
-    put(b, o, "decisions", dec);
+    cs_put(b, o, "decisions", dec);
     return o;
 }
 
 void *gp_cs_row_json(const gp_cs_row *r)
 {
-    jb b = { false };
+    cs_jb b = { false };
     json_t *o = r ? row_json(&b, r) : NULL;
     if (b.failed) {
         json_decref(o);
@@ -203,7 +203,7 @@ void *gp_cs_row_json(const gp_cs_row *r)
 void *gp_cs_meta_json(const gp_cs_meta *m)
 {
     static const gp_cs_meta none;
-    jb b = { false };
+    cs_jb b = { false };
     json_t *o = meta_json(&b, m ? m : &none);
     if (b.failed) {
         json_decref(o);
@@ -215,20 +215,20 @@ void *gp_cs_meta_json(const gp_cs_meta *m)
 gp_status gp_cs_write_json(const char *path, const gp_cs_meta *m, const gp_cs_row *rows, int n)
 {
     static const gp_cs_meta none;
-    jb b = { false };
+    cs_jb b = { false };
     json_t *root = json_object();
     if (!root)
         GP_FAIL(GP_ERR_NO_MEMORY, "JSON report: out of memory");
-    put_str(&b, root, "format", "greenpipe decode_pipeline_case_study");
-    put_int(&b, root, "version", 1);
-    put(&b, root, "meta", meta_json(&b, m ? m : &none));
+    cs_put_str(&b, root, "format", "greenpipe decode_pipeline_case_study");
+    cs_put_int(&b, root, "version", 1);
+    cs_put(&b, root, "meta", meta_json(&b, m ? m : &none));
     json_t *arr = json_array();
     for (int i = 0; arr && rows && i < n; i++) {
         json_t *r = row_json(&b, &rows[i]);
         if (!r || json_array_append_new(arr, r) != 0)
             b.failed = true;
     }
-    put(&b, root, "rows", arr);
+    cs_put(&b, root, "rows", arr);
     if (b.failed) {
         json_decref(root);
         GP_FAIL(GP_ERR_NO_MEMORY, "JSON report for '%s': out of memory building the document", path ? path : "");

@@ -8,6 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "cs_impl.h"
 #include "cs_tuning_impl.h"
 
 /* The rule's documentation, written into the file beside its numbers. */
@@ -26,47 +27,6 @@ static const char RULE_DOC[] =
     "SMs on F); M and ring depth those of the winning workload nearest in (log2 B, log2 (1 + C)). A workload whose "
     "best row is seq (no split beat the sequential engine) is a losing point.";
 
-/* Builder that remembers a failed allocation, so the code reads as a list of
- * fields with one check at the end. */
-typedef struct jb {
-    bool failed;
-} jb;
-
-static void put(jb *b, json_t *o, const char *key, json_t *v)
-{
-    if (!o || !v || json_object_set_new(o, key, v) != 0) /* set_new takes v's reference even on failure */
-        b->failed = true;
-}
-static json_t *num(double v) { return isfinite(v) ? json_real(v) : json_null(); }
-static void put_num(jb *b, json_t *o, const char *k, double v) { put(b, o, k, num(v)); }
-static void put_int(jb *b, json_t *o, const char *k, long long v) { put(b, o, k, json_integer(v)); }
-static void put_bool(jb *b, json_t *o, const char *k, bool v) { put(b, o, k, json_boolean(v)); }
-
-/* Text fields are written as given; bytes that are not UTF-8 become '?'
- * rather than failing the whole file. */
-static void put_str(jb *b, json_t *o, const char *k, const char *s)
-{
-    s = s ? s : "";
-    json_t *j = json_string(s);
-    if (!j) {
-        size_t n = strlen(s);
-        char *c = malloc(n + 1);
-        if (c) {
-            for (size_t i = 0; i <= n; i++)
-                c[i] = (unsigned char)s[i] < 0x80 ? s[i] : '?';
-            j = json_string(c);
-            free(c);
-        }
-    }
-    put(b, o, k, j);
-}
-
-static void append(jb *b, json_t *arr, json_t *v)
-{
-    if (!arr || !v || json_array_append_new(arr, v) != 0)
-        b->failed = true;
-}
-
 /* Attention share of a row's split: obtained when partitioned. */
 static double row_share(const gp_cs_row *r, int sm_count)
 {
@@ -82,33 +42,33 @@ static bool usable(const gp_cs_row *r)
     return r->ok && r->rebalance == GP_REBALANCE_OFF && isfinite(r->ms_median) && r->ms_median > 0;
 }
 
-static json_t *row_json(jb *b, const gp_cs_row *r)
+static json_t *row_json(cs_jb *b, const gp_cs_row *r)
 {
     json_t *o = json_object();
-    put_str(b, o, "workload", r->workload);
-    put_int(b, o, "B", r->B);
-    put_int(b, o, "C", r->C);
-    put_bool(b, o, "seq", r->seq);
-    put_str(b, o, "tag", r->tag);
-    put_int(b, o, "attn_req", r->split.a_req);
-    put_int(b, o, "ffn_req", r->split.f_req);
-    put_int(b, o, "attn_got", r->split.a_got);
-    put_int(b, o, "ffn_got", r->split.f_got);
-    put_bool(b, o, "partitioned", r->split.partitioned);
-    put_int(b, o, "M", r->M);
-    put_int(b, o, "depth", r->depth);
-    put_str(b, o, "rebalance", gp_rebalance_policy_name(r->rebalance));
-    put_bool(b, o, "ok", r->ok);
+    cs_put_str(b, o, "workload", r->workload);
+    cs_put_int(b, o, "B", r->B);
+    cs_put_int(b, o, "C", r->C);
+    cs_put_bool(b, o, "seq", r->seq);
+    cs_put_str(b, o, "tag", r->tag);
+    cs_put_int(b, o, "attn_req", r->split.a_req);
+    cs_put_int(b, o, "ffn_req", r->split.f_req);
+    cs_put_int(b, o, "attn_got", r->split.a_got);
+    cs_put_int(b, o, "ffn_got", r->split.f_got);
+    cs_put_bool(b, o, "partitioned", r->split.partitioned);
+    cs_put_int(b, o, "M", r->M);
+    cs_put_int(b, o, "depth", r->depth);
+    cs_put_str(b, o, "rebalance", gp_rebalance_policy_name(r->rebalance));
+    cs_put_bool(b, o, "ok", r->ok);
     if (r->ok) {
-        put_num(b, o, "ms_median", r->ms_median);
-        put_num(b, o, "ms_min", r->ms_min);
-        put_num(b, o, "ms_max", r->ms_max);
-        put_num(b, o, "tokens_per_s", r->tokens_per_s);
-        put_num(b, o, "speedup_vs_seq", r->speedup_vs_seq);
-        put_num(b, o, "floor_ms", r->floor_ms);
-        put_int(b, o, "samples", r->n_samples);
+        cs_put_real(b, o, "ms_median", r->ms_median);
+        cs_put_real(b, o, "ms_min", r->ms_min);
+        cs_put_real(b, o, "ms_max", r->ms_max);
+        cs_put_real(b, o, "tokens_per_s", r->tokens_per_s);
+        cs_put_real(b, o, "speedup_vs_seq", r->speedup_vs_seq);
+        cs_put_real(b, o, "floor_ms", r->floor_ms);
+        cs_put_int(b, o, "samples", r->n_samples);
     } else {
-        put_str(b, o, "error", r->error);
+        cs_put_str(b, o, "error", r->error);
     }
     return o;
 }
@@ -151,93 +111,79 @@ static const gp_cs_row *best_row(const wl *w)
     return w->seq;
 }
 
-static json_t *best_json(jb *b, const wl *w, int sm_count)
+static json_t *best_json(cs_jb *b, const wl *w, int sm_count)
 {
     json_t *o = json_object();
     const gp_cs_row *r = best_row(w);
-    put_str(b, o, "workload", w->label);
-    put_int(b, o, "B", w->B);
-    put_int(b, o, "C", w->C);
-    put_bool(b, o, "ok", r != NULL);
+    cs_put_str(b, o, "workload", w->label);
+    cs_put_int(b, o, "B", w->B);
+    cs_put_int(b, o, "C", w->C);
+    cs_put_bool(b, o, "ok", r != NULL);
     if (!r) {
-        put_str(b, o, "error", "no configuration of this workload ran");
+        cs_put_str(b, o, "error", "no configuration of this workload ran");
         return o;
     }
-    put_bool(b, o, "seq", r->seq);
-    put_int(b, o, "attn_sms", r->seq ? 0 : r->split.a_req);
-    put_int(b, o, "ffn_sms", r->seq ? 0 : r->split.f_req);
-    put_int(b, o, "attn_got", r->seq ? 0 : r->split.a_got);
-    put_int(b, o, "ffn_got", r->seq ? 0 : r->split.f_got);
-    put_num(b, o, "attn_share", r->seq ? 0 : row_share(r, sm_count));
-    put_int(b, o, "M", r->seq ? 1 : r->M);
-    put_int(b, o, "depth", r->depth);
-    put_num(b, o, "ms", r->ms_median);
-    put_num(b, o, "tokens_per_s", r->tokens_per_s);
-    put_num(b, o, "seq_ms", w->seq ? w->seq->ms_median : NAN);
-    put_num(b, o, "speedup_vs_seq", w->seq ? w->seq->ms_median / r->ms_median : NAN);
+    cs_put_bool(b, o, "seq", r->seq);
+    cs_put_int(b, o, "attn_sms", r->seq ? 0 : r->split.a_req);
+    cs_put_int(b, o, "ffn_sms", r->seq ? 0 : r->split.f_req);
+    cs_put_int(b, o, "attn_got", r->seq ? 0 : r->split.a_got);
+    cs_put_int(b, o, "ffn_got", r->seq ? 0 : r->split.f_got);
+    cs_put_real(b, o, "attn_share", r->seq ? 0 : row_share(r, sm_count));
+    cs_put_int(b, o, "M", r->seq ? 1 : r->M);
+    cs_put_int(b, o, "depth", r->depth);
+    cs_put_real(b, o, "ms", r->ms_median);
+    cs_put_real(b, o, "tokens_per_s", r->tokens_per_s);
+    cs_put_real(b, o, "seq_ms", w->seq ? w->seq->ms_median : NAN);
+    cs_put_real(b, o, "speedup_vs_seq", w->seq ? w->seq->ms_median / r->ms_median : NAN);
     return o;
 }
 
-static json_t *rule_json(jb *b, const cs_rule *ru)
+static json_t *rule_json(cs_jb *b, const cs_rule *ru)
 {
     json_t *o = json_object();
-    put_str(b, o, "doc", RULE_DOC);
-    put_bool(b, o, "split", ru->split);
-    put(b, o, "threshold", ru->split ? json_real(ru->threshold) : json_null());
+    cs_put_str(b, o, "doc", RULE_DOC);
+    cs_put_bool(b, o, "split", ru->split);
+    cs_put(b, o, "threshold", ru->split ? json_real(ru->threshold) : json_null());
     json_t *sh = json_object();
-    put_num(b, sh, "k0", ru->k0);
-    put_num(b, sh, "k1", ru->k1);
-    put(b, o, "share", sh);
-    put_num(b, o, "bandwidth_bytes_per_s", GP_HBM_BYTES_PER_S);
-    put_num(b, o, "gemm_flops_per_s", GP_GEMM_FLOPS_PER_S);
-    put_int(b, o, "training_errors", ru->training_errors);
+    cs_put_real(b, sh, "k0", ru->k0);
+    cs_put_real(b, sh, "k1", ru->k1);
+    cs_put(b, o, "share", sh);
+    cs_put_real(b, o, "bandwidth_bytes_per_s", GP_HBM_BYTES_PER_S);
+    cs_put_real(b, o, "gemm_flops_per_s", GP_GEMM_FLOPS_PER_S);
+    cs_put_int(b, o, "training_errors", ru->training_errors);
     json_t *pts = json_array();
     for (int i = 0; i < ru->n_points; i++) {
         const cs_point *p = &ru->points[i];
         json_t *q = json_object();
-        put_str(b, q, "workload", p->workload);
-        put_int(b, q, "B", p->B);
-        put_int(b, q, "C", p->C);
-        put_bool(b, q, "has_seq", p->has_seq);
-        put_bool(b, q, "won", p->won);
-        put_num(b, q, "headroom", p->headroom);
-        put_num(b, q, "attn_frac", p->attn_frac);
-        put_num(b, q, "best_share", p->won ? p->best_share : NAN);
-        put_int(b, q, "best_attn_sms", p->best_attn_sms);
-        put_int(b, q, "M", p->M);
-        put_int(b, q, "depth", p->depth);
-        put_num(b, q, "speedup", p->speedup > 0 ? p->speedup : NAN);
-        append(b, pts, q);
+        cs_put_str(b, q, "workload", p->workload);
+        cs_put_int(b, q, "B", p->B);
+        cs_put_int(b, q, "C", p->C);
+        cs_put_bool(b, q, "has_seq", p->has_seq);
+        cs_put_bool(b, q, "won", p->won);
+        cs_put_real(b, q, "headroom", p->headroom);
+        cs_put_real(b, q, "attn_frac", p->attn_frac);
+        cs_put_real(b, q, "best_share", p->won ? p->best_share : NAN);
+        cs_put_int(b, q, "best_attn_sms", p->best_attn_sms);
+        cs_put_int(b, q, "M", p->M);
+        cs_put_int(b, q, "depth", p->depth);
+        cs_put_real(b, q, "speedup", p->speedup > 0 ? p->speedup : NAN);
+        cs_append(b, pts, q);
     }
-    put(b, o, "points", pts);
+    cs_put(b, o, "points", pts);
     return o;
 }
 
-static json_t *model_json(jb *b, const gp_config *c)
+static json_t *model_json(cs_jb *b, const gp_config *c)
 {
     json_t *o = json_object();
-    put_str(b, o, "name", c->name);
-    put_int(b, o, "n_layers", c->n_layers);
-    put_int(b, o, "hidden", c->hidden);
-    put_int(b, o, "n_heads", c->n_heads);
-    put_int(b, o, "n_kv_heads", c->n_kv_heads);
-    put_int(b, o, "head_dim", c->head_dim);
-    put_int(b, o, "ffn", c->ffn);
-    put_int(b, o, "vocab", c->vocab);
-    return o;
-}
-
-static json_t *meta_json(jb *b, const gp_cs_meta *m)
-{
-    json_t *o = json_object();
-    put_str(b, o, "gpu", m->gpu);
-    put_int(b, o, "sm_count", m->sm_count);
-    put_str(b, o, "driver", m->driver);
-    put_str(b, o, "cuda", m->cuda);
-    put_str(b, o, "commit", m->commit);
-    put_str(b, o, "model", m->model);
-    put_str(b, o, "timestamp", m->timestamp);
-    put_str(b, o, "notes", m->notes);
+    cs_put_str(b, o, "name", c->name);
+    cs_put_int(b, o, "n_layers", c->n_layers);
+    cs_put_int(b, o, "hidden", c->hidden);
+    cs_put_int(b, o, "n_heads", c->n_heads);
+    cs_put_int(b, o, "n_kv_heads", c->n_kv_heads);
+    cs_put_int(b, o, "head_dim", c->head_dim);
+    cs_put_int(b, o, "ffn", c->ffn);
+    cs_put_int(b, o, "vocab", c->vocab);
     return o;
 }
 
@@ -303,21 +249,21 @@ gp_status gp_cs_tuning_write(const char *path, const gp_cs_meta *m, const gp_con
     cs_rule rule;
     cs_rule_fit(pts, np, &rule);
 
-    jb b = {false};
+    cs_jb b = {false};
     json_t *root = json_object();
-    put_str(&b, root, "format", CS_TUNING_FORMAT);
-    put_int(&b, root, "version", CS_TUNING_VERSION);
-    put(&b, root, "meta", meta_json(&b, m));
-    put(&b, root, "model", model_json(&b, cfg));
+    cs_put_str(&b, root, "format", CS_TUNING_FORMAT);
+    cs_put_int(&b, root, "version", CS_TUNING_VERSION);
+    cs_put(&b, root, "meta", gp_cs_meta_json(m));
+    cs_put(&b, root, "model", model_json(&b, cfg));
     json_t *ra = json_array();
     for (int i = 0; i < n; i++)
-        append(&b, ra, row_json(&b, &rows[i]));
-    put(&b, root, "rows", ra);
+        cs_append(&b, ra, row_json(&b, &rows[i]));
+    cs_put(&b, root, "rows", ra);
     json_t *ba = json_array();
     for (int i = 0; i < nw; i++)
-        append(&b, ba, best_json(&b, &w[i], m->sm_count));
-    put(&b, root, "best", ba);
-    put(&b, root, "rule", rule_json(&b, &rule));
+        cs_append(&b, ba, best_json(&b, &w[i], m->sm_count));
+    cs_put(&b, root, "best", ba);
+    cs_put(&b, root, "rule", rule_json(&b, &rule));
     free(w);
     free(pts);
     char *text = b.failed ? NULL : json_dumps(root, JSON_INDENT(1) | JSON_PRESERVE_ORDER | JSON_REAL_PRECISION(9));
