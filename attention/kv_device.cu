@@ -60,19 +60,7 @@ extern "C" gp_status gp_kv_device_create(const gp_kv_layout *l, int max_seqs,
     if (!l || !out)
         GP_FAIL(GP_ERR_INVALID_ARG, "gp_kv_device_create: layout and out must not be NULL");
     *out = NULL;
-    const struct { const char *name; int v; } pos[] = {
-        { "layout.n_layers", l->n_layers },   { "layout.n_kv_heads", l->n_kv_heads },
-        { "layout.head_dim", l->head_dim },   { "layout.block_size", l->block_size },
-        { "layout.n_blocks", l->n_blocks },   { "max_seqs", max_seqs },
-        { "max_blocks_per_seq", max_blocks_per_seq },
-    };
-    for (size_t i = 0; i < sizeof pos / sizeof pos[0]; i++)
-        if (pos[i].v <= 0)
-            GP_FAIL(GP_ERR_INVALID_ARG, "gp_kv_device_create: %s = %d must be positive",
-                    pos[i].name, pos[i].v);
-    if ((int64_t)max_blocks_per_seq * l->block_size > INT_MAX)
-        GP_FAIL(GP_ERR_INVALID_ARG, "gp_kv_device_create: max_blocks_per_seq = %d times "
-                "block_size = %d exceeds %d positions", max_blocks_per_seq, l->block_size, INT_MAX);
+    GP_TRY(gp_kv_layout_check(l, max_seqs, max_blocks_per_seq, "gp_kv_device_create"));
     uint64_t pool_bytes, table_elems;
     uint64_t total = gp_kv_device_bytes(l, max_seqs, max_blocks_per_seq);
     if (!gp_kv_device_sizes(l, max_seqs, max_blocks_per_seq, &pool_bytes, &table_elems)

@@ -187,6 +187,9 @@ static inline GP_HD size_t gp_kv_offset(const gp_kv_layout *l, int block, int sl
 }
 /* Elements in one layer's K (or V) pool. */
 uint64_t gp_kv_layer_elems(const gp_kv_layout *l);
+/* Every count positive and a full block table addressable by int positions;
+ * who names the caller in the message. */
+gp_status gp_kv_layout_check(const gp_kv_layout *l, int max_seqs, int max_blocks_per_seq, const char *who);
 
 /* Host-side bookkeeping: block pool and per-sequence block tables. */
 typedef struct gp_kv_tables gp_kv_tables;

@@ -30,12 +30,8 @@ uint64_t gp_kv_layer_elems(const gp_kv_layout *l)
     return c;
 }
 
-gp_status gp_kv_tables_create(const gp_kv_layout *l, int max_seqs, int max_blocks_per_seq,
-                              gp_kv_tables **out)
+gp_status gp_kv_layout_check(const gp_kv_layout *l, int max_seqs, int max_blocks_per_seq, const char *who)
 {
-    if (!l || !out)
-        GP_FAIL(GP_ERR_INVALID_ARG, "gp_kv_tables_create: layout and out must not be NULL");
-    *out = NULL;
     const struct { const char *name; int v; } pos[] = {
         { "layout.n_layers", l->n_layers },   { "layout.n_kv_heads", l->n_kv_heads },
         { "layout.head_dim", l->head_dim },   { "layout.block_size", l->block_size },
@@ -44,13 +40,21 @@ gp_status gp_kv_tables_create(const gp_kv_layout *l, int max_seqs, int max_block
     };
     for (size_t i = 0; i < sizeof pos / sizeof pos[0]; i++)
         if (pos[i].v <= 0)
-            GP_FAIL(GP_ERR_INVALID_ARG, "gp_kv_tables_create: %s = %d must be positive",
-                    pos[i].name, pos[i].v);
+            GP_FAIL(GP_ERR_INVALID_ARG, "%s: %s = %d must be positive", who, pos[i].name, pos[i].v);
     /* Positions are int everywhere, so a full table must be addressable. */
     if ((int64_t)max_blocks_per_seq * l->block_size > INT_MAX)
-        GP_FAIL(GP_ERR_INVALID_ARG, "gp_kv_tables_create: max_blocks_per_seq = %d times "
-                "block_size = %d exceeds %d positions", max_blocks_per_seq, l->block_size,
-                INT_MAX);
+        GP_FAIL(GP_ERR_INVALID_ARG, "%s: max_blocks_per_seq = %d times block_size = %d exceeds %d positions", who,
+                max_blocks_per_seq, l->block_size, INT_MAX);
+    return GP_OK;
+}
+
+gp_status gp_kv_tables_create(const gp_kv_layout *l, int max_seqs, int max_blocks_per_seq,
+                              gp_kv_tables **out)
+{
+    if (!l || !out)
+        GP_FAIL(GP_ERR_INVALID_ARG, "gp_kv_tables_create: layout and out must not be NULL");
+    *out = NULL;
+    GP_TRY(gp_kv_layout_check(l, max_seqs, max_blocks_per_seq, "gp_kv_tables_create"));
     if (gp_kv_layer_elems(l) == 0)
         GP_FAIL(GP_ERR_OVERFLOW, "gp_kv_tables_create: n_blocks = %d * block_size = %d * "
                 "n_kv_heads = %d * head_dim = %d overflows 64 bits", l->n_blocks, l->block_size,
