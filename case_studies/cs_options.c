@@ -26,7 +26,7 @@
 enum {
     OPT_SPLITS = 256, OPT_WORKLOAD, OPT_MICRO, OPT_DEPTH, OPT_MODEL, OPT_STEPS, OPT_WARMUP, OPT_NO_WARMUP,
     OPT_REPEAT, OPT_REBALANCE, OPT_TUNING, OPT_AUTOTUNE, OPT_TUNING_OUT, OPT_SEED, OPT_JSON, OPT_CSV,
-    OPT_TRACE, OPT_SVG, OPT_PROGRESS, OPT_NO_PROGRESS, OPT_END
+    OPT_TRACE, OPT_SVG, OPT_PROGRESS, OPT_NO_PROGRESS, OPT_STATS, OPT_END
 };
 
 static const struct option LONG_OPTS[] = {
@@ -50,6 +50,7 @@ static const struct option LONG_OPTS[] = {
     { "svg", required_argument, NULL, OPT_SVG },
     { "progress", no_argument, NULL, OPT_PROGRESS },
     { "no-progress", no_argument, NULL, OPT_NO_PROGRESS },
+    { "stats", no_argument, NULL, OPT_STATS },
     { "help", no_argument, NULL, 'h' },
     { NULL, 0, NULL, 0 },
 };
@@ -364,6 +365,7 @@ static int apply(parse_ctx *c, int opt, const char *v, gp_cs_options *o)
     case OPT_SVG: return parse_path(c, opt, v, o->svg);
     case OPT_PROGRESS: o->progress = 1; return 0;
     case OPT_NO_PROGRESS: o->progress = 0; return 0;
+    case OPT_STATS: o->stats = true; return 0;
     }
     return 0;
 }

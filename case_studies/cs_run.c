@@ -184,6 +184,8 @@ void cs_run_pipelined(cs_workload_run *wr, int pair, int M, unsigned depth, gp_c
     } else {
         gp_stats_summary s;
         if (gp_stats_window_summary(wr->window, &s) == GP_OK) {
+            if (o->stats)
+                gp_stats_report_text(stdout, name, &s);
             r->attn_ms_per_layer = s.attn_ms_per_layer;
             r->ffn_ms_per_layer = s.ffn_ms_per_layer;
             r->a2f_mb_per_token = s.a2f_mb_per_token;

@@ -57,6 +57,7 @@ typedef struct gp_cs_options {
     uint64_t seed;               /* --seed */
     char json[GP_CS_PATH], csv[GP_CS_PATH], trace[GP_CS_PATH], svg[GP_CS_PATH];
     int progress;                /* --progress / --no-progress; -1: when stderr is a terminal */
+    bool stats;                  /* --stats: print each pipelined row's pipeline statistics report */
 } gp_cs_options;
 
 /* Defaults: seq + the default split set, small and large, M = 1,2, depth 4,

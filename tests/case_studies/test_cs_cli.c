@@ -226,9 +226,10 @@ static void test_scalars(void **state)
     assert_string_equal(r.o.svg, "c.svg");
     result_free(&r);
 
-    r = ok(ARGS("--no-warmup", "--progress", "--rebalance", "ratio"));
+    r = ok(ARGS("--no-warmup", "--progress", "--rebalance", "ratio", "--stats"));
     assert_false(r.o.warmup);
     assert_int_equal(r.o.progress, 1);
+    assert_true(r.o.stats);
     assert_int_equal(r.o.rebalance, GP_REBALANCE_RATIO);
     result_free(&r);
 
