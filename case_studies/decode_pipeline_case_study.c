@@ -212,7 +212,7 @@ int main(int argc, char **argv)
     gp_split_plan plans[GP_CS_MAX_SPLITS + 1];
     int n_plans = 0;
     if ((st = gp_cs_resolve_splits(&o, &env.info, GP_SPLIT_SIDE_F, plans, GP_CS_MAX_SPLITS + 1, &n_plans)) != GP_OK) {
-        fprintf(stderr, PROG ": --sm-splits: %s\n", gp_last_error());
+        fprintf(stderr, PROG ": %s\n", gp_last_error()); /* it names --sm-splits and the split */
         gp_device_weights_destroy(env.dw);
         return 2;
     }
