@@ -53,7 +53,7 @@ static void row(FILE *f, const gp_cs_meta *m, const gp_cs_row *r)
         fprintf(f, "%d", r->split.f_req); /* empty: F gets the rest */
     fprintf(f, ",%d,%d,%d,", r->split.a_got, r->split.f_got, r->split.partitioned ? 1 : 0);
     text(f, r->split.unit ? r->split.unit : "SMs");
-    fprintf(f, ",%d,%u,%s,%d,", r->M, r->depth, cs_rebalance_name(r->rebalance), ok ? 1 : 0);
+    fprintf(f, ",%d,%u,%s,%d,", r->M, r->depth, gp_rebalance_policy_name(r->rebalance), ok ? 1 : 0);
     text(f, ok ? "" : r->error);
     fprintf(f, ",%d,", r->samples_ms ? r->n_samples : 0);
     double figures[] = { r->ms_median, r->ms_min, r->ms_max, r->tokens_per_s };

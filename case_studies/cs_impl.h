@@ -33,7 +33,6 @@ int cs_workload_preset(const char *name, int *B, int *C);
 
 /* ------------------------------------------------------------ names */
 
-const char *cs_rebalance_name(gp_rebalance_policy p);
 /* 0 and *out for "off", "ratio", "model"; -1 otherwise. */
 int cs_rebalance_parse(const char *text, gp_rebalance_policy *out);
 

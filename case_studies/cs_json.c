@@ -149,7 +149,8 @@ static json_t *row_json(cs_jb *b, const gp_cs_row *r)
     cs_put(b, o, "split", s);
     cs_put_int(b, o, "M", r->M);
     cs_put_int(b, o, "depth", r->depth);
-    cs_put_str(b, o, "rebalance", cs_rebalance_name(r->rebalance));
+    cs_put_str(b, o, "rebalance", gp_rebalance_policy_name(r->rebalance));
+    cs_put_str(b, o, "tag", r->tag);
     cs_put(b, o, "ok", json_boolean(r->ok));
     cs_put(b, o, "error", r->ok ? json_null() : cs_json_text(r->error));
 

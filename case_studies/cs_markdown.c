@@ -47,7 +47,7 @@ static void write_row(FILE *f, const gp_cs_row *r)
     if (r->seq)
         fputs("- | - | - |", f); /* no micro-batches, ring or rebalancer */
     else
-        fprintf(f, "%d | %u | %s |", r->M, r->depth, cs_rebalance_name(r->rebalance));
+        fprintf(f, "%d | %u | %s |", r->M, r->depth, gp_rebalance_policy_name(r->rebalance));
     if (!r->ok) {
         fputs(" **error**: ", f);
         cell_text(f, r->error[0] ? r->error : "failed (no reason given)");
@@ -88,7 +88,7 @@ static void write_rebalance(FILE *f, const gp_cs_row *rows, int n)
         fprintf(f, "- ");
         cell_text(f, r->workload);
         fprintf(f, " %d:%d M=%d depth %u (%s): %d decisions, %d moves, A %d -> %d SMs; last: ", r->B, r->C, r->M,
-                r->depth, cs_rebalance_name(r->rebalance), r->n_decisions, moves, r->decisions[0].from_a,
+                r->depth, gp_rebalance_policy_name(r->rebalance), r->n_decisions, moves, r->decisions[0].from_a,
                 r->decisions[r->n_decisions - 1].to_a);
         cell_text(f, r->decisions[r->n_decisions - 1].reason);
         fputc('\n', f);

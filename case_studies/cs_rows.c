@@ -59,21 +59,11 @@ gp_status gp_cs_trace_alloc(gp_cs_trace *t, int n_layers, int M)
     return GP_OK;
 }
 
-const char *cs_rebalance_name(gp_rebalance_policy p)
-{
-    switch (p) {
-    case GP_REBALANCE_OFF: return "off";
-    case GP_REBALANCE_RATIO: return "ratio";
-    case GP_REBALANCE_MODEL: return "model";
-    }
-    return "unknown";
-}
-
 int cs_rebalance_parse(const char *text, gp_rebalance_policy *out)
 {
     static const gp_rebalance_policy all[] = { GP_REBALANCE_OFF, GP_REBALANCE_RATIO, GP_REBALANCE_MODEL };
     for (size_t i = 0; i < sizeof all / sizeof all[0]; i++)
-        if (text && strcmp(text, cs_rebalance_name(all[i])) == 0) {
+        if (text && strcmp(text, gp_rebalance_policy_name(all[i])) == 0) {
             *out = all[i];
             return 0;
         }

@@ -325,7 +325,7 @@ static void series_label(FILE *f, const plot *p, const series *s)
     if (p->vary_depth)
         fprintf(f, ", depth %u", r->depth);
     if (p->vary_policy)
-        fprintf(f, ", %s", cs_rebalance_name(r->rebalance));
+        fprintf(f, ", %s", gp_rebalance_policy_name(r->rebalance));
 }
 
 static void draw_series(FILE *f, const plot *p, const scale *sc, const series *s)

@@ -119,7 +119,7 @@ static void row_process(tb *b, const gp_cs_row *r, int pid)
     cs_row_req_text(r, req, sizeof req);
     snprintf(name, sizeof name, "%s %d:%d, split %s, M=%d, depth %u%s%s", r->workload, r->B, r->C, req, r->M,
              r->depth, r->rebalance != GP_REBALANCE_OFF ? ", rebalance " : "",
-             r->rebalance != GP_REBALANCE_OFF ? cs_rebalance_name(r->rebalance) : "");
+             r->rebalance != GP_REBALANCE_OFF ? gp_rebalance_policy_name(r->rebalance) : "");
     meta_event(b, "process_name", pid, 0, name);
     sort_event(b, "process_sort_index", pid, 0, pid);
     if (cs_row_has_trace(r)) {

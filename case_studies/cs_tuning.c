@@ -42,37 +42,6 @@ static bool usable(const gp_cs_row *r)
     return r->ok && r->rebalance == GP_REBALANCE_OFF && isfinite(r->ms_median) && r->ms_median > 0;
 }
 
-static json_t *row_json(cs_jb *b, const gp_cs_row *r)
-{
-    json_t *o = json_object();
-    cs_put_str(b, o, "workload", r->workload);
-    cs_put_int(b, o, "B", r->B);
-    cs_put_int(b, o, "C", r->C);
-    cs_put_bool(b, o, "seq", r->seq);
-    cs_put_str(b, o, "tag", r->tag);
-    cs_put_int(b, o, "attn_req", r->split.a_req);
-    cs_put_int(b, o, "ffn_req", r->split.f_req);
-    cs_put_int(b, o, "attn_got", r->split.a_got);
-    cs_put_int(b, o, "ffn_got", r->split.f_got);
-    cs_put_bool(b, o, "partitioned", r->split.partitioned);
-    cs_put_int(b, o, "M", r->M);
-    cs_put_int(b, o, "depth", r->depth);
-    cs_put_str(b, o, "rebalance", gp_rebalance_policy_name(r->rebalance));
-    cs_put_bool(b, o, "ok", r->ok);
-    if (r->ok) {
-        cs_put_real(b, o, "ms_median", r->ms_median);
-        cs_put_real(b, o, "ms_min", r->ms_min);
-        cs_put_real(b, o, "ms_max", r->ms_max);
-        cs_put_real(b, o, "tokens_per_s", r->tokens_per_s);
-        cs_put_real(b, o, "speedup_vs_seq", r->speedup_vs_seq);
-        cs_put_real(b, o, "floor_ms", r->floor_ms);
-        cs_put_int(b, o, "samples", r->n_samples);
-    } else {
-        cs_put_str(b, o, "error", r->error);
-    }
-    return o;
-}
-
 /* One workload of the rows: its seq row and best split row (NULL: none). */
 typedef struct wl {
     int B, C;
@@ -257,7 +226,7 @@ gp_status gp_cs_tuning_write(const char *path, const gp_cs_meta *m, const gp_con
     cs_put(&b, root, "model", model_json(&b, cfg));
     json_t *ra = json_array();
     for (int i = 0; i < n; i++)
-        cs_append(&b, ra, row_json(&b, &rows[i]));
+        cs_append(&b, ra, gp_cs_row_json(&rows[i])); /* the report's row record */
     cs_put(&b, root, "rows", ra);
     json_t *ba = json_array();
     for (int i = 0; i < nw; i++)
