@@ -7,7 +7,7 @@
 #include <string.h>
 
 /* True when t's four arrays are one block starting at attn_begin, in the
- * order of the struct (what gp_cs_trace_alloc and the runner make). Compared
+ * order of the struct (what gp_cs_trace_alloc makes). Compared
  * as integers: pointer arithmetic across separate blocks is undefined. */
 static bool trace_one_block(const gp_cs_trace *t)
 {

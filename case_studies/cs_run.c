@@ -119,11 +119,9 @@ static gp_status time_config(cs_workload_run *wr, step_fn fn, gp_cs_row *r)
 static void copy_trace(gp_cs_row *r, const gp_step_timing *t, int L, int M)
 {
     size_t n = (size_t)L * (size_t)M;
-    float *buf = malloc(sizeof(float) * 4 * n);
-    if (!buf || !t)
-        return (void)free(buf);
-    r->trace = (gp_cs_trace){.n_layers = L, .M = M, .step_ms = t->step_ms, .attn_begin = buf,
-                             .attn_end = buf + n, .ffn_begin = buf + 2 * n, .ffn_end = buf + 3 * n};
+    if (!t || gp_cs_trace_alloc(&r->trace, L, M) != GP_OK)
+        return; /* the row keeps no trace; the trace writer skips it */
+    r->trace.step_ms = t->step_ms;
     memcpy(r->trace.attn_begin, t->attn_begin, sizeof(float) * n);
     memcpy(r->trace.attn_end, t->attn_end, sizeof(float) * n);
     memcpy(r->trace.ffn_begin, t->ffn_begin, sizeof(float) * n);
