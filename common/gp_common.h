@@ -32,6 +32,7 @@ typedef enum gp_status {
     GP_ERR_CUDA = -10,        /* a CUDA runtime/driver/library call failed */
     GP_ERR_DEVICE_MEMORY = -11, /* device allocation failed */
     GP_ERR_STATE = -12,       /* call made in the wrong state (e.g. cache full) */
+    GP_ERR_DEVICE_FAULT = -13, /* sticky CUDA error: the context is unusable, exit */
     GP_SOFT_FULL = 1,         /* ring full: try again */
     GP_SOFT_EMPTY = 2,        /* ring empty: try again */
 } gp_status;

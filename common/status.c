@@ -23,6 +23,7 @@ const char *gp_status_str(gp_status s)
     case GP_ERR_CUDA: return "CUDA error";
     case GP_ERR_DEVICE_MEMORY: return "out of device memory";
     case GP_ERR_STATE: return "invalid state";
+    case GP_ERR_DEVICE_FAULT: return "device fault (sticky CUDA error)";
     case GP_SOFT_FULL: return "full";
     case GP_SOFT_EMPTY: return "empty";
     }
