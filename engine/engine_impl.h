@@ -76,6 +76,17 @@ gp_status gp_engine_attn_stage(gp_engine *e, int layer, int b0, int nb, int max_
 gp_status gp_engine_ffn_stage(gp_engine *e, int layer, int b0, int nb, const gp_stage_ctx *sc);
 gp_status gp_engine_head_stage(gp_engine *e, int b0, int nb, const gp_stage_ctx *sc);
 
+/* The same layer with the QKV and O projections moved beside the FFN (the
+ * pipeline's "qkvo on F" placement): qkv = attention norm + QKV projection of
+ * layer; attn_core = RoPE + KV append + decode attention (no GEMM);
+ * o_ffn_qkv = O projection of layer, its FFN, then the QKV projection of
+ * layer + 1 (none after the last layer). qkv(0), then per layer attn_core and
+ * o_ffn_qkv, computes exactly the attention + FFN stages above. */
+gp_status gp_engine_qkv_stage(gp_engine *e, int layer, int b0, int nb, const gp_stage_ctx *sc);
+gp_status gp_engine_attn_core_stage(gp_engine *e, int layer, int b0, int nb, int max_len,
+                                    const gp_stage_ctx *sc);
+gp_status gp_engine_o_ffn_qkv_stage(gp_engine *e, int layer, int b0, int nb, const gp_stage_ctx *sc);
+
 /* The two ends of a decode step, for runners that launch the stages
  * themselves (the pipeline): prepare validates the inputs, reserves KV room,
  * uploads tokens and block tables on s and returns the longest context;

@@ -42,48 +42,92 @@ out:
     return st;
 }
 
-gp_status gp_engine_attn_stage(gp_engine *e, int layer, int b0, int nb, int max_len,
-                               const gp_stage_ctx *sc)
+/* The three parts of a layer's attention: norm + QKV projection, RoPE + KV
+ * append + decode attention, O projection into the residual. The stages
+ * below compose them per placement: all three on one partition, or the two
+ * projections beside the FFN (DESIGN.md §1, issue #6). */
+static gp_status qkv_part(gp_engine *e, int layer, int b0, int nb, const gp_stage_ctx *sc)
 {
     const gp_config *c = &e->cfg;
     const gp_layer_weights *lw = &e->w->layers[layer];
     const size_t H = (size_t)c->hidden, QKV = (size_t)gp_config_qkv_rows(c);
-    const size_t QD = (size_t)c->n_heads * (size_t)c->head_dim;
+    gp_bf16 *h = e->h_attn + b0 * H, *qkv = e->qkv + b0 * QKV;
+    gp_status st;
+    STEP(gp_rmsnorm_residual(e->resid + b0 * H, NULL, lw->attn_norm, h, nb, c->hidden, c->norm_eps,
+                             sc->stream), GP_K_ATTN_NORM);
+    STEP(gp_gemm_bf16(sc->gemm, nb, (int)QKV, c->hidden, h, lw->wqkv, qkv, GP_GEMM_OUT_BF16), GP_K_QKV);
+out:
+    return st;
+}
+
+static gp_status core_part(gp_engine *e, int layer, int b0, int nb, int max_len, const gp_stage_ctx *sc)
+{
+    const gp_config *c = &e->cfg;
+    const size_t QKV = (size_t)gp_config_qkv_rows(c), QD = (size_t)c->n_heads * (size_t)c->head_dim;
     gp_kv_view all, kv;
     gp_status st = gp_kv_device_view(e->kv, layer, &all);
     if (st == GP_OK)
         st = gp_kv_view_rows(&all, b0, nb, &kv);
     if (st != GP_OK)
         return st;
-    gp_weight_group *g;
-    if ((st = acquire(e, GP_GROUP_ATTN, layer, sc, &g)) != GP_OK)
-        return st;
-    gp_bf16 *h = e->h_attn + b0 * H, *qkv = e->qkv + b0 * QKV, *q = e->q + b0 * QD,
-            *attn = e->attn + b0 * QD;
-    STEP(gp_rmsnorm_residual(e->resid + b0 * H, NULL, lw->attn_norm, h, nb, c->hidden, c->norm_eps,
-                             sc->stream), GP_K_ATTN_NORM);
-    STEP(gp_gemm_bf16(sc->gemm, nb, (int)QKV, c->hidden, h, lw->wqkv, qkv, GP_GEMM_OUT_BF16), GP_K_QKV);
+    gp_bf16 *qkv = e->qkv + b0 * QKV, *q = e->q + b0 * QD, *attn = e->attn + b0 * QD;
     STEP(gp_rope_kv_append(&kv, nb, c->n_heads, qkv, e->inv_freq, q, sc->stream), GP_K_ROPE);
     STEP(gp_decode_attn(&kv, nb, c->n_heads, max_len, q, attn, sc->attn_ws, sc->attn_ws_bytes, &sc->ap,
                         sc->stream), GP_K_ATTN);
-    /* The O projection adds straight into the fp32 residual (beta = 1). */
-    STEP(gp_gemm_bf16(sc->gemm, nb, c->hidden, (int)QD, attn, lw->wo, e->resid + b0 * H,
-                      GP_GEMM_OUT_F32_ACC), GP_K_O);
 out:
+    return st;
+}
+
+/* The O projection adds straight into the fp32 residual (beta = 1). */
+static gp_status o_part(gp_engine *e, int layer, int b0, int nb, const gp_stage_ctx *sc)
+{
+    const gp_config *c = &e->cfg;
+    const size_t H = (size_t)c->hidden, QD = (size_t)c->n_heads * (size_t)c->head_dim;
+    gp_status st;
+    STEP(gp_gemm_bf16(sc->gemm, nb, c->hidden, (int)QD, e->attn + b0 * QD, e->w->layers[layer].wo,
+                      e->resid + b0 * H, GP_GEMM_OUT_F32_ACC), GP_K_O);
+out:
+    return st;
+}
+
+gp_status gp_engine_attn_stage(gp_engine *e, int layer, int b0, int nb, int max_len,
+                               const gp_stage_ctx *sc)
+{
+    gp_weight_group *g;
+    gp_status st = acquire(e, GP_GROUP_ATTN, layer, sc, &g);
+    if (st != GP_OK)
+        return st;
+    if ((st = qkv_part(e, layer, b0, nb, sc)) == GP_OK && (st = core_part(e, layer, b0, nb, max_len, sc)) == GP_OK)
+        st = o_part(e, layer, b0, nb, sc);
     gp_weight_group_release(g);
     return st;
 }
 
-gp_status gp_engine_ffn_stage(gp_engine *e, int layer, int b0, int nb, const gp_stage_ctx *sc)
+gp_status gp_engine_qkv_stage(gp_engine *e, int layer, int b0, int nb, const gp_stage_ctx *sc)
+{
+    gp_weight_group *g;
+    gp_status st = acquire(e, GP_GROUP_ATTN, layer, sc, &g);
+    if (st != GP_OK)
+        return st;
+    st = qkv_part(e, layer, b0, nb, sc);
+    gp_weight_group_release(g);
+    return st;
+}
+
+/* No weights: the KV cache and the RoPE table belong to the engine. */
+gp_status gp_engine_attn_core_stage(gp_engine *e, int layer, int b0, int nb, int max_len,
+                                    const gp_stage_ctx *sc)
+{
+    return core_part(e, layer, b0, nb, max_len, sc);
+}
+
+static gp_status ffn_part(gp_engine *e, int layer, int b0, int nb, const gp_stage_ctx *sc)
 {
     const gp_config *c = &e->cfg;
     const gp_layer_weights *lw = &e->w->layers[layer];
     const size_t H = (size_t)c->hidden, F = (size_t)c->ffn;
-    gp_weight_group *g;
-    gp_status st = acquire(e, GP_GROUP_FFN, layer, sc, &g);
-    if (st != GP_OK)
-        return st;
     gp_bf16 *h = e->h_ffn + b0 * H, *gu = e->gu + b0 * 2 * F, *act = e->act + b0 * F;
+    gp_status st;
     STEP(gp_rmsnorm_residual(e->resid + b0 * H, NULL, lw->ffn_norm, h, nb, c->hidden, c->norm_eps,
                              sc->stream), GP_K_FFN_NORM);
     STEP(gp_gemm_bf16(sc->gemm, nb, (int)(2 * F), c->hidden, h, lw->w_gate_up, gu, GP_GEMM_OUT_BF16),
@@ -92,7 +136,39 @@ gp_status gp_engine_ffn_stage(gp_engine *e, int layer, int b0, int nb, const gp_
     STEP(gp_gemm_bf16(sc->gemm, nb, c->hidden, c->ffn, act, lw->w_down, e->resid + b0 * H,
                       GP_GEMM_OUT_F32_ACC), GP_K_DOWN);
 out:
+    return st;
+}
+
+gp_status gp_engine_ffn_stage(gp_engine *e, int layer, int b0, int nb, const gp_stage_ctx *sc)
+{
+    gp_weight_group *g;
+    gp_status st = acquire(e, GP_GROUP_FFN, layer, sc, &g);
+    if (st != GP_OK)
+        return st;
+    st = ffn_part(e, layer, b0, nb, sc);
     gp_weight_group_release(g);
+    return st;
+}
+
+gp_status gp_engine_o_ffn_qkv_stage(gp_engine *e, int layer, int b0, int nb, const gp_stage_ctx *sc)
+{
+    gp_weight_group *ga, *gf, *gn = NULL;
+    gp_status st = acquire(e, GP_GROUP_ATTN, layer, sc, &ga);
+    if (st != GP_OK)
+        return st;
+    if ((st = acquire(e, GP_GROUP_FFN, layer, sc, &gf)) != GP_OK)
+        goto out_a;
+    bool next = layer + 1 < e->cfg.n_layers;
+    if (next && (st = acquire(e, GP_GROUP_ATTN, layer + 1, sc, &gn)) != GP_OK)
+        goto out_f;
+    if ((st = o_part(e, layer, b0, nb, sc)) == GP_OK && (st = ffn_part(e, layer, b0, nb, sc)) == GP_OK && next)
+        st = qkv_part(e, layer + 1, b0, nb, sc);
+    if (gn)
+        gp_weight_group_release(gn);
+out_f:
+    gp_weight_group_release(gf);
+out_a:
+    gp_weight_group_release(ga);
     return st;
 }
 

@@ -31,6 +31,7 @@ struct gp_cuda_exec {
     gp_engine *e;          /* borrowed */
     gp_green_pool *pool;   /* borrowed */
     bool use_graphs;
+    gp_placement place;
     int L;
     int n_pairs, cur;
     cx_pair *pairs;
@@ -73,11 +74,15 @@ static void free_set(gp_cuda_exec *x, cx_graphs *g)
 static gp_status run_stage(gp_cuda_exec *x, int ffn, int layer, int m)
 {
     cx_pair *p = &x->pairs[x->cur];
+    int b0 = x->plan.b0[m], nb = x->plan.nb[m];
+    bool on_f = x->place == GP_PLACE_QKVO_F;
     if (ffn)
-        return gp_engine_ffn_stage(x->e, layer, x->plan.b0[m], x->plan.nb[m], &p->f);
+        return on_f ? gp_engine_o_ffn_qkv_stage(x->e, layer, b0, nb, &p->f)
+                    : gp_engine_ffn_stage(x->e, layer, b0, nb, &p->f);
     gp_stage_ctx sc = p->a;
     sc.ap.force_splits = x->splits[m];
-    return gp_engine_attn_stage(x->e, layer, x->plan.b0[m], x->plan.nb[m], x->max_len, &sc);
+    return on_f ? gp_engine_attn_core_stage(x->e, layer, b0, nb, x->max_len, &sc)
+                : gp_engine_attn_stage(x->e, layer, b0, nb, x->max_len, &sc);
 }
 
 static gp_status capture_stage(gp_cuda_exec *x, int ffn, int layer, int m, cudaGraphExec_t *out)
@@ -158,7 +163,12 @@ static gp_status cx_step_begin(void *ctx, const gp_step_plan *plan, const int *s
     if (x->use_graphs)
         GP_TRY(graphs_for_step(x));
     GP_CUDA_TRY(cudaEventRecord(x->ev_step_begin, p->a.stream));
-    return gp_engine_embed_stage(x->e, 0, plan->B, &p->a);
+    GP_TRY(gp_engine_embed_stage(x->e, 0, plan->B, &p->a));
+    /* QKVO_F: layer 0's projection has no FFN stage before it; it runs once
+     * for the whole batch here (on A: F has nothing to overlap it with yet). */
+    if (x->place == GP_PLACE_QKVO_F)
+        GP_TRY(gp_engine_qkv_stage(x->e, 0, 0, plan->B, &p->a));
+    return GP_OK;
 }
 
 /* One stage, in an NVTX range on the launching thread (Nsight Systems shows
@@ -194,11 +204,15 @@ static gp_status cx_attn(void *ctx, int layer, int m, gp_payload *out)
     GP_CUDA_TRY(cudaEventRecord(*evp(x, EV_A_DONE, layer, m), s));
     int b0 = x->plan.b0[m], nb = x->plan.nb[m];
     size_t H = (size_t)c->hidden, QD = (size_t)c->n_heads * (size_t)c->head_dim;
-    /* The O projection already added the attention output into the fp32
-     * residual (beta = 1), so the residual rows are what the FFN reads. */
+    /* QKVO_A: the O projection already added the attention output into the
+     * fp32 residual (beta = 1), so the residual rows are what the FFN reads.
+     * QKVO_F: the FFN side reads the bf16 attention output (its O projection
+     * adds it to the residual it already owns). */
+    uint64_t bytes = x->place == GP_PLACE_QKVO_F ? (uint64_t)nb * QD * sizeof(gp_bf16)
+                                                 : (uint64_t)nb * H * sizeof(float);
     *out = (gp_payload){.tok_begin = b0, .tok_count = nb, .layer = layer, .micro = m,
                         .hidden = x->e->attn + (size_t)b0 * QD, .residual = x->e->resid + (size_t)b0 * H,
-                        .bytes_a2f = (uint64_t)nb * H * sizeof(float), .event = *evp(x, EV_A_DONE, layer, m)};
+                        .bytes_a2f = bytes, .event = *evp(x, EV_A_DONE, layer, m)};
     return GP_OK;
 }
 
@@ -280,6 +294,35 @@ static void cx_split_info(void *ctx, int index, gp_split_info *out)
 {
     gp_cuda_exec *x = ctx;
     *out = x->pairs[index < 0 ? x->cur : index].info;
+}
+
+const char *gp_placement_name(gp_placement p)
+{
+    return p == GP_PLACE_QKVO_F ? "qkvo-f" : "qkvo-a";
+}
+
+gp_status gp_placement_parse(const char *s, gp_placement *out)
+{
+    if (s && !strcmp(s, "qkvo-a"))
+        *out = GP_PLACE_QKVO_A;
+    else if (s && !strcmp(s, "qkvo-f"))
+        *out = GP_PLACE_QKVO_F;
+    else
+        GP_FAIL(GP_ERR_INVALID_ARG, "placement '%s': allowed qkvo-a (QKV and O projections with attention) "
+                "or qkvo-f (with the FFN)", s ? s : "(null)");
+    return GP_OK;
+}
+
+gp_status gp_cuda_exec_set_placement(gp_cuda_exec *x, gp_placement p)
+{
+    if (!x || (p != GP_PLACE_QKVO_A && p != GP_PLACE_QKVO_F))
+        GP_FAIL(GP_ERR_INVALID_ARG, "gp_cuda_exec_set_placement: executor %p, placement %d (allowed 0, 1)",
+                (void *)x, (int)p);
+    if (p != x->place)
+        for (int i = 0; i < CX_GRAPH_SETS; i++)
+            free_set(x, &x->sets[i]);
+    x->place = p;
+    return GP_OK;
 }
 
 static const gp_exec_ops cuda_ops = {

@@ -328,6 +328,18 @@ gp_status gp_cuda_exec_create(gp_engine *engine, gp_green_pool *pool, bool use_g
 void gp_cuda_exec_destroy(gp_cuda_exec *x);
 gp_exec gp_cuda_exec_get(gp_cuda_exec *x);
 
+/* Which partition runs a layer's QKV and O projections. QKVO_A (default):
+ * attention stage = norm, QKV, RoPE, decode attention, O; A->F carries the
+ * fp32 residual rows. QKVO_F: attention stage = RoPE + decode attention only
+ * (no GEMM on A); the FFN stage of layer l runs O(l), FFN(l), then norm and
+ * QKV of layer l+1; A->F carries the bf16 attention output rows. Same math,
+ * same kernels, another split of the work between the sides. */
+typedef enum gp_placement { GP_PLACE_QKVO_A = 0, GP_PLACE_QKVO_F = 1 } gp_placement;
+const char *gp_placement_name(gp_placement p); /* "qkvo-a", "qkvo-f" */
+gp_status gp_placement_parse(const char *s, gp_placement *out);
+/* Takes effect from the next step (captured stage graphs are dropped). */
+gp_status gp_cuda_exec_set_placement(gp_cuda_exec *x, gp_placement p);
+
 #ifdef __cplusplus
 }
 #endif

@@ -48,7 +48,7 @@ typedef struct fixture {
 /* Two engines over one set of device weights: one decodes sequentially,
  * the other through the pipeline on every (pair, M, depth); both are fed the
  * sequential engine's tokens. */
-static void run_model(const fixture *fx, bool force_fallback, bool graphs)
+static void run_model(const fixture *fx, bool force_fallback, bool graphs, gp_placement place)
 {
     gp_config cfg;
     CHECK_OK(gp_config_preset(fx->preset, &cfg));
@@ -99,6 +99,7 @@ static void run_model(const fixture *fx, bool force_fallback, bool graphs)
     CHECK_OK(gp_green_pool_create(&pp, &pool));
     gp_cuda_exec *x;
     CHECK_OK(gp_cuda_exec_create(pipe, pool, graphs, &x));
+    CHECK_OK(gp_cuda_exec_set_placement(x, place));
     gp_exec ex = gp_cuda_exec_get(x);
     gp_pipeline *pl;
     CHECK_OK(gp_pipeline_create(ex, cfg.n_layers, NULL, &pl));
@@ -172,9 +173,10 @@ static void run_model(const fixture *fx, bool force_fallback, bool graphs)
                     assert_true(st->attn_ms[i] > 0 && st->ffn_ms[i] > 0);
                 configs++;
             }
-        printf("%s: split %d:%d (requested %d:%d)%s, M=1..4, depth 2/4, %s: pipelined == sequential tokens, worst "
-               "logits %.3g\n", fx->preset, si.a_got, si.f_got, si.a_req, si.f_req,
-               si.partitioned ? "" : " unpartitioned", graphs ? "stage graphs" : "eager", worst);
+        printf("%s: split %d:%d (requested %d:%d)%s, %s, M=1..4, depth 2/4, %s: pipelined == sequential tokens, "
+               "worst logits %.3g\n", fx->preset, si.a_got, si.f_got, si.a_req, si.f_req,
+               si.partitioned ? "" : " unpartitioned", gp_placement_name(place), graphs ? "stage graphs" : "eager",
+               worst);
     }
     assert_true(configs > 0);
     gp_pipeline_destroy(pl);
@@ -193,10 +195,14 @@ static void run_model(const fixture *fx, bool force_fallback, bool graphs)
 static const fixture tiny = {"tiny", 9, 32, 3};
 static const fixture small = {"llama3.2-1b", 12, 64, 2};
 
-static void test_tiny_graphs(void **s) { run_model(&tiny, false, true); }
-static void test_tiny_eager(void **s) { run_model(&tiny, false, false); }
-static void test_tiny_fallback(void **s) { run_model(&tiny, true, true); }
-static void test_1b_graphs(void **s) { run_model(&small, false, true); }
+static void test_tiny_graphs(void **s) { run_model(&tiny, false, true, GP_PLACE_QKVO_A); }
+static void test_tiny_eager(void **s) { run_model(&tiny, false, false, GP_PLACE_QKVO_A); }
+static void test_tiny_fallback(void **s) { run_model(&tiny, true, true, GP_PLACE_QKVO_A); }
+static void test_1b_graphs(void **s) { run_model(&small, false, true, GP_PLACE_QKVO_A); }
+/* QKV and O projections beside the FFN: the same logits, another schedule */
+static void test_tiny_graphs_qkvo_f(void **s) { run_model(&tiny, false, true, GP_PLACE_QKVO_F); }
+static void test_tiny_eager_qkvo_f(void **s) { run_model(&tiny, false, false, GP_PLACE_QKVO_F); }
+static void test_1b_graphs_qkvo_f(void **s) { run_model(&small, false, true, GP_PLACE_QKVO_F); }
 
 int main(void)
 {
@@ -209,6 +215,9 @@ int main(void)
         cmocka_unit_test(test_tiny_eager),
         cmocka_unit_test(test_tiny_fallback),
         cmocka_unit_test(test_1b_graphs),
+        cmocka_unit_test(test_tiny_graphs_qkvo_f),
+        cmocka_unit_test(test_tiny_eager_qkvo_f),
+        cmocka_unit_test(test_1b_graphs_qkvo_f),
     };
     /* GP_TEST_FILTER=test_tiny* keeps compute-sanitizer runs short */
     if (getenv("GP_TEST_FILTER"))
