@@ -8,10 +8,10 @@
 
 static const char *COLUMNS[] = {
     "workload", "B", "C", "seq", "a_req", "f_req", "a_got", "f_got", "partitioned", "unit", "M", "depth",
-    "rebalance", "ok", "error", "n_samples", "ms_median", "ms_min", "ms_max", "tokens_per_s",
+    "placement", "rebalance", "ok", "error", "n_samples", "ms_median", "ms_min", "ms_max", "tokens_per_s",
     "attn_ms_per_layer", "ffn_ms_per_layer", "a2f_mb_per_token", "ring_occupancy_mean", "attn_backlog",
     "ffn_backlog", "attn_idle_share", "ffn_idle_share", "floor_ms", "floor_share", "speedup_vs_seq",
-    "n_decisions", "samples_ms", "gpu", "sm_count", "driver", "cuda", "commit", "model", "timestamp", "notes",
+    "n_decisions", "samples_ms", "micro_rows", "gpu", "sm_count", "driver", "cuda", "commit", "model", "timestamp", "notes",
 };
 #define N_COLUMNS ((int)(sizeof COLUMNS / sizeof COLUMNS[0]))
 
@@ -53,7 +53,8 @@ static void row(FILE *f, const gp_cs_meta *m, const gp_cs_row *r)
         fprintf(f, "%d", r->split.f_req); /* empty: F gets the rest */
     fprintf(f, ",%d,%d,%d,", r->split.a_got, r->split.f_got, r->split.partitioned ? 1 : 0);
     text(f, r->split.unit ? r->split.unit : "SMs");
-    fprintf(f, ",%d,%u,%s,%d,", r->M, r->depth, gp_rebalance_policy_name(r->rebalance), ok ? 1 : 0);
+    fprintf(f, ",%d,%u,%s,%s,%d,", r->M, r->depth, gp_placement_name(r->placement),
+            gp_rebalance_policy_name(r->rebalance), ok ? 1 : 0);
     text(f, ok ? "" : r->error);
     fprintf(f, ",%d,", r->samples_ms ? r->n_samples : 0);
     double figures[] = { r->ms_median, r->ms_min, r->ms_max, r->tokens_per_s };
@@ -79,6 +80,10 @@ static void row(FILE *f, const gp_cs_meta *m, const gp_cs_row *r)
             fputc(';', f);
         real(f, true, r->samples_ms[i]);
     }
+    fputc(',', f);
+    /* rows per micro-batch, ';'-separated like the samples; empty: unknown */
+    for (int m = 0; r->micro_rows[0] > 0 && m < r->M && m < GP_PIPE_MAX_MICRO; m++)
+        fprintf(f, "%s%d", m ? ";" : "", r->micro_rows[m]);
     fputc(',', f);
     text(f, m->gpu);
     fprintf(f, ",%d,", m->sm_count);

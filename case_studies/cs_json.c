@@ -66,6 +66,9 @@ static json_t *meta_json(cs_jb *b, const gp_cs_meta *m)
     cs_put_str(b, o, "model", m->model);
     cs_put_str(b, o, "timestamp", m->timestamp);
     cs_put_str(b, o, "notes", m->notes);
+    /* null: the run went through every configuration; a reader of a partial
+     * report must not take absent rows for configurations never asked for */
+    cs_put(b, o, "stopped", m->stopped[0] ? cs_json_text(m->stopped) : json_null());
     return o;
 }
 
@@ -148,7 +151,13 @@ static json_t *row_json(cs_jb *b, const gp_cs_row *r)
     }
     cs_put(b, o, "split", s);
     cs_put_int(b, o, "M", r->M);
+    /* rows per micro-batch as split (uneven when M does not divide B); [] unknown */
+    json_t *mr = json_array();
+    for (int m = 0; mr && r->micro_rows[0] > 0 && m < r->M && m < GP_PIPE_MAX_MICRO; m++)
+        cs_append(b, mr, json_integer(r->micro_rows[m]));
+    cs_put(b, o, "micro_rows", mr);
     cs_put_int(b, o, "depth", r->depth);
+    cs_put_str(b, o, "placement", gp_placement_name(r->placement));
     cs_put_str(b, o, "rebalance", gp_rebalance_policy_name(r->rebalance));
     cs_put_str(b, o, "tag", r->tag);
     cs_put(b, o, "ok", json_boolean(r->ok));

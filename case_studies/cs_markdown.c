@@ -29,12 +29,12 @@ static void cell_text(FILE *f, const char *s)
 }
 
 static const char *HEADER[] = {
-    "workload", "B:C", "split asked", "split got", "M", "depth", "rebalance", "ms/step", "min", "max",
+    "workload", "B:C", "split asked", "split got", "M", "depth", "QKV/O", "rebalance", "ms/step", "min", "max",
     "tokens/s", "attn ms/layer", "FFN ms/layer", "A→F MB/token", "ring occ.", "A backlog", "F backlog",
     "A idle", "F idle", "of floor", "vs seq",
 };
 #define N_COLS ((int)(sizeof HEADER / sizeof HEADER[0]))
-#define N_CONFIG_COLS 7 /* workload .. rebalance */
+#define N_CONFIG_COLS 8 /* workload .. rebalance */
 
 static void write_row(FILE *f, const gp_cs_row *r)
 {
@@ -44,10 +44,21 @@ static void write_row(FILE *f, const gp_cs_row *r)
     fputs("| ", f);
     cell_text(f, r->workload);
     fprintf(f, " | %d:%d | %s | %s | ", r->B, r->C, req, got);
+    /* An uneven split is shown where M is, so no reader takes M = 3 of
+     * B = 1024 for three equal micro-batches. */
+    char m_text[64];
+    int used = snprintf(m_text, sizeof m_text, "%d", r->M);
+    bool uneven = false;
+    for (int m = 1; r->micro_rows[0] > 0 && m < r->M && m < GP_PIPE_MAX_MICRO; m++)
+        uneven = uneven || r->micro_rows[m] != r->micro_rows[0];
+    for (int m = 0; uneven && m < r->M && m < GP_PIPE_MAX_MICRO; m++)
+        used += snprintf(m_text + used, sizeof m_text - (size_t)used, "%s%d%s", m ? "+" : " (", r->micro_rows[m],
+                         m == r->M - 1 ? " rows)" : "");
     if (r->seq)
-        fputs("- | - | - |", f); /* no micro-batches, ring or rebalancer */
+        fputs("- | - | - | - |", f); /* no micro-batches, ring, placement or rebalancer */
     else
-        fprintf(f, "%d | %u | %s |", r->M, r->depth, gp_rebalance_policy_name(r->rebalance));
+        fprintf(f, "%s | %u | %s | %s |", m_text, r->depth, r->placement == GP_PLACE_QKVO_F ? "F" : "A",
+                gp_rebalance_policy_name(r->rebalance));
     if (!r->ok) {
         fputs(" **error**: ", f);
         cell_text(f, r->error[0] ? r->error : "failed (no reason given)");

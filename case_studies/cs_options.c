@@ -26,7 +26,7 @@
 enum {
     OPT_SPLITS = 256, OPT_WORKLOAD, OPT_MICRO, OPT_DEPTH, OPT_MODEL, OPT_STEPS, OPT_WARMUP, OPT_NO_WARMUP,
     OPT_REPEAT, OPT_REBALANCE, OPT_TUNING, OPT_AUTOTUNE, OPT_TUNING_OUT, OPT_SEED, OPT_JSON, OPT_CSV,
-    OPT_TRACE, OPT_SVG, OPT_PROGRESS, OPT_NO_PROGRESS, OPT_STATS, OPT_END
+    OPT_TRACE, OPT_SVG, OPT_PROGRESS, OPT_NO_PROGRESS, OPT_STATS, OPT_PLACEMENT, OPT_END
 };
 
 static const struct option LONG_OPTS[] = {
@@ -51,6 +51,7 @@ static const struct option LONG_OPTS[] = {
     { "progress", no_argument, NULL, OPT_PROGRESS },
     { "no-progress", no_argument, NULL, OPT_NO_PROGRESS },
     { "stats", no_argument, NULL, OPT_STATS },
+    { "placement", required_argument, NULL, OPT_PLACEMENT },
     { "help", no_argument, NULL, 'h' },
     { NULL, 0, NULL, 0 },
 };
@@ -64,6 +65,7 @@ static const char *allowed(int opt)
     case OPT_WORKLOAD: return "a comma-separated list of distinct small, large or B:C (B 1..65536, C 1..1048576), "
                               "e.g. large,64:2048";
     case OPT_MICRO: return "a comma-separated list of distinct integers 1..4, e.g. 1,2,4";
+    case OPT_PLACEMENT: return "qkvo-a, qkvo-f or both, comma-separated (each once)";
     case OPT_DEPTH: return "a comma-separated list of at most 8 distinct powers of two 2..4096, e.g. 4,8";
     case OPT_MODEL: return "a preset (tiny, llama3.2-1b, llama3-8b, llama3-70b) or a checkpoint directory "
                            "holding config.json";
@@ -319,6 +321,28 @@ static int parse_model(parse_ctx *c, const char *v, gp_cs_options *o)
     return 0;
 }
 
+/* --placement: distinct qkvo-a / qkvo-f entries. */
+static int parse_placements(parse_ctx *c, const char *v, gp_cs_options *o)
+{
+    char buf[64];
+    size_t len = strlen(v);
+    if (len == 0 || len >= sizeof buf || v[0] == ',' || v[len - 1] == ',' || strstr(v, ",,"))
+        return bad(c, OPT_PLACEMENT, v, "an empty or overlong entry");
+    snprintf(buf, sizeof buf, "%s", v);
+    o->n_placements = 0;
+    char *save = NULL;
+    for (char *t = strtok_r(buf, ",", &save); t; t = strtok_r(NULL, ",", &save)) {
+        gp_placement p;
+        if (gp_placement_parse(t, &p) != GP_OK)
+            return bad(c, OPT_PLACEMENT, v, "'%s' is not a placement", t);
+        for (int i = 0; i < o->n_placements; i++)
+            if (o->placements[i] == p)
+                return bad(c, OPT_PLACEMENT, v, "'%s' is listed twice", t);
+        o->placements[o->n_placements++] = p;
+    }
+    return 0;
+}
+
 /* One option's value into o; 0, or 2 after printing why. */
 static int apply(parse_ctx *c, int opt, const char *v, gp_cs_options *o)
 {
@@ -366,6 +390,7 @@ static int apply(parse_ctx *c, int opt, const char *v, gp_cs_options *o)
     case OPT_PROGRESS: o->progress = 1; return 0;
     case OPT_NO_PROGRESS: o->progress = 0; return 0;
     case OPT_STATS: o->stats = true; return 0;
+    case OPT_PLACEMENT: return parse_placements(c, v, o);
     }
     return 0;
 }
@@ -386,6 +411,20 @@ static int cross_checks(parse_ctx *c, gp_cs_options *o)
             if (out[i].path[0] && strcmp(out[i].path, out[k].path) == 0)
                 return bad(c, out[i].opt, out[i].path, "also the --%s file; give each report its own file",
                            flag_name(out[k].opt));
+    /* Every micro-batch needs a row: refused here rather than as error rows
+     * after the weights are loaded. (M not dividing B is allowed; the
+     * report shows the sizes the pipeline makes.) */
+    for (int wi = 0; wi < o->n_workloads; wi++)
+        for (int mi = 0; mi < o->n_micro; mi++)
+            if (o->workloads[wi].B < o->micro[mi]) {
+                char list[64] = "";
+                for (int k = 0, used = 0; k < o->n_micro; k++)
+                    used += snprintf(list + used, sizeof list - (size_t)used, "%s%d", k ? "," : "", o->micro[k]);
+                return bad(c, OPT_MICRO, list, "%d micro-batches for workload %s, whose batch has %d row%s%s: "
+                           "every micro-batch needs a row, so M may be at most B", o->micro[mi],
+                           o->workloads[wi].label, o->workloads[wi].B, o->workloads[wi].B == 1 ? "" : "s",
+                           c->seen[OPT_MICRO - OPT_SPLITS] ? "" : " (the default --micro-batches)");
+            }
     /* --autotune measures every split unless told which. */
     if (o->autotune && !o->splits_given)
         o->sweep = true;

@@ -9,7 +9,9 @@
 #include <nvtx3/nvToolsExt.h>
 
 #include "cs_run.h"
+#include "gp_attention.h"
 #include "gp_engine.h"
+#include "kernels.h" /* GP_GEMM_WORKSPACE_BYTES */
 
 static int cmp_double(const void *a, const void *b)
 {
@@ -128,7 +130,7 @@ static void copy_trace(gp_cs_row *r, const gp_step_timing *t, int L, int M)
     memcpy(r->trace.ffn_end, t->ffn_end, sizeof(float) * n);
 }
 
-void cs_run_seq(cs_workload_run *wr, gp_cs_row *r)
+gp_status cs_run_seq(cs_workload_run *wr, gp_cs_row *r)
 {
     r->seq = true;
     r->M = 1;
@@ -139,9 +141,10 @@ void cs_run_seq(cs_workload_run *wr, gp_cs_row *r)
     nvtxRangePop();
     if (st != GP_OK)
         row_error(r, st, "sequential engine");
+    return st;
 }
 
-void cs_run_pipelined(cs_workload_run *wr, int pair, int M, unsigned depth, gp_cs_row *r)
+gp_status cs_run_pipelined(cs_workload_run *wr, int pair, int M, unsigned depth, gp_cs_row *r)
 {
     const gp_cs_options *o = wr->env->o;
     gp_exec ex = gp_cuda_exec_get(wr->exec);
@@ -154,11 +157,19 @@ void cs_run_pipelined(cs_workload_run *wr, int pair, int M, unsigned depth, gp_c
     p.ring.depth = depth;
     gp_status st = ex.ops->select_split(ex.ctx, pair);
     if (st == GP_OK)
+        st = gp_cuda_exec_set_placement(wr->exec, r->placement);
+    if (st == GP_OK)
         st = gp_pipeline_set_params(wr->pipe, &p);
     if (st == GP_OK && wr->w->B < M) {
         gp_set_error("batch %d has fewer rows than %d micro-batches", wr->w->B, M);
         st = GP_ERR_INVALID_ARG;
     }
+    /* The split as the pipeline makes it, from its own planner and the
+     * parameters just set, for the report (uneven when M does not divide B). */
+    gp_step_plan plan;
+    if (st == GP_OK && gp_pipeline_plan(&p, wr->env->cfg.n_layers, wr->w->B, &plan) == GP_OK)
+        for (int m = 0; m < plan.M && m < GP_PIPE_MAX_MICRO; m++)
+            r->micro_rows[m] = plan.nb[m];
     wr->pair = pair;
     wr->reb = NULL;
     if (st == GP_OK && o->rebalance != GP_REBALANCE_OFF) {
@@ -205,6 +216,7 @@ void cs_run_pipelined(cs_workload_run *wr, int pair, int M, unsigned depth, gp_c
         gp_rebalancer_destroy(wr->reb);
         wr->reb = NULL;
     }
+    return st;
 }
 
 void cs_workload_close(cs_workload_run *wr)
@@ -219,17 +231,49 @@ void cs_workload_close(cs_workload_run *wr)
     memset(wr, 0, sizeof *wr);
 }
 
-gp_status cs_workload_open(cs_env *env, const gp_cs_workload *w, cs_workload_run *wr)
+gp_engine_params cs_engine_params(const gp_cs_options *o, const gp_cs_workload *w)
 {
-    memset(wr, 0, sizeof *wr);
-    wr->env = env;
-    wr->w = w;
-    const gp_cs_options *o = env->o;
     gp_engine_params p = gp_engine_default_params();
     p.max_batch = w->B;
     /* contexts restart at C every repeat; the warm-up runs before the first */
     p.max_context = w->C + (o->warmup ? o->warmup_steps : 0) + o->steps + 1;
     p.use_graphs = true;
+    return p;
+}
+
+gp_status cs_workload_memory(const gp_config *cfg, const gp_cs_options *o, const gp_cs_workload *w, int n_pairs,
+                             gp_cs_memory *out)
+{
+    memset(out, 0, sizeof *out);
+    gp_engine_params p = cs_engine_params(o, w);
+    if (p.max_context > cfg->max_context)
+        GP_FAIL(GP_ERR_INVALID_ARG, "workload %s: context %d plus %d steps exceeds the model's %d positions",
+                w->label, w->C, p.max_context - w->C, cfg->max_context);
+    /* The engine's and the KV cache's own size functions, so the check and
+     * the allocation cannot disagree; the weights as the bf16 parameters
+     * (the device layout adds alignment padding of well under a MiB). */
+    gp_kv_layout l = {.n_layers = cfg->n_layers, .n_kv_heads = cfg->n_kv_heads, .head_dim = cfg->head_dim,
+                      .block_size = p.block_size};
+    int blocks = (p.max_context + p.block_size - 1) / p.block_size;
+    l.n_blocks = p.max_batch * blocks;
+    uint64_t engine = gp_engine_device_bytes(cfg, &p), kv = gp_kv_device_bytes(&l, p.max_batch, blocks);
+    if (engine == 0 || kv == 0 || kv > engine)
+        GP_FAIL(GP_ERR_OVERFLOW, "workload %s: the device bytes of batch %d x context %d cannot be computed "
+                "(overflow or a device query failed)", w->label, p.max_batch, p.max_context);
+    if (!gp_mul_u64(gp_config_param_count(cfg), sizeof(gp_bf16), &out->weights))
+        GP_FAIL(GP_ERR_OVERFLOW, "model %s: weight bytes overflow 64 bits", cfg->name);
+    out->kv_cache = kv;
+    out->activations = engine - kv;
+    out->pairs = 2 * (uint64_t)(n_pairs > 0 ? n_pairs : 1) * GP_GEMM_WORKSPACE_BYTES;
+    return GP_OK;
+}
+
+gp_status cs_workload_open(cs_env *env, const gp_cs_workload *w, cs_workload_run *wr)
+{
+    memset(wr, 0, sizeof *wr);
+    wr->env = env;
+    wr->w = w;
+    gp_engine_params p = cs_engine_params(env->o, w);
     if (p.max_context > env->cfg.max_context)
         GP_FAIL(GP_ERR_INVALID_ARG, "workload %s: context %d plus %d steps exceeds the model's %d positions",
                 w->label, w->C, p.max_context - w->C, env->cfg.max_context);

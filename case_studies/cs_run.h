@@ -4,6 +4,7 @@
 #define GP_CS_RUN_H
 
 #include "gp_case_study.h"
+#include "gp_engine.h"
 
 typedef struct cs_env {
     const gp_cs_options *o;
@@ -30,8 +31,16 @@ typedef struct cs_workload_run {
 
 gp_status cs_workload_open(cs_env *env, const gp_cs_workload *w, cs_workload_run *wr);
 void cs_workload_close(cs_workload_run *wr);
-/* Fill r (configuration and outcome; an error row on failure). */
-void cs_run_seq(cs_workload_run *wr, gp_cs_row *r);
-void cs_run_pipelined(cs_workload_run *wr, int pair, int M, unsigned depth, gp_cs_row *r);
+/* Fill r (configuration and outcome; an error row on failure) and return the
+ * row's status, so the sweep can stop on GP_ERR_DEVICE_FAULT. */
+gp_status cs_run_seq(cs_workload_run *wr, gp_cs_row *r);
+gp_status cs_run_pipelined(cs_workload_run *wr, int pair, int M, unsigned depth, gp_cs_row *r);
+
+/* The engine parameters a workload runs with (cs_workload_open), and the
+ * device bytes they, the weights and n_pairs partition pairs need, for the
+ * check before anything is allocated. */
+gp_engine_params cs_engine_params(const gp_cs_options *o, const gp_cs_workload *w);
+gp_status cs_workload_memory(const gp_config *cfg, const gp_cs_options *o, const gp_cs_workload *w, int n_pairs,
+                             gp_cs_memory *out);
 
 #endif

@@ -94,7 +94,12 @@ gp_status gp_cs_resolve_splits(const gp_cs_options *o, const gp_sm_info *info, g
         if (gp_split_plan_make(info, o->splits[i], side, &p) != GP_OK) {
             char why[512];
             snprintf(why, sizeof why, "%s", gp_last_error());
-            GP_FAIL(GP_ERR_INVALID_ARG, "--sm-splits %s: %s", text, why);
+            /* The planner's reason for A = every SM (e.g. "not a multiple of
+             * 8") misses the point: nothing is left for F. */
+            bool all = o->splits[i].attn_sms >= info->sm_count && o->splits[i].ffn_sms == GP_SPLIT_REST;
+            GP_FAIL(GP_ERR_INVALID_ARG, "--sm-splits %s: %s%s", text,
+                    all ? "every SM to attention leaves none for FFN (the seq row already runs on all SMs); " : "",
+                    why);
         }
         int k = find_attn(sp, total - 1, p.attn_sms);
         if (k >= 0 && k < n_sweep)

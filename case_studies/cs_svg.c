@@ -58,7 +58,7 @@ typedef struct plot {
     int n_wl;
     series *s;
     int n_s;
-    bool vary_depth, vary_policy;
+    bool vary_depth, vary_policy, vary_placement;
     int n_failed;
     double x_max, y_min, y_max;
     bool log_y;
@@ -134,7 +134,8 @@ static gp_status collect(plot *p, const gp_cs_row *rows, int n, int sm_count)
         int k = 0;
         for (; k < p->n_s; k++) {
             const gp_cs_row *f = p->s[k].first;
-            if (same_workload(f, r) && f->M == r->M && f->depth == r->depth && f->rebalance == r->rebalance)
+            if (same_workload(f, r) && f->M == r->M && f->depth == r->depth && f->rebalance == r->rebalance &&
+                f->placement == r->placement)
                 break;
         }
         if (k == p->n_s) {
@@ -159,13 +160,15 @@ static gp_status collect(plot *p, const gp_cs_row *rows, int n, int sm_count)
     for (int k = 1; k < p->n_s; k++) {
         p->vary_depth |= p->s[k].first->depth != p->s[0].first->depth;
         p->vary_policy |= p->s[k].first->rebalance != p->s[0].first->rebalance;
+        p->vary_placement |= p->s[k].first->placement != p->s[0].first->placement;
     }
-    /* a variant number per distinct (depth, policy), in order of appearance */
+    /* a variant number per distinct (depth, policy, placement), in order of appearance */
     int n_variants = 0;
     for (int k = 0; k < p->n_s; k++) {
         const gp_cs_row *f = p->s[k].first;
         int j = 0;
-        while (j < k && (p->s[j].first->depth != f->depth || p->s[j].first->rebalance != f->rebalance))
+        while (j < k && (p->s[j].first->depth != f->depth || p->s[j].first->rebalance != f->rebalance ||
+                         p->s[j].first->placement != f->placement))
             j++;
         p->s[k].variant = j < k ? p->s[j].variant : n_variants++;
     }
@@ -326,6 +329,8 @@ static void series_label(FILE *f, const plot *p, const series *s)
         fprintf(f, ", depth %u", r->depth);
     if (p->vary_policy)
         fprintf(f, ", %s", gp_rebalance_policy_name(r->rebalance));
+    if (p->vary_placement)
+        fprintf(f, ", %s", gp_placement_name(r->placement));
 }
 
 static void draw_series(FILE *f, const plot *p, const scale *sc, const series *s)

@@ -117,8 +117,8 @@ static void row_process(tb *b, const gp_cs_row *r, int pid)
 {
     char req[64], name[160];
     cs_row_req_text(r, req, sizeof req);
-    snprintf(name, sizeof name, "%s %d:%d, split %s, M=%d, depth %u%s%s", r->workload, r->B, r->C, req, r->M,
-             r->depth, r->rebalance != GP_REBALANCE_OFF ? ", rebalance " : "",
+    snprintf(name, sizeof name, "%s %d:%d, split %s, M=%d, depth %u%s%s%s", r->workload, r->B, r->C, req, r->M,
+             r->depth, r->placement == GP_PLACE_QKVO_F ? ", qkvo-f" : "", r->rebalance != GP_REBALANCE_OFF ? ", rebalance " : "",
              r->rebalance != GP_REBALANCE_OFF ? gp_rebalance_policy_name(r->rebalance) : "");
     meta_event(b, "process_name", pid, 0, name);
     sort_event(b, "process_sort_index", pid, 0, pid);

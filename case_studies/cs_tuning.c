@@ -100,6 +100,7 @@ static json_t *best_json(cs_jb *b, const wl *w, int sm_count)
     cs_put_real(b, o, "attn_share", r->seq ? 0 : row_share(r, sm_count));
     cs_put_int(b, o, "M", r->seq ? 1 : r->M);
     cs_put_int(b, o, "depth", r->depth);
+    cs_put_str(b, o, "placement", gp_placement_name(r->placement));
     cs_put_real(b, o, "ms", r->ms_median);
     cs_put_real(b, o, "tokens_per_s", r->tokens_per_s);
     cs_put_real(b, o, "seq_ms", w->seq ? w->seq->ms_median : NAN);
@@ -135,6 +136,7 @@ static json_t *rule_json(cs_jb *b, const cs_rule *ru)
         cs_put_int(b, q, "best_attn_sms", p->best_attn_sms);
         cs_put_int(b, q, "M", p->M);
         cs_put_int(b, q, "depth", p->depth);
+        cs_put_str(b, q, "placement", gp_placement_name(p->placement));
         cs_put_real(b, q, "speedup", p->speedup > 0 ? p->speedup : NAN);
         cs_append(b, pts, q);
     }
@@ -213,6 +215,7 @@ gp_status gp_cs_tuning_write(const char *path, const gp_cs_meta *m, const gp_con
         p->best_attn_sms = best->seq ? 0 : best->split.a_req;
         p->M = best->seq ? 1 : best->M;
         p->depth = best->depth;
+        p->placement = best->placement;
         p->speedup = w[i].seq ? w[i].seq->ms_median / best->ms_median : 0;
     }
     cs_rule rule;

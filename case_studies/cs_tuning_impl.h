@@ -34,6 +34,7 @@ typedef struct cs_point {
     double best_share;     /* attention share of the best split (won only) */
     int best_attn_sms, M;
     unsigned depth;
+    gp_placement placement;
     double speedup;        /* seq ms / best split ms (0: unknown) */
 } cs_point;
 

@@ -59,6 +59,19 @@ static gp_status get_num(const rd *r, json_t *o, const char *key, bool allow_nul
     return GP_OK;
 }
 
+/* Profiles written before placements existed say nothing: qkvo-a, the
+ * placement they measured. */
+static gp_status get_placement(const rd *r, json_t *o, gp_placement *out)
+{
+    json_t *v = json_object_get(o, "placement");
+    *out = GP_PLACE_QKVO_A;
+    if (!v)
+        return GP_OK;
+    if (!json_is_string(v) || gp_placement_parse(json_string_value(v), out) != GP_OK)
+        return bad(r, "placement", "is not \"qkvo-a\" or \"qkvo-f\"");
+    return GP_OK;
+}
+
 static gp_status get_bool(const rd *r, json_t *o, const char *key, bool *out)
 {
     json_t *v = json_object_get(o, key);
@@ -112,6 +125,7 @@ static gp_status read_best(rd *r, json_t *root, gp_cs_tuning *t)
         GP_TRY(get_int(r, e, "attn_sms", 0, 1 << 20, &b->choice.attn_sms));
         GP_TRY(get_num(r, e, "attn_share", false, &b->choice.attn_share));
         GP_TRY(get_int(r, e, "M", 1, GP_PIPE_MAX_MICRO, &b->choice.M));
+        GP_TRY(get_placement(r, e, &b->choice.placement));
         GP_TRY(get_int(r, e, "depth", 0, GP_RING_MAX_DEPTH, &depth));
         GP_TRY(get_num(r, e, "ms", false, &b->choice.ms));
         b->choice.depth = (unsigned)depth;
@@ -163,6 +177,7 @@ static gp_status read_rule(rd *r, json_t *root, cs_rule *ru)
         GP_TRY(get_num(r, e, "attn_frac", true, &p->attn_frac));
         GP_TRY(get_num(r, e, "best_share", true, &p->best_share));
         GP_TRY(get_int(r, e, "M", 1, GP_PIPE_MAX_MICRO, &p->M));
+        GP_TRY(get_placement(r, e, &p->placement));
         GP_TRY(get_int(r, e, "depth", 0, GP_RING_MAX_DEPTH, &depth));
         p->depth = (unsigned)depth;
         ru->n_points++;

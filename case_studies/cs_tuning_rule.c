@@ -171,6 +171,7 @@ gp_status cs_rule_pick(const cs_rule *rule, const gp_config *cfg, const gp_sm_in
             best_d = d;
             out->M = p->M;
             out->depth = p->depth;
+            out->placement = p->placement;
         }
     }
     return GP_OK;

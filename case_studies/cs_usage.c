@@ -23,6 +23,8 @@ void gp_cs_default_options(gp_cs_options *o)
     o->n_micro = 2;
     o->depths[0] = GP_RING_DEFAULT_DEPTH;
     o->n_depths = 1;
+    o->placements[0] = GP_PLACE_QKVO_A;
+    o->n_placements = 1;
     snprintf(o->model, sizeof o->model, "%s", GP_DEFAULT_PRESET);
     o->steps = 8;
     o->warmup = true;
@@ -61,6 +63,9 @@ void gp_cs_usage(FILE *f)
         "  --micro-batches LIST micro-batches M per step, 1..4. Default: 1,2.\n"
         "  --queue-depth LIST   slots of each layer's ring, a power of two 2..4096 (holds\n"
         "                       depth - 1 payloads), at most 8 entries. Default: 4.\n"
+        "  --placement LIST     where each layer's QKV and O projections run: qkvo-a (in\n"
+        "                       the attention stage) or qkvo-f (in the FFN stage, so\n"
+        "                       the attention partition runs no GEMM). Default: qkvo-a.\n"
         "  --model NAME|DIR     a preset (tiny, llama3.2-1b, llama3-8b, llama3-70b) with\n"
         "                       synthetic weights, or a Hugging Face checkpoint directory\n"
         "                       (config.json + safetensors). Default: llama3-8b.\n"
@@ -96,7 +101,10 @@ void gp_cs_usage(FILE *f)
         "                       (default: when stderr is a terminal).\n"
         "  -h, --help           this text.\n"
         "\n"
-        "Every flag may be given once. Exit status 2: a bad command line.\n",
+        "Every flag may be given once. Exit status 2: a bad command line (or a workload\n"
+        "the GPU cannot hold); 1: no GPU, or a configuration or report failed; 130 or\n"
+        "143: stopped by SIGINT or SIGTERM after the configuration in progress, with\n"
+        "the reports holding the rows that finished.\n",
         f);
 }
 

@@ -71,19 +71,74 @@ static void add_note(gp_cs_meta *m, const char *text)
     snprintf(m->notes + len, sizeof m->notes - len, "%s%s", len ? " " : "", text);
 }
 
-static gp_status load_weights(const gp_cs_options *o, gp_config *cfg, gp_device_weights **dw, bool *synthetic)
+/* The model --model names, checked as far as it can be without a GPU:
+ * config.json, the safetensors headers and every tensor the config needs.
+ * A broken checkpoint is the user's to fix, reported even where no GPU is. */
+static gp_status check_model(const gp_cs_options *o, gp_model_source *src)
 {
-    gp_model_source src;
-    GP_TRY(gp_model_source_resolve(o->model, o->seed, &src));
-    *cfg = src.cfg;
-    *synthetic = src.synthetic;
-    if (src.synthetic)
-        return gp_device_weights_synthetic(cfg, o->seed, dw);
+    GP_TRY(gp_model_source_resolve(o->model, o->seed, src));
+    if (src->synthetic)
+        return GP_OK;
+    gp_checkpoint *ck;
+    GP_TRY(gp_checkpoint_open(src->path, &ck));
+    gp_status st = gp_checkpoint_check(ck);
+    gp_checkpoint_close(ck);
+    return st;
+}
+
+/* Each workload's context plus the steps run on it must fit the model's
+ * positions: a property of the command line and the model alone, so it is
+ * refused before the GPU is looked at. (Presets only ever shrink later.) */
+static gp_status check_contexts(const gp_cs_options *o, const gp_config *cfg)
+{
+    for (int wi = 0; wi < o->n_workloads; wi++) {
+        const gp_cs_workload *w = &o->workloads[wi];
+        int ctx = cs_engine_params(o, w).max_context;
+        if (ctx > cfg->max_context)
+            GP_FAIL(GP_ERR_INVALID_ARG, "--workload %s: context %d plus %d steps (warm-up, timed, one more) is %d "
+                    "tokens, more than the %d positions of model %s; allowed: C up to %d with these --steps and "
+                    "--warmup", w->label, w->C, ctx - w->C, ctx, cfg->max_context, cfg->name,
+                    cfg->max_context - (ctx - w->C));
+    }
+    return GP_OK;
+}
+
+static gp_status load_weights(const gp_model_source *src, gp_device_weights **dw)
+{
+    if (src->synthetic)
+        return gp_device_weights_synthetic(&src->cfg, src->seed, dw);
     gp_host_weights w;
-    GP_TRY(gp_model_source_load_host(&src, &w));
+    GP_TRY(gp_model_source_load_host(src, &w));
     gp_status st = gp_device_weights_upload(&w, dw);
     gp_host_weights_free(&w);
     return st;
+}
+
+/* Every workload's weights + KV cache + activations against the GPU's free
+ * memory, before anything is allocated: a refusal names the bytes needed
+ * and the bytes there are, instead of an allocation failing half-way. */
+static gp_status check_memory(const cs_env *env, int n_pairs)
+{
+    size_t free_b = 0, total_b = 0;
+    cudaError_t e = cudaMemGetInfo(&free_b, &total_b);
+    if (e != cudaSuccess) {
+        (void)cudaGetLastError();
+        GP_FAIL(GP_ERR_CUDA, "cudaMemGetInfo failed: %s", cudaGetErrorString(e));
+    }
+    for (int wi = 0; wi < env->o->n_workloads; wi++) {
+        const gp_cs_workload *w = &env->o->workloads[wi];
+        gp_cs_memory need;
+        GP_TRY(cs_workload_memory(&env->cfg, env->o, w, n_pairs, &need));
+        char what[160];
+        snprintf(what, sizeof what, "--workload %s (B %d, C %d) on model %s", w->label, w->B, w->C, env->cfg.name);
+        gp_status st = gp_cs_memory_check(what, &need, free_b, total_b);
+        if (st != GP_OK) {
+            char msg[900];
+            snprintf(msg, sizeof msg, "%s", gp_last_error());
+            GP_FAIL(st, "%s; allowed: a workload that fits, e.g. a smaller B or C", msg);
+        }
+    }
+    return GP_OK;
 }
 
 /* One pool for the whole run. A split the driver refuses only fails its own
@@ -134,44 +189,80 @@ static gp_status make_pool(const gp_sm_info *info, const gp_split_plan *plans, i
 
 /* With --tuning: the rule's configuration for w, run as an extra row tagged
  * "rule" when it is not seq, and a note naming it beside the best measured. */
-static void run_rule_row(cs_env *env, const gp_cs_tuning *t, const gp_cs_workload *w, cs_workload_run *wr,
-                         gp_cs_row *rows, int *n_rows, gp_cs_meta *meta)
+static gp_status run_rule_row(cs_env *env, const gp_cs_tuning *t, const gp_cs_workload *w, cs_workload_run *wr,
+                              gp_cs_row *r, bool *made, gp_cs_meta *meta)
 {
     gp_cs_choice rule, best;
     bool found = false;
     char text[256];
+    *made = false;
     if (gp_cs_tuning_pick(t, &env->cfg, &env->info, w->B, w->C, &rule, &best, &found) != GP_OK) {
         snprintf(text, sizeof text, "Tuning rule for %s failed: %s.", w->label, gp_last_error());
         add_note(meta, text);
-        return;
+        return GP_OK;
     }
     char best_txt[96] = "no measurement of this workload in the profile";
     if (found && best.seq)
         snprintf(best_txt, sizeof best_txt, "best measured: seq (%.3f ms)", best.ms);
     else if (found)
-        snprintf(best_txt, sizeof best_txt, "best measured: A=%d M=%d depth %u (%.3f ms)", best.attn_sms, best.M,
-                 best.depth, best.ms);
+        snprintf(best_txt, sizeof best_txt, "best measured: A=%d M=%d depth %u %s (%.3f ms)", best.attn_sms,
+                 best.M, best.depth, gp_placement_name(best.placement), best.ms);
     if (rule.seq)
         snprintf(text, sizeof text, "Tuning rule for %s: seq; %s.", w->label, best_txt);
     else
-        snprintf(text, sizeof text, "Tuning rule for %s: A=%d M=%d depth %u (row tagged rule); %s.", w->label,
-                 rule.attn_sms, rule.M, rule.depth, best_txt);
+        snprintf(text, sizeof text, "Tuning rule for %s: A=%d M=%d depth %u %s (row tagged rule); %s.", w->label,
+                 rule.attn_sms, rule.M, rule.depth, gp_placement_name(rule.placement), best_txt);
     add_note(meta, text);
     int pair = rule.seq ? -1 : gp_green_pool_find(env->pool, rule.attn_sms);
     if (rule.seq || !wr)
-        return;
-    gp_cs_row *r = &rows[(*n_rows)++];
+        return GP_OK;
+    *made = true;
     snprintf(r->workload, sizeof r->workload, "%s", w->label);
     snprintf(r->tag, sizeof r->tag, "rule");
     r->B = w->B;
     r->C = w->C;
+    r->placement = rule.placement;
     if (pair < 0) {
         r->ok = false;
         r->M = rule.M;
         snprintf(r->error, sizeof r->error, "the rule's split A=%d is not in this run's pool", rule.attn_sms);
-        return;
+        return GP_ERR_NOT_FOUND;
     }
-    cs_run_pipelined(wr, pair, rule.M, rule.depth ? rule.depth : 4, r);
+    return cs_run_pipelined(wr, pair, rule.M, rule.depth ? rule.depth : 4, r);
+}
+
+/* The CUDA side of the sweep (gp_cs_runner): one workload open at a time. */
+typedef struct cs_main_runner {
+    cs_env *env;
+    const gp_split_plan *plans;
+    const gp_cs_tuning *tuning;
+    gp_cs_meta *meta;
+    cs_workload_run wr;
+} cs_main_runner;
+
+static gp_status rn_open(void *ctx, int wi)
+{
+    cs_main_runner *c = ctx;
+    return cs_workload_open(c->env, &c->env->o->workloads[wi], &c->wr);
+}
+
+static void rn_close(void *ctx, int wi)
+{
+    cs_workload_close(&((cs_main_runner *)ctx)->wr);
+}
+
+static gp_status rn_run(void *ctx, int wi, int plan, int M, unsigned depth, gp_cs_row *r)
+{
+    cs_main_runner *c = ctx;
+    if (plan == 0)
+        return cs_run_seq(&c->wr, r);
+    return cs_run_pipelined(&c->wr, gp_green_pool_find(c->env->pool, c->plans[plan].attn_sms), M, depth, r);
+}
+
+static gp_status rn_extra(void *ctx, int wi, bool opened, gp_cs_row *r, bool *made)
+{
+    cs_main_runner *c = ctx;
+    return run_rule_row(c->env, c->tuning, &c->env->o->workloads[wi], opened ? &c->wr : NULL, r, made, c->meta);
 }
 
 int main(int argc, char **argv)
@@ -183,22 +274,26 @@ int main(int argc, char **argv)
         return 0;
     if (prc != 0)
         return 2;
+    gp_model_source src;
+    gp_status st = check_model(&o, &src);
+    if (st != GP_OK) {
+        fprintf(stderr, PROG ": --model %s: %s\n", o.model, gp_last_error());
+        return 2;
+    }
+    if (check_contexts(&o, &src.cfg) != GP_OK) {
+        fprintf(stderr, PROG ": %s\n", gp_last_error());
+        return 2;
+    }
     if (gp_cuda_available() != GP_OK) {
         fprintf(stderr, PROG ": %s\n", gp_last_error());
         return 1;
     }
-    cs_env env = {.o = &o};
-    bool synthetic = true;
-    gp_status st = load_weights(&o, &env.cfg, &env.dw, &synthetic);
-    if (st != GP_OK) {
-        fprintf(stderr, PROG ": --model %s: %s\n", o.model, gp_last_error());
-        return st == GP_ERR_NOT_FOUND || st == GP_ERR_INVALID_ARG ? 2 : 1;
-    }
+    cs_env env = {.o = &o, .cfg = src.cfg};
     struct cudaDeviceProp prop;
     cudaGetDeviceProperties(&prop, 0);
     env.sm_count = prop.multiProcessorCount;
     gp_cs_meta meta;
-    fill_meta(&meta, &env.cfg, synthetic ? "synthetic weights" : o.model, env.sm_count);
+    fill_meta(&meta, &env.cfg, src.synthetic ? "synthetic weights" : o.model, env.sm_count);
     if (gp_green_query(0, &env.info) != GP_OK) {
         int g = prop.major >= 9 ? 8 : prop.major == 8 ? 4 : 2;
         env.info = (gp_sm_info){.sm_count = env.sm_count, .min_partition = g, .alignment = g > 2 ? g / 2 * 2 : 2};
@@ -208,18 +303,19 @@ int main(int argc, char **argv)
     gp_cs_scale_workloads(&o, env.sm_count, prop.totalGlobalMem / 1073741824.0, note, sizeof note);
     if (note[0])
         add_note(&meta, note);
+    gp_cs_micro_note(&o, note, sizeof note);
+    if (note[0])
+        add_note(&meta, note);
 
     gp_split_plan plans[GP_CS_MAX_SPLITS + 1];
     int n_plans = 0;
     if ((st = gp_cs_resolve_splits(&o, &env.info, GP_SPLIT_SIDE_F, plans, GP_CS_MAX_SPLITS + 1, &n_plans)) != GP_OK) {
         fprintf(stderr, PROG ": %s\n", gp_last_error()); /* it names --sm-splits and the split */
-        gp_device_weights_destroy(env.dw);
         return 2;
     }
     gp_cs_tuning *tuning = NULL;
     if (o.tuning[0] && (st = gp_cs_tuning_read(o.tuning, &tuning)) != GP_OK) {
         fprintf(stderr, PROG ": --tuning %s: %s\n", o.tuning, gp_last_error());
-        gp_device_weights_destroy(env.dw);
         return 2;
     }
     /* the rule's splits join the pool so their rows can run (only those rows) */
@@ -238,6 +334,19 @@ int main(int argc, char **argv)
             gp_split_plan_make(&env.info, (gp_split_req){rule.attn_sms, GP_SPLIT_REST}, GP_SPLIT_SIDE_F, &pl) == GP_OK)
             rule_only[n_plans] = true, plans[n_plans++] = pl;
     }
+    int n_pairs = 0;
+    for (int i = 0; i < n_plans; i++)
+        n_pairs += plans[i].attn_sms > 0;
+    if ((st = check_memory(&env, n_pairs)) != GP_OK) {
+        fprintf(stderr, PROG ": %s\n", gp_last_error());
+        gp_cs_tuning_free(tuning);
+        return st == GP_ERR_DEVICE_MEMORY || st == GP_ERR_INVALID_ARG ? 2 : 1;
+    }
+    if ((st = load_weights(&src, &env.dw)) != GP_OK) {
+        fprintf(stderr, PROG ": --model %s: %s\n", o.model, gp_last_error());
+        gp_cs_tuning_free(tuning);
+        return st == GP_ERR_NOT_FOUND || st == GP_ERR_INVALID_ARG ? 2 : 1;
+    }
     static char why[GP_CS_MAX_SPLITS + 1][256];
     if ((st = make_pool(&env.info, plans, n_plans, why, &env.pool)) != GP_OK) {
         fprintf(stderr, PROG ": building the SM partitions: %s\n", gp_last_error());
@@ -247,93 +356,46 @@ int main(int argc, char **argv)
     if (!gp_green_pool_partitioned(env.pool))
         add_note(&meta, "Splits ran unpartitioned (plain streams sharing all SMs).");
 
-    int n_split_plans = 0;
-    for (int i = 0; i < n_plans; i++)
-        n_split_plans += plans[i].attn_sms > 0 && !rule_only[i];
-    int per_workload = 1 + n_split_plans * o.n_micro * o.n_depths + (tuning ? 1 : 0);
-    gp_cs_row *rows = calloc((size_t)(o.n_workloads * per_workload), sizeof *rows);
+    gp_cs_sweep_params sp = {.o = &o, .plans = plans, .n_plans = n_plans, .no_rows = rule_only,
+                             .why = (const char(*)[256])why, .extra = tuning != NULL,
+                             .progress = o.progress > 0 || (o.progress < 0 && isatty(2)) ? stderr : NULL};
+    int cap = gp_cs_sweep_count(&sp);
+    gp_cs_row *rows = calloc((size_t)(cap > 0 ? cap : 1), sizeof *rows);
     if (!rows) {
         fprintf(stderr, PROG ": out of host memory\n");
         return 1;
     }
-    int n_rows = 0, total = o.n_workloads * per_workload;
-    bool progress = o.progress > 0 || (o.progress < 0 && isatty(2));
-    for (int wi = 0; wi < o.n_workloads; wi++) {
-        const gp_cs_workload *w = &o.workloads[wi];
-        cs_workload_run wr;
-        gp_status ost = cs_workload_open(&env, w, &wr);
-        int first = n_rows;
-        for (int pi = -1; pi < n_plans; pi++) {
-            if (pi >= 0 && (plans[pi].attn_sms == 0 || rule_only[pi]))
-                continue; /* seq is run first, once; rule-only splits get the rule's row */
-            for (int mi = 0; mi < (pi < 0 ? 1 : o.n_micro); mi++)
-                for (int di = 0; di < (pi < 0 ? 1 : o.n_depths); di++) {
-                    gp_cs_row *r = &rows[n_rows++];
-                    snprintf(r->workload, sizeof r->workload, "%s", w->label);
-                    r->B = w->B;
-                    r->C = w->C;
-                    if (pi >= 0) {
-                        r->split = (gp_split_info){.a_req = plans[pi].attn_sms, .f_req = plans[pi].ffn_sms,
-                                                   .unit = "SMs"};
-                        r->M = o.micro[mi];
-                        r->depth = o.depths[di];
-                    } else {
-                        r->seq = true;
-                    }
-                    if (progress)
-                        fprintf(stderr, "\r[%d/%d] %s %s M=%d depth %u          ", n_rows, total, w->label,
-                                pi < 0 ? "seq" : "split", r->M, r->depth);
-                    if (ost != GP_OK) {
-                        r->ok = false;
-                        snprintf(r->error, sizeof r->error, "workload %s: %s", w->label, gp_last_error());
-                    } else if (pi < 0) {
-                        cs_run_seq(&wr, r);
-                    } else if (why[pi][0]) {
-                        r->ok = false;
-                        snprintf(r->error, sizeof r->error, "split %d:%d: %s", plans[pi].attn_sms, plans[pi].ffn_sms,
-                                 why[pi]);
-                    } else {
-                        int pair = gp_green_pool_find(env.pool, plans[pi].attn_sms);
-                        cs_run_pipelined(&wr, pair, o.micro[mi], o.depths[di], r);
-                    }
-                }
-        }
-        if (tuning)
-            run_rule_row(&env, tuning, w, ost == GP_OK ? &wr : NULL, rows, &n_rows, &meta);
-        if (ost == GP_OK)
-            cs_workload_close(&wr);
-        double seq_ms = rows[first].ok ? rows[first].ms_median : 0;
-        for (int i = first; i < n_rows; i++)
-            rows[i].speedup_vs_seq = rows[i].ok && seq_ms > 0 ? seq_ms / rows[i].ms_median : 0;
+    /* From here a SIGINT or SIGTERM ends the sweep after the row in progress
+     * and the reports are still written; before, it ends the program as
+     * usual (nothing measured yet). */
+    if (gp_cs_signals_install() != GP_OK)
+        fprintf(stderr, PROG ": %s; an interrupt will end the run without reports\n", gp_last_error());
+    cs_main_runner mr = {.env = &env, .plans = plans, .tuning = tuning, .meta = &meta};
+    gp_cs_runner rn = {.ctx = &mr, .open = rn_open, .close = rn_close, .run = rn_run,
+                       .extra = tuning ? rn_extra : NULL};
+    gp_cs_sweep_result res;
+    if ((st = gp_cs_sweep_run(&sp, &rn, rows, cap, &res)) != GP_OK) {
+        fprintf(stderr, PROG ": %s\n", gp_last_error());
+        return 1;
     }
-    if (progress)
-        fprintf(stderr, "\r%-70s\r", "");
-
-    gp_cs_write_markdown(stdout, &meta, rows, n_rows);
     int failed = 0;
-    for (int i = 0; i < n_rows; i++)
-        failed += !rows[i].ok;
-    struct {
-        const char *path;
-        gp_status (*fn)(const char *, const gp_cs_meta *, const gp_cs_row *, int);
-    } outs[] = {{o.json, gp_cs_write_json}, {o.csv, gp_cs_write_csv}, {o.trace, gp_cs_write_trace},
-                {o.svg, gp_cs_write_svg}};
-    for (size_t i = 0; i < sizeof outs / sizeof outs[0]; i++)
-        if (outs[i].path[0] && outs[i].fn(outs[i].path, &meta, rows, n_rows) != GP_OK) {
-            fprintf(stderr, PROG ": %s\n", gp_last_error());
-            failed++;
-        }
-    if (o.autotune && gp_cs_tuning_write(o.tuning_out, &meta, &env.cfg, rows, n_rows) != GP_OK) {
+    if (o.autotune && (res.n_rows < res.planned || res.stop == GP_CS_STOP_DEVICE_FAULT)) {
+        /* a rule fitted on part of a sweep would mislead every later run */
+        fprintf(stderr, PROG ": --autotune: the sweep did not finish; %s was not written\n", o.tuning_out);
+    } else if (o.autotune && gp_cs_tuning_write(o.tuning_out, &meta, &env.cfg, rows, res.n_rows) != GP_OK) {
         fprintf(stderr, PROG ": --tuning-out: %s\n", gp_last_error());
         failed++;
     }
-    if (failed)
-        fprintf(stderr, PROG ": %d of %d configurations or outputs failed (see the error rows)\n", failed, n_rows);
-    for (int i = 0; i < n_rows; i++)
+    int rc = gp_cs_finish(&o, &meta, rows, &res, failed, stdout, stderr);
+    for (int i = 0; i < res.n_rows; i++)
         gp_cs_row_free(&rows[i]);
     free(rows);
     gp_cs_tuning_free(tuning);
-    gp_green_pool_destroy(env.pool);
-    gp_device_weights_destroy(env.dw);
-    return failed ? 1 : 0;
+    /* After a device fault the context is unusable: the GPU's resources go
+     * with the process rather than through calls that would only fail. */
+    if (res.stop != GP_CS_STOP_DEVICE_FAULT) {
+        gp_green_pool_destroy(env.pool);
+        gp_device_weights_destroy(env.dw);
+    }
+    return rc;
 }

@@ -42,6 +42,9 @@ typedef struct gp_cs_options {
     /* --micro-batches 1,2,4 */
     int micro[GP_PIPE_MAX_MICRO];
     int n_micro;
+    /* --placement qkvo-a[,qkvo-f]: where the QKV and O projections run */
+    gp_placement placements[2];
+    int n_placements;
     /* --queue-depth 4[,8] */
     unsigned depths[GP_CS_MAX_DEPTHS];
     int n_depths;
@@ -100,7 +103,12 @@ typedef struct gp_cs_row {
     bool seq;                    /* the sequential engine on all SMs: the reference row */
     gp_split_info split;         /* requested and obtained */
     int M;
+    /* Rows of each micro-batch as the pipeline actually split B: uneven when
+     * M does not divide B (the first B % M get one row more). All 0: not
+     * known (seq rows, rows that failed before the pipeline was set up). */
+    int micro_rows[GP_PIPE_MAX_MICRO];
     unsigned depth;
+    gp_placement placement;      /* QKV/O with attention (qkvo-a) or with the FFN (qkvo-f) */
     gp_rebalance_policy rebalance;
     char tag[32];                /* "rule" when --tuning's rule chose this row, else "" */
     /* outcome */
@@ -126,6 +134,8 @@ typedef struct gp_cs_meta {
     int sm_count;
     char driver[32], cuda[32], commit[64], model[128], timestamp[64];
     char notes[512];             /* e.g. workload scaling, unpartitioned fallback */
+    char stopped[64];            /* "" when the run went through every configuration; else why it
+                                    stopped early ("SIGINT", "SIGTERM", "device fault") */
 } gp_cs_meta;
 
 void gp_cs_row_free(gp_cs_row *r);
@@ -164,6 +174,7 @@ typedef struct gp_cs_choice {
     int attn_sms;                /* rounded to the granularity (0 for seq) */
     int M;
     unsigned depth;
+    gp_placement placement;
     double ms;                   /* measured (profile entries), 0 for the rule */
 } gp_cs_choice;
 
@@ -180,6 +191,108 @@ void gp_cs_tuning_free(gp_cs_tuning *t);
  * profile has one (best_found false otherwise). */
 gp_status gp_cs_tuning_pick(const gp_cs_tuning *t, const gp_config *cfg, const gp_sm_info *info, int B, int C,
                             gp_cs_choice *rule, gp_cs_choice *best, bool *best_found);
+
+/* ------------------------------------------------------------ device memory */
+
+/* Device bytes one workload needs, by part, so a refusal can say where they go. */
+typedef struct gp_cs_memory {
+    uint64_t weights;      /* the model's bf16 weights */
+    uint64_t kv_cache;     /* paged K and V of B sequences at the longest context the run reaches */
+    uint64_t activations;  /* the engine's step buffers and its attention and GEMM workspaces */
+    uint64_t pairs;        /* GEMM workspaces of the partition pairs (two per split) */
+} gp_cs_memory;
+
+/* Checked before anything is allocated: GP_OK when need fits in device_free,
+ * else GP_ERR_DEVICE_MEMORY with a message "<what> needs N bytes (weights ..
+ * + KV cache .. + ...) but the GPU has F bytes free of T" (GP_ERR_OVERFLOW
+ * when the sum does not fit 64 bits). Pure arithmetic: tested without a GPU. */
+gp_status gp_cs_memory_check(const char *what, const gp_cs_memory *need, uint64_t device_free,
+                             uint64_t device_total);
+
+/* A sentence for the report's notes naming every (workload, M) whose batch M
+ * does not divide, with the micro-batch sizes the pipeline makes of it
+ * ("large: B 1024 with M 3: micro-batches of 342+341+341 rows"); "" when
+ * every split is even. */
+void gp_cs_micro_note(const gp_cs_options *o, char *note, size_t len);
+
+/* ------------------------------------------------------------ signals */
+
+/* SIGINT and SIGTERM only set a flag (a sig_atomic_t; nothing else happens
+ * in the handler); the sweep stops after the configuration in progress and
+ * the reports are written with the rows that finished. GP_ERR_STATE naming
+ * the signal when a handler cannot be installed. */
+gp_status gp_cs_signals_install(void);
+/* The signal received since the install (SIGINT, SIGTERM), 0 when none. */
+int gp_cs_signal_pending(void);
+/* Forgets a received signal (tests). */
+void gp_cs_signal_clear(void);
+
+/* ------------------------------------------------------------ sweep */
+
+/* Why a run ended. */
+typedef enum gp_cs_stop {
+    GP_CS_STOP_NONE = 0,     /* every configuration ran */
+    GP_CS_STOP_SIGNAL,       /* SIGINT or SIGTERM arrived: stopped after the row in progress */
+    GP_CS_STOP_DEVICE_FAULT, /* a row or workload hit GP_ERR_DEVICE_FAULT: the GPU context is unusable */
+} gp_cs_stop;
+
+/* What measures the rows: the CUDA runner in the program, a fake in tests.
+ * run() gets a row whose configuration is filled in (workload, B, C, seq or
+ * split request, M, depth), fills its outcome (an error row on failure) and
+ * returns the row's status. */
+typedef struct gp_cs_runner {
+    void *ctx;
+    /* Opens workload wi of the options; on failure gp_last_error says why
+     * and every row of the workload becomes an error row carrying it. */
+    gp_status (*open)(void *ctx, int wi);
+    void (*close)(void *ctx, int wi);
+    /* plan: index into the sweep's plans; 0 is seq (M 1, depth 0). */
+    gp_status (*run)(void *ctx, int wi, int plan, int M, unsigned depth, gp_cs_row *r);
+    /* Optional: at most one more row after the workload's own (the --tuning
+     * rule's); *made false when it adds none. opened: open() succeeded. */
+    gp_status (*extra)(void *ctx, int wi, bool opened, gp_cs_row *r, bool *made);
+} gp_cs_runner;
+
+typedef struct gp_cs_sweep_params {
+    const gp_cs_options *o;      /* workloads, micro-batch counts, depths */
+    const gp_split_plan *plans;  /* [n_plans], seq (attn_sms 0) first, as gp_cs_resolve_splits gives */
+    int n_plans;
+    const bool *no_rows;         /* [n_plans] or NULL: plans with no rows of their own (the rule's) */
+    const char (*why)[256];      /* [n_plans] or NULL: why a split cannot run ("": it can) */
+    bool extra;                  /* the runner has extra(): room for one more row per workload */
+    FILE *progress;              /* "[k/n] ..." lines, or NULL */
+} gp_cs_sweep_params;
+
+typedef struct gp_cs_sweep_result {
+    int n_rows;                  /* rows filled, every one finished (ok or an error row) */
+    int planned;                 /* rows the whole run would have made */
+    gp_cs_stop stop;
+    int signal;                  /* with GP_CS_STOP_SIGNAL: SIGINT or SIGTERM */
+    char why[600];               /* with GP_CS_STOP_DEVICE_FAULT: the failing row's error */
+} gp_cs_sweep_result;
+
+/* Rows the whole sweep makes (the size of rows[] to give gp_cs_sweep_run). */
+int gp_cs_sweep_count(const gp_cs_sweep_params *p);
+/* Runs every configuration in report order into rows[cap] (zeroed by the
+ * caller): per workload the seq row, then
+ * split x M x depth, then extra; speedups against each workload's seq row.
+ * Before each row it checks gp_cs_signal_pending(); after each it checks the
+ * row's status: a signal or GP_ERR_DEVICE_FAULT stops the sweep (the
+ * faulting row is kept as an error row; no close() follows a fault, since
+ * the context is unusable). Any other failure is an error row and the sweep
+ * goes on. GP_ERR_INVALID_ARG when cap is below gp_cs_sweep_count. */
+gp_status gp_cs_sweep_run(const gp_cs_sweep_params *p, const gp_cs_runner *rn, gp_cs_row *rows, int cap,
+                          gp_cs_sweep_result *res);
+
+/* Ends a run: records an early stop in m (stopped, a sentence in notes),
+ * writes the markdown table to out and every report o asks for (JSON, CSV,
+ * trace, SVG) with the rows there are, and says on err what failed, or why
+ * the run stopped early and what the files hold. extra_failures: failures
+ * the caller had (e.g. the tuning profile). Returns the exit status: 0; 1
+ * when a row or report failed or a device fault stopped the run; 128 + the
+ * signal (130 SIGINT, 143 SIGTERM) when interrupted. */
+int gp_cs_finish(const gp_cs_options *o, gp_cs_meta *m, const gp_cs_row *rows, const gp_cs_sweep_result *res,
+                 int extra_failures, FILE *out, FILE *err);
 
 #ifdef __cplusplus
 }

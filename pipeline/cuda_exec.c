@@ -296,23 +296,6 @@ static void cx_split_info(void *ctx, int index, gp_split_info *out)
     *out = x->pairs[index < 0 ? x->cur : index].info;
 }
 
-const char *gp_placement_name(gp_placement p)
-{
-    return p == GP_PLACE_QKVO_F ? "qkvo-f" : "qkvo-a";
-}
-
-gp_status gp_placement_parse(const char *s, gp_placement *out)
-{
-    if (s && !strcmp(s, "qkvo-a"))
-        *out = GP_PLACE_QKVO_A;
-    else if (s && !strcmp(s, "qkvo-f"))
-        *out = GP_PLACE_QKVO_F;
-    else
-        GP_FAIL(GP_ERR_INVALID_ARG, "placement '%s': allowed qkvo-a (QKV and O projections with attention) "
-                "or qkvo-f (with the FFN)", s ? s : "(null)");
-    return GP_OK;
-}
-
 gp_status gp_cuda_exec_set_placement(gp_cuda_exec *x, gp_placement p)
 {
     if (!x || (p != GP_PLACE_QKVO_A && p != GP_PLACE_QKVO_F))

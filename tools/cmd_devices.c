@@ -1,6 +1,7 @@
 /* greenpipe devices: what CUDA sees, or one plain line saying why nothing is
  * usable (no GPU, no driver, driver too old). */
 #include <stdio.h>
+#include <string.h>
 
 #include <cuda_runtime_api.h>
 
@@ -8,8 +9,15 @@
 
 int gp_cmd_devices(int argc, char **argv)
 {
-    (void)argc;
-    (void)argv;
+    if (argc > 1) {
+        if (argc == 2 && (!strcmp(argv[1], "-h") || !strcmp(argv[1], "--help"))) {
+            printf("usage: greenpipe devices\n");
+            return 0;
+        }
+        /* an ignored argument could be someone's "greenpipe devices 1" */
+        fprintf(stderr, "greenpipe devices: takes no arguments, got '%s'\nusage: greenpipe devices\n", argv[1]);
+        return 2;
+    }
     int n = 0;
     cudaError_t e = cudaGetDeviceCount(&n);
     if (e != cudaSuccess || n == 0) {

@@ -20,8 +20,17 @@ typedef struct gen_opts {
     const char *backend;
     const char *dump_logits;
     uint64_t seed;
+    bool seed_given;
     long block_size;
 } gen_opts;
+
+static const char *flag_name(const struct option *opts, int val)
+{
+    for (; opts->name; opts++)
+        if (opts->val == val)
+            return opts->name;
+    return "?";
+}
 
 static void gen_usage(FILE *f)
 {
@@ -57,15 +66,34 @@ static int parse_opts(int argc, char **argv, gen_opts *o)
     optind = 1;
     opterr = 0;
     int c;
+    bool seen[128] = {false}; /* by option letter: a flag given twice is refused, not last-wins */
     while ((c = getopt_long(argc, argv, ":h", longopts, NULL)) != -1) {
         gp_status st = GP_OK;
+        if (c > 0 && c < 128 && c != 'h' && c != ':' && c != '?') {
+            if (seen[c]) {
+                fprintf(stderr, "greenpipe generate: --%s given more than once; each option may be given once\n",
+                        flag_name(longopts, c));
+                gen_usage(stderr);
+                return 2;
+            }
+            seen[c] = true;
+        }
         switch (c) {
         case 'm': o->model = optarg; break;
         case 'p': o->prompt_ids = optarg; break;
         case 'n': st = gp_parse_long(optarg, 1, 100000, "--steps", &o->steps); break;
         case 'b': o->backend = optarg; break;
-        case 'd': o->dump_logits = optarg; break;
-        case 's': st = gp_parse_u64(optarg, "--seed", &o->seed); break;
+        case 'd':
+            /* Checked now, not after the whole generation: an empty name, or
+             * the next flag taken as the file ("--dump-logits --steps 3"). */
+            if (!*optarg || !strncmp(optarg, "--", 2)) {
+                fprintf(stderr, "greenpipe generate: --dump-logits '%s': %s; allowed: a file path\n", optarg,
+                        *optarg ? "looks like a flag, not a file (a missing value?)" : "empty path");
+                return 2;
+            }
+            o->dump_logits = optarg;
+            break;
+        case 's': st = gp_parse_u64(optarg, "--seed", &o->seed); o->seed_given = true; break;
         case 'k': st = gp_parse_long(optarg, 1, 1024, "--block-size", &o->block_size); break;
         case 'h': gen_usage(stdout); return 0;
         case ':':
@@ -159,6 +187,13 @@ int gp_cmd_generate(int argc, char **argv)
     if ((st = gp_model_source_resolve(o.model, o.seed, &src)) != GP_OK) {
         gp_prompts_free(&p);
         fprintf(stderr, "greenpipe generate: --model: %s\n", gp_last_error());
+        return 2;
+    }
+    if (o.seed_given && !src.synthetic) {
+        /* a checkpoint's weights are read as they are: a seed would be ignored */
+        fprintf(stderr, "greenpipe generate: --seed %" PRIu64 ": --model %s is a checkpoint, not a preset; "
+                "--seed applies to presets (synthetic weights) only\n", o.seed, o.model);
+        gp_prompts_free(&p);
         return 2;
     }
     const gp_config *cfg = &src.cfg;

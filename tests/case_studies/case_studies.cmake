@@ -8,7 +8,40 @@ gp_add_test(cs_splits SOURCES case_studies/test_cs_splits.c LIBS gp_case_study_c
 gp_add_test(cs_writers SOURCES case_studies/test_cs_writers.c LIBS gp_case_study_core gp_dep_jansson)
 # Chrome trace (slices, flows, instants) and the SVG chart (well-formed XML).
 gp_add_test(cs_trace_svg SOURCES case_studies/test_cs_trace_svg.c LIBS gp_case_study_core gp_dep_jansson)
+# The sweep with a fake runner: SIGINT/SIGTERM and device faults stop it with
+# valid partial reports and exit 130/143/1; other failures are error rows.
+gp_add_test(cs_sweep SOURCES case_studies/test_cs_sweep.c LIBS gp_case_study_core gp_dep_jansson)
+# The device-memory check before allocating, and the uneven micro-batch note.
+gp_add_test(cs_memory SOURCES case_studies/test_cs_memory.c LIBS gp_case_study_core)
 # ---- END core ----
+# ---- BEGIN program: the binary's refusals that need no GPU (docs/RELIABILITY.md)
+function(gp_cs_cli_test name code regex)
+  add_test(NAME cs_cli_${name}
+           COMMAND bash ${CMAKE_CURRENT_LIST_DIR}/../tools/cli_expect.sh ${code} ${regex} --
+                   $<TARGET_FILE:decode_pipeline_case_study> ${ARGN})
+endfunction()
+set(GP_CS_BAD_CKPT ${CMAKE_BINARY_DIR}/tests/bad_checkpoints) # made by bad_checkpoints_setup (tools.cmake)
+gp_cs_cli_test(unknown_flag 2 "unknown or ambiguous option '--bogus'" --bogus)
+gp_cs_cli_test(junk_number 2 "--steps '8x': trailing characters 'x' after the number" --steps 8x)
+gp_cs_cli_test(micro_vs_batch 2 "--micro-batches '1,4': 4 micro-batches for workload 3:100, whose batch has 3 rows"
+               --workload 3:100 --micro-batches 1,4)
+gp_cs_cli_test(model_missing_dir 2 "--model '/nonexistent/ckpt': neither a preset nor a directory"
+               --model /nonexistent/ckpt)
+gp_cs_cli_test(model_no_config 2 "the directory has no readable config.json" --model ${GP_CS_BAD_CKPT}/no_config)
+gp_cs_cli_test(model_bad_config 2 "bad_config/config.json: invalid JSON" --model ${GP_CS_BAD_CKPT}/bad_config)
+gp_cs_cli_test(model_truncated 2 "truncated/model.safetensors: .*run past the end"
+               --model ${GP_CS_BAD_CKPT}/truncated)
+gp_cs_cli_test(model_no_weights 2 "no weights: looked for model.safetensors" --model ${GP_CS_BAD_CKPT}/no_weights)
+gp_cs_cli_test(model_missing_tensor 2 "tensor 'model.layers.0.mlp.down_proj.weight' is missing"
+               --model ${GP_CS_BAD_CKPT}/missing_tensor)
+set_tests_properties(cs_cli_model_no_config cs_cli_model_bad_config cs_cli_model_truncated cs_cli_model_no_weights
+                     cs_cli_model_missing_tensor PROPERTIES FIXTURES_REQUIRED bad_checkpoints)
+gp_cs_cli_test(context_too_long 2 "--workload 8:250: context 250 plus 12 steps .* is 262 tokens, more than the 256 positions of model tiny. allowed: C up to 244"
+               --model tiny --workload 8:250)
+# Without a GPU: one plain line and exit 1; with one, a one-row run.
+gp_cs_cli_test(no_gpu "0|1" "^decode_pipeline_case_study: no CUDA GPU usable: |[|] seq [|]"
+               --model tiny --workload 8:16 --sm-splits seq --steps 1 --repeat 1 --no-warmup)
+# ---- END program ----
 # ---- BEGIN tuning ----
 # The tuning profile: round trip, best per workload, the rule against the
 # data, seq-wins, and errors naming the file and field.

@@ -168,6 +168,12 @@ static void test_lists(void **state)
     assert_int_equal(r.o.workloads[1].B, 64);
     assert_int_equal(r.o.workloads[1].C, 2048);
     assert_string_equal(r.o.workloads[2].label, "large");
+    assert_int_equal(r.o.n_placements, 1); /* default: qkvo-a */
+    assert_int_equal(r.o.placements[0], GP_PLACE_QKVO_A);
+    result q = ok(ARGS("--placement", "qkvo-f,qkvo-a"));
+    assert_int_equal(q.o.n_placements, 2);
+    assert_int_equal(q.o.placements[0], GP_PLACE_QKVO_F);
+    assert_int_equal(q.o.placements[1], GP_PLACE_QKVO_A);
     assert_int_equal(r.o.workloads[2].B, 1024);
     assert_int_equal(r.o.n_micro, 3);
     assert_int_equal(r.o.micro[2], 4);
@@ -282,6 +288,8 @@ static void test_negative_and_zero(void **state)
     BAD("--micro-batches", "'0'", "--micro-batches", "0");
     BAD("--queue-depth", "'0'", "--queue-depth", "0");
     BAD("--sm-splits", "0:132", "--sm-splits", "0:132");
+    BAD("--sm-splits '0'", "attention SMs must be at least 1", "--sm-splits", "0");
+    BAD("--sm-splits '132:0'", "FFN SMs must be at least 1", "--sm-splits", "132:0");
     BAD("--sm-splits", "56:0", "--sm-splits", "56:0");
     BAD("--workload", "0:100", "--workload", "0:100");
     BAD("--workload", "8:0", "--workload", "8:0");
@@ -310,6 +318,10 @@ static void test_duplicates(void **state)
     BAD("--sm-splits", "sweep,sweep", "--sm-splits", "sweep,sweep");
     BAD("--micro-batches", "2,2", "--micro-batches", "2,2");
     BAD("--queue-depth", "4,8,4", "--queue-depth", "4,8,4");
+    BAD("--placement", "'qkvo-a' is listed twice", "--placement", "qkvo-a,qkvo-a");
+    BAD("--placement", "'qkvo-b' is not a placement", "--placement", "qkvo-b");
+    BAD("--placement", "an empty", "--placement", "qkvo-a,");
+    BAD("--placement", "an empty", "--placement", "");
     BAD("--workload", "small,small", "--workload", "small,small");
     BAD("--workload", "small,8:1024", "--workload", "small,8:1024");
     BAD("--workload", "64:64,64:64", "--workload", "64:64,64:64");
@@ -364,6 +376,23 @@ static void test_unknown_missing_positional(void **state)
     BAD("unexpected argument '5'", "--warmup=5", "--warmup", "5"); /* optional values attach with '=' */
 }
 
+/* Every micro-batch needs a row: M above some workload's B is refused before
+ * any work (the default M list included); M not dividing B is allowed (the
+ * report shows the sizes, test_cs_memory and test_cs_writers). */
+static void test_micro_vs_batch(void **state)
+{
+    (void)state;
+    BAD("--micro-batches '1,4'", "4 micro-batches for workload 3:100, whose batch has 3 rows", "--workload",
+        "3:100", "--micro-batches", "1,4");
+    BAD("--micro-batches '1,2'", "workload 1:64, whose batch has 1 row (the default --micro-batches)",
+        "--workload", "small,1:64");
+    result r = ok(ARGS("--workload", "3:100,large", "--micro-batches", "1,2,3"));
+    assert_int_equal(r.o.n_micro, 3);
+    result_free(&r);
+    r = ok(ARGS("--workload", "1:64", "--micro-batches", "1"));
+    result_free(&r);
+}
+
 static void test_reparse(void **state)
 {
     (void)state;
@@ -392,6 +421,7 @@ int main(void)
         cmocka_unit_test(test_empty_items),
         cmocka_unit_test(test_trailing_garbage_and_overflow),
         cmocka_unit_test(test_unknown_missing_positional),
+        cmocka_unit_test(test_micro_vs_batch),
         cmocka_unit_test(test_reparse),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

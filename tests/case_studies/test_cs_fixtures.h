@@ -72,6 +72,7 @@ static inline void fx_rows(gp_cs_row *rows)
     gp_cs_row *r = &rows[1];
     r->split = (gp_split_info){ 56, 76, 56, 76, true, "SMs" };
     r->M = 2;
+    r->micro_rows[0] = r->micro_rows[1] = 4; /* B 8 split evenly */
     r->rebalance = GP_REBALANCE_RATIO;
     fx_samples(r, 10.0);
     r->attn_ms_per_layer = 0.12;

@@ -106,6 +106,10 @@ static void test_refused(void **state)
     resolve_bad("140", &H100, "140", "more than the device's 132 SMs");
     resolve_bad("4:128", &H100, "4:128", "below the minimum");
     resolve_bad("120:12", &H100, "120:12", "allowed 8, 16, ..., 112");
+    resolve_bad("120:12", &H100, "leaves F only the 12 remainder SMs", NULL);
+    /* every SM to attention: the message says what is wrong with it */
+    resolve_bad("132", &H100, "--sm-splits 132: every SM to attention leaves none for FFN", "allowed 8, 16, ..., 112");
+    /* (132:0 and 0 never get here: the parser refuses a count of 0, test_cs_cli) */
     resolve_bad("56:76,50", &H100, "--sm-splits 50", "allowed");
     /* a device too small to split refuses every named split */
     resolve_bad("8", &TINY, "--sm-splits 8", "no split");

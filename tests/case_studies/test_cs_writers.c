@@ -2,7 +2,8 @@
  * configuration and texts with commas, quotes, pipes and line breaks: the
  * table keeps its shape, JSON parses back with every field and sample, CSV
  * has the same column count on every record; an unwritable path is GP_ERR_IO
- * naming it; gp_cs_row_free releases everything. */
+ * naming it; gp_cs_row_free releases everything; uneven micro-batches are
+ * shown as split, and a partial (interrupted) row set still parses back. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -65,10 +66,10 @@ static void test_markdown(void **state)
         line = nl + 1;
     }
     assert_int_equal(lines, FX_ROWS + 2);
-    assert_int_equal(cells, 21);
+    assert_int_equal(cells, 22);
     assert_non_null(strstr(text, "**error**: cuBLAS failed, \"CUBLAS_STATUS_EXECUTION_FAILED\" \\| on <A:8> & F second line"));
-    assert_non_null(strstr(text, "| small | 8:1024 | 56:76 | 56:76 | 2 | 4 | ratio | 10.250 | 10.000 | 11.500 |"));
-    assert_non_null(strstr(text, "| small | 8:1024 | seq | all (132) | - | - | - | 9.250 |"));
+    assert_non_null(strstr(text, "| small | 8:1024 | 56:76 | 56:76 | 2 | 4 | A | ratio | 10.250 | 10.000 | 11.500 |"));
+    assert_non_null(strstr(text, "| small | 8:1024 | seq | all (132) | - | - | - | - | 9.250 |"));
     assert_non_null(strstr(text, "| 72:rest | - |"));
     assert_non_null(strstr(text, "| 0.90x |")); /* 9.25 / 10.25 */
     assert_non_null(strstr(text, "GPU: NVIDIA H100 80GB HBM3"));
@@ -120,6 +121,12 @@ static void test_json(void **state)
     assert_float_equal(json_number_value(json_object_get(r, "ms_median")), 10.25, 1e-9);
     assert_float_equal(json_number_value(json_object_get(r, "a2f_mb_per_token")), 0.0082, 1e-12);
     assert_string_equal(json_string_value(json_object_get(r, "rebalance")), "ratio");
+    json_t *mr = json_object_get(r, "micro_rows");
+    assert_int_equal(json_array_size(mr), 2);
+    assert_int_equal(json_integer_value(json_array_get(mr, 0)), 4);
+    assert_int_equal(json_integer_value(json_array_get(mr, 1)), 4);
+    /* a complete run: stopped is null */
+    assert_true(json_is_null(json_object_get(m, "stopped")));
     json_t *tr = json_object_get(r, "trace");
     assert_int_equal(json_integer_value(json_object_get(tr, "n_layers")), FX_LAYERS);
     json_t *grid = json_object_get(tr, "ffn_end_ms");
@@ -148,6 +155,7 @@ static void test_json(void **state)
     r = json_array_get(arr, 0);
     assert_true(json_is_true(json_object_get(r, "seq")));
     assert_float_equal(json_number_value(json_object_get(r, "speedup_vs_seq")), 1.0, 1e-12);
+    assert_int_equal(json_array_size(json_object_get(r, "micro_rows")), 0); /* not a pipelined row */
     json_decref(root);
     remove(path);
 
@@ -230,20 +238,77 @@ static void test_csv(void **state)
     assert_non_null(text);
     int fields[16];
     char err_field[600] = "";
-    /* header: column 14 is "error"; record 3 is the failed row */
-    int n = csv_read(text, fields, 16, 3, 14, err_field, sizeof err_field);
+    /* header: column 15 is "error"; record 3 is the failed row */
+    int n = csv_read(text, fields, 16, 3, 15, err_field, sizeof err_field);
     assert_int_equal(n, FX_ROWS + 1);
     for (int i = 1; i < n; i++)
         if (fields[i] != fields[0])
             fail_msg("CSV record %d has %d fields, the header %d", i, fields[i], fields[0]);
-    assert_int_equal(fields[0], 41);
+    assert_int_equal(fields[0], 43);
     assert_string_equal(err_field, FX_ERROR); /* comma, quotes and the line break survive */
     assert_true(strncmp(text, "workload,B,C,seq,", 17) == 0);
     assert_non_null(strstr(text, "\n\"large, \"\"custom\"\"\",1024,384,"));
-    assert_non_null(strstr(text, "10.25;10;11.5"));
+    assert_non_null(strstr(text, "10.25;10;11.5,4;4,")); /* samples, then rows per micro-batch */
     char label[64] = "";
     csv_read(text, fields, 16, 5, 0, label, sizeof label);
     assert_string_equal(label, "large, \"custom\"");
+    free(text);
+    remove(path);
+}
+
+/* An uneven micro-batch split is shown as made, in every format; and a run
+ * stopped early (SIGINT) still writes documents that parse, holding exactly
+ * the rows that finished and saying that it stopped. */
+static void test_uneven_and_partial(void **state)
+{
+    (void)state;
+    gp_cs_row part[3];
+    memcpy(part, rows, sizeof part); /* shares the fixture's buffers: not freed here */
+    part[2] = rows[1];
+    part[2].M = 3;
+    part[2].micro_rows[0] = 3;
+    part[2].micro_rows[1] = 3;
+    part[2].micro_rows[2] = 2;
+    gp_cs_meta pm = meta;
+    snprintf(pm.stopped, sizeof pm.stopped, "SIGINT");
+
+    char *text;
+    size_t len;
+    FILE *f = open_memstream(&text, &len);
+    gp_cs_write_markdown(f, &pm, part, 3);
+    fclose(f);
+    assert_non_null(strstr(text, "| 56:76 | 3 (3+3+2 rows) | 4 | A | ratio |"));
+    assert_non_null(strstr(text, "| 56:76 | 2 | 4 | A | ratio |")); /* even: M alone */
+    free(text);
+
+    char path[256];
+    fx_tmp(path, sizeof path, "partial.json");
+    assert_int_equal(gp_cs_write_json(path, &pm, part, 3), GP_OK);
+    json_error_t jerr;
+    json_t *root = json_load_file(path, 0, &jerr);
+    if (!root)
+        fail_msg("%s does not parse: line %d: %s", path, jerr.line, jerr.text);
+    assert_string_equal(json_string_value(json_object_get(json_object_get(root, "meta"), "stopped")), "SIGINT");
+    json_t *arr = json_object_get(root, "rows");
+    assert_int_equal(json_array_size(arr), 3);
+    json_t *mr = json_object_get(json_array_get(arr, 2), "micro_rows");
+    assert_int_equal(json_array_size(mr), 3);
+    assert_int_equal(json_integer_value(json_array_get(mr, 2)), 2);
+    json_decref(root);
+    remove(path);
+
+    fx_tmp(path, sizeof path, "partial.csv");
+    assert_int_equal(gp_cs_write_csv(path, &pm, part, 3), GP_OK);
+    text = fx_slurp(path);
+    assert_non_null(text);
+    int fields[8];
+    char cell[64] = "";
+    /* record 3 (the uneven row), column 34: micro_rows */
+    int n = csv_read(text, fields, 8, 3, 34, cell, sizeof cell);
+    assert_int_equal(n, 4);
+    for (int i = 1; i < n; i++)
+        assert_int_equal(fields[i], fields[0]);
+    assert_string_equal(cell, "3;3;2");
     free(text);
     remove(path);
 }
@@ -308,6 +373,7 @@ int main(void)
         cmocka_unit_test(test_markdown),
         cmocka_unit_test(test_json),
         cmocka_unit_test(test_csv),
+        cmocka_unit_test(test_uneven_and_partial),
         cmocka_unit_test(test_unwritable),
         cmocka_unit_test(test_row_free),
     };

@@ -44,3 +44,53 @@ add_test(NAME cli_inspect_truncated
 # The CUDA backend: without a GPU, one plain line and exit 1; with one, HF's tokens.
 gp_cli_test(gen_cuda_hf_tiny "0|1" "^29 155 50 61 189 155$|greenpipe generate: loading the model: no usable GPU: "
             generate --backend cuda --model ${GP_DATA}/tiny --prompt-ids "5,17,42,7,99$<SEMICOLON>11,200,2" --steps 6)
+
+# ---- Reliability (docs/RELIABILITY.md): bad inputs, their messages and exit codes.
+# Broken copies of the tiny checkpoint (tools/bad_checkpoints.py), made once
+# for every test that names the fixture; CTest adds the set-up to a -R run.
+set(GP_BAD_CKPT ${CMAKE_BINARY_DIR}/tests/bad_checkpoints)
+add_test(NAME bad_checkpoints_setup
+         COMMAND python3 ${CMAKE_CURRENT_SOURCE_DIR}/tools/bad_checkpoints.py ${GP_DATA}/tiny ${GP_BAD_CKPT})
+set_tests_properties(bad_checkpoints_setup PROPERTIES FIXTURES_SETUP bad_checkpoints)
+function(gp_cli_ckpt_test name code regex)
+  gp_cli_test(${name} ${code} ${regex} ${ARGN})
+  set_tests_properties(cli_${name} PROPERTIES FIXTURES_REQUIRED bad_checkpoints)
+endfunction()
+
+gp_cli_test(gen_missing_value 2 "--steps needs a value" generate --model tiny --prompt-ids 1 --steps)
+gp_cli_test(gen_junk_number 2 "--steps: '8x' is not an integer" generate --model tiny --prompt-ids 1 --steps 8x)
+gp_cli_test(gen_block_size_range 2 "--block-size: 2000 is out of range. allowed: .1, 1024."
+            generate --model tiny --prompt-ids 1 --steps 1 --block-size 2000)
+gp_cli_test(gen_seed_junk 2 "--seed: '12abc' is not a non-negative integer"
+            generate --model tiny --prompt-ids 1 --steps 1 --seed 12abc)
+gp_cli_test(gen_duplicate 2 "--steps given more than once" generate --model tiny --prompt-ids 1 --steps 2 --steps 3)
+gp_cli_test(gen_seed_checkpoint 2 "--seed 3: --model .* is a checkpoint, not a preset"
+            generate --model ${GP_DATA}/tiny --prompt-ids 1 --steps 1 --seed 3)
+gp_cli_test(gen_dump_flag 2 "--dump-logits '--seed': looks like a flag"
+            generate --model tiny --prompt-ids 1 --steps 1 --dump-logits --seed 3)
+gp_cli_test(inspect_extra_args 2 "usage: greenpipe inspect DIR" inspect ${GP_DATA}/tiny extra)
+gp_cli_test(devices_args 2 "greenpipe devices: takes no arguments, got 'foo'" devices foo)
+foreach(cmd inspect generate)
+  if(cmd STREQUAL inspect)
+    set(pre inspect)
+    set(code 1)
+  else()
+    set(pre generate --prompt-ids 1 --steps 1 --model)
+    set(code 2)
+  endif()
+  gp_cli_ckpt_test(${cmd}_no_config ${code} "no_config/config.json: not found" ${pre} ${GP_BAD_CKPT}/no_config)
+  gp_cli_ckpt_test(${cmd}_bad_config ${code} "bad_config/config.json: invalid JSON" ${pre} ${GP_BAD_CKPT}/bad_config)
+  gp_cli_ckpt_test(${cmd}_cut_safetensors ${code} "truncated/model.safetensors: .*run past the end"
+                   ${pre} ${GP_BAD_CKPT}/truncated)
+  gp_cli_ckpt_test(${cmd}_no_weights ${code} "no weights: looked for model.safetensors"
+                   ${pre} ${GP_BAD_CKPT}/no_weights)
+endforeach()
+# A missing tensor is found when the weights are checked: by inspect's check,
+# by generate when it loads them (a runtime failure, exit 1).
+gp_cli_ckpt_test(inspect_missing_tensor 1 "not loadable: .*tensor 'model.layers.0.mlp.down_proj.weight' is missing"
+                 inspect ${GP_BAD_CKPT}/missing_tensor)
+gp_cli_ckpt_test(generate_missing_tensor 1 "loading the model: .*tensor 'model.layers.0.mlp.down_proj.weight' is missing"
+                 generate --prompt-ids 1 --steps 1 --model ${GP_BAD_CKPT}/missing_tensor)
+gp_cli_test(gen_positional 2 "unexpected argument 'extra'" generate --model tiny --prompt-ids 1 --steps 1 extra)
+gp_cli_test(gen_dump_unwritable 1 "cannot write --dump-logits file '/nonexistent-gp-dir/d.json'"
+            generate --model tiny --prompt-ids 1 --steps 1 --dump-logits /nonexistent-gp-dir/d.json)
