@@ -171,107 +171,254 @@ static int cmp_str(const void *a, const void *b)
     return strcmp(*(const char *const *)a, *(const char *const *)b);
 }
 
-/* Map every distinct shard named in weight_map, in name order. */
-static gp_status open_shards(gp_checkpoint *ck, json_t *map, const char *label)
+/* ------------------------------------------------------------- index */
+
+/* Real indexes are tens of KB (a few MB for the largest MoE models). */
+#define GP_ST_INDEX_MAX_BYTES (64u << 20)
+
+typedef struct ix_entry {
+    const char *tensor, *shard; /* both owned by gp_st_index.root */
+} ix_entry;
+
+struct gp_st_index {
+    json_t *root;        /* the parsed JSON; owns every string below */
+    ix_entry *e;         /* [n], sorted by tensor name */
+    size_t n;
+    const char **shards; /* [n_shards], distinct, sorted */
+    size_t n_shards;
+};
+
+static int cmp_ix_entry(const void *a, const void *b)
 {
+    return strcmp(((const ix_entry *)a)->tensor, ((const ix_entry *)b)->tensor);
+}
+
+void gp_st_index_free(gp_st_index *ix)
+{
+    if (!ix)
+        return;
+    free(ix->e);
+    free(ix->shards);
+    json_decref(ix->root);
+    free(ix);
+}
+
+size_t gp_st_index_shard_count(const gp_st_index *ix)
+{
+    return ix ? ix->n_shards : 0;
+}
+
+const char *gp_st_index_shard(const gp_st_index *ix, size_t i)
+{
+    return ix && i < ix->n_shards ? ix->shards[i] : NULL;
+}
+
+size_t gp_st_index_tensor_count(const gp_st_index *ix)
+{
+    return ix ? ix->n : 0;
+}
+
+const char *gp_st_index_tensor(const gp_st_index *ix, size_t i, const char **shard)
+{
+    if (!ix || i >= ix->n)
+        return NULL;
+    if (shard)
+        *shard = ix->e[i].shard;
+    return ix->e[i].tensor;
+}
+
+const char *gp_st_index_lookup(const gp_st_index *ix, const char *tensor)
+{
+    if (!ix || !tensor || ix->n == 0)
+        return NULL;
+    ix_entry key = {.tensor = tensor};
+    const ix_entry *e = bsearch(&key, ix->e, ix->n, sizeof key, cmp_ix_entry);
+    return e ? e->shard : NULL;
+}
+
+/* Check ix->root and fill the sorted tables; ix is freed by the caller on error. */
+static gp_status index_fill(gp_st_index *ix, const char *label)
+{
+    json_t *root = ix->root;
+    if (!json_is_object(root))
+        GP_FAIL(GP_ERR_FORMAT, "%s: top level must be a JSON object", label);
+    json_t *map = json_object_get(root, "weight_map");
+    json_t *meta = json_object_get(root, "metadata");
+    if (!json_is_object(map))
+        GP_FAIL(GP_ERR_FORMAT, "%s: missing 'weight_map' object (tensor name -> shard file)", label);
+    if (meta && !json_is_object(meta) && !json_is_null(meta))
+        GP_FAIL(GP_ERR_FORMAT, "%s: 'metadata' must be an object", label);
     size_t n = json_object_size(map);
-    const char **names = calloc(n ? n : 1, sizeof *names);
-    if (!names)
-        GP_FAIL(GP_ERR_NO_MEMORY, "%s: out of memory", label);
-    gp_status s = GP_OK;
-    size_t n_names = 0;
+    if (n == 0)
+        GP_FAIL(GP_ERR_FORMAT, "%s: 'weight_map' is empty; it must name the shard of every tensor",
+                label);
+    ix->e = calloc(n, sizeof *ix->e);
+    ix->shards = calloc(n, sizeof *ix->shards);
+    if (!ix->e || !ix->shards)
+        GP_FAIL(GP_ERR_NO_MEMORY, "%s: out of memory for %zu weight_map entries", label, n);
     const char *k;
     json_t *v;
     json_object_foreach(map, k, v) {
-        if (!json_is_string(v)) {
-            gp_set_error("%s: weight_map entry for tensor '%s' is not a file name string", label, k);
-            s = GP_ERR_FORMAT;
-            break;
-        }
-        if ((s = check_shard_name(json_string_value(v), k, label)) != GP_OK)
-            break;
-        names[n_names++] = json_string_value(v);
+        if (!json_is_string(v))
+            GP_FAIL(GP_ERR_FORMAT, "%s: weight_map entry for tensor '%s' is not a file name string",
+                    label, k);
+        GP_TRY(check_shard_name(json_string_value(v), k, label));
+        ix->e[ix->n++] = (ix_entry){k, json_string_value(v)};
     }
-    if (s == GP_OK) {
-        qsort(names, n_names, sizeof *names, cmp_str);
-        size_t u = 0;
-        for (size_t i = 0; i < n_names; i++)
-            if (u == 0 || strcmp(names[u - 1], names[i]) != 0)
-                names[u++] = names[i];
-        ck->files = calloc(u ? u : 1, sizeof *ck->files);
-        if (!ck->files) {
-            gp_set_error("%s: out of memory", label);
-            s = GP_ERR_NO_MEMORY;
-        }
-        for (size_t i = 0; i < u && s == GP_OK; i++) {
-            char *path = join_path(ck->dir, names[i]);
-            if (!path) {
-                gp_set_error("%s: out of memory", label);
-                s = GP_ERR_NO_MEMORY;
-                break;
-            }
-            ck->n_files++;
-            s = map_file(path, &ck->files[i]);
-            free(path);
-        }
+    /* Tensor names are unique: the parser rejects duplicate keys. */
+    qsort(ix->e, ix->n, sizeof *ix->e, cmp_ix_entry);
+    for (size_t i = 0; i < ix->n; i++)
+        ix->shards[i] = ix->e[i].shard;
+    qsort(ix->shards, ix->n, sizeof *ix->shards, cmp_str);
+    for (size_t i = 0; i < ix->n; i++)
+        if (ix->n_shards == 0 || strcmp(ix->shards[ix->n_shards - 1], ix->shards[i]) != 0)
+            ix->shards[ix->n_shards++] = ix->shards[i];
+    return GP_OK;
+}
+
+gp_status gp_st_index_parse(const char *text, size_t len, const char *label, gp_st_index **out)
+{
+    if (!label)
+        label = "model.safetensors.index.json";
+    if (!out)
+        GP_FAIL(GP_ERR_INVALID_ARG, "%s: gp_st_index_parse needs an output pointer", label);
+    *out = NULL;
+    if (!text && len)
+        GP_FAIL(GP_ERR_INVALID_ARG, "%s: NULL text of %zu bytes", label, len);
+    /* jansson 2.14 skips a NUL byte that follows a number; JSON has none. */
+    const char *nul = text ? memchr(text, '\0', len) : NULL;
+    if (nul)
+        GP_FAIL(GP_ERR_FORMAT, "%s: not valid JSON: NUL byte at offset %zu", label,
+                (size_t)(nul - text));
+    json_error_t jerr;
+    /* jansson refuses a NULL buffer even for length 0. */
+    json_t *root = json_loadb(text ? text : "", len, JSON_REJECT_DUPLICATES, &jerr);
+    if (!root)
+        GP_FAIL(GP_ERR_FORMAT, "%s: not valid JSON: %s (line %d, column %d)", label, jerr.text,
+                jerr.line, jerr.column);
+    gp_st_index *ix = calloc(1, sizeof *ix);
+    if (!ix) {
+        json_decref(root);
+        GP_FAIL(GP_ERR_NO_MEMORY, "%s: out of memory", label);
     }
-    free(names);
-    return s;
+    ix->root = root;
+    gp_status s = index_fill(ix, label);
+    if (s != GP_OK) {
+        gp_st_index_free(ix);
+        return s;
+    }
+    *out = ix;
+    return GP_OK;
+}
+
+/* Map every shard the index names, in name order. */
+static gp_status open_shards(gp_checkpoint *ck, const gp_st_index *ix, const char *label)
+{
+    size_t u = gp_st_index_shard_count(ix);
+    ck->files = calloc(u ? u : 1, sizeof *ck->files);
+    if (!ck->files)
+        GP_FAIL(GP_ERR_NO_MEMORY, "%s: out of memory", label);
+    for (size_t i = 0; i < u; i++) {
+        char *path = join_path(ck->dir, gp_st_index_shard(ix, i));
+        if (!path)
+            GP_FAIL(GP_ERR_NO_MEMORY, "%s: out of memory", label);
+        ck->n_files++;
+        gp_status s = map_file(path, &ck->files[i]);
+        free(path);
+        GP_TRY(s);
+    }
+    return GP_OK;
 }
 
 /* The index and the shards must agree: every listed tensor is in its shard,
  * and every tensor of a shard is listed, for that shard. */
-static gp_status check_weight_map(const gp_checkpoint *ck, json_t *map, const char *label)
+static gp_status check_weight_map(const gp_checkpoint *ck, const gp_st_index *ix, const char *label)
 {
     for (size_t i = 0; i < ck->n_tensors; i++) {
         const ck_entry *e = &ck->tensors[i];
         const char *path = ck->files[e->file].path;
         const char *shard = strrchr(path, '/') + 1;
-        json_t *v = json_object_get(map, e->t->name);
-        if (!v)
+        const char *listed = gp_st_index_lookup(ix, e->t->name);
+        if (!listed)
             GP_FAIL(GP_ERR_FORMAT, "%s: tensor '%s' is in shard %s but weight_map does not list it",
                     label, e->t->name, path);
-        if (strcmp(json_string_value(v), shard) != 0)
+        if (strcmp(listed, shard) != 0)
             GP_FAIL(GP_ERR_FORMAT, "%s: weight_map puts tensor '%s' in shard '%s' but it is in %s",
-                    label, e->t->name, json_string_value(v), path);
+                    label, e->t->name, listed, path);
     }
-    const char *k;
-    json_t *v;
-    json_object_foreach(map, k, v) {
-        if (!find_entry(ck, k))
+    for (size_t i = 0; i < gp_st_index_tensor_count(ix); i++) {
+        const char *shard, *name = gp_st_index_tensor(ix, i, &shard);
+        if (!find_entry(ck, name))
             GP_FAIL(GP_ERR_FORMAT,
                     "%s: weight_map names tensor '%s' in shard '%s', which has no such tensor",
-                    label, k, json_string_value(v));
+                    label, name, shard);
     }
+    return GP_OK;
+}
+
+/* Read a whole file of at most cap bytes into a malloc'd buffer. */
+static gp_status read_small_file(const char *path, size_t cap, char **out, size_t *len)
+{
+    *out = NULL;
+    *len = 0;
+    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    if (fd < 0) {
+        int e = errno;
+        if (e == ENOENT || e == ENOTDIR)
+            GP_FAIL(GP_ERR_NOT_FOUND, "%s: not found (%s)", path, strerror(e));
+        GP_FAIL(GP_ERR_IO, "%s: cannot open: %s", path, strerror(e));
+    }
+    struct stat sb;
+    if (fstat(fd, &sb) != 0) {
+        int e = errno;
+        close(fd);
+        GP_FAIL(GP_ERR_IO, "%s: cannot stat: %s", path, strerror(e));
+    }
+    if ((uint64_t)sb.st_size > cap) {
+        close(fd);
+        GP_FAIL(GP_ERR_FORMAT, "%s: %lld bytes, more than the %zu-byte cap for this file", path,
+                (long long)sb.st_size, cap);
+    }
+    size_t n = (size_t)sb.st_size, got = 0;
+    char *buf = malloc(n ? n : 1);
+    if (!buf) {
+        close(fd);
+        GP_FAIL(GP_ERR_NO_MEMORY, "%s: cannot allocate %zu bytes", path, n);
+    }
+    while (got < n) {
+        ssize_t r = read(fd, buf + got, n - got);
+        if (r < 0 && errno == EINTR)
+            continue;
+        if (r <= 0) { /* 0: the file shrank under us */
+            int e = r < 0 ? errno : EIO;
+            close(fd);
+            free(buf);
+            GP_FAIL(GP_ERR_IO, "%s: read error after %zu of %zu bytes: %s", path, got, n,
+                    strerror(e));
+        }
+        got += (size_t)r;
+    }
+    close(fd);
+    *out = buf;
+    *len = n;
     return GP_OK;
 }
 
 static gp_status open_index(gp_checkpoint *ck, const char *index_path)
 {
-    json_error_t jerr;
-    json_t *root = json_load_file(index_path, JSON_REJECT_DUPLICATES, &jerr);
-    if (!root)
-        GP_FAIL(GP_ERR_FORMAT, "%s: not valid JSON: %s (line %d)", index_path, jerr.text, jerr.line);
-    gp_status s = GP_OK;
-    json_t *map = json_object_get(root, "weight_map");
-    json_t *meta = json_object_get(root, "metadata");
-    if (!json_is_object(root)) {
-        gp_set_error("%s: top level must be a JSON object", index_path);
-        s = GP_ERR_FORMAT;
-    } else if (!json_is_object(map)) {
-        gp_set_error("%s: missing 'weight_map' object (tensor name -> shard file)", index_path);
-        s = GP_ERR_FORMAT;
-    } else if (meta && !json_is_object(meta) && !json_is_null(meta)) {
-        gp_set_error("%s: 'metadata' must be an object", index_path);
-        s = GP_ERR_FORMAT;
-    }
+    char *text;
+    size_t len;
+    GP_TRY(read_small_file(index_path, GP_ST_INDEX_MAX_BYTES, &text, &len));
+    gp_st_index *ix = NULL;
+    gp_status s = gp_st_index_parse(text, len, index_path, &ix);
+    free(text);
     if (s == GP_OK)
-        s = open_shards(ck, map, index_path);
+        s = open_shards(ck, ix, index_path);
     if (s == GP_OK)
         s = merge_tensors(ck);
     if (s == GP_OK)
-        s = check_weight_map(ck, map, index_path);
-    json_decref(root);
+        s = check_weight_map(ck, ix, index_path);
+    gp_st_index_free(ix);
     return s;
 }
 

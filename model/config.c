@@ -3,6 +3,7 @@
 #include "gp_model.h"
 
 #include <errno.h>
+#include <float.h>
 #include <jansson.h>
 #include <limits.h>
 #include <math.h>
@@ -87,17 +88,20 @@ gp_status gp_config_validate(const gp_config *c)
     if (c->head_dim % 2 != 0)
         GP_FAIL(GP_ERR_INVALID_ARG, "config %s: head_dim = %d must be even (RoPE rotates pairs)",
                 n, c->head_dim);
-    /* Row counts are held in int by the kernels. */
-    int64_t qkv = ((int64_t)c->n_heads + 2 * (int64_t)c->n_kv_heads) * c->head_dim;
-    if (qkv > INT_MAX || 2 * (int64_t)c->ffn > INT_MAX)
+    /* Row counts are held in int by the kernels. Unsigned 64 bits hold the
+     * product of three positive ints: (3 * INT_MAX) * INT_MAX < 2^64. */
+    uint64_t qkv = ((uint64_t)c->n_heads + 2 * (uint64_t)c->n_kv_heads) * (uint64_t)c->head_dim;
+    if (qkv > INT_MAX || 2 * (uint64_t)c->ffn > INT_MAX)
         GP_FAIL(GP_ERR_INVALID_ARG,
-                "config %s: (n_heads + 2 n_kv_heads) * head_dim = %lld or 2 * ffn = %lld "
-                "exceeds %d", n, (long long)qkv, 2 * (long long)c->ffn, INT_MAX);
+                "config %s: (n_heads + 2 n_kv_heads) * head_dim = %llu or 2 * ffn = %llu "
+                "exceeds %d", n, (unsigned long long)qkv, 2 * (unsigned long long)c->ffn, INT_MAX);
     if (!(c->norm_eps > 0.0f) || !isfinite(c->norm_eps))
         GP_FAIL(GP_ERR_INVALID_ARG, "config %s: norm_eps (rms_norm_eps) = %g must be positive "
                 "and finite", n, (double)c->norm_eps);
-    if (!(c->rope_theta > 0.0f) || !isfinite(c->rope_theta))
-        GP_FAIL(GP_ERR_INVALID_ARG, "config %s: rope_theta = %g must be positive and finite", n,
+    /* Below 1 the frequencies theta^(-2i/head_dim) exceed 1; near 0 they
+     * reach inf. Real models use 10^4 and more. */
+    if (!(c->rope_theta >= 1.0f) || !isfinite(c->rope_theta))
+        GP_FAIL(GP_ERR_INVALID_ARG, "config %s: rope_theta = %g must be finite and at least 1", n,
                 (double)c->rope_theta);
     const gp_rope_scaling *s = &c->rope_scaling;
     if (s->type == GP_ROPE_LLAMA3) {
@@ -181,7 +185,16 @@ static gp_status gp_json_float(json_t *obj, const char *prefix, const char *key,
     }
     if (!json_is_number(v))
         GP_FAIL(GP_ERR_FORMAT, "%s: key \"%s%s\" must be a number", label, prefix, key);
-    *out = (float)json_number_value(v);
+    /* Checked here, in double, so the message shows the value the file holds
+     * rather than the inf or 0 it would become as a float. */
+    double x = json_number_value(v);
+    if (!(fabs(x) <= FLT_MAX))
+        GP_FAIL(GP_ERR_FORMAT, "%s: key \"%s%s\" = %g is outside the float range (|x| <= %g)",
+                label, prefix, key, x, (double)FLT_MAX);
+    if (x != 0.0 && (float)x == 0.0f)
+        GP_FAIL(GP_ERR_FORMAT, "%s: key \"%s%s\" = %g is too small for a float (it would be 0)",
+                label, prefix, key, x);
+    *out = (float)x;
     return GP_OK;
 }
 
@@ -305,6 +318,11 @@ gp_status gp_config_parse_json(const char *text, size_t len, const char *label, 
         GP_FAIL(GP_ERR_INVALID_ARG, "gp_config_parse_json: text and out must not be NULL");
     if (!label)
         label = "config.json";
+    /* jansson 2.14 skips a NUL byte that follows a number; JSON has none. */
+    const char *nul = memchr(text, '\0', len);
+    if (nul)
+        GP_FAIL(GP_ERR_FORMAT, "%s: invalid JSON: NUL byte at offset %zu", label,
+                (size_t)(nul - text));
     json_error_t jerr;
     json_t *root = json_loadb(text, len, 0, &jerr);
     if (!root)

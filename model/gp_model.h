@@ -135,6 +135,21 @@ size_t gp_st_count(const gp_st_file *f);
 const gp_st_tensor *gp_st_get(const gp_st_file *f, size_t i);
 const gp_st_tensor *gp_st_find(const gp_st_file *f, const char *name);
 
+/* model.safetensors.index.json held in memory: a JSON object whose
+ * 'weight_map' maps every tensor name to a plain shard file name (no '/' or
+ * '..'). label (a path) is used in messages. Safe on arbitrary bytes. */
+typedef struct gp_st_index gp_st_index; /* opaque */
+gp_status gp_st_index_parse(const char *text, size_t len, const char *label, gp_st_index **out);
+void gp_st_index_free(gp_st_index *ix);
+/* Distinct shard file names, sorted. */
+size_t gp_st_index_shard_count(const gp_st_index *ix);
+const char *gp_st_index_shard(const gp_st_index *ix, size_t i);
+/* i-th weight_map entry, sorted by tensor name; shard receives its file. */
+size_t gp_st_index_tensor_count(const gp_st_index *ix);
+const char *gp_st_index_tensor(const gp_st_index *ix, size_t i, const char **shard);
+/* Shard file weight_map names for tensor, or NULL when it is not listed. */
+const char *gp_st_index_lookup(const gp_st_index *ix, const char *tensor);
+
 /* A checkpoint directory: config.json plus model.safetensors, or shards
  * listed by model.safetensors.index.json. Files are memory-mapped. */
 typedef struct gp_checkpoint gp_checkpoint;

@@ -324,6 +324,12 @@ gp_status gp_st_parse(const uint8_t *buf, size_t len, const char *label, gp_st_f
     const uint8_t *data = buf + 8 + n;
     uint64_t data_size = len - 8 - n;
 
+    /* JSON text holds no NUL byte, but jansson 2.14 skips one that follows
+     * a number ("[0,4\0]" parses), so look for it before jansson does. */
+    const char *nul = memchr(hdr, '\0', (size_t)n);
+    if (nul)
+        GP_FAIL(GP_ERR_FORMAT, "%s: header is not valid JSON: NUL byte at byte %zu of the header",
+                label, (size_t)(nul - hdr));
     json_error_t jerr;
     json_t *root = json_loadb(hdr, (size_t)n, JSON_REJECT_DUPLICATES, &jerr);
     if (!root) {

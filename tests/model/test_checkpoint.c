@@ -614,6 +614,140 @@ static void test_bad_index_json(void **state)
     EXPECT_OPEN_FAILS(*state, GP_ERR_FORMAT, "'a'", "not a file name");
 }
 
+/* ------------------------------------------------------ index in memory */
+
+#define IX_LABEL "dir/model.safetensors.index.json"
+
+static gp_status ix_parse_n(const char *text, size_t len, gp_st_index **ix)
+{
+    *ix = (gp_st_index *)0x1;
+    gp_clear_error();
+    return gp_st_index_parse(text, len, IX_LABEL, ix);
+}
+
+static gp_status ix_parse(const char *text, gp_st_index **ix)
+{
+    return ix_parse_n(text, strlen(text), ix);
+}
+
+/* The parse must fail with want; the message names the file and each fragment. */
+#define EXPECT_IX_FAILS(text, want, ...)                                                           \
+    do {                                                                                           \
+        gp_st_index *ix_;                                                                          \
+        EXPECT_MSG(ix_parse(text, &ix_), want, IX_LABEL, __VA_ARGS__);                             \
+        assert_null(ix_);                                                                          \
+    } while (0)
+
+static void test_index_parse(void **state)
+{
+    const char *j = "{\"metadata\": {\"total_size\": 40},\n \"weight_map\": {\n"
+                    "  \"b.weight\": \"model-00002-of-00002.safetensors\",\n"
+                    "  \"a.weight\": \"model-00001-of-00002.safetensors\",\n"
+                    "  \"c.weight\": \"model-00002-of-00002.safetensors\"}}";
+    gp_st_index *ix;
+    assert_int_equal(ix_parse(j, &ix), GP_OK);
+    assert_int_equal(gp_st_index_tensor_count(ix), 3);
+    assert_int_equal(gp_st_index_shard_count(ix), 2);
+    assert_string_equal(gp_st_index_shard(ix, 0), "model-00001-of-00002.safetensors");
+    assert_string_equal(gp_st_index_shard(ix, 1), "model-00002-of-00002.safetensors");
+    assert_null(gp_st_index_shard(ix, 2));
+    const char *shard = NULL;
+    assert_string_equal(gp_st_index_tensor(ix, 0, &shard), "a.weight");
+    assert_string_equal(shard, "model-00001-of-00002.safetensors");
+    assert_string_equal(gp_st_index_tensor(ix, 2, NULL), "c.weight");
+    assert_null(gp_st_index_tensor(ix, 3, &shard));
+    assert_string_equal(gp_st_index_lookup(ix, "b.weight"), "model-00002-of-00002.safetensors");
+    assert_null(gp_st_index_lookup(ix, "d.weight"));
+    assert_null(gp_st_index_lookup(ix, NULL));
+    gp_st_index_free(ix);
+    /* metadata is optional and may be null. */
+    assert_int_equal(ix_parse("{\"metadata\": null, \"weight_map\": {\"\": \"x\"}}", &ix), GP_OK);
+    assert_string_equal(gp_st_index_lookup(ix, ""), "x");
+    gp_st_index_free(ix);
+    gp_st_index_free(NULL);
+    assert_int_equal(gp_st_index_tensor_count(NULL), 0);
+    assert_int_equal(gp_st_index_shard_count(NULL), 0);
+    assert_null(gp_st_index_lookup(NULL, "a"));
+    /* The shipped sharded test model's index. */
+    char path[512];
+    snprintf(path, sizeof path, "%s/small-gqa/model.safetensors.index.json", GP_TEST_DATA_DIR);
+    FILE *f = fopen(path, "rb");
+    assert_non_null(f);
+    char buf[8192];
+    size_t n = fread(buf, 1, sizeof buf, f);
+    fclose(f);
+    assert_true(n > 0 && n < sizeof buf);
+    assert_int_equal(ix_parse_n(buf, n, &ix), GP_OK);
+    assert_int_equal(gp_st_index_shard_count(ix), 3);
+    assert_string_equal(gp_st_index_lookup(ix, "lm_head.weight"), "model-00003-of-00003.safetensors");
+    gp_st_index_free(ix);
+}
+
+static void test_index_hostile(void **state)
+{
+    gp_st_index *ix;
+    EXPECT_IX_FAILS("", GP_ERR_FORMAT, "not valid JSON");
+    EXPECT_IX_FAILS("{\"weight_map\": {\"a\": \"x\"}", GP_ERR_FORMAT, "not valid JSON", "line 1");
+    EXPECT_IX_FAILS("[{\"weight_map\": {}}]", GP_ERR_FORMAT, "top level", "object");
+    EXPECT_IX_FAILS("\"weight_map\"", GP_ERR_FORMAT, "not valid JSON");
+    EXPECT_IX_FAILS("{}", GP_ERR_FORMAT, "missing 'weight_map'");
+    EXPECT_IX_FAILS("{\"weight_map\": null}", GP_ERR_FORMAT, "missing 'weight_map'");
+    EXPECT_IX_FAILS("{\"weight_map\": [\"a\", \"x\"]}", GP_ERR_FORMAT, "missing 'weight_map'");
+    EXPECT_IX_FAILS("{\"weight_map\": {}}", GP_ERR_FORMAT, "'weight_map' is empty");
+    EXPECT_IX_FAILS("{\"metadata\": 3, \"weight_map\": {\"a\": \"x\"}}", GP_ERR_FORMAT,
+                    "'metadata' must be an object");
+    EXPECT_IX_FAILS("{\"weight_map\": {\"a\": null}}", GP_ERR_FORMAT, "'a'", "not a file name");
+    EXPECT_IX_FAILS("{\"weight_map\": {\"a\": [\"x\"]}}", GP_ERR_FORMAT, "'a'", "not a file name");
+    static const char *const bad[] = { "", "..", "../x", "a/b", "/etc/passwd", "a..b", "./x" };
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        char j[128];
+        snprintf(j, sizeof j, "{\"weight_map\": {\"t\": \"ok.safetensors\", \"a\": \"%s\"}}", bad[i]);
+        EXPECT_IX_FAILS(j, GP_ERR_FORMAT, "'a'", "no '/' or '..'");
+    }
+    /* Escapes cannot smuggle a separator or a NUL past the check. */
+    EXPECT_IX_FAILS("{\"weight_map\": {\"a\": \"..\\u002fx\"}}", GP_ERR_FORMAT, "no '/' or '..'");
+    EXPECT_IX_FAILS("{\"weight_map\": {\"a\": \"x\\u0000/../y\"}}", GP_ERR_FORMAT, "not valid JSON");
+    /* Duplicate tensor names. */
+    EXPECT_IX_FAILS("{\"weight_map\": {\"a\": \"x\", \"a\": \"y\"}}", GP_ERR_FORMAT,
+                    "not valid JSON", "duplicate");
+    /* A NUL byte after a number, which jansson alone would skip. */
+    const char nul[] = "{\"metadata\": {\"total_size\": 4\0}, \"weight_map\": {\"a\": \"x\"}}";
+    EXPECT_MSG(ix_parse_n(nul, sizeof nul - 1, &ix), GP_ERR_FORMAT, "NUL byte at offset 29");
+    assert_null(ix);
+    /* Cut short by the length, and deep nesting. */
+    const char *ok = "{\"weight_map\": {\"a\": \"x\"}}";
+    assert_int_equal(ix_parse_n(ok, strlen(ok) - 1, &ix), GP_ERR_FORMAT);
+    assert_null(ix);
+    size_t depth = 100000;
+    char *deep = malloc(2 * depth + 64);
+    assert_non_null(deep);
+    int at = sprintf(deep, "{\"metadata\": ");
+    memset(deep + at, '[', depth);
+    memset(deep + at + depth, ']', depth);
+    strcpy(deep + at + 2 * depth, ", \"weight_map\": {\"a\": \"x\"}}");
+    EXPECT_IX_FAILS(deep, GP_ERR_FORMAT, "not valid JSON", "depth");
+    free(deep);
+    /* Arguments. */
+    EXPECT_MSG(gp_st_index_parse(NULL, 5, "L", &ix), GP_ERR_INVALID_ARG, "NULL");
+    EXPECT_MSG(gp_st_index_parse(ok, strlen(ok), "L", NULL), GP_ERR_INVALID_ARG, "output");
+    EXPECT_MSG(gp_st_index_parse(NULL, 0, NULL, &ix), GP_ERR_FORMAT,
+               "model.safetensors.index.json", "not valid JSON");
+}
+
+static void test_index_too_large(void **state)
+{
+    /* A sparse 65 MiB index costs no disk and is refused before reading. */
+    char path[512];
+    write_config(*state, false);
+    join(path, sizeof path, *state, "model.safetensors.index.json");
+    FILE *f = fopen(path, "wb");
+    assert_non_null(f);
+    assert_int_equal(ftruncate(fileno(f), (off_t)65 << 20), 0);
+    fclose(f);
+    EXPECT_OPEN_FAILS(*state, GP_ERR_FORMAT, "model.safetensors.index.json", "68157440 bytes",
+                      "cap");
+}
+
 static void test_missing_config(void **state)
 {
     tck_ckpt c;
@@ -699,6 +833,9 @@ int main(void)
         T(test_index_disagrees_with_shards),
         T(test_bad_shard_names),
         T(test_bad_index_json),
+        T(test_index_parse),
+        T(test_index_hostile),
+        T(test_index_too_large),
         T(test_missing_config),
         T(test_no_weight_files),
         T(test_corrupt_weight_file),

@@ -331,6 +331,263 @@ static void test_parse_invalid_values(void **state)
     assert_int_equal(gp_config_validate(NULL), GP_ERR_INVALID_ARG);
 }
 
+/* ------------------------------------------------------- hostile input */
+
+/* Hostile config.json: every one ends in an error status with a message that
+ * names the key (or the JSON position); none reaches undefined arithmetic. */
+
+static gp_status parse_n(const char *text, size_t len, gp_config *c)
+{
+    memset(c, 0xAB, sizeof *c);
+    gp_clear_error();
+    return gp_config_parse_json(text, len, "/some/dir/my-model/config.json", c);
+}
+
+static void test_hostile_ints(void **state)
+{
+    (void)state;
+    gp_config c;
+    static const struct { const char *key, *field; } ints[] = {
+        { "num_hidden_layers", "n_layers" }, { "hidden_size", "hidden" },
+        { "num_attention_heads", "n_heads" }, { "num_key_value_heads", "n_kv_heads" },
+        { "head_dim", "head_dim" }, { "intermediate_size", "ffn" },
+        { "vocab_size", "vocab" }, { "max_position_embeddings", "max_context" },
+    };
+    char j[512];
+    for (size_t i = 0; i < sizeof ints / sizeof ints[0]; i++) {
+        /* Later keys win in jansson as in Python's json, so the value
+         * appended after BASE is the one read. */
+        snprintf(j, sizeof j, "{" BASE ", \"%s\": -5}", ints[i].key);
+        assert_int_equal(parse(j, &c), GP_ERR_INVALID_ARG);
+        assert_error_mentions(ints[i].field, "= -5 must be positive");
+        snprintf(j, sizeof j, "{" BASE ", \"%s\": -2147483648}", ints[i].key);
+        assert_int_equal(parse(j, &c), GP_ERR_INVALID_ARG);
+        assert_error_mentions(ints[i].field, "-2147483648");
+        snprintf(j, sizeof j, "{" BASE ", \"%s\": 2147483648}", ints[i].key);
+        assert_int_equal(parse(j, &c), GP_ERR_FORMAT);
+        assert_error_mentions(ints[i].key, "2147483648 is outside the int range");
+        snprintf(j, sizeof j, "{" BASE ", \"%s\": -9223372036854775808}", ints[i].key);
+        assert_int_equal(parse(j, &c), GP_ERR_FORMAT);
+        assert_error_mentions(ints[i].key, "outside the int range");
+        /* Beyond int64: jansson refuses the number itself. */
+        snprintf(j, sizeof j, "{" BASE ", \"%s\": 9223372036854775808}", ints[i].key);
+        assert_int_equal(parse(j, &c), GP_ERR_FORMAT);
+        assert_error_mentions("invalid JSON", "too big");
+        snprintf(j, sizeof j, "{" BASE ", \"%s\": 2.0}", ints[i].key);
+        assert_int_equal(parse(j, &c), GP_ERR_FORMAT);
+        assert_error_mentions(ints[i].key, "must be an integer");
+        snprintf(j, sizeof j, "{" BASE ", \"%s\": true}", ints[i].key);
+        assert_int_equal(parse(j, &c), GP_ERR_FORMAT);
+        assert_error_mentions(ints[i].key, "must be an integer");
+        snprintf(j, sizeof j, "{" BASE ", \"%s\": [64]}", ints[i].key);
+        assert_int_equal(parse(j, &c), GP_ERR_FORMAT);
+        assert_error_mentions(ints[i].key, "must be an integer");
+        snprintf(j, sizeof j, "{" BASE ", \"%s\": {}}", ints[i].key);
+        assert_int_equal(parse(j, &c), GP_ERR_FORMAT);
+        assert_error_mentions(ints[i].key, "must be an integer");
+    }
+}
+
+static void test_hostile_int_products(void **state)
+{
+    (void)state;
+    gp_config c;
+    /* (INT_MAX + 2 INT_MAX) * (INT_MAX - 1) overflowed int64 in validation
+     * (tests/fuzz/regressions/config/qkv_rows_int64_overflow.json). */
+    assert_int_equal(parse("{" BASE ", \"num_attention_heads\": 2147483647,"
+                           " \"num_key_value_heads\": 2147483647, \"head_dim\": 2147483646}", &c),
+                     GP_ERR_INVALID_ARG);
+    assert_error_mentions("(n_heads + 2 n_kv_heads) * head_dim = 13835058035954810886", "exceeds");
+    assert_int_equal(parse("{" BASE ", \"num_attention_heads\": 65536, \"num_key_value_heads\": 1,"
+                           " \"head_dim\": 65536}", &c), GP_ERR_INVALID_ARG);
+    assert_error_mentions("head_dim = 4295098368", "2147483647");
+    assert_int_equal(parse("{" BASE ", \"intermediate_size\": 2147483647}", &c), GP_ERR_INVALID_ARG);
+    assert_error_mentions("2 * ffn = 4294967294", NULL);
+    /* head_dim defaults to hidden / heads: too many heads makes it 0. */
+    assert_int_equal(parse("{" BASE ", \"num_attention_heads\": 128, \"num_key_value_heads\": 1}", &c),
+                     GP_ERR_INVALID_ARG);
+    assert_error_mentions("head_dim = 0", "positive");
+}
+
+static void test_hostile_floats(void **state)
+{
+    (void)state;
+    gp_config c;
+    static const char *const keys[] = { "rms_norm_eps", "rope_theta" };
+    char j[512];
+    for (size_t i = 0; i < 2; i++) {
+        snprintf(j, sizeof j, "{" BASE ", \"%s\": 1e300}", keys[i]);
+        assert_int_equal(parse(j, &c), GP_ERR_FORMAT);
+        assert_error_mentions(keys[i], "1e+300 is outside the float range");
+        snprintf(j, sizeof j, "{" BASE ", \"%s\": -3.5e38}", keys[i]);
+        assert_int_equal(parse(j, &c), GP_ERR_FORMAT);
+        assert_error_mentions(keys[i], "outside the float range");
+        snprintf(j, sizeof j, "{" BASE ", \"%s\": 1e-300}", keys[i]);
+        assert_int_equal(parse(j, &c), GP_ERR_FORMAT);
+        assert_error_mentions(keys[i], "1e-300 is too small for a float");
+        /* Overflowing double, NaN and infinities are not JSON at all. */
+        snprintf(j, sizeof j, "{" BASE ", \"%s\": 1e400}", keys[i]);
+        assert_int_equal(parse(j, &c), GP_ERR_FORMAT);
+        assert_error_mentions("invalid JSON", "overflow");
+        static const char *const not_json[] = { "NaN", "nan", "Infinity", "-Infinity", "inf" };
+        for (size_t k = 0; k < 5; k++) {
+            snprintf(j, sizeof j, "{" BASE ", \"%s\": %s}", keys[i], not_json[k]);
+            assert_int_equal(parse(j, &c), GP_ERR_FORMAT);
+            assert_error_mentions("invalid JSON", "line 1");
+        }
+        snprintf(j, sizeof j, "{" BASE ", \"%s\": \"1e-5\"}", keys[i]);
+        assert_int_equal(parse(j, &c), GP_ERR_FORMAT);
+        assert_error_mentions(keys[i], "must be a number");
+        snprintf(j, sizeof j, "{" BASE ", \"%s\": 0}", keys[i]);
+        assert_int_equal(parse(j, &c), GP_ERR_INVALID_ARG);
+        assert_error_mentions(i ? "rope_theta = 0" : "norm_eps (rms_norm_eps) = 0", NULL);
+        snprintf(j, sizeof j, "{" BASE ", \"%s\": -1e-5}", keys[i]);
+        assert_int_equal(parse(j, &c), GP_ERR_INVALID_ARG);
+        assert_error_mentions("-1e-05", NULL);
+    }
+    /* A tiny theta made the RoPE frequencies inf
+     * (tests/fuzz/regressions/config/rope_theta_denormal_inf_freq.json). */
+    assert_int_equal(parse("{" BASE ", \"rope_theta\": 1e-45}", &c), GP_ERR_INVALID_ARG);
+    assert_error_mentions("rope_theta = 1.4013e-45", "at least 1");
+    assert_int_equal(parse("{" BASE ", \"rope_theta\": 0.5}", &c), GP_ERR_INVALID_ARG);
+    assert_error_mentions("rope_theta = 0.5", "at least 1");
+    assert_int_equal(parse("{" BASE ", \"rope_theta\": 1}", &c), GP_OK);
+    assert_int_equal(parse("{" BASE ", \"rope_theta\": 3.4e38, \"rms_norm_eps\": 1e-44}", &c), GP_OK);
+
+    /* llama3 scaling values. */
+    const char *r = "{" BASE ", \"rope_scaling\": {\"rope_type\": \"llama3\", \"factor\": %s,"
+                    " \"low_freq_factor\": %s, \"high_freq_factor\": %s,"
+                    " \"original_max_position_embeddings\": %s}}";
+    static const struct { const char *f, *lo, *hi, *orig; gp_status want; const char *a, *b; } rs[] = {
+        { "1e39", "1", "4", "8192", GP_ERR_FORMAT, "rope_scaling.factor", "float range" },
+        { "8", "-1", "4", "8192", GP_ERR_INVALID_ARG, "low_freq_factor = -1", "> 0" },
+        { "8", "0", "4", "8192", GP_ERR_INVALID_ARG, "low_freq_factor = 0", "> 0" },
+        { "8", "1", "1", "8192", GP_ERR_INVALID_ARG, "high_freq_factor = 1", "greater" },
+        { "8", "1", "4", "0", GP_ERR_INVALID_ARG, "original_max_position_embeddings = 0", NULL },
+        { "8", "1", "4", "-8192", GP_ERR_INVALID_ARG, "original_max_position_embeddings = -8192", NULL },
+        { "8", "1", "4", "8192.5", GP_ERR_FORMAT, "original_max_position_embeddings", "integer" },
+        { "8", "1", "4", "4294967296", GP_ERR_FORMAT, "original_max_position_embeddings", "int range" },
+        { "-8", "1", "4", "8192", GP_ERR_INVALID_ARG, "factor = -8", ">= 1" },
+        { "null", "1", "4", "8192", GP_ERR_FORMAT, "rope_scaling.factor", "missing" },
+    };
+    for (size_t i = 0; i < sizeof rs / sizeof rs[0]; i++) {
+        snprintf(j, sizeof j, r, rs[i].f, rs[i].lo, rs[i].hi, rs[i].orig);
+        assert_int_equal(parse(j, &c), rs[i].want);
+        assert_error_mentions(rs[i].a, rs[i].b);
+    }
+}
+
+static void test_hostile_structure(void **state)
+{
+    (void)state;
+    gp_config c;
+    /* Not an object at the top level. */
+    assert_int_equal(parse("[]", &c), GP_ERR_FORMAT);
+    assert_error_mentions("top level", "object");
+    assert_int_equal(parse("\"config\"", &c), GP_ERR_FORMAT);
+    assert_error_mentions("invalid JSON", NULL);
+    assert_int_equal(parse("42", &c), GP_ERR_FORMAT);
+    assert_error_mentions("invalid JSON", NULL);
+    assert_int_equal(parse("null", &c), GP_ERR_FORMAT);
+    assert_error_mentions("invalid JSON", NULL);
+    assert_int_equal(parse("", &c), GP_ERR_FORMAT);
+    assert_error_mentions("invalid JSON", NULL);
+    assert_int_equal(parse("{}", &c), GP_ERR_FORMAT);
+    assert_error_mentions("missing required key", "num_hidden_layers");
+    /* The length bounds the text: a NUL inside, or a cut, is invalid. */
+    /* jansson alone would skip this NUL (it follows a number). */
+    char nul[600];
+    int nn = snprintf(nul, sizeof nul, "{" BASE ", \"head_dim\": 16_}");
+    nul[nn - 2] = '\0';
+    assert_int_equal(parse_n(nul, (size_t)nn, &c), GP_ERR_FORMAT);
+    assert_error_mentions("invalid JSON", "NUL byte at offset");
+    char full[600];
+    snprintf(full, sizeof full, "{" BASE "}");
+    assert_int_equal(parse_n(full, strlen(full) - 1, &c), GP_ERR_FORMAT);
+    assert_error_mentions("invalid JSON", NULL);
+    assert_int_equal(parse_n(full, strlen(full), &c), GP_OK);
+    assert_int_equal(gp_config_parse_json(NULL, 0, "x", &c), GP_ERR_INVALID_ARG);
+    assert_error_mentions("NULL", NULL);
+    /* Nested objects where values belong. */
+    assert_int_equal(parse("{" BASE ", \"rope_scaling\": [\"llama3\"]}", &c), GP_ERR_FORMAT);
+    assert_error_mentions("rope_scaling", "object or null");
+    assert_int_equal(parse("{" BASE ", \"rope_parameters\": {\"rope_type\": 3}}", &c), GP_ERR_FORMAT);
+    assert_error_mentions("rope_parameters.rope_type", "string");
+    assert_int_equal(parse("{" BASE ", \"rope_parameters\": {}}", &c), GP_ERR_FORMAT);
+    assert_error_mentions("rope_parameters", "rope_type");
+    assert_int_equal(parse("{" BASE ", \"model_type\": [\"llama\"]}", &c), GP_ERR_FORMAT);
+    assert_error_mentions("model_type", "string");
+    assert_int_equal(parse("{" BASE ", \"hidden_act\": null, \"mlp_bias\": \"false\"}", &c),
+                     GP_ERR_FORMAT);
+    assert_error_mentions("mlp_bias", "true or false");
+    /* Required key given as null counts as absent, as in HF. */
+    assert_int_equal(parse("{" BASE ", \"vocab_size\": null}", &c), GP_ERR_FORMAT);
+    assert_error_mentions("missing required key", "vocab_size");
+
+    /* Nesting past jansson's depth limit (2048) is refused by the parser;
+     * within it, an unknown key is ignored like any other. */
+    size_t depth = 100000, n = 2 * depth + 600;
+    char *deep = malloc(n);
+    assert_non_null(deep);
+    size_t at = (size_t)snprintf(deep, n, "{" BASE ", \"x\": ");
+    memset(deep + at, '[', depth);
+    memset(deep + at + depth, ']', depth);
+    snprintf(deep + at + 2 * depth, n - at - 2 * depth, "}");
+    assert_int_equal(parse(deep, &c), GP_ERR_FORMAT);
+    assert_error_mentions("invalid JSON", "depth");
+    depth = 1000;
+    memset(deep + at, '[', depth);
+    memset(deep + at + depth, ']', depth);
+    snprintf(deep + at + 2 * depth, n - at - 2 * depth, "}");
+    assert_int_equal(parse(deep, &c), GP_OK);
+    free(deep);
+}
+
+static void test_duplicate_keys_last_wins(void **state)
+{
+    (void)state;
+    gp_config c;
+    /* HF reads config.json with Python's json module, where the last of
+     * duplicate keys wins; jansson does the same, and so does greenpipe. */
+    assert_int_equal(parse("{" BASE ", \"num_hidden_layers\": 7}", &c), GP_OK);
+    assert_int_equal(c.n_layers, 7);
+    assert_int_equal(parse("{" BASE ", \"num_hidden_layers\": 0}", &c), GP_ERR_INVALID_ARG);
+}
+
+static void test_validate_nan(void **state)
+{
+    (void)state;
+    /* JSON cannot carry NaN; a config built in code can. */
+    gp_config t;
+    assert_int_equal(gp_config_preset("llama3.2-1b", &t), GP_OK);
+    t.norm_eps = NAN;
+    assert_int_equal(gp_config_validate(&t), GP_ERR_INVALID_ARG);
+    assert_error_mentions("norm_eps", "nan");
+    assert_int_equal(gp_config_preset("llama3.2-1b", &t), GP_OK);
+    t.rope_theta = NAN;
+    assert_int_equal(gp_config_validate(&t), GP_ERR_INVALID_ARG);
+    assert_error_mentions("rope_theta", "nan");
+    assert_int_equal(gp_config_preset("llama3.2-1b", &t), GP_OK);
+    t.rope_theta = INFINITY;
+    assert_int_equal(gp_config_validate(&t), GP_ERR_INVALID_ARG);
+    assert_error_mentions("rope_theta", "inf");
+    static const size_t offs[] = { offsetof(gp_config, rope_scaling.factor),
+                                   offsetof(gp_config, rope_scaling.low_freq_factor),
+                                   offsetof(gp_config, rope_scaling.high_freq_factor) };
+    static const char *const names[] = { "factor", "low_freq_factor", "high_freq_factor" };
+    for (size_t i = 0; i < 3; i++) {
+        assert_int_equal(gp_config_preset("llama3.2-1b", &t), GP_OK);
+        float nan = NAN;
+        memcpy((char *)&t + offs[i], &nan, sizeof nan);
+        assert_int_equal(gp_config_validate(&t), GP_ERR_INVALID_ARG);
+        assert_error_mentions(names[i], "nan");
+    }
+    assert_int_equal(gp_config_preset("tiny", &t), GP_OK);
+    t.rope_scaling.type = (gp_rope_type)7;
+    assert_int_equal(gp_config_validate(&t), GP_ERR_INVALID_ARG);
+    assert_error_mentions("rope_scaling.type = 7", NULL);
+}
+
 static void test_load_dir(void **state)
 {
     (void)state;
@@ -429,6 +686,12 @@ int main(void)
         cmocka_unit_test(test_parse_wrong_type),
         cmocka_unit_test(test_parse_unsupported),
         cmocka_unit_test(test_parse_invalid_values),
+        cmocka_unit_test(test_hostile_ints),
+        cmocka_unit_test(test_hostile_int_products),
+        cmocka_unit_test(test_hostile_floats),
+        cmocka_unit_test(test_hostile_structure),
+        cmocka_unit_test(test_duplicate_keys_last_wins),
+        cmocka_unit_test(test_validate_nan),
         cmocka_unit_test(test_load_dir),
         cmocka_unit_test(test_inv_freq_default),
         cmocka_unit_test(test_inv_freq_llama3),

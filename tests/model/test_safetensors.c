@@ -441,6 +441,228 @@ static void test_bad_metadata(void **state)
     EXPECT_FAIL("{\"__metadata__\":[\"pt\"]}", zeros, 0, GP_ERR_FORMAT, "__metadata__", "object");
 }
 
+/* ------------------------------------------------------- hostile headers */
+
+/* Hostile inputs: each must end in an error status whose message names the
+ * file, and none may make the parser allocate by a size it read. */
+
+static void test_header_length_edges(void **state)
+{
+    size_t len;
+    /* One byte more than the file holds. */
+    uint8_t *b = st_make_raw(strlen(ONE_U8) + 4 + 1, ONE_U8, zeros, 4, &len);
+    expect_fail_buf(b, len, GP_ERR_FORMAT, "truncated header", "only 57 bytes follow", NULL);
+    free(b);
+    /* Exactly the cap is allowed as a length, but the file is short. */
+    b = st_make_raw(GP_ST_MAX_HEADER, ONE_U8, zeros, 4, &len);
+    expect_fail_buf(b, len, GP_ERR_FORMAT, "truncated header", "104857600", NULL);
+    free(b);
+    /* 2^32: wraps to 0 in a 32-bit size_t. */
+    b = st_make_raw(UINT64_C(1) << 32, ONE_U8, zeros, 4, &len);
+    expect_fail_buf(b, len, GP_ERR_FORMAT, "4294967296", "cap", NULL);
+    free(b);
+    /* Zero-length header: no JSON at all. */
+    b = st_make_raw(0, ONE_U8, zeros, 4, &len);
+    expect_fail_buf(b, len, GP_ERR_FORMAT, "not valid JSON", NULL);
+    free(b);
+    /* Only the length field, claiming one byte. */
+    b = st_make_raw(1, "", NULL, 0, &len);
+    expect_fail_buf(b, len, GP_ERR_FORMAT, "truncated header", "only 0 bytes", NULL);
+    free(b);
+}
+
+static void test_offsets_near_int64_max(void **state)
+{
+    /* The largest offsets JSON can carry: past the data, never allocated. */
+    EXPECT_FAIL("{\"w\":{\"dtype\":\"U8\",\"shape\":[9223372036854775807],"
+                "\"data_offsets\":[0,9223372036854775807]}}",
+                zeros, 4, GP_ERR_FORMAT, "tensor 'w'", "past the end", "(4 bytes)");
+    EXPECT_FAIL("{\"w\":{\"dtype\":\"U8\",\"shape\":[0],"
+                "\"data_offsets\":[9223372036854775807,9223372036854775807]}}",
+                zeros, 4, GP_ERR_FORMAT, "tensor 'w'", "past the end");
+    EXPECT_FAIL("{\"w\":{\"dtype\":\"U8\",\"shape\":[1],"
+                "\"data_offsets\":[9223372036854775807,0]}}",
+                zeros, 4, GP_ERR_FORMAT, "tensor 'w'", "reversed");
+    /* Offsets must be integers: floats, strings, 2^64 - 1. */
+    EXPECT_FAIL("{\"w\":{\"dtype\":\"U8\",\"shape\":[1],\"data_offsets\":[0.0,1]}}", zeros, 1,
+                GP_ERR_FORMAT, "tensor 'w'", "non-negative integers");
+    EXPECT_FAIL("{\"w\":{\"dtype\":\"U8\",\"shape\":[1],\"data_offsets\":[\"0\",\"1\"]}}", zeros, 1,
+                GP_ERR_FORMAT, "tensor 'w'", "non-negative integers");
+    EXPECT_FAIL("{\"w\":{\"dtype\":\"U8\",\"shape\":[1],\"data_offsets\":[0,18446744073709551615]}}",
+                zeros, 1, GP_ERR_FORMAT, "not valid JSON");
+    EXPECT_FAIL("{\"w\":{\"dtype\":\"U8\",\"shape\":[1],\"data_offsets\":{\"0\":1}}}", zeros, 1,
+                GP_ERR_FORMAT, "tensor 'w'", "two integers");
+}
+
+static void test_absurd_shapes(void **state)
+{
+    /* 2^40 elements: the size is checked against the offsets, not allocated. */
+    EXPECT_FAIL("{\"w\":{\"dtype\":\"U8\",\"shape\":[1048576,1048576],\"data_offsets\":[0,8]}}",
+                zeros, 8, GP_ERR_FORMAT, "tensor 'w'", "wrong size", "1099511627776");
+    EXPECT_FAIL("{\"w\":{\"dtype\":\"U8\",\"shape\":[1048576,1048576],"
+                "\"data_offsets\":[0,1099511627776]}}",
+                zeros, 8, GP_ERR_FORMAT, "tensor 'w'", "past the end");
+    /* Product of dims overflows 64 bits only at the fourth factor. */
+    EXPECT_FAIL("{\"w\":{\"dtype\":\"U8\",\"shape\":[65536,65536,65536,65536],"
+                "\"data_offsets\":[0,0]}}",
+                zeros, 0, GP_ERR_OVERFLOW, "tensor 'w'", "overflows");
+    /* A zero dim empties the tensor even after huge ones... */
+    EXPECT_FAIL("{\"w\":{\"dtype\":\"F32\",\"shape\":[0,4611686018427387904],\"data_offsets\":[0,4]}}",
+                zeros, 4, GP_ERR_FORMAT, "tensor 'w'", "wrong size", "needs 0");
+    /* ...but overflow before it is still an overflow. */
+    EXPECT_FAIL("{\"w\":{\"dtype\":\"F32\",\"shape\":[4611686018427387904,4,0],\"data_offsets\":[0,0]}}",
+                zeros, 0, GP_ERR_OVERFLOW, "tensor 'w'", "overflows");
+    /* A zero-sized tensor may not claim bytes, nor sit inside another one. */
+    EXPECT_FAIL("{\"w\":{\"dtype\":\"F32\",\"shape\":[0],\"data_offsets\":[0,4]}}", zeros, 4,
+                GP_ERR_FORMAT, "tensor 'w'", "wrong size");
+    EXPECT_FAIL("{\"a\":{\"dtype\":\"U8\",\"shape\":[4],\"data_offsets\":[0,4]},"
+                "\"z\":{\"dtype\":\"U8\",\"shape\":[0],\"data_offsets\":[2,2]}}",
+                zeros, 4, GP_ERR_FORMAT, "'z' [2, 2)", "overlap");
+    /* Entries that are not integers. */
+    EXPECT_FAIL("{\"w\":{\"dtype\":\"U8\",\"shape\":[-9223372036854775807],\"data_offsets\":[0,0]}}",
+                zeros, 0, GP_ERR_FORMAT, "tensor 'w'", "shape entry 0", "non-negative");
+    EXPECT_FAIL("{\"w\":{\"dtype\":\"U8\",\"shape\":[1,[2]],\"data_offsets\":[0,2]}}", zeros, 2,
+                GP_ERR_FORMAT, "tensor 'w'", "shape entry 1");
+    EXPECT_FAIL("{\"w\":{\"dtype\":\"U8\",\"shape\":[null],\"data_offsets\":[0,1]}}", zeros, 1,
+                GP_ERR_FORMAT, "tensor 'w'", "shape entry 0");
+    EXPECT_FAIL("{\"w\":{\"dtype\":\"U8\",\"shape\":[true],\"data_offsets\":[0,1]}}", zeros, 1,
+                GP_ERR_FORMAT, "tensor 'w'", "shape entry 0");
+    EXPECT_FAIL("{\"w\":{\"dtype\":\"U8\",\"shape\":[1e3],\"data_offsets\":[0,1000]}}", zeros, 0,
+                GP_ERR_FORMAT, "tensor 'w'", "shape entry 0");
+    EXPECT_FAIL("{\"w\":{\"dtype\":\"U8\",\"shape\":null,\"data_offsets\":[0,1]}}", zeros, 1,
+                GP_ERR_FORMAT, "tensor 'w'", "'shape' is not an array");
+    EXPECT_FAIL("{\"w\":{\"dtype\":\"U8\",\"shape\":[99999999999999999999],\"data_offsets\":[0,1]}}",
+                zeros, 1, GP_ERR_FORMAT, "not valid JSON");
+}
+
+static void test_absurd_dtypes(void **state)
+{
+    EXPECT_FAIL("{\"w\":{\"dtype\":\"\",\"shape\":[1],\"data_offsets\":[0,1]}}", zeros, 1,
+                GP_ERR_FORMAT, "tensor 'w'", "unknown dtype ''");
+    EXPECT_FAIL("{\"w\":{\"dtype\":\"f32\",\"shape\":[1],\"data_offsets\":[0,4]}}", zeros, 4,
+                GP_ERR_FORMAT, "tensor 'w'", "unknown dtype 'f32'");
+    EXPECT_FAIL("{\"w\":{\"dtype\":\"F32 \",\"shape\":[1],\"data_offsets\":[0,4]}}", zeros, 4,
+                GP_ERR_FORMAT, "tensor 'w'", "unknown dtype 'F32 '");
+    EXPECT_FAIL("{\"w\":{\"dtype\":\"F32\\u0000\",\"shape\":[1],\"data_offsets\":[0,4]}}", zeros, 4,
+                GP_ERR_FORMAT, "not valid JSON");
+    EXPECT_FAIL("{\"w\":{\"dtype\":null,\"shape\":[1],\"data_offsets\":[0,1]}}", zeros, 1,
+                GP_ERR_FORMAT, "tensor 'w'", "'dtype' is not a string");
+    EXPECT_FAIL("{\"w\":{\"dtype\":[\"U8\"],\"shape\":[1],\"data_offsets\":[0,1]}}", zeros, 1,
+                GP_ERR_FORMAT, "tensor 'w'", "'dtype' is not a string");
+    /* A 4000-character dtype: the message is cut to fit but keeps the file name. */
+    char h[4200];
+    int at = snprintf(h, sizeof h, "{\"w\":{\"dtype\":\"");
+    memset(h + at, 'X', 4000);
+    snprintf(h + at + 4000, sizeof h - (size_t)at - 4000, "\",\"shape\":[1],\"data_offsets\":[0,1]}}");
+    EXPECT_FAIL(h, zeros, 1, GP_ERR_FORMAT, "tensor 'w'", "unknown dtype 'XXXX");
+}
+
+static void test_not_an_object(void **state)
+{
+    /* jansson takes only arrays and objects at the top level. */
+    EXPECT_FAIL("\"w\"", zeros, 0, GP_ERR_FORMAT, "not valid JSON");
+    EXPECT_FAIL("3", zeros, 0, GP_ERR_FORMAT, "not valid JSON");
+    EXPECT_FAIL("null", zeros, 0, GP_ERR_FORMAT, "not valid JSON");
+    EXPECT_FAIL("true", zeros, 0, GP_ERR_FORMAT, "not valid JSON");
+    EXPECT_FAIL("[]", zeros, 0, GP_ERR_FORMAT, "must be an object");
+    EXPECT_FAIL("[{\"w\":{\"dtype\":\"U8\",\"shape\":[1],\"data_offsets\":[0,1]}}]", zeros, 1,
+                GP_ERR_FORMAT, "must be an object");
+    EXPECT_FAIL("{\"w\":\"U8\"}", zeros, 0, GP_ERR_FORMAT, "tensor 'w'", "not an object");
+    EXPECT_FAIL("{\"w\":null}", zeros, 0, GP_ERR_FORMAT, "tensor 'w'", "not an object");
+    /* Binary junk and a NUL inside the header. */
+    EXPECT_FAIL("\xff\xfe{}", zeros, 0, GP_ERR_FORMAT, "not valid JSON");
+    size_t len;
+    uint8_t *b = st_make("{\"a\":{}}", NULL, 0, &len);
+    b[8 + 3] = '\0';
+    expect_fail_buf(b, len, GP_ERR_FORMAT, "not valid JSON", NULL);
+    free(b);
+    /* jansson alone skips a NUL right after a number and would accept this
+     * (tests/fuzz/regressions/safetensors/nul_after_number.safetensors). */
+    b = st_make("{\"w\":{\"dtype\":\"U8\",\"shape\":[4],\"data_offsets\":[0,4#]}}", "abcd", 4, &len);
+    uint8_t *u = memchr(b + 8, '#', len - 8);
+    *u = '\0';
+    expect_fail_buf(b, len, GP_ERR_FORMAT, "not valid JSON", "NUL byte at byte 50", NULL);
+    free(b);
+}
+
+/* "[[[...]]]" (or objects) nested depth deep, inside prefix/suffix. */
+static char *nested(const char *prefix, int depth, int objects, const char *suffix)
+{
+    size_t n = strlen(prefix) + strlen(suffix) + (size_t)depth * 6 + 2; /* "1" and the NUL */
+    char *s = malloc(n);
+    assert_non_null(s);
+    size_t at = (size_t)sprintf(s, "%s", prefix);
+    for (int i = 0; i < depth; i++)
+        at += (size_t)sprintf(s + at, "%s", objects ? "{\"a\":" : "[");
+    at += (size_t)sprintf(s + at, "1");
+    for (int i = 0; i < depth; i++)
+        s[at++] = objects ? '}' : ']';
+    sprintf(s + at, "%s", suffix);
+    return s;
+}
+
+static void test_deep_nesting(void **state)
+{
+    /* Beyond jansson's depth limit (2048): refused before any recursion
+     * could exhaust the stack. */
+    char *h = nested("", 100000, 0, "");
+    EXPECT_FAIL(h, zeros, 0, GP_ERR_FORMAT, "not valid JSON");
+    free(h);
+    h = nested("{\"__metadata__\":", 5000, 1, "}");
+    EXPECT_FAIL(h, zeros, 0, GP_ERR_FORMAT, "not valid JSON");
+    free(h);
+    /* Within the limit, the checks still apply at every place. */
+    h = nested("{\"__metadata__\":{\"x\":", 1000, 1, "}}");
+    EXPECT_FAIL(h, zeros, 0, GP_ERR_FORMAT, "__metadata__", "'x'", "not a string");
+    free(h);
+    h = nested("{\"w\":{\"dtype\":\"U8\",\"data_offsets\":[0,1],\"shape\":", 1000, 0, "}}");
+    EXPECT_FAIL(h, zeros, 1, GP_ERR_FORMAT, "tensor 'w'", "shape entry 0");
+    free(h);
+    h = nested("{\"w\":", 1000, 1, "}");
+    EXPECT_FAIL(h, zeros, 0, GP_ERR_FORMAT, "tensor 'w'", "unexpected key 'a'");
+    free(h);
+}
+
+static void test_more_duplicates(void **state)
+{
+    EXPECT_FAIL("{\"__metadata__\":{\"format\":\"pt\",\"format\":\"np\"}}", zeros, 0, GP_ERR_FORMAT,
+                "duplicate key 'format'");
+    EXPECT_FAIL("{\"__metadata__\":{},\"__metadata__\":{}}", zeros, 0, GP_ERR_FORMAT,
+                "duplicate tensor name '__metadata__'");
+    EXPECT_FAIL("{\"w\":{\"dtype\":\"U8\",\"shape\":[1],\"shape\":[1],\"data_offsets\":[0,1]}}",
+                zeros, 1, GP_ERR_FORMAT, "duplicate key 'shape'");
+    /* The same name spelled with an escape is the same key. */
+    EXPECT_FAIL("{\"w\":{\"dtype\":\"U8\",\"shape\":[1],\"data_offsets\":[0,1]},"
+                "\"\\u0077\":{\"dtype\":\"U8\",\"shape\":[1],\"data_offsets\":[1,2]}}",
+                zeros, 2, GP_ERR_FORMAT, "duplicate tensor name 'w'");
+}
+
+static void test_many_tensors(void **state)
+{
+    /* 20000 one-byte tensors, listed in reverse: sorting and tiling stay
+     * n log n, and every one is found. */
+    enum { N = 20000 };
+    st_builder *b = st_builder_new();
+    for (int i = N - 1; i >= 0; i--) {
+        char name[32];
+        const int64_t one[1] = {1};
+        uint8_t v = (uint8_t)i;
+        snprintf(name, sizeof name, "t%05d", i);
+        st_builder_add(b, name, "U8", 1, one, &v, 1);
+    }
+    size_t len;
+    uint8_t *buf = st_builder_finish(b, &len);
+    gp_st_file *f = NULL;
+    assert_int_equal(gp_st_parse(buf, len, LABEL, &f), GP_OK);
+    assert_int_equal(gp_st_count(f), N);
+    assert_string_equal(gp_st_get(f, 0)->name, "t00000");
+    const gp_st_tensor *t = gp_st_find(f, "t12345");
+    assert_non_null(t);
+    assert_int_equal(t->data[0], (uint8_t)12345);
+    gp_st_free(f);
+    free(buf);
+}
+
 /* ------------------------------------------------------------ robustness */
 
 static uint8_t *small_valid_file(size_t *len)
@@ -562,6 +784,14 @@ int main(void)
         cmocka_unit_test(test_begin_after_end),
         cmocka_unit_test(test_bad_entry_fields),
         cmocka_unit_test(test_bad_metadata),
+        cmocka_unit_test(test_header_length_edges),
+        cmocka_unit_test(test_offsets_near_int64_max),
+        cmocka_unit_test(test_absurd_shapes),
+        cmocka_unit_test(test_absurd_dtypes),
+        cmocka_unit_test(test_not_an_object),
+        cmocka_unit_test(test_deep_nesting),
+        cmocka_unit_test(test_more_duplicates),
+        cmocka_unit_test(test_many_tensors),
         cmocka_unit_test(test_every_truncation),
         cmocka_unit_test(test_random_damage),
     };
