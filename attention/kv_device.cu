@@ -89,11 +89,12 @@ extern "C" gp_status gp_kv_device_create(const gp_kv_layout *l, int max_seqs,
     gp_status st = GP_OK;
     size_t stage_bytes = ((size_t)table_elems + 2u * (size_t)max_seqs) * sizeof(int32_t);
 
-    GP_CUDA_GOTO(cudaMalloc((void **)&kv->pools, (size_t)pool_bytes), st, fail);
-    GP_CUDA_GOTO(cudaMalloc((void **)&kv->d_tables, (size_t)table_elems * sizeof(int32_t)),
-                      st, fail);
-    GP_CUDA_GOTO(cudaMalloc((void **)&kv->d_lens_pos, 2u * (size_t)max_seqs * sizeof(int32_t)),
-                      st, fail);
+    if ((st = gp_device_alloc((void **)&kv->pools, (size_t)pool_bytes, "KV cache K/V pools")) != GP_OK
+        || (st = gp_device_alloc((void **)&kv->d_tables, (size_t)table_elems * sizeof(int32_t),
+                                 "KV cache block tables [max_seqs][max_blocks]")) != GP_OK
+        || (st = gp_device_alloc((void **)&kv->d_lens_pos, 2u * (size_t)max_seqs * sizeof(int32_t),
+                                 "KV cache lengths and positions [2][max_seqs]")) != GP_OK)
+        goto fail;
     /* Zeroed pools make a never-written slot read as 0 rather than garbage;
      * -1 table entries make a stray read fault instead of reading a block. */
     GP_CUDA_GOTO(cudaMemset(kv->pools, 0, (size_t)pool_bytes), st, fail);
@@ -102,17 +103,11 @@ extern "C" gp_status gp_kv_device_create(const gp_kv_layout *l, int max_seqs,
     GP_CUDA_GOTO(cudaMemset(kv->d_lens_pos, 0, 2u * (size_t)max_seqs * sizeof(int32_t)), st,
                       fail);
     for (int i = 0; i < GP_KV_STAGING_SLOTS; i++) {
-        cudaError_t e = cudaHostAlloc((void **)&kv->staging[i], stage_bytes, cudaHostAllocDefault);
-        if (e != cudaSuccess) {
-            kv->staging[i] = NULL;
-            (void)cudaGetLastError();
-            gp_set_error("gp_kv_device_create: cannot pin %zu bytes of host staging: %s",
-                         stage_bytes, cudaGetErrorString(e));
-            st = GP_ERR_NO_MEMORY;
+        if ((st = gp_pinned_alloc((void **)&kv->staging[i], stage_bytes,
+                                  "KV cache table staging (pinned host)")) != GP_OK
+            || (st = gp_device_event_create(&kv->staged[i], cudaEventDisableTiming,
+                                            "KV cache staging event")) != GP_OK)
             goto fail;
-        }
-        GP_CUDA_GOTO(cudaEventCreateWithFlags(&kv->staged[i], cudaEventDisableTiming), st,
-                          fail);
     }
     GP_CUDA_GOTO(cudaDeviceSynchronize(), st, fail); /* the memsets, before first use */
     *out = kv;
@@ -131,12 +126,11 @@ extern "C" void gp_kv_device_destroy(gp_kv_device *kv)
     for (int i = 0; i < GP_KV_STAGING_SLOTS; i++) {
         if (kv->staged[i])
             (void)cudaEventDestroy(kv->staged[i]);
-        if (kv->staging[i])
-            (void)cudaFreeHost(kv->staging[i]);
+        gp_pinned_free(kv->staging[i]);
     }
-    (void)cudaFree(kv->pools);
-    (void)cudaFree(kv->d_tables);
-    (void)cudaFree(kv->d_lens_pos);
+    gp_device_free(kv->pools);
+    gp_device_free(kv->d_tables);
+    gp_device_free(kv->d_lens_pos);
     (void)cudaGetLastError();
     free(kv->seen);
     free(kv);
@@ -154,7 +148,7 @@ static gp_status gp_kv_take_slot(gp_kv_device *kv, const char *fn, cudaStream_t 
                 "before launching the graph instead (the copy reads a reused host buffer)", fn);
     int i = kv->next_slot;
     if (kv->slot_used[i])
-        GP_CUDA_TRY(cudaEventSynchronize(kv->staged[i]));
+        GP_TRY(gp_device_event_wait(kv->staged[i], "the previous copy from the KV staging slot"));
     *slot_out = kv->staging[i];
     *slot_index = i;
     return GP_OK;

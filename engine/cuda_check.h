@@ -5,27 +5,75 @@
 #define GP_ENGINE_CUDA_CHECK_H
 
 /* C-includable: only the C APIs of cudart and cuBLASLt. */
+#include <stdio.h>
+
 #include <cublasLt.h>
 #include <cuda_runtime_api.h>
 
 #include "cuda_util.cuh"
 #include "gp_common.h"
 
-static inline gp_status gp_check_cublas_fail(cublasStatus_t c, const char *call, const char *file,
-                                             int line)
+/* cuBLASLt launches its kernels through its own runtime, so a dead context
+ * reaches us as CUBLAS_STATUS_EXECUTION_FAILED (or INTERNAL_ERROR) with no
+ * sticky code of ours. The sticky cudaError_t the context holds (0: none):
+ * the runtime's last error, else (probe) that of calls that touch the
+ * context without waiting: cudaMemGetInfo, then cudaStreamQuery of the
+ * GEMM's stream when given (it reads the stream's error state). Probes are
+ * not made where failures are expected and survived (candidate algorithms,
+ * possibly inside a graph capture, which a query would end). An earlier
+ * sticky error seen by any check counts as well (as cudaErrorLaunchFailure). */
+static inline int gp_cublas_failure_sticky_code(cublasStatus_t c, int probe, cudaStream_t stream)
+{
+    if (c == CUBLAS_STATUS_EXECUTION_FAILED || c == CUBLAS_STATUS_INTERNAL_ERROR) {
+        int e = (int)cudaPeekAtLastError();
+        if (gp_cuda_code_is_sticky(e))
+            return e;
+        size_t free_b = 0, total_b = 0;
+        if (probe && gp_cuda_code_is_sticky(e = (int)cudaMemGetInfo(&free_b, &total_b)))
+            return e;
+        if (probe && stream && gp_cuda_code_is_sticky(e = (int)cudaStreamQuery(stream)))
+            return e;
+    }
+    return gp_device_faulted() ? (int)cudaErrorLaunchFailure : 0;
+}
+
+/* The failure of call on stream (NULL: unknown; see the probes above). */
+static inline gp_status gp_check_cublas_fail_on(cublasStatus_t c, const char *call,
+                                                const char *file, int line, cudaStream_t stream)
 {
     gp_status s = GP_ERR_CUDA;
-    if (c == CUBLAS_STATUS_ALLOC_FAILED)
+    int sticky = gp_cublas_failure_sticky_code(c, 1, stream);
+    char extra[512] = "";
+    if (sticky) {
+        s = GP_ERR_DEVICE_FAULT;
+        if (gp_device_faulted())
+            snprintf(extra, sizeof extra, "; the context is unusable since an earlier sticky "
+                     "error (%.300s)", gp_device_fault_message());
+        else
+            snprintf(extra, sizeof extra, "; the CUDA context holds %s; %s",
+                     cudaGetErrorName((cudaError_t)sticky), GP_DEVICE_FAULT_ADVICE);
+    } else if (c == CUBLAS_STATUS_ALLOC_FAILED) {
         s = GP_ERR_DEVICE_MEMORY;
-    else if (c == CUBLAS_STATUS_NOT_SUPPORTED || c == CUBLAS_STATUS_ARCH_MISMATCH)
+        gp_device_mem_text(extra, sizeof extra);
+    } else if (c == CUBLAS_STATUS_NOT_SUPPORTED || c == CUBLAS_STATUS_ARCH_MISMATCH) {
         s = GP_ERR_UNSUPPORTED;
-    else if (c == CUBLAS_STATUS_NOT_INITIALIZED)
+    } else if (c == CUBLAS_STATUS_NOT_INITIALIZED) {
         s = GP_ERR_NO_DEVICE;
-    gp_set_error("%s failed: %s (%s) at %s:%d", call, cublasLtGetStatusString(c),
-                 cublasLtGetStatusName(c), file, line);
+    }
+    int noted = gp_device_faulted();
+    gp_set_error("%s failed: %s (%s) at %s:%d%s", call, cublasLtGetStatusString(c),
+                 cublasLtGetStatusName(c), file, line, extra);
+    if (sticky && !noted)
+        gp_device_fault_note(gp_last_error());
     /* cuBLAS launch failures also leave a runtime error behind */
     (void)cudaGetLastError();
     return s;
+}
+
+static inline gp_status gp_check_cublas_fail(cublasStatus_t c, const char *call, const char *file,
+                                             int line)
+{
+    return gp_check_cublas_fail_on(c, call, file, line, NULL);
 }
 
 #define GP_CHECK_CUBLAS(call)                                                                    \

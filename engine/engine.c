@@ -88,9 +88,9 @@ void gp_engine_destroy(gp_engine *e)
     void *dev[] = {e->inv_freq, e->resid, e->h_attn, e->h_ffn, e->qkv, e->q, e->attn, e->gu, e->act,
                    e->logits, e->tok_d, e->next_d, e->sc.attn_ws};
     for (size_t i = 0; i < sizeof dev / sizeof dev[0]; i++)
-        cudaFree(dev[i]);
-    cudaFreeHost(e->tok_h);
-    cudaFreeHost(e->next_h);
+        gp_device_free(dev[i]);
+    gp_pinned_free(e->tok_h);
+    gp_pinned_free(e->next_h);
     if (e->ev_begin) cudaEventDestroy(e->ev_begin);
     if (e->ev_end) cudaEventDestroy(e->ev_end);
     if (e->ev_done) cudaEventDestroy(e->ev_done);
@@ -104,23 +104,28 @@ static gp_status alloc_buffers(gp_engine *e)
     const gp_config *c = &e->cfg;
     size_t B = (size_t)e->p.max_batch, H = (size_t)c->hidden, QD = (size_t)c->n_heads * c->head_dim;
     size_t F = (size_t)c->ffn;
-    GP_CUDA_TRY(cudaMalloc((void **)&e->inv_freq, sizeof(float) * (size_t)c->head_dim / 2));
-    GP_CUDA_TRY(cudaMalloc((void **)&e->resid, sizeof(float) * B * H));
-    GP_CUDA_TRY(cudaMalloc((void **)&e->h_attn, 2 * B * H));
-    GP_CUDA_TRY(cudaMalloc((void **)&e->h_ffn, 2 * B * H));
-    GP_CUDA_TRY(cudaMalloc((void **)&e->qkv, 2 * B * (size_t)gp_config_qkv_rows(c)));
-    GP_CUDA_TRY(cudaMalloc((void **)&e->q, 2 * B * QD));
-    GP_CUDA_TRY(cudaMalloc((void **)&e->attn, 2 * B * QD));
-    GP_CUDA_TRY(cudaMalloc((void **)&e->gu, 2 * B * 2 * F));
-    GP_CUDA_TRY(cudaMalloc((void **)&e->act, 2 * B * F));
-    GP_CUDA_TRY(cudaMalloc((void **)&e->logits, sizeof(float) * B * (size_t)c->vocab));
-    GP_CUDA_TRY(cudaMalloc((void **)&e->tok_d, sizeof(int32_t) * B));
-    GP_CUDA_TRY(cudaMalloc((void **)&e->next_d, sizeof(int32_t) * B));
-    GP_CUDA_TRY(cudaMallocHost((void **)&e->tok_h, sizeof(int32_t) * B));
-    GP_CUDA_TRY(cudaMallocHost((void **)&e->next_h, sizeof(int32_t) * B));
+    /* Each through gp_device_alloc: an out-of-memory message names the buffer
+     * and its bytes, and the caller's destroy frees those already made. */
+    GP_TRY(gp_device_alloc((void **)&e->inv_freq, sizeof(float) * (size_t)c->head_dim / 2,
+                           "engine inv_freq [head_dim/2] fp32"));
+    GP_TRY(gp_device_alloc((void **)&e->resid, sizeof(float) * B * H, "engine residual [max_batch][hidden] fp32"));
+    GP_TRY(gp_device_alloc((void **)&e->h_attn, 2 * B * H, "engine h_attn [max_batch][hidden] bf16"));
+    GP_TRY(gp_device_alloc((void **)&e->h_ffn, 2 * B * H, "engine h_ffn [max_batch][hidden] bf16"));
+    GP_TRY(gp_device_alloc((void **)&e->qkv, 2 * B * (size_t)gp_config_qkv_rows(c),
+                           "engine qkv [max_batch][qkv_rows] bf16"));
+    GP_TRY(gp_device_alloc((void **)&e->q, 2 * B * QD, "engine q [max_batch][n_heads*head_dim] bf16"));
+    GP_TRY(gp_device_alloc((void **)&e->attn, 2 * B * QD, "engine attn [max_batch][n_heads*head_dim] bf16"));
+    GP_TRY(gp_device_alloc((void **)&e->gu, 2 * B * 2 * F, "engine gate_up [max_batch][2*ffn] bf16"));
+    GP_TRY(gp_device_alloc((void **)&e->act, 2 * B * F, "engine act [max_batch][ffn] bf16"));
+    GP_TRY(gp_device_alloc((void **)&e->logits, sizeof(float) * B * (size_t)c->vocab,
+                           "engine logits [max_batch][vocab] fp32"));
+    GP_TRY(gp_device_alloc((void **)&e->tok_d, sizeof(int32_t) * B, "engine tokens [max_batch]"));
+    GP_TRY(gp_device_alloc((void **)&e->next_d, sizeof(int32_t) * B, "engine next tokens [max_batch]"));
+    GP_TRY(gp_pinned_alloc((void **)&e->tok_h, sizeof(int32_t) * B, "engine pinned tokens [max_batch]"));
+    GP_TRY(gp_pinned_alloc((void **)&e->next_h, sizeof(int32_t) * B, "engine pinned next tokens [max_batch]"));
     GP_TRY(attn_ws_bytes(c, &e->p, &e->sc.attn_ws_bytes));
     if (e->sc.attn_ws_bytes)
-        GP_CUDA_TRY(cudaMalloc(&e->sc.attn_ws, e->sc.attn_ws_bytes));
+        GP_TRY(gp_device_alloc(&e->sc.attn_ws, e->sc.attn_ws_bytes, "decode-attention split workspace"));
     float *inv = malloc(sizeof(float) * (size_t)c->head_dim / 2);
     if (!inv)
         GP_FAIL(GP_ERR_NO_MEMORY, "inv_freq: out of host memory");
@@ -144,10 +149,12 @@ gp_status gp_engine_create(gp_device_weights *dw, const gp_engine_params *p, gp_
     GP_CUDA_TRY(cudaMemGetInfo(&free_b, &total_b));
     if (need > free_b) {
         gp_kv_layout l = kv_layout(&w->cfg, p);
-        GP_FAIL(GP_ERR_DEVICE_MEMORY, "engine for batch %d x context %d needs %.2f GiB of device memory "
-                "(KV cache %.2f GiB) beside the weights; %.2f GiB free", p->max_batch, p->max_context,
-                need / 1073741824.0, gp_kv_device_bytes(&l, p->max_batch, blocks_per_seq(p)) / 1073741824.0,
-                free_b / 1073741824.0);
+        uint64_t kv = gp_kv_device_bytes(&l, p->max_batch, blocks_per_seq(p));
+        GP_FAIL(GP_ERR_DEVICE_MEMORY, "engine for batch %d x context %d needs %llu bytes (%.2f GiB) of device "
+                "memory (KV cache %llu bytes, %.2f GiB) beside the weights; the device has %zu bytes (%.2f GiB) "
+                "free of %zu bytes (%.2f GiB)", p->max_batch, p->max_context, (unsigned long long)need,
+                need / 1073741824.0, (unsigned long long)kv, kv / 1073741824.0, free_b, free_b / 1073741824.0,
+                total_b, total_b / 1073741824.0);
     }
     gp_engine *e = calloc(1, sizeof *e);
     if (!e)
@@ -169,15 +176,11 @@ gp_status gp_engine_create(gp_device_weights *dw, const gp_engine_params *p, gp_
     if ((st = gp_kv_tables_create(&l, p->max_batch, e->max_blocks, &e->tables)) != GP_OK ||
         (st = gp_kv_device_create(&l, p->max_batch, e->max_blocks, &e->kv)) != GP_OK)
         goto fail;
-    cudaError_t ce = cudaStreamCreateWithFlags(&e->sc.stream, cudaStreamNonBlocking);
-    if (ce == cudaSuccess) ce = cudaEventCreate(&e->ev_begin);
-    if (ce == cudaSuccess) ce = cudaEventCreate(&e->ev_end);
-    if (ce == cudaSuccess) ce = cudaEventCreateWithFlags(&e->ev_done, cudaEventDisableTiming);
-    if (ce != cudaSuccess) {
-        gp_set_error("creating the engine stream/events: %s", cudaGetErrorString(ce));
-        st = GP_ERR_CUDA;
+    if ((st = gp_device_stream_create(&e->sc.stream, "engine stream")) != GP_OK ||
+        (st = gp_device_event_create(&e->ev_begin, cudaEventDefault, "engine event ev_begin")) != GP_OK ||
+        (st = gp_device_event_create(&e->ev_end, cudaEventDefault, "engine event ev_end")) != GP_OK ||
+        (st = gp_device_event_create(&e->ev_done, cudaEventDisableTiming, "engine event ev_done")) != GP_OK)
         goto fail;
-    }
     if ((st = gp_gemm_ctx_create(e->sc.stream, 0, &e->sc.gemm)) != GP_OK || (st = alloc_buffers(e)) != GP_OK)
         goto fail;
     e->sc.ap = gp_decode_attn_default_params();

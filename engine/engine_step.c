@@ -32,13 +32,13 @@ static gp_status capture(gp_engine *e, int B, int max_len, cudaGraphExec_t *exec
             cudaGraphDestroy(graph);
         return st;
     }
-    if (ce != cudaSuccess)
-        GP_FAIL(GP_ERR_CUDA, "capturing the decode step (batch %d): %s", B, cudaGetErrorString(ce));
-    ce = cudaGraphInstantiate(exec, graph, 0);
+    if (ce != cudaSuccess) /* gp_cuda_fail: a sticky error must stay GP_ERR_DEVICE_FAULT */
+        return gp_cuda_fail(ce, "cudaStreamEndCapture (the decode step)", __FILE__, __LINE__);
+    char what[64];
+    snprintf(what, sizeof what, "the decode-step graph (batch %d)", B);
+    st = gp_device_graph_instantiate(exec, graph, what);
     cudaGraphDestroy(graph);
-    if (ce != cudaSuccess)
-        GP_FAIL(GP_ERR_CUDA, "instantiating the decode-step graph (batch %d): %s", B, cudaGetErrorString(ce));
-    return GP_OK;
+    return st;
 }
 
 static gp_status launch(gp_engine *e, int B, int max_len)
@@ -93,6 +93,7 @@ static gp_status check_step(const gp_engine *e, int B, const int *seq_ids, const
 gp_status gp_engine_step_prepare(gp_engine *e, int B, const int *seq_ids, const int32_t *tokens,
                                  cudaStream_t s, int *max_len)
 {
+    GP_TRY(gp_device_step_gate(s)); /* fails fast after a sticky error; GP_FAULT_TRAP */
     GP_TRY(check_step(e, B, seq_ids, tokens));
     int ml = 0;
     for (int i = 0; i < B; i++) {
@@ -117,7 +118,8 @@ gp_status gp_engine_step_finish(gp_engine *e, int B, const int *seq_ids, int32_t
         GP_CUDA_TRY(cudaMemcpyAsync(logits, e->logits, sizeof(float) * (size_t)B * (size_t)e->cfg.vocab,
                            cudaMemcpyDeviceToHost, s));
     GP_CUDA_TRY(cudaEventRecord(e->ev_done, s));
-    GP_CUDA_TRY(cudaEventSynchronize(e->ev_done)); /* the step's result is needed on the host */
+    /* the step's result is needed on the host; bounded, so a hung device is an error */
+    GP_TRY(gp_device_event_wait(e->ev_done, "the end of the decode step"));
     memcpy(next, e->next_h, sizeof(int32_t) * (size_t)B);
     for (int i = 0; i < B; i++)
         GP_TRY(gp_kv_advance(e->tables, seq_ids[i], 1));
@@ -240,11 +242,8 @@ gp_status gp_engine_breakdown(gp_engine *e, int B, gp_step_breakdown *out)
         goto out;
     }
     for (; e->bd_cap < cap; e->bd_cap++)
-        if (cudaEventCreate(&e->bd_ev[e->bd_cap]) != cudaSuccess) {
-            gp_set_error("breakdown: cudaEventCreate failed");
-            st = GP_ERR_CUDA;
+        if ((st = gp_device_event_create(&e->bd_ev[e->bd_cap], cudaEventDefault, "breakdown event")) != GP_OK)
             goto out;
-        }
     int *ids = malloc(sizeof(int) * (size_t)B);
     int32_t *tok = malloc(sizeof(int32_t) * (size_t)B), *next = malloc(sizeof(int32_t) * (size_t)B);
     if (ids && tok && next) {

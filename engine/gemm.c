@@ -118,8 +118,17 @@ gp_status gp_gemm_ctx_create(void *stream, int sm_count_target, gp_gemm_ctx **ou
         if (v >= 0 && v <= GP_GEMM_SKINNY_MAX_M)
             ctx->skinny_max_m = (int)v;
     }
-    GP_CHECK_CUBLAS_GOTO(cublasLtCreate(&ctx->lt), st, fail);
-    GP_CUDA_GOTO(cudaMalloc(&ctx->workspace, GP_GEMM_WORKSPACE_BYTES), st, fail);
+    /* the handle allocates on the device too: counted for GP_FAULT_DEVICE_ALLOC */
+    cublasStatus_t cs = gp_fault_alloc_hit("cublasLtCreate", 0) ? CUBLAS_STATUS_ALLOC_FAILED
+                                                                : cublasLtCreate(&ctx->lt);
+    if (cs != CUBLAS_STATUS_SUCCESS) {
+        ctx->lt = NULL;
+        st = gp_check_cublas_fail(cs, "cublasLtCreate", __FILE__, __LINE__);
+        goto fail;
+    }
+    if ((st = gp_device_alloc(&ctx->workspace, GP_GEMM_WORKSPACE_BYTES, "cuBLASLt workspace"))
+        != GP_OK)
+        goto fail;
     *out = ctx;
     return GP_OK;
 fail:
@@ -134,8 +143,7 @@ void gp_gemm_ctx_destroy(gp_gemm_ctx *ctx)
     gp_gemm_cache_clear(ctx);
     /* teardown: errors cannot be acted on; the workspace may still be in use
      * by queued work, which cudaFree waits for */
-    if (ctx->workspace)
-        (void)cudaFree(ctx->workspace);
+    gp_device_free(ctx->workspace);
     if (ctx->lt)
         (void)cublasLtDestroy(ctx->lt);
     free(ctx);
@@ -302,9 +310,21 @@ static gp_status gp_gemm_pick_and_run(gp_gemm_ctx *ctx, gp_gemm_entry *e, const 
             e->algo_ws = res[i].workspaceSize;
             goto done;
         }
+        /* a dead context refuses every candidate: say so rather than "no
+         * algorithm ran" (no probing call: refusals are normal here) */
+        if (gp_cublas_failure_sticky_code(last, 0, NULL)) {
+            st = gp_check_cublas_fail(last, "cublasLtMatmul", __FILE__, __LINE__);
+            goto done;
+        }
         /* a refused launch may leave a runtime error that would be blamed on
          * the next candidate or the next kernel */
         (void)cudaGetLastError();
+    }
+    /* every candidate failed: now a probe may touch the context */
+    if (gp_cublas_failure_sticky_code(last, 1, ctx->stream)) {
+        st = gp_check_cublas_fail_on(last, "cublasLtMatmul (every candidate)", __FILE__, __LINE__,
+                                     ctx->stream);
+        goto done;
     }
     st = last == CUBLAS_STATUS_NOT_SUPPORTED ? GP_ERR_UNSUPPORTED : GP_ERR_CUDA;
     gp_set_error("gp_gemm_bf16: no cuBLASLt algorithm ran for M=%d N=%d K=%d out=%s "
@@ -346,9 +366,11 @@ gp_status gp_gemm_bf16(gp_gemm_ctx *ctx, int M, int N, int K, const gp_bf16 *x, 
         return GP_OK;
     }
     if (e) {
-        GP_CHECK_CUBLAS(cublasLtMatmul(ctx->lt, e->desc, &one, w, e->lay_w, x, e->lay_x,
-                                       gp_gemm_beta(out_type), y, e->lay_y, y, e->lay_y, &e->algo,
-                                       ctx->workspace, e->algo_ws, ctx->stream));
+        cublasStatus_t cs = cublasLtMatmul(ctx->lt, e->desc, &one, w, e->lay_w, x, e->lay_x,
+                                           gp_gemm_beta(out_type), y, e->lay_y, y, e->lay_y,
+                                           &e->algo, ctx->workspace, e->algo_ws, ctx->stream);
+        if (cs != CUBLAS_STATUS_SUCCESS) /* with the stream: its state tells a dead context */
+            return gp_check_cublas_fail_on(cs, "cublasLtMatmul", __FILE__, __LINE__, ctx->stream);
         return GP_OK;
     }
 

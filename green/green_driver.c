@@ -5,14 +5,17 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "gp_device.h"
+
 gp_status gp_green_rt_fail(cudaError_t e, const char *what, const char *file, int line)
 {
+    /* out of memory and sticky faults as every other folder reports them */
+    if (e == cudaErrorMemoryAllocation || gp_cuda_code_is_sticky((int)e) || gp_device_faulted())
+        return gp_cuda_fail(e, what, file, line);
     gp_status s = GP_ERR_CUDA;
-    if (e == cudaErrorMemoryAllocation)
-        s = GP_ERR_DEVICE_MEMORY;
-    else if (e == cudaErrorNoDevice || e == cudaErrorInsufficientDriver
-             || e == cudaErrorDevicesUnavailable || e == cudaErrorSystemDriverMismatch
-             || e == cudaErrorCompatNotSupportedOnDevice || e == cudaErrorInvalidDevice)
+    if (e == cudaErrorNoDevice || e == cudaErrorInsufficientDriver
+        || e == cudaErrorDevicesUnavailable || e == cudaErrorSystemDriverMismatch
+        || e == cudaErrorCompatNotSupportedOnDevice || e == cudaErrorInvalidDevice)
         s = GP_ERR_NO_DEVICE;
     gp_set_error("%s failed: %s (%s) at %s:%d", what, cudaGetErrorString(e), cudaGetErrorName(e),
                  file, line);
@@ -28,20 +31,39 @@ gp_status gp_green_cu_fail(const gp_green_driver *d, CUresult r, const char *wha
         name = "unknown CUresult";
     if (!d->GetErrorString || d->GetErrorString(r, &text) != CUDA_SUCCESS || !text)
         text = "no description";
-    gp_set_error("%s failed: %s (%s, %d) at %s:%d", what, text, name, (int)r, file, line);
-    if (r == CUDA_ERROR_NOT_SUPPORTED)
-        return GP_ERR_UNSUPPORTED;
-    if (r == CUDA_ERROR_OUT_OF_MEMORY)
-        return GP_ERR_DEVICE_MEMORY;
-    if (r == CUDA_ERROR_NO_DEVICE || r == CUDA_ERROR_INVALID_DEVICE)
-        return GP_ERR_NO_DEVICE;
-    return GP_ERR_CUDA;
+    /* Sticky codes have the runtime's values; after one the context is dead
+     * whatever this call says. Checked before NOT_SUPPORTED, which would
+     * otherwise send the pool to its fallback on a dead context. */
+    int sticky = gp_cuda_code_is_sticky((int)r), after = !sticky && gp_device_faulted();
+    char extra[512] = "";
+    gp_status s = GP_ERR_CUDA;
+    if (sticky || after) {
+        s = GP_ERR_DEVICE_FAULT;
+        if (sticky)
+            snprintf(extra, sizeof extra, "; %s", GP_DEVICE_FAULT_ADVICE);
+        else
+            snprintf(extra, sizeof extra, "; the context is unusable since an earlier sticky "
+                     "error (%.300s)", gp_device_fault_message());
+    } else if (r == CUDA_ERROR_NOT_SUPPORTED) {
+        s = GP_ERR_UNSUPPORTED;
+    } else if (r == CUDA_ERROR_OUT_OF_MEMORY) {
+        s = GP_ERR_DEVICE_MEMORY;
+        gp_device_mem_text(extra, sizeof extra);
+    } else if (r == CUDA_ERROR_NO_DEVICE || r == CUDA_ERROR_INVALID_DEVICE) {
+        s = GP_ERR_NO_DEVICE;
+    }
+    gp_set_error("%s failed: %s (%s, %d) at %s:%d%s", what, text, name, (int)r, file, line, extra);
+    if (sticky)
+        gp_device_fault_note(gp_last_error());
+    return s;
 }
 
 gp_status gp_green_check_device(int device)
 {
     int n = 0;
     cudaError_t e = cudaGetDeviceCount(&n);
+    if (e != cudaSuccess && (gp_cuda_code_is_sticky((int)e) || gp_device_faulted()))
+        return gp_green_rt_fail(e, "cudaGetDeviceCount", __FILE__, __LINE__);
     if (e != cudaSuccess) {
         (void)cudaGetLastError();
         GP_FAIL(GP_ERR_NO_DEVICE, "no CUDA GPU usable: %s", cudaGetErrorString(e));

@@ -35,10 +35,11 @@ typedef struct gp_green_driver {
  * gp_last_error) when the runtime itself cannot start. */
 gp_status gp_green_driver_load(gp_green_driver *d, char *reason, size_t cap);
 
-/* Sets the error message for a failed driver call and maps it:
+/* Sets the error message for a failed driver call and maps it: a sticky
+ * error (or any failure after one) -> GP_ERR_DEVICE_FAULT,
  * CUDA_ERROR_NOT_SUPPORTED -> GP_ERR_UNSUPPORTED (green contexts unavailable),
- * out of memory -> GP_ERR_DEVICE_MEMORY, no device -> GP_ERR_NO_DEVICE, else
- * GP_ERR_CUDA. what names the call and its object. */
+ * out of memory -> GP_ERR_DEVICE_MEMORY (with free/total bytes), no device ->
+ * GP_ERR_NO_DEVICE, else GP_ERR_CUDA. what names the call and its object. */
 gp_status gp_green_cu_fail(const gp_green_driver *d, CUresult r, const char *what,
                            const char *file, int line);
 /* The same for runtime calls; clears the runtime's last error. */

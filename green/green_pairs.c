@@ -6,14 +6,17 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "gp_device.h"
+
 /* Driver call inside a function with cleanup: maps the failure (and notes a
- * CUDA_ERROR_NOT_SUPPORTED, which means "fall back", in *unsup). */
+ * CUDA_ERROR_NOT_SUPPORTED, which means "fall back", in *unsup; not on a dead
+ * context, where falling back would only fail later). */
 #define GREEN_CU(pool, call, what, unsup, st, label)                                            \
     do {                                                                                         \
         CUresult gr_r_ = (call);                                                                 \
         if (gr_r_ != CUDA_SUCCESS) {                                                             \
             (st) = gp_green_cu_fail(&(pool)->drv, gr_r_, (what), __FILE__, __LINE__);            \
-            if (gr_r_ == CUDA_ERROR_NOT_SUPPORTED)                                               \
+            if ((st) == GP_ERR_UNSUPPORTED)                                                      \
                 *(unsup) = 1;                                                                    \
             goto label;                                                                          \
         }                                                                                        \
@@ -106,8 +109,11 @@ static gp_status build_side(gp_green_pool *pool, CUdevice dev, const CUdevResour
     GREEN_CU(pool, pool->drv.DevResourceGenerateDesc(&desc, scratch, (unsigned)k), what, unsup,
              st, out);
     snprintf(what, sizeof what, "cuGreenCtxCreate (%s of split %s)", side, split);
-    GREEN_CU(pool, pool->drv.GreenCtxCreate(ctx, desc, dev, CU_GREEN_CTX_DEFAULT_STREAM), what,
-             unsup, st, out);
+    /* green contexts and their streams take device memory: counted for
+     * GP_FAULT_DEVICE_ALLOC, failing as the driver would when out of it */
+    GREEN_CU(pool, gp_fault_alloc_hit(what, 0) ? CUDA_ERROR_OUT_OF_MEMORY
+                   : pool->drv.GreenCtxCreate(ctx, desc, dev, CU_GREEN_CTX_DEFAULT_STREAM),
+             what, unsup, st, out);
 
     CUdevResource got;
     memset(&got, 0, sizeof got);
@@ -120,8 +126,9 @@ static gp_status build_side(gp_green_pool *pool, CUdevice dev, const CUdevResour
     snprintf(what, sizeof what, "cuGreenCtxStreamCreate (%s of split %s)", side, split);
     /* Non-blocking is required by the driver; it also keeps the legacy
      * default stream from serialising the two partitions. */
-    GREEN_CU(pool, pool->drv.GreenCtxStreamCreate(&cs, *ctx, CU_STREAM_NON_BLOCKING, 0), what,
-             unsup, st, out);
+    GREEN_CU(pool, gp_fault_alloc_hit(what, 0) ? CUDA_ERROR_OUT_OF_MEMORY
+                   : pool->drv.GreenCtxStreamCreate(&cs, *ctx, CU_STREAM_NON_BLOCKING, 0),
+             what, unsup, st, out);
     *stream = (cudaStream_t)cs; /* the same handle type: the runtime takes it as is */
 out:
     return st;
@@ -211,8 +218,13 @@ gp_status gp_green_pairs_build_plain(gp_green_pool *pool)
     gp_status st = GP_OK;
     for (int i = 0; i < pool->n; i++) {
         gp_green_slot *s = &pool->slots[i];
-        GREEN_RT(cudaStreamCreateWithFlags(&s->attn_stream, cudaStreamNonBlocking), st, out);
-        GREEN_RT(cudaStreamCreateWithFlags(&s->ffn_stream, cudaStreamNonBlocking), st, out);
+        char what[96];
+        snprintf(what, sizeof what, "attention stream of unpartitioned pair %d", i);
+        if ((st = gp_device_stream_create(&s->attn_stream, what)) != GP_OK)
+            goto out;
+        snprintf(what, sizeof what, "FFN stream of unpartitioned pair %d", i);
+        if ((st = gp_device_stream_create(&s->ffn_stream, what)) != GP_OK)
+            goto out;
         s->pub.attn_stream = s->attn_stream;
         s->pub.ffn_stream = s->ffn_stream;
         s->pub.attn_sms = s->pub.ffn_sms = pool->device_sms;

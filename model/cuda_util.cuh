@@ -6,24 +6,10 @@
 
 #include <cuda_runtime_api.h>
 
-#include "gp_common.h"
-
-/* Sets the message and maps the error: allocation failures and missing
- * devices get their own statuses so callers can tell them from bugs. */
-static inline gp_status gp_cuda_fail(cudaError_t e, const char *call, const char *file, int line)
-{
-    gp_status s = GP_ERR_CUDA;
-    if (e == cudaErrorMemoryAllocation)
-        s = GP_ERR_DEVICE_MEMORY;
-    else if (e == cudaErrorNoDevice || e == cudaErrorInsufficientDriver
-             || e == cudaErrorDevicesUnavailable
-             || e == cudaErrorSystemDriverMismatch || e == cudaErrorCompatNotSupportedOnDevice)
-        s = GP_ERR_NO_DEVICE;
-    gp_set_error("%s failed: %s (%s) at %s:%d", call, cudaGetErrorString(e), cudaGetErrorName(e),
-                 file, line);
-    (void)cudaGetLastError(); /* clear a non-sticky error so later calls are not blamed */
-    return s;
-}
+/* gp_cuda_fail, the one mapping of a failed call to a status and message
+ * (out of memory, no device, sticky fault), lives beside the allocation
+ * helpers so that common/ can use it too. */
+#include "gp_device.h"
 
 /* Return from the enclosing gp_status function when call fails. */
 #define GP_CUDA_TRY(call)                                                                        \

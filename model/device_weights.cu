@@ -86,6 +86,9 @@ extern "C" gp_status gp_cuda_available(void)
     cudaError_t e = cudaGetDeviceCount(&n);
     if (e == cudaSuccess && n > 0)
         e = cudaFree(0); /* creates the context: catches prohibited or broken devices */
+    /* a dead context is a fault of this process, not a missing GPU */
+    if (e != cudaSuccess && (gp_cuda_code_is_sticky((int)e) || gp_device_faulted()))
+        return gp_cuda_fail(e, "cudaFree(0) (context check)", __FILE__, __LINE__);
     if (e != cudaSuccess) {
         (void)cudaGetLastError();
         GP_FAIL(GP_ERR_NO_DEVICE, "no CUDA GPU usable: %s", cudaGetErrorString(e));
@@ -104,8 +107,7 @@ static void gp_dw_free(gp_device_weights *dw)
     for (int i = 0; dw->groups && i < dw->n_groups; i++) {
         if (dw->groups[i].ready)
             (void)cudaEventDestroy(dw->groups[i].ready);
-        if (dw->groups[i].mem)
-            (void)cudaFree(dw->groups[i].mem);
+        gp_device_free(dw->groups[i].mem);
     }
     (void)cudaGetLastError();
     free(dw->groups);
@@ -153,15 +155,23 @@ static gp_status gp_dw_create(const gp_config *cfg, const gp_host_weights *src, 
     dw->view.cfg = *cfg;
     dw->view.arena_bytes = (size_t)need;
     /* Non-blocking: generation must not serialise with unrelated legacy-stream work. */
-    GP_CUDA_GOTO(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking), st, fail);
+    if ((st = gp_device_stream_create(&stream, "device weights upload stream")) != GP_OK)
+        goto fail;
 
     for (int gi = 0; gi < dw->n_groups; gi++) {
         gp_weight_group *g = &dw->groups[gi];
         g->kind = gi == dw->n_groups - 1 ? GP_GROUP_HEAD : (gi % 2 ? GP_GROUP_FFN : GP_GROUP_ATTN);
         g->layer = g->kind == GP_GROUP_HEAD ? 0 : gi / 2;
         g->bytes = (size_t)gp_group_bytes(cfg, g->kind);
-        GP_CUDA_GOTO(cudaMalloc(&g->mem, g->bytes), st, fail);
-        GP_CUDA_GOTO(cudaEventCreateWithFlags(&g->ready, cudaEventDisableTiming), st, fail);
+        char what[96];
+        snprintf(what, sizeof what, "weights of group %s %d (config %s)", gp_group_name(g->kind),
+                 g->layer, cfg->name);
+        if ((st = gp_device_alloc(&g->mem, g->bytes, what)) != GP_OK)
+            goto fail;
+        snprintf(what, sizeof what, "ready event of weight group %s %d", gp_group_name(g->kind),
+                 g->layer);
+        if ((st = gp_device_event_create(&g->ready, cudaEventDisableTiming, what)) != GP_OK)
+            goto fail;
         const gp_tensor_kind *kinds;
         int nk = gp_group_kinds(cfg, g->kind, &kinds);
         size_t off = 0;

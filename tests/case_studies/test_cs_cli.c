@@ -174,6 +174,7 @@ static void test_lists(void **state)
     assert_int_equal(q.o.n_placements, 2);
     assert_int_equal(q.o.placements[0], GP_PLACE_QKVO_F);
     assert_int_equal(q.o.placements[1], GP_PLACE_QKVO_A);
+    result_free(&q);
     assert_int_equal(r.o.workloads[2].B, 1024);
     assert_int_equal(r.o.n_micro, 3);
     assert_int_equal(r.o.micro[2], 4);

@@ -12,3 +12,18 @@ endforeach()
 gp_add_test(engine_model SOURCES ${GP_ENG_TESTS}/test_engine_model.c ${GP_ENG_TESTS}/../model/hf_case.c
             LIBS gp_engine gp_dep_jansson GPU)
 target_include_directories(engine_model PRIVATE ${GP_ENG_TESTS}/../model)
+
+# CUDA failures -> statuses (sticky faults, out of memory) and the fault
+# hooks, in forked children; needs no GPU.
+gp_add_test(engine_device_errors
+            SOURCES ${GP_ENG_TESTS}/test_device_errors.c ${GP_ENG_TESTS}/child_util.c
+            LIBS gp_engine_kernels gp_green)
+
+# Out of device memory at every allocation of a whole setup (fault injection,
+# one child per allocation), and real exhaustion (GPU).
+gp_add_test(engine_oom SOURCES ${GP_ENG_TESTS}/test_oom.c ${GP_ENG_TESTS}/child_util.c
+            LIBS gp_pipeline_cuda GPU)
+# A real sticky error (GP_FAULT_TRAP) in the engine, cuBLASLt and the
+# pipeline: prompt GP_ERR_DEVICE_FAULT, later calls fail fast, no hang (GPU).
+gp_add_test(engine_device_fault SOURCES ${GP_ENG_TESTS}/test_device_fault.c ${GP_ENG_TESTS}/child_util.c
+            LIBS gp_pipeline_cuda GPU)

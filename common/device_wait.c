@@ -1,0 +1,90 @@
+/* The bounded host wait on a device event (gp_device_event_wait): the one
+ * place a host thread waits for the GPU inside a step, so that a device that
+ * never finishes becomes an error instead of a hang. */
+#define _GNU_SOURCE
+#include "gp_device.h"
+
+#include <errno.h>
+#include <pthread.h>
+#include <sched.h>
+#include <stdlib.h>
+#include <time.h>
+
+#define GP_DEVICE_WAIT_DEFAULT_S 300.0
+
+static pthread_once_t gp_wait_once = PTHREAD_ONCE_INIT;
+static double gp_wait_limit_s = GP_DEVICE_WAIT_DEFAULT_S;
+
+static void read_limit(void)
+{
+    const char *v = getenv("GP_DEVICE_WAIT_TIMEOUT_S");
+    if (!v || !*v)
+        return;
+    char *end = NULL;
+    errno = 0;
+    double s = strtod(v, &end);
+    if (errno || *end || !(s >= 0.0)) {
+        fprintf(stderr, "greenpipe: GP_DEVICE_WAIT_TIMEOUT_S='%s' ignored: expected seconds >= 0 "
+                "(0: wait without limit); using %.0f\n", v, GP_DEVICE_WAIT_DEFAULT_S);
+        return;
+    }
+    gp_wait_limit_s = s;
+}
+
+double gp_device_wait_limit_s(void)
+{
+    pthread_once(&gp_wait_once, read_limit);
+    return gp_wait_limit_s;
+}
+
+static double now_s(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
+}
+
+gp_status gp_device_event_wait(cudaEvent_t ev, const char *what)
+{
+    char call[160];
+    double limit = gp_device_wait_limit_s();
+    if (limit <= 0.0) {
+        cudaError_t e = cudaEventSynchronize(ev);
+        if (e == cudaSuccess)
+            return GP_OK;
+        snprintf(call, sizeof call, "cudaEventSynchronize (%s)", what);
+        return gp_cuda_fail(e, call, __FILE__, __LINE__);
+    }
+    /* Spins on the query as cudaEventSynchronize spins by default (same CPU
+     * use and wake-up latency), yielding now and then, and reads the clock
+     * only every few hundred queries. */
+    double t0 = now_s();
+    for (unsigned i = 1;; i++) {
+        cudaError_t e = cudaEventQuery(ev);
+        if (e == cudaSuccess)
+            break;
+        if (e != cudaErrorNotReady) {
+            snprintf(call, sizeof call, "cudaEventQuery (%s)", what);
+            return gp_cuda_fail(e, call, __FILE__, __LINE__);
+        }
+        if (i % 256 == 0) {
+            double waited = now_s() - t0;
+            if (waited > limit) {
+                gp_set_error("waited %.1f s for %s: the device neither finished nor reported an "
+                             "error, so it is hung (a kernel that never ends, or work waiting on a "
+                             "partition that faulted); the CUDA context is unusable and the process "
+                             "must exit (limit: GP_DEVICE_WAIT_TIMEOUT_S=%g, 0 waits without limit)",
+                             waited, what, limit);
+                /* later steps would queue behind the hung work: refuse them */
+                gp_device_fault_note(gp_last_error());
+                return GP_ERR_DEVICE_FAULT;
+            }
+            sched_yield();
+        }
+    }
+    /* "not ready" is not an error, but never leave it for a later launch
+     * check (cudaGetLastError) to find */
+    if (cudaPeekAtLastError() == cudaErrorNotReady)
+        (void)cudaGetLastError();
+    return GP_OK;
+}
