@@ -8,6 +8,7 @@
 
 #include "cuda_util.cuh"
 #include "decode_attn.cuh"
+#include "decode_attn_dev.cuh"
 
 /* Layout of the work (why it is shaped this way):
  *
@@ -57,28 +58,6 @@ static __device__ __forceinline__ void gp_unpack_bf16x8(const uint4 r, float f[8
     f[5] = __uint_as_float(r.z & 0xffff0000u);
     f[6] = __uint_as_float(r.w << 16);
     f[7] = __uint_as_float(r.w & 0xffff0000u);
-}
-
-/* Programmatic dependent launch (PDL): both kernels are launched while the
- * previous kernel of the stream drains (RoPE, then the attention kernel for
- * the combine). Entry: let the next kernel launch early too (the combine, or
- * the O projection, which streams its weights meanwhile; a no-op for
- * dependents launched without PDL), then wait until the previous grid has
- * completed and its writes are visible, before touching memory. Every PDL
- * kernel waits before it ends, so completion stays transitive. */
-static __device__ __forceinline__ void gp_attn_pdl_entry(void)
-{
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
-    asm volatile("griddepcontrol.launch_dependents;");
-    asm volatile("griddepcontrol.wait;" ::: "memory");
-#endif
-}
-
-/* A running max that is still -inf (nothing seen) must not produce
- * exp2(-inf - -inf) = NaN: subtracting 0 instead gives exp2(-inf) = 0. */
-static __device__ __forceinline__ float gp_safe_max(float m)
-{
-    return m == -INFINITY ? 0.0f : m;
 }
 
 /* K/V rows of one tile: lane group token t = base + u*STEP + my for u < U,
@@ -299,34 +278,7 @@ gp_decode_attn_kernel(const gp_attn_args a)
     }
     __syncthreads();
 
-    /* Merge the warps: one thread per (head, dim) of the group. */
-    for (int i = threadIdx.x; i < g * HD; i += GP_ATTN_THREADS) {
-        const int h = i / HD, d = i % HD;
-        float mx = -INFINITY;
-#pragma unroll
-        for (int w = 0; w < NW; w++)
-            mx = fmaxf(mx, s_m[w][h]);
-        const float ms = gp_safe_max(mx);
-        float L = 0.0f, o = 0.0f;
-#pragma unroll
-        for (int w = 0; w < NW; w++) {
-            const float c = exp2f(s_m[w][h] - ms);
-            L = fmaf(s_l[w][h], c, L);
-            o = fmaf(s_acc[w][h][d], c, o);
-        }
-        const size_t row = (size_t)b * a.n_heads + (size_t)kvh * g + h; /* (b, query head) */
-        if (a.n_splits == 1) {
-            /* L == 0 only for an empty row (len 0): zeros, not 0/0 */
-            a.out[row * HD + d] = __float2bfloat16_rn(L > 0.0f ? o / L : 0.0f);
-        } else {
-            const size_t idx = row * a.n_splits + split;
-            a.ws_acc[idx * HD + d] = o;
-            if (d == 0) {
-                a.ws_ml[2 * idx] = mx;
-                a.ws_ml[2 * idx + 1] = L;
-            }
-        }
-    }
+    gp_attn_merge_warps<HD, GT, NW>(a, b, kvh, split, s_m, s_l, s_acc);
 }
 
 /* One warp per (row, query head): weights 2^(m_s - M) rescale every split's
@@ -395,9 +347,12 @@ static gp_status gp_decode_attn_launch_t(const gp_attn_args *a, cudaStream_t str
     cfg.stream = stream;
     cfg.attrs = attr;
     cfg.numAttrs = gp_pdl_enabled() ? 1 : 0;
-    cudaError_t e = cudaLaunchKernelEx(&cfg, kernel, *a);
-    if (e != cudaSuccess)
+    cudaError_t e;
+    if (gp_decode_attn_mma_serves(HD, a->group)) {
+        GP_TRY(gp_decode_attn_mma_launch(a, stream));
+    } else if ((e = cudaLaunchKernelEx(&cfg, kernel, *a)) != cudaSuccess) {
         return gp_cuda_fail(e, "gp_decode_attn_kernel launch", __FILE__, __LINE__);
+    }
     if (a->n_splits > 1) {
         const int rows = a->B * a->n_heads;
         const int per_cta = GP_ATTN_COMBINE_THREADS / 32;
@@ -533,8 +488,10 @@ static gp_status gp_attn_pick_splits(const char *fn, int B, int n_heads, int n_k
         if (!gp_attn_variant_for(head_dim, n_heads / n_kv_heads, &v))
             GP_FAIL(GP_ERR_UNSUPPORTED, "%s: no kernel for head_dim = %d, group = %d", fn,
                     head_dim, n_heads / n_kv_heads);
-        GP_CUDA_TRY(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&cps, v.kernel,
-                                                                       GP_ATTN_THREADS, 0));
+        if (gp_decode_attn_mma_serves(head_dim, n_heads / n_kv_heads))
+            GP_TRY(gp_decode_attn_mma_occupancy(n_heads / n_kv_heads, &cps));
+        else
+            GP_CUDA_TRY(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&cps, v.kernel, GP_ATTN_THREADS, 0));
         if (cps < 1)
             cps = 1;
     }

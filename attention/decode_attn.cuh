@@ -29,6 +29,13 @@ typedef struct gp_attn_args {
     float scale_log2;        /* log2(e) / sqrt(head_dim): scores in log2 units for exp2f */
 } gp_attn_args;
 
+/* The tensor-core kernel (decode_attn_mma.cu): whether it serves the shape
+ * (head_dim 128, group <= 8, unless $GP_ATTN_MMA=0), its resident CTAs per
+ * SM, and its launch (without the combine). */
+bool gp_decode_attn_mma_serves(int head_dim, int group);
+gp_status gp_decode_attn_mma_occupancy(int group, int *ctas_per_sm);
+gp_status gp_decode_attn_mma_launch(const gp_attn_args *a, cudaStream_t stream);
+
 /* Launches the attention kernel and, when n_splits > 1, the combine. */
 gp_status gp_decode_attn_launch(const gp_attn_args *a, int head_dim, cudaStream_t stream);
 

@@ -7,3 +7,11 @@ foreach(t kv_device rope_kv decode_attn attn_steps)
               SOURCES ${GP_ATTN_TEST_DIR}/test_${t}.c ${GP_ATTN_TEST_DIR}/attn_test_util.c
               LIBS gp_attention GPU)
 endforeach()
+# The same kernel checks with every shape on the CUDA-core kernel: head_dim
+# 128 with groups <= 8 otherwise runs on the tensor-core kernel
+# (attention/decode_attn_mma.cu), so both are compared with the reference.
+foreach(t decode_attn attn_steps)
+  add_test(NAME attn_${t}_cudacore COMMAND attn_${t})
+  set_tests_properties(attn_${t}_cudacore PROPERTIES SKIP_RETURN_CODE 77 TIMEOUT 600 LABELS gpu
+                       ENVIRONMENT GP_ATTN_MMA=0)
+endforeach()

@@ -1,0 +1,72 @@
+/* Device helpers shared by the decode-attention kernels (the CUDA-core
+ * kernel in decode_attn.cu and the tensor-core one in decode_attn_mma.cu):
+ * PDL entry, the safe running max, and the merge of the warps' partial
+ * softmax states into the output (or the split workspace). */
+#ifndef GP_DECODE_ATTN_DEV_CUH
+#define GP_DECODE_ATTN_DEV_CUH
+
+#include <math.h>
+
+#include "decode_attn.cuh"
+
+/* Programmatic dependent launch (PDL): both kernels are launched while the
+ * previous kernel of the stream drains (RoPE, then the attention kernel for
+ * the combine). Entry: let the next kernel launch early too (the combine, or
+ * the O projection, which streams its weights meanwhile; a no-op for
+ * dependents launched without PDL), then wait until the previous grid has
+ * completed and its writes are visible, before touching memory. Every PDL
+ * kernel waits before it ends, so completion stays transitive. */
+static __device__ __forceinline__ void gp_attn_pdl_entry(void)
+{
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+    asm volatile("griddepcontrol.launch_dependents;");
+    asm volatile("griddepcontrol.wait;" ::: "memory");
+#endif
+}
+
+/* A running max that is still -inf (nothing seen) must not produce
+ * exp2(-inf - -inf) = NaN: subtracting 0 instead gives exp2(-inf) = 0. */
+static __device__ __forceinline__ float gp_safe_max(float m)
+{
+    return m == -INFINITY ? 0.0f : m;
+}
+
+/* Merge the warps: one thread per (head, dim) of the group. s_m/s_l hold
+ * each warp's running max and sum per head (log2 units), s_acc its
+ * unnormalised output; the caller has synchronised the CTA. */
+template <int HD, int GT, int NW>
+static __device__ __forceinline__ void gp_attn_merge_warps(const gp_attn_args &a, int b, int kvh, int split,
+                                                           const float (*s_m)[GT], const float (*s_l)[GT],
+                                                           const float (*s_acc)[GT][HD])
+{
+    const int g = a.group;
+    for (int i = threadIdx.x; i < g * HD; i += NW * 32) {
+        const int h = i / HD, d = i % HD;
+        float mx = -INFINITY;
+#pragma unroll
+        for (int w = 0; w < NW; w++)
+            mx = fmaxf(mx, s_m[w][h]);
+        const float ms = gp_safe_max(mx);
+        float L = 0.0f, o = 0.0f;
+#pragma unroll
+        for (int w = 0; w < NW; w++) {
+            const float c = exp2f(s_m[w][h] - ms);
+            L = fmaf(s_l[w][h], c, L);
+            o = fmaf(s_acc[w][h][d], c, o);
+        }
+        const size_t row = (size_t)b * a.n_heads + (size_t)kvh * g + h; /* (b, query head) */
+        if (a.n_splits == 1) {
+            /* L == 0 only for an empty row (len 0): zeros, not 0/0 */
+            a.out[row * HD + d] = __float2bfloat16_rn(L > 0.0f ? o / L : 0.0f);
+        } else {
+            const size_t idx = row * a.n_splits + split;
+            a.ws_acc[idx * HD + d] = o;
+            if (d == 0) {
+                a.ws_ml[2 * idx] = mx;
+                a.ws_ml[2 * idx + 1] = L;
+            }
+        }
+    }
+}
+
+#endif

@@ -1,0 +1,330 @@
+/* GQA decode attention on tensor cores (head_dim 128, up to 8 query heads
+ * per KV head): the same work and outputs as the CUDA-core kernel in
+ * decode_attn.cu, with q.k and p.v as mma.m16n8k16 bf16 products. */
+#include <stdint.h>
+#include <stdlib.h>
+
+#include "cuda_util.cuh"
+#include "decode_attn.cuh"
+#include "decode_attn_dev.cuh"
+
+/* Why this kernel exists (issue #6): the CUDA-core kernel spends about 130
+ * instructions per token row and lane (unpacking, 64 FMAs, 16 shuffles for
+ * the q.k sums, softmax), so it streams only 24-32 GB/s per SM: on a
+ * partition of the GPU its time is linear in the SMs it gets, and splitting
+ * attention from the GEMMs cannot pay. Here a warp handles 16 tokens with 32
+ * mma instructions (48 with the two-part p) and 16 ldmatrix; K and V tiles travel global -> shared
+ * memory through cp.async (double-buffered per warp, no registers held),
+ * so the kernel is bound by HBM, not by instruction issue.
+ *
+ * Layout: a CTA per (row, KV head, split), 4 warps; warp w takes the split's
+ * 16-token tiles w, w+4, ... The group's G <= 8 query heads are rows 0..G-1
+ * of the 16-row A operand (rows G..15 are zero). Scores and the output stay
+ * in fp32 accumulators; q, k, v are the cache's bf16; the probabilities
+ * enter the p.v product as two bf16 parts (16 significant bits). */
+
+#define MMA_HD 128
+#define MMA_TILE 16                 /* tokens per warp tile */
+#define MMA_PITCH (MMA_HD + 8)      /* smem row pitch in elements: 272 B, so 8 rows hit 8 distinct 16-B bank groups */
+#define MMA_NW (GP_ATTN_THREADS / 32)
+#define MMA_STAGES 2
+#define MMA_TILE_ELEMS (MMA_TILE * MMA_PITCH)
+/* per warp and stage: a K tile and a V tile */
+#define MMA_SMEM_BYTES (MMA_NW * MMA_STAGES * 2 * MMA_TILE_ELEMS * 2)
+
+static __device__ __forceinline__ unsigned gp_smem_addr(const void *p)
+{
+    return (unsigned)__cvta_generic_to_shared(p);
+}
+
+static __device__ __forceinline__ void gp_cp_async16(unsigned dst, const void *src, int bytes)
+{
+    asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(dst), "l"(src), "r"(bytes));
+}
+
+static __device__ __forceinline__ void gp_ldsm_x4(unsigned addr, uint32_t &r0, uint32_t &r1, uint32_t &r2,
+                                                  uint32_t &r3)
+{
+    asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0,%1,%2,%3}, [%4];\n"
+                 : "=r"(r0), "=r"(r1), "=r"(r2), "=r"(r3)
+                 : "r"(addr));
+}
+
+static __device__ __forceinline__ void gp_ldsm_x4_t(unsigned addr, uint32_t &r0, uint32_t &r1, uint32_t &r2,
+                                                    uint32_t &r3)
+{
+    asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0,%1,%2,%3}, [%4];\n"
+                 : "=r"(r0), "=r"(r1), "=r"(r2), "=r"(r3)
+                 : "r"(addr));
+}
+
+/* d += a (16x16, rows 8..15 zero: a1 = a3 = 0) * b (16x8), fp32 accumulate. */
+static __device__ __forceinline__ void gp_mma_bf16(float (&d)[4], uint32_t a0, uint32_t a2, uint32_t b0,
+                                                   uint32_t b1)
+{
+    asm volatile("mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, "
+                 "{%8,%9}, {%0,%1,%2,%3};\n"
+                 : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
+                 : "r"(a0), "r"(0u), "r"(a2), "r"(0u), "r"(b0), "r"(b1));
+}
+
+static __device__ __forceinline__ uint32_t gp_pack_bf16x2(float lo, float hi)
+{
+    __nv_bfloat162 v = __floats2bfloat162_rn(lo, hi);
+    return *reinterpret_cast<uint32_t *>(&v);
+}
+
+/* The two bf16 halves of a packed pair, as floats. */
+static __device__ __forceinline__ float gp_bf16_lo(uint32_t v)
+{
+    return __uint_as_float(v << 16);
+}
+
+static __device__ __forceinline__ float gp_bf16_hi(uint32_t v)
+{
+    return __uint_as_float(v & 0xffff0000u);
+}
+
+/* Issue the cp.async copies of one 16-token tile (K and V rows of this KV
+ * head) into ks/vs; rows past t_end are zero-filled. Lane l resolves the
+ * cache row of token base + (l & 15) through the block table once; the 8
+ * copies per lane and tensor then take their row's offset by shuffle. */
+static __device__ __forceinline__ void gp_mma_load_tile(const gp_attn_args &a, const int32_t *table, int base,
+                                                        int t_end, size_t slot_stride, size_t head_off,
+                                                        __nv_bfloat16 *ks, __nv_bfloat16 *vs, int lane)
+{
+    const int t = base + (lane & 15);
+    long long off = -1;
+    if (t < t_end) {
+        const int bi = a.bs_shift >= 0 ? (t >> a.bs_shift) : t / a.block_size;
+        const int slot = t - bi * a.block_size;
+        off = (long long)(((size_t)__ldg(table + bi) * a.block_size + slot) * slot_stride + head_off);
+    }
+#pragma unroll
+    for (int i = 0; i < 8; i++) {
+        const int row = 2 * i + (lane >> 4), chunk = lane & 15;
+        const long long ro = __shfl_sync(0xffffffffu, off, row);
+        const size_t src = ro >= 0 ? (size_t)ro + (size_t)chunk * 8 : 0;
+        const int bytes = ro >= 0 ? 16 : 0; /* 0: zero-fill, the source is not read */
+        gp_cp_async16(gp_smem_addr(ks + row * MMA_PITCH + chunk * 8), a.k + src, bytes);
+        gp_cp_async16(gp_smem_addr(vs + row * MMA_PITCH + chunk * 8), a.v + src, bytes);
+    }
+}
+
+template <int GT>
+static __global__ void __launch_bounds__(GP_ATTN_THREADS, 3)
+gp_decode_attn_mma_kernel(const gp_attn_args a)
+{
+    extern __shared__ __align__(16) unsigned char gp_mma_smem[];
+    gp_attn_pdl_entry();
+    const int kvh = blockIdx.x % a.n_kv;
+    const int b = blockIdx.x / a.n_kv;
+    const int split = blockIdx.y;
+    const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+    const int gr = lane >> 2, tq = lane & 3; /* fragment row (query head) and column pair */
+    const int G = a.group;
+
+    int len = a.lens[b];
+    const int cap = a.max_blocks * a.block_size;
+    len = len < 0 ? 0 : (len > cap ? cap : len);
+    const int chunk = (len + a.n_splits - 1) / a.n_splits;
+    const int t_begin = min(split * chunk, len);
+    const int t_end = min(t_begin + chunk, len);
+
+    /* q of head gr as A fragments of the 8 k-steps (16 dims each); rows >= G
+     * are zero, so their scores are 0 and never stored. */
+    uint32_t qa[8][2];
+    const size_t qrow = ((size_t)b * a.n_heads + (size_t)kvh * G + gr) * MMA_HD;
+#pragma unroll
+    for (int ks = 0; ks < 8; ks++) {
+        if (gr < G) {
+            const uint32_t *qp = reinterpret_cast<const uint32_t *>(a.q + qrow + ks * 16 + 2 * tq);
+            qa[ks][0] = qp[0]; /* dims 2tq, 2tq+1 */
+            qa[ks][1] = qp[4]; /* dims 2tq+8, 2tq+9 */
+        } else {
+            qa[ks][0] = qa[ks][1] = 0u;
+        }
+    }
+
+    float o[16][4]; /* output dims nt*8 + 2tq + {0,1} of head gr in [0..1]; [2..3] are zero rows */
+#pragma unroll
+    for (int nt = 0; nt < 16; nt++)
+        o[nt][0] = o[nt][1] = o[nt][2] = o[nt][3] = 0.0f;
+    float m = -INFINITY, l = 0.0f; /* this lane's share of head gr's softmax state */
+
+    __nv_bfloat16 *wbuf = reinterpret_cast<__nv_bfloat16 *>(gp_mma_smem) +
+                          (size_t)warp * MMA_STAGES * 2 * MMA_TILE_ELEMS;
+    const int32_t *table = a.tables + (size_t)b * a.max_blocks;
+    const size_t slot_stride = (size_t)a.n_kv * MMA_HD;
+    const size_t head_off = (size_t)kvh * MMA_HD;
+    const int first = t_begin + warp * MMA_TILE, stride = MMA_NW * MMA_TILE;
+
+    if (first < t_end)
+        gp_mma_load_tile(a, table, first, t_end, slot_stride, head_off, wbuf, wbuf + MMA_TILE_ELEMS, lane);
+    asm volatile("cp.async.commit_group;\n");
+    int stage = 0;
+    for (int base = first; base < t_end; base += stride, stage ^= 1) {
+        __nv_bfloat16 *ks = wbuf + stage * 2 * MMA_TILE_ELEMS, *vs = ks + MMA_TILE_ELEMS;
+        if (base + stride < t_end) {
+            __nv_bfloat16 *nk = wbuf + (stage ^ 1) * 2 * MMA_TILE_ELEMS;
+            gp_mma_load_tile(a, table, base + stride, t_end, slot_stride, head_off, nk, nk + MMA_TILE_ELEMS,
+                             lane);
+        }
+        asm volatile("cp.async.commit_group;\n");
+        asm volatile("cp.async.wait_group 1;\n" ::: "memory"); /* this tile's group has landed */
+        __syncwarp();
+
+        /* S = q K^T over the 16 tokens: n-tile 0 = tokens 0..7, 1 = 8..15.
+         * ldmatrix (no transpose) of K rows gives the B fragment directly. */
+        float s[2][4] = {{0.0f, 0.0f, 0.0f, 0.0f}, {0.0f, 0.0f, 0.0f, 0.0f}};
+        const int mi = lane >> 3, ri = lane & 7; /* matrix and row this lane addresses */
+#pragma unroll
+        for (int kst = 0; kst < 8; kst++) {
+            uint32_t b0, b1, b2, b3;
+            /* matrices: (tok 0-7, dims +0..7), (tok 0-7, +8..15), (tok 8-15, +0..7), (tok 8-15, +8..15) */
+            gp_ldsm_x4(gp_smem_addr(ks + ((mi >> 1) * 8 + ri) * MMA_PITCH + kst * 16 + (mi & 1) * 8), b0, b1, b2, b3);
+            gp_mma_bf16(s[0], qa[kst][0], qa[kst][1], b0, b1);
+            gp_mma_bf16(s[1], qa[kst][0], qa[kst][1], b2, b3);
+        }
+        /* scores of head gr, tokens base + nt*8 + 2tq + {0,1}, in log2 units */
+        float mx = m;
+#pragma unroll
+        for (int nt = 0; nt < 2; nt++)
+#pragma unroll
+            for (int j = 0; j < 2; j++) {
+                const int tok = base + nt * 8 + 2 * tq + j;
+                s[nt][j] = tok < t_end ? s[nt][j] * a.scale_log2 : -INFINITY;
+                mx = fmaxf(mx, s[nt][j]);
+            }
+        mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 1));
+        mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 2));
+        const float ms = gp_safe_max(mx);
+        const float corr = exp2f(m - ms);
+        float p[2][2], sum = 0.0f;
+#pragma unroll
+        for (int nt = 0; nt < 2; nt++)
+#pragma unroll
+            for (int j = 0; j < 2; j++) {
+                p[nt][j] = exp2f(s[nt][j] - ms);
+                sum += p[nt][j];
+            }
+        l = fmaf(l, corr, sum);
+        m = mx;
+#pragma unroll
+        for (int nt = 0; nt < 16; nt++) {
+            o[nt][0] *= corr;
+            o[nt][1] *= corr;
+        }
+        /* p as the A fragment (k = the 16 tokens): C fragments of the two
+         * n-tiles are exactly its columns 2tq.. and 8+2tq... p = hi + lo in
+         * two bf16 parts: bf16 alone (8 bits) put single outputs 1e-3 of
+         * their row's max off the fp32 kernel (measured), hi + lo keeps 16
+         * bits, for 16 more mma per tile (the tensor cores have room). */
+        const uint32_t pa0 = gp_pack_bf16x2(p[0][0], p[0][1]), pa2 = gp_pack_bf16x2(p[1][0], p[1][1]);
+        const uint32_t pl0 = gp_pack_bf16x2(p[0][0] - gp_bf16_lo(pa0), p[0][1] - gp_bf16_hi(pa0));
+        const uint32_t pl2 = gp_pack_bf16x2(p[1][0] - gp_bf16_lo(pa2), p[1][1] - gp_bf16_hi(pa2));
+#pragma unroll
+        for (int db = 0; db < 8; db++) {
+            uint32_t b0, b1, b2, b3;
+            /* transposed: (tok 0-7, dims +0..7), (tok 8-15, +0..7), (tok 0-7, +8..15), (tok 8-15, +8..15) */
+            gp_ldsm_x4_t(gp_smem_addr(vs + ((mi & 1) * 8 + ri) * MMA_PITCH + db * 16 + (mi >> 1) * 8), b0, b1, b2,
+                         b3);
+            gp_mma_bf16(o[2 * db], pa0, pa2, b0, b1);
+            gp_mma_bf16(o[2 * db + 1], pa0, pa2, b2, b3);
+            gp_mma_bf16(o[2 * db], pl0, pl2, b0, b1);
+            gp_mma_bf16(o[2 * db + 1], pl0, pl2, b2, b3);
+        }
+        __syncwarp(); /* every lane is done with this stage before it is refilled */
+    }
+    asm volatile("cp.async.wait_group 0;\n" ::: "memory");
+
+    l += __shfl_xor_sync(0xffffffffu, l, 1);
+    l += __shfl_xor_sync(0xffffffffu, l, 2);
+    __syncthreads(); /* the tile buffers become the merge arrays */
+    float(*s_m)[GT] = reinterpret_cast<float(*)[GT]>(gp_mma_smem);
+    float(*s_l)[GT] = s_m + MMA_NW;
+    float(*s_acc)[GT][MMA_HD] = reinterpret_cast<float(*)[GT][MMA_HD]>(s_l + MMA_NW);
+    if (gr < G) {
+        if (tq == 0) {
+            s_m[warp][gr] = m;
+            s_l[warp][gr] = l;
+        }
+#pragma unroll
+        for (int nt = 0; nt < 16; nt++) {
+            s_acc[warp][gr][nt * 8 + 2 * tq] = o[nt][0];
+            s_acc[warp][gr][nt * 8 + 2 * tq + 1] = o[nt][1];
+        }
+    }
+    __syncthreads();
+    gp_attn_merge_warps<MMA_HD, GT, MMA_NW>(a, b, kvh, split, s_m, s_l, s_acc);
+}
+
+static_assert(MMA_SMEM_BYTES >= (int)sizeof(float) * MMA_NW * 8 * (MMA_HD + 2),
+              "the merge arrays must fit in the tile buffers");
+
+/* $GP_ATTN_MMA = 0 keeps every shape on the CUDA-core kernel (A/B); read once. */
+static bool gp_attn_mma_on(void)
+{
+    static int on = -1;
+    if (on < 0) {
+        const char *e = getenv("GP_ATTN_MMA");
+        on = !(e && e[0] == '0');
+    }
+    return on != 0;
+}
+
+bool gp_decode_attn_mma_serves(int head_dim, int group)
+{
+    return head_dim == MMA_HD && group >= 1 && group <= 8 && gp_attn_mma_on();
+}
+
+template <int GT> static const void *gp_mma_kernel_ptr(void)
+{
+    return (const void *)gp_decode_attn_mma_kernel<GT>;
+}
+
+static const void *gp_mma_kernel_for(int group)
+{
+    return group <= 4 ? gp_mma_kernel_ptr<4>() : gp_mma_kernel_ptr<8>();
+}
+
+/* The tile buffers exceed the default 48 KB of dynamic shared memory. */
+static gp_status gp_mma_prepare(const void *kernel)
+{
+    static int done[2];
+    int *d = &done[kernel == gp_mma_kernel_ptr<4>() ? 0 : 1];
+    if (!__atomic_load_n(d, __ATOMIC_ACQUIRE)) {
+        GP_CUDA_TRY(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, MMA_SMEM_BYTES));
+        __atomic_store_n(d, 1, __ATOMIC_RELEASE);
+    }
+    return GP_OK;
+}
+
+gp_status gp_decode_attn_mma_occupancy(int group, int *ctas_per_sm)
+{
+    const void *k = gp_mma_kernel_for(group);
+    GP_TRY(gp_mma_prepare(k));
+    GP_CUDA_TRY(cudaOccupancyMaxActiveBlocksPerMultiprocessor(ctas_per_sm, k, GP_ATTN_THREADS, MMA_SMEM_BYTES));
+    return GP_OK;
+}
+
+gp_status gp_decode_attn_mma_launch(const gp_attn_args *a, cudaStream_t stream)
+{
+    const void *k = gp_mma_kernel_for(a->group);
+    GP_TRY(gp_mma_prepare(k));
+    cudaLaunchConfig_t cfg = {};
+    cudaLaunchAttribute attr[1];
+    attr[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
+    attr[0].val.programmaticStreamSerializationAllowed = 1;
+    cfg.gridDim = dim3((unsigned)(a->B * a->n_kv), (unsigned)a->n_splits);
+    cfg.blockDim = dim3(GP_ATTN_THREADS);
+    cfg.dynamicSmemBytes = MMA_SMEM_BYTES;
+    cfg.stream = stream;
+    cfg.attrs = attr;
+    cfg.numAttrs = gp_pdl_enabled() ? 1 : 0;
+    void *args[] = {(void *)a};
+    cudaError_t e = cudaLaunchKernelExC(&cfg, k, args);
+    if (e != cudaSuccess)
+        return gp_cuda_fail(e, "gp_decode_attn_mma_kernel launch", __FILE__, __LINE__);
+    return GP_OK;
+}
