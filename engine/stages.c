@@ -3,6 +3,7 @@
  * (norm, gate/up, SwiGLU, down projection into the residual) and the head
  * (final norm, LM head, argmax). They follow the weight-group discipline of
  * DESIGN.md §1 and never synchronise. */
+#include "cuda_util.cuh"
 #include "engine_impl.h"
 
 /* In breakdown mode, tag the kernel just launched with its class. */
@@ -12,7 +13,7 @@ static gp_status mark(gp_engine *e, const gp_stage_ctx *sc, int cls)
         return GP_OK;
     cudaError_t err = cudaEventRecord(e->bd_ev[e->bd_n], sc->stream);
     if (err != cudaSuccess)
-        GP_FAIL(GP_ERR_CUDA, "cudaEventRecord (breakdown): %s", cudaGetErrorString(err));
+        return gp_cuda_fail(err, "cudaEventRecord (breakdown)", __FILE__, __LINE__);
     e->bd_class[e->bd_n++] = cls;
     return GP_OK;
 }

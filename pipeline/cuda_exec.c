@@ -98,15 +98,14 @@ static gp_status capture_stage(gp_cuda_exec *x, int ffn, int layer, int m, cudaG
             cudaGraphDestroy(graph);
         return st;
     }
+    char what[96];
+    snprintf(what, sizeof what, "the %s stage graph of layer %d micro-batch %d", ffn ? "FFN" : "attention", layer,
+             m);
     if (ce != cudaSuccess)
-        GP_FAIL(GP_ERR_CUDA, "capturing the %s stage of layer %d micro-batch %d: %s", ffn ? "FFN" : "attention",
-                layer, m, cudaGetErrorString(ce));
-    ce = cudaGraphInstantiate(out, graph, 0);
+        return gp_cuda_fail(ce, what, __FILE__, __LINE__);
+    st = gp_device_graph_instantiate(out, graph, what);
     cudaGraphDestroy(graph);
-    if (ce != cudaSuccess)
-        GP_FAIL(GP_ERR_CUDA, "instantiating the %s stage graph of layer %d: %s", ffn ? "FFN" : "attention", layer,
-                cudaGetErrorString(ce));
-    return GP_OK;
+    return st;
 }
 
 /* The graph set for this step's shape: found, or captured (evicting the
@@ -181,11 +180,14 @@ static gp_status launch(gp_cuda_exec *x, int ffn, int layer, int m, cudaStream_t
     gp_status st = GP_OK;
     if (!x->g)
         st = run_stage(x, ffn, layer, m);
-    else if (cudaGraphLaunch(*gslot(x, x->g, ffn, layer, m), s) != cudaSuccess) {
-        cudaError_t ce = cudaGetLastError();
-        gp_set_error("launching the %s stage graph of layer %d micro-batch %d: %s", ffn ? "FFN" : "attention", layer,
-                     m, cudaGetErrorString(ce));
-        st = GP_ERR_CUDA;
+    else {
+        cudaError_t ce = cudaGraphLaunch(*gslot(x, x->g, ffn, layer, m), s);
+        if (ce != cudaSuccess) {
+            char what[96];
+            snprintf(what, sizeof what, "launching the %s stage graph of layer %d micro-batch %d",
+                     ffn ? "FFN" : "attention", layer, m);
+            st = gp_cuda_fail(ce, what, __FILE__, __LINE__);
+        }
     }
     nvtxRangePop();
     return st;
@@ -398,15 +400,11 @@ gp_status gp_cuda_exec_create(gp_engine *e, gp_green_pool *pool, bool use_graphs
             st = GP_ERR_NO_MEMORY;
         }
     for (size_t i = 0; i < n_ev && st == GP_OK; i++)
-        if (cudaEventCreate(&x->ev[i]) != cudaSuccess) {
-            gp_set_error("CUDA executor: cudaEventCreate failed");
-            st = GP_ERR_CUDA;
-        }
-    if (st == GP_OK && (cudaEventCreate(&x->ev_step_begin) != cudaSuccess ||
-                        cudaEventCreate(&x->ev_step_end) != cudaSuccess)) {
-        gp_set_error("CUDA executor: cudaEventCreate failed");
-        st = GP_ERR_CUDA;
-    }
+        st = gp_device_event_create(&x->ev[i], cudaEventDefault, "CUDA executor: stage event");
+    if (st == GP_OK)
+        st = gp_device_event_create(&x->ev_step_begin, cudaEventDefault, "CUDA executor: step-begin event");
+    if (st == GP_OK)
+        st = gp_device_event_create(&x->ev_step_end, cudaEventDefault, "CUDA executor: step-end event");
     for (int i = 0; i < x->n_pairs && st == GP_OK; i++)
         st = make_pair(x, gp_green_pool_pair(pool, i), &x->pairs[i], e->sm_count);
     if (st != GP_OK) {

@@ -314,7 +314,10 @@ gp_status gp_pipeline_step(gp_pipeline *pl, int B, const int *seq_ids, const int
     if (pl->prod_st != GP_OK || pl->cons_st != GP_OK) {
         pl->exec.ops->abort_step(pl->exec.ctx);
         gp_ring_set_reopen(pl->rings);
-        bool prod = pl->prod_st != GP_OK;
+        /* a device fault outranks the other side's failure: the caller
+         * must learn that the context is gone, whichever thread saw it */
+        bool prod = pl->prod_st != GP_OK &&
+                    (pl->prod_st == GP_ERR_DEVICE_FAULT || pl->cons_st != GP_ERR_DEVICE_FAULT);
         gp_set_error("%s stage failed: %s", prod ? "attention" : "FFN", prod ? pl->prod_err : pl->cons_err);
         return prod ? pl->prod_st : pl->cons_st;
     }
