@@ -1,0 +1,33 @@
+#!/usr/bin/env bash
+# Issue #6 exploration on the GPU machine (device tool): build the pieces,
+# check the attention kernels, then time them and the case study. Logs in $OUT.
+set -uo pipefail
+cd "$(dirname "$0")/../.."
+deps=$PWD/.deps/root/usr
+export LD_LIBRARY_PATH=$deps/lib/x86_64-linux-gnu CMAKE_PREFIX_PATH=$deps
+out=${OUT:-$PWD/gpu-logs}; mkdir -p "$out"
+b=build-gpu; cs=$b/case_studies/decode_pipeline_case_study
+{ cmake -B $b -S . -DCMAKE_BUILD_TYPE=RelWithDebInfo && cmake --build $b -j16 --target decode_pipeline_case_study \
+  pipeline_cuda engine_model gp_bench_decode gp_bench_attn attn_decode_attn attn_attn_steps; } > "$out/build.log" 2>&1 \
+  || { grep -E 'error' "$out/build.log" | head; exit 1; }
+nvidia-smi -L > "$out/env.txt"
+for t in attn_decode_attn attn_attn_steps engine_model; do
+  for mma in 1 0; do
+    GP_ATTN_MMA=$mma timeout 300 $b/tests/$t > "$out/$t.mma$mma.log" 2>&1; echo "$t GP_ATTN_MMA=$mma rc=$?"
+  done
+done
+grep -hE 'FAILED|worst|exceeds' "$out"/attn_*.log | head -20
+for mma in 1 0; do
+  GP_ATTN_MMA=$mma $b/attention/gp_bench_attn --case 8:1024 --case 64:2048 --case 256:1024 --case 512:384 \
+    --case 1024:384 > "$out/bench_attn.mma$mma.log" 2>&1
+  for s in 16 32 48 64; do GP_ATTN_MMA=$mma $b/attention/gp_bench_attn --sm $s --case 512:384 >> "$out/bench_attn_sm.mma$mma.log" 2>&1; done
+done
+tail -8 "$out"/bench_attn.mma*.log
+GP_ATTN_MMA=1 timeout 200 $b/tests/pipeline_cuda > "$out/pipeline_cuda.log" 2>&1; echo "pipeline_cuda rc=$?"
+$b/engine/gp_bench_decode --workloads 8:1024,64:2048,256:1024,512:384,1024:384 > "$out/bench_decode.md" 2>&1
+head -12 "$out/bench_decode.md"
+C="--repeat 3 --steps 6 --no-progress --placement qkvo-a,qkvo-f"
+timeout 240 $cs $C --workload large --sm-splits 24,32,40,48,56,64 --micro-batches 2 > "$out/cs_large.md" 2> "$out/cs_large.err"
+timeout 100 $cs $C --workload 512:384 --sm-splits 24,32,40,48,56,64 --micro-batches 1 > "$out/cs_alone.md" 2> "$out/cs_alone.err"
+grep -hE '^\| (large|512)' "$out"/cs_*.md | cut -d'|' -f2-10,15-16,22 
+cd "$out" && tar czf logs.tgz *.log *.md *.err env.txt && rm -f *.log *.err

@@ -1,0 +1,40 @@
+#!/usr/bin/env bash
+# compute-sanitizer over the GPU tests (device tool; issue #7): memcheck,
+# racecheck, synccheck and initcheck, the four tools in parallel, each test
+# under a time limit. engine_oom and engine_device_fault are left out: they
+# provoke allocation failures and a trap on purpose. pipeline_cuda runs its
+# tiny-model cases only (GP_TEST_FILTER), the 1B case exceeds the limit.
+# Needs .deps (DESIGN.md section 6); summary on stdout, logs in $OUT.
+set -uo pipefail
+cd "$(dirname "$0")/../.."
+deps=$PWD/.deps/root/usr
+export LD_LIBRARY_PATH=$deps/lib/x86_64-linux-gnu CMAKE_PREFIX_PATH=$deps
+out=${OUT:-$PWD/gpu-logs}; mkdir -p "$out"
+b=build-gpu
+{ cmake -B $b -S . -DCMAKE_BUILD_TYPE=RelWithDebInfo && cmake --build $b -j16; } > "$out/build.log" 2>&1 \
+  || { grep -E 'error' "$out/build.log" | head; exit 1; }
+limit=${GP_SANITIZE_LIMIT:-150}
+tests=$(ctest --test-dir $b -L gpu -N | awk '/Test +#/ {print $3}' | grep -vE '^engine_(oom|device_fault)$')
+run_tool() {
+  local tool=$1
+  for t in $tests; do
+    local exe env=()
+    exe=$(find $b -type f -name "${t%_cudacore}" -perm -u+x | head -1)
+    [[ $t == *_cudacore ]] && env=(GP_ATTN_MMA=0)
+    [[ $t == pipeline_cuda ]] && env=(GP_TEST_FILTER='test_tiny_graphs*')
+    echo "=== $tool $t" >> "$out/san_$tool.log"
+    local s=$SECONDS
+    env "${env[@]}" timeout $limit compute-sanitizer --tool "$tool" --error-exitcode 99 "$exe" >> "$out/san_$tool.log" 2>&1
+    local rc=$?
+    local verdict=clean
+    [ $rc = 99 ] && verdict="ERRORS"
+    [ $rc = 124 ] && verdict="timed out (${limit} s)"
+    [ $rc != 0 ] && [ $rc != 99 ] && [ $rc != 124 ] && verdict="test failed (rc $rc)"
+    echo "$tool $t: $verdict ($((SECONDS - s)) s)" >> "$out/san_summary_$tool.txt"
+  done
+}
+for tool in memcheck racecheck synccheck initcheck; do run_tool $tool & done
+wait
+cat "$out"/san_summary_*.txt
+grep -hE 'ERROR SUMMARY|RACECHECK SUMMARY|Race reported|Error' "$out"/san_*.log | sort | uniq -c | sort -rn | head -20
+cd "$out" && tar czf sanitizer_logs.tgz san_*.log build.log && rm -f san_*.log build.log
