@@ -122,15 +122,8 @@ gp_decode_attn_kernel(const gp_attn_args a)
     const int my = warp * TPW + lane / LPT; /* this lane group's token offset in a tile */
     const int g = a.group;
 
-    /* Clamp instead of trusting: a bad length must not read outside the table. */
-    int len = a.lens[b];
-    const int cap = a.max_blocks * a.block_size;
-    len = len < 0 ? 0 : (len > cap ? cap : len);
-    /* Per-row chunks: every row's splits are balanced whatever its length,
-     * and a length above the host's max_len still gets covered. */
-    const int chunk = (len + a.n_splits - 1) / a.n_splits;
-    const int t_begin = min(split * chunk, len);
-    const int t_end = min(t_begin + chunk, len);
+    int t_begin, t_end;
+    gp_attn_split_range(a, b, split, &t_begin, &t_end);
 
     float q[GT][8];
 #pragma unroll
@@ -338,15 +331,8 @@ static gp_status gp_decode_attn_launch_t(const gp_attn_args *a, cudaStream_t str
     void (*kernel)(const gp_attn_args) = a->n_splits > 1 && gp_attn_pipe_on()
                                              ? gp_decode_attn_kernel<HD, GT, true>
                                              : gp_decode_attn_kernel<HD, GT, false>;
-    cudaLaunchConfig_t cfg = {};
     cudaLaunchAttribute attr[1];
-    attr[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
-    attr[0].val.programmaticStreamSerializationAllowed = 1;
-    cfg.gridDim = dim3((unsigned)(a->B * a->n_kv), (unsigned)a->n_splits);
-    cfg.blockDim = dim3(GP_ATTN_THREADS);
-    cfg.stream = stream;
-    cfg.attrs = attr;
-    cfg.numAttrs = gp_pdl_enabled() ? 1 : 0;
+    cudaLaunchConfig_t cfg = gp_attn_launch_config(a, 0, stream, attr);
     cudaError_t e;
     if (gp_decode_attn_mma_serves(HD, a->group)) {
         GP_TRY(gp_decode_attn_mma_launch(a, stream));

@@ -31,6 +31,38 @@ static __device__ __forceinline__ float gp_safe_max(float m)
     return m == -INFINITY ? 0.0f : m;
 }
 
+/* Tokens [t_begin, t_end) of row b's split: the length is clamped to the
+ * table (a bad one must not read outside it), and every split of a row gets
+ * an equal chunk whatever its length, so a length above the host's max_len
+ * is still covered. */
+static __device__ __forceinline__ void gp_attn_split_range(const gp_attn_args &a, int b, int split, int *t_begin,
+                                                           int *t_end)
+{
+    int len = a.lens[b];
+    const int cap = a.max_blocks * a.block_size;
+    len = len < 0 ? 0 : (len > cap ? cap : len);
+    const int chunk = (len + a.n_splits - 1) / a.n_splits;
+    *t_begin = min(split * chunk, len);
+    *t_end = min(*t_begin + chunk, len);
+}
+
+/* The launch of either attention kernel: a CTA per (row, KV head) and
+ * split, with PDL when enabled; attr (one entry) must outlive the launch. */
+static inline cudaLaunchConfig_t gp_attn_launch_config(const gp_attn_args *a, size_t smem, cudaStream_t stream,
+                                                       cudaLaunchAttribute *attr)
+{
+    cudaLaunchConfig_t cfg = {};
+    attr[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
+    attr[0].val.programmaticStreamSerializationAllowed = 1;
+    cfg.gridDim = dim3((unsigned)(a->B * a->n_kv), (unsigned)a->n_splits);
+    cfg.blockDim = dim3(GP_ATTN_THREADS);
+    cfg.dynamicSmemBytes = smem;
+    cfg.stream = stream;
+    cfg.attrs = attr;
+    cfg.numAttrs = gp_pdl_enabled() ? 1 : 0;
+    return cfg;
+}
+
 /* Merge the warps: one thread per (head, dim) of the group. s_m/s_l hold
  * each warp's running max and sum per head (log2 units), s_acc its
  * unnormalised output; the caller has synchronised the CTA. */

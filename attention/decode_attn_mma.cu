@@ -124,12 +124,8 @@ gp_decode_attn_mma_kernel(const gp_attn_args a)
     const int gr = lane >> 2, tq = lane & 3; /* fragment row (query head) and column pair */
     const int G = a.group;
 
-    int len = a.lens[b];
-    const int cap = a.max_blocks * a.block_size;
-    len = len < 0 ? 0 : (len > cap ? cap : len);
-    const int chunk = (len + a.n_splits - 1) / a.n_splits;
-    const int t_begin = min(split * chunk, len);
-    const int t_end = min(t_begin + chunk, len);
+    int t_begin, t_end;
+    gp_attn_split_range(a, b, split, &t_begin, &t_end);
 
     /* q of head gr as A fragments of the 8 k-steps (16 dims each); rows >= G
      * are zero, so their scores are 0 and never stored. */
@@ -312,16 +308,8 @@ gp_status gp_decode_attn_mma_launch(const gp_attn_args *a, cudaStream_t stream)
 {
     const void *k = gp_mma_kernel_for(a->group);
     GP_TRY(gp_mma_prepare(k));
-    cudaLaunchConfig_t cfg = {};
     cudaLaunchAttribute attr[1];
-    attr[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
-    attr[0].val.programmaticStreamSerializationAllowed = 1;
-    cfg.gridDim = dim3((unsigned)(a->B * a->n_kv), (unsigned)a->n_splits);
-    cfg.blockDim = dim3(GP_ATTN_THREADS);
-    cfg.dynamicSmemBytes = MMA_SMEM_BYTES;
-    cfg.stream = stream;
-    cfg.attrs = attr;
-    cfg.numAttrs = gp_pdl_enabled() ? 1 : 0;
+    cudaLaunchConfig_t cfg = gp_attn_launch_config(a, MMA_SMEM_BYTES, stream, attr);
     void *args[] = {(void *)a};
     cudaError_t e = cudaLaunchKernelExC(&cfg, k, args);
     if (e != cudaSuccess)
