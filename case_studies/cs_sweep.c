@@ -85,47 +85,49 @@ gp_status gp_cs_sweep_run(const gp_cs_sweep_params *p, const gp_cs_runner *rn, g
         if (ost != GP_OK)
             snprintf(open_why, sizeof open_why, "workload %s: %s", w->label, gp_last_error());
         int first = n;
-        /* plan 0 is seq: one row, no M or depth; then every split's rows */
+        /* plan 0 is seq: one row, no M, depth or placement; then every
+         * split's rows, one per (M, depth, placement) in that order */
         for (int pi = 0; pi < p->n_plans && res->stop == GP_CS_STOP_NONE; pi++) {
             bool seq = pi == 0;
             if (!seq && !plan_has_rows(p, pi))
                 continue;
-            for (int mi = 0; mi < (seq ? 1 : o->n_micro) && res->stop == GP_CS_STOP_NONE; mi++)
-                for (int di = 0; di < (seq ? 1 : o->n_depths) && res->stop == GP_CS_STOP_NONE; di++)
-                for (int qi = 0; qi < (seq ? 1 : o->n_placements); qi++) {
-                    if (stop_for_signal(res))
-                        break;
-                    gp_cs_row *r = &rows[n++];
-                    snprintf(r->workload, sizeof r->workload, "%s", w->label);
-                    r->B = w->B;
-                    r->C = w->C;
-                    r->seq = seq;
-                    if (!seq) {
-                        r->split = (gp_split_info){ .a_req = p->plans[pi].attn_sms, .f_req = p->plans[pi].ffn_sms,
-                                                    .unit = "SMs" };
-                        r->M = o->micro[mi];
-                        r->depth = o->depths[di];
-                        r->placement = o->placements[qi];
-                    }
-                    if (p->progress)
-                        fprintf(p->progress, "\r[%d/%d] %s %s M=%d depth %u          ", n, res->planned,
-                                w->label, seq ? "seq" : "split", r->M, r->depth);
-                    gp_status st;
-                    if (ost != GP_OK) {
-                        r->ok = false;
-                        snprintf(r->error, sizeof r->error, "%s", open_why);
-                        st = ost;
-                    } else if (!seq && p->why && p->why[pi][0]) {
-                        r->ok = false;
-                        snprintf(r->error, sizeof r->error, "split %d:%d: %s", p->plans[pi].attn_sms,
-                                 p->plans[pi].ffn_sms, p->why[pi]);
-                        st = GP_ERR_UNSUPPORTED;
-                    } else {
-                        st = rn->run(rn->ctx, wi, pi, seq ? 1 : o->micro[mi], seq ? 0 : o->depths[di], r);
-                    }
-                    if (stop_for_fault(res, st, r))
-                        break;
+            const int nd = o->n_depths, nq = o->n_placements;
+            const int configs = seq ? 1 : o->n_micro * nd * nq;
+            for (int k = 0; k < configs && res->stop == GP_CS_STOP_NONE; k++) {
+                const int mi = k / (nd * nq), di = k / nq % nd, qi = k % nq;
+                if (stop_for_signal(res))
+                    break;
+                gp_cs_row *r = &rows[n++];
+                snprintf(r->workload, sizeof r->workload, "%s", w->label);
+                r->B = w->B;
+                r->C = w->C;
+                r->seq = seq;
+                if (!seq) {
+                    r->split = (gp_split_info){ .a_req = p->plans[pi].attn_sms, .f_req = p->plans[pi].ffn_sms,
+                                                .unit = "SMs" };
+                    r->M = o->micro[mi];
+                    r->depth = o->depths[di];
+                    r->placement = o->placements[qi];
                 }
+                if (p->progress)
+                    fprintf(p->progress, "\r[%d/%d] %s %s M=%d depth %u          ", n, res->planned,
+                            w->label, seq ? "seq" : "split", r->M, r->depth);
+                gp_status st;
+                if (ost != GP_OK) {
+                    r->ok = false;
+                    snprintf(r->error, sizeof r->error, "%s", open_why);
+                    st = ost;
+                } else if (!seq && p->why && p->why[pi][0]) {
+                    r->ok = false;
+                    snprintf(r->error, sizeof r->error, "split %d:%d: %s", p->plans[pi].attn_sms,
+                             p->plans[pi].ffn_sms, p->why[pi]);
+                    st = GP_ERR_UNSUPPORTED;
+                } else {
+                    st = rn->run(rn->ctx, wi, pi, seq ? 1 : o->micro[mi], seq ? 0 : o->depths[di], r);
+                }
+                if (stop_for_fault(res, st, r))
+                    break;
+            }
         }
         if (p->extra && res->stop == GP_CS_STOP_NONE && !stop_for_signal(res)) {
             bool made = false;
