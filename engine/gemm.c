@@ -7,41 +7,13 @@
 
 #include "cuda_check.h"
 #include "gemm_skinny.cuh"
+#include "gemm_impl.h"
 #include "kernels.h"
-
-#define GP_GEMM_HEURISTICS 8 /* candidates asked of the heuristic per new shape */
-
-/* One cached shape: everything cublasLtMatmul needs except the pointers. */
-typedef struct gp_gemm_entry {
-    int used;
-    int M, N, K;
-    gp_gemm_out out_type;
-    unsigned align_w, align_x, align_y; /* pointer alignment classes (bytes, <= 256) */
-    cublasLtMatmulDesc_t desc;
-    cublasLtMatrixLayout_t lay_w, lay_x, lay_y; /* A = W, B = x, C = D = y (see gp_gemm_bf16) */
-    cublasLtMatmulAlgo_t algo;
-    size_t algo_ws;                             /* workspace bytes the algo uses */
-    int skinny;                                 /* 1: served by the skinny kernel (plan) */
-    gp_skinny_plan plan;
-} gp_gemm_entry;
-
-struct gp_gemm_ctx {
-    cublasLtHandle_t lt;
-    cudaStream_t stream;
-    int sm_target;       /* 0: whole device */
-    int device_sms;      /* multiProcessorCount of the device at create */
-    void *workspace;     /* [GP_GEMM_WORKSPACE_BYTES] device bytes */
-    int skinny_max_m;    /* largest M routed to the skinny kernel (0: none) */
-    int pdl;             /* skinny launches use programmatic dependent launch */
-    gp_gemm_entry cache[GP_GEMM_CACHE_SLOTS];
-    int n_cached;
-    int victim;          /* next slot to evict when full (round robin) */
-};
 
 /* Largest power of two (<= 256) dividing the address: cuBLASLt's heuristic
  * assumes 256-byte aligned buffers unless told otherwise, and an algorithm
  * picked for aligned pointers may be refused for a row-offset slice. */
-static unsigned gp_gemm_align(const void *p)
+unsigned gp_gemm_align(const void *p)
 {
     uintptr_t a = (uintptr_t)p;
     unsigned al = 256;
@@ -51,18 +23,18 @@ static unsigned gp_gemm_align(const void *p)
 }
 
 /* Host scalars: cuBLASLt reads them at the call, so capture records values. */
-static const float *gp_gemm_beta(gp_gemm_out t)
+const float *gp_gemm_beta(gp_gemm_out t)
 {
     static const float zero = 0.0f, one = 1.0f;
     return t == GP_GEMM_OUT_F32_ACC ? &one : &zero;
 }
 
-static const char *gp_gemm_out_name(gp_gemm_out t)
+const char *gp_gemm_out_name(gp_gemm_out t)
 {
     return t == GP_GEMM_OUT_BF16 ? "bf16" : t == GP_GEMM_OUT_F32 ? "f32" : "f32_acc";
 }
 
-static void gp_gemm_entry_release(gp_gemm_entry *e)
+void gp_gemm_entry_release(gp_gemm_entry *e)
 {
     /* destroy calls only fail on NULL, which is skipped */
     if (e->lay_y)
@@ -177,6 +149,11 @@ int gp_gemm_sm_count_target(const gp_gemm_ctx *ctx)
     return ctx ? ctx->sm_target : 0;
 }
 
+void *gp_gemm_stream(const gp_gemm_ctx *ctx)
+{
+    return ctx ? (void *)ctx->stream : NULL;
+}
+
 gp_status gp_gemm_set_skinny_max_m(gp_gemm_ctx *ctx, int max_m)
 {
     if (!ctx)
@@ -214,7 +191,7 @@ int gp_gemm_cached_shapes(const gp_gemm_ctx *ctx)
     return ctx ? ctx->n_cached : 0;
 }
 
-static gp_gemm_entry *gp_gemm_lookup(gp_gemm_ctx *ctx, int M, int N, int K, gp_gemm_out ot,
+gp_gemm_entry *gp_gemm_lookup(gp_gemm_ctx *ctx, int M, int N, int K, gp_gemm_out ot,
                                      unsigned aw, unsigned ax, unsigned ay)
 {
     for (int i = 0; i < GP_GEMM_CACHE_SLOTS; i++) {
@@ -226,10 +203,32 @@ static gp_gemm_entry *gp_gemm_lookup(gp_gemm_ctx *ctx, int M, int N, int K, gp_g
     return NULL;
 }
 
+/* A free slot for a new shape, or one evicted round robin (safe even for
+ * shapes inside captured graphs: launches copy their parameters), with the
+ * shape filled in; the caller builds it and marks it used. */
+gp_gemm_entry *gp_gemm_new_entry(gp_gemm_ctx *ctx, int M, int N, int K, gp_gemm_out ot,
+                                 unsigned aw, unsigned ax, unsigned ay)
+{
+    int slot = -1;
+    for (int i = 0; i < GP_GEMM_CACHE_SLOTS && slot < 0; i++)
+        if (!ctx->cache[i].used)
+            slot = i;
+    if (slot < 0) {
+        slot = ctx->victim;
+        ctx->victim = (ctx->victim + 1) % GP_GEMM_CACHE_SLOTS;
+        gp_gemm_entry_release(&ctx->cache[slot]);
+        ctx->n_cached--;
+    }
+    gp_gemm_entry *e = &ctx->cache[slot];
+    e->M = M, e->N = N, e->K = K, e->out_type = ot;
+    e->align_w = aw, e->align_x = ax, e->align_y = ay;
+    return e;
+}
+
 /* Descriptors of a new shape. Row-major y[M][N] = x[M][K] . W[N][K]^T is, in
  * cuBLAS's column-major terms, y^T (N x M, ld N) = op(A) . B with A = W seen
  * as K x N (ld K) and transa = T, B = x seen as K x M (ld K), transb = N. */
-static gp_status gp_gemm_entry_build(gp_gemm_ctx *ctx, gp_gemm_entry *e)
+gp_status gp_gemm_entry_build(gp_gemm_ctx *ctx, gp_gemm_entry *e)
 {
     gp_status st = GP_OK;
     cublasOperation_t ta = CUBLAS_OP_T, tb = CUBLAS_OP_N;
@@ -258,6 +257,38 @@ fail:
     return st;
 }
 
+/* The heuristic's constraints for e: the workspace we have and the
+ * pointers' alignment. */
+gp_status gp_gemm_preference(const gp_gemm_entry *e, cublasLtMatmulPreference_t *out)
+{
+    gp_status st = GP_OK;
+    cublasLtMatmulPreference_t pref = NULL;
+    uint64_t ws = GP_GEMM_WORKSPACE_BYTES;
+    uint32_t aw = e->align_w, ax = e->align_x, ay = e->align_y;
+    GP_CHECK_CUBLAS_GOTO(cublasLtMatmulPreferenceCreate(&pref), st, fail);
+    GP_CHECK_CUBLAS_GOTO(cublasLtMatmulPreferenceSetAttribute(
+                             pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &ws, sizeof ws),
+                         st, fail);
+    GP_CHECK_CUBLAS_GOTO(cublasLtMatmulPreferenceSetAttribute(
+                             pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES, &aw, sizeof aw),
+                         st, fail);
+    GP_CHECK_CUBLAS_GOTO(cublasLtMatmulPreferenceSetAttribute(
+                             pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_B_BYTES, &ax, sizeof ax),
+                         st, fail);
+    GP_CHECK_CUBLAS_GOTO(cublasLtMatmulPreferenceSetAttribute(
+                             pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES, &ay, sizeof ay),
+                         st, fail);
+    GP_CHECK_CUBLAS_GOTO(cublasLtMatmulPreferenceSetAttribute(
+                             pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES, &ay, sizeof ay),
+                         st, fail);
+    *out = pref;
+    return GP_OK;
+fail:
+    if (pref)
+        (void)cublasLtMatmulPreferenceDestroy(pref);
+    return st;
+}
+
 /* Asks the heuristic for candidates under the pointers' alignment and runs
  * them in its order until one launches: that call computes y and the algo is
  * kept. A candidate can be refused at launch (e.g. cluster kernels on a
@@ -272,22 +303,8 @@ static gp_status gp_gemm_pick_and_run(gp_gemm_ctx *ctx, gp_gemm_entry *e, const 
     cublasLtMatmulPreference_t pref = NULL;
     uint64_t ws = GP_GEMM_WORKSPACE_BYTES;
     uint32_t aw = e->align_w, ax = e->align_x, ay = e->align_y;
-    GP_CHECK_CUBLAS_GOTO(cublasLtMatmulPreferenceCreate(&pref), st, done);
-    GP_CHECK_CUBLAS_GOTO(cublasLtMatmulPreferenceSetAttribute(
-                             pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &ws, sizeof ws),
-                         st, done);
-    GP_CHECK_CUBLAS_GOTO(cublasLtMatmulPreferenceSetAttribute(
-                             pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES, &aw, sizeof aw),
-                         st, done);
-    GP_CHECK_CUBLAS_GOTO(cublasLtMatmulPreferenceSetAttribute(
-                             pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_B_BYTES, &ax, sizeof ax),
-                         st, done);
-    GP_CHECK_CUBLAS_GOTO(cublasLtMatmulPreferenceSetAttribute(
-                             pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES, &ay, sizeof ay),
-                         st, done);
-    GP_CHECK_CUBLAS_GOTO(cublasLtMatmulPreferenceSetAttribute(
-                             pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES, &ay, sizeof ay),
-                         st, done);
+    if ((st = gp_gemm_preference(e, &pref)) != GP_OK)
+        goto done;
 
     cublasLtMatmulHeuristicResult_t res[GP_GEMM_HEURISTICS];
     int n_res = 0;
@@ -374,21 +391,7 @@ gp_status gp_gemm_bf16(gp_gemm_ctx *ctx, int M, int N, int K, const gp_bf16 *x, 
         return GP_OK;
     }
 
-    /* new shape: take a free slot, or evict round robin (safe even for shapes
-     * inside captured graphs: launches copy their parameters) */
-    int slot = -1;
-    for (int i = 0; i < GP_GEMM_CACHE_SLOTS && slot < 0; i++)
-        if (!ctx->cache[i].used)
-            slot = i;
-    if (slot < 0) {
-        slot = ctx->victim;
-        ctx->victim = (ctx->victim + 1) % GP_GEMM_CACHE_SLOTS;
-        gp_gemm_entry_release(&ctx->cache[slot]);
-        ctx->n_cached--;
-    }
-    e = &ctx->cache[slot];
-    e->M = M, e->N = N, e->K = K, e->out_type = out_type;
-    e->align_w = aw, e->align_x = ax, e->align_y = ay;
+    e = gp_gemm_new_entry(ctx, M, N, K, out_type, aw, ax, ay);
     /* Decode-sized M: the skinny kernel. Per call it is within a few percent
      * of cuBLASLt, but launched with PDL it streams its first weights while
      * the previous kernel drains, which cuBLASLt's kernels cannot: a whole

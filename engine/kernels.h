@@ -50,6 +50,7 @@ gp_status gp_gemm_set_stream(gp_gemm_ctx *ctx, void *stream);
  * the heuristic's choice depends on it. */
 gp_status gp_gemm_set_sm_count_target(gp_gemm_ctx *ctx, int sm_count_target);
 int gp_gemm_sm_count_target(const gp_gemm_ctx *ctx);
+void *gp_gemm_stream(const gp_gemm_ctx *ctx); /* the bound stream (cudaStream_t) */
 /* Shapes currently cached (for tests and statistics). */
 int gp_gemm_cached_shapes(const gp_gemm_ctx *ctx);
 
@@ -82,6 +83,31 @@ int gp_gemm_is_skinny(const gp_gemm_ctx *ctx, int M, int N, int K, const gp_bf16
  * Either way the result is deterministic (same bits for the same inputs). */
 gp_status gp_gemm_bf16(gp_gemm_ctx *ctx, int M, int N, int K, const gp_bf16 *x, const gp_bf16 *w,
                        void *y, gp_gemm_out out_type);
+
+/* Timed choice among cuBLASLt's candidates, for a context whose SM budget is
+ * a partition: the heuristic ranks algorithms for the whole device, and on a
+ * partition (SM count target) its first pick can be a wave-quantized tiling.
+ * Times up to max_candidates (1..GP_GEMM_TUNE_MAX_CANDIDATES) of the
+ * heuristic's candidates for this shape on the context's stream, each a
+ * warm-up call and reps (1..100) timed calls, and caches the one with the
+ * smallest median, so later gp_gemm_bf16 calls of the shape (and graphs
+ * captured after this) use it; a shape is tuned once per context (until
+ * gp_gemm_set_sm_count_target empties the cache). Not capturable (it synchronises the stream;
+ * GP_ERR_INVALID_ARG while the stream captures). y is only a target: for
+ * GP_GEMM_OUT_F32_ACC it accumulates every timed call, so pass scratch of
+ * the same alignment as the real output. Shapes the skinny kernel serves are
+ * left alone (report: candidates 0). rep may be NULL. */
+#define GP_GEMM_TUNE_MAX_CANDIDATES 32
+typedef struct gp_gemm_tune_report {
+    int candidates; /* candidates timed (launch refusals not counted); 0 when the
+                       shape was tuned before on this context (kept) or is skinny */
+    int chosen;     /* heuristic rank of the kept one (0: the heuristic's own pick) */
+    float first_ms; /* median ms of the heuristic's first candidate that ran */
+    float best_ms;  /* median ms of the kept one */
+} gp_gemm_tune_report;
+gp_status gp_gemm_tune(gp_gemm_ctx *ctx, int M, int N, int K, const gp_bf16 *x, const gp_bf16 *w,
+                       void *y, gp_gemm_out out_type, int max_candidates, int reps,
+                       gp_gemm_tune_report *rep);
 
 /* CPU oracle in double: y[M][N] (host) = x[M][K] . w[N][K]^T. */
 void gp_gemm_ref(int M, int N, int K, const gp_bf16 *x, const gp_bf16 *w, double *y);

@@ -2,8 +2,9 @@
  * CPU reference on random bf16 data: relative Frobenius error <= 1e-2 (bf16
  * out) and <= 2e-3 (fp32 out and fp32 accumulate into y), whole device and
  * with an SM-count target; cache reuse, determinism, every M of the skinny
- * kernel, odd N and K, split K, row slices, and a captured graph of
- * dependent skinny GEMMs launched with programmatic dependent launch. */
+ * kernel, odd N and K, split K, row slices, a captured graph of
+ * dependent skinny GEMMs launched with programmatic dependent launch, and
+ * the timed choice among cuBLASLt's candidates (gp_gemm_tune). */
 #include "gpu_test_util.h"
 
 #include <math.h>
@@ -445,6 +446,75 @@ static void test_skinny_pdl_graph(void **state)
     problem_free(&a), problem_free(&b);
 }
 
+/* gp_gemm_tune keeps a candidate that computes the right product, later
+ * calls of the shape take it from the cache, a tuned shape is not timed
+ * again, skinny shapes are left alone and a capturing stream is refused. */
+static void test_tuned(void **state)
+{
+    (void)state;
+    static const shape shapes[] = { { 64, 6144, 4096 }, { 257, 1000, 512 }, { 300, 2048, 1024 } };
+    gt_rng rng = { g_seed ^ 0x7475u };
+    cudaStream_t s;
+    GT_CUDA(cudaStreamCreate(&s));
+    int dev = 0, sms = 0;
+    GT_CUDA(cudaGetDevice(&dev));
+    GT_CUDA(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev));
+    gp_gemm_ctx *ctx = NULL;
+    GT_OK(gp_gemm_ctx_create(s, sms < 40 ? sms : 40, &ctx));
+    for (size_t i = 0; i < sizeof shapes / sizeof shapes[0]; i++) {
+        shape sh = shapes[i];
+        size_t nx = (size_t)sh.M * sh.K, nw = (size_t)sh.N * sh.K, ny = (size_t)sh.M * sh.N;
+        gp_bf16 *x = gt_host_alloc(nx * sizeof(gp_bf16)), *w = gt_host_alloc(nw * sizeof(gp_bf16));
+        double *ref = gt_host_alloc(ny * sizeof(double));
+        for (size_t j = 0; j < nx; j++)
+            x[j] = gt_bf16(&rng, -1.0f, 1.0f);
+        for (size_t j = 0; j < nw; j++)
+            w[j] = gt_bf16(&rng, -1.0f, 1.0f);
+        gp_gemm_ref(sh.M, sh.N, sh.K, x, w, ref);
+        gp_bf16 *dx = gt_dev_alloc(nx * sizeof(gp_bf16)), *dw = gt_dev_alloc(nw * sizeof(gp_bf16));
+        void *dy = gt_dev_alloc(ny * sizeof(float)), *scratch = gt_dev_alloc(ny * sizeof(float));
+        gt_upload(dx, x, nx * sizeof(gp_bf16));
+        gt_upload(dw, w, nw * sizeof(gp_bf16));
+        for (int o = 0; o < 3; o++) {
+            gp_gemm_out ot = o == 0 ? GP_GEMM_OUT_BF16 : o == 1 ? GP_GEMM_OUT_F32 : GP_GEMM_OUT_F32_ACC;
+            gp_gemm_tune_report rep;
+            GT_OK(gp_gemm_tune(ctx, sh.M, sh.N, sh.K, dx, dw, scratch, ot, 8, 3, &rep));
+            printf("  tune M=%d N=%d K=%d out=%d: %d candidates, heuristic %.4f ms, kept #%d %.4f ms\n",
+                   sh.M, sh.N, sh.K, o, rep.candidates, rep.first_ms, rep.chosen, rep.best_ms);
+            assert_true(rep.candidates >= 1 && rep.candidates <= 8);
+            assert_true(rep.chosen >= 0 && rep.chosen < 8);
+            assert_true(rep.best_ms > 0.0f && rep.best_ms <= rep.first_ms);
+            GT_OK(gp_gemm_tune(ctx, sh.M, sh.N, sh.K, dx, dw, scratch, ot, 8, 3, &rep));
+            assert_int_equal(rep.candidates, 0); /* kept, not timed again */
+            int cached = gp_gemm_cached_shapes(ctx);
+            if (ot == GP_GEMM_OUT_F32_ACC)
+                check_acc(ctx, "tuned", sh, dx, dw, dy, ref, &rng);
+            else
+                check_one(ctx, "tuned", sh, dx, dw, dy, ot, ref);
+            assert_int_equal(gp_gemm_cached_shapes(ctx), cached); /* served by the tuned entry */
+        }
+        gt_dev_free(dx), gt_dev_free(dw), gt_dev_free(dy), gt_dev_free(scratch);
+        free(x), free(w), free(ref);
+    }
+    /* skinny shapes: nothing to time */
+    gp_bf16 *dx = gt_dev_alloc(8 * 256 * sizeof(gp_bf16)), *dw = gt_dev_alloc(256 * 256 * sizeof(gp_bf16));
+    float *dy = gt_dev_alloc(8 * 256 * sizeof(float));
+    gp_gemm_tune_report rep;
+    GT_OK(gp_gemm_tune(ctx, 8, 256, 256, dx, dw, dy, GP_GEMM_OUT_F32, 8, 3, &rep));
+    assert_int_equal(rep.candidates, 0);
+    /* inside a capture: refused, and the capture survives */
+    cudaGraph_t g = NULL;
+    GT_CUDA(cudaStreamBeginCapture(s, cudaStreamCaptureModeThreadLocal));
+    gp_status st = gp_gemm_tune(ctx, 128, 256, 256, dx, dw, dy, GP_GEMM_OUT_F32, 8, 3, &rep);
+    GT_CUDA(cudaStreamEndCapture(s, &g));
+    assert_int_equal(st, GP_ERR_INVALID_ARG);
+    assert_non_null(strstr(gp_last_error(), "capturing"));
+    GT_CUDA(cudaGraphDestroy(g));
+    gt_dev_free(dx), gt_dev_free(dw), gt_dev_free(dy);
+    gp_gemm_ctx_destroy(ctx);
+    GT_CUDA(cudaStreamDestroy(s));
+}
+
 static void test_bad_args(void **state)
 {
     (void)state;
@@ -463,6 +533,16 @@ static void test_bad_args(void **state)
     GT_EXPECT_FAIL(gp_gemm_bf16(ctx, 1, 64, 64, NULL, p, p, GP_GEMM_OUT_F32), GP_ERR_INVALID_ARG,
                    "x (nil)");
     GT_OK(gp_gemm_bf16(ctx, 0, 64, 64, NULL, NULL, NULL, GP_GEMM_OUT_F32));
+    GT_EXPECT_FAIL(gp_gemm_tune(NULL, 8, 64, 64, p, p, p, GP_GEMM_OUT_F32, 8, 3, NULL),
+                   GP_ERR_INVALID_ARG, "ctx (nil)");
+    GT_EXPECT_FAIL(gp_gemm_tune(ctx, 0, 64, 64, p, p, p, GP_GEMM_OUT_F32, 8, 3, NULL),
+                   GP_ERR_INVALID_ARG, "M = 0");
+    GT_EXPECT_FAIL(gp_gemm_tune(ctx, 8, 64, 64, p, p, p, GP_GEMM_OUT_F32, 33, 3, NULL),
+                   GP_ERR_INVALID_ARG, "max_candidates = 33");
+    GT_EXPECT_FAIL(gp_gemm_tune(ctx, 8, 64, 64, p, p, p, GP_GEMM_OUT_F32, 8, 0, NULL),
+                   GP_ERR_INVALID_ARG, "reps = 0");
+    GT_EXPECT_FAIL(gp_gemm_tune(ctx, 8, 64, 64, p, p, p, (gp_gemm_out)9, 8, 3, NULL),
+                   GP_ERR_INVALID_ARG, "out_type = 9");
     gp_gemm_ctx *out = ctx;
     GT_EXPECT_FAIL(gp_gemm_ctx_create(NULL, -3, &out), GP_ERR_INVALID_ARG, "sm_count_target = -3");
     assert_null(out);
@@ -507,6 +587,7 @@ int main(void)
         cmocka_unit_test(test_skinny_shapes),
         cmocka_unit_test(test_skinny_slices),
         cmocka_unit_test(test_skinny_pdl_graph),
+        cmocka_unit_test(test_tuned),
     };
     return cmocka_run_group_tests_name("gemm on the GPU", gpu, NULL, NULL) ? 1 : 0;
 }
