@@ -20,13 +20,14 @@
 #define WARMUP_MAX 1000
 #define WL_B_MAX 65536
 #define WL_C_MAX 1048576
+#define CS_GEMM_TUNE_MAX 32 /* the engine's GP_GEMM_TUNE_MAX_CANDIDATES (engine/kernels.h) */
 
 /* ------------------------------------------------------------ the parser */
 
 enum {
     OPT_SPLITS = 256, OPT_WORKLOAD, OPT_MICRO, OPT_DEPTH, OPT_MODEL, OPT_STEPS, OPT_WARMUP, OPT_NO_WARMUP,
     OPT_REPEAT, OPT_REBALANCE, OPT_TUNING, OPT_AUTOTUNE, OPT_TUNING_OUT, OPT_SEED, OPT_JSON, OPT_CSV,
-    OPT_TRACE, OPT_SVG, OPT_PROGRESS, OPT_NO_PROGRESS, OPT_STATS, OPT_PLACEMENT, OPT_END
+    OPT_TRACE, OPT_SVG, OPT_PROGRESS, OPT_NO_PROGRESS, OPT_STATS, OPT_PLACEMENT, OPT_GEMM_TUNE, OPT_END
 };
 
 static const struct option LONG_OPTS[] = {
@@ -52,6 +53,7 @@ static const struct option LONG_OPTS[] = {
     { "no-progress", no_argument, NULL, OPT_NO_PROGRESS },
     { "stats", no_argument, NULL, OPT_STATS },
     { "placement", required_argument, NULL, OPT_PLACEMENT },
+    { "gemm-tune", required_argument, NULL, OPT_GEMM_TUNE },
     { "help", no_argument, NULL, 'h' },
     { NULL, 0, NULL, 0 },
 };
@@ -75,6 +77,7 @@ static const char *allowed(int opt)
     case OPT_REBALANCE: return "off, ratio or model";
     case OPT_TUNING: return "a readable tuning profile (written by --autotune)";
     case OPT_SEED: return "an integer 0..18446744073709551615";
+    case OPT_GEMM_TUNE: return "an integer 0..32 (0: cuBLASLt's heuristic pick)";
     case OPT_TUNING_OUT:
     case OPT_JSON:
     case OPT_CSV:
@@ -391,6 +394,7 @@ static int apply(parse_ctx *c, int opt, const char *v, gp_cs_options *o)
     case OPT_NO_PROGRESS: o->progress = 0; return 0;
     case OPT_STATS: o->stats = true; return 0;
     case OPT_PLACEMENT: return parse_placements(c, v, o);
+    case OPT_GEMM_TUNE: return parse_int_flag(c, opt, v, 0, CS_GEMM_TUNE_MAX, &o->gemm_tune);
     }
     return 0;
 }

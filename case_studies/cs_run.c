@@ -238,6 +238,7 @@ gp_engine_params cs_engine_params(const gp_cs_options *o, const gp_cs_workload *
     /* contexts restart at C every repeat; the warm-up runs before the first */
     p.max_context = w->C + (o->warmup ? o->warmup_steps : 0) + o->steps + 1;
     p.use_graphs = true;
+    p.gemm_tune = o->gemm_tune; /* seq and split rows alike: the comparison stays fair */
     return p;
 }
 

@@ -109,9 +109,13 @@ gp_status gp_cs_sweep_run(const gp_cs_sweep_params *p, const gp_cs_runner *rn, g
                     r->depth = o->depths[di];
                     r->placement = o->placements[qi];
                 }
-                if (p->progress)
-                    fprintf(p->progress, "\r[%d/%d] %s %s M=%d depth %u          ", n, res->planned,
-                            w->label, seq ? "seq" : "split", r->M, r->depth);
+                if (p->progress && seq)
+                    fprintf(p->progress, "\r[%d/%d] %s seq                              ", n,
+                            res->planned, w->label);
+                else if (p->progress)
+                    fprintf(p->progress, "\r[%d/%d] %s %d:%d %s M=%d depth %u          ", n,
+                            res->planned, w->label, r->split.a_req, r->split.f_req,
+                            gp_placement_name(r->placement), r->M, r->depth);
                 gp_status st;
                 if (ost != GP_OK) {
                     r->ok = false;

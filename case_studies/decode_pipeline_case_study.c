@@ -306,6 +306,11 @@ int main(int argc, char **argv)
     gp_cs_micro_note(&o, note, sizeof note);
     if (note[0])
         add_note(&meta, note);
+    if (o.gemm_tune > 0) {
+        snprintf(note, sizeof note, "GEMM algorithms: the fastest of cuBLASLt's first %d candidates, "
+                 "timed on each row's own partitions (--gemm-tune), seq included.", o.gemm_tune);
+        add_note(&meta, note);
+    }
 
     gp_split_plan plans[GP_CS_MAX_SPLITS + 1];
     int n_plans = 0;

@@ -58,6 +58,7 @@ typedef struct gp_cs_options {
     bool autotune;               /* --autotune: sweep and write the profile to --tuning-out */
     char tuning_out[GP_CS_PATH]; /* --tuning-out FILE (default tuning.json) */
     uint64_t seed;               /* --seed */
+    int gemm_tune;               /* --gemm-tune N: timed choice among N cuBLASLt candidates (0: off) */
     char json[GP_CS_PATH], csv[GP_CS_PATH], trace[GP_CS_PATH], svg[GP_CS_PATH];
     int progress;                /* --progress / --no-progress; -1: when stderr is a terminal */
     bool stats;                  /* --stats: print each pipelined row's pipeline statistics report */

@@ -41,6 +41,9 @@ static gp_status check_params(const gp_config *c, const gp_engine_params *p)
                 p->max_context, c->max_context);
     if (p->block_size < 1 || p->block_size > 1024)
         GP_FAIL(GP_ERR_INVALID_ARG, "block_size %d: allowed [1, 1024]", p->block_size);
+    if (p->gemm_tune < 0 || p->gemm_tune > GP_GEMM_TUNE_MAX_CANDIDATES)
+        GP_FAIL(GP_ERR_INVALID_ARG, "gemm_tune %d: allowed [0, %d] (0: the heuristic's pick)",
+                p->gemm_tune, GP_GEMM_TUNE_MAX_CANDIDATES);
     return GP_OK;
 }
 

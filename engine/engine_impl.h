@@ -87,6 +87,16 @@ gp_status gp_engine_attn_core_stage(gp_engine *e, int layer, int b0, int nb, int
                                     const gp_stage_ctx *sc);
 gp_status gp_engine_o_ffn_qkv_stage(gp_engine *e, int layer, int b0, int nb, const gp_stage_ctx *sc);
 
+/* Opt-in timed cuBLASLt choice (params gemm_tune = N > 0): before a step
+ * shape is first captured, time up to N candidates of each layer GEMM
+ * (QKV, O, gate+up, down) for rows-row batches on ctx's stream, i.e. on its
+ * partition, and keep the fastest (gp_gemm_tune); later captures on ctx use
+ * it. Layer 0's weights, scratch activations; not capturable. A no-op with
+ * gemm_tune 0, and for shapes the skinny kernel serves. The LM head is left
+ * to the heuristic (its output alone would need B x vocab x 4 bytes of
+ * scratch). */
+gp_status gp_engine_tune_gemms(gp_engine *e, gp_gemm_ctx *ctx, int rows);
+
 /* The two ends of a decode step, for runners that launch the stages
  * themselves (the pipeline): prepare validates the inputs, reserves KV room,
  * uploads tokens and block tables on s and returns the longest context;

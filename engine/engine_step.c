@@ -61,6 +61,7 @@ static gp_status launch(gp_engine *e, int B, int max_len)
             e->n_graphs = 0;
         }
         g = &e->graphs[e->n_graphs];
+        GP_TRY(gp_engine_tune_gemms(e, e->sc.gemm, B));
         GP_TRY(capture(e, B, max_len, &g->exec));
         g->B = B;
         g->splits = splits;

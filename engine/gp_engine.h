@@ -20,6 +20,11 @@ typedef struct gp_engine_params {
     int max_context;   /* tokens per sequence, prompt included */
     int block_size;    /* KV cache block size in tokens */
     bool use_graphs;   /* replay each step shape as a CUDA graph (default on) */
+    int gemm_tune;     /* 0 (default): cuBLASLt's heuristic picks each layer GEMM's
+                          algorithm; N in 1..GP_GEMM_TUNE_MAX_CANDIDATES: the fastest of
+                          its first N candidates, timed on the GEMM's own SM partition
+                          before a step shape is first captured. Timing-based, so two
+                          runs may pick differently (results differ in rounding only) */
 } gp_engine_params;
 gp_engine_params gp_engine_default_params(void);
 

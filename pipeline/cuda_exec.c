@@ -126,6 +126,13 @@ static gp_status graphs_for_step(gp_cuda_exec *x)
     if (!hit) {
         hit = victim;
         free_set(x, hit);
+        /* opt-in (engine params gemm_tune): each side's algorithms timed on
+         * its own partition, before the capture fixes them */
+        const cx_pair *p = &x->pairs[x->cur];
+        for (int m = 0; m < pn->M; m++) {
+            GP_TRY(gp_engine_tune_gemms(x->e, p->a.gemm, pn->nb[m]));
+            GP_TRY(gp_engine_tune_gemms(x->e, p->f.gemm, pn->nb[m]));
+        }
         for (int l = 0; l < x->L; l++)
             for (int m = 0; m < pn->M; m++)
                 for (int ffn = 0; ffn < 2; ffn++)

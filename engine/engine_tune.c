@@ -1,0 +1,71 @@
+/* gp_engine_tune_gemms: the opt-in timed choice of cuBLASLt algorithms for a
+ * step shape's layer GEMMs, on the GEMM context (and so the SM partition)
+ * that will run them. Why: on a partition the heuristic's first pick was up
+ * to 1.9x slower than the fastest candidate (docs/PERFORMANCE.md, issue #6). */
+#include "cuda_util.cuh"
+#include "engine_impl.h"
+
+#define TUNE_REPS 5
+
+typedef struct tune_shape {
+    int N, K;
+    gp_gemm_out out;
+    const gp_bf16 *w;
+    gp_group_kind group;
+} tune_shape;
+
+static gp_status tune_all(gp_engine *e, gp_gemm_ctx *ctx, int rows, const tune_shape *s, int n,
+                          const gp_bf16 *x, void *y, cudaStream_t stream)
+{
+    for (int i = 0; i < n; i++) {
+        gp_weight_group *g = gp_device_weights_group(e->dw, s[i].group, 0);
+        if (!g)
+            return GP_ERR_INVALID_ARG;
+        GP_TRY(gp_weight_group_acquire(g, stream)); /* the weights may still be uploading */
+        gp_status st = gp_gemm_tune(ctx, rows, s[i].N, s[i].K, x, s[i].w, y, s[i].out,
+                                    e->p.gemm_tune, TUNE_REPS, NULL);
+        gp_weight_group_release(g);
+        GP_TRY(st);
+    }
+    return GP_OK;
+}
+
+gp_status gp_engine_tune_gemms(gp_engine *e, gp_gemm_ctx *ctx, int rows)
+{
+    if (!e || !ctx)
+        GP_FAIL(GP_ERR_INVALID_ARG, "gp_engine_tune_gemms: engine %p, GEMM context %p",
+                (void *)e, (void *)ctx);
+    if (e->p.gemm_tune == 0 || rows < 1)
+        return GP_OK;
+    const gp_config *c = &e->cfg;
+    const gp_layer_weights *lw = &e->w->layers[0];
+    const int qkv = gp_config_qkv_rows(c), qd = c->n_heads * c->head_dim;
+    const tune_shape s[] = {
+        { qkv, c->hidden, GP_GEMM_OUT_BF16, lw->wqkv, GP_GROUP_ATTN },
+        { c->hidden, qd, GP_GEMM_OUT_F32_ACC, lw->wo, GP_GROUP_ATTN },
+        { 2 * c->ffn, c->hidden, GP_GEMM_OUT_BF16, lw->w_gate_up, GP_GROUP_FFN },
+        { c->hidden, c->ffn, GP_GEMM_OUT_F32_ACC, lw->w_down, GP_GROUP_FFN },
+    };
+    const int n = (int)(sizeof s / sizeof s[0]);
+    size_t max_k = 0, max_n = 0;
+    for (int i = 0; i < n; i++) {
+        max_k = (size_t)s[i].K > max_k ? (size_t)s[i].K : max_k;
+        max_n = (size_t)s[i].N > max_n ? (size_t)s[i].N : max_n;
+    }
+    /* scratch, not the engine's activations: O and down accumulate into
+     * their output at every timed call */
+    void *x = NULL, *y = NULL;
+    const size_t xn = (size_t)rows * max_k;
+    cudaStream_t stream = (cudaStream_t)gp_gemm_stream(ctx);
+    gp_status st = gp_device_alloc(&x, xn * sizeof(gp_bf16), "GEMM tuning input");
+    if (st == GP_OK)
+        st = gp_device_alloc(&y, (size_t)rows * max_n * sizeof(float), "GEMM tuning output");
+    /* random inputs: tensor-core power, and so clocks, depend on the data */
+    if (st == GP_OK)
+        st = gp_synth_fill_device(x, xn, 0x7475u, GP_T_EMBED, 0, 1.0f, stream);
+    if (st == GP_OK)
+        st = tune_all(e, ctx, rows, s, n, x, y, stream);
+    gp_device_free(y);
+    gp_device_free(x);
+    return st;
+}
