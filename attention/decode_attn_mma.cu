@@ -27,10 +27,17 @@
 #define MMA_TILE 16                 /* tokens per warp tile */
 #define MMA_PITCH (MMA_HD + 8)      /* smem row pitch in elements: 272 B, so 8 rows hit 8 distinct 16-B bank groups */
 #define MMA_NW (GP_ATTN_THREADS / 32)
-#define MMA_STAGES 2
 #define MMA_TILE_ELEMS (MMA_TILE * MMA_PITCH)
 /* per warp and stage: a K tile and a V tile */
-#define MMA_SMEM_BYTES (MMA_NW * MMA_STAGES * 2 * MMA_TILE_ELEMS * 2)
+#define MMA_SMEM_BYTES(stages) (MMA_NW * (stages) * 2 * MMA_TILE_ELEMS * 2)
+/* Tiles per warp ring (stages - 1 in flight while one is computed). With
+ * one in flight a warp waits about a full HBM latency per tile: 52-54 GB/s
+ * per SM alone on a partition, while a plain reader with twice the bytes in
+ * flight per SM streams 100-130 (gp_bench_corun). More stages buy bytes in
+ * flight with shared memory, i.e. with resident CTAs. $GP_ATTN_MMA_STAGES. */
+#define MMA_STAGES_MIN 2
+#define MMA_STAGES_MAX 4
+#define MMA_STAGES_DEFAULT 2
 
 static __device__ __forceinline__ unsigned gp_smem_addr(const void *p)
 {
@@ -111,8 +118,8 @@ static __device__ __forceinline__ void gp_mma_load_tile(const gp_attn_args &a, c
     }
 }
 
-template <int GT>
-static __global__ void __launch_bounds__(GP_ATTN_THREADS, 3)
+template <int GT, int ST>
+static __global__ void __launch_bounds__(GP_ATTN_THREADS, ST == 2 ? 3 : ST == 3 ? 2 : 1)
 gp_decode_attn_mma_kernel(const gp_attn_args a)
 {
     extern __shared__ __align__(16) unsigned char gp_mma_smem[];
@@ -149,25 +156,35 @@ gp_decode_attn_mma_kernel(const gp_attn_args a)
     float m = -INFINITY, l = 0.0f; /* this lane's share of head gr's softmax state */
 
     __nv_bfloat16 *wbuf = reinterpret_cast<__nv_bfloat16 *>(gp_mma_smem) +
-                          (size_t)warp * MMA_STAGES * 2 * MMA_TILE_ELEMS;
+                          (size_t)warp * ST * 2 * MMA_TILE_ELEMS;
     const int32_t *table = a.tables + (size_t)b * a.max_blocks;
     const size_t slot_stride = (size_t)a.n_kv * MMA_HD;
     const size_t head_off = (size_t)kvh * MMA_HD;
     const int first = t_begin + warp * MMA_TILE, stride = MMA_NW * MMA_TILE;
 
-    if (first < t_end)
-        gp_mma_load_tile(a, table, first, t_end, slot_stride, head_off, wbuf, wbuf + MMA_TILE_ELEMS, lane);
-    asm volatile("cp.async.commit_group;\n");
-    int stage = 0;
-    for (int base = first; base < t_end; base += stride, stage ^= 1) {
-        __nv_bfloat16 *ks = wbuf + stage * 2 * MMA_TILE_ELEMS, *vs = ks + MMA_TILE_ELEMS;
-        if (base + stride < t_end) {
-            __nv_bfloat16 *nk = wbuf + (stage ^ 1) * 2 * MMA_TILE_ELEMS;
-            gp_mma_load_tile(a, table, base + stride, t_end, slot_stride, head_off, nk, nk + MMA_TILE_ELEMS,
-                             lane);
+    /* ring of ST stages: tiles i+1 .. i+ST-1 in flight while tile i is
+     * computed; one commit group per tile (empty past the end) keeps the
+     * wait count fixed */
+#pragma unroll
+    for (int j = 0; j < ST - 1; j++) {
+        if (first + j * stride < t_end) {
+            __nv_bfloat16 *nk = wbuf + j * 2 * MMA_TILE_ELEMS;
+            gp_mma_load_tile(a, table, first + j * stride, t_end, slot_stride, head_off, nk,
+                             nk + MMA_TILE_ELEMS, lane);
         }
         asm volatile("cp.async.commit_group;\n");
-        asm volatile("cp.async.wait_group 1;\n" ::: "memory"); /* this tile's group has landed */
+    }
+    int stage = 0;
+    for (int base = first; base < t_end; base += stride, stage = stage + 1 == ST ? 0 : stage + 1) {
+        __nv_bfloat16 *ks = wbuf + stage * 2 * MMA_TILE_ELEMS, *vs = ks + MMA_TILE_ELEMS;
+        const int ahead = base + (ST - 1) * stride;
+        if (ahead < t_end) {
+            const int ns = stage == 0 ? ST - 1 : stage - 1; /* freed by the last iteration */
+            __nv_bfloat16 *nk = wbuf + ns * 2 * MMA_TILE_ELEMS;
+            gp_mma_load_tile(a, table, ahead, t_end, slot_stride, head_off, nk, nk + MMA_TILE_ELEMS, lane);
+        }
+        asm volatile("cp.async.commit_group;\n");
+        asm volatile("cp.async.wait_group %0;\n" ::"n"(ST - 1) : "memory"); /* tile `base` has landed */
         __syncwarp();
 
         /* S = q K^T over the 16 tokens: n-tile 0 = tokens 0..7, 1 = 8..15.
@@ -255,7 +272,7 @@ gp_decode_attn_mma_kernel(const gp_attn_args a)
     gp_attn_merge_warps<MMA_HD, GT, MMA_NW>(a, b, kvh, split, s_m, s_l, s_acc);
 }
 
-static_assert(MMA_SMEM_BYTES >= (int)sizeof(float) * MMA_NW * 8 * (MMA_HD + 2),
+static_assert(MMA_SMEM_BYTES(MMA_STAGES_MIN) >= (int)sizeof(float) * MMA_NW * 8 * (MMA_HD + 2),
               "the merge arrays must fit in the tile buffers");
 
 /* $GP_ATTN_MMA = 0 keeps every shape on the CUDA-core kernel (A/B); read once. */
@@ -274,23 +291,47 @@ bool gp_decode_attn_mma_serves(int head_dim, int group)
     return head_dim == MMA_HD && group >= 1 && group <= 8 && gp_attn_mma_on();
 }
 
-template <int GT> static const void *gp_mma_kernel_ptr(void)
+/* $GP_ATTN_MMA_STAGES (2..4), else the default; read once. An out-of-range
+ * value is refused at every launch rather than silently replaced. */
+static int gp_mma_stages(void)
 {
-    return (const void *)gp_decode_attn_mma_kernel<GT>;
+    static int st = -1;
+    if (st < 0) {
+        const char *e = getenv("GP_ATTN_MMA_STAGES");
+        int v = MMA_STAGES_DEFAULT;
+        if (e && *e) {
+            char *end;
+            long x = strtol(e, &end, 10);
+            v = *end || x < MMA_STAGES_MIN || x > MMA_STAGES_MAX ? 0 : (int)x;
+        }
+        st = v;
+    }
+    return st;
 }
 
-static const void *gp_mma_kernel_for(int group)
+template <int GT> static const void *gp_mma_kernel_ptr(int stages)
 {
-    return group <= 4 ? gp_mma_kernel_ptr<4>() : gp_mma_kernel_ptr<8>();
+    return stages == 2   ? (const void *)gp_decode_attn_mma_kernel<GT, 2>
+           : stages == 3 ? (const void *)gp_decode_attn_mma_kernel<GT, 3>
+                         : (const void *)gp_decode_attn_mma_kernel<GT, 4>;
 }
 
-/* The tile buffers exceed the default 48 KB of dynamic shared memory. */
-static gp_status gp_mma_prepare(const void *kernel)
+/* The kernel for the group and $GP_ATTN_MMA_STAGES, with its shared memory
+ * bytes; the tile buffers exceed the default 48 KB of dynamic shared memory,
+ * so the limit is raised once per kernel. */
+static gp_status gp_mma_kernel_for(int group, const void **kernel, int *smem)
 {
-    static int done[2];
-    int *d = &done[kernel == gp_mma_kernel_ptr<4>() ? 0 : 1];
+    const int stages = gp_mma_stages();
+    if (stages == 0)
+        GP_FAIL(GP_ERR_INVALID_ARG, "GP_ATTN_MMA_STAGES = '%s': allowed %d..%d",
+                getenv("GP_ATTN_MMA_STAGES"), MMA_STAGES_MIN, MMA_STAGES_MAX);
+    const int gi = group <= 4 ? 0 : 1;
+    *kernel = gi == 0 ? gp_mma_kernel_ptr<4>(stages) : gp_mma_kernel_ptr<8>(stages);
+    *smem = MMA_SMEM_BYTES(stages);
+    static int done[2][MMA_STAGES_MAX + 1];
+    int *d = &done[gi][stages];
     if (!__atomic_load_n(d, __ATOMIC_ACQUIRE)) {
-        GP_CUDA_TRY(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, MMA_SMEM_BYTES));
+        GP_CUDA_TRY(cudaFuncSetAttribute(*kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, *smem));
         __atomic_store_n(d, 1, __ATOMIC_RELEASE);
     }
     return GP_OK;
@@ -298,18 +339,20 @@ static gp_status gp_mma_prepare(const void *kernel)
 
 gp_status gp_decode_attn_mma_occupancy(int group, int *ctas_per_sm)
 {
-    const void *k = gp_mma_kernel_for(group);
-    GP_TRY(gp_mma_prepare(k));
-    GP_CUDA_TRY(cudaOccupancyMaxActiveBlocksPerMultiprocessor(ctas_per_sm, k, GP_ATTN_THREADS, MMA_SMEM_BYTES));
+    const void *k;
+    int smem;
+    GP_TRY(gp_mma_kernel_for(group, &k, &smem));
+    GP_CUDA_TRY(cudaOccupancyMaxActiveBlocksPerMultiprocessor(ctas_per_sm, k, GP_ATTN_THREADS, smem));
     return GP_OK;
 }
 
 gp_status gp_decode_attn_mma_launch(const gp_attn_args *a, cudaStream_t stream)
 {
-    const void *k = gp_mma_kernel_for(a->group);
-    GP_TRY(gp_mma_prepare(k));
+    const void *k;
+    int smem;
+    GP_TRY(gp_mma_kernel_for(a->group, &k, &smem));
     cudaLaunchAttribute attr[1];
-    cudaLaunchConfig_t cfg = gp_attn_launch_config(a, MMA_SMEM_BYTES, stream, attr);
+    cudaLaunchConfig_t cfg = gp_attn_launch_config(a, smem, stream, attr);
     void *args[] = {(void *)a};
     cudaError_t e = cudaLaunchKernelExC(&cfg, k, args);
     if (e != cudaSuccess)

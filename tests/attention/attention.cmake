@@ -15,3 +15,12 @@ foreach(t decode_attn attn_steps)
   set_tests_properties(attn_${t}_cudacore PROPERTIES SKIP_RETURN_CODE 77 TIMEOUT 600 LABELS gpu
                        ENVIRONMENT GP_ATTN_MMA=0)
 endforeach()
+# And the tensor-core kernel with deeper per-warp rings ($GP_ATTN_MMA_STAGES;
+# the plain tests run the default).
+foreach(t decode_attn attn_steps)
+  foreach(s 3 4)
+    add_test(NAME attn_${t}_stages${s} COMMAND attn_${t})
+    set_tests_properties(attn_${t}_stages${s} PROPERTIES SKIP_RETURN_CODE 77 TIMEOUT 600 LABELS gpu
+                         ENVIRONMENT GP_ATTN_MMA_STAGES=${s})
+  endforeach()
+endforeach()

@@ -14,13 +14,17 @@ b=build-gpu
 { cmake -B $b -S . -DCMAKE_BUILD_TYPE=RelWithDebInfo && cmake --build $b -j16; } > "$out/build.log" 2>&1 \
   || { grep -E 'error' "$out/build.log" | head; exit 1; }
 limit=${GP_SANITIZE_LIMIT:-150}
-tests=$(ctest --test-dir $b -L gpu -N | awk '/Test +#/ {print $3}' | grep -vE '^engine_(oom|device_fault)$')
+# GP_SANITIZE_TESTS: a regex choosing a subset (default: every GPU test)
+tests=$(ctest --test-dir $b -L gpu -N | awk '/Test +#/ {print $3}' | grep -vE '^engine_(oom|device_fault)$' \
+  | grep -E "${GP_SANITIZE_TESTS:-.}")
 run_tool() {
   local tool=$1
   for t in $tests; do
     local exe env=()
-    exe=$(find $b -type f -name "${t%_cudacore}" -perm -u+x | head -1)
+    local base=${t%_cudacore}; base=${base%_stages[0-9]}
+    exe=$(find $b -type f -name "$base" -perm -u+x | head -1)
     [[ $t == *_cudacore ]] && env=(GP_ATTN_MMA=0)
+    [[ $t == *_stages[0-9] ]] && env=(GP_ATTN_MMA_STAGES=${t##*_stages})
     [[ $t == pipeline_cuda ]] && env=(GP_TEST_FILTER='test_tiny_graphs*')
     echo "=== $tool $t" >> "$out/san_$tool.log"
     local s=$SECONDS
