@@ -2,14 +2,9 @@
 # Issue #6 exploration on the GPU machine (device tool): build the pieces,
 # check the attention kernels, then time them and the case study. Logs in $OUT.
 set -uo pipefail
-cd "$(dirname "$0")/../.."
-deps=$PWD/.deps/root/usr
-export LD_LIBRARY_PATH=$deps/lib/x86_64-linux-gnu CMAKE_PREFIX_PATH=$deps
-out=${OUT:-$PWD/gpu-logs}; mkdir -p "$out"
-b=build-gpu; cs=$b/case_studies/decode_pipeline_case_study
-{ cmake -B $b -S . -DCMAKE_BUILD_TYPE=RelWithDebInfo && cmake --build $b -j16 --target decode_pipeline_case_study \
-  pipeline_cuda engine_model gp_bench_decode gp_bench_attn attn_decode_attn attn_attn_steps; } > "$out/build.log" 2>&1 \
-  || { grep -E 'error' "$out/build.log" | head; exit 1; }
+source "$(dirname "$0")/gpu_env.sh"
+cs=$b/case_studies/decode_pipeline_case_study
+gp_build decode_pipeline_case_study pipeline_cuda engine_model gp_bench_decode gp_bench_attn attn_decode_attn attn_attn_steps
 nvidia-smi -L > "$out/env.txt"
 for t in attn_decode_attn attn_attn_steps engine_model; do
   for mma in 1 0; do

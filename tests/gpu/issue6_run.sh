@@ -6,13 +6,9 @@
 #   tests/gpu/issue6_run.sh [tests] [cs]
 set -uo pipefail
 shopt -s nullglob
-cd "$(dirname "$0")/../.."
-deps=$PWD/.deps/root/usr
-export LD_LIBRARY_PATH=$deps/lib/x86_64-linux-gnu CMAKE_PREFIX_PATH=$deps
-out=${OUT:-$PWD/gpu-logs}; mkdir -p "$out"
-b=build-gpu; cs=$b/case_studies/decode_pipeline_case_study
-{ cmake -B $b -S . -DCMAKE_BUILD_TYPE=RelWithDebInfo && cmake --build $b -j16; } > "$out/build.log" 2>&1 \
-  || { grep -E 'error' "$out/build.log" | head; exit 1; }
+source "$(dirname "$0")/gpu_env.sh"
+cs=$b/case_studies/decode_pipeline_case_study
+gp_build
 nvidia-smi -L > "$out/env.txt"; git rev-parse --short=12 HEAD >> "$out/env.txt" 2>/dev/null; cat .gp-commit >> "$out/env.txt"
 if [[ " $* " == *" tests "* ]]; then
   timeout 420 ctest --test-dir $b -L gpu --output-on-failure -j1 > "$out/ctest_gpu.log" 2>&1

@@ -6,13 +6,9 @@
 # (one tarball). Needs .deps (DESIGN.md section 6).
 #   tests/gpu/issue6_tune.sh [tests] [cs STAGES...]
 set -uo pipefail
-cd "$(dirname "$0")/../.."
-deps=$PWD/.deps/root/usr
-export LD_LIBRARY_PATH=$deps/lib/x86_64-linux-gnu CMAKE_PREFIX_PATH=$deps
-out=${OUT:-$PWD/gpu-logs}; mkdir -p "$out"
-b=build-gpu; cs=$b/case_studies/decode_pipeline_case_study
-{ cmake -B $b -S . -DCMAKE_BUILD_TYPE=RelWithDebInfo && cmake --build $b -j16; } > "$out/build.log" 2>&1 \
-  || { grep -E 'error' "$out/build.log" | head; exit 1; }
+source "$(dirname "$0")/gpu_env.sh"
+cs=$b/case_studies/decode_pipeline_case_study
+gp_build
 { nvidia-smi -L; cat .gp-commit; } > "$out/env.txt"
 mode=; stages=()
 for a in "$@"; do case $a in tests|cs) mode=$a;; *) stages+=("$a");; esac; done

@@ -5,13 +5,9 @@
 # HBM. Logs in $OUT (one tarball). Needs .deps (DESIGN.md section 6).
 #   tests/gpu/power_run.sh [extra case-study flags]
 set -uo pipefail
-cd "$(dirname "$0")/../.."
-deps=$PWD/.deps/root/usr
-export LD_LIBRARY_PATH=$deps/lib/x86_64-linux-gnu CMAKE_PREFIX_PATH=$deps
-out=${OUT:-$PWD/gpu-logs}; mkdir -p "$out"
-b=build-gpu; cs=$b/case_studies/decode_pipeline_case_study
-{ cmake -B $b -S . -DCMAKE_BUILD_TYPE=RelWithDebInfo && cmake --build $b -j16 --target decode_pipeline_case_study \
-    gp_bench_gemm gp_bench_attn; } > "$out/build.log" 2>&1 || { grep -E 'error' "$out/build.log" | head; exit 1; }
+source "$(dirname "$0")/gpu_env.sh"
+cs=$b/case_studies/decode_pipeline_case_study
+gp_build decode_pipeline_case_study gp_bench_gemm gp_bench_attn
 { nvidia-smi -L; nvidia-smi -q -d POWER,CLOCK | grep -E 'Limit|Max|Default' | head -20; cat .gp-commit; } > "$out/env.txt"
 C="--repeat 3 --steps 30 --progress --workload large"
 python3 tests/gpu/power_trace.py "$out/large" -- $cs $C --sm-splits 32,48 --placement qkvo-a,qkvo-f \

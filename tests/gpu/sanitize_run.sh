@@ -6,13 +6,8 @@
 # tiny-model cases only (GP_TEST_FILTER), the 1B case exceeds the limit.
 # Needs .deps (DESIGN.md section 6); summary on stdout, logs in $OUT.
 set -uo pipefail
-cd "$(dirname "$0")/../.."
-deps=$PWD/.deps/root/usr
-export LD_LIBRARY_PATH=$deps/lib/x86_64-linux-gnu CMAKE_PREFIX_PATH=$deps
-out=${OUT:-$PWD/gpu-logs}; mkdir -p "$out"
-b=build-gpu
-{ cmake -B $b -S . -DCMAKE_BUILD_TYPE=RelWithDebInfo && cmake --build $b -j16; } > "$out/build.log" 2>&1 \
-  || { grep -E 'error' "$out/build.log" | head; exit 1; }
+source "$(dirname "$0")/gpu_env.sh"
+gp_build
 limit=${GP_SANITIZE_LIMIT:-150}
 # GP_SANITIZE_TESTS: a regex choosing a subset (default: every GPU test)
 tests=$(ctest --test-dir $b -L gpu -N | awk '/Test +#/ {print $3}' | grep -vE '^engine_(oom|device_fault)$' \

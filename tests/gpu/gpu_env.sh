@@ -1,0 +1,15 @@
+# Sourced by the GPU-machine scripts beside it: goes to the repository root,
+# points the build at the carried Debian packages (.deps, DESIGN.md section
+# 6), sets $out ($OUT, else gpu-logs) and $b (build-gpu), and defines
+# gp_build [TARGET...]: configure and build everything (or the targets) into
+# $b, log in $out/build.log; on failure print the errors and exit.
+cd "$(dirname "${BASH_SOURCE[1]}")/../.."
+deps=$PWD/.deps/root/usr
+export LD_LIBRARY_PATH=$deps/lib/x86_64-linux-gnu CMAKE_PREFIX_PATH=$deps
+out=${OUT:-$PWD/gpu-logs}; mkdir -p "$out"
+b=build-gpu
+gp_build() {
+  local t=(); [[ $# -gt 0 ]] && t=(--target "$@")
+  { cmake -B "$b" -S . -DCMAKE_BUILD_TYPE=RelWithDebInfo && cmake --build "$b" -j16 "${t[@]}"; } \
+    > "$out/build.log" 2>&1 || { grep -E 'error' "$out/build.log" | head; exit 1; }
+}
