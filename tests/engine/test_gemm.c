@@ -462,39 +462,30 @@ static void test_tuned(void **state)
     gp_gemm_ctx *ctx = NULL;
     GT_OK(gp_gemm_ctx_create(s, sms < 40 ? sms : 40, &ctx));
     for (size_t i = 0; i < sizeof shapes / sizeof shapes[0]; i++) {
-        shape sh = shapes[i];
-        size_t nx = (size_t)sh.M * sh.K, nw = (size_t)sh.N * sh.K, ny = (size_t)sh.M * sh.N;
-        gp_bf16 *x = gt_host_alloc(nx * sizeof(gp_bf16)), *w = gt_host_alloc(nw * sizeof(gp_bf16));
-        double *ref = gt_host_alloc(ny * sizeof(double));
-        for (size_t j = 0; j < nx; j++)
-            x[j] = gt_bf16(&rng, -1.0f, 1.0f);
-        for (size_t j = 0; j < nw; j++)
-            w[j] = gt_bf16(&rng, -1.0f, 1.0f);
-        gp_gemm_ref(sh.M, sh.N, sh.K, x, w, ref);
-        gp_bf16 *dx = gt_dev_alloc(nx * sizeof(gp_bf16)), *dw = gt_dev_alloc(nw * sizeof(gp_bf16));
-        void *dy = gt_dev_alloc(ny * sizeof(float)), *scratch = gt_dev_alloc(ny * sizeof(float));
-        gt_upload(dx, x, nx * sizeof(gp_bf16));
-        gt_upload(dw, w, nw * sizeof(gp_bf16));
+        problem pr;
+        problem_make(&pr, shapes[i], &rng);
+        shape sh = pr.sh;
+        void *scratch = gt_dev_alloc((size_t)sh.M * sh.N * sizeof(float));
         for (int o = 0; o < 3; o++) {
             gp_gemm_out ot = o == 0 ? GP_GEMM_OUT_BF16 : o == 1 ? GP_GEMM_OUT_F32 : GP_GEMM_OUT_F32_ACC;
             gp_gemm_tune_report rep;
-            GT_OK(gp_gemm_tune(ctx, sh.M, sh.N, sh.K, dx, dw, scratch, ot, 8, 3, &rep));
+            GT_OK(gp_gemm_tune(ctx, sh.M, sh.N, sh.K, pr.dx, pr.dw, scratch, ot, 8, 3, &rep));
             printf("  tune M=%d N=%d K=%d out=%d: %d candidates, heuristic %.4f ms, kept #%d %.4f ms\n",
                    sh.M, sh.N, sh.K, o, rep.candidates, rep.first_ms, rep.chosen, rep.best_ms);
             assert_true(rep.candidates >= 1 && rep.candidates <= 8);
             assert_true(rep.chosen >= 0 && rep.chosen < 8);
             assert_true(rep.best_ms > 0.0f && rep.best_ms <= rep.first_ms);
-            GT_OK(gp_gemm_tune(ctx, sh.M, sh.N, sh.K, dx, dw, scratch, ot, 8, 3, &rep));
+            GT_OK(gp_gemm_tune(ctx, sh.M, sh.N, sh.K, pr.dx, pr.dw, scratch, ot, 8, 3, &rep));
             assert_int_equal(rep.candidates, 0); /* kept, not timed again */
             int cached = gp_gemm_cached_shapes(ctx);
             if (ot == GP_GEMM_OUT_F32_ACC)
-                check_acc(ctx, "tuned", sh, dx, dw, dy, ref, &rng);
+                check_acc(ctx, "tuned", sh, pr.dx, pr.dw, pr.dy, pr.ref, &rng);
             else
-                check_one(ctx, "tuned", sh, dx, dw, dy, ot, ref);
+                check_one(ctx, "tuned", sh, pr.dx, pr.dw, pr.dy, ot, pr.ref);
             assert_int_equal(gp_gemm_cached_shapes(ctx), cached); /* served by the tuned entry */
         }
-        gt_dev_free(dx), gt_dev_free(dw), gt_dev_free(dy), gt_dev_free(scratch);
-        free(x), free(w), free(ref);
+        gt_dev_free(scratch);
+        problem_free(&pr);
     }
     /* skinny shapes: nothing to time */
     gp_bf16 *dx = gt_dev_alloc(8 * 256 * sizeof(gp_bf16)), *dw = gt_dev_alloc(256 * 256 * sizeof(gp_bf16));
