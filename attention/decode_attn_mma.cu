@@ -30,11 +30,13 @@
 #define MMA_TILE_ELEMS (MMA_TILE * MMA_PITCH)
 /* per warp and stage: a K tile and a V tile */
 #define MMA_SMEM_BYTES(stages) (MMA_NW * (stages) * 2 * MMA_TILE_ELEMS * 2)
-/* Tiles per warp ring (stages - 1 in flight while one is computed). With
- * one in flight a warp waits about a full HBM latency per tile: 52-54 GB/s
- * per SM alone on a partition, while a plain reader with twice the bytes in
- * flight per SM streams 100-130 (gp_bench_corun). More stages buy bytes in
- * flight with shared memory, i.e. with resident CTAs. $GP_ATTN_MMA_STAGES. */
+/* Tiles per warp ring (stages - 1 in flight while one is computed),
+ * $GP_ATTN_MMA_STAGES. Why selectable: the kernel streams ~50 GB/s per SM
+ * alone on a partition where a plain reader streams 100-130
+ * (gp_bench_corun), and deeper rings were the first suspect. Measured, they
+ * are not the fix: 3 stages (2 CTAs per SM, the shared memory they cost)
+ * ran 10-25% slower than 2 (3 CTAs per SM) on every partition (issue #6),
+ * so the default stays 2. */
 #define MMA_STAGES_MIN 2
 #define MMA_STAGES_MAX 4
 #define MMA_STAGES_DEFAULT 2

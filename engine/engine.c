@@ -89,7 +89,7 @@ void gp_engine_destroy(gp_engine *e)
     gp_kv_device_destroy(e->kv);
     gp_kv_tables_destroy(e->tables);
     void *dev[] = {e->inv_freq, e->resid, e->h_attn, e->h_ffn, e->qkv, e->q, e->attn, e->gu, e->act,
-                   e->logits, e->tok_d, e->next_d, e->sc.attn_ws};
+                   e->logits, e->tok_d, e->next_d, e->sc.attn_ws, e->tune_x, e->tune_y};
     for (size_t i = 0; i < sizeof dev / sizeof dev[0]; i++)
         gp_device_free(dev[i]);
     gp_pinned_free(e->tok_h);

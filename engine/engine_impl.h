@@ -56,6 +56,9 @@ struct gp_engine {
     int32_t *next_d;   /* device [max_batch] greedy outputs */
     int32_t *tok_h;    /* pinned [max_batch] */
     int32_t *next_h;   /* pinned [max_batch] */
+    gp_bf16 *tune_x;   /* device GEMM-tuning scratch (gemm_tune > 0 only), kept so that */
+    float *tune_y;     /*   later captures do not allocate and free (a device sync) again */
+    size_t tune_rows;  /* rows both hold; 0: none yet */
 
     cudaEvent_t ev_begin, ev_end, ev_done;
     gp_graph_entry graphs[GP_ENGINE_MAX_GRAPHS];

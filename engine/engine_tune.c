@@ -53,19 +53,25 @@ gp_status gp_engine_tune_gemms(gp_engine *e, gp_gemm_ctx *ctx, int rows)
         max_n = (size_t)s[i].N > max_n ? (size_t)s[i].N : max_n;
     }
     /* scratch, not the engine's activations: O and down accumulate into
-     * their output at every timed call */
-    void *x = NULL, *y = NULL;
-    const size_t xn = (size_t)rows * max_k;
+     * their output at every timed call. Grown once to the largest rows seen;
+     * a shape already tuned on ctx costs a cache lookup only. */
     cudaStream_t stream = (cudaStream_t)gp_gemm_stream(ctx);
-    gp_status st = gp_device_alloc(&x, xn * sizeof(gp_bf16), "GEMM tuning input");
-    if (st == GP_OK)
-        st = gp_device_alloc(&y, (size_t)rows * max_n * sizeof(float), "GEMM tuning output");
-    /* random inputs: tensor-core power, and so clocks, depend on the data */
-    if (st == GP_OK)
-        st = gp_synth_fill_device(x, xn, 0x7475u, GP_T_EMBED, 0, 1.0f, stream);
-    if (st == GP_OK)
-        st = tune_all(e, ctx, rows, s, n, x, y, stream);
-    gp_device_free(y);
-    gp_device_free(x);
-    return st;
+    if ((size_t)rows > e->tune_rows) {
+        gp_status st;
+        gp_device_free(e->tune_x);
+        gp_device_free(e->tune_y);
+        e->tune_x = NULL, e->tune_y = NULL, e->tune_rows = 0;
+        const size_t xn = (size_t)rows * max_k;
+        if ((st = gp_device_alloc((void **)&e->tune_x, xn * sizeof(gp_bf16), "GEMM tuning input"))
+                != GP_OK
+            || (st = gp_device_alloc((void **)&e->tune_y, (size_t)rows * max_n * sizeof(float),
+                                     "GEMM tuning output")) != GP_OK)
+            return st;
+        /* random inputs: tensor-core power, and so clocks, depend on the data;
+         * filled before any other context's stream reads them */
+        GP_TRY(gp_synth_fill_device(e->tune_x, xn, 0x7475u, GP_T_EMBED, 0, 1.0f, stream));
+        GP_CUDA_TRY(cudaStreamSynchronize(stream));
+        e->tune_rows = (size_t)rows;
+    }
+    return tune_all(e, ctx, rows, s, n, e->tune_x, e->tune_y, stream);
 }
