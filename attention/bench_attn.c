@@ -1,16 +1,21 @@
 /* Benchmark of the attention kernels at the Llama-3-8B shape: median time of
  * gp_decode_attn (and gp_rope_kv_append) over rotated layer caches, with the
  * achieved K+V read bandwidth. Usage: gp_bench_attn [--sm N] [--cps N]
- * [--splits N] [--repeats N] [--heads N] [--kv N] [--case B:C]... (default: the four
- * standard cases at 32 heads / 8 KV heads) */
+ * [--splits N] [--repeats N] [--heads N] [--kv N] [--green N] [--blocks random|contig]
+ * [--case B:C]...
+ * (default: the four standard cases at 32 heads / 8 KV heads). --green N runs
+ * on a green-context partition of N SMs (the attention side of an N:rest
+ * split) and tells the split heuristic its SM count, as the engine does. */
 #include <cuda_runtime_api.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "gp_attention.h"
+#include "gp_green.h"
 
 static int N_HEADS = 32, N_KV = 8; /* --heads, --kv: e.g. 64/8 for Llama-3-70B */
+static int CONTIG = 0;              /* --blocks contig: each row's blocks in order, rows one after another */
 #define HEAD_DIM 128
 #define BLOCK 16
 #define MAX_CASES 16
@@ -91,7 +96,9 @@ static void run_case(int B, int C, const gp_decode_attn_params *p, int repeats, 
     GP(gp_synth_fill_device(kv, (uint64_t)n_rot * 2 * layer_elems, 1234, GP_T_WQKV, 0, 1.0f, st));
 
     /* Block tables: a random permutation, so rows scatter over the pool as
-     * they do after sequences grow interleaved. */
+     * they do after sequences grow interleaved (--blocks random, the
+     * default), or the identity (--blocks contig), to tell what the scatter
+     * costs. */
     int32_t *perm = malloc((size_t)n_blocks * sizeof *perm);
     int32_t *lens = malloc((size_t)B * sizeof *lens);
     if (!perm || !lens) {
@@ -101,7 +108,7 @@ static void run_case(int B, int C, const gp_decode_attn_params *p, int repeats, 
     uint64_t seed = 42;
     for (int i = 0; i < n_blocks; i++)
         perm[i] = i;
-    for (int i = n_blocks - 1; i > 0; i--) {
+    for (int i = n_blocks - 1; i > 0 && !CONTIG; i--) {
         int j = (int)(rng_next(&seed) % (uint64_t)(i + 1));
         int32_t t = perm[i];
         perm[i] = perm[j];
@@ -216,7 +223,7 @@ static void run_case(int B, int C, const gp_decode_attn_params *p, int repeats, 
 int main(int argc, char **argv)
 {
     gp_decode_attn_params p = gp_decode_attn_default_params();
-    int repeats = 20, n_cases = 0;
+    int repeats = 20, n_cases = 0, green = 0;
     int cases[MAX_CASES][2];
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
@@ -235,6 +242,14 @@ int main(int argc, char **argv)
             N_HEADS = parse_int(v, a);
         else if (!strcmp(a, "--kv"))
             N_KV = parse_int(v, a);
+        else if (!strcmp(a, "--blocks")) {
+            if (strcmp(v, "random") && strcmp(v, "contig")) {
+                fprintf(stderr, "gp_bench_attn: --blocks '%s': allowed random, contig\n", v);
+                return 2;
+            }
+            CONTIG = !strcmp(v, "contig");
+        } else if (!strcmp(a, "--green"))
+            green = parse_int(v, a);
         else if (!strcmp(a, "--repeats"))
             repeats = parse_int(v, a);
         else if (!strcmp(a, "--case")) {
@@ -272,12 +287,37 @@ int main(int argc, char **argv)
     }
     struct cudaDeviceProp prop;
     CK(cudaGetDeviceProperties(&prop, 0));
-    printf("device: %s, %d SMs; shape: %d heads, %d KV heads, head_dim %d, block %d; median of "
-           "%d\n", prop.name, prop.multiProcessorCount, N_HEADS, N_KV, HEAD_DIM, BLOCK, repeats);
-    cudaStream_t st;
-    CK(cudaStreamCreateWithFlags(&st, cudaStreamNonBlocking));
+    printf("device: %s, %d SMs; shape: %d heads, %d KV heads, head_dim %d, block %d, blocks %s; "
+           "median of %d\n", prop.name, prop.multiProcessorCount, N_HEADS, N_KV, HEAD_DIM, BLOCK,
+           CONTIG ? "contig" : "random", repeats);
+    cudaStream_t st = NULL;
+    gp_green_pool *pool = NULL;
+    if (green > 0) {
+        gp_split_req req = { .attn_sms = green, .ffn_sms = GP_SPLIT_REST };
+        gp_green_pool_params pp = gp_green_pool_default_params();
+        pp.splits = &req;
+        pp.n_splits = 1;
+        GP(gp_green_pool_create(&pp, &pool));
+        const gp_green_pair *pair = gp_green_pool_pair(pool, 0);
+        if (!pair->partitioned) {
+            fprintf(stderr, "gp_bench_attn: --green %d: no green-context partition here (%s)\n", green,
+                    gp_green_pool_fallback_reason(pool));
+            gp_green_pool_destroy(pool);
+            return 1;
+        }
+        st = (cudaStream_t)pair->attn_stream;
+        if (p.sm_count == 0)
+            p.sm_count = pair->attn_sms;
+        printf("partition: %d SMs obtained for --green %d (the split heuristic assumes %d)\n",
+               pair->attn_sms, green, p.sm_count);
+    } else {
+        CK(cudaStreamCreateWithFlags(&st, cudaStreamNonBlocking));
+    }
     for (int c = 0; c < n_cases; c++)
         run_case(cases[c][0], cases[c][1], &p, repeats, st);
-    CK(cudaStreamDestroy(st));
+    if (pool)
+        gp_green_pool_destroy(pool);
+    else
+        CK(cudaStreamDestroy(st));
     return 0;
 }

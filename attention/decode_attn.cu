@@ -397,6 +397,8 @@ static int gp_attn_variant_for(int head_dim, int group, gp_attn_variant *v)
 
 gp_status gp_decode_attn_launch(const gp_attn_args *a, int head_dim, cudaStream_t stream)
 {
+    if (a->stream_warps > 0)
+        return gp_decode_attn_stream_launch(a, stream);
     gp_attn_variant v;
     if (!gp_attn_variant_for(head_dim, a->group, &v))
         GP_FAIL(GP_ERR_UNSUPPORTED, "gp_decode_attn: no kernel for head_dim = %d, group = %d",
@@ -561,6 +563,42 @@ static int gp_is_aligned(const void *ptr, size_t align)
     return ((uintptr_t)ptr & (align - 1)) == 0;
 }
 
+/* Each warp of the streaming kernel must get at least this many items (row,
+ * KV head) for it to be picked over the split kernels. */
+#define GP_ATTN_STREAM_MIN_ITEMS 2
+
+/* Warps of the streaming kernel for an unsplit call, or 0 for the split
+ * kernels. $GP_ATTN_STREAM: unset, automatic (when the batch gives every
+ * resident warp on sm_count SMs at least GP_ATTN_STREAM_MIN_ITEMS items);
+ * 1, whenever it serves the shape (tests, A/B); 0, never. */
+static gp_status gp_attn_stream_plan(const char *fn, int B, const gp_kv_view *kv, int group, const void *out,
+                                     const gp_decode_attn_params *p, int *warps)
+{
+    *warps = 0;
+    const int mode = gp_attn_env_int("GP_ATTN_STREAM", 0, 1, 2);
+    if (mode < 0)
+        GP_FAIL(GP_ERR_INVALID_ARG, "%s: GP_ATTN_STREAM = '%s': allowed 0 (never) or 1 (always); unset: "
+                "automatic", fn, getenv("GP_ATTN_STREAM"));
+    /* it stores 4-byte pairs of outputs */
+    if (mode == 0 || !gp_decode_attn_stream_serves(kv->head_dim, group) || !gp_is_aligned(out, 4))
+        return GP_OK;
+    int sms = p->sm_count;
+    if (sms <= 0) {
+        int dev = 0;
+        GP_CUDA_TRY(cudaGetDevice(&dev));
+        GP_CUDA_TRY(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev));
+    }
+    int per_sm = 0;
+    GP_TRY(gp_decode_attn_stream_occupancy(group, &per_sm));
+    if (per_sm < 1)
+        GP_FAIL(GP_ERR_UNSUPPORTED, "%s: the streaming attention kernel fits no warp on an SM", fn);
+    const int64_t items = (int64_t)B * kv->n_kv_heads, resident = (int64_t)sms * per_sm;
+    if (mode == 2 && items < GP_ATTN_STREAM_MIN_ITEMS * resident)
+        return GP_OK;
+    *warps = (int)(items < resident ? items : resident);
+    return GP_OK;
+}
+
 extern "C" gp_status gp_decode_attn(const gp_kv_view *kv, int B, int n_heads, int max_len,
                                     const gp_bf16 *q, gp_bf16 *out, void *workspace,
                                     size_t workspace_bytes, const gp_decode_attn_params *p,
@@ -635,5 +673,8 @@ extern "C" gp_status gp_decode_attn(const gp_kv_view *kv, int B, int n_heads, in
     a.max_blocks = kv->max_blocks;
     a.n_splits = n_splits;
     a.scale_log2 = (float)(1.4426950408889634 / sqrt((double)kv->head_dim));
+    a.stream_warps = 0;
+    if (n_splits == 1)
+        GP_TRY(gp_attn_stream_plan(fn, B, kv, a.group, out, p, &a.stream_warps));
     return gp_decode_attn_launch(&a, kv->head_dim, (cudaStream_t)stream);
 }

@@ -27,6 +27,7 @@ typedef struct gp_attn_args {
     int block_size, bs_shift;    /* bs_shift = log2(block_size) when a power of two, else -1 */
     int max_blocks, n_splits;
     float scale_log2;        /* log2(e) / sqrt(head_dim): scores in log2 units for exp2f */
+    int stream_warps;        /* > 0: the streaming kernel with this many persistent warps (n_splits 1) */
 } gp_attn_args;
 
 /* The tensor-core kernel (decode_attn_mma.cu): whether it serves the shape
@@ -35,6 +36,14 @@ typedef struct gp_attn_args {
 bool gp_decode_attn_mma_serves(int head_dim, int group);
 gp_status gp_decode_attn_mma_occupancy(int group, int *ctas_per_sm);
 gp_status gp_decode_attn_mma_launch(const gp_attn_args *a, cudaStream_t stream);
+
+/* The streaming kernel (decode_attn_stream.cu): persistent warps that each
+ * read whole (row, KV head) items, for batches that fill the SMs many times
+ * over. Whether it serves the shape (head_dim 128, group <= 8), its resident
+ * warps per SM, and its launch (a->stream_warps warps). */
+bool gp_decode_attn_stream_serves(int head_dim, int group);
+gp_status gp_decode_attn_stream_occupancy(int group, int *warps_per_sm);
+gp_status gp_decode_attn_stream_launch(const gp_attn_args *a, cudaStream_t stream);
 
 /* Launches the attention kernel and, when n_splits > 1, the combine. */
 gp_status gp_decode_attn_launch(const gp_attn_args *a, int head_dim, cudaStream_t stream);

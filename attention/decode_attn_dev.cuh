@@ -6,8 +6,22 @@
 #define GP_DECODE_ATTN_DEV_CUH
 
 #include <math.h>
+#include <stdlib.h>
 
 #include "decode_attn.cuh"
+
+/* An integer knob from the environment: def when unset or empty, the value
+ * when it is an integer in [lo, hi], else -1 (the caller refuses it, naming
+ * the variable: a typo must not silently run the default). */
+static inline int gp_attn_env_int(const char *name, int lo, int hi, int def)
+{
+    const char *e = getenv(name);
+    if (!e || !*e)
+        return def;
+    char *end;
+    long x = strtol(e, &end, 10);
+    return *end || x < lo || x > hi ? -1 : (int)x;
+}
 
 /* Programmatic dependent launch (PDL): both kernels are launched while the
  * previous kernel of the stream drains (RoPE, then the attention kernel for

@@ -7,6 +7,7 @@
 #include "cuda_util.cuh"
 #include "decode_attn.cuh"
 #include "decode_attn_dev.cuh"
+#include "mma_dev.cuh"
 
 /* Why this kernel exists (issue #6): the CUDA-core kernel spends about 130
  * instructions per token row and lane (unpacking, 64 FMAs, 16 shuffles for
@@ -40,59 +41,6 @@
 #define MMA_STAGES_MIN 2
 #define MMA_STAGES_MAX 4
 #define MMA_STAGES_DEFAULT 2
-
-static __device__ __forceinline__ unsigned gp_smem_addr(const void *p)
-{
-    return (unsigned)__cvta_generic_to_shared(p);
-}
-
-static __device__ __forceinline__ void gp_cp_async16(unsigned dst, const void *src, int bytes)
-{
-    asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(dst), "l"(src), "r"(bytes));
-}
-
-static __device__ __forceinline__ void gp_ldsm_x4(unsigned addr, uint32_t &r0, uint32_t &r1, uint32_t &r2,
-                                                  uint32_t &r3)
-{
-    asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0,%1,%2,%3}, [%4];\n"
-                 : "=r"(r0), "=r"(r1), "=r"(r2), "=r"(r3)
-                 : "r"(addr));
-}
-
-static __device__ __forceinline__ void gp_ldsm_x4_t(unsigned addr, uint32_t &r0, uint32_t &r1, uint32_t &r2,
-                                                    uint32_t &r3)
-{
-    asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0,%1,%2,%3}, [%4];\n"
-                 : "=r"(r0), "=r"(r1), "=r"(r2), "=r"(r3)
-                 : "r"(addr));
-}
-
-/* d += a (16x16, rows 8..15 zero: a1 = a3 = 0) * b (16x8), fp32 accumulate. */
-static __device__ __forceinline__ void gp_mma_bf16(float (&d)[4], uint32_t a0, uint32_t a2, uint32_t b0,
-                                                   uint32_t b1)
-{
-    asm volatile("mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, "
-                 "{%8,%9}, {%0,%1,%2,%3};\n"
-                 : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
-                 : "r"(a0), "r"(0u), "r"(a2), "r"(0u), "r"(b0), "r"(b1));
-}
-
-static __device__ __forceinline__ uint32_t gp_pack_bf16x2(float lo, float hi)
-{
-    __nv_bfloat162 v = __floats2bfloat162_rn(lo, hi);
-    return *reinterpret_cast<uint32_t *>(&v);
-}
-
-/* The two bf16 halves of a packed pair, as floats. */
-static __device__ __forceinline__ float gp_bf16_lo(uint32_t v)
-{
-    return __uint_as_float(v << 16);
-}
-
-static __device__ __forceinline__ float gp_bf16_hi(uint32_t v)
-{
-    return __uint_as_float(v & 0xffff0000u);
-}
 
 /* Issue the cp.async copies of one 16-token tile (K and V rows of this KV
  * head) into ks/vs; rows past t_end are zero-filled. Lane l resolves the
@@ -299,14 +247,8 @@ static int gp_mma_stages(void)
 {
     static int st = -1;
     if (st < 0) {
-        const char *e = getenv("GP_ATTN_MMA_STAGES");
-        int v = MMA_STAGES_DEFAULT;
-        if (e && *e) {
-            char *end;
-            long x = strtol(e, &end, 10);
-            v = *end || x < MMA_STAGES_MIN || x > MMA_STAGES_MAX ? 0 : (int)x;
-        }
-        st = v;
+        const int v = gp_attn_env_int("GP_ATTN_MMA_STAGES", MMA_STAGES_MIN, MMA_STAGES_MAX, MMA_STAGES_DEFAULT);
+        st = v < 0 ? 0 : v;
     }
     return st;
 }

@@ -24,3 +24,13 @@ foreach(t decode_attn attn_steps)
                          ENVIRONMENT GP_ATTN_MMA_STAGES=${s})
   endforeach()
 endforeach()
+# And the streaming kernel (attention/decode_attn_stream.cu), which the
+# automatic choice takes only for batches that fill the SMs many times over:
+# here on every unsplit call it serves, at each ring depth.
+foreach(t decode_attn attn_steps)
+  foreach(s 2 3 4)
+    add_test(NAME attn_${t}_stream${s} COMMAND attn_${t})
+    set_tests_properties(attn_${t}_stream${s} PROPERTIES SKIP_RETURN_CODE 77 TIMEOUT 600 LABELS gpu
+                         ENVIRONMENT "GP_ATTN_STREAM=1;GP_ATTN_STREAM_STAGES=${s}")
+  endforeach()
+endforeach()

@@ -182,6 +182,8 @@ static const attn_case k_cases[] = {
     { "hd256 g2 B3 bs16", 256, 2, 2, 3, 16, 3, { 300, 1, 1025 }, 0 },
     { "hd128 g6 B3 bs7", 128, 2, 6, 3, 7, 3, { 8, 700, 1 }, 0 },
     { "hd64 g5 B3 bs16 with a len-0 row", 64, 1, 5, 3, 16, 3, { 0, 5, 100 }, 0 },
+    { "hd128 g4 B6 bs16 with a len-0 row", 128, 2, 4, 6, 16, 6, { 17, 0, 384, 1, 16, 33 }, 0 },
+    { "hd128 g8 B40 bs32", 128, 2, 8, 40, 32, 0, { 0 }, 700 },
 };
 
 /* What one run varies: the split policy and the workspace given. */
@@ -246,7 +248,7 @@ static void run_case(const attn_case *c, uint64_t *rng)
                         .n_rows = B, .n_blocks = n_blocks, .block_size = bs, .n_kv_heads = n_kv,
                         .head_dim = hd, .max_blocks = max_blocks };
 
-    attn_run runs[6];
+    attn_run runs[7];
     int n_runs = 0;
     gp_decode_attn_params d = gp_decode_attn_default_params();
     runs[n_runs++] = (attn_run){ "auto", d, 0 };
@@ -260,6 +262,9 @@ static void run_case(const attn_case *c, uint64_t *rng)
     d.sm_count = 8; /* a small partition: fewer splits */
     d.ctas_per_sm_hint = 1;
     runs[n_runs++] = (attn_run){ "partition of 8 SMs", d, 0 };
+    d = gp_decode_attn_default_params();
+    d.sm_count = 1; /* one SM: the streaming kernel's warps take many items each */
+    runs[n_runs++] = (attn_run){ "partition of 1 SM", d, 0 };
     d = gp_decode_attn_default_params();
     d.sm_count = 1000; /* wants many splits, but no workspace: falls back to 1 */
     runs[n_runs++] = (attn_run){ "no workspace", d, 1 };
