@@ -101,14 +101,26 @@ static __device__ __forceinline__ void gp_sx_issue(const gp_attn_args &a, gp_sx_
         const int slot0 = p.base - gp_sx_block_index(a, p.base) * a.block_size;
         const long long off = ((long long)p.blk * a.block_size + slot0 + hi) * slot_stride + head_off + chunk * 8;
         const __nv_bfloat16 *kp = a.k + off, *vp = a.v + off;
+        if (p.blk >= 0 && p.base + SX_TILE <= p.len) {
+            /* a full tile (the common case): no per-row checks, since the
+             * copies' issue is much of what bounds a warp's rate */
 #pragma unroll
-        for (int i = 0; i < 8; i++) {
-            const int row = 2 * i + hi;
-            const bool ok = p.blk >= 0 && p.base + row < p.len;
-            gp_cp_async16(ks + gp_sx_swz(row, chunk), ok ? kp : a.k, ok ? 16 : 0); /* 0: zero-fill, not read */
-            gp_cp_async16(vs + gp_sx_swz(row, chunk), ok ? vp : a.v, ok ? 16 : 0);
-            kp += 2 * slot_stride;
-            vp += 2 * slot_stride;
+            for (int i = 0; i < 8; i++) {
+                gp_cp_async16(ks + gp_sx_swz(2 * i + hi, chunk), kp, 16);
+                gp_cp_async16(vs + gp_sx_swz(2 * i + hi, chunk), vp, 16);
+                kp += 2 * slot_stride;
+                vp += 2 * slot_stride;
+            }
+        } else {
+#pragma unroll
+            for (int i = 0; i < 8; i++) {
+                const int row = 2 * i + hi;
+                const bool ok = p.blk >= 0 && p.base + row < p.len;
+                gp_cp_async16(ks + gp_sx_swz(row, chunk), ok ? kp : a.k, ok ? 16 : 0); /* 0: zero-fill, not read */
+                gp_cp_async16(vs + gp_sx_swz(row, chunk), ok ? vp : a.v, ok ? 16 : 0);
+                kp += 2 * slot_stride;
+                vp += 2 * slot_stride;
+            }
         }
     } else {
         /* Any block size: lane l resolves the row of token base + (l & 15);
@@ -171,7 +183,16 @@ gp_decode_attn_stream_kernel(const gp_attn_args a)
         asm volatile("cp.async.commit_group;\n");
     }
     int cs = 0; /* consumer's stage; the producer fills (cs + ST - 1) % ST */
-    const int mi = lane >> 3, ri = lane & 7; /* ldmatrix: the matrix and row this lane addresses */
+    /* ldmatrix: the matrix mi and its row ri this lane addresses, as byte
+     * offsets in a tile per k-step (K) and per 16 dims (V, transposed),
+     * computed once rather than in every tile */
+    const int mi = lane >> 3, ri = lane & 7;
+    unsigned koff[8], voff[8];
+#pragma unroll
+    for (int j = 0; j < 8; j++) {
+        koff[j] = gp_sx_swz((mi & 1) * 8 + ri, j * 2 + (mi >> 1));
+        voff[j] = gp_sx_swz((mi >> 1) * 8 + ri, j * 2 + (mi & 1));
+    }
     for (int item = gw; item < n_items; item += W) {
         const int len = next_len;
         if (item + W < n_items)
@@ -213,7 +234,7 @@ gp_decode_attn_stream_kernel(const gp_attn_args a)
 #pragma unroll
             for (int kst = 0; kst < 8; kst++) {
                 uint32_t a0, a1, a2, a3;
-                gp_ldsm_x4(ks + gp_sx_swz((mi & 1) * 8 + ri, kst * 2 + (mi >> 1)), a0, a1, a2, a3);
+                gp_ldsm_x4(ks + koff[kst], a0, a1, a2, a3);
                 if (kst & 1)
                     gp_mma_bf16_full(sb, a0, a1, a2, a3, qb[kst][0], qb[kst][1]);
                 else
@@ -266,7 +287,7 @@ gp_decode_attn_stream_kernel(const gp_attn_args a)
 #pragma unroll
             for (int dt = 0; dt < 8; dt++) {
                 uint32_t a0, a1, a2, a3;
-                gp_ldsm_x4_t(vs + gp_sx_swz((mi >> 1) * 8 + ri, dt * 2 + (mi & 1)), a0, a1, a2, a3);
+                gp_ldsm_x4_t(vs + voff[dt], a0, a1, a2, a3);
                 gp_mma_bf16_full(o[dt], a0, a1, a2, a3, bh0, bh1);
                 gp_mma_bf16_full(o[dt], a0, a1, a2, a3, bl0, bl1);
             }

@@ -16,10 +16,11 @@ run_tool() {
   local tool=$1
   for t in $tests; do
     local exe env=()
-    local base=${t%_cudacore}; base=${base%_stages[0-9]}
+    local base=${t%_cudacore}; base=${base%_stages[0-9]}; base=${base%_stream[0-9]}
     exe=$(find $b -type f -name "$base" -perm -u+x | head -1)
     [[ $t == *_cudacore ]] && env=(GP_ATTN_MMA=0)
     [[ $t == *_stages[0-9] ]] && env=(GP_ATTN_MMA_STAGES=${t##*_stages})
+    [[ $t == *_stream[0-9] ]] && env=(GP_ATTN_STREAM=1 GP_ATTN_STREAM_STAGES=${t##*_stream})
     [[ $t == pipeline_cuda ]] && env=(GP_TEST_FILTER='test_tiny_graphs*')
     echo "=== $tool $t" >> "$out/san_$tool.log"
     local s=$SECONDS
