@@ -22,7 +22,13 @@
  * transposed (S^T = K q^T, O^T = V^T P^T: tokens and dims fill the 16 rows
  * of the mma, the <= 8 heads its 8 columns), which halves the mma count and
  * the accumulator registers of the (q K^T) form, and leaves room for more
- * warps per SM. */
+ * warps per SM.
+ *
+ * Measured on the H100 (gp_bench_attn --green N, B=1024, C=384): 95 GB/s per
+ * SM on 16 and 24 SMs (the split kernel: 52), 2.9-3.0 TB/s on the whole GPU.
+ * A warp's rate follows the instructions it issues per tile, not the bytes
+ * it has in flight: deeper rings (fewer warps) were slower, and each cut in
+ * the copy path's instructions paid (PERFORMANCE.md, issue #6 fourth round). */
 
 #define SX_HD 128
 #define SX_TILE 16                         /* tokens per tile: the mma's 16 rows */
@@ -338,7 +344,7 @@ template <int GT> static const void *gp_sx_kernel_ptr(int stages)
  * bytes; the limit above the default 48 KB and the carveout (all of the
  * unified L1 the kernel can get, since its rings are what bound the warps
  * per SM) are set once per kernel. */
-static gp_status gp_sx_kernel_for(int group, const void **kernel, int *smem)
+static gp_status gp_sx_kernel_for(int group, const void **kernel, int *smem, int *stages_out)
 {
     const int stages = gp_attn_env_int("GP_ATTN_STREAM_STAGES", SX_STAGES_MIN, SX_STAGES_MAX, SX_STAGES_DEFAULT);
     if (stages < 0)
@@ -347,6 +353,7 @@ static gp_status gp_sx_kernel_for(int group, const void **kernel, int *smem)
     const int gi = group <= 4 ? 0 : 1;
     *kernel = gi == 0 ? gp_sx_kernel_ptr<4>(stages) : gp_sx_kernel_ptr<8>(stages);
     *smem = gi == 0 ? SX_SMEM_BYTES(4, stages) : SX_SMEM_BYTES(8, stages);
+    *stages_out = stages;
     static int done[2][SX_STAGES_MAX + 1];
     int *d = &done[gi][stages];
     if (!__atomic_load_n(d, __ATOMIC_ACQUIRE)) {
@@ -358,12 +365,18 @@ static gp_status gp_sx_kernel_for(int group, const void **kernel, int *smem)
     return GP_OK;
 }
 
+/* Queried once per kernel: gp_decode_attn asks on every call. */
 gp_status gp_decode_attn_stream_occupancy(int group, int *warps_per_sm)
 {
     const void *k;
-    int smem, ctas = 0;
-    GP_TRY(gp_sx_kernel_for(group, &k, &smem));
-    GP_CUDA_TRY(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&ctas, k, SX_NW * 32, smem));
+    int smem, stages, ctas = 0;
+    GP_TRY(gp_sx_kernel_for(group, &k, &smem, &stages));
+    static int cached[2][SX_STAGES_MAX + 1];
+    int *c = &cached[group <= 4 ? 0 : 1][stages];
+    if (!(ctas = __atomic_load_n(c, __ATOMIC_ACQUIRE))) {
+        GP_CUDA_TRY(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&ctas, k, SX_NW * 32, smem));
+        __atomic_store_n(c, ctas, __ATOMIC_RELEASE);
+    }
     *warps_per_sm = ctas * SX_NW;
     return GP_OK;
 }
@@ -371,8 +384,8 @@ gp_status gp_decode_attn_stream_occupancy(int group, int *warps_per_sm)
 gp_status gp_decode_attn_stream_launch(const gp_attn_args *a, cudaStream_t stream)
 {
     const void *k;
-    int smem;
-    GP_TRY(gp_sx_kernel_for(a->group, &k, &smem));
+    int smem, stages;
+    GP_TRY(gp_sx_kernel_for(a->group, &k, &smem, &stages));
     cudaLaunchAttribute attr[1];
     cudaLaunchConfig_t cfg = gp_attn_launch_config(a, smem, stream, attr);
     cfg.gridDim = dim3((unsigned)((a->stream_warps + SX_NW - 1) / SX_NW));

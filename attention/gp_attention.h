@@ -149,7 +149,11 @@ gp_status gp_decode_attn_workspace_max(int max_B, int n_heads, int n_kv_heads, i
  *       splits), 16-byte aligned; may be NULL/0, then fewer splits are used
  *       (down to 1) unless force_splits demands more (GP_ERR_INVALID_ARG).
  * max_len: host upper bound of lens (it only steers the split heuristic;
- * results do not depend on it). lens must be in [1, max_blocks*block_size]
+ * results do not depend on it). An unsplit call whose batch gives every
+ * resident warp on sm_count SMs at least two (row, KV head) items runs on
+ * the streaming kernel (head_dim 128, groups <= 8; $GP_ATTN_STREAM = 0 / 1
+ * turns it off / on for every unsplit call it serves, any other value is
+ * refused; $GP_ATTN_STREAM_STAGES = 2..4, its ring depth). lens must be in [1, max_blocks*block_size]
  * and the table entries they reach valid block ids: the host path
  * guarantees it; the kernel clamps lens to that range and gives a row of
  * length 0 a zero output. Asynchronous, capturable, no allocation. */
