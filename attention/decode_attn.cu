@@ -76,7 +76,7 @@ static __device__ __forceinline__ void gp_attn_load_tile(const gp_attn_args &a,
         const int t = base + u * STEP + my;
         ok[u] = t < t_end;
         if (ok[u]) {
-            const int bi = a.bs_shift >= 0 ? (t >> a.bs_shift) : t / a.block_size;
+            const int bi = gp_attn_block_index(a, t);
             const int slot = t - bi * a.block_size;
             const int blk = __ldg(table + bi);
             const size_t off = ((size_t)blk * a.block_size + slot) * slot_stride + head_off;
@@ -447,6 +447,18 @@ static gp_status gp_attn_check_params(const char *fn, const gp_decode_attn_param
     return GP_OK;
 }
 
+/* The SMs a call may use: the partition's (p->sm_count), else the device's. */
+static gp_status gp_attn_sm_count(const gp_decode_attn_params *p, int *sms)
+{
+    *sms = p->sm_count;
+    if (*sms <= 0) {
+        int dev = 0;
+        GP_CUDA_TRY(cudaGetDevice(&dev));
+        GP_CUDA_TRY(cudaDeviceGetAttribute(sms, cudaDevAttrMultiProcessorCount, dev));
+    }
+    return GP_OK;
+}
+
 /* The heuristic proper; shapes and params already checked. */
 static gp_status gp_attn_pick_splits(const char *fn, int B, int n_heads, int n_kv_heads,
                                      int head_dim, int max_len, const gp_decode_attn_params *p,
@@ -464,12 +476,8 @@ static gp_status gp_attn_pick_splits(const char *fn, int B, int n_heads, int n_k
         *n_splits = 1; /* no device query needed */
         return GP_OK;
     }
-    int sms = p->sm_count;
-    if (sms <= 0) {
-        int dev = 0;
-        GP_CUDA_TRY(cudaGetDevice(&dev));
-        GP_CUDA_TRY(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev));
-    }
+    int sms;
+    GP_TRY(gp_attn_sm_count(p, &sms));
     int cps = p->ctas_per_sm_hint;
     if (cps <= 0) {
         gp_attn_variant v;
@@ -582,12 +590,8 @@ static gp_status gp_attn_stream_plan(const char *fn, int B, const gp_kv_view *kv
     /* it stores 4-byte pairs of outputs */
     if (mode == 0 || !gp_decode_attn_stream_serves(kv->head_dim, group) || !gp_is_aligned(out, 4))
         return GP_OK;
-    int sms = p->sm_count;
-    if (sms <= 0) {
-        int dev = 0;
-        GP_CUDA_TRY(cudaGetDevice(&dev));
-        GP_CUDA_TRY(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev));
-    }
+    int sms;
+    GP_TRY(gp_attn_sm_count(p, &sms));
     int per_sm = 0;
     GP_TRY(gp_decode_attn_stream_occupancy(group, &per_sm));
     if (per_sm < 1)

@@ -1,6 +1,7 @@
-/* Device helpers shared by the decode-attention kernels (the CUDA-core
- * kernel in decode_attn.cu and the tensor-core one in decode_attn_mma.cu):
- * PDL entry, the safe running max, and the merge of the warps' partial
+/* Helpers shared by the decode-attention kernels (the CUDA-core kernel in
+ * decode_attn.cu, the tensor-core ones in decode_attn_mma.cu and
+ * decode_attn_stream.cu): environment knobs, PDL entry, the safe running
+ * max, row lengths and block indices, and the merge of the warps' partial
  * softmax states into the output (or the split workspace). */
 #ifndef GP_DECODE_ATTN_DEV_CUH
 #define GP_DECODE_ATTN_DEV_CUH
@@ -45,16 +46,28 @@ static __device__ __forceinline__ float gp_safe_max(float m)
     return m == -INFINITY ? 0.0f : m;
 }
 
-/* Tokens [t_begin, t_end) of row b's split: the length is clamped to the
- * table (a bad one must not read outside it), and every split of a row gets
- * an equal chunk whatever its length, so a length above the host's max_len
+/* Length of row b, clamped to what its table can hold: a bad one must not
+ * read outside it. */
+static __device__ __forceinline__ int gp_attn_row_len(const gp_attn_args &a, int b)
+{
+    const int len = __ldg(a.lens + b);
+    const int cap = a.max_blocks * a.block_size;
+    return len < 0 ? 0 : (len > cap ? cap : len);
+}
+
+/* Index in the row's block table of token t. */
+static __device__ __forceinline__ int gp_attn_block_index(const gp_attn_args &a, int t)
+{
+    return a.bs_shift >= 0 ? (t >> a.bs_shift) : t / a.block_size;
+}
+
+/* Tokens [t_begin, t_end) of row b's split: every split of a row gets an
+ * equal chunk of its clamped length, so a length above the host's max_len
  * is still covered. */
 static __device__ __forceinline__ void gp_attn_split_range(const gp_attn_args &a, int b, int split, int *t_begin,
                                                            int *t_end)
 {
-    int len = a.lens[b];
-    const int cap = a.max_blocks * a.block_size;
-    len = len < 0 ? 0 : (len > cap ? cap : len);
+    const int len = gp_attn_row_len(a, b);
     const int chunk = (len + a.n_splits - 1) / a.n_splits;
     *t_begin = min(split * chunk, len);
     *t_end = min(*t_begin + chunk, len);

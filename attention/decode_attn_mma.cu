@@ -53,7 +53,7 @@ static __device__ __forceinline__ void gp_mma_load_tile(const gp_attn_args &a, c
     const int t = base + (lane & 15);
     long long off = -1;
     if (t < t_end) {
-        const int bi = a.bs_shift >= 0 ? (t >> a.bs_shift) : t / a.block_size;
+        const int bi = gp_attn_block_index(a, t);
         const int slot = t - bi * a.block_size;
         off = (long long)(((size_t)__ldg(table + bi) * a.block_size + slot) * slot_stride + head_off);
     }

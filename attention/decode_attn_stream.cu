@@ -58,25 +58,12 @@ struct gp_sx_prod {
     int blk;          /* block of token base + (lane & 15), -1 past the table */
 };
 
-/* Length of row b, clamped to what its table can hold. */
-static __device__ __forceinline__ int gp_sx_len(const gp_attn_args &a, int b)
-{
-    const int len = __ldg(a.lens + b);
-    const int cap = a.max_blocks * a.block_size;
-    return len < 0 ? 0 : (len > cap ? cap : len);
-}
-
-static __device__ __forceinline__ int gp_sx_block_index(const gp_attn_args &a, int t)
-{
-    return a.bs_shift >= 0 ? (t >> a.bs_shift) : t / a.block_size;
-}
-
 /* Loads the block of the lane's token of the producer's tile. */
 static __device__ __forceinline__ void gp_sx_load_block(const gp_attn_args &a, gp_sx_prod &p, int lane)
 {
     const int t = p.base + (lane & 15);
     p.blk = t < a.max_blocks * a.block_size
-                ? __ldg(a.tables + (size_t)p.b * a.max_blocks + gp_sx_block_index(a, t))
+                ? __ldg(a.tables + (size_t)p.b * a.max_blocks + gp_attn_block_index(a, t))
                 : -1;
 }
 
@@ -87,7 +74,7 @@ static __device__ __forceinline__ void gp_sx_start(const gp_attn_args &a, gp_sx_
     p.b = item / a.n_kv;
     p.kvh = item - p.b * a.n_kv;
     p.base = 0;
-    p.len = gp_sx_len(a, p.b);
+    p.len = gp_attn_row_len(a, p.b);
     gp_sx_load_block(a, p, lane);
 }
 
@@ -104,7 +91,7 @@ static __device__ __forceinline__ void gp_sx_issue(const gp_attn_args &a, gp_sx_
         /* The tile is 16 slots of one block (every lane holds its number):
          * lane copies chunk `chunk` of rows hi, hi+2, ..., 14+hi, two
          * rows of 256 B per instruction, at one stride from each other. */
-        const int slot0 = p.base - gp_sx_block_index(a, p.base) * a.block_size;
+        const int slot0 = p.base - gp_attn_block_index(a, p.base) * a.block_size;
         const long long off = ((long long)p.blk * a.block_size + slot0 + hi) * slot_stride + head_off + chunk * 8;
         const __nv_bfloat16 *kp = a.k + off, *vp = a.v + off;
         if (p.blk >= 0 && p.base + SX_TILE <= p.len) {
@@ -134,7 +121,7 @@ static __device__ __forceinline__ void gp_sx_issue(const gp_attn_args &a, gp_sx_
         const int t = p.base + chunk;
         long long off = -1;
         if (t < p.len && p.blk >= 0) {
-            const int slot = t - gp_sx_block_index(a, t) * a.block_size;
+            const int slot = t - gp_attn_block_index(a, t) * a.block_size;
             off = ((long long)p.blk * a.block_size + slot) * slot_stride + head_off;
         }
 #pragma unroll
@@ -202,7 +189,7 @@ gp_decode_attn_stream_kernel(const gp_attn_args a)
     for (int item = gw; item < n_items; item += W) {
         const int len = next_len;
         if (item + W < n_items)
-            next_len = gp_sx_len(a, (item + W) / a.n_kv);
+            next_len = gp_attn_row_len(a, (item + W) / a.n_kv);
         const int tiles = len > 0 ? (len + SX_TILE - 1) / SX_TILE : 1;
 
         uint32_t qb[8][2];                 /* B fragments of q^T: head gr, dims kst*16 + 2tq (+8) */
