@@ -27,7 +27,7 @@
 enum {
     OPT_SPLITS = 256, OPT_WORKLOAD, OPT_MICRO, OPT_DEPTH, OPT_MODEL, OPT_STEPS, OPT_WARMUP, OPT_NO_WARMUP,
     OPT_REPEAT, OPT_REBALANCE, OPT_TUNING, OPT_AUTOTUNE, OPT_TUNING_OUT, OPT_SEED, OPT_JSON, OPT_CSV,
-    OPT_TRACE, OPT_SVG, OPT_PROGRESS, OPT_NO_PROGRESS, OPT_STATS, OPT_PLACEMENT, OPT_GEMM_TUNE, OPT_END
+    OPT_TRACE, OPT_SVG, OPT_PROGRESS, OPT_NO_PROGRESS, OPT_STATS, OPT_PLACEMENT, OPT_GEMM_TUNE, OPT_FILL_DRAIN, OPT_END
 };
 
 static const struct option LONG_OPTS[] = {
@@ -54,6 +54,7 @@ static const struct option LONG_OPTS[] = {
     { "stats", no_argument, NULL, OPT_STATS },
     { "placement", required_argument, NULL, OPT_PLACEMENT },
     { "gemm-tune", required_argument, NULL, OPT_GEMM_TUNE },
+    { "fill-drain", required_argument, NULL, OPT_FILL_DRAIN },
     { "help", no_argument, NULL, 'h' },
     { NULL, 0, NULL, 0 },
 };
@@ -78,6 +79,7 @@ static const char *allowed(int opt)
     case OPT_TUNING: return "a readable tuning profile (written by --autotune)";
     case OPT_SEED: return "an integer 0..18446744073709551615";
     case OPT_GEMM_TUNE: return "an integer 0..32 (0: cuBLASLt's heuristic pick)";
+    case OPT_FILL_DRAIN: return "whole or partition";
     case OPT_TUNING_OUT:
     case OPT_JSON:
     case OPT_CSV:
@@ -395,6 +397,10 @@ static int apply(parse_ctx *c, int opt, const char *v, gp_cs_options *o)
     case OPT_STATS: o->stats = true; return 0;
     case OPT_PLACEMENT: return parse_placements(c, v, o);
     case OPT_GEMM_TUNE: return parse_int_flag(c, opt, v, 0, CS_GEMM_TUNE_MAX, &o->gemm_tune);
+    case OPT_FILL_DRAIN:
+        if (gp_fill_drain_parse(v, &o->fill_drain) != GP_OK)
+            return bad(c, opt, v, "not a fill-drain mode");
+        return 0;
     }
     return 0;
 }

@@ -159,6 +159,8 @@ gp_status cs_run_pipelined(cs_workload_run *wr, int pair, int M, unsigned depth,
     if (st == GP_OK)
         st = gp_cuda_exec_set_placement(wr->exec, r->placement);
     if (st == GP_OK)
+        st = gp_cuda_exec_set_fill_drain(wr->exec, o->fill_drain);
+    if (st == GP_OK)
         st = gp_pipeline_set_params(wr->pipe, &p);
     if (st == GP_OK && wr->w->B < M) {
         gp_set_error("batch %d has fewer rows than %d micro-batches", wr->w->B, M);

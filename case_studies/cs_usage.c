@@ -25,6 +25,7 @@ void gp_cs_default_options(gp_cs_options *o)
     o->n_depths = 1;
     o->placements[0] = GP_PLACE_QKVO_A;
     o->n_placements = 1;
+    o->fill_drain = GP_FILL_DRAIN_WHOLE;
     snprintf(o->model, sizeof o->model, "%s", GP_DEFAULT_PRESET);
     o->steps = 8;
     o->warmup = true;
@@ -66,6 +67,9 @@ void gp_cs_usage(FILE *f)
         "  --placement LIST     where each layer's QKV and O projections run: qkvo-a (in\n"
         "                       the attention stage) or qkvo-f (in the FFN stage, so\n"
         "                       the attention partition runs no GEMM). Default: qkvo-a.\n"
+        "  --fill-drain MODE    where the stages nothing overlaps run (uploads, embedding,\n"
+        "                       the first attention stage; the last FFN stage, LM head):\n"
+        "                       whole (every SM) or partition (A and F). Default: whole.\n"
         "  --model NAME|DIR     a preset (tiny, llama3.2-1b, llama3-8b, llama3-70b) with\n"
         "                       synthetic weights, or a Hugging Face checkpoint directory\n"
         "                       (config.json + safetensors). Default: llama3-8b.\n"

@@ -306,6 +306,10 @@ int main(int argc, char **argv)
     gp_cs_micro_note(&o, note, sizeof note);
     if (note[0])
         add_note(&meta, note);
+    snprintf(note, sizeof note, "Fill and drain (the first attention stage, the last FFN stage, the LM head) "
+             "run on %s (--fill-drain %s).", o.fill_drain == GP_FILL_DRAIN_WHOLE ? "the whole GPU" :
+             "the attention and FFN partitions", gp_fill_drain_name(o.fill_drain));
+    add_note(&meta, note);
     if (o.gemm_tune > 0) {
         snprintf(note, sizeof note, "GEMM algorithms: the fastest of cuBLASLt's first %d candidates, "
                  "timed on each row's own partitions (--gemm-tune), seq included.", o.gemm_tune);

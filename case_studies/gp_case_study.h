@@ -45,6 +45,7 @@ typedef struct gp_cs_options {
     /* --placement qkvo-a[,qkvo-f]: where the QKV and O projections run */
     gp_placement placements[2];
     int n_placements;
+    gp_fill_drain fill_drain;    /* --fill-drain whole|partition: where fill and drain run */
     /* --queue-depth 4[,8] */
     unsigned depths[GP_CS_MAX_DEPTHS];
     int n_depths;

@@ -1,7 +1,8 @@
 /* CUDA executor: attention stages on partition A's stream, FFN stages on
  * partition F's stream of one green-context pair, ordered by device events
  * only (A_done(L,m) before FFN(L,m), F_done(L-1,m) before attention(L,m)),
- * each stage replayed from a CUDA graph captured on its partition. */
+ * each stage replayed from a CUDA graph captured on its partition. The fill
+ * and the drain, which nothing overlaps, may run on the whole GPU instead. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -15,7 +16,8 @@
 
 /* Stage graphs of one step shape on one pair: [2 kinds][n_layers][M]. */
 typedef struct cx_graphs {
-    int pair, B, M, max_len_splits[GP_PIPE_MAX_MICRO];
+    int pair, B, M, max_len_splits[GP_PIPE_MAX_MICRO], whole_splits;
+    gp_fill_drain fill_drain;
     int b0[GP_PIPE_MAX_MICRO], nb[GP_PIPE_MAX_MICRO];
     cudaGraphExec_t *exec; /* [2][n_layers][GP_PIPE_MAX_MICRO], NULL until captured */
     unsigned long used;    /* LRU stamp */
@@ -32,6 +34,7 @@ struct gp_cuda_exec {
     gp_green_pool *pool;   /* borrowed */
     bool use_graphs;
     gp_placement place;
+    gp_fill_drain fill_drain;
     int L;
     int n_pairs, cur;
     cx_pair *pairs;
@@ -45,6 +48,7 @@ struct gp_cuda_exec {
     int *seq_ids;          /* [max_batch] */
     int max_len;
     int splits[GP_PIPE_MAX_MICRO]; /* decode-attention context splits per micro-batch */
+    int whole_splits;      /* the same for the first attention stage on the whole GPU */
 };
 
 enum { EV_A_BEGIN, EV_A_DONE, EV_F_BEGIN, EV_F_DONE };
@@ -70,25 +74,44 @@ static void free_set(gp_cuda_exec *x, cx_graphs *g)
     g->B = 0;
 }
 
-/* Launches one stage of micro-batch m on the pair's stream (eager). */
+/* The first attention stage and the last FFN stage of a step have nothing
+ * to overlap: the other side is idle while they run (GP_FILL_DRAIN_WHOLE
+ * gives them every SM). */
+static bool on_whole(const gp_cuda_exec *x, int ffn, int layer, int m)
+{
+    if (x->fill_drain != GP_FILL_DRAIN_WHOLE)
+        return false;
+    return ffn ? layer == x->L - 1 && m == x->plan.M - 1 : layer == 0 && m == 0;
+}
+
+static cudaStream_t stage_stream(gp_cuda_exec *x, int ffn, int layer, int m)
+{
+    cx_pair *p = &x->pairs[x->cur];
+    if (on_whole(x, ffn, layer, m))
+        return x->e->sc.stream;
+    return ffn ? p->f.stream : p->a.stream;
+}
+
+/* Launches one stage of micro-batch m on its stream (eager). */
 static gp_status run_stage(gp_cuda_exec *x, int ffn, int layer, int m)
 {
     cx_pair *p = &x->pairs[x->cur];
     int b0 = x->plan.b0[m], nb = x->plan.nb[m];
-    bool on_f = x->place == GP_PLACE_QKVO_F;
-    if (ffn)
-        return on_f ? gp_engine_o_ffn_qkv_stage(x->e, layer, b0, nb, &p->f)
-                    : gp_engine_ffn_stage(x->e, layer, b0, nb, &p->f);
-    gp_stage_ctx sc = p->a;
-    sc.ap.force_splits = x->splits[m];
+    bool on_f = x->place == GP_PLACE_QKVO_F, whole = on_whole(x, ffn, layer, m);
+    if (ffn) {
+        const gp_stage_ctx *fc = whole ? &x->e->sc : &p->f;
+        return on_f ? gp_engine_o_ffn_qkv_stage(x->e, layer, b0, nb, fc)
+                    : gp_engine_ffn_stage(x->e, layer, b0, nb, fc);
+    }
+    gp_stage_ctx sc = whole ? x->e->sc : p->a;
+    sc.ap.force_splits = whole ? x->whole_splits : x->splits[m];
     return on_f ? gp_engine_attn_core_stage(x->e, layer, b0, nb, x->max_len, &sc)
                 : gp_engine_attn_stage(x->e, layer, b0, nb, x->max_len, &sc);
 }
 
 static gp_status capture_stage(gp_cuda_exec *x, int ffn, int layer, int m, cudaGraphExec_t *out)
 {
-    cx_pair *p = &x->pairs[x->cur];
-    cudaStream_t s = ffn ? p->f.stream : p->a.stream;
+    cudaStream_t s = stage_stream(x, ffn, layer, m);
     cudaGraph_t graph = NULL;
     GP_CUDA_TRY(cudaStreamBeginCapture(s, cudaStreamCaptureModeThreadLocal));
     gp_status st = run_stage(x, ffn, layer, m);
@@ -117,8 +140,9 @@ static gp_status graphs_for_step(gp_cuda_exec *x)
     cx_graphs *hit = NULL, *victim = &x->sets[0];
     for (int i = 0; i < CX_GRAPH_SETS && !hit; i++) {
         cx_graphs *g = &x->sets[i];
-        if (g->B == pn->B && g->M == pn->M && g->pair == x->cur &&
-            !memcmp(g->nb, pn->nb, sizeof g->nb) && !memcmp(g->max_len_splits, x->splits, sizeof x->splits))
+        if (g->B == pn->B && g->M == pn->M && g->pair == x->cur && g->fill_drain == x->fill_drain &&
+            g->whole_splits == x->whole_splits && !memcmp(g->nb, pn->nb, sizeof g->nb) &&
+            !memcmp(g->max_len_splits, x->splits, sizeof x->splits))
             hit = g;
         if (g->used < victim->used)
             victim = g;
@@ -133,6 +157,11 @@ static gp_status graphs_for_step(gp_cuda_exec *x)
             GP_TRY(gp_engine_tune_gemms(x->e, p->a.gemm, pn->nb[m]));
             GP_TRY(gp_engine_tune_gemms(x->e, p->f.gemm, pn->nb[m]));
         }
+        if (x->fill_drain == GP_FILL_DRAIN_WHOLE) { /* A(0, 0), the last FFN, QKVO_F's QKV(0) */
+            const int rows[3] = {pn->nb[0], pn->nb[pn->M - 1], pn->B};
+            for (int i = 0; i < 3; i++)
+                GP_TRY(gp_engine_tune_gemms(x->e, x->e->sc.gemm, rows[i]));
+        }
         for (int l = 0; l < x->L; l++)
             for (int m = 0; m < pn->M; m++)
                 for (int ffn = 0; ffn < 2; ffn++)
@@ -143,6 +172,8 @@ static gp_status graphs_for_step(gp_cuda_exec *x)
         memcpy(hit->nb, pn->nb, sizeof hit->nb);
         memcpy(hit->b0, pn->b0, sizeof hit->b0);
         memcpy(hit->max_len_splits, x->splits, sizeof x->splits);
+        hit->whole_splits = x->whole_splits;
+        hit->fill_drain = x->fill_drain;
     }
     hit->used = ++x->stamp;
     x->g = hit;
@@ -154,9 +185,11 @@ static gp_status cx_step_begin(void *ctx, const gp_step_plan *plan, const int *s
     gp_cuda_exec *x = ctx;
     cx_pair *p = &x->pairs[x->cur];
     const gp_config *c = gp_engine_config(x->e);
+    /* the fill: A(0, 0) follows the step's uploads on the same stream */
+    const gp_stage_ctx *fill = x->fill_drain == GP_FILL_DRAIN_WHOLE ? &x->e->sc : &p->a;
     x->plan = *plan;
     memcpy(x->seq_ids, seq_ids, sizeof(int) * (size_t)plan->B);
-    GP_TRY(gp_engine_step_prepare(x->e, plan->B, seq_ids, tokens, p->a.stream, &x->max_len));
+    GP_TRY(gp_engine_step_prepare(x->e, plan->B, seq_ids, tokens, fill->stream, &x->max_len));
     for (int m = 0; m < plan->M; m++) {
         gp_decode_attn_params ap = p->a.ap;
         ap.force_splits = 0;
@@ -165,15 +198,20 @@ static gp_status cx_step_begin(void *ctx, const gp_step_plan *plan, const int *s
     }
     for (int m = plan->M; m < GP_PIPE_MAX_MICRO; m++)
         x->splits[m] = 0;
+    gp_decode_attn_params ap = x->e->sc.ap;
+    ap.force_splits = 0;
+    GP_TRY(gp_decode_attn_splits(plan->nb[0], c->n_heads, c->n_kv_heads, c->head_dim, x->max_len, &ap,
+                                 &x->whole_splits));
     x->g = NULL;
     if (x->use_graphs)
         GP_TRY(graphs_for_step(x));
-    GP_CUDA_TRY(cudaEventRecord(x->ev_step_begin, p->a.stream));
-    GP_TRY(gp_engine_embed_stage(x->e, 0, plan->B, &p->a));
+    GP_CUDA_TRY(cudaEventRecord(x->ev_step_begin, fill->stream));
+    GP_TRY(gp_engine_embed_stage(x->e, 0, plan->B, fill));
     /* QKVO_F: layer 0's projection has no FFN stage before it; it runs once
-     * for the whole batch here (on A: F has nothing to overlap it with yet). */
+     * for the whole batch here, where the first attention stage runs (F has
+     * nothing to overlap it with yet). */
     if (x->place == GP_PLACE_QKVO_F)
-        GP_TRY(gp_engine_qkv_stage(x->e, 0, 0, plan->B, &p->a));
+        GP_TRY(gp_engine_qkv_stage(x->e, 0, 0, plan->B, fill));
     return GP_OK;
 }
 
@@ -203,11 +241,12 @@ static gp_status launch(gp_cuda_exec *x, int ffn, int layer, int m, cudaStream_t
 static gp_status cx_attn(void *ctx, int layer, int m, gp_payload *out)
 {
     gp_cuda_exec *x = ctx;
-    cx_pair *p = &x->pairs[x->cur];
-    cudaStream_t s = p->a.stream;
+    cudaStream_t s = stage_stream(x, 0, layer, m);
     const gp_config *c = gp_engine_config(x->e);
     if (layer > 0) /* the residual rows are the previous FFN's output */
         GP_CUDA_TRY(cudaStreamWaitEvent(s, *evp(x, EV_F_DONE, layer - 1, m), 0));
+    else if (m == 1 && on_whole(x, 0, 0, 0)) /* after the fill: uploads, embedding, A(0, 0) */
+        GP_CUDA_TRY(cudaStreamWaitEvent(s, *evp(x, EV_A_DONE, 0, 0), 0));
     GP_CUDA_TRY(cudaEventRecord(*evp(x, EV_A_BEGIN, layer, m), s));
     GP_TRY(launch(x, 0, layer, m, s));
     GP_CUDA_TRY(cudaEventRecord(*evp(x, EV_A_DONE, layer, m), s));
@@ -228,11 +267,17 @@ static gp_status cx_attn(void *ctx, int layer, int m, gp_payload *out)
 static gp_status cx_ffn(void *ctx, const gp_payload *in)
 {
     gp_cuda_exec *x = ctx;
-    cudaStream_t s = x->pairs[x->cur].f.stream;
+    int l = in->layer, m = in->micro;
+    cudaStream_t s = stage_stream(x, 1, l, m);
     GP_CUDA_TRY(cudaStreamWaitEvent(s, (cudaEvent_t)in->event, 0));
-    GP_CUDA_TRY(cudaEventRecord(*evp(x, EV_F_BEGIN, in->layer, in->micro), s));
-    GP_TRY(launch(x, 1, in->layer, in->micro, s));
-    GP_CUDA_TRY(cudaEventRecord(*evp(x, EV_F_DONE, in->layer, in->micro), s));
+    /* the drain leaves F's stream: it follows the FFN stage issued before it,
+     * so the two never share SMs (and the head sees every row) */
+    if (on_whole(x, 1, l, m) && (m > 0 || l > 0))
+        GP_CUDA_TRY(cudaStreamWaitEvent(s, m > 0 ? *evp(x, EV_F_DONE, l, m - 1)
+                                                 : *evp(x, EV_F_DONE, l - 1, x->plan.M - 1), 0));
+    GP_CUDA_TRY(cudaEventRecord(*evp(x, EV_F_BEGIN, l, m), s));
+    GP_TRY(launch(x, 1, l, m, s));
+    GP_CUDA_TRY(cudaEventRecord(*evp(x, EV_F_DONE, l, m), s));
     return GP_OK;
 }
 
@@ -246,9 +291,11 @@ static gp_status cx_step_end(void *ctx, int32_t *next, float *logits, gp_step_ti
 {
     gp_cuda_exec *x = ctx;
     cx_pair *p = &x->pairs[x->cur];
-    cudaStream_t s = p->f.stream;
-    /* stream F ran every FFN stage in order, so the head follows the last one */
-    GP_TRY(gp_engine_head_stage(x->e, 0, x->plan.B, &p->f));
+    /* the head follows the last FFN stage on its stream (F ran them in order;
+     * the drain's stage waited for F's last one) */
+    const gp_stage_ctx *sc = x->fill_drain == GP_FILL_DRAIN_WHOLE ? &x->e->sc : &p->f;
+    cudaStream_t s = sc->stream;
+    GP_TRY(gp_engine_head_stage(x->e, 0, x->plan.B, sc));
     GP_CUDA_TRY(cudaEventRecord(x->ev_step_end, s));
     GP_TRY(gp_engine_step_finish(x->e, x->plan.B, x->seq_ids, next, logits, s));
     GP_TRY(elapsed(x, x->ev_step_end, &t->step_ms));
@@ -271,6 +318,7 @@ static void cx_abort(void *ctx)
     cx_pair *p = &x->pairs[x->cur];
     (void)cudaStreamSynchronize(p->a.stream);
     (void)cudaStreamSynchronize(p->f.stream);
+    (void)cudaStreamSynchronize(x->e->sc.stream);
     (void)cudaGetLastError();
 }
 
@@ -314,6 +362,15 @@ gp_status gp_cuda_exec_set_placement(gp_cuda_exec *x, gp_placement p)
         for (int i = 0; i < CX_GRAPH_SETS; i++)
             free_set(x, &x->sets[i]);
     x->place = p;
+    return GP_OK;
+}
+
+gp_status gp_cuda_exec_set_fill_drain(gp_cuda_exec *x, gp_fill_drain f)
+{
+    if (!x || (f != GP_FILL_DRAIN_WHOLE && f != GP_FILL_DRAIN_PARTITION))
+        GP_FAIL(GP_ERR_INVALID_ARG, "gp_cuda_exec_set_fill_drain: executor %p, mode %d (allowed 0, 1)",
+                (void *)x, (int)f);
+    x->fill_drain = f; /* graph sets are keyed by it */
     return GP_OK;
 }
 

@@ -340,6 +340,18 @@ gp_status gp_placement_parse(const char *s, gp_placement *out);
 /* Takes effect from the next step (captured stage graphs are dropped). */
 gp_status gp_cuda_exec_set_placement(gp_cuda_exec *x, gp_placement p);
 
+/* Where a step's fill and drain run: the uploads, the embedding, the first
+ * micro-batch's layer-0 attention stage (with QKVO_F's layer-0 QKV of the
+ * whole batch) before the pipeline fills, and the last micro-batch's last
+ * FFN stage and the LM head after it drains. Nothing overlaps them, so
+ * WHOLE (default) runs them on the whole GPU; PARTITION keeps them on A and
+ * F (the behaviour before issue #6's fifth round, for comparison). */
+typedef enum gp_fill_drain { GP_FILL_DRAIN_WHOLE = 0, GP_FILL_DRAIN_PARTITION = 1 } gp_fill_drain;
+const char *gp_fill_drain_name(gp_fill_drain f); /* "whole", "partition" */
+gp_status gp_fill_drain_parse(const char *s, gp_fill_drain *out);
+/* Takes effect from the next step. */
+gp_status gp_cuda_exec_set_fill_drain(gp_cuda_exec *x, gp_fill_drain f);
+
 #ifdef __cplusplus
 }
 #endif

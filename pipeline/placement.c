@@ -1,6 +1,6 @@
-/* Names of the placements of the QKV and O projections (gp_placement), for
- * flags, reports and profiles; no CUDA, so the case study's parser and CI
- * use them. */
+/* Names of the placements of the QKV and O projections (gp_placement) and of
+ * where the fill and drain run (gp_fill_drain), for flags, reports and
+ * profiles; no CUDA, so the case study's parser and CI use them. */
 #include <string.h>
 
 #include "gp_pipeline.h"
@@ -19,5 +19,22 @@ gp_status gp_placement_parse(const char *s, gp_placement *out)
     else
         GP_FAIL(GP_ERR_INVALID_ARG, "placement '%s': allowed qkvo-a (QKV and O projections with attention) "
                 "or qkvo-f (with the FFN)", s ? s : "(null)");
+    return GP_OK;
+}
+
+const char *gp_fill_drain_name(gp_fill_drain f)
+{
+    return f == GP_FILL_DRAIN_PARTITION ? "partition" : "whole";
+}
+
+gp_status gp_fill_drain_parse(const char *s, gp_fill_drain *out)
+{
+    if (s && !strcmp(s, "whole"))
+        *out = GP_FILL_DRAIN_WHOLE;
+    else if (s && !strcmp(s, "partition"))
+        *out = GP_FILL_DRAIN_PARTITION;
+    else
+        GP_FAIL(GP_ERR_INVALID_ARG, "fill-drain '%s': allowed whole (the stages nothing overlaps run on every "
+                "SM) or partition (on the attention and FFN partitions)", s ? s : "(null)");
     return GP_OK;
 }

@@ -97,6 +97,7 @@ static void test_defaults(void **state)
     assert_int_equal(d.n_workloads, 2);
     assert_string_equal(d.workloads[0].label, "small");
     assert_int_equal(d.gemm_tune, 0);
+    assert_int_equal(d.fill_drain, GP_FILL_DRAIN_WHOLE);
     assert_int_equal(d.workloads[0].B, 8);
     assert_int_equal(d.workloads[0].C, 1024);
     assert_string_equal(d.workloads[1].label, "large");
@@ -234,8 +235,10 @@ static void test_scalars(void **state)
     assert_string_equal(r.o.svg, "c.svg");
     result_free(&r);
 
-    r = ok(ARGS("--no-warmup", "--progress", "--rebalance", "ratio", "--stats", "--gemm-tune", "32"));
+    r = ok(ARGS("--no-warmup", "--progress", "--rebalance", "ratio", "--stats", "--gemm-tune", "32",
+                "--fill-drain", "partition"));
     assert_int_equal(r.o.gemm_tune, 32);
+    assert_int_equal(r.o.fill_drain, GP_FILL_DRAIN_PARTITION);
     assert_false(r.o.warmup);
     assert_int_equal(r.o.progress, 1);
     assert_true(r.o.stats);
@@ -279,6 +282,8 @@ static void test_not_numbers(void **state)
     BAD("--gemm-tune", "0..32", "--gemm-tune", "33");
     BAD("--gemm-tune", "'-1'", "--gemm-tune", "-1");
     BAD("--gemm-tune", "'all'", "--gemm-tune", "all");
+    BAD("--fill-drain", "whole or partition", "--fill-drain", "both");
+    BAD("--fill-drain", "''", "--fill-drain", "");
 }
 
 static void test_negative_and_zero(void **state)

@@ -1,8 +1,8 @@
 /* The pipeline on the GPU: for M = 1..4, ring depths 2 and 4, the smallest,
  * a middle and the largest split and the unpartitioned fallback, with and
- * without stage graphs, pipelined decode steps give the sequential engine's
- * greedy tokens and its logits within the engine's tolerance. Skips without a
- * GPU. */
+ * without stage graphs, with the fill and drain on the whole GPU or on the
+ * partitions, pipelined decode steps give the sequential engine's greedy
+ * tokens and its logits within the engine's tolerance. Skips without a GPU. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -48,7 +48,7 @@ typedef struct fixture {
 /* Two engines over one set of device weights: one decodes sequentially,
  * the other through the pipeline on every (pair, M, depth); both are fed the
  * sequential engine's tokens. */
-static void run_model(const fixture *fx, bool force_fallback, bool graphs, gp_placement place)
+static void run_model(const fixture *fx, bool force_fallback, bool graphs, gp_placement place, gp_fill_drain fd)
 {
     gp_config cfg;
     CHECK_OK(gp_config_preset(fx->preset, &cfg));
@@ -100,6 +100,7 @@ static void run_model(const fixture *fx, bool force_fallback, bool graphs, gp_pl
     gp_cuda_exec *x;
     CHECK_OK(gp_cuda_exec_create(pipe, pool, graphs, &x));
     CHECK_OK(gp_cuda_exec_set_placement(x, place));
+    CHECK_OK(gp_cuda_exec_set_fill_drain(x, fd));
     gp_exec ex = gp_cuda_exec_get(x);
     gp_pipeline *pl;
     CHECK_OK(gp_pipeline_create(ex, cfg.n_layers, NULL, &pl));
@@ -173,10 +174,10 @@ static void run_model(const fixture *fx, bool force_fallback, bool graphs, gp_pl
                     assert_true(st->attn_ms[i] > 0 && st->ffn_ms[i] > 0);
                 configs++;
             }
-        printf("%s: split %d:%d (requested %d:%d)%s, %s, M=1..4, depth 2/4, %s: pipelined == sequential tokens, "
-               "worst logits %.3g\n", fx->preset, si.a_got, si.f_got, si.a_req, si.f_req,
-               si.partitioned ? "" : " unpartitioned", gp_placement_name(place), graphs ? "stage graphs" : "eager",
-               worst);
+        printf("%s: split %d:%d (requested %d:%d)%s, %s, fill-drain %s, M=1..4, depth 2/4, %s: pipelined == "
+               "sequential tokens, worst logits %.3g\n", fx->preset, si.a_got, si.f_got, si.a_req, si.f_req,
+               si.partitioned ? "" : " unpartitioned", gp_placement_name(place), gp_fill_drain_name(fd),
+               graphs ? "stage graphs" : "eager", worst);
     }
     assert_true(configs > 0);
     gp_pipeline_destroy(pl);
@@ -195,14 +196,20 @@ static void run_model(const fixture *fx, bool force_fallback, bool graphs, gp_pl
 static const fixture tiny = {"tiny", 9, 32, 3};
 static const fixture small = {"llama3.2-1b", 12, 64, 2};
 
-static void test_tiny_graphs(void **s) { run_model(&tiny, false, true, GP_PLACE_QKVO_A); }
-static void test_tiny_eager(void **s) { run_model(&tiny, false, false, GP_PLACE_QKVO_A); }
-static void test_tiny_fallback(void **s) { run_model(&tiny, true, true, GP_PLACE_QKVO_A); }
-static void test_1b_graphs(void **s) { run_model(&small, false, true, GP_PLACE_QKVO_A); }
+#define WHOLE GP_FILL_DRAIN_WHOLE
+#define PART GP_FILL_DRAIN_PARTITION
+static void test_tiny_graphs(void **s) { run_model(&tiny, false, true, GP_PLACE_QKVO_A, WHOLE); }
+static void test_tiny_eager(void **s) { run_model(&tiny, false, false, GP_PLACE_QKVO_A, WHOLE); }
+static void test_tiny_fallback(void **s) { run_model(&tiny, true, true, GP_PLACE_QKVO_A, WHOLE); }
+static void test_1b_graphs(void **s) { run_model(&small, false, true, GP_PLACE_QKVO_A, WHOLE); }
 /* QKV and O projections beside the FFN: the same logits, another schedule */
-static void test_tiny_graphs_qkvo_f(void **s) { run_model(&tiny, false, true, GP_PLACE_QKVO_F); }
-static void test_tiny_eager_qkvo_f(void **s) { run_model(&tiny, false, false, GP_PLACE_QKVO_F); }
-static void test_1b_graphs_qkvo_f(void **s) { run_model(&small, false, true, GP_PLACE_QKVO_F); }
+static void test_tiny_graphs_qkvo_f(void **s) { run_model(&tiny, false, true, GP_PLACE_QKVO_F, WHOLE); }
+static void test_tiny_eager_qkvo_f(void **s) { run_model(&tiny, false, false, GP_PLACE_QKVO_F, WHOLE); }
+static void test_1b_graphs_qkvo_f(void **s) { run_model(&small, false, true, GP_PLACE_QKVO_F, WHOLE); }
+/* fill and drain on the partitions, as before issue #6's fifth round */
+static void test_tiny_graphs_part(void **s) { run_model(&tiny, false, true, GP_PLACE_QKVO_A, PART); }
+static void test_tiny_eager_part(void **s) { run_model(&tiny, false, false, GP_PLACE_QKVO_A, PART); }
+static void test_tiny_graphs_qkvo_f_part(void **s) { run_model(&tiny, false, true, GP_PLACE_QKVO_F, PART); }
 
 int main(void)
 {
@@ -218,6 +225,9 @@ int main(void)
         cmocka_unit_test(test_tiny_graphs_qkvo_f),
         cmocka_unit_test(test_tiny_eager_qkvo_f),
         cmocka_unit_test(test_1b_graphs_qkvo_f),
+        cmocka_unit_test(test_tiny_graphs_part),
+        cmocka_unit_test(test_tiny_eager_part),
+        cmocka_unit_test(test_tiny_graphs_qkvo_f_part),
     };
     /* GP_TEST_FILTER=test_tiny* keeps compute-sanitizer runs short */
     if (getenv("GP_TEST_FILTER"))
