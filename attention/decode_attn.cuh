@@ -28,6 +28,7 @@ typedef struct gp_attn_args {
     int max_blocks, n_splits;
     float scale_log2;        /* log2(e) / sqrt(head_dim): scores in log2 units for exp2f */
     int stream_warps;        /* > 0: the streaming kernel with this many persistent warps (n_splits 1) */
+    int kv_evict_first;      /* streaming kernel: K/V copies marked L2 evict_first ($GP_ATTN_KV_EVICT) */
 } gp_attn_args;
 
 /* The tensor-core kernel (decode_attn_mma.cu): whether it serves the shape

@@ -40,6 +40,8 @@
 #define SX_STAGES_MIN 2
 #define SX_STAGES_MAX 4
 #define SX_STAGES_DEFAULT 2
+/* $GP_ATTN_KV_EVICT: 1 marks the K/V copies L2 evict_first */
+#define SX_KV_EVICT_DEFAULT 0
 
 /* Byte offset of 16-byte chunk c (0..15) of row r in a tile. Rows are 256 B,
  * so without the XOR the 8 rows one ldmatrix reads would all hit the same
@@ -56,6 +58,7 @@ struct gp_sx_prod {
     int item, b, kvh; /* item = b * n_kv + kvh: row and KV head */
     int base, len;    /* tile base..base+15 of the item, whose row has len tokens */
     int blk;          /* block of token base + (lane & 15), -1 past the table */
+    uint64_t l2;      /* L2 policy of the K/V copies (gp_l2_policy) */
 };
 
 /* Loads the block of the lane's token of the producer's tile. */
@@ -99,8 +102,8 @@ static __device__ __forceinline__ void gp_sx_issue(const gp_attn_args &a, gp_sx_
              * copies' issue is much of what bounds a warp's rate */
 #pragma unroll
             for (int i = 0; i < 8; i++) {
-                gp_cp_async16(ks + gp_sx_swz(2 * i + hi, chunk), kp, 16);
-                gp_cp_async16(vs + gp_sx_swz(2 * i + hi, chunk), vp, 16);
+                gp_cp_async16_l2(ks + gp_sx_swz(2 * i + hi, chunk), kp, 16, p.l2);
+                gp_cp_async16_l2(vs + gp_sx_swz(2 * i + hi, chunk), vp, 16, p.l2);
                 kp += 2 * slot_stride;
                 vp += 2 * slot_stride;
             }
@@ -109,8 +112,9 @@ static __device__ __forceinline__ void gp_sx_issue(const gp_attn_args &a, gp_sx_
             for (int i = 0; i < 8; i++) {
                 const int row = 2 * i + hi;
                 const bool ok = p.blk >= 0 && p.base + row < p.len;
-                gp_cp_async16(ks + gp_sx_swz(row, chunk), ok ? kp : a.k, ok ? 16 : 0); /* 0: zero-fill, not read */
-                gp_cp_async16(vs + gp_sx_swz(row, chunk), ok ? vp : a.v, ok ? 16 : 0);
+                /* 0 bytes: zero-fill, the source is not read */
+                gp_cp_async16_l2(ks + gp_sx_swz(row, chunk), ok ? kp : a.k, ok ? 16 : 0, p.l2);
+                gp_cp_async16_l2(vs + gp_sx_swz(row, chunk), ok ? vp : a.v, ok ? 16 : 0, p.l2);
                 kp += 2 * slot_stride;
                 vp += 2 * slot_stride;
             }
@@ -129,8 +133,8 @@ static __device__ __forceinline__ void gp_sx_issue(const gp_attn_args &a, gp_sx_
             const int row = 2 * i + hi;
             const long long ro = __shfl_sync(0xffffffffu, off, row);
             const size_t src = ro >= 0 ? (size_t)ro + (size_t)chunk * 8 : 0;
-            gp_cp_async16(ks + gp_sx_swz(row, chunk), a.k + src, ro >= 0 ? 16 : 0);
-            gp_cp_async16(vs + gp_sx_swz(row, chunk), a.v + src, ro >= 0 ? 16 : 0);
+            gp_cp_async16_l2(ks + gp_sx_swz(row, chunk), a.k + src, ro >= 0 ? 16 : 0, p.l2);
+            gp_cp_async16_l2(vs + gp_sx_swz(row, chunk), a.v + src, ro >= 0 ? 16 : 0, p.l2);
         }
     }
     if (p.base == 0) {
@@ -165,6 +169,7 @@ gp_decode_attn_stream_kernel(const gp_attn_args a)
     unsigned char *ring = gp_sx_smem + (size_t)warp * ST * SX_STAGE_BYTES(GT);
 
     gp_sx_prod p;
+    p.l2 = gp_l2_policy(a.kv_evict_first != 0);
     gp_sx_start(a, p, gw, lane);
     int next_len = p.len; /* the consumer's copy: the prologue may move p past a short item */
     /* the ring: one commit group per tile (empty past the last), so that
@@ -376,8 +381,12 @@ gp_status gp_decode_attn_stream_launch(const gp_attn_args *a, cudaStream_t strea
     cudaLaunchAttribute attr[1];
     cudaLaunchConfig_t cfg = gp_attn_launch_config(a, smem, stream, attr);
     cfg.gridDim = dim3((unsigned)((a->stream_warps + SX_NW - 1) / SX_NW));
+    gp_attn_args ka = *a;
+    if ((ka.kv_evict_first = gp_attn_env_int("GP_ATTN_KV_EVICT", 0, 1, SX_KV_EVICT_DEFAULT)) < 0)
+        GP_FAIL(GP_ERR_INVALID_ARG, "GP_ATTN_KV_EVICT = '%s': allowed 0 (K/V copies leave L2 as usual) or 1 "
+                "(marked evict_first)", getenv("GP_ATTN_KV_EVICT"));
     cfg.blockDim = dim3(SX_NW * 32);
-    void *args[] = {(void *)a};
+    void *args[] = {(void *)&ka};
     cudaError_t e = cudaLaunchKernelExC(&cfg, k, args);
     if (e != cudaSuccess)
         return gp_cuda_fail(e, "gp_decode_attn_stream_kernel launch", __FILE__, __LINE__);

@@ -17,6 +17,26 @@ static __device__ __forceinline__ void gp_cp_async16(unsigned dst, const void *s
     asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(dst), "l"(src), "r"(bytes));
 }
 
+/* The same with an L2 cache policy from gp_l2_policy. */
+static __device__ __forceinline__ void gp_cp_async16_l2(unsigned dst, const void *src, int bytes, uint64_t policy)
+{
+    asm volatile("cp.async.cg.shared.global.L2::cache_hint [%0], [%1], 16, %2, %3;\n" ::"r"(dst), "l"(src),
+                 "r"(bytes), "l"(policy));
+}
+
+/* An L2 policy for streamed data: evict_first marks its lines to go before
+ * anyone else's (so data read once does not push out what a co-running
+ * kernel reuses), else evict_normal (the default behaviour). */
+static __device__ __forceinline__ uint64_t gp_l2_policy(bool evict_first)
+{
+    uint64_t p;
+    if (evict_first)
+        asm volatile("createpolicy.fractional.L2::evict_first.b64 %0, 1.0;\n" : "=l"(p));
+    else
+        asm volatile("createpolicy.fractional.L2::evict_normal.b64 %0, 1.0;\n" : "=l"(p));
+    return p;
+}
+
 static __device__ __forceinline__ void gp_ldsm_x4(unsigned addr, uint32_t &r0, uint32_t &r1, uint32_t &r2,
                                                   uint32_t &r3)
 {

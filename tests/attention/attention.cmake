@@ -34,3 +34,10 @@ foreach(t decode_attn attn_steps)
                          ENVIRONMENT "GP_ATTN_STREAM=1;GP_ATTN_STREAM_STAGES=${s}")
   endforeach()
 endforeach()
+# And the streaming kernel's K/V copies with the other L2 policy
+# ($GP_ATTN_KV_EVICT; the tests above run the default).
+foreach(t decode_attn attn_steps)
+  add_test(NAME attn_${t}_stream_evict COMMAND attn_${t})
+  set_tests_properties(attn_${t}_stream_evict PROPERTIES SKIP_RETURN_CODE 77 TIMEOUT 600 LABELS gpu
+                       ENVIRONMENT "GP_ATTN_STREAM=1;GP_ATTN_KV_EVICT=1")
+endforeach()

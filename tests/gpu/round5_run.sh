@@ -1,0 +1,60 @@
+#!/usr/bin/env bash
+# Issue #6, fifth round, on the GPU machine (device tool). Logs in $OUT.
+# Needs .deps (DESIGN.md section 6).
+#   tests    every GPU test, and compute-sanitizer memcheck of the pipeline's
+#            tiny-model cases and of the streaming kernel with each L2 policy
+#   fd S     the case study's large workload (qkvo-f, M = 2, timed GEMMs) on
+#            splits S with the fill and drain on the whole GPU, then on the
+#            partitions (--fill-drain), back to back
+#   evict S  the same rows (fill and drain whole) with the streaming kernel's
+#            K/V copies L2 evict_normal, then evict_first ($GP_ATTN_KV_EVICT)
+#   bench    gp_bench_attn alone on 16, 24 SMs and the whole GPU, both policies
+# Each case-study run is followed by cs_edges.py: where its steps' time goes.
+#   tests/gpu/round5_run.sh [tests] [fd SPLITS] [evict SPLITS] [bench]
+set -uo pipefail
+source "$(dirname "$0")/gpu_env.sh"
+here=$PWD/tests/gpu
+gp_build
+{ nvidia-smi -L; cat .gp-commit; } > "$out/env.txt"
+arg() { local prev= a; for a in "${@:2}"; do [[ $prev == "$1" ]] && echo "$a"; prev=$a; done; }
+cs=$b/case_studies/decode_pipeline_case_study
+C="--repeat 3 --steps 6 --no-progress --workload large --micro-batches 2 --gemm-tune 16 --placement qkvo-f"
+cs_run() { # name, env..., -- case-study flags...
+  local name=$1 e=(); shift
+  while [[ $1 != -- ]]; do e+=("$1"); shift; done; shift
+  env "${e[@]}" timeout 280 $cs $C "$@" --json "$out/cs_$name.json" > "$out/cs_$name.md" 2> "$out/cs_$name.err"
+  echo "cs $name rc=$?"
+  python3 "$here/cs_edges.py" "$out/cs_$name.json"
+}
+if [[ " $* " == *" tests "* ]]; then
+  timeout 420 ctest --test-dir $b -L gpu --output-on-failure -j1 > "$out/ctest_gpu.log" 2>&1
+  grep -E 'tests passed|Failed|\*\*\*' "$out/ctest_gpu.log" | cut -c1-120 | head -30
+  san=$(command -v compute-sanitizer || echo /usr/local/cuda/bin/compute-sanitizer)
+  GP_TEST_FILTER='test_tiny_graphs*' timeout 300 $san --tool memcheck --error-exitcode 9 \
+    $b/tests/pipeline_cuda > "$out/memcheck_pipeline.log" 2>&1
+  echo "memcheck pipeline_cuda (tiny, graphs) rc=$? $(grep -c 'ERROR SUMMARY: [1-9]' "$out/memcheck_pipeline.log")"
+  for ev in 0 1; do
+    GP_ATTN_STREAM=1 GP_ATTN_KV_EVICT=$ev timeout 240 $san --tool memcheck --error-exitcode 9 \
+      $b/tests/attn_decode_attn > "$out/memcheck_stream_evict$ev.log" 2>&1
+    echo "memcheck stream evict=$ev rc=$? $(grep -c 'ERROR SUMMARY: [1-9]' "$out/memcheck_stream_evict$ev.log")"
+  done
+fi
+if [[ " $* " == *" fd "* ]]; then
+  s=$(arg fd "$@")
+  for fd in whole partition; do cs_run "fd_$fd" GP_NONE=1 -- --fill-drain $fd --sm-splits "$s"; done
+fi
+if [[ " $* " == *" evict "* ]]; then
+  s=$(arg evict "$@")
+  for ev in 0 1; do cs_run "evict$ev" GP_ATTN_KV_EVICT=$ev -- --sm-splits "$s"; done
+fi
+if [[ " $* " == *" bench "* ]]; then
+  for g in 16 24 0; do
+    flag=(); [[ $g -gt 0 ]] && flag=(--green $g)
+    for ev in 0 1; do
+      GP_ATTN_KV_EVICT=$ev timeout 120 $b/attention/gp_bench_attn "${flag[@]}" --repeats 10 --case 1024:384 \
+        > "$out/bench_g${g}_evict$ev.log" 2>&1
+      echo "green=$g evict=$ev: $(grep decode_attn "$out/bench_g${g}_evict$ev.log" | awk '{printf "%s %s %sms %sGB/s | ", $2, $3, $5, $7}')"
+    done
+  done
+fi
+cd "$out" && tar czf logs.tgz *.log *.md *.err *.json env.txt 2>/dev/null; rm -f *.log *.err
