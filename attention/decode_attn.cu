@@ -596,6 +596,13 @@ static gp_status gp_attn_stream_plan(const char *fn, int B, const gp_kv_view *kv
     GP_TRY(gp_decode_attn_stream_occupancy(group, &per_sm));
     if (per_sm < 1)
         GP_FAIL(GP_ERR_UNSUPPORTED, "%s: the streaming attention kernel fits no warp on an SM", fn);
+    /* $GP_ATTN_STREAM_WARPS caps the warps per SM: fewer copies in flight,
+     * a smaller share of HBM for a co-running partition */
+    const int cap = gp_attn_env_int("GP_ATTN_STREAM_WARPS", 2, per_sm, per_sm);
+    if (cap < 0 || cap % 2)
+        GP_FAIL(GP_ERR_INVALID_ARG, "%s: GP_ATTN_STREAM_WARPS = '%s': allowed an even number of warps per SM, "
+                "2..%d", fn, getenv("GP_ATTN_STREAM_WARPS"), per_sm);
+    per_sm = cap;
     const int64_t items = (int64_t)B * kv->n_kv_heads, resident = (int64_t)sms * per_sm;
     if (mode == 2 && items < GP_ATTN_STREAM_MIN_ITEMS * resident)
         return GP_OK;

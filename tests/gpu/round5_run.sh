@@ -8,9 +8,12 @@
 #            partitions (--fill-drain), back to back
 #   evict S  the same rows (fill and drain whole) with the streaming kernel's
 #            K/V copies L2 evict_normal, then evict_first ($GP_ATTN_KV_EVICT)
+#   warps S  the same rows (evict_first) with the streaming kernel capped at
+#            $WARPS warps per SM (default "12 8 6 4"; $GP_ATTN_STREAM_WARPS),
+#            and gp_bench_attn alone on 32 SMs at each cap
 #   bench    gp_bench_attn alone on 16, 24 SMs and the whole GPU, both policies
 # Each case-study run is followed by cs_edges.py: where its steps' time goes.
-#   tests/gpu/round5_run.sh [tests] [fd SPLITS] [evict SPLITS] [bench]
+#   tests/gpu/round5_run.sh [tests] [fd SPLITS] [evict SPLITS] [warps SPLITS] [bench]
 set -uo pipefail
 source "$(dirname "$0")/gpu_env.sh"
 here=$PWD/tests/gpu
@@ -46,6 +49,15 @@ fi
 if [[ " $* " == *" evict "* ]]; then
   s=$(arg evict "$@")
   for ev in 0 1; do cs_run "evict$ev" GP_ATTN_KV_EVICT=$ev -- --sm-splits "$s"; done
+fi
+if [[ " $* " == *" warps "* ]]; then
+  s=$(arg warps "$@")
+  for w in ${WARPS:-12 8 6 4}; do
+    GP_ATTN_STREAM_WARPS=$w timeout 60 $b/attention/gp_bench_attn --green 32 --repeats 10 --case 1024:384 \
+      > "$out/bench_g32_warps$w.log" 2>&1
+    echo "alone, 32 SMs, $w warps/SM: $(grep decode_attn "$out/bench_g32_warps$w.log" | awk '{printf "%sms %sGB/s", $5, $7}')"
+    cs_run "warps$w" GP_ATTN_KV_EVICT=1 GP_ATTN_STREAM_WARPS=$w -- --sm-splits "$s"
+  done
 fi
 if [[ " $* " == *" bench "* ]]; then
   for g in 16 24 0; do
