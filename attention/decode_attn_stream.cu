@@ -40,8 +40,11 @@
 #define SX_STAGES_MIN 2
 #define SX_STAGES_MAX 4
 #define SX_STAGES_DEFAULT 2
-/* $GP_ATTN_KV_EVICT: 1 marks the K/V copies L2 evict_first */
-#define SX_KV_EVICT_DEFAULT 0
+/* $GP_ATTN_KV_EVICT: 1 marks the K/V copies L2 evict_first. K/V is read
+ * once; its lines otherwise displace what the co-running GEMMs reuse
+ * (activations, weight tiles): 2-3% per step on the large workload at
+ * 24:108 (PERFORMANCE.md, issue #6 fifth round). */
+#define SX_KV_EVICT_DEFAULT 1
 
 /* Byte offset of 16-byte chunk c (0..15) of row r in a tile. Rows are 256 B,
  * so without the XOR the 8 rows one ldmatrix reads would all hit the same

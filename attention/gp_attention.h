@@ -153,7 +153,10 @@ gp_status gp_decode_attn_workspace_max(int max_B, int n_heads, int n_kv_heads, i
  * resident warp on sm_count SMs at least two (row, KV head) items runs on
  * the streaming kernel (head_dim 128, groups <= 8; $GP_ATTN_STREAM = 0 / 1
  * turns it off / on for every unsplit call it serves, any other value is
- * refused; $GP_ATTN_STREAM_STAGES = 2..4, its ring depth). lens must be in [1, max_blocks*block_size]
+ * refused; $GP_ATTN_STREAM_STAGES = 2..4, its ring depth; $GP_ATTN_KV_EVICT
+ * = 1 (default) / 0, its K/V copies marked L2 evict_first or not;
+ * $GP_ATTN_STREAM_WARPS = an even 2..the resident maximum, a cap on its warps
+ * per SM). lens must be in [1, max_blocks*block_size]
  * and the table entries they reach valid block ids: the host path
  * guarantees it; the kernel clamps lens to that range and gives a row of
  * length 0 a zero output. Asynchronous, capturable, no allocation. */

@@ -34,10 +34,14 @@ foreach(t decode_attn attn_steps)
                          ENVIRONMENT "GP_ATTN_STREAM=1;GP_ATTN_STREAM_STAGES=${s}")
   endforeach()
 endforeach()
-# And the streaming kernel's K/V copies with the other L2 policy
-# ($GP_ATTN_KV_EVICT; the tests above run the default).
+# And the streaming kernel's K/V copies without the default evict_first
+# L2 policy ($GP_ATTN_KV_EVICT=0), and with its warps capped at 2 per SM
+# ($GP_ATTN_STREAM_WARPS: a smaller grid, more items per warp).
 foreach(t decode_attn attn_steps)
-  add_test(NAME attn_${t}_stream_evict COMMAND attn_${t})
-  set_tests_properties(attn_${t}_stream_evict PROPERTIES SKIP_RETURN_CODE 77 TIMEOUT 600 LABELS gpu
-                       ENVIRONMENT "GP_ATTN_STREAM=1;GP_ATTN_KV_EVICT=1")
+  add_test(NAME attn_${t}_stream_evict0 COMMAND attn_${t})
+  set_tests_properties(attn_${t}_stream_evict0 PROPERTIES SKIP_RETURN_CODE 77 TIMEOUT 600 LABELS gpu
+                       ENVIRONMENT "GP_ATTN_STREAM=1;GP_ATTN_KV_EVICT=0")
+  add_test(NAME attn_${t}_stream_warps2 COMMAND attn_${t})
+  set_tests_properties(attn_${t}_stream_warps2 PROPERTIES SKIP_RETURN_CODE 77 TIMEOUT 600 LABELS gpu
+                       ENVIRONMENT "GP_ATTN_STREAM=1;GP_ATTN_STREAM_WARPS=2")
 endforeach()

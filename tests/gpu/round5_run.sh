@@ -1,8 +1,7 @@
 #!/usr/bin/env bash
 # Issue #6, fifth round, on the GPU machine (device tool). Logs in $OUT.
 # Needs .deps (DESIGN.md section 6).
-#   tests    every GPU test, and compute-sanitizer memcheck of the pipeline's
-#            tiny-model cases and of the streaming kernel with each L2 policy
+#   tests    every GPU test (compute-sanitizer: sanitize_run.sh)
 #   fd S     the case study's large workload (qkvo-f, M = 2, timed GEMMs) on
 #            splits S with the fill and drain on the whole GPU, then on the
 #            partitions (--fill-drain), back to back
@@ -12,8 +11,11 @@
 #            $WARPS warps per SM (default "12 8 6 4"; $GP_ATTN_STREAM_WARPS),
 #            and gp_bench_attn alone on 32 SMs at each cap
 #   bench    gp_bench_attn alone on 16, 24 SMs and the whole GPU, both policies
+#   mixed    the large, small and five mixed workloads, both placements,
+#            splits 16-56, timed GEMMs, --autotune; then --sm-splits seq
+#            --tuning with that profile (the rule's own rows)
 # Each case-study run is followed by cs_edges.py: where its steps' time goes.
-#   tests/gpu/round5_run.sh [tests] [fd SPLITS] [evict SPLITS] [warps SPLITS] [bench]
+#   tests/gpu/round5_run.sh [tests] [fd SPLITS] [evict SPLITS] [warps SPLITS] [bench] [mixed]
 set -uo pipefail
 source "$(dirname "$0")/gpu_env.sh"
 here=$PWD/tests/gpu
@@ -32,19 +34,10 @@ cs_run() { # name, env..., -- case-study flags...
 if [[ " $* " == *" tests "* ]]; then
   timeout 420 ctest --test-dir $b -L gpu --output-on-failure -j1 > "$out/ctest_gpu.log" 2>&1
   grep -E 'tests passed|Failed|\*\*\*' "$out/ctest_gpu.log" | cut -c1-120 | head -30
-  san=$(command -v compute-sanitizer || echo /usr/local/cuda/bin/compute-sanitizer)
-  GP_TEST_FILTER='test_tiny_graphs*' timeout 300 $san --tool memcheck --error-exitcode 9 \
-    $b/tests/pipeline_cuda > "$out/memcheck_pipeline.log" 2>&1
-  echo "memcheck pipeline_cuda (tiny, graphs) rc=$? $(grep -c 'ERROR SUMMARY: [1-9]' "$out/memcheck_pipeline.log")"
-  for ev in 0 1; do
-    GP_ATTN_STREAM=1 GP_ATTN_KV_EVICT=$ev timeout 240 $san --tool memcheck --error-exitcode 9 \
-      $b/tests/attn_decode_attn > "$out/memcheck_stream_evict$ev.log" 2>&1
-    echo "memcheck stream evict=$ev rc=$? $(grep -c 'ERROR SUMMARY: [1-9]' "$out/memcheck_stream_evict$ev.log")"
-  done
 fi
 if [[ " $* " == *" fd "* ]]; then
   s=$(arg fd "$@")
-  for fd in whole partition; do cs_run "fd_$fd" GP_NONE=1 -- --fill-drain $fd --sm-splits "$s"; done
+  for fd in whole partition; do cs_run "fd_$fd" -- --fill-drain $fd --sm-splits "$s"; done
 fi
 if [[ " $* " == *" evict "* ]]; then
   s=$(arg evict "$@")
@@ -68,5 +61,16 @@ if [[ " $* " == *" bench "* ]]; then
       echo "green=$g evict=$ev: $(grep decode_attn "$out/bench_g${g}_evict$ev.log" | awk '{printf "%s %s %sms %sGB/s | ", $2, $3, $5, $7}')"
     done
   done
+fi
+if [[ " $* " == *" mixed "* ]]; then
+  W=large,small,256:1024,512:512,768:512,1024:256,2048:128
+  M="--repeat 3 --steps 6 --no-progress --micro-batches 2 --gemm-tune 16 --workload $W"
+  timeout 500 $cs $M --placement qkvo-a,qkvo-f --sm-splits 16,24,32,40,48,56 --autotune \
+    --tuning-out "$out/tuning.json" --json "$out/cs_mixed.json" > "$out/cs_mixed.md" 2> "$out/cs_mixed.err"
+  echo "mixed rc=$?"
+  python3 "$here/cs_edges.py" "$out/cs_mixed.json" | grep -E 'json|seq|M=2' | head -100
+  timeout 200 $cs $M --sm-splits seq --tuning "$out/tuning.json" --json "$out/cs_rule.json" \
+    > "$out/cs_rule.md" 2> "$out/cs_rule.err"
+  echo "rule rc=$?"; grep -E '^\| |Tuning rule' "$out/cs_rule.md" | cut -c1-200
 fi
 cd "$out" && tar czf logs.tgz *.log *.md *.err *.json env.txt 2>/dev/null; rm -f *.log *.err
