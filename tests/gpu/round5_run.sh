@@ -65,11 +65,11 @@ fi
 if [[ " $* " == *" mixed "* ]]; then
   W=large,small,256:1024,512:512,768:512,1024:256,2048:128
   M="--repeat 3 --steps 6 --no-progress --micro-batches 2 --gemm-tune 16 --workload $W"
-  timeout 500 $cs $M --placement qkvo-a,qkvo-f --sm-splits 16,24,32,40,48,56 --autotune \
+  timeout 480 $cs $M --placement qkvo-a,qkvo-f --sm-splits 16,24,32,40,48,56 --autotune \
     --tuning-out "$out/tuning.json" --json "$out/cs_mixed.json" > "$out/cs_mixed.md" 2> "$out/cs_mixed.err"
   echo "mixed rc=$?"
   python3 "$here/cs_edges.py" "$out/cs_mixed.json" | grep -E 'json|seq|M=2' | head -100
-  timeout 200 $cs $M --sm-splits seq --tuning "$out/tuning.json" --json "$out/cs_rule.json" \
+  timeout 80 $cs $M --sm-splits seq --tuning "$out/tuning.json" --json "$out/cs_rule.json" \
     > "$out/cs_rule.md" 2> "$out/cs_rule.err"
   echo "rule rc=$?"; grep -E '^\| |Tuning rule' "$out/cs_rule.md" | cut -c1-200
 fi

@@ -3,7 +3,8 @@
 # racecheck, synccheck and initcheck, the four tools in parallel, each test
 # under a time limit. engine_oom and engine_device_fault are left out: they
 # provoke allocation failures and a trap on purpose. pipeline_cuda runs its
-# tiny-model cases only (GP_TEST_FILTER), the 1B case exceeds the limit.
+# tiny-model cases only (GP_TEST_FILTER; $GP_PIPELINE_FILTER narrows them),
+# the 1B case exceeds the limit.
 # Needs .deps (DESIGN.md section 6); summary on stdout, logs in $OUT.
 set -uo pipefail
 source "$(dirname "$0")/gpu_env.sh"
@@ -17,7 +18,7 @@ run_tool() {
   local tool=$1 t envs cmd
   while IFS=$'\t' read -r t envs cmd; do
     [[ $envs == - ]] && envs=
-    [[ $t == pipeline_cuda ]] && envs+=" GP_TEST_FILTER='test_tiny_graphs*'"
+    [[ $t == pipeline_cuda ]] && envs+=" GP_TEST_FILTER='${GP_PIPELINE_FILTER:-test_tiny_graphs*}'"
     echo "=== $tool $t" >> "$out/san_$tool.log"
     local s=$SECONDS
     eval "env $envs timeout $limit compute-sanitizer --tool $tool --error-exitcode 99 $cmd" \
