@@ -289,3 +289,14 @@ gp_status gp_cs_tuning_pick(const gp_cs_tuning *t, const gp_config *cfg, const g
     }
     return GP_OK;
 }
+
+gp_status gp_cs_tuning_choose(const gp_cs_tuning *t, const gp_config *cfg, const gp_sm_info *info, int B, int C,
+                              gp_cs_choice *out, bool *measured)
+{
+    gp_cs_choice rule, best;
+    if (!out || !measured)
+        GP_FAIL(GP_ERR_INVALID_ARG, "tuning choice: both outputs must be non-NULL");
+    GP_TRY(gp_cs_tuning_pick(t, cfg, info, B, C, &rule, &best, measured));
+    *out = *measured ? best : rule;
+    return GP_OK;
+}

@@ -187,8 +187,10 @@ static gp_status make_pool(const gp_sm_info *info, const gp_split_plan *plans, i
     return st;
 }
 
-/* With --tuning: the rule's configuration for w, run as an extra row tagged
- * "rule" when it is not seq, and a note naming it beside the best measured. */
+/* With --tuning: the profile's configuration for w (gp_cs_tuning_choose: the
+ * best measured for a workload the profile holds, else the rule's), run as an
+ * extra row tagged "tuned" or "rule" when it is not seq, and a note naming
+ * the rule's choice beside the best measured. */
 static gp_status run_rule_row(cs_env *env, const gp_cs_tuning *t, const gp_cs_workload *w, cs_workload_run *wr,
                               gp_cs_row *r, bool *made, gp_cs_meta *meta)
 {
@@ -207,28 +209,32 @@ static gp_status run_rule_row(cs_env *env, const gp_cs_tuning *t, const gp_cs_wo
     else if (found)
         snprintf(best_txt, sizeof best_txt, "best measured: A=%d M=%d depth %u %s (%.3f ms)", best.attn_sms,
                  best.M, best.depth, gp_placement_name(best.placement), best.ms);
+    const gp_cs_choice *use = found ? &best : &rule; /* gp_cs_tuning_choose */
+    const char *row = found ? "tuned" : "rule";
     if (rule.seq)
-        snprintf(text, sizeof text, "Tuning rule for %s: seq; %s.", w->label, best_txt);
+        snprintf(text, sizeof text, "Tuning rule for %s: seq; %s%s.", w->label, best_txt,
+                 found && !best.seq ? " (row tagged tuned)" : "");
     else
-        snprintf(text, sizeof text, "Tuning rule for %s: A=%d M=%d depth %u %s (row tagged rule); %s.", w->label,
-                 rule.attn_sms, rule.M, rule.depth, gp_placement_name(rule.placement), best_txt);
+        snprintf(text, sizeof text, "Tuning rule for %s: A=%d M=%d depth %u %s; %s (%s).", w->label,
+                 rule.attn_sms, rule.M, rule.depth, gp_placement_name(rule.placement), best_txt,
+                 use->seq ? "followed: the seq row" : found ? "followed: row tagged tuned" : "followed: row tagged rule");
     add_note(meta, text);
-    int pair = rule.seq ? -1 : gp_green_pool_find(env->pool, rule.attn_sms);
-    if (rule.seq || !wr)
+    int pair = use->seq ? -1 : gp_green_pool_find(env->pool, use->attn_sms);
+    if (use->seq || !wr)
         return GP_OK;
     *made = true;
     snprintf(r->workload, sizeof r->workload, "%s", w->label);
-    snprintf(r->tag, sizeof r->tag, "rule");
+    snprintf(r->tag, sizeof r->tag, "%s", row);
     r->B = w->B;
     r->C = w->C;
-    r->placement = rule.placement;
+    r->placement = use->placement;
     if (pair < 0) {
         r->ok = false;
-        r->M = rule.M;
-        snprintf(r->error, sizeof r->error, "the rule's split A=%d is not in this run's pool", rule.attn_sms);
+        r->M = use->M;
+        snprintf(r->error, sizeof r->error, "the %s split A=%d is not in this run's pool", row, use->attn_sms);
         return GP_ERR_NOT_FOUND;
     }
-    return cs_run_pipelined(wr, pair, rule.M, rule.depth ? rule.depth : 4, r);
+    return cs_run_pipelined(wr, pair, use->M, use->depth ? use->depth : 4, r);
 }
 
 /* The CUDA side of the sweep (gp_cs_runner): one workload open at a time. */
@@ -327,20 +333,20 @@ int main(int argc, char **argv)
         fprintf(stderr, PROG ": --tuning %s: %s\n", o.tuning, gp_last_error());
         return 2;
     }
-    /* the rule's splits join the pool so their rows can run (only those rows) */
+    /* the profile's splits join the pool so their rows can run (only those rows) */
     static bool rule_only[GP_CS_MAX_SPLITS + 1];
     for (int wi = 0; tuning && wi < o.n_workloads; wi++) {
-        gp_cs_choice rule, best;
-        bool found;
+        gp_cs_choice use;
+        bool measured;
         gp_split_plan pl;
-        if (gp_cs_tuning_pick(tuning, &env.cfg, &env.info, o.workloads[wi].B, o.workloads[wi].C, &rule, &best,
-                              &found) != GP_OK || rule.seq)
+        if (gp_cs_tuning_choose(tuning, &env.cfg, &env.info, o.workloads[wi].B, o.workloads[wi].C, &use,
+                                &measured) != GP_OK || use.seq)
             continue;
         bool have = false;
         for (int i = 0; i < n_plans; i++)
-            have = have || plans[i].attn_sms == rule.attn_sms;
+            have = have || plans[i].attn_sms == use.attn_sms;
         if (!have && n_plans <= GP_CS_MAX_SPLITS &&
-            gp_split_plan_make(&env.info, (gp_split_req){rule.attn_sms, GP_SPLIT_REST}, GP_SPLIT_SIDE_F, &pl) == GP_OK)
+            gp_split_plan_make(&env.info, (gp_split_req){use.attn_sms, GP_SPLIT_REST}, GP_SPLIT_SIDE_F, &pl) == GP_OK)
             rule_only[n_plans] = true, plans[n_plans++] = pl;
     }
     int n_pairs = 0;

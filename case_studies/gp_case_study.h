@@ -55,7 +55,7 @@ typedef struct gp_cs_options {
     int warmup_steps;            /* steps run untimed first (default 3) */
     int repeat;                  /* --repeat: repeats per configuration */
     gp_rebalance_policy rebalance; /* --rebalance off|ratio|model */
-    char tuning[GP_CS_PATH];     /* --tuning FILE: start from its rule */
+    char tuning[GP_CS_PATH];     /* --tuning FILE: follow its choice (gp_cs_tuning_choose) */
     bool autotune;               /* --autotune: sweep and write the profile to --tuning-out */
     char tuning_out[GP_CS_PATH]; /* --tuning-out FILE (default tuning.json) */
     uint64_t seed;               /* --seed */
@@ -112,7 +112,7 @@ typedef struct gp_cs_row {
     unsigned depth;
     gp_placement placement;      /* QKV/O with attention (qkvo-a) or with the FFN (qkvo-f) */
     gp_rebalance_policy rebalance;
-    char tag[32];                /* "rule" when --tuning's rule chose this row, else "" */
+    char tag[32];                /* "tuned" or "rule": --tuning chose this row (measured, cold-start rule) */
     /* outcome */
     bool ok;
     char error[512];             /* why the configuration failed */
@@ -193,6 +193,12 @@ void gp_cs_tuning_free(gp_cs_tuning *t);
  * profile has one (best_found false otherwise). */
 gp_status gp_cs_tuning_pick(const gp_cs_tuning *t, const gp_config *cfg, const gp_sm_info *info, int B, int C,
                             gp_cs_choice *rule, gp_cs_choice *best, bool *best_found);
+/* The profile's choice for (B, C): the best measured configuration when the
+ * profile measured exactly this workload (measured true), since a
+ * measurement outranks the rule's generalisation (the rule may misclassify
+ * a workload it was fitted to); else the rule's. */
+gp_status gp_cs_tuning_choose(const gp_cs_tuning *t, const gp_config *cfg, const gp_sm_info *info, int B, int C,
+                              gp_cs_choice *out, bool *measured);
 
 /* ------------------------------------------------------------ device memory */
 

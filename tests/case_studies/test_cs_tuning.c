@@ -1,6 +1,7 @@
 /* The tuning profile: written rows read back, the best measured configuration
  * per workload, a cold-start rule consistent with the data (splits where they
- * won, seq where they lost), seq everywhere when no split wins, and errors
+ * won, seq where they lost), the measurement chosen over the rule for a
+ * workload the profile holds, seq everywhere when no split wins, and errors
  * naming the file and the field for missing, corrupt or incomplete
  * profiles. */
 #include <setjmp.h>
@@ -249,6 +250,42 @@ static void test_seq_wins(void **state)
     gp_cs_tuning_free(t);
 }
 
+/* The issue-6 pattern: the split wins on large (1024:384) but loses on
+ * 1024:256, whose model headroom is higher, so no threshold separates them
+ * and the cold-start rule splits 1024:256 too. The profile's choice for a
+ * workload it measured is the measurement (seq there); the rule still
+ * serves workloads it did not measure. */
+static void test_choose_measured_over_rule(void **state)
+{
+    gp_cs_row rows[8];
+    int n = 0;
+    rows[n++] = row("large", 1024, 384, 0, 1, 4, 40.6);
+    rows[n++] = row("large", 1024, 384, 24, 2, 4, 39.3);
+    rows[n++] = row("1024:256", 1024, 256, 0, 1, 4, 35.3);
+    rows[n++] = row("1024:256", 1024, 256, 24, 2, 4, 37.4);
+    gp_cs_meta m = meta();
+    char path[300];
+    path_of(path, sizeof path, "choose.json");
+    CHECK_OK(gp_cs_tuning_write(path, &m, &g_cfg, rows, n));
+    gp_cs_tuning *t;
+    CHECK_OK(gp_cs_tuning_read(path, &t));
+    gp_cs_choice rule, best, use;
+    bool found, measured;
+    CHECK_OK(gp_cs_tuning_pick(t, &g_cfg, &H100, 1024, 256, &rule, &best, &found));
+    assert_false(rule.seq); /* the rule misclassifies it */
+    assert_true(found && best.seq);
+    CHECK_OK(gp_cs_tuning_choose(t, &g_cfg, &H100, 1024, 256, &use, &measured));
+    assert_true(measured && use.seq);
+    CHECK_OK(gp_cs_tuning_choose(t, &g_cfg, &H100, 1024, 384, &use, &measured));
+    assert_true(measured && !use.seq && use.attn_sms == 24 && use.M == 2);
+    CHECK_OK(gp_cs_tuning_pick(t, &g_cfg, &H100, 2048, 512, &rule, &best, &found));
+    CHECK_OK(gp_cs_tuning_choose(t, &g_cfg, &H100, 2048, 512, &use, &measured));
+    assert_false(measured || found);
+    assert_true(use.seq == rule.seq && use.attn_sms == rule.attn_sms && use.M == rule.M);
+    assert_int_equal(gp_cs_tuning_choose(t, &g_cfg, &H100, 2048, 512, NULL, &measured), GP_ERR_INVALID_ARG);
+    gp_cs_tuning_free(t);
+}
+
 /* A workload without a seq row: its best split is kept but says nothing about
  * whether splits pay; a workload where nothing ran has no best. */
 static void test_partial(void **state)
@@ -346,6 +383,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_round_trip),
         cmocka_unit_test(test_seq_wins),
+        cmocka_unit_test(test_choose_measured_over_rule),
         cmocka_unit_test(test_partial),
         cmocka_unit_test(test_errors),
     };

@@ -13,9 +13,10 @@
 #   bench    gp_bench_attn alone on 16, 24 SMs and the whole GPU, both policies
 #   mixed    the large, small and five mixed workloads, both placements,
 #            splits 16-56, timed GEMMs, --autotune; then --sm-splits seq
-#            --tuning with that profile (the rule's own rows)
+#            --tuning with that profile (the rows it chooses)
+#   rule F   only that second run, with profile F
 # Each case-study run is followed by cs_edges.py: where its steps' time goes.
-#   tests/gpu/round5_run.sh [tests] [fd SPLITS] [evict SPLITS] [warps SPLITS] [bench] [mixed]
+#   tests/gpu/round5_run.sh [tests] [fd SPLITS] [evict SPLITS] [warps SPLITS] [bench] [mixed] [rule FILE]
 set -uo pipefail
 source "$(dirname "$0")/gpu_env.sh"
 here=$PWD/tests/gpu
@@ -62,15 +63,18 @@ if [[ " $* " == *" bench "* ]]; then
     done
   done
 fi
+W=large,small,256:1024,512:512,768:512,1024:256,2048:128
+M="--repeat 3 --steps 6 --no-progress --micro-batches 2 --gemm-tune 16 --workload $W"
+follow() { # profile: seq and the rows the profile chooses, every workload
+  timeout 120 $cs $M --sm-splits seq --tuning "$1" --json "$out/cs_rule.json" > "$out/cs_rule.md" 2> "$out/cs_rule.err"
+  echo "rule rc=$?"; grep -E '^\| |Tuning rule' "$out/cs_rule.md" | cut -c1-200
+}
 if [[ " $* " == *" mixed "* ]]; then
-  W=large,small,256:1024,512:512,768:512,1024:256,2048:128
-  M="--repeat 3 --steps 6 --no-progress --micro-batches 2 --gemm-tune 16 --workload $W"
   timeout 480 $cs $M --placement qkvo-a,qkvo-f --sm-splits 16,24,32,40,48,56 --autotune \
     --tuning-out "$out/tuning.json" --json "$out/cs_mixed.json" > "$out/cs_mixed.md" 2> "$out/cs_mixed.err"
   echo "mixed rc=$?"
   python3 "$here/cs_edges.py" "$out/cs_mixed.json" | grep -E 'json|seq|M=2' | head -100
-  timeout 80 $cs $M --sm-splits seq --tuning "$out/tuning.json" --json "$out/cs_rule.json" \
-    > "$out/cs_rule.md" 2> "$out/cs_rule.err"
-  echo "rule rc=$?"; grep -E '^\| |Tuning rule' "$out/cs_rule.md" | cut -c1-200
+  follow "$out/tuning.json"
 fi
+if [[ " $* " == *" rule "* ]]; then follow "$(arg rule "$@")"; fi
 cd "$out" && tar czf logs.tgz *.log *.md *.err *.json env.txt 2>/dev/null; rm -f *.log *.err
