@@ -28,7 +28,9 @@
  * SM on 16 and 24 SMs (the split kernel: 52), 2.9-3.0 TB/s on the whole GPU.
  * A warp's rate follows the instructions it issues per tile, not the bytes
  * it has in flight: deeper rings (fewer warps) were slower, and each cut in
- * the copy path's instructions paid (PERFORMANCE.md, issue #6 fourth round). */
+ * the copy path's instructions paid (PERFORMANCE.md, issue #6 fourth round).
+ * Co-running with the FFN GEMMs, its K/V copies go L2 evict_first (fifth
+ * round). */
 
 #define SX_HD 128
 #define SX_TILE 16                         /* tokens per tile: the mma's 16 rows */
@@ -381,13 +383,13 @@ gp_status gp_decode_attn_stream_launch(const gp_attn_args *a, cudaStream_t strea
     const void *k;
     int smem, stages;
     GP_TRY(gp_sx_kernel_for(a->group, &k, &smem, &stages));
-    cudaLaunchAttribute attr[1];
-    cudaLaunchConfig_t cfg = gp_attn_launch_config(a, smem, stream, attr);
-    cfg.gridDim = dim3((unsigned)((a->stream_warps + SX_NW - 1) / SX_NW));
     gp_attn_args ka = *a;
     if ((ka.kv_evict_first = gp_attn_env_int("GP_ATTN_KV_EVICT", 0, 1, SX_KV_EVICT_DEFAULT)) < 0)
         GP_FAIL(GP_ERR_INVALID_ARG, "GP_ATTN_KV_EVICT = '%s': allowed 0 (K/V copies leave L2 as usual) or 1 "
                 "(marked evict_first)", getenv("GP_ATTN_KV_EVICT"));
+    cudaLaunchAttribute attr[1];
+    cudaLaunchConfig_t cfg = gp_attn_launch_config(a, smem, stream, attr);
+    cfg.gridDim = dim3((unsigned)((a->stream_warps + SX_NW - 1) / SX_NW));
     cfg.blockDim = dim3(SX_NW * 32);
     void *args[] = {(void *)&ka};
     cudaError_t e = cudaLaunchKernelExC(&cfg, k, args);
