@@ -41,4 +41,15 @@ void gt_report_add(gt_report *r, const char *fmt, ...)
 /* Seconds on the monotonic clock. */
 double gt_now_s(void);
 
+/* In a child function (its report is r): a failed check adds the condition
+ * and the formatted message to the report and returns verdict 1. */
+#define GT_CK(cond, ...)                                                                         \
+    do {                                                                                         \
+        if (!(cond)) {                                                                           \
+            gt_report_add(r, "%s:%d: check failed: %s", __FILE__, __LINE__, #cond);              \
+            gt_report_add(r, __VA_ARGS__);                                                       \
+            return 1;                                                                            \
+        }                                                                                        \
+    } while (0)
+
 #endif

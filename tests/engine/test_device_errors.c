@@ -19,16 +19,6 @@
 #include "gp_device.h"
 #include "green_impl.h"
 
-/* In a child: a failed check adds a line and makes the verdict 1. */
-#define CK(cond, ...)                                                                            \
-    do {                                                                                         \
-        if (!(cond)) {                                                                           \
-            gt_report_add(r, "%s:%d: check failed: %s", __FILE__, __LINE__, #cond);              \
-            gt_report_add(r, __VA_ARGS__);                                                       \
-            return 1;                                                                            \
-        }                                                                                        \
-    } while (0)
-
 static void run_case(gt_child_fn fn, const char *const *env, const char *name)
 {
     gt_child c;
@@ -49,13 +39,13 @@ static int case_sticky_codes(void *arg, gt_report *r)
 {
     static const int sticky[] = {226, 700, 702, 710, 714, 715, 716, 717, 718, 719, 721, 810, 911};
     for (size_t i = 0; i < sizeof sticky / sizeof sticky[0]; i++)
-        CK(gp_cuda_code_is_sticky(sticky[i]), "code %d", sticky[i]);
+        GT_CK(gp_cuda_code_is_sticky(sticky[i]), "code %d", sticky[i]);
     static const int plain[] = {0, 1, 2, 100, 201, 209, 214, 701, 709, 720, 801, 999};
     for (size_t i = 0; i < sizeof plain / sizeof plain[0]; i++)
-        CK(!gp_cuda_code_is_sticky(plain[i]), "code %d", plain[i]);
-    CK(gp_cuda_code_is_sticky(cudaErrorIllegalAddress) && gp_cuda_code_is_sticky(CUDA_ERROR_LAUNCH_FAILED)
-           && gp_cuda_code_is_sticky(cudaErrorAssert) && gp_cuda_code_is_sticky(CUDA_ERROR_ASSERT),
-       "runtime and driver names");
+        GT_CK(!gp_cuda_code_is_sticky(plain[i]), "code %d", plain[i]);
+    GT_CK(gp_cuda_code_is_sticky(cudaErrorIllegalAddress) && gp_cuda_code_is_sticky(CUDA_ERROR_LAUNCH_FAILED)
+              && gp_cuda_code_is_sticky(cudaErrorAssert) && gp_cuda_code_is_sticky(CUDA_ERROR_ASSERT),
+          "runtime and driver names");
     return 0;
 }
 
@@ -64,29 +54,29 @@ static int case_sticky_codes(void *arg, gt_report *r)
 static int case_plain_errors(void *arg, gt_report *r)
 {
     gp_status s = gp_cuda_fail(cudaErrorMemoryAllocation, "cudaMalloc(x)", "f.c", 1);
-    CK(s == GP_ERR_DEVICE_MEMORY, "status %s", gp_status_str(s));
-    CK(strstr(gp_last_error(), "free"), "message '%s' lacks the free memory", gp_last_error());
+    GT_CK(s == GP_ERR_DEVICE_MEMORY, "status %s", gp_status_str(s));
+    GT_CK(strstr(gp_last_error(), "free"), "message '%s' lacks the free memory", gp_last_error());
     gt_report_add(r, "out of memory: %s", gp_last_error());
     s = gp_cuda_fail(cudaErrorInvalidValue, "cudaMemcpy(x)", "f.c", 2);
-    CK(s == GP_ERR_CUDA, "status %s", gp_status_str(s));
+    GT_CK(s == GP_ERR_CUDA, "status %s", gp_status_str(s));
     s = gp_check_cublas_fail(CUBLAS_STATUS_ALLOC_FAILED, "cublasLtCreate", "f.c", 3);
-    CK(s == GP_ERR_DEVICE_MEMORY && strstr(gp_last_error(), "free"), "%s: %s", gp_status_str(s),
-       gp_last_error());
+    GT_CK(s == GP_ERR_DEVICE_MEMORY && strstr(gp_last_error(), "free"), "%s: %s", gp_status_str(s),
+          gp_last_error());
     /* no context here, so nothing sticky to find behind EXECUTION_FAILED */
     s = gp_check_cublas_fail(CUBLAS_STATUS_EXECUTION_FAILED, "cublasLtMatmul", "f.c", 4);
-    CK(s == GP_ERR_CUDA || s == GP_ERR_DEVICE_FAULT, "status %s", gp_status_str(s));
-    CK(s == GP_ERR_DEVICE_FAULT || !gp_device_faulted(), "flag set without a fault");
+    GT_CK(s == GP_ERR_CUDA || s == GP_ERR_DEVICE_FAULT, "status %s", gp_status_str(s));
+    GT_CK(s == GP_ERR_DEVICE_FAULT || !gp_device_faulted(), "flag set without a fault");
     gp_green_driver d;
     memset(&d, 0, sizeof d);
     s = gp_green_cu_fail(&d, CUDA_ERROR_OUT_OF_MEMORY, "cuGreenCtxCreate (A of split 8:124)", "f.c", 5);
-    CK(s == GP_ERR_DEVICE_MEMORY && strstr(gp_last_error(), "free"), "%s: %s", gp_status_str(s),
-       gp_last_error());
+    GT_CK(s == GP_ERR_DEVICE_MEMORY && strstr(gp_last_error(), "free"), "%s: %s", gp_status_str(s),
+          gp_last_error());
     s = gp_green_cu_fail(&d, CUDA_ERROR_NOT_SUPPORTED, "cuGreenCtxCreate", "f.c", 6);
-    CK(s == GP_ERR_UNSUPPORTED, "status %s", gp_status_str(s));
+    GT_CK(s == GP_ERR_UNSUPPORTED, "status %s", gp_status_str(s));
     s = gp_green_rt_fail(cudaErrorMemoryAllocation, "cudaStreamCreateWithFlags", "f.c", 7);
-    CK(s == GP_ERR_DEVICE_MEMORY, "status %s", gp_status_str(s));
-    CK(!gp_device_faulted(), "no sticky error was reported, yet the flag is set");
-    CK(gp_device_step_gate(NULL) == GP_OK, "the gate refused without a fault: %s", gp_last_error());
+    GT_CK(s == GP_ERR_DEVICE_MEMORY, "status %s", gp_status_str(s));
+    GT_CK(!gp_device_faulted(), "no sticky error was reported, yet the flag is set");
+    GT_CK(gp_device_step_gate(NULL) == GP_OK, "the gate refused without a fault: %s", gp_last_error());
     return 0;
 }
 
@@ -95,37 +85,37 @@ static int case_plain_errors(void *arg, gt_report *r)
 static int case_sticky_runtime(void *arg, gt_report *r)
 {
     gp_status s = gp_cuda_fail(cudaErrorIllegalAddress, "cudaEventSynchronize(done)", "f.c", 1);
-    CK(s == GP_ERR_DEVICE_FAULT, "status %s", gp_status_str(s));
-    CK(strstr(gp_last_error(), "unusable") && strstr(gp_last_error(), "must exit"), "message '%s'",
-       gp_last_error());
+    GT_CK(s == GP_ERR_DEVICE_FAULT, "status %s", gp_status_str(s));
+    GT_CK(strstr(gp_last_error(), "unusable") && strstr(gp_last_error(), "must exit"), "message '%s'",
+          gp_last_error());
     gt_report_add(r, "sticky: %s", gp_last_error());
-    CK(gp_device_faulted(), "flag not set");
-    CK(strstr(gp_device_fault_message(), "cudaEventSynchronize(done)"), "first message '%s'",
-       gp_device_fault_message());
+    GT_CK(gp_device_faulted(), "flag not set");
+    GT_CK(strstr(gp_device_fault_message(), "cudaEventSynchronize(done)"), "first message '%s'",
+          gp_device_fault_message());
     /* a second sticky error keeps the first message */
     (void)gp_cuda_fail(cudaErrorLaunchFailure, "second", "f.c", 2);
-    CK(!strstr(gp_device_fault_message(), "second"), "first message replaced: '%s'",
-       gp_device_fault_message());
+    GT_CK(!strstr(gp_device_fault_message(), "second"), "first message replaced: '%s'",
+          gp_device_fault_message());
     s = gp_cuda_fail(cudaErrorInvalidValue, "cudaMemcpyAsync(x)", "f.c", 3);
-    CK(s == GP_ERR_DEVICE_FAULT && strstr(gp_last_error(), "earlier sticky"), "%s: %s",
-       gp_status_str(s), gp_last_error());
+    GT_CK(s == GP_ERR_DEVICE_FAULT && strstr(gp_last_error(), "earlier sticky"), "%s: %s",
+          gp_status_str(s), gp_last_error());
     s = gp_cuda_fail(cudaErrorMemoryAllocation, "cudaMalloc(x)", "f.c", 4);
-    CK(s == GP_ERR_DEVICE_FAULT, "out of memory after a fault: %s", gp_status_str(s));
+    GT_CK(s == GP_ERR_DEVICE_FAULT, "out of memory after a fault: %s", gp_status_str(s));
     s = gp_check_cublas_fail(CUBLAS_STATUS_EXECUTION_FAILED, "cublasLtMatmul", "f.c", 5);
-    CK(s == GP_ERR_DEVICE_FAULT, "cuBLASLt after a fault: %s", gp_status_str(s));
+    GT_CK(s == GP_ERR_DEVICE_FAULT, "cuBLASLt after a fault: %s", gp_status_str(s));
     gp_green_driver d;
     memset(&d, 0, sizeof d);
     s = gp_green_cu_fail(&d, CUDA_ERROR_NOT_SUPPORTED, "cuGreenCtxCreate", "f.c", 6);
-    CK(s == GP_ERR_DEVICE_FAULT, "driver NOT_SUPPORTED after a fault: %s (must not fall back)",
-       gp_status_str(s));
+    GT_CK(s == GP_ERR_DEVICE_FAULT, "driver NOT_SUPPORTED after a fault: %s (must not fall back)",
+          gp_status_str(s));
     s = gp_device_step_gate(NULL);
-    CK(s == GP_ERR_DEVICE_FAULT && strstr(gp_last_error(), "refused"), "gate: %s: %s", gp_status_str(s),
-       gp_last_error());
+    GT_CK(s == GP_ERR_DEVICE_FAULT && strstr(gp_last_error(), "refused"), "gate: %s: %s", gp_status_str(s),
+          gp_last_error());
     void *p = (void *)1;
     s = gp_device_alloc(&p, 4096, "after the fault");
-    CK(s == GP_ERR_DEVICE_FAULT && strstr(gp_last_error(), "refused"), "allocation after a fault: %s: %s",
-       gp_status_str(s), gp_last_error());
-    CK(p == NULL, "pointer not cleared");
+    GT_CK(s == GP_ERR_DEVICE_FAULT && strstr(gp_last_error(), "refused"), "allocation after a fault: %s: %s",
+          gp_status_str(s), gp_last_error());
+    GT_CK(p == NULL, "pointer not cleared");
     return 0;
 }
 
@@ -134,9 +124,9 @@ static int case_sticky_driver(void *arg, gt_report *r)
     gp_green_driver d;
     memset(&d, 0, sizeof d);
     gp_status s = gp_green_cu_fail(&d, CUDA_ERROR_ILLEGAL_ADDRESS, "cuStreamSynchronize", "f.c", 1);
-    CK(s == GP_ERR_DEVICE_FAULT && strstr(gp_last_error(), "unusable"), "%s: %s", gp_status_str(s),
-       gp_last_error());
-    CK(gp_device_faulted(), "flag not set by the driver path");
+    GT_CK(s == GP_ERR_DEVICE_FAULT && strstr(gp_last_error(), "unusable"), "%s: %s", gp_status_str(s),
+          gp_last_error());
+    GT_CK(gp_device_faulted(), "flag not set by the driver path");
     return 0;
 }
 
@@ -144,26 +134,26 @@ static int case_sticky_driver(void *arg, gt_report *r)
  * memory, names itself and its bytes, and nothing is left allocated. */
 static int case_inject_alloc(void *arg, gt_report *r)
 {
-    CK(!gp_fault_alloc_hit("first", 10), "allocation 1 failed");
-    CK(!gp_fault_alloc_hit("second", 20), "allocation 2 failed");
+    GT_CK(!gp_fault_alloc_hit("first", 10), "allocation 1 failed");
+    GT_CK(!gp_fault_alloc_hit("second", 20), "allocation 2 failed");
     void *p = (void *)1;
     gp_status s = gp_device_alloc(&p, 4096, "test buffer [1024] fp32");
-    CK(s == GP_ERR_DEVICE_MEMORY, "status %s: %s", gp_status_str(s), gp_last_error());
-    CK(p == NULL, "pointer not cleared");
+    GT_CK(s == GP_ERR_DEVICE_MEMORY, "status %s: %s", gp_status_str(s), gp_last_error());
+    GT_CK(p == NULL, "pointer not cleared");
     const char *m = gp_last_error();
-    CK(strstr(m, "test buffer [1024] fp32") && strstr(m, "4096 bytes") && strstr(m, "GP_FAULT_DEVICE_ALLOC=3"),
-       "message '%s'", m);
+    GT_CK(strstr(m, "test buffer [1024] fp32") && strstr(m, "4096 bytes") && strstr(m, "GP_FAULT_DEVICE_ALLOC=3"),
+          "message '%s'", m);
     gt_report_add(r, "injected: %s", m);
     const char *what = NULL;
     size_t bytes = 0;
     long n = 0;
-    CK(gp_fault_alloc_injected(&what, &bytes, &n) && n == 3 && bytes == 4096
-           && !strcmp(what, "test buffer [1024] fp32"),
-       "record: n %ld bytes %zu what %s", n, bytes, what ? what : "(null)");
-    CK(gp_fault_alloc_count() == 3, "count %ld", gp_fault_alloc_count());
-    CK(!gp_fault_alloc_hit("fourth", 1), "allocation 4 failed too");
-    CK(gp_device_alloc_live() == 0, "live buffers %ld", gp_device_alloc_live());
-    CK(!gp_device_faulted(), "an out-of-memory set the sticky flag");
+    GT_CK(gp_fault_alloc_injected(&what, &bytes, &n) && n == 3 && bytes == 4096
+              && !strcmp(what, "test buffer [1024] fp32"),
+          "record: n %ld bytes %zu what %s", n, bytes, what ? what : "(null)");
+    GT_CK(gp_fault_alloc_count() == 3, "count %ld", gp_fault_alloc_count());
+    GT_CK(!gp_fault_alloc_hit("fourth", 1), "allocation 4 failed too");
+    GT_CK(gp_device_alloc_live() == 0, "live buffers %ld", gp_device_alloc_live());
+    GT_CK(!gp_device_faulted(), "an out-of-memory set the sticky flag");
     return 0;
 }
 
@@ -182,13 +172,13 @@ static int inject_first(gt_report *r, int kind)
     case 2: s = gp_device_event_create(&ev, cudaEventDisableTiming, what = "engine event"); break;
     case 3: s = gp_device_graph_instantiate(&ge, NULL, what = "decode-step graph"); break;
     }
-    CK(s == GP_ERR_DEVICE_MEMORY, "kind %d: %s: %s", kind, gp_status_str(s), gp_last_error());
-    CK(strstr(gp_last_error(), what) && strstr(gp_last_error(), "GP_FAULT_DEVICE_ALLOC=1"), "kind %d: '%s'",
-       kind, gp_last_error());
-    CK(kind != 0 || (p == NULL && strstr(gp_last_error(), "64 bytes")), "pinned: %p '%s'", p, gp_last_error());
-    CK(kind != 1 || st == NULL, "stream not cleared");
-    CK(kind != 2 || ev == NULL, "event not cleared");
-    CK(kind != 3 || ge == NULL, "graph not cleared");
+    GT_CK(s == GP_ERR_DEVICE_MEMORY, "kind %d: %s: %s", kind, gp_status_str(s), gp_last_error());
+    GT_CK(strstr(gp_last_error(), what) && strstr(gp_last_error(), "GP_FAULT_DEVICE_ALLOC=1"), "kind %d: '%s'",
+          kind, gp_last_error());
+    GT_CK(kind != 0 || (p == NULL && strstr(gp_last_error(), "64 bytes")), "pinned: %p '%s'", p, gp_last_error());
+    GT_CK(kind != 1 || st == NULL, "stream not cleared");
+    GT_CK(kind != 2 || ev == NULL, "event not cleared");
+    GT_CK(kind != 3 || ge == NULL, "graph not cleared");
     gt_report_add(r, "kind %d: %s", kind, gp_last_error());
     return 0;
 }
@@ -201,30 +191,30 @@ static int case_inject_graph(void *arg, gt_report *r) { return inject_first(r, 3
 static int case_inject_bad_value(void *arg, gt_report *r)
 {
     for (int i = 0; i < 5; i++)
-        CK(!gp_fault_alloc_hit("x", 1), "allocation %d failed with GP_FAULT_DEVICE_ALLOC=abc", i + 1);
+        GT_CK(!gp_fault_alloc_hit("x", 1), "allocation %d failed with GP_FAULT_DEVICE_ALLOC=abc", i + 1);
     for (int i = 0; i < 5; i++)
-        CK(!gp_fault_trap_due(), "step %d trapped with GP_FAULT_TRAP=-3", i + 1);
+        GT_CK(!gp_fault_trap_due(), "step %d trapped with GP_FAULT_TRAP=-3", i + 1);
     return 0;
 }
 
 static int case_trap_count(void *arg, gt_report *r)
 {
-    CK(!gp_fault_trap_due(), "step 1");
-    CK(gp_fault_trap_due(), "step 2 did not trap with GP_FAULT_TRAP=2");
-    CK(!gp_fault_trap_due(), "step 3");
+    GT_CK(!gp_fault_trap_due(), "step 1");
+    GT_CK(gp_fault_trap_due(), "step 2 did not trap with GP_FAULT_TRAP=2");
+    GT_CK(!gp_fault_trap_due(), "step 3");
     return 0;
 }
 
 static int case_wait_limit(void *arg, gt_report *r)
 {
-    CK(gp_device_wait_limit_s() == 2.5, "limit %g with GP_DEVICE_WAIT_TIMEOUT_S=2.5", gp_device_wait_limit_s());
+    GT_CK(gp_device_wait_limit_s() == 2.5, "limit %g with GP_DEVICE_WAIT_TIMEOUT_S=2.5", gp_device_wait_limit_s());
     return 0;
 }
 
 static int case_wait_limit_bad(void *arg, gt_report *r)
 {
-    CK(gp_device_wait_limit_s() == 300.0, "limit %g with a bad value (the default is 300)",
-       gp_device_wait_limit_s());
+    GT_CK(gp_device_wait_limit_s() == 300.0, "limit %g with a bad value (the default is 300)",
+          gp_device_wait_limit_s());
     return 0;
 }
 

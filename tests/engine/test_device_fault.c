@@ -33,15 +33,6 @@
 
 #define FB 4 /* batch */
 
-#define CK(cond, ...)                                                                            \
-    do {                                                                                         \
-        if (!(cond)) {                                                                           \
-            gt_report_add(r, "%s:%d: check failed: %s", __FILE__, __LINE__, #cond);              \
-            gt_report_add(r, __VA_ARGS__);                                                       \
-            return 1;                                                                            \
-        }                                                                                        \
-    } while (0)
-
 /* Status and seconds of one call, with a report line. */
 #define TIMED(r, label, call, st_out, dt_out)                                                    \
     do {                                                                                         \
@@ -89,8 +80,8 @@ static int check_later_create(gt_report *r, gp_device_weights *dw)
     gp_engine *e2 = NULL;
     TIMED(r, "engine create after the fault", gp_engine_create(dw, &ep, &e2), st, dt);
     gp_engine_destroy(e2);
-    CK(st == GP_ERR_DEVICE_FAULT && dt < LATER_CALL_LIMIT_S, "expected a fast %s",
-       gp_status_str(GP_ERR_DEVICE_FAULT));
+    GT_CK(st == GP_ERR_DEVICE_FAULT && dt < LATER_CALL_LIMIT_S, "expected a fast %s",
+          gp_status_str(GP_ERR_DEVICE_FAULT));
     return 0;
 }
 
@@ -100,15 +91,15 @@ static int engine_child(void *arg, gt_report *r)
 {
     bool graphs = *(const bool *)arg;
     gp_config cfg;
-    CK(gp_config_preset("tiny", &cfg) == GP_OK, "%s", gp_last_error());
+    GT_CK(gp_config_preset("tiny", &cfg) == GP_OK, "%s", gp_last_error());
     gp_device_weights *dw = NULL;
-    CK(gp_device_weights_synthetic(&cfg, 3, &dw) == GP_OK, "%s", gp_last_error());
+    GT_CK(gp_device_weights_synthetic(&cfg, 3, &dw) == GP_OK, "%s", gp_last_error());
     gp_engine_params ep = gp_engine_default_params();
     ep.max_batch = FB;
     ep.max_context = 32;
     ep.use_graphs = graphs;
     gp_engine *e = NULL;
-    CK(gp_engine_create(dw, &ep, &e) == GP_OK, "%s", gp_last_error());
+    GT_CK(gp_engine_create(dw, &ep, &e) == GP_OK, "%s", gp_last_error());
     int ids[FB];
     int32_t tok[FB], next[FB];
     for (int i = 0; i < FB; i++)
@@ -116,28 +107,28 @@ static int engine_child(void *arg, gt_report *r)
     gp_status st;
     double dt;
     TIMED(r, "step 1", gp_engine_decode_step(e, FB, ids, tok, next, NULL), st, dt);
-    CK(st == GP_OK, "the step before the trap failed");
-    CK(!gp_device_faulted(), "faulted before the trap");
+    GT_CK(st == GP_OK, "the step before the trap failed");
+    GT_CK(!gp_device_faulted(), "faulted before the trap");
 
     TIMED(r, "step 2 (trap)", gp_engine_decode_step(e, FB, ids, next, tok, NULL), st, dt);
-    CK(st == GP_ERR_DEVICE_FAULT, "expected %s", gp_status_str(GP_ERR_DEVICE_FAULT));
-    CK(dt < TRAPPED_STEP_LIMIT_S, "the trapped step took %.1f s", dt);
-    CK(strstr(gp_last_error(), "unusable"), "the message does not say the context is unusable");
-    CK(gp_device_faulted(), "the sticky flag is not set");
+    GT_CK(st == GP_ERR_DEVICE_FAULT, "expected %s", gp_status_str(GP_ERR_DEVICE_FAULT));
+    GT_CK(dt < TRAPPED_STEP_LIMIT_S, "the trapped step took %.1f s", dt);
+    GT_CK(strstr(gp_last_error(), "unusable"), "the message does not say the context is unusable");
+    GT_CK(gp_device_faulted(), "the sticky flag is not set");
 
     for (int k = 3; k <= 4; k++) {
         char label[32];
         snprintf(label, sizeof label, "step %d", k);
         TIMED(r, label, gp_engine_decode_step(e, FB, ids, tok, next, NULL), st, dt);
-        CK(st == GP_ERR_DEVICE_FAULT && strstr(gp_last_error(), "refused"), "expected a refusal");
-        CK(dt < LATER_CALL_LIMIT_S, "a later step took %.3f s", dt);
+        GT_CK(st == GP_ERR_DEVICE_FAULT && strstr(gp_last_error(), "refused"), "expected a refusal");
+        GT_CK(dt < LATER_CALL_LIMIT_S, "a later step took %.3f s", dt);
     }
     int32_t pre[2] = {1, 2}, out = 0;
     TIMED(r, "prefill", gp_engine_prefill(e, 0, 2, pre, &out, NULL), st, dt);
-    CK(st == GP_ERR_DEVICE_FAULT && dt < LATER_CALL_LIMIT_S, "expected a fast fault");
+    GT_CK(st == GP_ERR_DEVICE_FAULT && dt < LATER_CALL_LIMIT_S, "expected a fast fault");
     void *p = NULL;
     TIMED(r, "gp_device_alloc", gp_device_alloc(&p, 4096, "buffer after the fault"), st, dt);
-    CK(st == GP_ERR_DEVICE_FAULT && !p && dt < LATER_CALL_LIMIT_S, "expected a fast refusal");
+    GT_CK(st == GP_ERR_DEVICE_FAULT && !p && dt < LATER_CALL_LIMIT_S, "expected a fast refusal");
     if (check_later_create(r, dw))
         return 1;
 
@@ -146,7 +137,7 @@ static int engine_child(void *arg, gt_report *r)
     gp_device_weights_destroy(dw);
     dt = gt_now_s() - t0;
     gt_report_add(r, "teardown after the fault: %.3f s", dt);
-    CK(dt < TEARDOWN_LIMIT_S, "teardown took %.1f s", dt);
+    GT_CK(dt < TEARDOWN_LIMIT_S, "teardown took %.1f s", dt);
     return 0;
 }
 
@@ -171,42 +162,42 @@ static int cublas_child(void *arg, gt_report *r)
 {
     enum { M = 64, N = 128, K = 256 };
     cudaStream_t s = NULL;
-    CK(gp_device_stream_create(&s, "test stream") == GP_OK, "%s", gp_last_error());
+    GT_CK(gp_device_stream_create(&s, "test stream") == GP_OK, "%s", gp_last_error());
     gp_gemm_ctx *g = NULL;
-    CK(gp_gemm_ctx_create(s, 0, &g) == GP_OK, "%s", gp_last_error());
-    CK(gp_gemm_set_skinny_max_m(g, 0) == GP_OK, "%s", gp_last_error()); /* cuBLASLt only */
+    GT_CK(gp_gemm_ctx_create(s, 0, &g) == GP_OK, "%s", gp_last_error());
+    GT_CK(gp_gemm_set_skinny_max_m(g, 0) == GP_OK, "%s", gp_last_error()); /* cuBLASLt only */
     void *x = NULL, *w = NULL, *y = NULL;
-    CK(gp_device_alloc(&x, (size_t)M * K * 2, "x") == GP_OK && gp_device_alloc(&w, (size_t)N * K * 2, "w") == GP_OK
-           && gp_device_alloc(&y, (size_t)M * N * 2, "y") == GP_OK,
-       "%s", gp_last_error());
-    CK(cudaMemsetAsync(x, 0, (size_t)M * K * 2, s) == cudaSuccess
-           && cudaMemsetAsync(w, 0, (size_t)N * K * 2, s) == cudaSuccess,
-       "memset");
+    GT_CK(gp_device_alloc(&x, (size_t)M * K * 2, "x") == GP_OK && gp_device_alloc(&w, (size_t)N * K * 2, "w") == GP_OK
+              && gp_device_alloc(&y, (size_t)M * N * 2, "y") == GP_OK,
+          "%s", gp_last_error());
+    GT_CK(cudaMemsetAsync(x, 0, (size_t)M * K * 2, s) == cudaSuccess
+              && cudaMemsetAsync(w, 0, (size_t)N * K * 2, s) == cudaSuccess,
+          "memset");
     gp_status st;
     double dt;
     TIMED(r, "GEMM before the trap", gp_gemm_bf16(g, M, N, K, x, w, y, GP_GEMM_OUT_BF16), st, dt);
-    CK(st == GP_OK && cudaStreamSynchronize(s) == cudaSuccess, "the GEMM before the trap failed");
+    GT_CK(st == GP_OK && cudaStreamSynchronize(s) == cudaSuccess, "the GEMM before the trap failed");
 
     /* GP_FAULT_TRAP=1: this gate launches the trapping kernel */
-    CK(gp_device_step_gate(s) == GP_OK, "%s", gp_last_error());
+    GT_CK(gp_device_step_gate(s) == GP_OK, "%s", gp_last_error());
     struct timespec ts = {0, 200 * 1000 * 1000}; /* let the trap land */
     nanosleep(&ts, NULL);
 
     TIMED(r, "GEMM on the dead context", gp_gemm_bf16(g, M, N, K, x, w, y, GP_GEMM_OUT_BF16), st, dt);
-    CK(st == GP_ERR_DEVICE_FAULT || st == GP_OK, "expected %s (or a launch that cuBLASLt reported as done)",
-       gp_status_str(GP_ERR_DEVICE_FAULT));
+    GT_CK(st == GP_ERR_DEVICE_FAULT || st == GP_OK, "expected %s (or a launch that cuBLASLt reported as done)",
+          gp_status_str(GP_ERR_DEVICE_FAULT));
     if (st == GP_OK)
         gt_report_add(r, "note: cublasLtMatmul returned success on the dead context; the fault "
                          "shows at the next runtime call");
-    CK(dt < LATER_CALL_LIMIT_S, "the GEMM took %.3f s", dt);
+    GT_CK(dt < LATER_CALL_LIMIT_S, "the GEMM took %.3f s", dt);
     cudaError_t ce = cudaStreamSynchronize(s);
     st = gp_cuda_fail(ce == cudaSuccess ? cudaErrorUnknown : ce, "cudaStreamSynchronize", __FILE__, __LINE__);
     gt_report_add(r, "synchronize: %s: %s", gp_status_str(st), gp_last_error());
-    CK(ce != cudaSuccess && st == GP_ERR_DEVICE_FAULT, "the stream synchronised without error after a trap");
-    CK(gp_device_faulted(), "the sticky flag is not set");
+    GT_CK(ce != cudaSuccess && st == GP_ERR_DEVICE_FAULT, "the stream synchronised without error after a trap");
+    GT_CK(gp_device_faulted(), "the sticky flag is not set");
 
     TIMED(r, "GEMM after the fault was seen", gp_gemm_bf16(g, M, N, K, x, w, y, GP_GEMM_OUT_BF16), st, dt);
-    CK(st == GP_ERR_DEVICE_FAULT || st == GP_OK, "unexpected status");
+    GT_CK(st == GP_ERR_DEVICE_FAULT || st == GP_OK, "unexpected status");
     double t0 = gt_now_s();
     gp_device_free(x);
     gp_device_free(w);
@@ -215,7 +206,7 @@ static int cublas_child(void *arg, gt_report *r)
     (void)cudaStreamDestroy(s);
     dt = gt_now_s() - t0;
     gt_report_add(r, "teardown after the fault: %.3f s", dt);
-    CK(dt < TEARDOWN_LIMIT_S, "teardown took %.1f s", dt);
+    GT_CK(dt < TEARDOWN_LIMIT_S, "teardown took %.1f s", dt);
     return 0;
 }
 
@@ -229,27 +220,27 @@ static void test_trap_cublas(void **s)
 static int pipeline_child(void *arg, gt_report *r)
 {
     gp_config cfg;
-    CK(gp_config_preset("tiny", &cfg) == GP_OK, "%s", gp_last_error());
+    GT_CK(gp_config_preset("tiny", &cfg) == GP_OK, "%s", gp_last_error());
     gp_device_weights *dw = NULL;
-    CK(gp_device_weights_synthetic(&cfg, 3, &dw) == GP_OK, "%s", gp_last_error());
+    GT_CK(gp_device_weights_synthetic(&cfg, 3, &dw) == GP_OK, "%s", gp_last_error());
     gp_engine_params ep = gp_engine_default_params();
     ep.max_batch = FB;
     ep.max_context = 32;
     gp_engine *e = NULL;
-    CK(gp_engine_create(dw, &ep, &e) == GP_OK, "%s", gp_last_error());
+    GT_CK(gp_engine_create(dw, &ep, &e) == GP_OK, "%s", gp_last_error());
     gp_green_pool_params pp = gp_green_pool_default_params();
     gp_split_req req = {8, GP_SPLIT_REST};
     pp.splits = &req;
     pp.n_splits = 1;
     gp_green_pool *pool = NULL;
-    CK(gp_green_pool_create(&pp, &pool) == GP_OK, "%s", gp_last_error());
+    GT_CK(gp_green_pool_create(&pp, &pool) == GP_OK, "%s", gp_last_error());
     gt_report_add(r, "pool: %s", gp_green_pool_partitioned(pool) ? "green contexts" : "unpartitioned fallback");
     gp_cuda_exec *x = NULL;
-    CK(gp_cuda_exec_create(e, pool, true, &x) == GP_OK, "%s", gp_last_error());
+    GT_CK(gp_cuda_exec_create(e, pool, true, &x) == GP_OK, "%s", gp_last_error());
     gp_pipeline_params plp = gp_pipeline_default_params();
     plp.micro_batches = 2;
     gp_pipeline *pl = NULL;
-    CK(gp_pipeline_create(gp_cuda_exec_get(x), cfg.n_layers, &plp, &pl) == GP_OK, "%s", gp_last_error());
+    GT_CK(gp_pipeline_create(gp_cuda_exec_get(x), cfg.n_layers, &plp, &pl) == GP_OK, "%s", gp_last_error());
 
     int ids[FB];
     int32_t tok[FB], next[FB];
@@ -258,21 +249,21 @@ static int pipeline_child(void *arg, gt_report *r)
     gp_status st;
     double dt;
     TIMED(r, "pipelined step 1", gp_pipeline_step(pl, FB, ids, tok, next, NULL), st, dt);
-    CK(st == GP_OK, "the step before the trap failed");
+    GT_CK(st == GP_OK, "the step before the trap failed");
     /* The stage threads issue stages on the dead context and must stop; the
      * caller must not wait for them forever. */
     TIMED(r, "pipelined step 2 (trap)", gp_pipeline_step(pl, FB, ids, next, tok, NULL), st, dt);
-    CK(st == GP_ERR_DEVICE_FAULT, "expected %s (GP_ERR_CUDA here: a failure in pipeline/cuda_exec.c "
-       "not mapped through gp_cuda_fail)", gp_status_str(GP_ERR_DEVICE_FAULT));
-    CK(dt < TRAPPED_STEP_LIMIT_S, "the trapped step took %.1f s", dt);
+    GT_CK(st == GP_ERR_DEVICE_FAULT, "expected %s (GP_ERR_CUDA here: a failure in pipeline/cuda_exec.c "
+          "not mapped through gp_cuda_fail)", gp_status_str(GP_ERR_DEVICE_FAULT));
+    GT_CK(dt < TRAPPED_STEP_LIMIT_S, "the trapped step took %.1f s", dt);
     TIMED(r, "pipelined step 3", gp_pipeline_step(pl, FB, ids, tok, next, NULL), st, dt);
-    CK(st == GP_ERR_DEVICE_FAULT && dt < LATER_CALL_LIMIT_S, "expected a fast fault");
+    GT_CK(st == GP_ERR_DEVICE_FAULT && dt < LATER_CALL_LIMIT_S, "expected a fast fault");
     TIMED(r, "sequential step on the same engine", gp_engine_decode_step(e, FB, ids, tok, next, NULL), st, dt);
-    CK(st == GP_ERR_DEVICE_FAULT && dt < LATER_CALL_LIMIT_S, "expected a fast fault");
+    GT_CK(st == GP_ERR_DEVICE_FAULT && dt < LATER_CALL_LIMIT_S, "expected a fast fault");
     gp_green_pool *pool2 = NULL;
     TIMED(r, "green pool create after the fault", gp_green_pool_create(&pp, &pool2), st, dt);
     gp_green_pool_destroy(pool2);
-    CK(st == GP_ERR_DEVICE_FAULT && dt < LATER_CALL_LIMIT_S, "expected a fast fault, not a fallback");
+    GT_CK(st == GP_ERR_DEVICE_FAULT && dt < LATER_CALL_LIMIT_S, "expected a fast fault, not a fallback");
     if (check_later_create(r, dw))
         return 1;
 
@@ -284,7 +275,7 @@ static int pipeline_child(void *arg, gt_report *r)
     gp_device_weights_destroy(dw);
     dt = gt_now_s() - t0;
     gt_report_add(r, "teardown after the fault: %.3f s", dt);
-    CK(dt < TEARDOWN_LIMIT_S, "teardown took %.1f s", dt);
+    GT_CK(dt < TEARDOWN_LIMIT_S, "teardown took %.1f s", dt);
     return 0;
 }
 

@@ -27,16 +27,7 @@
  * makes about 50). */
 #define OOM_MAX_N 1000
 
-enum { V_FAULT_OK = 0, V_COMPLETED = 2, V_BAD = 1, V_SKIP = 77 };
-
-#define CK(cond, ...)                                                                            \
-    do {                                                                                         \
-        if (!(cond)) {                                                                           \
-            gt_report_add(r, "%s:%d: check failed: %s", __FILE__, __LINE__, #cond);              \
-            gt_report_add(r, __VA_ARGS__);                                                       \
-            return V_BAD;                                                                        \
-        }                                                                                        \
-    } while (0)
+enum { V_FAULT_OK = 0, V_COMPLETED = 2, V_BAD = 1 /* GT_CK's verdict */, V_SKIP = 77 };
 
 static int probe_gpu(void *arg, gt_report *r)
 {
@@ -119,26 +110,26 @@ static int oom_child(void *arg, gt_report *r)
     long live = gp_device_alloc_live(), count = gp_fault_alloc_count();
     const char *msg = gp_last_error();
     if (!injected) {
-        CK(st == GP_OK, "the setup failed at %s without an injected fault: %s: %s", stage,
-           gp_status_str(st), msg);
-        CK(live == 0, "%ld buffers still allocated after a clean teardown", live);
+        GT_CK(st == GP_OK, "the setup failed at %s without an injected fault: %s: %s", stage,
+              gp_status_str(st), msg);
+        GT_CK(live == 0, "%ld buffers still allocated after a clean teardown", live);
         gt_report_add(r, "completed: %ld allocations counted, none failed", count);
         return V_COMPLETED;
     }
     gt_report_add(r, "allocation #%ld (%s, %zu bytes) -> %s at %s: %s", n, what, bytes,
                   gp_status_str(st), stage, msg);
-    CK(st != GP_OK, "allocation #%ld (%s) failed, yet the setup succeeded: the failure was swallowed",
-       n, what);
-    CK(st == GP_ERR_DEVICE_MEMORY, "expected %s", gp_status_str(GP_ERR_DEVICE_MEMORY));
-    CK(strstr(msg, what), "the message does not name the allocation '%s'", what);
+    GT_CK(st != GP_OK, "allocation #%ld (%s) failed, yet the setup succeeded: the failure was swallowed",
+          n, what);
+    GT_CK(st == GP_ERR_DEVICE_MEMORY, "expected %s", gp_status_str(GP_ERR_DEVICE_MEMORY));
+    GT_CK(strstr(msg, what), "the message does not name the allocation '%s'", what);
     char b[48];
     snprintf(b, sizeof b, "%zu bytes", bytes);
-    CK(bytes == 0 || strstr(msg, b), "the message lacks the requested '%s'", b);
-    CK(strstr(msg, "free of") || strstr(msg, "free device memory unknown"),
-       "the message lacks the device's free/total memory");
-    CK(strstr(msg, "GP_FAULT_DEVICE_ALLOC"), "the message does not say the failure was injected");
-    CK(live == 0, "%ld buffers still allocated after the failed setup was torn down", live);
-    CK(!gp_device_faulted(), "an out-of-memory set the sticky-fault flag");
+    GT_CK(bytes == 0 || strstr(msg, b), "the message lacks the requested '%s'", b);
+    GT_CK(strstr(msg, "free of") || strstr(msg, "free device memory unknown"),
+          "the message lacks the device's free/total memory");
+    GT_CK(strstr(msg, "GP_FAULT_DEVICE_ALLOC"), "the message does not say the failure was injected");
+    GT_CK(live == 0, "%ld buffers still allocated after the failed setup was torn down", live);
+    GT_CK(!gp_device_faulted(), "an out-of-memory set the sticky-fault flag");
     return V_FAULT_OK;
 }
 
@@ -186,21 +177,21 @@ static int real_oom_child(void *arg, gt_report *r)
     void *p = (void *)1;
     gp_status st = gp_device_alloc(&p, huge, "test buffer of 1 PiB");
     gt_report_add(r, "1 PiB: %s: %s", gp_status_str(st), gp_last_error());
-    CK(st == GP_ERR_DEVICE_MEMORY && p == NULL, "status %s", gp_status_str(st));
-    CK(strstr(gp_last_error(), "1125899906842624 bytes") && strstr(gp_last_error(), "free of"),
-       "message lacks the sizes");
+    GT_CK(st == GP_ERR_DEVICE_MEMORY && p == NULL, "status %s", gp_status_str(st));
+    GT_CK(strstr(gp_last_error(), "1125899906842624 bytes") && strstr(gp_last_error(), "free of"),
+          "message lacks the sizes");
     /* the failure was not sticky: the device still works */
-    CK(gp_device_alloc(&p, 1 << 20, "1 MiB after the failure") == GP_OK && p, "%s", gp_last_error());
+    GT_CK(gp_device_alloc(&p, 1 << 20, "1 MiB after the failure") == GP_OK && p, "%s", gp_last_error());
     gp_device_free(p);
-    CK(!gp_device_faulted(), "out of memory set the sticky flag");
+    GT_CK(!gp_device_faulted(), "out of memory set the sticky flag");
 
     /* An engine whose KV cache cannot fit: tiny model, context raised to
      * 16M tokens, 64 sequences: 256 GiB of K/V. */
     gp_config cfg;
-    CK(gp_config_preset("tiny", &cfg) == GP_OK, "%s", gp_last_error());
+    GT_CK(gp_config_preset("tiny", &cfg) == GP_OK, "%s", gp_last_error());
     cfg.max_context = 1 << 24;
     gp_device_weights *dw = NULL;
-    CK(gp_device_weights_synthetic(&cfg, 1, &dw) == GP_OK, "%s", gp_last_error());
+    GT_CK(gp_device_weights_synthetic(&cfg, 1, &dw) == GP_OK, "%s", gp_last_error());
     gp_engine_params ep = gp_engine_default_params();
     ep.max_batch = 64;
     ep.max_context = 1 << 24;
@@ -215,9 +206,9 @@ static int real_oom_child(void *arg, gt_report *r)
     bool ok = st == GP_ERR_DEVICE_MEMORY && !e && strstr(gp_last_error(), b) && strstr(gp_last_error(), "free of");
     gp_engine_destroy(e);
     gp_device_weights_destroy(dw);
-    CK(ok, "expected %s naming %s and the free memory", gp_status_str(GP_ERR_DEVICE_MEMORY), b);
-    CK(need > ((uint64_t)200 << 30), "need %llu bytes: the case is too small to fail", (unsigned long long)need);
-    CK(gp_device_alloc_live() == 0, "%ld buffers left", gp_device_alloc_live());
+    GT_CK(ok, "expected %s naming %s and the free memory", gp_status_str(GP_ERR_DEVICE_MEMORY), b);
+    GT_CK(need > ((uint64_t)200 << 30), "need %llu bytes: the case is too small to fail", (unsigned long long)need);
+    GT_CK(gp_device_alloc_live() == 0, "%ld buffers left", gp_device_alloc_live());
     return 0;
 }
 
