@@ -104,15 +104,24 @@ gp_status gp_engine_attn_stage(gp_engine *e, int layer, int b0, int nb, int max_
     return st;
 }
 
-gp_status gp_engine_qkv_stage(gp_engine *e, int layer, int b0, int nb, const gp_stage_ctx *sc)
+typedef gp_status (*stage_part)(gp_engine *e, int layer, int b0, int nb, const gp_stage_ctx *sc);
+
+/* A stage of one part over one weight group of layer. */
+static gp_status one_group_stage(gp_engine *e, gp_group_kind kind, stage_part part, int layer, int b0, int nb,
+                                 const gp_stage_ctx *sc)
 {
     gp_weight_group *g;
-    gp_status st = acquire(e, GP_GROUP_ATTN, layer, sc, &g);
+    gp_status st = acquire(e, kind, layer, sc, &g);
     if (st != GP_OK)
         return st;
-    st = qkv_part(e, layer, b0, nb, sc);
+    st = part(e, layer, b0, nb, sc);
     gp_weight_group_release(g);
     return st;
+}
+
+gp_status gp_engine_qkv_stage(gp_engine *e, int layer, int b0, int nb, const gp_stage_ctx *sc)
+{
+    return one_group_stage(e, GP_GROUP_ATTN, qkv_part, layer, b0, nb, sc);
 }
 
 /* No weights: the KV cache and the RoPE table belong to the engine. */
@@ -142,13 +151,7 @@ out:
 
 gp_status gp_engine_ffn_stage(gp_engine *e, int layer, int b0, int nb, const gp_stage_ctx *sc)
 {
-    gp_weight_group *g;
-    gp_status st = acquire(e, GP_GROUP_FFN, layer, sc, &g);
-    if (st != GP_OK)
-        return st;
-    st = ffn_part(e, layer, b0, nb, sc);
-    gp_weight_group_release(g);
-    return st;
+    return one_group_stage(e, GP_GROUP_FFN, ffn_part, layer, b0, nb, sc);
 }
 
 gp_status gp_engine_o_ffn_qkv_stage(gp_engine *e, int layer, int b0, int nb, const gp_stage_ctx *sc)
