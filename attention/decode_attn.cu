@@ -317,11 +317,7 @@ gp_decode_attn_combine_kernel(const float *ws_acc, const float *ws_ml, __nv_bflo
 static bool gp_attn_pipe_on(void)
 {
     static int on = -1;
-    if (on < 0) {
-        const char *e = getenv("GP_ATTN_PIPE");
-        on = !(e && e[0] == '0');
-    }
-    return on != 0;
+    return gp_attn_env_on("GP_ATTN_PIPE", &on);
 }
 
 template <int HD, int GT>

@@ -2,13 +2,16 @@
  * decode_attn.cu, the tensor-core ones in decode_attn_mma.cu and
  * decode_attn_stream.cu): environment knobs, PDL entry, the safe running
  * max, row lengths and block indices, and the merge of the warps' partial
- * softmax states into the output (or the split workspace). */
+ * softmax states into the output (or the split workspace), and the
+ * once-per-kernel shared-memory attributes. */
 #ifndef GP_DECODE_ATTN_DEV_CUH
 #define GP_DECODE_ATTN_DEV_CUH
 
 #include <math.h>
+#include <stdbool.h>
 #include <stdlib.h>
 
+#include "cuda_util.cuh"
 #include "decode_attn.cuh"
 
 /* An integer knob from the environment: def when unset or empty, the value
@@ -22,6 +25,32 @@ static inline int gp_attn_env_int(const char *name, int lo, int hi, int def)
     char *end;
     long x = strtol(e, &end, 10);
     return *end || x < lo || x > hi ? -1 : (int)x;
+}
+
+/* An A/B switch from the environment, read once into *cache (-1 until
+ * then): off when the variable starts with '0', on otherwise. */
+static inline bool gp_attn_env_on(const char *name, int *cache)
+{
+    if (*cache < 0) {
+        const char *e = getenv(name);
+        *cache = !(e && e[0] == '0');
+    }
+    return *cache != 0;
+}
+
+/* The first time *done is clear: kernel's dynamic shared memory limit raised
+ * to smem bytes and, with max_shared, all of the unified L1 it can get as
+ * shared memory (attributes of the kernel, so once per process). */
+static inline gp_status gp_attn_smem_once(int *done, const void *kernel, int smem, bool max_shared)
+{
+    if (__atomic_load_n(done, __ATOMIC_ACQUIRE))
+        return GP_OK;
+    GP_CUDA_TRY(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, smem));
+    if (max_shared)
+        GP_CUDA_TRY(cudaFuncSetAttribute(kernel, cudaFuncAttributePreferredSharedMemoryCarveout,
+                                         cudaSharedmemCarveoutMaxShared));
+    __atomic_store_n(done, 1, __ATOMIC_RELEASE);
+    return GP_OK;
 }
 
 /* Programmatic dependent launch (PDL): both kernels are launched while the

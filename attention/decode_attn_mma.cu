@@ -229,11 +229,7 @@ static_assert(MMA_SMEM_BYTES(MMA_STAGES_MIN) >= (int)sizeof(float) * MMA_NW * 8 
 static bool gp_attn_mma_on(void)
 {
     static int on = -1;
-    if (on < 0) {
-        const char *e = getenv("GP_ATTN_MMA");
-        on = !(e && e[0] == '0');
-    }
-    return on != 0;
+    return gp_attn_env_on("GP_ATTN_MMA", &on);
 }
 
 bool gp_decode_attn_mma_serves(int head_dim, int group)
@@ -273,12 +269,7 @@ static gp_status gp_mma_kernel_for(int group, const void **kernel, int *smem)
     *kernel = gi == 0 ? gp_mma_kernel_ptr<4>(stages) : gp_mma_kernel_ptr<8>(stages);
     *smem = MMA_SMEM_BYTES(stages);
     static int done[2][MMA_STAGES_MAX + 1];
-    int *d = &done[gi][stages];
-    if (!__atomic_load_n(d, __ATOMIC_ACQUIRE)) {
-        GP_CUDA_TRY(cudaFuncSetAttribute(*kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, *smem));
-        __atomic_store_n(d, 1, __ATOMIC_RELEASE);
-    }
-    return GP_OK;
+    return gp_attn_smem_once(&done[gi][stages], *kernel, *smem, false);
 }
 
 gp_status gp_decode_attn_mma_occupancy(int group, int *ctas_per_sm)

@@ -352,14 +352,7 @@ static gp_status gp_sx_kernel_for(int group, const void **kernel, int *smem, int
     *smem = gi == 0 ? SX_SMEM_BYTES(4, stages) : SX_SMEM_BYTES(8, stages);
     *stages_out = stages;
     static int done[2][SX_STAGES_MAX + 1];
-    int *d = &done[gi][stages];
-    if (!__atomic_load_n(d, __ATOMIC_ACQUIRE)) {
-        GP_CUDA_TRY(cudaFuncSetAttribute(*kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, *smem));
-        GP_CUDA_TRY(cudaFuncSetAttribute(*kernel, cudaFuncAttributePreferredSharedMemoryCarveout,
-                                         cudaSharedmemCarveoutMaxShared));
-        __atomic_store_n(d, 1, __ATOMIC_RELEASE);
-    }
-    return GP_OK;
+    return gp_attn_smem_once(&done[gi][stages], *kernel, *smem, true);
 }
 
 /* Queried once per kernel: gp_decode_attn asks on every call. */
