@@ -69,6 +69,18 @@ static gp_cs_meta meta(void)
     return m;
 }
 
+/* rows written as a profile to name in the test folder, and read back. */
+static gp_cs_tuning *profile_of(const gp_cs_row *rows, int n, const char *name)
+{
+    gp_cs_meta m = meta();
+    char path[300];
+    path_of(path, sizeof path, name);
+    CHECK_OK(gp_cs_tuning_write(path, &m, &g_cfg, rows, n));
+    gp_cs_tuning *t;
+    CHECK_OK(gp_cs_tuning_read(path, &t));
+    return t;
+}
+
 /* a = 0: the seq row. ms < 0: a failed row. */
 static gp_cs_row row(const char *wl, int B, int C, int a, int M, unsigned depth, double ms)
 {
@@ -263,12 +275,7 @@ static void test_choose_measured_over_rule(void **state)
     rows[n++] = row("large", 1024, 384, 24, 2, 4, 39.3);
     rows[n++] = row("1024:256", 1024, 256, 0, 1, 4, 35.3);
     rows[n++] = row("1024:256", 1024, 256, 24, 2, 4, 37.4);
-    gp_cs_meta m = meta();
-    char path[300];
-    path_of(path, sizeof path, "choose.json");
-    CHECK_OK(gp_cs_tuning_write(path, &m, &g_cfg, rows, n));
-    gp_cs_tuning *t;
-    CHECK_OK(gp_cs_tuning_read(path, &t));
+    gp_cs_tuning *t = profile_of(rows, n, "choose.json");
     gp_cs_choice rule, best, use;
     bool found, measured;
     CHECK_OK(gp_cs_tuning_pick(t, &g_cfg, &H100, 1024, 256, &rule, &best, &found));
@@ -295,12 +302,7 @@ static void test_partial(void **state)
     rows[n++] = row("large", 1024, 384, 48, 2, 4, 33.0);
     rows[n++] = row("large", 1024, 384, 56, 2, 4, 34.0);
     rows[n++] = row("broken", 512, 512, 48, 2, 4, -1);
-    gp_cs_meta m = meta();
-    char path[300];
-    path_of(path, sizeof path, "partial.json");
-    CHECK_OK(gp_cs_tuning_write(path, &m, &g_cfg, rows, n));
-    gp_cs_tuning *t;
-    CHECK_OK(gp_cs_tuning_read(path, &t));
+    gp_cs_tuning *t = profile_of(rows, n, "partial.json");
     gp_cs_choice rule, best;
     bool found;
     CHECK_OK(gp_cs_tuning_pick(t, &g_cfg, &H100, 1024, 384, &rule, &best, &found));
@@ -310,8 +312,7 @@ static void test_partial(void **state)
     assert_false(found);
     gp_cs_tuning_free(t);
     /* zero rows is a valid, empty profile: seq everywhere */
-    CHECK_OK(gp_cs_tuning_write(path, &m, &g_cfg, NULL, 0));
-    CHECK_OK(gp_cs_tuning_read(path, &t));
+    t = profile_of(NULL, 0, "partial.json");
     CHECK_OK(gp_cs_tuning_pick(t, &g_cfg, &H100, 1024, 384, &rule, &best, &found));
     assert_true(rule.seq && !found);
     gp_cs_tuning_free(t);
