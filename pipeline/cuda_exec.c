@@ -84,34 +84,33 @@ static bool on_whole(const gp_cuda_exec *x, int ffn, int layer, int m)
     return ffn ? layer == x->L - 1 && m == x->plan.M - 1 : layer == 0 && m == 0;
 }
 
-static cudaStream_t stage_stream(gp_cuda_exec *x, int ffn, int layer, int m)
+/* Where a stage runs: its partition, or the whole GPU (the engine's own
+ * context) for the fill's and the drain's stages. */
+static const gp_stage_ctx *stage_ctx(gp_cuda_exec *x, int ffn, int layer, int m)
 {
     cx_pair *p = &x->pairs[x->cur];
     if (on_whole(x, ffn, layer, m))
-        return x->e->sc.stream;
-    return ffn ? p->f.stream : p->a.stream;
+        return &x->e->sc;
+    return ffn ? &p->f : &p->a;
 }
 
 /* Launches one stage of micro-batch m on its stream (eager). */
 static gp_status run_stage(gp_cuda_exec *x, int ffn, int layer, int m)
 {
-    cx_pair *p = &x->pairs[x->cur];
     int b0 = x->plan.b0[m], nb = x->plan.nb[m];
-    bool on_f = x->place == GP_PLACE_QKVO_F, whole = on_whole(x, ffn, layer, m);
-    if (ffn) {
-        const gp_stage_ctx *fc = whole ? &x->e->sc : &p->f;
-        return on_f ? gp_engine_o_ffn_qkv_stage(x->e, layer, b0, nb, fc)
-                    : gp_engine_ffn_stage(x->e, layer, b0, nb, fc);
-    }
-    gp_stage_ctx sc = whole ? x->e->sc : p->a;
-    sc.ap.force_splits = whole ? x->whole_splits : x->splits[m];
+    bool on_f = x->place == GP_PLACE_QKVO_F;
+    if (ffn)
+        return on_f ? gp_engine_o_ffn_qkv_stage(x->e, layer, b0, nb, stage_ctx(x, 1, layer, m))
+                    : gp_engine_ffn_stage(x->e, layer, b0, nb, stage_ctx(x, 1, layer, m));
+    gp_stage_ctx sc = *stage_ctx(x, 0, layer, m);
+    sc.ap.force_splits = on_whole(x, 0, layer, m) ? x->whole_splits : x->splits[m];
     return on_f ? gp_engine_attn_core_stage(x->e, layer, b0, nb, x->max_len, &sc)
                 : gp_engine_attn_stage(x->e, layer, b0, nb, x->max_len, &sc);
 }
 
 static gp_status capture_stage(gp_cuda_exec *x, int ffn, int layer, int m, cudaGraphExec_t *out)
 {
-    cudaStream_t s = stage_stream(x, ffn, layer, m);
+    cudaStream_t s = stage_ctx(x, ffn, layer, m)->stream;
     cudaGraph_t graph = NULL;
     GP_CUDA_TRY(cudaStreamBeginCapture(s, cudaStreamCaptureModeThreadLocal));
     gp_status st = run_stage(x, ffn, layer, m);
@@ -180,28 +179,30 @@ static gp_status graphs_for_step(gp_cuda_exec *x)
     return GP_OK;
 }
 
+/* The decode-attention splits the heuristic picks for nb rows of this step
+ * on sc's SMs (fixed per step, so that the captured graphs stay valid). */
+static gp_status attn_splits(const gp_cuda_exec *x, const gp_stage_ctx *sc, int nb, int *out)
+{
+    const gp_config *c = gp_engine_config(x->e);
+    gp_decode_attn_params ap = sc->ap;
+    ap.force_splits = 0;
+    return gp_decode_attn_splits(nb, c->n_heads, c->n_kv_heads, c->head_dim, x->max_len, &ap, out);
+}
+
 static gp_status cx_step_begin(void *ctx, const gp_step_plan *plan, const int *seq_ids, const int32_t *tokens)
 {
     gp_cuda_exec *x = ctx;
     cx_pair *p = &x->pairs[x->cur];
-    const gp_config *c = gp_engine_config(x->e);
-    /* the fill: A(0, 0) follows the step's uploads on the same stream */
-    const gp_stage_ctx *fill = x->fill_drain == GP_FILL_DRAIN_WHOLE ? &x->e->sc : &p->a;
     x->plan = *plan;
+    /* the fill: uploads and embedding where A(0, 0) runs, which follows them */
+    const gp_stage_ctx *fill = stage_ctx(x, 0, 0, 0);
     memcpy(x->seq_ids, seq_ids, sizeof(int) * (size_t)plan->B);
     GP_TRY(gp_engine_step_prepare(x->e, plan->B, seq_ids, tokens, fill->stream, &x->max_len));
-    for (int m = 0; m < plan->M; m++) {
-        gp_decode_attn_params ap = p->a.ap;
-        ap.force_splits = 0;
-        GP_TRY(gp_decode_attn_splits(plan->nb[m], c->n_heads, c->n_kv_heads, c->head_dim, x->max_len, &ap,
-                                     &x->splits[m]));
-    }
+    for (int m = 0; m < plan->M; m++)
+        GP_TRY(attn_splits(x, &p->a, plan->nb[m], &x->splits[m]));
     for (int m = plan->M; m < GP_PIPE_MAX_MICRO; m++)
         x->splits[m] = 0;
-    gp_decode_attn_params ap = x->e->sc.ap;
-    ap.force_splits = 0;
-    GP_TRY(gp_decode_attn_splits(plan->nb[0], c->n_heads, c->n_kv_heads, c->head_dim, x->max_len, &ap,
-                                 &x->whole_splits));
+    GP_TRY(attn_splits(x, &x->e->sc, plan->nb[0], &x->whole_splits));
     x->g = NULL;
     if (x->use_graphs)
         GP_TRY(graphs_for_step(x));
@@ -241,7 +242,7 @@ static gp_status launch(gp_cuda_exec *x, int ffn, int layer, int m, cudaStream_t
 static gp_status cx_attn(void *ctx, int layer, int m, gp_payload *out)
 {
     gp_cuda_exec *x = ctx;
-    cudaStream_t s = stage_stream(x, 0, layer, m);
+    cudaStream_t s = stage_ctx(x, 0, layer, m)->stream;
     const gp_config *c = gp_engine_config(x->e);
     if (layer > 0) /* the residual rows are the previous FFN's output */
         GP_CUDA_TRY(cudaStreamWaitEvent(s, *evp(x, EV_F_DONE, layer - 1, m), 0));
@@ -268,7 +269,7 @@ static gp_status cx_ffn(void *ctx, const gp_payload *in)
 {
     gp_cuda_exec *x = ctx;
     int l = in->layer, m = in->micro;
-    cudaStream_t s = stage_stream(x, 1, l, m);
+    cudaStream_t s = stage_ctx(x, 1, l, m)->stream;
     GP_CUDA_TRY(cudaStreamWaitEvent(s, (cudaEvent_t)in->event, 0));
     /* the drain leaves F's stream: it follows the FFN stage issued before it,
      * so the two never share SMs (and the head sees every row) */
@@ -290,10 +291,9 @@ static gp_status elapsed(gp_cuda_exec *x, cudaEvent_t ev, float *ms)
 static gp_status cx_step_end(void *ctx, int32_t *next, float *logits, gp_step_timing *t)
 {
     gp_cuda_exec *x = ctx;
-    cx_pair *p = &x->pairs[x->cur];
     /* the head follows the last FFN stage on its stream (F ran them in order;
      * the drain's stage waited for F's last one) */
-    const gp_stage_ctx *sc = x->fill_drain == GP_FILL_DRAIN_WHOLE ? &x->e->sc : &p->f;
+    const gp_stage_ctx *sc = stage_ctx(x, 1, x->L - 1, x->plan.M - 1);
     cudaStream_t s = sc->stream;
     GP_TRY(gp_engine_head_stage(x->e, 0, x->plan.B, sc));
     GP_CUDA_TRY(cudaEventRecord(x->ev_step_end, s));
