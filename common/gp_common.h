@@ -98,6 +98,91 @@ bool gp_pdl_enabled(void);
 /* IEEE half to float, for fp16 checkpoints. */
 float gp_f16_to_f32(uint16_t h);
 
+
+/* ------------------------------------------------------------ tensors */
+
+/* Element types: of checkpoint tensors (all of them known to the safetensors
+ * format; only F32, F16 and BF16 load as weights) and of activation views. */
+typedef enum gp_dtype {
+    GP_DTYPE_F32 = 0, GP_DTYPE_F16, GP_DTYPE_BF16,
+    GP_DTYPE_F64, GP_DTYPE_I64, GP_DTYPE_I32, GP_DTYPE_I16, GP_DTYPE_I8,
+    GP_DTYPE_U8, GP_DTYPE_BOOL, GP_DTYPE_F8_E4M3, GP_DTYPE_F8_E5M2,
+    GP_DTYPE_COUNT
+} gp_dtype;
+const char *gp_dtype_name(gp_dtype d); /* safetensors spelling ("BF16"); "unknown" out of range */
+size_t gp_dtype_size(gp_dtype d);      /* bytes per element; 0 out of range */
+
+/* Where a view's memory lives: a CUDA device ordinal, or the host. */
+#define GP_DEVICE_HOST (-1)
+
+/* A 2-D view of activation rows that a stage reads or writes: row r starts
+ * at data + r * row_stride elements. The view does not own its memory.
+ * rows == 0 is the empty view ("nothing here"). Docs: docs/ARCHITECTURE.md
+ * section 2. */
+typedef struct gp_tensor_view {
+    void *data;          /* first element of row 0 (device or host address, see device) */
+    int32_t rows, cols;  /* shape [rows][cols] */
+    int64_t row_stride;  /* elements from one row to the next, >= cols */
+    gp_dtype dtype;
+    int32_t device;      /* CUDA device ordinal, or GP_DEVICE_HOST */
+} gp_tensor_view;
+
+/* A contiguous view (row_stride == cols). */
+static inline gp_tensor_view gp_view_make(void *data, int rows, int cols, gp_dtype dt, int device)
+{
+    gp_tensor_view v = {data, rows, cols, cols, dt, device};
+    return v;
+}
+/* Rows [r0, r0 + n) of v (no checks; the caller keeps them inside v). */
+static inline gp_tensor_view gp_view_rows(gp_tensor_view v, int r0, int n)
+{
+    if (v.data)
+        v.data = (char *)v.data + (size_t)r0 * (size_t)v.row_stride * gp_dtype_size(v.dtype);
+    v.rows = n;
+    return v;
+}
+/* Bytes of the elements the view covers (rows x cols, not the stride's gaps). */
+uint64_t gp_view_bytes(const gp_tensor_view *v);
+/* Same memory, shape, stride, dtype and device. */
+bool gp_view_same(const gp_tensor_view *a, const gp_tensor_view *b);
+/* GP_OK when v has n rows of cols elements of dtype dt on device, row_stride
+ * >= cols, non-NULL data (n > 0), and contiguous rows when contiguous is set;
+ * else GP_ERR_INVALID_ARG naming who, what and the mismatch. */
+gp_status gp_view_check(const gp_tensor_view *v, const char *who, const char *what, int n, int cols, gp_dtype dt,
+                        int device, bool contiguous);
+
+
+/* The stages of a decode step (docs/ARCHITECTURE.md section 2). A layer is
+ * ATTN then FFN; with the QKV and O projections beside the FFN it is QKV(0)
+ * once, then per layer ATTN_CORE and O_FFN_QKV. Same math either way. */
+typedef enum gp_stage_kind {
+    GP_STAGE_EMBED = 0,   /* tokens of rows [b0, b0+nb) -> resid (written) */
+    GP_STAGE_ATTN,        /* resid -> resid: norm, QKV, RoPE + KV append, attention, O added in */
+    GP_STAGE_FFN,         /* resid -> resid: norm, gate/up, SwiGLU, down added in */
+    GP_STAGE_QKV,         /* resid -> y: norm and QKV projection of layer */
+    GP_STAGE_ATTN_CORE,   /* x (QKV rows) -> y (attention output): RoPE + KV append, attention */
+    GP_STAGE_O_FFN_QKV,   /* x (attention output), resid -> resid, y: O of layer added in, FFN of
+                             layer, then norm and QKV of layer + 1 into y (y empty after the last) */
+    GP_STAGE_HEAD,        /* resid -> the rows' greedy tokens and logits: final norm, LM head, argmax */
+    GP_STAGE_COUNT
+} gp_stage_kind;
+const char *gp_stage_kind_name(gp_stage_kind k); /* "embed", "attn", ... */
+
+/* What one stage call reads and writes. Rows [b0, b0+nb) of the step name
+ * the sequences (their tokens, KV cache and per-row scratch); the views are
+ * the stage's only activation inputs and outputs, each with nb rows. A view
+ * a stage kind does not use must be empty. */
+typedef struct gp_stage_io {
+    int layer;            /* ignored by EMBED and HEAD */
+    int b0, nb;           /* rows of the step */
+    int max_len;          /* attention stages: the step's longest context, this token included */
+    int attn_splits;      /* attention stages on the GPU: context splits, fixed per step so that a
+                             captured graph stays valid; 0 lets the heuristic choose */
+    gp_tensor_view x;     /* activation input rows (bf16 on the GPU, f32 on the CPU) */
+    gp_tensor_view resid; /* f32 residual rows: read, and updated in place */
+    gp_tensor_view y;     /* activation output rows */
+} gp_stage_io;
+
 #ifdef __cplusplus
 }
 #endif

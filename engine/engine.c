@@ -168,9 +168,8 @@ gp_status gp_engine_create(gp_device_weights *dw, const gp_engine_params *p, gp_
     e->w = w;
     e->max_blocks = blocks_per_seq(p);
     gp_status st = GP_OK;
-    int dev = 0;
-    if (cudaGetDevice(&dev) != cudaSuccess ||
-        cudaDeviceGetAttribute(&e->sm_count, cudaDevAttrMultiProcessorCount, dev) != cudaSuccess) {
+    if (cudaGetDevice(&e->device) != cudaSuccess ||
+        cudaDeviceGetAttribute(&e->sm_count, cudaDevAttrMultiProcessorCount, e->device) != cudaSuccess) {
         gp_set_error("cannot read the SM count of the current device");
         st = GP_ERR_CUDA;
         goto fail;

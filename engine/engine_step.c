@@ -8,24 +8,29 @@
 #include "cuda_util.cuh"
 #include "engine_impl.h"
 
-static gp_status step_body(gp_engine *e, int B, int max_len)
+/* The sequential step: every stage on the whole GPU over all B rows, the
+ * residual in the engine's own rows. */
+static gp_status step_body(gp_engine *e, int B, int max_len, int splits)
 {
-    GP_TRY(gp_engine_embed_stage(e, 0, B, &e->sc));
+    gp_stage_io io = {.b0 = 0, .nb = B, .max_len = max_len, .attn_splits = splits};
+    GP_TRY(gp_engine_act_view(e, GP_ACT_RESID, 0, B, &io.resid));
+    GP_TRY(gp_engine_stage(e, GP_STAGE_EMBED, &io, &e->sc));
     for (int l = 0; l < e->cfg.n_layers; l++) {
-        GP_TRY(gp_engine_attn_stage(e, l, 0, B, max_len, &e->sc));
-        GP_TRY(gp_engine_ffn_stage(e, l, 0, B, &e->sc));
+        io.layer = l;
+        GP_TRY(gp_engine_stage(e, GP_STAGE_ATTN, &io, &e->sc));
+        GP_TRY(gp_engine_stage(e, GP_STAGE_FFN, &io, &e->sc));
     }
-    return gp_engine_head_stage(e, 0, B, &e->sc);
+    return gp_engine_stage(e, GP_STAGE_HEAD, &io, &e->sc);
 }
 
 /* Capture the step body for (B, splits) into a graph; the attention split
- * count is forced so every replay runs the captured launch configuration
+ * count is fixed so every replay runs the captured launch configuration
  * (the kernels read lengths from device memory, so any context fits). */
-static gp_status capture(gp_engine *e, int B, int max_len, cudaGraphExec_t *exec)
+static gp_status capture(gp_engine *e, int B, int max_len, int splits, cudaGraphExec_t *exec)
 {
     cudaGraph_t graph = NULL;
     GP_CUDA_TRY(cudaStreamBeginCapture(e->sc.stream, cudaStreamCaptureModeThreadLocal));
-    gp_status st = step_body(e, B, max_len);
+    gp_status st = step_body(e, B, max_len, splits);
     cudaError_t ce = cudaStreamEndCapture(e->sc.stream, &graph);
     if (st != GP_OK) {
         if (graph)
@@ -44,12 +49,9 @@ static gp_status capture(gp_engine *e, int B, int max_len, cudaGraphExec_t *exec
 static gp_status launch(gp_engine *e, int B, int max_len)
 {
     int splits = 1;
-    gp_decode_attn_params ap = e->sc.ap;
-    ap.force_splits = 0;
-    GP_TRY(gp_decode_attn_splits(B, e->cfg.n_heads, e->cfg.n_kv_heads, e->cfg.head_dim, max_len, &ap, &splits));
-    e->sc.ap.force_splits = splits;
+    GP_TRY(gp_engine_attn_splits(e, &e->sc, B, max_len, &splits));
     if (!e->p.use_graphs || e->bd_ev)
-        return step_body(e, B, max_len);
+        return step_body(e, B, max_len, splits);
     gp_graph_entry *g = NULL;
     for (int i = 0; i < e->n_graphs && !g; i++)
         if (e->graphs[i].B == B && e->graphs[i].splits == splits)
@@ -61,8 +63,8 @@ static gp_status launch(gp_engine *e, int B, int max_len)
             e->n_graphs = 0;
         }
         g = &e->graphs[e->n_graphs];
-        GP_TRY(gp_engine_tune_gemms(e, e->sc.gemm, B));
-        GP_TRY(capture(e, B, max_len, &g->exec));
+        GP_TRY(gp_engine_tune_gemms(e, &e->sc, B));
+        GP_TRY(capture(e, B, max_len, splits, &g->exec));
         g->B = B;
         g->splits = splits;
         e->n_graphs++;
@@ -91,9 +93,10 @@ static gp_status check_step(const gp_engine *e, int B, const int *seq_ids, const
     return GP_OK;
 }
 
-gp_status gp_engine_step_prepare(gp_engine *e, int B, const int *seq_ids, const int32_t *tokens,
-                                 cudaStream_t s, int *max_len)
+gp_status gp_engine_step_prepare(gp_engine *e, int B, const int *seq_ids, const int32_t *tokens, void *stream,
+                                 int *max_len)
 {
+    cudaStream_t s = (cudaStream_t)stream;
     GP_TRY(gp_device_step_gate(s)); /* fails fast after a sticky error; GP_FAULT_TRAP */
     GP_TRY(check_step(e, B, seq_ids, tokens));
     int ml = 0;
@@ -112,8 +115,9 @@ gp_status gp_engine_step_prepare(gp_engine *e, int B, const int *seq_ids, const 
 }
 
 gp_status gp_engine_step_finish(gp_engine *e, int B, const int *seq_ids, int32_t *next, float *logits,
-                                cudaStream_t s)
+                                void *stream)
 {
+    cudaStream_t s = (cudaStream_t)stream;
     GP_CUDA_TRY(cudaMemcpyAsync(e->next_h, e->next_d, sizeof(int32_t) * (size_t)B, cudaMemcpyDeviceToHost, s));
     if (logits)
         GP_CUDA_TRY(cudaMemcpyAsync(logits, e->logits, sizeof(float) * (size_t)B * (size_t)e->cfg.vocab,

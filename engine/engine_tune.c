@@ -30,11 +30,12 @@ static gp_status tune_all(gp_engine *e, gp_gemm_ctx *ctx, int rows, const tune_s
     return GP_OK;
 }
 
-gp_status gp_engine_tune_gemms(gp_engine *e, gp_gemm_ctx *ctx, int rows)
+gp_status gp_engine_tune_gemms(gp_engine *e, gp_stage_ctx *sc, int rows)
 {
-    if (!e || !ctx)
-        GP_FAIL(GP_ERR_INVALID_ARG, "gp_engine_tune_gemms: engine %p, GEMM context %p",
-                (void *)e, (void *)ctx);
+    if (!e || !sc)
+        GP_FAIL(GP_ERR_INVALID_ARG, "gp_engine_tune_gemms: engine %p, stage context %p",
+                (void *)e, (void *)sc);
+    gp_gemm_ctx *ctx = sc->gemm;
     if (e->p.gemm_tune == 0 || rows < 1)
         return GP_OK;
     const gp_config *c = &e->cfg;

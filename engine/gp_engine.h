@@ -1,5 +1,6 @@
-/* greenpipe CUDA engine: device buffers for one decode step, the attention
- * and FFN stage entry points, and the sequential step (all SMs), eager or
+/* greenpipe CUDA engine: device buffers for one decode step, the stage API
+ * that every runner drives (the sequential step here, the pipeline's CUDA
+ * executor on partitions), and the sequential step (all SMs), eager or
  * replayed as a CUDA graph. C-callable; no CUDA types (streams are void*). */
 #ifndef GP_ENGINE_H
 #define GP_ENGINE_H
@@ -69,6 +70,69 @@ typedef struct gp_step_breakdown {
         down_gemm, head; /* ms */
 } gp_step_breakdown;
 gp_status gp_engine_breakdown(gp_engine *e, int B, gp_step_breakdown *out);
+
+
+/* ------------------------------------------------------------ stages
+ * The one stage API (docs/ARCHITECTURE.md section 2). A runner opens a step
+ * with gp_engine_step_prepare, launches stages with gp_engine_stage on the
+ * contexts it chooses, ordering them with events, and closes the step with
+ * gp_engine_step_finish. A stage reads and writes exactly the views of its
+ * gp_stage_io (device views of the engine's device, contiguous rows: f32
+ * residual [nb][hidden], bf16 QKV rows [nb][(n_heads + 2 n_kv_heads)
+ * head_dim], bf16 attention output [nb][n_heads head_dim]); besides them it
+ * uses the rows' tokens, KV cache, per-row scratch and, for HEAD, the rows'
+ * logits and next tokens, all owned by the engine. Each stage marks its
+ * weight groups in use, makes its stream wait on their ready events, launches
+ * and releases them on every exit path; it never synchronises, so it can be
+ * captured into a graph. */
+
+/* Where stages run: a stream, a GEMM context with an SM target and the
+ * decode-attention parameters for that many SMs. */
+typedef struct gp_stage_ctx gp_stage_ctx; /* opaque */
+/* A context on stream (cudaStream_t, e.g. a green-context partition's) for
+ * sm_count SMs; 0: the whole device. The attention workspace is the
+ * engine's: contexts whose attention stages may overlap need their own
+ * engine. */
+gp_status gp_engine_stage_ctx_create(gp_engine *e, void *stream, int sm_count, gp_stage_ctx **out);
+void gp_stage_ctx_destroy(gp_stage_ctx *sc); /* NULL is ignored; not the engine's own */
+/* The engine's own context: its stream, every SM (the sequential step's). */
+gp_stage_ctx *gp_engine_whole_ctx(gp_engine *e);
+void *gp_stage_ctx_stream(const gp_stage_ctx *sc);
+
+/* The engine's step activations, for runners that hand them between stages. */
+typedef enum gp_act {
+    GP_ACT_RESID = 0, /* f32 [max_batch][hidden]: the residual stream */
+    GP_ACT_QKV,       /* bf16 [max_batch][qkv rows]: QKV projection output */
+    GP_ACT_ATTN,      /* bf16 [max_batch][n_heads head_dim]: attention output */
+} gp_act;
+/* Rows [b0, b0+nb) of one of them. */
+gp_status gp_engine_act_view(const gp_engine *e, gp_act which, int b0, int nb, gp_tensor_view *out);
+
+gp_status gp_engine_stage(gp_engine *e, gp_stage_kind kind, const gp_stage_io *io, gp_stage_ctx *sc);
+
+/* The decode-attention context splits the heuristic picks for rows rows at
+ * context max_len on sc's SMs, for gp_stage_io.attn_splits. */
+gp_status gp_engine_attn_splits(const gp_engine *e, const gp_stage_ctx *sc, int rows, int max_len, int *out);
+
+/* Opt-in timed cuBLASLt choice (params gemm_tune = N > 0): time up to N
+ * candidates of each layer GEMM (QKV, O, gate+up, down) for rows-row
+ * batches on sc's stream, i.e. on its partition, and keep the fastest
+ * (gp_gemm_tune); later launches on sc use it. Layer 0's weights, scratch
+ * activations; not capturable, so call it before capturing a step shape. A
+ * no-op with gemm_tune 0, and for shapes the skinny kernel serves. The LM
+ * head is left to the heuristic (its output alone would need B x vocab x 4
+ * bytes of scratch). */
+gp_status gp_engine_tune_gemms(gp_engine *e, gp_stage_ctx *sc, int rows);
+
+/* The two ends of a step for runners that launch the stages themselves:
+ * prepare validates the inputs, reserves KV room, uploads tokens and block
+ * tables on stream and returns the longest context; finish copies next (and
+ * logits) back on stream, waits for them and advances the sequences. */
+gp_status gp_engine_step_prepare(gp_engine *e, int B, const int *seq_ids, const int32_t *tokens, void *stream,
+                                 int *max_len);
+gp_status gp_engine_step_finish(gp_engine *e, int B, const int *seq_ids, int32_t *next, float *logits,
+                                void *stream);
+int gp_engine_max_batch(const gp_engine *e);
 
 #ifdef __cplusplus
 }

@@ -1,8 +1,11 @@
-/* The stage entry points of a decode step: embedding, attention (norm, QKV,
- * RoPE + KV append, decode attention, O projection into the residual), FFN
- * (norm, gate/up, SwiGLU, down projection into the residual) and the head
- * (final norm, LM head, argmax). They follow the weight-group discipline of
- * DESIGN.md §1 and never synchronise. */
+/* The stage API of the CUDA engine: gp_engine_stage checks a stage's views
+ * and composes its parts (embedding; norm + QKV; RoPE + KV append + decode
+ * attention; O projection; FFN; head), each over exactly the views it was
+ * handed, under the weight-group discipline of docs/ARCHITECTURE.md
+ * section 4. Nothing here synchronises. */
+#include <stdio.h>
+#include <stdlib.h>
+
 #include "cuda_util.cuh"
 #include "engine_impl.h"
 
@@ -18,179 +21,300 @@ static gp_status mark(gp_engine *e, const gp_stage_ctx *sc, int cls)
     return GP_OK;
 }
 
-#define STEP(call, cls) do { st = (call); if (st == GP_OK) st = mark(e, sc, (cls)); if (st != GP_OK) goto out; } while (0)
+#define STEP(call, cls) do { st = (call); if (st == GP_OK) st = mark(e, sc, (cls)); if (st != GP_OK) return st; } while (0)
 
-static gp_status acquire(gp_engine *e, gp_group_kind kind, int layer, const gp_stage_ctx *sc,
-                         gp_weight_group **g)
+static size_t q_dim(const gp_config *c)
 {
-    *g = gp_device_weights_group(e->dw, kind, layer);
-    if (!*g)
-        return GP_ERR_INVALID_ARG;
-    return gp_weight_group_acquire(*g, sc->stream);
+    return (size_t)c->n_heads * (size_t)c->head_dim;
 }
 
-gp_status gp_engine_embed_stage(gp_engine *e, int b0, int nb, const gp_stage_ctx *sc)
+/* ------------------------------------------------------------ parts */
+
+static gp_status embed_part(gp_engine *e, int b0, int nb, const gp_tensor_view *resid, const gp_stage_ctx *sc)
 {
     const gp_config *c = &e->cfg;
-    gp_weight_group *g;
-    gp_status st = acquire(e, GP_GROUP_HEAD, 0, sc, &g);
-    if (st != GP_OK)
-        return st;
-    STEP(gp_embed(e->tok_d + b0, e->w->embed, e->resid + (size_t)b0 * c->hidden, nb, c->hidden,
-                  c->vocab, sc->stream), GP_K_EMBED);
-out:
-    gp_weight_group_release(g);
-    return st;
+    gp_status st;
+    STEP(gp_embed(e->tok_d + b0, e->w->embed, resid->data, nb, c->hidden, c->vocab, sc->stream), GP_K_EMBED);
+    return GP_OK;
 }
 
-/* The three parts of a layer's attention: norm + QKV projection, RoPE + KV
- * append + decode attention, O projection into the residual. The stages
- * below compose them per placement: all three on one partition, or the two
- * projections beside the FFN (DESIGN.md §1, issue #6). */
-static gp_status qkv_part(gp_engine *e, int layer, int b0, int nb, const gp_stage_ctx *sc)
+/* Attention norm of the residual rows into scratch, QKV projection into qkv. */
+static gp_status qkv_part(gp_engine *e, int layer, int b0, int nb, const gp_tensor_view *resid,
+                          const gp_tensor_view *qkv, const gp_stage_ctx *sc)
 {
     const gp_config *c = &e->cfg;
     const gp_layer_weights *lw = &e->w->layers[layer];
-    const size_t H = (size_t)c->hidden, QKV = (size_t)gp_config_qkv_rows(c);
-    gp_bf16 *h = e->h_attn + b0 * H, *qkv = e->qkv + b0 * QKV;
+    gp_bf16 *h = e->h_attn + (size_t)b0 * (size_t)c->hidden;
     gp_status st;
-    STEP(gp_rmsnorm_residual(e->resid + b0 * H, NULL, lw->attn_norm, h, nb, c->hidden, c->norm_eps,
-                             sc->stream), GP_K_ATTN_NORM);
-    STEP(gp_gemm_bf16(sc->gemm, nb, (int)QKV, c->hidden, h, lw->wqkv, qkv, GP_GEMM_OUT_BF16), GP_K_QKV);
-out:
-    return st;
+    STEP(gp_rmsnorm_residual(resid->data, NULL, lw->attn_norm, h, nb, c->hidden, c->norm_eps, sc->stream),
+         GP_K_ATTN_NORM);
+    STEP(gp_gemm_bf16(sc->gemm, nb, gp_config_qkv_rows(c), c->hidden, h, lw->wqkv, qkv->data, GP_GEMM_OUT_BF16),
+         GP_K_QKV);
+    return GP_OK;
 }
 
-static gp_status core_part(gp_engine *e, int layer, int b0, int nb, int max_len, const gp_stage_ctx *sc)
+/* RoPE and KV append of the rows' QKV, then decode attention into attn. */
+static gp_status core_part(gp_engine *e, const gp_stage_io *io, const gp_tensor_view *qkv,
+                           const gp_tensor_view *attn, const gp_stage_ctx *sc)
 {
     const gp_config *c = &e->cfg;
-    const size_t QKV = (size_t)gp_config_qkv_rows(c), QD = (size_t)c->n_heads * (size_t)c->head_dim;
     gp_kv_view all, kv;
-    gp_status st = gp_kv_device_view(e->kv, layer, &all);
+    gp_status st = gp_kv_device_view(e->kv, io->layer, &all);
     if (st == GP_OK)
-        st = gp_kv_view_rows(&all, b0, nb, &kv);
+        st = gp_kv_view_rows(&all, io->b0, io->nb, &kv);
     if (st != GP_OK)
         return st;
-    gp_bf16 *qkv = e->qkv + b0 * QKV, *q = e->q + b0 * QD, *attn = e->attn + b0 * QD;
-    STEP(gp_rope_kv_append(&kv, nb, c->n_heads, qkv, e->inv_freq, q, sc->stream), GP_K_ROPE);
-    STEP(gp_decode_attn(&kv, nb, c->n_heads, max_len, q, attn, sc->attn_ws, sc->attn_ws_bytes, &sc->ap,
-                        sc->stream), GP_K_ATTN);
-out:
-    return st;
+    gp_bf16 *q = e->q + (size_t)io->b0 * q_dim(c);
+    gp_decode_attn_params ap = sc->ap;
+    ap.force_splits = io->attn_splits;
+    STEP(gp_rope_kv_append(&kv, io->nb, c->n_heads, qkv->data, e->inv_freq, q, sc->stream), GP_K_ROPE);
+    STEP(gp_decode_attn(&kv, io->nb, c->n_heads, io->max_len, q, attn->data, sc->attn_ws, sc->attn_ws_bytes, &ap,
+                        sc->stream),
+         GP_K_ATTN);
+    return GP_OK;
 }
 
-/* The O projection adds straight into the fp32 residual (beta = 1). */
-static gp_status o_part(gp_engine *e, int layer, int b0, int nb, const gp_stage_ctx *sc)
+/* The O projection adds straight into the f32 residual (beta = 1). */
+static gp_status o_part(gp_engine *e, int layer, int nb, const gp_tensor_view *attn, const gp_tensor_view *resid,
+                        const gp_stage_ctx *sc)
 {
     const gp_config *c = &e->cfg;
-    const size_t H = (size_t)c->hidden, QD = (size_t)c->n_heads * (size_t)c->head_dim;
     gp_status st;
-    STEP(gp_gemm_bf16(sc->gemm, nb, c->hidden, (int)QD, e->attn + b0 * QD, e->w->layers[layer].wo,
-                      e->resid + b0 * H, GP_GEMM_OUT_F32_ACC), GP_K_O);
-out:
-    return st;
+    STEP(gp_gemm_bf16(sc->gemm, nb, c->hidden, (int)q_dim(c), attn->data, e->w->layers[layer].wo, resid->data,
+                      GP_GEMM_OUT_F32_ACC),
+         GP_K_O);
+    return GP_OK;
 }
 
-gp_status gp_engine_attn_stage(gp_engine *e, int layer, int b0, int nb, int max_len,
-                               const gp_stage_ctx *sc)
-{
-    gp_weight_group *g;
-    gp_status st = acquire(e, GP_GROUP_ATTN, layer, sc, &g);
-    if (st != GP_OK)
-        return st;
-    if ((st = qkv_part(e, layer, b0, nb, sc)) == GP_OK && (st = core_part(e, layer, b0, nb, max_len, sc)) == GP_OK)
-        st = o_part(e, layer, b0, nb, sc);
-    gp_weight_group_release(g);
-    return st;
-}
-
-typedef gp_status (*stage_part)(gp_engine *e, int layer, int b0, int nb, const gp_stage_ctx *sc);
-
-/* A stage of one part over one weight group of layer. */
-static gp_status one_group_stage(gp_engine *e, gp_group_kind kind, stage_part part, int layer, int b0, int nb,
-                                 const gp_stage_ctx *sc)
-{
-    gp_weight_group *g;
-    gp_status st = acquire(e, kind, layer, sc, &g);
-    if (st != GP_OK)
-        return st;
-    st = part(e, layer, b0, nb, sc);
-    gp_weight_group_release(g);
-    return st;
-}
-
-gp_status gp_engine_qkv_stage(gp_engine *e, int layer, int b0, int nb, const gp_stage_ctx *sc)
-{
-    return one_group_stage(e, GP_GROUP_ATTN, qkv_part, layer, b0, nb, sc);
-}
-
-/* No weights: the KV cache and the RoPE table belong to the engine. */
-gp_status gp_engine_attn_core_stage(gp_engine *e, int layer, int b0, int nb, int max_len,
-                                    const gp_stage_ctx *sc)
-{
-    return core_part(e, layer, b0, nb, max_len, sc);
-}
-
-static gp_status ffn_part(gp_engine *e, int layer, int b0, int nb, const gp_stage_ctx *sc)
+static gp_status ffn_part(gp_engine *e, int layer, int b0, int nb, const gp_tensor_view *resid,
+                          const gp_stage_ctx *sc)
 {
     const gp_config *c = &e->cfg;
     const gp_layer_weights *lw = &e->w->layers[layer];
     const size_t H = (size_t)c->hidden, F = (size_t)c->ffn;
     gp_bf16 *h = e->h_ffn + b0 * H, *gu = e->gu + b0 * 2 * F, *act = e->act + b0 * F;
     gp_status st;
-    STEP(gp_rmsnorm_residual(e->resid + b0 * H, NULL, lw->ffn_norm, h, nb, c->hidden, c->norm_eps,
-                             sc->stream), GP_K_FFN_NORM);
-    STEP(gp_gemm_bf16(sc->gemm, nb, (int)(2 * F), c->hidden, h, lw->w_gate_up, gu, GP_GEMM_OUT_BF16),
-         GP_K_GATE_UP);
+    STEP(gp_rmsnorm_residual(resid->data, NULL, lw->ffn_norm, h, nb, c->hidden, c->norm_eps, sc->stream),
+         GP_K_FFN_NORM);
+    STEP(gp_gemm_bf16(sc->gemm, nb, (int)(2 * F), c->hidden, h, lw->w_gate_up, gu, GP_GEMM_OUT_BF16), GP_K_GATE_UP);
     STEP(gp_swiglu(gu, act, nb, c->ffn, sc->stream), GP_K_SWIGLU);
-    STEP(gp_gemm_bf16(sc->gemm, nb, c->hidden, c->ffn, act, lw->w_down, e->resid + b0 * H,
-                      GP_GEMM_OUT_F32_ACC), GP_K_DOWN);
-out:
-    return st;
+    STEP(gp_gemm_bf16(sc->gemm, nb, c->hidden, c->ffn, act, lw->w_down, resid->data, GP_GEMM_OUT_F32_ACC),
+         GP_K_DOWN);
+    return GP_OK;
 }
 
-gp_status gp_engine_ffn_stage(gp_engine *e, int layer, int b0, int nb, const gp_stage_ctx *sc)
-{
-    return one_group_stage(e, GP_GROUP_FFN, ffn_part, layer, b0, nb, sc);
-}
-
-gp_status gp_engine_o_ffn_qkv_stage(gp_engine *e, int layer, int b0, int nb, const gp_stage_ctx *sc)
-{
-    gp_weight_group *ga, *gf, *gn = NULL;
-    gp_status st = acquire(e, GP_GROUP_ATTN, layer, sc, &ga);
-    if (st != GP_OK)
-        return st;
-    if ((st = acquire(e, GP_GROUP_FFN, layer, sc, &gf)) != GP_OK)
-        goto out_a;
-    bool next = layer + 1 < e->cfg.n_layers;
-    if (next && (st = acquire(e, GP_GROUP_ATTN, layer + 1, sc, &gn)) != GP_OK)
-        goto out_f;
-    if ((st = o_part(e, layer, b0, nb, sc)) == GP_OK && (st = ffn_part(e, layer, b0, nb, sc)) == GP_OK && next)
-        st = qkv_part(e, layer + 1, b0, nb, sc);
-    if (gn)
-        gp_weight_group_release(gn);
-out_f:
-    gp_weight_group_release(gf);
-out_a:
-    gp_weight_group_release(ga);
-    return st;
-}
-
-gp_status gp_engine_head_stage(gp_engine *e, int b0, int nb, const gp_stage_ctx *sc)
+static gp_status head_part(gp_engine *e, int b0, int nb, const gp_tensor_view *resid, const gp_stage_ctx *sc)
 {
     const gp_config *c = &e->cfg;
     const size_t H = (size_t)c->hidden, V = (size_t)c->vocab;
-    gp_weight_group *g;
-    gp_status st = acquire(e, GP_GROUP_HEAD, 0, sc, &g);
-    if (st != GP_OK)
-        return st;
     gp_bf16 *h = e->h_attn + b0 * H;
-    STEP(gp_rmsnorm_residual(e->resid + b0 * H, NULL, e->w->final_norm, h, nb, c->hidden, c->norm_eps,
-                             sc->stream), GP_K_HEAD);
-    STEP(gp_gemm_bf16(sc->gemm, nb, c->vocab, c->hidden, h, e->w->lm_head, e->logits + b0 * V,
-                      GP_GEMM_OUT_F32), GP_K_HEAD);
+    gp_status st;
+    STEP(gp_rmsnorm_residual(resid->data, NULL, e->w->final_norm, h, nb, c->hidden, c->norm_eps, sc->stream),
+         GP_K_HEAD);
+    STEP(gp_gemm_bf16(sc->gemm, nb, c->vocab, c->hidden, h, e->w->lm_head, e->logits + b0 * V, GP_GEMM_OUT_F32),
+         GP_K_HEAD);
     STEP(gp_argmax_rows(e->logits + b0 * V, e->next_d + b0, nb, c->vocab, sc->stream), GP_K_HEAD);
-out:
-    gp_weight_group_release(g);
+    return GP_OK;
+}
+
+/* ------------------------------------------------------------ views */
+
+/* Which views a stage kind takes, and their widths. */
+typedef struct stage_views {
+    int x_cols, y_cols; /* 0: the view must be empty */
+    bool resid;
+} stage_views;
+
+static stage_views views_of(const gp_config *c, gp_stage_kind kind, int layer)
+{
+    int QKV = gp_config_qkv_rows(c), QD = (int)q_dim(c);
+    switch (kind) {
+    case GP_STAGE_QKV: return (stage_views){0, QKV, true};
+    case GP_STAGE_ATTN_CORE: return (stage_views){QKV, QD, false};
+    case GP_STAGE_O_FFN_QKV: return (stage_views){QD, layer + 1 < c->n_layers ? QKV : 0, true};
+    default: return (stage_views){0, 0, true}; /* EMBED, ATTN, FFN, HEAD */
+    }
+}
+
+static gp_status check_view(const gp_engine *e, const gp_tensor_view *v, const char *who, const char *what, int nb,
+                            int cols, gp_dtype dt)
+{
+    if (cols == 0) {
+        if (v->rows != 0)
+            GP_FAIL(GP_ERR_INVALID_ARG, "%s: takes no %s view, was handed one of %d rows", who, what, (int)v->rows);
+        return GP_OK;
+    }
+    return gp_view_check(v, who, what, nb, cols, dt, e->device, true);
+}
+
+static gp_status check_io(const gp_engine *e, gp_stage_kind kind, const gp_stage_io *io, const gp_stage_ctx *sc)
+{
+    const gp_config *c = &e->cfg;
+    char who[64];
+    snprintf(who, sizeof who, "%s stage of layer %d", gp_stage_kind_name(kind), io->layer);
+    if (!sc)
+        GP_FAIL(GP_ERR_INVALID_ARG, "%s: no stage context", who);
+    bool layered = kind != GP_STAGE_EMBED && kind != GP_STAGE_HEAD;
+    if (layered && (io->layer < 0 || io->layer >= c->n_layers))
+        GP_FAIL(GP_ERR_INVALID_ARG, "%s: layer allowed 0..%d", who, c->n_layers - 1);
+    if (io->b0 < 0 || io->nb < 1 || io->b0 + io->nb > e->p.max_batch)
+        GP_FAIL(GP_ERR_INVALID_ARG, "%s: rows [%d, %d), allowed within [0, %d) (the engine's max batch)", who, io->b0,
+                io->b0 + io->nb, e->p.max_batch);
+    if ((kind == GP_STAGE_ATTN || kind == GP_STAGE_ATTN_CORE) && (io->max_len < 1 || io->attn_splits < 0))
+        GP_FAIL(GP_ERR_INVALID_ARG, "%s: max_len %d (>= 1) and attn_splits %d (>= 0)", who, io->max_len,
+                io->attn_splits);
+    stage_views v = views_of(c, kind, io->layer);
+    GP_TRY(check_view(e, &io->x, who, "input (x)", io->nb, v.x_cols, GP_DTYPE_BF16));
+    GP_TRY(check_view(e, &io->y, who, "output (y)", io->nb, v.y_cols, GP_DTYPE_BF16));
+    return check_view(e, &io->resid, who, "residual", io->nb, v.resid ? c->hidden : 0, GP_DTYPE_F32);
+}
+
+/* ------------------------------------------------------------ stages */
+
+typedef struct held_groups {
+    gp_weight_group *g[3];
+    int n;
+} held_groups;
+
+static gp_status hold(gp_engine *e, held_groups *h, gp_group_kind kind, int layer, const gp_stage_ctx *sc)
+{
+    gp_weight_group *g = gp_device_weights_group(e->dw, kind, layer);
+    if (!g)
+        GP_FAIL(GP_ERR_INVALID_ARG, "no weight group of kind %d for layer %d", (int)kind, layer);
+    GP_TRY(gp_weight_group_acquire(g, sc->stream));
+    h->g[h->n++] = g;
+    return GP_OK;
+}
+
+/* The weight groups a stage reads. */
+static gp_status hold_groups(gp_engine *e, gp_stage_kind kind, int layer, const gp_stage_ctx *sc, held_groups *h)
+{
+    switch (kind) {
+    case GP_STAGE_EMBED:
+    case GP_STAGE_HEAD: return hold(e, h, GP_GROUP_HEAD, 0, sc);
+    case GP_STAGE_ATTN:
+    case GP_STAGE_QKV: return hold(e, h, GP_GROUP_ATTN, layer, sc);
+    case GP_STAGE_FFN: return hold(e, h, GP_GROUP_FFN, layer, sc);
+    case GP_STAGE_ATTN_CORE: return GP_OK; /* the KV cache and the RoPE table belong to the engine */
+    case GP_STAGE_O_FFN_QKV:
+        GP_TRY(hold(e, h, GP_GROUP_ATTN, layer, sc));
+        GP_TRY(hold(e, h, GP_GROUP_FFN, layer, sc));
+        return layer + 1 < e->cfg.n_layers ? hold(e, h, GP_GROUP_ATTN, layer + 1, sc) : GP_OK;
+    default: GP_FAIL(GP_ERR_INVALID_ARG, "stage kind %d: allowed 0..%d", (int)kind, GP_STAGE_COUNT - 1);
+    }
+}
+
+static gp_status run_parts(gp_engine *e, gp_stage_kind kind, const gp_stage_io *io, const gp_stage_ctx *sc)
+{
+    const int l = io->layer, b0 = io->b0, nb = io->nb;
+    gp_tensor_view qkv, attn;
+    switch (kind) {
+    case GP_STAGE_EMBED: return embed_part(e, b0, nb, &io->resid, sc);
+    case GP_STAGE_ATTN:
+        /* the whole layer's attention on one context: QKV and attention output in scratch rows */
+        GP_TRY(gp_engine_act_view(e, GP_ACT_QKV, b0, nb, &qkv));
+        GP_TRY(gp_engine_act_view(e, GP_ACT_ATTN, b0, nb, &attn));
+        GP_TRY(qkv_part(e, l, b0, nb, &io->resid, &qkv, sc));
+        GP_TRY(core_part(e, io, &qkv, &attn, sc));
+        return o_part(e, l, nb, &attn, &io->resid, sc);
+    case GP_STAGE_FFN: return ffn_part(e, l, b0, nb, &io->resid, sc);
+    case GP_STAGE_QKV: return qkv_part(e, l, b0, nb, &io->resid, &io->y, sc);
+    case GP_STAGE_ATTN_CORE: return core_part(e, io, &io->x, &io->y, sc);
+    case GP_STAGE_O_FFN_QKV:
+        GP_TRY(o_part(e, l, nb, &io->x, &io->resid, sc));
+        GP_TRY(ffn_part(e, l, b0, nb, &io->resid, sc));
+        return l + 1 < e->cfg.n_layers ? qkv_part(e, l + 1, b0, nb, &io->resid, &io->y, sc) : GP_OK;
+    case GP_STAGE_HEAD: return head_part(e, b0, nb, &io->resid, sc);
+    default: GP_FAIL(GP_ERR_INVALID_ARG, "stage kind %d: allowed 0..%d", (int)kind, GP_STAGE_COUNT - 1);
+    }
+}
+
+gp_status gp_engine_stage(gp_engine *e, gp_stage_kind kind, const gp_stage_io *io, gp_stage_ctx *sc)
+{
+    if (!e || !io)
+        GP_FAIL(GP_ERR_INVALID_ARG, "gp_engine_stage: engine %p, io %p", (void *)e, (const void *)io);
+    if ((unsigned)kind >= GP_STAGE_COUNT)
+        GP_FAIL(GP_ERR_INVALID_ARG, "gp_engine_stage: stage kind %d, allowed 0..%d", (int)kind, GP_STAGE_COUNT - 1);
+    GP_TRY(check_io(e, kind, io, sc));
+    held_groups h = {.n = 0};
+    gp_status st = hold_groups(e, kind, io->layer, sc, &h);
+    if (st == GP_OK)
+        st = run_parts(e, kind, io, sc);
+    while (h.n > 0)
+        gp_weight_group_release(h.g[--h.n]);
     return st;
+}
+
+/* ------------------------------------------------------------ contexts and views */
+
+gp_status gp_engine_stage_ctx_create(gp_engine *e, void *stream, int sm_count, gp_stage_ctx **out)
+{
+    *out = NULL;
+    if (!e || sm_count < 0 || sm_count > e->sm_count)
+        GP_FAIL(GP_ERR_INVALID_ARG, "stage context: engine %p, %d SMs (allowed 0..%d, 0: the whole device)",
+                (void *)e, sm_count, e ? e->sm_count : 0);
+    gp_stage_ctx *sc = calloc(1, sizeof *sc);
+    if (!sc)
+        GP_FAIL(GP_ERR_NO_MEMORY, "stage context: out of host memory");
+    *sc = e->sc; /* the engine's attention workspace and parameters */
+    sc->stream = (cudaStream_t)stream;
+    sc->ap.sm_count = sm_count ? sm_count : e->sm_count;
+    sc->gemm = NULL;
+    gp_status st = gp_gemm_ctx_create(stream, sm_count, &sc->gemm);
+    if (st != GP_OK) {
+        free(sc);
+        return st;
+    }
+    *out = sc;
+    return GP_OK;
+}
+
+void gp_stage_ctx_destroy(gp_stage_ctx *sc)
+{
+    if (!sc)
+        return;
+    gp_gemm_ctx_destroy(sc->gemm);
+    free(sc);
+}
+
+gp_stage_ctx *gp_engine_whole_ctx(gp_engine *e)
+{
+    return &e->sc;
+}
+
+void *gp_stage_ctx_stream(const gp_stage_ctx *sc)
+{
+    return sc->stream;
+}
+
+gp_status gp_engine_act_view(const gp_engine *e, gp_act which, int b0, int nb, gp_tensor_view *out)
+{
+    const gp_config *c = &e->cfg;
+    if (b0 < 0 || nb < 0 || b0 + nb > e->p.max_batch)
+        GP_FAIL(GP_ERR_INVALID_ARG, "engine activation view: rows [%d, %d), allowed within [0, %d)", b0, b0 + nb,
+                e->p.max_batch);
+    gp_tensor_view all;
+    switch (which) {
+    case GP_ACT_RESID: all = gp_view_make(e->resid, e->p.max_batch, c->hidden, GP_DTYPE_F32, e->device); break;
+    case GP_ACT_QKV:
+        all = gp_view_make(e->qkv, e->p.max_batch, gp_config_qkv_rows(c), GP_DTYPE_BF16, e->device);
+        break;
+    case GP_ACT_ATTN: all = gp_view_make(e->attn, e->p.max_batch, (int)q_dim(c), GP_DTYPE_BF16, e->device); break;
+    default: GP_FAIL(GP_ERR_INVALID_ARG, "engine activation %d: allowed 0..2", (int)which);
+    }
+    *out = gp_view_rows(all, b0, nb);
+    return GP_OK;
+}
+
+gp_status gp_engine_attn_splits(const gp_engine *e, const gp_stage_ctx *sc, int rows, int max_len, int *out)
+{
+    const gp_config *c = &e->cfg;
+    gp_decode_attn_params ap = sc->ap;
+    ap.force_splits = 0;
+    return gp_decode_attn_splits(rows, c->n_heads, c->n_kv_heads, c->head_dim, max_len, &ap, out);
+}
+
+int gp_engine_max_batch(const gp_engine *e)
+{
+    return e->p.max_batch;
 }

@@ -103,14 +103,7 @@ float gp_synth_scale(const gp_config *cfg, gp_tensor_kind kind);
 
 /* ---------------------------------------------------------- safetensors */
 
-typedef enum gp_dtype {
-    GP_DTYPE_F32 = 0, GP_DTYPE_F16, GP_DTYPE_BF16,
-    /* known to the format but not loadable as weights */
-    GP_DTYPE_F64, GP_DTYPE_I64, GP_DTYPE_I32, GP_DTYPE_I16, GP_DTYPE_I8,
-    GP_DTYPE_U8, GP_DTYPE_BOOL, GP_DTYPE_F8_E4M3, GP_DTYPE_F8_E5M2,
-} gp_dtype;
-const char *gp_dtype_name(gp_dtype d);
-size_t gp_dtype_size(gp_dtype d);
+/* Tensor dtypes (gp_dtype) are declared in gp_common.h. */
 
 #define GP_ST_MAX_DIMS 8
 #define GP_ST_MAX_HEADER (100u * 1024u * 1024u) /* safetensors' own 100 MB cap */
@@ -251,22 +244,30 @@ int gp_cpu_model_max_seqs(const gp_cpu_model *m);
 void gp_cpu_model_set_bf16_activations(gp_cpu_model *m, bool on);
 
 /* A step as stages, for the pipeline's CPU executor: gp_cpu_step_begin
- * (validate, reserve KV, embed), then per layer the attention stage and the
- * FFN stage over batch-row ranges [b0, b0+nb) (micro-batches), then
- * gp_cpu_step_end (final norm, LM head into logits [B][vocab] unless NULL,
- * KV lengths advanced). Results are bitwise those of gp_cpu_decode_step for
- * any split into row ranges. Stages over disjoint rows may run at the same
- * time on different threads, each with its own worker; for one row range the
- * order attention(L) -> FFN(L) -> attention(L+1) is the caller's duty.
- * gp_cpu_step_abort drops a failed step (reserved KV stays with its sequence). */
+ * (validate, reserve KV, embed into the model's residual rows,
+ * gp_cpu_resid_view), then per layer gp_cpu_stage(GP_STAGE_ATTN) and
+ * gp_cpu_stage(GP_STAGE_FFN) over batch-row ranges (micro-batches), then
+ * gp_cpu_step_end (final norm and LM head of the residual rows it is handed
+ * into logits [B][vocab] unless NULL, KV lengths advanced). A stage reads and
+ * updates exactly the residual view in its gp_stage_io (host f32 [nb][hidden],
+ * any row stride), so an executor may hand it rows that live elsewhere; its
+ * other buffers are per-row scratch and the KV cache. Results are bitwise
+ * those of gp_cpu_decode_step for any split into row ranges. Stages over
+ * disjoint rows may run at the same time on different threads, each with its
+ * own worker; for one row range the order attention(L) -> FFN(L) ->
+ * attention(L+1) is the caller's duty. gp_cpu_step_abort drops a failed step
+ * (reserved KV stays with its sequence). */
 typedef struct gp_cpu_worker gp_cpu_worker; /* opaque: a thread pool and scratch */
 /* n_threads 0: the default (online CPUs, at most 16, GP_REF_THREADS). */
 gp_status gp_cpu_worker_create(const gp_cpu_model *m, int n_threads, gp_cpu_worker **out);
 void gp_cpu_worker_destroy(gp_cpu_worker *wk);
 gp_status gp_cpu_step_begin(gp_cpu_model *m, int B, const int *seq_ids, const int32_t *tokens);
-gp_status gp_cpu_attn_stage(gp_cpu_model *m, gp_cpu_worker *wk, int layer, int b0, int nb);
-gp_status gp_cpu_ffn_stage(gp_cpu_model *m, gp_cpu_worker *wk, int layer, int b0, int nb);
-gp_status gp_cpu_step_end(gp_cpu_model *m, gp_cpu_worker *wk, float *logits);
+/* The model's own residual rows [b0, b0+nb) (where gp_cpu_step_begin embeds). */
+gp_status gp_cpu_resid_view(const gp_cpu_model *m, int b0, int nb, gp_tensor_view *out);
+/* kind GP_STAGE_ATTN or GP_STAGE_FFN; io->x and io->y empty. */
+gp_status gp_cpu_stage(gp_cpu_model *m, gp_cpu_worker *wk, gp_stage_kind kind, const gp_stage_io *io);
+/* resid: the step's B residual rows, in batch order. */
+gp_status gp_cpu_step_end(gp_cpu_model *m, gp_cpu_worker *wk, const gp_tensor_view *resid, float *logits);
 void gp_cpu_step_abort(gp_cpu_model *m);
 /* Index of the largest value (first one on ties). */
 int32_t gp_argmax(const float *x, int n);

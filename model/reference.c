@@ -7,6 +7,7 @@
 #include <math.h>
 #include <stdbool.h>
 #include <stdlib.h>
+#include <stdio.h>
 #include <string.h>
 
 /* Sanity caps so sizes computed in int stay far from overflow. */
@@ -333,6 +334,15 @@ static void gp_ref_attn_task(void *vctx, int begin, int end, int thread)
 
 /* ------------------------------------------------------------ stages */
 
+static void gp_ref_add_rows(const gp_tensor_view *v, const float *add, int nb, int H)
+{
+    for (int b = 0; b < nb; b++) {
+        float *x = (float *)v->data + (size_t)b * (size_t)v->row_stride;
+        for (int i = 0; i < H; i++)
+            x[i] += add[(size_t)b * H + i];
+    }
+}
+
 static gp_status gp_ref_check_rows(const gp_cpu_model *m, gp_cpu_worker *wk, int layer, int b0, int nb,
                                    const char *stage)
 {
@@ -351,9 +361,25 @@ static gp_status gp_ref_check_rows(const gp_cpu_model *m, gp_cpu_worker *wk, int
     return GP_OK;
 }
 
-gp_status gp_cpu_attn_stage(gp_cpu_model *m, gp_cpu_worker *wk, int layer, int b0, int nb)
+/* The residual rows a stage was handed: host f32 [nb][hidden], rows may be
+ * strided. */
+static gp_status gp_ref_check_resid(const gp_cpu_model *m, const gp_tensor_view *v, int nb, const char *stage)
 {
+    char who[48];
+    snprintf(who, sizeof who, "CPU %s stage", stage);
+    return gp_view_check(v, who, "residual", nb, m->cfg.hidden, GP_DTYPE_F32, GP_DEVICE_HOST, false);
+}
+
+static float *gp_ref_row(const gp_tensor_view *v, int r)
+{
+    return (float *)v->data + (size_t)r * (size_t)v->row_stride;
+}
+
+static gp_status gp_cpu_attn_stage(gp_cpu_model *m, gp_cpu_worker *wk, const gp_stage_io *io)
+{
+    const int layer = io->layer, b0 = io->b0, nb = io->nb;
     GP_TRY(gp_ref_check_rows(m, wk, layer, b0, nb, "attention"));
+    GP_TRY(gp_ref_check_resid(m, &io->resid, nb, "attention"));
     const gp_config *c = &m->cfg;
     const gp_layer_weights *lw = &m->w->layers[layer];
     const gp_kv_layout *L = &m->layout;
@@ -362,10 +388,10 @@ gp_status gp_cpu_attn_stage(gp_cpu_model *m, gp_cpu_worker *wk, int layer, int b
     float *kc = m->k_cache + (size_t)layer * m->layer_elems;
     float *vc = m->v_cache + (size_t)layer * m->layer_elems;
     float *h = m->h + (size_t)b0 * H, *qkv = m->qkv + (size_t)b0 * qkv_rows;
-    float *att = m->att + (size_t)b0 * q_dim, *tmp = m->tmp + (size_t)b0 * H, *x = m->x + (size_t)b0 * H;
+    float *att = m->att + (size_t)b0 * q_dim, *tmp = m->tmp + (size_t)b0 * H;
 
     for (int b = 0; b < nb; b++)
-        gp_ref_rmsnorm(h + (size_t)b * H, x + (size_t)b * H, lw->attn_norm, H, c->norm_eps);
+        gp_ref_rmsnorm(h + (size_t)b * H, gp_ref_row(&io->resid, b), lw->attn_norm, H, c->norm_eps);
     gp_ref_round(m, h, (size_t)nb * H);
     gp_ref_matmul(wk, qkv, lw->wqkv, h, nb, qkv_rows, H);
     gp_ref_round(m, qkv, (size_t)nb * qkv_rows);
@@ -388,22 +414,23 @@ gp_status gp_cpu_attn_stage(gp_cpu_model *m, gp_cpu_worker *wk, int layer, int b
     gp_ref_pool_run(wk->pool, gp_ref_attn_task, &actx, nb * c->n_heads, 2.0 * (double)ctx_total * c->n_heads * hd);
     gp_ref_round(m, att, (size_t)nb * q_dim);
     gp_ref_matmul(wk, tmp, lw->wo, att, nb, H, q_dim);
-    for (size_t i = 0; i < (size_t)nb * H; i++)
-        x[i] += tmp[i];
+    gp_ref_add_rows(&io->resid, tmp, nb, H);
     return GP_OK;
 }
 
-gp_status gp_cpu_ffn_stage(gp_cpu_model *m, gp_cpu_worker *wk, int layer, int b0, int nb)
+static gp_status gp_cpu_ffn_stage(gp_cpu_model *m, gp_cpu_worker *wk, const gp_stage_io *io)
 {
+    const int layer = io->layer, b0 = io->b0, nb = io->nb;
     GP_TRY(gp_ref_check_rows(m, wk, layer, b0, nb, "FFN"));
+    GP_TRY(gp_ref_check_resid(m, &io->resid, nb, "FFN"));
     const gp_config *c = &m->cfg;
     const gp_layer_weights *lw = &m->w->layers[layer];
     int H = c->hidden, F = c->ffn;
-    float *h = m->h + (size_t)b0 * H, *x = m->x + (size_t)b0 * H, *tmp = m->tmp + (size_t)b0 * H;
+    float *h = m->h + (size_t)b0 * H, *tmp = m->tmp + (size_t)b0 * H;
     float *gu = m->gu + (size_t)b0 * 2 * F, *act = m->act + (size_t)b0 * F;
 
     for (int b = 0; b < nb; b++)
-        gp_ref_rmsnorm(h + (size_t)b * H, x + (size_t)b * H, lw->ffn_norm, H, c->norm_eps);
+        gp_ref_rmsnorm(h + (size_t)b * H, gp_ref_row(&io->resid, b), lw->ffn_norm, H, c->norm_eps);
     gp_ref_round(m, h, (size_t)nb * H);
     gp_ref_matmul(wk, gu, lw->w_gate_up, h, nb, 2 * F, H);
     gp_ref_round(m, gu, (size_t)nb * 2 * F);
@@ -413,8 +440,32 @@ gp_status gp_cpu_ffn_stage(gp_cpu_model *m, gp_cpu_worker *wk, int layer, int b0
     }
     gp_ref_round(m, act, (size_t)nb * F);
     gp_ref_matmul(wk, tmp, lw->w_down, act, nb, H, F);
-    for (size_t i = 0; i < (size_t)nb * H; i++)
-        x[i] += tmp[i];
+    gp_ref_add_rows(&io->resid, tmp, nb, H);
+    return GP_OK;
+}
+
+gp_status gp_cpu_stage(gp_cpu_model *m, gp_cpu_worker *wk, gp_stage_kind kind, const gp_stage_io *io)
+{
+    if (!io)
+        GP_FAIL(GP_ERR_INVALID_ARG, "gp_cpu_stage: io is NULL");
+    if (io->x.rows || io->y.rows)
+        GP_FAIL(GP_ERR_INVALID_ARG, "CPU %s stage: it reads and writes the residual only; x has %d rows and y "
+                "%d (both must be empty)", gp_stage_kind_name(kind), (int)io->x.rows, (int)io->y.rows);
+    switch (kind) {
+    case GP_STAGE_ATTN: return gp_cpu_attn_stage(m, wk, io);
+    case GP_STAGE_FFN: return gp_cpu_ffn_stage(m, wk, io);
+    default:
+        GP_FAIL(GP_ERR_UNSUPPORTED, "CPU reference: stage '%s' is not a CPU stage (attn and ffn are; the step's "
+                "ends are gp_cpu_step_begin and gp_cpu_step_end)", gp_stage_kind_name(kind));
+    }
+}
+
+gp_status gp_cpu_resid_view(const gp_cpu_model *m, int b0, int nb, gp_tensor_view *out)
+{
+    if (!m || !out || b0 < 0 || nb < 0 || b0 + nb > m->max_seqs)
+        GP_FAIL(GP_ERR_INVALID_ARG, "gp_cpu_resid_view: rows [%d, %d) of a model of %d sequences", b0, b0 + nb,
+                m ? m->max_seqs : 0);
+    *out = gp_view_rows(gp_view_make(m->x, m->max_seqs, m->cfg.hidden, GP_DTYPE_F32, GP_DEVICE_HOST), b0, nb);
     return GP_OK;
 }
 
@@ -483,17 +534,18 @@ gp_status gp_cpu_step_begin(gp_cpu_model *m, int B, const int *seq_ids, const in
     return GP_OK;
 }
 
-gp_status gp_cpu_step_end(gp_cpu_model *m, gp_cpu_worker *wk, float *logits)
+gp_status gp_cpu_step_end(gp_cpu_model *m, gp_cpu_worker *wk, const gp_tensor_view *resid, float *logits)
 {
-    if (!m || !wk)
-        GP_FAIL(GP_ERR_INVALID_ARG, "gp_cpu_step_end: model and worker are required");
+    if (!m || !wk || !resid)
+        GP_FAIL(GP_ERR_INVALID_ARG, "gp_cpu_step_end: model, worker and residual view are required");
     if (!m->step_B)
         GP_FAIL(GP_ERR_STATE, "gp_cpu_step_end without a step in progress");
     const gp_config *c = &m->cfg;
     int B = m->step_B, H = c->hidden;
+    GP_TRY(gp_ref_check_resid(m, resid, B, "head"));
     if (logits) {
         for (int b = 0; b < B; b++)
-            gp_ref_rmsnorm(m->h + (size_t)b * H, m->x + (size_t)b * H, m->w->final_norm, H, c->norm_eps);
+            gp_ref_rmsnorm(m->h + (size_t)b * H, gp_ref_row(resid, b), m->w->final_norm, H, c->norm_eps);
         gp_ref_round(m, m->h, (size_t)B * H);
         gp_ref_matmul(wk, logits, m->w->lm_head, m->h, B, c->vocab, H);
     }
@@ -515,17 +567,19 @@ static gp_status gp_ref_step(gp_cpu_model *m, int B, const int *seq_ids, const i
                              float *logits)
 {
     GP_TRY(gp_cpu_step_begin(m, B, seq_ids, tokens));
-    gp_status st = GP_OK;
+    gp_stage_io io = {.b0 = 0, .nb = B};
+    gp_status st = gp_cpu_resid_view(m, 0, B, &io.resid);
     for (int l = 0; l < m->cfg.n_layers && st == GP_OK; l++) {
-        st = gp_cpu_attn_stage(m, m->worker, l, 0, B);
+        io.layer = l;
+        st = gp_cpu_attn_stage(m, m->worker, &io);
         if (st == GP_OK)
-            st = gp_cpu_ffn_stage(m, m->worker, l, 0, B);
+            st = gp_cpu_ffn_stage(m, m->worker, &io);
     }
     if (st != GP_OK) {
         gp_cpu_step_abort(m);
         return st;
     }
-    return gp_cpu_step_end(m, m->worker, logits);
+    return gp_cpu_step_end(m, m->worker, &io.resid, logits);
 }
 
 gp_status gp_cpu_decode_step(gp_cpu_model *m, int B, const int *seq_ids, const int32_t *tokens,

@@ -16,31 +16,12 @@ struct gp_st_file {
     gp_st_tensor *t; /* [n], sorted by name for gp_st_find */
 };
 
-static const struct { const char *name; size_t size; } gp_dtypes[] = {
-    [GP_DTYPE_F32] = {"F32", 4},     [GP_DTYPE_F16] = {"F16", 2},
-    [GP_DTYPE_BF16] = {"BF16", 2},   [GP_DTYPE_F64] = {"F64", 8},
-    [GP_DTYPE_I64] = {"I64", 8},     [GP_DTYPE_I32] = {"I32", 4},
-    [GP_DTYPE_I16] = {"I16", 2},     [GP_DTYPE_I8] = {"I8", 1},
-    [GP_DTYPE_U8] = {"U8", 1},       [GP_DTYPE_BOOL] = {"BOOL", 1},
-    [GP_DTYPE_F8_E4M3] = {"F8_E4M3", 1}, [GP_DTYPE_F8_E5M2] = {"F8_E5M2", 1},
-};
-#define GP_N_DTYPES (sizeof gp_dtypes / sizeof gp_dtypes[0])
 #define GP_KNOWN_DTYPES "BF16, F16, F32, F64, I64, I32, I16, I8, U8, BOOL, F8_E4M3, F8_E5M2"
-
-const char *gp_dtype_name(gp_dtype d)
-{
-    return (unsigned)d < GP_N_DTYPES ? gp_dtypes[d].name : "unknown";
-}
-
-size_t gp_dtype_size(gp_dtype d)
-{
-    return (unsigned)d < GP_N_DTYPES ? gp_dtypes[d].size : 0;
-}
 
 static int dtype_from_name(const char *s, gp_dtype *out)
 {
-    for (size_t i = 0; i < GP_N_DTYPES; i++)
-        if (strcmp(s, gp_dtypes[i].name) == 0) {
+    for (int i = 0; i < GP_DTYPE_COUNT; i++)
+        if (strcmp(s, gp_dtype_name((gp_dtype)i)) == 0) {
             *out = (gp_dtype)i;
             return 1;
         }

@@ -1,7 +1,10 @@
 /* CPU executor: runs the pipeline's stages on the float32 reference, with a
  * worker (thread pool) per side standing in for the two SM partitions, so
  * the real scheduler runs end to end without a GPU. Stages finish inside the
- * call, so "issued" is "done" and payloads carry no event. */
+ * call, so "issued" is "done" and payloads carry no event. The residual rows
+ * of each micro-batch follow the views: an FFN stage updates the rows its
+ * payload hands it, and the next attention stage of that micro-batch reads
+ * those rows. */
 #include <stdlib.h>
 #include <string.h>
 
@@ -17,6 +20,7 @@ struct gp_cpu_exec {
     uint64_t t0;           /* step start, host clock */
     gp_step_timing *dummy;
     float *times;          /* [4][n_layers][GP_PIPE_MAX_MICRO] stage times of the current step */
+    gp_tensor_view resid[GP_PIPE_MAX_MICRO]; /* where each micro-batch's residual rows are now */
 };
 
 static float ms_since(const gp_cpu_exec *x)
@@ -35,28 +39,37 @@ static gp_status cx_step_begin(void *ctx, const gp_step_plan *plan, const int *s
     gp_cpu_exec *x = ctx;
     x->t0 = gp_now_ns();
     x->plan = *plan;
-    return gp_cpu_step_begin(x->model, plan->B, seq_ids, tokens);
+    GP_TRY(gp_cpu_step_begin(x->model, plan->B, seq_ids, tokens));
+    gp_status st = GP_OK;
+    for (int m = 0; m < plan->M && st == GP_OK; m++)
+        st = gp_cpu_resid_view(x->model, plan->b0[m], plan->nb[m], &x->resid[m]);
+    if (st != GP_OK)
+        gp_cpu_step_abort(x->model);
+    return st;
 }
 
 static gp_status cx_attn(void *ctx, int layer, int micro, gp_payload *out)
 {
     gp_cpu_exec *x = ctx;
     int b0 = x->plan.b0[micro], nb = x->plan.nb[micro];
+    gp_stage_io io = {.layer = layer, .b0 = b0, .nb = nb, .resid = x->resid[micro]};
     *tslot(x, 0, layer, micro) = ms_since(x);
-    GP_TRY(gp_cpu_attn_stage(x->model, x->wa, layer, b0, nb));
+    GP_TRY(gp_cpu_stage(x->model, x->wa, GP_STAGE_ATTN, &io));
     *tslot(x, 1, layer, micro) = ms_since(x);
-    /* the FFN reads the fp32 residual rows the attention stage added into */
-    *out = (gp_payload){.tok_begin = b0, .tok_count = nb, .layer = layer, .micro = micro,
-                        .bytes_a2f = (uint64_t)nb * (uint64_t)gp_cpu_model_config(x->model)->hidden * sizeof(float)};
+    /* the FFN reads the f32 residual rows the attention stage added into */
+    *out = (gp_payload){.tok_begin = b0, .tok_count = nb, .layer = layer, .micro = micro, .resid = io.resid};
     return GP_OK;
 }
 
 static gp_status cx_ffn(void *ctx, const gp_payload *in)
 {
     gp_cpu_exec *x = ctx;
+    gp_stage_io io = {.layer = in->layer, .b0 = in->tok_begin, .nb = in->tok_count, .resid = in->resid};
     *tslot(x, 2, in->layer, in->micro) = ms_since(x);
-    GP_TRY(gp_cpu_ffn_stage(x->model, x->wf, in->layer, in->tok_begin, in->tok_count));
+    GP_TRY(gp_cpu_stage(x->model, x->wf, GP_STAGE_FFN, &io));
     *tslot(x, 3, in->layer, in->micro) = ms_since(x);
+    /* ordered before attention(layer + 1, micro) by the runner */
+    x->resid[in->micro] = in->resid;
     return GP_OK;
 }
 
@@ -65,7 +78,19 @@ static gp_status cx_step_end(void *ctx, int32_t *next, float *logits, gp_step_ti
     gp_cpu_exec *x = ctx;
     const gp_config *c = gp_cpu_model_config(x->model);
     float *lg = logits ? logits : x->logits;
-    GP_TRY(gp_cpu_step_end(x->model, x->wf, lg));
+    gp_tensor_view all;
+    GP_TRY(gp_cpu_resid_view(x->model, 0, x->plan.B, &all));
+    /* the head reads the B rows in batch order from one view: the model's
+     * own rows, gathered there from wherever the last FFN stages left them */
+    for (int m = 0; m < x->plan.M; m++) {
+        const gp_tensor_view *r = &x->resid[m];
+        gp_tensor_view dst = gp_view_rows(all, x->plan.b0[m], x->plan.nb[m]);
+        if (r->data != dst.data || r->row_stride != dst.row_stride)
+            for (int i = 0; i < r->rows; i++)
+                memcpy((float *)dst.data + (size_t)i * dst.row_stride, (const float *)r->data + (size_t)i * r->row_stride,
+                       sizeof(float) * (size_t)c->hidden);
+    }
+    GP_TRY(gp_cpu_step_end(x->model, x->wf, &all, lg));
     for (int b = 0; b < x->plan.B; b++)
         next[b] = gp_argmax(lg + (size_t)b * c->vocab, c->vocab);
     t->step_ms = ms_since(x);

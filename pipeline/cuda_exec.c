@@ -2,7 +2,9 @@
  * partition F's stream of one green-context pair, ordered by device events
  * only (A_done(L,m) before FFN(L,m), F_done(L-1,m) before attention(L,m)),
  * each stage replayed from a CUDA graph captured on its partition. The fill
- * and the drain, which nothing overlaps, may run on the whole GPU instead. */
+ * and the drain, which nothing overlaps, may run on the whole GPU instead.
+ * Stages see only gp_engine.h: each gets the views its payload hands it, and
+ * a micro-batch's residual rows stay where its last FFN stage left them. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -10,7 +12,7 @@
 #include <nvtx3/nvToolsExt.h>
 
 #include "cuda_util.cuh"
-#include "engine_impl.h"
+#include "gp_engine.h"
 #include "gp_green.h"
 #include "gp_pipeline.h"
 
@@ -25,7 +27,7 @@ typedef struct cx_graphs {
 #define CX_GRAPH_SETS 6
 
 typedef struct cx_pair {
-    gp_stage_ctx a, f;     /* streams from the pool, GEMM contexts with the obtained SM targets */
+    gp_stage_ctx *a, *f;   /* on the pool's streams, GEMM contexts with the obtained SM targets */
     gp_split_info info;
 } cx_pair;
 
@@ -49,6 +51,12 @@ struct gp_cuda_exec {
     int max_len;
     int splits[GP_PIPE_MAX_MICRO]; /* decode-attention context splits per micro-batch */
     int whole_splits;      /* the same for the first attention stage on the whole GPU */
+    /* the engine's own rows of each micro-batch, which the graphs are captured over */
+    gp_tensor_view home_resid[GP_PIPE_MAX_MICRO], home_qkv[GP_PIPE_MAX_MICRO], home_attn[GP_PIPE_MAX_MICRO];
+    /* where each micro-batch's residual rows are now: written by the FFN
+     * stage's call, read by the attention of the next layer (ordered by the
+     * runner), and by the head */
+    gp_tensor_view resid[GP_PIPE_MAX_MICRO];
 };
 
 enum { EV_A_BEGIN, EV_A_DONE, EV_F_BEGIN, EV_F_DONE };
@@ -86,34 +94,66 @@ static bool on_whole(const gp_cuda_exec *x, int ffn, int layer, int m)
 
 /* Where a stage runs: its partition, or the whole GPU (the engine's own
  * context) for the fill's and the drain's stages. */
-static const gp_stage_ctx *stage_ctx(gp_cuda_exec *x, int ffn, int layer, int m)
+static gp_stage_ctx *stage_ctx(gp_cuda_exec *x, int ffn, int layer, int m)
 {
     cx_pair *p = &x->pairs[x->cur];
     if (on_whole(x, ffn, layer, m))
-        return &x->e->sc;
-    return ffn ? &p->f : &p->a;
+        return gp_engine_whole_ctx(x->e);
+    return ffn ? p->f : p->a;
 }
 
-/* Launches one stage of micro-batch m on its stream (eager). */
-static gp_status run_stage(gp_cuda_exec *x, int ffn, int layer, int m)
+/* The stage of (ffn, layer, m) over the views it is handed: hx, the
+ * activation rows an FFN stage's payload hands it, and hresid, the residual
+ * rows (the payload's for an FFN stage, the micro-batch's current ones for
+ * an attention stage). */
+static gp_stage_kind stage_io(const gp_cuda_exec *x, int ffn, int layer, int m, const gp_tensor_view *hx,
+                              const gp_tensor_view *hresid, gp_stage_io *io)
 {
-    int b0 = x->plan.b0[m], nb = x->plan.nb[m];
-    bool on_f = x->place == GP_PLACE_QKVO_F;
-    if (ffn)
-        return on_f ? gp_engine_o_ffn_qkv_stage(x->e, layer, b0, nb, stage_ctx(x, 1, layer, m))
-                    : gp_engine_ffn_stage(x->e, layer, b0, nb, stage_ctx(x, 1, layer, m));
-    gp_stage_ctx sc = *stage_ctx(x, 0, layer, m);
-    sc.ap.force_splits = on_whole(x, 0, layer, m) ? x->whole_splits : x->splits[m];
-    return on_f ? gp_engine_attn_core_stage(x->e, layer, b0, nb, x->max_len, &sc)
-                : gp_engine_attn_stage(x->e, layer, b0, nb, x->max_len, &sc);
+    const gp_config *c = gp_engine_config(x->e);
+    *io = (gp_stage_io){.layer = layer, .b0 = x->plan.b0[m], .nb = x->plan.nb[m], .max_len = x->max_len,
+                        .attn_splits = on_whole(x, 0, layer, m) ? x->whole_splits : x->splits[m]};
+    if (x->place == GP_PLACE_QKVO_A) {
+        io->resid = *hresid;
+        return ffn ? GP_STAGE_FFN : GP_STAGE_ATTN;
+    }
+    if (!ffn) { /* QKV rows from F's previous stage (or the fill), attention output for F */
+        io->x = x->home_qkv[m];
+        io->y = x->home_attn[m];
+        return GP_STAGE_ATTN_CORE;
+    }
+    /* the residual stays on F: it is the F side's state in this placement */
+    io->x = *hx;
+    io->resid = x->resid[m];
+    if (layer + 1 < c->n_layers)
+        io->y = x->home_qkv[m];
+    return GP_STAGE_O_FFN_QKV;
+}
+
+/* The stage as captured: over the engine's own rows. */
+static gp_stage_kind home_io(const gp_cuda_exec *x, int ffn, int layer, int m, gp_stage_io *io)
+{
+    return stage_io(x, ffn, layer, m, &x->home_attn[m], &x->home_resid[m], io);
+}
+
+static bool io_same(const gp_stage_io *a, const gp_stage_io *b)
+{
+    return gp_view_same(&a->x, &b->x) && gp_view_same(&a->resid, &b->resid) && gp_view_same(&a->y, &b->y);
+}
+
+/* Launches the stage of (ffn, layer, m) over io on its stream (eager). */
+static gp_status run_stage(gp_cuda_exec *x, int ffn, int layer, int m, gp_stage_kind kind, const gp_stage_io *io)
+{
+    return gp_engine_stage(x->e, kind, io, stage_ctx(x, ffn, layer, m));
 }
 
 static gp_status capture_stage(gp_cuda_exec *x, int ffn, int layer, int m, cudaGraphExec_t *out)
 {
-    cudaStream_t s = stage_ctx(x, ffn, layer, m)->stream;
+    cudaStream_t s = gp_stage_ctx_stream(stage_ctx(x, ffn, layer, m));
+    gp_stage_io io;
+    gp_stage_kind kind = home_io(x, ffn, layer, m, &io);
     cudaGraph_t graph = NULL;
     GP_CUDA_TRY(cudaStreamBeginCapture(s, cudaStreamCaptureModeThreadLocal));
-    gp_status st = run_stage(x, ffn, layer, m);
+    gp_status st = run_stage(x, ffn, layer, m, kind, &io);
     cudaError_t ce = cudaStreamEndCapture(s, &graph);
     if (st != GP_OK) {
         if (graph)
@@ -153,13 +193,13 @@ static gp_status graphs_for_step(gp_cuda_exec *x)
          * its own partition, before the capture fixes them */
         const cx_pair *p = &x->pairs[x->cur];
         for (int m = 0; m < pn->M; m++) {
-            GP_TRY(gp_engine_tune_gemms(x->e, p->a.gemm, pn->nb[m]));
-            GP_TRY(gp_engine_tune_gemms(x->e, p->f.gemm, pn->nb[m]));
+            GP_TRY(gp_engine_tune_gemms(x->e, p->a, pn->nb[m]));
+            GP_TRY(gp_engine_tune_gemms(x->e, p->f, pn->nb[m]));
         }
         if (x->fill_drain == GP_FILL_DRAIN_WHOLE) { /* A(0, 0), the last FFN, QKVO_F's QKV(0) */
             const int rows[3] = {pn->nb[0], pn->nb[pn->M - 1], pn->B};
             for (int i = 0; i < 3; i++)
-                GP_TRY(gp_engine_tune_gemms(x->e, x->e->sc.gemm, rows[i]));
+                GP_TRY(gp_engine_tune_gemms(x->e, gp_engine_whole_ctx(x->e), rows[i]));
         }
         for (int l = 0; l < x->L; l++)
             for (int m = 0; m < pn->M; m++)
@@ -179,54 +219,60 @@ static gp_status graphs_for_step(gp_cuda_exec *x)
     return GP_OK;
 }
 
-/* The decode-attention splits the heuristic picks for nb rows of this step
- * on sc's SMs (fixed per step, so that the captured graphs stay valid). */
-static gp_status attn_splits(const gp_cuda_exec *x, const gp_stage_ctx *sc, int nb, int *out)
-{
-    const gp_config *c = gp_engine_config(x->e);
-    gp_decode_attn_params ap = sc->ap;
-    ap.force_splits = 0;
-    return gp_decode_attn_splits(nb, c->n_heads, c->n_kv_heads, c->head_dim, x->max_len, &ap, out);
-}
-
 static gp_status cx_step_begin(void *ctx, const gp_step_plan *plan, const int *seq_ids, const int32_t *tokens)
 {
     gp_cuda_exec *x = ctx;
     cx_pair *p = &x->pairs[x->cur];
     x->plan = *plan;
     /* the fill: uploads and embedding where A(0, 0) runs, which follows them */
-    const gp_stage_ctx *fill = stage_ctx(x, 0, 0, 0);
+    gp_stage_ctx *fill = stage_ctx(x, 0, 0, 0);
+    void *fs = gp_stage_ctx_stream(fill);
     memcpy(x->seq_ids, seq_ids, sizeof(int) * (size_t)plan->B);
-    GP_TRY(gp_engine_step_prepare(x->e, plan->B, seq_ids, tokens, fill->stream, &x->max_len));
-    for (int m = 0; m < plan->M; m++)
-        GP_TRY(attn_splits(x, &p->a, plan->nb[m], &x->splits[m]));
-    for (int m = plan->M; m < GP_PIPE_MAX_MICRO; m++)
+    GP_TRY(gp_engine_step_prepare(x->e, plan->B, seq_ids, tokens, fs, &x->max_len));
+    for (int m = 0; m < GP_PIPE_MAX_MICRO; m++) {
         x->splits[m] = 0;
-    GP_TRY(attn_splits(x, &x->e->sc, plan->nb[0], &x->whole_splits));
+        if (m >= plan->M)
+            continue;
+        GP_TRY(gp_engine_attn_splits(x->e, p->a, plan->nb[m], x->max_len, &x->splits[m]));
+        GP_TRY(gp_engine_act_view(x->e, GP_ACT_RESID, plan->b0[m], plan->nb[m], &x->home_resid[m]));
+        GP_TRY(gp_engine_act_view(x->e, GP_ACT_QKV, plan->b0[m], plan->nb[m], &x->home_qkv[m]));
+        GP_TRY(gp_engine_act_view(x->e, GP_ACT_ATTN, plan->b0[m], plan->nb[m], &x->home_attn[m]));
+        x->resid[m] = x->home_resid[m];
+    }
+    GP_TRY(gp_engine_attn_splits(x->e, gp_engine_whole_ctx(x->e), plan->nb[0], x->max_len, &x->whole_splits));
     x->g = NULL;
     if (x->use_graphs)
         GP_TRY(graphs_for_step(x));
-    GP_CUDA_TRY(cudaEventRecord(x->ev_step_begin, fill->stream));
-    GP_TRY(gp_engine_embed_stage(x->e, 0, plan->B, fill));
+    GP_CUDA_TRY(cudaEventRecord(x->ev_step_begin, (cudaStream_t)fs));
+    gp_stage_io io = {.b0 = 0, .nb = plan->B};
+    GP_TRY(gp_engine_act_view(x->e, GP_ACT_RESID, 0, plan->B, &io.resid));
+    GP_TRY(gp_engine_stage(x->e, GP_STAGE_EMBED, &io, fill));
     /* QKVO_F: layer 0's projection has no FFN stage before it; it runs once
      * for the whole batch here, where the first attention stage runs (F has
      * nothing to overlap it with yet). */
-    if (x->place == GP_PLACE_QKVO_F)
-        GP_TRY(gp_engine_qkv_stage(x->e, 0, 0, plan->B, fill));
+    if (x->place == GP_PLACE_QKVO_F) {
+        GP_TRY(gp_engine_act_view(x->e, GP_ACT_QKV, 0, plan->B, &io.y));
+        GP_TRY(gp_engine_stage(x->e, GP_STAGE_QKV, &io, fill));
+    }
     return GP_OK;
 }
 
 /* One stage, in an NVTX range on the launching thread (Nsight Systems shows
- * the producer's and the consumer's launches against the GPU timeline). */
-static gp_status launch(gp_cuda_exec *x, int ffn, int layer, int m, cudaStream_t s)
+ * the producer's and the consumer's launches against the GPU timeline):
+ * its graph when it is handed the views the graph was captured over, else
+ * launched eagerly over the views it is handed. */
+static gp_status launch(gp_cuda_exec *x, int ffn, int layer, int m, gp_stage_kind kind, const gp_stage_io *io)
 {
     char name[32];
     snprintf(name, sizeof name, "%s L%d m%d", ffn ? "ffn" : "attn", layer, m);
     nvtxRangePushA(name);
     gp_status st = GP_OK;
-    if (!x->g)
-        st = run_stage(x, ffn, layer, m);
+    gp_stage_io home;
+    home_io(x, ffn, layer, m, &home);
+    if (!x->g || !io_same(io, &home))
+        st = run_stage(x, ffn, layer, m, kind, io);
     else {
+        cudaStream_t s = gp_stage_ctx_stream(stage_ctx(x, ffn, layer, m));
         cudaError_t ce = cudaGraphLaunch(*gslot(x, x->g, ffn, layer, m), s);
         if (ce != cudaSuccess) {
             char what[96];
@@ -242,26 +288,25 @@ static gp_status launch(gp_cuda_exec *x, int ffn, int layer, int m, cudaStream_t
 static gp_status cx_attn(void *ctx, int layer, int m, gp_payload *out)
 {
     gp_cuda_exec *x = ctx;
-    cudaStream_t s = stage_ctx(x, 0, layer, m)->stream;
-    const gp_config *c = gp_engine_config(x->e);
+    cudaStream_t s = gp_stage_ctx_stream(stage_ctx(x, 0, layer, m));
     if (layer > 0) /* the residual rows are the previous FFN's output */
         GP_CUDA_TRY(cudaStreamWaitEvent(s, *evp(x, EV_F_DONE, layer - 1, m), 0));
     else if (m == 1 && on_whole(x, 0, 0, 0)) /* after the fill: uploads, embedding, A(0, 0) */
         GP_CUDA_TRY(cudaStreamWaitEvent(s, *evp(x, EV_A_DONE, 0, 0), 0));
+    gp_stage_io io;
+    gp_stage_kind kind = stage_io(x, 0, layer, m, NULL, &x->resid[m], &io);
     GP_CUDA_TRY(cudaEventRecord(*evp(x, EV_A_BEGIN, layer, m), s));
-    GP_TRY(launch(x, 0, layer, m, s));
+    GP_TRY(launch(x, 0, layer, m, kind, &io));
     GP_CUDA_TRY(cudaEventRecord(*evp(x, EV_A_DONE, layer, m), s));
-    int b0 = x->plan.b0[m], nb = x->plan.nb[m];
-    size_t H = (size_t)c->hidden, QD = (size_t)c->n_heads * (size_t)c->head_dim;
-    /* QKVO_A: the O projection already added the attention output into the
-     * fp32 residual (beta = 1), so the residual rows are what the FFN reads.
-     * QKVO_F: the FFN side reads the bf16 attention output (its O projection
-     * adds it to the residual it already owns). */
-    uint64_t bytes = x->place == GP_PLACE_QKVO_F ? (uint64_t)nb * QD * sizeof(gp_bf16)
-                                                 : (uint64_t)nb * H * sizeof(float);
-    *out = (gp_payload){.tok_begin = b0, .tok_count = nb, .layer = layer, .micro = m,
-                        .hidden = x->e->attn + (size_t)b0 * QD, .residual = x->e->resid + (size_t)b0 * H,
-                        .bytes_a2f = bytes, .event = *evp(x, EV_A_DONE, layer, m)};
+    /* QKVO_A: the O projection added the attention output into the residual
+     * rows, which the FFN reads. QKVO_F: the FFN side reads the attention
+     * output (its O projection adds it to the residual it keeps). */
+    *out = (gp_payload){.tok_begin = io.b0, .tok_count = io.nb, .layer = layer, .micro = m,
+                        .event = *evp(x, EV_A_DONE, layer, m)};
+    if (kind == GP_STAGE_ATTN)
+        out->resid = io.resid;
+    else
+        out->x = io.y;
     return GP_OK;
 }
 
@@ -269,16 +314,42 @@ static gp_status cx_ffn(void *ctx, const gp_payload *in)
 {
     gp_cuda_exec *x = ctx;
     int l = in->layer, m = in->micro;
-    cudaStream_t s = stage_ctx(x, 1, l, m)->stream;
+    cudaStream_t s = gp_stage_ctx_stream(stage_ctx(x, 1, l, m));
     GP_CUDA_TRY(cudaStreamWaitEvent(s, (cudaEvent_t)in->event, 0));
     /* the drain leaves F's stream: it follows the FFN stage issued before it,
      * so the two never share SMs (and the head sees every row) */
     if (on_whole(x, 1, l, m) && (m > 0 || l > 0))
         GP_CUDA_TRY(cudaStreamWaitEvent(s, m > 0 ? *evp(x, EV_F_DONE, l, m - 1)
                                                  : *evp(x, EV_F_DONE, l - 1, x->plan.M - 1), 0));
+    gp_stage_io io;
+    gp_stage_kind kind = stage_io(x, 1, l, m, &in->x, &in->resid, &io);
     GP_CUDA_TRY(cudaEventRecord(*evp(x, EV_F_BEGIN, l, m), s));
-    GP_TRY(launch(x, 1, l, m, s));
+    GP_TRY(launch(x, 1, l, m, kind, &io));
     GP_CUDA_TRY(cudaEventRecord(*evp(x, EV_F_DONE, l, m), s));
+    x->resid[m] = io.resid; /* updated in place: the next layer's attention reads it there */
+    return GP_OK;
+}
+
+/* The head over the step's residual rows: one launch when they lie in batch
+ * order in one buffer (always, unless stages were handed other buffers),
+ * else one per micro-batch. */
+static gp_status head(gp_cuda_exec *x, gp_stage_ctx *sc)
+{
+    const gp_step_plan *pn = &x->plan;
+    bool one = true;
+    for (int m = 1; m < pn->M; m++) {
+        gp_tensor_view next = gp_view_rows(x->resid[m - 1], x->resid[m - 1].rows, x->resid[m].rows);
+        one = one && gp_view_same(&next, &x->resid[m]);
+    }
+    if (one) {
+        gp_stage_io io = {.b0 = 0, .nb = pn->B, .resid = x->resid[0]};
+        io.resid.rows = pn->B;
+        return gp_engine_stage(x->e, GP_STAGE_HEAD, &io, sc);
+    }
+    for (int m = 0; m < pn->M; m++) {
+        gp_stage_io io = {.b0 = pn->b0[m], .nb = pn->nb[m], .resid = x->resid[m]};
+        GP_TRY(gp_engine_stage(x->e, GP_STAGE_HEAD, &io, sc));
+    }
     return GP_OK;
 }
 
@@ -293,9 +364,9 @@ static gp_status cx_step_end(void *ctx, int32_t *next, float *logits, gp_step_ti
     gp_cuda_exec *x = ctx;
     /* the head follows the last FFN stage on its stream (F ran them in order;
      * the drain's stage waited for F's last one) */
-    const gp_stage_ctx *sc = stage_ctx(x, 1, x->L - 1, x->plan.M - 1);
-    cudaStream_t s = sc->stream;
-    GP_TRY(gp_engine_head_stage(x->e, 0, x->plan.B, sc));
+    gp_stage_ctx *sc = stage_ctx(x, 1, x->L - 1, x->plan.M - 1);
+    cudaStream_t s = gp_stage_ctx_stream(sc);
+    GP_TRY(head(x, sc));
     GP_CUDA_TRY(cudaEventRecord(x->ev_step_end, s));
     GP_TRY(gp_engine_step_finish(x->e, x->plan.B, x->seq_ids, next, logits, s));
     GP_TRY(elapsed(x, x->ev_step_end, &t->step_ms));
@@ -316,9 +387,9 @@ static void cx_abort(void *ctx)
 {
     gp_cuda_exec *x = ctx;
     cx_pair *p = &x->pairs[x->cur];
-    (void)cudaStreamSynchronize(p->a.stream);
-    (void)cudaStreamSynchronize(p->f.stream);
-    (void)cudaStreamSynchronize(x->e->sc.stream);
+    (void)cudaStreamSynchronize(gp_stage_ctx_stream(p->a));
+    (void)cudaStreamSynchronize(gp_stage_ctx_stream(p->f));
+    (void)cudaStreamSynchronize(gp_stage_ctx_stream(gp_engine_whole_ctx(x->e)));
     (void)cudaGetLastError();
 }
 
@@ -392,18 +463,18 @@ void gp_cuda_exec_destroy(gp_cuda_exec *x)
     if (!x)
         return;
     for (int i = 0; i < x->n_pairs && x->pairs; i++) {
-        if (x->pairs[i].a.stream)
-            cudaStreamSynchronize(x->pairs[i].a.stream);
-        if (x->pairs[i].f.stream)
-            cudaStreamSynchronize(x->pairs[i].f.stream);
+        if (x->pairs[i].a)
+            cudaStreamSynchronize(gp_stage_ctx_stream(x->pairs[i].a));
+        if (x->pairs[i].f)
+            cudaStreamSynchronize(gp_stage_ctx_stream(x->pairs[i].f));
     }
     for (int i = 0; i < CX_GRAPH_SETS; i++) {
         free_set(x, &x->sets[i]);
         free(x->sets[i].exec);
     }
     for (int i = 0; i < x->n_pairs && x->pairs; i++) {
-        gp_gemm_ctx_destroy(x->pairs[i].a.gemm);
-        gp_gemm_ctx_destroy(x->pairs[i].f.gemm);
+        gp_stage_ctx_destroy(x->pairs[i].a);
+        gp_stage_ctx_destroy(x->pairs[i].f);
     }
     for (size_t i = 0; x->ev && i < 4 * (size_t)x->L * GP_PIPE_MAX_MICRO; i++)
         if (x->ev[i])
@@ -418,19 +489,11 @@ void gp_cuda_exec_destroy(gp_cuda_exec *x)
     free(x);
 }
 
-static gp_status make_pair(gp_cuda_exec *x, const gp_green_pair *gp, cx_pair *p, int device_sms)
+static gp_status make_pair(gp_cuda_exec *x, const gp_green_pair *gp, cx_pair *p)
 {
-    gp_engine *e = x->e;
-    p->a = e->sc; /* attention workspace and decode-attention params of the engine */
-    p->f = e->sc;
-    p->a.stream = (cudaStream_t)gp->attn_stream;
-    p->f.stream = (cudaStream_t)gp->ffn_stream;
-    p->a.gemm = p->f.gemm = NULL;
-    int a_target = gp->partitioned ? gp->attn_sms : 0, f_target = gp->partitioned ? gp->ffn_sms : 0;
-    GP_TRY(gp_gemm_ctx_create(p->a.stream, a_target, &p->a.gemm));
-    GP_TRY(gp_gemm_ctx_create(p->f.stream, f_target, &p->f.gemm));
-    p->a.ap.sm_count = gp->partitioned ? gp->attn_sms : device_sms;
-    p->a.ap.force_splits = 0;
+    int a_sms = gp->partitioned ? gp->attn_sms : 0, f_sms = gp->partitioned ? gp->ffn_sms : 0;
+    GP_TRY(gp_engine_stage_ctx_create(x->e, gp->attn_stream, a_sms, &p->a));
+    GP_TRY(gp_engine_stage_ctx_create(x->e, gp->ffn_stream, f_sms, &p->f));
     p->info = (gp_split_info){.a_req = gp->plan.attn_sms, .f_req = gp->plan.ffn_sms, .a_got = gp->attn_sms,
                               .f_got = gp->ffn_sms, .partitioned = gp->partitioned != 0, .unit = "SMs"};
     return GP_OK;
@@ -452,7 +515,7 @@ gp_status gp_cuda_exec_create(gp_engine *e, gp_green_pool *pool, bool use_graphs
     size_t n_ev = 4 * (size_t)x->L * GP_PIPE_MAX_MICRO;
     x->pairs = calloc((size_t)x->n_pairs, sizeof *x->pairs);
     x->ev = calloc(n_ev, sizeof *x->ev);
-    x->seq_ids = calloc((size_t)e->p.max_batch, sizeof(int));
+    x->seq_ids = calloc((size_t)gp_engine_max_batch(e), sizeof(int));
     gp_status st = GP_OK;
     if (!x->pairs || !x->ev || !x->seq_ids) {
         gp_set_error("CUDA executor: out of memory");
@@ -470,7 +533,7 @@ gp_status gp_cuda_exec_create(gp_engine *e, gp_green_pool *pool, bool use_graphs
     if (st == GP_OK)
         st = gp_device_event_create(&x->ev_step_end, cudaEventDefault, "CUDA executor: step-end event");
     for (int i = 0; i < x->n_pairs && st == GP_OK; i++)
-        st = make_pair(x, gp_green_pool_pair(pool, i), &x->pairs[i], e->sm_count);
+        st = make_pair(x, gp_green_pool_pair(pool, i), &x->pairs[i]);
     if (st != GP_OK) {
         gp_cuda_exec_destroy(x);
         return st;

@@ -108,7 +108,7 @@ static void run_producer(gp_pipeline *pl)
                 return;
             }
             pay.seq = pl->seq++;
-            pl->a2f_bytes[l] += (double)pay.bytes_a2f;
+            pl->a2f_bytes[l] += (double)gp_payload_bytes(&pay);
             /* GP_ERR_STATE: the consumer failed and closed the rings */
             if (gp_ring_push(gp_ring_set_get(pl->rings, l), &pay) != GP_OK)
                 return;
@@ -123,10 +123,14 @@ static void run_consumer(gp_pipeline *pl)
             gp_payload pay;
             if (gp_ring_pop(gp_ring_set_get(pl->rings, l), &pay) != GP_OK)
                 return; /* closed: the producer failed */
-            if (pay.layer != l || pay.micro != m || pay.tok_begin != pn->b0[m] || pay.tok_count != pn->nb[m]) {
-                gp_set_error("ring of layer %d delivered layer %d micro-batch %d rows [%d, +%d), expected micro-batch "
-                             "%d rows [%d, +%d): the executor filled the payload wrongly", l, pay.layer, pay.micro,
-                             pay.tok_begin, pay.tok_count, m, pn->b0[m], pn->nb[m]);
+            if (pay.layer != l || pay.micro != m || pay.tok_begin != pn->b0[m] || pay.tok_count != pn->nb[m] ||
+                (pay.x.rows != 0 && pay.x.rows != pay.tok_count) ||
+                (pay.resid.rows != 0 && pay.resid.rows != pay.tok_count)) {
+                gp_set_error("ring of layer %d delivered layer %d micro-batch %d rows [%d, +%d) with views of %d "
+                             "and %d rows, expected micro-batch %d rows [%d, +%d) with views of that many rows "
+                             "(or empty): the executor filled the payload wrongly", l, pay.layer, pay.micro,
+                             pay.tok_begin, pay.tok_count, (int)pay.x.rows, (int)pay.resid.rows, m, pn->b0[m],
+                             pn->nb[m]);
                 fail_step(pl, GP_ERR_STATE, &pl->cons_st, pl->cons_err);
                 return;
             }

@@ -204,7 +204,9 @@ static gp_status sx_attn(void *ctx, int layer, int micro, gp_payload *out)
                 "layer %d it depends on", layer, micro, layer - 1);
     atomic_store_explicit(&x->attn_issued[layer * GP_PIPE_MAX_MICRO + micro], 1, memory_order_release);
     *out = (gp_payload){.tok_begin = pn->b0[micro], .tok_count = pn->nb[micro], .layer = layer, .micro = micro,
-                        .bytes_a2f = (uint64_t)pn->nb[micro] * x->p.a2f_bytes_per_row};
+                        /* a shape only: the simulator moves no memory */
+                        .resid = gp_view_make(NULL, pn->nb[micro], (int)x->p.a2f_bytes_per_row, GP_DTYPE_U8,
+                                              GP_DEVICE_HOST)};
     return GP_OK;
 }
 

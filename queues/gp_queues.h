@@ -12,19 +12,24 @@ extern "C" {
 #endif
 
 /* One micro-batch handed from the attention stage (producer) to the FFN stage
- * (consumer) of one layer. The ring copies the record by value; tensors and the
- * event stay owned by the step runner. */
+ * (consumer) of one layer: the views of the data that crosses, and the event
+ * that makes it ready. The consumer reads exactly these views (and owns
+ * nothing else of the producer's). The ring copies the record by value; the
+ * memory and the event stay owned by the executor. */
 typedef struct gp_payload {
     int32_t tok_begin;    /* first batch row of the micro-batch */
     int32_t tok_count;    /* rows in the micro-batch */
     int32_t layer;        /* layer index */
     int32_t micro;        /* micro-batch index */
-    void *hidden;         /* device pointer: the attention output / FFN input rows [tok_count, hidden_dim] */
-    void *residual;       /* device pointer: the fp32 residual rows [tok_count, hidden_dim] */
-    uint64_t bytes_a2f;   /* bytes crossing from the attention to the FFN stage */
-    void *event;          /* cudaEvent_t recorded when the attention stage finished (opaque here) */
+    gp_tensor_view x;     /* activation rows the consumer reads (the attention output), or empty */
+    gp_tensor_view resid; /* residual rows the consumer reads and adds into, or empty */
+    void *event;          /* cudaEvent_t recorded when the producer's stage finished; NULL when the
+                             stage finished inside the call (CPU executor) */
     uint64_t seq;         /* sequence number set by the producer, for validation */
 } gp_payload;
+
+/* Bytes that cross from producer to consumer: the payload's views. */
+uint64_t gp_payload_bytes(const gp_payload *p);
 
 /* Depth and capacity. A ring has `depth` slots (ck_ring's size), and like every
  * ck_ring it keeps one slot free to tell full from empty, so it holds at most

@@ -183,3 +183,8 @@ void gp_ring_reopen(gp_ring *r)
     atomic_store_explicit(&r->prod_wait.waiting, 0, memory_order_relaxed);
     atomic_store_explicit(&r->closed, 0, memory_order_relaxed);
 }
+
+uint64_t gp_payload_bytes(const gp_payload *p)
+{
+    return gp_view_bytes(&p->x) + gp_view_bytes(&p->resid);
+}

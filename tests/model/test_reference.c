@@ -290,6 +290,20 @@ static void expect_error(gp_status got, gp_status want, const char *needle);
  * different ranges interleaved as the pipeline would (attention of range m+1
  * before the FFN of range m), on two workers, gives the whole step's logits
  * bit for bit; stage misuse is refused with a reason. */
+static gp_status cpu_stage(gp_cpu_model *m, gp_cpu_worker *w, gp_stage_kind kind, int layer, int b0, int nb)
+{
+    gp_stage_io io = {.layer = layer, .b0 = b0, .nb = nb};
+    GP_TRY(gp_cpu_resid_view(m, b0, nb, &io.resid));
+    return gp_cpu_stage(m, w, kind, &io);
+}
+
+static gp_status cpu_step_end(gp_cpu_model *m, gp_cpu_worker *w, int B, float *logits)
+{
+    gp_tensor_view r;
+    GP_TRY(gp_cpu_resid_view(m, 0, B, &r));
+    return gp_cpu_step_end(m, w, &r, logits);
+}
+
 static void test_stages_match_step(void **state)
 {
     const int S = 5, T = 4, V = g_tiny.cfg.vocab, L = g_tiny.cfg.n_layers;
@@ -314,29 +328,79 @@ static void test_stages_match_step(void **state)
         CHECK_OK(gp_cpu_decode_step(a, S, ids, tok, la));
         CHECK_OK(gp_cpu_step_begin(b, S, ids, tok));
         for (int l = 0; l < L; l++) {
-            CHECK_OK(gp_cpu_attn_stage(b, wa, l, b0[0], nb[0]));
+            CHECK_OK(cpu_stage(b, wa, GP_STAGE_ATTN, l, b0[0], nb[0]));
             for (int m = 0; m < 3; m++) {
                 if (m + 1 < 3)
-                    CHECK_OK(gp_cpu_attn_stage(b, wa, l, b0[m + 1], nb[m + 1]));
-                CHECK_OK(gp_cpu_ffn_stage(b, wf, l, b0[m], nb[m]));
+                    CHECK_OK(cpu_stage(b, wa, GP_STAGE_ATTN, l, b0[m + 1], nb[m + 1]));
+                CHECK_OK(cpu_stage(b, wf, GP_STAGE_FFN, l, b0[m], nb[m]));
             }
         }
-        CHECK_OK(gp_cpu_step_end(b, wf, lb));
+        CHECK_OK(cpu_step_end(b, wf, S, lb));
         assert_memory_equal(la, lb, (size_t)S * V * sizeof *la);
         for (int s = 0; s < S; s++)
             tok[s] = gp_argmax(la + (size_t)s * V, V);
     }
-    expect_error(gp_cpu_attn_stage(b, wa, 0, 0, 1), GP_ERR_STATE, "outside a step");
+    expect_error(cpu_stage(b, wa, GP_STAGE_ATTN, 0, 0, 1), GP_ERR_STATE, "outside a step");
     CHECK_OK(gp_cpu_step_begin(b, 2, ids, tok));
     expect_error(gp_cpu_step_begin(b, 2, ids, tok), GP_ERR_STATE, "in progress");
-    expect_error(gp_cpu_ffn_stage(b, wf, L, 0, 1), GP_ERR_INVALID_ARG, "layer");
-    expect_error(gp_cpu_ffn_stage(b, wf, 0, 1, 2), GP_ERR_INVALID_ARG, "rows [1, 3)");
+    expect_error(cpu_stage(b, wf, GP_STAGE_FFN, L, 0, 1), GP_ERR_INVALID_ARG, "layer");
+    expect_error(cpu_stage(b, wf, GP_STAGE_FFN, 0, 1, 2), GP_ERR_INVALID_ARG, "rows [1, 3)");
+    expect_error(cpu_stage(b, wf, GP_STAGE_HEAD, 0, 0, 1), GP_ERR_UNSUPPORTED, "not a CPU stage");
+    gp_stage_io io = {.layer = 0, .b0 = 0, .nb = 1};
+    CHECK_OK(gp_cpu_resid_view(b, 0, 2, &io.resid));
+    expect_error(gp_cpu_stage(b, wf, GP_STAGE_FFN, &io), GP_ERR_INVALID_ARG, "residual view is [2]");
+    io.resid.rows = 1;
+    io.resid.dtype = GP_DTYPE_BF16;
+    expect_error(gp_cpu_stage(b, wf, GP_STAGE_FFN, &io), GP_ERR_INVALID_ARG, "BF16");
     gp_cpu_step_abort(b);
     gp_cpu_worker_destroy(wa);
     gp_cpu_worker_destroy(wf);
     gp_cpu_model_destroy(a);
     gp_cpu_model_destroy(b);
     free(la), free(lb);
+}
+
+/* The stages read and update exactly the residual rows they are handed:
+ * with each step's rows copied to a strided buffer elsewhere (and the
+ * model's own rows poisoned), the logits are those of the model's own
+ * rows bit for bit. */
+static void test_stages_follow_views(void **state)
+{
+    const int S = 3, T = 3, V = g_tiny.cfg.vocab, L = g_tiny.cfg.n_layers, H = g_tiny.cfg.hidden;
+    const int stride = H + 5;
+    gp_cpu_model *a, *b;
+    CHECK_OK(gp_cpu_model_create(&g_tiny, S, 64, 4, &a));
+    CHECK_OK(gp_cpu_model_create(&g_tiny, S, 64, 4, &b));
+    gp_cpu_worker *w;
+    CHECK_OK(gp_cpu_worker_create(b, 1, &w));
+    float *la = malloc((size_t)S * V * sizeof *la), *lb = malloc((size_t)S * V * sizeof *lb);
+    float *far = malloc((size_t)S * stride * sizeof *far);
+    int ids[3] = {0, 1, 2};
+    int32_t tok[3] = {1, 7, 11};
+    for (int t = 0; t < T; t++) {
+        CHECK_OK(gp_cpu_decode_step(a, S, ids, tok, la));
+        CHECK_OK(gp_cpu_step_begin(b, S, ids, tok));
+        gp_tensor_view own, moved = {far, S, H, stride, GP_DTYPE_F32, GP_DEVICE_HOST};
+        CHECK_OK(gp_cpu_resid_view(b, 0, S, &own));
+        for (int r = 0; r < S; r++) {
+            memcpy(far + (size_t)r * stride, (float *)own.data + (size_t)r * H, sizeof(float) * H);
+            for (int i = 0; i < H; i++)
+                ((float *)own.data)[(size_t)r * H + i] = NAN;
+        }
+        for (int l = 0; l < L; l++) {
+            gp_stage_io io = {.layer = l, .b0 = 0, .nb = S, .resid = moved};
+            CHECK_OK(gp_cpu_stage(b, w, GP_STAGE_ATTN, &io));
+            CHECK_OK(gp_cpu_stage(b, w, GP_STAGE_FFN, &io));
+        }
+        CHECK_OK(gp_cpu_step_end(b, w, &moved, lb));
+        assert_memory_equal(la, lb, (size_t)S * V * sizeof *la);
+        for (int s = 0; s < S; s++)
+            tok[s] = gp_argmax(la + (size_t)s * V, V);
+    }
+    gp_cpu_worker_destroy(w);
+    gp_cpu_model_destroy(a);
+    gp_cpu_model_destroy(b);
+    free(la), free(lb), free(far);
 }
 
 /* Decoding sequences together must give each one's logits bit for bit as
@@ -748,6 +812,7 @@ int main(void)
         cmocka_unit_test(test_bad_args),
         cmocka_unit_test(test_thread_invariance),
         cmocka_unit_test(test_stages_match_step),
+        cmocka_unit_test(test_stages_follow_views),
     };
     int fails = cmocka_run_group_tests_name("reference ops", ops, NULL, NULL);
     fails += cmocka_run_group_tests_name("reference decode (tiny)", decode, setup_tiny, teardown_tiny);

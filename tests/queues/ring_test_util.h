@@ -6,6 +6,7 @@
 #include <pthread.h>
 #include <sched.h>
 #include <stdint.h>
+#include <string.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -16,13 +17,15 @@
 static inline gp_payload qt_payload(uint64_t seq)
 {
     gp_payload p;
+    memset(&p, 0, sizeof p);
     p.tok_begin = (int32_t)(seq * 7u);
     p.tok_count = (int32_t)(seq & 1023u) + 1;
     p.layer = (int32_t)(seq % 80u);
     p.micro = (int32_t)(seq & 3u);
-    p.hidden = (void *)(uintptr_t)(0x1000u + seq * 64u);
-    p.residual = (void *)(uintptr_t)(~seq << 4);
-    p.bytes_a2f = seq * 0x9e3779b97f4a7c15ull;
+    p.x = gp_view_make((void *)(uintptr_t)(0x1000u + seq * 64u), p.tok_count, (int)(seq % 8191u) + 1,
+                       GP_DTYPE_BF16, (int)(seq % 8u));
+    p.resid = gp_view_make((void *)(uintptr_t)(~seq << 4), p.tok_count, 4096, GP_DTYPE_F32, GP_DEVICE_HOST);
+    p.resid.row_stride = (int64_t)(seq * 0x9e3779b97f4a7c15ull >> 20);
     p.event = (void *)(uintptr_t)(seq ^ 0xabcdefull);
     p.seq = seq;
     return p;
@@ -32,8 +35,8 @@ static inline int qt_payload_ok(const gp_payload *p, uint64_t seq)
 {
     gp_payload e = qt_payload(seq);
     return p->seq == e.seq && p->tok_begin == e.tok_begin && p->tok_count == e.tok_count &&
-           p->layer == e.layer && p->micro == e.micro && p->hidden == e.hidden &&
-           p->residual == e.residual && p->bytes_a2f == e.bytes_a2f && p->event == e.event;
+           p->layer == e.layer && p->micro == e.micro && gp_view_same(&p->x, &e.x) &&
+           gp_view_same(&p->resid, &e.resid) && p->event == e.event;
 }
 
 /* Start ck_ring's free-running unsigned counters at v (ring empty), to test

@@ -72,12 +72,12 @@ static void soak_delay(soak_rng *g)
  * record changes it even where the sequence number survives. */
 static uint64_t soak_hash(uint64_t h, const gp_payload *p)
 {
-    uint64_t f[9] = { (uint64_t)(uint32_t)p->tok_begin, (uint64_t)(uint32_t)p->tok_count,
-                      (uint64_t)(uint32_t)p->layer,     (uint64_t)(uint32_t)p->micro,
-                      (uint64_t)(uintptr_t)p->hidden,   (uint64_t)(uintptr_t)p->residual,
-                      p->bytes_a2f,                     (uint64_t)(uintptr_t)p->event,
-                      p->seq };
-    for (int i = 0; i < 9; i++)
+    uint64_t f[10] = { (uint64_t)(uint32_t)p->tok_begin, (uint64_t)(uint32_t)p->tok_count,
+                       (uint64_t)(uint32_t)p->layer,     (uint64_t)(uint32_t)p->micro,
+                       (uint64_t)(uintptr_t)p->x.data,   (uint64_t)(uintptr_t)p->resid.data,
+                       (uint64_t)p->resid.row_stride,    (uint64_t)(uint32_t)p->x.cols,
+                       (uint64_t)(uintptr_t)p->event,    p->seq };
+    for (int i = 0; i < 10; i++)
         h = soak_mix(h ^ f[i]);
     return h;
 }
@@ -117,13 +117,14 @@ static void *soak_producer(void *arg)
         int l = (int)(i % (uint64_t)g->n_rings);
         uint64_t x = soak_next(&g->rng_p), y = soak_next(&g->rng_p);
         gp_payload p;
+        memset(&p, 0, sizeof p);
         p.tok_begin = (int32_t)(x & 0x7fffffff);
         p.tok_count = (int32_t)((x >> 32) & 1023u) + 1;
         p.layer = l;
         p.micro = (int32_t)(g->p_seq[l] & 3u);
-        p.hidden = (void *)(uintptr_t)y;
-        p.residual = (void *)(uintptr_t)(x ^ y);
-        p.bytes_a2f = y * 0x2545f4914f6cdd1dull;
+        p.x = gp_view_make((void *)(uintptr_t)y, p.tok_count, (int)(y & 0xffffu) + 1, GP_DTYPE_BF16, 0);
+        p.resid = gp_view_make((void *)(uintptr_t)(x ^ y), p.tok_count, 4096, GP_DTYPE_F32, 0);
+        p.resid.row_stride = (int64_t)(y * 0x2545f4914f6cdd1dull >> 24);
         p.event = (void *)(uintptr_t)~x;
         p.seq = g->p_seq[l];
         soak_delay(&g->rng_p);

@@ -36,7 +36,7 @@ typedef struct {
     uint64_t got, bad, first_bad_at, sum;
 } qt_stress;
 
-static uint64_t qt_mix(const gp_payload *p) { return p->seq * 31u + p->bytes_a2f + (uint64_t)p->tok_count; }
+static uint64_t qt_mix(const gp_payload *p) { return p->seq * 31u + (uint64_t)p->resid.row_stride + (uint64_t)p->tok_count; }
 
 static void *stress_producer(void *arg)
 {

@@ -1,0 +1,71 @@
+/* Element types and activation views: names, sizes, byte counts and the
+ * shape check every stage applies to the views it is handed. */
+#include "gp_common.h"
+
+#include <stdio.h>
+
+static const struct {
+    const char *name;
+    size_t size;
+} dtypes[GP_DTYPE_COUNT] = {
+    [GP_DTYPE_F32] = {"F32", 4},     [GP_DTYPE_F16] = {"F16", 2},
+    [GP_DTYPE_BF16] = {"BF16", 2},   [GP_DTYPE_F64] = {"F64", 8},
+    [GP_DTYPE_I64] = {"I64", 8},     [GP_DTYPE_I32] = {"I32", 4},
+    [GP_DTYPE_I16] = {"I16", 2},     [GP_DTYPE_I8] = {"I8", 1},
+    [GP_DTYPE_U8] = {"U8", 1},       [GP_DTYPE_BOOL] = {"BOOL", 1},
+    [GP_DTYPE_F8_E4M3] = {"F8_E4M3", 1}, [GP_DTYPE_F8_E5M2] = {"F8_E5M2", 1},
+};
+
+const char *gp_dtype_name(gp_dtype d)
+{
+    return (unsigned)d < GP_DTYPE_COUNT ? dtypes[d].name : "unknown";
+}
+
+size_t gp_dtype_size(gp_dtype d)
+{
+    return (unsigned)d < GP_DTYPE_COUNT ? dtypes[d].size : 0;
+}
+
+uint64_t gp_view_bytes(const gp_tensor_view *v)
+{
+    if (!v || v->rows <= 0 || v->cols <= 0)
+        return 0;
+    return (uint64_t)v->rows * (uint64_t)v->cols * gp_dtype_size(v->dtype);
+}
+
+bool gp_view_same(const gp_tensor_view *a, const gp_tensor_view *b)
+{
+    return a->data == b->data && a->rows == b->rows && a->cols == b->cols && a->row_stride == b->row_stride &&
+           a->dtype == b->dtype && a->device == b->device;
+}
+
+static const char *where(int device, char *buf, size_t n)
+{
+    if (device == GP_DEVICE_HOST)
+        return "host";
+    snprintf(buf, n, "device %d", device);
+    return buf;
+}
+
+gp_status gp_view_check(const gp_tensor_view *v, const char *who, const char *what, int n, int cols, gp_dtype dt,
+                        int device, bool contiguous)
+{
+    if (v->rows != n || v->cols != cols || v->dtype != dt || v->device != device || (n > 0 && !v->data) ||
+        v->row_stride < v->cols || (contiguous && v->row_stride != v->cols)) {
+        char got[24], want[24];
+        GP_FAIL(GP_ERR_INVALID_ARG,
+                "%s: %s view is [%d][%d] %s on %s, row stride %lld, data %p; expected [%d][%d] %s on %s with a "
+                "non-NULL pointer and a row stride %s %d",
+                who, what, (int)v->rows, (int)v->cols, gp_dtype_name(v->dtype), where(v->device, got, sizeof got),
+                (long long)v->row_stride, v->data, n, cols, gp_dtype_name(dt), where(device, want, sizeof want),
+                contiguous ? "equal to" : "of at least", cols);
+    }
+    return GP_OK;
+}
+
+const char *gp_stage_kind_name(gp_stage_kind k)
+{
+    static const char *const names[GP_STAGE_COUNT] = {"embed", "attn", "ffn", "qkv", "attn_core", "o_ffn_qkv",
+                                                      "head"};
+    return (unsigned)k < GP_STAGE_COUNT ? names[k] : "unknown";
+}
