@@ -125,6 +125,22 @@ static gp_status cx_sequential(void *ctx, int B, const int *seq_ids, const int32
     return GP_OK;
 }
 
+static gp_status cx_prefill(void *ctx, int seq, int n, const int32_t *prompt, int32_t *next, float *logits)
+{
+    gp_cpu_exec *x = ctx;
+    const gp_config *c = gp_cpu_model_config(x->model);
+    float *lg = logits ? logits : x->logits;
+    GP_TRY(gp_cpu_prefill(x->model, seq, n, prompt, lg));
+    if (next)
+        *next = gp_argmax(lg, c->vocab);
+    return GP_OK;
+}
+
+static void cx_reset_seq(void *ctx, int seq)
+{
+    gp_cpu_reset_seq(((gp_cpu_exec *)ctx)->model, seq);
+}
+
 static int cx_n_splits(void *ctx)
 {
     return 1;
@@ -152,6 +168,8 @@ static const gp_exec_ops cpu_ops = {
     .step_end = cx_step_end,
     .abort_step = cx_abort,
     .sequential_step = cx_sequential,
+    .prefill = cx_prefill,
+    .reset_seq = cx_reset_seq,
     .n_splits = cx_n_splits,
     .select_split = cx_select,
     .split_info = cx_split_info,

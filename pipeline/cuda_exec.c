@@ -403,6 +403,16 @@ static gp_status cx_sequential(void *ctx, int B, const int *seq_ids, const int32
     return GP_OK;
 }
 
+static gp_status cx_prefill(void *ctx, int seq, int n, const int32_t *prompt, int32_t *next, float *logits)
+{
+    return gp_engine_prefill(((gp_cuda_exec *)ctx)->e, seq, n, prompt, next, logits);
+}
+
+static void cx_reset_seq(void *ctx, int seq)
+{
+    gp_engine_reset_seq(((gp_cuda_exec *)ctx)->e, seq);
+}
+
 static int cx_n_splits(void *ctx)
 {
     return ((gp_cuda_exec *)ctx)->n_pairs;
@@ -453,6 +463,8 @@ static const gp_exec_ops cuda_ops = {
     .step_end = cx_step_end,
     .abort_step = cx_abort,
     .sequential_step = cx_sequential,
+    .prefill = cx_prefill,
+    .reset_seq = cx_reset_seq,
     .n_splits = cx_n_splits,
     .select_split = cx_select,
     .split_info = cx_split_info,

@@ -48,27 +48,38 @@ typedef struct gp_split_info {
     const char *unit;   /* "SMs" or "threads" */
 } gp_split_info;
 
-/* What the scheduler needs of an executor. Calls of one step come in this
- * order: step_begin (caller thread), then attn from the producer thread and
- * ffn from the consumer thread, interleaved, then step_end (caller thread);
- * abort_step instead of step_end when a stage failed. attn(L, m) is called
- * only once ffn(L-1, m) has returned, so an executor can order attention of
- * layer L after that FFN (a GPU-side event wait). */
+/* The step backend: what the scheduler, greenpipe generate and the tests
+ * need of an executor (docs/ARCHITECTURE.md section 2). Calls of one
+ * pipelined step come in this order: step_begin (caller thread), then attn
+ * from the producer thread and ffn from the consumer thread, interleaved,
+ * then step_end (caller thread); abort_step instead of step_end when a stage
+ * failed. attn(L, m) is called only once ffn(L-1, m) has returned, so an
+ * executor can order attention of layer L after that FFN (a GPU-side event
+ * wait). ffn reads exactly the views of the payload it is handed, wherever
+ * they point, and the executor's next attention stage of that micro-batch
+ * reads the residual rows where that FFN stage left them. */
 typedef struct gp_exec_ops {
     const char *name;
     /* Validate and upload the step's inputs, embed; plan says the micro-batches. */
     gp_status (*step_begin)(void *ctx, const gp_step_plan *plan, const int *seq_ids, const int32_t *tokens);
-    /* Issue attention of (layer, micro); fill out (rows, pointers, bytes, event). */
+    /* Issue attention of (layer, micro); fill out (rows, the views that cross, event). */
     gp_status (*attn)(void *ctx, int layer, int micro, gp_payload *out);
-    /* Issue the FFN stage of the payload after its attention stage. */
+    /* Issue the FFN stage of the payload after its attention stage, over the payload's views. */
     gp_status (*ffn)(void *ctx, const gp_payload *in);
     /* Close the step (final norm, LM head, argmax after every FFN), wait for it:
      * next[B], logits [B][vocab] (may be NULL), timing arrays sized by the plan. */
     gp_status (*step_end)(void *ctx, int32_t *next, float *logits, gp_step_timing *t);
     void (*abort_step)(void *ctx);
-    /* The sequential engine (no split, whole device): the reference row. */
+    /* The sequential engine (no split, whole device): the reference row.
+     * logits and step_ms may be NULL. */
     gp_status (*sequential_step)(void *ctx, int B, const int *seq_ids, const int32_t *tokens, int32_t *next,
                                  float *logits, float *step_ms);
+    /* Fill sequence seq's KV cache from a prompt of n tokens; next (may be
+     * NULL) receives the greedy token after it, logits [vocab] (may be NULL)
+     * the logits it was chosen from. NULL where the executor computes nothing
+     * (the simulated one). */
+    gp_status (*prefill)(void *ctx, int seq, int n, const int32_t *prompt, int32_t *next, float *logits);
+    void (*reset_seq)(void *ctx, int seq); /* forget seq's tokens; NULL like prefill */
     /* Partition pairs this executor holds; index -1 in split_info is the one
      * in force. May be NULL (one fixed pair). */
     int (*n_splits)(void *ctx);
@@ -351,6 +362,45 @@ const char *gp_fill_drain_name(gp_fill_drain f); /* "whole", "partition" */
 gp_status gp_fill_drain_parse(const char *s, gp_fill_drain *out);
 /* Takes effect from the next step. */
 gp_status gp_cuda_exec_set_fill_drain(gp_cuda_exec *x, gp_fill_drain f);
+
+
+/* ------------------------------------------------------------ backends */
+
+/* A step backend with the model it runs, made in one call: the float32 CPU
+ * reference or the CUDA engine over a green-context pair, for greenpipe
+ * generate and the tests that compare engines. Its gp_exec serves sequential
+ * steps (ops.sequential_step) and, through a gp_pipeline, pipelined ones. */
+typedef enum gp_backend_kind { GP_BACKEND_CPU = 0, GP_BACKEND_CUDA = 1 } gp_backend_kind;
+const char *gp_backend_kind_name(gp_backend_kind k); /* "cpu", "cuda" */
+gp_status gp_backend_kind_parse(const char *s, gp_backend_kind *out);
+
+typedef struct gp_backend_params {
+    gp_backend_kind kind;
+    int n_seqs;            /* sequences (and max batch) */
+    int max_context;       /* tokens per sequence */
+    int block_size;        /* KV cache block size in tokens (default 16) */
+    /* pipelined steps: attention and FFN resources. CUDA: SMs of the
+     * green-context pair (attn_units, ffn_units: -1 (GP_SPLIT_REST) for
+     * the rest; default 24 and the rest, the case study's best split on the
+     * H100); without green contexts the pair falls back to plain streams
+     * sharing the GPU and its split says so. CPU: worker threads (default
+     * 1 and 1). */
+    int attn_units, ffn_units;
+    bool use_graphs;       /* CUDA: replay steps and stages as graphs (default on) */
+    bool bf16_activations; /* CPU: round activations as the CUDA engine stores them (default off) */
+} gp_backend_params;
+gp_backend_params gp_backend_default_params(gp_backend_kind kind);
+
+typedef struct gp_backend gp_backend; /* opaque */
+/* Loads src's weights (CUDA synthetic weights are generated on the device). */
+gp_status gp_backend_open(const gp_model_source *src, const gp_backend_params *p, gp_backend **out);
+/* Over host weights w (borrowed: they must outlive the backend). */
+gp_status gp_backend_open_weights(const gp_host_weights *w, const gp_backend_params *p, gp_backend **out);
+void gp_backend_close(gp_backend *b);
+gp_exec gp_backend_exec(gp_backend *b);
+const gp_config *gp_backend_config(const gp_backend *b);
+/* What was loaded and where it runs, for a status line. */
+const char *gp_backend_describe(const gp_backend *b);
 
 #ifdef __cplusplus
 }

@@ -1,5 +1,7 @@
 /* greenpipe generate: prefill prompts, then greedy-decode N tokens per
- * sequence on the chosen backend, optionally dumping the logits as JSON. */
+ * sequence on the chosen backend, with the sequential engine or the
+ * pipelined one (attention and FFN on separate resources, micro-batches
+ * through the rings), optionally dumping the logits as JSON. */
 #include <getopt.h>
 #include <inttypes.h>
 #include <stdio.h>
@@ -9,19 +11,24 @@
 
 #include <jansson.h>
 
+#include "gp_green.h"
 #include "gp_model.h"
-#include "gen_backend.h"
+#include "gp_pipeline.h"
 #include "gp_tools.h"
 
 typedef struct gen_opts {
     const char *model;
     const char *prompt_ids;
     long steps;
-    const char *backend;
+    gp_backend_kind backend;
     const char *dump_logits;
     uint64_t seed;
     bool seed_given;
     long block_size;
+    bool pipelined;        /* --engine pipelined */
+    gp_split_req split;    /* --sm-split; {0, 0}: the backend's default */
+    long micro_batches;    /* --micro-batches */
+    bool pipe_flag_given;  /* --sm-split or --micro-batches */
 } gen_opts;
 
 static const char *flag_name(const struct option *opts, int val)
@@ -40,10 +47,19 @@ static void gen_usage(FILE *f)
             "  --prompt-ids IDS     token ids, sequences separated by ';', e.g. \"5,17,42;11,400,2\"\n"
             "  --steps N            tokens to generate per sequence, 1..100000\n"
             "  --backend cpu|cuda   cpu: the float32 reference (default); cuda: the GPU engine\n"
+            "  --engine seq|pipelined\n"
+            "                       seq (default): every stage in turn on the whole device; pipelined:\n"
+            "                       attention and FFN stages on separate resources, micro-batches\n"
+            "                       handed through per-layer rings (same tokens)\n"
+            "  --sm-split A:F       pipelined: SMs of the attention and FFN partitions (cuda; 'A' alone\n"
+            "                       gives F the rest; default 24), worker threads of each side (cpu;\n"
+            "                       default 1:1)\n"
+            "  --micro-batches M    pipelined: micro-batches per step, 1..%d and at most the number of\n"
+            "                       sequences; default 2 (1 with one sequence)\n"
             "  --dump-logits FILE   write {\"tokens\": [[ids]], \"logits\": [[[vocab floats]]]}\n"
             "  --seed S             seed of synthetic weights (presets only); default 0\n"
             "  --block-size N       KV cache block size in tokens, 1..1024; default 16\n",
-            gp_config_preset_names(), GP_DEFAULT_PRESET);
+            gp_config_preset_names(), GP_DEFAULT_PRESET, GP_PIPE_MAX_MICRO);
 }
 
 static double now_s(void)
@@ -59,10 +75,11 @@ static int parse_opts(int argc, char **argv, gen_opts *o)
         {"model", required_argument, NULL, 'm'},       {"prompt-ids", required_argument, NULL, 'p'},
         {"steps", required_argument, NULL, 'n'},       {"backend", required_argument, NULL, 'b'},
         {"dump-logits", required_argument, NULL, 'd'}, {"seed", required_argument, NULL, 's'},
-        {"block-size", required_argument, NULL, 'k'},  {"help", no_argument, NULL, 'h'},
-        {NULL, 0, NULL, 0},
+        {"block-size", required_argument, NULL, 'k'},  {"engine", required_argument, NULL, 'e'},
+        {"sm-split", required_argument, NULL, 'x'},    {"micro-batches", required_argument, NULL, 'M'},
+        {"help", no_argument, NULL, 'h'},              {NULL, 0, NULL, 0},
     };
-    *o = (gen_opts){.model = GP_DEFAULT_PRESET, .steps = -1, .backend = "cpu", .block_size = 16};
+    *o = (gen_opts){.model = GP_DEFAULT_PRESET, .steps = -1, .backend = GP_BACKEND_CPU, .block_size = 16};
     optind = 1;
     opterr = 0;
     int c;
@@ -82,7 +99,27 @@ static int parse_opts(int argc, char **argv, gen_opts *o)
         case 'm': o->model = optarg; break;
         case 'p': o->prompt_ids = optarg; break;
         case 'n': st = gp_parse_long(optarg, 1, 100000, "--steps", &o->steps); break;
-        case 'b': o->backend = optarg; break;
+        case 'b':
+            if (gp_backend_kind_parse(optarg, &o->backend) != GP_OK) {
+                fprintf(stderr, "greenpipe generate: --backend '%s' is not available; allowed: cpu, cuda\n", optarg);
+                return 2;
+            }
+            break;
+        case 'e':
+            if (strcmp(optarg, "seq") && strcmp(optarg, "pipelined")) {
+                fprintf(stderr, "greenpipe generate: --engine '%s': allowed seq, pipelined\n", optarg);
+                return 2;
+            }
+            o->pipelined = !strcmp(optarg, "pipelined");
+            break;
+        case 'x':
+            st = gp_split_parse(optarg, &o->split);
+            o->pipe_flag_given = true;
+            break;
+        case 'M':
+            st = gp_parse_long(optarg, 1, GP_PIPE_MAX_MICRO, "--micro-batches", &o->micro_batches);
+            o->pipe_flag_given = true;
+            break;
         case 'd':
             /* Checked now, not after the whole generation: an empty name, or
              * the next flag taken as the file ("--dump-logits --steps 3"). */
@@ -120,8 +157,13 @@ static int parse_opts(int argc, char **argv, gen_opts *o)
         gen_usage(stderr);
         return 2;
     }
-    if (strcmp(o->backend, "cpu") != 0 && strcmp(o->backend, "cuda") != 0) {
-        fprintf(stderr, "greenpipe generate: --backend '%s' is not available; allowed: cpu, cuda\n", o->backend);
+    if (o->pipe_flag_given && !o->pipelined) {
+        fprintf(stderr, "greenpipe generate: --sm-split and --micro-batches apply to --engine pipelined only\n");
+        return 2;
+    }
+    if (o->backend == GP_BACKEND_CPU && o->split.attn_sms && o->split.ffn_sms == GP_SPLIT_REST) {
+        fprintf(stderr, "greenpipe generate: --sm-split %d: the cpu backend counts threads; give both sides, "
+                "e.g. %d:1\n", o->split.attn_sms, o->split.attn_sms);
         return 2;
     }
     return -1; /* continue */
@@ -224,8 +266,16 @@ int gp_cmd_generate(int argc, char **argv)
     fprintf(stderr, "greenpipe: model %s (%s), %" PRIu64 " parameters; %d sequence(s), %ld step(s)\n",
             cfg->name, origin, gp_config_param_count(cfg), p.n_seqs, o.steps);
 
+    int M = (int)(o.micro_batches ? o.micro_batches : (p.n_seqs > 1 ? 2 : 1));
+    if (o.pipelined && M > p.n_seqs) {
+        fprintf(stderr, "greenpipe generate: --micro-batches %d: each needs a sequence and there are %d; allowed "
+                "1..%d\n", M, p.n_seqs, p.n_seqs);
+        gp_prompts_free(&p);
+        return 2;
+    }
     int exit_code = 1;
-    gen_backend *b = NULL;
+    gp_backend *b = NULL;
+    gp_pipeline *pl = NULL;
     size_t V = (size_t)cfg->vocab;
     /* logits are kept only for --dump-logits */
     float *logits = o.dump_logits ? malloc((size_t)p.n_seqs * (size_t)o.steps * V * sizeof(float)) : NULL;
@@ -239,15 +289,36 @@ int gp_cmd_generate(int argc, char **argv)
         goto out;
     }
     double t0 = now_s();
-    if ((st = gen_backend_open(o.backend, &src, p.n_seqs, (int)context, (int)o.block_size, &b)) != GP_OK) {
+    gp_backend_params bp = gp_backend_default_params(o.backend);
+    bp.n_seqs = p.n_seqs;
+    bp.max_context = (int)context;
+    bp.block_size = (int)o.block_size;
+    if (o.split.attn_sms) {
+        bp.attn_units = o.split.attn_sms;
+        bp.ffn_units = o.split.ffn_sms;
+    }
+    if ((st = gp_backend_open(&src, &bp, &b)) != GP_OK) {
         exit_code = fail("loading the model", st);
         goto out;
     }
+    gp_exec x = gp_backend_exec(b);
+    if (o.pipelined) {
+        gp_pipeline_params pp = gp_pipeline_default_params();
+        pp.micro_batches = M;
+        if ((st = gp_pipeline_create(x, cfg->n_layers, &pp, &pl)) != GP_OK) {
+            exit_code = fail("starting the pipeline", st);
+            goto out;
+        }
+    }
     double t1 = now_s();
-    fprintf(stderr, "greenpipe: backend %s; ready in %.2f s\n", gen_backend_describe(b), t1 - t0);
+    fprintf(stderr, "greenpipe: backend %s; engine %s", gp_backend_describe(b), o.pipelined ? "pipelined" : "seq");
+    if (o.pipelined)
+        fprintf(stderr, ", %d micro-batch(es)", M);
+    fprintf(stderr, "; ready in %.2f s\n", t1 - t0);
     for (int s = 0; s < p.n_seqs; s++) {
         float *l0 = logits ? logits + (size_t)s * (size_t)o.steps * V : NULL;
-        if ((st = gen_backend_prefill(b, s, p.lens[s], p.ids + p.offsets[s], &gen[(size_t)s * o.steps], l0)) != GP_OK) {
+        st = x.ops->prefill(x.ctx, s, p.lens[s], p.ids + p.offsets[s], &gen[(size_t)s * o.steps], l0);
+        if (st != GP_OK) {
             exit_code = fail("prefill", st);
             goto out;
         }
@@ -257,7 +328,9 @@ int gp_cmd_generate(int argc, char **argv)
     for (long t = 1; t < o.steps; t++) {
         for (int s = 0; s < p.n_seqs; s++)
             feed[s] = gen[(size_t)s * o.steps + t - 1];
-        if ((st = gen_backend_step(b, p.n_seqs, seq_ids, feed, next, step_logits)) != GP_OK) {
+        st = pl ? gp_pipeline_step(pl, p.n_seqs, seq_ids, feed, next, step_logits)
+                : x.ops->sequential_step(x.ctx, p.n_seqs, seq_ids, feed, next, step_logits, NULL);
+        if (st != GP_OK) {
             exit_code = fail("decode step", st);
             goto out;
         }
@@ -286,7 +359,8 @@ int gp_cmd_generate(int argc, char **argv)
             fprintf(stderr, "greenpipe: logits written to %s\n", o.dump_logits);
     }
 out:
-    gen_backend_close(b);
+    gp_pipeline_destroy(pl);
+    gp_backend_close(b);
     free(logits);
     free(step_logits);
     free(gen);

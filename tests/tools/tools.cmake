@@ -36,6 +36,20 @@ gp_cli_test(gen_hf_tiny 0 "^29 155 50 61 189 155$"
             generate --model ${GP_DATA}/tiny --prompt-ids "5,17,42,7,99$<SEMICOLON>11,200,2" --steps 6)
 gp_cli_test(gen_hf_small_gqa 0 "^77 99 290 272 231 255$"
             generate --model ${GP_DATA}/small-gqa --prompt-ids "5,17,42,7,99$<SEMICOLON>11,200,2" --steps 6)
+# The pipelined engine (CPU executor: threads stand in for the partitions)
+# gives the sequential engine's tokens and logits bit for bit.
+gp_cli_test(gen_pipelined_hf_small_gqa 0 "^77 99 290 272 231 255$"
+            generate --model ${GP_DATA}/small-gqa --prompt-ids "5,17,42,7,99$<SEMICOLON>11,200,2" --steps 6
+            --engine pipelined --sm-split 2:1)
+add_test(NAME cli_pipelined_same_logits
+         COMMAND bash -c "g=$<TARGET_FILE:greenpipe>; a='generate --model ${GP_DATA}/small-gqa --prompt-ids 5,17,42$<SEMICOLON>11,200,2$<SEMICOLON>7$<SEMICOLON>1,2,3,4 --steps 5'; $g $a --dump-logits seq.json > seq.txt && $g $a --engine pipelined --micro-batches 3 --dump-logits pipe.json > pipe.txt && cmp seq.txt pipe.txt && cmp seq.json pipe.json")
+gp_cli_test(gen_bad_engine 2 "--engine 'fast': allowed seq, pipelined" generate --model tiny --prompt-ids 1 --steps 1 --engine fast)
+gp_cli_test(gen_split_needs_pipelined 2 "apply to --engine pipelined only" generate --model tiny --prompt-ids 1 --steps 1 --sm-split 1:1)
+gp_cli_test(gen_micro_too_many 2 "--micro-batches 3: each needs a sequence and there are 2" generate --model tiny --prompt-ids "1$<SEMICOLON>2" --steps 1 --engine pipelined --micro-batches 3)
+gp_cli_test(gen_micro_range 2 "--micro-batches: 5 is out of range" generate --model tiny --prompt-ids 1 --steps 1 --engine pipelined --micro-batches 5)
+gp_cli_test(gen_cpu_split_rest 2 "the cpu backend counts threads" generate --model tiny --prompt-ids 1 --steps 1 --engine pipelined --sm-split 2)
+gp_cli_test(gen_cuda_pipelined_hf_tiny "0|1" "^29 155 50 61 189 155$|greenpipe generate: loading the model: no usable GPU: "
+            generate --backend cuda --engine pipelined --model ${GP_DATA}/tiny --prompt-ids "5,17,42,7,99$<SEMICOLON>11,200,2" --steps 6)
 add_test(NAME cli_dump_logits
          COMMAND bash -c "$<TARGET_FILE:greenpipe> generate --model tiny --prompt-ids '1,2$<SEMICOLON>3' --steps 2 --dump-logits dump.json > /dev/null && python3 -c \"import json; d=json.load(open('dump.json')); assert len(d['tokens'])==2 and len(d['tokens'][0])==2, d['tokens']; assert len(d['logits'][1][1])==256; import math; assert max(range(256), key=lambda v: d['logits'][0][0][v])==d['tokens'][0][0]\"")
 # A corrupt checkpoint: inspect exits 1 naming the file and the rule broken.

@@ -1,0 +1,190 @@
+/* Step backends with their model: the float32 CPU reference under the CPU
+ * executor, or the CUDA engine under the CUDA executor over one
+ * green-context pair. One interface (gp_exec) for greenpipe generate and the
+ * tests, sequential or pipelined. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "gp_engine.h"
+#include "gp_green.h"
+#include "gp_pipeline.h"
+
+struct gp_backend {
+    gp_backend_params p;
+    gp_config cfg;
+    char describe[256];
+    gp_host_weights own_w;           /* loaded here (CPU from a source); arena NULL otherwise */
+    /* cpu */
+    gp_cpu_model *cpu;
+    gp_cpu_exec *cpu_exec;
+    /* cuda */
+    gp_device_weights *dw;
+    gp_engine *engine;
+    gp_green_pool *pool;
+    gp_cuda_exec *cuda_exec;
+};
+
+const char *gp_backend_kind_name(gp_backend_kind k)
+{
+    return k == GP_BACKEND_CUDA ? "cuda" : k == GP_BACKEND_CPU ? "cpu" : "unknown";
+}
+
+gp_status gp_backend_kind_parse(const char *s, gp_backend_kind *out)
+{
+    if (s && !strcmp(s, "cpu"))
+        *out = GP_BACKEND_CPU;
+    else if (s && !strcmp(s, "cuda"))
+        *out = GP_BACKEND_CUDA;
+    else
+        GP_FAIL(GP_ERR_INVALID_ARG, "backend '%s': allowed cpu, cuda", s ? s : "(null)");
+    return GP_OK;
+}
+
+gp_backend_params gp_backend_default_params(gp_backend_kind kind)
+{
+    bool cuda = kind == GP_BACKEND_CUDA;
+    return (gp_backend_params){.kind = kind, .n_seqs = 1, .max_context = 1024, .block_size = 16,
+                               .attn_units = cuda ? 24 : 1, .ffn_units = cuda ? GP_SPLIT_REST : 1,
+                               .use_graphs = true, .bf16_activations = false};
+}
+
+static gp_status check_params(const gp_backend_params *p)
+{
+    if (p->kind != GP_BACKEND_CPU && p->kind != GP_BACKEND_CUDA)
+        GP_FAIL(GP_ERR_INVALID_ARG, "backend kind %d: allowed %d (cpu), %d (cuda)", (int)p->kind, GP_BACKEND_CPU,
+                GP_BACKEND_CUDA);
+    if (p->n_seqs < 1 || p->max_context < 1 || p->block_size < 1)
+        GP_FAIL(GP_ERR_INVALID_ARG, "backend: %d sequences of %d tokens in blocks of %d: each must be >= 1",
+                p->n_seqs, p->max_context, p->block_size);
+    if (p->kind == GP_BACKEND_CPU && (p->attn_units < 1 || p->ffn_units < 1))
+        GP_FAIL(GP_ERR_INVALID_ARG, "cpu backend: %d attention and %d FFN threads; each side needs at least 1",
+                p->attn_units, p->ffn_units);
+    return GP_OK;
+}
+
+static gp_status open_cpu(gp_backend *b, const gp_host_weights *w)
+{
+    const gp_backend_params *p = &b->p;
+    GP_TRY(gp_cpu_model_create(w, p->n_seqs, p->max_context, p->block_size, &b->cpu));
+    gp_cpu_model_set_bf16_activations(b->cpu, p->bf16_activations);
+    GP_TRY(gp_cpu_exec_create(b->cpu, p->attn_units, p->ffn_units, &b->cpu_exec));
+    snprintf(b->describe, sizeof b->describe, "cpu (float32 reference%s), %.2f GB of weights in host memory; "
+             "pipelined steps on %d + %d threads", p->bf16_activations ? ", bf16 activations" : "",
+             (double)w->arena_bytes / 1e9, p->attn_units, p->ffn_units);
+    return GP_OK;
+}
+
+/* The engine over dw (already on the device), a pool of the one requested
+ * pair and the executor over both. */
+static gp_status open_cuda(gp_backend *b)
+{
+    const gp_backend_params *p = &b->p;
+    gp_engine_params ep = gp_engine_default_params();
+    ep.max_batch = p->n_seqs;
+    ep.max_context = p->max_context;
+    ep.block_size = p->block_size;
+    ep.use_graphs = p->use_graphs;
+    GP_TRY(gp_engine_create(b->dw, &ep, &b->engine));
+    gp_green_pool_params gpp = gp_green_pool_default_params();
+    gp_split_req req = {.attn_sms = p->attn_units, .ffn_sms = p->ffn_units};
+    gpp.splits = &req;
+    gpp.n_splits = 1;
+    GP_TRY(gp_green_pool_create(&gpp, &b->pool));
+    GP_TRY(gp_cuda_exec_create(b->engine, b->pool, p->use_graphs, &b->cuda_exec));
+    gp_split_info si;
+    gp_exec x = gp_cuda_exec_get(b->cuda_exec);
+    x.ops->split_info(x.ctx, -1, &si);
+    snprintf(b->describe, sizeof b->describe, "cuda (bf16 engine%s), %.2f GB of weights on the GPU; pipelined "
+             "steps on %d + %d SMs%s", p->use_graphs ? ", CUDA graphs" : "",
+             (double)gp_device_weights_view(b->dw)->arena_bytes / 1e9, si.a_got, si.f_got,
+             si.partitioned ? "" : " (no green contexts: plain streams sharing every SM)");
+    return GP_OK;
+}
+
+static gp_status open_common(const gp_backend_params *p, gp_backend **out)
+{
+    *out = NULL;
+    GP_TRY(check_params(p));
+    if (p->kind == GP_BACKEND_CUDA)
+        GP_TRY(gp_cuda_available());
+    gp_backend *b = calloc(1, sizeof *b);
+    if (!b)
+        GP_FAIL(GP_ERR_NO_MEMORY, "backend: out of host memory");
+    b->p = *p;
+    *out = b;
+    return GP_OK;
+}
+
+static gp_status finish(gp_backend *b, gp_status st, gp_backend **out)
+{
+    *out = st == GP_OK ? b : NULL;
+    if (st != GP_OK)
+        gp_backend_close(b);
+    return st;
+}
+
+gp_status gp_backend_open_weights(const gp_host_weights *w, const gp_backend_params *p, gp_backend **out)
+{
+    gp_backend *b;
+    GP_TRY(open_common(p, &b));
+    b->cfg = w->cfg;
+    gp_status st;
+    if (p->kind == GP_BACKEND_CPU)
+        st = open_cpu(b, w);
+    else if ((st = gp_device_weights_upload(w, &b->dw)) == GP_OK)
+        st = open_cuda(b);
+    return finish(b, st, out);
+}
+
+gp_status gp_backend_open(const gp_model_source *src, const gp_backend_params *p, gp_backend **out)
+{
+    gp_backend *b;
+    GP_TRY(open_common(p, &b));
+    b->cfg = src->cfg;
+    gp_status st;
+    if (p->kind == GP_BACKEND_CPU) {
+        if ((st = gp_model_source_load_host(src, &b->own_w)) == GP_OK)
+            st = open_cpu(b, &b->own_w);
+        return finish(b, st, out);
+    }
+    if (src->synthetic) {
+        st = gp_device_weights_synthetic(&src->cfg, src->seed, &b->dw); /* generated in place */
+    } else if ((st = gp_model_source_load_host(src, &b->own_w)) == GP_OK) {
+        st = gp_device_weights_upload(&b->own_w, &b->dw);
+        gp_host_weights_free(&b->own_w);
+    }
+    if (st == GP_OK)
+        st = open_cuda(b);
+    return finish(b, st, out);
+}
+
+void gp_backend_close(gp_backend *b)
+{
+    if (!b)
+        return;
+    gp_cuda_exec_destroy(b->cuda_exec);
+    gp_green_pool_destroy(b->pool);
+    gp_engine_destroy(b->engine);
+    gp_device_weights_destroy(b->dw);
+    gp_cpu_exec_destroy(b->cpu_exec);
+    gp_cpu_model_destroy(b->cpu);
+    if (b->own_w.arena)
+        gp_host_weights_free(&b->own_w);
+    free(b);
+}
+
+gp_exec gp_backend_exec(gp_backend *b)
+{
+    return b->cuda_exec ? gp_cuda_exec_get(b->cuda_exec) : gp_cpu_exec_get(b->cpu_exec);
+}
+
+const gp_config *gp_backend_config(const gp_backend *b)
+{
+    return &b->cfg;
+}
+
+const char *gp_backend_describe(const gp_backend *b)
+{
+    return b->describe;
+}
