@@ -10,7 +10,7 @@ endforeach()
 
 # The whole engine against HF's logits and the CPU reference (GPU).
 gp_add_test(engine_model SOURCES ${GP_ENG_TESTS}/test_engine_model.c ${GP_ENG_TESTS}/../model/hf_case.c
-            LIBS gp_engine gp_dep_jansson GPU)
+            LIBS gp_pipeline_cuda gp_dep_jansson GPU)
 target_include_directories(engine_model PRIVATE ${GP_ENG_TESTS}/../model)
 
 # CUDA failures -> statuses (sticky faults, out of memory) and the fault

@@ -27,63 +27,10 @@
 #define ENGINE_TOL 1e-3
 #define BF16_DRIFT_TOL 6e-2
 
-typedef struct engine_model {
-    gp_device_weights *dw;
-    gp_engine *e;
-} engine_model;
-
-static gp_status eng_open_mode(bool graphs, const gp_host_weights *w, int n_seqs, int ctx, int block,
-                               void **model)
-{
-    engine_model *m = calloc(1, sizeof *m);
-    if (!m)
-        return GP_ERR_NO_MEMORY;
-    gp_engine_params p = gp_engine_default_params();
-    p.max_batch = n_seqs;
-    p.max_context = ctx;
-    p.block_size = block;
-    p.use_graphs = graphs;
-    gp_status st = gp_device_weights_upload(w, &m->dw);
-    if (st == GP_OK)
-        st = gp_engine_create(m->dw, &p, &m->e);
-    if (st != GP_OK) {
-        gp_engine_destroy(m->e);
-        gp_device_weights_destroy(m->dw);
-        free(m);
-        return st;
-    }
-    *model = m;
-    return GP_OK;
-}
-static gp_status eng_open_graph(void *arg, const gp_host_weights *w, int n, int ctx, void **model)
-{
-    return eng_open_mode(true, w, n, ctx, 4, model);
-}
-static gp_status eng_open_eager(void *arg, const gp_host_weights *w, int n, int ctx, void **model)
-{
-    return eng_open_mode(false, w, n, ctx, 4, model);
-}
-static gp_status eng_prefill(void *mm, int seq, int n, const int32_t *prompt, float *logits)
-{
-    return gp_engine_prefill(((engine_model *)mm)->e, seq, n, prompt, NULL, logits);
-}
-static gp_status eng_step(void *mm, int n, const int *ids, const int32_t *feed, float *logits)
-{
-    int32_t next[64];
-    if (n > 64)
-        return GP_ERR_INVALID_ARG;
-    return gp_engine_decode_step(((engine_model *)mm)->e, n, ids, feed, next, logits);
-}
-static void eng_close(void *mm)
-{
-    engine_model *m = mm;
-    gp_engine_destroy(m->e);
-    gp_device_weights_destroy(m->dw);
-    free(m);
-}
-
-static const hf_backend graph_be = {"cuda engine, graphs", NULL, eng_open_graph, eng_prefill, eng_step, eng_close};
-static const hf_backend eager_be = {"cuda engine, eager", NULL, eng_open_eager, eng_prefill, eng_step, eng_close};
+static const hf_backend graph_be = {.label = "cuda engine, graphs", .kind = GP_BACKEND_CUDA, .use_graphs = true};
+static const hf_backend eager_be = {.label = "cuda engine, eager", .kind = GP_BACKEND_CUDA};
+static const hf_backend pipe_be = {.label = "cuda engine, pipelined", .kind = GP_BACKEND_CUDA, .use_graphs = true,
+                                   .pipelined = true};
 
 static void test_hf_tiny_graph(void **s) { hf_check("tiny", ENGINE_TOL, &graph_be, &hf_cpu_bf16_backend, true); }
 static void test_hf_tiny_eager(void **s) { hf_check("tiny", ENGINE_TOL, &eager_be, &hf_cpu_bf16_backend, true); }
@@ -94,6 +41,10 @@ static void test_hf_gqa_graph(void **s)
 static void test_hf_gqa_eager(void **s)
 {
     hf_check("small-gqa", ENGINE_TOL, &eager_be, &hf_cpu_bf16_backend, true);
+}
+static void test_hf_gqa_pipelined(void **s)
+{
+    hf_check("small-gqa", ENGINE_TOL, &pipe_be, &hf_cpu_bf16_backend, true);
 }
 static void test_vs_hf_tiny(void **s) { hf_check("tiny", BF16_DRIFT_TOL, &graph_be, NULL, false); }
 static void test_vs_hf_gqa(void **s) { hf_check("small-gqa", BF16_DRIFT_TOL, &graph_be, NULL, false); }
@@ -132,25 +83,31 @@ static void test_batch_vs_cpu(void **state)
     gp_cpu_model *cpu;
     CHECK_OK(gp_cpu_model_create(&w, NS, CTX, 3, &cpu));
     gp_cpu_model_set_bf16_activations(cpu, true); /* the engine's rounding points */
-    engine_model *g, *e;
-    CHECK_OK(eng_open_mode(true, &w, NS, CTX, 3, (void **)&g));
-    CHECK_OK(eng_open_mode(false, &w, NS, CTX, 3, (void **)&e));
+    gp_backend_params bp = gp_backend_default_params(GP_BACKEND_CUDA);
+    bp.n_seqs = NS;
+    bp.max_context = CTX;
+    bp.block_size = 3;
+    gp_backend *gb, *eb;
+    CHECK_OK(gp_backend_open_weights(&w, &bp, &gb));
+    bp.use_graphs = false;
+    CHECK_OK(gp_backend_open_weights(&w, &bp, &eb));
+    gp_exec g = gp_backend_exec(gb), e = gp_backend_exec(eb);
     int ids[NS];
     int32_t feed[NS], next[NS], next_e[NS];
     double worst = 0;
     for (int s = 0; s < NS; s++) {
         ids[s] = s;
         CHECK_OK(gp_cpu_prefill(cpu, s, plen[s], prompt[s], ref + s * V));
-        CHECK_OK(gp_engine_prefill(g->e, s, plen[s], prompt[s], NULL, got + s * V));
-        CHECK_OK(gp_engine_prefill(e->e, s, plen[s], prompt[s], NULL, eager + s * V));
+        CHECK_OK(g.ops->prefill(g.ctx, s, plen[s], prompt[s], NULL, got + s * V));
+        CHECK_OK(e.ops->prefill(e.ctx, s, plen[s], prompt[s], NULL, eager + s * V));
         worst = fmax(worst, rel_err(got + s * V, ref + s * V, V));
         assert_memory_equal(got + s * V, eager + s * V, sizeof(float) * V);
         feed[s] = gp_argmax(ref + s * V, V);
     }
     for (int t = 0; t < STEPS; t++) {
         CHECK_OK(gp_cpu_decode_step(cpu, NS, ids, feed, ref));
-        CHECK_OK(gp_engine_decode_step(g->e, NS, ids, feed, next, got));
-        CHECK_OK(gp_engine_decode_step(e->e, NS, ids, feed, next_e, eager));
+        CHECK_OK(g.ops->sequential_step(g.ctx, NS, ids, feed, next, got, NULL));
+        CHECK_OK(e.ops->sequential_step(e.ctx, NS, ids, feed, next_e, eager, NULL));
         assert_memory_equal(got, eager, sizeof(float) * NS * V);
         assert_memory_equal(next, next_e, sizeof next);
         for (int s = 0; s < NS; s++) {
@@ -165,8 +122,8 @@ static void test_batch_vs_cpu(void **state)
     }
     printf("engine vs CPU reference (bf16 activations), tiny synthetic, 5 sequences x %d steps: worst %.3g (tol %.0e); "
            "graph == eager bitwise\n", STEPS, worst, ENGINE_TOL);
-    eng_close(g);
-    eng_close(e);
+    gp_backend_close(gb);
+    gp_backend_close(eb);
     gp_cpu_model_destroy(cpu);
     gp_host_weights_free(&w);
     free(ref), free(got), free(eager);
@@ -211,6 +168,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_hf_tiny_graph), cmocka_unit_test(test_hf_tiny_eager),
         cmocka_unit_test(test_hf_gqa_graph),  cmocka_unit_test(test_hf_gqa_eager),
+        cmocka_unit_test(test_hf_gqa_pipelined),
         cmocka_unit_test(test_vs_hf_tiny),    cmocka_unit_test(test_vs_hf_gqa),
         cmocka_unit_test(test_batch_vs_cpu),  cmocka_unit_test(test_errors),
     };

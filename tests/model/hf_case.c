@@ -137,26 +137,40 @@ static void check_argmax(const char *name, const char *ref_label, int s, int t, 
 static float *run_backend(const hf_backend *be, const gp_host_weights *w, const hf_case *c, int ctx)
 {
     const int V = w->cfg.vocab;
-    void *m = NULL;
-    CHECK_OK(be->open(be->arg, w, c->n_seqs, ctx, &m));
+    gp_backend_params p = gp_backend_default_params(be->kind);
+    p.n_seqs = c->n_seqs;
+    p.max_context = ctx;
+    p.block_size = 4; /* several blocks per sequence */
+    p.bf16_activations = be->bf16_activations;
+    p.use_graphs = be->use_graphs;
+    gp_backend *b;
+    CHECK_OK(gp_backend_open_weights(w, &p, &b));
+    gp_exec x = gp_backend_exec(b);
+    gp_pipeline *pl = NULL;
+    if (be->pipelined)
+        CHECK_OK(gp_pipeline_create(x, w->cfg.n_layers, NULL, &pl));
     float *all = malloc((size_t)c->n_seqs * c->steps * V * sizeof *all); /* [n_seqs][steps][V] */
     float *step = malloc((size_t)c->n_seqs * V * sizeof *step);          /* [n_seqs][V] */
     int *ids = malloc(c->n_seqs * sizeof *ids);
-    int32_t *feed = malloc(c->n_seqs * sizeof *feed);
-    assert_true(all && step && ids && feed);
+    int32_t *feed = malloc(c->n_seqs * sizeof *feed), *next = malloc(c->n_seqs * sizeof *next);
+    assert_true(all && step && ids && feed && next);
     for (int s = 0; s < c->n_seqs; s++) {
         ids[s] = s;
-        CHECK_OK(be->prefill(m, s, c->prompt_len[s], c->prompts[s], all + (size_t)s * c->steps * V));
+        CHECK_OK(x.ops->prefill(x.ctx, s, c->prompt_len[s], c->prompts[s], NULL, all + (size_t)s * c->steps * V));
     }
     for (int t = 1; t < c->steps; t++) {
         for (int s = 0; s < c->n_seqs; s++)
             feed[s] = c->tokens[(size_t)s * c->steps + t - 1];
-        CHECK_OK(be->step(m, c->n_seqs, ids, feed, step));
+        if (pl)
+            CHECK_OK(gp_pipeline_step(pl, c->n_seqs, ids, feed, next, step));
+        else
+            CHECK_OK(x.ops->sequential_step(x.ctx, c->n_seqs, ids, feed, next, step, NULL));
         for (int s = 0; s < c->n_seqs; s++)
             memcpy(all + ((size_t)s * c->steps + t) * V, step + (size_t)s * V, sizeof(float) * V);
     }
-    be->close(m);
-    free(step), free(ids), free(feed);
+    gp_pipeline_destroy(pl);
+    gp_backend_close(b);
+    free(step), free(ids), free(feed), free(next);
     return all;
 }
 
@@ -220,27 +234,6 @@ void hf_run_dataset(const char *name, double tol, const hf_backend *be)
     hf_check(name, tol, be, NULL, true);
 }
 
-/* ---------------------------------------------------- the CPU reference as a backend */
-
-static gp_status cpu_open(void *arg, const gp_host_weights *w, int n_seqs, int ctx, void **model)
-{
-    /* block 4: several blocks per sequence */
-    gp_status st = gp_cpu_model_create(w, n_seqs, ctx, 4, (gp_cpu_model **)model);
-    if (st == GP_OK)
-        gp_cpu_model_set_bf16_activations(*model, arg != NULL);
-    return st;
-}
-static gp_status cpu_prefill(void *m, int seq, int n, const int32_t *prompt, float *logits)
-{
-    return gp_cpu_prefill(m, seq, n, prompt, logits);
-}
-static gp_status cpu_step(void *m, int n, const int *ids, const int32_t *feed, float *logits)
-{
-    return gp_cpu_decode_step(m, n, ids, feed, logits);
-}
-static void cpu_close(void *m) { gp_cpu_model_destroy(m); }
-
-static int bf16_on = 1;
-const hf_backend hf_cpu_backend = {"cpu reference", NULL, cpu_open, cpu_prefill, cpu_step, cpu_close};
-const hf_backend hf_cpu_bf16_backend = {"cpu reference, bf16 activations", &bf16_on, cpu_open, cpu_prefill,
-                                        cpu_step, cpu_close};
+const hf_backend hf_cpu_backend = {.label = "cpu reference", .kind = GP_BACKEND_CPU};
+const hf_backend hf_cpu_bf16_backend = {.label = "cpu reference, bf16 activations", .kind = GP_BACKEND_CPU,
+                                        .bf16_activations = true};

@@ -7,7 +7,7 @@
 #include <stdbool.h>
 #include <stdint.h>
 
-#include "gp_model.h"
+#include "gp_pipeline.h"
 
 #define CHECK_OK(expr)                                                                     \
     do {                                                                                   \
@@ -27,16 +27,14 @@ typedef struct hf_case {
 void hf_case_load(const char *path, int vocab, hf_case *c);
 void hf_case_free(hf_case *c);
 
-/* A model under test: open it over host weights for n_seqs sequences of up
- * to ctx tokens, prefill one sequence (last logits [vocab]), decode a batch
- * (logits [n][vocab]), close. */
+/* A model under test: a step backend (gp_backend, block size 4) over the
+ * checkpoint's host weights, stepped sequentially or through the pipeline. */
 typedef struct hf_backend {
     const char *label;
-    void *arg;
-    gp_status (*open)(void *arg, const gp_host_weights *w, int n_seqs, int ctx, void **model);
-    gp_status (*prefill)(void *model, int seq, int n, const int32_t *prompt, float *logits);
-    gp_status (*step)(void *model, int n, const int *ids, const int32_t *feed, float *logits);
-    void (*close)(void *model);
+    gp_backend_kind kind;
+    bool bf16_activations; /* CPU: the engine's bf16 rounding points */
+    bool use_graphs;       /* CUDA */
+    bool pipelined;        /* decode steps through a gp_pipeline of 2 micro-batches */
 } hf_backend;
 
 /* Loads tests/data/<name> through the real checkpoint path, prefills each
@@ -51,8 +49,7 @@ void hf_run_dataset(const char *name, double tol, const hf_backend *be);
 void hf_check(const char *name, double tol, const hf_backend *be, const hf_backend *ref,
               bool exact_tokens);
 
-/* The CPU reference as a backend (block size 4); arg non-NULL turns on its
- * bf16-activation mode (gp_cpu_model_set_bf16_activations). */
+/* The CPU reference, pure float32 and in bf16-activation mode. */
 extern const hf_backend hf_cpu_backend, hf_cpu_bf16_backend;
 
 #endif

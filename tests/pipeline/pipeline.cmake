@@ -1,5 +1,5 @@
 # The scheduler end to end on the CPU executor (no GPU): pipelined == sequential.
-gp_add_test(pipeline_cpu SOURCES pipeline/test_pipeline_cpu.c LIBS gp_pipeline)
+gp_add_test(pipeline_cpu SOURCES pipeline/test_pipeline_cpu.c support/relay_exec.c LIBS gp_pipeline)
 # The pipeline on the GPU against the sequential engine (skips without a GPU).
 gp_add_test(pipeline_cuda SOURCES pipeline/test_pipeline_cuda.c LIBS gp_pipeline_cuda GPU)
 # The rebalancer over the real runner and the simulated executor (no GPU):
@@ -38,12 +38,13 @@ target_link_libraries(gp_pipeline_tsan_objs PUBLIC gp_model gp_common gp_dep_ck 
                       Threads::Threads m)
 # gp_pipeline_tsan_test(NAME SOURCE): NAME under TSan; the first report fails it (exit 66).
 function(gp_pipeline_tsan_test name src)
-  add_executable(${name}_bin ${src})
+  add_executable(${name}_bin ${src} ${ARGN})
+  target_include_directories(${name}_bin PRIVATE ${PROJECT_SOURCE_DIR}/tests/support)
   target_link_libraries(${name}_bin PRIVATE gp_pipeline_tsan_objs)
   add_test(NAME ${name} COMMAND sh ${PROJECT_SOURCE_DIR}/tests/queues/tsan_run.sh $<TARGET_FILE:${name}_bin>)
   set_tests_properties(${name} PROPERTIES SKIP_RETURN_CODE 77 TIMEOUT 600 LABELS tsan
                        ENVIRONMENT "TSAN_OPTIONS=halt_on_error=1 exitcode=66 second_deadlock_stack=1")
   add_dependencies(gp_cpu_tests ${name}_bin)
 endfunction()
-gp_pipeline_tsan_test(pipeline_cpu_tsan pipeline/test_pipeline_cpu.c)
+gp_pipeline_tsan_test(pipeline_cpu_tsan pipeline/test_pipeline_cpu.c support/relay_exec.c)
 gp_pipeline_tsan_test(pipeline_rebalance_tsan pipeline/test_rebalance.c)

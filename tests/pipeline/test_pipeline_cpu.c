@@ -14,6 +14,7 @@
 #include <string.h>
 
 #include "gp_pipeline.h"
+#include "relay_exec.h"
 
 #define CHECK_OK(expr)                                                                     \
     do {                                                                                   \
@@ -47,8 +48,10 @@ static int teardown(void **state)
 }
 
 /* Two models with the same prompts: one decoded by gp_cpu_decode_step, one
- * through the pipeline with params p; every step's logits and tokens equal. */
-static void run_equal(const gp_pipeline_params *p, int a_threads, int f_threads)
+ * through the pipeline with params p; every step's logits and tokens equal.
+ * relay: the FFN stages are handed copies of their payloads' rows in other
+ * buffers (the originals poisoned), through tests/support/relay_exec. */
+static void run_equal_relay(const gp_pipeline_params *p, int a_threads, int f_threads, bool relay)
 {
     const int V = g_w.cfg.vocab;
     gp_cpu_model *ref, *pm;
@@ -56,8 +59,11 @@ static void run_equal(const gp_pipeline_params *p, int a_threads, int f_threads)
     CHECK_OK(gp_cpu_model_create(&g_w, S, CTX, 3, &pm));
     gp_cpu_exec *x;
     CHECK_OK(gp_cpu_exec_create(pm, a_threads, f_threads, &x));
+    relay_exec *rx = NULL;
+    if (relay)
+        CHECK_OK(relay_exec_create(gp_cpu_exec_get(x), S, &rx));
     gp_pipeline *pl;
-    CHECK_OK(gp_pipeline_create(gp_cpu_exec_get(x), g_w.cfg.n_layers, p, &pl));
+    CHECK_OK(gp_pipeline_create(relay ? relay_exec_get(rx) : gp_cpu_exec_get(x), g_w.cfg.n_layers, p, &pl));
     float *lr = malloc(sizeof(float) * S * V), *lp = malloc(sizeof(float) * S * V);
     int ids[S];
     int32_t tok[S], next[S];
@@ -86,11 +92,32 @@ static void run_equal(const gp_pipeline_params *p, int a_threads, int f_threads)
         for (int l = 0; l < st->n_layers; l++)
             assert_true(st->a2f_bytes[l] == (double)S * g_w.cfg.hidden * 4);
     }
+    if (relay)
+        assert_int_equal(relay_exec_relayed(rx), (long)STEPS * g_w.cfg.n_layers * p->micro_batches);
     gp_pipeline_destroy(pl);
+    relay_exec_destroy(rx);
     gp_cpu_exec_destroy(x);
     gp_cpu_model_destroy(ref);
     gp_cpu_model_destroy(pm);
     free(lr), free(lp);
+}
+
+static void run_equal(const gp_pipeline_params *p, int a_threads, int f_threads)
+{
+    run_equal_relay(p, a_threads, f_threads, false);
+}
+
+/* The FFN stage reads exactly what its payload hands it, and the next
+ * attention stage reads the residual where that FFN left it: handed copies
+ * in strided buffers elsewhere, with the originals poisoned, every step's
+ * logits are still the sequential step's bit for bit. */
+static void test_equal_relayed_copies(void **state)
+{
+    for (int M = 1; M <= 3; M++) {
+        gp_pipeline_params p = gp_pipeline_default_params();
+        p.micro_batches = M;
+        run_equal_relay(&p, 2, 1, true);
+    }
 }
 
 static void test_equal_every_m_and_depth(void **state)
@@ -299,6 +326,7 @@ int main(void)
         cmocka_unit_test(test_plan),
         cmocka_unit_test(test_equal_every_m_and_depth),
         cmocka_unit_test(test_equal_uneven_sizes),
+        cmocka_unit_test(test_equal_relayed_copies),
         cmocka_unit_test(test_stage_failure),
         cmocka_unit_test(test_stats_and_reports),
     };

@@ -1,0 +1,147 @@
+/* The relaying executor of relay_exec.h: every op goes to the inner
+ * executor, except that ffn first moves the payload's views. */
+#include "relay_exec.h"
+
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define RELAY_PAD 3 /* extra elements per row: the copies are strided */
+
+/* Two buffers per view kind (x, resid), used in turn, so a copy never lands
+ * on the rows it is copied from. */
+typedef struct relay_buf {
+    char *mem[2];
+    int cols;
+    gp_dtype dtype;
+} relay_buf;
+
+struct relay_exec {
+    gp_exec inner;
+    gp_exec_ops ops;
+    int max_rows;
+    relay_buf bufs[2]; /* [0] x, [1] resid */
+    long relayed;
+};
+
+static size_t row_bytes(const relay_buf *b)
+{
+    return (size_t)(b->cols + RELAY_PAD) * gp_dtype_size(b->dtype);
+}
+
+static bool inside(const relay_exec *r, const relay_buf *b, int i, const void *p)
+{
+    const char *c = p;
+    return b->mem[i] && c >= b->mem[i] && c < b->mem[i] + (size_t)r->max_rows * row_bytes(b);
+}
+
+static void poison(const gp_tensor_view *v)
+{
+    size_t es = gp_dtype_size(v->dtype);
+    for (int i = 0; i < v->rows; i++) {
+        char *row = (char *)v->data + (size_t)i * (size_t)v->row_stride * es;
+        if (v->dtype == GP_DTYPE_F32)
+            for (int j = 0; j < v->cols; j++)
+                ((float *)row)[j] = NAN;
+        else
+            memset(row, 0xff, (size_t)v->cols * es); /* a NaN in bf16 and f16 */
+    }
+}
+
+/* Copies the rows of v to rows [b0, b0 + rows) of the buffer it does not lie in. */
+static gp_status relay_view(relay_exec *r, relay_buf *b, int b0, gp_tensor_view *v)
+{
+    if (v->rows == 0)
+        return GP_OK;
+    if (v->device != GP_DEVICE_HOST)
+        GP_FAIL(GP_ERR_UNSUPPORTED, "relay executor: host views only, got one on device %d", (int)v->device);
+    if (!b->mem[0]) {
+        b->cols = v->cols;
+        b->dtype = v->dtype;
+        for (int i = 0; i < 2; i++)
+            if (!(b->mem[i] = calloc((size_t)r->max_rows, row_bytes(b))))
+                GP_FAIL(GP_ERR_NO_MEMORY, "relay executor: out of memory");
+    }
+    if (v->cols != b->cols || v->dtype != b->dtype || b0 + v->rows > r->max_rows)
+        GP_FAIL(GP_ERR_INVALID_ARG, "relay executor: view [%d][%d] %s at row %d does not fit its buffer [%d][%d] %s",
+                (int)v->rows, (int)v->cols, gp_dtype_name(v->dtype), b0, r->max_rows, b->cols,
+                gp_dtype_name(b->dtype));
+    int to = inside(r, b, 0, v->data) ? 1 : 0;
+    size_t es = gp_dtype_size(v->dtype);
+    gp_tensor_view dst = {b->mem[to] + (size_t)b0 * row_bytes(b), v->rows, v->cols, b->cols + RELAY_PAD, v->dtype,
+                          GP_DEVICE_HOST};
+    for (int i = 0; i < v->rows; i++)
+        memcpy((char *)dst.data + (size_t)i * (size_t)dst.row_stride * es,
+               (const char *)v->data + (size_t)i * (size_t)v->row_stride * es, (size_t)v->cols * es);
+    poison(v);
+    *v = dst;
+    return GP_OK;
+}
+
+static gp_status relay_ffn(void *ctx, const gp_payload *in)
+{
+    relay_exec *r = ctx;
+    gp_payload moved = *in;
+    GP_TRY(relay_view(r, &r->bufs[0], in->tok_begin, &moved.x));
+    GP_TRY(relay_view(r, &r->bufs[1], in->tok_begin, &moved.resid));
+    r->relayed++;
+    return r->inner.ops->ffn(r->inner.ctx, &moved);
+}
+
+#define FWD(name, params, args) \
+    static gp_status fwd_##name params { relay_exec *r = ctx; return r->inner.ops->name args; }
+FWD(step_begin, (void *ctx, const gp_step_plan *plan, const int *seq_ids, const int32_t *tokens),
+    (r->inner.ctx, plan, seq_ids, tokens))
+FWD(attn, (void *ctx, int layer, int micro, gp_payload *out), (r->inner.ctx, layer, micro, out))
+FWD(step_end, (void *ctx, int32_t *next, float *logits, gp_step_timing *t), (r->inner.ctx, next, logits, t))
+FWD(sequential_step, (void *ctx, int B, const int *ids, const int32_t *tok, int32_t *next, float *lg, float *ms),
+    (r->inner.ctx, B, ids, tok, next, lg, ms))
+FWD(prefill, (void *ctx, int seq, int n, const int32_t *prompt, int32_t *next, float *logits),
+    (r->inner.ctx, seq, n, prompt, next, logits))
+
+static void fwd_abort(void *ctx)
+{
+    relay_exec *r = ctx;
+    r->inner.ops->abort_step(r->inner.ctx);
+}
+
+static void fwd_reset_seq(void *ctx, int seq)
+{
+    relay_exec *r = ctx;
+    r->inner.ops->reset_seq(r->inner.ctx, seq);
+}
+
+gp_status relay_exec_create(gp_exec inner, int max_rows, relay_exec **out)
+{
+    relay_exec *r = calloc(1, sizeof *r);
+    if (!r)
+        GP_FAIL(GP_ERR_NO_MEMORY, "relay executor: out of memory");
+    r->inner = inner;
+    r->max_rows = max_rows;
+    r->ops = (gp_exec_ops){.name = "relay", .step_begin = fwd_step_begin, .attn = fwd_attn, .ffn = relay_ffn,
+                           .step_end = fwd_step_end, .abort_step = fwd_abort,
+                           .sequential_step = fwd_sequential_step, .prefill = fwd_prefill,
+                           .reset_seq = fwd_reset_seq};
+    *out = r;
+    return GP_OK;
+}
+
+void relay_exec_destroy(relay_exec *r)
+{
+    if (!r)
+        return;
+    for (int k = 0; k < 2; k++)
+        for (int i = 0; i < 2; i++)
+            free(r->bufs[k].mem[i]);
+    free(r);
+}
+
+gp_exec relay_exec_get(relay_exec *r)
+{
+    return (gp_exec){&r->ops, r};
+}
+
+long relay_exec_relayed(const relay_exec *r)
+{
+    return r->relayed;
+}
