@@ -247,8 +247,9 @@ static gp_status gp_parse_rope(json_t *r, const char *what, const char *label, c
     GP_TRY(gp_json_float(r, prefix, "rope_theta", label, false, theta));
     if (!type)
         GP_FAIL(GP_ERR_FORMAT, "%s: \"%s\" has no \"rope_type\" (or \"type\") string", label, what);
-    size_t t = 0;
-    while (t < GP_N_ROPE_TYPES && !(((a->rope_types >> t) & 1u) && strcmp(type, gp_rope_names[t]) == 0))
+    size_t t = 0; /* the accepted type spelled type, or GP_N_ROPE_TYPES */
+    while (t < GP_N_ROPE_TYPES
+           && !(((a->rope_types >> t) & 1u) && strcmp(type, gp_rope_names[t]) == 0))
         t++;
     if (t == GP_N_ROPE_TYPES) {
         char list[128];
