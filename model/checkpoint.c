@@ -1,6 +1,7 @@
-/* A Hugging Face Llama checkpoint directory: config.json plus one or more
- * memory-mapped safetensors files, checked against the config and converted
- * to the engine's fused bf16 layout. */
+/* A Hugging Face checkpoint directory: config.json plus one or more
+ * memory-mapped safetensors files, checked against the config (tensor names
+ * from the family's architecture entry) and converted to the engine's fused
+ * bf16 layout. */
 #include "gp_model.h"
 
 #include <errno.h>
@@ -487,19 +488,22 @@ done:
 
 enum { CK_ROW_VOCAB, CK_ROW_HIDDEN, CK_ROW_Q, CK_ROW_KV, CK_ROW_FFN, CK_ROW_NONE };
 
-/* Per-layer tensors: rows and columns in config units (CK_ROW_NONE: 1-D). */
-static const struct { const char *suffix; int rows, cols; } ck_layer_tensors[] = {
-    {"input_layernorm.weight", CK_ROW_HIDDEN, CK_ROW_NONE},
-    {"self_attn.q_proj.weight", CK_ROW_Q, CK_ROW_HIDDEN},
-    {"self_attn.k_proj.weight", CK_ROW_KV, CK_ROW_HIDDEN},
-    {"self_attn.v_proj.weight", CK_ROW_KV, CK_ROW_HIDDEN},
-    {"self_attn.o_proj.weight", CK_ROW_HIDDEN, CK_ROW_Q},
-    {"post_attention_layernorm.weight", CK_ROW_HIDDEN, CK_ROW_NONE},
-    {"mlp.gate_proj.weight", CK_ROW_FFN, CK_ROW_HIDDEN},
-    {"mlp.up_proj.weight", CK_ROW_FFN, CK_ROW_HIDDEN},
-    {"mlp.down_proj.weight", CK_ROW_HIDDEN, CK_ROW_FFN},
+/* Shape of each tensor in config units (cols CK_ROW_NONE: 1-D); the names
+ * come from the model's architecture entry. */
+static const struct { int rows, cols; } ck_dims[GP_AT_COUNT] = {
+    [GP_AT_EMBED] = {CK_ROW_VOCAB, CK_ROW_HIDDEN},
+    [GP_AT_FINAL_NORM] = {CK_ROW_HIDDEN, CK_ROW_NONE},
+    [GP_AT_LM_HEAD] = {CK_ROW_VOCAB, CK_ROW_HIDDEN},
+    [GP_AT_ATTN_NORM] = {CK_ROW_HIDDEN, CK_ROW_NONE},
+    [GP_AT_Q] = {CK_ROW_Q, CK_ROW_HIDDEN},
+    [GP_AT_K] = {CK_ROW_KV, CK_ROW_HIDDEN},
+    [GP_AT_V] = {CK_ROW_KV, CK_ROW_HIDDEN},
+    [GP_AT_O] = {CK_ROW_HIDDEN, CK_ROW_Q},
+    [GP_AT_FFN_NORM] = {CK_ROW_HIDDEN, CK_ROW_NONE},
+    [GP_AT_GATE] = {CK_ROW_FFN, CK_ROW_HIDDEN},
+    [GP_AT_UP] = {CK_ROW_FFN, CK_ROW_HIDDEN},
+    [GP_AT_DOWN] = {CK_ROW_HIDDEN, CK_ROW_FFN},
 };
-#define CK_N_LAYER_TENSORS (sizeof ck_layer_tensors / sizeof ck_layer_tensors[0])
 
 static int64_t dim_of(const gp_config *c, int which)
 {
@@ -518,46 +522,18 @@ typedef struct ck_shape {
     int64_t d[2];
 } ck_shape;
 
-static ck_shape shape_of(const gp_config *c, int rows, int cols)
+static ck_shape shape_of(const gp_config *c, gp_arch_tensor t)
 {
+    int rows = ck_dims[t].rows, cols = ck_dims[t].cols;
     ck_shape s = {cols == CK_ROW_NONE ? 1 : 2, {dim_of(c, rows), dim_of(c, cols)}};
     return s;
 }
 
-/* If name is a tensor the config needs, store its shape and return 1.
- * lm_head.weight counts only when the embeddings are untied. */
-static int expected_shape(const gp_config *c, const char *name, ck_shape *out)
+/* Whether the config needs tensor t: lm_head only when the embeddings are
+ * untied. */
+static int needed(const gp_config *c, gp_arch_tensor t)
 {
-    if (strcmp(name, "model.embed_tokens.weight") == 0 ||
-        (!c->tied_embeddings && strcmp(name, "lm_head.weight") == 0)) {
-        *out = shape_of(c, CK_ROW_VOCAB, CK_ROW_HIDDEN);
-        return 1;
-    }
-    if (strcmp(name, "model.norm.weight") == 0) {
-        *out = shape_of(c, CK_ROW_HIDDEN, CK_ROW_NONE);
-        return 1;
-    }
-    static const char prefix[] = "model.layers.";
-    if (strncmp(name, prefix, sizeof prefix - 1) != 0)
-        return 0;
-    const char *p = name + sizeof prefix - 1;
-    /* decimal layer index without leading zeros, below n_layers */
-    if (*p < '0' || *p > '9' || (p[0] == '0' && p[1] != '.'))
-        return 0;
-    long layer = 0;
-    for (; *p >= '0' && *p <= '9'; p++) {
-        layer = layer * 10 + (*p - '0');
-        if (layer >= c->n_layers)
-            return 0;
-    }
-    if (*p++ != '.')
-        return 0;
-    for (size_t i = 0; i < CK_N_LAYER_TENSORS; i++)
-        if (strcmp(p, ck_layer_tensors[i].suffix) == 0) {
-            *out = shape_of(c, ck_layer_tensors[i].rows, ck_layer_tensors[i].cols);
-            return 1;
-        }
-    return 0;
+    return t != GP_AT_LM_HEAD || !c->tied_embeddings;
 }
 
 static void format_shape(char *buf, size_t cap, int ndim, const int64_t *d)
@@ -569,10 +545,21 @@ static void format_shape(char *buf, size_t cap, int ndim, const int64_t *d)
         snprintf(buf + at, cap - at, "]");
 }
 
-static gp_status check_one(const gp_checkpoint *ck, const char *name)
+/* Name of tensor t of layer in the model's family. Every configured name is
+ * far below the buffer size the callers use. */
+static const char *tensor_name(const gp_config *c, gp_arch_tensor t, int layer, char *buf,
+                               size_t cap)
 {
-    ck_shape want;
-    expected_shape(&ck->cfg, name, &want);
+    if (!gp_arch_tensor_name(gp_config_arch(c), t, layer, false, buf, cap))
+        snprintf(buf, cap, "(tensor %d of layer %d: name too long)", (int)t, layer);
+    return buf;
+}
+
+static gp_status check_one(const gp_checkpoint *ck, gp_arch_tensor kind, int layer)
+{
+    char name[256];
+    tensor_name(&ck->cfg, kind, layer, name, sizeof name);
+    ck_shape want = shape_of(&ck->cfg, kind);
     const ck_entry *e = find_entry(ck, name);
     if (!e)
         GP_FAIL(GP_ERR_NOT_FOUND, "%s: tensor '%s' is missing (the config needs it)", ck->dir, name);
@@ -597,35 +584,35 @@ static int ends_with(const char *s, const char *suffix)
     return n >= m && strcmp(s + n - m, suffix) == 0;
 }
 
-/* With tied embeddings an lm_head.weight in the file is ignored (some
- * exporters write the shared matrix twice); embed_tokens is used for both. */
+/* With tied embeddings an lm_head in the file is ignored (some exporters
+ * write the shared matrix twice); the embedding is used for both. */
 gp_status gp_checkpoint_check(const gp_checkpoint *ck)
 {
     if (!ck)
         GP_FAIL(GP_ERR_INVALID_ARG, "gp_checkpoint_check: checkpoint is NULL");
     const gp_config *c = &ck->cfg;
-    char name[128];
-    GP_TRY(check_one(ck, "model.embed_tokens.weight"));
-    GP_TRY(check_one(ck, "model.norm.weight"));
-    if (!c->tied_embeddings)
-        GP_TRY(check_one(ck, "lm_head.weight"));
+    const gp_arch *a = gp_config_arch(c);
+    for (int t = 0; t < GP_AT_FIRST_LAYER; t++)
+        if (needed(c, (gp_arch_tensor)t))
+            GP_TRY(check_one(ck, (gp_arch_tensor)t, -1));
     for (int l = 0; l < c->n_layers; l++)
-        for (size_t i = 0; i < CK_N_LAYER_TENSORS; i++) {
-            snprintf(name, sizeof name, "model.layers.%d.%s", l, ck_layer_tensors[i].suffix);
-            GP_TRY(check_one(ck, name));
-        }
+        for (int t = GP_AT_FIRST_LAYER; t < GP_AT_COUNT; t++)
+            GP_TRY(check_one(ck, (gp_arch_tensor)t, l));
     for (size_t i = 0; i < ck->n_tensors; i++) {
         const char *n = ck->tensors[i].t->name, *path = ck->files[ck->tensors[i].file].path;
-        ck_shape ignored;
+        gp_arch_tensor t;
+        int layer;
+        bool bias;
+        /* The config refused every family and key that brings biases. */
         if (ends_with(n, ".bias"))
             GP_FAIL(GP_ERR_UNSUPPORTED,
-                    "%s: tensor '%s': bias tensors are not supported (attention_bias/mlp_bias)",
-                    path, n);
-        if (ends_with(n, "rotary_emb.inv_freq") || expected_shape(c, n, &ignored) ||
-            (c->tied_embeddings && strcmp(n, "lm_head.weight") == 0))
+                    "%s: tensor '%s': bias tensors are not supported (the engine implements no "
+                    "projection bias)", path, n);
+        if ((a->ignored_suffix && ends_with(n, a->ignored_suffix)) ||
+            gp_arch_tensor_parse(a, n, c->n_layers, &t, &layer, &bias))
             continue;
-        GP_FAIL(GP_ERR_FORMAT, "%s: unexpected tensor '%s' (not part of a %d-layer Llama model)",
-                path, n, c->n_layers);
+        GP_FAIL(GP_ERR_FORMAT, "%s: unexpected tensor '%s' (not part of a %d-layer %s model)",
+                path, n, c->n_layers, a->model_type);
     }
     return GP_OK;
 }
@@ -655,20 +642,14 @@ static void to_bf16(const gp_st_tensor *t, gp_bf16 *dst)
     }
 }
 
-/* Convert the named tensor into dst; returns the element count written so
- * fused tensors can place the next part right after it. */
-static size_t load_one(const gp_checkpoint *ck, const char *name, gp_bf16 *dst)
+/* Convert tensor kind of layer into dst; returns the element count written
+ * so fused tensors can place the next part right after it. */
+static size_t load_one(const gp_checkpoint *ck, gp_arch_tensor kind, int layer, gp_bf16 *dst)
 {
-    const gp_st_tensor *t = find_entry(ck, name)->t;
+    char name[256];
+    const gp_st_tensor *t = find_entry(ck, tensor_name(&ck->cfg, kind, layer, name, sizeof name))->t;
     to_bf16(t, dst);
     return (size_t)(t->end - t->begin) / gp_dtype_size(t->dtype);
-}
-
-static size_t load_layer_part(const gp_checkpoint *ck, int l, const char *suffix, gp_bf16 *dst)
-{
-    char name[128];
-    snprintf(name, sizeof name, "model.layers.%d.%s", l, suffix);
-    return load_one(ck, name, dst);
 }
 
 gp_status gp_checkpoint_load_host(const gp_checkpoint *ck, gp_host_weights *w)
@@ -678,21 +659,21 @@ gp_status gp_checkpoint_load_host(const gp_checkpoint *ck, gp_host_weights *w)
     GP_TRY(gp_checkpoint_check(ck));
     GP_TRY(gp_host_weights_alloc(&ck->cfg, w));
     /* The check guaranteed every tensor below exists with its exact shape. */
-    load_one(ck, "model.embed_tokens.weight", w->embed);
-    load_one(ck, "model.norm.weight", w->final_norm);
+    load_one(ck, GP_AT_EMBED, -1, w->embed);
+    load_one(ck, GP_AT_FINAL_NORM, -1, w->final_norm);
     if (!ck->cfg.tied_embeddings)
-        load_one(ck, "lm_head.weight", w->lm_head);
+        load_one(ck, GP_AT_LM_HEAD, -1, w->lm_head);
     for (int l = 0; l < ck->cfg.n_layers; l++) {
         gp_layer_weights *L = &w->layers[l];
-        load_layer_part(ck, l, "input_layernorm.weight", L->attn_norm);
-        size_t at = load_layer_part(ck, l, "self_attn.q_proj.weight", L->wqkv);
-        at += load_layer_part(ck, l, "self_attn.k_proj.weight", L->wqkv + at);
-        load_layer_part(ck, l, "self_attn.v_proj.weight", L->wqkv + at);
-        load_layer_part(ck, l, "self_attn.o_proj.weight", L->wo);
-        load_layer_part(ck, l, "post_attention_layernorm.weight", L->ffn_norm);
-        at = load_layer_part(ck, l, "mlp.gate_proj.weight", L->w_gate_up);
-        load_layer_part(ck, l, "mlp.up_proj.weight", L->w_gate_up + at);
-        load_layer_part(ck, l, "mlp.down_proj.weight", L->w_down);
+        load_one(ck, GP_AT_ATTN_NORM, l, L->attn_norm);
+        size_t at = load_one(ck, GP_AT_Q, l, L->wqkv);
+        at += load_one(ck, GP_AT_K, l, L->wqkv + at);
+        load_one(ck, GP_AT_V, l, L->wqkv + at);
+        load_one(ck, GP_AT_O, l, L->wo);
+        load_one(ck, GP_AT_FFN_NORM, l, L->ffn_norm);
+        at = load_one(ck, GP_AT_GATE, l, L->w_gate_up);
+        load_one(ck, GP_AT_UP, l, L->w_gate_up + at);
+        load_one(ck, GP_AT_DOWN, l, L->w_down);
     }
     return GP_OK;
 }

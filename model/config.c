@@ -54,6 +54,7 @@ gp_status gp_config_preset(const char *name, gp_config *out)
     for (size_t i = 0; i < sizeof gp_presets / sizeof gp_presets[0]; i++) {
         if (strcmp(name, gp_presets[i].name) == 0) {
             *out = gp_presets[i];
+            out->arch = gp_arch_default();
             return GP_OK;
         }
     }
@@ -222,9 +223,17 @@ static gp_status gp_json_str(json_t *obj, const char *prefix, const char *key, c
     return GP_OK;
 }
 
+/* HF rope_type spellings of gp_rope_type, indexed by it. */
+static const char *const gp_rope_names[] = {
+    [GP_ROPE_DEFAULT] = "default",
+    [GP_ROPE_LLAMA3] = "llama3",
+};
+#define GP_N_ROPE_TYPES (sizeof gp_rope_names / sizeof gp_rope_names[0])
+
 /* Reads a rope_scaling / rope_parameters object; what names it in messages.
- * theta receives rope_theta when the object carries it (rope_parameters). */
-static gp_status gp_parse_rope(json_t *r, const char *what, const char *label,
+ * The rope types a accepts are the supported ones. theta receives
+ * rope_theta when the object carries it (rope_parameters). */
+static gp_status gp_parse_rope(json_t *r, const char *what, const char *label, const gp_arch *a,
                                gp_rope_scaling *out, float *theta)
 {
     char prefix[64];
@@ -238,77 +247,128 @@ static gp_status gp_parse_rope(json_t *r, const char *what, const char *label,
     GP_TRY(gp_json_float(r, prefix, "rope_theta", label, false, theta));
     if (!type)
         GP_FAIL(GP_ERR_FORMAT, "%s: \"%s\" has no \"rope_type\" (or \"type\") string", label, what);
-    if (strcmp(type, "default") == 0) {
-        memset(out, 0, sizeof *out);
-        out->type = GP_ROPE_DEFAULT;
-        return GP_OK;
+    size_t t = 0; /* the accepted type spelled type, or GP_N_ROPE_TYPES */
+    while (t < GP_N_ROPE_TYPES
+           && !(((a->rope_types >> t) & 1u) && strcmp(type, gp_rope_names[t]) == 0))
+        t++;
+    if (t == GP_N_ROPE_TYPES) {
+        char list[128];
+        size_t at = 0;
+        list[0] = '\0';
+        for (size_t i = 0; i < GP_N_ROPE_TYPES && at < sizeof list; i++)
+            if ((a->rope_types >> i) & 1u)
+                at += (size_t)snprintf(list + at, sizeof list - at, "%s\"%s\"", at ? ", " : "",
+                                       gp_rope_names[i]);
+        GP_FAIL(GP_ERR_UNSUPPORTED, "%s: %s rope type \"%s\" is not supported (supported: %s)",
+                label, what, type, list);
     }
-    if (strcmp(type, "llama3") != 0)
-        GP_FAIL(GP_ERR_UNSUPPORTED, "%s: %s rope type \"%s\" is not supported (supported: "
-                "\"default\", \"llama3\")", label, what, type);
-    gp_rope_scaling s = { .type = GP_ROPE_LLAMA3 };
-    GP_TRY(gp_json_float(r, prefix, "factor", label, true, &s.factor));
-    GP_TRY(gp_json_float(r, prefix, "low_freq_factor", label, true, &s.low_freq_factor));
-    GP_TRY(gp_json_float(r, prefix, "high_freq_factor", label, true, &s.high_freq_factor));
-    GP_TRY(gp_json_int(r, prefix, "original_max_position_embeddings", label, true,
-                       &s.original_max_pos));
+    gp_rope_scaling s = { .type = (gp_rope_type)t };
+    if (s.type == GP_ROPE_LLAMA3) {
+        GP_TRY(gp_json_float(r, prefix, "factor", label, true, &s.factor));
+        GP_TRY(gp_json_float(r, prefix, "low_freq_factor", label, true, &s.low_freq_factor));
+        GP_TRY(gp_json_float(r, prefix, "high_freq_factor", label, true, &s.high_freq_factor));
+        GP_TRY(gp_json_int(r, prefix, "original_max_position_embeddings", label, true,
+                           &s.original_max_pos));
+    }
     *out = s;
     return GP_OK;
+}
+
+/* The gp_config member a numeric key fills. */
+static void *gp_config_member(gp_config *c, gp_config_field f)
+{
+    switch (f) {
+    case GP_CF_N_LAYERS: return &c->n_layers;
+    case GP_CF_HIDDEN: return &c->hidden;
+    case GP_CF_N_HEADS: return &c->n_heads;
+    case GP_CF_N_KV_HEADS: return &c->n_kv_heads;
+    case GP_CF_HEAD_DIM: return &c->head_dim;
+    case GP_CF_FFN: return &c->ffn;
+    case GP_CF_VOCAB: return &c->vocab;
+    case GP_CF_NORM_EPS: return &c->norm_eps;
+    case GP_CF_MAX_CONTEXT: return &c->max_context;
+    case GP_CF_ROPE_THETA: return &c->rope_theta;
+    }
+    return NULL;
+}
+
+static bool gp_field_is_float(gp_config_field f)
+{
+    return f == GP_CF_NORM_EPS || f == GP_CF_ROPE_THETA;
+}
+
+/* The family comes first: it says which keys to read and what to refuse. */
+static gp_status gp_parse_arch(json_t *root, const char *label, gp_config *c)
+{
+    const char *s = NULL;
+    GP_TRY(gp_json_str(root, "", "model_type", label, &s));
+    /* A config without model_type is read as the default family. */
+    const gp_arch *a = s ? gp_arch_find(s) : gp_arch_default();
+    if (!a) {
+        char names[256];
+        GP_FAIL(GP_ERR_UNSUPPORTED, "%s: model_type \"%s\" is not supported (supported: %s)",
+                label, s, gp_arch_names(names, sizeof names));
+    }
+    c->arch = a;
+    s = NULL;
+    GP_TRY(gp_json_str(root, "", "hidden_act", label, &s));
+    if (s && a->hidden_act && strcmp(s, a->hidden_act) != 0)
+        GP_FAIL(GP_ERR_UNSUPPORTED, "%s: hidden_act \"%s\" is not supported (only \"%s\")",
+                label, s, a->hidden_act);
+    for (size_t i = 0; i < GP_ARCH_MAX_BIAS_KEYS && a->bias_keys[i].key; i++) {
+        bool b = false;
+        GP_TRY(gp_json_bool(root, a->bias_keys[i].key, label, &b));
+        if (b)
+            GP_FAIL(GP_ERR_UNSUPPORTED, "%s: %s = true is not supported (only false)", label,
+                    a->bias_keys[i].key);
+    }
+    return gp_arch_check_supported(a, 0, label);
 }
 
 static gp_status gp_parse_root(json_t *root, const char *label, gp_config *c)
 {
     if (!json_is_object(root))
         GP_FAIL(GP_ERR_FORMAT, "%s: the top level must be a JSON object", label);
+    GP_TRY(gp_parse_arch(root, label, c));
+    const gp_arch *a = c->arch;
 
-    const char *s = NULL;
-    GP_TRY(gp_json_str(root, "", "model_type", label, &s));
-    if (s && strcmp(s, "llama") != 0)
-        GP_FAIL(GP_ERR_UNSUPPORTED, "%s: model_type \"%s\" is not supported (only \"llama\")",
-                label, s);
-    s = NULL;
-    GP_TRY(gp_json_str(root, "", "hidden_act", label, &s));
-    if (s && strcmp(s, "silu") != 0)
-        GP_FAIL(GP_ERR_UNSUPPORTED, "%s: hidden_act \"%s\" is not supported (only \"silu\")",
-                label, s);
-    static const char *const biases[] = { "attention_bias", "mlp_bias" };
-    for (size_t i = 0; i < 2; i++) {
-        bool b = false;
-        GP_TRY(gp_json_bool(root, biases[i], label, &b));
-        if (b)
-            GP_FAIL(GP_ERR_UNSUPPORTED, "%s: %s = true is not supported (only false)", label,
-                    biases[i]);
+    /* Optional keys left out keep these (HF's defaults); the head defaults
+     * depend on other keys and are filled in after the loop. */
+    c->rope_theta = a->rope_theta_default;
+    bool got_kv_heads = false, got_head_dim = false;
+    for (size_t i = 0; i < a->n_keys; i++) {
+        const gp_arch_key *k = &a->keys[i];
+        void *m = gp_config_member(c, k->field);
+        if (gp_field_is_float(k->field))
+            GP_TRY(gp_json_float(root, "", k->key, label, k->required, m));
+        else
+            GP_TRY(gp_json_int(root, "", k->key, label, k->required, m));
+        bool given = gp_json_opt(root, k->key) != NULL;
+        if (k->field == GP_CF_N_KV_HEADS)
+            got_kv_heads = given;
+        if (k->field == GP_CF_HEAD_DIM)
+            got_head_dim = given;
     }
-
-    GP_TRY(gp_json_int(root, "", "num_hidden_layers", label, true, &c->n_layers));
-    GP_TRY(gp_json_int(root, "", "hidden_size", label, true, &c->hidden));
-    GP_TRY(gp_json_int(root, "", "num_attention_heads", label, true, &c->n_heads));
-    c->n_kv_heads = c->n_heads;
-    GP_TRY(gp_json_int(root, "", "num_key_value_heads", label, false, &c->n_kv_heads));
+    if (!got_kv_heads)
+        c->n_kv_heads = c->n_heads;
     /* Default head_dim needs heads > 0; validation reports the zero otherwise. */
-    c->head_dim = c->n_heads > 0 ? c->hidden / c->n_heads : 0;
-    GP_TRY(gp_json_int(root, "", "head_dim", label, false, &c->head_dim));
-    GP_TRY(gp_json_int(root, "", "intermediate_size", label, true, &c->ffn));
-    GP_TRY(gp_json_int(root, "", "vocab_size", label, true, &c->vocab));
-    GP_TRY(gp_json_float(root, "", "rms_norm_eps", label, true, &c->norm_eps));
-    GP_TRY(gp_json_int(root, "", "max_position_embeddings", label, true, &c->max_context));
-    c->tied_embeddings = false; /* HF LlamaConfig's default */
-    GP_TRY(gp_json_bool(root, "tie_word_embeddings", label, &c->tied_embeddings));
+    if (!got_head_dim)
+        c->head_dim = c->n_heads > 0 ? c->hidden / c->n_heads : 0;
+    c->tied_embeddings = a->tie_default;
+    GP_TRY(gp_json_bool(root, a->tie_key, label, &c->tied_embeddings));
 
-    c->rope_theta = 10000.0f;
-    GP_TRY(gp_json_float(root, "", "rope_theta", label, false, &c->rope_theta));
     memset(&c->rope_scaling, 0, sizeof c->rope_scaling);
     c->rope_scaling.type = GP_ROPE_DEFAULT;
     json_t *r = gp_json_opt(root, "rope_scaling");
     if (r) {
         float ignored = 0.0f;
-        GP_TRY(gp_parse_rope(r, "rope_scaling", label, &c->rope_scaling, &ignored));
+        GP_TRY(gp_parse_rope(r, "rope_scaling", label, a, &c->rope_scaling, &ignored));
     }
     /* The newer form wins when both are present: transformers writes it from
      * the classic keys when it converts a config. */
     r = gp_json_opt(root, "rope_parameters");
     if (r)
-        GP_TRY(gp_parse_rope(r, "rope_parameters", label, &c->rope_scaling, &c->rope_theta));
+        GP_TRY(gp_parse_rope(r, "rope_parameters", label, a, &c->rope_scaling, &c->rope_theta));
     return GP_OK;
 }
 

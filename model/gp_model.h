@@ -25,8 +25,11 @@ typedef struct gp_rope_scaling {
     int original_max_pos;    /* llama3: 8192 */
 } gp_rope_scaling;
 
+typedef struct gp_arch gp_arch; /* the model family: see "architectures" below */
+
 typedef struct gp_config {
     char name[64];      /* preset name or checkpoint directory basename */
+    const gp_arch *arch; /* family (config.json model_type); NULL reads as llama */
     int n_layers;
     int hidden;         /* model width */
     int n_heads;        /* query heads */
@@ -62,6 +65,94 @@ static inline int gp_config_qkv_rows(const gp_config *c)
 }
 /* Inverse frequencies for RoPE after scaling: out[head_dim/2]. */
 void gp_rope_inv_freq(const gp_config *cfg, float *out);
+
+/* ---------------------------------------------------------- architectures */
+
+/* One model family, named by config.json's model_type: what its config keys
+ * and checkpoint tensors are called and which features it uses. A family
+ * whose features the engine implements is one entry in model/arch.c. */
+
+/* Where RMSNorm sits in a block: today only pre-norm, x + f(norm(x)). */
+typedef enum gp_norm_placement { GP_NORM_PRE = 0 } gp_norm_placement;
+
+/* The weights of a model as a checkpoint holds them (before the engine fuses
+ * q/k/v and gate/up). Model tensors first, then the per-layer ones. */
+typedef enum gp_arch_tensor {
+    GP_AT_EMBED = 0, GP_AT_FINAL_NORM, GP_AT_LM_HEAD,
+    GP_AT_ATTN_NORM, GP_AT_Q, GP_AT_K, GP_AT_V, GP_AT_O,
+    GP_AT_FFN_NORM, GP_AT_GATE, GP_AT_UP, GP_AT_DOWN,
+    GP_AT_COUNT
+} gp_arch_tensor;
+#define GP_AT_FIRST_LAYER GP_AT_ATTN_NORM
+/* Set of tensors (projections, for biases): bit (1u << t). */
+#define GP_AT_BIT(t) (1u << (unsigned)(t))
+#define GP_AT_ATTN_PROJS (GP_AT_BIT(GP_AT_Q) | GP_AT_BIT(GP_AT_K) | GP_AT_BIT(GP_AT_V) | GP_AT_BIT(GP_AT_O))
+#define GP_AT_MLP_PROJS (GP_AT_BIT(GP_AT_GATE) | GP_AT_BIT(GP_AT_UP) | GP_AT_BIT(GP_AT_DOWN))
+
+/* gp_config fields read from numeric config.json keys. */
+typedef enum gp_config_field {
+    GP_CF_N_LAYERS = 0, GP_CF_HIDDEN, GP_CF_N_HEADS, GP_CF_N_KV_HEADS, GP_CF_HEAD_DIM, GP_CF_FFN,
+    GP_CF_VOCAB, GP_CF_NORM_EPS, GP_CF_MAX_CONTEXT, GP_CF_ROPE_THETA,
+} gp_config_field;
+
+/* A numeric config key. Optional keys left out take the HF default:
+ * n_kv_heads = n_heads, head_dim = hidden / n_heads, rope_theta from the
+ * entry. */
+typedef struct gp_arch_key {
+    gp_config_field field;
+    const char *key;
+    bool required;
+} gp_arch_key;
+
+/* A boolean config key that, when true, gives the projections in projs a bias. */
+typedef struct gp_arch_bias_key {
+    const char *key;
+    unsigned projs; /* GP_AT_BIT set */
+} gp_arch_bias_key;
+
+#define GP_ARCH_MAX_BIAS_KEYS 2
+
+struct gp_arch {
+    const char *model_type;      /* HF config.json model_type */
+    /* config.json */
+    const gp_arch_key *keys;     /* numeric keys, in the order they are read */
+    size_t n_keys;
+    const char *hidden_act;      /* the one activation accepted (absent: accepted) */
+    const char *tie_key;         /* boolean key for tied embeddings */
+    bool tie_default;            /* its value when absent */
+    float rope_theta_default;    /* when the theta key is absent */
+    unsigned rope_types;         /* accepted rope types: bit (1u << gp_rope_type) */
+    unsigned bias;               /* projections that always have a bias: GP_AT_BIT set */
+    gp_arch_bias_key bias_keys[GP_ARCH_MAX_BIAS_KEYS]; /* unused slots: key NULL */
+    gp_norm_placement norm;
+    /* checkpoint tensors: a model tensor is "<module>.weight"; a layer tensor
+     * is "<layer_prefix><index>.<module>.weight"; a bias ends in ".bias". */
+    const char *layer_prefix;
+    const char *module[GP_AT_COUNT];
+    const char *ignored_suffix;  /* tensors HF may save that the engine recomputes */
+};
+
+/* The entry for model_type, or NULL when the engine knows no such family. */
+const gp_arch *gp_arch_find(const char *model_type);
+/* The family of presets and of configs whose arch is NULL: llama. */
+const gp_arch *gp_arch_default(void);
+/* cfg->arch, or gp_arch_default() when it is NULL. */
+const gp_arch *gp_config_arch(const gp_config *cfg);
+/* Supported model types for messages: "\"llama\"" (comma-separated), into buf. */
+const char *gp_arch_names(char *buf, size_t cap);
+/* Refuse features of arch the engine does not implement yet: a bias on any
+ * projection (arch->bias, plus the extra projections in bias) or a norm
+ * placement other than pre-norm. label names the source in messages. */
+gp_status gp_arch_check_supported(const gp_arch *arch, unsigned bias, const char *label);
+/* Checkpoint name of tensor t (layer is used by per-layer tensors), ".bias"
+ * instead of ".weight" when bias. False when it does not fit in cap. */
+bool gp_arch_tensor_name(const gp_arch *arch, gp_arch_tensor t, int layer, bool bias, char *buf,
+                         size_t cap);
+/* The inverse, for a model of n_layers: true when name is the weight or bias
+ * of a tensor of arch (layer indices in decimal without leading zeros, below
+ * n_layers); *layer is -1 for model tensors. */
+bool gp_arch_tensor_parse(const gp_arch *arch, const char *name, int n_layers, gp_arch_tensor *t,
+                          int *layer, bool *bias);
 
 /* ---------------------------------------------------------------- weights */
 

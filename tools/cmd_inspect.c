@@ -9,7 +9,7 @@
 
 static void print_config(const gp_config *c)
 {
-    printf("config: %s\n", c->name);
+    printf("config: %s (model_type %s)\n", c->name, gp_config_arch(c)->model_type);
     printf("  layers %d, hidden %d, heads %d, kv heads %d, head dim %d, ffn %d, vocab %d\n",
            c->n_layers, c->hidden, c->n_heads, c->n_kv_heads, c->head_dim, c->ffn, c->vocab);
     printf("  rms eps %g, rope theta %g, rope scaling ", c->norm_eps, c->rope_theta);

@@ -20,6 +20,7 @@ if(GP_FUZZ_HAVE_SANITIZERS)
     ${PROJECT_SOURCE_DIR}/common/tensor.c
     ${PROJECT_SOURCE_DIR}/model/safetensors.c
     ${PROJECT_SOURCE_DIR}/model/config.c
+    ${PROJECT_SOURCE_DIR}/model/arch.c
     ${PROJECT_SOURCE_DIR}/model/checkpoint.c
     ${PROJECT_SOURCE_DIR}/model/weights.c
     ${PROJECT_SOURCE_DIR}/model/synth.c)

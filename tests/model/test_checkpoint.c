@@ -477,6 +477,43 @@ static void test_missing_tensor(void **state)
     EXPECT_CHECK_FAILS(*state, GP_ERR_NOT_FOUND, "'model.layers.1.mlp.down_proj.weight'", "missing");
 }
 
+/* The checker asks the architecture table for names: each tensor the llama
+ * entry names, left out, is reported missing under that name; the bias of
+ * each projection is refused under its name. */
+static void test_checker_uses_table_names(void **state)
+{
+    const gp_arch *a = gp_arch_find("llama");
+    assert_non_null(a);
+    tck_ckpt c;
+    tck_default(&c, false, "BF16");
+    tck_write(*state, &c, 0);
+    gp_checkpoint *ck;
+    assert_int_equal(gp_checkpoint_open(*state, &ck), GP_OK);
+    assert_ptr_equal(gp_checkpoint_config(ck)->arch, a);
+    gp_checkpoint_close(ck);
+    char name[128], quoted[132];
+    for (int t = 0; t < GP_AT_COUNT; t++)
+        for (int l = 0; l < (t >= GP_AT_FIRST_LAYER ? T_LAYERS : 1); l++) {
+            int layer = t >= GP_AT_FIRST_LAYER ? l : -1;
+            assert_true(gp_arch_tensor_name(a, (gp_arch_tensor)t, layer, false, name, sizeof name));
+            snprintf(quoted, sizeof quoted, "'%s'", name);
+            tck_default(&c, false, "BF16");
+            tck_remove(&c, name);
+            tck_write(*state, &c, 0);
+            EXPECT_CHECK_FAILS(*state, GP_ERR_NOT_FOUND, quoted, "missing");
+        }
+    static const gp_arch_tensor projs[] = {GP_AT_Q, GP_AT_K, GP_AT_V, GP_AT_O,
+                                           GP_AT_GATE, GP_AT_UP, GP_AT_DOWN};
+    for (size_t i = 0; i < sizeof projs / sizeof projs[0]; i++) {
+        assert_true(gp_arch_tensor_name(a, projs[i], 1, true, name, sizeof name));
+        snprintf(quoted, sizeof quoted, "'%s'", name);
+        tck_default(&c, false, "BF16");
+        tck_add(&c, name, 1, T_HIDDEN, 0, "BF16", 0);
+        tck_write(*state, &c, 0);
+        EXPECT_CHECK_FAILS(*state, GP_ERR_UNSUPPORTED, quoted, "bias tensors are not supported");
+    }
+}
+
 static void test_missing_lm_head_untied(void **state)
 {
     tck_ckpt c;
@@ -824,6 +861,7 @@ int main(void)
         T(test_sharded_f32_f16),
         T(test_tied_embeddings),
         T(test_missing_tensor),
+        T(test_checker_uses_table_names),
         T(test_missing_lm_head_untied),
         T(test_wrong_shape),
         T(test_extra_tensor),
