@@ -4,10 +4,10 @@ gp_add_test(pipeline_cpu SOURCES pipeline/test_pipeline_cpu.c support/relay_exec
 gp_add_test(pipeline_cuda SOURCES pipeline/test_pipeline_cuda.c LIBS gp_pipeline_cuda GPU)
 # The rebalancer over the real runner and the simulated executor (no GPU):
 # convergence to the brute-force best pair, hysteresis, no flapping.
-gp_add_test(pipeline_rebalance SOURCES pipeline/test_rebalance.c LIBS gp_pipeline)
+gp_add_test(pipeline_rebalance SOURCES pipeline/test_rebalance.c support/sim_exec.c LIBS gp_pipeline)
 
 # The rebalancer's formulas, fit and decision rules, and the simulated executor.
-gp_add_test(pipeline_rebalance_units SOURCES pipeline/test_rebalance_units.c LIBS gp_pipeline)
+gp_add_test(pipeline_rebalance_units SOURCES pipeline/test_rebalance_units.c support/sim_exec.c LIBS gp_pipeline)
 
 # Everything below is ThreadSanitizer only, left out of a GP_SANITIZE build
 # (one sanitizer runtime per process); the normal build runs it.
@@ -47,4 +47,4 @@ function(gp_pipeline_tsan_test name src)
   add_dependencies(gp_cpu_tests ${name}_bin)
 endfunction()
 gp_pipeline_tsan_test(pipeline_cpu_tsan pipeline/test_pipeline_cpu.c support/relay_exec.c)
-gp_pipeline_tsan_test(pipeline_rebalance_tsan pipeline/test_rebalance.c)
+gp_pipeline_tsan_test(pipeline_rebalance_tsan pipeline/test_rebalance.c support/sim_exec.c)

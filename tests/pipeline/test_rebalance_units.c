@@ -13,7 +13,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "gp_pipeline.h"
+#include "sim_exec.h"
 
 #define CHECK_OK(expr)                                                                                             \
     do {                                                                                                           \

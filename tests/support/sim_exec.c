@@ -8,7 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "gp_pipeline.h"
+#include "sim_exec.h"
 
 struct gp_sim_exec {
     gp_sim_params p;        /* pairs points at `pairs` below */
