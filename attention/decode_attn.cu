@@ -113,7 +113,6 @@ gp_decode_attn_kernel(const gp_attn_args a)
     __shared__ float s_l[NW][GT];       /* per warp: running sum */
     __shared__ float s_acc[NW][GT][HD]; /* per warp: unnormalised output */
 
-    gp_attn_pdl_entry();
     const int kvh = blockIdx.x % a.n_kv;
     const int b = blockIdx.x / a.n_kv;
     const int split = blockIdx.y;
@@ -281,7 +280,6 @@ static __global__ void __launch_bounds__(GP_ATTN_COMBINE_THREADS)
 gp_decode_attn_combine_kernel(const float *ws_acc, const float *ws_ml, __nv_bfloat16 *out,
                               int rows, int n_splits)
 {
-    gp_attn_pdl_entry();
     const int row = blockIdx.x * (GP_ATTN_COMBINE_THREADS / 32) + (threadIdx.x >> 5);
     const int lane = threadIdx.x & 31;
     if (row >= rows) /* warp-uniform; the kernel has no barrier */
@@ -327,8 +325,7 @@ static gp_status gp_decode_attn_launch_t(const gp_attn_args *a, cudaStream_t str
     void (*kernel)(const gp_attn_args) = a->n_splits > 1 && gp_attn_pipe_on()
                                              ? gp_decode_attn_kernel<HD, GT, true>
                                              : gp_decode_attn_kernel<HD, GT, false>;
-    cudaLaunchAttribute attr[1];
-    cudaLaunchConfig_t cfg = gp_attn_launch_config(a, 0, stream, attr);
+    cudaLaunchConfig_t cfg = gp_attn_launch_config(a, 0, stream);
     cudaError_t e;
     if (gp_decode_attn_mma_serves(HD, a->group)) {
         GP_TRY(gp_decode_attn_mma_launch(a, stream));

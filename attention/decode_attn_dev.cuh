@@ -1,6 +1,6 @@
 /* Helpers shared by the decode-attention kernels (the CUDA-core kernel in
  * decode_attn.cu, the tensor-core ones in decode_attn_mma.cu and
- * decode_attn_stream.cu): environment knobs, PDL entry, the safe running
+ * decode_attn_stream.cu): environment knobs, the safe running
  * max, row lengths and block indices, and the merge of the warps' partial
  * softmax states into the output (or the split workspace), and the
  * once-per-kernel shared-memory attributes. */
@@ -53,21 +53,6 @@ static inline gp_status gp_attn_smem_once(int *done, const void *kernel, int sme
     return GP_OK;
 }
 
-/* Programmatic dependent launch (PDL): both kernels are launched while the
- * previous kernel of the stream drains (RoPE, then the attention kernel for
- * the combine). Entry: let the next kernel launch early too (the combine, or
- * the O projection, which streams its weights meanwhile; a no-op for
- * dependents launched without PDL), then wait until the previous grid has
- * completed and its writes are visible, before touching memory. Every PDL
- * kernel waits before it ends, so completion stays transitive. */
-static __device__ __forceinline__ void gp_attn_pdl_entry(void)
-{
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
-    asm volatile("griddepcontrol.launch_dependents;");
-    asm volatile("griddepcontrol.wait;" ::: "memory");
-#endif
-}
-
 /* A running max that is still -inf (nothing seen) must not produce
  * exp2(-inf - -inf) = NaN: subtracting 0 instead gives exp2(-inf) = 0. */
 static __device__ __forceinline__ float gp_safe_max(float m)
@@ -102,20 +87,14 @@ static __device__ __forceinline__ void gp_attn_split_range(const gp_attn_args &a
     *t_end = min(*t_begin + chunk, len);
 }
 
-/* The launch of either attention kernel: a CTA per (row, KV head) and
- * split, with PDL when enabled; attr (one entry) must outlive the launch. */
-static inline cudaLaunchConfig_t gp_attn_launch_config(const gp_attn_args *a, size_t smem, cudaStream_t stream,
-                                                       cudaLaunchAttribute *attr)
+/* The launch of an attention kernel: a CTA per (row, KV head) and split. */
+static inline cudaLaunchConfig_t gp_attn_launch_config(const gp_attn_args *a, size_t smem, cudaStream_t stream)
 {
     cudaLaunchConfig_t cfg = {};
-    attr[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
-    attr[0].val.programmaticStreamSerializationAllowed = 1;
     cfg.gridDim = dim3((unsigned)(a->B * a->n_kv), (unsigned)a->n_splits);
     cfg.blockDim = dim3(GP_ATTN_THREADS);
     cfg.dynamicSmemBytes = smem;
     cfg.stream = stream;
-    cfg.attrs = attr;
-    cfg.numAttrs = gp_pdl_enabled() ? 1 : 0;
     return cfg;
 }
 

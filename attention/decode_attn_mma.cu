@@ -73,7 +73,6 @@ static __global__ void __launch_bounds__(GP_ATTN_THREADS, ST == 2 ? 3 : ST == 3 
 gp_decode_attn_mma_kernel(const gp_attn_args a)
 {
     extern __shared__ __align__(16) unsigned char gp_mma_smem[];
-    gp_attn_pdl_entry();
     const int kvh = blockIdx.x % a.n_kv;
     const int b = blockIdx.x / a.n_kv;
     const int split = blockIdx.y;
@@ -286,8 +285,7 @@ gp_status gp_decode_attn_mma_launch(const gp_attn_args *a, cudaStream_t stream)
     const void *k;
     int smem;
     GP_TRY(gp_mma_kernel_for(a->group, &k, &smem));
-    cudaLaunchAttribute attr[1];
-    cudaLaunchConfig_t cfg = gp_attn_launch_config(a, smem, stream, attr);
+    cudaLaunchConfig_t cfg = gp_attn_launch_config(a, smem, stream);
     void *args[] = {(void *)a};
     cudaError_t e = cudaLaunchKernelExC(&cfg, k, args);
     if (e != cudaSuccess)

@@ -164,7 +164,6 @@ static __global__ void __launch_bounds__(SX_NW * 32, ST == 2 ? 6 : ST == 3 ? 4 :
 gp_decode_attn_stream_kernel(const gp_attn_args a)
 {
     extern __shared__ __align__(128) unsigned char gp_sx_smem[];
-    gp_attn_pdl_entry();
     const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
     const int gr = lane >> 2, tq = lane & 3; /* fragment row and column pair */
     const int n_items = a.B * a.n_kv, W = gridDim.x * SX_NW;
@@ -380,8 +379,7 @@ gp_status gp_decode_attn_stream_launch(const gp_attn_args *a, cudaStream_t strea
     if ((ka.kv_evict_first = gp_attn_env_int("GP_ATTN_KV_EVICT", 0, 1, SX_KV_EVICT_DEFAULT)) < 0)
         GP_FAIL(GP_ERR_INVALID_ARG, "GP_ATTN_KV_EVICT = '%s': allowed 0 (K/V copies leave L2 as usual) or 1 "
                 "(marked evict_first)", getenv("GP_ATTN_KV_EVICT"));
-    cudaLaunchAttribute attr[1];
-    cudaLaunchConfig_t cfg = gp_attn_launch_config(a, smem, stream, attr);
+    cudaLaunchConfig_t cfg = gp_attn_launch_config(a, smem, stream);
     cfg.gridDim = dim3((unsigned)((a->stream_warps + SX_NW - 1) / SX_NW));
     cfg.blockDim = dim3(SX_NW * 32);
     void *args[] = {(void *)&ka};
