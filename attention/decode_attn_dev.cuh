@@ -1,6 +1,6 @@
 /* Helpers shared by the decode-attention kernels (the CUDA-core kernel in
  * decode_attn.cu, the tensor-core ones in decode_attn_mma.cu and
- * decode_attn_stream.cu): environment knobs, the safe running
+ * decode_attn_stream.cu): the safe running
  * max, row lengths and block indices, and the merge of the warps' partial
  * softmax states into the output (or the split workspace), and the
  * once-per-kernel shared-memory attributes. */
@@ -9,34 +9,9 @@
 
 #include <math.h>
 #include <stdbool.h>
-#include <stdlib.h>
 
 #include "cuda_util.cuh"
 #include "decode_attn.cuh"
-
-/* An integer knob from the environment: def when unset or empty, the value
- * when it is an integer in [lo, hi], else -1 (the caller refuses it, naming
- * the variable: a typo must not silently run the default). */
-static inline int gp_attn_env_int(const char *name, int lo, int hi, int def)
-{
-    const char *e = getenv(name);
-    if (!e || !*e)
-        return def;
-    char *end;
-    long x = strtol(e, &end, 10);
-    return *end || x < lo || x > hi ? -1 : (int)x;
-}
-
-/* An A/B switch from the environment, read once into *cache (-1 until
- * then): off when the variable starts with '0', on otherwise. */
-static inline bool gp_attn_env_on(const char *name, int *cache)
-{
-    if (*cache < 0) {
-        const char *e = getenv(name);
-        *cache = !(e && e[0] == '0');
-    }
-    return *cache != 0;
-}
 
 /* The first time *done is clear: kernel's dynamic shared memory limit raised
  * to smem bytes and, with max_shared, all of the unified L1 it can get as
