@@ -85,6 +85,13 @@ static inline GP_HD gp_bf16 gp_f32_to_bf16(float f)
     return (gp_bf16)((v.u + rounding) >> 16);
 }
 
+/* The integer value of environment variable name (common/env.c, the one
+ * reader of the library's process-wide variables): dflt when it is unset or
+ * empty, else its value, which must be a whole decimal integer in [lo, hi];
+ * anything else is GP_ERR_INVALID_ARG naming the variable, its value and the
+ * range (*out untouched). */
+gp_status gp_env_int(const char *name, long lo, long hi, long dflt, long *out);
+
 /* IEEE half to float, for fp16 checkpoints. */
 float gp_f16_to_f32(uint16_t h);
 
