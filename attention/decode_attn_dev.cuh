@@ -1,9 +1,9 @@
 /* Helpers shared by the decode-attention kernels (the CUDA-core kernel in
  * decode_attn.cu, the tensor-core ones in decode_attn_mma.cu and
- * decode_attn_stream.cu): the safe running
- * max, row lengths and block indices, and the merge of the warps' partial
- * softmax states into the output (or the split workspace), and the
- * once-per-kernel shared-memory attributes. */
+ * decode_attn_stream.cu): the safe running max, row lengths and block
+ * indices, the merge of the warps' partial softmax states into the output
+ * (or the split workspace), and the once-per-kernel shared-memory
+ * attributes. */
 #ifndef GP_DECODE_ATTN_DEV_CUH
 #define GP_DECODE_ATTN_DEV_CUH
 
