@@ -9,6 +9,7 @@
 #include "cuda_util.cuh"
 #include "decode_attn.cuh"
 #include "decode_attn_dev.cuh"
+#include "decode_attn_rule.h"
 
 /* Layout of the work (why it is shaped this way):
  *
@@ -113,7 +114,6 @@ gp_decode_attn_kernel(const gp_attn_args a)
     __shared__ float s_l[NW][GT];       /* per warp: running sum */
     __shared__ float s_acc[NW][GT][HD]; /* per warp: unnormalised output */
 
-    gp_attn_pdl_entry();
     const int kvh = blockIdx.x % a.n_kv;
     const int b = blockIdx.x / a.n_kv;
     const int split = blockIdx.y;
@@ -281,7 +281,6 @@ static __global__ void __launch_bounds__(GP_ATTN_COMBINE_THREADS)
 gp_decode_attn_combine_kernel(const float *ws_acc, const float *ws_ml, __nv_bfloat16 *out,
                               int rows, int n_splits)
 {
-    gp_attn_pdl_entry();
     const int row = blockIdx.x * (GP_ATTN_COMBINE_THREADS / 32) + (threadIdx.x >> 5);
     const int lane = threadIdx.x & 31;
     if (row >= rows) /* warp-uniform; the kernel has no barrier */
@@ -312,25 +311,18 @@ gp_decode_attn_combine_kernel(const float *ws_acc, const float *ws_ml, __nv_bflo
     }
 }
 
-/* $GP_ATTN_PIPE = 0 keeps split contexts on the unpipelined instance (A/B
- * measurements); read once. */
-static bool gp_attn_pipe_on(void)
-{
-    static int on = -1;
-    return gp_attn_env_on("GP_ATTN_PIPE", &on);
-}
-
+/* The split kernel chosen (MMA, CUDACORE or CUDACORE_PIPE), then the
+ * combine when the context is split. */
 template <int HD, int GT>
-static gp_status gp_decode_attn_launch_t(const gp_attn_args *a, cudaStream_t stream)
+static gp_status gp_decode_attn_launch_t(const gp_attn_args *a, gp_attn_kernel which,
+                                         cudaStream_t stream)
 {
-    /* split contexts (small batches, one wave): the pipelined instance */
-    void (*kernel)(const gp_attn_args) = a->n_splits > 1 && gp_attn_pipe_on()
+    void (*kernel)(const gp_attn_args) = which == GP_ATTN_KERNEL_CUDACORE_PIPE
                                              ? gp_decode_attn_kernel<HD, GT, true>
                                              : gp_decode_attn_kernel<HD, GT, false>;
-    cudaLaunchAttribute attr[1];
-    cudaLaunchConfig_t cfg = gp_attn_launch_config(a, 0, stream, attr);
+    cudaLaunchConfig_t cfg = gp_attn_launch_config(a, 0, stream);
     cudaError_t e;
-    if (gp_decode_attn_mma_serves(HD, a->group)) {
+    if (which == GP_ATTN_KERNEL_MMA) {
         GP_TRY(gp_decode_attn_mma_launch(a, stream));
     } else if ((e = cudaLaunchKernelEx(&cfg, kernel, *a)) != cudaSuccess) {
         return gp_cuda_fail(e, "gp_decode_attn_kernel launch", __FILE__, __LINE__);
@@ -351,7 +343,7 @@ static gp_status gp_decode_attn_launch_t(const gp_attn_args *a, cudaStream_t str
 
 /* The instantiation serving (head_dim, group): its launcher and kernel (for
  * the occupancy query). */
-typedef gp_status (*gp_attn_launch_fn)(const gp_attn_args *, cudaStream_t);
+typedef gp_status (*gp_attn_launch_fn)(const gp_attn_args *, gp_attn_kernel, cudaStream_t);
 typedef struct gp_attn_variant {
     gp_attn_launch_fn launch;
     const void *kernel;
@@ -391,25 +383,16 @@ static int gp_attn_variant_for(int head_dim, int group, gp_attn_variant *v)
     }
 }
 
-gp_status gp_decode_attn_launch(const gp_attn_args *a, int head_dim, cudaStream_t stream)
+gp_status gp_decode_attn_launch(const gp_attn_args *a, int head_dim, gp_attn_kernel kernel,
+                                cudaStream_t stream)
 {
-    if (a->stream_warps > 0)
+    if (kernel == GP_ATTN_KERNEL_STREAM)
         return gp_decode_attn_stream_launch(a, stream);
     gp_attn_variant v;
     if (!gp_attn_variant_for(head_dim, a->group, &v))
         GP_FAIL(GP_ERR_UNSUPPORTED, "gp_decode_attn: no kernel for head_dim = %d, group = %d",
                 head_dim, a->group);
-    return v.launch(a, stream);
-}
-
-extern "C" gp_decode_attn_params gp_decode_attn_default_params(void)
-{
-    gp_decode_attn_params p;
-    p.sm_count = 0;
-    p.max_splits = 0;
-    p.ctas_per_sm_hint = 0;
-    p.force_splits = 0;
-    return p;
+    return v.launch(a, kernel, stream);
 }
 
 static gp_status gp_attn_check_shape(const char *fn, int B, int n_heads, int n_kv_heads,
@@ -428,18 +411,6 @@ static gp_status gp_attn_check_shape(const char *fn, int B, int n_heads, int n_k
                 head_dim);
     if ((int64_t)B * n_heads > INT_MAX)
         GP_FAIL(GP_ERR_INVALID_ARG, "%s: B = %d x n_heads = %d overflows", fn, B, n_heads);
-    return GP_OK;
-}
-
-static gp_status gp_attn_check_params(const char *fn, const gp_decode_attn_params *p)
-{
-    if (p->sm_count < 0 || p->max_splits < 0 || p->ctas_per_sm_hint < 0 || p->force_splits < 0)
-        GP_FAIL(GP_ERR_INVALID_ARG, "%s: params sm_count = %d, max_splits = %d, ctas_per_sm_hint "
-                "= %d, force_splits = %d must not be negative", fn, p->sm_count, p->max_splits,
-                p->ctas_per_sm_hint, p->force_splits);
-    if (p->force_splits > GP_DECODE_ATTN_MAX_SPLITS || p->max_splits > GP_DECODE_ATTN_MAX_SPLITS)
-        GP_FAIL(GP_ERR_INVALID_ARG, "%s: force_splits = %d / max_splits = %d exceed %d", fn,
-                p->force_splits, p->max_splits, GP_DECODE_ATTN_MAX_SPLITS);
     return GP_OK;
 }
 
@@ -480,7 +451,17 @@ static gp_status gp_attn_pick_splits(const char *fn, int B, int n_heads, int n_k
         if (!gp_attn_variant_for(head_dim, n_heads / n_kv_heads, &v))
             GP_FAIL(GP_ERR_UNSUPPORTED, "%s: no kernel for head_dim = %d, group = %d", fn,
                     head_dim, n_heads / n_kv_heads);
-        if (gp_decode_attn_mma_serves(head_dim, n_heads / n_kv_heads))
+        /* the occupancy of the kernel a split call would run */
+        gp_attn_call c = {};
+        c.B = B;
+        c.n_kv_heads = n_kv_heads;
+        c.head_dim = head_dim;
+        c.group = n_heads / n_kv_heads;
+        c.n_splits = 2;
+        c.sm_count = sms;
+        gp_attn_kernel k;
+        GP_TRY(gp_decode_attn_choose(p, &c, &k, NULL));
+        if (k == GP_ATTN_KERNEL_MMA)
             GP_TRY(gp_decode_attn_mma_occupancy(n_heads / n_kv_heads, &cps));
         else
             GP_CUDA_TRY(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&cps, v.kernel, GP_ATTN_THREADS, 0));
@@ -567,45 +548,6 @@ static int gp_is_aligned(const void *ptr, size_t align)
     return ((uintptr_t)ptr & (align - 1)) == 0;
 }
 
-/* Each warp of the streaming kernel must get at least this many items (row,
- * KV head) for it to be picked over the split kernels. */
-#define GP_ATTN_STREAM_MIN_ITEMS 2
-
-/* Warps of the streaming kernel for an unsplit call, or 0 for the split
- * kernels. $GP_ATTN_STREAM: unset, automatic (when the batch gives every
- * resident warp on sm_count SMs at least GP_ATTN_STREAM_MIN_ITEMS items);
- * 1, whenever it serves the shape (tests, A/B); 0, never. */
-static gp_status gp_attn_stream_plan(const char *fn, int B, const gp_kv_view *kv, int group, const void *out,
-                                     const gp_decode_attn_params *p, int *warps)
-{
-    *warps = 0;
-    const int mode = gp_attn_env_int("GP_ATTN_STREAM", 0, 1, 2);
-    if (mode < 0)
-        GP_FAIL(GP_ERR_INVALID_ARG, "%s: GP_ATTN_STREAM = '%s': allowed 0 (never) or 1 (always); unset: "
-                "automatic", fn, getenv("GP_ATTN_STREAM"));
-    /* it stores 4-byte pairs of outputs */
-    if (mode == 0 || !gp_decode_attn_stream_serves(kv->head_dim, group) || !gp_is_aligned(out, 4))
-        return GP_OK;
-    int sms;
-    GP_TRY(gp_attn_sm_count(p, &sms));
-    int per_sm = 0;
-    GP_TRY(gp_decode_attn_stream_occupancy(group, &per_sm));
-    if (per_sm < 1)
-        GP_FAIL(GP_ERR_UNSUPPORTED, "%s: the streaming attention kernel fits no warp on an SM", fn);
-    /* $GP_ATTN_STREAM_WARPS caps the warps per SM: fewer copies in flight,
-     * a smaller share of HBM for a co-running partition */
-    const int cap = gp_attn_env_int("GP_ATTN_STREAM_WARPS", 2, per_sm, per_sm);
-    if (cap < 0 || cap % 2)
-        GP_FAIL(GP_ERR_INVALID_ARG, "%s: GP_ATTN_STREAM_WARPS = '%s': allowed an even number of warps per SM, "
-                "2..%d", fn, getenv("GP_ATTN_STREAM_WARPS"), per_sm);
-    per_sm = cap;
-    const int64_t items = (int64_t)B * kv->n_kv_heads, resident = (int64_t)sms * per_sm;
-    if (mode == 2 && items < GP_ATTN_STREAM_MIN_ITEMS * resident)
-        return GP_OK;
-    *warps = (int)(items < resident ? items : resident);
-    return GP_OK;
-}
-
 extern "C" gp_status gp_decode_attn(const gp_kv_view *kv, int B, int n_heads, int max_len,
                                     const gp_bf16 *q, gp_bf16 *out, void *workspace,
                                     size_t workspace_bytes, const gp_decode_attn_params *p,
@@ -680,8 +622,23 @@ extern "C" gp_status gp_decode_attn(const gp_kv_view *kv, int B, int n_heads, in
     a.max_blocks = kv->max_blocks;
     a.n_splits = n_splits;
     a.scale_log2 = (float)(1.4426950408889634 / sqrt((double)kv->head_dim));
-    a.stream_warps = 0;
-    if (n_splits == 1)
-        GP_TRY(gp_attn_stream_plan(fn, B, kv, a.group, out, p, &a.stream_warps));
-    return gp_decode_attn_launch(&a, kv->head_dim, (cudaStream_t)stream);
+    a.kv_evict_first = p->kv_evict_first;
+
+    gp_attn_call c = {};
+    c.B = B;
+    c.n_kv_heads = kv->n_kv_heads;
+    c.head_dim = kv->head_dim;
+    c.group = a.group;
+    c.n_splits = n_splits;
+    c.out_aligned4 = gp_is_aligned(out, 4);
+    if (gp_attn_stream_candidate(p, &c)) { /* device facts only when they can matter */
+        GP_TRY(gp_attn_sm_count(p, &c.sm_count));
+        GP_TRY(gp_decode_attn_stream_occupancy(a.group, &c.stream_warps_per_sm));
+        if (c.stream_warps_per_sm < 1)
+            GP_FAIL(GP_ERR_UNSUPPORTED, "%s: the streaming attention kernel fits no warp on an SM",
+                    fn);
+    }
+    gp_attn_kernel kernel;
+    GP_TRY(gp_decode_attn_choose(p, &c, &kernel, &a.stream_warps));
+    return gp_decode_attn_launch(&a, kv->head_dim, kernel, (cudaStream_t)stream);
 }

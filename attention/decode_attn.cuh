@@ -28,25 +28,24 @@ typedef struct gp_attn_args {
     int max_blocks, n_splits;
     float scale_log2;        /* log2(e) / sqrt(head_dim): scores in log2 units for exp2f */
     int stream_warps;        /* > 0: the streaming kernel with this many persistent warps (n_splits 1) */
-    int kv_evict_first;      /* streaming kernel: K/V copies marked L2 evict_first ($GP_ATTN_KV_EVICT) */
+    int kv_evict_first;      /* streaming kernel: K/V copies marked L2 evict_first (params kv_evict_first) */
 } gp_attn_args;
 
-/* The tensor-core kernel (decode_attn_mma.cu): whether it serves the shape
- * (head_dim 128, group <= 8, unless $GP_ATTN_MMA=0), its resident CTAs per
- * SM, and its launch (without the combine). */
-bool gp_decode_attn_mma_serves(int head_dim, int group);
+/* The tensor-core split kernel (decode_attn_mma.cu; head_dim 128, group <=
+ * 8): its resident CTAs per SM, and its launch (without the combine). */
 gp_status gp_decode_attn_mma_occupancy(int group, int *ctas_per_sm);
 gp_status gp_decode_attn_mma_launch(const gp_attn_args *a, cudaStream_t stream);
 
 /* The streaming kernel (decode_attn_stream.cu): persistent warps that each
  * read whole (row, KV head) items, for batches that fill the SMs many times
- * over. Whether it serves the shape (head_dim 128, group <= 8), its resident
- * warps per SM, and its launch (a->stream_warps warps). */
-bool gp_decode_attn_stream_serves(int head_dim, int group);
+ * over (head_dim 128, group <= 8, one split): its resident warps per SM, and
+ * its launch (a->stream_warps warps). */
 gp_status gp_decode_attn_stream_occupancy(int group, int *warps_per_sm);
 gp_status gp_decode_attn_stream_launch(const gp_attn_args *a, cudaStream_t stream);
 
-/* Launches the attention kernel and, when n_splits > 1, the combine. */
-gp_status gp_decode_attn_launch(const gp_attn_args *a, int head_dim, cudaStream_t stream);
+/* Launches kernel (gp_decode_attn_choose's, not AUTO) and, when n_splits >
+ * 1, the combine. */
+gp_status gp_decode_attn_launch(const gp_attn_args *a, int head_dim, gp_attn_kernel kernel,
+                                cudaStream_t stream);
 
 #endif

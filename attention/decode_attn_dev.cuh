@@ -1,42 +1,17 @@
 /* Helpers shared by the decode-attention kernels (the CUDA-core kernel in
  * decode_attn.cu, the tensor-core ones in decode_attn_mma.cu and
- * decode_attn_stream.cu): environment knobs, PDL entry, the safe running
- * max, row lengths and block indices, and the merge of the warps' partial
- * softmax states into the output (or the split workspace), and the
- * once-per-kernel shared-memory attributes. */
+ * decode_attn_stream.cu): the safe running max, row lengths and block
+ * indices, the merge of the warps' partial softmax states into the output
+ * (or the split workspace), and the once-per-kernel shared-memory
+ * attributes. */
 #ifndef GP_DECODE_ATTN_DEV_CUH
 #define GP_DECODE_ATTN_DEV_CUH
 
 #include <math.h>
 #include <stdbool.h>
-#include <stdlib.h>
 
 #include "cuda_util.cuh"
 #include "decode_attn.cuh"
-
-/* An integer knob from the environment: def when unset or empty, the value
- * when it is an integer in [lo, hi], else -1 (the caller refuses it, naming
- * the variable: a typo must not silently run the default). */
-static inline int gp_attn_env_int(const char *name, int lo, int hi, int def)
-{
-    const char *e = getenv(name);
-    if (!e || !*e)
-        return def;
-    char *end;
-    long x = strtol(e, &end, 10);
-    return *end || x < lo || x > hi ? -1 : (int)x;
-}
-
-/* An A/B switch from the environment, read once into *cache (-1 until
- * then): off when the variable starts with '0', on otherwise. */
-static inline bool gp_attn_env_on(const char *name, int *cache)
-{
-    if (*cache < 0) {
-        const char *e = getenv(name);
-        *cache = !(e && e[0] == '0');
-    }
-    return *cache != 0;
-}
 
 /* The first time *done is clear: kernel's dynamic shared memory limit raised
  * to smem bytes and, with max_shared, all of the unified L1 it can get as
@@ -51,21 +26,6 @@ static inline gp_status gp_attn_smem_once(int *done, const void *kernel, int sme
                                          cudaSharedmemCarveoutMaxShared));
     __atomic_store_n(done, 1, __ATOMIC_RELEASE);
     return GP_OK;
-}
-
-/* Programmatic dependent launch (PDL): both kernels are launched while the
- * previous kernel of the stream drains (RoPE, then the attention kernel for
- * the combine). Entry: let the next kernel launch early too (the combine, or
- * the O projection, which streams its weights meanwhile; a no-op for
- * dependents launched without PDL), then wait until the previous grid has
- * completed and its writes are visible, before touching memory. Every PDL
- * kernel waits before it ends, so completion stays transitive. */
-static __device__ __forceinline__ void gp_attn_pdl_entry(void)
-{
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
-    asm volatile("griddepcontrol.launch_dependents;");
-    asm volatile("griddepcontrol.wait;" ::: "memory");
-#endif
 }
 
 /* A running max that is still -inf (nothing seen) must not produce
@@ -102,20 +62,14 @@ static __device__ __forceinline__ void gp_attn_split_range(const gp_attn_args &a
     *t_end = min(*t_begin + chunk, len);
 }
 
-/* The launch of either attention kernel: a CTA per (row, KV head) and
- * split, with PDL when enabled; attr (one entry) must outlive the launch. */
-static inline cudaLaunchConfig_t gp_attn_launch_config(const gp_attn_args *a, size_t smem, cudaStream_t stream,
-                                                       cudaLaunchAttribute *attr)
+/* The launch of an attention kernel: a CTA per (row, KV head) and split. */
+static inline cudaLaunchConfig_t gp_attn_launch_config(const gp_attn_args *a, size_t smem, cudaStream_t stream)
 {
     cudaLaunchConfig_t cfg = {};
-    attr[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
-    attr[0].val.programmaticStreamSerializationAllowed = 1;
     cfg.gridDim = dim3((unsigned)(a->B * a->n_kv), (unsigned)a->n_splits);
     cfg.blockDim = dim3(GP_ATTN_THREADS);
     cfg.dynamicSmemBytes = smem;
     cfg.stream = stream;
-    cfg.attrs = attr;
-    cfg.numAttrs = gp_pdl_enabled() ? 1 : 0;
     return cfg;
 }
 

@@ -2,14 +2,13 @@
  * per KV head): the same work and outputs as the CUDA-core kernel in
  * decode_attn.cu, with q.k and p.v as mma.m16n8k16 bf16 products. */
 #include <stdint.h>
-#include <stdlib.h>
 
 #include "cuda_util.cuh"
 #include "decode_attn.cuh"
 #include "decode_attn_dev.cuh"
 #include "mma_dev.cuh"
 
-/* Why this kernel exists (issue #6): the CUDA-core kernel spends about 130
+/* Why this kernel exists: the CUDA-core kernel spends about 130
  * instructions per token row and lane (unpacking, 64 FMAs, 16 shuffles for
  * the q.k sums, softmax), so it streams only 24-32 GB/s per SM: on a
  * partition of the GPU its time is linear in the SMs it gets, and splitting
@@ -29,18 +28,12 @@
 #define MMA_PITCH (MMA_HD + 8)      /* smem row pitch in elements: 272 B, so 8 rows hit 8 distinct 16-B bank groups */
 #define MMA_NW (GP_ATTN_THREADS / 32)
 #define MMA_TILE_ELEMS (MMA_TILE * MMA_PITCH)
+/* Tiles per warp ring: one in flight while one is computed. Deeper rings
+ * cost shared memory and with it resident CTAs (3 stages: 2 CTAs per SM
+ * instead of 3), and measured 10-25% slower on every partition. */
+#define MMA_ST 2
 /* per warp and stage: a K tile and a V tile */
-#define MMA_SMEM_BYTES(stages) (MMA_NW * (stages) * 2 * MMA_TILE_ELEMS * 2)
-/* Tiles per warp ring (stages - 1 in flight while one is computed),
- * $GP_ATTN_MMA_STAGES. Why selectable: the kernel streams ~50 GB/s per SM
- * alone on a partition where a plain reader streams 100-130
- * (gp_bench_corun), and deeper rings were the first suspect. Measured, they
- * are not the fix: 3 stages (2 CTAs per SM, the shared memory they cost)
- * ran 10-25% slower than 2 (3 CTAs per SM) on every partition (issue #6),
- * so the default stays 2. */
-#define MMA_STAGES_MIN 2
-#define MMA_STAGES_MAX 4
-#define MMA_STAGES_DEFAULT 2
+#define MMA_SMEM_BYTES (MMA_NW * MMA_ST * 2 * MMA_TILE_ELEMS * 2)
 
 /* Issue the cp.async copies of one 16-token tile (K and V rows of this KV
  * head) into ks/vs; rows past t_end are zero-filled. Lane l resolves the
@@ -68,12 +61,12 @@ static __device__ __forceinline__ void gp_mma_load_tile(const gp_attn_args &a, c
     }
 }
 
-template <int GT, int ST>
-static __global__ void __launch_bounds__(GP_ATTN_THREADS, ST == 2 ? 3 : ST == 3 ? 2 : 1)
+template <int GT>
+static __global__ void __launch_bounds__(GP_ATTN_THREADS, 3)
 gp_decode_attn_mma_kernel(const gp_attn_args a)
 {
+    constexpr int ST = MMA_ST;
     extern __shared__ __align__(16) unsigned char gp_mma_smem[];
-    gp_attn_pdl_entry();
     const int kvh = blockIdx.x % a.n_kv;
     const int b = blockIdx.x / a.n_kv;
     const int split = blockIdx.y;
@@ -222,54 +215,20 @@ gp_decode_attn_mma_kernel(const gp_attn_args a)
     gp_attn_merge_warps<MMA_HD, GT, MMA_NW>(a, b, kvh, split, s_m, s_l, s_acc);
 }
 
-static_assert(MMA_SMEM_BYTES(MMA_STAGES_MIN) >= (int)sizeof(float) * MMA_NW * 8 * (MMA_HD + 2),
+static_assert(MMA_SMEM_BYTES >= (int)sizeof(float) * MMA_NW * 8 * (MMA_HD + 2),
               "the merge arrays must fit in the tile buffers");
 
-/* $GP_ATTN_MMA = 0 keeps every shape on the CUDA-core kernel (A/B); read once. */
-static bool gp_attn_mma_on(void)
-{
-    static int on = -1;
-    return gp_attn_env_on("GP_ATTN_MMA", &on);
-}
-
-bool gp_decode_attn_mma_serves(int head_dim, int group)
-{
-    return head_dim == MMA_HD && group >= 1 && group <= 8 && gp_attn_mma_on();
-}
-
-/* $GP_ATTN_MMA_STAGES (2..4), else the default; read once. An out-of-range
- * value is refused at every launch rather than silently replaced. */
-static int gp_mma_stages(void)
-{
-    static int st = -1;
-    if (st < 0) {
-        const int v = gp_attn_env_int("GP_ATTN_MMA_STAGES", MMA_STAGES_MIN, MMA_STAGES_MAX, MMA_STAGES_DEFAULT);
-        st = v < 0 ? 0 : v;
-    }
-    return st;
-}
-
-template <int GT> static const void *gp_mma_kernel_ptr(int stages)
-{
-    return stages == 2   ? (const void *)gp_decode_attn_mma_kernel<GT, 2>
-           : stages == 3 ? (const void *)gp_decode_attn_mma_kernel<GT, 3>
-                         : (const void *)gp_decode_attn_mma_kernel<GT, 4>;
-}
-
-/* The kernel for the group and $GP_ATTN_MMA_STAGES, with its shared memory
- * bytes; the tile buffers exceed the default 48 KB of dynamic shared memory,
- * so the limit is raised once per kernel. */
+/* The kernel for the group with its shared memory bytes; the tile buffers
+ * exceed the default 48 KB of dynamic shared memory, so the limit is raised
+ * once per kernel. */
 static gp_status gp_mma_kernel_for(int group, const void **kernel, int *smem)
 {
-    const int stages = gp_mma_stages();
-    if (stages == 0)
-        GP_FAIL(GP_ERR_INVALID_ARG, "GP_ATTN_MMA_STAGES = '%s': allowed %d..%d",
-                getenv("GP_ATTN_MMA_STAGES"), MMA_STAGES_MIN, MMA_STAGES_MAX);
     const int gi = group <= 4 ? 0 : 1;
-    *kernel = gi == 0 ? gp_mma_kernel_ptr<4>(stages) : gp_mma_kernel_ptr<8>(stages);
-    *smem = MMA_SMEM_BYTES(stages);
-    static int done[2][MMA_STAGES_MAX + 1];
-    return gp_attn_smem_once(&done[gi][stages], *kernel, *smem, false);
+    *kernel = gi == 0 ? (const void *)gp_decode_attn_mma_kernel<4>
+                      : (const void *)gp_decode_attn_mma_kernel<8>;
+    *smem = MMA_SMEM_BYTES;
+    static int done[2];
+    return gp_attn_smem_once(&done[gi], *kernel, *smem, false);
 }
 
 gp_status gp_decode_attn_mma_occupancy(int group, int *ctas_per_sm)
@@ -286,8 +245,7 @@ gp_status gp_decode_attn_mma_launch(const gp_attn_args *a, cudaStream_t stream)
     const void *k;
     int smem;
     GP_TRY(gp_mma_kernel_for(a->group, &k, &smem));
-    cudaLaunchAttribute attr[1];
-    cudaLaunchConfig_t cfg = gp_attn_launch_config(a, smem, stream, attr);
+    cudaLaunchConfig_t cfg = gp_attn_launch_config(a, smem, stream);
     void *args[] = {(void *)a};
     cudaError_t e = cudaLaunchKernelExC(&cfg, k, args);
     if (e != cudaSuccess)

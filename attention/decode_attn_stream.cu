@@ -3,14 +3,13 @@
  * whole (row, KV head) items one after another, tensor-core products. The
  * same outputs as decode_attn.cu / decode_attn_mma.cu, always one split. */
 #include <stdint.h>
-#include <stdlib.h>
 
 #include "cuda_util.cuh"
 #include "decode_attn.cuh"
 #include "decode_attn_dev.cuh"
 #include "mma_dev.cuh"
 
-/* Why this kernel exists (issue #6): on a small partition the split-grid
+/* Why this kernel exists: on a small partition the split-grid
  * tensor-core kernel streams only ~50 GB/s per SM where a plain reader
  * streams ~130. Each of its CTAs reads one item of 384 tokens (6 tiles per
  * warp) and pays, per item, a q load, a block-table load in front of every
@@ -28,25 +27,21 @@
  * SM on 16 and 24 SMs (the split kernel: 52), 2.9-3.0 TB/s on the whole GPU.
  * A warp's rate follows the instructions it issues per tile, not the bytes
  * it has in flight: deeper rings (fewer warps) were slower, and each cut in
- * the copy path's instructions paid (PERFORMANCE.md, issue #6 fourth round).
- * Co-running with the FFN GEMMs, its K/V copies go L2 evict_first (fifth
- * round). */
+ * the copy path's instructions paid (PERFORMANCE.md). Co-running with the
+ * FFN GEMMs, its K/V copies go L2 evict_first by default
+ * (gp_decode_attn_params.kv_evict_first): K/V is read once, and its lines
+ * otherwise displace what the GEMMs reuse (activations, weight tiles), 2-3%
+ * per step on the large workload at 24:108 (PERFORMANCE.md). */
 
 #define SX_HD 128
 #define SX_TILE 16                         /* tokens per tile: the mma's 16 rows */
 #define SX_NW 2                            /* warps per CTA; they share nothing */
 #define SX_KV_BYTES (SX_TILE * SX_HD * 2)  /* one K or V tile: 16 rows of 256 B */
 #define SX_STAGE_BYTES(gt) (2 * SX_KV_BYTES + (gt) * SX_HD * 2) /* K, V, and q of <= gt heads */
-#define SX_SMEM_BYTES(gt, st) (SX_NW * (st) * SX_STAGE_BYTES(gt))
-/* Ring depth per warp, $GP_ATTN_STREAM_STAGES */
-#define SX_STAGES_MIN 2
-#define SX_STAGES_MAX 4
-#define SX_STAGES_DEFAULT 2
-/* $GP_ATTN_KV_EVICT: 1 marks the K/V copies L2 evict_first. K/V is read
- * once; its lines otherwise displace what the co-running GEMMs reuse
- * (activations, weight tiles): 2-3% per step on the large workload at
- * 24:108 (PERFORMANCE.md, issue #6 fifth round). */
-#define SX_KV_EVICT_DEFAULT 1
+/* Ring depth per warp: one tile in flight while one is computed; deeper
+ * rings leave fewer warps per SM and measured slower. */
+#define SX_ST 2
+#define SX_SMEM_BYTES(gt) (SX_NW * SX_ST * SX_STAGE_BYTES(gt))
 
 /* Byte offset of 16-byte chunk c (0..15) of row r in a tile. Rows are 256 B,
  * so without the XOR the 8 rows one ldmatrix reads would all hit the same
@@ -159,12 +154,12 @@ static __device__ __forceinline__ void gp_sx_issue(const gp_attn_args &a, gp_sx_
     }
 }
 
-template <int GT, int ST>
-static __global__ void __launch_bounds__(SX_NW * 32, ST == 2 ? 6 : ST == 3 ? 4 : 3)
+template <int GT>
+static __global__ void __launch_bounds__(SX_NW * 32, 6)
 gp_decode_attn_stream_kernel(const gp_attn_args a)
 {
+    constexpr int ST = SX_ST;
     extern __shared__ __align__(128) unsigned char gp_sx_smem[];
-    gp_attn_pdl_entry();
     const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
     const int gr = lane >> 2, tq = lane & 3; /* fragment row and column pair */
     const int n_items = a.B * a.n_kv, W = gridDim.x * SX_NW;
@@ -323,46 +318,29 @@ gp_decode_attn_stream_kernel(const gp_attn_args a)
     asm volatile("cp.async.wait_group 0;\n" ::: "memory");
 }
 
-static_assert(SX_SMEM_BYTES(8, SX_STAGES_MAX) <= 227 * 1024, "a CTA's rings must fit an SM's shared memory");
+static_assert(SX_SMEM_BYTES(8) <= 227 * 1024, "a CTA's rings must fit an SM's shared memory");
 
-bool gp_decode_attn_stream_serves(int head_dim, int group)
+/* The kernel for the group with its shared memory bytes; the limit above the
+ * default 48 KB and the carveout (all of the unified L1 the kernel can get,
+ * since its rings are what bound the warps per SM) are set once per kernel. */
+static gp_status gp_sx_kernel_for(int group, const void **kernel, int *smem)
 {
-    return head_dim == SX_HD && group >= 1 && group <= 8;
-}
-
-template <int GT> static const void *gp_sx_kernel_ptr(int stages)
-{
-    return stages == 2   ? (const void *)gp_decode_attn_stream_kernel<GT, 2>
-           : stages == 3 ? (const void *)gp_decode_attn_stream_kernel<GT, 3>
-                         : (const void *)gp_decode_attn_stream_kernel<GT, 4>;
-}
-
-/* The kernel for the group and $GP_ATTN_STREAM_STAGES with its shared memory
- * bytes; the limit above the default 48 KB and the carveout (all of the
- * unified L1 the kernel can get, since its rings are what bound the warps
- * per SM) are set once per kernel. */
-static gp_status gp_sx_kernel_for(int group, const void **kernel, int *smem, int *stages_out)
-{
-    const int stages = gp_attn_env_int("GP_ATTN_STREAM_STAGES", SX_STAGES_MIN, SX_STAGES_MAX, SX_STAGES_DEFAULT);
-    if (stages < 0)
-        GP_FAIL(GP_ERR_INVALID_ARG, "GP_ATTN_STREAM_STAGES = '%s': allowed %d..%d",
-                getenv("GP_ATTN_STREAM_STAGES"), SX_STAGES_MIN, SX_STAGES_MAX);
     const int gi = group <= 4 ? 0 : 1;
-    *kernel = gi == 0 ? gp_sx_kernel_ptr<4>(stages) : gp_sx_kernel_ptr<8>(stages);
-    *smem = gi == 0 ? SX_SMEM_BYTES(4, stages) : SX_SMEM_BYTES(8, stages);
-    *stages_out = stages;
-    static int done[2][SX_STAGES_MAX + 1];
-    return gp_attn_smem_once(&done[gi][stages], *kernel, *smem, true);
+    *kernel = gi == 0 ? (const void *)gp_decode_attn_stream_kernel<4>
+                      : (const void *)gp_decode_attn_stream_kernel<8>;
+    *smem = gi == 0 ? SX_SMEM_BYTES(4) : SX_SMEM_BYTES(8);
+    static int done[2];
+    return gp_attn_smem_once(&done[gi], *kernel, *smem, true);
 }
 
 /* Queried once per kernel: gp_decode_attn asks on every call. */
 gp_status gp_decode_attn_stream_occupancy(int group, int *warps_per_sm)
 {
     const void *k;
-    int smem, stages, ctas = 0;
-    GP_TRY(gp_sx_kernel_for(group, &k, &smem, &stages));
-    static int cached[2][SX_STAGES_MAX + 1];
-    int *c = &cached[group <= 4 ? 0 : 1][stages];
+    int smem, ctas = 0;
+    GP_TRY(gp_sx_kernel_for(group, &k, &smem));
+    static int cached[2];
+    int *c = &cached[group <= 4 ? 0 : 1];
     if (!(ctas = __atomic_load_n(c, __ATOMIC_ACQUIRE))) {
         GP_CUDA_TRY(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&ctas, k, SX_NW * 32, smem));
         __atomic_store_n(c, ctas, __ATOMIC_RELEASE);
@@ -374,17 +352,12 @@ gp_status gp_decode_attn_stream_occupancy(int group, int *warps_per_sm)
 gp_status gp_decode_attn_stream_launch(const gp_attn_args *a, cudaStream_t stream)
 {
     const void *k;
-    int smem, stages;
-    GP_TRY(gp_sx_kernel_for(a->group, &k, &smem, &stages));
-    gp_attn_args ka = *a;
-    if ((ka.kv_evict_first = gp_attn_env_int("GP_ATTN_KV_EVICT", 0, 1, SX_KV_EVICT_DEFAULT)) < 0)
-        GP_FAIL(GP_ERR_INVALID_ARG, "GP_ATTN_KV_EVICT = '%s': allowed 0 (K/V copies leave L2 as usual) or 1 "
-                "(marked evict_first)", getenv("GP_ATTN_KV_EVICT"));
-    cudaLaunchAttribute attr[1];
-    cudaLaunchConfig_t cfg = gp_attn_launch_config(a, smem, stream, attr);
+    int smem;
+    GP_TRY(gp_sx_kernel_for(a->group, &k, &smem));
+    cudaLaunchConfig_t cfg = gp_attn_launch_config(a, smem, stream);
     cfg.gridDim = dim3((unsigned)((a->stream_warps + SX_NW - 1) / SX_NW));
     cfg.blockDim = dim3(SX_NW * 32);
-    void *args[] = {(void *)&ka};
+    void *args[] = {(void *)a};
     cudaError_t e = cudaLaunchKernelExC(&cfg, k, args);
     if (e != cudaSuccess)
         return gp_cuda_fail(e, "gp_decode_attn_stream_kernel launch", __FILE__, __LINE__);

@@ -117,13 +117,72 @@ void gp_rope_kv_append_ref(const gp_bf16 *qkv, int B, int n_heads, int n_kv_head
 /* Upper bound on context splits (forced or automatic). */
 #define GP_DECODE_ATTN_MAX_SPLITS 1024
 
+/* The decode-attention kernels; gp_decode_attn_choose holds the rule that
+ * picks one for a call. */
+typedef enum gp_attn_kernel {
+    GP_ATTN_KERNEL_AUTO = 0,      /* the automatic rule (gp_decode_attn_choose) */
+    GP_ATTN_KERNEL_CUDACORE,      /* CUDA cores, a CTA per (row, KV head, split); every shape */
+    GP_ATTN_KERNEL_CUDACORE_PIPE, /* the same, the next tile's loads in flight during the math */
+    GP_ATTN_KERNEL_MMA,           /* tensor cores, a CTA per (row, KV head, split); head_dim 128 */
+    GP_ATTN_KERNEL_STREAM,        /* tensor cores, persistent warps over whole (row, KV head)
+                                     items; head_dim 128, unsplit calls, out 4-byte aligned */
+} gp_attn_kernel;
+#define GP_ATTN_KERNEL_COUNT 5
+/* Most warps per SM a streaming-kernel cap may name (an SM holds at most 64). */
+#define GP_ATTN_STREAM_WARPS_CAP_MAX 64
+
 typedef struct gp_decode_attn_params {
     int sm_count;         /* SMs this call may use (the partition's); 0 = whole device */
     int max_splits;       /* most context splits the heuristic may pick; 0 = auto (<= 256) */
     int ctas_per_sm_hint; /* resident CTAs per SM the heuristic assumes; 0 = occupancy query */
     int force_splits;     /* > 0: exactly this many splits (tests, tuning); 0 = heuristic */
+    /* GP_ATTN_KERNEL_AUTO (default): the automatic rule. Another kernel: that
+     * one for every call it serves (gp_attn_kernel), the automatic rule for
+     * the calls it cannot serve (comparisons, tuning). */
+    gp_attn_kernel kernel;
+    /* Streaming kernel: most warps per SM, an even 2..GP_ATTN_STREAM_WARPS_CAP_MAX
+     * (fewer copies in flight, a smaller share of HBM for a co-running
+     * partition; a cap above what the SM holds changes nothing); 0 (default)
+     * = no cap. */
+    int stream_warps_cap;
+    /* Streaming kernel: 1 (default) marks its K/V copies L2 evict_first, so
+     * K/V, read once, does not displace what co-running GEMMs reuse; 0
+     * leaves them to the usual L2 policy. */
+    int kv_evict_first;
 } gp_decode_attn_params;
 gp_decode_attn_params gp_decode_attn_default_params(void);
+
+/* "auto", "cudacore", "cudacore_pipe", "mma", "stream"; "unknown" for a
+ * value outside the enum. */
+const char *gp_attn_kernel_name(gp_attn_kernel k);
+/* The kernel a name of gp_attn_kernel_name stands for; GP_ERR_INVALID_ARG
+ * (naming the text and the allowed names) for anything else. */
+gp_status gp_attn_kernel_parse(const char *name, gp_attn_kernel *out);
+
+/* The facts of one call that the kernel choice rests on besides the params:
+ * its shape and what gp_decode_attn learns from the device. */
+typedef struct gp_attn_call {
+    int B, n_kv_heads, head_dim, group; /* group = query heads per KV head */
+    int n_splits;            /* context splits the call runs with (>= 1) */
+    int sm_count;            /* SMs the call may use */
+    int stream_warps_per_sm; /* resident warps per SM of the streaming kernel; 0 = not
+                                known, the streaming kernel is not considered */
+    int out_aligned4;        /* out is 4-byte aligned (the streaming kernel stores bf16 pairs) */
+} gp_attn_call;
+
+/* The kernel gp_decode_attn runs for call c under p (NULL: defaults). The
+ * automatic rule: the streaming kernel for an unsplit call it serves whose
+ * B x n_kv_heads items give every resident warp (sm_count x warps per SM,
+ * capped by p->stream_warps_cap) at least two; else the tensor-core split
+ * kernel where it serves (head_dim 128); else the CUDA-core kernel, its
+ * pipelined form for split calls (their single wave of short CTAs computes
+ * all at once, so the next tile's loads hide behind the math). A forced
+ * p->kernel replaces the rule for every call it serves. stream_warps (may be
+ * NULL) receives the streaming kernel's grid in warps, 0 for the others.
+ * Pure host logic: no device is touched. GP_ERR_INVALID_ARG for bad params
+ * or facts. */
+gp_status gp_decode_attn_choose(const gp_decode_attn_params *p, const gp_attn_call *c,
+                                gp_attn_kernel *kernel, int *stream_warps);
 
 /* Splits the heuristic picks: the most that keep the (batch x KV head x
  * split) grid within one wave of resident CTAs on sm_count SMs (a memory-
@@ -149,14 +208,9 @@ gp_status gp_decode_attn_workspace_max(int max_B, int n_heads, int n_kv_heads, i
  *       splits), 16-byte aligned; may be NULL/0, then fewer splits are used
  *       (down to 1) unless force_splits demands more (GP_ERR_INVALID_ARG).
  * max_len: host upper bound of lens (it only steers the split heuristic;
- * results do not depend on it). An unsplit call whose batch gives every
- * resident warp on sm_count SMs at least two (row, KV head) items runs on
- * the streaming kernel (head_dim 128, groups <= 8; $GP_ATTN_STREAM = 0 / 1
- * turns it off / on for every unsplit call it serves, any other value is
- * refused; $GP_ATTN_STREAM_STAGES = 2..4, its ring depth; $GP_ATTN_KV_EVICT
- * = 1 (default) / 0, its K/V copies marked L2 evict_first or not;
- * $GP_ATTN_STREAM_WARPS = an even 2..the resident maximum, a cap on its warps
- * per SM). lens must be in [1, max_blocks*block_size]
+ * results do not depend on it). The kernel is gp_decode_attn_choose's for
+ * the call (p->kernel, p->stream_warps_cap and p->kv_evict_first steer it;
+ * a bad value is GP_ERR_INVALID_ARG). lens must be in [1, max_blocks*block_size]
  * and the table entries they reach valid block ids: the host path
  * guarantees it; the kernel clamps lens to that range and gives a row of
  * length 0 a zero output. Asynchronous, capturable, no allocation. */

@@ -17,21 +17,9 @@
  * heads: accurate sincos per head and lane made the kernel compute-bound at
  * large B.
  *
- * Launched with programmatic dependent launch: the launch overlaps the QKV
- * GEMM's drain; the kernel lets decode attention launch early in turn, then
- * waits for the previous grid before touching memory.
- *
  * Not built with --use_fast_math: sincosf is the accurate version, so the
  * angles match the CPU reference's to about an ulp even for large positions. */
 #define GP_ROPE_WARPS (GP_ROPE_THREADS / 32)
-
-static __device__ __forceinline__ void gp_rope_pdl_entry(void)
-{
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
-    asm volatile("griddepcontrol.launch_dependents;");
-    asm volatile("griddepcontrol.wait;" ::: "memory");
-#endif
-}
 
 /* One rotated pair (x1 at i, x2 at i + half). Explicit roundings keep nvcc
  * from contracting into FMAs, which the CPU reference (x86-64 without FMA)
@@ -49,7 +37,6 @@ template <bool VEC>
 static __global__ void __launch_bounds__(GP_ROPE_THREADS) gp_rope_kv_kernel(const gp_rope_args a)
 {
     extern __shared__ float2 gp_rope_cs[]; /* [head_dim/2]: (cos, sin) of this row's angles */
-    gp_rope_pdl_entry();
     const int b = blockIdx.x;
     const int n_rot = a.n_heads + a.n_kv;
     const int n_groups = (n_rot + GP_ROPE_WARPS - 1) / GP_ROPE_WARPS;
@@ -126,15 +113,10 @@ gp_status gp_rope_kv_launch(const gp_rope_args *a, cudaStream_t stream)
                      && ((uintptr_t)a->q_out & 3u) == 0 && ((uintptr_t)a->k_cache & 3u) == 0
                      && ((uintptr_t)a->v_cache & 3u) == 0;
     cudaLaunchConfig_t cfg = {};
-    cudaLaunchAttribute attr[1];
-    attr[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
-    attr[0].val.programmaticStreamSerializationAllowed = 1;
     cfg.gridDim = dim3((unsigned)a->B, (unsigned)n_groups + 1u);
     cfg.blockDim = dim3(GP_ROPE_THREADS);
     cfg.dynamicSmemBytes = (size_t)(a->head_dim / 2) * sizeof(float2);
     cfg.stream = stream;
-    cfg.attrs = attr;
-    cfg.numAttrs = gp_pdl_enabled() ? 1 : 0;
     cudaError_t e = vec ? cudaLaunchKernelEx(&cfg, gp_rope_kv_kernel<true>, *a)
                         : cudaLaunchKernelEx(&cfg, gp_rope_kv_kernel<false>, *a);
     if (e != cudaSuccess)

@@ -32,6 +32,7 @@ static atomic_long gp_live_buffers;
  * the fault at once, naming what it wanted. */
 static gp_status refuse_if_faulted(const char *what, size_t bytes)
 {
+    GP_TRY(gp_fault_env_status());
     if (!gp_device_faulted())
         return GP_OK;
     GP_FAIL(GP_ERR_DEVICE_FAULT, "allocating %s (%zu bytes) refused: the CUDA context is unusable "

@@ -15,6 +15,7 @@ extern "C" gp_status gp_device_step_gate(cudaStream_t stream)
         GP_FAIL(GP_ERR_DEVICE_FAULT, "decode step refused: an earlier sticky CUDA error left the "
                 "context unusable; the process must exit and be restarted to use the GPU again "
                 "(first error: %.600s)", gp_device_fault_message());
+    GP_TRY(gp_fault_env_status());
     if (gp_fault_trap_due()) {
         fprintf(stderr, "greenpipe: GP_FAULT_TRAP: launching a trapping kernel at this step\n");
         gp_fault_trap_kernel<<<1, 1, 0, stream>>>();

@@ -10,31 +10,31 @@
 #include <stdlib.h>
 #include <time.h>
 
-#define GP_DEVICE_WAIT_DEFAULT_S 300.0
+#define GP_DEVICE_WAIT_DEFAULT_S 300
 
 static pthread_once_t gp_wait_once = PTHREAD_ONCE_INIT;
-static double gp_wait_limit_s = GP_DEVICE_WAIT_DEFAULT_S;
+static double gp_wait_limit = GP_DEVICE_WAIT_DEFAULT_S;
+static gp_status gp_wait_env_st = GP_OK;
+static char gp_wait_env_err[256]; /* the refusal's message when gp_wait_env_st fails */
 
 static void read_limit(void)
 {
-    const char *v = getenv("GP_DEVICE_WAIT_TIMEOUT_S");
-    if (!v || !*v)
-        return;
-    char *end = NULL;
-    errno = 0;
-    double s = strtod(v, &end);
-    if (errno || *end || !(s >= 0.0)) {
-        fprintf(stderr, "greenpipe: GP_DEVICE_WAIT_TIMEOUT_S='%s' ignored: expected seconds >= 0 "
-                "(0: wait without limit); using %.0f\n", v, GP_DEVICE_WAIT_DEFAULT_S);
-        return;
-    }
-    gp_wait_limit_s = s;
+    long s;
+    gp_wait_env_st = gp_env_int("GP_DEVICE_WAIT_TIMEOUT_S", 0, GP_DEVICE_WAIT_MAX_S,
+                                GP_DEVICE_WAIT_DEFAULT_S, &s);
+    if (gp_wait_env_st == GP_OK)
+        gp_wait_limit = (double)s;
+    else
+        snprintf(gp_wait_env_err, sizeof gp_wait_env_err, "%s", gp_last_error());
 }
 
-double gp_device_wait_limit_s(void)
+gp_status gp_device_wait_limit_s(double *seconds)
 {
     pthread_once(&gp_wait_once, read_limit);
-    return gp_wait_limit_s;
+    if (gp_wait_env_st != GP_OK)
+        GP_FAIL(gp_wait_env_st, "%s", gp_wait_env_err);
+    *seconds = gp_wait_limit;
+    return GP_OK;
 }
 
 static double now_s(void)
@@ -47,7 +47,8 @@ static double now_s(void)
 gp_status gp_device_event_wait(cudaEvent_t ev, const char *what)
 {
     char call[160];
-    double limit = gp_device_wait_limit_s();
+    double limit = 0.0;
+    GP_TRY(gp_device_wait_limit_s(&limit));
     if (limit <= 0.0) {
         cudaError_t e = cudaEventSynchronize(ev);
         if (e == cudaSuccess)

@@ -1,7 +1,7 @@
 /* The sticky-error flag and the fault-injection counters (gp_fault.h). */
 #include "gp_fault.h"
 
-#include <errno.h>
+#include <limits.h>
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdio.h>
@@ -46,34 +46,43 @@ static atomic_int gp_fault_injected_set;
 static char gp_fault_injected_what[160];
 static size_t gp_fault_injected_bytes;
 
-/* A positive integer (0: off), else 0 with a line on stderr: a typo must not
- * silently turn a fault test into a normal run. */
-static long env_positive(const char *name)
-{
-    const char *v = getenv(name);
-    if (!v || !*v)
-        return 0;
-    char *end = NULL;
-    errno = 0;
-    long n = strtol(v, &end, 10);
-    if (errno || *end || n < 0) {
-        fprintf(stderr, "greenpipe: %s='%s' ignored: expected a positive integer (0: off)\n", name,
-                v);
-        return 0;
-    }
-    return n;
-}
+static gp_status gp_fault_env_st = GP_OK;
+static char gp_fault_env_err[256]; /* the refusal's message when gp_fault_env_st fails */
 
+/* A bad value is kept as an error that gp_fault_env_status returns: a typo
+ * must not silently turn a fault test into a normal run. */
 static void read_env(void)
 {
-    gp_fault_alloc_at = env_positive("GP_FAULT_DEVICE_ALLOC");
-    gp_fault_trap_at = env_positive("GP_FAULT_TRAP");
+    gp_status st = gp_env_int("GP_FAULT_DEVICE_ALLOC", 0, LONG_MAX, 0, &gp_fault_alloc_at);
+    if (st == GP_OK)
+        st = gp_env_int("GP_FAULT_TRAP", 0, LONG_MAX, 0, &gp_fault_trap_at);
+    if (st != GP_OK) {
+        snprintf(gp_fault_env_err, sizeof gp_fault_env_err, "%s", gp_last_error());
+        gp_fault_alloc_at = gp_fault_trap_at = 0;
+        gp_fault_env_st = st;
+    }
+}
+
+gp_status gp_fault_env_status(void)
+{
+    pthread_once(&gp_fault_once, read_env);
+    if (gp_fault_env_st != GP_OK)
+        GP_FAIL(gp_fault_env_st, "%s", gp_fault_env_err);
+    return GP_OK;
+}
+
+const char *gp_fault_env_error(void)
+{
+    pthread_once(&gp_fault_once, read_env);
+    return gp_fault_env_st != GP_OK ? gp_fault_env_err : NULL;
 }
 
 bool gp_fault_alloc_hit(const char *what, size_t bytes)
 {
     pthread_once(&gp_fault_once, read_env);
     long n = atomic_fetch_add(&gp_fault_allocs, 1) + 1;
+    if (gp_fault_env_st != GP_OK)
+        return true; /* the message names the bad variable (gp_device_mem_text) */
     if (gp_fault_alloc_at == 0 || n != gp_fault_alloc_at)
         return false;
     snprintf(gp_fault_injected_what, sizeof gp_fault_injected_what, "%s", what ? what : "?");

@@ -85,15 +85,12 @@ static inline GP_HD gp_bf16 gp_f32_to_bf16(float f)
     return (gp_bf16)((v.u + rounding) >> 16);
 }
 
-/* Programmatic dependent launch (PDL) for the engine's kernels, read at each
- * launch (and baked into graphs captured meanwhile). OFF by default; $GP_PDL=1
- * turns it on, for investigation only. Measured on the H100 (driver 580,
- * 2026-11-22): with PDL on and the skinny GEMM, the sequential engine's logits
- * at batch 9 were 0.85 off the CPU reference (tiny and llama3.2-1b shapes;
- * tests/pipeline/test_pipeline_cuda.c catches it), while end to end PDL saved
- * nothing measurable (B=8/C=1024: 6.729 ms with, 6.738 ms without). The
- * faulty dependency was not isolated. */
-bool gp_pdl_enabled(void);
+/* The integer value of environment variable name (common/env.c, the one
+ * reader of the library's process-wide variables): dflt when it is unset or
+ * empty, else its value, which must be a whole decimal integer in [lo, hi];
+ * anything else is GP_ERR_INVALID_ARG naming the variable, its value and the
+ * range (*out untouched). */
+gp_status gp_env_int(const char *name, long lo, long hi, long dflt, long *out);
 
 /* IEEE half to float, for fp16 checkpoints. */
 float gp_f16_to_f32(uint16_t h);

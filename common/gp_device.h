@@ -38,7 +38,10 @@ static inline void gp_device_mem_text(char *buf, size_t cap)
     const char *what = NULL;
     size_t bytes = 0;
     long at = 0;
-    if (n >= 0 && (size_t)n < cap && gp_fault_alloc_injected(&what, &bytes, &at))
+    const char *env_err = gp_fault_env_error();
+    if (n >= 0 && (size_t)n < cap && env_err)
+        snprintf(buf + n, cap - (size_t)n, " [injected: every allocation fails: %s]", env_err);
+    else if (n >= 0 && (size_t)n < cap && gp_fault_alloc_injected(&what, &bytes, &at))
         snprintf(buf + n, cap - (size_t)n, " [injected: GP_FAULT_DEVICE_ALLOC=%ld failed %s]", at,
                  what);
 }
@@ -105,12 +108,15 @@ gp_status gp_device_graph_instantiate(cudaGraphExec_t *exec, cudaGraph_t graph, 
 gp_status gp_device_oom(const char *what, size_t bytes, const char *reason);
 
 /* Waits for ev on the host, as cudaEventSynchronize, but for at most
- * $GP_DEVICE_WAIT_TIMEOUT_S seconds (read once; default 300; 0: no limit):
+ * $GP_DEVICE_WAIT_TIMEOUT_S seconds (read once; default 300; 0: no limit; a
+ * value that is not an integer in 0..GP_DEVICE_WAIT_MAX_S is
+ * GP_ERR_INVALID_ARG of every wait):
  * past it the device is taken as hung and the call returns
  * GP_ERR_DEVICE_FAULT (and sets the sticky flag), since a kernel that never
  * ends cannot be cancelled either. what names the wait in the message. */
 gp_status gp_device_event_wait(cudaEvent_t ev, const char *what);
-double gp_device_wait_limit_s(void);
+#define GP_DEVICE_WAIT_MAX_S 86400
+gp_status gp_device_wait_limit_s(double *seconds);
 
 /* Called once at the beginning of every decode step (engine and pipeline),
  * before any CUDA call of the step: GP_ERR_DEVICE_FAULT at once after a

@@ -7,6 +7,8 @@
 #include <stdbool.h>
 #include <stddef.h>
 
+#include "gp_common.h"
+
 #ifdef __cplusplus
 extern "C" {
 #endif
@@ -51,8 +53,16 @@ bool gp_device_faulted(void);
 const char *gp_device_fault_message(void);
 
 /* ---- test-only fault injection; both variables are read once per process
- * (unset or 0: off; anything but a non-negative integer is ignored with a
- * line on stderr).
+ * through gp_env_int (unset or 0: off). Anything but a non-negative integer
+ * is an error: gp_fault_env_status returns it (the allocation helpers of
+ * gp_device.h and the step gate return it in turn), and every allocation
+ * that asks gp_fault_alloc_hit fails, its out-of-memory message naming the
+ * bad variable. */
+gp_status gp_fault_env_status(void);
+/* The bad variable's message, or NULL when both are valid. */
+const char *gp_fault_env_error(void);
+
+/*
  *
  * GP_FAULT_DEVICE_ALLOC=N: the N-th device allocation of the process (device
  * or pinned memory, stream, event, graph instantiation, cuBLASLt handle,

@@ -55,7 +55,7 @@ static gp_status time_gemm(gp_gemm_ctx *ctx, cudaStream_t st, const bench_gemm *
 }
 
 /* Median ms of the skinny kernel with a forced plan (16 or 32 rows per CTA),
- * launched directly, without programmatic dependent launch. */
+ * launched directly. */
 static gp_status time_skinny(int r, int sms, cudaStream_t st, const bench_gemm *g, int M,
                              const gp_bf16 *x, gp_bf16 *const *w, void *y, int reps,
                              cudaEvent_t *ev, float *median_ms)
@@ -66,11 +66,11 @@ static gp_status time_skinny(int r, int sms, cudaStream_t st, const bench_gemm *
         GP_FAIL(GP_ERR_UNSUPPORTED, "no skinny plan for M=%d N=%d K=%d", M, g->N, g->K);
     for (int i = 0; i < BENCH_WARMUP; i++)
         GP_CUDA_TRY(gp_skinny_launch(&p, M, g->N, g->K, x, w[i % BENCH_COPIES], y, (int)g->out,
-                                       0, st));
+                                       st));
     for (int rep = 0; rep < reps; rep++) {
         GP_CUDA_TRY(cudaEventRecord(ev[2 * rep], st));
         GP_CUDA_TRY(gp_skinny_launch(&p, M, g->N, g->K, x, w[rep % BENCH_COPIES], y,
-                                       (int)g->out, 0, st));
+                                       (int)g->out, st));
         GP_CUDA_TRY(cudaEventRecord(ev[2 * rep + 1], st));
     }
     GP_CUDA_TRY(cudaStreamSynchronize(st));

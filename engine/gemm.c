@@ -81,15 +81,6 @@ gp_status gp_gemm_ctx_create(void *stream, int sm_count_target, gp_gemm_ctx **ou
     ctx->sm_target = sm_count_target;
     ctx->device_sms = sms;
     ctx->skinny_max_m = GP_GEMM_SKINNY_DEFAULT_MAX_M;
-    ctx->pdl = 1;
-    /* Benchmark override (A/B runs of whole decode steps without a rebuild):
-     * GP_GEMM_SKINNY_MAX_M=0..16; GP_PDL=0 is read by gp_pdl_enabled(). */
-    const char *env = getenv("GP_GEMM_SKINNY_MAX_M");
-    if (env && *env) {
-        long v = strtol(env, NULL, 10);
-        if (v >= 0 && v <= GP_GEMM_SKINNY_MAX_M)
-            ctx->skinny_max_m = (int)v;
-    }
     /* the handle allocates on the device too: counted for GP_FAULT_DEVICE_ALLOC */
     cublasStatus_t cs = gp_fault_alloc_hit("cublasLtCreate", 0) ? CUBLAS_STATUS_ALLOC_FAILED
                                                                 : cublasLtCreate(&ctx->lt);
@@ -165,14 +156,6 @@ gp_status gp_gemm_set_skinny_max_m(gp_gemm_ctx *ctx, int max_m)
         gp_gemm_cache_clear(ctx); /* cached shapes may now belong to the other path */
         ctx->skinny_max_m = max_m;
     }
-    return GP_OK;
-}
-
-gp_status gp_gemm_set_pdl(gp_gemm_ctx *ctx, int on)
-{
-    if (!ctx)
-        GP_FAIL(GP_ERR_INVALID_ARG, "gp_gemm_set_pdl: ctx is NULL");
-    ctx->pdl = on != 0;
     return GP_OK;
 }
 
@@ -378,7 +361,6 @@ gp_status gp_gemm_bf16(gp_gemm_ctx *ctx, int M, int N, int K, const gp_bf16 *x, 
     gp_gemm_entry *e = gp_gemm_lookup(ctx, M, N, K, out_type, aw, ax, ay);
     if (e && e->skinny) {
         GP_CUDA_TRY(gp_skinny_launch(&e->plan, M, N, K, x, w, y, (int)out_type,
-                                       ctx->pdl && gp_pdl_enabled(),
                                        ctx->stream));
         return GP_OK;
     }
@@ -392,16 +374,13 @@ gp_status gp_gemm_bf16(gp_gemm_ctx *ctx, int M, int N, int K, const gp_bf16 *x, 
     }
 
     e = gp_gemm_new_entry(ctx, M, N, K, out_type, aw, ax, ay);
-    /* Decode-sized M: the skinny kernel. Per call it is within a few percent
-     * of cuBLASLt, but launched with PDL it streams its first weights while
-     * the previous kernel drains, which cuBLASLt's kernels cannot: a whole
-     * B=8 step is 0.15 ms faster (docs/PERFORMANCE.md). Shapes it cannot
-     * serve (K % 8, unaligned rows) stay with cuBLASLt. */
+    /* Decode-sized M: the skinny kernel, where it measured faster than
+     * cuBLASLt (docs/PERFORMANCE.md). Shapes it cannot serve (K % 8,
+     * unaligned rows) stay with cuBLASLt. */
     int sms = ctx->sm_target > 0 ? ctx->sm_target : ctx->device_sms;
     if (M <= ctx->skinny_max_m
         && gp_skinny_plan_make(M, N, K, x, w, sms, 0, &e->plan)) {
         cudaError_t ce = gp_skinny_launch(&e->plan, M, N, K, x, w, y, (int)out_type,
-                                          ctx->pdl && gp_pdl_enabled(),
                                           ctx->stream);
         if (ce != cudaSuccess) {
             gp_gemm_entry_release(e);

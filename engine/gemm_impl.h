@@ -33,7 +33,6 @@ struct gp_gemm_ctx {
     int device_sms;      /* multiProcessorCount of the device at create */
     void *workspace;     /* [GP_GEMM_WORKSPACE_BYTES] device bytes */
     int skinny_max_m;    /* largest M routed to the skinny kernel (0: none) */
-    int pdl;             /* skinny launches use programmatic dependent launch */
     gp_gemm_entry cache[GP_GEMM_CACHE_SLOTS];
     int n_cached;
     int victim;          /* next slot to evict when full (round robin) */

@@ -36,12 +36,7 @@
  * - The grid is persistent and sized to the context's SM budget (SMs x 2
  *   CTAs), so inside a green-context partition it is one wave of that
  *   partition; the next row block's first weights are fetched before the
- *   current one's epilogue.
- * - With programmatic dependent launch the weight prefetch is issued before
- *   griddepcontrol.wait: the stream of weights (which never depend on the
- *   previous kernel) starts while the previous kernel drains; x and y are
- *   touched only after the wait. The kernel also lets its own dependents
- *   launch early (they wait the same way). */
+ *   current one's epilogue. */
 
 typedef struct gp_skinny_args {
     const __nv_bfloat16 *x; /* [M][K] */
@@ -50,20 +45,6 @@ typedef struct gp_skinny_args {
     int M, N, K, out_type;
     int n_items;            /* row blocks */
 } gp_skinny_args;
-
-static __device__ __forceinline__ void gp_pdl_wait(void)
-{
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
-    asm volatile("griddepcontrol.wait;" ::: "memory");
-#endif
-}
-
-static __device__ __forceinline__ void gp_pdl_trigger(void)
-{
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
-    asm volatile("griddepcontrol.launch_dependents;");
-#endif
-}
 
 static __device__ __forceinline__ void gp_mma16816(float (&d)[4], uint32_t a0, uint32_t a1,
                                                    uint32_t a2, uint32_t a3, uint32_t b0,
@@ -156,7 +137,6 @@ gp_skinny_kernel(const gp_skinny_args a)
     constexpr int RSTR = ROWS + 4;
     __shared__ float red[GP_SKINNY_WARPS][8 * NT][RSTR]; /* per warp: [token][row] partials */
 
-    gp_pdl_trigger();
     const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
     const int g = lane >> 2, t = lane & 3;
     const int nck = (a.K + 31) / 32; /* 32-wide chunks; warp w takes w, w+8, ... */
@@ -167,9 +147,6 @@ gp_skinny_kernel(const gp_skinny_args a)
     uint4 xv[NT][U];          /* the current step's x */
     if (item < a.n_items)
         gp_skinny_fetch_w<R, U>(a, item, 0, my_chunks, warp, g, t, wl, wh);
-    /* Everything below reads what earlier kernels wrote (x, y) or writes
-     * what they may still read: only the weight prefetch may come first. */
-    gp_pdl_wait();
     gp_skinny_fetch_x<NT, U>(a, 0, my_chunks, warp, g, t, xv);
 
     for (; item < a.n_items; item += gridDim.x) {
@@ -246,25 +223,16 @@ extern "C" int gp_skinny_plan_make(int M, int N, int K, const void *x, const voi
 }
 
 template <int NT, int R>
-static cudaError_t gp_skinny_launch_t(const gp_skinny_plan *p, const gp_skinny_args *a, int pdl,
+static cudaError_t gp_skinny_launch_t(const gp_skinny_plan *p, const gp_skinny_args *a,
                                       cudaStream_t stream)
 {
-    cudaLaunchConfig_t cfg = {};
-    cudaLaunchAttribute attr[1];
-    attr[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
-    attr[0].val.programmaticStreamSerializationAllowed = 1;
-    cfg.gridDim = dim3((unsigned)p->grid);
-    cfg.blockDim = dim3(GP_SKINNY_THREADS);
-    cfg.dynamicSmemBytes = 0;
-    cfg.stream = stream;
-    cfg.attrs = attr;
-    cfg.numAttrs = pdl ? 1 : 0;
-    return cudaLaunchKernelEx(&cfg, gp_skinny_kernel<NT, R>, *a);
+    gp_skinny_kernel<NT, R><<<p->grid, GP_SKINNY_THREADS, 0, stream>>>(*a);
+    return cudaGetLastError();
 }
 
 extern "C" cudaError_t gp_skinny_launch(const gp_skinny_plan *p, int M, int N, int K,
                                         const gp_bf16 *x, const gp_bf16 *w, void *y, int out_type,
-                                        int pdl, cudaStream_t stream)
+                                        cudaStream_t stream)
 {
     gp_skinny_args a;
     a.x = reinterpret_cast<const __nv_bfloat16 *>(x);
@@ -274,10 +242,10 @@ extern "C" cudaError_t gp_skinny_launch(const gp_skinny_plan *p, int M, int N, i
     a.n_items = p->row_blocks;
     const int v = (p->nt - 1) * 2 + (p->r - 1);
     switch (v) {
-    case 0: return gp_skinny_launch_t<1, 1>(p, &a, pdl, stream);
-    case 1: return gp_skinny_launch_t<1, 2>(p, &a, pdl, stream);
-    case 2: return gp_skinny_launch_t<2, 1>(p, &a, pdl, stream);
-    case 3: return gp_skinny_launch_t<2, 2>(p, &a, pdl, stream);
+    case 0: return gp_skinny_launch_t<1, 1>(p, &a, stream);
+    case 1: return gp_skinny_launch_t<1, 2>(p, &a, stream);
+    case 2: return gp_skinny_launch_t<2, 1>(p, &a, stream);
+    case 3: return gp_skinny_launch_t<2, 2>(p, &a, stream);
     default: return cudaErrorInvalidValue;
     }
 }

@@ -34,12 +34,9 @@ int gp_skinny_plan_make(int M, int N, int K, const void *x, const void *w, int s
                         gp_skinny_plan *p);
 
 /* y = x . w^T (out 0 bf16, 1 fp32, 2 fp32 +=, as gp_gemm_out) on stream.
- * pdl: launch with programmatic dependent launch, so the kernel streams its
- * first weights while the previous kernel finishes. Returns the launch's
- * error. */
+ * Returns the launch's error. */
 cudaError_t gp_skinny_launch(const gp_skinny_plan *p, int M, int N, int K, const gp_bf16 *x,
-                             const gp_bf16 *w, void *y, int out_type, int pdl,
-                             cudaStream_t stream);
+                             const gp_bf16 *w, void *y, int out_type, cudaStream_t stream);
 
 #ifdef __cplusplus
 }

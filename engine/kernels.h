@@ -57,17 +57,12 @@ int gp_gemm_cached_shapes(const gp_gemm_ctx *ctx);
 /* The skinny kernel (engine/gemm_skinny.cu) serves 1 <= M <= max_m when K %
  * 8 == 0 and x, w are 16-byte aligned; cuBLASLt serves everything else.
  * Default GP_GEMM_SKINNY_DEFAULT_MAX_M (where it measured faster on the H100,
- * docs/PERFORMANCE.md), or $GP_GEMM_SKINNY_MAX_M at context creation; 0
- * routes every call to cuBLASLt (benchmarks, tests). Changing it empties the
- * cache. */
+ * docs/PERFORMANCE.md); 0 routes every call to cuBLASLt (benchmarks, tests).
+ * max_m outside 0..GP_GEMM_SKINNY_MAX_M is GP_ERR_INVALID_ARG. Changing it
+ * empties the cache. */
 #define GP_GEMM_SKINNY_MAX_M 16
 #define GP_GEMM_SKINNY_DEFAULT_MAX_M 16
 gp_status gp_gemm_set_skinny_max_m(gp_gemm_ctx *ctx, int max_m);
-/* Skinny launches may use programmatic dependent launch when this context
- * allows it (default) and gp_pdl_enabled() (off unless $GP_PDL=1, see
- * gp_common.h): the kernel then starts streaming weights while the previous
- * kernel in the stream drains, reading x and touching y only after it. */
-gp_status gp_gemm_set_pdl(gp_gemm_ctx *ctx, int on);
 /* 1 when a call of this shape and these pointers would take the skinny path. */
 int gp_gemm_is_skinny(const gp_gemm_ctx *ctx, int M, int N, int K, const gp_bf16 *x,
                       const gp_bf16 *w);

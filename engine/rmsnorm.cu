@@ -76,34 +76,14 @@ template <> struct gp_rms_io<4> {
     }
 };
 
-/* Programmatic dependent launch (PDL): the kernel is launched while the
- * previous kernel of the stream drains, so the launch latency and the ramp
- * overlap it. Entry: let the next kernel launch early too (it waits the same
- * way; a no-op for dependents launched without PDL), then wait until the
- * previous grid has completed and its writes are visible, before touching
- * memory. Every PDL kernel waits before it ends, so completion stays
- * transitive along the stream. */
-static __device__ __forceinline__ void gp_rms_pdl_entry(void)
-{
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
-    asm volatile("griddepcontrol.launch_dependents;");
-    asm volatile("griddepcontrol.wait;" ::: "memory");
-#endif
-}
-
 template <typename... Exp, typename... Act>
 static cudaError_t gp_rms_launch(void (*kernel)(Exp...), int B, int threads, cudaStream_t stream,
                                  Act &&...args)
 {
     cudaLaunchConfig_t cfg = {};
-    cudaLaunchAttribute attr[1];
-    attr[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
-    attr[0].val.programmaticStreamSerializationAllowed = 1;
     cfg.gridDim = dim3((unsigned)B);
     cfg.blockDim = dim3((unsigned)threads);
     cfg.stream = stream;
-    cfg.attrs = attr;
-    cfg.numAttrs = gp_pdl_enabled() ? 1 : 0;
     return cudaLaunchKernelEx(&cfg, kernel, args...);
 }
 
@@ -118,7 +98,6 @@ static __global__ void gp_rmsnorm_residual_kernel(float *__restrict__ resid,
                                                   gp_bf16 *__restrict__ out, int H, float eps)
 {
     typedef gp_rms_io<VEC> io;
-    gp_rms_pdl_entry();
     const size_t row = (size_t)blockIdx.x * (size_t)H;
     float *r = resid + row;                        /* [H] */
     const gp_bf16 *d = delta ? delta + row : NULL; /* [H] or none */
@@ -168,7 +147,6 @@ gp_rmsnorm_residual_reg_kernel(float *__restrict__ resid, const gp_bf16 *__restr
                                float eps)
 {
     typedef gp_rms_io<4> io;
-    gp_rms_pdl_entry();
     const size_t row = (size_t)blockIdx.x * (size_t)H;
     float *r = resid + row;                        /* [H] */
     const gp_bf16 *d = delta ? delta + row : NULL; /* [H] or none */

@@ -18,27 +18,12 @@ static __device__ __forceinline__ float gp_swiglu_one(float g, float u)
     return (g / (1.0f + expf(-g))) * u;
 }
 
-/* Programmatic dependent launch (PDL): launched while the gate/up GEMM
- * drains. Entry: let the down projection launch early too (it streams its
- * weights meanwhile and waits the same way; a no-op for dependents launched
- * without PDL), then wait until the previous grid has completed and its
- * writes are visible. Every PDL kernel waits before it ends, so completion
- * stays transitive along the stream. */
-static __device__ __forceinline__ void gp_swiglu_pdl_entry(void)
-{
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
-    asm volatile("griddepcontrol.launch_dependents;");
-    asm volatile("griddepcontrol.wait;" ::: "memory");
-#endif
-}
-
 /* One item = VEC consecutive outputs of one row; gu rows are [gate F | up F].
  * VEC = 8: uint4 loads/stores (F % 8 == 0, 16-byte aligned bases), else 1. */
 template <int VEC>
 static __global__ void gp_swiglu_kernel(const gp_bf16 *__restrict__ gu, gp_bf16 *__restrict__ out,
                                         int F, uint64_t n_items)
 {
-    gp_swiglu_pdl_entry();
     const uint64_t per_row = (uint64_t)(F / VEC);
     for (uint64_t it = (uint64_t)blockIdx.x * blockDim.x + threadIdx.x; it < n_items;
          it += (uint64_t)gridDim.x * blockDim.x) {
@@ -77,14 +62,9 @@ cudaError_t gp_swiglu_launch(const gp_bf16 *gu, gp_bf16 *out, int B, int F, cuda
     if (blocks > GP_SWIGLU_MAX_BLOCKS)
         blocks = GP_SWIGLU_MAX_BLOCKS;
     cudaLaunchConfig_t cfg = {};
-    cudaLaunchAttribute attr[1];
-    attr[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
-    attr[0].val.programmaticStreamSerializationAllowed = 1;
     cfg.gridDim = dim3((unsigned)blocks);
     cfg.blockDim = dim3(GP_SWIGLU_THREADS);
     cfg.stream = stream;
-    cfg.attrs = attr;
-    cfg.numAttrs = gp_pdl_enabled() ? 1 : 0;
     if (vec)
         return cudaLaunchKernelEx(&cfg, gp_swiglu_kernel<8>, gu, out, F, n_items);
     return cudaLaunchKernelEx(&cfg, gp_swiglu_kernel<1>, gu, out, F, n_items);

@@ -91,18 +91,13 @@ void gp_ref_pool_destroy(gp_ref_pool *p)
 gp_status gp_ref_pool_create(int n_threads, gp_ref_pool **out)
 {
     long n = sysconf(_SC_NPROCESSORS_ONLN);
-    const char *env = getenv("GP_REF_THREADS");
     if (n_threads > 0) {
         if (n_threads > GP_REF_MAX_THREADS)
             GP_FAIL(GP_ERR_INVALID_ARG, "reference threads %d: allowed 1..%d", n_threads, GP_REF_MAX_THREADS);
         n = n_threads;
-    } else if (env && *env) {
-        char *end = NULL;
-        long v = strtol(env, &end, 10);
-        if (*end != '\0' || v < 1 || v > GP_REF_MAX_THREADS)
-            GP_FAIL(GP_ERR_INVALID_ARG, "GP_REF_THREADS='%s' is not an integer in 1..%d", env,
-                    GP_REF_MAX_THREADS);
-        n = v;
+    } else {
+        long online = n < 1 ? 1 : (n > GP_REF_MAX_THREADS ? GP_REF_MAX_THREADS : n);
+        GP_TRY(gp_env_int("GP_REF_THREADS", 1, GP_REF_MAX_THREADS, online, &n));
     }
     if (n < 1)
         n = 1;

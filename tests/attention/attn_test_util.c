@@ -7,6 +7,7 @@
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -28,6 +29,59 @@ uint64_t at_seed(const char *test)
            (unsigned long long)seed, (unsigned long long)seed);
     fflush(stdout);
     return seed;
+}
+
+static gp_decode_attn_params g_attn_params;
+static int g_attn_params_set;
+
+void at_attn_args(const char *test, int argc, char **argv)
+{
+    gp_decode_attn_params p = gp_decode_attn_default_params();
+    for (int i = 1; i < argc; i++) {
+        const char *a = argv[i];
+        if (!strcmp(a, "--no-kv-evict")) {
+            p.kv_evict_first = 0;
+            continue;
+        }
+        if ((strcmp(a, "--kernel") && strcmp(a, "--warps-cap")) || i + 1 >= argc) {
+            fprintf(stderr, "[%s] usage: [--kernel NAME] [--warps-cap N] [--no-kv-evict]; "
+                    "bad '%s'\n", test, a);
+            exit(2);
+        }
+        const char *v = argv[++i];
+        if (!strcmp(a, "--kernel")) {
+            if (gp_attn_kernel_parse(v, &p.kernel) != GP_OK) {
+                fprintf(stderr, "[%s] --kernel: %s\n", test, gp_last_error());
+                exit(2);
+            }
+        } else {
+            char *end;
+            long n = strtol(v, &end, 10);
+            if (!*v || *end || n < 0 || n > 1 << 20) {
+                fprintf(stderr, "[%s] --warps-cap '%s' is not a non-negative integer\n", test, v);
+                exit(2);
+            }
+            p.stream_warps_cap = (int)n;
+        }
+    }
+    int n;
+    p.sm_count = 1;
+    p.ctas_per_sm_hint = 1; /* no device query: only the params are checked */
+    if (gp_decode_attn_splits(1, 1, 1, 128, 1, &p, &n) != GP_OK) {
+        fprintf(stderr, "[%s] %s\n", test, gp_last_error());
+        exit(2);
+    }
+    p.sm_count = 0;
+    p.ctas_per_sm_hint = 0;
+    printf("[%s] attention params: kernel %s, stream_warps_cap %d, kv_evict_first %d\n", test,
+           gp_attn_kernel_name(p.kernel), p.stream_warps_cap, p.kv_evict_first);
+    g_attn_params = p;
+    g_attn_params_set = 1;
+}
+
+gp_decode_attn_params at_attn_params(void)
+{
+    return g_attn_params_set ? g_attn_params : gp_decode_attn_default_params();
 }
 
 uint64_t at_next(uint64_t *s)

@@ -17,6 +17,15 @@ void at_fill_bf16(gp_bf16 *x, size_t n, uint64_t *s, float range); /* uniform [-
 void at_shuffle(int32_t *x, int n, uint64_t *s);
 void *at_malloc(size_t bytes);                   /* fails the test when out of memory */
 
+/* The decode-attention params of the GPU checks: the defaults with what the
+ * command line sets (CTest variants compare the kernels and their settings):
+ *   --kernel NAME    params kernel (gp_attn_kernel_name)
+ *   --warps-cap N    params stream_warps_cap
+ *   --no-kv-evict    params kv_evict_first = 0
+ * at_attn_args exits 2 on anything else or a value gp_decode_attn refuses. */
+void at_attn_args(const char *test, int argc, char **argv);
+gp_decode_attn_params at_attn_params(void);
+
 /* 1 when a GPU is usable; otherwise prints why and returns 0. */
 int at_gpu_usable(void);
 

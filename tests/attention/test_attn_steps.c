@@ -64,7 +64,7 @@ static void test_gpu_steps(void **state)
     at_to_dev(dfreq, inv_freq, sizeof inv_freq);
     /* even steps: the heuristic (1 split at these lengths); odd steps: 3
      * forced splits, so the combine runs too */
-    gp_decode_attn_params p_auto = gp_decode_attn_default_params(), p3 = p_auto;
+    gp_decode_attn_params p_auto = at_attn_params(), p3 = p_auto;
     p3.force_splits = 3;
     size_t ws_bytes;
     at_check(gp_decode_attn_workspace_max(SEQS, NH, NKV, HD, MAXB * BS, &p3, &ws_bytes), "ws");
@@ -185,9 +185,10 @@ static void test_gpu_steps(void **state)
         fail_msg("%zu mismatches (seed %llu)", fails, (unsigned long long)g_seed);
 }
 
-int main(void)
+int main(int argc, char **argv)
 {
     g_seed = at_seed("attn_steps");
+    at_attn_args("attn_steps", argc, argv);
     if (!at_gpu_usable())
         return 77;
     const struct CMUnitTest tests[] = {

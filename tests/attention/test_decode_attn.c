@@ -250,7 +250,7 @@ static void run_case(const attn_case *c, uint64_t *rng)
 
     attn_run runs[7];
     int n_runs = 0;
-    gp_decode_attn_params d = gp_decode_attn_default_params();
+    gp_decode_attn_params d = at_attn_params();
     runs[n_runs++] = (attn_run){ "auto", d, 0 };
     d.force_splits = 1;
     runs[n_runs++] = (attn_run){ "1 split", d, 0 };
@@ -258,14 +258,14 @@ static void run_case(const attn_case *c, uint64_t *rng)
     runs[n_runs++] = (attn_run){ "7 splits", d, 0 };
     d.force_splits = 64;
     runs[n_runs++] = (attn_run){ "64 splits", d, 0 };
-    d = gp_decode_attn_default_params();
+    d = at_attn_params();
     d.sm_count = 8; /* a small partition: fewer splits */
     d.ctas_per_sm_hint = 1;
     runs[n_runs++] = (attn_run){ "partition of 8 SMs", d, 0 };
-    d = gp_decode_attn_default_params();
+    d = at_attn_params();
     d.sm_count = 1; /* one SM: the streaming kernel's warps take many items each */
     runs[n_runs++] = (attn_run){ "partition of 1 SM", d, 0 };
-    d = gp_decode_attn_default_params();
+    d = at_attn_params();
     d.sm_count = 1000; /* wants many splits, but no workspace: falls back to 1 */
     runs[n_runs++] = (attn_run){ "no workspace", d, 1 };
 
@@ -362,7 +362,7 @@ static void test_gpu_max_len_is_a_hint(void **state)
     gp_kv_view view = { .k = dk, .v = dv, .block_tables = dtab, .lens = dlens, .n_rows = B,
                         .n_blocks = n_blocks, .block_size = bs, .n_kv_heads = 2, .head_dim = hd,
                         .max_blocks = max_blocks };
-    gp_decode_attn_params p = gp_decode_attn_default_params();
+    gp_decode_attn_params p = at_attn_params();
     p.sm_count = 1000;
     size_t ws_bytes = gp_decode_attn_workspace_bytes(B, nh, hd, GP_DECODE_ATTN_MAX_SPLITS);
     void *ws = at_dev_alloc(ws_bytes);
@@ -395,9 +395,10 @@ static void test_gpu_max_len_is_a_hint(void **state)
         fail_msg("max_len hint: %zu mismatches (seed %llu)", fails, (unsigned long long)g_seed);
 }
 
-int main(void)
+int main(int argc, char **argv)
 {
     g_seed = at_seed("attn_decode");
+    at_attn_args("attn_decode", argc, argv);
     const struct CMUnitTest host_tests[] = {
         cmocka_unit_test(test_splits_heuristic),
         cmocka_unit_test(test_arg_checks),

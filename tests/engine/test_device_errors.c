@@ -187,13 +187,30 @@ static int case_inject_stream(void *arg, gt_report *r) { return inject_first(r, 
 static int case_inject_event(void *arg, gt_report *r) { return inject_first(r, 2); }
 static int case_inject_graph(void *arg, gt_report *r) { return inject_first(r, 3); }
 
-/* A bad value is ignored (with a line on stderr), never half-applied. */
+/* A bad value is an error, never ignored: the allocation helpers refuse
+ * naming the variable, and every allocation that asks the hook fails. */
 static int case_inject_bad_value(void *arg, gt_report *r)
 {
-    for (int i = 0; i < 5; i++)
-        GT_CK(!gp_fault_alloc_hit("x", 1), "allocation %d failed with GP_FAULT_DEVICE_ALLOC=abc", i + 1);
-    for (int i = 0; i < 5; i++)
-        GT_CK(!gp_fault_trap_due(), "step %d trapped with GP_FAULT_TRAP=-3", i + 1);
+    GT_CK(gp_fault_env_status() == GP_ERR_INVALID_ARG, "GP_FAULT_DEVICE_ALLOC=abc accepted");
+    GT_CK(strstr(gp_last_error(), "GP_FAULT_DEVICE_ALLOC") && strstr(gp_last_error(), "'abc'"),
+          "message '%s'", gp_last_error());
+    GT_CK(gp_fault_env_error() != NULL, "no message for the bad variable");
+    for (int i = 0; i < 3; i++)
+        GT_CK(gp_fault_alloc_hit("x", 1), "allocation %d not failed with GP_FAULT_DEVICE_ALLOC=abc", i + 1);
+    void *p = NULL;
+    GT_CK(gp_device_alloc(&p, 64, "test buffer") == GP_ERR_INVALID_ARG && p == NULL,
+          "gp_device_alloc with GP_FAULT_DEVICE_ALLOC=abc: '%s'", gp_last_error());
+    GT_CK(strstr(gp_last_error(), "GP_FAULT_DEVICE_ALLOC"), "message '%s'", gp_last_error());
+    GT_CK(!gp_fault_trap_due(), "a step trapped with bad fault variables");
+    return 0;
+}
+
+static int case_trap_bad_value(void *arg, gt_report *r)
+{
+    GT_CK(gp_fault_env_status() == GP_ERR_INVALID_ARG, "GP_FAULT_TRAP=-3 accepted");
+    GT_CK(strstr(gp_last_error(), "GP_FAULT_TRAP") && strstr(gp_last_error(), "'-3'"),
+          "message '%s'", gp_last_error());
+    GT_CK(gp_device_step_gate(NULL) == GP_ERR_INVALID_ARG, "the step gate accepted GP_FAULT_TRAP=-3");
     return 0;
 }
 
@@ -207,14 +224,19 @@ static int case_trap_count(void *arg, gt_report *r)
 
 static int case_wait_limit(void *arg, gt_report *r)
 {
-    GT_CK(gp_device_wait_limit_s() == 2.5, "limit %g with GP_DEVICE_WAIT_TIMEOUT_S=2.5", gp_device_wait_limit_s());
+    double s = 0.0;
+    GT_CK(gp_device_wait_limit_s(&s) == GP_OK && s == 2.0, "limit %g with GP_DEVICE_WAIT_TIMEOUT_S=2", s);
     return 0;
 }
 
+/* A bad value is an error of every wait, never replaced by the default. */
 static int case_wait_limit_bad(void *arg, gt_report *r)
 {
-    GT_CK(gp_device_wait_limit_s() == 300.0, "limit %g with a bad value (the default is 300)",
-          gp_device_wait_limit_s());
+    double s = -1.0;
+    GT_CK(gp_device_wait_limit_s(&s) == GP_ERR_INVALID_ARG && s == -1.0, "a bad value was accepted");
+    GT_CK(strstr(gp_last_error(), "GP_DEVICE_WAIT_TIMEOUT_S") && strstr(gp_last_error(), "'soon'"),
+          "message '%s'", gp_last_error());
+    GT_CK(gp_device_event_wait(NULL, "test") == GP_ERR_INVALID_ARG, "a wait ignored the bad value");
     return 0;
 }
 
@@ -237,13 +259,15 @@ static void test_inject_kinds(void **s)
 }
 static void test_inject_bad_value(void **s)
 {
-    const char *env[] = {"GP_FAULT_DEVICE_ALLOC=abc", "GP_FAULT_TRAP=-3", NULL};
-    run_case(case_inject_bad_value, env, "bad values");
+    const char *env[] = {"GP_FAULT_DEVICE_ALLOC=abc", NULL};
+    run_case(case_inject_bad_value, env, "GP_FAULT_DEVICE_ALLOC=abc");
+    const char *trap[] = {"GP_FAULT_TRAP=-3", NULL};
+    run_case(case_trap_bad_value, trap, "GP_FAULT_TRAP=-3");
 }
 static void test_wait_limit(void **s)
 {
-    const char *env[] = {"GP_DEVICE_WAIT_TIMEOUT_S=2.5", NULL};
-    run_case(case_wait_limit, env, "GP_DEVICE_WAIT_TIMEOUT_S=2.5");
+    const char *env[] = {"GP_DEVICE_WAIT_TIMEOUT_S=2", NULL};
+    run_case(case_wait_limit, env, "GP_DEVICE_WAIT_TIMEOUT_S=2");
     const char *bad[] = {"GP_DEVICE_WAIT_TIMEOUT_S=soon", NULL};
     run_case(case_wait_limit_bad, bad, "GP_DEVICE_WAIT_TIMEOUT_S=soon");
 }

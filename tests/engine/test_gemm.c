@@ -369,11 +369,10 @@ static void test_skinny_slices(void **state)
 }
 
 /* Two dependent skinny GEMMs (h = bf16(x . w1^T); y += h . w2^T, the second
- * split over K) captured into a graph with programmatic dependent launch:
- * the second may start streaming w2 before the first ends but must read h
- * only after it. Replays must match an eager run bit for bit and the
+ * split over K) captured into a graph: the second must read h only after the
+ * first wrote it. Replays must match an eager run bit for bit and the
  * reference within tolerance. */
-static void test_skinny_pdl_graph(void **state)
+static void test_skinny_chain_graph(void **state)
 {
     (void)state;
     gt_rng rng = { g_seed + 31 };
@@ -385,7 +384,6 @@ static void test_skinny_pdl_graph(void **state)
     GT_CUDA(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));
     gp_gemm_ctx *ctx = NULL;
     GT_OK(gp_gemm_ctx_create(s, 0, &ctx));
-    GT_OK(gp_gemm_set_pdl(ctx, 1));
     assert_true(gp_gemm_is_skinny(ctx, M, N1, K1, a.dx, a.dw));
     assert_true(gp_gemm_is_skinny(ctx, M, N2, N1, b.dx, b.dw));
     gp_bf16 *h = gt_dev_alloc((size_t)M * N1 * sizeof(gp_bf16));
@@ -411,15 +409,15 @@ static void test_skinny_pdl_graph(void **state)
     for (int i = 0; i < M * N1; i++) {
         double d = gp_bf16_to_f32(hh[i]) - a.ref[i];
         if (!(fabs(d) <= 1e-2 * fabs(a.ref[i]) + 1e-2))
-            fail_msg("pdl chain: h[%d] = %g, ref %g", i, gp_bf16_to_f32(hh[i]), a.ref[i]);
+            fail_msg("skinny chain: h[%d] = %g, ref %g", i, gp_bf16_to_f32(hh[i]), a.ref[i]);
     }
     gp_gemm_ref(M, N2, N1, hh, b.w, ref);
     for (int i = 0; i < M * N2; i++)
         ref[i] += y0[i];
     size_t nonfinite;
-    double e = rel_err("pdl eager", eager, ref, M, N2, TOL_F32, &nonfinite);
+    double e = rel_err("chain eager", eager, ref, M, N2, TOL_F32, &nonfinite);
     if (nonfinite || !(e <= TOL_F32))
-        fail_msg("pdl chain eager: rel err %.3e, %zu non-finite", e, nonfinite);
+        fail_msg("skinny chain eager: rel err %.3e, %zu non-finite", e, nonfinite);
 
     cudaGraph_t g = NULL;
     cudaGraphExec_t ge = NULL;
@@ -435,7 +433,7 @@ static void test_skinny_pdl_graph(void **state)
         GT_CUDA(cudaStreamSynchronize(s));
         gt_download(got, y, (size_t)M * N2 * sizeof(float));
         if (memcmp(got, eager, (size_t)M * N2 * sizeof(float)) != 0)
-            fail_msg("pdl chain: graph replay %d differs from the eager run", rep);
+            fail_msg("skinny chain: graph replay %d differs from the eager run", rep);
     }
     GT_CUDA(cudaGraphExecDestroy(ge));
     GT_CUDA(cudaGraphDestroy(g));
@@ -544,7 +542,6 @@ static void test_bad_args(void **state)
     GT_EXPECT_FAIL(gp_gemm_set_skinny_max_m(ctx, GP_GEMM_SKINNY_MAX_M + 1), GP_ERR_INVALID_ARG,
                    "max_m");
     GT_EXPECT_FAIL(gp_gemm_set_skinny_max_m(ctx, -1), GP_ERR_INVALID_ARG, "max_m = -1");
-    GT_EXPECT_FAIL(gp_gemm_set_pdl(NULL, 1), GP_ERR_INVALID_ARG, "ctx is NULL");
     assert_int_equal(gp_gemm_is_skinny(NULL, 8, 64, 64, p, p), 0);
     gp_gemm_ctx_destroy(NULL);
     assert_int_equal(gp_gemm_cached_shapes(NULL), 0);
@@ -577,7 +574,7 @@ int main(void)
         cmocka_unit_test(test_cache_eviction),
         cmocka_unit_test(test_skinny_shapes),
         cmocka_unit_test(test_skinny_slices),
-        cmocka_unit_test(test_skinny_pdl_graph),
+        cmocka_unit_test(test_skinny_chain_graph),
         cmocka_unit_test(test_tuned),
     };
     return cmocka_run_group_tests_name("gemm on the GPU", gpu, NULL, NULL) ? 1 : 0;

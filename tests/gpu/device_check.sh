@@ -4,7 +4,7 @@
 # files since the device tool returns at most eight.
 #   tests/gpu/device_check.sh [test] [bench] [case-study] [sanitize[=REGEX]] [hf-data]
 #   test      every CTest test, GPU ones included
-#   bench     gp_bench_decode (issue-3 workloads), gp_bench_attn, gp_bench_gemm
+#   bench     gp_bench_decode (its default workloads), gp_bench_attn, gp_bench_gemm
 #   case-study  decode_pipeline_case_study with no arguments (the README's main
 #             job), every output format written under $OUT
 #   sanitize  compute-sanitizer memcheck, racecheck, synccheck, initcheck over
@@ -35,7 +35,7 @@ for arg in "$@"; do
     grep -E "tests passed|Failed|\*\*\*|worst" "$out/ctest.log" | head -40 ;;
   bench)
     ./build-gpu/engine/gp_bench_decode 2>&1 | tee "$out/bench_decode.md" || status=1
-    { ./build-gpu/attention/gp_bench_attn; ./build-gpu/engine/gp_bench_gemm 76 20; } > "$out/bench_kernels.log" 2>&1 || status=1
+    { ./build-gpu/bench/gp_bench_attn; ./build-gpu/engine/gp_bench_gemm 76 20; } > "$out/bench_kernels.log" 2>&1 || status=1
     tail -30 "$out/bench_kernels.log" ;;
   sanitize*)
     regex=${arg#sanitize}; regex=${regex#=}

@@ -1,30 +1,25 @@
 #!/usr/bin/env bash
-# Issue #6 on the GPU machine (device tool): the timed GEMM choice
-# (--gemm-tune) and the deeper attention rings ($GP_ATTN_MMA_STAGES): their
+# On the GPU machine (device tool): the timed GEMM choice (--gemm-tune): its
 # GPU tests, then the large workload over small attention partitions, both
-# placements, M = 1 (each side alone) and 2, per stage count. Logs in $OUT
-# (one tarball). Needs .deps (DESIGN.md section 6).
-#   tests/gpu/issue6_tune.sh [tests] [cs STAGES...]
+# placements, M = 1 (each side alone) and 2, and the untuned sequential row.
+# Logs in $OUT (one tarball). Needs .deps (DESIGN.md section 6).
+#   tests/gpu/issue6_tune.sh [tests] [cs]
 set -uo pipefail
 source "$(dirname "$0")/gpu_env.sh"
 cs=$b/case_studies/decode_pipeline_case_study
 gp_build
 { nvidia-smi -L; cat .gp-commit; } > "$out/env.txt"
-mode=; stages=()
-for a in "$@"; do case $a in tests|cs) mode=$a;; *) stages+=("$a");; esac; done
 if [[ " $* " == *" tests "* ]]; then
   timeout 300 ctest --test-dir $b -R 'engine_gemm|attn_decode_attn|attn_attn_steps|pipeline_cuda$|engine_model' \
     --output-on-failure -j1 > "$out/ctest.log" 2>&1
   grep -E 'tests passed|Failed|\*\*\*|Passed|sec$' "$out/ctest.log" | cut -c1-110 | head -30
   grep -E '  tune M=' "$out/ctest.log" | head -9
 fi
-if [[ -n "${stages[*]:-}" ]]; then
+if [[ " $* " == *" cs "* ]]; then
   C="--repeat 3 --steps 6 --no-progress --workload large --placement qkvo-a,qkvo-f --micro-batches 1,2"
-  for s in "${stages[@]}"; do
-    GP_ATTN_MMA_STAGES=$s timeout 200 $cs $C --gemm-tune 16 --sm-splits 16,24,32,40,48 \
-      --json "$out/cs_st$s.json" > "$out/cs_st$s.md" 2> "$out/cs_st$s.err"; echo "stages $s rc=$?"
-    grep -E '^\| large' "$out/cs_st$s.md" | cut -d'|' -f4,6,8,10,14,15,23
-  done
+  timeout 200 $cs $C --gemm-tune 16 --sm-splits 16,24,32,40,48 \
+    --json "$out/cs_tuned.json" > "$out/cs_tuned.md" 2> "$out/cs_tuned.err"; echo "tuned rc=$?"
+  grep -E '^\| large' "$out/cs_tuned.md" | cut -d'|' -f4,6,8,10,14,15,23
   timeout 60 $cs --repeat 3 --steps 6 --no-progress --workload large --sm-splits seq > "$out/cs_seq_untuned.md" 2>&1
   echo "untuned seq:"; grep -E '^\| large' "$out/cs_seq_untuned.md" | cut -d'|' -f4,10,23
 fi

@@ -1,22 +1,20 @@
 #!/usr/bin/env bash
-# Issue #6, fifth round, on the GPU machine (device tool). Logs in $OUT.
+# Co-running measurements on the GPU machine (device tool). Logs in $OUT.
 # Needs .deps (DESIGN.md section 6).
 #   tests    every GPU test (compute-sanitizer: sanitize_run.sh)
 #   fd S     the case study's large workload (qkvo-f, M = 2, timed GEMMs) on
 #            splits S with the fill and drain on the whole GPU, then on the
 #            partitions (--fill-drain), back to back
-#   evict S  the same rows (fill and drain whole) with the streaming kernel's
-#            K/V copies L2 evict_normal, then evict_first ($GP_ATTN_KV_EVICT)
-#   warps S  the same rows (evict_first) with the streaming kernel capped at
-#            $WARPS warps per SM (default "12 8 6 4"; $GP_ATTN_STREAM_WARPS),
-#            and gp_bench_attn alone on 32 SMs at each cap
-#   bench    gp_bench_attn alone on 16, 24 SMs and the whole GPU, both policies
+#   warps    gp_bench_attn alone on 32 SMs with the streaming kernel capped
+#            at $WARPS warps per SM (default "12 8 6 4"; --warps-cap)
+#   bench    gp_bench_attn alone on 16, 24 SMs and the whole GPU, the
+#            streaming kernel's K/V copies without and with L2 evict_first
 #   mixed    the large, small and five mixed workloads, both placements,
 #            splits 16-56, timed GEMMs, --autotune; then --sm-splits seq
 #            --tuning with that profile (the rows it chooses)
 #   rule F   only that second run, with profile F
 # Each case-study run is followed by cs_edges.py: where its steps' time goes.
-#   tests/gpu/round5_run.sh [tests] [fd SPLITS] [evict SPLITS] [warps SPLITS] [bench] [mixed] [rule FILE]
+#   tests/gpu/round5_run.sh [tests] [fd SPLITS] [warps] [bench] [mixed] [rule FILE]
 set -uo pipefail
 source "$(dirname "$0")/gpu_env.sh"
 here=$PWD/tests/gpu
@@ -25,10 +23,9 @@ gp_build
 arg() { local prev= a; for a in "${@:2}"; do [[ $prev == "$1" ]] && echo "$a"; prev=$a; done; }
 cs=$b/case_studies/decode_pipeline_case_study
 C="--repeat 3 --steps 6 --no-progress --workload large --micro-batches 2 --gemm-tune 16 --placement qkvo-f"
-cs_run() { # name, env..., -- case-study flags...
-  local name=$1 e=(); shift
-  while [[ $1 != -- ]]; do e+=("$1"); shift; done; shift
-  env "${e[@]}" timeout 280 $cs $C "$@" --json "$out/cs_$name.json" > "$out/cs_$name.md" 2> "$out/cs_$name.err"
+cs_run() { # name, case-study flags...
+  local name=$1; shift
+  timeout 280 $cs $C "$@" --json "$out/cs_$name.json" > "$out/cs_$name.md" 2> "$out/cs_$name.err"
   echo "cs $name rc=$?"
   python3 "$here/cs_edges.py" "$out/cs_$name.json"
 }
@@ -38,26 +35,21 @@ if [[ " $* " == *" tests "* ]]; then
 fi
 if [[ " $* " == *" fd "* ]]; then
   s=$(arg fd "$@")
-  for fd in whole partition; do cs_run "fd_$fd" -- --fill-drain $fd --sm-splits "$s"; done
-fi
-if [[ " $* " == *" evict "* ]]; then
-  s=$(arg evict "$@")
-  for ev in 0 1; do cs_run "evict$ev" GP_ATTN_KV_EVICT=$ev -- --sm-splits "$s"; done
+  for fd in whole partition; do cs_run "fd_$fd" --fill-drain $fd --sm-splits "$s"; done
 fi
 if [[ " $* " == *" warps "* ]]; then
-  s=$(arg warps "$@")
   for w in ${WARPS:-12 8 6 4}; do
-    GP_ATTN_STREAM_WARPS=$w timeout 60 $b/attention/gp_bench_attn --green 32 --repeats 10 --case 1024:384 \
+    timeout 60 $b/bench/gp_bench_attn --green 32 --kernel stream --warps-cap $w --repeats 10 --case 1024:384 \
       > "$out/bench_g32_warps$w.log" 2>&1
     echo "alone, 32 SMs, $w warps/SM: $(grep decode_attn "$out/bench_g32_warps$w.log" | awk '{printf "%sms %sGB/s", $5, $7}')"
-    cs_run "warps$w" GP_ATTN_KV_EVICT=1 GP_ATTN_STREAM_WARPS=$w -- --sm-splits "$s"
   done
 fi
 if [[ " $* " == *" bench "* ]]; then
   for g in 16 24 0; do
     flag=(); [[ $g -gt 0 ]] && flag=(--green $g)
     for ev in 0 1; do
-      GP_ATTN_KV_EVICT=$ev timeout 120 $b/attention/gp_bench_attn "${flag[@]}" --repeats 10 --case 1024:384 \
+      evict=(); [[ $ev == 0 ]] && evict=(--no-kv-evict)
+      timeout 120 $b/bench/gp_bench_attn "${flag[@]}" "${evict[@]}" --repeats 10 --case 1024:384 \
         > "$out/bench_g${g}_evict$ev.log" 2>&1
       echo "green=$g evict=$ev: $(grep decode_attn "$out/bench_g${g}_evict$ev.log" | awk '{printf "%s %s %sms %sGB/s | ", $2, $3, $5, $7}')"
     done

@@ -1,12 +1,16 @@
 /* Benchmark of the attention kernels at the Llama-3-8B shape: median time of
  * gp_decode_attn (and gp_rope_kv_append) over rotated layer caches, with the
- * achieved K+V read bandwidth. Usage: gp_bench_attn [--sm N] [--cps N]
- * [--splits N] [--repeats N] [--heads N] [--kv N] [--green N] [--blocks random|contig]
- * [--case B:C]...
+ * achieved K+V read bandwidth. Usage (see usage() for every flag):
+ *   gp_bench_attn [--sm N] [--cps N] [--splits N] [--repeats N] [--heads N]
+ *                 [--kv N] [--green N] [--blocks random|contig] [--kernel NAME]
+ *                 [--warps-cap N] [--no-kv-evict] [--case B:C]...
  * (default: the four standard cases at 32 heads / 8 KV heads). --green N runs
  * on a green-context partition of N SMs (the attention side of an N:rest
- * split) and tells the split heuristic its SM count, as the engine does. */
+ * split) and tells the split heuristic its SM count, as the engine does.
+ * --kernel, --warps-cap and --no-kv-evict set the gp_decode_attn_params
+ * fields kernel, stream_warps_cap and kv_evict_first. */
 #include <cuda_runtime_api.h>
+#include <getopt.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -220,39 +224,79 @@ static void run_case(int B, int C, const gp_decode_attn_params *p, int repeats, 
     free(ms_rope);
 }
 
+static void usage(FILE *f)
+{
+    fprintf(f,
+            "usage: gp_bench_attn [options]\n"
+            "  --case B:C          batch B at context C (repeatable, at most %d; default\n"
+            "                      1024:384 256:1024 64:2048 8:1024)\n"
+            "  --heads N, --kv N   query and KV heads (default 32, 8)\n"
+            "  --blocks MODE       random (default) or contig block tables\n"
+            "  --repeats N         timed repeats, the median is printed (default 20)\n"
+            "  --green N           run on a green-context partition of N SMs\n"
+            "  --sm N              SMs the split heuristic assumes (params sm_count)\n"
+            "  --cps N             CTAs per SM it assumes (params ctas_per_sm_hint)\n"
+            "  --splits N          force N context splits (params force_splits)\n"
+            "  --kernel NAME       auto (default), cudacore, cudacore_pipe, mma or stream\n"
+            "                      (params kernel)\n"
+            "  --warps-cap N       streaming kernel: at most N warps per SM, even, 0 = no cap\n"
+            "                      (params stream_warps_cap)\n"
+            "  --no-kv-evict       streaming kernel: K/V copies without L2 evict_first\n"
+            "                      (params kv_evict_first = 0)\n"
+            "  --help              this text\n",
+            MAX_CASES);
+}
+
 int main(int argc, char **argv)
 {
     gp_decode_attn_params p = gp_decode_attn_default_params();
     int repeats = 20, n_cases = 0, green = 0;
     int cases[MAX_CASES][2];
-    for (int i = 1; i < argc; i++) {
-        const char *a = argv[i];
-        if (i + 1 >= argc) {
-            fprintf(stderr, "gp_bench_attn: %s needs a value\n", a);
-            return 2;
-        }
-        const char *v = argv[++i];
-        if (!strcmp(a, "--sm"))
-            p.sm_count = parse_int(v, a);
-        else if (!strcmp(a, "--cps"))
-            p.ctas_per_sm_hint = parse_int(v, a);
-        else if (!strcmp(a, "--splits"))
-            p.force_splits = parse_int(v, a);
-        else if (!strcmp(a, "--heads"))
-            N_HEADS = parse_int(v, a);
-        else if (!strcmp(a, "--kv"))
-            N_KV = parse_int(v, a);
-        else if (!strcmp(a, "--blocks")) {
+    enum { O_SM = 256, O_CPS, O_SPLITS, O_HEADS, O_KV, O_BLOCKS, O_GREEN, O_REPEATS, O_CASE,
+           O_KERNEL, O_WARPS_CAP, O_NO_KV_EVICT, O_HELP };
+    static const struct option opts[] = {
+        { "sm", required_argument, NULL, O_SM },
+        { "cps", required_argument, NULL, O_CPS },
+        { "splits", required_argument, NULL, O_SPLITS },
+        { "heads", required_argument, NULL, O_HEADS },
+        { "kv", required_argument, NULL, O_KV },
+        { "blocks", required_argument, NULL, O_BLOCKS },
+        { "green", required_argument, NULL, O_GREEN },
+        { "repeats", required_argument, NULL, O_REPEATS },
+        { "case", required_argument, NULL, O_CASE },
+        { "kernel", required_argument, NULL, O_KERNEL },
+        { "warps-cap", required_argument, NULL, O_WARPS_CAP },
+        { "no-kv-evict", no_argument, NULL, O_NO_KV_EVICT },
+        { "help", no_argument, NULL, O_HELP },
+        { NULL, 0, NULL, 0 },
+    };
+    int o;
+    while ((o = getopt_long(argc, argv, "", opts, NULL)) != -1) {
+        const char *v = optarg;
+        switch (o) {
+        case O_SM: p.sm_count = parse_int(v, "--sm"); break;
+        case O_CPS: p.ctas_per_sm_hint = parse_int(v, "--cps"); break;
+        case O_SPLITS: p.force_splits = parse_int(v, "--splits"); break;
+        case O_HEADS: N_HEADS = parse_int(v, "--heads"); break;
+        case O_KV: N_KV = parse_int(v, "--kv"); break;
+        case O_GREEN: green = parse_int(v, "--green"); break;
+        case O_REPEATS: repeats = parse_int(v, "--repeats"); break;
+        case O_WARPS_CAP: p.stream_warps_cap = parse_int(v, "--warps-cap"); break;
+        case O_NO_KV_EVICT: p.kv_evict_first = 0; break;
+        case O_BLOCKS:
             if (strcmp(v, "random") && strcmp(v, "contig")) {
                 fprintf(stderr, "gp_bench_attn: --blocks '%s': allowed random, contig\n", v);
                 return 2;
             }
             CONTIG = !strcmp(v, "contig");
-        } else if (!strcmp(a, "--green"))
-            green = parse_int(v, a);
-        else if (!strcmp(a, "--repeats"))
-            repeats = parse_int(v, a);
-        else if (!strcmp(a, "--case")) {
+            break;
+        case O_KERNEL:
+            if (gp_attn_kernel_parse(v, &p.kernel) != GP_OK) {
+                fprintf(stderr, "gp_bench_attn: --kernel: %s\n", gp_last_error());
+                return 2;
+            }
+            break;
+        case O_CASE: {
             int B, C;
             char tail;
             if (n_cases == MAX_CASES || sscanf(v, "%d:%d%c", &B, &C, &tail) != 2 || B < 1 || C < 1) {
@@ -263,10 +307,16 @@ int main(int argc, char **argv)
             cases[n_cases][0] = B;
             cases[n_cases][1] = C;
             n_cases++;
-        } else {
-            fprintf(stderr, "gp_bench_attn: unknown option '%s'\n", a);
-            return 2;
+            break;
         }
+        case O_HELP: usage(stdout); return 0;
+        default: usage(stderr); return 2; /* getopt_long named the bad option */
+        }
+    }
+    if (optind < argc) {
+        fprintf(stderr, "gp_bench_attn: unexpected argument '%s'\n", argv[optind]);
+        usage(stderr);
+        return 2;
     }
     if (repeats < 1)
         repeats = 1;
@@ -274,6 +324,18 @@ int main(int argc, char **argv)
         fprintf(stderr, "gp_bench_attn: --heads %d must be a positive multiple of --kv %d\n",
                 N_HEADS, N_KV);
         return 2;
+    }
+    {
+        /* the params are checked before any device work (no device query:
+         * the hints are set and one token never splits) */
+        gp_decode_attn_params chk = p;
+        int n;
+        chk.sm_count = chk.ctas_per_sm_hint = 1;
+        chk.force_splits = 0;
+        if (gp_decode_attn_splits(1, N_HEADS, N_KV, HEAD_DIM, 1, &chk, &n) != GP_OK) {
+            fprintf(stderr, "gp_bench_attn: %s\n", gp_last_error());
+            return 2;
+        }
     }
     if (n_cases == 0) {
         static const int def[4][2] = { { 1024, 384 }, { 256, 1024 }, { 64, 2048 }, { 8, 1024 } };
@@ -288,8 +350,9 @@ int main(int argc, char **argv)
     struct cudaDeviceProp prop;
     CK(cudaGetDeviceProperties(&prop, 0));
     printf("device: %s, %d SMs; shape: %d heads, %d KV heads, head_dim %d, block %d, blocks %s; "
-           "median of %d\n", prop.name, prop.multiProcessorCount, N_HEADS, N_KV, HEAD_DIM, BLOCK,
-           CONTIG ? "contig" : "random", repeats);
+           "median of %d; kernel %s, stream warps cap %d, K/V evict_first %d\n", prop.name,
+           prop.multiProcessorCount, N_HEADS, N_KV, HEAD_DIM, BLOCK, CONTIG ? "contig" : "random",
+           repeats, gp_attn_kernel_name(p.kernel), p.stream_warps_cap, p.kv_evict_first);
     cudaStream_t st = NULL;
     gp_green_pool *pool = NULL;
     if (green > 0) {
