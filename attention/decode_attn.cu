@@ -548,7 +548,28 @@ static int gp_is_aligned(const void *ptr, size_t align)
     return ((uintptr_t)ptr & (align - 1)) == 0;
 }
 
-extern "C" gp_status gp_decode_attn(const gp_kv_view *kv, int B, int n_heads, int max_len,
+extern "C" /* The kernel a call of this shape runs: the device facts the rule needs
+ * (gathered only when they can matter), then gp_decode_attn_choose. */
+static gp_status call_kernel(const char *fn, const gp_decode_attn_params *p, int B, int n_kv_heads, int head_dim,
+                             int group, int n_splits, int out_aligned4, gp_attn_kernel *kernel, int *stream_warps)
+{
+    gp_attn_call c = {};
+    c.B = B;
+    c.n_kv_heads = n_kv_heads;
+    c.head_dim = head_dim;
+    c.group = group;
+    c.n_splits = n_splits;
+    c.out_aligned4 = out_aligned4;
+    if (gp_attn_stream_candidate(p, &c)) {
+        GP_TRY(gp_attn_sm_count(p, &c.sm_count));
+        GP_TRY(gp_decode_attn_stream_occupancy(group, &c.stream_warps_per_sm));
+        if (c.stream_warps_per_sm < 1)
+            GP_FAIL(GP_ERR_UNSUPPORTED, "%s: the streaming attention kernel fits no warp on an SM", fn);
+    }
+    return gp_decode_attn_choose(p, &c, kernel, stream_warps);
+}
+
+gp_status gp_decode_attn(const gp_kv_view *kv, int B, int n_heads, int max_len,
                                     const gp_bf16 *q, gp_bf16 *out, void *workspace,
                                     size_t workspace_bytes, const gp_decode_attn_params *p,
                                     void *stream)
@@ -624,21 +645,23 @@ extern "C" gp_status gp_decode_attn(const gp_kv_view *kv, int B, int n_heads, in
     a.scale_log2 = (float)(1.4426950408889634 / sqrt((double)kv->head_dim));
     a.kv_evict_first = p->kv_evict_first;
 
-    gp_attn_call c = {};
-    c.B = B;
-    c.n_kv_heads = kv->n_kv_heads;
-    c.head_dim = kv->head_dim;
-    c.group = a.group;
-    c.n_splits = n_splits;
-    c.out_aligned4 = gp_is_aligned(out, 4);
-    if (gp_attn_stream_candidate(p, &c)) { /* device facts only when they can matter */
-        GP_TRY(gp_attn_sm_count(p, &c.sm_count));
-        GP_TRY(gp_decode_attn_stream_occupancy(a.group, &c.stream_warps_per_sm));
-        if (c.stream_warps_per_sm < 1)
-            GP_FAIL(GP_ERR_UNSUPPORTED, "%s: the streaming attention kernel fits no warp on an SM",
-                    fn);
-    }
     gp_attn_kernel kernel;
-    GP_TRY(gp_decode_attn_choose(p, &c, &kernel, &a.stream_warps));
+    GP_TRY(call_kernel(fn, p, B, kv->n_kv_heads, kv->head_dim, a.group, n_splits, gp_is_aligned(out, 4),
+                       &kernel, &a.stream_warps));
     return gp_decode_attn_launch(&a, kv->head_dim, kernel, (cudaStream_t)stream);
+}
+
+gp_status gp_decode_attn_kernel(int B, int n_heads, int n_kv_heads, int head_dim, int max_len,
+                                const gp_decode_attn_params *p, gp_attn_kernel *out)
+{
+    static const char fn[] = "gp_decode_attn_kernel";
+    gp_decode_attn_params dp = gp_decode_attn_default_params();
+    if (!p)
+        p = &dp;
+    if (!out || B < 1 || n_kv_heads < 1 || n_heads % n_kv_heads || max_len < 1)
+        GP_FAIL(GP_ERR_INVALID_ARG, "%s: B = %d, n_heads = %d, n_kv_heads = %d, max_len = %d (all >= 1, "
+                "n_heads a multiple of n_kv_heads), out %p", fn, B, n_heads, n_kv_heads, max_len, (void *)out);
+    int n_splits = 1;
+    GP_TRY(gp_attn_pick_splits(fn, B, n_heads, n_kv_heads, head_dim, max_len, p, &n_splits));
+    return call_kernel(fn, p, B, n_kv_heads, head_dim, n_heads / n_kv_heads, n_splits, 1, out, NULL);
 }

@@ -184,6 +184,12 @@ typedef struct gp_attn_call {
 gp_status gp_decode_attn_choose(const gp_decode_attn_params *p, const gp_attn_call *c,
                                 gp_attn_kernel *kernel, int *stream_warps);
 
+/* The kernel gp_decode_attn runs for a call of this shape under p (NULL:
+ * defaults), with the splits it would pick and a 4-byte aligned output: for
+ * reports. Queries the device (SM count, occupancy) where the rule needs it. */
+gp_status gp_decode_attn_kernel(int B, int n_heads, int n_kv_heads, int head_dim, int max_len,
+                                const gp_decode_attn_params *p, gp_attn_kernel *out);
+
 /* Splits the heuristic picks: the most that keep the (batch x KV head x
  * split) grid within one wave of resident CTAs on sm_count SMs (a memory-
  * bound kernel saturates HBM once every SM is full; more splits only add

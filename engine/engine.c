@@ -10,7 +10,9 @@
 
 gp_engine_params gp_engine_default_params(void)
 {
-    return (gp_engine_params){.max_batch = 8, .max_context = 2048, .block_size = 16, .use_graphs = true};
+    return (gp_engine_params){.max_batch = 8, .max_context = 2048, .block_size = 16, .use_graphs = true,
+                              .attn_kernel = GP_ATTN_KERNEL_AUTO, .attn_stream_warps_cap = 0,
+                              .attn_kv_evict_first = true};
 }
 
 static int blocks_per_seq(const gp_engine_params *p)
@@ -32,6 +34,8 @@ static uint64_t row_bytes(const gp_config *c)
            4 * (uint64_t)c->vocab + 2 * 4;
 }
 
+static gp_status attn_ws_bytes(const gp_config *c, const gp_engine_params *p, size_t *bytes);
+
 static gp_status check_params(const gp_config *c, const gp_engine_params *p)
 {
     if (p->max_batch < 1 || p->max_batch > 65536)
@@ -44,12 +48,24 @@ static gp_status check_params(const gp_config *c, const gp_engine_params *p)
     if (p->gemm_tune < 0 || p->gemm_tune > GP_GEMM_TUNE_MAX_CANDIDATES)
         GP_FAIL(GP_ERR_INVALID_ARG, "gemm_tune %d: allowed [0, %d] (0: the heuristic's pick)",
                 p->gemm_tune, GP_GEMM_TUNE_MAX_CANDIDATES);
-    return GP_OK;
+    size_t ws;
+    return attn_ws_bytes(c, p, &ws); /* the attention parameters, checked by their owner */
 }
 
-static gp_status attn_ws_bytes(const gp_config *c, const gp_engine_params *p, size_t *bytes)
+/* The engine's decode-attention parameters on every SM of the device. */
+static gp_decode_attn_params attn_params(const gp_engine_params *p)
 {
     gp_decode_attn_params ap = gp_decode_attn_default_params();
+    ap.kernel = p->attn_kernel;
+    ap.stream_warps_cap = p->attn_stream_warps_cap;
+    ap.kv_evict_first = p->attn_kv_evict_first;
+    return ap;
+}
+
+/* Also checks the attention parameters (a bad one names itself). */
+static gp_status attn_ws_bytes(const gp_config *c, const gp_engine_params *p, size_t *bytes)
+{
+    gp_decode_attn_params ap = attn_params(p);
     return gp_decode_attn_workspace_max(p->max_batch, c->n_heads, c->n_kv_heads, c->head_dim,
                                         p->max_context, &ap, bytes);
 }
@@ -185,7 +201,7 @@ gp_status gp_engine_create(gp_device_weights *dw, const gp_engine_params *p, gp_
         goto fail;
     if ((st = gp_gemm_ctx_create(e->sc.stream, 0, &e->sc.gemm)) != GP_OK || (st = alloc_buffers(e)) != GP_OK)
         goto fail;
-    e->sc.ap = gp_decode_attn_default_params();
+    e->sc.ap = attn_params(p);
     e->sc.ap.sm_count = e->sm_count;
     *out = e;
     return GP_OK;

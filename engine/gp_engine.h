@@ -8,6 +8,7 @@
 #include <stdbool.h>
 #include <stdint.h>
 
+#include "gp_attention.h"
 #include "gp_model.h"
 
 #ifdef __cplusplus
@@ -26,6 +27,14 @@ typedef struct gp_engine_params {
                           its first N candidates, timed on the GEMM's own SM partition
                           before a step shape is first captured. Timing-based, so two
                           runs may pick differently (results differ in rounding only) */
+    /* Decode attention (gp_decode_attn_params): GP_ATTN_KERNEL_AUTO (default)
+     * lets the rule of gp_decode_attn_choose pick per call; another kernel
+     * runs wherever it serves (comparisons). The streaming kernel's warps per
+     * SM cap (0, the default: none) and L2 evict_first marking of its K/V
+     * copies (default on) are measurement knobs. */
+    gp_attn_kernel attn_kernel;
+    int attn_stream_warps_cap;
+    bool attn_kv_evict_first;
 } gp_engine_params;
 gp_engine_params gp_engine_default_params(void);
 
@@ -113,6 +122,10 @@ gp_status gp_engine_stage(gp_engine *e, gp_stage_kind kind, const gp_stage_io *i
 /* The decode-attention context splits the heuristic picks for rows rows at
  * context max_len on sc's SMs, for gp_stage_io.attn_splits. */
 gp_status gp_engine_attn_splits(const gp_engine *e, const gp_stage_ctx *sc, int rows, int max_len, int *out);
+/* The decode-attention kernel the stages run for rows rows at context
+ * max_len on sc's SMs (the splits the heuristic picks), for reports. */
+gp_status gp_engine_attn_kernel(const gp_engine *e, const gp_stage_ctx *sc, int rows, int max_len,
+                                gp_attn_kernel *out);
 
 /* Opt-in timed cuBLASLt choice (params gemm_tune = N > 0): time up to N
  * candidates of each layer GEMM (QKV, O, gate+up, down) for rows-row

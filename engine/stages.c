@@ -314,6 +314,13 @@ gp_status gp_engine_attn_splits(const gp_engine *e, const gp_stage_ctx *sc, int 
     return gp_decode_attn_splits(rows, c->n_heads, c->n_kv_heads, c->head_dim, max_len, &ap, out);
 }
 
+gp_status gp_engine_attn_kernel(const gp_engine *e, const gp_stage_ctx *sc, int rows, int max_len,
+                                gp_attn_kernel *out)
+{
+    const gp_config *c = &e->cfg;
+    return gp_decode_attn_kernel(rows, c->n_heads, c->n_kv_heads, c->head_dim, max_len, &sc->ap, out);
+}
+
 int gp_engine_max_batch(const gp_engine *e)
 {
     return e->p.max_batch;

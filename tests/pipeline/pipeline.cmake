@@ -1,7 +1,7 @@
 # The scheduler end to end on the CPU executor (no GPU): pipelined == sequential.
 gp_add_test(pipeline_cpu SOURCES pipeline/test_pipeline_cpu.c support/relay_exec.c LIBS gp_pipeline)
 # The pipeline on the GPU against the sequential engine (skips without a GPU).
-gp_add_test(pipeline_cuda SOURCES pipeline/test_pipeline_cuda.c LIBS gp_pipeline_cuda GPU)
+gp_add_test(pipeline_cuda SOURCES pipeline/test_pipeline_cuda.c support/relay_exec.c LIBS gp_pipeline_cuda GPU)
 # The rebalancer over the real runner and the simulated executor (no GPU):
 # convergence to the brute-force best pair, hysteresis, no flapping.
 gp_add_test(pipeline_rebalance SOURCES pipeline/test_rebalance.c support/sim_exec.c LIBS gp_pipeline)

@@ -61,7 +61,7 @@ static void run_equal_relay(const gp_pipeline_params *p, int a_threads, int f_th
     CHECK_OK(gp_cpu_exec_create(pm, a_threads, f_threads, &x));
     relay_exec *rx = NULL;
     if (relay)
-        CHECK_OK(relay_exec_create(gp_cpu_exec_get(x), S, &rx));
+        CHECK_OK(relay_exec_create(gp_cpu_exec_get(x), S, NULL, &rx));
     gp_pipeline *pl;
     CHECK_OK(gp_pipeline_create(relay ? relay_exec_get(rx) : gp_cpu_exec_get(x), g_w.cfg.n_layers, p, &pl));
     float *lr = malloc(sizeof(float) * S * V), *lp = malloc(sizeof(float) * S * V);

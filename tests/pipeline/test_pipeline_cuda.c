@@ -1,8 +1,10 @@
 /* The pipeline on the GPU: for M = 1..4, ring depths 2 and 4, the smallest,
  * a middle and the largest split and the unpartitioned fallback, with and
  * without stage graphs, with the fill and drain on the whole GPU or on the
- * partitions, pipelined decode steps give the sequential engine's greedy
- * tokens and its logits within the engine's tolerance. Skips without a GPU. */
+ * partitions, and with every FFN stage handed a copy of its payload's rows
+ * in other buffers (tests/support/relay_exec), pipelined decode steps give
+ * the sequential engine's greedy tokens and its logits within the engine's
+ * tolerance. Skips without a GPU. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -14,9 +16,12 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include <cuda_runtime_api.h>
+
 #include "gp_engine.h"
 #include "gp_green.h"
 #include "gp_pipeline.h"
+#include "relay_exec.h"
 
 #define CHECK_OK(expr)                                                                     \
     do {                                                                                   \
@@ -40,6 +45,24 @@ static double rel_err(const float *a, const float *ref, int n)
     return isnan(md) ? INFINITY : md / (mr > 0 ? mr : 1);
 }
 
+/* Device memory for the relay: the copy waits for the attention stage's
+ * event, then the source rows are poisoned (all bytes 0xff: NaN). */
+static void *dev_alloc(size_t n)
+{
+    void *p = NULL;
+    return cudaMalloc(&p, n) == cudaSuccess ? p : NULL;
+}
+static void dev_free(void *p) { cudaFree(p); }
+static gp_status dev_copy_poison(void *dst, size_t dpitch, void *src, size_t spitch, size_t width, int rows,
+                                 void *event)
+{
+    if ((event && cudaEventSynchronize((cudaEvent_t)event) != cudaSuccess) ||
+        cudaMemcpy2D(dst, dpitch, src, spitch, width, (size_t)rows, cudaMemcpyDeviceToDevice) != cudaSuccess ||
+        cudaMemset2D(src, spitch, 0xff, width, (size_t)rows) != cudaSuccess || cudaDeviceSynchronize() != cudaSuccess)
+        GP_FAIL(GP_ERR_CUDA, "relay copy: %s", cudaGetErrorString(cudaGetLastError()));
+    return GP_OK;
+}
+
 typedef struct fixture {
     const char *preset;
     int B, ctx, steps;
@@ -48,7 +71,8 @@ typedef struct fixture {
 /* Two engines over one set of device weights: one decodes sequentially,
  * the other through the pipeline on every (pair, M, depth); both are fed the
  * sequential engine's tokens. */
-static void run_model(const fixture *fx, bool force_fallback, bool graphs, gp_placement place, gp_fill_drain fd)
+static void run_model_relay(const fixture *fx, bool force_fallback, bool graphs, gp_placement place,
+                            gp_fill_drain fd, bool relay)
 {
     gp_config cfg;
     CHECK_OK(gp_config_preset(fx->preset, &cfg));
@@ -102,6 +126,15 @@ static void run_model(const fixture *fx, bool force_fallback, bool graphs, gp_pl
     CHECK_OK(gp_cuda_exec_set_placement(x, place));
     CHECK_OK(gp_cuda_exec_set_fill_drain(x, fd));
     gp_exec ex = gp_cuda_exec_get(x);
+    relay_exec *rx = NULL;
+    if (relay) {
+        int dev = 0;
+        assert_int_equal(cudaGetDevice(&dev), cudaSuccess);
+        relay_mem mem = {.device = dev, .row_pad = 0, .alloc = dev_alloc, .free = dev_free,
+                         .copy_poison = dev_copy_poison}; /* GPU stages take contiguous rows */
+        CHECK_OK(relay_exec_create(ex, fx->B, &mem, &rx));
+        ex = relay_exec_get(rx);
+    }
     gp_pipeline *pl;
     CHECK_OK(gp_pipeline_create(ex, cfg.n_layers, NULL, &pl));
 
@@ -174,13 +207,16 @@ static void run_model(const fixture *fx, bool force_fallback, bool graphs, gp_pl
                     assert_true(st->attn_ms[i] > 0 && st->ffn_ms[i] > 0);
                 configs++;
             }
-        printf("%s: split %d:%d (requested %d:%d)%s, %s, fill-drain %s, M=1..4, depth 2/4, %s: pipelined == "
+        printf("%s: split %d:%d (requested %d:%d)%s, %s, fill-drain %s, M=1..4, depth 2/4, %s%s: pipelined == "
                "sequential tokens, worst logits %.3g\n", fx->preset, si.a_got, si.f_got, si.a_req, si.f_req,
                si.partitioned ? "" : " unpartitioned", gp_placement_name(place), gp_fill_drain_name(fd),
-               graphs ? "stage graphs" : "eager", worst);
+               graphs ? "stage graphs" : "eager", relay ? ", FFN stages handed relayed copies" : "", worst);
     }
     assert_true(configs > 0);
+    if (rx)
+        assert_true(relay_exec_relayed(rx) > 0);
     gp_pipeline_destroy(pl);
+    relay_exec_destroy(rx);
     gp_cuda_exec_destroy(x);
     gp_green_pool_destroy(pool);
     gp_engine_destroy(pipe);
@@ -191,6 +227,11 @@ static void run_model(const fixture *fx, bool force_fallback, bool graphs, gp_pl
         gp_host_weights_free(&hw);
     }
     free(ls), free(lp), free(lc), free(tok), free(next_s), free(next_p), free(ids);
+}
+
+static void run_model(const fixture *fx, bool force_fallback, bool graphs, gp_placement place, gp_fill_drain fd)
+{
+    run_model_relay(fx, force_fallback, graphs, place, fd, false);
 }
 
 static const fixture tiny = {"tiny", 9, 32, 3};
@@ -206,10 +247,13 @@ static void test_1b_graphs(void **s) { run_model(&small, false, true, GP_PLACE_Q
 static void test_tiny_graphs_qkvo_f(void **s) { run_model(&tiny, false, true, GP_PLACE_QKVO_F, WHOLE); }
 static void test_tiny_eager_qkvo_f(void **s) { run_model(&tiny, false, false, GP_PLACE_QKVO_F, WHOLE); }
 static void test_1b_graphs_qkvo_f(void **s) { run_model(&small, false, true, GP_PLACE_QKVO_F, WHOLE); }
-/* fill and drain on the partitions, as before issue #6's fifth round */
+/* fill and drain on the partitions, for comparison */
 static void test_tiny_graphs_part(void **s) { run_model(&tiny, false, true, GP_PLACE_QKVO_A, PART); }
 static void test_tiny_eager_part(void **s) { run_model(&tiny, false, false, GP_PLACE_QKVO_A, PART); }
 static void test_tiny_graphs_qkvo_f_part(void **s) { run_model(&tiny, false, true, GP_PLACE_QKVO_F, PART); }
+/* the FFN stages read what their payloads hand them, wherever it lives */
+static void test_tiny_relay(void **s) { run_model_relay(&tiny, false, true, GP_PLACE_QKVO_A, WHOLE, true); }
+static void test_tiny_relay_qkvo_f(void **s) { run_model_relay(&tiny, false, true, GP_PLACE_QKVO_F, WHOLE, true); }
 
 int main(void)
 {
@@ -228,6 +272,8 @@ int main(void)
         cmocka_unit_test(test_tiny_graphs_part),
         cmocka_unit_test(test_tiny_eager_part),
         cmocka_unit_test(test_tiny_graphs_qkvo_f_part),
+        cmocka_unit_test(test_tiny_relay),
+        cmocka_unit_test(test_tiny_relay_qkvo_f),
     };
     /* GP_TEST_FILTER=test_tiny* keeps compute-sanitizer runs short */
     if (getenv("GP_TEST_FILTER"))

@@ -2,11 +2,8 @@
  * executor, except that ffn first moves the payload's views. */
 #include "relay_exec.h"
 
-#include <math.h>
 #include <stdlib.h>
 #include <string.h>
-
-#define RELAY_PAD 3 /* extra elements per row: the copies are strided */
 
 /* Two buffers per view kind (x, resid), used in turn, so a copy never lands
  * on the rows it is copied from. */
@@ -19,47 +16,36 @@ typedef struct relay_buf {
 struct relay_exec {
     gp_exec inner;
     gp_exec_ops ops;
+    relay_mem mem;
     int max_rows;
     relay_buf bufs[2]; /* [0] x, [1] resid */
     long relayed;
 };
 
-static size_t row_bytes(const relay_buf *b)
+static size_t row_bytes(const relay_exec *r, const relay_buf *b)
 {
-    return (size_t)(b->cols + RELAY_PAD) * gp_dtype_size(b->dtype);
+    return (size_t)(b->cols + r->mem.row_pad) * gp_dtype_size(b->dtype);
 }
 
 static bool inside(const relay_exec *r, const relay_buf *b, int i, const void *p)
 {
     const char *c = p;
-    return b->mem[i] && c >= b->mem[i] && c < b->mem[i] + (size_t)r->max_rows * row_bytes(b);
-}
-
-static void poison(const gp_tensor_view *v)
-{
-    size_t es = gp_dtype_size(v->dtype);
-    for (int i = 0; i < v->rows; i++) {
-        char *row = (char *)v->data + (size_t)i * (size_t)v->row_stride * es;
-        if (v->dtype == GP_DTYPE_F32)
-            for (int j = 0; j < v->cols; j++)
-                ((float *)row)[j] = NAN;
-        else
-            memset(row, 0xff, (size_t)v->cols * es); /* a NaN in bf16 and f16 */
-    }
+    return b->mem[i] && c >= b->mem[i] && c < b->mem[i] + (size_t)r->max_rows * row_bytes(r, b);
 }
 
 /* Copies the rows of v to rows [b0, b0 + rows) of the buffer it does not lie in. */
-static gp_status relay_view(relay_exec *r, relay_buf *b, int b0, gp_tensor_view *v)
+static gp_status relay_view(relay_exec *r, relay_buf *b, int b0, gp_tensor_view *v, void *event)
 {
     if (v->rows == 0)
         return GP_OK;
-    if (v->device != GP_DEVICE_HOST)
-        GP_FAIL(GP_ERR_UNSUPPORTED, "relay executor: host views only, got one on device %d", (int)v->device);
+    if (v->device != r->mem.device)
+        GP_FAIL(GP_ERR_UNSUPPORTED, "relay executor: views on device %d, got one on %d", r->mem.device,
+                (int)v->device);
     if (!b->mem[0]) {
         b->cols = v->cols;
         b->dtype = v->dtype;
         for (int i = 0; i < 2; i++)
-            if (!(b->mem[i] = calloc((size_t)r->max_rows, row_bytes(b))))
+            if (!(b->mem[i] = r->mem.alloc((size_t)r->max_rows * row_bytes(r, b))))
                 GP_FAIL(GP_ERR_NO_MEMORY, "relay executor: out of memory");
     }
     if (v->cols != b->cols || v->dtype != b->dtype || b0 + v->rows > r->max_rows)
@@ -68,12 +54,10 @@ static gp_status relay_view(relay_exec *r, relay_buf *b, int b0, gp_tensor_view 
                 gp_dtype_name(b->dtype));
     int to = inside(r, b, 0, v->data) ? 1 : 0;
     size_t es = gp_dtype_size(v->dtype);
-    gp_tensor_view dst = {b->mem[to] + (size_t)b0 * row_bytes(b), v->rows, v->cols, b->cols + RELAY_PAD, v->dtype,
-                          GP_DEVICE_HOST};
-    for (int i = 0; i < v->rows; i++)
-        memcpy((char *)dst.data + (size_t)i * (size_t)dst.row_stride * es,
-               (const char *)v->data + (size_t)i * (size_t)v->row_stride * es, (size_t)v->cols * es);
-    poison(v);
+    gp_tensor_view dst = {b->mem[to] + (size_t)b0 * row_bytes(r, b), v->rows, v->cols, b->cols + r->mem.row_pad,
+                          v->dtype, v->device};
+    GP_TRY(r->mem.copy_poison(dst.data, (size_t)dst.row_stride * es, v->data, (size_t)v->row_stride * es,
+                              (size_t)v->cols * es, v->rows, event));
     *v = dst;
     return GP_OK;
 }
@@ -82,8 +66,8 @@ static gp_status relay_ffn(void *ctx, const gp_payload *in)
 {
     relay_exec *r = ctx;
     gp_payload moved = *in;
-    GP_TRY(relay_view(r, &r->bufs[0], in->tok_begin, &moved.x));
-    GP_TRY(relay_view(r, &r->bufs[1], in->tok_begin, &moved.resid));
+    GP_TRY(relay_view(r, &r->bufs[0], in->tok_begin, &moved.x, in->event));
+    GP_TRY(relay_view(r, &r->bufs[1], in->tok_begin, &moved.resid, in->event));
     r->relayed++;
     return r->inner.ops->ffn(r->inner.ctx, &moved);
 }
@@ -111,11 +95,26 @@ static void fwd_reset_seq(void *ctx, int seq)
     r->inner.ops->reset_seq(r->inner.ctx, seq);
 }
 
-gp_status relay_exec_create(gp_exec inner, int max_rows, relay_exec **out)
+static gp_status host_copy_poison(void *dst, size_t dpitch, void *src, size_t spitch, size_t width, int rows,
+                                  void *event)
+{
+    (void)event; /* host stages finish inside their call */
+    for (int i = 0; i < rows; i++) {
+        memcpy((char *)dst + (size_t)i * dpitch, (const char *)src + (size_t)i * spitch, width);
+        memset((char *)src + (size_t)i * spitch, 0xff, width);
+    }
+    return GP_OK;
+}
+
+const relay_mem relay_host_mem = {.device = GP_DEVICE_HOST, .row_pad = 3, .alloc = malloc, .free = free,
+                                  .copy_poison = host_copy_poison};
+
+gp_status relay_exec_create(gp_exec inner, int max_rows, const relay_mem *mem, relay_exec **out)
 {
     relay_exec *r = calloc(1, sizeof *r);
     if (!r)
         GP_FAIL(GP_ERR_NO_MEMORY, "relay executor: out of memory");
+    r->mem = mem ? *mem : relay_host_mem;
     r->inner = inner;
     r->max_rows = max_rows;
     r->ops = (gp_exec_ops){.name = "relay", .step_begin = fwd_step_begin, .attn = fwd_attn, .ffn = relay_ffn,
@@ -132,7 +131,8 @@ void relay_exec_destroy(relay_exec *r)
         return;
     for (int k = 0; k < 2; k++)
         for (int i = 0; i < 2; i++)
-            free(r->bufs[k].mem[i]);
+            if (r->bufs[k].mem[i])
+                r->mem.free(r->bufs[k].mem[i]);
     free(r);
 }
 

@@ -1,8 +1,9 @@
 /* A test double of an executor: it wraps another one and hands every FFN
- * stage a copy of its payload's views in buffers of its own (strided, in
- * host memory), poisoning the rows it copied from with NaN. An executor whose
- * stages read exactly what they are handed, and follow the views from stage
- * to stage, gives the same logits through it as without it. */
+ * stage a copy of its payload's views in buffers of its own, poisoning the
+ * rows it copied from with NaN. An executor whose stages read exactly what
+ * they are handed, and follow the views from stage to stage, gives the same
+ * logits through it as without it. Host views by default; a relay_mem
+ * serves views on a device. */
 #ifndef GP_TEST_RELAY_EXEC_H
 #define GP_TEST_RELAY_EXEC_H
 
@@ -10,8 +11,22 @@
 
 typedef struct relay_exec relay_exec;
 
-/* inner is borrowed; max_rows bounds the step's batch. Host views only. */
-gp_status relay_exec_create(gp_exec inner, int max_rows, relay_exec **out);
+/* Memory of the views relayed: where buffers come from, how rows are
+ * copied and poisoned (all bytes 0xff: a NaN in f32, bf16 and f16), and
+ * how the copy waits for the payload's event. */
+typedef struct relay_mem {
+    int device;    /* the views' device (GP_DEVICE_HOST for host memory) */
+    int row_pad;   /* elements left between rows of a copy: > 0 makes the copies strided */
+    void *(*alloc)(size_t bytes);
+    void (*free)(void *p);
+    /* rows of width bytes, pitches in bytes; after event (may be NULL) */
+    gp_status (*copy_poison)(void *dst, size_t dpitch, void *src, size_t spitch, size_t width, int rows,
+                             void *event);
+} relay_mem;
+extern const relay_mem relay_host_mem; /* malloc, memcpy; 3 elements of padding */
+
+/* inner is borrowed; max_rows bounds the step's batch; mem NULL: host. */
+gp_status relay_exec_create(gp_exec inner, int max_rows, const relay_mem *mem, relay_exec **out);
 void relay_exec_destroy(relay_exec *r);
 gp_exec relay_exec_get(relay_exec *r);
 /* FFN stages handed a relayed copy so far. */
