@@ -83,6 +83,20 @@ FWD(sequential_step, (void *ctx, int B, const int *ids, const int32_t *tok, int3
 FWD(prefill, (void *ctx, int seq, int n, const int32_t *prompt, int32_t *next, float *logits),
     (r->inner.ctx, seq, n, prompt, next, logits))
 
+FWD(select_split, (void *ctx, int index), (r->inner.ctx, index))
+
+static int fwd_n_splits(void *ctx)
+{
+    relay_exec *r = ctx;
+    return r->inner.ops->n_splits(r->inner.ctx);
+}
+
+static void fwd_split_info(void *ctx, int index, gp_split_info *out)
+{
+    relay_exec *r = ctx;
+    r->inner.ops->split_info(r->inner.ctx, index, out);
+}
+
 static void fwd_abort(void *ctx)
 {
     relay_exec *r = ctx;
@@ -120,7 +134,9 @@ gp_status relay_exec_create(gp_exec inner, int max_rows, const relay_mem *mem, r
     r->ops = (gp_exec_ops){.name = "relay", .step_begin = fwd_step_begin, .attn = fwd_attn, .ffn = relay_ffn,
                            .step_end = fwd_step_end, .abort_step = fwd_abort,
                            .sequential_step = fwd_sequential_step, .prefill = fwd_prefill,
-                           .reset_seq = fwd_reset_seq};
+                           .reset_seq = fwd_reset_seq, .n_splits = inner.ops->n_splits ? fwd_n_splits : NULL,
+                           .select_split = inner.ops->select_split ? fwd_select_split : NULL,
+                           .split_info = inner.ops->split_info ? fwd_split_info : NULL};
     *out = r;
     return GP_OK;
 }
