@@ -57,6 +57,13 @@ typedef struct gp_split_plan {
     int attn_sms, ffn_sms;       /* groups * granularity, plus the remainder on its side */
 } gp_split_plan;
 
+/* The SM description of a device whose driver cannot give one (no green
+ * contexts), from the driver documentation's per-architecture rules for
+ * cuDevSmResourceSplitByCount: compute capability 9.0 and later at least 8
+ * SMs in multiples of 8; 8.x at least 4 in multiples of 2; older at least 2
+ * in multiples of 2. groups is 0 (sm_count / granularity is assumed). */
+gp_sm_info gp_sm_info_guess(int sm_count, int cc_major);
+
 /* The granularity of info, or 0 when info is not a valid SM description. */
 int gp_split_granularity(const gp_sm_info *info);
 
