@@ -9,6 +9,8 @@
 #include <stdint.h>
 #include <cmocka.h>
 
+#include "gp_test.h"
+
 #include <string.h>
 
 #include <cuda_runtime_api.h>
@@ -25,12 +27,6 @@
             fail_msg("%s: %s (%s)", #call, cudaGetErrorString(gt_e_), cudaGetErrorName(gt_e_)); \
     } while (0)
 
-#define GT_OK(expr)                                                                            \
-    do {                                                                                       \
-        gp_status gt_s_ = (expr);                                                              \
-        if (gt_s_ != GP_OK)                                                                    \
-            fail_msg("%s -> %s: %s", #expr, gp_status_str(gt_s_), gp_last_error());            \
-    } while (0)
 
 /* expr must fail with status s and a message containing needle. */
 #define GT_EXPECT_FAIL(expr, s, needle)                                                        \

@@ -115,10 +115,10 @@ static double rel_err(const float *a, const float *ref, int n)
 static void test_batch_vs_cpu(void **state)
 {
     gp_config cfg;
-    CHECK_OK(gp_config_preset("tiny", &cfg));
+    GP_CHECK_OK(gp_config_preset("tiny", &cfg));
     gp_host_weights w;
-    CHECK_OK(gp_host_weights_alloc(&cfg, &w));
-    CHECK_OK(gp_synth_fill_host(&w, 1234));
+    GP_CHECK_OK(gp_host_weights_alloc(&cfg, &w));
+    GP_CHECK_OK(gp_synth_fill_host(&w, 1234));
     enum { NS = 5, STEPS = 8, CTX = 16 };
     const int plen[NS] = {1, 2, 3, 4, 7};
     int32_t prompt[NS][7];
@@ -130,27 +130,27 @@ static void test_batch_vs_cpu(void **state)
     float *ref = malloc(sizeof(float) * NS * V), *got = malloc(sizeof(float) * NS * V);
     float *eager = malloc(sizeof(float) * NS * V);
     gp_cpu_model *cpu;
-    CHECK_OK(gp_cpu_model_create(&w, NS, CTX, 3, &cpu));
+    GP_CHECK_OK(gp_cpu_model_create(&w, NS, CTX, 3, &cpu));
     gp_cpu_model_set_bf16_activations(cpu, true); /* the engine's rounding points */
     engine_model *g, *e;
-    CHECK_OK(eng_open_mode(true, &w, NS, CTX, 3, (void **)&g));
-    CHECK_OK(eng_open_mode(false, &w, NS, CTX, 3, (void **)&e));
+    GP_CHECK_OK(eng_open_mode(true, &w, NS, CTX, 3, (void **)&g));
+    GP_CHECK_OK(eng_open_mode(false, &w, NS, CTX, 3, (void **)&e));
     int ids[NS];
     int32_t feed[NS], next[NS], next_e[NS];
     double worst = 0;
     for (int s = 0; s < NS; s++) {
         ids[s] = s;
-        CHECK_OK(gp_cpu_prefill(cpu, s, plen[s], prompt[s], ref + s * V));
-        CHECK_OK(gp_engine_prefill(g->e, s, plen[s], prompt[s], NULL, got + s * V));
-        CHECK_OK(gp_engine_prefill(e->e, s, plen[s], prompt[s], NULL, eager + s * V));
+        GP_CHECK_OK(gp_cpu_prefill(cpu, s, plen[s], prompt[s], ref + s * V));
+        GP_CHECK_OK(gp_engine_prefill(g->e, s, plen[s], prompt[s], NULL, got + s * V));
+        GP_CHECK_OK(gp_engine_prefill(e->e, s, plen[s], prompt[s], NULL, eager + s * V));
         worst = fmax(worst, rel_err(got + s * V, ref + s * V, V));
         assert_memory_equal(got + s * V, eager + s * V, sizeof(float) * V);
         feed[s] = gp_argmax(ref + s * V, V);
     }
     for (int t = 0; t < STEPS; t++) {
-        CHECK_OK(gp_cpu_decode_step(cpu, NS, ids, feed, ref));
-        CHECK_OK(gp_engine_decode_step(g->e, NS, ids, feed, next, got));
-        CHECK_OK(gp_engine_decode_step(e->e, NS, ids, feed, next_e, eager));
+        GP_CHECK_OK(gp_cpu_decode_step(cpu, NS, ids, feed, ref));
+        GP_CHECK_OK(gp_engine_decode_step(g->e, NS, ids, feed, next, got));
+        GP_CHECK_OK(gp_engine_decode_step(e->e, NS, ids, feed, next_e, eager));
         assert_memory_equal(got, eager, sizeof(float) * NS * V);
         assert_memory_equal(next, next_e, sizeof next);
         for (int s = 0; s < NS; s++) {
@@ -176,14 +176,14 @@ static void test_batch_vs_cpu(void **state)
 static void test_errors(void **state)
 {
     gp_config cfg;
-    CHECK_OK(gp_config_preset("tiny", &cfg));
+    GP_CHECK_OK(gp_config_preset("tiny", &cfg));
     gp_device_weights *dw;
-    CHECK_OK(gp_device_weights_synthetic(&cfg, 1, &dw));
+    GP_CHECK_OK(gp_device_weights_synthetic(&cfg, 1, &dw));
     gp_engine_params p = gp_engine_default_params();
     p.max_batch = 2;
     p.max_context = 4;
     gp_engine *e;
-    CHECK_OK(gp_engine_create(dw, &p, &e));
+    GP_CHECK_OK(gp_engine_create(dw, &p, &e));
     int ids[2] = {0, 0};
     int32_t tok[2] = {1, 2}, next[2];
     assert_int_equal(gp_engine_decode_step(e, 2, ids, tok, next, NULL), GP_ERR_INVALID_ARG);
@@ -193,7 +193,7 @@ static void test_errors(void **state)
     assert_non_null(strstr(gp_last_error(), "token 256"));
     tok[1] = 3;
     for (int i = 0; i < 4; i++)
-        CHECK_OK(gp_engine_decode_step(e, 2, ids, tok, next, NULL));
+        GP_CHECK_OK(gp_engine_decode_step(e, 2, ids, tok, next, NULL));
     assert_int_equal(gp_engine_decode_step(e, 2, ids, tok, next, NULL), GP_ERR_STATE);
     assert_non_null(strstr(gp_last_error(), "is full"));
     gp_engine_destroy(e);

@@ -47,7 +47,7 @@ static void run_case(int B, int H, int with_delta, int misalign, gt_rng *rng, cu
     gt_upload(dl, delta, n * sizeof(gp_bf16));
     gt_upload(wt, w, (size_t)H * sizeof(gp_bf16));
 
-    GT_OK(gp_rmsnorm_residual(resid, with_delta ? dl : NULL, wt, out, B, H, eps, s));
+    GP_CHECK_OK(gp_rmsnorm_residual(resid, with_delta ? dl : NULL, wt, out, B, H, eps, s));
     gt_download(resid_got, resid, n * sizeof(float));
     gt_download(outb, out, n * sizeof(gp_bf16));
     for (size_t i = 0; i < n; i++)
@@ -91,7 +91,7 @@ static void test_shapes(void **state)
 static void test_empty_batch(void **state)
 {
     (void)state;
-    GT_OK(gp_rmsnorm_residual(NULL, NULL, NULL, NULL, 0, 4096, 1e-5f, NULL));
+    GP_CHECK_OK(gp_rmsnorm_residual(NULL, NULL, NULL, NULL, 0, 4096, 1e-5f, NULL));
 }
 
 static void test_bad_args(void **state)

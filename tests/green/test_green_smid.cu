@@ -8,6 +8,8 @@
 #include <stdint.h>
 extern "C" { /* cmocka.h declares its functions without C linkage for C++ */
 #include <cmocka.h>
+
+#include "gp_test.h"
 }
 
 #include <stdio.h>
@@ -28,12 +30,6 @@ extern "C" { /* cmocka.h declares its functions without C linkage for C++ */
             fail_msg("%s: %s (%s)", #call, cudaGetErrorString(ck_e_), cudaGetErrorName(ck_e_));  \
     } while (0)
 
-#define OK(expr)                                                                                 \
-    do {                                                                                         \
-        gp_status ok_s_ = (expr);                                                                \
-        if (ok_s_ != GP_OK)                                                                      \
-            fail_msg("%s -> %s: %s", #expr, gp_status_str(ok_s_), gp_last_error());              \
-    } while (0)
 
 #define EXPECT_FAIL(expr, s, needle)                                                             \
     do {                                                                                         \
@@ -208,7 +204,7 @@ static void test_query(void **state)
         printf("  green contexts unavailable here: %s\n", gp_last_error());
         return;
     }
-    OK(st);
+    GP_CHECK_OK(st);
     printf("  device 0: %d SMs, minimum partition %d, alignment %d, %d groups of %d "
            "(runtime: %d SMs)\n", info.sm_count, info.min_partition, info.alignment, info.groups,
            gp_split_granularity(&info), g.device_sms);
@@ -225,10 +221,10 @@ static void test_every_split(void **state)
         gp_green_pool_params p = gp_green_pool_default_params();
         p.remainder_side = (gp_split_side)side;
         gp_green_pool *pool = NULL;
-        OK(gp_green_pool_create(&p, &pool));
+        GP_CHECK_OK(gp_green_pool_create(&p, &pool));
         gp_sm_info info = gp_green_pool_sm_info(pool);
         int n_expect = 0;
-        OK(gp_split_enumerate(&info, (gp_split_side)side, NULL, 0, &n_expect));
+        GP_CHECK_OK(gp_split_enumerate(&info, (gp_split_side)side, NULL, 0, &n_expect));
         printf(" remainder on %s: %d pairs, %s%s\n", side ? "A" : "F", gp_green_pool_size(pool),
                gp_green_pool_partitioned(pool) ? "partitioned" : "unpartitioned: ",
                gp_green_pool_fallback_reason(pool));
@@ -273,7 +269,7 @@ static void test_requested_splits(void **state)
     p.splits = reqs;
     p.n_splits = 3;
     gp_green_pool *pool = NULL;
-    OK(gp_green_pool_create(&p, &pool));
+    GP_CHECK_OK(gp_green_pool_create(&p, &pool));
     assert_int_equal(gp_green_pool_size(pool), 3);
     for (int i = 0; i < 3; i++) {
         const gp_green_pair *pair = gp_green_pool_pair(pool, i);
@@ -314,7 +310,7 @@ static void test_forced_fallback(void **state)
     gp_green_pool_params p = gp_green_pool_default_params();
     p.force_fallback = 1;
     gp_green_pool *pool = NULL;
-    OK(gp_green_pool_create(&p, &pool));
+    GP_CHECK_OK(gp_green_pool_create(&p, &pool));
     assert_int_equal(gp_green_pool_partitioned(pool), 0);
     assert_non_null(strstr(gp_green_pool_fallback_reason(pool), "force_fallback"));
     assert_true(gp_green_pool_size(pool) >= 1);
@@ -337,7 +333,7 @@ static void test_recreate(void **state)
     for (int k = 0; k < 20; k++) {
         gp_green_pool_params p = gp_green_pool_default_params();
         gp_green_pool *pool = NULL;
-        OK(gp_green_pool_create(&p, &pool));
+        GP_CHECK_OK(gp_green_pool_create(&p, &pool));
         gp_green_pool_destroy(pool);
     }
     CK(cudaDeviceSynchronize());

@@ -138,7 +138,7 @@ static float *run_backend(const hf_backend *be, const gp_host_weights *w, const 
 {
     const int V = w->cfg.vocab;
     void *m = NULL;
-    CHECK_OK(be->open(be->arg, w, c->n_seqs, ctx, &m));
+    GP_CHECK_OK(be->open(be->arg, w, c->n_seqs, ctx, &m));
     float *all = malloc((size_t)c->n_seqs * c->steps * V * sizeof *all); /* [n_seqs][steps][V] */
     float *step = malloc((size_t)c->n_seqs * V * sizeof *step);          /* [n_seqs][V] */
     int *ids = malloc(c->n_seqs * sizeof *ids);
@@ -146,12 +146,12 @@ static float *run_backend(const hf_backend *be, const gp_host_weights *w, const 
     assert_true(all && step && ids && feed);
     for (int s = 0; s < c->n_seqs; s++) {
         ids[s] = s;
-        CHECK_OK(be->prefill(m, s, c->prompt_len[s], c->prompts[s], all + (size_t)s * c->steps * V));
+        GP_CHECK_OK(be->prefill(m, s, c->prompt_len[s], c->prompts[s], all + (size_t)s * c->steps * V));
     }
     for (int t = 1; t < c->steps; t++) {
         for (int s = 0; s < c->n_seqs; s++)
             feed[s] = c->tokens[(size_t)s * c->steps + t - 1];
-        CHECK_OK(be->step(m, c->n_seqs, ids, feed, step));
+        GP_CHECK_OK(be->step(m, c->n_seqs, ids, feed, step));
         for (int s = 0; s < c->n_seqs; s++)
             memcpy(all + ((size_t)s * c->steps + t) * V, step + (size_t)s * V, sizeof(float) * V);
     }
@@ -171,11 +171,11 @@ void hf_check(const char *name, double tol, const hf_backend *be, const hf_backe
                  "(make it with tests/hf/make_reference.py, see tests/hf/README.md)", path);
 
     gp_model_source src;
-    CHECK_OK(gp_model_source_resolve(dir, 0, &src));
+    GP_CHECK_OK(gp_model_source_resolve(dir, 0, &src));
     if (src.synthetic)
         fail_msg("%s resolved to a preset, not a checkpoint", dir);
     gp_host_weights w;
-    CHECK_OK(gp_model_source_load_host(&src, &w));
+    GP_CHECK_OK(gp_model_source_load_host(&src, &w));
     const int V = w.cfg.vocab;
 
     hf_case c;
