@@ -8,6 +8,6 @@ source "$(dirname "$0")/gpu_env.sh"
 gp_build gp_bench_corun
 { nvidia-smi -L; cat .gp-commit; } > "$out/env.txt"
 for set in ffn all; do
-  timeout 200 $b/pipeline/gp_bench_corun --set $set --splits 16,24,32,40,48,56 "$@" > "$out/corun_$set.md" 2>&1
+  timeout 200 $b/bench/gp_bench_corun --set $set --splits 16,24,32,40,48,56 "$@" > "$out/corun_$set.md" 2>&1
   echo "$set rc=$?"; cat "$out/corun_$set.md"
 done

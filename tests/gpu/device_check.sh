@@ -34,8 +34,8 @@ for arg in "$@"; do
     ctest --test-dir build-gpu --output-on-failure > "$out/ctest.log" 2>&1 || status=1
     grep -E "tests passed|Failed|\*\*\*|worst" "$out/ctest.log" | head -40 ;;
   bench)
-    ./build-gpu/engine/gp_bench_decode 2>&1 | tee "$out/bench_decode.md" || status=1
-    { ./build-gpu/attention/gp_bench_attn; ./build-gpu/engine/gp_bench_gemm 76 20; } > "$out/bench_kernels.log" 2>&1 || status=1
+    ./build-gpu/bench/gp_bench_decode 2>&1 | tee "$out/bench_decode.md" || status=1
+    { ./build-gpu/attention/gp_bench_attn; ./build-gpu/bench/gp_bench_gemm 76 20; } > "$out/bench_kernels.log" 2>&1 || status=1
     tail -30 "$out/bench_kernels.log" ;;
   sanitize*)
     regex=${arg#sanitize}; regex=${regex#=}
