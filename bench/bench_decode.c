@@ -1,6 +1,6 @@
 /* gp_bench_decode: times the sequential CUDA engine on decode workloads
  * (B sequences with C tokens already cached) with device events, and reports
- * each against the floor of DESIGN.md §5 and a per-kernel breakdown. With
+ * each against the floor of docs/ARCHITECTURE.md §5 and a per-kernel breakdown. With
  * --attn it instead times RoPE+KV append and decode attention alone, replayed
  * from CUDA graphs as in the engine (no host launch cost), per split count. */
 #include <getopt.h>

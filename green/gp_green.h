@@ -18,7 +18,7 @@ extern "C" {
  * how many groups its split actually makes, which can be fewer than
  * sm_count / granularity (the driver documentation cites cluster and
  * alignment requirements): the H100 SXM cuts 132 SMs into 15 groups of 8,
- * not 16, and leaves 12 remainder SMs (DESIGN.md section 4). */
+ * not 16, and leaves 12 remainder SMs (docs/ARCHITECTURE.md §6). */
 typedef struct gp_sm_info {
     int sm_count;      /* SMs of the device (132 on the H100 SXM) */
     int min_partition; /* minSmPartitionSize: fewest SMs a partition may have */

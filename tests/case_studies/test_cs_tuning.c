@@ -106,8 +106,8 @@ static gp_cs_row row(const char *wl, int B, int C, int a, int M, unsigned depth,
 }
 
 /* Workloads: "large" (B=1024, C=384) and "2048:192" where splits win at A =
- * 48 and 40, "small" (B=8, C=1024) where seq wins (DESIGN.md section 4's
- * measured pattern). */
+ * 48 and 40, "small" (B=8, C=1024) where seq wins (the measured pattern of
+ * docs/ARCHITECTURE.md §6). */
 static int mixed_rows(gp_cs_row *r)
 {
     int n = 0;
@@ -258,7 +258,7 @@ static void test_seq_wins(void **state)
     gp_cs_tuning_free(t);
 }
 
-/* The issue-6 pattern: the split wins on large (1024:384) but loses on
+/* A measured pattern: the split wins on large (1024:384) but loses on
  * 1024:256, whose model headroom is higher, so no threshold separates them
  * and the cold-start rule splits 1024:256 too. The profile's choice for a
  * workload it measured is the measurement (seq there); the rule still

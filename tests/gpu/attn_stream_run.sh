@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Issue #6 on the GPU machine (device tool): the streaming attention kernel
+# On the GPU machine (device tool): the streaming attention kernel
 # (attention/decode_attn_stream.cu). Its kernel tests (with and without
 # compute-sanitizer memcheck), then gp_bench_attn on green partitions and on
 # the whole GPU, split kernel ($GP_ATTN_STREAM=0) against the streaming one

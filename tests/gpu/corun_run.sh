@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Issue #6 on the GPU machine (device tool): gp_bench_corun, the pure HBM
+# On the GPU machine (device tool): gp_bench_corun, the pure HBM
 # reader beside the F side's GEMMs on green-context splits, for both GEMM sets
 # (qkvo-a: FFN only; qkvo-f: QKV, O and FFN). Logs in $OUT. Needs .deps.
 #   tests/gpu/corun_run.sh [extra gp_bench_corun flags]

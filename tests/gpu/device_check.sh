@@ -1,10 +1,10 @@
 #!/usr/bin/env bash
 # On the GPU machine: build with the carried Debian packages (.deps, see
-# DESIGN.md §6) and run what is asked, logs under $OUT (or ./gpu-logs), few
-# files since the device tool returns at most eight.
+# docs/ARCHITECTURE.md §8) and run what is asked, logs under $OUT (or
+# ./gpu-logs), few files since the device tool returns at most eight.
 #   tests/gpu/device_check.sh [test] [bench] [case-study] [sanitize[=REGEX]] [hf-data]
 #   test      every CTest test, GPU ones included
-#   bench     gp_bench_decode (issue-3 workloads), gp_bench_attn, gp_bench_gemm
+#   bench     gp_bench_decode (its default workloads), gp_bench_attn, gp_bench_gemm
 #   case-study  decode_pipeline_case_study with no arguments (the README's main
 #             job), every output format written under $OUT
 #   sanitize  compute-sanitizer memcheck, racecheck, synccheck, initcheck over

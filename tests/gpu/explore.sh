@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Issue #6 exploration on the GPU machine (device tool): build the pieces,
+# Exploration on the GPU machine (device tool): build the pieces,
 # check the attention kernels, then time them and the case study. Logs in $OUT.
 set -uo pipefail
 source "$(dirname "$0")/gpu_env.sh"

@@ -1,9 +1,9 @@
 #!/usr/bin/env bash
-# Issue #6 on the GPU machine (device tool): the timed GEMM choice
+# On the GPU machine (device tool): the timed GEMM choice
 # (--gemm-tune) and the deeper attention rings ($GP_ATTN_MMA_STAGES): their
 # GPU tests, then the large workload over small attention partitions, both
 # placements, M = 1 (each side alone) and 2, per stage count. Logs in $OUT
-# (one tarball). Needs .deps (DESIGN.md section 6).
+# (one tarball). Needs .deps (docs/ARCHITECTURE.md §8).
 #   tests/gpu/issue6_tune.sh [tests] [cs STAGES...]
 set -uo pipefail
 source "$(dirname "$0")/gpu_env.sh"

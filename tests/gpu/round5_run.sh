@@ -1,6 +1,8 @@
 #!/usr/bin/env bash
-# Issue #6, fifth round, on the GPU machine (device tool). Logs in $OUT.
-# Needs .deps (DESIGN.md section 6).
+# Placement and kernel-policy runs on the GPU machine (device tool): the
+# fill/drain placement, the KV eviction and warp policies of the streaming
+# kernel, and the mixed-workload rule. Logs in $OUT.
+# Needs .deps (docs/ARCHITECTURE.md §8).
 #   tests    every GPU test (compute-sanitizer: sanitize_run.sh)
 #   fd S     the case study's large workload (qkvo-f, M = 2, timed GEMMs) on
 #            splits S with the fill and drain on the whole GPU, then on the

@@ -242,7 +242,7 @@ static void test_every_split(void **state)
     }
 }
 
-/* Explicit candidates as the CLI gives them; on the H100 the issue's numbers. */
+/* Explicit candidates as the CLI gives them; on the H100 a split with the remainder on F. */
 static void test_requested_splits(void **state)
 {
     (void)state;
@@ -260,8 +260,8 @@ static void test_requested_splits(void **state)
         { (n_groups / 2) * gr, info.sm_count - (n_groups / 2) * gr }, /* middle */
         { (n_groups - 1) * gr, gr + rem },                   /* largest A */
     };
-    int h100 = info.sm_count == 132 && gr == 8 && n_groups == 15; /* DESIGN.md section 4 */
-    if (h100) { /* the issue's example: A = 7 groups, F = 8 groups + the 12 remainder SMs */
+    int h100 = info.sm_count == 132 && gr == 8 && n_groups == 15; /* docs/ARCHITECTURE.md §6 */
+    if (h100) { /* A = 7 groups, F = 8 groups + the 12 remainder SMs */
         reqs[1].attn_sms = 56;
         reqs[1].ffn_sms = 76;
     }

@@ -11,7 +11,7 @@
 
 #include "gp_green.h"
 
-/* The H100's numbers as measured (DESIGN.md section 4): the driver cuts 15
+/* The H100's numbers as measured (docs/ARCHITECTURE.md §6): the driver cuts 15
  * groups of 8, not 16, and leaves 12 SMs over. The other shapes leave groups
  * 0 (floor division), as a fallback without the driver's count does. */
 static const gp_sm_info H100 = { 132, 8, 8, 15 };     /* SXM: 15 x 8 + 12 */
