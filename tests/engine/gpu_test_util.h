@@ -27,18 +27,6 @@
             fail_msg("%s: %s (%s)", #call, cudaGetErrorString(gt_e_), cudaGetErrorName(gt_e_)); \
     } while (0)
 
-
-/* expr must fail with status s and a message containing needle. */
-#define GT_EXPECT_FAIL(expr, s, needle)                                                        \
-    do {                                                                                       \
-        gp_clear_error();                                                                      \
-        gp_status gt_s_ = (expr);                                                              \
-        if (gt_s_ != (s))                                                                      \
-            fail_msg("%s -> %s, expected %s", #expr, gp_status_str(gt_s_), gp_status_str(s));  \
-        if (!strstr(gp_last_error(), (needle)))                                                \
-            fail_msg("%s: message '%s' lacks '%s'", #expr, gp_last_error(), (needle));         \
-    } while (0)
-
 typedef struct gt_rng { uint64_t s; } gt_rng;
 uint64_t gt_next(gt_rng *r);                       /* splitmix64 */
 float gt_uniform(gt_rng *r, float lo, float hi);   /* [lo, hi) */

@@ -125,9 +125,9 @@ static void test_bad_args(void **state)
     (void)state;
     float *x = (float *)(uintptr_t)0x1000;
     int32_t *o = (int32_t *)(uintptr_t)0x2000;
-    GT_EXPECT_FAIL(gp_argmax_rows(x, o, -1, 10, NULL), GP_ERR_INVALID_ARG, "B = -1");
-    GT_EXPECT_FAIL(gp_argmax_rows(x, o, 1, 0, NULL), GP_ERR_INVALID_ARG, "V = 0");
-    GT_EXPECT_FAIL(gp_argmax_rows(x, NULL, 1, 10, NULL), GP_ERR_INVALID_ARG, "out (nil)");
+    GP_CHECK_FAIL(gp_argmax_rows(x, o, -1, 10, NULL), GP_ERR_INVALID_ARG, "B = -1");
+    GP_CHECK_FAIL(gp_argmax_rows(x, o, 1, 0, NULL), GP_ERR_INVALID_ARG, "V = 0");
+    GP_CHECK_FAIL(gp_argmax_rows(x, NULL, 1, 10, NULL), GP_ERR_INVALID_ARG, "out (nil)");
     GP_CHECK_OK(gp_argmax_rows(NULL, NULL, 0, 10, NULL));
 }
 

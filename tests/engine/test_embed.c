@@ -80,10 +80,10 @@ static void test_bad_args(void **state)
     int32_t *t = (int32_t *)(uintptr_t)0x1000;
     gp_bf16 *tb = (gp_bf16 *)(uintptr_t)0x2000;
     float *r = (float *)(uintptr_t)0x3000;
-    GT_EXPECT_FAIL(gp_embed(t, tb, r, -2, 64, 10, NULL), GP_ERR_INVALID_ARG, "B = -2");
-    GT_EXPECT_FAIL(gp_embed(t, tb, r, 2, 0, 10, NULL), GP_ERR_INVALID_ARG, "H = 0");
-    GT_EXPECT_FAIL(gp_embed(t, tb, r, 2, 64, 0, NULL), GP_ERR_INVALID_ARG, "V = 0");
-    GT_EXPECT_FAIL(gp_embed(NULL, tb, r, 2, 64, 10, NULL), GP_ERR_INVALID_ARG, "tokens (nil)");
+    GP_CHECK_FAIL(gp_embed(t, tb, r, -2, 64, 10, NULL), GP_ERR_INVALID_ARG, "B = -2");
+    GP_CHECK_FAIL(gp_embed(t, tb, r, 2, 0, 10, NULL), GP_ERR_INVALID_ARG, "H = 0");
+    GP_CHECK_FAIL(gp_embed(t, tb, r, 2, 64, 0, NULL), GP_ERR_INVALID_ARG, "V = 0");
+    GP_CHECK_FAIL(gp_embed(NULL, tb, r, 2, 64, 10, NULL), GP_ERR_INVALID_ARG, "tokens (nil)");
     GP_CHECK_OK(gp_embed(NULL, NULL, NULL, 0, 64, 10, NULL));
 }
 

@@ -511,40 +511,40 @@ static void test_bad_args(void **state)
     (void)state;
     gp_bf16 *p = (gp_bf16 *)(uintptr_t)0x1000;
     gp_gemm_ctx *ctx = (gp_gemm_ctx *)(uintptr_t)0x4000; /* never dereferenced on these paths */
-    GT_EXPECT_FAIL(gp_gemm_bf16(NULL, 1, 1, 1, p, p, p, GP_GEMM_OUT_BF16), GP_ERR_INVALID_ARG,
+    GP_CHECK_FAIL(gp_gemm_bf16(NULL, 1, 1, 1, p, p, p, GP_GEMM_OUT_BF16), GP_ERR_INVALID_ARG,
                    "ctx is NULL");
-    GT_EXPECT_FAIL(gp_gemm_bf16(ctx, -1, 64, 64, p, p, p, GP_GEMM_OUT_BF16), GP_ERR_INVALID_ARG,
+    GP_CHECK_FAIL(gp_gemm_bf16(ctx, -1, 64, 64, p, p, p, GP_GEMM_OUT_BF16), GP_ERR_INVALID_ARG,
                    "M = -1");
-    GT_EXPECT_FAIL(gp_gemm_bf16(ctx, 1, 0, 64, p, p, p, GP_GEMM_OUT_BF16), GP_ERR_INVALID_ARG,
+    GP_CHECK_FAIL(gp_gemm_bf16(ctx, 1, 0, 64, p, p, p, GP_GEMM_OUT_BF16), GP_ERR_INVALID_ARG,
                    "N = 0");
-    GT_EXPECT_FAIL(gp_gemm_bf16(ctx, 1, 64, 0, p, p, p, GP_GEMM_OUT_BF16), GP_ERR_INVALID_ARG,
+    GP_CHECK_FAIL(gp_gemm_bf16(ctx, 1, 64, 0, p, p, p, GP_GEMM_OUT_BF16), GP_ERR_INVALID_ARG,
                    "K = 0");
-    GT_EXPECT_FAIL(gp_gemm_bf16(ctx, 1, 64, 64, p, p, p, (gp_gemm_out)7), GP_ERR_INVALID_ARG,
+    GP_CHECK_FAIL(gp_gemm_bf16(ctx, 1, 64, 64, p, p, p, (gp_gemm_out)7), GP_ERR_INVALID_ARG,
                    "out_type = 7");
-    GT_EXPECT_FAIL(gp_gemm_bf16(ctx, 1, 64, 64, NULL, p, p, GP_GEMM_OUT_F32), GP_ERR_INVALID_ARG,
+    GP_CHECK_FAIL(gp_gemm_bf16(ctx, 1, 64, 64, NULL, p, p, GP_GEMM_OUT_F32), GP_ERR_INVALID_ARG,
                    "x (nil)");
     GP_CHECK_OK(gp_gemm_bf16(ctx, 0, 64, 64, NULL, NULL, NULL, GP_GEMM_OUT_F32));
-    GT_EXPECT_FAIL(gp_gemm_tune(NULL, 8, 64, 64, p, p, p, GP_GEMM_OUT_F32, 8, 3, NULL),
+    GP_CHECK_FAIL(gp_gemm_tune(NULL, 8, 64, 64, p, p, p, GP_GEMM_OUT_F32, 8, 3, NULL),
                    GP_ERR_INVALID_ARG, "ctx (nil)");
-    GT_EXPECT_FAIL(gp_gemm_tune(ctx, 0, 64, 64, p, p, p, GP_GEMM_OUT_F32, 8, 3, NULL),
+    GP_CHECK_FAIL(gp_gemm_tune(ctx, 0, 64, 64, p, p, p, GP_GEMM_OUT_F32, 8, 3, NULL),
                    GP_ERR_INVALID_ARG, "M = 0");
-    GT_EXPECT_FAIL(gp_gemm_tune(ctx, 8, 64, 64, p, p, p, GP_GEMM_OUT_F32, 33, 3, NULL),
+    GP_CHECK_FAIL(gp_gemm_tune(ctx, 8, 64, 64, p, p, p, GP_GEMM_OUT_F32, 33, 3, NULL),
                    GP_ERR_INVALID_ARG, "max_candidates = 33");
-    GT_EXPECT_FAIL(gp_gemm_tune(ctx, 8, 64, 64, p, p, p, GP_GEMM_OUT_F32, 8, 0, NULL),
+    GP_CHECK_FAIL(gp_gemm_tune(ctx, 8, 64, 64, p, p, p, GP_GEMM_OUT_F32, 8, 0, NULL),
                    GP_ERR_INVALID_ARG, "reps = 0");
-    GT_EXPECT_FAIL(gp_gemm_tune(ctx, 8, 64, 64, p, p, p, (gp_gemm_out)9, 8, 3, NULL),
+    GP_CHECK_FAIL(gp_gemm_tune(ctx, 8, 64, 64, p, p, p, (gp_gemm_out)9, 8, 3, NULL),
                    GP_ERR_INVALID_ARG, "out_type = 9");
     gp_gemm_ctx *out = ctx;
-    GT_EXPECT_FAIL(gp_gemm_ctx_create(NULL, -3, &out), GP_ERR_INVALID_ARG, "sm_count_target = -3");
+    GP_CHECK_FAIL(gp_gemm_ctx_create(NULL, -3, &out), GP_ERR_INVALID_ARG, "sm_count_target = -3");
     assert_null(out);
-    GT_EXPECT_FAIL(gp_gemm_ctx_create(NULL, 0, NULL), GP_ERR_INVALID_ARG, "out is NULL");
-    GT_EXPECT_FAIL(gp_gemm_set_stream(NULL, NULL), GP_ERR_INVALID_ARG, "ctx is NULL");
-    GT_EXPECT_FAIL(gp_gemm_set_sm_count_target(NULL, 8), GP_ERR_INVALID_ARG, "ctx is NULL");
-    GT_EXPECT_FAIL(gp_gemm_set_skinny_max_m(NULL, 8), GP_ERR_INVALID_ARG, "ctx is NULL");
-    GT_EXPECT_FAIL(gp_gemm_set_skinny_max_m(ctx, GP_GEMM_SKINNY_MAX_M + 1), GP_ERR_INVALID_ARG,
+    GP_CHECK_FAIL(gp_gemm_ctx_create(NULL, 0, NULL), GP_ERR_INVALID_ARG, "out is NULL");
+    GP_CHECK_FAIL(gp_gemm_set_stream(NULL, NULL), GP_ERR_INVALID_ARG, "ctx is NULL");
+    GP_CHECK_FAIL(gp_gemm_set_sm_count_target(NULL, 8), GP_ERR_INVALID_ARG, "ctx is NULL");
+    GP_CHECK_FAIL(gp_gemm_set_skinny_max_m(NULL, 8), GP_ERR_INVALID_ARG, "ctx is NULL");
+    GP_CHECK_FAIL(gp_gemm_set_skinny_max_m(ctx, GP_GEMM_SKINNY_MAX_M + 1), GP_ERR_INVALID_ARG,
                    "max_m");
-    GT_EXPECT_FAIL(gp_gemm_set_skinny_max_m(ctx, -1), GP_ERR_INVALID_ARG, "max_m = -1");
-    GT_EXPECT_FAIL(gp_gemm_set_pdl(NULL, 1), GP_ERR_INVALID_ARG, "ctx is NULL");
+    GP_CHECK_FAIL(gp_gemm_set_skinny_max_m(ctx, -1), GP_ERR_INVALID_ARG, "max_m = -1");
+    GP_CHECK_FAIL(gp_gemm_set_pdl(NULL, 1), GP_ERR_INVALID_ARG, "ctx is NULL");
     assert_int_equal(gp_gemm_is_skinny(NULL, 8, 64, 64, p, p), 0);
     gp_gemm_ctx_destroy(NULL);
     assert_int_equal(gp_gemm_cached_shapes(NULL), 0);
@@ -555,10 +555,10 @@ static void test_bad_sm_target(void **state)
 {
     (void)state;
     gp_gemm_ctx *ctx = NULL;
-    GT_EXPECT_FAIL(gp_gemm_ctx_create(NULL, 100000, &ctx), GP_ERR_INVALID_ARG,
+    GP_CHECK_FAIL(gp_gemm_ctx_create(NULL, 100000, &ctx), GP_ERR_INVALID_ARG,
                    "sm_count_target = 100000");
     GP_CHECK_OK(gp_gemm_ctx_create(NULL, 0, &ctx));
-    GT_EXPECT_FAIL(gp_gemm_set_sm_count_target(ctx, 100000), GP_ERR_INVALID_ARG, "100000");
+    GP_CHECK_FAIL(gp_gemm_set_sm_count_target(ctx, 100000), GP_ERR_INVALID_ARG, "100000");
     gp_gemm_ctx_destroy(ctx);
 }
 

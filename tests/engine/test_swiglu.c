@@ -86,9 +86,9 @@ static void test_bad_args(void **state)
 {
     (void)state;
     gp_bf16 *p = (gp_bf16 *)(uintptr_t)0x1000, *q = (gp_bf16 *)(uintptr_t)0x2000;
-    GT_EXPECT_FAIL(gp_swiglu(p, q, -1, 8, NULL), GP_ERR_INVALID_ARG, "B = -1");
-    GT_EXPECT_FAIL(gp_swiglu(p, q, 1, 0, NULL), GP_ERR_INVALID_ARG, "F = 0");
-    GT_EXPECT_FAIL(gp_swiglu(NULL, q, 1, 8, NULL), GP_ERR_INVALID_ARG, "gu (nil)");
+    GP_CHECK_FAIL(gp_swiglu(p, q, -1, 8, NULL), GP_ERR_INVALID_ARG, "B = -1");
+    GP_CHECK_FAIL(gp_swiglu(p, q, 1, 0, NULL), GP_ERR_INVALID_ARG, "F = 0");
+    GP_CHECK_FAIL(gp_swiglu(NULL, q, 1, 8, NULL), GP_ERR_INVALID_ARG, "gu (nil)");
     GP_CHECK_OK(gp_swiglu(NULL, NULL, 0, 8, NULL));
 }
 

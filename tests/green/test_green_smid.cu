@@ -30,18 +30,6 @@ extern "C" { /* cmocka.h declares its functions without C linkage for C++ */
             fail_msg("%s: %s (%s)", #call, cudaGetErrorString(ck_e_), cudaGetErrorName(ck_e_));  \
     } while (0)
 
-
-#define EXPECT_FAIL(expr, s, needle)                                                             \
-    do {                                                                                         \
-        gp_clear_error();                                                                        \
-        gp_status ef_s_ = (expr);                                                                \
-        if (ef_s_ != (s))                                                                        \
-            fail_msg("%s -> %s, expected %s (%s)", #expr, gp_status_str(ef_s_),                  \
-                     gp_status_str(s), gp_last_error());                                         \
-        if (!strstr(gp_last_error(), (needle)))                                                  \
-            fail_msg("%s: message '%s' lacks '%s'", #expr, gp_last_error(), (needle));           \
-    } while (0)
-
 static __device__ unsigned smid(void)
 {
     unsigned r;
@@ -138,19 +126,19 @@ static void test_bad_params(void **state)
     assert_int_equal(p.remainder_side, GP_SPLIT_SIDE_F);
     assert_int_equal(p.force_fallback, 0);
 
-    EXPECT_FAIL(gp_green_pool_create(NULL, &pool), GP_ERR_INVALID_ARG, "params is NULL");
+    GP_CHECK_FAIL(gp_green_pool_create(NULL, &pool), GP_ERR_INVALID_ARG, "params is NULL");
     assert_null(pool);
-    EXPECT_FAIL(gp_green_pool_create(&p, NULL), GP_ERR_INVALID_ARG, "out is NULL");
+    GP_CHECK_FAIL(gp_green_pool_create(&p, NULL), GP_ERR_INVALID_ARG, "out is NULL");
     p.n_splits = -1;
-    EXPECT_FAIL(gp_green_pool_create(&p, &pool), GP_ERR_INVALID_ARG, "n_splits -1");
+    GP_CHECK_FAIL(gp_green_pool_create(&p, &pool), GP_ERR_INVALID_ARG, "n_splits -1");
     p.n_splits = 2;
-    EXPECT_FAIL(gp_green_pool_create(&p, &pool), GP_ERR_INVALID_ARG, "splits is NULL");
+    GP_CHECK_FAIL(gp_green_pool_create(&p, &pool), GP_ERR_INVALID_ARG, "splits is NULL");
     p = gp_green_pool_default_params();
     p.remainder_side = (gp_split_side)5;
-    EXPECT_FAIL(gp_green_pool_create(&p, &pool), GP_ERR_INVALID_ARG, "remainder_side 5");
+    GP_CHECK_FAIL(gp_green_pool_create(&p, &pool), GP_ERR_INVALID_ARG, "remainder_side 5");
     p = gp_green_pool_default_params();
     p.device = -1;
-    EXPECT_FAIL(gp_green_pool_create(&p, &pool), GP_ERR_INVALID_ARG, "device -1");
+    GP_CHECK_FAIL(gp_green_pool_create(&p, &pool), GP_ERR_INVALID_ARG, "device -1");
     assert_null(pool);
 
     gp_green_pool_destroy(NULL);
@@ -167,10 +155,10 @@ static void test_no_gpu(void **state)
     (void)state;
     gp_green_pool *pool = NULL;
     gp_green_pool_params p = gp_green_pool_default_params();
-    EXPECT_FAIL(gp_green_pool_create(&p, &pool), GP_ERR_NO_DEVICE, "no CUDA GPU usable");
+    GP_CHECK_FAIL(gp_green_pool_create(&p, &pool), GP_ERR_NO_DEVICE, "no CUDA GPU usable");
     assert_null(pool);
     gp_sm_info info;
-    EXPECT_FAIL(gp_green_query(0, &info), GP_ERR_NO_DEVICE, "no CUDA GPU usable");
+    GP_CHECK_FAIL(gp_green_query(0, &info), GP_ERR_NO_DEVICE, "no CUDA GPU usable");
 }
 
 /* ---------------------------------------------------------------- GPU */
@@ -295,11 +283,11 @@ static void test_requested_splits(void **state)
     pool = (gp_green_pool *)&pool;
     char needle[64];
     snprintf(needle, sizeof needle, "split 2 of 2: attention SMs %d", n_groups * gr);
-    EXPECT_FAIL(gp_green_pool_create(&p, &pool), GP_ERR_INVALID_ARG, needle);
+    GP_CHECK_FAIL(gp_green_pool_create(&p, &pool), GP_ERR_INVALID_ARG, needle);
     assert_null(pool);
     bad[1].attn_sms = gr;
     bad[1].ffn_sms = info.sm_count - 2 * gr;
-    EXPECT_FAIL(gp_green_pool_create(&p, &pool), GP_ERR_INVALID_ARG, "would sit idle");
+    GP_CHECK_FAIL(gp_green_pool_create(&p, &pool), GP_ERR_INVALID_ARG, "would sit idle");
     assert_null(pool);
 }
 
