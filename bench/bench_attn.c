@@ -54,18 +54,6 @@ static uint64_t rng_next(uint64_t *s)
     return z ^ (z >> 31);
 }
 
-static int cmp_float(const void *a, const void *b)
-{
-    float x = *(const float *)a, y = *(const float *)b;
-    return (x > y) - (x < y);
-}
-
-static float median(float *v, int n)
-{
-    qsort(v, (size_t)n, sizeof *v, cmp_float);
-    return n % 2 ? v[n / 2] : 0.5f * (v[n / 2 - 1] + v[n / 2]);
-}
-
 static int parse_int(const char *s, const char *flag)
 {
     char *end;
@@ -199,7 +187,7 @@ static void run_case(int B, int C, const gp_decode_attn_params *p, int repeats, 
     CK(cudaGetLastError());
 
     const double bytes = (double)B * C * N_KV * HEAD_DIM * sizeof(gp_bf16) * 2; /* K + V read */
-    float t = median(ms_attn, repeats), tr = median(ms_rope, repeats);
+    float t = gp_median_f(ms_attn, repeats), tr = gp_median_f(ms_rope, repeats);
     printf("decode_attn B=%-5d C=%-5d splits=%-3d %8.4f ms  %7.1f GB/s  (K+V %.1f MB, floor "
            "%.4f ms at 3.1 TB/s; %d layers rotated)\n",
            B, C, splits, t, bytes / (t * 1e-3) / 1e9, bytes / 1e6, bytes / 3.1e12 * 1e3, n_rot);

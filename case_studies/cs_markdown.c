@@ -126,7 +126,7 @@ void gp_cs_write_markdown(FILE *f, const gp_cs_meta *m, const gp_cs_row *rows, i
 
     fputs("\nms/step: median over repeats of each repeat's median step, min and max over repeats. "
           "Backlog: stages ready but not started, at each start. Idle: share of the step a partition ran no "
-          "stage. Of floor: the DESIGN.md section 5 floor over the median. vs seq: the seq row's median over "
+          "stage. Of floor: the docs/ARCHITECTURE.md §5 floor over the median. vs seq: the seq row's median over "
           "this one's, same workload, same run. \"shared\": no green contexts, both sides on every SM.\n",
           f);
     write_rebalance(f, rows, n);

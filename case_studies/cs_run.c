@@ -13,18 +13,6 @@
 #include "gp_engine.h"
 #include "kernels.h" /* GP_GEMM_WORKSPACE_BYTES */
 
-static int cmp_double(const void *a, const void *b)
-{
-    double x = *(const double *)a, y = *(const double *)b;
-    return (x > y) - (x < y);
-}
-
-static double median(double *v, int n)
-{
-    qsort(v, (size_t)n, sizeof *v, cmp_double);
-    return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
-}
-
 static void row_error(gp_cs_row *r, gp_status st, const char *what)
 {
     r->ok = false;
@@ -97,7 +85,7 @@ static gp_status time_config(cs_workload_run *wr, step_fn fn, gp_cs_row *r)
             steps[s] = ms;
         }
         if (st == GP_OK)
-            r->samples_ms[r->n_samples++] = median(steps, o->steps);
+            r->samples_ms[r->n_samples++] = gp_median_d(steps, o->steps);
     }
     free(steps);
     GP_TRY(st);
@@ -105,7 +93,7 @@ static gp_status time_config(cs_workload_run *wr, step_fn fn, gp_cs_row *r)
     if (!sorted)
         GP_FAIL(GP_ERR_NO_MEMORY, "out of host memory for samples");
     memcpy(sorted, r->samples_ms, sizeof(double) * (size_t)r->n_samples);
-    r->ms_median = median(sorted, r->n_samples);
+    r->ms_median = gp_median_d(sorted, r->n_samples);
     r->ms_min = sorted[0];
     r->ms_max = sorted[r->n_samples - 1];
     free(sorted);

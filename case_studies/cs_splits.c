@@ -7,7 +7,7 @@
 
 /* The default set, as shares of the device: on the H100 (132 SMs, groups of
  * 8, remainder on F) they give A = 40, 56, 72, around the A = 48 the probe
- * found best (DESIGN.md section 4) and either side of an even split. */
+ * found best (docs/ARCHITECTURE.md §6) and either side of an even split. */
 static const double DEFAULT_SHARES[] = { 40.0 / 132.0, 56.0 / 132.0, 72.0 / 132.0 };
 
 /* The plan of the sequential engine: no partition. The device's cut is

@@ -14,8 +14,8 @@
 /* The rule's documentation, written into the file beside its numbers. */
 static const char RULE_DOC[] =
     "Cold-start rule, fitted to the best measured configuration of each workload (rows with the rebalancer off). "
-    "Features of a workload (B sequences, C cached tokens each) on a model, from the performance model of DESIGN.md "
-    "section 5 with bf16 weights, per layer: t_A = GEMM(QKV+O weights, B tokens) + KV pass (B*C tokens of K and V), "
+    "Features of a workload (B sequences, C cached tokens each) on a model, from the performance model of docs/ARCHITECTURE.md "
+    "§5 with bf16 weights, per layer: t_A = GEMM(QKV+O weights, B tokens) + KV pass (B*C tokens of K and V), "
     "t_F = GEMM(gate/up/down weights, B tokens), each costing max(bytes / bandwidth_bytes_per_s, flops / "
     "gemm_flops_per_s); attn_frac = t_A / (t_A + t_F); headroom = (layers * (t_A + t_F) + LM head) / floor of the "
     "step with M = 2 (weights read twice): the most a split could gain. "

@@ -10,7 +10,7 @@
 #define CS_TUNING_FORMAT "greenpipe-tuning"
 #define CS_TUNING_VERSION 1
 
-/* What DESIGN.md section 5's performance model says about a workload on a
+/* What the performance model (docs/ARCHITECTURE.md §5) says about a workload on a
  * model, the inputs of the rule. Per layer, bf16 weights:
  *   attention stage t_A = GEMM(QKV + O weights, B tokens) + KV pass(B x C),
  *   FFN stage       t_F = GEMM(gate/up/down weights, B tokens),

@@ -1,5 +1,5 @@
 /* The small/large workload presets and their scaling to GPUs smaller than the
- * H100 they were chosen on (DESIGN.md sections 4-5). */
+ * H100 they were chosen on (docs/ARCHITECTURE.md §5-6). */
 #include "cs_impl.h"
 
 #include <stdarg.h>
@@ -25,7 +25,7 @@ static const struct { const char *name; int B, C; } PRESETS[] = {
     { "small", 8, 1024 },
     /* large: GEMMs compute-bound per micro-batch (B/M >= 300 tokens at M 2)
      * while the KV bytes take about as long as the GEMMs: the point where
-     * overlap can pay on the H100 (DESIGN.md section 5) */
+     * overlap can pay on the H100 (docs/ARCHITECTURE.md §5) */
     { "large", 1024, 384 },
 };
 

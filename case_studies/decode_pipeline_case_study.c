@@ -301,8 +301,7 @@ int main(int argc, char **argv)
     gp_cs_meta meta;
     fill_meta(&meta, &env.cfg, src.synthetic ? "synthetic weights" : o.model, env.sm_count);
     if (gp_green_query(0, &env.info) != GP_OK) {
-        int g = prop.major >= 9 ? 8 : prop.major == 8 ? 4 : 2;
-        env.info = (gp_sm_info){.sm_count = env.sm_count, .min_partition = g, .alignment = g > 2 ? g / 2 * 2 : 2};
+        env.info = gp_sm_info_guess(env.sm_count, prop.major);
         add_note(&meta, "Green contexts unavailable: splits use plain streams (rows marked unpartitioned).");
     }
     char note[256] = "";

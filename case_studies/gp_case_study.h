@@ -124,7 +124,7 @@ typedef struct gp_cs_row {
     double a2f_mb_per_token;
     double ring_occupancy_mean, attn_backlog, ffn_backlog;
     double attn_idle_share, ffn_idle_share;
-    double floor_ms, floor_share; /* DESIGN.md section 5 */
+    double floor_ms, floor_share; /* docs/ARCHITECTURE.md §5 */
     double speedup_vs_seq;       /* seq row's median / this median (same workload, same run) */
     gp_cs_trace trace;           /* one representative step (n_layers 0: none) */
     gp_rebalance_decision *decisions; /* rebalancer log of this row */

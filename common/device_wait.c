@@ -37,13 +37,6 @@ gp_status gp_device_wait_limit_s(double *seconds)
     return GP_OK;
 }
 
-static double now_s(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
-}
-
 gp_status gp_device_event_wait(cudaEvent_t ev, const char *what)
 {
     char call[160];
@@ -59,7 +52,7 @@ gp_status gp_device_event_wait(cudaEvent_t ev, const char *what)
     /* Spins on the query as cudaEventSynchronize spins by default (same CPU
      * use and wake-up latency), yielding now and then, and reads the clock
      * only every few hundred queries. */
-    double t0 = now_s();
+    double t0 = gp_now_s();
     for (unsigned i = 1;; i++) {
         cudaError_t e = cudaEventQuery(ev);
         if (e == cudaSuccess)
@@ -69,7 +62,7 @@ gp_status gp_device_event_wait(cudaEvent_t ev, const char *what)
             return gp_cuda_fail(e, call, __FILE__, __LINE__);
         }
         if (i % 256 == 0) {
-            double waited = now_s() - t0;
+            double waited = gp_now_s() - t0;
             if (waited > limit) {
                 gp_set_error("waited %.1f s for %s: the device neither finished nor reported an "
                              "error, so it is hung (a kernel that never ends, or work waiting on a "

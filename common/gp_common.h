@@ -95,6 +95,32 @@ gp_status gp_env_int(const char *name, long lo, long hi, long dflt, long *out);
 /* IEEE half to float, for fp16 checkpoints. */
 float gp_f16_to_f32(uint16_t h);
 
+/* ------------------------------------------------------------ measuring */
+
+/* CLOCK_MONOTONIC: host-side waits and CPU stage times, never wall time. */
+uint64_t gp_now_ns(void);
+double gp_now_s(void);
+
+/* qsort comparators, ascending; NaN compares equal to everything. */
+int gp_cmp_float(const void *a, const void *b);
+int gp_cmp_double(const void *a, const void *b);
+
+/* The median of v[0..n) (mean of the middle two when n is even), sorting v
+ * in place so that v[0] and v[n-1] are then the minimum and the maximum.
+ * n must be at least 1. Every reported timing is a median over repeats: one
+ * slow launch must not move it. */
+float gp_median_f(float *v, int n);
+double gp_median_d(double *v, int n);
+
+/* ---------------------------------------------------------------- files */
+
+/* Reads the whole file at path into a new buffer with a NUL after its len
+ * bytes (so text can be parsed in place); *out is freed by the caller. Files
+ * longer than cap bytes are refused before anything is read, because a
+ * config or an index that size is not one and must not exhaust memory.
+ * GP_ERR_NOT_FOUND: no such file; GP_ERR_FORMAT: over the cap; GP_ERR_IO:
+ * cannot open or read; GP_ERR_NO_MEMORY. Messages name the path. */
+gp_status gp_read_file(const char *path, size_t cap, char **out, size_t *len);
 
 /* ------------------------------------------------------------ tensors */
 

@@ -1,8 +1,8 @@
 /* Every device allocation of the library goes through these helpers (library
  * gp_common_cuda): one place that names what failed with its byte count and
  * the device's free/total memory, counts live buffers for leak checks, and
- * honours GP_FAULT_DEVICE_ALLOC. Also gp_cuda_fail (the single check of CUDA
- * runtime calls), the bounded event wait and the step gate (sticky-error
+ * honours GP_FAULT_DEVICE_ALLOC. Also gp_device_fail (the single mapping of
+ * failed CUDA runtime, driver and cuBLAS calls), the bounded event wait and the step gate (sticky-error
  * refusal, GP_FAULT_TRAP). C-includable: the runtime's C API only. */
 #ifndef GP_DEVICE_H
 #define GP_DEVICE_H
@@ -20,8 +20,7 @@ extern "C" {
 
 /* "; the device has F bytes (x GiB) free of T bytes (y GiB)" into buf, or why
  * that cannot be asked; then which allocation GP_FAULT_DEVICE_ALLOC failed,
- * if it fired. For out-of-memory messages. Inline so that the header-only
- * CUDA checks (model/cuda_util.cuh) need no extra library. */
+ * if it fired. For out-of-memory messages. */
 static inline void gp_device_mem_text(char *buf, size_t cap)
 {
     size_t free_b = 0, total_b = 0;
@@ -46,40 +45,29 @@ static inline void gp_device_mem_text(char *buf, size_t cap)
                  what);
 }
 
-/* The single check of CUDA runtime calls (the macros in model/cuda_util.cuh
- * use it): sets the message naming the call, CUDA's reason, file and line,
- * and maps the error so that callers can tell a full device
- * (GP_ERR_DEVICE_MEMORY, with free/total bytes), a missing one
- * (GP_ERR_NO_DEVICE) and a dead context (GP_ERR_DEVICE_FAULT: a sticky error,
- * or any failure after one) from bugs (GP_ERR_CUDA). */
-static inline gp_status gp_cuda_fail(cudaError_t e, const char *call, const char *file, int line)
-{
-    int sticky = gp_cuda_code_is_sticky((int)e);
-    int after = !sticky && gp_device_faulted();
-    gp_status s = GP_ERR_CUDA;
-    if (sticky || after)
-        s = GP_ERR_DEVICE_FAULT;
-    else if (e == cudaErrorMemoryAllocation)
-        s = GP_ERR_DEVICE_MEMORY;
-    else if (e == cudaErrorNoDevice || e == cudaErrorInsufficientDriver
-             || e == cudaErrorDevicesUnavailable
-             || e == cudaErrorSystemDriverMismatch || e == cudaErrorCompatNotSupportedOnDevice)
-        s = GP_ERR_NO_DEVICE;
-    (void)cudaGetLastError(); /* clear a non-sticky error so later calls are not blamed */
-    char extra[512] = "";
-    if (s == GP_ERR_DEVICE_MEMORY)
-        gp_device_mem_text(extra, sizeof extra);
-    else if (sticky)
-        snprintf(extra, sizeof extra, "; %s", GP_DEVICE_FAULT_ADVICE);
-    else if (after)
-        snprintf(extra, sizeof extra, "; the context is unusable since an earlier sticky error "
-                 "(%.300s)", gp_device_fault_message());
-    gp_set_error("%s failed: %s (%s) at %s:%d%s", call, cudaGetErrorString(e), cudaGetErrorName(e),
-                 file, line, extra);
-    if (sticky)
-        gp_device_fault_note(gp_last_error());
-    return s;
-}
+/* Which API a failed call belongs to: its code means something different
+ * in each. */
+typedef enum gp_device_api {
+    GP_DEVICE_API_RUNTIME = 0, /* cudaError_t */
+    GP_DEVICE_API_DRIVER = 1,  /* CUresult */
+    GP_DEVICE_API_CUBLAS = 2,  /* cublasStatus_t */
+} gp_device_api;
+
+/* The single mapping of a failed CUDA call: sets the message "call failed:
+ * text (name) at file:line" plus what the status needs, and tells a full
+ * device (GP_ERR_DEVICE_MEMORY, with free/total bytes), a missing one
+ * (GP_ERR_NO_DEVICE), a feature the device lacks (GP_ERR_UNSUPPORTED) and a
+ * dead context (GP_ERR_DEVICE_FAULT: a sticky code, any failure after one,
+ * or held != 0) from bugs (GP_ERR_CUDA). held: a sticky cudaError_t the
+ * caller found the context holding when the code cannot say so (cuBLAS
+ * launches through its own runtime), else 0. text and name describe code in
+ * its API's words. A sticky error sets the device-fault flag. */
+gp_status gp_device_fail(gp_device_api api, int code, int held, const char *call,
+                         const char *text, const char *name, const char *file, int line);
+
+/* gp_device_fail for a CUDA runtime call (the macros in model/cuda_util.cuh
+ * use it). */
+gp_status gp_cuda_fail(cudaError_t e, const char *call, const char *file, int line);
 
 /* Device memory (cudaMalloc). On failure *p is NULL and the status is
  * GP_ERR_DEVICE_MEMORY (message: what, bytes, free/total), or what

@@ -37,37 +37,14 @@ static inline int gp_cublas_failure_sticky_code(cublasStatus_t c, int probe, cud
     return gp_device_faulted() ? (int)cudaErrorLaunchFailure : 0;
 }
 
-/* The failure of call on stream (NULL: unknown; see the probes above). */
+/* The failure of call on stream (NULL: unknown; see the probes above),
+ * mapped by the common mapper. */
 static inline gp_status gp_check_cublas_fail_on(cublasStatus_t c, const char *call,
                                                 const char *file, int line, cudaStream_t stream)
 {
-    gp_status s = GP_ERR_CUDA;
-    int sticky = gp_cublas_failure_sticky_code(c, 1, stream);
-    char extra[512] = "";
-    if (sticky) {
-        s = GP_ERR_DEVICE_FAULT;
-        if (gp_device_faulted())
-            snprintf(extra, sizeof extra, "; the context is unusable since an earlier sticky "
-                     "error (%.300s)", gp_device_fault_message());
-        else
-            snprintf(extra, sizeof extra, "; the CUDA context holds %s; %s",
-                     cudaGetErrorName((cudaError_t)sticky), GP_DEVICE_FAULT_ADVICE);
-    } else if (c == CUBLAS_STATUS_ALLOC_FAILED) {
-        s = GP_ERR_DEVICE_MEMORY;
-        gp_device_mem_text(extra, sizeof extra);
-    } else if (c == CUBLAS_STATUS_NOT_SUPPORTED || c == CUBLAS_STATUS_ARCH_MISMATCH) {
-        s = GP_ERR_UNSUPPORTED;
-    } else if (c == CUBLAS_STATUS_NOT_INITIALIZED) {
-        s = GP_ERR_NO_DEVICE;
-    }
-    int noted = gp_device_faulted();
-    gp_set_error("%s failed: %s (%s) at %s:%d%s", call, cublasLtGetStatusString(c),
-                 cublasLtGetStatusName(c), file, line, extra);
-    if (sticky && !noted)
-        gp_device_fault_note(gp_last_error());
-    /* cuBLAS launch failures also leave a runtime error behind */
-    (void)cudaGetLastError();
-    return s;
+    int held = gp_cublas_failure_sticky_code(c, 1, stream);
+    return gp_device_fail(GP_DEVICE_API_CUBLAS, (int)c, held, call, cublasLtGetStatusString(c),
+                          cublasLtGetStatusName(c), file, line);
 }
 
 static inline gp_status gp_check_cublas_fail(cublasStatus_t c, const char *call, const char *file,

@@ -1,7 +1,7 @@
 /* gp_engine_tune_gemms: the opt-in timed choice of cuBLASLt algorithms for a
  * step shape's layer GEMMs, on the GEMM context (and so the SM partition)
  * that will run them. Why: on a partition the heuristic's first pick was up
- * to 1.9x slower than the fastest candidate (docs/PERFORMANCE.md, issue #6). */
+ * to 1.9x slower than the fastest candidate (docs/PERFORMANCE.md). */
 #include "cuda_util.cuh"
 #include "engine_impl.h"
 

@@ -18,7 +18,7 @@ extern "C" {
  * how many groups its split actually makes, which can be fewer than
  * sm_count / granularity (the driver documentation cites cluster and
  * alignment requirements): the H100 SXM cuts 132 SMs into 15 groups of 8,
- * not 16, and leaves 12 remainder SMs (DESIGN.md section 4). */
+ * not 16, and leaves 12 remainder SMs (docs/ARCHITECTURE.md §6). */
 typedef struct gp_sm_info {
     int sm_count;      /* SMs of the device (132 on the H100 SXM) */
     int min_partition; /* minSmPartitionSize: fewest SMs a partition may have */
@@ -56,6 +56,13 @@ typedef struct gp_split_plan {
     int attn_groups, ffn_groups; /* each >= 1 */
     int attn_sms, ffn_sms;       /* groups * granularity, plus the remainder on its side */
 } gp_split_plan;
+
+/* The SM description of a device whose driver cannot give one (no green
+ * contexts), from the driver documentation's per-architecture rules for
+ * cuDevSmResourceSplitByCount: compute capability 9.0 and later at least 8
+ * SMs in multiples of 8; 8.x at least 4 in multiples of 2; older at least 2
+ * in multiples of 2. groups is 0 (sm_count / granularity is assumed). */
+gp_sm_info gp_sm_info_guess(int sm_count, int cc_major);
 
 /* The granularity of info, or 0 when info is not a valid SM description. */
 int gp_split_granularity(const gp_sm_info *info);

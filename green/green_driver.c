@@ -7,22 +7,6 @@
 
 #include "gp_device.h"
 
-gp_status gp_green_rt_fail(cudaError_t e, const char *what, const char *file, int line)
-{
-    /* out of memory and sticky faults as every other folder reports them */
-    if (e == cudaErrorMemoryAllocation || gp_cuda_code_is_sticky((int)e) || gp_device_faulted())
-        return gp_cuda_fail(e, what, file, line);
-    gp_status s = GP_ERR_CUDA;
-    if (e == cudaErrorNoDevice || e == cudaErrorInsufficientDriver
-        || e == cudaErrorDevicesUnavailable || e == cudaErrorSystemDriverMismatch
-        || e == cudaErrorCompatNotSupportedOnDevice || e == cudaErrorInvalidDevice)
-        s = GP_ERR_NO_DEVICE;
-    gp_set_error("%s failed: %s (%s) at %s:%d", what, cudaGetErrorString(e), cudaGetErrorName(e),
-                 file, line);
-    (void)cudaGetLastError(); /* so the next check does not blame an innocent call */
-    return s;
-}
-
 gp_status gp_green_cu_fail(const gp_green_driver *d, CUresult r, const char *what,
                            const char *file, int line)
 {
@@ -31,31 +15,11 @@ gp_status gp_green_cu_fail(const gp_green_driver *d, CUresult r, const char *wha
         name = "unknown CUresult";
     if (!d->GetErrorString || d->GetErrorString(r, &text) != CUDA_SUCCESS || !text)
         text = "no description";
-    /* Sticky codes have the runtime's values; after one the context is dead
-     * whatever this call says. Checked before NOT_SUPPORTED, which would
-     * otherwise send the pool to its fallback on a dead context. */
-    int sticky = gp_cuda_code_is_sticky((int)r), after = !sticky && gp_device_faulted();
-    char extra[512] = "";
-    gp_status s = GP_ERR_CUDA;
-    if (sticky || after) {
-        s = GP_ERR_DEVICE_FAULT;
-        if (sticky)
-            snprintf(extra, sizeof extra, "; %s", GP_DEVICE_FAULT_ADVICE);
-        else
-            snprintf(extra, sizeof extra, "; the context is unusable since an earlier sticky "
-                     "error (%.300s)", gp_device_fault_message());
-    } else if (r == CUDA_ERROR_NOT_SUPPORTED) {
-        s = GP_ERR_UNSUPPORTED;
-    } else if (r == CUDA_ERROR_OUT_OF_MEMORY) {
-        s = GP_ERR_DEVICE_MEMORY;
-        gp_device_mem_text(extra, sizeof extra);
-    } else if (r == CUDA_ERROR_NO_DEVICE || r == CUDA_ERROR_INVALID_DEVICE) {
-        s = GP_ERR_NO_DEVICE;
-    }
-    gp_set_error("%s failed: %s (%s, %d) at %s:%d%s", what, text, name, (int)r, file, line, extra);
-    if (sticky)
-        gp_device_fault_note(gp_last_error());
-    return s;
+    /* the code's number too: driver names are unknown where the entry
+     * point is missing */
+    char named[160];
+    snprintf(named, sizeof named, "%s, %d", name, (int)r);
+    return gp_device_fail(GP_DEVICE_API_DRIVER, (int)r, 0, what, text, named, file, line);
 }
 
 gp_status gp_green_check_device(int device)
@@ -63,7 +27,7 @@ gp_status gp_green_check_device(int device)
     int n = 0;
     cudaError_t e = cudaGetDeviceCount(&n);
     if (e != cudaSuccess && (gp_cuda_code_is_sticky((int)e) || gp_device_faulted()))
-        return gp_green_rt_fail(e, "cudaGetDeviceCount", __FILE__, __LINE__);
+        return gp_cuda_fail(e, "cudaGetDeviceCount", __FILE__, __LINE__);
     if (e != cudaSuccess) {
         (void)cudaGetLastError();
         GP_FAIL(GP_ERR_NO_DEVICE, "no CUDA GPU usable: %s", cudaGetErrorString(e));

@@ -9,6 +9,7 @@
 #include <cudaTypedefs.h>
 #include <cuda_runtime_api.h>
 
+#include "gp_device.h"
 #include "gp_green.h"
 
 /* cuGreenCtxStreamCreate is the newest entry point needed: 12.5. */
@@ -35,22 +36,20 @@ typedef struct gp_green_driver {
  * gp_last_error) when the runtime itself cannot start. */
 gp_status gp_green_driver_load(gp_green_driver *d, char *reason, size_t cap);
 
-/* Sets the error message for a failed driver call and maps it: a sticky
- * error (or any failure after one) -> GP_ERR_DEVICE_FAULT,
- * CUDA_ERROR_NOT_SUPPORTED -> GP_ERR_UNSUPPORTED (green contexts unavailable),
- * out of memory -> GP_ERR_DEVICE_MEMORY (with free/total bytes), no device ->
- * GP_ERR_NO_DEVICE, else GP_ERR_CUDA. what names the call and its object. */
+/* gp_device_fail (common/gp_device.h) for a failed driver call, with the
+ * driver's own words for r where its entry points were found:
+ * CUDA_ERROR_NOT_SUPPORTED becomes GP_ERR_UNSUPPORTED (green contexts
+ * unavailable: the pool falls back). what names the call and its object.
+ * Runtime calls use gp_cuda_fail. */
 gp_status gp_green_cu_fail(const gp_green_driver *d, CUresult r, const char *what,
                            const char *file, int line);
-/* The same for runtime calls; clears the runtime's last error. */
-gp_status gp_green_rt_fail(cudaError_t e, const char *what, const char *file, int line);
 
 /* Runtime call inside a function with cleanup: status into st, then goto. */
 #define GREEN_RT(call, st, label)                                                                \
     do {                                                                                         \
         cudaError_t gr_e_ = (call);                                                              \
         if (gr_e_ != cudaSuccess) {                                                              \
-            (st) = gp_green_rt_fail(gr_e_, #call, __FILE__, __LINE__);                           \
+            (st) = gp_cuda_fail(gr_e_, #call, __FILE__, __LINE__);                               \
             goto label;                                                                          \
         }                                                                                        \
     } while (0)

@@ -37,18 +37,14 @@ void gp_green_pool_destroy(gp_green_pool *pool)
 
 /* ----------------------------------------------------------------- create */
 
-/* The SM description when the driver cannot give one: the driver
- * documentation's per-architecture minimum and alignment. */
+/* The SM description when the driver cannot give one. */
 static gp_status guess_info(gp_green_pool *pool)
 {
     gp_status st = GP_OK;
     int major = 0;
     GREEN_RT(cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, pool->device), st,
              out);
-    pool->info.sm_count = pool->device_sms;
-    pool->info.min_partition = major >= 9 ? 8 : major == 8 ? 4 : 2;
-    pool->info.alignment = major >= 9 ? 8 : 2;
-    pool->info.groups = 0;
+    pool->info = gp_sm_info_guess(pool->device_sms, major);
 out:
     return st;
 }

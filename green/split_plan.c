@@ -7,6 +7,16 @@
 #include <stdio.h>
 #include <stdlib.h>
 
+gp_sm_info gp_sm_info_guess(int sm_count, int cc_major)
+{
+    gp_sm_info info = { 0 };
+    info.sm_count = sm_count;
+    info.min_partition = cc_major >= 9 ? 8 : cc_major == 8 ? 4 : 2;
+    info.alignment = cc_major >= 9 ? 8 : 2;
+    info.groups = 0;
+    return info;
+}
+
 int gp_split_granularity(const gp_sm_info *info)
 {
     if (!info || info->sm_count < 1 || info->min_partition < 1 || info->alignment < 1)

@@ -371,11 +371,12 @@ void gp_ref_swiglu(float *out, const float *gate, const float *up, int n);
 
 /* ---------------------------------------------------------- performance model */
 
-/* DESIGN.md section 4: read-only streaming and bf16 GEMM rate on the H100. */
+/* Read-only streaming and bf16 GEMM rate measured on the H100
+ * (docs/ARCHITECTURE.md §6). */
 #define GP_HBM_BYTES_PER_S 3.1e12
 #define GP_GEMM_FLOPS_PER_S 800e12
 /* One decode step of B sequences at context C (tokens already cached) with M
- * micro-batches (each reads the weights again), DESIGN.md section 5: bytes =
+ * micro-batches (each reads the weights again), docs/ARCHITECTURE.md §5: bytes =
  * weights x M + B embedding rows + KV read + KV written; flops = 2 x params x
  * B + 4 x B x C x heads x head_dim x layers; floor = the larger of bytes at
  * GP_HBM_BYTES_PER_S and flops at GP_GEMM_FLOPS_PER_S. */

@@ -1,4 +1,4 @@
-/* The performance model of DESIGN.md section 5: bytes, flops and the floor of
+/* The performance model of docs/ARCHITECTURE.md §5: bytes, flops and the floor of
  * one decode step, so every report measures against the same number. */
 #include "gp_model.h"
 

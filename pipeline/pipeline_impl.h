@@ -50,11 +50,4 @@ void gp_stats_compute(gp_pipeline *pl, gp_step_stats *s);
 gp_status gp_stats_alloc(gp_step_stats *s, int n_layers);
 void gp_stats_free(gp_step_stats *s);
 
-static inline uint64_t gp_now_ns(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
-}
-
 #endif

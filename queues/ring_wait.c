@@ -8,13 +8,6 @@
 #include <time.h>
 #include <unistd.h>
 
-static uint64_t gp_ring_now_ns(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
-}
-
 /* Sleeps unless the word no longer holds `seen` (the kernel compares and
  * sleeps atomically). EAGAIN, EINTR and spurious returns are all fine: the
  * caller re-checks the ring. */
@@ -38,7 +31,7 @@ typedef gp_status (*gp_ring_attempt_fn)(gp_ring *r, void *arg);
 static gp_status gp_ring_wait_until(gp_ring *r, gp_ring_waiter *w, gp_ring_side_stats *st,
                                     gp_status soft, gp_ring_attempt_fn attempt, void *arg)
 {
-    uint64_t t0 = gp_ring_now_ns(), sleeps = 0;
+    uint64_t t0 = gp_now_ns(), sleeps = 0;
     gp_status s = soft;
     for (unsigned i = 0; i < r->spin && s == soft; i++) {
         ck_pr_stall();
@@ -64,7 +57,7 @@ static gp_status gp_ring_wait_until(gp_ring *r, gp_ring_waiter *w, gp_ring_side_
     /* Only the owner clears its flag. Relaxed: if the other side still reads
      * a stale 1 it only makes one spurious wake, which we never wait for. */
     atomic_store_explicit(&w->waiting, 0, memory_order_relaxed);
-    gp_ring_stat_add(&st->wait_ns, gp_ring_now_ns() - t0);
+    gp_ring_stat_add(&st->wait_ns, gp_now_ns() - t0);
     gp_ring_stat_add(&st->waits, 1);
     gp_ring_stat_add(&st->sleeps, sleeps);
     return s;

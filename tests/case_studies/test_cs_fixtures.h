@@ -137,21 +137,9 @@ static inline void fx_free(gp_cs_row *rows)
 /* The file's text (NUL-terminated), or NULL. */
 static inline char *fx_slurp(const char *path)
 {
-    FILE *f = fopen(path, "rb");
-    if (!f)
-        return NULL;
-    fseek(f, 0, SEEK_END);
-    long n = ftell(f);
-    fseek(f, 0, SEEK_SET);
-    char *s = malloc((size_t)n + 1);
-    if (s && fread(s, 1, (size_t)n, f) != (size_t)n) {
-        free(s);
-        s = NULL;
-    }
-    if (s)
-        s[n] = '\0';
-    fclose(f);
-    return s;
+    char *s = NULL;
+    size_t n = 0;
+    return gp_read_file(path, (size_t)64 << 20, &s, &n) == GP_OK ? s : NULL;
 }
 
 /* A fresh path under the temporary directory. */

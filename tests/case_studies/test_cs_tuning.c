@@ -10,6 +10,8 @@
 #include <stdint.h>
 #include <cmocka.h>
 
+#include "gp_test.h"
+
 #include <jansson.h>
 #include <math.h>
 #include <stdio.h>
@@ -19,12 +21,6 @@
 
 #include "gp_case_study.h"
 
-#define CHECK_OK(expr)                                                                                             \
-    do {                                                                                                           \
-        gp_status st_ = (expr);                                                                                    \
-        if (st_ != GP_OK)                                                                                          \
-            fail_msg("%s -> %s: %s", #expr, gp_status_str(st_), gp_last_error());                                  \
-    } while (0)
 #define HAS(text, part)                                                                                            \
     do {                                                                                                           \
         if (!strstr((text), (part)))                                                                               \
@@ -75,9 +71,9 @@ static gp_cs_tuning *profile_of(const gp_cs_row *rows, int n, const char *name)
     gp_cs_meta m = meta();
     char path[300];
     path_of(path, sizeof path, name);
-    CHECK_OK(gp_cs_tuning_write(path, &m, &g_cfg, rows, n));
+    GP_CHECK_OK(gp_cs_tuning_write(path, &m, &g_cfg, rows, n));
     gp_cs_tuning *t;
-    CHECK_OK(gp_cs_tuning_read(path, &t));
+    GP_CHECK_OK(gp_cs_tuning_read(path, &t));
     return t;
 }
 
@@ -110,8 +106,8 @@ static gp_cs_row row(const char *wl, int B, int C, int a, int M, unsigned depth,
 }
 
 /* Workloads: "large" (B=1024, C=384) and "2048:192" where splits win at A =
- * 48 and 40, "small" (B=8, C=1024) where seq wins (DESIGN.md section 4's
- * measured pattern). */
+ * 48 and 40, "small" (B=8, C=1024) where seq wins (the measured pattern of
+ * docs/ARCHITECTURE.md §6). */
 static int mixed_rows(gp_cs_row *r)
 {
     int n = 0;
@@ -139,7 +135,7 @@ static void test_round_trip(void **state)
     gp_cs_meta m = meta();
     char path[300];
     path_of(path, sizeof path, "mixed.json");
-    CHECK_OK(gp_cs_tuning_write(path, &m, &g_cfg, rows, n));
+    GP_CHECK_OK(gp_cs_tuning_write(path, &m, &g_cfg, rows, n));
 
     /* the file: every row, error rows with their reason, a best entry per
      * workload, the rule documented */
@@ -171,11 +167,11 @@ static void test_round_trip(void **state)
     json_decref(root);
 
     gp_cs_tuning *t;
-    CHECK_OK(gp_cs_tuning_read(path, &t));
+    GP_CHECK_OK(gp_cs_tuning_read(path, &t));
     gp_cs_choice rule, best;
     bool found;
     /* measured workloads: the best measured, and a rule that agrees with it */
-    CHECK_OK(gp_cs_tuning_pick(t, &g_cfg, &H100, 1024, 384, &rule, &best, &found));
+    GP_CHECK_OK(gp_cs_tuning_pick(t, &g_cfg, &H100, 1024, 384, &rule, &best, &found));
     assert_true(found);
     assert_false(best.seq);
     assert_int_equal(best.attn_sms, 48);
@@ -188,36 +184,36 @@ static void test_round_trip(void **state)
     assert_int_equal(rule.M, 2);
     assert_int_equal(rule.depth, 4);
     assert_true(rule.ms == 0);
-    CHECK_OK(gp_cs_tuning_pick(t, &g_cfg, &H100, 2048, 192, &rule, &best, &found));
+    GP_CHECK_OK(gp_cs_tuning_pick(t, &g_cfg, &H100, 2048, 192, &rule, &best, &found));
     assert_true(found && !best.seq && best.attn_sms == 40 && best.depth == 8);
     assert_true(!rule.seq && rule.attn_sms == 40 && rule.depth == 8);
-    CHECK_OK(gp_cs_tuning_pick(t, &g_cfg, &H100, 8, 1024, &rule, &best, &found));
+    GP_CHECK_OK(gp_cs_tuning_pick(t, &g_cfg, &H100, 8, 1024, &rule, &best, &found));
     assert_true(found && best.seq && best.attn_sms == 0 && best.M == 1);
     assert_true(fabs(best.ms - 9.2) < 1e-9);
     assert_true(rule.seq);
     /* an unmeasured workload: a rule choice only, a valid split */
-    CHECK_OK(gp_cs_tuning_pick(t, &g_cfg, &H100, 4096, 512, &rule, &best, &found));
+    GP_CHECK_OK(gp_cs_tuning_pick(t, &g_cfg, &H100, 4096, 512, &rule, &best, &found));
     assert_false(found);
     printf("  rule for B=4096 C=512: %s A=%d M=%d depth %u\n", rule.seq ? "seq" : "split", rule.attn_sms, rule.M,
            rule.depth);
     assert_false(rule.seq); /* more headroom than any measured winner */
     assert_true(rule.attn_sms >= 8 && rule.attn_sms <= 112 && rule.attn_sms % 8 == 0);
     gp_split_plan pl;
-    CHECK_OK(gp_split_plan_make(&H100, (gp_split_req){rule.attn_sms, GP_SPLIT_REST}, GP_SPLIT_SIDE_F, &pl));
+    GP_CHECK_OK(gp_split_plan_make(&H100, (gp_split_req){rule.attn_sms, GP_SPLIT_REST}, GP_SPLIT_SIDE_F, &pl));
     /* small batch, short context: below the threshold like "small" */
-    CHECK_OK(gp_cs_tuning_pick(t, &g_cfg, &H100, 16, 512, &rule, &best, &found));
+    GP_CHECK_OK(gp_cs_tuning_pick(t, &g_cfg, &H100, 16, 512, &rule, &best, &found));
     assert_false(found);
     assert_true(rule.seq);
     /* another device: the measurements do not carry over, the rule does */
     gp_sm_info a100 = {.sm_count = 108, .min_partition = 4, .alignment = 2, .groups = 0};
-    CHECK_OK(gp_cs_tuning_pick(t, &g_cfg, &a100, 1024, 384, &rule, &best, &found));
+    GP_CHECK_OK(gp_cs_tuning_pick(t, &g_cfg, &a100, 1024, 384, &rule, &best, &found));
     assert_false(found);
     assert_false(rule.seq);
-    CHECK_OK(gp_split_plan_make(&a100, (gp_split_req){rule.attn_sms, GP_SPLIT_REST}, GP_SPLIT_SIDE_F, &pl));
+    GP_CHECK_OK(gp_split_plan_make(&a100, (gp_split_req){rule.attn_sms, GP_SPLIT_REST}, GP_SPLIT_SIDE_F, &pl));
     /* another model: likewise */
     gp_config small;
-    CHECK_OK(gp_config_preset("llama3.2-1b", &small));
-    CHECK_OK(gp_cs_tuning_pick(t, &small, &H100, 1024, 384, &rule, &best, &found));
+    GP_CHECK_OK(gp_config_preset("llama3.2-1b", &small));
+    GP_CHECK_OK(gp_cs_tuning_pick(t, &small, &H100, 1024, 384, &rule, &best, &found));
     assert_false(found);
     /* bad workload */
     assert_int_equal(gp_cs_tuning_pick(t, &g_cfg, &H100, 0, 384, &rule, &best, &found), GP_ERR_INVALID_ARG);
@@ -239,7 +235,7 @@ static void test_seq_wins(void **state)
     gp_cs_meta m = meta();
     char path[300];
     path_of(path, sizeof path, "seq.json");
-    CHECK_OK(gp_cs_tuning_write(path, &m, &g_cfg, rows, n));
+    GP_CHECK_OK(gp_cs_tuning_write(path, &m, &g_cfg, rows, n));
     json_t *root = json_load_file(path, 0, NULL);
     assert_non_null(root);
     json_t *jrule = json_object_get(root, "rule");
@@ -247,12 +243,12 @@ static void test_seq_wins(void **state)
     assert_true(json_is_null(json_object_get(jrule, "threshold")));
     json_decref(root);
     gp_cs_tuning *t;
-    CHECK_OK(gp_cs_tuning_read(path, &t));
+    GP_CHECK_OK(gp_cs_tuning_read(path, &t));
     const int wl[4][2] = {{8, 1024}, {1024, 384}, {4096, 512}, {64, 2048}};
     for (int i = 0; i < 4; i++) {
         gp_cs_choice rule, best;
         bool found;
-        CHECK_OK(gp_cs_tuning_pick(t, &g_cfg, &H100, wl[i][0], wl[i][1], &rule, &best, &found));
+        GP_CHECK_OK(gp_cs_tuning_pick(t, &g_cfg, &H100, wl[i][0], wl[i][1], &rule, &best, &found));
         assert_true(rule.seq);
         assert_int_equal(rule.attn_sms, 0);
         assert_int_equal(found, i < 2);
@@ -262,7 +258,7 @@ static void test_seq_wins(void **state)
     gp_cs_tuning_free(t);
 }
 
-/* The issue-6 pattern: the split wins on large (1024:384) but loses on
+/* A measured pattern: the split wins on large (1024:384) but loses on
  * 1024:256, whose model headroom is higher, so no threshold separates them
  * and the cold-start rule splits 1024:256 too. The profile's choice for a
  * workload it measured is the measurement (seq there); the rule still
@@ -278,15 +274,15 @@ static void test_choose_measured_over_rule(void **state)
     gp_cs_tuning *t = profile_of(rows, n, "choose.json");
     gp_cs_choice rule, best, use;
     bool found, measured;
-    CHECK_OK(gp_cs_tuning_pick(t, &g_cfg, &H100, 1024, 256, &rule, &best, &found));
+    GP_CHECK_OK(gp_cs_tuning_pick(t, &g_cfg, &H100, 1024, 256, &rule, &best, &found));
     assert_false(rule.seq); /* the rule misclassifies it */
     assert_true(found && best.seq);
-    CHECK_OK(gp_cs_tuning_choose(t, &g_cfg, &H100, 1024, 256, &use, &measured));
+    GP_CHECK_OK(gp_cs_tuning_choose(t, &g_cfg, &H100, 1024, 256, &use, &measured));
     assert_true(measured && use.seq);
-    CHECK_OK(gp_cs_tuning_choose(t, &g_cfg, &H100, 1024, 384, &use, &measured));
+    GP_CHECK_OK(gp_cs_tuning_choose(t, &g_cfg, &H100, 1024, 384, &use, &measured));
     assert_true(measured && !use.seq && use.attn_sms == 24 && use.M == 2);
-    CHECK_OK(gp_cs_tuning_pick(t, &g_cfg, &H100, 2048, 512, &rule, &best, &found));
-    CHECK_OK(gp_cs_tuning_choose(t, &g_cfg, &H100, 2048, 512, &use, &measured));
+    GP_CHECK_OK(gp_cs_tuning_pick(t, &g_cfg, &H100, 2048, 512, &rule, &best, &found));
+    GP_CHECK_OK(gp_cs_tuning_choose(t, &g_cfg, &H100, 2048, 512, &use, &measured));
     assert_false(measured || found);
     assert_true(use.seq == rule.seq && use.attn_sms == rule.attn_sms && use.M == rule.M);
     assert_int_equal(gp_cs_tuning_choose(t, &g_cfg, &H100, 2048, 512, NULL, &measured), GP_ERR_INVALID_ARG);
@@ -305,15 +301,15 @@ static void test_partial(void **state)
     gp_cs_tuning *t = profile_of(rows, n, "partial.json");
     gp_cs_choice rule, best;
     bool found;
-    CHECK_OK(gp_cs_tuning_pick(t, &g_cfg, &H100, 1024, 384, &rule, &best, &found));
+    GP_CHECK_OK(gp_cs_tuning_pick(t, &g_cfg, &H100, 1024, 384, &rule, &best, &found));
     assert_true(found && !best.seq && best.attn_sms == 48);
     assert_true(rule.seq); /* no workload showed a split beating seq */
-    CHECK_OK(gp_cs_tuning_pick(t, &g_cfg, &H100, 512, 512, &rule, &best, &found));
+    GP_CHECK_OK(gp_cs_tuning_pick(t, &g_cfg, &H100, 512, 512, &rule, &best, &found));
     assert_false(found);
     gp_cs_tuning_free(t);
     /* zero rows is a valid, empty profile: seq everywhere */
     t = profile_of(NULL, 0, "partial.json");
-    CHECK_OK(gp_cs_tuning_pick(t, &g_cfg, &H100, 1024, 384, &rule, &best, &found));
+    GP_CHECK_OK(gp_cs_tuning_pick(t, &g_cfg, &H100, 1024, 384, &rule, &best, &found));
     assert_true(rule.seq && !found);
     gp_cs_tuning_free(t);
 }
@@ -354,7 +350,7 @@ static void test_errors(void **state)
     int n = mixed_rows(rows);
     gp_cs_meta m = meta();
     path_of(path, sizeof path, "cut.json");
-    CHECK_OK(gp_cs_tuning_write(path, &m, &g_cfg, rows, n));
+    GP_CHECK_OK(gp_cs_tuning_write(path, &m, &g_cfg, rows, n));
     json_t *root = json_load_file(path, 0, NULL);
     json_object_del(json_object_get(json_object_get(root, "rule"), "share"), "k0");
     json_dump_file(root, path, 0);

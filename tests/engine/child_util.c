@@ -1,6 +1,7 @@
 /* Forked children with a deadline for the fault tests (see child_util.h). */
 #define _GNU_SOURCE
 #include "child_util.h"
+#include "gp_common.h"
 
 #include <errno.h>
 #include <poll.h>
@@ -12,13 +13,6 @@
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
-
-double gt_now_s(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
-}
 
 void gt_report_add(gt_report *r, const char *fmt, ...)
 {
@@ -80,7 +74,7 @@ void gt_child_run(gt_child_fn fn, void *arg, const char *const *env, double limi
     }
     fflush(stdout);
     fflush(stderr);
-    double t0 = gt_now_s();
+    double t0 = gp_now_s();
     pid_t pid = fork();
     if (pid < 0) {
         snprintf(out->rep.text, sizeof out->rep.text, "fork: %s\n", strerror(errno));
@@ -97,7 +91,7 @@ void gt_child_run(gt_child_fn fn, void *arg, const char *const *env, double limi
     size_t got = 0;
     double deadline = t0 + limit_s;
     while (got < sizeof out->rep) {
-        double left = deadline - gt_now_s();
+        double left = deadline - gp_now_s();
         if (left <= 0) {
             out->timed_out = 1;
             break;
@@ -127,7 +121,7 @@ void gt_child_run(gt_child_fn fn, void *arg, const char *const *env, double limi
         w = waitpid(pid, &status, WNOHANG);
         if (w == pid || (w < 0 && errno != EINTR))
             break;
-        if (gt_now_s() > deadline) {
+        if (gp_now_s() > deadline) {
             out->timed_out = 1;
             break;
         }
@@ -139,7 +133,7 @@ void gt_child_run(gt_child_fn fn, void *arg, const char *const *env, double limi
         while (waitpid(pid, &status, 0) < 0 && errno == EINTR)
             ;
     }
-    out->seconds = gt_now_s() - t0;
+    out->seconds = gp_now_s() - t0;
     if (WIFSIGNALED(status)) {
         out->signaled = 1;
         out->sig = WTERMSIG(status);

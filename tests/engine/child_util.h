@@ -38,9 +38,6 @@ void gt_report_add(gt_report *r, const char *fmt, ...)
 #endif
     ;
 
-/* Seconds on the monotonic clock. */
-double gt_now_s(void);
-
 /* In a child function (its report is r): a failed check adds the condition
  * and the formatted message to the report and returns verdict 1. */
 #define GT_CK(cond, ...)                                                                         \

@@ -9,6 +9,8 @@
 #include <stdint.h>
 #include <cmocka.h>
 
+#include "gp_test.h"
+
 #include <string.h>
 
 #include <cuda_runtime_api.h>
@@ -23,24 +25,6 @@
         cudaError_t gt_e_ = (call);                                                            \
         if (gt_e_ != cudaSuccess)                                                              \
             fail_msg("%s: %s (%s)", #call, cudaGetErrorString(gt_e_), cudaGetErrorName(gt_e_)); \
-    } while (0)
-
-#define GT_OK(expr)                                                                            \
-    do {                                                                                       \
-        gp_status gt_s_ = (expr);                                                              \
-        if (gt_s_ != GP_OK)                                                                    \
-            fail_msg("%s -> %s: %s", #expr, gp_status_str(gt_s_), gp_last_error());            \
-    } while (0)
-
-/* expr must fail with status s and a message containing needle. */
-#define GT_EXPECT_FAIL(expr, s, needle)                                                        \
-    do {                                                                                       \
-        gp_clear_error();                                                                      \
-        gp_status gt_s_ = (expr);                                                              \
-        if (gt_s_ != (s))                                                                      \
-            fail_msg("%s -> %s, expected %s", #expr, gp_status_str(gt_s_), gp_status_str(s));  \
-        if (!strstr(gp_last_error(), (needle)))                                                \
-            fail_msg("%s: message '%s' lacks '%s'", #expr, gp_last_error(), (needle));         \
     } while (0)
 
 typedef struct gt_rng { uint64_t s; } gt_rng;

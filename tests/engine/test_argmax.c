@@ -85,7 +85,7 @@ static void run_case(int B, int V, int misalign, gt_rng *rng, cudaStream_t s)
     float *xd = (float *)d_x + off;
     gt_upload(xd, x, n * sizeof(float));
 
-    GT_OK(gp_argmax_rows(xd, d_out, B, V, s));
+    GP_CHECK_OK(gp_argmax_rows(xd, d_out, B, V, s));
     gt_download(got, d_out, ob);
     gp_argmax_rows_ref(x, ref, B, V);
     gt_guard_check(d_out, ob, "out");
@@ -125,10 +125,10 @@ static void test_bad_args(void **state)
     (void)state;
     float *x = (float *)(uintptr_t)0x1000;
     int32_t *o = (int32_t *)(uintptr_t)0x2000;
-    GT_EXPECT_FAIL(gp_argmax_rows(x, o, -1, 10, NULL), GP_ERR_INVALID_ARG, "B = -1");
-    GT_EXPECT_FAIL(gp_argmax_rows(x, o, 1, 0, NULL), GP_ERR_INVALID_ARG, "V = 0");
-    GT_EXPECT_FAIL(gp_argmax_rows(x, NULL, 1, 10, NULL), GP_ERR_INVALID_ARG, "out (nil)");
-    GT_OK(gp_argmax_rows(NULL, NULL, 0, 10, NULL));
+    GP_CHECK_FAIL(gp_argmax_rows(x, o, -1, 10, NULL), GP_ERR_INVALID_ARG, "B = -1");
+    GP_CHECK_FAIL(gp_argmax_rows(x, o, 1, 0, NULL), GP_ERR_INVALID_ARG, "V = 0");
+    GP_CHECK_FAIL(gp_argmax_rows(x, NULL, 1, 10, NULL), GP_ERR_INVALID_ARG, "out (nil)");
+    GP_CHECK_OK(gp_argmax_rows(NULL, NULL, 0, 10, NULL));
 }
 
 /* The reference itself on the constructed rows (host only). */

@@ -73,7 +73,7 @@ static int case_plain_errors(void *arg, gt_report *r)
           gp_last_error());
     s = gp_green_cu_fail(&d, CUDA_ERROR_NOT_SUPPORTED, "cuGreenCtxCreate", "f.c", 6);
     GT_CK(s == GP_ERR_UNSUPPORTED, "status %s", gp_status_str(s));
-    s = gp_green_rt_fail(cudaErrorMemoryAllocation, "cudaStreamCreateWithFlags", "f.c", 7);
+    s = gp_cuda_fail(cudaErrorMemoryAllocation, "cudaStreamCreateWithFlags", "f.c", 7);
     GT_CK(s == GP_ERR_DEVICE_MEMORY, "status %s", gp_status_str(s));
     GT_CK(!gp_device_faulted(), "no sticky error was reported, yet the flag is set");
     GT_CK(gp_device_step_gate(NULL) == GP_OK, "the gate refused without a fault: %s", gp_last_error());

@@ -37,9 +37,9 @@
 #define TIMED(r, label, call, st_out, dt_out)                                                    \
     do {                                                                                         \
         gp_clear_error();                                                                        \
-        double t0_ = gt_now_s();                                                                 \
+        double t0_ = gp_now_s();                                                                 \
         (st_out) = (call);                                                                       \
-        (dt_out) = gt_now_s() - t0_;                                                             \
+        (dt_out) = gp_now_s() - t0_;                                                             \
         gt_report_add((r), "%s: %s after %.3f s: %s", (label), gp_status_str(st_out), (dt_out),  \
                       gp_last_error());                                                          \
     } while (0)
@@ -132,10 +132,10 @@ static int engine_child(void *arg, gt_report *r)
     if (check_later_create(r, dw))
         return 1;
 
-    double t0 = gt_now_s();
+    double t0 = gp_now_s();
     gp_engine_destroy(e);
     gp_device_weights_destroy(dw);
-    dt = gt_now_s() - t0;
+    dt = gp_now_s() - t0;
     gt_report_add(r, "teardown after the fault: %.3f s", dt);
     GT_CK(dt < TEARDOWN_LIMIT_S, "teardown took %.1f s", dt);
     return 0;
@@ -198,13 +198,13 @@ static int cublas_child(void *arg, gt_report *r)
 
     TIMED(r, "GEMM after the fault was seen", gp_gemm_bf16(g, M, N, K, x, w, y, GP_GEMM_OUT_BF16), st, dt);
     GT_CK(st == GP_ERR_DEVICE_FAULT || st == GP_OK, "unexpected status");
-    double t0 = gt_now_s();
+    double t0 = gp_now_s();
     gp_device_free(x);
     gp_device_free(w);
     gp_device_free(y);
     gp_gemm_ctx_destroy(g);
     (void)cudaStreamDestroy(s);
-    dt = gt_now_s() - t0;
+    dt = gp_now_s() - t0;
     gt_report_add(r, "teardown after the fault: %.3f s", dt);
     GT_CK(dt < TEARDOWN_LIMIT_S, "teardown took %.1f s", dt);
     return 0;
@@ -267,13 +267,13 @@ static int pipeline_child(void *arg, gt_report *r)
     if (check_later_create(r, dw))
         return 1;
 
-    double t0 = gt_now_s();
+    double t0 = gp_now_s();
     gp_pipeline_destroy(pl);
     gp_cuda_exec_destroy(x);
     gp_green_pool_destroy(pool);
     gp_engine_destroy(e);
     gp_device_weights_destroy(dw);
-    dt = gt_now_s() - t0;
+    dt = gp_now_s() - t0;
     gt_report_add(r, "teardown after the fault: %.3f s", dt);
     GT_CK(dt < TEARDOWN_LIMIT_S, "teardown took %.1f s", dt);
     return 0;

@@ -36,7 +36,7 @@ static void run_case(int B, int H, int V, int misalign, int bad_ids, gt_rng *rng
     gt_upload(d_tok, tok, tb);
     gt_upload(table_d, table, tn * sizeof(gp_bf16));
 
-    GT_OK(gp_embed(d_tok, table_d, resid, B, H, V, s));
+    GP_CHECK_OK(gp_embed(d_tok, table_d, resid, B, H, V, s));
     gt_download(got, resid, n * sizeof(float));
     gp_embed_ref(tok, table, ref, B, H, V);
 
@@ -80,11 +80,11 @@ static void test_bad_args(void **state)
     int32_t *t = (int32_t *)(uintptr_t)0x1000;
     gp_bf16 *tb = (gp_bf16 *)(uintptr_t)0x2000;
     float *r = (float *)(uintptr_t)0x3000;
-    GT_EXPECT_FAIL(gp_embed(t, tb, r, -2, 64, 10, NULL), GP_ERR_INVALID_ARG, "B = -2");
-    GT_EXPECT_FAIL(gp_embed(t, tb, r, 2, 0, 10, NULL), GP_ERR_INVALID_ARG, "H = 0");
-    GT_EXPECT_FAIL(gp_embed(t, tb, r, 2, 64, 0, NULL), GP_ERR_INVALID_ARG, "V = 0");
-    GT_EXPECT_FAIL(gp_embed(NULL, tb, r, 2, 64, 10, NULL), GP_ERR_INVALID_ARG, "tokens (nil)");
-    GT_OK(gp_embed(NULL, NULL, NULL, 0, 64, 10, NULL));
+    GP_CHECK_FAIL(gp_embed(t, tb, r, -2, 64, 10, NULL), GP_ERR_INVALID_ARG, "B = -2");
+    GP_CHECK_FAIL(gp_embed(t, tb, r, 2, 0, 10, NULL), GP_ERR_INVALID_ARG, "H = 0");
+    GP_CHECK_FAIL(gp_embed(t, tb, r, 2, 64, 0, NULL), GP_ERR_INVALID_ARG, "V = 0");
+    GP_CHECK_FAIL(gp_embed(NULL, tb, r, 2, 64, 10, NULL), GP_ERR_INVALID_ARG, "tokens (nil)");
+    GP_CHECK_OK(gp_embed(NULL, NULL, NULL, 0, 64, 10, NULL));
 }
 
 int main(void)

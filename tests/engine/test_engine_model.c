@@ -66,10 +66,10 @@ static double rel_err(const float *a, const float *ref, int n)
 static void test_batch_vs_cpu(void **state)
 {
     gp_config cfg;
-    CHECK_OK(gp_config_preset("tiny", &cfg));
+    GP_CHECK_OK(gp_config_preset("tiny", &cfg));
     gp_host_weights w;
-    CHECK_OK(gp_host_weights_alloc(&cfg, &w));
-    CHECK_OK(gp_synth_fill_host(&w, 1234));
+    GP_CHECK_OK(gp_host_weights_alloc(&cfg, &w));
+    GP_CHECK_OK(gp_synth_fill_host(&w, 1234));
     enum { NS = 5, STEPS = 8, CTX = 16 };
     const int plen[NS] = {1, 2, 3, 4, 7};
     int32_t prompt[NS][7];
@@ -81,33 +81,33 @@ static void test_batch_vs_cpu(void **state)
     float *ref = malloc(sizeof(float) * NS * V), *got = malloc(sizeof(float) * NS * V);
     float *eager = malloc(sizeof(float) * NS * V);
     gp_cpu_model *cpu;
-    CHECK_OK(gp_cpu_model_create(&w, NS, CTX, 3, &cpu));
+    GP_CHECK_OK(gp_cpu_model_create(&w, NS, CTX, 3, &cpu));
     gp_cpu_model_set_bf16_activations(cpu, true); /* the engine's rounding points */
     gp_backend_params bp = gp_backend_default_params(GP_BACKEND_CUDA);
     bp.n_seqs = NS;
     bp.max_context = CTX;
     bp.block_size = 3;
     gp_backend *gb, *eb;
-    CHECK_OK(gp_backend_open_weights(&w, &bp, &gb));
+    GP_CHECK_OK(gp_backend_open_weights(&w, &bp, &gb));
     bp.use_graphs = false;
-    CHECK_OK(gp_backend_open_weights(&w, &bp, &eb));
+    GP_CHECK_OK(gp_backend_open_weights(&w, &bp, &eb));
     gp_exec g = gp_backend_exec(gb), e = gp_backend_exec(eb);
     int ids[NS];
     int32_t feed[NS], next[NS], next_e[NS];
     double worst = 0;
     for (int s = 0; s < NS; s++) {
         ids[s] = s;
-        CHECK_OK(gp_cpu_prefill(cpu, s, plen[s], prompt[s], ref + s * V));
-        CHECK_OK(g.ops->prefill(g.ctx, s, plen[s], prompt[s], NULL, got + s * V));
-        CHECK_OK(e.ops->prefill(e.ctx, s, plen[s], prompt[s], NULL, eager + s * V));
+        GP_CHECK_OK(gp_cpu_prefill(cpu, s, plen[s], prompt[s], ref + s * V));
+        GP_CHECK_OK(g.ops->prefill(g.ctx, s, plen[s], prompt[s], NULL, got + s * V));
+        GP_CHECK_OK(e.ops->prefill(e.ctx, s, plen[s], prompt[s], NULL, eager + s * V));
         worst = fmax(worst, rel_err(got + s * V, ref + s * V, V));
         assert_memory_equal(got + s * V, eager + s * V, sizeof(float) * V);
         feed[s] = gp_argmax(ref + s * V, V);
     }
     for (int t = 0; t < STEPS; t++) {
-        CHECK_OK(gp_cpu_decode_step(cpu, NS, ids, feed, ref));
-        CHECK_OK(g.ops->sequential_step(g.ctx, NS, ids, feed, next, got, NULL));
-        CHECK_OK(e.ops->sequential_step(e.ctx, NS, ids, feed, next_e, eager, NULL));
+        GP_CHECK_OK(gp_cpu_decode_step(cpu, NS, ids, feed, ref));
+        GP_CHECK_OK(g.ops->sequential_step(g.ctx, NS, ids, feed, next, got, NULL));
+        GP_CHECK_OK(e.ops->sequential_step(e.ctx, NS, ids, feed, next_e, eager, NULL));
         assert_memory_equal(got, eager, sizeof(float) * NS * V);
         assert_memory_equal(next, next_e, sizeof next);
         for (int s = 0; s < NS; s++) {
@@ -133,14 +133,14 @@ static void test_batch_vs_cpu(void **state)
 static void test_errors(void **state)
 {
     gp_config cfg;
-    CHECK_OK(gp_config_preset("tiny", &cfg));
+    GP_CHECK_OK(gp_config_preset("tiny", &cfg));
     gp_device_weights *dw;
-    CHECK_OK(gp_device_weights_synthetic(&cfg, 1, &dw));
+    GP_CHECK_OK(gp_device_weights_synthetic(&cfg, 1, &dw));
     gp_engine_params p = gp_engine_default_params();
     p.max_batch = 2;
     p.max_context = 4;
     gp_engine *e;
-    CHECK_OK(gp_engine_create(dw, &p, &e));
+    GP_CHECK_OK(gp_engine_create(dw, &p, &e));
     int ids[2] = {0, 0};
     int32_t tok[2] = {1, 2}, next[2];
     assert_int_equal(gp_engine_decode_step(e, 2, ids, tok, next, NULL), GP_ERR_INVALID_ARG);
@@ -150,7 +150,7 @@ static void test_errors(void **state)
     assert_non_null(strstr(gp_last_error(), "token 256"));
     tok[1] = 3;
     for (int i = 0; i < 4; i++)
-        CHECK_OK(gp_engine_decode_step(e, 2, ids, tok, next, NULL));
+        GP_CHECK_OK(gp_engine_decode_step(e, 2, ids, tok, next, NULL));
     assert_int_equal(gp_engine_decode_step(e, 2, ids, tok, next, NULL), GP_ERR_STATE);
     assert_non_null(strstr(gp_last_error(), "is full"));
     gp_engine_destroy(e);

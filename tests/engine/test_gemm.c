@@ -60,7 +60,7 @@ static void check_one(gp_gemm_ctx *ctx, const char *ctx_name, shape sh, const gp
     for (int pass = 0; pass < 2; pass++) { /* pass 0 picks the algo, pass 1 reuses it */
         gt_poison(dy, yb);
         int cached = gp_gemm_cached_shapes(ctx);
-        GT_OK(gp_gemm_bf16(ctx, sh.M, sh.N, sh.K, dx, dw, dy, ot));
+        GP_CHECK_OK(gp_gemm_bf16(ctx, sh.M, sh.N, sh.K, dx, dw, dy, ot));
         if (pass == 1 && gp_gemm_cached_shapes(ctx) != cached)
             fail_msg("%s: second call of the shape was not served from the cache", what);
         gt_download(raw, dy, yb);
@@ -98,7 +98,7 @@ static void check_acc(gp_gemm_ctx *ctx, const char *ctx_name, shape sh, const gp
     for (int pass = 0; pass < 2; pass++) {
         gt_poison(dy, n * sizeof(float)); /* the guard; then the start value */
         gt_upload(dy, y0, n * sizeof(float));
-        GT_OK(gp_gemm_bf16(ctx, sh.M, sh.N, sh.K, dx, dw, dy, GP_GEMM_OUT_F32_ACC));
+        GP_CHECK_OK(gp_gemm_bf16(ctx, sh.M, sh.N, sh.K, dx, dw, dy, GP_GEMM_OUT_F32_ACC));
         gt_download(pass ? again : got, dy, n * sizeof(float));
         gt_guard_check(dy, n * sizeof(float), what);
     }
@@ -127,8 +127,8 @@ static void test_shapes(void **state)
     GT_CUDA(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev));
     int target = sms < 56 ? sms : 56;
     gp_gemm_ctx *all = NULL, *part = NULL;
-    GT_OK(gp_gemm_ctx_create(s, 0, &all));
-    GT_OK(gp_gemm_ctx_create(s, target, &part));
+    GP_CHECK_OK(gp_gemm_ctx_create(s, 0, &all));
+    GP_CHECK_OK(gp_gemm_ctx_create(s, target, &part));
     assert_int_equal(gp_gemm_sm_count_target(part), target);
     char part_name[32];
     snprintf(part_name, sizeof part_name, "sm_target_%d", target);
@@ -159,7 +159,7 @@ static void test_shapes(void **state)
     }
     assert_int_equal(gp_gemm_cached_shapes(all), 15); /* 5 shapes x 3 output kinds */
     /* a new SM budget empties the cache (the heuristic's choice depends on it) */
-    GT_OK(gp_gemm_set_sm_count_target(part, target / 2 > 0 ? target / 2 : 1));
+    GP_CHECK_OK(gp_gemm_set_sm_count_target(part, target / 2 > 0 ? target / 2 : 1));
     assert_int_equal(gp_gemm_cached_shapes(part), 0);
     gp_gemm_ctx_destroy(all);
     gp_gemm_ctx_destroy(part);
@@ -186,7 +186,7 @@ static void test_row_offset_slices(void **state)
     gt_upload(dx, x, nx * sizeof(gp_bf16));
     gt_upload(dw, w, nw * sizeof(gp_bf16));
     gp_gemm_ctx *ctx = NULL;
-    GT_OK(gp_gemm_ctx_create(NULL, 0, &ctx));
+    GP_CHECK_OK(gp_gemm_ctx_create(NULL, 0, &ctx));
     /* x + K: 320 bytes in (64-byte aligned); y one row in: 192 (bf16) / 384 (f32) bytes */
     check_one(ctx, "x_row1_y_row1", sh, dx + sh.K, dw, dy + (size_t)sh.N * sizeof(gp_bf16),
               GP_GEMM_OUT_BF16, ref);
@@ -220,11 +220,11 @@ static void test_cache_eviction(void **state)
     gt_upload(dx, x, (size_t)maxM * K * sizeof(gp_bf16));
     gt_upload(dw, w, (size_t)N * K * sizeof(gp_bf16));
     gp_gemm_ctx *ctx = NULL;
-    GT_OK(gp_gemm_ctx_create(NULL, 0, &ctx));
+    GP_CHECK_OK(gp_gemm_ctx_create(NULL, 0, &ctx));
     for (int round = 0; round < 2; round++)
         for (int M = 1; M <= maxM; M++) {
             gt_poison(dy, (size_t)M * N * sizeof(float));
-            GT_OK(gp_gemm_bf16(ctx, M, N, K, dx, dw, dy, GP_GEMM_OUT_F32));
+            GP_CHECK_OK(gp_gemm_bf16(ctx, M, N, K, dx, dw, dy, GP_GEMM_OUT_F32));
             gt_download(got, dy, (size_t)M * N * sizeof(float));
             size_t nonfinite;
             double e = rel_err("eviction", got, ref, M, N, TOL_F32, &nonfinite);
@@ -296,10 +296,10 @@ static void test_skinny_shapes(void **state)
     GT_CUDA(cudaGetDevice(&dev));
     GT_CUDA(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev));
     gp_gemm_ctx *all = NULL, *part = NULL;
-    GT_OK(gp_gemm_ctx_create(NULL, 0, &all));
-    GT_OK(gp_gemm_ctx_create(NULL, sms < 8 ? sms : 8, &part));
-    GT_OK(gp_gemm_set_skinny_max_m(all, GP_GEMM_SKINNY_MAX_M));
-    GT_OK(gp_gemm_set_skinny_max_m(part, GP_GEMM_SKINNY_MAX_M));
+    GP_CHECK_OK(gp_gemm_ctx_create(NULL, 0, &all));
+    GP_CHECK_OK(gp_gemm_ctx_create(NULL, sms < 8 ? sms : 8, &part));
+    GP_CHECK_OK(gp_gemm_set_skinny_max_m(all, GP_GEMM_SKINNY_MAX_M));
+    GP_CHECK_OK(gp_gemm_set_skinny_max_m(part, GP_GEMM_SKINNY_MAX_M));
     /* every M 1..16 on one problem: rows of a larger product are its rows */
     {
         problem p;
@@ -343,7 +343,7 @@ static void test_skinny_slices(void **state)
     (void)state;
     gt_rng rng = { g_seed + 29 };
     gp_gemm_ctx *ctx = NULL;
-    GT_OK(gp_gemm_ctx_create(NULL, 0, &ctx));
+    GP_CHECK_OK(gp_gemm_ctx_create(NULL, 0, &ctx));
     static const shape shapes[] = { { 5, 200, 136 }, { 5, 200, 140 } };
     for (int i = 0; i < 2; i++) {
         shape big = shapes[i];
@@ -383,7 +383,7 @@ static void test_skinny_chain_graph(void **state)
     cudaStream_t s;
     GT_CUDA(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));
     gp_gemm_ctx *ctx = NULL;
-    GT_OK(gp_gemm_ctx_create(s, 0, &ctx));
+    GP_CHECK_OK(gp_gemm_ctx_create(s, 0, &ctx));
     assert_true(gp_gemm_is_skinny(ctx, M, N1, K1, a.dx, a.dw));
     assert_true(gp_gemm_is_skinny(ctx, M, N2, N1, b.dx, b.dw));
     gp_bf16 *h = gt_dev_alloc((size_t)M * N1 * sizeof(gp_bf16));
@@ -397,8 +397,8 @@ static void test_skinny_chain_graph(void **state)
     /* eager (also picks both plans) */
     gt_poison(h, (size_t)M * N1 * sizeof(gp_bf16));
     gt_upload(y, y0, (size_t)M * N2 * sizeof(float));
-    GT_OK(gp_gemm_bf16(ctx, M, N1, K1, a.dx, a.dw, h, GP_GEMM_OUT_BF16));
-    GT_OK(gp_gemm_bf16(ctx, M, N2, N1, h, b.dw, y, GP_GEMM_OUT_F32_ACC));
+    GP_CHECK_OK(gp_gemm_bf16(ctx, M, N1, K1, a.dx, a.dw, h, GP_GEMM_OUT_BF16));
+    GP_CHECK_OK(gp_gemm_bf16(ctx, M, N2, N1, h, b.dw, y, GP_GEMM_OUT_F32_ACC));
     GT_CUDA(cudaStreamSynchronize(s));
     gt_download(eager, y, (size_t)M * N2 * sizeof(float));
 
@@ -422,8 +422,8 @@ static void test_skinny_chain_graph(void **state)
     cudaGraph_t g = NULL;
     cudaGraphExec_t ge = NULL;
     GT_CUDA(cudaStreamBeginCapture(s, cudaStreamCaptureModeThreadLocal));
-    GT_OK(gp_gemm_bf16(ctx, M, N1, K1, a.dx, a.dw, h, GP_GEMM_OUT_BF16));
-    GT_OK(gp_gemm_bf16(ctx, M, N2, N1, h, b.dw, y, GP_GEMM_OUT_F32_ACC));
+    GP_CHECK_OK(gp_gemm_bf16(ctx, M, N1, K1, a.dx, a.dw, h, GP_GEMM_OUT_BF16));
+    GP_CHECK_OK(gp_gemm_bf16(ctx, M, N2, N1, h, b.dw, y, GP_GEMM_OUT_F32_ACC));
     GT_CUDA(cudaStreamEndCapture(s, &g));
     GT_CUDA(cudaGraphInstantiate(&ge, g, 0));
     for (int rep = 0; rep < 5; rep++) {
@@ -458,7 +458,7 @@ static void test_tuned(void **state)
     GT_CUDA(cudaGetDevice(&dev));
     GT_CUDA(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev));
     gp_gemm_ctx *ctx = NULL;
-    GT_OK(gp_gemm_ctx_create(s, sms < 40 ? sms : 40, &ctx));
+    GP_CHECK_OK(gp_gemm_ctx_create(s, sms < 40 ? sms : 40, &ctx));
     for (size_t i = 0; i < sizeof shapes / sizeof shapes[0]; i++) {
         problem pr;
         problem_make(&pr, shapes[i], &rng);
@@ -467,13 +467,13 @@ static void test_tuned(void **state)
         for (int o = 0; o < 3; o++) {
             gp_gemm_out ot = o == 0 ? GP_GEMM_OUT_BF16 : o == 1 ? GP_GEMM_OUT_F32 : GP_GEMM_OUT_F32_ACC;
             gp_gemm_tune_report rep;
-            GT_OK(gp_gemm_tune(ctx, sh.M, sh.N, sh.K, pr.dx, pr.dw, scratch, ot, 8, 3, &rep));
+            GP_CHECK_OK(gp_gemm_tune(ctx, sh.M, sh.N, sh.K, pr.dx, pr.dw, scratch, ot, 8, 3, &rep));
             printf("  tune M=%d N=%d K=%d out=%d: %d candidates, heuristic %.4f ms, kept #%d %.4f ms\n",
                    sh.M, sh.N, sh.K, o, rep.candidates, rep.first_ms, rep.chosen, rep.best_ms);
             assert_true(rep.candidates >= 1 && rep.candidates <= 8);
             assert_true(rep.chosen >= 0 && rep.chosen < 8);
             assert_true(rep.best_ms > 0.0f && rep.best_ms <= rep.first_ms);
-            GT_OK(gp_gemm_tune(ctx, sh.M, sh.N, sh.K, pr.dx, pr.dw, scratch, ot, 8, 3, &rep));
+            GP_CHECK_OK(gp_gemm_tune(ctx, sh.M, sh.N, sh.K, pr.dx, pr.dw, scratch, ot, 8, 3, &rep));
             assert_int_equal(rep.candidates, 0); /* kept, not timed again */
             int cached = gp_gemm_cached_shapes(ctx);
             if (ot == GP_GEMM_OUT_F32_ACC)
@@ -489,7 +489,7 @@ static void test_tuned(void **state)
     gp_bf16 *dx = gt_dev_alloc(8 * 256 * sizeof(gp_bf16)), *dw = gt_dev_alloc(256 * 256 * sizeof(gp_bf16));
     float *dy = gt_dev_alloc(8 * 256 * sizeof(float));
     gp_gemm_tune_report rep;
-    GT_OK(gp_gemm_tune(ctx, 8, 256, 256, dx, dw, dy, GP_GEMM_OUT_F32, 8, 3, &rep));
+    GP_CHECK_OK(gp_gemm_tune(ctx, 8, 256, 256, dx, dw, dy, GP_GEMM_OUT_F32, 8, 3, &rep));
     assert_int_equal(rep.candidates, 0);
     /* inside a capture: refused, and the capture survives */
     cudaGraph_t g = NULL;
@@ -509,39 +509,39 @@ static void test_bad_args(void **state)
     (void)state;
     gp_bf16 *p = (gp_bf16 *)(uintptr_t)0x1000;
     gp_gemm_ctx *ctx = (gp_gemm_ctx *)(uintptr_t)0x4000; /* never dereferenced on these paths */
-    GT_EXPECT_FAIL(gp_gemm_bf16(NULL, 1, 1, 1, p, p, p, GP_GEMM_OUT_BF16), GP_ERR_INVALID_ARG,
+    GP_CHECK_FAIL(gp_gemm_bf16(NULL, 1, 1, 1, p, p, p, GP_GEMM_OUT_BF16), GP_ERR_INVALID_ARG,
                    "ctx is NULL");
-    GT_EXPECT_FAIL(gp_gemm_bf16(ctx, -1, 64, 64, p, p, p, GP_GEMM_OUT_BF16), GP_ERR_INVALID_ARG,
+    GP_CHECK_FAIL(gp_gemm_bf16(ctx, -1, 64, 64, p, p, p, GP_GEMM_OUT_BF16), GP_ERR_INVALID_ARG,
                    "M = -1");
-    GT_EXPECT_FAIL(gp_gemm_bf16(ctx, 1, 0, 64, p, p, p, GP_GEMM_OUT_BF16), GP_ERR_INVALID_ARG,
+    GP_CHECK_FAIL(gp_gemm_bf16(ctx, 1, 0, 64, p, p, p, GP_GEMM_OUT_BF16), GP_ERR_INVALID_ARG,
                    "N = 0");
-    GT_EXPECT_FAIL(gp_gemm_bf16(ctx, 1, 64, 0, p, p, p, GP_GEMM_OUT_BF16), GP_ERR_INVALID_ARG,
+    GP_CHECK_FAIL(gp_gemm_bf16(ctx, 1, 64, 0, p, p, p, GP_GEMM_OUT_BF16), GP_ERR_INVALID_ARG,
                    "K = 0");
-    GT_EXPECT_FAIL(gp_gemm_bf16(ctx, 1, 64, 64, p, p, p, (gp_gemm_out)7), GP_ERR_INVALID_ARG,
+    GP_CHECK_FAIL(gp_gemm_bf16(ctx, 1, 64, 64, p, p, p, (gp_gemm_out)7), GP_ERR_INVALID_ARG,
                    "out_type = 7");
-    GT_EXPECT_FAIL(gp_gemm_bf16(ctx, 1, 64, 64, NULL, p, p, GP_GEMM_OUT_F32), GP_ERR_INVALID_ARG,
+    GP_CHECK_FAIL(gp_gemm_bf16(ctx, 1, 64, 64, NULL, p, p, GP_GEMM_OUT_F32), GP_ERR_INVALID_ARG,
                    "x (nil)");
-    GT_OK(gp_gemm_bf16(ctx, 0, 64, 64, NULL, NULL, NULL, GP_GEMM_OUT_F32));
-    GT_EXPECT_FAIL(gp_gemm_tune(NULL, 8, 64, 64, p, p, p, GP_GEMM_OUT_F32, 8, 3, NULL),
+    GP_CHECK_OK(gp_gemm_bf16(ctx, 0, 64, 64, NULL, NULL, NULL, GP_GEMM_OUT_F32));
+    GP_CHECK_FAIL(gp_gemm_tune(NULL, 8, 64, 64, p, p, p, GP_GEMM_OUT_F32, 8, 3, NULL),
                    GP_ERR_INVALID_ARG, "ctx (nil)");
-    GT_EXPECT_FAIL(gp_gemm_tune(ctx, 0, 64, 64, p, p, p, GP_GEMM_OUT_F32, 8, 3, NULL),
+    GP_CHECK_FAIL(gp_gemm_tune(ctx, 0, 64, 64, p, p, p, GP_GEMM_OUT_F32, 8, 3, NULL),
                    GP_ERR_INVALID_ARG, "M = 0");
-    GT_EXPECT_FAIL(gp_gemm_tune(ctx, 8, 64, 64, p, p, p, GP_GEMM_OUT_F32, 33, 3, NULL),
+    GP_CHECK_FAIL(gp_gemm_tune(ctx, 8, 64, 64, p, p, p, GP_GEMM_OUT_F32, 33, 3, NULL),
                    GP_ERR_INVALID_ARG, "max_candidates = 33");
-    GT_EXPECT_FAIL(gp_gemm_tune(ctx, 8, 64, 64, p, p, p, GP_GEMM_OUT_F32, 8, 0, NULL),
+    GP_CHECK_FAIL(gp_gemm_tune(ctx, 8, 64, 64, p, p, p, GP_GEMM_OUT_F32, 8, 0, NULL),
                    GP_ERR_INVALID_ARG, "reps = 0");
-    GT_EXPECT_FAIL(gp_gemm_tune(ctx, 8, 64, 64, p, p, p, (gp_gemm_out)9, 8, 3, NULL),
+    GP_CHECK_FAIL(gp_gemm_tune(ctx, 8, 64, 64, p, p, p, (gp_gemm_out)9, 8, 3, NULL),
                    GP_ERR_INVALID_ARG, "out_type = 9");
     gp_gemm_ctx *out = ctx;
-    GT_EXPECT_FAIL(gp_gemm_ctx_create(NULL, -3, &out), GP_ERR_INVALID_ARG, "sm_count_target = -3");
+    GP_CHECK_FAIL(gp_gemm_ctx_create(NULL, -3, &out), GP_ERR_INVALID_ARG, "sm_count_target = -3");
     assert_null(out);
-    GT_EXPECT_FAIL(gp_gemm_ctx_create(NULL, 0, NULL), GP_ERR_INVALID_ARG, "out is NULL");
-    GT_EXPECT_FAIL(gp_gemm_set_stream(NULL, NULL), GP_ERR_INVALID_ARG, "ctx is NULL");
-    GT_EXPECT_FAIL(gp_gemm_set_sm_count_target(NULL, 8), GP_ERR_INVALID_ARG, "ctx is NULL");
-    GT_EXPECT_FAIL(gp_gemm_set_skinny_max_m(NULL, 8), GP_ERR_INVALID_ARG, "ctx is NULL");
-    GT_EXPECT_FAIL(gp_gemm_set_skinny_max_m(ctx, GP_GEMM_SKINNY_MAX_M + 1), GP_ERR_INVALID_ARG,
+    GP_CHECK_FAIL(gp_gemm_ctx_create(NULL, 0, NULL), GP_ERR_INVALID_ARG, "out is NULL");
+    GP_CHECK_FAIL(gp_gemm_set_stream(NULL, NULL), GP_ERR_INVALID_ARG, "ctx is NULL");
+    GP_CHECK_FAIL(gp_gemm_set_sm_count_target(NULL, 8), GP_ERR_INVALID_ARG, "ctx is NULL");
+    GP_CHECK_FAIL(gp_gemm_set_skinny_max_m(NULL, 8), GP_ERR_INVALID_ARG, "ctx is NULL");
+    GP_CHECK_FAIL(gp_gemm_set_skinny_max_m(ctx, GP_GEMM_SKINNY_MAX_M + 1), GP_ERR_INVALID_ARG,
                    "max_m");
-    GT_EXPECT_FAIL(gp_gemm_set_skinny_max_m(ctx, -1), GP_ERR_INVALID_ARG, "max_m = -1");
+    GP_CHECK_FAIL(gp_gemm_set_skinny_max_m(ctx, -1), GP_ERR_INVALID_ARG, "max_m = -1");
     assert_int_equal(gp_gemm_is_skinny(NULL, 8, 64, 64, p, p), 0);
     gp_gemm_ctx_destroy(NULL);
     assert_int_equal(gp_gemm_cached_shapes(NULL), 0);
@@ -552,10 +552,10 @@ static void test_bad_sm_target(void **state)
 {
     (void)state;
     gp_gemm_ctx *ctx = NULL;
-    GT_EXPECT_FAIL(gp_gemm_ctx_create(NULL, 100000, &ctx), GP_ERR_INVALID_ARG,
+    GP_CHECK_FAIL(gp_gemm_ctx_create(NULL, 100000, &ctx), GP_ERR_INVALID_ARG,
                    "sm_count_target = 100000");
-    GT_OK(gp_gemm_ctx_create(NULL, 0, &ctx));
-    GT_EXPECT_FAIL(gp_gemm_set_sm_count_target(ctx, 100000), GP_ERR_INVALID_ARG, "100000");
+    GP_CHECK_OK(gp_gemm_ctx_create(NULL, 0, &ctx));
+    GP_CHECK_FAIL(gp_gemm_set_sm_count_target(ctx, 100000), GP_ERR_INVALID_ARG, "100000");
     gp_gemm_ctx_destroy(ctx);
 }
 

@@ -115,7 +115,7 @@ static void run(int B, int H, int F, int V, enum cudaStreamCaptureMode mode, con
     cudaStream_t st;
     GT_CUDA(cudaStreamCreateWithFlags(&st, cudaStreamNonBlocking));
     gp_gemm_ctx *ctx = NULL;
-    GT_OK(gp_gemm_ctx_create(st, 0, &ctx));
+    GP_CHECK_OK(gp_gemm_ctx_create(st, 0, &ctx));
     poison_outputs(&s);
 
     /* capture with shapes the context has never seen */
@@ -146,7 +146,7 @@ static void run(int B, int H, int F, int V, enum cudaStreamCaptureMode mode, con
     GT_CUDA(cudaStreamSynchronize(st));
     outputs_get(&s, &g2);
     poison_outputs(&s);
-    GT_OK(step_enqueue(&s, ctx, st)); /* eager, served by the algorithms picked in capture */
+    GP_CHECK_OK(step_enqueue(&s, ctx, st)); /* eager, served by the algorithms picked in capture */
     GT_CUDA(cudaStreamSynchronize(st));
     outputs_get(&s, &e);
     assert_int_equal(gp_gemm_cached_shapes(ctx), 3);

@@ -197,9 +197,9 @@ static int real_oom_child(void *arg, gt_report *r)
     ep.max_context = 1 << 24;
     uint64_t need = gp_engine_device_bytes(&cfg, &ep);
     gp_engine *e = NULL;
-    double t0 = gt_now_s();
+    double t0 = gp_now_s();
     st = gp_engine_create(dw, &ep, &e);
-    double dt = gt_now_s() - t0;
+    double dt = gp_now_s() - t0;
     gt_report_add(r, "engine 64 x 16M: %s after %.3f s: %s", gp_status_str(st), dt, gp_last_error());
     char b[48];
     snprintf(b, sizeof b, "%llu bytes", (unsigned long long)need);

@@ -47,7 +47,7 @@ static void run_case(int B, int H, int with_delta, int misalign, gt_rng *rng, cu
     gt_upload(dl, delta, n * sizeof(gp_bf16));
     gt_upload(wt, w, (size_t)H * sizeof(gp_bf16));
 
-    GT_OK(gp_rmsnorm_residual(resid, with_delta ? dl : NULL, wt, out, B, H, eps, s));
+    GP_CHECK_OK(gp_rmsnorm_residual(resid, with_delta ? dl : NULL, wt, out, B, H, eps, s));
     gt_download(resid_got, resid, n * sizeof(float));
     gt_download(outb, out, n * sizeof(gp_bf16));
     for (size_t i = 0; i < n; i++)
@@ -91,7 +91,7 @@ static void test_shapes(void **state)
 static void test_empty_batch(void **state)
 {
     (void)state;
-    GT_OK(gp_rmsnorm_residual(NULL, NULL, NULL, NULL, 0, 4096, 1e-5f, NULL));
+    GP_CHECK_OK(gp_rmsnorm_residual(NULL, NULL, NULL, NULL, 0, 4096, 1e-5f, NULL));
 }
 
 static void test_bad_args(void **state)
@@ -99,12 +99,12 @@ static void test_bad_args(void **state)
     (void)state;
     float *r = (float *)(uintptr_t)0x1000; /* never dereferenced: checks come first */
     gp_bf16 *b = (gp_bf16 *)(uintptr_t)0x2000, *o = (gp_bf16 *)(uintptr_t)0x3000;
-    GT_EXPECT_FAIL(gp_rmsnorm_residual(r, b, b, o, -1, 64, 1e-5f, NULL), GP_ERR_INVALID_ARG, "B = -1");
-    GT_EXPECT_FAIL(gp_rmsnorm_residual(r, b, b, o, 2, 0, 1e-5f, NULL), GP_ERR_INVALID_ARG, "H = 0");
-    GT_EXPECT_FAIL(gp_rmsnorm_residual(r, b, b, o, 2, 64, -1.0f, NULL), GP_ERR_INVALID_ARG, "eps = -1");
-    GT_EXPECT_FAIL(gp_rmsnorm_residual(r, b, b, o, 2, 64, NAN, NULL), GP_ERR_INVALID_ARG, "eps = nan");
-    GT_EXPECT_FAIL(gp_rmsnorm_residual(r, b, NULL, o, 2, 64, 1e-5f, NULL), GP_ERR_INVALID_ARG, "w (nil)");
-    GT_EXPECT_FAIL(gp_rmsnorm_residual(r, b, b, b, 2, 64, 1e-5f, NULL), GP_ERR_INVALID_ARG, "aliases");
+    GP_CHECK_FAIL(gp_rmsnorm_residual(r, b, b, o, -1, 64, 1e-5f, NULL), GP_ERR_INVALID_ARG, "B = -1");
+    GP_CHECK_FAIL(gp_rmsnorm_residual(r, b, b, o, 2, 0, 1e-5f, NULL), GP_ERR_INVALID_ARG, "H = 0");
+    GP_CHECK_FAIL(gp_rmsnorm_residual(r, b, b, o, 2, 64, -1.0f, NULL), GP_ERR_INVALID_ARG, "eps = -1");
+    GP_CHECK_FAIL(gp_rmsnorm_residual(r, b, b, o, 2, 64, NAN, NULL), GP_ERR_INVALID_ARG, "eps = nan");
+    GP_CHECK_FAIL(gp_rmsnorm_residual(r, b, NULL, o, 2, 64, 1e-5f, NULL), GP_ERR_INVALID_ARG, "w (nil)");
+    GP_CHECK_FAIL(gp_rmsnorm_residual(r, b, b, b, 2, 64, 1e-5f, NULL), GP_ERR_INVALID_ARG, "aliases");
 }
 
 int main(void)

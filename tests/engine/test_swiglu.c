@@ -28,7 +28,7 @@ static void run_case(int B, int F, int misalign, gt_rng *rng, cudaStream_t s)
     gp_bf16 *gud = (gp_bf16 *)d_gu + off, *outd = (gp_bf16 *)d_out + off;
     gt_upload(gud, gu, 2 * n * sizeof(gp_bf16));
 
-    GT_OK(gp_swiglu(gud, outd, B, F, s));
+    GP_CHECK_OK(gp_swiglu(gud, outd, B, F, s));
     gt_download(outb, outd, n * sizeof(gp_bf16));
     for (size_t i = 0; i < n; i++)
         got[i] = gp_bf16_to_f32(outb[i]);
@@ -72,7 +72,7 @@ static void test_special_values(void **state)
     gp_bf16 *d_gu = gt_dev_alloc(sizeof gu), *d_out = gt_dev_alloc(sizeof outb);
     gt_poison(d_out, sizeof outb);
     gt_upload(d_gu, gu, sizeof gu);
-    GT_OK(gp_swiglu(d_gu, d_out, 1, F, NULL));
+    GP_CHECK_OK(gp_swiglu(d_gu, d_out, 1, F, NULL));
     gt_download(outb, d_out, sizeof outb);
     for (int i = 0; i < F; i++)
         got[i] = gp_bf16_to_f32(outb[i]);
@@ -86,10 +86,10 @@ static void test_bad_args(void **state)
 {
     (void)state;
     gp_bf16 *p = (gp_bf16 *)(uintptr_t)0x1000, *q = (gp_bf16 *)(uintptr_t)0x2000;
-    GT_EXPECT_FAIL(gp_swiglu(p, q, -1, 8, NULL), GP_ERR_INVALID_ARG, "B = -1");
-    GT_EXPECT_FAIL(gp_swiglu(p, q, 1, 0, NULL), GP_ERR_INVALID_ARG, "F = 0");
-    GT_EXPECT_FAIL(gp_swiglu(NULL, q, 1, 8, NULL), GP_ERR_INVALID_ARG, "gu (nil)");
-    GT_OK(gp_swiglu(NULL, NULL, 0, 8, NULL));
+    GP_CHECK_FAIL(gp_swiglu(p, q, -1, 8, NULL), GP_ERR_INVALID_ARG, "B = -1");
+    GP_CHECK_FAIL(gp_swiglu(p, q, 1, 0, NULL), GP_ERR_INVALID_ARG, "F = 0");
+    GP_CHECK_FAIL(gp_swiglu(NULL, q, 1, 8, NULL), GP_ERR_INVALID_ARG, "gu (nil)");
+    GP_CHECK_OK(gp_swiglu(NULL, NULL, 0, 8, NULL));
 }
 
 int main(void)

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # On the GPU machine: build with the carried Debian packages (.deps, see
-# DESIGN.md §6) and run what is asked, logs under $OUT (or ./gpu-logs), few
-# files since the device tool returns at most eight.
+# docs/ARCHITECTURE.md §8) and run what is asked, logs under $OUT (or
+# ./gpu-logs), few files since the device tool returns at most eight.
 #   tests/gpu/device_check.sh [test] [bench] [case-study] [sanitize[=REGEX]] [hf-data]
 #   test      every CTest test, GPU ones included
 #   bench     gp_bench_decode (its default workloads), gp_bench_attn, gp_bench_gemm
@@ -34,8 +34,8 @@ for arg in "$@"; do
     ctest --test-dir build-gpu --output-on-failure > "$out/ctest.log" 2>&1 || status=1
     grep -E "tests passed|Failed|\*\*\*|worst" "$out/ctest.log" | head -40 ;;
   bench)
-    ./build-gpu/engine/gp_bench_decode 2>&1 | tee "$out/bench_decode.md" || status=1
-    { ./build-gpu/bench/gp_bench_attn; ./build-gpu/engine/gp_bench_gemm 76 20; } > "$out/bench_kernels.log" 2>&1 || status=1
+    ./build-gpu/bench/gp_bench_decode 2>&1 | tee "$out/bench_decode.md" || status=1
+    { ./build-gpu/bench/gp_bench_attn; ./build-gpu/bench/gp_bench_gemm 76 20; } > "$out/bench_kernels.log" 2>&1 || status=1
     tail -30 "$out/bench_kernels.log" ;;
   sanitize*)
     regex=${arg#sanitize}; regex=${regex#=}

@@ -21,7 +21,7 @@ for k in auto cudacore; do
 done
 tail -8 "$out"/bench_attn.*.log
 timeout 200 $b/tests/pipeline_cuda > "$out/pipeline_cuda.log" 2>&1; echo "pipeline_cuda rc=$?"
-$b/engine/gp_bench_decode --workloads 8:1024,64:2048,256:1024,512:384,1024:384 > "$out/bench_decode.md" 2>&1
+$b/bench/gp_bench_decode --workloads 8:1024,64:2048,256:1024,512:384,1024:384 > "$out/bench_decode.md" 2>&1
 head -12 "$out/bench_decode.md"
 C="--repeat 3 --steps 6 --no-progress --placement qkvo-a,qkvo-f"
 timeout 240 $cs $C --workload large --sm-splits 24,32,40,48,56,64 --micro-batches 2 > "$out/cs_large.md" 2> "$out/cs_large.err"

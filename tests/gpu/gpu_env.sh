@@ -1,6 +1,6 @@
 # Sourced by the GPU-machine scripts beside it: goes to the repository root,
-# points the build at the carried Debian packages (.deps, DESIGN.md section
-# 6), sets $out ($OUT, else gpu-logs) and $b (build-gpu), and defines
+# points the build at the carried Debian packages (.deps, docs/ARCHITECTURE.md
+# §8), sets $out ($OUT, else gpu-logs) and $b (build-gpu), and defines
 # gp_build [TARGET...]: configure and build everything (or the targets) into
 # $b, log in $out/build.log; on failure print the errors and exit.
 cd "$(dirname "${BASH_SOURCE[1]}")/../.."

@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
-# Issue #6 on the GPU machine (device tool): every GPU test, then the case
+# On the GPU machine (device tool): every GPU test, then the case
 # study over the large, small and mixed workloads with both placements, an
 # autotune profile from those rows and a --tuning run that follows it.
-# Logs in $OUT (one tarball). Needs .deps (DESIGN.md section 6).
+# Logs in $OUT (one tarball). Needs .deps (docs/ARCHITECTURE.md §8).
 #   tests/gpu/issue6_run.sh [tests] [cs]
 set -uo pipefail
 shopt -s nullglob

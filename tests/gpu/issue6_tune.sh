@@ -2,7 +2,7 @@
 # On the GPU machine (device tool): the timed GEMM choice (--gemm-tune): its
 # GPU tests, then the large workload over small attention partitions, both
 # placements, M = 1 (each side alone) and 2, and the untuned sequential row.
-# Logs in $OUT (one tarball). Needs .deps (DESIGN.md section 6).
+# Logs in $OUT (one tarball). Needs .deps (docs/ARCHITECTURE.md §8).
 #   tests/gpu/issue6_tune.sh [tests] [cs]
 set -uo pipefail
 source "$(dirname "$0")/gpu_env.sh"

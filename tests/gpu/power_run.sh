@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
-# Issue #6 on the GPU machine (device tool): SM clock, power and throttle
+# On the GPU machine (device tool): SM clock, power and throttle
 # reasons per case-study row (tests/gpu/power_trace.py), to see whether
 # co-running attention and FFN are held back by the power cap rather than by
-# HBM. Logs in $OUT (one tarball). Needs .deps (DESIGN.md section 6).
+# HBM. Logs in $OUT (one tarball). Needs .deps (docs/ARCHITECTURE.md §8).
 #   tests/gpu/power_run.sh [extra case-study flags]
 set -uo pipefail
 source "$(dirname "$0")/gpu_env.sh"

@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Measurement helper for issue #6 (not part of greenpipe): runs one command
+"""Measurement helper (not part of the greenpipe library): runs one command
 (the case study with --progress) while nvidia-smi samples SM clock, power and
 the clock-event (throttle) reasons every 20 ms, and splits the samples by the
 case study's progress lines, so each row gets its own clock/power figures.

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Co-running measurements on the GPU machine (device tool). Logs in $OUT.
-# Needs .deps (DESIGN.md section 6).
+# Needs .deps (docs/ARCHITECTURE.md §8).
 #   tests    every GPU test (compute-sanitizer: sanitize_run.sh)
 #   fd S     the case study's large workload (qkvo-f, M = 2, timed GEMMs) on
 #            splits S with the fill and drain on the whole GPU, then on the

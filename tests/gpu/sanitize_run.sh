@@ -1,11 +1,11 @@
 #!/usr/bin/env bash
-# compute-sanitizer over the GPU tests (device tool; issue #7): memcheck,
+# compute-sanitizer over the GPU tests (device tool): memcheck,
 # racecheck, synccheck and initcheck, the four tools in parallel, each test
 # under a time limit. engine_oom and engine_device_fault are left out: they
 # provoke allocation failures and a trap on purpose. pipeline_cuda runs its
 # tiny-model cases only (GP_TEST_FILTER; $GP_PIPELINE_FILTER narrows them),
 # the 1B case exceeds the limit.
-# Needs .deps (DESIGN.md section 6); summary on stdout, logs in $OUT.
+# Needs .deps (docs/ARCHITECTURE.md §8); summary on stdout, logs in $OUT.
 set -uo pipefail
 source "$(dirname "$0")/gpu_env.sh"
 gp_build

@@ -8,6 +8,8 @@
 #include <stdint.h>
 extern "C" { /* cmocka.h declares its functions without C linkage for C++ */
 #include <cmocka.h>
+
+#include "gp_test.h"
 }
 
 #include <stdio.h>
@@ -26,24 +28,6 @@ extern "C" { /* cmocka.h declares its functions without C linkage for C++ */
         cudaError_t ck_e_ = (call);                                                              \
         if (ck_e_ != cudaSuccess)                                                                \
             fail_msg("%s: %s (%s)", #call, cudaGetErrorString(ck_e_), cudaGetErrorName(ck_e_));  \
-    } while (0)
-
-#define OK(expr)                                                                                 \
-    do {                                                                                         \
-        gp_status ok_s_ = (expr);                                                                \
-        if (ok_s_ != GP_OK)                                                                      \
-            fail_msg("%s -> %s: %s", #expr, gp_status_str(ok_s_), gp_last_error());              \
-    } while (0)
-
-#define EXPECT_FAIL(expr, s, needle)                                                             \
-    do {                                                                                         \
-        gp_clear_error();                                                                        \
-        gp_status ef_s_ = (expr);                                                                \
-        if (ef_s_ != (s))                                                                        \
-            fail_msg("%s -> %s, expected %s (%s)", #expr, gp_status_str(ef_s_),                  \
-                     gp_status_str(s), gp_last_error());                                         \
-        if (!strstr(gp_last_error(), (needle)))                                                  \
-            fail_msg("%s: message '%s' lacks '%s'", #expr, gp_last_error(), (needle));           \
     } while (0)
 
 static __device__ unsigned smid(void)
@@ -142,19 +126,19 @@ static void test_bad_params(void **state)
     assert_int_equal(p.remainder_side, GP_SPLIT_SIDE_F);
     assert_int_equal(p.force_fallback, 0);
 
-    EXPECT_FAIL(gp_green_pool_create(NULL, &pool), GP_ERR_INVALID_ARG, "params is NULL");
+    GP_CHECK_FAIL(gp_green_pool_create(NULL, &pool), GP_ERR_INVALID_ARG, "params is NULL");
     assert_null(pool);
-    EXPECT_FAIL(gp_green_pool_create(&p, NULL), GP_ERR_INVALID_ARG, "out is NULL");
+    GP_CHECK_FAIL(gp_green_pool_create(&p, NULL), GP_ERR_INVALID_ARG, "out is NULL");
     p.n_splits = -1;
-    EXPECT_FAIL(gp_green_pool_create(&p, &pool), GP_ERR_INVALID_ARG, "n_splits -1");
+    GP_CHECK_FAIL(gp_green_pool_create(&p, &pool), GP_ERR_INVALID_ARG, "n_splits -1");
     p.n_splits = 2;
-    EXPECT_FAIL(gp_green_pool_create(&p, &pool), GP_ERR_INVALID_ARG, "splits is NULL");
+    GP_CHECK_FAIL(gp_green_pool_create(&p, &pool), GP_ERR_INVALID_ARG, "splits is NULL");
     p = gp_green_pool_default_params();
     p.remainder_side = (gp_split_side)5;
-    EXPECT_FAIL(gp_green_pool_create(&p, &pool), GP_ERR_INVALID_ARG, "remainder_side 5");
+    GP_CHECK_FAIL(gp_green_pool_create(&p, &pool), GP_ERR_INVALID_ARG, "remainder_side 5");
     p = gp_green_pool_default_params();
     p.device = -1;
-    EXPECT_FAIL(gp_green_pool_create(&p, &pool), GP_ERR_INVALID_ARG, "device -1");
+    GP_CHECK_FAIL(gp_green_pool_create(&p, &pool), GP_ERR_INVALID_ARG, "device -1");
     assert_null(pool);
 
     gp_green_pool_destroy(NULL);
@@ -171,10 +155,10 @@ static void test_no_gpu(void **state)
     (void)state;
     gp_green_pool *pool = NULL;
     gp_green_pool_params p = gp_green_pool_default_params();
-    EXPECT_FAIL(gp_green_pool_create(&p, &pool), GP_ERR_NO_DEVICE, "no CUDA GPU usable");
+    GP_CHECK_FAIL(gp_green_pool_create(&p, &pool), GP_ERR_NO_DEVICE, "no CUDA GPU usable");
     assert_null(pool);
     gp_sm_info info;
-    EXPECT_FAIL(gp_green_query(0, &info), GP_ERR_NO_DEVICE, "no CUDA GPU usable");
+    GP_CHECK_FAIL(gp_green_query(0, &info), GP_ERR_NO_DEVICE, "no CUDA GPU usable");
 }
 
 /* ---------------------------------------------------------------- GPU */
@@ -208,7 +192,7 @@ static void test_query(void **state)
         printf("  green contexts unavailable here: %s\n", gp_last_error());
         return;
     }
-    OK(st);
+    GP_CHECK_OK(st);
     printf("  device 0: %d SMs, minimum partition %d, alignment %d, %d groups of %d "
            "(runtime: %d SMs)\n", info.sm_count, info.min_partition, info.alignment, info.groups,
            gp_split_granularity(&info), g.device_sms);
@@ -225,10 +209,10 @@ static void test_every_split(void **state)
         gp_green_pool_params p = gp_green_pool_default_params();
         p.remainder_side = (gp_split_side)side;
         gp_green_pool *pool = NULL;
-        OK(gp_green_pool_create(&p, &pool));
+        GP_CHECK_OK(gp_green_pool_create(&p, &pool));
         gp_sm_info info = gp_green_pool_sm_info(pool);
         int n_expect = 0;
-        OK(gp_split_enumerate(&info, (gp_split_side)side, NULL, 0, &n_expect));
+        GP_CHECK_OK(gp_split_enumerate(&info, (gp_split_side)side, NULL, 0, &n_expect));
         printf(" remainder on %s: %d pairs, %s%s\n", side ? "A" : "F", gp_green_pool_size(pool),
                gp_green_pool_partitioned(pool) ? "partitioned" : "unpartitioned: ",
                gp_green_pool_fallback_reason(pool));
@@ -246,7 +230,7 @@ static void test_every_split(void **state)
     }
 }
 
-/* Explicit candidates as the CLI gives them; on the H100 the issue's numbers. */
+/* Explicit candidates as the CLI gives them; on the H100 a split with the remainder on F. */
 static void test_requested_splits(void **state)
 {
     (void)state;
@@ -264,8 +248,8 @@ static void test_requested_splits(void **state)
         { (n_groups / 2) * gr, info.sm_count - (n_groups / 2) * gr }, /* middle */
         { (n_groups - 1) * gr, gr + rem },                   /* largest A */
     };
-    int h100 = info.sm_count == 132 && gr == 8 && n_groups == 15; /* DESIGN.md section 4 */
-    if (h100) { /* the issue's example: A = 7 groups, F = 8 groups + the 12 remainder SMs */
+    int h100 = info.sm_count == 132 && gr == 8 && n_groups == 15; /* docs/ARCHITECTURE.md §6 */
+    if (h100) { /* A = 7 groups, F = 8 groups + the 12 remainder SMs */
         reqs[1].attn_sms = 56;
         reqs[1].ffn_sms = 76;
     }
@@ -273,7 +257,7 @@ static void test_requested_splits(void **state)
     p.splits = reqs;
     p.n_splits = 3;
     gp_green_pool *pool = NULL;
-    OK(gp_green_pool_create(&p, &pool));
+    GP_CHECK_OK(gp_green_pool_create(&p, &pool));
     assert_int_equal(gp_green_pool_size(pool), 3);
     for (int i = 0; i < 3; i++) {
         const gp_green_pair *pair = gp_green_pool_pair(pool, i);
@@ -299,11 +283,11 @@ static void test_requested_splits(void **state)
     pool = (gp_green_pool *)&pool;
     char needle[64];
     snprintf(needle, sizeof needle, "split 2 of 2: attention SMs %d", n_groups * gr);
-    EXPECT_FAIL(gp_green_pool_create(&p, &pool), GP_ERR_INVALID_ARG, needle);
+    GP_CHECK_FAIL(gp_green_pool_create(&p, &pool), GP_ERR_INVALID_ARG, needle);
     assert_null(pool);
     bad[1].attn_sms = gr;
     bad[1].ffn_sms = info.sm_count - 2 * gr;
-    EXPECT_FAIL(gp_green_pool_create(&p, &pool), GP_ERR_INVALID_ARG, "would sit idle");
+    GP_CHECK_FAIL(gp_green_pool_create(&p, &pool), GP_ERR_INVALID_ARG, "would sit idle");
     assert_null(pool);
 }
 
@@ -314,7 +298,7 @@ static void test_forced_fallback(void **state)
     gp_green_pool_params p = gp_green_pool_default_params();
     p.force_fallback = 1;
     gp_green_pool *pool = NULL;
-    OK(gp_green_pool_create(&p, &pool));
+    GP_CHECK_OK(gp_green_pool_create(&p, &pool));
     assert_int_equal(gp_green_pool_partitioned(pool), 0);
     assert_non_null(strstr(gp_green_pool_fallback_reason(pool), "force_fallback"));
     assert_true(gp_green_pool_size(pool) >= 1);
@@ -337,7 +321,7 @@ static void test_recreate(void **state)
     for (int k = 0; k < 20; k++) {
         gp_green_pool_params p = gp_green_pool_default_params();
         gp_green_pool *pool = NULL;
-        OK(gp_green_pool_create(&p, &pool));
+        GP_CHECK_OK(gp_green_pool_create(&p, &pool));
         gp_green_pool_destroy(pool);
     }
     CK(cudaDeviceSynchronize());

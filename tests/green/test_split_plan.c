@@ -11,7 +11,7 @@
 
 #include "gp_green.h"
 
-/* The H100's numbers as measured (DESIGN.md section 4): the driver cuts 15
+/* The H100's numbers as measured (docs/ARCHITECTURE.md §6): the driver cuts 15
  * groups of 8, not 16, and leaves 12 SMs over. The other shapes leave groups
  * 0 (floor division), as a fallback without the driver's count does. */
 static const gp_sm_info H100 = { 132, 8, 8, 15 };     /* SXM: 15 x 8 + 12 */
@@ -308,6 +308,26 @@ static void parse_bad(const char *text, const char *needle)
         fail_msg("parse '%s': message '%s' lacks '%s'", text, gp_last_error(), needle);
 }
 
+/* The guess without green contexts follows the driver documentation's
+ * per-architecture minimum and alignment, and plans like the driver's own. */
+static void test_info_guess(void **state)
+{
+    (void)state;
+    gp_sm_info h = gp_sm_info_guess(132, 9);
+    assert_int_equal(h.sm_count, 132);
+    assert_int_equal(h.min_partition, 8);
+    assert_int_equal(h.alignment, 8);
+    assert_int_equal(h.groups, 0);
+    assert_int_equal(gp_split_granularity(&h), 8);
+    gp_sm_info a = gp_sm_info_guess(108, 8);
+    assert_int_equal(a.min_partition, 4);
+    assert_int_equal(a.alignment, 2);
+    assert_int_equal(gp_split_granularity(&a), 4);
+    gp_sm_info v = gp_sm_info_guess(80, 7);
+    assert_int_equal(v.min_partition, 2);
+    assert_int_equal(v.alignment, 2);
+}
+
 static void test_parse(void **state)
 {
     (void)state;
@@ -344,6 +364,7 @@ int main(void)
         cmocka_unit_test(test_h100_invalid),
         cmocka_unit_test(test_other_shapes),
         cmocka_unit_test(test_enumerate),
+        cmocka_unit_test(test_info_guess),
         cmocka_unit_test(test_parse),
     };
     return cmocka_run_group_tests_name("green split planning", tests, NULL, NULL);

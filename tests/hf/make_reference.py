@@ -141,7 +141,7 @@ def rotary_inv_freq(model):
 
 
 def check_rope(model, spec, where):
-    """The model must use the RoPE we asked for, in float32 (DESIGN.md §6)."""
+    """The model must use the RoPE we asked for, in float32 (docs/ARCHITECTURE.md §8)."""
     name, inv = rotary_inv_freq(model)
     if inv.dtype != torch.float32:
         die("%s: %s is %s, not float32: the reference would carry the bf16 RoPE pitfall" % (where, name, inv.dtype))
@@ -205,7 +205,7 @@ def save(model, path, max_shard_size):
 
 
 def load_fp32(path):
-    """Reload in float32 (never cast an in-memory bf16 model back: DESIGN.md §6)."""
+    """Reload in float32 (never cast an in-memory bf16 model back: docs/ARCHITECTURE.md §8)."""
     kw = {"dtype": torch.float32} if TF_VERSION >= (4, 56, 0) else {"torch_dtype": torch.float32}
     model = LlamaForCausalLM.from_pretrained(path, attn_implementation="eager", **kw)
     model.eval()

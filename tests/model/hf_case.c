@@ -144,11 +144,11 @@ static float *run_backend(const hf_backend *be, const gp_host_weights *w, const 
     p.bf16_activations = be->bf16_activations;
     p.use_graphs = be->use_graphs;
     gp_backend *b;
-    CHECK_OK(gp_backend_open_weights(w, &p, &b));
+    GP_CHECK_OK(gp_backend_open_weights(w, &p, &b));
     gp_exec x = gp_backend_exec(b);
     gp_pipeline *pl = NULL;
     if (be->pipelined)
-        CHECK_OK(gp_pipeline_create(x, w->cfg.n_layers, NULL, &pl));
+        GP_CHECK_OK(gp_pipeline_create(x, w->cfg.n_layers, NULL, &pl));
     float *all = malloc((size_t)c->n_seqs * c->steps * V * sizeof *all); /* [n_seqs][steps][V] */
     float *step = malloc((size_t)c->n_seqs * V * sizeof *step);          /* [n_seqs][V] */
     int *ids = malloc(c->n_seqs * sizeof *ids);
@@ -156,15 +156,15 @@ static float *run_backend(const hf_backend *be, const gp_host_weights *w, const 
     assert_true(all && step && ids && feed && next);
     for (int s = 0; s < c->n_seqs; s++) {
         ids[s] = s;
-        CHECK_OK(x.ops->prefill(x.ctx, s, c->prompt_len[s], c->prompts[s], NULL, all + (size_t)s * c->steps * V));
+        GP_CHECK_OK(x.ops->prefill(x.ctx, s, c->prompt_len[s], c->prompts[s], NULL, all + (size_t)s * c->steps * V));
     }
     for (int t = 1; t < c->steps; t++) {
         for (int s = 0; s < c->n_seqs; s++)
             feed[s] = c->tokens[(size_t)s * c->steps + t - 1];
         if (pl)
-            CHECK_OK(gp_pipeline_step(pl, c->n_seqs, ids, feed, next, step));
+            GP_CHECK_OK(gp_pipeline_step(pl, c->n_seqs, ids, feed, next, step));
         else
-            CHECK_OK(x.ops->sequential_step(x.ctx, c->n_seqs, ids, feed, next, step, NULL));
+            GP_CHECK_OK(x.ops->sequential_step(x.ctx, c->n_seqs, ids, feed, next, step, NULL));
         for (int s = 0; s < c->n_seqs; s++)
             memcpy(all + ((size_t)s * c->steps + t) * V, step + (size_t)s * V, sizeof(float) * V);
     }
@@ -185,11 +185,11 @@ void hf_check(const char *name, double tol, const hf_backend *be, const hf_backe
                  "(make it with tests/hf/make_reference.py, see tests/hf/README.md)", path);
 
     gp_model_source src;
-    CHECK_OK(gp_model_source_resolve(dir, 0, &src));
+    GP_CHECK_OK(gp_model_source_resolve(dir, 0, &src));
     if (src.synthetic)
         fail_msg("%s resolved to a preset, not a checkpoint", dir);
     gp_host_weights w;
-    CHECK_OK(gp_model_source_load_host(&src, &w));
+    GP_CHECK_OK(gp_model_source_load_host(&src, &w));
     const int V = w.cfg.vocab;
 
     hf_case c;

@@ -8,13 +8,7 @@
 #include <stdint.h>
 
 #include "gp_pipeline.h"
-
-#define CHECK_OK(expr)                                                                     \
-    do {                                                                                   \
-        gp_status st_ = (expr);                                                            \
-        if (st_ != GP_OK)                                                                  \
-            fail_msg("%s -> %s: %s", #expr, gp_status_str(st_), gp_last_error());          \
-    } while (0)
+#include "gp_test.h"
 
 typedef struct hf_case {
     int n_seqs, steps, vocab;

@@ -14,7 +14,7 @@
 /* max|ours - hf| / max|hf| per logits vector. Both sides compute in float32
  * from the same bf16-exact weights; they differ only in summation order
  * (~1e-6). A wrong convention (interleaved RoPE, unscaled llama3 frequencies,
- * the bf16 inv_freq pitfall of DESIGN.md §6 at ~2e-3) lands far above. */
+ * the bf16 inv_freq pitfall of docs/ARCHITECTURE.md §8 at ~2e-3) lands far above. */
 #define HF_TOL 1e-4
 
 /* The reference in bf16-activation mode rounds where the CUDA engine does;
@@ -36,7 +36,7 @@ static void test_bf16_small_gqa(void **state)
 
 int main(void)
 {
-    /* Until the lead commits the data this test skips; once tiny is there,
+    /* Without the reference data this test skips; once tiny is there,
      * anything missing is a failure. */
     const char *probe = GP_TEST_DATA_DIR "/tiny/expected.json";
     if (access(probe, R_OK) != 0) {

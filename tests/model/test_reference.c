@@ -6,6 +6,8 @@
 #include <stdint.h>
 #include <cmocka.h>
 
+#include "gp_test.h"
+
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -30,12 +32,6 @@ static float rng_uniform(rng *r, float lo, float hi) /* [lo, hi) */
     return lo + (hi - lo) * (float)((rng_next(r) >> 40) * (1.0 / 16777216.0));
 }
 
-#define CHECK_OK(expr)                                                                     \
-    do {                                                                                   \
-        gp_status st_ = (expr);                                                            \
-        if (st_ != GP_OK)                                                                  \
-            fail_msg("%s -> %s: %s", #expr, gp_status_str(st_), gp_last_error());          \
-    } while (0)
 
 /* max |a - b| / max |b| over n values; prints the first few mismatches when
  * it exceeds tol. */
@@ -272,13 +268,13 @@ static void run_alone(const gp_host_weights *w, int block, const int32_t *const 
 {
     int V = w->cfg.vocab;
     gp_cpu_model *m;
-    CHECK_OK(gp_cpu_model_create(w, n_seqs, 64, block, &m));
+    GP_CHECK_OK(gp_cpu_model_create(w, n_seqs, 64, block, &m));
     for (int s = 0; s < n_seqs; s++) {
         float *ls = logits + (size_t)s * nsteps * V;
-        CHECK_OK(gp_cpu_prefill(m, s, lens[s], prompts[s], ls));
+        GP_CHECK_OK(gp_cpu_prefill(m, s, lens[s], prompts[s], ls));
         for (int t = 1; t < nsteps; t++) {
             int32_t tok = gp_argmax(ls + (size_t)(t - 1) * V, V);
-            CHECK_OK(gp_cpu_decode_step(m, 1, &s, &tok, ls + (size_t)t * V));
+            GP_CHECK_OK(gp_cpu_decode_step(m, 1, &s, &tok, ls + (size_t)t * V));
         }
     }
     gp_cpu_model_destroy(m);
@@ -309,45 +305,45 @@ static void test_stages_match_step(void **state)
     const int S = 5, T = 4, V = g_tiny.cfg.vocab, L = g_tiny.cfg.n_layers;
     const int32_t *prompts[5] = {P0, P1, P2, P0, P1};
     gp_cpu_model *a, *b;
-    CHECK_OK(gp_cpu_model_create(&g_tiny, S, 64, 4, &a));
-    CHECK_OK(gp_cpu_model_create(&g_tiny, S, 64, 4, &b));
+    GP_CHECK_OK(gp_cpu_model_create(&g_tiny, S, 64, 4, &a));
+    GP_CHECK_OK(gp_cpu_model_create(&g_tiny, S, 64, 4, &b));
     gp_cpu_worker *wa, *wf;
-    CHECK_OK(gp_cpu_worker_create(b, 2, &wa));
-    CHECK_OK(gp_cpu_worker_create(b, 1, &wf));
+    GP_CHECK_OK(gp_cpu_worker_create(b, 2, &wa));
+    GP_CHECK_OK(gp_cpu_worker_create(b, 1, &wf));
     float *la = malloc((size_t)S * V * sizeof *la), *lb = malloc((size_t)S * V * sizeof *lb);
     int ids[5] = {0, 1, 2, 3, 4};
     int32_t tok[5];
     for (int s = 0; s < S; s++) {
         int n = s == 2 ? NP(P2) : s % 3 == 0 ? NP(P0) : NP(P1);
-        CHECK_OK(gp_cpu_prefill(a, s, n, prompts[s], la));
-        CHECK_OK(gp_cpu_prefill(b, s, n, prompts[s], lb));
+        GP_CHECK_OK(gp_cpu_prefill(a, s, n, prompts[s], la));
+        GP_CHECK_OK(gp_cpu_prefill(b, s, n, prompts[s], lb));
         tok[s] = gp_argmax(la, V);
     }
     const int b0[3] = {0, 2, 3}, nb[3] = {2, 1, 2}; /* unequal micro-batches */
     for (int t = 0; t < T; t++) {
-        CHECK_OK(gp_cpu_decode_step(a, S, ids, tok, la));
-        CHECK_OK(gp_cpu_step_begin(b, S, ids, tok));
+        GP_CHECK_OK(gp_cpu_decode_step(a, S, ids, tok, la));
+        GP_CHECK_OK(gp_cpu_step_begin(b, S, ids, tok));
         for (int l = 0; l < L; l++) {
-            CHECK_OK(cpu_stage(b, wa, GP_STAGE_ATTN, l, b0[0], nb[0]));
+            GP_CHECK_OK(cpu_stage(b, wa, GP_STAGE_ATTN, l, b0[0], nb[0]));
             for (int m = 0; m < 3; m++) {
                 if (m + 1 < 3)
-                    CHECK_OK(cpu_stage(b, wa, GP_STAGE_ATTN, l, b0[m + 1], nb[m + 1]));
-                CHECK_OK(cpu_stage(b, wf, GP_STAGE_FFN, l, b0[m], nb[m]));
+                    GP_CHECK_OK(cpu_stage(b, wa, GP_STAGE_ATTN, l, b0[m + 1], nb[m + 1]));
+                GP_CHECK_OK(cpu_stage(b, wf, GP_STAGE_FFN, l, b0[m], nb[m]));
             }
         }
-        CHECK_OK(cpu_step_end(b, wf, S, lb));
+        GP_CHECK_OK(cpu_step_end(b, wf, S, lb));
         assert_memory_equal(la, lb, (size_t)S * V * sizeof *la);
         for (int s = 0; s < S; s++)
             tok[s] = gp_argmax(la + (size_t)s * V, V);
     }
     expect_error(cpu_stage(b, wa, GP_STAGE_ATTN, 0, 0, 1), GP_ERR_STATE, "outside a step");
-    CHECK_OK(gp_cpu_step_begin(b, 2, ids, tok));
+    GP_CHECK_OK(gp_cpu_step_begin(b, 2, ids, tok));
     expect_error(gp_cpu_step_begin(b, 2, ids, tok), GP_ERR_STATE, "in progress");
     expect_error(cpu_stage(b, wf, GP_STAGE_FFN, L, 0, 1), GP_ERR_INVALID_ARG, "layer");
     expect_error(cpu_stage(b, wf, GP_STAGE_FFN, 0, 1, 2), GP_ERR_INVALID_ARG, "rows [1, 3)");
     expect_error(cpu_stage(b, wf, GP_STAGE_HEAD, 0, 0, 1), GP_ERR_UNSUPPORTED, "not a CPU stage");
     gp_stage_io io = {.layer = 0, .b0 = 0, .nb = 1};
-    CHECK_OK(gp_cpu_resid_view(b, 0, 2, &io.resid));
+    GP_CHECK_OK(gp_cpu_resid_view(b, 0, 2, &io.resid));
     expect_error(gp_cpu_stage(b, wf, GP_STAGE_FFN, &io), GP_ERR_INVALID_ARG, "residual view is [2]");
     io.resid.rows = 1;
     io.resid.dtype = GP_DTYPE_BF16;
@@ -369,19 +365,19 @@ static void test_stages_follow_views(void **state)
     const int S = 3, T = 3, V = g_tiny.cfg.vocab, L = g_tiny.cfg.n_layers, H = g_tiny.cfg.hidden;
     const int stride = H + 5;
     gp_cpu_model *a, *b;
-    CHECK_OK(gp_cpu_model_create(&g_tiny, S, 64, 4, &a));
-    CHECK_OK(gp_cpu_model_create(&g_tiny, S, 64, 4, &b));
+    GP_CHECK_OK(gp_cpu_model_create(&g_tiny, S, 64, 4, &a));
+    GP_CHECK_OK(gp_cpu_model_create(&g_tiny, S, 64, 4, &b));
     gp_cpu_worker *w;
-    CHECK_OK(gp_cpu_worker_create(b, 1, &w));
+    GP_CHECK_OK(gp_cpu_worker_create(b, 1, &w));
     float *la = malloc((size_t)S * V * sizeof *la), *lb = malloc((size_t)S * V * sizeof *lb);
     float *far = malloc((size_t)S * stride * sizeof *far);
     int ids[3] = {0, 1, 2};
     int32_t tok[3] = {1, 7, 11};
     for (int t = 0; t < T; t++) {
-        CHECK_OK(gp_cpu_decode_step(a, S, ids, tok, la));
-        CHECK_OK(gp_cpu_step_begin(b, S, ids, tok));
+        GP_CHECK_OK(gp_cpu_decode_step(a, S, ids, tok, la));
+        GP_CHECK_OK(gp_cpu_step_begin(b, S, ids, tok));
         gp_tensor_view own, moved = {far, S, H, stride, GP_DTYPE_F32, GP_DEVICE_HOST};
-        CHECK_OK(gp_cpu_resid_view(b, 0, S, &own));
+        GP_CHECK_OK(gp_cpu_resid_view(b, 0, S, &own));
         for (int r = 0; r < S; r++) {
             memcpy(far + (size_t)r * stride, (float *)own.data + (size_t)r * H, sizeof(float) * H);
             for (int i = 0; i < H; i++)
@@ -389,10 +385,10 @@ static void test_stages_follow_views(void **state)
         }
         for (int l = 0; l < L; l++) {
             gp_stage_io io = {.layer = l, .b0 = 0, .nb = S, .resid = moved};
-            CHECK_OK(gp_cpu_stage(b, w, GP_STAGE_ATTN, &io));
-            CHECK_OK(gp_cpu_stage(b, w, GP_STAGE_FFN, &io));
+            GP_CHECK_OK(gp_cpu_stage(b, w, GP_STAGE_ATTN, &io));
+            GP_CHECK_OK(gp_cpu_stage(b, w, GP_STAGE_FFN, &io));
         }
-        CHECK_OK(gp_cpu_step_end(b, w, &moved, lb));
+        GP_CHECK_OK(gp_cpu_step_end(b, w, &moved, lb));
         assert_memory_equal(la, lb, (size_t)S * V * sizeof *la);
         for (int s = 0; s < S; s++)
             tok[s] = gp_argmax(la + (size_t)s * V, V);
@@ -415,16 +411,16 @@ static void test_batch_invariance(void **state)
     run_alone(&g_tiny, 4, prompts, lens, S, T, alone);
 
     gp_cpu_model *m;
-    CHECK_OK(gp_cpu_model_create(&g_tiny, S, 64, 4, &m));
+    GP_CHECK_OK(gp_cpu_model_create(&g_tiny, S, 64, 4, &m));
     for (int s = 0; s < S; s++)
-        CHECK_OK(gp_cpu_prefill(m, s, lens[s], prompts[s], together + (size_t)s * T * V));
+        GP_CHECK_OK(gp_cpu_prefill(m, s, lens[s], prompts[s], together + (size_t)s * T * V));
     const int order[3] = {2, 0, 1};
     float *step = malloc((size_t)S * V * sizeof *step); /* [S][V] in batch order */
     for (int t = 1; t < T; t++) {
         int32_t toks[3];
         for (int b = 0; b < S; b++)
             toks[b] = gp_argmax(together + ((size_t)order[b] * T + t - 1) * V, V);
-        CHECK_OK(gp_cpu_decode_step(m, S, order, toks, step));
+        GP_CHECK_OK(gp_cpu_decode_step(m, S, order, toks, step));
         for (int b = 0; b < S; b++)
             memcpy(together + ((size_t)order[b] * T + t) * V, step + (size_t)b * V, V * sizeof *step);
     }
@@ -444,20 +440,20 @@ static void test_prefill_decode_consistency(void **state)
     const int V = g_tiny.cfg.vocab, n = NP(P2);
     float *a = malloc(V * sizeof *a), *b = malloc(V * sizeof *b), *c = malloc(V * sizeof *c);
     gp_cpu_model *m;
-    CHECK_OK(gp_cpu_model_create(&g_tiny, 3, 64, 5, &m));
-    CHECK_OK(gp_cpu_prefill(m, 0, n, P2, a));
-    CHECK_OK(gp_cpu_prefill(m, 1, n - 1, P2, NULL));
+    GP_CHECK_OK(gp_cpu_model_create(&g_tiny, 3, 64, 5, &m));
+    GP_CHECK_OK(gp_cpu_prefill(m, 0, n, P2, a));
+    GP_CHECK_OK(gp_cpu_prefill(m, 1, n - 1, P2, NULL));
     int s1 = 1;
-    CHECK_OK(gp_cpu_decode_step(m, 1, &s1, &P2[n - 1], b));
+    GP_CHECK_OK(gp_cpu_decode_step(m, 1, &s1, &P2[n - 1], b));
     int s2 = 2;
     for (int i = 0; i < n; i++)
-        CHECK_OK(gp_cpu_decode_step(m, 1, &s2, &P2[i], c));
+        GP_CHECK_OK(gp_cpu_decode_step(m, 1, &s2, &P2[i], c));
     assert_memory_equal(a, b, V * sizeof *a);
     assert_memory_equal(a, c, V * sizeof *a);
 
     gp_cpu_reset_seq(m, 0);
     memset(b, 0, V * sizeof *b);
-    CHECK_OK(gp_cpu_prefill(m, 0, n, P2, b));
+    GP_CHECK_OK(gp_cpu_prefill(m, 0, n, P2, b));
     assert_memory_equal(a, b, V * sizeof *a);
     gp_cpu_model_destroy(m);
     free(a), free(b), free(c);
@@ -472,9 +468,9 @@ static void test_greedy_determinism(void **state)
     float *l = malloc(V * sizeof *l), *first = malloc((size_t)T * V * sizeof *first);
     for (int run = 0; run < 2; run++) {
         gp_cpu_model *m;
-        CHECK_OK(gp_cpu_model_create(&g_tiny, 1, 128, 16, &m));
+        GP_CHECK_OK(gp_cpu_model_create(&g_tiny, 1, 128, 16, &m));
         int s = 0;
-        CHECK_OK(gp_cpu_prefill(m, 0, NP(P0), P0, l));
+        GP_CHECK_OK(gp_cpu_prefill(m, 0, NP(P0), P0, l));
         for (int t = 0; t < T; t++) {
             if (!all_finite(l, V))
                 fail_msg("non-finite logits at step %d", t);
@@ -490,7 +486,7 @@ static void test_greedy_determinism(void **state)
             }
             toks[run][t] = gp_argmax(l, V);
             if (t + 1 < T)
-                CHECK_OK(gp_cpu_decode_step(m, 1, &s, &toks[run][t], l));
+                GP_CHECK_OK(gp_cpu_decode_step(m, 1, &s, &toks[run][t], l));
         }
         gp_cpu_model_destroy(m);
     }
@@ -526,8 +522,8 @@ static void test_context_full(void **state)
     const int V = g_tiny.cfg.vocab;
     float *l = malloc(V * sizeof *l), *l2 = malloc(V * sizeof *l2);
     gp_cpu_model *m;
-    CHECK_OK(gp_cpu_model_create(&g_tiny, 2, 8, 3, &m)); /* 8 tokens in blocks of 3 */
-    CHECK_OK(gp_cpu_prefill(m, 0, 8, P0, l));
+    GP_CHECK_OK(gp_cpu_model_create(&g_tiny, 2, 8, 3, &m)); /* 8 tokens in blocks of 3 */
+    GP_CHECK_OK(gp_cpu_prefill(m, 0, 8, P0, l));
     int s = 0;
     int32_t tok = 1;
     gp_clear_error();
@@ -537,7 +533,7 @@ static void test_context_full(void **state)
     assert_int_equal(gp_cpu_decode_step(m, 1, &s, &tok, l2), GP_ERR_STATE);
 
     /* a batch where one row is full fails as a whole and advances no row */
-    CHECK_OK(gp_cpu_prefill(m, 1, 3, P1, NULL));
+    GP_CHECK_OK(gp_cpu_prefill(m, 1, 3, P1, NULL));
     int both[2] = {1, 0};
     int32_t toks[2] = {4, 4};
     float *lb = malloc(2 * V * sizeof *lb);
@@ -548,7 +544,7 @@ static void test_context_full(void **state)
     gp_cpu_reset_seq(m, 0);
     assert_int_equal(gp_cpu_prefill(m, 0, 9, P0, l2), GP_ERR_STATE);
     printf("prompt too long: %s\n", gp_last_error());
-    CHECK_OK(gp_cpu_prefill(m, 0, 8, P0, l2));
+    GP_CHECK_OK(gp_cpu_prefill(m, 0, 8, P0, l2));
     assert_memory_equal(l, l2, V * sizeof *l);
     gp_cpu_model_destroy(m);
     free(l), free(l2), free(lb);
@@ -574,9 +570,9 @@ static void test_bad_args(void **state)
     expect_error(gp_cpu_model_create(NULL, 2, 16, 4, &m), GP_ERR_INVALID_ARG, "NULL");
     assert_null(m);
 
-    CHECK_OK(gp_cpu_model_create(&g_tiny, 2, 16, 4, &m));
+    GP_CHECK_OK(gp_cpu_model_create(&g_tiny, 2, 16, 4, &m));
     float *l = malloc(2 * V * sizeof *l), *a = malloc(V * sizeof *a), *b = malloc(V * sizeof *b);
-    CHECK_OK(gp_cpu_prefill(m, 0, 3, P1, a));
+    GP_CHECK_OK(gp_cpu_prefill(m, 0, 3, P1, a));
     int ids[2] = {0, 1};
     int32_t toks[2] = {7, 256};
     expect_error(gp_cpu_decode_step(m, 2, ids, toks, l), GP_ERR_INVALID_ARG, "token 256");
@@ -598,13 +594,13 @@ static void test_bad_args(void **state)
      * same logits as a fresh model */
     int s0 = 0;
     int32_t t7 = 7;
-    CHECK_OK(gp_cpu_decode_step(m, 1, &s0, &t7, a));
+    GP_CHECK_OK(gp_cpu_decode_step(m, 1, &s0, &t7, a));
     gp_cpu_model *f;
-    CHECK_OK(gp_cpu_model_create(&g_tiny, 1, 16, 4, &f));
-    CHECK_OK(gp_cpu_prefill(f, 0, 3, P1, NULL));
-    CHECK_OK(gp_cpu_decode_step(f, 1, &s0, &t7, b));
+    GP_CHECK_OK(gp_cpu_model_create(&g_tiny, 1, 16, 4, &f));
+    GP_CHECK_OK(gp_cpu_prefill(f, 0, 3, P1, NULL));
+    GP_CHECK_OK(gp_cpu_decode_step(f, 1, &s0, &t7, b));
     assert_memory_equal(a, b, V * sizeof *a);
-    CHECK_OK(gp_cpu_prefill(m, 1, 3, P1, NULL)); /* sequence 1 was still empty */
+    GP_CHECK_OK(gp_cpu_prefill(m, 1, 3, P1, NULL)); /* sequence 1 was still empty */
     gp_cpu_model_destroy(f);
     gp_cpu_model_destroy(m);
     gp_cpu_reset_seq(NULL, 0); /* harmless */
@@ -618,13 +614,13 @@ static void test_bad_args(void **state)
 static void test_thread_invariance(void **state)
 {
     gp_config cfg;
-    CHECK_OK(gp_config_preset("tiny", &cfg));
+    GP_CHECK_OK(gp_config_preset("tiny", &cfg));
     snprintf(cfg.name, sizeof cfg.name, "threads-test");
     cfg.hidden = 256, cfg.n_heads = 8, cfg.n_kv_heads = 2, cfg.head_dim = 32;
     cfg.ffn = 512, cfg.vocab = 1024, cfg.tied_embeddings = false;
     gp_host_weights w;
-    CHECK_OK(gp_host_weights_alloc(&cfg, &w));
-    CHECK_OK(gp_synth_fill_host(&w, 99));
+    GP_CHECK_OK(gp_host_weights_alloc(&cfg, &w));
+    GP_CHECK_OK(gp_synth_fill_host(&w, 99));
     const int V = cfg.vocab, T = 6;
     const char *threads[] = {"1", "3", "16"};
     float *ref = malloc((size_t)2 * T * V * sizeof *ref), *got = malloc((size_t)2 * T * V * sizeof *got);
@@ -636,15 +632,15 @@ static void test_thread_invariance(void **state)
         setenv("GP_REF_THREADS", threads[k], 1);
         float *out = k == 0 ? ref : got;
         gp_cpu_model *m;
-        CHECK_OK(gp_cpu_model_create(&w, 2, 256, 7, &m));
-        CHECK_OK(gp_cpu_prefill(m, 0, 150, longp, out));
-        CHECK_OK(gp_cpu_prefill(m, 1, NP(P0), P0, out + (size_t)T * V));
+        GP_CHECK_OK(gp_cpu_model_create(&w, 2, 256, 7, &m));
+        GP_CHECK_OK(gp_cpu_prefill(m, 0, 150, longp, out));
+        GP_CHECK_OK(gp_cpu_prefill(m, 1, NP(P0), P0, out + (size_t)T * V));
         int ids[2] = {0, 1};
         float *step = malloc(2 * V * sizeof *step);
         for (int t = 1; t < T; t++) {
             int32_t toks[2] = {gp_argmax(out + (size_t)(t - 1) * V, V),
                                gp_argmax(out + ((size_t)T + t - 1) * V, V)};
-            CHECK_OK(gp_cpu_decode_step(m, 2, ids, toks, step));
+            GP_CHECK_OK(gp_cpu_decode_step(m, 2, ids, toks, step));
             memcpy(out + (size_t)t * V, step, V * sizeof *step);
             memcpy(out + ((size_t)T + t) * V, step + V, V * sizeof *step);
         }
@@ -772,12 +768,12 @@ static void test_vs_double_forward(void **state)
     double *want = malloc((size_t)n * V * sizeof *want);
     double_forward(&g_tiny, P2, n, want);
     gp_cpu_model *m;
-    CHECK_OK(gp_cpu_model_create(&g_tiny, 1, 32, 3, &m));
+    GP_CHECK_OK(gp_cpu_model_create(&g_tiny, 1, 32, 3, &m));
     float *got = malloc(V * sizeof *got), *wf = malloc(V * sizeof *wf);
     int s = 0;
     double worst = 0.0;
     for (int p = 0; p < n; p++) {
-        CHECK_OK(gp_cpu_decode_step(m, 1, &s, &P2[p], got));
+        GP_CHECK_OK(gp_cpu_decode_step(m, 1, &s, &P2[p], got));
         for (int i = 0; i < V; i++)
             wf[i] = (float)want[(size_t)p * V + i];
         char what[48];

@@ -39,8 +39,7 @@ target_link_libraries(gp_pipeline_tsan_objs PUBLIC gp_model gp_common gp_dep_ck 
 # gp_pipeline_tsan_test(NAME SOURCE): NAME under TSan; the first report fails it (exit 66).
 function(gp_pipeline_tsan_test name src)
   add_executable(${name}_bin ${src} ${ARGN})
-  target_include_directories(${name}_bin PRIVATE ${PROJECT_SOURCE_DIR}/tests/support)
-  target_link_libraries(${name}_bin PRIVATE gp_pipeline_tsan_objs)
+  target_link_libraries(${name}_bin PRIVATE gp_pipeline_tsan_objs gp_test_support)
   add_test(NAME ${name} COMMAND sh ${PROJECT_SOURCE_DIR}/tests/queues/tsan_run.sh $<TARGET_FILE:${name}_bin>)
   set_tests_properties(${name} PROPERTIES SKIP_RETURN_CODE 77 TIMEOUT 600 LABELS tsan
                        ENVIRONMENT "TSAN_OPTIONS=halt_on_error=1 exitcode=66 second_deadlock_stack=1")

@@ -15,13 +15,7 @@
 
 #include "gp_pipeline.h"
 #include "relay_exec.h"
-
-#define CHECK_OK(expr)                                                                     \
-    do {                                                                                   \
-        gp_status st_ = (expr);                                                            \
-        if (st_ != GP_OK)                                                                  \
-            fail_msg("%s -> %s: %s", #expr, gp_status_str(st_), gp_last_error());          \
-    } while (0)
+#include "gp_test.h"
 
 enum { S = 7, CTX = 40, STEPS = 5 };
 static gp_host_weights g_w;
@@ -55,28 +49,28 @@ static void run_equal_relay(const gp_pipeline_params *p, int a_threads, int f_th
 {
     const int V = g_w.cfg.vocab;
     gp_cpu_model *ref, *pm;
-    CHECK_OK(gp_cpu_model_create(&g_w, S, CTX, 3, &ref));
-    CHECK_OK(gp_cpu_model_create(&g_w, S, CTX, 3, &pm));
+    GP_CHECK_OK(gp_cpu_model_create(&g_w, S, CTX, 3, &ref));
+    GP_CHECK_OK(gp_cpu_model_create(&g_w, S, CTX, 3, &pm));
     gp_cpu_exec *x;
-    CHECK_OK(gp_cpu_exec_create(pm, a_threads, f_threads, &x));
+    GP_CHECK_OK(gp_cpu_exec_create(pm, a_threads, f_threads, &x));
     relay_exec *rx = NULL;
     if (relay)
-        CHECK_OK(relay_exec_create(gp_cpu_exec_get(x), S, NULL, &rx));
+        GP_CHECK_OK(relay_exec_create(gp_cpu_exec_get(x), S, NULL, &rx));
     gp_pipeline *pl;
-    CHECK_OK(gp_pipeline_create(relay ? relay_exec_get(rx) : gp_cpu_exec_get(x), g_w.cfg.n_layers, p, &pl));
+    GP_CHECK_OK(gp_pipeline_create(relay ? relay_exec_get(rx) : gp_cpu_exec_get(x), g_w.cfg.n_layers, p, &pl));
     float *lr = malloc(sizeof(float) * S * V), *lp = malloc(sizeof(float) * S * V);
     int ids[S];
     int32_t tok[S], next[S];
     for (int s = 0; s < S; s++) {
         ids[s] = (s * 3) % S; /* batch rows in another order than sequence ids */
-        CHECK_OK(gp_cpu_prefill(ref, ids[s], g_plen[s], g_prompt[s], lr));
-        CHECK_OK(gp_cpu_prefill(pm, ids[s], g_plen[s], g_prompt[s], lp));
+        GP_CHECK_OK(gp_cpu_prefill(ref, ids[s], g_plen[s], g_prompt[s], lr));
+        GP_CHECK_OK(gp_cpu_prefill(pm, ids[s], g_plen[s], g_prompt[s], lp));
         assert_memory_equal(lr, lp, sizeof(float) * V);
         tok[s] = gp_argmax(lr, V);
     }
     for (int t = 0; t < STEPS; t++) {
-        CHECK_OK(gp_cpu_decode_step(ref, S, ids, tok, lr));
-        CHECK_OK(gp_pipeline_step(pl, S, ids, tok, next, lp));
+        GP_CHECK_OK(gp_cpu_decode_step(ref, S, ids, tok, lr));
+        GP_CHECK_OK(gp_pipeline_step(pl, S, ids, tok, next, lp));
         if (memcmp(lr, lp, sizeof(float) * S * V) != 0)
             fail_msg("M=%d depth %u step %d: pipelined logits differ from the sequential step", p->micro_batches,
                      p->ring.depth, t);
@@ -148,7 +142,7 @@ static void test_plan(void **state)
     gp_pipeline_params p = gp_pipeline_default_params();
     gp_step_plan pn;
     p.micro_batches = 3;
-    CHECK_OK(gp_pipeline_plan(&p, 2, 8, &pn));
+    GP_CHECK_OK(gp_pipeline_plan(&p, 2, 8, &pn));
     assert_int_equal(pn.nb[0], 3);
     assert_int_equal(pn.nb[1], 3);
     assert_int_equal(pn.nb[2], 2);
@@ -213,16 +207,16 @@ static void test_stage_failure(void **state)
                                .step_end = f_end, .abort_step = f_abort};
     const int V = g_w.cfg.vocab;
     gp_cpu_model *ref, *pm;
-    CHECK_OK(gp_cpu_model_create(&g_w, S, CTX, 3, &ref));
-    CHECK_OK(gp_cpu_model_create(&g_w, S, CTX, 3, &pm));
+    GP_CHECK_OK(gp_cpu_model_create(&g_w, S, CTX, 3, &ref));
+    GP_CHECK_OK(gp_cpu_model_create(&g_w, S, CTX, 3, &pm));
     gp_cpu_exec *x;
-    CHECK_OK(gp_cpu_exec_create(pm, 1, 1, &x));
+    GP_CHECK_OK(gp_cpu_exec_create(pm, 1, 1, &x));
     failing f = {.inner = gp_cpu_exec_get(x)};
     gp_pipeline_params p = gp_pipeline_default_params();
     p.micro_batches = 2;
     p.ring.depth = 2; /* capacity 1: the producer is blocked on a full ring when the consumer fails */
     gp_pipeline *pl;
-    CHECK_OK(gp_pipeline_create((gp_exec){&g_fail_ops, &f}, g_w.cfg.n_layers, &p, &pl));
+    GP_CHECK_OK(gp_pipeline_create((gp_exec){&g_fail_ops, &f}, g_w.cfg.n_layers, &p, &pl));
     int ids[S];
     int32_t tok[S], next[S];
     float *lr = malloc(sizeof(float) * S * V), *lp = malloc(sizeof(float) * S * V);
@@ -244,8 +238,8 @@ static void test_stage_failure(void **state)
     }
     /* usable afterwards, and the failed steps left the sequences unchanged */
     f.fail_layer = -1;
-    CHECK_OK(gp_cpu_decode_step(ref, S, ids, tok, lr));
-    CHECK_OK(gp_pipeline_step(pl, S, ids, tok, next, lp));
+    GP_CHECK_OK(gp_cpu_decode_step(ref, S, ids, tok, lr));
+    GP_CHECK_OK(gp_pipeline_step(pl, S, ids, tok, next, lp));
     assert_memory_equal(lr, lp, sizeof(float) * S * V);
     gp_pipeline_destroy(pl);
     gp_cpu_exec_destroy(x);
@@ -258,32 +252,32 @@ static void test_stage_failure(void **state)
 static void test_stats_and_reports(void **state)
 {
     gp_cpu_model *pm;
-    CHECK_OK(gp_cpu_model_create(&g_w, S, CTX, 3, &pm));
+    GP_CHECK_OK(gp_cpu_model_create(&g_w, S, CTX, 3, &pm));
     gp_cpu_exec *x;
-    CHECK_OK(gp_cpu_exec_create(pm, 1, 1, &x));
+    GP_CHECK_OK(gp_cpu_exec_create(pm, 1, 1, &x));
     gp_pipeline_params p = gp_pipeline_default_params();
     p.micro_batches = 2;
     gp_pipeline *pl;
     const int L = g_w.cfg.n_layers;
-    CHECK_OK(gp_pipeline_create(gp_cpu_exec_get(x), L, &p, &pl));
+    GP_CHECK_OK(gp_pipeline_create(gp_cpu_exec_get(x), L, &p, &pl));
     gp_stats_window *w;
-    CHECK_OK(gp_stats_window_create(L, &w));
+    GP_CHECK_OK(gp_stats_window_create(L, &w));
     int ids[S];
     int32_t tok[S], next[S];
     for (int s = 0; s < S; s++)
         ids[s] = s, tok[s] = s;
     for (int t = 0; t < 3; t++) {
-        CHECK_OK(gp_pipeline_step(pl, S, ids, tok, next, NULL));
+        GP_CHECK_OK(gp_pipeline_step(pl, S, ids, tok, next, NULL));
         const gp_step_stats *st = gp_pipeline_last_stats(pl);
         assert_true(st->step_ms > 0);
         for (int i = 0; i < L * st->M; i++)
             assert_true(st->attn_ms[i] >= 0 && st->ffn_ms[i] >= 0);
         assert_true(st->attn_idle_ms >= 0 && st->attn_idle_ms <= st->step_ms);
-        CHECK_OK(gp_stats_window_add(w, st));
+        GP_CHECK_OK(gp_stats_window_add(w, st));
         memcpy(tok, next, sizeof tok);
     }
     gp_stats_summary sum;
-    CHECK_OK(gp_stats_window_summary(w, &sum));
+    GP_CHECK_OK(gp_stats_window_summary(w, &sum));
     assert_int_equal(sum.steps, 3);
     assert_int_equal(sum.M, 2);
     assert_true(sum.step_ms_min <= sum.step_ms_mean && sum.step_ms_mean <= sum.step_ms_max);

@@ -22,13 +22,7 @@
 #include "gp_green.h"
 #include "gp_pipeline.h"
 #include "relay_exec.h"
-
-#define CHECK_OK(expr)                                                                     \
-    do {                                                                                   \
-        gp_status st_ = (expr);                                                            \
-        if (st_ != GP_OK)                                                                  \
-            fail_msg("%s -> %s: %s", #expr, gp_status_str(st_), gp_last_error());          \
-    } while (0)
+#include "gp_test.h"
 
 /* Same weights and inputs on the same GPU: what differs is cuBLASLt's choice
  * of kernel under another SM target and row count (fp32 summation order) and
@@ -75,25 +69,25 @@ static void run_model_relay(const fixture *fx, bool force_fallback, bool graphs,
                             gp_fill_drain fd, bool relay)
 {
     gp_config cfg;
-    CHECK_OK(gp_config_preset(fx->preset, &cfg));
+    GP_CHECK_OK(gp_config_preset(fx->preset, &cfg));
     gp_device_weights *dw;
-    CHECK_OK(gp_device_weights_synthetic(&cfg, 11, &dw));
+    GP_CHECK_OK(gp_device_weights_synthetic(&cfg, 11, &dw));
     gp_engine_params ep = gp_engine_default_params();
     ep.max_batch = fx->B;
     ep.max_context = fx->ctx;
     ep.block_size = 16;
     gp_engine *seq, *pipe;
-    CHECK_OK(gp_engine_create(dw, &ep, &seq));
-    CHECK_OK(gp_engine_create(dw, &ep, &pipe));
+    GP_CHECK_OK(gp_engine_create(dw, &ep, &seq));
+    GP_CHECK_OK(gp_engine_create(dw, &ep, &pipe));
     /* the tiny model also against the CPU reference with the engine's
      * rounding (same synthetic weights on the host): says which side is off */
     gp_host_weights hw;
     gp_cpu_model *cpu = NULL;
     bool with_cpu = cfg.n_layers <= 4;
     if (with_cpu) {
-        CHECK_OK(gp_host_weights_alloc(&cfg, &hw));
-        CHECK_OK(gp_synth_fill_host(&hw, 11));
-        CHECK_OK(gp_cpu_model_create(&hw, fx->B, fx->ctx, 16, &cpu));
+        GP_CHECK_OK(gp_host_weights_alloc(&cfg, &hw));
+        GP_CHECK_OK(gp_synth_fill_host(&hw, 11));
+        GP_CHECK_OK(gp_cpu_model_create(&hw, fx->B, fx->ctx, 16, &cpu));
         gp_cpu_model_set_bf16_activations(cpu, true);
     }
 
@@ -104,9 +98,9 @@ static void run_model_relay(const fixture *fx, bool force_fallback, bool graphs,
     int n_req = 0;
     if (!force_fallback && gp_green_query(0, &info) == GP_OK) {
         int n = 0;
-        CHECK_OK(gp_split_enumerate(&info, GP_SPLIT_SIDE_F, NULL, 0, &n));
+        GP_CHECK_OK(gp_split_enumerate(&info, GP_SPLIT_SIDE_F, NULL, 0, &n));
         gp_split_plan *all = calloc((size_t)n, sizeof *all);
-        CHECK_OK(gp_split_enumerate(&info, GP_SPLIT_SIDE_F, all, n, &n));
+        GP_CHECK_OK(gp_split_enumerate(&info, GP_SPLIT_SIDE_F, all, n, &n));
         int pick[3] = {0, n / 2, n - 1};
         for (int i = 0; i < 3 && i < n; i++)
             if (i == 0 || pick[i] != pick[i - 1])
@@ -120,11 +114,11 @@ static void run_model_relay(const fixture *fx, bool force_fallback, bool graphs,
         pp.n_splits = 1;
     }
     gp_green_pool *pool;
-    CHECK_OK(gp_green_pool_create(&pp, &pool));
+    GP_CHECK_OK(gp_green_pool_create(&pp, &pool));
     gp_cuda_exec *x;
-    CHECK_OK(gp_cuda_exec_create(pipe, pool, graphs, &x));
-    CHECK_OK(gp_cuda_exec_set_placement(x, place));
-    CHECK_OK(gp_cuda_exec_set_fill_drain(x, fd));
+    GP_CHECK_OK(gp_cuda_exec_create(pipe, pool, graphs, &x));
+    GP_CHECK_OK(gp_cuda_exec_set_placement(x, place));
+    GP_CHECK_OK(gp_cuda_exec_set_fill_drain(x, fd));
     gp_exec ex = gp_cuda_exec_get(x);
     relay_exec *rx = NULL;
     if (relay) {
@@ -132,11 +126,11 @@ static void run_model_relay(const fixture *fx, bool force_fallback, bool graphs,
         assert_int_equal(cudaGetDevice(&dev), cudaSuccess);
         relay_mem mem = {.device = dev, .row_pad = 0, .alloc = dev_alloc, .free = dev_free,
                          .copy_poison = dev_copy_poison}; /* GPU stages take contiguous rows */
-        CHECK_OK(relay_exec_create(ex, fx->B, &mem, &rx));
+        GP_CHECK_OK(relay_exec_create(ex, fx->B, &mem, &rx));
         ex = relay_exec_get(rx);
     }
     gp_pipeline *pl;
-    CHECK_OK(gp_pipeline_create(ex, cfg.n_layers, NULL, &pl));
+    GP_CHECK_OK(gp_pipeline_create(ex, cfg.n_layers, NULL, &pl));
 
     const int V = cfg.vocab, B = fx->B;
     float *ls = malloc(sizeof(float) * (size_t)B * V), *lp = malloc(sizeof(float) * (size_t)B * V);
@@ -148,7 +142,7 @@ static void run_model_relay(const fixture *fx, bool force_fallback, bool graphs,
     int configs = 0;
     const unsigned depths[2] = {2, 4};
     for (int pair = 0; pair < ex.ops->n_splits(ex.ctx); pair++) {
-        CHECK_OK(ex.ops->select_split(ex.ctx, pair));
+        GP_CHECK_OK(ex.ops->select_split(ex.ctx, pair));
         gp_split_info si;
         ex.ops->split_info(ex.ctx, pair, &si);
         for (int M = 1; M <= GP_PIPE_MAX_MICRO; M++)
@@ -156,7 +150,7 @@ static void run_model_relay(const fixture *fx, bool force_fallback, bool graphs,
                 gp_pipeline_params p = gp_pipeline_default_params();
                 p.micro_batches = M;
                 p.ring.depth = depths[d];
-                CHECK_OK(gp_pipeline_set_params(pl, &p));
+                GP_CHECK_OK(gp_pipeline_set_params(pl, &p));
                 /* fresh sequences with prompts of different lengths (1..4) */
                 for (int s = 0; s < B; s++) {
                     gp_engine_reset_seq(seq, s);
@@ -165,19 +159,19 @@ static void run_model_relay(const fixture *fx, bool force_fallback, bool graphs,
                         gp_cpu_reset_seq(cpu, s);
                     int32_t prompt[4] = {(int32_t)(s * 37 % V), 5, (int32_t)(s % 7), 9};
                     int n = 1 + s % 4;
-                    CHECK_OK(gp_engine_prefill(seq, s, n, prompt, &tok[s], NULL));
+                    GP_CHECK_OK(gp_engine_prefill(seq, s, n, prompt, &tok[s], NULL));
                     int32_t t2;
-                    CHECK_OK(gp_engine_prefill(pipe, s, n, prompt, &t2, NULL));
+                    GP_CHECK_OK(gp_engine_prefill(pipe, s, n, prompt, &t2, NULL));
                     if (cpu)
-                        CHECK_OK(gp_cpu_prefill(cpu, s, n, prompt, lc));
+                        GP_CHECK_OK(gp_cpu_prefill(cpu, s, n, prompt, lc));
                     assert_int_equal(t2, tok[s]);
                     ids[s] = s;
                 }
                 for (int t = 0; t < fx->steps; t++) {
-                    CHECK_OK(gp_engine_decode_step(seq, B, ids, tok, next_s, ls));
-                    CHECK_OK(gp_pipeline_step(pl, B, ids, tok, next_p, lp));
+                    GP_CHECK_OK(gp_engine_decode_step(seq, B, ids, tok, next_s, ls));
+                    GP_CHECK_OK(gp_pipeline_step(pl, B, ids, tok, next_p, lp));
                     if (cpu)
-                        CHECK_OK(gp_cpu_decode_step(cpu, B, ids, tok, lc));
+                        GP_CHECK_OK(gp_cpu_decode_step(cpu, B, ids, tok, lc));
                     for (int s = 0; s < B && cpu; s++) {
                         double es = rel_err(ls + (size_t)s * V, lc + (size_t)s * V, V);
                         double ep_ = rel_err(lp + (size_t)s * V, lc + (size_t)s * V, V);

@@ -22,6 +22,8 @@
 #include <stdint.h>
 #include <cmocka.h>
 
+#include "gp_test.h"
+
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -29,12 +31,6 @@
 
 #include "sim_exec.h"
 
-#define CHECK_OK(expr)                                                                                             \
-    do {                                                                                                           \
-        gp_status st_ = (expr);                                                                                    \
-        if (st_ != GP_OK)                                                                                          \
-            fail_msg("%s -> %s: %s", #expr, gp_status_str(st_), gp_last_error());                                 \
-    } while (0)
 
 enum { LAYERS = 8, BATCH = 64, STEPS = 200, MAX_MOVES = 4, N_PAIRS = 14 /* 132 SMs, groups of 8, 15 groups */ };
 #define CONVERGE_STEPS (4 + MAX_MOVES * (4 + 8))
@@ -110,7 +106,7 @@ static gp_sim_exec *make_sim(scenario *sc)
     sp.begin_ms = 0.05;
     sp.end_ms = 0.2;
     gp_sim_exec *x;
-    CHECK_OK(gp_sim_exec_create(&sp, &x));
+    GP_CHECK_OK(gp_sim_exec_create(&sp, &x));
     return x;
 }
 
@@ -118,7 +114,7 @@ static void plan_of(int M, gp_step_plan *pn)
 {
     gp_pipeline_params pp = gp_pipeline_default_params();
     pp.micro_batches = M;
-    CHECK_OK(gp_pipeline_plan(&pp, LAYERS, BATCH, pn));
+    GP_CHECK_OK(gp_pipeline_plan(&pp, LAYERS, BATCH, pn));
 }
 
 /* The best candidate pair (share within the rebalancer's bounds) on the
@@ -140,7 +136,7 @@ static void brute_force(gp_sim_exec *x, int M, const gp_rebalance_params *rp, ru
         res->pair_ms[i] = INFINITY;
         if (share < rp->min_share || share > rp->max_share)
             continue;
-        CHECK_OK(gp_sim_exec_timeline(x, i, &pn, -1, &t));
+        GP_CHECK_OK(gp_sim_exec_timeline(x, i, &pn, -1, &t));
         res->pair_ms[i] = t.step_ms;
         if (getenv("GP_TEST_VERBOSE"))
             printf("    pair %2d A=%3d: %.3f ms\n", i, si.a_got, t.step_ms);
@@ -208,11 +204,11 @@ static void run(scenario *sc, gp_rebalance_policy pol, int start, run_result *re
     for (int i = 0; i < n; i++)
         ex.ops->split_info(ex.ctx, i, &pairs[i]);
     gp_rebalancer *r;
-    CHECK_OK(gp_rebalancer_create(&rp, pairs, n, &r));
+    GP_CHECK_OK(gp_rebalancer_create(&rp, pairs, n, &r));
     gp_pipeline_params pp = gp_pipeline_default_params();
     pp.micro_batches = sc->M;
     gp_pipeline *pl;
-    CHECK_OK(gp_pipeline_create(ex, LAYERS, &pp, &pl));
+    GP_CHECK_OK(gp_pipeline_create(ex, LAYERS, &pp, &pl));
     int seq[BATCH];
     int32_t tok[BATCH], next[BATCH];
     for (int b = 0; b < BATCH; b++) {
@@ -221,12 +217,12 @@ static void run(scenario *sc, gp_rebalance_policy pol, int start, run_result *re
     }
     assert_int_equal(n, N_PAIRS);
     int cur = start;
-    CHECK_OK(ex.ops->select_split(ex.ctx, cur));
+    GP_CHECK_OK(ex.ops->select_split(ex.ctx, cur));
     res->moves = 0;
     res->converged_at = -1;
     for (int s = 0; s < STEPS; s++) {
         res->pair_at[s] = cur;
-        CHECK_OK(gp_pipeline_step(pl, BATCH, seq, tok, next, NULL));
+        GP_CHECK_OK(gp_pipeline_step(pl, BATCH, seq, tok, next, NULL));
         const gp_step_stats *st = gp_pipeline_last_stats(pl);
         assert_non_null(st);
         assert_int_equal(st->split.a_got, pairs[cur].a_got);
@@ -234,7 +230,7 @@ static void run(scenario *sc, gp_rebalance_policy pol, int start, run_result *re
         gp_rebalance_decision d;
         gp_rebalancer_observe(r, cur, st, &nx, &d);
         if (nx != cur) {
-            CHECK_OK(ex.ops->select_split(ex.ctx, nx));
+            GP_CHECK_OK(ex.ops->select_split(ex.ctx, nx));
             cur = nx;
             res->moves++;
         }

@@ -8,6 +8,8 @@
 #include <stdint.h>
 #include <cmocka.h>
 
+#include "gp_test.h"
+
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -15,12 +17,6 @@
 
 #include "sim_exec.h"
 
-#define CHECK_OK(expr)                                                                                             \
-    do {                                                                                                           \
-        gp_status st_ = (expr);                                                                                    \
-        if (st_ != GP_OK)                                                                                          \
-            fail_msg("%s -> %s: %s", #expr, gp_status_str(st_), gp_last_error());                                  \
-    } while (0)
 #define NEAR(a, b, tol) assert_true(fabs((double)(a) - (double)(b)) <= (tol))
 #define HAS(text, part)                                                                                            \
     do {                                                                                                           \
@@ -89,7 +85,7 @@ static void test_fit(void **state)
     double s[4] = {24, 48, 80, 112}, t[4];
     for (int i = 0; i < 4; i++)
         t[i] = m * fmax(1, sat / s[i]) + c / s[i];
-    CHECK_OK(gp_latency_fit_make(s, t, 4, total, &f));
+    GP_CHECK_OK(gp_latency_fit_make(s, t, 4, total, &f));
     assert_int_equal(f.n, 4);
     NEAR(f.mem_ms, m, 1e-9);
     NEAR(f.comp, c, 1e-7);
@@ -97,33 +93,33 @@ static void test_fit(void **state)
     NEAR(gp_latency_fit_eval(&f, 16), m * sat / 16 + c / 16, 1e-9);
     /* two samples suffice when they straddle s_sat */
     double s2[2] = {40, 100}, t2[2] = {t[0] * 0 + m * sat / 40 + c / 40, m + c / 100};
-    CHECK_OK(gp_latency_fit_make(s2, t2, 2, total, &f));
+    GP_CHECK_OK(gp_latency_fit_make(s2, t2, 2, total, &f));
     NEAR(f.mem_ms, m, 1e-9);
     NEAR(f.comp, c, 1e-7);
     /* all at or below s_sat: memory and compute both scale as 1/s, c alone */
     double s3[2] = {16, 48}, t3[2] = {60.0 / 16, 60.0 / 48};
-    CHECK_OK(gp_latency_fit_make(s3, t3, 2, total, &f));
+    GP_CHECK_OK(gp_latency_fit_make(s3, t3, 2, total, &f));
     NEAR(f.mem_ms, 0, 1e-12);
     NEAR(f.comp, 60, 1e-9);
     /* more SMs measured slower: memory part alone, no gain from more SMs */
     double s4[2] = {64, 96}, t4[2] = {2.0, 2.2};
-    CHECK_OK(gp_latency_fit_make(s4, t4, 2, total, &f));
+    GP_CHECK_OK(gp_latency_fit_make(s4, t4, 2, total, &f));
     assert_true(f.comp == 0 && f.mem_ms > 2.0 && f.mem_ms < 2.2);
     NEAR(gp_latency_fit_eval(&f, 120), f.mem_ms, 1e-12);
     /* one sample: optimistic both ways */
     double s5[1] = {64}, t5[1] = {3.0};
-    CHECK_OK(gp_latency_fit_make(s5, t5, 1, total, &f));
+    GP_CHECK_OK(gp_latency_fit_make(s5, t5, 1, total, &f));
     assert_int_equal(f.n, 1);
     NEAR(gp_latency_fit_eval(&f, 128), 1.5, 1e-12);     /* more SMs: 1/s */
     NEAR(gp_latency_fit_eval(&f, 56), 3.0, 1e-12);      /* fewer, down to s_sat: free */
     NEAR(gp_latency_fit_eval(&f, 28), 6.0, 1e-12);      /* below s_sat: memory-bound 1/s */
     double s6[1] = {16}, t6[1] = {8.0};
-    CHECK_OK(gp_latency_fit_make(s6, t6, 1, total, &f));
+    GP_CHECK_OK(gp_latency_fit_make(s6, t6, 1, total, &f));
     NEAR(gp_latency_fit_eval(&f, 8), 16.0, 1e-12);
     NEAR(gp_latency_fit_eval(&f, 32), 4.0, 1e-12);
     /* repeated counts are one distinct count */
     double s7[3] = {32, 32, 32}, t7[3] = {1, 2, 3};
-    CHECK_OK(gp_latency_fit_make(s7, t7, 3, total, &f));
+    GP_CHECK_OK(gp_latency_fit_make(s7, t7, 3, total, &f));
     assert_int_equal(f.n, 1);
     NEAR(f.t0, 2.0, 1e-12);
     /* bad input names the value */
@@ -222,7 +218,7 @@ static void test_params(void **state)
     assert_int_equal(gp_rebalancer_create(&p, pairs, n, &r), GP_ERR_INVALID_ARG);
     HAS(gp_last_error(), "nothing to choose from");
     /* a bad current pair is refused without a decision */
-    CHECK_OK(gp_rebalancer_create(&d, pairs, n, &r));
+    GP_CHECK_OK(gp_rebalancer_create(&d, pairs, n, &r));
     fake_stats fs;
     fake(&fs, 2, 2, 1, 1, 5);
     int next = -5;
@@ -285,7 +281,7 @@ static void test_hysteresis(void **state)
         p.cooldown = 0;
         p.hysteresis = k == 0 ? gain - 0.005 : gain + 0.005; /* just below, just above the predicted gain */
         gp_rebalancer *r;
-        CHECK_OK(gp_rebalancer_create(&p, pairs, n, &r));
+        GP_CHECK_OK(gp_rebalancer_create(&p, pairs, n, &r));
         int next;
         gp_rebalance_decision d;
         assert_true(gp_rebalancer_observe(r, cur, &fs.s, &next, &d));
@@ -314,7 +310,7 @@ static void test_log_and_cooldown(void **state)
     p.window = 2;
     p.cooldown = 3;
     gp_rebalancer *r;
-    CHECK_OK(gp_rebalancer_create(&p, pairs, n, &r));
+    GP_CHECK_OK(gp_rebalancer_create(&p, pairs, n, &r));
     fake_stats f1, f2;
     fake(&f1, 2, 2, 3.0, 1.0, 14.0);
     fake(&f2, 2, 2, 5.0, 1.0, 22.0);
@@ -365,7 +361,7 @@ static void test_no_flap(void **state)
     p.window = 1;
     p.cooldown = 0;
     gp_rebalancer *r;
-    CHECK_OK(gp_rebalancer_create(&p, pairs, 2, &r));
+    GP_CHECK_OK(gp_rebalancer_create(&p, pairs, 2, &r));
     fake_stats up, down;
     fake(&up, 2, 2, 2.0, 1.0, 10.0);   /* attention-heavy: wants pair 1 */
     fake(&down, 2, 2, 1.0, 2.0, 10.0); /* FFN-heavy: wants pair 0 */
@@ -433,7 +429,7 @@ static gp_sim_exec *sim(int L, unit_cost *u, double sa, double sf, int vocab)
     p.ffn_slowdown = sf;
     p.vocab = vocab;
     gp_sim_exec *x;
-    CHECK_OK(gp_sim_exec_create(&p, &x));
+    GP_CHECK_OK(gp_sim_exec_create(&p, &x));
     return x;
 }
 
@@ -446,7 +442,7 @@ static void test_sim_timeline(void **state)
     gp_step_timing t = {.attn_begin = b[0], .attn_end = b[1], .ffn_begin = b[2], .ffn_end = b[3]};
     /* A0 alone [0, 1]; A1 and F0 together from 1, each at half speed: [1, 3];
      * F1 alone [3, 4] */
-    CHECK_OK(gp_sim_exec_timeline(x, 0, &pn, -1, &t));
+    GP_CHECK_OK(gp_sim_exec_timeline(x, 0, &pn, -1, &t));
     NEAR(t.attn_begin[0], 0, 1e-6);
     NEAR(t.attn_end[0], 1, 1e-6);
     NEAR(t.attn_begin[1], 1, 1e-6);
@@ -469,7 +465,7 @@ static void test_sim_timeline(void **state)
         }
         float c[4][5 * GP_PIPE_MAX_MICRO];
         gp_step_timing tt = {.attn_begin = c[0], .attn_end = c[1], .ffn_begin = c[2], .ffn_end = c[3]};
-        CHECK_OK(gp_sim_exec_timeline(y, 3, &q, -1, &tt));
+        GP_CHECK_OK(gp_sim_exec_timeline(y, 3, &q, -1, &tt));
         NEAR(tt.step_ms, gp_overlap_step_ms(5, M, 0.7, 1.3), 1e-4);
         gp_sim_exec_destroy(y);
     }
@@ -490,19 +486,19 @@ static void test_sim_exec(void **state)
     assert_true(si.partitioned);
     assert_int_equal(ex.ops->select_split(ex.ctx, 14), GP_ERR_INVALID_ARG);
     HAS(gp_last_error(), "split 14");
-    CHECK_OK(ex.ops->select_split(ex.ctx, 6));
+    GP_CHECK_OK(ex.ops->select_split(ex.ctx, 6));
     ex.ops->split_info(ex.ctx, -1, &si);
     assert_int_equal(si.a_got, 56);
 
     /* the runner over it: statistics from the simulated timeline */
     gp_pipeline *pl;
     gp_pipeline_params pp = gp_pipeline_default_params();
-    CHECK_OK(gp_pipeline_create(ex, 3, &pp, &pl));
+    GP_CHECK_OK(gp_pipeline_create(ex, 3, &pp, &pl));
     int seq[6] = {0, 1, 2, 3, 4, 5};
     int32_t tok[6] = {1, 2, 3, 4, 5, 6}, next[6] = {9, 9, 9, 9, 9, 9};
     float logits[6 * 5];
     memset(logits, 0xff, sizeof logits);
-    CHECK_OK(gp_pipeline_step(pl, 6, seq, tok, next, logits));
+    GP_CHECK_OK(gp_pipeline_step(pl, 6, seq, tok, next, logits));
     for (int i = 0; i < 6; i++)
         assert_int_equal(next[i], 0);
     for (int i = 0; i < 30; i++)
@@ -511,10 +507,10 @@ static void test_sim_exec(void **state)
     assert_non_null(st);
     assert_int_equal(st->split.a_got, 56);
     gp_step_plan pn;
-    CHECK_OK(gp_pipeline_plan(&pp, 3, 6, &pn));
+    GP_CHECK_OK(gp_pipeline_plan(&pp, 3, 6, &pn));
     float b[4][3 * GP_PIPE_MAX_MICRO];
     gp_step_timing t = {.attn_begin = b[0], .attn_end = b[1], .ffn_begin = b[2], .ffn_end = b[3]};
-    CHECK_OK(gp_sim_exec_timeline(x, 6, &pn, -1, &t));
+    GP_CHECK_OK(gp_sim_exec_timeline(x, 6, &pn, -1, &t));
     NEAR(st->step_ms, t.step_ms, 1e-5);
     for (int i = 0; i < 3 * 2; i++) {
         NEAR(st->attn_ms[i], b[1][i] - b[0][i], 1e-5);
@@ -525,7 +521,7 @@ static void test_sim_exec(void **state)
 
     /* the sequential engine: every stage on all 132 SMs, summed */
     float seq_ms = 0;
-    CHECK_OK(ex.ops->sequential_step(ex.ctx, 6, seq, tok, next, NULL, &seq_ms));
+    GP_CHECK_OK(ex.ops->sequential_step(ex.ctx, 6, seq, tok, next, NULL, &seq_ms));
     NEAR(seq_ms, 3 * (2.0 + 3.0) * 6 / 132, 1e-5);
 
     /* a cost model that fails stops the step with a message; the pipeline
@@ -534,7 +530,7 @@ static void test_sim_exec(void **state)
     assert_int_equal(gp_pipeline_step(pl, 6, seq, tok, next, NULL), GP_ERR_INVALID_ARG);
     HAS(gp_last_error(), "cost model gave nan");
     u.poison = false;
-    CHECK_OK(gp_pipeline_step(pl, 6, seq, tok, next, NULL));
+    GP_CHECK_OK(gp_pipeline_step(pl, 6, seq, tok, next, NULL));
     assert_int_equal(gp_sim_exec_steps(x), 2);
     gp_pipeline_destroy(pl);
     gp_sim_exec_destroy(x);
@@ -566,7 +562,7 @@ static void test_sim_params(void **state)
     assert_int_equal(gp_sim_exec_create(&p, &x), GP_ERR_INVALID_ARG);
     HAS(gp_last_error(), "40 groups");
     p.groups = 0; /* 132 / 8 = 16 groups: 15 pairs */
-    CHECK_OK(gp_sim_exec_create(&p, &x));
+    GP_CHECK_OK(gp_sim_exec_create(&p, &x));
     gp_exec ex = gp_sim_exec_get(x);
     assert_int_equal(ex.ops->n_splits(ex.ctx), 15);
     gp_sim_exec_destroy(x);
@@ -578,7 +574,7 @@ static void test_sim_params(void **state)
     assert_int_equal(gp_sim_exec_create(&p, &x), GP_ERR_INVALID_ARG);
     HAS(gp_last_error(), "pair 1 is 0:100");
     p.n_pairs = 1;
-    CHECK_OK(gp_sim_exec_create(&p, &x));
+    GP_CHECK_OK(gp_sim_exec_create(&p, &x));
     ex = gp_sim_exec_get(x);
     assert_int_equal(ex.ops->n_splits(ex.ctx), 1);
     /* a plan of the wrong depth is refused */

@@ -48,13 +48,6 @@ static inline void qt_set_counters(gp_ring *r, unsigned v)
     r->ck.p_head = v;
 }
 
-static inline double qt_now(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return ts.tv_sec + ts.tv_nsec * 1e-9;
-}
-
 /* 0 once the thread has finished, -1 if it is still running after `seconds`. */
 static inline int qt_join(pthread_t t, double seconds)
 {
@@ -67,9 +60,9 @@ static inline int qt_join(pthread_t t, double seconds)
 /* 0 once the side owning w has announced it is about to sleep. */
 static inline int qt_wait_sleeping(gp_ring_waiter *w, double seconds)
 {
-    double end = qt_now() + seconds;
+    double end = gp_now_s() + seconds;
     while (!atomic_load_explicit(&w->waiting, memory_order_acquire)) {
-        if (qt_now() > end)
+        if (gp_now_s() > end)
             return -1;
         usleep(200);
     }

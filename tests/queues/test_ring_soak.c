@@ -267,7 +267,7 @@ static void soak_run(const soak_cfg *c, int index)
         mean = 50000u;
 
     soak_totals t = { 0 };
-    double t0 = qt_now();
+    double t0 = gp_now_s();
     while (t.delivered < target) {
         uint64_t x = soak_next(&plan);
         g->len = (x & 15u) == 0 ? (x >> 4) % 4u : 1u + (x >> 8) % (2u * mean); /* some of 0..3 */
@@ -285,9 +285,9 @@ static void soak_run(const soak_cfg *c, int index)
         if (g->closer == BY_OTHER) {
             /* Close from this thread once the producer is about that far in
              * (or done, in which case the close is a no-op). */
-            double end = qt_now() + SOAK_JOIN_S;
+            double end = gp_now_s() + SOAK_JOIN_S;
             while (atomic_load_explicit(&g->pushed, memory_order_relaxed) < other_at &&
-                   !gp_ring_is_closed(gp_ring_set_get(g->set, 0)) && qt_now() < end)
+                   !gp_ring_is_closed(gp_ring_set_get(g->set, 0)) && gp_now_s() < end)
                 usleep(20);
             gp_ring_set_close(g->set);
         }
@@ -300,7 +300,7 @@ static void soak_run(const soak_cfg *c, int index)
         }
         soak_check_segment(c, g, &t);
     }
-    double dt = qt_now() - t0;
+    double dt = gp_now_s() - t0;
 
     /* The statistics survive reopen: every push and pop of the run. */
     uint64_t pushes = 0, pops = 0, push_waits = 0, pop_waits = 0, sleeps = 0;

@@ -94,7 +94,7 @@ static void run_stress(unsigned depth, unsigned spin, uint64_t n, unsigned start
     gp_ring *r = make_ring(depth, spin);
     qt_set_counters(r, start);
     qt_stress c = { .r = r, .n = n, .prod_try = prod_try, .cons_try = cons_try };
-    double t0 = qt_now();
+    double t0 = gp_now_s();
     pthread_t pt, ct;
     assert_int_equal(pthread_create(&ct, NULL, stress_consumer, &c), 0);
     assert_int_equal(pthread_create(&pt, NULL, stress_producer, &c), 0);
@@ -103,7 +103,7 @@ static void run_stress(unsigned depth, unsigned spin, uint64_t n, unsigned start
         gp_ring_close(r); /* let the stuck side out before failing */
         fail_msg("stress depth %u spin %u: %s did not finish", depth, spin, jp ? "producer" : "consumer");
     }
-    double dt = qt_now() - t0;
+    double dt = gp_now_s() - t0;
 
     uint64_t want_sum = 0;
     for (uint64_t i = 0; i < n; i++) {

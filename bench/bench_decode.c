@@ -1,6 +1,6 @@
 /* gp_bench_decode: times the sequential CUDA engine on decode workloads
  * (B sequences with C tokens already cached) with device events, and reports
- * each against the floor of DESIGN.md §5 and a per-kernel breakdown. With
+ * each against the floor of docs/ARCHITECTURE.md §5 and a per-kernel breakdown. With
  * --attn it instead times RoPE+KV append and decode attention alone, replayed
  * from CUDA graphs as in the engine (no host launch cost), per split count. */
 #include <getopt.h>
@@ -15,12 +15,6 @@
 #include "gp_engine.h"
 
 typedef struct workload { int B, C; } workload;
-
-static int cmp_float(const void *a, const void *b)
-{
-    float x = *(const float *)a, y = *(const float *)b;
-    return (x > y) - (x < y);
-}
 
 static int parse_workloads(const char *s, workload *w, int max)
 {
@@ -103,8 +97,7 @@ static int attn_graph_ms(int what, gp_kv_view *views, int n_rot, int B, int n_he
         ATTN_CK(cudaEventElapsedTime(&ms[i], e0, e1));
         ms[i] /= (float)n_rot;
     }
-    qsort(ms, (size_t)reps, sizeof(float), cmp_float);
-    *ms_out = ms[reps / 2];
+    *ms_out = gp_median_f(ms, reps);
     rc = 0;
 out:
     if (ge)
@@ -304,8 +297,7 @@ int main(int argc, char **argv)
             snprintf(breakdowns[i], sizeof breakdowns[i], "B=%d C=%d: failed", w[i].B, w[i].C);
             failed = 1;
         } else {
-            qsort(ms, (size_t)repeat, sizeof(float), cmp_float);
-            float med = ms[repeat / 2];
+            float med = gp_median_f(ms, repeat);
             /* the timed steps run at contexts C+warmup .. C+warmup+repeat-1 */
             gp_step_cost cost;
             gp_step_floor(&cfg, w[i].B, w[i].C + warmup + repeat / 2, 1, &cost);

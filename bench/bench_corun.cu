@@ -178,18 +178,6 @@ static gp_status run_f(const fside *f, gp_gemm_ctx *g)
     return GP_OK;
 }
 
-static int cmp_float(const void *a, const void *b)
-{
-    float x = *(const float *)a, y = *(const float *)b;
-    return (x > y) - (x < y);
-}
-
-static float median(float *v, int n)
-{
-    qsort(v, (size_t)n, sizeof v[0], cmp_float);
-    return n % 2 ? v[n / 2] : 0.5f * (v[n / 2 - 1] + v[n / 2]);
-}
-
 /* Median ms of reps passes of the F set (events around each). */
 static gp_status time_f(const fside *f, gp_gemm_ctx *g, cudaStream_t s, int reps, cudaEvent_t *ev,
                         float *ms)
@@ -204,7 +192,7 @@ static gp_status time_f(const fside *f, gp_gemm_ctx *g, cudaStream_t s, int reps
     GP_CUDA_TRY(cudaEventSynchronize(ev[reps]));
     for (int r = 0; r < reps; r++)
         GP_CUDA_TRY(cudaEventElapsedTime(&t[r], ev[r], ev[r + 1]));
-    *ms = median(t, reps);
+    *ms = gp_median_f(t, reps);
     return GP_OK;
 }
 
@@ -225,7 +213,7 @@ static gp_status time_reader(const bench *b, const reader_cfg *r, int sms, cudaS
         t[i] = (float)((double)(b->bytes / (r->bulk ? BULK_CHUNK : 64)) * (r->bulk ? BULK_CHUNK : 64)
                        / (t[i] * 1e6));
     }
-    *gbs = median(t, reps);
+    *gbs = gp_median_f(t, reps);
     return GP_OK;
 }
 

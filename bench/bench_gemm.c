@@ -27,12 +27,6 @@ static const bench_gemm gemms[] = {
 static const int Ms[] = { 1, 8, 16, 64, 256, 1024 };
 #define MAX_M 1024
 
-static int cmp_float(const void *a, const void *b)
-{
-    float x = *(const float *)a, y = *(const float *)b;
-    return (x > y) - (x < y);
-}
-
 /* Median ms of reps timed calls, each on the next weight copy. */
 static gp_status time_gemm(gp_gemm_ctx *ctx, cudaStream_t st, const bench_gemm *g, int M,
                            const gp_bf16 *x, gp_bf16 *const *w, void *y, int reps,
@@ -49,8 +43,7 @@ static gp_status time_gemm(gp_gemm_ctx *ctx, cudaStream_t st, const bench_gemm *
     GP_CUDA_TRY(cudaStreamSynchronize(st));
     for (int r = 0; r < reps; r++)
         GP_CUDA_TRY(cudaEventElapsedTime(&ms[r], ev[2 * r], ev[2 * r + 1]));
-    qsort(ms, (size_t)reps, sizeof ms[0], cmp_float);
-    *median_ms = reps % 2 ? ms[reps / 2] : 0.5f * (ms[reps / 2 - 1] + ms[reps / 2]);
+    *median_ms = gp_median_f(ms, reps);
     return GP_OK;
 }
 
@@ -76,8 +69,7 @@ static gp_status time_skinny(int r, int sms, cudaStream_t st, const bench_gemm *
     GP_CUDA_TRY(cudaStreamSynchronize(st));
     for (int rep = 0; rep < reps; rep++)
         GP_CUDA_TRY(cudaEventElapsedTime(&ms[rep], ev[2 * rep], ev[2 * rep + 1]));
-    qsort(ms, (size_t)reps, sizeof ms[0], cmp_float);
-    *median_ms = reps % 2 ? ms[reps / 2] : 0.5f * (ms[reps / 2 - 1] + ms[reps / 2]);
+    *median_ms = gp_median_f(ms, reps);
     return GP_OK;
 }
 

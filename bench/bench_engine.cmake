@@ -1,0 +1,15 @@
+# Benchmarks of the engine and of co-running on partitions: programs that
+# print timings, not tests (nothing is asserted).
+
+# Decode-step benchmark of the sequential engine.
+add_executable(gp_bench_decode ${CMAKE_CURRENT_LIST_DIR}/bench_decode.c)
+target_link_libraries(gp_bench_decode PRIVATE gp_engine)
+
+# Timing of the Llama-3-8B GEMMs through gp_gemm and the skinny kernel.
+add_executable(gp_bench_gemm ${CMAKE_CURRENT_LIST_DIR}/bench_gemm.c)
+target_link_libraries(gp_bench_gemm PRIVATE gp_engine_kernels)
+
+# Co-running stand-ins: a pure HBM reader on A beside the F side's GEMMs,
+# each alone and together, on green-context splits (docs/ARCHITECTURE.md §6).
+add_executable(gp_bench_corun ${CMAKE_CURRENT_LIST_DIR}/bench_corun.cu)
+target_link_libraries(gp_bench_corun PRIVATE gp_green gp_engine_kernels)

@@ -1,0 +1,60 @@
+/* Whole-file reads with a size cap, for the small text files the project
+ * parses (config.json, safetensors indexes, tuning profiles). */
+#include "gp_common.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+gp_status gp_read_file(const char *path, size_t cap, char **out, size_t *len)
+{
+    if (!path || !out || !len)
+        GP_FAIL(GP_ERR_INVALID_ARG, "gp_read_file: path, out or len is NULL");
+    *out = NULL;
+    *len = 0;
+    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    if (fd < 0) {
+        int e = errno;
+        if (e == ENOENT || e == ENOTDIR)
+            GP_FAIL(GP_ERR_NOT_FOUND, "%s: not found (%s)", path, strerror(e));
+        GP_FAIL(GP_ERR_IO, "%s: cannot open: %s", path, strerror(e));
+    }
+    struct stat sb;
+    if (fstat(fd, &sb) != 0) {
+        int e = errno;
+        close(fd);
+        GP_FAIL(GP_ERR_IO, "%s: cannot stat: %s", path, strerror(e));
+    }
+    if ((uint64_t)sb.st_size > cap) {
+        close(fd);
+        GP_FAIL(GP_ERR_FORMAT, "%s: %lld bytes, more than the %zu-byte cap for this file", path,
+                (long long)sb.st_size, cap);
+    }
+    size_t n = (size_t)sb.st_size, got = 0;
+    char *buf = malloc(n + 1);
+    if (!buf) {
+        close(fd);
+        GP_FAIL(GP_ERR_NO_MEMORY, "%s: cannot allocate %zu bytes", path, n + 1);
+    }
+    while (got < n) {
+        ssize_t r = read(fd, buf + got, n - got);
+        if (r < 0 && errno == EINTR)
+            continue;
+        if (r <= 0) { /* 0: the file shrank under us */
+            int e = r < 0 ? errno : EIO;
+            close(fd);
+            free(buf);
+            GP_FAIL(GP_ERR_IO, "%s: read error after %zu of %zu bytes: %s", path, got, n,
+                    strerror(e));
+        }
+        got += (size_t)r;
+    }
+    close(fd);
+    buf[n] = '\0';
+    *out = buf;
+    *len = n;
+    return GP_OK;
+}

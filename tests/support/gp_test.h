@@ -1,0 +1,38 @@
+/* What every cmocka test of the project shares: checks of a call's status
+ * that fail the test with the status and the library's own message
+ * (gp_last_error), so a failure says why without a debugger. */
+#ifndef GP_TEST_H
+#define GP_TEST_H
+
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <string.h>
+
+#include <cmocka.h>
+
+#include "gp_common.h"
+
+/* expr must return GP_OK. */
+#define GP_CHECK_OK(expr)                                                                        \
+    do {                                                                                         \
+        gp_status gp_check_s_ = (expr);                                                          \
+        if (gp_check_s_ != GP_OK)                                                                \
+            fail_msg("%s -> %s: %s", #expr, gp_status_str(gp_check_s_), gp_last_error());        \
+    } while (0)
+
+/* expr must fail with status s and a message containing needle: a refusal
+ * is only useful if it says what was wrong. */
+#define GP_CHECK_FAIL(expr, s, needle)                                                           \
+    do {                                                                                         \
+        gp_clear_error();                                                                        \
+        gp_status gp_check_s_ = (expr);                                                          \
+        if (gp_check_s_ != (s))                                                                  \
+            fail_msg("%s -> %s, expected %s (%s)", #expr, gp_status_str(gp_check_s_),            \
+                     gp_status_str(s), gp_last_error());                                         \
+        if (!strstr(gp_last_error(), (needle)))                                                  \
+            fail_msg("%s: message '%s' lacks '%s'", #expr, gp_last_error(), (needle));           \
+    } while (0)
+
+#endif
