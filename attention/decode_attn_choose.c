@@ -70,6 +70,13 @@ gp_status gp_attn_check_params(const char *fn, const gp_decode_attn_params *p)
     return GP_OK;
 }
 
+gp_status gp_decode_attn_params_check(const gp_decode_attn_params *p)
+{
+    if (!p)
+        GP_FAIL(GP_ERR_INVALID_ARG, "gp_decode_attn_params_check: p is NULL");
+    return gp_attn_check_params("decode attention", p);
+}
+
 /* The tensor-core kernels are written for head_dim 128 and up to 8 heads
  * per group (the 8 columns of an mma). */
 static bool gp_attn_mma_shape(const gp_attn_call *c)

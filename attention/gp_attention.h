@@ -152,6 +152,10 @@ typedef struct gp_decode_attn_params {
 } gp_decode_attn_params;
 gp_decode_attn_params gp_decode_attn_default_params(void);
 
+/* GP_OK when every field of p is in range; else GP_ERR_INVALID_ARG naming
+ * the field, its value and what is allowed. Pure host logic. */
+gp_status gp_decode_attn_params_check(const gp_decode_attn_params *p);
+
 /* "auto", "cudacore", "cudacore_pipe", "mma", "stream"; "unknown" for a
  * value outside the enum. */
 const char *gp_attn_kernel_name(gp_attn_kernel k);

@@ -11,7 +11,7 @@ static const char *COLUMNS[] = {
     "placement", "rebalance", "ok", "error", "n_samples", "ms_median", "ms_min", "ms_max", "tokens_per_s",
     "attn_ms_per_layer", "ffn_ms_per_layer", "a2f_mb_per_token", "ring_occupancy_mean", "attn_backlog",
     "ffn_backlog", "attn_idle_share", "ffn_idle_share", "floor_ms", "floor_share", "speedup_vs_seq",
-    "n_decisions", "samples_ms", "micro_rows", "gpu", "sm_count", "driver", "cuda", "commit", "model", "timestamp", "notes",
+    "n_decisions", "samples_ms", "micro_rows", "attn_kernel", "gpu", "sm_count", "driver", "cuda", "commit", "model", "timestamp", "notes",
 };
 #define N_COLUMNS ((int)(sizeof COLUMNS / sizeof COLUMNS[0]))
 
@@ -84,6 +84,8 @@ static void row(FILE *f, const gp_cs_meta *m, const gp_cs_row *r)
     /* rows per micro-batch, ';'-separated like the samples; empty: unknown */
     for (int m = 0; r->micro_rows[0] > 0 && m < r->M && m < GP_PIPE_MAX_MICRO; m++)
         fprintf(f, "%s%d", m ? ";" : "", r->micro_rows[m]);
+    fputc(',', f);
+    text(f, r->attn_kernel);
     fputc(',', f);
     text(f, m->gpu);
     fprintf(f, ",%d,", m->sm_count);

@@ -160,6 +160,7 @@ static json_t *row_json(cs_jb *b, const gp_cs_row *r)
     cs_put_str(b, o, "placement", gp_placement_name(r->placement));
     cs_put_str(b, o, "rebalance", gp_rebalance_policy_name(r->rebalance));
     cs_put_str(b, o, "tag", r->tag);
+    cs_put_str(b, o, "attn_kernel", r->attn_kernel);
     cs_put(b, o, "ok", json_boolean(r->ok));
     cs_put(b, o, "error", r->ok ? json_null() : cs_json_text(r->error));
 

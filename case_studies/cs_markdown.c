@@ -82,6 +82,32 @@ static void write_row(FILE *f, const gp_cs_row *r)
             num(b[13], 48, r->speedup_vs_seq > 0 ? r->speedup_vs_seq : na, 2, "x"));
 }
 
+/* Which decode-attention kernel the rows ran: one line per workload. */
+static void write_attn_kernels(FILE *f, const gp_cs_row *rows, int n)
+{
+    bool any = false;
+    for (int i = 0; i < n; i++) {
+        const gp_cs_row *r = &rows[i];
+        if (!r->attn_kernel[0])
+            continue;
+        bool first = i == 0 || strcmp(rows[i - 1].workload, r->workload) || rows[i - 1].B != r->B ||
+                     rows[i - 1].C != r->C;
+        if (!any)
+            fputs("\nDecode-attention kernel (seq: on every SM; splits: micro-batch 0 on partition A):", f);
+        any = true;
+        if (first) {
+            fputs("\n- ", f);
+            cell_text(f, r->workload);
+            fprintf(f, " %d:%d:", r->B, r->C);
+        }
+        char req[64];
+        cs_row_req_text(r, req, sizeof req);
+        fprintf(f, " %s %s%s", req, r->attn_kernel, i + 1 < n && !strcmp(rows[i + 1].workload, r->workload) ? ";" : "");
+    }
+    if (any)
+        fputc('\n', f);
+}
+
 /* One line per row whose rebalancer decided anything: decisions, moves, path. */
 static void write_rebalance(FILE *f, const gp_cs_row *rows, int n)
 {
@@ -129,6 +155,7 @@ void gp_cs_write_markdown(FILE *f, const gp_cs_meta *m, const gp_cs_row *rows, i
           "stage. Of floor: the docs/ARCHITECTURE.md §5 floor over the median. vs seq: the seq row's median over "
           "this one's, same workload, same run. \"shared\": no green contexts, both sides on every SM.\n",
           f);
+    write_attn_kernels(f, rows, n);
     write_rebalance(f, rows, n);
     if (!m)
         return;

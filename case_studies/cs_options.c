@@ -10,6 +10,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "gp_engine.h" /* GP_GEMM_TUNE_MAX_CANDIDATES: header only, nothing of the engine is linked */
 #include "gp_model.h"
 #include "gp_queues.h"
 
@@ -20,14 +21,13 @@
 #define WARMUP_MAX 1000
 #define WL_B_MAX 65536
 #define WL_C_MAX 1048576
-#define CS_GEMM_TUNE_MAX 32 /* the engine's GP_GEMM_TUNE_MAX_CANDIDATES (engine/kernels.h) */
 
 /* ------------------------------------------------------------ the parser */
 
 enum {
     OPT_SPLITS = 256, OPT_WORKLOAD, OPT_MICRO, OPT_DEPTH, OPT_MODEL, OPT_STEPS, OPT_WARMUP, OPT_NO_WARMUP,
     OPT_REPEAT, OPT_REBALANCE, OPT_TUNING, OPT_AUTOTUNE, OPT_TUNING_OUT, OPT_SEED, OPT_JSON, OPT_CSV,
-    OPT_TRACE, OPT_SVG, OPT_PROGRESS, OPT_NO_PROGRESS, OPT_STATS, OPT_PLACEMENT, OPT_GEMM_TUNE, OPT_FILL_DRAIN, OPT_END
+    OPT_TRACE, OPT_SVG, OPT_PROGRESS, OPT_NO_PROGRESS, OPT_STATS, OPT_PLACEMENT, OPT_GEMM_TUNE, OPT_FILL_DRAIN, OPT_ATTN_KERNEL, OPT_ATTN_WARPS_CAP, OPT_ATTN_KV_EVICT, OPT_END
 };
 
 static const struct option LONG_OPTS[] = {
@@ -55,6 +55,9 @@ static const struct option LONG_OPTS[] = {
     { "placement", required_argument, NULL, OPT_PLACEMENT },
     { "gemm-tune", required_argument, NULL, OPT_GEMM_TUNE },
     { "fill-drain", required_argument, NULL, OPT_FILL_DRAIN },
+    { "attn-kernel", required_argument, NULL, OPT_ATTN_KERNEL },
+    { "attn-warps-cap", required_argument, NULL, OPT_ATTN_WARPS_CAP },
+    { "attn-kv-evict", required_argument, NULL, OPT_ATTN_KV_EVICT },
     { "help", no_argument, NULL, 'h' },
     { NULL, 0, NULL, 0 },
 };
@@ -80,6 +83,9 @@ static const char *allowed(int opt)
     case OPT_SEED: return "an integer 0..18446744073709551615";
     case OPT_GEMM_TUNE: return "an integer 0..32 (0: cuBLASLt's heuristic pick)";
     case OPT_FILL_DRAIN: return "whole or partition";
+    case OPT_ATTN_KERNEL: return "auto, cudacore, cudacore_pipe, mma or stream";
+    case OPT_ATTN_WARPS_CAP: return "0 (no cap) or an even integer 2..64";
+    case OPT_ATTN_KV_EVICT: return "on or off";
     case OPT_TUNING_OUT:
     case OPT_JSON:
     case OPT_CSV:
@@ -396,10 +402,29 @@ static int apply(parse_ctx *c, int opt, const char *v, gp_cs_options *o)
     case OPT_NO_PROGRESS: o->progress = 0; return 0;
     case OPT_STATS: o->stats = true; return 0;
     case OPT_PLACEMENT: return parse_placements(c, v, o);
-    case OPT_GEMM_TUNE: return parse_int_flag(c, opt, v, 0, CS_GEMM_TUNE_MAX, &o->gemm_tune);
+    case OPT_GEMM_TUNE: return parse_int_flag(c, opt, v, 0, GP_GEMM_TUNE_MAX_CANDIDATES, &o->gemm_tune);
     case OPT_FILL_DRAIN:
         if (gp_fill_drain_parse(v, &o->fill_drain) != GP_OK)
             return bad(c, opt, v, "not a fill-drain mode");
+        return 0;
+    case OPT_ATTN_KERNEL:
+        if (gp_attn_kernel_parse(v, &o->attn_kernel) != GP_OK)
+            return bad(c, opt, v, "not a decode-attention kernel");
+        return 0;
+    case OPT_ATTN_WARPS_CAP:
+    {
+        if (parse_int_flag(c, opt, v, 0, GP_ATTN_STREAM_WARPS_CAP_MAX, &o->attn_warps_cap))
+            return 2;
+        gp_decode_attn_params ap = gp_decode_attn_default_params();
+        ap.stream_warps_cap = o->attn_warps_cap;
+        if (gp_decode_attn_params_check(&ap) != GP_OK)
+            return bad(c, opt, v, "%s", gp_last_error());
+        return 0;
+    }
+    case OPT_ATTN_KV_EVICT:
+        if (strcmp(v, "on") && strcmp(v, "off"))
+            return bad(c, opt, v, "not on or off");
+        o->attn_kv_evict_first = !strcmp(v, "on");
         return 0;
     }
     return 0;

@@ -11,7 +11,6 @@
 #include "cs_run.h"
 #include "gp_attention.h"
 #include "gp_engine.h"
-#include "kernels.h" /* GP_GEMM_WORKSPACE_BYTES */
 
 static void row_error(gp_cs_row *r, gp_status st, const char *what)
 {
@@ -124,6 +123,9 @@ gp_status cs_run_seq(cs_workload_run *wr, gp_cs_row *r)
     r->M = 1;
     r->split = (gp_split_info){.a_got = wr->env->sm_count, .f_got = wr->env->sm_count, .partitioned = false,
                                .unit = "SMs"};
+    gp_attn_kernel k;
+    if (gp_engine_attn_kernel(wr->engine, gp_engine_whole_ctx(wr->engine), wr->w->B, wr->w->C + 1, &k) == GP_OK)
+        snprintf(r->attn_kernel, sizeof r->attn_kernel, "%s", gp_attn_kernel_name(k));
     nvtxRangePushA("seq");
     gp_status st = time_config(wr, seq_step, r);
     nvtxRangePop();
@@ -157,9 +159,13 @@ gp_status cs_run_pipelined(cs_workload_run *wr, int pair, int M, unsigned depth,
     /* The split as the pipeline makes it, from its own planner and the
      * parameters just set, for the report (uneven when M does not divide B). */
     gp_step_plan plan;
-    if (st == GP_OK && gp_pipeline_plan(&p, wr->env->cfg.n_layers, wr->w->B, &plan) == GP_OK)
+    if (st == GP_OK && gp_pipeline_plan(&p, wr->env->cfg.n_layers, wr->w->B, &plan) == GP_OK) {
         for (int m = 0; m < plan.M && m < GP_PIPE_MAX_MICRO; m++)
             r->micro_rows[m] = plan.nb[m];
+        const char *k;
+        if (gp_cuda_exec_attn_kernel(wr->exec, pair, plan.nb[0], wr->w->C + 1, &k) == GP_OK)
+            snprintf(r->attn_kernel, sizeof r->attn_kernel, "%s", k);
+    }
     wr->pair = pair;
     wr->reb = NULL;
     if (st == GP_OK && o->rebalance != GP_REBALANCE_OFF) {
@@ -229,6 +235,9 @@ gp_engine_params cs_engine_params(const gp_cs_options *o, const gp_cs_workload *
     p.max_context = w->C + (o->warmup ? o->warmup_steps : 0) + o->steps + 1;
     p.use_graphs = true;
     p.gemm_tune = o->gemm_tune; /* seq and split rows alike: the comparison stays fair */
+    p.attn_kernel = o->attn_kernel;
+    p.attn_stream_warps_cap = o->attn_warps_cap;
+    p.attn_kv_evict_first = o->attn_kv_evict_first;
     return p;
 }
 

@@ -26,6 +26,8 @@ void gp_cs_default_options(gp_cs_options *o)
     o->placements[0] = GP_PLACE_QKVO_A;
     o->n_placements = 1;
     o->fill_drain = GP_FILL_DRAIN_WHOLE;
+    o->attn_kernel = GP_ATTN_KERNEL_AUTO;
+    o->attn_kv_evict_first = true;
     snprintf(o->model, sizeof o->model, "%s", GP_DEFAULT_PRESET);
     o->steps = 8;
     o->warmup = true;
@@ -87,6 +89,17 @@ void gp_cs_usage(FILE *f)
         "                       shape is captured, and keep the fastest; the seq row too.\n"
         "                       Timing-based: runs may pick differently. Default: 0 (the\n"
         "                       heuristic's first pick).\n"
+        "  --attn-kernel NAME   decode-attention kernel: auto (the rule of\n"
+        "                       gp_decode_attn_choose), cudacore, cudacore_pipe, mma or\n"
+        "                       stream (where it serves a call; the rule elsewhere). The\n"
+        "                       kernel each row ran is in the report. Default: auto.\n"
+        "  --attn-warps-cap N   streaming kernel: at most N warps per SM, an even 2..64\n"
+        "                       (a smaller HBM appetite beside a co-running FFN side);\n"
+        "                       0: no cap. Default: 0.\n"
+        "  --attn-kv-evict on|off\n"
+        "                       streaming kernel: mark its K/V copies L2 evict_first, so\n"
+        "                       K/V read once does not displace what the GEMMs reuse.\n"
+        "                       Default: on.\n"
         "  --seed N             seed of the synthetic weights and tokens, 0..2^64-1.\n"
         "                       Default: 0.\n"
         "\n"

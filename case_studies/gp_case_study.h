@@ -10,6 +10,7 @@
 
 #include "gp_common.h"
 #include "gp_green.h"
+#include "gp_attention.h"
 #include "gp_pipeline.h"
 
 #ifdef __cplusplus
@@ -60,6 +61,9 @@ typedef struct gp_cs_options {
     char tuning_out[GP_CS_PATH]; /* --tuning-out FILE (default tuning.json) */
     uint64_t seed;               /* --seed */
     int gemm_tune;               /* --gemm-tune N: timed choice among N cuBLASLt candidates (0: off) */
+    gp_attn_kernel attn_kernel;  /* --attn-kernel NAME: the decode-attention kernel (auto: the rule) */
+    int attn_warps_cap;          /* --attn-warps-cap N: streaming kernel's warps per SM (0: no cap) */
+    bool attn_kv_evict_first;    /* --attn-kv-evict on|off: its K/V copies marked L2 evict_first (on) */
     char json[GP_CS_PATH], csv[GP_CS_PATH], trace[GP_CS_PATH], svg[GP_CS_PATH];
     int progress;                /* --progress / --no-progress; -1: when stderr is a terminal */
     bool stats;                  /* --stats: print each pipelined row's pipeline statistics report */
@@ -113,6 +117,8 @@ typedef struct gp_cs_row {
     gp_placement placement;      /* QKV/O with attention (qkvo-a) or with the FFN (qkvo-f) */
     gp_rebalance_policy rebalance;
     char tag[32];                /* "tuned" or "rule": --tuning chose this row (measured, cold-start rule) */
+    char attn_kernel[24];        /* decode-attention kernel of the row's attention stages (seq: on every
+                                    SM; pipelined: micro-batch 0 on partition A); "" when not known */
     /* outcome */
     bool ok;
     char error[512];             /* why the configuration failed */

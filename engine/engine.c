@@ -34,7 +34,7 @@ static uint64_t row_bytes(const gp_config *c)
            4 * (uint64_t)c->vocab + 2 * 4;
 }
 
-static gp_status attn_ws_bytes(const gp_config *c, const gp_engine_params *p, size_t *bytes);
+static gp_decode_attn_params attn_params(const gp_engine_params *p);
 
 static gp_status check_params(const gp_config *c, const gp_engine_params *p)
 {
@@ -48,8 +48,8 @@ static gp_status check_params(const gp_config *c, const gp_engine_params *p)
     if (p->gemm_tune < 0 || p->gemm_tune > GP_GEMM_TUNE_MAX_CANDIDATES)
         GP_FAIL(GP_ERR_INVALID_ARG, "gemm_tune %d: allowed [0, %d] (0: the heuristic's pick)",
                 p->gemm_tune, GP_GEMM_TUNE_MAX_CANDIDATES);
-    size_t ws;
-    return attn_ws_bytes(c, p, &ws); /* the attention parameters, checked by their owner */
+    gp_decode_attn_params ap = attn_params(p);
+    return gp_decode_attn_params_check(&ap);
 }
 
 /* The engine's decode-attention parameters on every SM of the device. */
@@ -62,7 +62,6 @@ static gp_decode_attn_params attn_params(const gp_engine_params *p)
     return ap;
 }
 
-/* Also checks the attention parameters (a bad one names itself). */
 static gp_status attn_ws_bytes(const gp_config *c, const gp_engine_params *p, size_t *bytes)
 {
     gp_decode_attn_params ap = attn_params(p);

@@ -434,6 +434,16 @@ static void cx_split_info(void *ctx, int index, gp_split_info *out)
     *out = x->pairs[index < 0 ? x->cur : index].info;
 }
 
+gp_status gp_cuda_exec_attn_kernel(gp_cuda_exec *x, int pair, int rows, int max_len, const char **name)
+{
+    if (!x || pair < -1 || pair >= x->n_pairs || !name)
+        GP_FAIL(GP_ERR_INVALID_ARG, "gp_cuda_exec_attn_kernel: pair %d of %d", pair, x ? x->n_pairs : 0);
+    gp_attn_kernel k;
+    GP_TRY(gp_engine_attn_kernel(x->e, x->pairs[pair < 0 ? x->cur : pair].a, rows, max_len, &k));
+    *name = gp_attn_kernel_name(k);
+    return GP_OK;
+}
+
 gp_status gp_cuda_exec_set_placement(gp_cuda_exec *x, gp_placement p)
 {
     if (!x || (p != GP_PLACE_QKVO_A && p != GP_PLACE_QKVO_F))

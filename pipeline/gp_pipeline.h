@@ -227,7 +227,7 @@ bool gp_rebalancer_observe(gp_rebalancer *r, int current, const gp_step_stats *s
                            gp_rebalance_decision *d);
 int gp_rebalancer_log(const gp_rebalancer *r, const gp_rebalance_decision **out);
 
-/* ---------------------------------------- rebalancer internals (added with rebalance.c)
+/* ---------------------------------------- rebalancer internals
  * The pure functions the rebalancer decides with, exposed so tests check them
  * and reports can quote them. */
 
@@ -252,7 +252,7 @@ double gp_rebalance_target_share(double attn_ms, double ffn_ms, double share, in
 /* Latency of one side against its SM count, fitted to samples (s_i, t_i), as
  * a roofline sum: t(s) = m max(1, s_sat / s) + c / s, with m the
  * memory-bound part at full bandwidth (reached from s_sat =
- * GP_REBALANCE_SAT_SHARE x total_sms SMs up: DESIGN.md section 4, a copy on
+ * GP_REBALANCE_SAT_SHARE x total_sms SMs up: docs/ARCHITECTURE.md section 6, a copy on
  * 56 of 132 SMs moves 99% of the bytes of all 132) and c the compute part
  * (ms x SMs). With >= 2 distinct counts, m, c >= 0 by least squares of the
  * relative error (counts all at or below s_sat cannot tell the two apart:
@@ -293,6 +293,11 @@ gp_status gp_cuda_exec_create(gp_engine *engine, gp_green_pool *pool, bool use_g
 void gp_cuda_exec_destroy(gp_cuda_exec *x);
 gp_exec gp_cuda_exec_get(gp_cuda_exec *x);
 
+/* The decode-attention kernel (gp_attn_kernel_name) that attention stages of
+ * rows rows at context max_len run on partition A of pair (-1: the pair in
+ * force), for reports. */
+gp_status gp_cuda_exec_attn_kernel(gp_cuda_exec *x, int pair, int rows, int max_len, const char **name);
+
 /* Which partition runs a layer's QKV and O projections. QKVO_A (default):
  * attention stage = norm, QKV, RoPE, decode attention, O; A->F carries the
  * fp32 residual rows. QKVO_F: attention stage = RoPE + decode attention only
@@ -310,7 +315,7 @@ gp_status gp_cuda_exec_set_placement(gp_cuda_exec *x, gp_placement p);
  * whole batch) before the pipeline fills, and the last micro-batch's last
  * FFN stage and the LM head after it drains. Nothing overlaps them, so
  * WHOLE (default) runs them on the whole GPU; PARTITION keeps them on A and
- * F (the behaviour before issue #6's fifth round, for comparison). */
+ * F (for comparison). */
 typedef enum gp_fill_drain { GP_FILL_DRAIN_WHOLE = 0, GP_FILL_DRAIN_PARTITION = 1 } gp_fill_drain;
 const char *gp_fill_drain_name(gp_fill_drain f); /* "whole", "partition" */
 gp_status gp_fill_drain_parse(const char *s, gp_fill_drain *out);

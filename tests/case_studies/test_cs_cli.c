@@ -97,6 +97,9 @@ static void test_defaults(void **state)
     assert_int_equal(d.n_workloads, 2);
     assert_string_equal(d.workloads[0].label, "small");
     assert_int_equal(d.gemm_tune, 0);
+    assert_int_equal(d.attn_kernel, GP_ATTN_KERNEL_AUTO);
+    assert_int_equal(d.attn_warps_cap, 0);
+    assert_true(d.attn_kv_evict_first);
     assert_int_equal(d.fill_drain, GP_FILL_DRAIN_WHOLE);
     assert_int_equal(d.workloads[0].B, 8);
     assert_int_equal(d.workloads[0].C, 1024);
@@ -236,8 +239,11 @@ static void test_scalars(void **state)
     result_free(&r);
 
     r = ok(ARGS("--no-warmup", "--progress", "--rebalance", "ratio", "--stats", "--gemm-tune", "32",
-                "--fill-drain", "partition"));
+                "--fill-drain", "partition", "--attn-kernel", "mma", "--attn-warps-cap", "8", "--attn-kv-evict", "off"));
     assert_int_equal(r.o.gemm_tune, 32);
+    assert_int_equal(r.o.attn_kernel, GP_ATTN_KERNEL_MMA);
+    assert_int_equal(r.o.attn_warps_cap, 8);
+    assert_false(r.o.attn_kv_evict_first);
     assert_int_equal(r.o.fill_drain, GP_FILL_DRAIN_PARTITION);
     assert_false(r.o.warmup);
     assert_int_equal(r.o.progress, 1);
@@ -284,6 +290,10 @@ static void test_not_numbers(void **state)
     BAD("--gemm-tune", "'all'", "--gemm-tune", "all");
     BAD("--fill-drain", "whole or partition", "--fill-drain", "both");
     BAD("--fill-drain", "''", "--fill-drain", "");
+    BAD("--attn-kernel", "auto, cudacore, cudacore_pipe, mma or stream", "--attn-kernel", "flash");
+    BAD("--attn-warps-cap", "even", "--attn-warps-cap", "3");
+    BAD("--attn-warps-cap", "'65'", "--attn-warps-cap", "65");
+    BAD("--attn-kv-evict", "on or off", "--attn-kv-evict", "yes");
 }
 
 static void test_negative_and_zero(void **state)

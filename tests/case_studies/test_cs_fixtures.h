@@ -57,6 +57,7 @@ static inline void fx_rows(gp_cs_row *rows)
         r->depth = 4;
         r->split.unit = "SMs";
         r->ok = true;
+        snprintf(r->attn_kernel, sizeof r->attn_kernel, "%s", small ? "cudacore_pipe" : "stream");
     }
     /* seq rows */
     for (int i = 0; i < FX_ROWS; i += 3) {

@@ -72,6 +72,9 @@ static void test_markdown(void **state)
     assert_non_null(strstr(text, "| small | 8:1024 | seq | all (132) | - | - | - | - | 9.250 |"));
     assert_non_null(strstr(text, "| 72:rest | - |"));
     assert_non_null(strstr(text, "| 0.90x |")); /* 9.25 / 10.25 */
+    /* the kernel each row's attention ran, one line per workload */
+    assert_non_null(strstr(text, "Decode-attention kernel"));
+    assert_non_null(strstr(text, "\n- small 8:1024: seq cudacore_pipe; 56:76 cudacore_pipe;"));
     assert_non_null(strstr(text, "GPU: NVIDIA H100 80GB HBM3"));
     assert_non_null(strstr(text, "132 SMs, driver 580.65.06, CUDA 13.0"));
     assert_non_null(strstr(text, "Model: llama3-8b; commit 83aeda3; 2025-01-02T03:04:05Z"));
@@ -244,7 +247,7 @@ static void test_csv(void **state)
     for (int i = 1; i < n; i++)
         if (fields[i] != fields[0])
             fail_msg("CSV record %d has %d fields, the header %d", i, fields[i], fields[0]);
-    assert_int_equal(fields[0], 43);
+    assert_int_equal(fields[0], 44);
     assert_string_equal(err_field, FX_ERROR); /* comma, quotes and the line break survive */
     assert_true(strncmp(text, "workload,B,C,seq,", 17) == 0);
     assert_non_null(strstr(text, "\n\"large, \"\"custom\"\"\",1024,384,"));

@@ -58,7 +58,7 @@ static gp_status stage_cost(const gp_sim_exec *x, gp_sim_side side, long step, i
 /* Fluid simulation of the two streams. A stage has an amount of work equal
  * to its alone-time; it progresses at rate 1 while the other stream is idle
  * and 1/slowdown while the other stream runs a stage too (the partitions
- * share HBM bandwidth and L2: DESIGN.md section 4 measured a GEMM 2.15x and a
+ * share HBM bandwidth and L2; docs/ARCHITECTURE.md section 6 has a GEMM 2.15x and a
  * copy 1.23x slower side by side). Rates are constant between stage starts
  * and ends, so advancing from event to event is exact. */
 static gp_status simulate(const gp_sim_exec *x, int L, int M, const double *da, const double *df, double *a_b,
