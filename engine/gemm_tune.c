@@ -7,11 +7,6 @@
 #include "cuda_check.h"
 #include "gemm_impl.h"
 
-static int cmp_float(const void *a, const void *b)
-{
-    float x = *(const float *)a, y = *(const float *)b;
-    return (x > y) - (x < y);
-}
 
 /* Median ms of reps back-to-back calls of algo (after one untimed call), or
  * a negative value when cuBLASLt refuses to launch it. */
@@ -41,8 +36,7 @@ static gp_status time_algo(gp_gemm_ctx *ctx, const gp_gemm_entry *e,
     GP_CUDA_TRY(cudaEventSynchronize(ev[reps]));
     for (int i = 0; i < reps; i++)
         GP_CUDA_TRY(cudaEventElapsedTime(&ms[i], ev[i], ev[i + 1]));
-    qsort(ms, (size_t)reps, sizeof ms[0], cmp_float);
-    *ms_out = reps % 2 ? ms[reps / 2] : 0.5f * (ms[reps / 2 - 1] + ms[reps / 2]);
+    *ms_out = gp_median_f(ms, reps);
     return GP_OK;
 }
 

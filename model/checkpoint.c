@@ -357,59 +357,11 @@ static gp_status check_weight_map(const gp_checkpoint *ck, const gp_st_index *ix
     return GP_OK;
 }
 
-/* Read a whole file of at most cap bytes into a malloc'd buffer. */
-static gp_status read_small_file(const char *path, size_t cap, char **out, size_t *len)
-{
-    *out = NULL;
-    *len = 0;
-    int fd = open(path, O_RDONLY | O_CLOEXEC);
-    if (fd < 0) {
-        int e = errno;
-        if (e == ENOENT || e == ENOTDIR)
-            GP_FAIL(GP_ERR_NOT_FOUND, "%s: not found (%s)", path, strerror(e));
-        GP_FAIL(GP_ERR_IO, "%s: cannot open: %s", path, strerror(e));
-    }
-    struct stat sb;
-    if (fstat(fd, &sb) != 0) {
-        int e = errno;
-        close(fd);
-        GP_FAIL(GP_ERR_IO, "%s: cannot stat: %s", path, strerror(e));
-    }
-    if ((uint64_t)sb.st_size > cap) {
-        close(fd);
-        GP_FAIL(GP_ERR_FORMAT, "%s: %lld bytes, more than the %zu-byte cap for this file", path,
-                (long long)sb.st_size, cap);
-    }
-    size_t n = (size_t)sb.st_size, got = 0;
-    char *buf = malloc(n ? n : 1);
-    if (!buf) {
-        close(fd);
-        GP_FAIL(GP_ERR_NO_MEMORY, "%s: cannot allocate %zu bytes", path, n);
-    }
-    while (got < n) {
-        ssize_t r = read(fd, buf + got, n - got);
-        if (r < 0 && errno == EINTR)
-            continue;
-        if (r <= 0) { /* 0: the file shrank under us */
-            int e = r < 0 ? errno : EIO;
-            close(fd);
-            free(buf);
-            GP_FAIL(GP_ERR_IO, "%s: read error after %zu of %zu bytes: %s", path, got, n,
-                    strerror(e));
-        }
-        got += (size_t)r;
-    }
-    close(fd);
-    *out = buf;
-    *len = n;
-    return GP_OK;
-}
-
 static gp_status open_index(gp_checkpoint *ck, const char *index_path)
 {
     char *text;
     size_t len;
-    GP_TRY(read_small_file(index_path, GP_ST_INDEX_MAX_BYTES, &text, &len));
+    GP_TRY(gp_read_file(index_path, GP_ST_INDEX_MAX_BYTES, &text, &len));
     gp_st_index *ix = NULL;
     gp_status s = gp_st_index_parse(text, len, index_path, &ix);
     free(text);

@@ -412,34 +412,11 @@ gp_status gp_config_load_dir(const char *dir, gp_config *out)
         GP_FAIL(GP_ERR_NO_MEMORY, "gp_config_load_dir: cannot allocate %zu bytes", plen);
     snprintf(path, plen, "%s/config.json", dir);
 
-    gp_status st = GP_OK;
     char *buf = NULL;
-    FILE *f = fopen(path, "rb");
-    if (!f) {
-        int e = errno;
-        if (e == ENOENT || e == ENOTDIR)
-            gp_set_error("%s: not found (%s)", path, strerror(e)), st = GP_ERR_NOT_FOUND;
-        else
-            gp_set_error("%s: cannot open: %s", path, strerror(e)), st = GP_ERR_IO;
+    size_t n = 0;
+    gp_status st = gp_read_file(path, GP_CONFIG_MAX_BYTES, &buf, &n);
+    if (st != GP_OK)
         goto done;
-    }
-    buf = malloc(GP_CONFIG_MAX_BYTES + 1);
-    if (!buf) {
-        gp_set_error("gp_config_load_dir: cannot allocate %u bytes", GP_CONFIG_MAX_BYTES + 1);
-        st = GP_ERR_NO_MEMORY;
-        goto done;
-    }
-    size_t n = fread(buf, 1, GP_CONFIG_MAX_BYTES + 1, f);
-    if (ferror(f)) {
-        gp_set_error("%s: read error: %s", path, strerror(errno));
-        st = GP_ERR_IO;
-        goto done;
-    }
-    if (n > GP_CONFIG_MAX_BYTES) {
-        gp_set_error("%s: larger than %u bytes; not a config.json", path, GP_CONFIG_MAX_BYTES);
-        st = GP_ERR_FORMAT;
-        goto done;
-    }
     gp_config c;
     st = gp_config_parse_json(buf, n, path, &c);
     if (st == GP_OK) {
@@ -447,8 +424,6 @@ gp_status gp_config_load_dir(const char *dir, gp_config *out)
         *out = c;
     }
 done:
-    if (f)
-        fclose(f);
     free(buf);
     free(path);
     return st;

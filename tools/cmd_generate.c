@@ -7,7 +7,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 
 #include <jansson.h>
 
@@ -60,13 +59,6 @@ static void gen_usage(FILE *f)
             "  --seed S             seed of synthetic weights (presets only); default 0\n"
             "  --block-size N       KV cache block size in tokens, 1..1024; default 16\n",
             gp_config_preset_names(), GP_DEFAULT_PRESET, GP_PIPE_MAX_MICRO);
-}
-
-static double now_s(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
 }
 
 static int parse_opts(int argc, char **argv, gen_opts *o)
@@ -288,7 +280,7 @@ int gp_cmd_generate(int argc, char **argv)
                 o.steps, cfg->vocab);
         goto out;
     }
-    double t0 = now_s();
+    double t0 = gp_now_s();
     gp_backend_params bp = gp_backend_default_params(o.backend);
     bp.n_seqs = p.n_seqs;
     bp.max_context = (int)context;
@@ -310,7 +302,7 @@ int gp_cmd_generate(int argc, char **argv)
             goto out;
         }
     }
-    double t1 = now_s();
+    double t1 = gp_now_s();
     fprintf(stderr, "greenpipe: backend %s; engine %s", gp_backend_describe(b), o.pipelined ? "pipelined" : "seq");
     if (o.pipelined)
         fprintf(stderr, ", %d micro-batch(es)", M);
@@ -324,7 +316,7 @@ int gp_cmd_generate(int argc, char **argv)
         }
         seq_ids[s] = s;
     }
-    double t2 = now_s();
+    double t2 = gp_now_s();
     for (long t = 1; t < o.steps; t++) {
         for (int s = 0; s < p.n_seqs; s++)
             feed[s] = gen[(size_t)s * o.steps + t - 1];
@@ -340,7 +332,7 @@ int gp_cmd_generate(int argc, char **argv)
                 memcpy(logits + ((size_t)s * o.steps + t) * V, step_logits + (size_t)s * V, V * sizeof(float));
         }
     }
-    double t3 = now_s();
+    double t3 = gp_now_s();
     for (int s = 0; s < p.n_seqs; s++) {
         for (long t = 0; t < o.steps; t++)
             printf("%s%d", t ? " " : "", gen[(size_t)s * o.steps + t]);

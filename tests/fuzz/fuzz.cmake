@@ -18,6 +18,7 @@ if(GP_FUZZ_HAVE_SANITIZERS)
   add_library(gp_fuzz_parsers STATIC
     ${PROJECT_SOURCE_DIR}/common/status.c
     ${PROJECT_SOURCE_DIR}/common/tensor.c
+    ${PROJECT_SOURCE_DIR}/common/read_file.c
     ${PROJECT_SOURCE_DIR}/model/safetensors.c
     ${PROJECT_SOURCE_DIR}/model/config.c
     ${PROJECT_SOURCE_DIR}/model/arch.c
