@@ -1,5 +1,6 @@
 /* Shared helpers of the attention tests (see attn_test_util.h). */
 #include "attn_test_util.h"
+#include "gp_test_cuda.h"
 
 #include <cuda_runtime_api.h>
 #include <math.h>
@@ -137,45 +138,38 @@ int at_gpu_usable(void)
     return 1;
 }
 
-#define AT_CK(call)                                                                              \
-    do {                                                                                         \
-        cudaError_t e_ = (call);                                                                 \
-        if (e_ != cudaSuccess)                                                                   \
-            fail_msg("%s failed: %s", #call, cudaGetErrorString(e_));                            \
-    } while (0)
-
 void *at_dev_alloc(size_t bytes)
 {
     void *p = NULL;
-    AT_CK(cudaMalloc(&p, bytes ? bytes : 16));
+    GP_CHECK_CUDA(cudaMalloc(&p, bytes ? bytes : 16));
     return p;
 }
 
 void at_dev_free(void *p)
 {
     if (p)
-        AT_CK(cudaFree(p));
+        GP_CHECK_CUDA(cudaFree(p));
 }
 
 void at_to_dev(void *dst, const void *src, size_t bytes)
 {
-    AT_CK(cudaMemcpy(dst, src, bytes, cudaMemcpyHostToDevice));
+    GP_CHECK_CUDA(cudaMemcpy(dst, src, bytes, cudaMemcpyHostToDevice));
 }
 
 void at_to_host(void *dst, const void *src, size_t bytes)
 {
-    AT_CK(cudaMemcpy(dst, src, bytes, cudaMemcpyDeviceToHost));
+    GP_CHECK_CUDA(cudaMemcpy(dst, src, bytes, cudaMemcpyDeviceToHost));
 }
 
 void at_dev_poison(void *p, size_t bytes)
 {
-    AT_CK(cudaMemset(p, 0xff, bytes));
+    GP_CHECK_CUDA(cudaMemset(p, 0xff, bytes));
 }
 
 void at_dev_sync(void)
 {
-    AT_CK(cudaDeviceSynchronize());
-    AT_CK(cudaGetLastError());
+    GP_CHECK_CUDA(cudaDeviceSynchronize());
+    GP_CHECK_CUDA(cudaGetLastError());
 }
 
 void at_check(gp_status st, const char *what)

@@ -13,16 +13,9 @@
 #include <cmocka.h>
 
 #include "attn_test_util.h"
+#include "gp_test.h"
 
 static uint64_t g_seed;
-
-static void expect_status(gp_status st, gp_status want, const char *needle)
-{
-    if (st != want)
-        fail_msg("status %s, want %s (%s)", gp_status_str(st), gp_status_str(want), gp_last_error());
-    if (!strstr(gp_last_error(), needle))
-        fail_msg("message '%s' does not mention '%s'", gp_last_error(), needle);
-}
 
 static void test_host_checks(void **state)
 {
@@ -30,15 +23,15 @@ static void test_host_checks(void **state)
     gp_kv_layout l = { .n_layers = 2, .n_kv_heads = 2, .head_dim = 16, .block_size = 4,
                        .n_blocks = 8 };
     gp_kv_device *kv = (gp_kv_device *)1;
-    expect_status(gp_kv_device_create(&l, 0, 4, &kv), GP_ERR_INVALID_ARG, "max_seqs = 0");
+    GP_CHECK_FAIL(gp_kv_device_create(&l, 0, 4, &kv), GP_ERR_INVALID_ARG, "max_seqs = 0");
     assert_null(kv);
     l.block_size = 0;
-    expect_status(gp_kv_device_create(&l, 2, 4, &kv), GP_ERR_INVALID_ARG, "layout.block_size = 0");
+    GP_CHECK_FAIL(gp_kv_device_create(&l, 2, 4, &kv), GP_ERR_INVALID_ARG, "layout.block_size = 0");
     l.block_size = 4;
     assert_int_equal(gp_kv_device_bytes(&l, 2, 4),
                      2ull * 2 * 8 * 4 * 2 * 16 * 2 + (2ull * 4 + 2 * 2) * 4);
     gp_kv_view in = { .n_rows = 4, .max_blocks = 3 }, out;
-    expect_status(gp_kv_view_rows(&in, 2, 3, &out), GP_ERR_INVALID_ARG, "outside");
+    GP_CHECK_FAIL(gp_kv_view_rows(&in, 2, 3, &out), GP_ERR_INVALID_ARG, "outside");
     in.block_tables = (const int32_t *)(uintptr_t)0x1000;
     in.lens = (const int32_t *)(uintptr_t)0x2000;
     in.positions = (const int32_t *)(uintptr_t)0x3000;
@@ -73,7 +66,7 @@ static void test_gpu_create(void **state)
     assert_ptr_equal(gp_kv_device_k(kv, 2) + 2 * elems, gp_kv_device_k(kv, 0) + 6 * elems);
     assert_null(gp_kv_device_k(kv, 3));
     gp_kv_view v;
-    expect_status(gp_kv_device_view(kv, 3, &v), GP_ERR_INVALID_ARG, "layer = 3");
+    GP_CHECK_FAIL(gp_kv_device_view(kv, 3, &v), GP_ERR_INVALID_ARG, "layer = 3");
     /* fresh pools are zero, tables -1 */
     gp_bf16 first[64];
     at_to_host(first, gp_kv_device_v(kv, 2), sizeof first);
@@ -89,7 +82,7 @@ static void test_gpu_create(void **state)
     gp_kv_layout big = { .n_layers = 1000, .n_kv_heads = 8, .head_dim = 128, .block_size = 16,
                          .n_blocks = 1 << 20 };
     kv = (gp_kv_device *)1;
-    expect_status(gp_kv_device_create(&big, 4, 4, &kv), GP_ERR_DEVICE_MEMORY, "free");
+    GP_CHECK_FAIL(gp_kv_device_create(&big, 4, 4, &kv), GP_ERR_DEVICE_MEMORY, "free");
     assert_null(kv);
 }
 
@@ -169,19 +162,19 @@ static void test_gpu_sync_tables(void **state)
     int dup[3] = { 1, 2, 1 };
     for (int i = 0; i < 3; i++)
         at_check(gp_kv_reserve(t, dup[i], i == 2 ? 0 : 1), "reserve");
-    expect_status(gp_kv_device_sync_tables(kv, t, 3, dup, st), GP_ERR_INVALID_ARG, "twice");
+    GP_CHECK_FAIL(gp_kv_device_sync_tables(kv, t, 3, dup, st), GP_ERR_INVALID_ARG, "twice");
     /* a released sequence owns no block for its next position */
     gp_kv_release(t, 6);
     int one[1] = { 6 };
-    expect_status(gp_kv_device_sync_tables(kv, t, 1, one, st), GP_ERR_STATE, "gp_kv_reserve");
+    GP_CHECK_FAIL(gp_kv_device_sync_tables(kv, t, 1, one, st), GP_ERR_STATE, "gp_kv_reserve");
     int bad[1] = { SEQS };
-    expect_status(gp_kv_device_sync_tables(kv, t, 1, bad, st), GP_ERR_INVALID_ARG, "seq_ids[0]");
-    expect_status(gp_kv_device_sync_tables(kv, t, B + 1, dup, st), GP_ERR_INVALID_ARG, "B = 6");
+    GP_CHECK_FAIL(gp_kv_device_sync_tables(kv, t, 1, bad, st), GP_ERR_INVALID_ARG, "seq_ids[0]");
+    GP_CHECK_FAIL(gp_kv_device_sync_tables(kv, t, B + 1, dup, st), GP_ERR_INVALID_ARG, "B = 6");
     gp_kv_layout other = l;
     other.block_size = 8;
     gp_kv_tables *t2;
     at_check(gp_kv_tables_create(&other, 2, MAXB, &t2), "tables");
-    expect_status(gp_kv_device_sync_tables(kv, t2, 1, dup, st), GP_ERR_INVALID_ARG, "layout");
+    GP_CHECK_FAIL(gp_kv_device_sync_tables(kv, t2, 1, dup, st), GP_ERR_INVALID_ARG, "layout");
     gp_kv_tables_destroy(t2);
 
     /* not capturable: refused while the stream captures */
@@ -193,7 +186,7 @@ static void test_gpu_sync_tables(void **state)
     assert_int_equal(cudaStreamEndCapture(st, &graph), cudaSuccess);
     if (graph)
         cudaGraphDestroy(graph);
-    expect_status(cap_st, GP_ERR_STATE, "capturing");
+    GP_CHECK_FAIL(cap_st, GP_ERR_STATE, "capturing");
     at_check(gp_kv_device_sync_tables(kv, t, 1, zero, st), "sync after capture");
     assert_int_equal(cudaStreamSynchronize(st), cudaSuccess);
 
@@ -234,16 +227,16 @@ static void test_gpu_upload(void **state)
             assert_int_equal(got[b * MAXB + c], tables[b * STRIDE + c]);
     }
     lens[2] = 0;
-    expect_status(gp_kv_device_upload(kv, B, tables, STRIDE, lens, NULL), GP_ERR_INVALID_ARG,
+    GP_CHECK_FAIL(gp_kv_device_upload(kv, B, tables, STRIDE, lens, NULL), GP_ERR_INVALID_ARG,
                   "lens[2] = 0");
     lens[2] = MAXB * BS + 1;
-    expect_status(gp_kv_device_upload(kv, B, tables, STRIDE, lens, NULL), GP_ERR_INVALID_ARG,
+    GP_CHECK_FAIL(gp_kv_device_upload(kv, B, tables, STRIDE, lens, NULL), GP_ERR_INVALID_ARG,
                   "lens[2] = 81");
     lens[2] = 16;
     tables[4 * STRIDE + 3] = NB;
-    expect_status(gp_kv_device_upload(kv, B, tables, STRIDE, lens, NULL), GP_ERR_INVALID_ARG,
+    GP_CHECK_FAIL(gp_kv_device_upload(kv, B, tables, STRIDE, lens, NULL), GP_ERR_INVALID_ARG,
                   "tables[4][3] = 40");
-    expect_status(gp_kv_device_upload(kv, B, tables, 2, lens, NULL), GP_ERR_INVALID_ARG,
+    GP_CHECK_FAIL(gp_kv_device_upload(kv, B, tables, 2, lens, NULL), GP_ERR_INVALID_ARG,
                   "table_stride = 2");
     gp_kv_device_destroy(kv);
 }

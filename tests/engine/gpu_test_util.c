@@ -8,6 +8,7 @@
 #include <time.h>
 
 #include "gp_model.h"
+#include "gp_test_cuda.h"
 
 uint64_t gt_next(gt_rng *r)
 {
@@ -54,26 +55,26 @@ int gt_no_gpu(const char *name)
 void *gt_dev_alloc(size_t bytes)
 {
     void *p = NULL;
-    GT_CUDA(cudaMalloc(&p, bytes + GT_GUARD_BYTES));
+    GP_CHECK_CUDA(cudaMalloc(&p, bytes + GT_GUARD_BYTES));
     return p;
 }
 
 void gt_dev_free(void *p)
 {
     if (p)
-        GT_CUDA(cudaFree(p));
+        GP_CHECK_CUDA(cudaFree(p));
 }
 
 void gt_poison(void *p, size_t bytes)
 {
-    GT_CUDA(cudaMemset(p, 0xFF, bytes + GT_GUARD_BYTES));
-    GT_CUDA(cudaDeviceSynchronize());
+    GP_CHECK_CUDA(cudaMemset(p, 0xFF, bytes + GT_GUARD_BYTES));
+    GP_CHECK_CUDA(cudaDeviceSynchronize());
 }
 
 void gt_guard_check(const void *p, size_t bytes, const char *what)
 {
     unsigned char g[GT_GUARD_BYTES];
-    GT_CUDA(cudaMemcpy(g, (const unsigned char *)p + bytes, sizeof g, cudaMemcpyDeviceToHost));
+    GP_CHECK_CUDA(cudaMemcpy(g, (const unsigned char *)p + bytes, sizeof g, cudaMemcpyDeviceToHost));
     for (size_t i = 0; i < sizeof g; i++)
         if (g[i] != 0xFF)
             fail_msg("%s: written past its end (guard byte %zu is 0x%02x)", what, i, g[i]);
@@ -81,13 +82,13 @@ void gt_guard_check(const void *p, size_t bytes, const char *what)
 
 void gt_upload(void *dev, const void *host, size_t bytes)
 {
-    GT_CUDA(cudaMemcpy(dev, host, bytes, cudaMemcpyHostToDevice));
+    GP_CHECK_CUDA(cudaMemcpy(dev, host, bytes, cudaMemcpyHostToDevice));
 }
 
 void gt_download(void *host, const void *dev, size_t bytes)
 {
-    GT_CUDA(cudaDeviceSynchronize()); /* surfaces kernel faults here, named */
-    GT_CUDA(cudaMemcpy(host, dev, bytes, cudaMemcpyDeviceToHost));
+    GP_CHECK_CUDA(cudaDeviceSynchronize()); /* surfaces kernel faults here, named */
+    GP_CHECK_CUDA(cudaMemcpy(host, dev, bytes, cudaMemcpyDeviceToHost));
 }
 
 void *gt_host_alloc(size_t bytes)

@@ -20,13 +20,6 @@
 /* Bytes of poison after each device buffer, checked after every run. */
 #define GT_GUARD_BYTES 256
 
-#define GT_CUDA(call)                                                                          \
-    do {                                                                                       \
-        cudaError_t gt_e_ = (call);                                                            \
-        if (gt_e_ != cudaSuccess)                                                              \
-            fail_msg("%s: %s (%s)", #call, cudaGetErrorString(gt_e_), cudaGetErrorName(gt_e_)); \
-    } while (0)
-
 typedef struct gt_rng { uint64_t s; } gt_rng;
 uint64_t gt_next(gt_rng *r);                       /* splitmix64 */
 float gt_uniform(gt_rng *r, float lo, float hi);   /* [lo, hi) */

@@ -9,6 +9,7 @@
 
 #include "gp_model.h"
 #include "kernels.h"
+#include "gp_test_cuda.h"
 
 static uint64_t g_seed;
 
@@ -109,7 +110,7 @@ static void test_shapes(void **state)
     (void)state;
     gt_rng rng = { g_seed };
     cudaStream_t s;
-    GT_CUDA(cudaStreamCreate(&s));
+    GP_CHECK_CUDA(cudaStreamCreate(&s));
     static const int Vs[] = { 128256, 1000, 4095, 5000, 5, 1 };
     static const int Bs[] = { 1, 3, 8, 64 };
     for (size_t v = 0; v < sizeof Vs / sizeof Vs[0]; v++)
@@ -117,7 +118,7 @@ static void test_shapes(void **state)
             run_case(Bs[b], Vs[v], 0, &rng, s);
     run_case(9, 128256, 1, &rng, s); /* misaligned: scalar path, every row kind */
     run_case(18, 1000, 1, &rng, s);
-    GT_CUDA(cudaStreamDestroy(s));
+    GP_CHECK_CUDA(cudaStreamDestroy(s));
 }
 
 static void test_bad_args(void **state)

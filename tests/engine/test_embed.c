@@ -7,6 +7,7 @@
 #include <stdlib.h>
 
 #include "kernels.h"
+#include "gp_test_cuda.h"
 
 static uint64_t g_seed;
 
@@ -54,7 +55,7 @@ static void test_shapes(void **state)
     (void)state;
     gt_rng rng = { g_seed };
     cudaStream_t s;
-    GT_CUDA(cudaStreamCreate(&s));
+    GP_CHECK_CUDA(cudaStreamCreate(&s));
     static const int Hs[] = { 64, 96, 4096, 4095, 1 };
     static const int Bs[] = { 1, 3, 8, 64 };
     for (size_t h = 0; h < sizeof Hs / sizeof Hs[0]; h++)
@@ -62,7 +63,7 @@ static void test_shapes(void **state)
             run_case(Bs[b], Hs[h], 1000, 0, 0, &rng, s);
     run_case(8, 4096, 3, 1, 0, &rng, s);   /* misaligned: scalar path */
     run_case(64, 64, 1, 0, 0, &rng, s);    /* one-token vocabulary */
-    GT_CUDA(cudaStreamDestroy(s));
+    GP_CHECK_CUDA(cudaStreamDestroy(s));
 }
 
 static void test_out_of_range_ids(void **state)

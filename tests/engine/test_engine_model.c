@@ -49,16 +49,6 @@ static void test_hf_gqa_pipelined(void **s)
 static void test_vs_hf_tiny(void **s) { hf_check("tiny", BF16_DRIFT_TOL, &graph_be, NULL, false); }
 static void test_vs_hf_gqa(void **s) { hf_check("small-gqa", BF16_DRIFT_TOL, &graph_be, NULL, false); }
 
-static double rel_err(const float *a, const float *ref, int n)
-{
-    double md = 0, mr = 0;
-    for (int i = 0; i < n; i++) {
-        md = fmax(md, fabs((double)a[i] - ref[i]));
-        mr = fmax(mr, fabs((double)ref[i]));
-    }
-    return isnan(md) ? INFINITY : md / (mr > 0 ? mr : 1);
-}
-
 /* Synthetic tiny model, 5 sequences with prompt lengths around the block
  * size (block 3: lengths 1, 2, 3, 4, 7), decoded together for 8 steps: the
  * engine in graph mode against the CPU reference, and graph against eager
@@ -100,7 +90,7 @@ static void test_batch_vs_cpu(void **state)
         GP_CHECK_OK(gp_cpu_prefill(cpu, s, plen[s], prompt[s], ref + s * V));
         GP_CHECK_OK(g.ops->prefill(g.ctx, s, plen[s], prompt[s], NULL, got + s * V));
         GP_CHECK_OK(e.ops->prefill(e.ctx, s, plen[s], prompt[s], NULL, eager + s * V));
-        worst = fmax(worst, rel_err(got + s * V, ref + s * V, V));
+        worst = fmax(worst, gp_test_rel_err(got + s * V, ref + s * V, V));
         assert_memory_equal(got + s * V, eager + s * V, sizeof(float) * V);
         feed[s] = gp_argmax(ref + s * V, V);
     }
@@ -111,7 +101,7 @@ static void test_batch_vs_cpu(void **state)
         assert_memory_equal(got, eager, sizeof(float) * NS * V);
         assert_memory_equal(next, next_e, sizeof next);
         for (int s = 0; s < NS; s++) {
-            double err = rel_err(got + s * V, ref + s * V, V);
+            double err = gp_test_rel_err(got + s * V, ref + s * V, V);
             if (!(err <= ENGINE_TOL))
                 fail_msg("step %d seq %d: engine vs CPU reference %.3g > %.0e", t, s, err, ENGINE_TOL);
             worst = fmax(worst, err);

@@ -12,6 +12,7 @@
 #include <stdlib.h>
 
 #include "kernels.h"
+#include "gp_test_cuda.h"
 
 #define TOL_BF16 1e-2
 #define TOL_F32 2e-3
@@ -121,10 +122,10 @@ static void test_shapes(void **state)
     };
     gt_rng rng = { g_seed };
     cudaStream_t s;
-    GT_CUDA(cudaStreamCreate(&s));
+    GP_CHECK_CUDA(cudaStreamCreate(&s));
     int dev = 0, sms = 0;
-    GT_CUDA(cudaGetDevice(&dev));
-    GT_CUDA(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev));
+    GP_CHECK_CUDA(cudaGetDevice(&dev));
+    GP_CHECK_CUDA(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev));
     int target = sms < 56 ? sms : 56;
     gp_gemm_ctx *all = NULL, *part = NULL;
     GP_CHECK_OK(gp_gemm_ctx_create(s, 0, &all));
@@ -163,7 +164,7 @@ static void test_shapes(void **state)
     assert_int_equal(gp_gemm_cached_shapes(part), 0);
     gp_gemm_ctx_destroy(all);
     gp_gemm_ctx_destroy(part);
-    GT_CUDA(cudaStreamDestroy(s));
+    GP_CHECK_CUDA(cudaStreamDestroy(s));
 }
 
 /* Slices starting one row into a buffer (alignment below 256 bytes) get an
@@ -293,8 +294,8 @@ static void test_skinny_shapes(void **state)
     (void)state;
     gt_rng rng = { g_seed + 23 };
     int dev = 0, sms = 0;
-    GT_CUDA(cudaGetDevice(&dev));
-    GT_CUDA(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev));
+    GP_CHECK_CUDA(cudaGetDevice(&dev));
+    GP_CHECK_CUDA(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev));
     gp_gemm_ctx *all = NULL, *part = NULL;
     GP_CHECK_OK(gp_gemm_ctx_create(NULL, 0, &all));
     GP_CHECK_OK(gp_gemm_ctx_create(NULL, sms < 8 ? sms : 8, &part));
@@ -381,7 +382,7 @@ static void test_skinny_chain_graph(void **state)
     problem_make(&a, (shape){ M, N1, K1 }, &rng);
     problem_make(&b, (shape){ M, N2, N1 }, &rng);
     cudaStream_t s;
-    GT_CUDA(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));
+    GP_CHECK_CUDA(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));
     gp_gemm_ctx *ctx = NULL;
     GP_CHECK_OK(gp_gemm_ctx_create(s, 0, &ctx));
     assert_true(gp_gemm_is_skinny(ctx, M, N1, K1, a.dx, a.dw));
@@ -399,7 +400,7 @@ static void test_skinny_chain_graph(void **state)
     gt_upload(y, y0, (size_t)M * N2 * sizeof(float));
     GP_CHECK_OK(gp_gemm_bf16(ctx, M, N1, K1, a.dx, a.dw, h, GP_GEMM_OUT_BF16));
     GP_CHECK_OK(gp_gemm_bf16(ctx, M, N2, N1, h, b.dw, y, GP_GEMM_OUT_F32_ACC));
-    GT_CUDA(cudaStreamSynchronize(s));
+    GP_CHECK_CUDA(cudaStreamSynchronize(s));
     gt_download(eager, y, (size_t)M * N2 * sizeof(float));
 
     /* reference of the chain from the device's bf16 h */
@@ -421,24 +422,24 @@ static void test_skinny_chain_graph(void **state)
 
     cudaGraph_t g = NULL;
     cudaGraphExec_t ge = NULL;
-    GT_CUDA(cudaStreamBeginCapture(s, cudaStreamCaptureModeThreadLocal));
+    GP_CHECK_CUDA(cudaStreamBeginCapture(s, cudaStreamCaptureModeThreadLocal));
     GP_CHECK_OK(gp_gemm_bf16(ctx, M, N1, K1, a.dx, a.dw, h, GP_GEMM_OUT_BF16));
     GP_CHECK_OK(gp_gemm_bf16(ctx, M, N2, N1, h, b.dw, y, GP_GEMM_OUT_F32_ACC));
-    GT_CUDA(cudaStreamEndCapture(s, &g));
-    GT_CUDA(cudaGraphInstantiate(&ge, g, 0));
+    GP_CHECK_CUDA(cudaStreamEndCapture(s, &g));
+    GP_CHECK_CUDA(cudaGraphInstantiate(&ge, g, 0));
     for (int rep = 0; rep < 5; rep++) {
         gt_poison(h, (size_t)M * N1 * sizeof(gp_bf16)); /* stale h must never be read */
         gt_upload(y, y0, (size_t)M * N2 * sizeof(float));
-        GT_CUDA(cudaGraphLaunch(ge, s));
-        GT_CUDA(cudaStreamSynchronize(s));
+        GP_CHECK_CUDA(cudaGraphLaunch(ge, s));
+        GP_CHECK_CUDA(cudaStreamSynchronize(s));
         gt_download(got, y, (size_t)M * N2 * sizeof(float));
         if (memcmp(got, eager, (size_t)M * N2 * sizeof(float)) != 0)
             fail_msg("skinny chain: graph replay %d differs from the eager run", rep);
     }
-    GT_CUDA(cudaGraphExecDestroy(ge));
-    GT_CUDA(cudaGraphDestroy(g));
+    GP_CHECK_CUDA(cudaGraphExecDestroy(ge));
+    GP_CHECK_CUDA(cudaGraphDestroy(g));
     gp_gemm_ctx_destroy(ctx);
-    GT_CUDA(cudaStreamDestroy(s));
+    GP_CHECK_CUDA(cudaStreamDestroy(s));
     gt_dev_free(h), gt_dev_free(y);
     free(y0), free(eager), free(got), free(hh), free(ref);
     problem_free(&a), problem_free(&b);
@@ -453,10 +454,10 @@ static void test_tuned(void **state)
     static const shape shapes[] = { { 64, 6144, 4096 }, { 257, 1000, 512 }, { 300, 2048, 1024 } };
     gt_rng rng = { g_seed ^ 0x7475u };
     cudaStream_t s;
-    GT_CUDA(cudaStreamCreate(&s));
+    GP_CHECK_CUDA(cudaStreamCreate(&s));
     int dev = 0, sms = 0;
-    GT_CUDA(cudaGetDevice(&dev));
-    GT_CUDA(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev));
+    GP_CHECK_CUDA(cudaGetDevice(&dev));
+    GP_CHECK_CUDA(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev));
     gp_gemm_ctx *ctx = NULL;
     GP_CHECK_OK(gp_gemm_ctx_create(s, sms < 40 ? sms : 40, &ctx));
     for (size_t i = 0; i < sizeof shapes / sizeof shapes[0]; i++) {
@@ -493,15 +494,15 @@ static void test_tuned(void **state)
     assert_int_equal(rep.candidates, 0);
     /* inside a capture: refused, and the capture survives */
     cudaGraph_t g = NULL;
-    GT_CUDA(cudaStreamBeginCapture(s, cudaStreamCaptureModeThreadLocal));
+    GP_CHECK_CUDA(cudaStreamBeginCapture(s, cudaStreamCaptureModeThreadLocal));
     gp_status st = gp_gemm_tune(ctx, 128, 256, 256, dx, dw, dy, GP_GEMM_OUT_F32, 8, 3, &rep);
-    GT_CUDA(cudaStreamEndCapture(s, &g));
+    GP_CHECK_CUDA(cudaStreamEndCapture(s, &g));
     assert_int_equal(st, GP_ERR_INVALID_ARG);
     assert_non_null(strstr(gp_last_error(), "capturing"));
-    GT_CUDA(cudaGraphDestroy(g));
+    GP_CHECK_CUDA(cudaGraphDestroy(g));
     gt_dev_free(dx), gt_dev_free(dw), gt_dev_free(dy);
     gp_gemm_ctx_destroy(ctx);
-    GT_CUDA(cudaStreamDestroy(s));
+    GP_CHECK_CUDA(cudaStreamDestroy(s));
 }
 
 static void test_bad_args(void **state)

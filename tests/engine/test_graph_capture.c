@@ -9,6 +9,7 @@
 #include <stdlib.h>
 
 #include "kernels.h"
+#include "gp_test_cuda.h"
 
 static uint64_t g_seed;
 
@@ -113,7 +114,7 @@ static void run(int B, int H, int F, int V, enum cudaStreamCaptureMode mode, con
     fill_bf16(s.w_head, (size_t)V * F, -0.05f, 0.05f, &rng);
 
     cudaStream_t st;
-    GT_CUDA(cudaStreamCreateWithFlags(&st, cudaStreamNonBlocking));
+    GP_CHECK_CUDA(cudaStreamCreateWithFlags(&st, cudaStreamNonBlocking));
     gp_gemm_ctx *ctx = NULL;
     GP_CHECK_OK(gp_gemm_ctx_create(st, 0, &ctx));
     poison_outputs(&s);
@@ -121,7 +122,7 @@ static void run(int B, int H, int F, int V, enum cudaStreamCaptureMode mode, con
     /* capture with shapes the context has never seen */
     cudaGraph_t graph = NULL;
     cudaGraphExec_t exec = NULL;
-    GT_CUDA(cudaStreamBeginCapture(st, mode));
+    GP_CHECK_CUDA(cudaStreamBeginCapture(st, mode));
     gp_status enq = step_enqueue(&s, ctx, st);
     cudaError_t end = cudaStreamEndCapture(st, &graph);
     if (enq != GP_OK)
@@ -136,18 +137,18 @@ static void run(int B, int H, int F, int V, enum cudaStreamCaptureMode mode, con
     if (!all_poisoned(probe, (size_t)B * V * sizeof(float)))
         fail_msg("%s capture: logits were written while capturing", mode_name);
     free(probe);
-    GT_CUDA(cudaGraphInstantiate(&exec, graph, 0));
-    GT_CUDA(cudaGraphLaunch(exec, st));
-    GT_CUDA(cudaStreamSynchronize(st));
+    GP_CHECK_CUDA(cudaGraphInstantiate(&exec, graph, 0));
+    GP_CHECK_CUDA(cudaGraphLaunch(exec, st));
+    GP_CHECK_CUDA(cudaStreamSynchronize(st));
     outputs g1, g2, e;
     outputs_get(&s, &g1);
     poison_outputs(&s);
-    GT_CUDA(cudaGraphLaunch(exec, st)); /* replay is repeatable */
-    GT_CUDA(cudaStreamSynchronize(st));
+    GP_CHECK_CUDA(cudaGraphLaunch(exec, st)); /* replay is repeatable */
+    GP_CHECK_CUDA(cudaStreamSynchronize(st));
     outputs_get(&s, &g2);
     poison_outputs(&s);
     GP_CHECK_OK(step_enqueue(&s, ctx, st)); /* eager, served by the algorithms picked in capture */
-    GT_CUDA(cudaStreamSynchronize(st));
+    GP_CHECK_CUDA(cudaStreamSynchronize(st));
     outputs_get(&s, &e);
     assert_int_equal(gp_gemm_cached_shapes(ctx), 3);
 
@@ -179,10 +180,10 @@ static void run(int B, int H, int F, int V, enum cudaStreamCaptureMode mode, con
     printf("  %s capture B=%d H=%d F=%d V=%d: graph == eager, bit for bit\n", mode_name, B, H, F, V);
 
     outputs_free(&g1), outputs_free(&g2), outputs_free(&e);
-    GT_CUDA(cudaGraphExecDestroy(exec));
-    GT_CUDA(cudaGraphDestroy(graph));
+    GP_CHECK_CUDA(cudaGraphExecDestroy(exec));
+    GP_CHECK_CUDA(cudaGraphDestroy(graph));
     gp_gemm_ctx_destroy(ctx);
-    GT_CUDA(cudaStreamDestroy(st));
+    GP_CHECK_CUDA(cudaStreamDestroy(st));
     void *bufs[] = { s.tok, s.embed, s.norm_w, s.w_gu, s.w_down, s.w_head, s.resid, s.h, s.gu, s.act,
                      s.logits, s.next };
     for (size_t i = 0; i < sizeof bufs / sizeof bufs[0]; i++)

@@ -7,6 +7,7 @@
 #include <stdlib.h>
 
 #include "kernels.h"
+#include "gp_test_cuda.h"
 
 #define OUT_REL 8e-3   /* one bf16 rounding (<= 2^-8 relative) plus fp32 sum error */
 #define RESID_REL 1e-6 /* the add is the same single fp32 operation on both sides */
@@ -74,7 +75,7 @@ static void test_shapes(void **state)
     (void)state;
     gt_rng rng = { g_seed };
     cudaStream_t s;
-    GT_CUDA(cudaStreamCreate(&s));
+    GP_CHECK_CUDA(cudaStreamCreate(&s));
     static const int Hs[] = { 64, 96, 4096, 4095, 8192, 2052, 12288, 1, 3 };
     static const int Bs[] = { 1, 3, 8, 64 };
     for (size_t h = 0; h < sizeof Hs / sizeof Hs[0]; h++)
@@ -84,7 +85,7 @@ static void test_shapes(void **state)
     run_case(3, 64, 1, 1, &rng, s);
     run_case(8, 4096, 1, 1, &rng, s);
     run_case(5, 4096, 0, 1, &rng, s);
-    GT_CUDA(cudaStreamDestroy(s));
+    GP_CHECK_CUDA(cudaStreamDestroy(s));
 }
 
 /* B = 0 launches nothing (no pointers needed) */

@@ -7,6 +7,7 @@
 #include <stdlib.h>
 
 #include "ffn_kernels.h"
+#include "gp_test_cuda.h"
 
 #define SWIGLU_REL 8e-3 /* one bf16 rounding (<= 2^-8 relative) plus fp32 expf error */
 
@@ -48,7 +49,7 @@ static void test_shapes(void **state)
     (void)state;
     gt_rng rng = { g_seed };
     cudaStream_t s;
-    GT_CUDA(cudaStreamCreate(&s));
+    GP_CHECK_CUDA(cudaStreamCreate(&s));
     static const int Fs[] = { 64, 96, 14336, 4095, 12, 1 };
     static const int Bs[] = { 1, 3, 8, 64 };
     for (size_t f = 0; f < sizeof Fs / sizeof Fs[0]; f++)
@@ -56,7 +57,7 @@ static void test_shapes(void **state)
             run_case(Bs[b], Fs[f], 0, &rng, s);
     run_case(3, 64, 1, &rng, s); /* misaligned: scalar path */
     run_case(8, 14336, 1, &rng, s);
-    GT_CUDA(cudaStreamDestroy(s));
+    GP_CHECK_CUDA(cudaStreamDestroy(s));
 }
 
 /* Values that stress the formula: 0, +-tiny, large |g| (silu -> g or -0). */

@@ -19,16 +19,10 @@ extern "C" { /* cmocka.h declares its functions without C linkage for C++ */
 #include <cuda_runtime.h>
 
 #include "gp_green.h"
+#include "gp_test_cuda.h"
 #include "gp_model.h" /* gp_cuda_available */
 
 #define MAX_SMID 1024 /* %smid < %nsmid, which is far below this on any current GPU */
-
-#define CK(call)                                                                                 \
-    do {                                                                                         \
-        cudaError_t ck_e_ = (call);                                                              \
-        if (ck_e_ != cudaSuccess)                                                                \
-            fail_msg("%s: %s (%s)", #call, cudaGetErrorString(ck_e_), cudaGetErrorName(ck_e_));  \
-    } while (0)
 
 static __device__ unsigned smid(void)
 {
@@ -63,12 +57,12 @@ static gpu_ctx g;
 static void observe(void *stream, sm_set *set)
 {
     cudaStream_t s = (cudaStream_t)stream;
-    CK(cudaMemsetAsync(g.d_ids, 0xff, (size_t)g.n_blocks * sizeof(unsigned), s));
+    GP_CHECK_CUDA(cudaMemsetAsync(g.d_ids, 0xff, (size_t)g.n_blocks * sizeof(unsigned), s));
     record_smid<<<g.n_blocks, 64, 0, s>>>(g.d_ids, 20000); /* ~10 us per block */
-    CK(cudaGetLastError());
-    CK(cudaMemcpyAsync(g.h_ids, g.d_ids, (size_t)g.n_blocks * sizeof(unsigned),
+    GP_CHECK_CUDA(cudaGetLastError());
+    GP_CHECK_CUDA(cudaMemcpyAsync(g.h_ids, g.d_ids, (size_t)g.n_blocks * sizeof(unsigned),
                        cudaMemcpyDeviceToHost, s));
-    CK(cudaStreamSynchronize(s));
+    GP_CHECK_CUDA(cudaStreamSynchronize(s));
     memset(set, 0, sizeof *set);
     for (int i = 0; i < g.n_blocks; i++) {
         if (g.h_ids[i] >= MAX_SMID)
@@ -166,10 +160,10 @@ static void test_no_gpu(void **state)
 static int gpu_setup(void **state)
 {
     (void)state;
-    CK(cudaSetDevice(0));
-    CK(cudaDeviceGetAttribute(&g.device_sms, cudaDevAttrMultiProcessorCount, 0));
+    GP_CHECK_CUDA(cudaSetDevice(0));
+    GP_CHECK_CUDA(cudaDeviceGetAttribute(&g.device_sms, cudaDevAttrMultiProcessorCount, 0));
     g.n_blocks = 64 * g.device_sms;
-    CK(cudaMalloc((void **)&g.d_ids, (size_t)g.n_blocks * sizeof(unsigned)));
+    GP_CHECK_CUDA(cudaMalloc((void **)&g.d_ids, (size_t)g.n_blocks * sizeof(unsigned)));
     g.h_ids = (unsigned *)malloc((size_t)g.n_blocks * sizeof(unsigned));
     assert_non_null(g.h_ids);
     return 0;
@@ -324,7 +318,7 @@ static void test_recreate(void **state)
         GP_CHECK_OK(gp_green_pool_create(&p, &pool));
         gp_green_pool_destroy(pool);
     }
-    CK(cudaDeviceSynchronize());
+    GP_CHECK_CUDA(cudaDeviceSynchronize());
 }
 
 int main(void)

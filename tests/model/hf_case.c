@@ -83,12 +83,9 @@ void hf_case_load(const char *path, int vocab, hf_case *c)
 static double compare(const char *name, const char *ref_label, int s, int t, const float *ours,
                       const float *ref, int V, double tol)
 {
-    double md = 0.0, mr = 0.0;
-    for (int i = 0; i < V; i++) {
-        md = fmax(md, fabs((double)ours[i] - ref[i]));
+    double e = gp_test_rel_err(ours, ref, V), mr = 0.0;
+    for (int i = 0; i < V; i++)
         mr = fmax(mr, fabs((double)ref[i]));
-    }
-    double e = isnan(md) ? INFINITY : mr > 0.0 ? md / mr : md;
     if (!(e <= tol)) {
         fprintf(stderr, "%s seq %d step %d: max|diff|/max|%s| = %.3g > %.0e; first mismatches:\n",
                 name, s, t, ref_label, e, tol);

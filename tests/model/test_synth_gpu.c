@@ -14,13 +14,7 @@
 #include <cuda_runtime_api.h>
 
 #include "gp_model.h"
-
-#define CUDA_OK(call)                                                                            \
-    do {                                                                                         \
-        cudaError_t e_ = (call);                                                                 \
-        if (e_ != cudaSuccess)                                                                   \
-            fail_msg("%s: %s", #call, cudaGetErrorString(e_));                                   \
-    } while (0)
+#include "gp_test_cuda.h"
 
 /* Reports the first few differing elements, then fails. */
 static void compare_bf16(const gp_bf16 *got, const gp_bf16 *want, uint64_t n, const char *what)
@@ -55,20 +49,20 @@ static void test_kernel_matches_host(void **state)
     };
     const uint64_t guard = 64;
     cudaStream_t s;
-    CUDA_OK(cudaStreamCreate(&s));
+    GP_CHECK_CUDA(cudaStreamCreate(&s));
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
         uint64_t n = cases[i].n;
         float scale = gp_synth_scale(&c, cases[i].kind);
         gp_bf16 *d = NULL;
-        CUDA_OK(cudaMalloc((void **)&d, (n + guard) * 2));
-        CUDA_OK(cudaMemset(d, 0xFF, (n + guard) * 2)); /* poison: 0xFFFF is a NaN */
+        GP_CHECK_CUDA(cudaMalloc((void **)&d, (n + guard) * 2));
+        GP_CHECK_CUDA(cudaMemset(d, 0xFF, (n + guard) * 2)); /* poison: 0xFFFF is a NaN */
         assert_int_equal(gp_synth_fill_device(d, n, 2024, cases[i].kind, cases[i].layer, scale, s),
                          GP_OK);
         gp_bf16 *got = malloc((n + guard) * 2), *want = malloc(n * 2);
         assert_non_null(got);
         assert_non_null(want);
-        CUDA_OK(cudaMemcpyAsync(got, d, (n + guard) * 2, cudaMemcpyDeviceToHost, s));
-        CUDA_OK(cudaStreamSynchronize(s));
+        GP_CHECK_CUDA(cudaMemcpyAsync(got, d, (n + guard) * 2, cudaMemcpyDeviceToHost, s));
+        GP_CHECK_CUDA(cudaStreamSynchronize(s));
         gp_synth_fill_tensor_host(want, n, 2024, cases[i].kind, cases[i].layer, scale);
         char what[64];
         snprintf(what, sizeof what, "kind %d layer %d n %llu", cases[i].kind, cases[i].layer,
@@ -78,14 +72,14 @@ static void test_kernel_matches_host(void **state)
             assert_int_equal(got[j], 0xFFFF); /* nothing written past n */
         free(got);
         free(want);
-        CUDA_OK(cudaFree(d));
+        GP_CHECK_CUDA(cudaFree(d));
     }
     /* bad arguments are refused without a launch */
     assert_int_equal(gp_synth_fill_device(NULL, 5, 1, GP_T_WO, 0, 1.0f, s), GP_ERR_INVALID_ARG);
     assert_int_equal(gp_synth_fill_device(NULL, 0, 1, GP_T_WO, 0, 1.0f, s), GP_OK);
     assert_int_equal(gp_synth_fill_device((gp_bf16 *)8, 5, 1, (gp_tensor_kind)42, 0, 1.0f, s),
                      GP_ERR_INVALID_ARG);
-    CUDA_OK(cudaStreamDestroy(s));
+    GP_CHECK_CUDA(cudaStreamDestroy(s));
 }
 
 static void compare_weights(const gp_host_weights *dev_view, const gp_host_weights *host)
@@ -110,7 +104,7 @@ static void compare_weights(const gp_host_weights *dev_view, const gp_host_weigh
         gp_bf16 *got = malloc(ne * 2);
         assert_non_null(got);
         assert_non_null(t[i].d);
-        CUDA_OK(cudaMemcpy(got, t[i].d, ne * 2, cudaMemcpyDeviceToHost));
+        GP_CHECK_CUDA(cudaMemcpy(got, t[i].d, ne * 2, cudaMemcpyDeviceToHost));
         char what[64];
         snprintf(what, sizeof what, "tensor kind %d layer %d", t[i].k, t[i].layer);
         compare_bf16(got, t[i].h, ne, what);
@@ -170,7 +164,7 @@ static void test_group_acquire_release(void **state)
     assert_null(gp_device_weights_group(dw, (gp_group_kind)7, 0));
 
     cudaStream_t s;
-    CUDA_OK(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));
+    GP_CHECK_CUDA(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));
     assert_int_equal(gp_weight_group_in_use(a0), 0);
     assert_int_equal(gp_weight_group_acquire(a0, s), GP_OK);
     assert_int_equal(gp_weight_group_acquire(a0, s), GP_OK);
@@ -185,8 +179,8 @@ static void test_group_acquire_release(void **state)
     assert_int_equal(gp_weight_group_in_use(a0), 0);
     assert_int_equal(gp_weight_group_in_use(f1), 0);
     assert_int_equal(gp_weight_group_acquire(NULL, s), GP_ERR_INVALID_ARG);
-    CUDA_OK(cudaStreamSynchronize(s));
-    CUDA_OK(cudaStreamDestroy(s));
+    GP_CHECK_CUDA(cudaStreamSynchronize(s));
+    GP_CHECK_CUDA(cudaStreamDestroy(s));
     gp_device_weights_destroy(dw);
 }
 

@@ -29,16 +29,6 @@
  * the bf16 rounding flips that follow; measured well under this. */
 #define PIPE_TOL 1e-2
 
-static double rel_err(const float *a, const float *ref, int n)
-{
-    double md = 0, mr = 0;
-    for (int i = 0; i < n; i++) {
-        md = fmax(md, fabs((double)a[i] - ref[i]));
-        mr = fmax(mr, fabs((double)ref[i]));
-    }
-    return isnan(md) ? INFINITY : md / (mr > 0 ? mr : 1);
-}
-
 /* Device memory for the relay: the copy waits for the attention stage's
  * event, then the source rows are poisoned (all bytes 0xff: NaN). */
 static void *dev_alloc(size_t n)
@@ -173,15 +163,15 @@ static void run_model_relay(const fixture *fx, bool force_fallback, bool graphs,
                     if (cpu)
                         GP_CHECK_OK(gp_cpu_decode_step(cpu, B, ids, tok, lc));
                     for (int s = 0; s < B && cpu; s++) {
-                        double es = rel_err(ls + (size_t)s * V, lc + (size_t)s * V, V);
-                        double ep_ = rel_err(lp + (size_t)s * V, lc + (size_t)s * V, V);
+                        double es = gp_test_rel_err(ls + (size_t)s * V, lc + (size_t)s * V, V);
+                        double ep_ = gp_test_rel_err(lp + (size_t)s * V, lc + (size_t)s * V, V);
                         if (!(es <= PIPE_TOL) || !(ep_ <= PIPE_TOL))
                             fail_msg("%s %d:%d M=%d step %d seq %d: against the CPU reference (bf16 mode): sequential "
                                      "%.3g, pipelined %.3g (tolerance %.0e)", fx->preset, si.a_got, si.f_got, M, t, s,
                                      es, ep_, PIPE_TOL);
                     }
                     for (int s = 0; s < B; s++) {
-                        double e = rel_err(lp + (size_t)s * V, ls + (size_t)s * V, V);
+                        double e = gp_test_rel_err(lp + (size_t)s * V, ls + (size_t)s * V, V);
                         if (!(e <= PIPE_TOL))
                             fail_msg("%s %d:%d%s M=%d depth %u step %d seq %d: pipelined vs sequential logits %.3g > "
                                      "%.0e", fx->preset, si.a_got, si.f_got, si.partitioned ? "" : " (unpartitioned)",

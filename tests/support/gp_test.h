@@ -12,6 +12,8 @@
 
 #include <cmocka.h>
 
+#include <math.h>
+
 #include "gp_common.h"
 
 /* expr must return GP_OK. */
@@ -34,5 +36,18 @@
         if (!strstr(gp_last_error(), (needle)))                                                  \
             fail_msg("%s: message '%s' lacks '%s'", #expr, gp_last_error(), (needle));           \
     } while (0)
+
+/* How far a logits vector (or any vector) is from a reference:
+ * max|a - ref| / max|ref| (max|a - ref| when ref is all zeros); infinite
+ * when a difference is NaN, so a poisoned value always fails a tolerance. */
+static inline double gp_test_rel_err(const float *a, const float *ref, int n)
+{
+    double md = 0.0, mr = 0.0;
+    for (int i = 0; i < n; i++) {
+        md = fmax(md, fabs((double)a[i] - ref[i]));
+        mr = fmax(mr, fabs((double)ref[i]));
+    }
+    return isnan(md) ? INFINITY : mr > 0.0 ? md / mr : md;
+}
 
 #endif
