@@ -121,6 +121,10 @@ double gp_median_d(double *v, int n);
  * GP_ERR_NOT_FOUND: no such file; GP_ERR_FORMAT: over the cap; GP_ERR_IO:
  * cannot open or read; GP_ERR_NO_MEMORY. Messages name the path. */
 gp_status gp_read_file(const char *path, size_t cap, char **out, size_t *len);
+/* Opens path read-only (close-on-exec) into *fd with its size and whether it
+ * is a regular file; GP_ERR_NOT_FOUND or GP_ERR_IO naming the path, fd
+ * closed, otherwise. */
+gp_status gp_file_open(const char *path, int *fd, uint64_t *size, bool *regular);
 
 /* ------------------------------------------------------------ tensors */
 

@@ -9,31 +9,43 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-gp_status gp_read_file(const char *path, size_t cap, char **out, size_t *len)
+gp_status gp_file_open(const char *path, int *fd, uint64_t *size, bool *regular)
 {
-    if (!path || !out || !len)
-        GP_FAIL(GP_ERR_INVALID_ARG, "gp_read_file: path, out or len is NULL");
-    *out = NULL;
-    *len = 0;
-    int fd = open(path, O_RDONLY | O_CLOEXEC);
-    if (fd < 0) {
+    *fd = open(path, O_RDONLY | O_CLOEXEC);
+    if (*fd < 0) {
         int e = errno;
         if (e == ENOENT || e == ENOTDIR)
             GP_FAIL(GP_ERR_NOT_FOUND, "%s: not found (%s)", path, strerror(e));
         GP_FAIL(GP_ERR_IO, "%s: cannot open: %s", path, strerror(e));
     }
     struct stat sb;
-    if (fstat(fd, &sb) != 0) {
+    if (fstat(*fd, &sb) != 0) {
         int e = errno;
-        close(fd);
+        close(*fd);
+        *fd = -1;
         GP_FAIL(GP_ERR_IO, "%s: cannot stat: %s", path, strerror(e));
     }
-    if ((uint64_t)sb.st_size > cap) {
+    *size = (uint64_t)sb.st_size;
+    *regular = S_ISREG(sb.st_mode);
+    return GP_OK;
+}
+
+gp_status gp_read_file(const char *path, size_t cap, char **out, size_t *len)
+{
+    if (!path || !out || !len)
+        GP_FAIL(GP_ERR_INVALID_ARG, "gp_read_file: path, out or len is NULL");
+    *out = NULL;
+    *len = 0;
+    int fd;
+    uint64_t size;
+    bool regular;
+    GP_TRY(gp_file_open(path, &fd, &size, &regular));
+    if (size > cap) {
         close(fd);
-        GP_FAIL(GP_ERR_FORMAT, "%s: %lld bytes, more than the %zu-byte cap for this file", path,
-                (long long)sb.st_size, cap);
+        GP_FAIL(GP_ERR_FORMAT, "%s: %llu bytes, more than the %zu-byte cap for this file", path,
+                (unsigned long long)size, cap);
     }
-    size_t n = (size_t)sb.st_size, got = 0;
+    size_t n = (size_t)size, got = 0;
     char *buf = malloc(n + 1);
     if (!buf) {
         close(fd);

@@ -50,28 +50,19 @@ static gp_status map_file(const char *path, ck_file *f)
     f->path = strdup(path);
     if (!f->path)
         GP_FAIL(GP_ERR_NO_MEMORY, "%s: out of memory", path);
-    int fd = open(path, O_RDONLY | O_CLOEXEC);
-    if (fd < 0) {
-        int e = errno;
-        if (e == ENOENT || e == ENOTDIR)
-            GP_FAIL(GP_ERR_NOT_FOUND, "%s: not found (%s)", path, strerror(e));
-        GP_FAIL(GP_ERR_IO, "%s: cannot open: %s", path, strerror(e));
-    }
-    struct stat sb;
-    if (fstat(fd, &sb) != 0) {
-        int e = errno;
-        close(fd);
-        GP_FAIL(GP_ERR_IO, "%s: cannot stat: %s", path, strerror(e));
-    }
-    if (!S_ISREG(sb.st_mode)) {
+    int fd;
+    uint64_t size;
+    bool regular;
+    GP_TRY(gp_file_open(path, &fd, &size, &regular));
+    if (!regular) {
         close(fd);
         GP_FAIL(GP_ERR_IO, "%s: not a regular file", path);
     }
-    if ((uint64_t)sb.st_size > SIZE_MAX) {
+    if (size > SIZE_MAX) {
         close(fd);
-        GP_FAIL(GP_ERR_OVERFLOW, "%s: %lld bytes do not fit in memory", path, (long long)sb.st_size);
+        GP_FAIL(GP_ERR_OVERFLOW, "%s: %llu bytes do not fit in memory", path, (unsigned long long)size);
     }
-    f->len = (size_t)sb.st_size;
+    f->len = (size_t)size;
     if (f->len > 0) { /* mmap refuses length 0; the parser rejects the empty file */
         void *m = mmap(NULL, f->len, PROT_READ, MAP_PRIVATE, fd, 0);
         if (m == MAP_FAILED) {
