@@ -25,7 +25,8 @@ typedef struct gen_opts {
     bool seed_given;
     long block_size;
     bool pipelined;        /* --engine pipelined */
-    gp_split_req split;    /* --sm-split; {0, 0}: the backend's default */
+    gp_split_req split;    /* --sm-split */
+    bool split_given;      /* false: the backend's default split */
     long micro_batches;    /* --micro-batches */
     bool pipe_flag_given;  /* --sm-split or --micro-batches */
 } gen_opts;
@@ -106,7 +107,7 @@ static int parse_opts(int argc, char **argv, gen_opts *o)
             break;
         case 'x':
             st = gp_split_parse(optarg, &o->split);
-            o->pipe_flag_given = true;
+            o->split_given = o->pipe_flag_given = true;
             break;
         case 'M':
             st = gp_parse_long(optarg, 1, GP_PIPE_MAX_MICRO, "--micro-batches", &o->micro_batches);
@@ -153,7 +154,12 @@ static int parse_opts(int argc, char **argv, gen_opts *o)
         fprintf(stderr, "greenpipe generate: --sm-split and --micro-batches apply to --engine pipelined only\n");
         return 2;
     }
-    if (o->backend == GP_BACKEND_CPU && o->split.attn_sms && o->split.ffn_sms == GP_SPLIT_REST) {
+    if (o->split_given && (o->split.attn_sms < 1 || o->split.ffn_sms == 0)) {
+        fprintf(stderr, "greenpipe generate: --sm-split %d:%d: each side needs at least one %s\n", o->split.attn_sms,
+                o->split.ffn_sms, o->backend == GP_BACKEND_CPU ? "thread" : "SM");
+        return 2;
+    }
+    if (o->backend == GP_BACKEND_CPU && o->split_given && o->split.ffn_sms == GP_SPLIT_REST) {
         fprintf(stderr, "greenpipe generate: --sm-split %d: the cpu backend counts threads; give both sides, "
                 "e.g. %d:1\n", o->split.attn_sms, o->split.attn_sms);
         return 2;
@@ -285,7 +291,7 @@ int gp_cmd_generate(int argc, char **argv)
     bp.n_seqs = p.n_seqs;
     bp.max_context = (int)context;
     bp.block_size = (int)o.block_size;
-    if (o.split.attn_sms) {
+    if (o.split_given) {
         bp.attn_units = o.split.attn_sms;
         bp.ffn_units = o.split.ffn_sms;
     }

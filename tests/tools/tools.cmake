@@ -47,6 +47,7 @@ gp_cli_test(gen_bad_engine 2 "--engine 'fast': allowed seq, pipelined" generate 
 gp_cli_test(gen_split_needs_pipelined 2 "apply to --engine pipelined only" generate --model tiny --prompt-ids 1 --steps 1 --sm-split 1:1)
 gp_cli_test(gen_micro_too_many 2 "--micro-batches 3: each needs a sequence and there are 2" generate --model tiny --prompt-ids "1$<SEMICOLON>2" --steps 1 --engine pipelined --micro-batches 3)
 gp_cli_test(gen_micro_range 2 "--micro-batches: 5 is out of range" generate --model tiny --prompt-ids 1 --steps 1 --engine pipelined --micro-batches 5)
+gp_cli_test(gen_split_zero 2 "--sm-split 0:1: each side needs at least one thread" generate --model tiny --prompt-ids 1 --steps 1 --engine pipelined --sm-split 0:1)
 gp_cli_test(gen_cpu_split_rest 2 "the cpu backend counts threads" generate --model tiny --prompt-ids 1 --steps 1 --engine pipelined --sm-split 2)
 gp_cli_test(gen_cuda_pipelined_hf_tiny "0|1" "^29 155 50 61 189 155$|greenpipe generate: loading the model: no usable GPU: "
             generate --backend cuda --engine pipelined --model ${GP_DATA}/tiny --prompt-ids "5,17,42,7,99$<SEMICOLON>11,200,2" --steps 6)
