@@ -12,6 +12,8 @@ nvidia-smi -L > "$out/env.txt"; cat .gp-commit >> "$out/env.txt" 2>/dev/null
 if [[ " $* " == *" tests "* ]]; then
   timeout 300 ctest --test-dir $b -L gpu --output-on-failure -j1 > "$out/ctest_gpu.log" 2>&1
   grep -E 'tests passed|Failed|\*\*\*|sec$' "$out/ctest_gpu.log" | cut -c1-120 | head -60
+  for t in engine_model pipeline_cuda; do $b/tests/$t > "$out/$t.log" 2>&1; echo "$t rc=$?"; done
+  grep -E 'vs|relayed|FAILED' "$out/engine_model.log" "$out/pipeline_cuda.log" | cut -c1-200 | head -30
 fi
 if [[ " $* " == *" generate "* ]]; then
   g=$b/tools/greenpipe
