@@ -36,7 +36,7 @@ if [[ " $* " == *" ab "* ]]; then
     for side in before after; do
       cs=$b/case_studies/decode_pipeline_case_study; [[ $side == before ]] && cs=.before/build-gpu/case_studies/decode_pipeline_case_study
       timeout 200 $cs "${C[@]}" > "$out/ab_${side}_$i.md" 2> "$out/ab_${side}_$i.err"
-      echo "$side $i rc=$?"; grep -E '^\| (seq|24)' "$out/ab_${side}_$i.md" | cut -d'|' -f2-8
+      echo "$side $i rc=$?"; grep -E '^\| large' "$out/ab_${side}_$i.md" | cut -d'|' -f4,10-12
     done
   done
 fi
@@ -46,3 +46,4 @@ if [[ " $* " == *" sanitize "* ]]; then
     echo "memcheck $t rc=$? $(grep -cE 'ERROR SUMMARY: 0 errors' "$out/san_$t.log") clean summaries"
   done
 fi
+cd "$out" && tar czf logs.tgz --exclude=logs.tgz * && find . -maxdepth 1 -type f ! -name logs.tgz ! -name 'ab_*.md' -delete
