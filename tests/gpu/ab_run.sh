@@ -4,7 +4,9 @@
 # step and the best split with this tree's case study and with the one of
 # an earlier commit checked out in .before (carried), alternately in one run.
 # Logs in $OUT. Needs .deps (docs/ARCHITECTURE.md section 8).
-#   tests/gpu/ab_run.sh [tests] [generate] [ab N] [sanitize]
+#   tests/gpu/ab_run.sh [tests] [generate] [main] [ab N] [sanitize]
+# main: the README's main job (the case study with no arguments) and the
+# attention benchmark.
 set -uo pipefail
 source "$(dirname "$0")/gpu_env.sh"
 gp_build
@@ -24,6 +26,13 @@ if [[ " $* " == *" generate "* ]]; then
     echo "generate pipelined $s rc=$? same tokens: $(cmp -s "$out/gen_seq.txt" "$out/gen_pipe.txt" && echo yes || echo NO)"
   done
   tail -2 "$out/gen_pipe.err"
+fi
+if [[ " $* " == *" main "* ]]; then
+  timeout 240 $b/case_studies/decode_pipeline_case_study --no-progress > "$out/cs_default.md" 2> "$out/cs_default.err"
+  echo "case study rc=$?"
+  grep -E '^\| (small|large)' "$out/cs_default.md" | cut -d'|' -f2,4,10,22,23
+  grep -A3 'Decode-attention kernel' "$out/cs_default.md"
+  timeout 120 $b/bench/gp_bench_attn > "$out/bench_attn.md" 2>&1; echo "gp_bench_attn rc=$?"; tail -8 "$out/bench_attn.md"
 fi
 if [[ " $* " == *" ab "* ]]; then
   n=$(sed -E 's/.* ab ([0-9]+).*/\1/' <<<" $* ")
