@@ -11,7 +11,7 @@
 gp_engine_params gp_engine_default_params(void)
 {
     return (gp_engine_params){.max_batch = 8, .max_context = 2048, .block_size = 16, .use_graphs = true,
-                              .attn_kernel = GP_ATTN_KERNEL_AUTO, .attn_stream_warps_cap = 0,
+                              .gemm_skinny_max_m = GP_GEMM_SKINNY_DEFAULT_MAX_M, .attn_kernel = GP_ATTN_KERNEL_AUTO, .attn_stream_warps_cap = 0,
                               .attn_kv_evict_first = true};
 }
 
@@ -48,6 +48,9 @@ static gp_status check_params(const gp_config *c, const gp_engine_params *p)
     if (p->gemm_tune < 0 || p->gemm_tune > GP_GEMM_TUNE_MAX_CANDIDATES)
         GP_FAIL(GP_ERR_INVALID_ARG, "gemm_tune %d: allowed [0, %d] (0: the heuristic's pick)",
                 p->gemm_tune, GP_GEMM_TUNE_MAX_CANDIDATES);
+    if (p->gemm_skinny_max_m < 0 || p->gemm_skinny_max_m > GP_GEMM_SKINNY_MAX_M)
+        GP_FAIL(GP_ERR_INVALID_ARG, "gemm_skinny_max_m %d: allowed [0, %d] (0: cuBLASLt for every GEMM)",
+                p->gemm_skinny_max_m, GP_GEMM_SKINNY_MAX_M);
     gp_decode_attn_params ap = attn_params(p);
     return gp_decode_attn_params_check(&ap);
 }
@@ -198,7 +201,8 @@ gp_status gp_engine_create(gp_device_weights *dw, const gp_engine_params *p, gp_
         (st = gp_device_event_create(&e->ev_end, cudaEventDefault, "engine event ev_end")) != GP_OK ||
         (st = gp_device_event_create(&e->ev_done, cudaEventDisableTiming, "engine event ev_done")) != GP_OK)
         goto fail;
-    if ((st = gp_gemm_ctx_create(e->sc.stream, 0, &e->sc.gemm)) != GP_OK || (st = alloc_buffers(e)) != GP_OK)
+    if ((st = gp_gemm_ctx_create(e->sc.stream, 0, &e->sc.gemm)) != GP_OK ||
+        (st = gp_gemm_set_skinny_max_m(e->sc.gemm, p->gemm_skinny_max_m)) != GP_OK || (st = alloc_buffers(e)) != GP_OK)
         goto fail;
     e->sc.ap = attn_params(p);
     e->sc.ap.sm_count = e->sm_count;

@@ -28,6 +28,9 @@ typedef struct gp_engine_params {
                           its first N candidates, timed on the GEMM's own SM partition
                           before a step shape is first captured. Timing-based, so two
                           runs may pick differently (results differ in rounding only) */
+    int gemm_skinny_max_m; /* GEMMs of at most this many rows use the skinny kernel, the others
+                              cuBLASLt (gp_gemm_set_skinny_max_m); 0..GP_GEMM_SKINNY_MAX_M,
+                              default GP_GEMM_SKINNY_DEFAULT_MAX_M (where it measured faster) */
     /* Decode attention (gp_decode_attn_params): GP_ATTN_KERNEL_AUTO (default)
      * lets the rule of gp_decode_attn_choose pick per call; another kernel
      * runs wherever it serves (comparisons). The streaming kernel's warps per

@@ -261,8 +261,10 @@ gp_status gp_engine_stage_ctx_create(gp_engine *e, void *stream, int sm_count, g
     sc->ap.sm_count = sm_count ? sm_count : e->sm_count;
     sc->gemm = NULL;
     gp_status st = gp_gemm_ctx_create(stream, sm_count, &sc->gemm);
+    if (st == GP_OK)
+        st = gp_gemm_set_skinny_max_m(sc->gemm, e->p.gemm_skinny_max_m);
     if (st != GP_OK) {
-        free(sc);
+        gp_stage_ctx_destroy(sc);
         return st;
     }
     *out = sc;

@@ -3,7 +3,7 @@
 # GPU tests, then the large workload over small attention partitions, both
 # placements, M = 1 (each side alone) and 2, and the untuned sequential row.
 # Logs in $OUT (one tarball). Needs .deps (docs/ARCHITECTURE.md §8).
-#   tests/gpu/issue6_tune.sh [tests] [cs]
+#   tests/gpu/gemm_tune_run.sh [tests] [cs]
 set -uo pipefail
 source "$(dirname "$0")/gpu_env.sh"
 cs=$b/case_studies/decode_pipeline_case_study

@@ -3,7 +3,7 @@
 # study over the large, small and mixed workloads with both placements, an
 # autotune profile from those rows and a --tuning run that follows it.
 # Logs in $OUT (one tarball). Needs .deps (docs/ARCHITECTURE.md §8).
-#   tests/gpu/issue6_run.sh [tests] [cs]
+#   tests/gpu/workloads_run.sh [tests] [cs]
 set -uo pipefail
 shopt -s nullglob
 source "$(dirname "$0")/gpu_env.sh"

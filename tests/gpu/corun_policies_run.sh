@@ -14,7 +14,7 @@
 #            --tuning with that profile (the rows it chooses)
 #   rule F   only that second run, with profile F
 # Each case-study run is followed by cs_edges.py: where its steps' time goes.
-#   tests/gpu/round5_run.sh [tests] [fd SPLITS] [warps] [bench] [mixed] [rule FILE]
+#   tests/gpu/corun_policies_run.sh [tests] [fd SPLITS] [warps] [bench] [mixed] [rule FILE]
 set -uo pipefail
 source "$(dirname "$0")/gpu_env.sh"
 here=$PWD/tests/gpu
