@@ -103,9 +103,9 @@ static gp_stage_ctx *stage_ctx(gp_cuda_exec *x, int ffn, int layer, int m)
 }
 
 /* The stage of (ffn, layer, m) over the views it is handed: hx, the
- * activation rows an FFN stage's payload hands it, and hresid, the residual
- * rows (the payload's for an FFN stage, the micro-batch's current ones for
- * an attention stage). */
+ * activation rows an FFN stage's payload hands it, and hresid, the
+ * micro-batch's residual rows where they are now (with QKVO_A, the ones its
+ * payload hands an FFN stage). */
 static gp_stage_kind stage_io(const gp_cuda_exec *x, int ffn, int layer, int m, const gp_tensor_view *hx,
                               const gp_tensor_view *hresid, gp_stage_io *io)
 {
@@ -123,7 +123,7 @@ static gp_stage_kind stage_io(const gp_cuda_exec *x, int ffn, int layer, int m, 
     }
     /* the residual stays on F: it is the F side's state in this placement */
     io->x = *hx;
-    io->resid = x->resid[m];
+    io->resid = *hresid;
     if (layer + 1 < c->n_layers)
         io->y = x->home_qkv[m];
     return GP_STAGE_O_FFN_QKV;
@@ -322,7 +322,7 @@ static gp_status cx_ffn(void *ctx, const gp_payload *in)
         GP_CUDA_TRY(cudaStreamWaitEvent(s, m > 0 ? *evp(x, EV_F_DONE, l, m - 1)
                                                  : *evp(x, EV_F_DONE, l - 1, x->plan.M - 1), 0));
     gp_stage_io io;
-    gp_stage_kind kind = stage_io(x, 1, l, m, &in->x, &in->resid, &io);
+    gp_stage_kind kind = stage_io(x, 1, l, m, &in->x, x->place == GP_PLACE_QKVO_A ? &in->resid : &x->resid[m], &io);
     GP_CUDA_TRY(cudaEventRecord(*evp(x, EV_F_BEGIN, l, m), s));
     GP_TRY(launch(x, 1, l, m, kind, &io));
     GP_CUDA_TRY(cudaEventRecord(*evp(x, EV_F_DONE, l, m), s));
