@@ -548,7 +548,7 @@ static int gp_is_aligned(const void *ptr, size_t align)
     return ((uintptr_t)ptr & (align - 1)) == 0;
 }
 
-extern "C" /* The kernel a call of this shape runs: the device facts the rule needs
+/* The kernel a call of this shape runs: the device facts the rule needs
  * (gathered only when they can matter), then gp_decode_attn_choose. */
 static gp_status call_kernel(const char *fn, const gp_decode_attn_params *p, int B, int n_kv_heads, int head_dim,
                              int group, int n_splits, int out_aligned4, gp_attn_kernel *kernel, int *stream_warps)
@@ -569,7 +569,7 @@ static gp_status call_kernel(const char *fn, const gp_decode_attn_params *p, int
     return gp_decode_attn_choose(p, &c, kernel, stream_warps);
 }
 
-gp_status gp_decode_attn(const gp_kv_view *kv, int B, int n_heads, int max_len,
+extern "C" gp_status gp_decode_attn(const gp_kv_view *kv, int B, int n_heads, int max_len,
                                     const gp_bf16 *q, gp_bf16 *out, void *workspace,
                                     size_t workspace_bytes, const gp_decode_attn_params *p,
                                     void *stream)
@@ -651,7 +651,7 @@ gp_status gp_decode_attn(const gp_kv_view *kv, int B, int n_heads, int max_len,
     return gp_decode_attn_launch(&a, kv->head_dim, kernel, (cudaStream_t)stream);
 }
 
-gp_status gp_decode_attn_kernel(int B, int n_heads, int n_kv_heads, int head_dim, int max_len,
+extern "C" gp_status gp_decode_attn_kernel(int B, int n_heads, int n_kv_heads, int head_dim, int max_len,
                                 const gp_decode_attn_params *p, gp_attn_kernel *out)
 {
     static const char fn[] = "gp_decode_attn_kernel";

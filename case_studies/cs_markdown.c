@@ -85,16 +85,15 @@ static void write_row(FILE *f, const gp_cs_row *r)
 /* Which decode-attention kernel the rows ran: one line per workload. */
 static void write_attn_kernels(FILE *f, const gp_cs_row *rows, int n)
 {
-    bool any = false;
+    const gp_cs_row *prev = NULL; /* the last row written */
     for (int i = 0; i < n; i++) {
         const gp_cs_row *r = &rows[i];
         if (!r->attn_kernel[0])
             continue;
-        bool first = i == 0 || strcmp(rows[i - 1].workload, r->workload) || rows[i - 1].B != r->B ||
-                     rows[i - 1].C != r->C;
-        if (!any)
+        bool first = !prev || strcmp(prev->workload, r->workload) || prev->B != r->B || prev->C != r->C;
+        if (!prev)
             fputs("\nDecode-attention kernel (seq: on every SM; splits: micro-batch 0 on partition A):", f);
-        any = true;
+        prev = r;
         if (first) {
             fputs("\n- ", f);
             cell_text(f, r->workload);
@@ -102,9 +101,9 @@ static void write_attn_kernels(FILE *f, const gp_cs_row *rows, int n)
         }
         char req[64];
         cs_row_req_text(r, req, sizeof req);
-        fprintf(f, " %s %s%s", req, r->attn_kernel, i + 1 < n && !strcmp(rows[i + 1].workload, r->workload) ? ";" : "");
+        fprintf(f, "%s %s %s", first ? "" : ";", req, r->attn_kernel);
     }
-    if (any)
+    if (prev)
         fputc('\n', f);
 }
 

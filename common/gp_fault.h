@@ -62,9 +62,7 @@ gp_status gp_fault_env_status(void);
 /* The bad variable's message, or NULL when both are valid. */
 const char *gp_fault_env_error(void);
 
-/*
- *
- * GP_FAULT_DEVICE_ALLOC=N: the N-th device allocation of the process (device
+/* GP_FAULT_DEVICE_ALLOC=N: the N-th device allocation of the process (device
  * or pinned memory, stream, event, graph instantiation, cuBLASLt handle,
  * green context) fails as if the device were out of memory. Every allocation
  * site calls gp_fault_alloc_hit first; true means "fail now". bytes is 0 for

@@ -186,10 +186,11 @@ gp_status gp_engine_create(gp_device_weights *dw, const gp_engine_params *p, gp_
     e->w = w;
     e->max_blocks = blocks_per_seq(p);
     gp_status st = GP_OK;
-    if (cudaGetDevice(&e->device) != cudaSuccess ||
-        cudaDeviceGetAttribute(&e->sm_count, cudaDevAttrMultiProcessorCount, e->device) != cudaSuccess) {
-        gp_set_error("cannot read the SM count of the current device");
-        st = GP_ERR_CUDA;
+    cudaError_t ce = cudaGetDevice(&e->device);
+    if (ce == cudaSuccess)
+        ce = cudaDeviceGetAttribute(&e->sm_count, cudaDevAttrMultiProcessorCount, e->device);
+    if (ce != cudaSuccess) {
+        st = gp_cuda_fail(ce, "the current device's ordinal and SM count", __FILE__, __LINE__);
         goto fail;
     }
     gp_kv_layout l = kv_layout(&e->cfg, p);

@@ -7,7 +7,6 @@
 #include "cuda_check.h"
 #include "gemm_impl.h"
 
-
 /* Median ms of reps back-to-back calls of algo (after one untimed call), or
  * a negative value when cuBLASLt refuses to launch it. */
 static gp_status time_algo(gp_gemm_ctx *ctx, const gp_gemm_entry *e,

@@ -147,13 +147,9 @@ static gp_status check_view(const gp_engine *e, const gp_tensor_view *v, const c
     return gp_view_check(v, who, what, nb, cols, dt, e->device, true);
 }
 
-static gp_status check_io(const gp_engine *e, gp_stage_kind kind, const gp_stage_io *io, const gp_stage_ctx *sc)
+static gp_status check_views(const gp_engine *e, gp_stage_kind kind, const gp_stage_io *io, const char *who)
 {
     const gp_config *c = &e->cfg;
-    char who[64];
-    snprintf(who, sizeof who, "%s stage of layer %d", gp_stage_kind_name(kind), io->layer);
-    if (!sc)
-        GP_FAIL(GP_ERR_INVALID_ARG, "%s: no stage context", who);
     bool layered = kind != GP_STAGE_EMBED && kind != GP_STAGE_HEAD;
     if (layered && (io->layer < 0 || io->layer >= c->n_layers))
         GP_FAIL(GP_ERR_INVALID_ARG, "%s: layer allowed 0..%d", who, c->n_layers - 1);
@@ -167,6 +163,19 @@ static gp_status check_io(const gp_engine *e, gp_stage_kind kind, const gp_stage
     GP_TRY(check_view(e, &io->x, who, "input (x)", io->nb, v.x_cols, GP_DTYPE_BF16));
     GP_TRY(check_view(e, &io->y, who, "output (y)", io->nb, v.y_cols, GP_DTYPE_BF16));
     return check_view(e, &io->resid, who, "residual", io->nb, v.resid ? c->hidden : 0, GP_DTYPE_F32);
+}
+
+/* The stage's name goes into the message only when a check fails: stages
+ * are launched on every eager step. */
+static gp_status check_io(const gp_engine *e, gp_stage_kind kind, const gp_stage_io *io, const gp_stage_ctx *sc)
+{
+    if (sc && check_views(e, kind, io, "stage") == GP_OK)
+        return GP_OK;
+    char who[64];
+    snprintf(who, sizeof who, "%s stage of layer %d", gp_stage_kind_name(kind), io->layer);
+    if (!sc)
+        GP_FAIL(GP_ERR_INVALID_ARG, "%s: no stage context", who);
+    return check_views(e, kind, io, who);
 }
 
 /* ------------------------------------------------------------ stages */

@@ -1,7 +1,8 @@
 /* Step backends with their model: the float32 CPU reference under the CPU
  * executor, or the CUDA engine under the CUDA executor over one
- * green-context pair. One interface (gp_exec) for greenpipe generate and the
- * tests, sequential or pipelined. */
+ * green-context pair (made only when pipelined steps are asked for). One
+ * interface (gp_exec) for greenpipe generate and the tests, sequential or
+ * pipelined. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -46,7 +47,7 @@ gp_backend_params gp_backend_default_params(gp_backend_kind kind)
     bool cuda = kind == GP_BACKEND_CUDA;
     return (gp_backend_params){.kind = kind, .n_seqs = 1, .max_context = 1024, .block_size = 16,
                                .attn_units = cuda ? 24 : 1, .ffn_units = cuda ? GP_SPLIT_REST : 1,
-                               .use_graphs = true, .bf16_activations = false};
+                               .pipelined = false, .use_graphs = true, .bf16_activations = false};
 }
 
 static gp_status check_params(const gp_backend_params *p)
@@ -69,14 +70,16 @@ static gp_status open_cpu(gp_backend *b, const gp_host_weights *w)
     GP_TRY(gp_cpu_model_create(w, p->n_seqs, p->max_context, p->block_size, &b->cpu));
     gp_cpu_model_set_bf16_activations(b->cpu, p->bf16_activations);
     GP_TRY(gp_cpu_exec_create(b->cpu, p->attn_units, p->ffn_units, &b->cpu_exec));
-    snprintf(b->describe, sizeof b->describe, "cpu (float32 reference%s), %.2f GB of weights in host memory; "
-             "pipelined steps on %d + %d threads", p->bf16_activations ? ", bf16 activations" : "",
-             (double)w->arena_bytes / 1e9, p->attn_units, p->ffn_units);
+    int used = snprintf(b->describe, sizeof b->describe, "cpu (float32 reference%s), %.2f GB of weights in host "
+                        "memory", p->bf16_activations ? ", bf16 activations" : "", (double)w->arena_bytes / 1e9);
+    if (p->pipelined)
+        snprintf(b->describe + used, sizeof b->describe - (size_t)used, "; pipelined steps on %d + %d threads",
+                 p->attn_units, p->ffn_units);
     return GP_OK;
 }
 
-/* The engine over dw (already on the device), a pool of the one requested
- * pair and the executor over both. */
+/* The engine over dw (already on the device), with pipelined steps a pool
+ * of the one requested pair, and the executor over them. */
 static gp_status open_cuda(gp_backend *b)
 {
     const gp_backend_params *p = &b->p;
@@ -86,19 +89,24 @@ static gp_status open_cuda(gp_backend *b)
     ep.block_size = p->block_size;
     ep.use_graphs = p->use_graphs;
     GP_TRY(gp_engine_create(b->dw, &ep, &b->engine));
-    gp_green_pool_params gpp = gp_green_pool_default_params();
-    gp_split_req req = {.attn_sms = p->attn_units, .ffn_sms = p->ffn_units};
-    gpp.splits = &req;
-    gpp.n_splits = 1;
-    GP_TRY(gp_green_pool_create(&gpp, &b->pool));
+    if (p->pipelined) {
+        gp_green_pool_params gpp = gp_green_pool_default_params();
+        gp_split_req req = {.attn_sms = p->attn_units, .ffn_sms = p->ffn_units};
+        gpp.splits = &req;
+        gpp.n_splits = 1;
+        GP_TRY(gp_green_pool_create(&gpp, &b->pool));
+    }
     GP_TRY(gp_cuda_exec_create(b->engine, b->pool, p->use_graphs, &b->cuda_exec));
-    gp_split_info si;
-    gp_exec x = gp_cuda_exec_get(b->cuda_exec);
-    x.ops->split_info(x.ctx, -1, &si);
-    snprintf(b->describe, sizeof b->describe, "cuda (bf16 engine%s), %.2f GB of weights on the GPU; pipelined "
-             "steps on %d + %d SMs%s", p->use_graphs ? ", CUDA graphs" : "",
-             (double)gp_device_weights_view(b->dw)->arena_bytes / 1e9, si.a_got, si.f_got,
-             si.partitioned ? "" : " (no green contexts: plain streams sharing every SM)");
+    int used = snprintf(b->describe, sizeof b->describe, "cuda (bf16 engine%s), %.2f GB of weights on the GPU",
+                        p->use_graphs ? ", CUDA graphs" : "",
+                        (double)gp_device_weights_view(b->dw)->arena_bytes / 1e9);
+    if (p->pipelined) {
+        gp_split_info si;
+        gp_exec x = gp_cuda_exec_get(b->cuda_exec);
+        x.ops->split_info(x.ctx, -1, &si);
+        snprintf(b->describe + used, sizeof b->describe - (size_t)used, "; pipelined steps on %d + %d SMs%s",
+                 si.a_got, si.f_got, si.partitioned ? "" : " (no green contexts: plain streams sharing every SM)");
+    }
     return GP_OK;
 }
 

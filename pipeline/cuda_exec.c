@@ -222,6 +222,9 @@ static gp_status graphs_for_step(gp_cuda_exec *x)
 static gp_status cx_step_begin(void *ctx, const gp_step_plan *plan, const int *seq_ids, const int32_t *tokens)
 {
     gp_cuda_exec *x = ctx;
+    if (x->n_pairs == 0)
+        GP_FAIL(GP_ERR_STATE, "CUDA executor made without a pool of partition pairs: it serves sequential steps "
+                "only");
     cx_pair *p = &x->pairs[x->cur];
     x->plan = *plan;
     /* the fill: uploads and embedding where A(0, 0) runs, which follows them */
@@ -386,9 +389,11 @@ static gp_status cx_step_end(void *ctx, int32_t *next, float *logits, gp_step_ti
 static void cx_abort(void *ctx)
 {
     gp_cuda_exec *x = ctx;
-    cx_pair *p = &x->pairs[x->cur];
-    (void)cudaStreamSynchronize(gp_stage_ctx_stream(p->a));
-    (void)cudaStreamSynchronize(gp_stage_ctx_stream(p->f));
+    if (x->n_pairs > 0) {
+        cx_pair *p = &x->pairs[x->cur];
+        (void)cudaStreamSynchronize(gp_stage_ctx_stream(p->a));
+        (void)cudaStreamSynchronize(gp_stage_ctx_stream(p->f));
+    }
     (void)cudaStreamSynchronize(gp_stage_ctx_stream(gp_engine_whole_ctx(x->e)));
     (void)cudaGetLastError();
 }
@@ -431,12 +436,16 @@ static gp_status cx_select(void *ctx, int index)
 static void cx_split_info(void *ctx, int index, gp_split_info *out)
 {
     gp_cuda_exec *x = ctx;
+    if (x->n_pairs == 0) { /* no pool: everything on every SM */
+        *out = (gp_split_info){.unit = "SMs"};
+        return;
+    }
     *out = x->pairs[index < 0 ? x->cur : index].info;
 }
 
 gp_status gp_cuda_exec_attn_kernel(gp_cuda_exec *x, int pair, int rows, int max_len, const char **name)
 {
-    if (!x || pair < -1 || pair >= x->n_pairs || !name)
+    if (!x || pair < -1 || pair >= x->n_pairs || x->n_pairs == 0 || !name)
         GP_FAIL(GP_ERR_INVALID_ARG, "gp_cuda_exec_attn_kernel: pair %d of %d", pair, x ? x->n_pairs : 0);
     gp_attn_kernel k;
     GP_TRY(gp_engine_attn_kernel(x->e, x->pairs[pair < 0 ? x->cur : pair].a, rows, max_len, &k));
@@ -524,8 +533,8 @@ static gp_status make_pair(gp_cuda_exec *x, const gp_green_pair *gp, cx_pair *p)
 gp_status gp_cuda_exec_create(gp_engine *e, gp_green_pool *pool, bool use_graphs, gp_cuda_exec **out)
 {
     *out = NULL;
-    if (!e || !pool || gp_green_pool_size(pool) < 1)
-        GP_FAIL(GP_ERR_INVALID_ARG, "CUDA executor: an engine and a pool of at least one pair are required");
+    if (!e || (pool && gp_green_pool_size(pool) < 1))
+        GP_FAIL(GP_ERR_INVALID_ARG, "CUDA executor: an engine is required, and a pool holds at least one pair");
     gp_cuda_exec *x = calloc(1, sizeof *x);
     if (!x)
         GP_FAIL(GP_ERR_NO_MEMORY, "CUDA executor: out of memory");
@@ -533,9 +542,9 @@ gp_status gp_cuda_exec_create(gp_engine *e, gp_green_pool *pool, bool use_graphs
     x->pool = pool;
     x->use_graphs = use_graphs;
     x->L = gp_engine_config(e)->n_layers;
-    x->n_pairs = gp_green_pool_size(pool);
+    x->n_pairs = pool ? gp_green_pool_size(pool) : 0;
     size_t n_ev = 4 * (size_t)x->L * GP_PIPE_MAX_MICRO;
-    x->pairs = calloc((size_t)x->n_pairs, sizeof *x->pairs);
+    x->pairs = calloc((size_t)(x->n_pairs ? x->n_pairs : 1), sizeof *x->pairs);
     x->ev = calloc(n_ev, sizeof *x->ev);
     x->seq_ids = calloc((size_t)gp_engine_max_batch(e), sizeof(int));
     gp_status st = GP_OK;

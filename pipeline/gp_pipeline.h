@@ -285,7 +285,9 @@ gp_exec gp_cpu_exec_get(gp_cpu_exec *x);
 
 /* CUDA executor: stages of the engine on the pool's partition pairs (attention
  * on A, FFN and the head on F), graphs per stage when use_graphs. engine and
- * pool are borrowed; the pool's pairs are the splits select_split chooses. */
+ * pool are borrowed; the pool's pairs are the splits select_split chooses.
+ * pool NULL: sequential steps and prefill only (n_splits 0; a pipelined step
+ * is refused with GP_ERR_STATE). */
 typedef struct gp_engine gp_engine;
 typedef struct gp_green_pool gp_green_pool;
 typedef struct gp_cuda_exec gp_cuda_exec;
@@ -345,6 +347,8 @@ typedef struct gp_backend_params {
      * sharing the GPU and its split says so. CPU: worker threads (default
      * 1 and 1). */
     int attn_units, ffn_units;
+    bool pipelined;        /* serve pipelined steps (default off: sequential steps and prefill only;
+                              the CUDA backend then makes no partition pair) */
     bool use_graphs;       /* CUDA: replay steps and stages as graphs (default on) */
     bool bf16_activations; /* CPU: round activations as the CUDA engine stores them (default off) */
 } gp_backend_params;

@@ -291,6 +291,7 @@ int gp_cmd_generate(int argc, char **argv)
     bp.n_seqs = p.n_seqs;
     bp.max_context = (int)context;
     bp.block_size = (int)o.block_size;
+    bp.pipelined = o.pipelined;
     if (o.split_given) {
         bp.attn_units = o.split.attn_sms;
         bp.ffn_units = o.split.ffn_sms;

@@ -140,6 +140,7 @@ static float *run_backend(const hf_backend *be, const gp_host_weights *w, const 
     p.block_size = 4; /* several blocks per sequence */
     p.bf16_activations = be->bf16_activations;
     p.use_graphs = be->use_graphs;
+    p.pipelined = be->pipelined;
     gp_backend *b;
     GP_CHECK_OK(gp_backend_open_weights(w, &p, &b));
     gp_exec x = gp_backend_exec(b);

@@ -133,8 +133,9 @@ gp_status relay_exec_create(gp_exec inner, int max_rows, const relay_mem *mem, r
     r->max_rows = max_rows;
     r->ops = (gp_exec_ops){.name = "relay", .step_begin = fwd_step_begin, .attn = fwd_attn, .ffn = relay_ffn,
                            .step_end = fwd_step_end, .abort_step = fwd_abort,
-                           .sequential_step = fwd_sequential_step, .prefill = fwd_prefill,
-                           .reset_seq = fwd_reset_seq, .n_splits = inner.ops->n_splits ? fwd_n_splits : NULL,
+                           .sequential_step = fwd_sequential_step,
+                           .prefill = inner.ops->prefill ? fwd_prefill : NULL,
+                           .reset_seq = inner.ops->reset_seq ? fwd_reset_seq : NULL, .n_splits = inner.ops->n_splits ? fwd_n_splits : NULL,
                            .select_split = inner.ops->select_split ? fwd_select_split : NULL,
                            .split_info = inner.ops->split_info ? fwd_split_info : NULL};
     *out = r;
