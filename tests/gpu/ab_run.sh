@@ -3,6 +3,9 @@
 # greenpipe generate's engines against each other, and time the sequential
 # step and the best split with this tree's case study and with the one of
 # an earlier commit checked out in .before (carried), alternately in one run.
+# Making .before here: echo /.before/ >> .git/info/exclude;
+#   git worktree add --detach .before REV; echo REV > .before/.gp-commit
+# then carry [".deps", ".before", ".gp-commit"].
 # Logs in $OUT. Needs .deps (docs/ARCHITECTURE.md section 8).
 #   tests/gpu/ab_run.sh [tests] [generate] [main] [ab N] [sanitize]
 # main: the README's main job (the case study with no arguments) and the
