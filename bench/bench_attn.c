@@ -313,17 +313,9 @@ int main(int argc, char **argv)
                 N_HEADS, N_KV);
         return 2;
     }
-    {
-        /* the params are checked before any device work (no device query:
-         * the hints are set and one token never splits) */
-        gp_decode_attn_params chk = p;
-        int n;
-        chk.sm_count = chk.ctas_per_sm_hint = 1;
-        chk.force_splits = 0;
-        if (gp_decode_attn_splits(1, N_HEADS, N_KV, HEAD_DIM, 1, &chk, &n) != GP_OK) {
-            fprintf(stderr, "gp_bench_attn: %s\n", gp_last_error());
-            return 2;
-        }
+    if (gp_decode_attn_params_check(&p) != GP_OK) { /* before any device work */
+        fprintf(stderr, "gp_bench_attn: %s\n", gp_last_error());
+        return 2;
     }
     if (n_cases == 0) {
         static const int def[4][2] = { { 1024, 384 }, { 256, 1024 }, { 64, 2048 }, { 8, 1024 } };

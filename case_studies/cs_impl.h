@@ -12,6 +12,10 @@
 
 /* The program's name in messages and the usage. */
 #define CS_PROG "decode_pipeline_case_study"
+/* A numeric constant of another folder's header as text, for messages and
+ * the usage built at compile time. */
+#define CS_STR_(x) #x
+#define CS_STR(x) CS_STR_(x)
 
 /* ------------------------------------------------------------ parsing */
 

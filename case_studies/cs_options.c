@@ -81,10 +81,10 @@ static const char *allowed(int opt)
     case OPT_REBALANCE: return "off, ratio or model";
     case OPT_TUNING: return "a readable tuning profile (written by --autotune)";
     case OPT_SEED: return "an integer 0..18446744073709551615";
-    case OPT_GEMM_TUNE: return "an integer 0..32 (0: cuBLASLt's heuristic pick)";
+    case OPT_GEMM_TUNE: return "an integer 0.." CS_STR(GP_GEMM_TUNE_MAX_CANDIDATES) " (0: cuBLASLt's heuristic pick)";
     case OPT_FILL_DRAIN: return "whole or partition";
     case OPT_ATTN_KERNEL: return "auto, cudacore, cudacore_pipe, mma or stream";
-    case OPT_ATTN_WARPS_CAP: return "0 (no cap) or an even integer 2..64";
+    case OPT_ATTN_WARPS_CAP: return "0 (no cap) or an even integer 2.." CS_STR(GP_ATTN_STREAM_WARPS_CAP_MAX);
     case OPT_ATTN_KV_EVICT: return "on or off";
     case OPT_TUNING_OUT:
     case OPT_JSON:

@@ -1,6 +1,7 @@
 /* decode_pipeline_case_study's defaults and usage text: the one place that
  * says what every flag accepts and what it defaults to. */
 #include "cs_impl.h"
+#include "gp_engine.h" /* GP_GEMM_TUNE_MAX_CANDIDATES for the usage text */
 
 #include <string.h>
 
@@ -84,7 +85,7 @@ void gp_cs_usage(FILE *f)
         "                       over repeats of each repeat's median step. Default: 5.\n"
         "  --rebalance POLICY   off, ratio or model: let the rebalancer move the split\n"
         "                       between steps. Default: off.\n"
-        "  --gemm-tune N        time the first N (1..32) of cuBLASLt's candidates for each\n"
+        "  --gemm-tune N        time the first N (1.." CS_STR(GP_GEMM_TUNE_MAX_CANDIDATES) ") of cuBLASLt's candidates for each\n"
         "                       layer GEMM on the partition that runs it, before a step\n"
         "                       shape is captured, and keep the fastest; the seq row too.\n"
         "                       Timing-based: runs may pick differently. Default: 0 (the\n"
@@ -93,7 +94,7 @@ void gp_cs_usage(FILE *f)
         "                       gp_decode_attn_choose), cudacore, cudacore_pipe, mma or\n"
         "                       stream (where it serves a call; the rule elsewhere). The\n"
         "                       kernel each row ran is in the report. Default: auto.\n"
-        "  --attn-warps-cap N   streaming kernel: at most N warps per SM, an even 2..64\n"
+        "  --attn-warps-cap N   streaming kernel: at most N warps per SM, an even 2.." CS_STR(GP_ATTN_STREAM_WARPS_CAP_MAX) "\n"
         "                       (a smaller HBM appetite beside a co-running FFN side);\n"
         "                       0: no cap. Default: 0.\n"
         "  --attn-kv-evict on|off\n"

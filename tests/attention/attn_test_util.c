@@ -65,15 +65,10 @@ void at_attn_args(const char *test, int argc, char **argv)
             p.stream_warps_cap = (int)n;
         }
     }
-    int n;
-    p.sm_count = 1;
-    p.ctas_per_sm_hint = 1; /* no device query: only the params are checked */
-    if (gp_decode_attn_splits(1, 1, 1, 128, 1, &p, &n) != GP_OK) {
+    if (gp_decode_attn_params_check(&p) != GP_OK) {
         fprintf(stderr, "[%s] %s\n", test, gp_last_error());
         exit(2);
     }
-    p.sm_count = 0;
-    p.ctas_per_sm_hint = 0;
     printf("[%s] attention params: kernel %s, stream_warps_cap %d, kv_evict_first %d\n", test,
            gp_attn_kernel_name(p.kernel), p.stream_warps_cap, p.kv_evict_first);
     g_attn_params = p;
