@@ -208,7 +208,19 @@ typedef struct gp_stage_io {
     gp_tensor_view x;     /* activation input rows (bf16 on the GPU, f32 on the CPU) */
     gp_tensor_view resid; /* f32 residual rows: read, and updated in place */
     gp_tensor_view y;     /* activation output rows */
+    bool prefill;         /* CUDA engine: the rows are the tokens of the prefill chunk the engine
+                             set up (gp_engine_prefill_batch), several per sequence, attended
+                             causally; false: one decode row per sequence */
 } gp_stage_io;
+
+/* One prompt of a batched prefill: n tokens appended to sequence seq, which
+ * may already hold tokens (they are its context: positions continue after
+ * them). */
+typedef struct gp_prefill_seq {
+    int seq;
+    int n;                 /* >= 1 */
+    const int32_t *tokens; /* [n] host */
+} gp_prefill_seq;
 
 #ifdef __cplusplus
 }

@@ -39,7 +39,14 @@ typedef struct gp_engine_params {
     gp_attn_kernel attn_kernel;
     int attn_stream_warps_cap;
     bool attn_kv_evict_first;
+    /* Most prompt tokens one prefill forward takes (GEMMs at M = this many
+     * rows; the step's activation buffers hold max(max_batch, prefill_chunk)
+     * rows). 1..GP_ENGINE_MAX_PREFILL_CHUNK, default
+     * GP_ENGINE_DEFAULT_PREFILL_CHUNK (docs/PERFORMANCE.md, issue #15). */
+    int prefill_chunk;
 } gp_engine_params;
+#define GP_ENGINE_DEFAULT_PREFILL_CHUNK 2048
+#define GP_ENGINE_MAX_PREFILL_CHUNK 65536
 gp_engine_params gp_engine_default_params(void);
 
 /* Device bytes the engine needs for these params (KV pools + activations +
@@ -52,11 +59,36 @@ gp_status gp_engine_create(gp_device_weights *dw, const gp_engine_params *p, gp_
 void gp_engine_destroy(gp_engine *e);
 const gp_config *gp_engine_config(const gp_engine *e);
 
-/* Prefill sequence seq with n prompt tokens (token by token through decode
- * steps); next (may be NULL) receives the greedy token after the prompt and
- * last_logits[vocab] (host, may be NULL) the logits it was chosen from. */
+/* Prefill S prompts (gp_prefill_seq: distinct sequences, 1 <= S <=
+ * max_batch) in one call: their tokens are packed in order and run in
+ * chunks of at most prefill_chunk tokens (a chunk may hold several prompts,
+ * a prompt may span several chunks), each chunk one forward: GEMMs at M =
+ * the chunk's tokens, RoPE + K/V written into the paged cache, causal
+ * tensor-core attention of each token over its sequence's cache (earlier
+ * chunks and earlier calls included). The sequences then hold their
+ * prompts. next [S] (may be NULL): the greedy token after each prompt;
+ * last_logits (host [S][vocab], may be NULL) the logits it was chosen from;
+ * prompt_logits (host [sum of n][vocab], may be NULL) the logits at every
+ * prompt position, prompts in order (the LM head over every token: for
+ * checks, not speed). Everything is checked before anything runs (sequence
+ * ids, lengths, tokens, room in max_context): a bad call leaves the cache as
+ * it was. The host waits at the end of the call. */
+gp_status gp_engine_prefill_batch(gp_engine *e, int S, const gp_prefill_seq *seqs, int32_t *next,
+                                  float *last_logits, float *prompt_logits);
+/* One prompt: gp_engine_prefill_batch with S = 1. */
 gp_status gp_engine_prefill(gp_engine *e, int seq, int n, const int32_t *prompt, int32_t *next,
                             float *last_logits);
+/* Device time of the last gp_engine_prefill_batch (events around all its
+ * chunks, host uploads between chunks included), or -1. */
+float gp_engine_last_prefill_ms(const gp_engine *e);
+/* Where a prefill's time goes: ms per kernel class summed over chunks and
+ * layers (events between kernels, so slightly slower than a plain call).
+ * The sequences then hold their prompts, as after gp_engine_prefill_batch. */
+typedef struct gp_prefill_breakdown {
+    float embed, norms, qkv_gemm, rope_kv, attention, o_gemm, gate_up_gemm, swiglu, down_gemm, head,
+        total; /* ms; total: first to last event */
+} gp_prefill_breakdown;
+gp_status gp_engine_prefill_breakdown(gp_engine *e, int S, const gp_prefill_seq *seqs, gp_prefill_breakdown *out);
 
 /* One decode step over B sequences (seq_ids[B] distinct, tokens[B] their next
  * inputs). next[B] receives the greedy tokens; logits (host [B][vocab]) may

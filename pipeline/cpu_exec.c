@@ -125,14 +125,19 @@ static gp_status cx_sequential(void *ctx, int B, const int *seq_ids, const int32
     return GP_OK;
 }
 
-static gp_status cx_prefill(void *ctx, int seq, int n, const int32_t *prompt, int32_t *next, float *logits)
+static gp_status cx_prefill(void *ctx, int S, const gp_prefill_seq *seqs, int32_t *next, float *last_logits,
+                            float *prompt_logits)
 {
     gp_cpu_exec *x = ctx;
     const gp_config *c = gp_cpu_model_config(x->model);
-    float *lg = logits ? logits : x->logits;
-    GP_TRY(gp_cpu_prefill(x->model, seq, n, prompt, lg));
-    if (next)
-        *next = gp_argmax(lg, c->vocab);
+    if (prompt_logits)
+        GP_FAIL(GP_ERR_UNSUPPORTED, "CPU prefill: prompt logits are not available yet");
+    for (int s = 0; s < S; s++) {
+        float *lg = last_logits ? last_logits + (size_t)s * c->vocab : x->logits;
+        GP_TRY(gp_cpu_prefill(x->model, seqs[s].seq, seqs[s].n, seqs[s].tokens, lg));
+        if (next)
+            next[s] = gp_argmax(lg, c->vocab);
+    }
     return GP_OK;
 }
 

@@ -408,9 +408,10 @@ static gp_status cx_sequential(void *ctx, int B, const int *seq_ids, const int32
     return GP_OK;
 }
 
-static gp_status cx_prefill(void *ctx, int seq, int n, const int32_t *prompt, int32_t *next, float *logits)
+static gp_status cx_prefill(void *ctx, int S, const gp_prefill_seq *seqs, int32_t *next, float *last_logits,
+                            float *prompt_logits)
 {
-    return gp_engine_prefill(((gp_cuda_exec *)ctx)->e, seq, n, prompt, next, logits);
+    return gp_engine_prefill_batch(((gp_cuda_exec *)ctx)->e, S, seqs, next, last_logits, prompt_logits);
 }
 
 static void cx_reset_seq(void *ctx, int seq)

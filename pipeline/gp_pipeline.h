@@ -74,11 +74,15 @@ typedef struct gp_exec_ops {
      * logits and step_ms may be NULL. */
     gp_status (*sequential_step)(void *ctx, int B, const int *seq_ids, const int32_t *tokens, int32_t *next,
                                  float *logits, float *step_ms);
-    /* Fill sequence seq's KV cache from a prompt of n tokens; next (may be
-     * NULL) receives the greedy token after it, logits [vocab] (may be NULL)
-     * the logits it was chosen from. NULL where the executor computes nothing
-     * (the simulated one of tests/support). */
-    gp_status (*prefill)(void *ctx, int seq, int n, const int32_t *prompt, int32_t *next, float *logits);
+    /* Fill the KV caches of S sequences from their prompts in one call
+     * (gp_prefill_seq: distinct sequences, each may already hold tokens).
+     * next [S] (may be NULL) receives the greedy token after each prompt,
+     * last_logits [S][vocab] (may be NULL) the logits it was chosen from,
+     * prompt_logits [sum of n][vocab] (may be NULL) the logits at every
+     * prompt position, prompts in order. NULL where the executor computes
+     * nothing (the simulated one of tests/support). */
+    gp_status (*prefill)(void *ctx, int S, const gp_prefill_seq *seqs, int32_t *next, float *last_logits,
+                         float *prompt_logits);
     void (*reset_seq)(void *ctx, int seq); /* forget seq's tokens; NULL like prefill */
     /* Partition pairs this executor holds; index -1 in split_info is the one
      * in force. May be NULL (one fixed pair). */

@@ -316,7 +316,8 @@ int gp_cmd_generate(int argc, char **argv)
     fprintf(stderr, "; ready in %.2f s\n", t1 - t0);
     for (int s = 0; s < p.n_seqs; s++) {
         float *l0 = logits ? logits + (size_t)s * (size_t)o.steps * V : NULL;
-        st = x.ops->prefill(x.ctx, s, p.lens[s], p.ids + p.offsets[s], &gen[(size_t)s * o.steps], l0);
+        gp_prefill_seq ps = {s, p.lens[s], p.ids + p.offsets[s]};
+        st = x.ops->prefill(x.ctx, 1, &ps, &gen[(size_t)s * o.steps], l0, NULL);
         if (st != GP_OK) {
             exit_code = fail("prefill", st);
             goto out;

@@ -88,8 +88,9 @@ static void test_batch_vs_cpu(void **state)
     for (int s = 0; s < NS; s++) {
         ids[s] = s;
         GP_CHECK_OK(gp_cpu_prefill(cpu, s, plen[s], prompt[s], ref + s * V));
-        GP_CHECK_OK(g.ops->prefill(g.ctx, s, plen[s], prompt[s], NULL, got + s * V));
-        GP_CHECK_OK(e.ops->prefill(e.ctx, s, plen[s], prompt[s], NULL, eager + s * V));
+        gp_prefill_seq ps = {s, plen[s], prompt[s]};
+        GP_CHECK_OK(g.ops->prefill(g.ctx, 1, &ps, NULL, got + s * V, NULL));
+        GP_CHECK_OK(e.ops->prefill(e.ctx, 1, &ps, NULL, eager + s * V, NULL));
         worst = fmax(worst, gp_test_rel_err(got + s * V, ref + s * V, V));
         assert_memory_equal(got + s * V, eager + s * V, sizeof(float) * V);
         feed[s] = gp_argmax(ref + s * V, V);

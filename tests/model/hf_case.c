@@ -154,7 +154,8 @@ static float *run_backend(const hf_backend *be, const gp_host_weights *w, const 
     assert_true(all && step && ids && feed && next);
     for (int s = 0; s < c->n_seqs; s++) {
         ids[s] = s;
-        GP_CHECK_OK(x.ops->prefill(x.ctx, s, c->prompt_len[s], c->prompts[s], NULL, all + (size_t)s * c->steps * V));
+        gp_prefill_seq ps = {s, c->prompt_len[s], c->prompts[s]};
+        GP_CHECK_OK(x.ops->prefill(x.ctx, 1, &ps, NULL, all + (size_t)s * c->steps * V, NULL));
     }
     for (int t = 1; t < c->steps; t++) {
         for (int s = 0; s < c->n_seqs; s++)

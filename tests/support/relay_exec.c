@@ -80,8 +80,8 @@ FWD(attn, (void *ctx, int layer, int micro, gp_payload *out), (r->inner.ctx, lay
 FWD(step_end, (void *ctx, int32_t *next, float *logits, gp_step_timing *t), (r->inner.ctx, next, logits, t))
 FWD(sequential_step, (void *ctx, int B, const int *ids, const int32_t *tok, int32_t *next, float *lg, float *ms),
     (r->inner.ctx, B, ids, tok, next, lg, ms))
-FWD(prefill, (void *ctx, int seq, int n, const int32_t *prompt, int32_t *next, float *logits),
-    (r->inner.ctx, seq, n, prompt, next, logits))
+FWD(prefill, (void *ctx, int S, const gp_prefill_seq *seqs, int32_t *next, float *last, float *all),
+    (r->inner.ctx, S, seqs, next, last, all))
 
 FWD(select_split, (void *ctx, int index), (r->inner.ctx, index))
 
