@@ -80,6 +80,10 @@ typedef struct gp_kv_view {
     int n_kv_heads;
     int head_dim;
     int max_blocks;              /* row stride of block_tables */
+    /* [n_rows] or NULL: the block-table row of each row (prefill: many token
+     * rows of one sequence share its table row); NULL: row b uses row b.
+     * Read by gp_rope_kv_append only. */
+    const int32_t *row_table;
 } gp_kv_view;
 
 gp_status gp_kv_device_view(const gp_kv_device *kv, int layer, gp_kv_view *out);
@@ -95,7 +99,8 @@ gp_status gp_kv_view_rows(const gp_kv_view *in, int first, int count, gp_kv_view
  *   qkv      device bf16 [B][(n_heads + 2 n_kv_heads) head_dim]: q heads, k heads, v heads
  *   inv_freq device float [head_dim/2] (gp_rope_inv_freq, uploaded)
  *   q_out    device bf16 [B][n_heads][head_dim]
- * Uses kv->positions and kv->block_tables. A row whose position or block id
+ * Uses kv->positions and kv->block_tables (through kv->row_table when
+ * set: row b's table row is row_table[b]). A row whose position or block id
  * is out of range is skipped (nothing written for it, q_out row included)
  * rather than corrupting memory; the host path guarantees they are valid.
  * Asynchronous, capturable, no allocation. */
@@ -233,6 +238,45 @@ gp_status gp_decode_attn(const gp_kv_view *kv, int B, int n_heads, int max_len, 
 void gp_decode_attn_ref(const gp_bf16 *q, const gp_bf16 *k_cache, const gp_bf16 *v_cache,
                         const int32_t *block_tables, int max_blocks, const int32_t *lens, int B,
                         int n_heads, int n_kv_heads, int head_dim, int block_size, float *out);
+
+/* --------------------------------------------------------- prefill attention */
+
+/* One sequence's share of a prefill chunk: its query tokens are rows
+ * [q_start, q_start + q_len) of the chunk at positions pos0 .. pos0 + q_len
+ * - 1; its K/V for positions 0 .. pos0 + q_len - 1 (this chunk's included)
+ * are in the paged cache through block-table row table_row. */
+typedef struct gp_prefill_seq_desc {
+    int32_t q_start, q_len, pos0, table_row;
+} gp_prefill_seq_desc;
+
+/* Head sizes the prefill attention kernel serves. */
+#define GP_PREFILL_ATTN_HEAD_DIMS "16, 32, 64, 128"
+int gp_prefill_attn_supports(int head_dim);
+
+/* Causal GQA attention of a prefill chunk on tensor cores (FlashAttention-2
+ * style: a CTA per (query head, 64-query tile, sequence), K/V tiles of 64
+ * tokens streamed from the paged cache through shared memory, online
+ * softmax in fp32, q.k and p.v as bf16 mma with fp32 accumulation, p
+ * rounded to bf16). Query row r of sequence i attends to the positions
+ * 0 .. pos0 + (r - q_start) of its cache.
+ *   kv    the layer's view: k, v, block_tables (rows named by table_row),
+ *         block_size, n_kv_heads, head_dim, max_blocks, n_blocks
+ *   q     device bf16 [n_rows][n_heads][head_dim] (RoPE applied)
+ *   out   device bf16 [n_rows][n_heads][head_dim]
+ *   seqs  device [n_seqs]; max_q_len: host bound of their q_len (the grid)
+ * Rows no sequence names are not written. head_dim one of
+ * GP_PREFILL_ATTN_HEAD_DIMS, n_heads a multiple of n_kv_heads; q, out and
+ * the pools 16-byte aligned. The host path guarantees positions and table
+ * entries are valid. Asynchronous, capturable, no allocation. */
+gp_status gp_prefill_attn(const gp_kv_view *kv, int n_heads, const gp_bf16 *q, gp_bf16 *out, int n_rows,
+                          const gp_prefill_seq_desc *seqs, int n_seqs, int max_q_len, void *stream);
+
+/* Reference in double on host arrays (same layouts, host seqs); out float
+ * [n_rows][n_heads][head_dim], rows no sequence names left untouched. */
+void gp_prefill_attn_ref(const gp_bf16 *q, const gp_bf16 *k_cache, const gp_bf16 *v_cache,
+                         const int32_t *block_tables, int max_blocks, int block_size, int n_heads,
+                         int n_kv_heads, int head_dim, const gp_prefill_seq_desc *seqs, int n_seqs,
+                         float *out);
 
 #ifdef __cplusplus
 }

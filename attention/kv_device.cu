@@ -359,6 +359,7 @@ extern "C" gp_status gp_kv_device_view(const gp_kv_device *kv, int layer, gp_kv_
     out->n_kv_heads = kv->layout.n_kv_heads;
     out->head_dim = kv->layout.head_dim;
     out->max_blocks = kv->max_blocks;
+    out->row_table = NULL;
     return GP_OK;
 }
 

@@ -45,7 +45,8 @@ static __global__ void __launch_bounds__(GP_ROPE_THREADS) gp_rope_kv_kernel(cons
      * row writes nothing. */
     if (pos < 0 || pos / a.block_size >= a.max_blocks)
         return;
-    const int blk = a.tables[(size_t)b * a.max_blocks + pos / a.block_size];
+    const int trow = a.row_table ? a.row_table[b] : b;
+    const int blk = a.tables[(size_t)trow * a.max_blocks + pos / a.block_size];
     if (blk < 0 || blk >= a.n_blocks)
         return;
     const int slot = pos % a.block_size;
@@ -158,6 +159,7 @@ extern "C" gp_status gp_rope_kv_append(const gp_kv_view *kv, int B, int n_heads,
     a.positions = kv->positions;
     a.inv_freq = inv_freq;
     a.tables = kv->block_tables;
+    a.row_table = kv->row_table;
     a.k_cache = (__nv_bfloat16 *)kv->k;
     a.v_cache = (__nv_bfloat16 *)kv->v;
     a.q_out = (__nv_bfloat16 *)q_out;

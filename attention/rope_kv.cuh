@@ -17,7 +17,8 @@ typedef struct gp_rope_args {
     const __nv_bfloat16 *qkv;  /* [B][(n_heads + 2 n_kv) head_dim] */
     const int32_t *positions;  /* [B] */
     const float *inv_freq;     /* [head_dim/2] */
-    const int32_t *tables;     /* [B][max_blocks] */
+    const int32_t *tables;     /* [table rows][max_blocks] */
+    const int32_t *row_table;  /* [B] table row of each row, or NULL: row b */
     __nv_bfloat16 *k_cache;    /* [n_blocks][block_size][n_kv][head_dim] */
     __nv_bfloat16 *v_cache;    /* [n_blocks][block_size][n_kv][head_dim] */
     __nv_bfloat16 *q_out;      /* [B][n_heads][head_dim] */

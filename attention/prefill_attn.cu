@@ -1,0 +1,283 @@
+/* Causal GQA attention of a prefill chunk on tensor cores, FlashAttention-2
+ * style, over the paged KV cache (gp_prefill_attn in gp_attention.h). */
+#include <stdint.h>
+
+#include "cuda_util.cuh"
+#include "decode_attn_dev.cuh"
+#include "mma_dev.cuh"
+
+/* Layout: a CTA per (query head, tile of 64 query rows, sequence), 4 warps of
+ * 16 query rows each. The CTA streams its sequence's K/V in tiles of 64
+ * tokens through shared memory (cp.async, two stages: the next tile lands
+ * while this one is computed); each warp keeps its rows' q as A fragments
+ * and its output in fp32 accumulators, so a tile costs a warp 4 x head_dim/8
+ * mma for q.k and as many for p.v, and nothing but the tiles passes through
+ * shared memory. Tiles wholly after a warp's last query are skipped by that
+ * warp; only tiles crossing the diagonal are masked. Query tiles are issued
+ * longest first (the grid's y runs backwards) so the short ones fill the
+ * tail of the wave. */
+#define PF_BM 64      /* query rows per CTA */
+#define PF_BN 64      /* keys per K/V tile */
+#define PF_THREADS 128
+#define PF_STAGES 2
+
+template <int HD> struct pf_shape {
+    static constexpr int PITCH = HD + 8; /* row pitch in elements: 8 rows of an ldmatrix hit distinct bank groups */
+    static constexpr int TILE = PF_BN * PITCH;
+    static constexpr int SMEM = PF_STAGES * 2 * TILE * 2; /* bytes: K and V tiles per stage */
+};
+
+typedef struct pf_args {
+    const __nv_bfloat16 *q;   /* [rows][n_heads][HD] */
+    __nv_bfloat16 *out;       /* [rows][n_heads][HD] */
+    const __nv_bfloat16 *k;   /* [n_blocks][block_size][n_kv][HD] */
+    const __nv_bfloat16 *v;
+    const int32_t *tables;    /* [table rows][max_blocks] */
+    const gp_prefill_seq_desc *seqs;
+    int n_heads, n_kv, group, block_size, max_blocks;
+    float scale_log2;         /* log2(e) / sqrt(HD) */
+} pf_args;
+
+/* Issue the copies of keys [t0, t0 + PF_BN) of KV head kvh into ks/vs; keys
+ * at or past kv_end are zero-filled (their source is not read). */
+template <int HD>
+static __device__ __forceinline__ void pf_load_tile(const pf_args &a, const int32_t *table, int t0, int kv_end,
+                                                    int kvh, __nv_bfloat16 *ks, __nv_bfloat16 *vs)
+{
+    constexpr int CPR = HD / 8;              /* 16-byte chunks per row */
+    constexpr int RPP = PF_THREADS / CPR;    /* rows per pass */
+    const int c = threadIdx.x % CPR, rr = threadIdx.x / CPR;
+#pragma unroll
+    for (int p = 0; p < PF_BN / RPP; p++) {
+        const int r = p * RPP + rr, t = t0 + r;
+        size_t src = 0;
+        int bytes = 0;
+        if (t < kv_end) {
+            const int bi = t / a.block_size;
+            src = (((size_t)__ldg(table + bi) * a.block_size + (t - bi * a.block_size)) * a.n_kv + kvh) * HD +
+                  (size_t)c * 8;
+            bytes = 16;
+        }
+        gp_cp_async16(gp_smem_addr(ks + r * pf_shape<HD>::PITCH + c * 8), a.k + src, bytes);
+        gp_cp_async16(gp_smem_addr(vs + r * pf_shape<HD>::PITCH + c * 8), a.v + src, bytes);
+    }
+}
+
+template <int HD>
+static __global__ void __launch_bounds__(PF_THREADS, 2) gp_prefill_attn_kernel(const pf_args a)
+{
+    constexpr int KS = HD / 16, NT = HD / 8, PITCH = pf_shape<HD>::PITCH, TILE = pf_shape<HD>::TILE;
+    extern __shared__ __align__(16) unsigned char gp_pf_smem[];
+    __nv_bfloat16 *sm = reinterpret_cast<__nv_bfloat16 *>(gp_pf_smem); /* [stage][K, V][PF_BN][PITCH] */
+
+    const gp_prefill_seq_desc d = a.seqs[blockIdx.z];
+    const int m0 = (int)(gridDim.y - 1 - blockIdx.y) * PF_BM;
+    if (m0 >= d.q_len)
+        return; /* uniform over the CTA */
+    const int h = blockIdx.x, kvh = h / a.group;
+    const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, gr = lane >> 2, tq = lane & 3;
+    const int mi = lane >> 3, ri = lane & 7; /* the ldmatrix matrix and row this lane addresses */
+    const size_t row_stride = (size_t)a.n_heads * HD;
+
+    /* this lane's two query rows (of the sequence) and their positions */
+    const int r0 = m0 + warp * 16 + gr, r1 = r0 + 8;
+    const int qp0 = d.pos0 + r0, qp1 = d.pos0 + r1;
+    const int q_last = min(m0 + PF_BM, d.q_len) - 1;       /* the CTA's last valid row */
+    const int kv_end = d.pos0 + q_last + 1;                /* keys the CTA reads: [0, kv_end) */
+    const int w_first = d.pos0 + m0 + warp * 16;            /* the warp's first and last query positions */
+    const int w_last = d.pos0 + min(m0 + warp * 16 + 15, q_last);
+    const bool w_active = m0 + warp * 16 <= q_last;
+
+    uint32_t qa[KS][4]; /* A fragments of the 16 rows: (gr, 2tq), (gr+8, 2tq), (gr, 2tq+8), (gr+8, 2tq+8) */
+    {
+        const bool v0 = r0 < d.q_len, v1 = r1 < d.q_len;
+        const __nv_bfloat16 *q0 = a.q + (size_t)(d.q_start + (v0 ? r0 : 0)) * row_stride + (size_t)h * HD;
+        const __nv_bfloat16 *q1 = a.q + (size_t)(d.q_start + (v1 ? r1 : 0)) * row_stride + (size_t)h * HD;
+#pragma unroll
+        for (int ks = 0; ks < KS; ks++) {
+            qa[ks][0] = v0 ? *reinterpret_cast<const uint32_t *>(q0 + ks * 16 + 2 * tq) : 0u;
+            qa[ks][1] = v1 ? *reinterpret_cast<const uint32_t *>(q1 + ks * 16 + 2 * tq) : 0u;
+            qa[ks][2] = v0 ? *reinterpret_cast<const uint32_t *>(q0 + ks * 16 + 8 + 2 * tq) : 0u;
+            qa[ks][3] = v1 ? *reinterpret_cast<const uint32_t *>(q1 + ks * 16 + 8 + 2 * tq) : 0u;
+        }
+    }
+    float o[NT][4];
+#pragma unroll
+    for (int nt = 0; nt < NT; nt++)
+        o[nt][0] = o[nt][1] = o[nt][2] = o[nt][3] = 0.0f;
+    float m_0 = -INFINITY, m_1 = -INFINITY, l_0 = 0.0f, l_1 = 0.0f; /* raw-score max and partial sums */
+
+    const int32_t *table = a.tables + (size_t)d.table_row * a.max_blocks;
+    const int n_tiles = (kv_end + PF_BN - 1) / PF_BN;
+    pf_load_tile<HD>(a, table, 0, kv_end, kvh, sm, sm + TILE);
+    asm volatile("cp.async.commit_group;\n");
+    for (int j = 0; j < n_tiles; j++) {
+        if (j + 1 < n_tiles) {
+            __nv_bfloat16 *nk = sm + ((j + 1) % PF_STAGES) * 2 * TILE;
+            pf_load_tile<HD>(a, table, (j + 1) * PF_BN, kv_end, kvh, nk, nk + TILE);
+        }
+        asm volatile("cp.async.commit_group;\n");
+        asm volatile("cp.async.wait_group 1;\n" ::: "memory"); /* tile j has landed (for this thread) */
+        __syncthreads();                                      /* ... and for every thread */
+        const int t0 = j * PF_BN;
+        if (w_active && t0 <= w_last) {
+            const __nv_bfloat16 *ks = sm + (j % PF_STAGES) * 2 * TILE, *vs = ks + TILE;
+            float s[8][4];
+#pragma unroll
+            for (int nt = 0; nt < 8; nt++)
+                s[nt][0] = s[nt][1] = s[nt][2] = s[nt][3] = 0.0f;
+#pragma unroll
+            for (int kst = 0; kst < KS; kst++)
+#pragma unroll
+                for (int np = 0; np < 4; np++) {
+                    uint32_t b0, b1, b2, b3;
+                    /* (keys 0-7, dims +0..7), (0-7, +8..15), (8-15, +0..7), (8-15, +8..15) of key pair np */
+                    gp_ldsm_x4(gp_smem_addr(ks + (np * 16 + (mi >> 1) * 8 + ri) * PITCH + kst * 16 + (mi & 1) * 8),
+                               b0, b1, b2, b3);
+                    gp_mma_bf16_full(s[2 * np], qa[kst][0], qa[kst][1], qa[kst][2], qa[kst][3], b0, b1);
+                    gp_mma_bf16_full(s[2 * np + 1], qa[kst][0], qa[kst][1], qa[kst][2], qa[kst][3], b2, b3);
+                }
+            if (t0 + PF_BN - 1 > w_first) { /* the tile crosses the diagonal of some row: mask */
+#pragma unroll
+                for (int nt = 0; nt < 8; nt++)
+#pragma unroll
+                    for (int c = 0; c < 4; c++) {
+                        const int key = t0 + nt * 8 + 2 * tq + (c & 1);
+                        if (key > (c < 2 ? qp0 : qp1))
+                            s[nt][c] = -INFINITY;
+                    }
+            }
+            float mx0 = m_0, mx1 = m_1;
+#pragma unroll
+            for (int nt = 0; nt < 8; nt++) {
+                mx0 = fmaxf(mx0, fmaxf(s[nt][0], s[nt][1]));
+                mx1 = fmaxf(mx1, fmaxf(s[nt][2], s[nt][3]));
+            }
+            mx0 = fmaxf(mx0, __shfl_xor_sync(0xffffffffu, mx0, 1));
+            mx0 = fmaxf(mx0, __shfl_xor_sync(0xffffffffu, mx0, 2));
+            mx1 = fmaxf(mx1, __shfl_xor_sync(0xffffffffu, mx1, 1));
+            mx1 = fmaxf(mx1, __shfl_xor_sync(0xffffffffu, mx1, 2));
+            const float ms0 = gp_safe_max(mx0) * a.scale_log2, ms1 = gp_safe_max(mx1) * a.scale_log2;
+            const float c0 = exp2f(fmaf(m_0, a.scale_log2, -ms0)), c1 = exp2f(fmaf(m_1, a.scale_log2, -ms1));
+            m_0 = mx0;
+            m_1 = mx1;
+            float sum0 = 0.0f, sum1 = 0.0f;
+#pragma unroll
+            for (int nt = 0; nt < 8; nt++) {
+                s[nt][0] = exp2f(fmaf(s[nt][0], a.scale_log2, -ms0));
+                s[nt][1] = exp2f(fmaf(s[nt][1], a.scale_log2, -ms0));
+                s[nt][2] = exp2f(fmaf(s[nt][2], a.scale_log2, -ms1));
+                s[nt][3] = exp2f(fmaf(s[nt][3], a.scale_log2, -ms1));
+                sum0 += s[nt][0] + s[nt][1];
+                sum1 += s[nt][2] + s[nt][3];
+            }
+            l_0 = fmaf(l_0, c0, sum0);
+            l_1 = fmaf(l_1, c1, sum1);
+#pragma unroll
+            for (int nt = 0; nt < NT; nt++) {
+                o[nt][0] *= c0;
+                o[nt][1] *= c0;
+                o[nt][2] *= c1;
+                o[nt][3] *= c1;
+            }
+            /* p as A fragments: the C fragments of key n-tiles 2kk and 2kk+1
+             * are exactly the A fragment of k-step kk */
+#pragma unroll
+            for (int kk = 0; kk < 4; kk++) {
+                const uint32_t a0 = gp_pack_bf16x2(s[2 * kk][0], s[2 * kk][1]);
+                const uint32_t a1 = gp_pack_bf16x2(s[2 * kk][2], s[2 * kk][3]);
+                const uint32_t a2 = gp_pack_bf16x2(s[2 * kk + 1][0], s[2 * kk + 1][1]);
+                const uint32_t a3 = gp_pack_bf16x2(s[2 * kk + 1][2], s[2 * kk + 1][3]);
+#pragma unroll
+                for (int dp = 0; dp < HD / 16; dp++) {
+                    uint32_t b0, b1, b2, b3;
+                    /* transposed: (keys 0-7, dims +0..7), (8-15, +0..7), (0-7, +8..15), (8-15, +8..15) */
+                    gp_ldsm_x4_t(gp_smem_addr(vs + (kk * 16 + (mi & 1) * 8 + ri) * PITCH + dp * 16 + (mi >> 1) * 8),
+                                 b0, b1, b2, b3);
+                    gp_mma_bf16_full(o[2 * dp], a0, a1, a2, a3, b0, b1);
+                    gp_mma_bf16_full(o[2 * dp + 1], a0, a1, a2, a3, b2, b3);
+                }
+            }
+        }
+        __syncthreads(); /* every warp is done with this stage before it is refilled */
+    }
+    asm volatile("cp.async.wait_group 0;\n" ::: "memory");
+
+    l_0 += __shfl_xor_sync(0xffffffffu, l_0, 1);
+    l_0 += __shfl_xor_sync(0xffffffffu, l_0, 2);
+    l_1 += __shfl_xor_sync(0xffffffffu, l_1, 1);
+    l_1 += __shfl_xor_sync(0xffffffffu, l_1, 2);
+    const float inv0 = l_0 > 0.0f ? 1.0f / l_0 : 0.0f, inv1 = l_1 > 0.0f ? 1.0f / l_1 : 0.0f;
+    __nv_bfloat16 *o0 = a.out + (size_t)(d.q_start + r0) * row_stride + (size_t)h * HD + 2 * tq;
+    __nv_bfloat16 *o1 = a.out + (size_t)(d.q_start + r1) * row_stride + (size_t)h * HD + 2 * tq;
+#pragma unroll
+    for (int nt = 0; nt < NT; nt++) {
+        if (r0 < d.q_len)
+            *reinterpret_cast<__nv_bfloat162 *>(o0 + nt * 8) = __floats2bfloat162_rn(o[nt][0] * inv0, o[nt][1] * inv0);
+        if (r1 < d.q_len)
+            *reinterpret_cast<__nv_bfloat162 *>(o1 + nt * 8) = __floats2bfloat162_rn(o[nt][2] * inv1, o[nt][3] * inv1);
+    }
+}
+
+template <int HD> static gp_status pf_launch(const pf_args &a, int n_seqs, int max_q_len, cudaStream_t stream)
+{
+    static int done;
+    const void *k = (const void *)gp_prefill_attn_kernel<HD>;
+    GP_TRY(gp_attn_smem_once(&done, k, pf_shape<HD>::SMEM, false));
+    cudaLaunchConfig_t cfg = {};
+    cfg.gridDim = dim3((unsigned)a.n_heads, (unsigned)((max_q_len + PF_BM - 1) / PF_BM), (unsigned)n_seqs);
+    cfg.blockDim = dim3(PF_THREADS);
+    cfg.dynamicSmemBytes = pf_shape<HD>::SMEM;
+    cfg.stream = stream;
+    void *args[] = {(void *)&a};
+    cudaError_t e = cudaLaunchKernelExC(&cfg, k, args);
+    if (e != cudaSuccess)
+        return gp_cuda_fail(e, "gp_prefill_attn_kernel launch", __FILE__, __LINE__);
+    return GP_OK;
+}
+
+extern "C" int gp_prefill_attn_supports(int head_dim)
+{
+    return head_dim == 16 || head_dim == 32 || head_dim == 64 || head_dim == 128;
+}
+
+extern "C" gp_status gp_prefill_attn(const gp_kv_view *kv, int n_heads, const gp_bf16 *q, gp_bf16 *out, int n_rows,
+                                     const gp_prefill_seq_desc *seqs, int n_seqs, int max_q_len, void *stream)
+{
+    static const char fn[] = "gp_prefill_attn";
+    if (!kv || !q || !out || !seqs || !kv->k || !kv->v || !kv->block_tables)
+        GP_FAIL(GP_ERR_INVALID_ARG, "%s: kv (with k, v, block_tables), q, out and seqs must not be NULL", fn);
+    if (!gp_prefill_attn_supports(kv->head_dim))
+        GP_FAIL(GP_ERR_INVALID_ARG, "%s: head_dim %d, allowed %s", fn, kv->head_dim, GP_PREFILL_ATTN_HEAD_DIMS);
+    if (kv->n_kv_heads < 1 || n_heads < 1 || n_heads % kv->n_kv_heads)
+        GP_FAIL(GP_ERR_INVALID_ARG, "%s: n_heads %d must be a positive multiple of n_kv_heads %d", fn, n_heads,
+                kv->n_kv_heads);
+    if (n_heads > 65535 || n_seqs < 1 || n_seqs > 65535 || n_rows < 1 || max_q_len < 1 || max_q_len > n_rows)
+        GP_FAIL(GP_ERR_INVALID_ARG, "%s: n_heads %d (1..65535), n_seqs %d (1..65535), n_rows %d (>= 1), "
+                "max_q_len %d (1..n_rows)", fn, n_heads, n_seqs, n_rows, max_q_len);
+    if (kv->block_size < 1 || kv->max_blocks < 1)
+        GP_FAIL(GP_ERR_INVALID_ARG, "%s: block_size %d and max_blocks %d must be positive", fn, kv->block_size,
+                kv->max_blocks);
+    if (((uintptr_t)q | (uintptr_t)out | (uintptr_t)kv->k | (uintptr_t)kv->v) & 15u)
+        GP_FAIL(GP_ERR_INVALID_ARG, "%s: q, out and the K/V pools must be 16-byte aligned", fn);
+    pf_args a;
+    a.q = (const __nv_bfloat16 *)q;
+    a.out = (__nv_bfloat16 *)out;
+    a.k = (const __nv_bfloat16 *)kv->k;
+    a.v = (const __nv_bfloat16 *)kv->v;
+    a.tables = kv->block_tables;
+    a.seqs = seqs;
+    a.n_heads = n_heads;
+    a.n_kv = kv->n_kv_heads;
+    a.group = n_heads / kv->n_kv_heads;
+    a.block_size = kv->block_size;
+    a.max_blocks = kv->max_blocks;
+    a.scale_log2 = (float)(1.4426950408889634 / sqrt((double)kv->head_dim));
+    cudaStream_t s = (cudaStream_t)stream;
+    switch (kv->head_dim) {
+    case 16: return pf_launch<16>(a, n_seqs, max_q_len, s);
+    case 32: return pf_launch<32>(a, n_seqs, max_q_len, s);
+    case 64: return pf_launch<64>(a, n_seqs, max_q_len, s);
+    default: return pf_launch<128>(a, n_seqs, max_q_len, s);
+    }
+}
