@@ -13,3 +13,7 @@ target_link_libraries(gp_bench_gemm PRIVATE gp_engine_kernels)
 # each alone and together, on green-context splits (docs/ARCHITECTURE.md §6).
 add_executable(gp_bench_corun ${CMAKE_CURRENT_LIST_DIR}/bench_corun.cu)
 target_link_libraries(gp_bench_corun PRIVATE gp_green gp_engine_kernels)
+
+# Prefill benchmark: B prompts x T tokens through the batched, chunked prefill.
+add_executable(gp_bench_prefill ${CMAKE_CURRENT_LIST_DIR}/bench_prefill.c)
+target_link_libraries(gp_bench_prefill PRIVATE gp_engine)

@@ -12,7 +12,7 @@ gp_engine_params gp_engine_default_params(void)
 {
     return (gp_engine_params){.max_batch = 8, .max_context = 2048, .block_size = 16, .use_graphs = true,
                               .gemm_skinny_max_m = GP_GEMM_SKINNY_DEFAULT_MAX_M, .attn_kernel = GP_ATTN_KERNEL_AUTO, .attn_stream_warps_cap = 0,
-                              .attn_kv_evict_first = true};
+                              .attn_kv_evict_first = true, .prefill_chunk = GP_ENGINE_DEFAULT_PREFILL_CHUNK};
 }
 
 static int blocks_per_seq(const gp_engine_params *p)
@@ -26,12 +26,27 @@ static gp_kv_layout kv_layout(const gp_config *c, const gp_engine_params *p)
                           .block_size = p->block_size, .n_blocks = p->max_batch * blocks_per_seq(p)};
 }
 
-/* Activation bytes per batch row (all step buffers but the KV cache). */
+/* Rows of the step's activation buffers: a decode step's sequences or a
+ * prefill chunk's tokens. */
+static int act_rows(const gp_engine_params *p)
+{
+    return p->max_batch > p->prefill_chunk ? p->max_batch : p->prefill_chunk;
+}
+
+/* Activation bytes per row (residual, normed inputs, QKV, q, attention
+ * output, gate/up, SwiGLU output; prefill tokens, positions, table rows). */
 static uint64_t row_bytes(const gp_config *c)
 {
     uint64_t H = (uint64_t)c->hidden, QD = (uint64_t)c->n_heads * (uint64_t)c->head_dim;
     return 4 * H + 2 * 2 * H + 2 * (uint64_t)gp_config_qkv_rows(c) + 2 * 2 * QD + 2 * 3 * (uint64_t)c->ffn +
-           4 * (uint64_t)c->vocab + 2 * 4;
+           4 * 3;
+}
+
+/* Bytes per sequence of the batch: logits, step tokens in and out, the
+ * gathered last prefill rows and their descriptors. */
+static uint64_t seq_bytes(const gp_config *c)
+{
+    return 4 * (uint64_t)c->vocab + 4 * 2 + 4 * (uint64_t)c->hidden + sizeof(gp_prefill_seq_desc);
 }
 
 static gp_decode_attn_params attn_params(const gp_engine_params *p);
@@ -48,6 +63,9 @@ static gp_status check_params(const gp_config *c, const gp_engine_params *p)
     if (p->gemm_tune < 0 || p->gemm_tune > GP_GEMM_TUNE_MAX_CANDIDATES)
         GP_FAIL(GP_ERR_INVALID_ARG, "gemm_tune %d: allowed [0, %d] (0: the heuristic's pick)",
                 p->gemm_tune, GP_GEMM_TUNE_MAX_CANDIDATES);
+    if (p->prefill_chunk < 1 || p->prefill_chunk > GP_ENGINE_MAX_PREFILL_CHUNK)
+        GP_FAIL(GP_ERR_INVALID_ARG, "prefill_chunk %d: allowed [1, %d] (tokens per prefill forward)",
+                p->prefill_chunk, GP_ENGINE_MAX_PREFILL_CHUNK);
     if (p->gemm_skinny_max_m < 0 || p->gemm_skinny_max_m > GP_GEMM_SKINNY_MAX_M)
         GP_FAIL(GP_ERR_INVALID_ARG, "gemm_skinny_max_m %d: allowed [0, %d] (0: cuBLASLt for every GEMM)",
                 p->gemm_skinny_max_m, GP_GEMM_SKINNY_MAX_M);
@@ -80,7 +98,8 @@ uint64_t gp_engine_device_bytes(const gp_config *c, const gp_engine_params *p)
     size_t ws = 0;
     if (attn_ws_bytes(c, p, &ws) != GP_OK)
         return 0;
-    return gp_kv_device_bytes(&l, p->max_batch, blocks_per_seq(p)) + row_bytes(c) * (uint64_t)p->max_batch +
+    return gp_kv_device_bytes(&l, p->max_batch, blocks_per_seq(p)) + row_bytes(c) * (uint64_t)act_rows(p) +
+           seq_bytes(c) * (uint64_t)p->max_batch +
            (uint64_t)ws + GP_GEMM_WORKSPACE_BYTES + 4 * (uint64_t)c->head_dim;
 }
 
@@ -107,11 +126,17 @@ void gp_engine_destroy(gp_engine *e)
     gp_kv_device_destroy(e->kv);
     gp_kv_tables_destroy(e->tables);
     void *dev[] = {e->inv_freq, e->resid, e->h_attn, e->h_ffn, e->qkv, e->q, e->attn, e->gu, e->act,
-                   e->logits, e->tok_d, e->next_d, e->sc.attn_ws, e->tune_x, e->tune_y};
+                   e->logits, e->tok_d, e->next_d, e->sc.attn_ws, e->tune_x, e->tune_y, e->pf_d, e->head_rows};
     for (size_t i = 0; i < sizeof dev / sizeof dev[0]; i++)
         gp_device_free(dev[i]);
     gp_pinned_free(e->tok_h);
     gp_pinned_free(e->next_h);
+    for (int i = 0; i < 2; i++) {
+        gp_pinned_free(e->pf_h[i]);
+        if (e->pf_ev[i]) cudaEventDestroy(e->pf_ev[i]);
+    }
+    if (e->ev_pf_begin) cudaEventDestroy(e->ev_pf_begin);
+    if (e->ev_pf_end) cudaEventDestroy(e->ev_pf_end);
     if (e->ev_begin) cudaEventDestroy(e->ev_begin);
     if (e->ev_end) cudaEventDestroy(e->ev_end);
     if (e->ev_done) cudaEventDestroy(e->ev_done);
@@ -123,27 +148,40 @@ void gp_engine_destroy(gp_engine *e)
 static gp_status alloc_buffers(gp_engine *e)
 {
     const gp_config *c = &e->cfg;
-    size_t B = (size_t)e->p.max_batch, H = (size_t)c->hidden, QD = (size_t)c->n_heads * c->head_dim;
+    /* R: activation rows (decode rows or prefill tokens); S: sequences */
+    size_t R = (size_t)e->rows, S = (size_t)e->p.max_batch, H = (size_t)c->hidden, QD = (size_t)c->n_heads * c->head_dim;
     size_t F = (size_t)c->ffn;
     /* Each through gp_device_alloc: an out-of-memory message names the buffer
      * and its bytes, and the caller's destroy frees those already made. */
     GP_TRY(gp_device_alloc((void **)&e->inv_freq, sizeof(float) * (size_t)c->head_dim / 2,
                            "engine inv_freq [head_dim/2] fp32"));
-    GP_TRY(gp_device_alloc((void **)&e->resid, sizeof(float) * B * H, "engine residual [max_batch][hidden] fp32"));
-    GP_TRY(gp_device_alloc((void **)&e->h_attn, 2 * B * H, "engine h_attn [max_batch][hidden] bf16"));
-    GP_TRY(gp_device_alloc((void **)&e->h_ffn, 2 * B * H, "engine h_ffn [max_batch][hidden] bf16"));
-    GP_TRY(gp_device_alloc((void **)&e->qkv, 2 * B * (size_t)gp_config_qkv_rows(c),
-                           "engine qkv [max_batch][qkv_rows] bf16"));
-    GP_TRY(gp_device_alloc((void **)&e->q, 2 * B * QD, "engine q [max_batch][n_heads*head_dim] bf16"));
-    GP_TRY(gp_device_alloc((void **)&e->attn, 2 * B * QD, "engine attn [max_batch][n_heads*head_dim] bf16"));
-    GP_TRY(gp_device_alloc((void **)&e->gu, 2 * B * 2 * F, "engine gate_up [max_batch][2*ffn] bf16"));
-    GP_TRY(gp_device_alloc((void **)&e->act, 2 * B * F, "engine act [max_batch][ffn] bf16"));
-    GP_TRY(gp_device_alloc((void **)&e->logits, sizeof(float) * B * (size_t)c->vocab,
+    GP_TRY(gp_device_alloc((void **)&e->resid, sizeof(float) * R * H, "engine residual [rows][hidden] fp32"));
+    GP_TRY(gp_device_alloc((void **)&e->h_attn, 2 * R * H, "engine h_attn [rows][hidden] bf16"));
+    GP_TRY(gp_device_alloc((void **)&e->h_ffn, 2 * R * H, "engine h_ffn [rows][hidden] bf16"));
+    GP_TRY(gp_device_alloc((void **)&e->qkv, 2 * R * (size_t)gp_config_qkv_rows(c),
+                           "engine qkv [rows][qkv_rows] bf16"));
+    GP_TRY(gp_device_alloc((void **)&e->q, 2 * R * QD, "engine q [rows][n_heads*head_dim] bf16"));
+    GP_TRY(gp_device_alloc((void **)&e->attn, 2 * R * QD, "engine attn [rows][n_heads*head_dim] bf16"));
+    GP_TRY(gp_device_alloc((void **)&e->gu, 2 * R * 2 * F, "engine gate_up [rows][2*ffn] bf16"));
+    GP_TRY(gp_device_alloc((void **)&e->act, 2 * R * F, "engine act [rows][ffn] bf16"));
+    GP_TRY(gp_device_alloc((void **)&e->logits, sizeof(float) * S * (size_t)c->vocab,
                            "engine logits [max_batch][vocab] fp32"));
-    GP_TRY(gp_device_alloc((void **)&e->tok_d, sizeof(int32_t) * B, "engine tokens [max_batch]"));
-    GP_TRY(gp_device_alloc((void **)&e->next_d, sizeof(int32_t) * B, "engine next tokens [max_batch]"));
-    GP_TRY(gp_pinned_alloc((void **)&e->tok_h, sizeof(int32_t) * B, "engine pinned tokens [max_batch]"));
-    GP_TRY(gp_pinned_alloc((void **)&e->next_h, sizeof(int32_t) * B, "engine pinned next tokens [max_batch]"));
+    GP_TRY(gp_device_alloc((void **)&e->tok_d, sizeof(int32_t) * S, "engine tokens [max_batch]"));
+    GP_TRY(gp_device_alloc((void **)&e->next_d, sizeof(int32_t) * S, "engine next tokens [max_batch]"));
+    GP_TRY(gp_pinned_alloc((void **)&e->tok_h, sizeof(int32_t) * S, "engine pinned tokens [max_batch]"));
+    GP_TRY(gp_pinned_alloc((void **)&e->next_h, sizeof(int32_t) * S, "engine pinned next tokens [max_batch]"));
+    GP_TRY(gp_device_alloc((void **)&e->head_rows, sizeof(float) * S * H,
+                           "engine prefill last rows [max_batch][hidden] fp32"));
+    e->pf_words = 3 * R + S * sizeof(gp_prefill_seq_desc) / sizeof(int32_t);
+    GP_TRY(gp_device_alloc((void **)&e->pf_d, sizeof(int32_t) * e->pf_words,
+                           "engine prefill chunk inputs [3 x rows + 4 x max_batch] int32"));
+    for (int i = 0; i < 2; i++) {
+        GP_TRY(gp_pinned_alloc((void **)&e->pf_h[i], sizeof(int32_t) * e->pf_words,
+                               "engine pinned prefill chunk inputs [3 x rows + 4 x max_batch] int32"));
+        GP_TRY(gp_device_event_create(&e->pf_ev[i], cudaEventDisableTiming, "engine prefill upload event"));
+    }
+    GP_TRY(gp_device_event_create(&e->ev_pf_begin, cudaEventDefault, "engine event ev_pf_begin"));
+    GP_TRY(gp_device_event_create(&e->ev_pf_end, cudaEventDefault, "engine event ev_pf_end"));
     GP_TRY(attn_ws_bytes(c, &e->p, &e->sc.attn_ws_bytes));
     if (e->sc.attn_ws_bytes)
         GP_TRY(gp_device_alloc(&e->sc.attn_ws, e->sc.attn_ws_bytes, "decode-attention split workspace"));
@@ -185,6 +223,7 @@ gp_status gp_engine_create(gp_device_weights *dw, const gp_engine_params *p, gp_
     e->dw = dw;
     e->w = w;
     e->max_blocks = blocks_per_seq(p);
+    e->rows = act_rows(p);
     gp_status st = GP_OK;
     cudaError_t ce = cudaGetDevice(&e->device);
     if (ce == cudaSuccess)

@@ -43,15 +43,16 @@ struct gp_engine {
     int sm_count;
     int device;                   /* CUDA ordinal of the engine's buffers (their views' device) */
 
+    int rows;          /* activation rows: max(max_batch, prefill_chunk) */
     float *inv_freq;   /* device [head_dim/2] */
-    float *resid;      /* device [max_batch][hidden]: the fp32 residual stream */
-    gp_bf16 *h_attn;   /* device [max_batch][hidden]: normed input of the attention stage */
-    gp_bf16 *h_ffn;    /* device [max_batch][hidden]: normed input of the FFN stage */
-    gp_bf16 *qkv;      /* device [max_batch][qkv_rows] */
-    gp_bf16 *q;        /* device [max_batch][n_heads*head_dim], RoPE applied */
-    gp_bf16 *attn;     /* device [max_batch][n_heads*head_dim] */
-    gp_bf16 *gu;       /* device [max_batch][2*ffn] */
-    gp_bf16 *act;      /* device [max_batch][ffn] */
+    float *resid;      /* device [rows][hidden]: the fp32 residual stream */
+    gp_bf16 *h_attn;   /* device [rows][hidden]: normed input of the attention stage */
+    gp_bf16 *h_ffn;    /* device [rows][hidden]: normed input of the FFN stage */
+    gp_bf16 *qkv;      /* device [rows][qkv_rows] */
+    gp_bf16 *q;        /* device [rows][n_heads*head_dim], RoPE applied */
+    gp_bf16 *attn;     /* device [rows][n_heads*head_dim] */
+    gp_bf16 *gu;       /* device [rows][2*ffn] */
+    gp_bf16 *act;      /* device [rows][ffn] */
     float *logits;     /* device [max_batch][vocab] */
     int32_t *tok_d;    /* device [max_batch] step inputs */
     int32_t *next_d;   /* device [max_batch] greedy outputs */
@@ -60,6 +61,18 @@ struct gp_engine {
     gp_bf16 *tune_x;   /* device GEMM-tuning scratch (gemm_tune > 0 only), kept so that */
     float *tune_y;     /*   later captures do not allocate and free (a device sync) again */
     size_t tune_rows;  /* rows both hold; 0: none yet */
+
+    /* prefill: the chunk's inputs, one upload per chunk; device and two
+     * pinned staging copies laid out alike: tokens [rows], positions [rows],
+     * block-table row of each token [rows], then gp_prefill_seq_desc [max_batch] */
+    int32_t *pf_d;
+    int32_t *pf_h[2];
+    cudaEvent_t pf_ev[2]; /* the upload from pf_h[i] has completed */
+    size_t pf_words;
+    int pf_rows;          /* tokens of the chunk being run; 0: none (prefill stages refused) */
+    int pf_seqs, pf_max_q;/* its sequences and their longest share */
+    float *head_rows;     /* device [max_batch][hidden]: each prompt's last residual row */
+    cudaEvent_t ev_pf_begin, ev_pf_end;
 
     cudaEvent_t ev_begin, ev_end, ev_done;
     gp_graph_entry graphs[GP_ENGINE_MAX_GRAPHS];
@@ -70,5 +83,12 @@ struct gp_engine {
     int *bd_class;
     int bd_n, bd_cap;
 };
+
+/* Breakdown mode (engine_step.c): open makes cap events that the stages
+ * record after each kernel (tagged with its class); sum adds the gaps from
+ * begin into acc per class; close frees them. */
+gp_status gp_engine_bd_open(gp_engine *e, int cap);
+gp_status gp_engine_bd_sum(gp_engine *e, cudaEvent_t begin, float acc[GP_K_COUNT]);
+void gp_engine_bd_close(gp_engine *e);
 
 #endif

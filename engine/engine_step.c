@@ -1,5 +1,5 @@
 /* Decode steps of the sequential engine: input checks, KV bookkeeping, the
- * step body (eager or a replayed CUDA graph), prefill, and the benchmark
+ * step body (eager or a replayed CUDA graph), and the benchmark
  * helpers (synthetic context, event timing, per-kernel breakdown). */
 #include <stdio.h>
 #include <stdlib.h>
@@ -153,19 +153,6 @@ float gp_engine_last_step_ms(const gp_engine *e)
     return ms;
 }
 
-gp_status gp_engine_prefill(gp_engine *e, int seq, int n, const int32_t *prompt, int32_t *next,
-                            float *last_logits)
-{
-    if (n < 1)
-        GP_FAIL(GP_ERR_INVALID_ARG, "prefill of sequence %d: prompt length %d, need at least 1", seq, n);
-    int32_t tok;
-    for (int t = 0; t < n; t++)
-        GP_TRY(gp_engine_decode_step(e, 1, &seq, &prompt[t], &tok, t == n - 1 ? last_logits : NULL));
-    if (next)
-        *next = tok;
-    return GP_OK;
-}
-
 void gp_engine_reset_seq(gp_engine *e, int seq)
 {
     gp_kv_release(e->tables, seq);
@@ -232,53 +219,35 @@ out:
     return st;
 }
 
-gp_status gp_engine_breakdown(gp_engine *e, int B, gp_step_breakdown *out)
+gp_status gp_engine_bd_open(gp_engine *e, int cap)
 {
-    memset(out, 0, sizeof *out);
-    int cap = 5 * 2 * e->cfg.n_layers + 8;
     e->bd_ev = calloc((size_t)cap, sizeof(cudaEvent_t));
     e->bd_class = calloc((size_t)cap, sizeof(int));
     e->bd_cap = 0;
     e->bd_n = 0;
-    gp_status st = GP_OK;
-    if (!e->bd_ev || !e->bd_class) {
-        gp_set_error("breakdown: out of host memory");
-        st = GP_ERR_NO_MEMORY;
-        goto out;
-    }
+    if (!e->bd_ev || !e->bd_class)
+        GP_FAIL(GP_ERR_NO_MEMORY, "breakdown: out of host memory for %d events", cap);
     for (; e->bd_cap < cap; e->bd_cap++)
-        if ((st = gp_device_event_create(&e->bd_ev[e->bd_cap], cudaEventDefault, "breakdown event")) != GP_OK)
-            goto out;
-    int *ids = malloc(sizeof(int) * (size_t)B);
-    int32_t *tok = malloc(sizeof(int32_t) * (size_t)B), *next = malloc(sizeof(int32_t) * (size_t)B);
-    if (ids && tok && next) {
-        for (int i = 0; i < B; i++) {
-            ids[i] = i;
-            tok[i] = (int32_t)(i % e->cfg.vocab);
-        }
-        st = gp_engine_decode_step(e, B, ids, tok, next, NULL);
-    } else {
-        gp_set_error("breakdown: out of host memory");
-        st = GP_ERR_NO_MEMORY;
-    }
-    free(ids);
-    free(tok);
-    free(next);
-    float acc[GP_K_COUNT] = {0};
-    cudaEvent_t prev = e->ev_begin;
-    for (int i = 0; i < e->bd_n && st == GP_OK; i++) {
+        GP_TRY(gp_device_event_create(&e->bd_ev[e->bd_cap], cudaEventDefault, "breakdown event"));
+    return GP_OK;
+}
+
+gp_status gp_engine_bd_sum(gp_engine *e, cudaEvent_t begin, float acc[GP_K_COUNT])
+{
+    if (e->bd_n == e->bd_cap)
+        GP_FAIL(GP_ERR_STATE, "breakdown: all %d events were used, later kernels went untimed", e->bd_cap);
+    cudaEvent_t prev = begin;
+    for (int i = 0; i < e->bd_n; i++) {
         float dt = 0;
-        if (cudaEventElapsedTime(&dt, prev, e->bd_ev[i]) != cudaSuccess) {
-            gp_set_error("breakdown: cudaEventElapsedTime failed");
-            st = GP_ERR_CUDA;
-        }
+        GP_CUDA_TRY(cudaEventElapsedTime(&dt, prev, e->bd_ev[i]));
         acc[e->bd_class[i]] += dt;
         prev = e->bd_ev[i];
     }
-    *out = (gp_step_breakdown){acc[GP_K_EMBED], acc[GP_K_ATTN_NORM], acc[GP_K_QKV], acc[GP_K_ROPE],
-                               acc[GP_K_ATTN], acc[GP_K_O], acc[GP_K_FFN_NORM], acc[GP_K_GATE_UP],
-                               acc[GP_K_SWIGLU], acc[GP_K_DOWN], acc[GP_K_HEAD]};
-out:
+    return GP_OK;
+}
+
+void gp_engine_bd_close(gp_engine *e)
+{
     for (int i = 0; i < e->bd_cap; i++)
         cudaEventDestroy(e->bd_ev[i]);
     free(e->bd_ev);
@@ -286,5 +255,36 @@ out:
     e->bd_ev = NULL;
     e->bd_class = NULL;
     e->bd_cap = e->bd_n = 0;
-    return st;
+}
+
+gp_status gp_engine_breakdown(gp_engine *e, int B, gp_step_breakdown *out)
+{
+    memset(out, 0, sizeof *out);
+    float acc[GP_K_COUNT] = {0};
+    gp_status st = gp_engine_bd_open(e, 5 * 2 * e->cfg.n_layers + 8);
+    int *ids = malloc(sizeof(int) * (size_t)B);
+    int32_t *tok = malloc(sizeof(int32_t) * (size_t)B), *next = malloc(sizeof(int32_t) * (size_t)B);
+    if (st == GP_OK && (!ids || !tok || !next)) {
+        gp_set_error("breakdown: out of host memory");
+        st = GP_ERR_NO_MEMORY;
+    }
+    if (st == GP_OK) {
+        for (int i = 0; i < B; i++) {
+            ids[i] = i;
+            tok[i] = (int32_t)(i % e->cfg.vocab);
+        }
+        st = gp_engine_decode_step(e, B, ids, tok, next, NULL);
+    }
+    free(ids);
+    free(tok);
+    free(next);
+    if (st == GP_OK)
+        st = gp_engine_bd_sum(e, e->ev_begin, acc);
+    gp_engine_bd_close(e);
+    if (st != GP_OK)
+        return st;
+    *out = (gp_step_breakdown){acc[GP_K_EMBED], acc[GP_K_ATTN_NORM], acc[GP_K_QKV], acc[GP_K_ROPE],
+                               acc[GP_K_ATTN], acc[GP_K_O], acc[GP_K_FFN_NORM], acc[GP_K_GATE_UP],
+                               acc[GP_K_SWIGLU], acc[GP_K_DOWN], acc[GP_K_HEAD]};
+    return GP_OK;
 }

@@ -144,11 +144,12 @@ void gp_stage_ctx_destroy(gp_stage_ctx *sc); /* NULL is ignored; not the engine'
 gp_stage_ctx *gp_engine_whole_ctx(gp_engine *e);
 void *gp_stage_ctx_stream(const gp_stage_ctx *sc);
 
-/* The engine's step activations, for runners that hand them between stages. */
+/* The engine's step activations, for runners that hand them between stages;
+ * rows = max(max_batch, prefill_chunk) (decode rows or a prefill chunk's tokens). */
 typedef enum gp_act {
-    GP_ACT_RESID = 0, /* f32 [max_batch][hidden]: the residual stream */
-    GP_ACT_QKV,       /* bf16 [max_batch][qkv rows]: QKV projection output */
-    GP_ACT_ATTN,      /* bf16 [max_batch][n_heads head_dim]: attention output */
+    GP_ACT_RESID = 0, /* f32 [rows][hidden]: the residual stream */
+    GP_ACT_QKV,       /* bf16 [rows][qkv rows]: QKV projection output */
+    GP_ACT_ATTN,      /* bf16 [rows][n_heads head_dim]: attention output */
 } gp_act;
 /* Rows [b0, b0+nb) of one of them. */
 gp_status gp_engine_act_view(const gp_engine *e, gp_act which, int b0, int nb, gp_tensor_view *out);

@@ -30,11 +30,14 @@ static size_t q_dim(const gp_config *c)
 
 /* ------------------------------------------------------------ parts */
 
-static gp_status embed_part(gp_engine *e, int b0, int nb, const gp_tensor_view *resid, const gp_stage_ctx *sc)
+static gp_status embed_part(gp_engine *e, int b0, int nb, bool prefill, const gp_tensor_view *resid,
+                            const gp_stage_ctx *sc)
 {
     const gp_config *c = &e->cfg;
     gp_status st;
-    STEP(gp_embed(e->tok_d + b0, e->w->embed, resid->data, nb, c->hidden, c->vocab, sc->stream), GP_K_EMBED);
+    STEP(gp_embed(prefill ? e->pf_d + b0 : e->tok_d + b0, e->w->embed, resid->data, nb, c->hidden, c->vocab,
+                  sc->stream),
+         GP_K_EMBED);
     return GP_OK;
 }
 
@@ -53,10 +56,34 @@ static gp_status qkv_part(gp_engine *e, int layer, int b0, int nb, const gp_tens
     return GP_OK;
 }
 
+/* The prefill chunk's tokens: RoPE at each token's position and K/V into its
+ * sequence's blocks, then causal attention of every token over its
+ * sequence's cache, this chunk's K/V included. */
+static gp_status prefill_core_part(gp_engine *e, const gp_stage_io *io, const gp_tensor_view *qkv,
+                                   const gp_tensor_view *attn, const gp_stage_ctx *sc)
+{
+    const gp_config *c = &e->cfg;
+    gp_kv_view kv;
+    gp_status st = gp_kv_device_view(e->kv, io->layer, &kv);
+    if (st != GP_OK)
+        return st;
+    kv.positions = e->pf_d + e->rows;
+    kv.row_table = e->pf_d + 2 * (size_t)e->rows;
+    kv.lens = NULL;
+    kv.n_rows = io->nb;
+    const gp_prefill_seq_desc *seqs = (const gp_prefill_seq_desc *)(e->pf_d + 3 * (size_t)e->rows);
+    STEP(gp_rope_kv_append(&kv, io->nb, c->n_heads, qkv->data, e->inv_freq, e->q, sc->stream), GP_K_ROPE);
+    STEP(gp_prefill_attn(&kv, c->n_heads, e->q, attn->data, io->nb, seqs, e->pf_seqs, e->pf_max_q, sc->stream),
+         GP_K_ATTN);
+    return GP_OK;
+}
+
 /* RoPE and KV append of the rows' QKV, then decode attention into attn. */
 static gp_status core_part(gp_engine *e, const gp_stage_io *io, const gp_tensor_view *qkv,
                            const gp_tensor_view *attn, const gp_stage_ctx *sc)
 {
+    if (io->prefill)
+        return prefill_core_part(e, io, qkv, attn, sc);
     const gp_config *c = &e->cfg;
     gp_kv_view all, kv;
     gp_status st = gp_kv_device_view(e->kv, io->layer, &all);
@@ -153,10 +180,20 @@ static gp_status check_views(const gp_engine *e, gp_stage_kind kind, const gp_st
     bool layered = kind != GP_STAGE_EMBED && kind != GP_STAGE_HEAD;
     if (layered && (io->layer < 0 || io->layer >= c->n_layers))
         GP_FAIL(GP_ERR_INVALID_ARG, "%s: layer allowed 0..%d", who, c->n_layers - 1);
-    if (io->b0 < 0 || io->nb < 1 || io->b0 + io->nb > e->p.max_batch)
+    if (io->prefill) {
+        if (kind == GP_STAGE_HEAD)
+            GP_FAIL(GP_ERR_INVALID_ARG, "%s: the head takes decode rows, not a prefill chunk's tokens", who);
+        if (e->pf_rows == 0)
+            GP_FAIL(GP_ERR_STATE, "%s: prefill rows, but no prefill chunk is set up (gp_engine_prefill_batch)", who);
+        if (io->b0 != 0 || io->nb != e->pf_rows)
+            GP_FAIL(GP_ERR_INVALID_ARG, "%s: rows [%d, %d), a prefill stage takes the whole chunk [0, %d)", who,
+                    io->b0, io->b0 + io->nb, e->pf_rows);
+    } else if (io->b0 < 0 || io->nb < 1 || io->b0 + io->nb > e->p.max_batch) {
         GP_FAIL(GP_ERR_INVALID_ARG, "%s: rows [%d, %d), allowed within [0, %d) (the engine's max batch)", who, io->b0,
                 io->b0 + io->nb, e->p.max_batch);
-    if ((kind == GP_STAGE_ATTN || kind == GP_STAGE_ATTN_CORE) && (io->max_len < 1 || io->attn_splits < 0))
+    }
+    if ((kind == GP_STAGE_ATTN || kind == GP_STAGE_ATTN_CORE) && !io->prefill &&
+        (io->max_len < 1 || io->attn_splits < 0))
         GP_FAIL(GP_ERR_INVALID_ARG, "%s: max_len %d (>= 1) and attn_splits %d (>= 0)", who, io->max_len,
                 io->attn_splits);
     stage_views v = views_of(c, kind, io->layer);
@@ -218,7 +255,7 @@ static gp_status run_parts(gp_engine *e, gp_stage_kind kind, const gp_stage_io *
     const int l = io->layer, b0 = io->b0, nb = io->nb;
     gp_tensor_view qkv, attn;
     switch (kind) {
-    case GP_STAGE_EMBED: return embed_part(e, b0, nb, &io->resid, sc);
+    case GP_STAGE_EMBED: return embed_part(e, b0, nb, io->prefill, &io->resid, sc);
     case GP_STAGE_ATTN:
         /* the whole layer's attention on one context: QKV and attention output in scratch rows */
         GP_TRY(gp_engine_act_view(e, GP_ACT_QKV, b0, nb, &qkv));
@@ -301,16 +338,16 @@ void *gp_stage_ctx_stream(const gp_stage_ctx *sc)
 gp_status gp_engine_act_view(const gp_engine *e, gp_act which, int b0, int nb, gp_tensor_view *out)
 {
     const gp_config *c = &e->cfg;
-    if (b0 < 0 || nb < 0 || b0 + nb > e->p.max_batch)
+    if (b0 < 0 || nb < 0 || b0 + nb > e->rows)
         GP_FAIL(GP_ERR_INVALID_ARG, "engine activation view: rows [%d, %d), allowed within [0, %d)", b0, b0 + nb,
-                e->p.max_batch);
+                e->rows);
     gp_tensor_view all;
     switch (which) {
-    case GP_ACT_RESID: all = gp_view_make(e->resid, e->p.max_batch, c->hidden, GP_DTYPE_F32, e->device); break;
+    case GP_ACT_RESID: all = gp_view_make(e->resid, e->rows, c->hidden, GP_DTYPE_F32, e->device); break;
     case GP_ACT_QKV:
-        all = gp_view_make(e->qkv, e->p.max_batch, gp_config_qkv_rows(c), GP_DTYPE_BF16, e->device);
+        all = gp_view_make(e->qkv, e->rows, gp_config_qkv_rows(c), GP_DTYPE_BF16, e->device);
         break;
-    case GP_ACT_ATTN: all = gp_view_make(e->attn, e->p.max_batch, (int)q_dim(c), GP_DTYPE_BF16, e->device); break;
+    case GP_ACT_ATTN: all = gp_view_make(e->attn, e->rows, (int)q_dim(c), GP_DTYPE_BF16, e->device); break;
     default: GP_FAIL(GP_ERR_INVALID_ARG, "engine activation %d: allowed 0..2", (int)which);
     }
     *out = gp_view_rows(all, b0, nb);

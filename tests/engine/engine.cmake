@@ -27,3 +27,7 @@ gp_add_test(engine_oom SOURCES ${GP_ENG_TESTS}/test_oom.c ${GP_ENG_TESTS}/child_
 # pipeline: prompt GP_ERR_DEVICE_FAULT, later calls fail fast, no hang (GPU).
 gp_add_test(engine_device_fault SOURCES ${GP_ENG_TESTS}/test_device_fault.c ${GP_ENG_TESTS}/child_util.c
             LIBS gp_pipeline_cuda GPU)
+
+# Batched, chunked prefill against the CPU reference, decode-only prefill and
+# itself (continued prompts, prompt logits), bad input (GPU).
+gp_add_test(engine_prefill SOURCES ${GP_ENG_TESTS}/test_prefill.c LIBS gp_pipeline_cuda GPU)

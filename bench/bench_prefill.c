@@ -1,0 +1,228 @@
+/* gp_bench_prefill: times the engine's batched, chunked prefill (B prompts of
+ * T tokens, synthetic weights) with device events, reports model TFLOP/s
+ * counted as ../shared/probes/torch_prefill_peer.py counts them against
+ * 800 TFLOP/s (docs/ARCHITECTURE.md §6), and where the time goes. */
+#include <getopt.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "gp_engine.h"
+
+#define MAX_ROWS 32
+#define GEMM_PEAK 800e12 /* FLOP/s: the §6 GEMM rate every report measures against */
+
+typedef struct row { int B, T; } row;
+
+static void usage(FILE *f)
+{
+    fprintf(f, "usage: gp_bench_prefill [--preset NAME] [--workloads B:T[,B:T...]] [--chunk N[,N...]]\n"
+               "                        [--repeats R] [--breakdown] [--seed S]\n"
+               "  --preset NAME      model shape, synthetic weights (default llama3-8b; %s)\n"
+               "  --workloads LIST   prompts x tokens per prompt (default 1:512,1:2048,1:8192,8:2048)\n"
+               "  --chunk LIST       prefill chunk sizes to time (default: the engine's, %d)\n"
+               "  --repeats R        timed prefills per row, after one warm-up (default 5; the median is reported)\n"
+               "  --breakdown        one more prefill per row with events between kernels: ms per kernel class\n"
+               "  --seed S           weight seed (default 1)\n"
+               "A T above the preset's max context raises the synthetic model's max context to T (the shape is\n"
+               "what is timed; the peer runs such contexts too).\n",
+            gp_config_preset_names(), GP_ENGINE_DEFAULT_PREFILL_CHUNK);
+}
+
+static int parse_list(const char *s, int *v, int max, const char *what)
+{
+    int n = 0;
+    const char *p = s;
+    while (*p) {
+        char *end;
+        long x = strtol(p, &end, 10);
+        if (end == p || x < 1 || x > GP_ENGINE_MAX_PREFILL_CHUNK || n == max) {
+            fprintf(stderr, "gp_bench_prefill: %s '%s': expected N[,N...] with 1 <= N <= %d (at most %d)\n", what, s,
+                    GP_ENGINE_MAX_PREFILL_CHUNK, max);
+            return -1;
+        }
+        v[n++] = (int)x;
+        p = *end == ',' ? end + 1 : end;
+        if (*end && *end != ',') {
+            fprintf(stderr, "gp_bench_prefill: %s '%s': unexpected '%c'\n", what, s, *end);
+            return -1;
+        }
+    }
+    return n;
+}
+
+static int parse_rows(const char *s, row *r, int max)
+{
+    int n = 0;
+    const char *p = s;
+    while (*p) {
+        int B, T, used;
+        if (n == max || sscanf(p, "%d:%d%n", &B, &T, &used) != 2 || B < 1 || B > 4096 || T < 1 || T > 1 << 20) {
+            fprintf(stderr, "gp_bench_prefill: --workloads '%s': expected B:T[,B:T...] with 1 <= B <= 4096, "
+                    "1 <= T <= %d (at most %d rows)\n", s, 1 << 20, max);
+            return -1;
+        }
+        r[n++] = (row){B, T};
+        p += used;
+        if (*p == ',')
+            p++;
+        else if (*p) {
+            fprintf(stderr, "gp_bench_prefill: --workloads '%s': unexpected '%c'\n", s, *p);
+            return -1;
+        }
+    }
+    return n;
+}
+
+/* FLOPs as the PyTorch peer counts them: the layers' matrices for every
+ * token, the LM head for each prompt's last token, causal attention as half
+ * of 4 T^2 per head and layer. */
+static double model_flops(const gp_config *c, int B, int T)
+{
+    double layer = (double)gp_config_qkv_rows(c) * c->hidden + (double)c->hidden * c->n_heads * c->head_dim +
+                   3.0 * c->ffn * c->hidden;
+    return 2.0 * B * T * layer * c->n_layers + 2.0 * B * c->hidden * c->vocab +
+           2.0 * B * c->n_layers * c->n_heads * (double)c->head_dim * T * T;
+}
+
+static int cmp_float(const void *a, const void *b)
+{
+    float x = *(const float *)a, y = *(const float *)b;
+    return (x > y) - (x < y);
+}
+
+#define CK(call)                                                                                        \
+    do {                                                                                               \
+        gp_status s_ = (call);                                                                         \
+        if (s_ != GP_OK) {                                                                             \
+            fprintf(stderr, "gp_bench_prefill: %s: %s: %s\n", #call, gp_status_str(s_), gp_last_error()); \
+            goto out;                                                                                  \
+        }                                                                                              \
+    } while (0)
+
+/* One row at one chunk size: warm-up, repeats, optional breakdown. */
+static int run_row(gp_device_weights *dw, const gp_config *c, row r, int chunk, int repeats, int breakdown)
+{
+    int rc = 1;
+    gp_engine *e = NULL;
+    int32_t *tok = malloc(sizeof(int32_t) * (size_t)r.B * (size_t)r.T);
+    gp_prefill_seq *ps = malloc(sizeof *ps * (size_t)r.B);
+    float *ms = malloc(sizeof(float) * (size_t)repeats);
+    if (!tok || !ps || !ms) {
+        fprintf(stderr, "gp_bench_prefill: out of host memory for %d x %d tokens\n", r.B, r.T);
+        goto out;
+    }
+    for (size_t i = 0; i < (size_t)r.B * r.T; i++)
+        tok[i] = (int32_t)((i * 2654435761u + 17) % (size_t)c->vocab);
+    for (int s = 0; s < r.B; s++)
+        ps[s] = (gp_prefill_seq){.seq = s, .n = r.T, .tokens = tok + (size_t)s * r.T};
+    gp_engine_params p = gp_engine_default_params();
+    p.max_batch = r.B;
+    p.max_context = r.T;
+    p.prefill_chunk = chunk;
+    CK(gp_engine_create(dw, &p, &e));
+    for (int i = -1; i < repeats; i++) { /* i = -1: warm-up (cuBLASLt plans, first-touch) */
+        for (int s = 0; s < r.B; s++)
+            gp_engine_reset_seq(e, s);
+        CK(gp_engine_prefill_batch(e, r.B, ps, NULL, NULL, NULL));
+        if (i >= 0)
+            ms[i] = gp_engine_last_prefill_ms(e);
+    }
+    qsort(ms, (size_t)repeats, sizeof *ms, cmp_float);
+    float med = repeats % 2 ? ms[repeats / 2] : 0.5f * (ms[repeats / 2 - 1] + ms[repeats / 2]);
+    double tf = model_flops(c, r.B, r.T) / (med * 1e-3);
+    printf("| %d | %d | %d | %.2f | %.2f | %.2f | %.0f | %.0f | %.1f%% |\n", r.B, r.T, chunk, med, ms[0],
+           ms[repeats - 1], r.B * (double)r.T / (med * 1e-3), tf / 1e12, 100.0 * tf / GEMM_PEAK);
+    fflush(stdout);
+    if (breakdown) {
+        for (int s = 0; s < r.B; s++)
+            gp_engine_reset_seq(e, s);
+        gp_prefill_breakdown bd;
+        CK(gp_engine_prefill_breakdown(e, r.B, ps, &bd));
+        float gemm = bd.qkv_gemm + bd.o_gemm + bd.gate_up_gemm + bd.down_gemm;
+        printf("|   | breakdown | ms | total %.2f: GEMMs %.2f (QKV %.2f, O %.2f, gate/up %.2f, down %.2f), attention "
+               "%.2f, RoPE+KV %.2f, norms %.2f, SwiGLU %.2f, embed+uploads %.2f, head %.2f | | | | | |\n",
+               bd.total, gemm, bd.qkv_gemm, bd.o_gemm, bd.gate_up_gemm, bd.down_gemm, bd.attention, bd.rope_kv,
+               bd.norms, bd.swiglu, bd.embed, bd.head);
+        fflush(stdout);
+    }
+    rc = 0;
+out:
+    gp_engine_destroy(e);
+    free(tok);
+    free(ps);
+    free(ms);
+    return rc;
+}
+
+int main(int argc, char **argv)
+{
+    const char *preset = "llama3-8b", *wl = "1:512,1:2048,1:8192,8:2048";
+    int chunks[16] = {GP_ENGINE_DEFAULT_PREFILL_CHUNK}, n_chunks = 1, repeats = 5, breakdown = 0;
+    unsigned long seed = 1;
+    static const struct option opts[] = {{"preset", required_argument, 0, 'p'}, {"workloads", required_argument, 0, 'w'},
+                                         {"chunk", required_argument, 0, 'c'},  {"repeats", required_argument, 0, 'r'},
+                                         {"breakdown", no_argument, 0, 'b'},    {"seed", required_argument, 0, 's'},
+                                         {"help", no_argument, 0, 'h'},         {0, 0, 0, 0}};
+    int o;
+    while ((o = getopt_long(argc, argv, "", opts, NULL)) != -1) {
+        char *end;
+        switch (o) {
+        case 'p': preset = optarg; break;
+        case 'w': wl = optarg; break;
+        case 'c':
+            if ((n_chunks = parse_list(optarg, chunks, 16, "--chunk")) < 1)
+                return 2;
+            break;
+        case 'r':
+            repeats = (int)strtol(optarg, &end, 10);
+            if (*end || repeats < 1 || repeats > 1000) {
+                fprintf(stderr, "gp_bench_prefill: --repeats '%s': allowed 1..1000\n", optarg);
+                return 2;
+            }
+            break;
+        case 'b': breakdown = 1; break;
+        case 's':
+            seed = strtoul(optarg, &end, 10);
+            if (*end || !*optarg) {
+                fprintf(stderr, "gp_bench_prefill: --seed '%s': expected a non-negative integer\n", optarg);
+                return 2;
+            }
+            break;
+        case 'h': usage(stdout); return 0;
+        default: usage(stderr); return 2;
+        }
+    }
+    if (optind < argc) {
+        fprintf(stderr, "gp_bench_prefill: unexpected argument '%s'\n", argv[optind]);
+        return 2;
+    }
+    row rows[MAX_ROWS];
+    int n_rows = parse_rows(wl, rows, MAX_ROWS);
+    if (n_rows < 1)
+        return 2;
+    gp_config cfg;
+    if (gp_config_preset(preset, &cfg) != GP_OK) {
+        fprintf(stderr, "gp_bench_prefill: --preset '%s': %s\n", preset, gp_last_error());
+        return 2;
+    }
+    for (int i = 0; i < n_rows; i++)
+        if (rows[i].T > cfg.max_context)
+            cfg.max_context = rows[i].T;
+    gp_device_weights *dw = NULL;
+    gp_status st = gp_device_weights_synthetic(&cfg, seed, &dw);
+    if (st != GP_OK) {
+        fprintf(stderr, "gp_bench_prefill: synthetic %s weights: %s: %s\n", preset, gp_status_str(st), gp_last_error());
+        return 1;
+    }
+    printf("gp_bench_prefill: %s shape, synthetic weights (seed %lu), median of %d prefills (device events), "
+           "model FLOPs as torch_prefill_peer.py counts them\n\n", preset, seed, repeats);
+    printf("| B | T | chunk | median ms | min | max | tokens/s | TFLOP/s | of 800 |\n|---|---|---|---|---|---|---|---|---|\n");
+    int rc = 0;
+    for (int i = 0; i < n_rows; i++)
+        for (int j = 0; j < n_chunks; j++)
+            if (run_row(dw, &cfg, rows[i], chunks[j], repeats, breakdown))
+                rc = 1; /* later rows still run: every finished row is printed */
+    gp_device_weights_destroy(dw);
+    return rc;
+}

@@ -1,0 +1,35 @@
+#!/usr/bin/env bash
+# Prefill on the GPU machine (issue #15): the correctness tests, compute-
+# sanitizer over the prefill tests, and gp_bench_prefill beside the PyTorch
+# peer (../shared/probes/torch_prefill_peer.py, carried as .peer/ because the
+# device copy holds only the repository). Logs under $OUT.
+#   tests/gpu/prefill_run.sh tests      build, run the GPU tests that prefill
+#   tests/gpu/prefill_run.sh sanitize   compute-sanitizer memcheck + racecheck on them
+#   tests/gpu/prefill_run.sh bench ARGS gp_bench_prefill ARGS (log bench.log, appended)
+#   tests/gpu/prefill_run.sh peer ROWS  the PyTorch peer on B:T rows (log peer.log, appended)
+set -u
+source "$(dirname "$0")/gpu_env.sh"
+what=${1:-tests}; shift || true
+[[ -x $b/bench/gp_bench_prefill ]] || gp_build
+case $what in
+tests)
+  ctest --test-dir "$b" -R '^(attn_prefill_attn|attn_rope_kv|engine_prefill|engine_model|pipeline_cuda|engine_hf_prefill)$' \
+    --output-on-failure > "$out/tests.log" 2>&1
+  tail -n 15 "$out/tests.log"
+  for t in attn_prefill_attn engine_prefill; do "$b/tests/$t" > "$out/$t.log" 2>&1; done
+  grep -hE "worst|ms|case" "$out/engine_prefill.log" | head -20 ;;
+sanitize)
+  for tool in memcheck racecheck; do
+    for t in attn_prefill_attn engine_prefill; do
+      compute-sanitizer --tool $tool --error-exitcode 9 "$b/tests/$t" > "$out/san_${tool}_$t.log" 2>&1
+      echo "$tool $t: rc $? $(grep -c 'ERROR SUMMARY: 0' "$out/san_${tool}_$t.log") clean summaries"
+    done
+  done ;;
+bench)
+  echo "# $(cat .gp-commit 2>/dev/null) gp_bench_prefill $*" >> "$out/bench.log"
+  "$b/bench/gp_bench_prefill" "$@" 2>&1 | tee -a "$out/bench.log" ;;
+peer)
+  echo "# torch_prefill_peer.py $*" >> "$out/peer.log"
+  python3 .peer/torch_prefill_peer.py "$@" 2>&1 | tee -a "$out/peer.log" ;;
+*) echo "prefill_run.sh: unknown step '$what' (tests, sanitize, bench, peer)"; exit 2 ;;
+esac
