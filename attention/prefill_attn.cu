@@ -6,17 +6,21 @@
 #include "decode_attn_dev.cuh"
 #include "mma_dev.cuh"
 
-/* Layout: a CTA per (query head, tile of 64 query rows, sequence), 4 warps of
- * 16 query rows each. The CTA streams its sequence's K/V in tiles of 64
- * tokens through shared memory (cp.async, two stages: the next tile lands
- * while this one is computed); each warp keeps its rows' q as A fragments
- * and its output in fp32 accumulators, so a tile costs a warp 4 x head_dim/8
- * mma for q.k and as many for p.v, and nothing but the tiles passes through
- * shared memory. Tiles wholly after a warp's last query are skipped by that
- * warp; only tiles crossing the diagonal are masked. Query tiles are issued
- * longest first (the grid's y runs backwards) so the short ones fill the
- * tail of the wave. */
-#define PF_BM 64      /* query rows per CTA */
+/* Layout: a CTA per (query head, tile of 128 query rows, sequence), 4 warps
+ * of 32 query rows (two m16 tiles) each. The CTA copies its q tile into
+ * shared memory once and streams its sequence's K/V in tiles of 64 tokens
+ * (cp.async, two stages: the next tile lands while this one is computed).
+ * Each K or V fragment a warp loads from shared memory feeds both of its m
+ * tiles: with one m tile per warp the ldmatrix traffic, not the tensor
+ * cores, bounded the kernel (162 TFLOP/s at T = 8192 on the H100,
+ * docs/PERFORMANCE.md). Scores and the output stay in fp32 accumulators;
+ * the probabilities enter p.v rounded to bf16 (as FlashAttention-2 does) and
+ * the softmax denominator sums those rounded values, so every row's weights
+ * still sum to one. Tiles wholly after a warp's last query are skipped by
+ * that warp; only tiles crossing the diagonal are masked. Query tiles are
+ * issued longest first (the grid's y runs backwards) so the short ones fill
+ * the tail of the wave. */
+#define PF_BM 128     /* query rows per CTA */
 #define PF_BN 64      /* keys per K/V tile */
 #define PF_THREADS 128
 #define PF_STAGES 2
@@ -24,7 +28,8 @@
 template <int HD> struct pf_shape {
     static constexpr int PITCH = HD + 8; /* row pitch in elements: 8 rows of an ldmatrix hit distinct bank groups */
     static constexpr int TILE = PF_BN * PITCH;
-    static constexpr int SMEM = PF_STAGES * 2 * TILE * 2; /* bytes: K and V tiles per stage */
+    static constexpr int Q_TILE = PF_BM * PITCH;
+    static constexpr int SMEM = (Q_TILE + PF_STAGES * 2 * TILE) * 2; /* bytes: q, then K and V per stage */
 };
 
 typedef struct pf_args {
@@ -37,6 +42,15 @@ typedef struct pf_args {
     int n_heads, n_kv, group, block_size, max_blocks;
     float scale_log2;         /* log2(e) / sqrt(HD) */
 } pf_args;
+
+/* 2^x; inputs are <= 0 (scores minus their running max), so the hardware
+ * approximation's 2 ulp are far below the bf16 rounding p gets next. */
+static __device__ __forceinline__ float pf_exp2(float x)
+{
+    float y;
+    asm("ex2.approx.ftz.f32 %0, %1;" : "=f"(y) : "f"(x));
+    return y;
+}
 
 /* Issue the copies of keys [t0, t0 + PF_BN) of KV head kvh into ks/vs; keys
  * at or past kv_end are zero-filled (their source is not read). */
@@ -68,7 +82,8 @@ static __global__ void __launch_bounds__(PF_THREADS, 2) gp_prefill_attn_kernel(c
 {
     constexpr int KS = HD / 16, NT = HD / 8, PITCH = pf_shape<HD>::PITCH, TILE = pf_shape<HD>::TILE;
     extern __shared__ __align__(16) unsigned char gp_pf_smem[];
-    __nv_bfloat16 *sm = reinterpret_cast<__nv_bfloat16 *>(gp_pf_smem); /* [stage][K, V][PF_BN][PITCH] */
+    __nv_bfloat16 *qs = reinterpret_cast<__nv_bfloat16 *>(gp_pf_smem); /* [PF_BM][PITCH] */
+    __nv_bfloat16 *kvs = qs + pf_shape<HD>::Q_TILE;                     /* [stage][K, V][PF_BN][PITCH] */
 
     const gp_prefill_seq_desc d = a.seqs[blockIdx.z];
     const int m0 = (int)(gridDim.y - 1 - blockIdx.y) * PF_BM;
@@ -79,123 +94,142 @@ static __global__ void __launch_bounds__(PF_THREADS, 2) gp_prefill_attn_kernel(c
     const int mi = lane >> 3, ri = lane & 7; /* the ldmatrix matrix and row this lane addresses */
     const size_t row_stride = (size_t)a.n_heads * HD;
 
-    /* this lane's two query rows (of the sequence) and their positions */
-    const int r0 = m0 + warp * 16 + gr, r1 = r0 + 8;
-    const int qp0 = d.pos0 + r0, qp1 = d.pos0 + r1;
-    const int q_last = min(m0 + PF_BM, d.q_len) - 1;       /* the CTA's last valid row */
-    const int kv_end = d.pos0 + q_last + 1;                /* keys the CTA reads: [0, kv_end) */
-    const int w_first = d.pos0 + m0 + warp * 16;            /* the warp's first and last query positions */
-    const int w_last = d.pos0 + min(m0 + warp * 16 + 15, q_last);
-    const bool w_active = m0 + warp * 16 <= q_last;
+    const int q_last = min(m0 + PF_BM, d.q_len) - 1;        /* the CTA's last valid row */
+    const int kv_end = d.pos0 + q_last + 1;                 /* keys the CTA reads: [0, kv_end) */
+    const int w0 = m0 + warp * 32;                          /* the warp's first row */
+    const int w_first = d.pos0 + w0;                        /* its first and last query positions */
+    const int w_last = d.pos0 + min(w0 + 31, q_last);
+    const bool w_active = w0 <= q_last;
 
-    uint32_t qa[KS][4]; /* A fragments of the 16 rows: (gr, 2tq), (gr+8, 2tq), (gr, 2tq+8), (gr+8, 2tq+8) */
+    /* the q tile: rows past q_len are zero-filled */
     {
-        const bool v0 = r0 < d.q_len, v1 = r1 < d.q_len;
-        const __nv_bfloat16 *q0 = a.q + (size_t)(d.q_start + (v0 ? r0 : 0)) * row_stride + (size_t)h * HD;
-        const __nv_bfloat16 *q1 = a.q + (size_t)(d.q_start + (v1 ? r1 : 0)) * row_stride + (size_t)h * HD;
-#pragma unroll
-        for (int ks = 0; ks < KS; ks++) {
-            qa[ks][0] = v0 ? *reinterpret_cast<const uint32_t *>(q0 + ks * 16 + 2 * tq) : 0u;
-            qa[ks][1] = v1 ? *reinterpret_cast<const uint32_t *>(q1 + ks * 16 + 2 * tq) : 0u;
-            qa[ks][2] = v0 ? *reinterpret_cast<const uint32_t *>(q0 + ks * 16 + 8 + 2 * tq) : 0u;
-            qa[ks][3] = v1 ? *reinterpret_cast<const uint32_t *>(q1 + ks * 16 + 8 + 2 * tq) : 0u;
+        constexpr int CPR = HD / 8, RPP = PF_THREADS / CPR;
+        const int c = threadIdx.x % CPR, rr = threadIdx.x / CPR;
+        for (int r = rr; r < PF_BM; r += RPP) {
+            const bool ok = m0 + r < d.q_len;
+            const __nv_bfloat16 *src = a.q + (size_t)(d.q_start + (ok ? m0 + r : 0)) * row_stride + (size_t)h * HD + c * 8;
+            gp_cp_async16(gp_smem_addr(qs + r * PITCH + c * 8), src, ok ? 16 : 0);
         }
     }
-    float o[NT][4];
-#pragma unroll
-    for (int nt = 0; nt < NT; nt++)
-        o[nt][0] = o[nt][1] = o[nt][2] = o[nt][3] = 0.0f;
-    float m_0 = -INFINITY, m_1 = -INFINITY, l_0 = 0.0f, l_1 = 0.0f; /* raw-score max and partial sums */
-
     const int32_t *table = a.tables + (size_t)d.table_row * a.max_blocks;
     const int n_tiles = (kv_end + PF_BN - 1) / PF_BN;
-    pf_load_tile<HD>(a, table, 0, kv_end, kvh, sm, sm + TILE);
-    asm volatile("cp.async.commit_group;\n");
+    pf_load_tile<HD>(a, table, 0, kv_end, kvh, kvs, kvs + TILE);
+    asm volatile("cp.async.commit_group;\n"); /* q and tile 0 */
+
+    float o[2][NT][4];
+#pragma unroll
+    for (int mt = 0; mt < 2; mt++)
+#pragma unroll
+        for (int nt = 0; nt < NT; nt++)
+            o[mt][nt][0] = o[mt][nt][1] = o[mt][nt][2] = o[mt][nt][3] = 0.0f;
+    /* per m tile, rows gr and gr + 8: raw-score max and partial sums */
+    float m_r[2][2] = {{-INFINITY, -INFINITY}, {-INFINITY, -INFINITY}}, l_r[2][2] = {{0.0f, 0.0f}, {0.0f, 0.0f}};
+
     for (int j = 0; j < n_tiles; j++) {
         if (j + 1 < n_tiles) {
-            __nv_bfloat16 *nk = sm + ((j + 1) % PF_STAGES) * 2 * TILE;
+            __nv_bfloat16 *nk = kvs + ((j + 1) % PF_STAGES) * 2 * TILE;
             pf_load_tile<HD>(a, table, (j + 1) * PF_BN, kv_end, kvh, nk, nk + TILE);
         }
         asm volatile("cp.async.commit_group;\n");
-        asm volatile("cp.async.wait_group 1;\n" ::: "memory"); /* tile j has landed (for this thread) */
+        asm volatile("cp.async.wait_group 1;\n" ::: "memory"); /* tile j (and q) landed for this thread */
         __syncthreads();                                      /* ... and for every thread */
         const int t0 = j * PF_BN;
         if (w_active && t0 <= w_last) {
-            const __nv_bfloat16 *ks = sm + (j % PF_STAGES) * 2 * TILE, *vs = ks + TILE;
-            float s[8][4];
+            const __nv_bfloat16 *ks = kvs + (j % PF_STAGES) * 2 * TILE, *vs = ks + TILE;
+            float s[2][8][4];
 #pragma unroll
-            for (int nt = 0; nt < 8; nt++)
-                s[nt][0] = s[nt][1] = s[nt][2] = s[nt][3] = 0.0f;
+            for (int mt = 0; mt < 2; mt++)
 #pragma unroll
-            for (int kst = 0; kst < KS; kst++)
+                for (int nt = 0; nt < 8; nt++)
+                    s[mt][nt][0] = s[mt][nt][1] = s[mt][nt][2] = s[mt][nt][3] = 0.0f;
+#pragma unroll
+            for (int kst = 0; kst < KS; kst++) {
+                uint32_t qa[2][4];
+#pragma unroll
+                for (int mt = 0; mt < 2; mt++) /* (rows 0-7, dims +0..7), (8-15, +0..7), (0-7, +8..15), (8-15, +8..15) */
+                    gp_ldsm_x4(gp_smem_addr(qs + (warp * 32 + mt * 16 + (mi & 1) * 8 + ri) * PITCH + kst * 16 +
+                                            (mi >> 1) * 8),
+                               qa[mt][0], qa[mt][1], qa[mt][2], qa[mt][3]);
 #pragma unroll
                 for (int np = 0; np < 4; np++) {
                     uint32_t b0, b1, b2, b3;
                     /* (keys 0-7, dims +0..7), (0-7, +8..15), (8-15, +0..7), (8-15, +8..15) of key pair np */
                     gp_ldsm_x4(gp_smem_addr(ks + (np * 16 + (mi >> 1) * 8 + ri) * PITCH + kst * 16 + (mi & 1) * 8),
                                b0, b1, b2, b3);
-                    gp_mma_bf16_full(s[2 * np], qa[kst][0], qa[kst][1], qa[kst][2], qa[kst][3], b0, b1);
-                    gp_mma_bf16_full(s[2 * np + 1], qa[kst][0], qa[kst][1], qa[kst][2], qa[kst][3], b2, b3);
+#pragma unroll
+                    for (int mt = 0; mt < 2; mt++) {
+                        gp_mma_bf16_full(s[mt][2 * np], qa[mt][0], qa[mt][1], qa[mt][2], qa[mt][3], b0, b1);
+                        gp_mma_bf16_full(s[mt][2 * np + 1], qa[mt][0], qa[mt][1], qa[mt][2], qa[mt][3], b2, b3);
+                    }
                 }
+            }
             if (t0 + PF_BN - 1 > w_first) { /* the tile crosses the diagonal of some row: mask */
+#pragma unroll
+                for (int mt = 0; mt < 2; mt++)
+#pragma unroll
+                    for (int nt = 0; nt < 8; nt++)
+#pragma unroll
+                        for (int c = 0; c < 4; c++) {
+                            const int key = t0 + nt * 8 + 2 * tq + (c & 1);
+                            if (key > w_first + mt * 16 + gr + (c >> 1) * 8)
+                                s[mt][nt][c] = -INFINITY;
+                        }
+            }
+#pragma unroll
+            for (int mt = 0; mt < 2; mt++) {
+                float corr[2], ms[2];
+#pragma unroll
+                for (int hr = 0; hr < 2; hr++) { /* row gr (hr 0) or gr + 8 (hr 1) */
+                    float mx = m_r[mt][hr];
+#pragma unroll
+                    for (int nt = 0; nt < 8; nt++)
+                        mx = fmaxf(mx, fmaxf(s[mt][nt][2 * hr], s[mt][nt][2 * hr + 1]));
+                    mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 1));
+                    mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 2));
+                    ms[hr] = gp_safe_max(mx) * a.scale_log2;
+                    corr[hr] = pf_exp2(fmaf(m_r[mt][hr], a.scale_log2, -ms[hr]));
+                    m_r[mt][hr] = mx;
+                }
+                float sum[2] = {0.0f, 0.0f};
+                /* p rounded to bf16 as it enters p.v, the sums over the rounded
+                 * values; packed in place: s[mt][nt][hr] = the bf16 pair of row
+                 * hr, which is the A fragment of k-step nt / 2 */
 #pragma unroll
                 for (int nt = 0; nt < 8; nt++)
 #pragma unroll
-                    for (int c = 0; c < 4; c++) {
-                        const int key = t0 + nt * 8 + 2 * tq + (c & 1);
-                        if (key > (c < 2 ? qp0 : qp1))
-                            s[nt][c] = -INFINITY;
+                    for (int hr = 0; hr < 2; hr++) {
+                        const uint32_t pk = gp_pack_bf16x2(pf_exp2(fmaf(s[mt][nt][2 * hr], a.scale_log2, -ms[hr])),
+                                                           pf_exp2(fmaf(s[mt][nt][2 * hr + 1], a.scale_log2, -ms[hr])));
+                        sum[hr] += gp_bf16_lo(pk) + gp_bf16_hi(pk);
+                        s[mt][nt][hr] = __uint_as_float(pk);
                     }
-            }
-            float mx0 = m_0, mx1 = m_1;
 #pragma unroll
-            for (int nt = 0; nt < 8; nt++) {
-                mx0 = fmaxf(mx0, fmaxf(s[nt][0], s[nt][1]));
-                mx1 = fmaxf(mx1, fmaxf(s[nt][2], s[nt][3]));
-            }
-            mx0 = fmaxf(mx0, __shfl_xor_sync(0xffffffffu, mx0, 1));
-            mx0 = fmaxf(mx0, __shfl_xor_sync(0xffffffffu, mx0, 2));
-            mx1 = fmaxf(mx1, __shfl_xor_sync(0xffffffffu, mx1, 1));
-            mx1 = fmaxf(mx1, __shfl_xor_sync(0xffffffffu, mx1, 2));
-            const float ms0 = gp_safe_max(mx0) * a.scale_log2, ms1 = gp_safe_max(mx1) * a.scale_log2;
-            const float c0 = exp2f(fmaf(m_0, a.scale_log2, -ms0)), c1 = exp2f(fmaf(m_1, a.scale_log2, -ms1));
-            m_0 = mx0;
-            m_1 = mx1;
-            float sum0 = 0.0f, sum1 = 0.0f;
+                for (int hr = 0; hr < 2; hr++)
+                    l_r[mt][hr] = fmaf(l_r[mt][hr], corr[hr], sum[hr]);
 #pragma unroll
-            for (int nt = 0; nt < 8; nt++) {
-                s[nt][0] = exp2f(fmaf(s[nt][0], a.scale_log2, -ms0));
-                s[nt][1] = exp2f(fmaf(s[nt][1], a.scale_log2, -ms0));
-                s[nt][2] = exp2f(fmaf(s[nt][2], a.scale_log2, -ms1));
-                s[nt][3] = exp2f(fmaf(s[nt][3], a.scale_log2, -ms1));
-                sum0 += s[nt][0] + s[nt][1];
-                sum1 += s[nt][2] + s[nt][3];
+                for (int nt = 0; nt < NT; nt++) {
+                    o[mt][nt][0] *= corr[0];
+                    o[mt][nt][1] *= corr[0];
+                    o[mt][nt][2] *= corr[1];
+                    o[mt][nt][3] *= corr[1];
+                }
             }
-            l_0 = fmaf(l_0, c0, sum0);
-            l_1 = fmaf(l_1, c1, sum1);
-#pragma unroll
-            for (int nt = 0; nt < NT; nt++) {
-                o[nt][0] *= c0;
-                o[nt][1] *= c0;
-                o[nt][2] *= c1;
-                o[nt][3] *= c1;
-            }
-            /* p as A fragments: the C fragments of key n-tiles 2kk and 2kk+1
-             * are exactly the A fragment of k-step kk */
 #pragma unroll
             for (int kk = 0; kk < 4; kk++) {
-                const uint32_t a0 = gp_pack_bf16x2(s[2 * kk][0], s[2 * kk][1]);
-                const uint32_t a1 = gp_pack_bf16x2(s[2 * kk][2], s[2 * kk][3]);
-                const uint32_t a2 = gp_pack_bf16x2(s[2 * kk + 1][0], s[2 * kk + 1][1]);
-                const uint32_t a3 = gp_pack_bf16x2(s[2 * kk + 1][2], s[2 * kk + 1][3]);
 #pragma unroll
                 for (int dp = 0; dp < HD / 16; dp++) {
                     uint32_t b0, b1, b2, b3;
                     /* transposed: (keys 0-7, dims +0..7), (8-15, +0..7), (0-7, +8..15), (8-15, +8..15) */
                     gp_ldsm_x4_t(gp_smem_addr(vs + (kk * 16 + (mi & 1) * 8 + ri) * PITCH + dp * 16 + (mi >> 1) * 8),
                                  b0, b1, b2, b3);
-                    gp_mma_bf16_full(o[2 * dp], a0, a1, a2, a3, b0, b1);
-                    gp_mma_bf16_full(o[2 * dp + 1], a0, a1, a2, a3, b2, b3);
+#pragma unroll
+                    for (int mt = 0; mt < 2; mt++) {
+                        const uint32_t a0 = __float_as_uint(s[mt][2 * kk][0]), a1 = __float_as_uint(s[mt][2 * kk][1]);
+                        const uint32_t a2 = __float_as_uint(s[mt][2 * kk + 1][0]);
+                        const uint32_t a3 = __float_as_uint(s[mt][2 * kk + 1][1]);
+                        gp_mma_bf16_full(o[mt][2 * dp], a0, a1, a2, a3, b0, b1);
+                        gp_mma_bf16_full(o[mt][2 * dp + 1], a0, a1, a2, a3, b2, b3);
+                    }
                 }
             }
         }
@@ -203,20 +237,23 @@ static __global__ void __launch_bounds__(PF_THREADS, 2) gp_prefill_attn_kernel(c
     }
     asm volatile("cp.async.wait_group 0;\n" ::: "memory");
 
-    l_0 += __shfl_xor_sync(0xffffffffu, l_0, 1);
-    l_0 += __shfl_xor_sync(0xffffffffu, l_0, 2);
-    l_1 += __shfl_xor_sync(0xffffffffu, l_1, 1);
-    l_1 += __shfl_xor_sync(0xffffffffu, l_1, 2);
-    const float inv0 = l_0 > 0.0f ? 1.0f / l_0 : 0.0f, inv1 = l_1 > 0.0f ? 1.0f / l_1 : 0.0f;
-    __nv_bfloat16 *o0 = a.out + (size_t)(d.q_start + r0) * row_stride + (size_t)h * HD + 2 * tq;
-    __nv_bfloat16 *o1 = a.out + (size_t)(d.q_start + r1) * row_stride + (size_t)h * HD + 2 * tq;
 #pragma unroll
-    for (int nt = 0; nt < NT; nt++) {
-        if (r0 < d.q_len)
-            *reinterpret_cast<__nv_bfloat162 *>(o0 + nt * 8) = __floats2bfloat162_rn(o[nt][0] * inv0, o[nt][1] * inv0);
-        if (r1 < d.q_len)
-            *reinterpret_cast<__nv_bfloat162 *>(o1 + nt * 8) = __floats2bfloat162_rn(o[nt][2] * inv1, o[nt][3] * inv1);
-    }
+    for (int mt = 0; mt < 2; mt++)
+#pragma unroll
+        for (int hr = 0; hr < 2; hr++) {
+            float l = l_r[mt][hr];
+            l += __shfl_xor_sync(0xffffffffu, l, 1);
+            l += __shfl_xor_sync(0xffffffffu, l, 2);
+            const float inv = l > 0.0f ? 1.0f / l : 0.0f;
+            const int r = w0 + mt * 16 + gr + hr * 8;
+            if (r >= d.q_len)
+                continue;
+            __nv_bfloat16 *dst = a.out + (size_t)(d.q_start + r) * row_stride + (size_t)h * HD + 2 * tq;
+#pragma unroll
+            for (int nt = 0; nt < NT; nt++)
+                *reinterpret_cast<__nv_bfloat162 *>(dst + nt * 8) =
+                    __floats2bfloat162_rn(o[mt][nt][2 * hr] * inv, o[mt][nt][2 * hr + 1] * inv);
+        }
 }
 
 template <int HD> static gp_status pf_launch(const pf_args &a, int n_seqs, int max_q_len, cudaStream_t stream)
