@@ -9,7 +9,8 @@
 /* Layout: a CTA per (query head, tile of 128 query rows, sequence), 4 warps
  * of 32 query rows (two m16 tiles) each. The CTA copies its q tile into
  * shared memory once and streams its sequence's K/V in tiles of 64 tokens
- * (cp.async, two stages: the next tile lands while this one is computed).
+ * (cp.async, two stages: the next tile lands while this one is computed,
+ * one barrier per tile).
  * Each K or V fragment a warp loads from shared memory feeds both of its m
  * tiles: with one m tile per warp the ldmatrix traffic, not the tensor
  * cores, bounded the kernel (162 TFLOP/s at T = 8192 on the H100,
@@ -21,7 +22,10 @@
  * issued longest first (the grid's y runs backwards) so the short ones fill
  * the tail of the wave. */
 #define PF_BM 128     /* query rows per CTA */
+#ifndef PF_BN
 #define PF_BN 64      /* keys per K/V tile */
+#endif
+#define PF_KN (PF_BN / 8) /* key n-tiles per K/V tile */
 #define PF_THREADS 128
 #define PF_STAGES 2
 
@@ -126,21 +130,23 @@ static __global__ void __launch_bounds__(PF_THREADS, 2) gp_prefill_attn_kernel(c
     float m_r[2][2] = {{-INFINITY, -INFINITY}, {-INFINITY, -INFINITY}}, l_r[2][2] = {{0.0f, 0.0f}, {0.0f, 0.0f}};
 
     for (int j = 0; j < n_tiles; j++) {
+        asm volatile("cp.async.wait_group 0;\n" ::: "memory"); /* tile j (and q) landed for this thread */
+        /* one barrier per tile: tile j is visible to every thread, and every
+         * warp is done with tile j - 1, whose buffer the next load refills */
+        __syncthreads();
         if (j + 1 < n_tiles) {
             __nv_bfloat16 *nk = kvs + ((j + 1) % PF_STAGES) * 2 * TILE;
             pf_load_tile<HD>(a, table, (j + 1) * PF_BN, kv_end, kvh, nk, nk + TILE);
+            asm volatile("cp.async.commit_group;\n");
         }
-        asm volatile("cp.async.commit_group;\n");
-        asm volatile("cp.async.wait_group 1;\n" ::: "memory"); /* tile j (and q) landed for this thread */
-        __syncthreads();                                      /* ... and for every thread */
         const int t0 = j * PF_BN;
         if (w_active && t0 <= w_last) {
             const __nv_bfloat16 *ks = kvs + (j % PF_STAGES) * 2 * TILE, *vs = ks + TILE;
-            float s[2][8][4];
+            float s[2][PF_KN][4];
 #pragma unroll
             for (int mt = 0; mt < 2; mt++)
 #pragma unroll
-                for (int nt = 0; nt < 8; nt++)
+                for (int nt = 0; nt < PF_KN; nt++)
                     s[mt][nt][0] = s[mt][nt][1] = s[mt][nt][2] = s[mt][nt][3] = 0.0f;
 #pragma unroll
             for (int kst = 0; kst < KS; kst++) {
@@ -151,7 +157,7 @@ static __global__ void __launch_bounds__(PF_THREADS, 2) gp_prefill_attn_kernel(c
                                             (mi >> 1) * 8),
                                qa[mt][0], qa[mt][1], qa[mt][2], qa[mt][3]);
 #pragma unroll
-                for (int np = 0; np < 4; np++) {
+                for (int np = 0; np < PF_BN / 16; np++) {
                     uint32_t b0, b1, b2, b3;
                     /* (keys 0-7, dims +0..7), (0-7, +8..15), (8-15, +0..7), (8-15, +8..15) of key pair np */
                     gp_ldsm_x4(gp_smem_addr(ks + (np * 16 + (mi >> 1) * 8 + ri) * PITCH + kst * 16 + (mi & 1) * 8),
@@ -167,7 +173,7 @@ static __global__ void __launch_bounds__(PF_THREADS, 2) gp_prefill_attn_kernel(c
 #pragma unroll
                 for (int mt = 0; mt < 2; mt++)
 #pragma unroll
-                    for (int nt = 0; nt < 8; nt++)
+                    for (int nt = 0; nt < PF_KN; nt++)
 #pragma unroll
                         for (int c = 0; c < 4; c++) {
                             const int key = t0 + nt * 8 + 2 * tq + (c & 1);
@@ -182,7 +188,7 @@ static __global__ void __launch_bounds__(PF_THREADS, 2) gp_prefill_attn_kernel(c
                 for (int hr = 0; hr < 2; hr++) { /* row gr (hr 0) or gr + 8 (hr 1) */
                     float mx = m_r[mt][hr];
 #pragma unroll
-                    for (int nt = 0; nt < 8; nt++)
+                    for (int nt = 0; nt < PF_KN; nt++)
                         mx = fmaxf(mx, fmaxf(s[mt][nt][2 * hr], s[mt][nt][2 * hr + 1]));
                     mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 1));
                     mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 2));
@@ -195,7 +201,7 @@ static __global__ void __launch_bounds__(PF_THREADS, 2) gp_prefill_attn_kernel(c
                  * values; packed in place: s[mt][nt][hr] = the bf16 pair of row
                  * hr, which is the A fragment of k-step nt / 2 */
 #pragma unroll
-                for (int nt = 0; nt < 8; nt++)
+                for (int nt = 0; nt < PF_KN; nt++)
 #pragma unroll
                     for (int hr = 0; hr < 2; hr++) {
                         const uint32_t pk = gp_pack_bf16x2(pf_exp2(fmaf(s[mt][nt][2 * hr], a.scale_log2, -ms[hr])),
@@ -215,7 +221,7 @@ static __global__ void __launch_bounds__(PF_THREADS, 2) gp_prefill_attn_kernel(c
                 }
             }
 #pragma unroll
-            for (int kk = 0; kk < 4; kk++) {
+            for (int kk = 0; kk < PF_BN / 16; kk++) {
 #pragma unroll
                 for (int dp = 0; dp < HD / 16; dp++) {
                     uint32_t b0, b1, b2, b3;
@@ -233,9 +239,7 @@ static __global__ void __launch_bounds__(PF_THREADS, 2) gp_prefill_attn_kernel(c
                 }
             }
         }
-        __syncthreads(); /* every warp is done with this stage before it is refilled */
     }
-    asm volatile("cp.async.wait_group 0;\n" ::: "memory");
 
 #pragma unroll
     for (int mt = 0; mt < 2; mt++)

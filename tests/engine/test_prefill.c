@@ -18,12 +18,7 @@
 #include "gp_engine.h"
 #include "gp_test.h"
 
-/* max|ours - ref| / max|ref| per logits vector against the CPU reference
- * in bf16-activation mode. Decode steps match it to ENGINE_TOL
- * (test_engine_model.c); prefill attention additionally rounds the
- * probabilities to bf16 before p.v, about one more bf16 rounding of the
- * attention output per layer. */
-#define PREFILL_TOL 4e-3
+#include "engine_tol.h"
 
 enum { NS = 6, MAX_CTX = 2304, BLOCK = 16 };
 static const int k_lens[NS] = {1, 15, 16, 17, 300, 2100};
