@@ -27,7 +27,7 @@
 enum {
     OPT_SPLITS = 256, OPT_WORKLOAD, OPT_MICRO, OPT_DEPTH, OPT_MODEL, OPT_STEPS, OPT_WARMUP, OPT_NO_WARMUP,
     OPT_REPEAT, OPT_REBALANCE, OPT_TUNING, OPT_AUTOTUNE, OPT_TUNING_OUT, OPT_SEED, OPT_JSON, OPT_CSV,
-    OPT_TRACE, OPT_SVG, OPT_PROGRESS, OPT_NO_PROGRESS, OPT_STATS, OPT_PLACEMENT, OPT_GEMM_TUNE, OPT_FILL_DRAIN, OPT_ATTN_KERNEL, OPT_ATTN_WARPS_CAP, OPT_ATTN_KV_EVICT, OPT_END
+    OPT_TRACE, OPT_SVG, OPT_PROGRESS, OPT_NO_PROGRESS, OPT_STATS, OPT_PLACEMENT, OPT_GEMM_TUNE, OPT_FILL_DRAIN, OPT_CONTEXT, OPT_ATTN_KERNEL, OPT_ATTN_WARPS_CAP, OPT_ATTN_KV_EVICT, OPT_END
 };
 
 static const struct option LONG_OPTS[] = {
@@ -55,6 +55,7 @@ static const struct option LONG_OPTS[] = {
     { "placement", required_argument, NULL, OPT_PLACEMENT },
     { "gemm-tune", required_argument, NULL, OPT_GEMM_TUNE },
     { "fill-drain", required_argument, NULL, OPT_FILL_DRAIN },
+    { "context", required_argument, NULL, OPT_CONTEXT },
     { "attn-kernel", required_argument, NULL, OPT_ATTN_KERNEL },
     { "attn-warps-cap", required_argument, NULL, OPT_ATTN_WARPS_CAP },
     { "attn-kv-evict", required_argument, NULL, OPT_ATTN_KV_EVICT },
@@ -83,6 +84,7 @@ static const char *allowed(int opt)
     case OPT_SEED: return "an integer 0..18446744073709551615";
     case OPT_GEMM_TUNE: return "an integer 0.." CS_STR(GP_GEMM_TUNE_MAX_CANDIDATES) " (0: cuBLASLt's heuristic pick)";
     case OPT_FILL_DRAIN: return "whole or partition";
+    case OPT_CONTEXT: return "random or prefill";
     case OPT_ATTN_KERNEL: return "auto, cudacore, cudacore_pipe, mma or stream";
     case OPT_ATTN_WARPS_CAP: return "0 (no cap) or an even integer 2.." CS_STR(GP_ATTN_STREAM_WARPS_CAP_MAX);
     case OPT_ATTN_KV_EVICT: return "on or off";
@@ -406,6 +408,11 @@ static int apply(parse_ctx *c, int opt, const char *v, gp_cs_options *o)
     case OPT_FILL_DRAIN:
         if (gp_fill_drain_parse(v, &o->fill_drain) != GP_OK)
             return bad(c, opt, v, "not a fill-drain mode");
+        return 0;
+    case OPT_CONTEXT:
+        if (strcmp(v, "random") && strcmp(v, "prefill"))
+            return bad(c, opt, v, "not a context mode");
+        o->context_prefill = !strcmp(v, "prefill");
         return 0;
     case OPT_ATTN_KERNEL:
         if (gp_attn_kernel_parse(v, &o->attn_kernel) != GP_OK)

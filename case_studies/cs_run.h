@@ -27,6 +27,7 @@ typedef struct cs_workload_run {
     int pair;                /* pool pair in force */
     int *ids;                /* [B] */
     int32_t *tok, *next;     /* [B] */
+    bool prefilled;          /* --context prefill: the contexts hold their prefilled C tokens */
 } cs_workload_run;
 
 gp_status cs_workload_open(cs_env *env, const gp_cs_workload *w, cs_workload_run *wr);

@@ -315,6 +315,9 @@ int main(int argc, char **argv)
              "run on %s (--fill-drain %s).", o.fill_drain == GP_FILL_DRAIN_WHOLE ? "the whole GPU" :
              "the attention and FFN partitions", gp_fill_drain_name(o.fill_drain));
     add_note(&meta, note);
+    if (o.context_prefill)
+        add_note(&meta, "Contexts: a batched prefill of C random tokens per sequence, once per workload "
+                 "(--context prefill); each repeat decodes again from it.");
     if (o.gemm_tune > 0) {
         snprintf(note, sizeof note, "GEMM algorithms: the fastest of cuBLASLt's first %d candidates, "
                  "timed on each row's own partitions (--gemm-tune), seq included.", o.gemm_tune);

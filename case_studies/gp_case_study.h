@@ -47,6 +47,8 @@ typedef struct gp_cs_options {
     gp_placement placements[2];
     int n_placements;
     gp_fill_drain fill_drain;    /* --fill-drain whole|partition: where fill and drain run */
+    bool context_prefill;        /* --context prefill: contexts from a real prefill of random tokens
+                                    (default random: random K/V, no prefill) */
     /* --queue-depth 4[,8] */
     unsigned depths[GP_CS_MAX_DEPTHS];
     int n_depths;

@@ -158,6 +158,11 @@ void gp_engine_reset_seq(gp_engine *e, int seq)
     gp_kv_release(e->tables, seq);
 }
 
+gp_status gp_engine_truncate_seq(gp_engine *e, int seq, int len)
+{
+    return gp_kv_truncate(e->tables, seq, len);
+}
+
 gp_status gp_engine_fill_context(gp_engine *e, int B, int C, uint64_t seed)
 {
     if (B < 1 || B > e->p.max_batch)

@@ -96,6 +96,9 @@ gp_status gp_engine_prefill_breakdown(gp_engine *e, int S, const gp_prefill_seq 
 gp_status gp_engine_decode_step(gp_engine *e, int B, const int *seq_ids, const int32_t *tokens,
                                 int32_t *next, float *logits);
 void gp_engine_reset_seq(gp_engine *e, int seq);
+/* Shorten sequence seq to its first len tokens, keeping their K/V (e.g. to
+ * decode again from a prefilled context); GP_ERR_INVALID_ARG beyond its length. */
+gp_status gp_engine_truncate_seq(gp_engine *e, int seq, int len);
 /* Device time of the last gp_engine_decode_step (its events), or -1. */
 float gp_engine_last_step_ms(const gp_engine *e);
 

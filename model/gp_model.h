@@ -301,6 +301,9 @@ gp_status gp_kv_reserve(gp_kv_tables *t, int seq, int n);
 /* Advance the recorded length after the tokens were written. */
 gp_status gp_kv_advance(gp_kv_tables *t, int seq, int n);
 void gp_kv_release(gp_kv_tables *t, int seq);
+/* Shorten seq to its first len tokens (0 <= len <= its length): the blocks
+ * that still hold them stay, with their contents; the rest are freed. */
+gp_status gp_kv_truncate(gp_kv_tables *t, int seq, int len);
 int gp_kv_len(const gp_kv_tables *t, int seq);
 const int32_t *gp_kv_block_table(const gp_kv_tables *t, int seq); /* [max_blocks_per_seq] */
 int gp_kv_max_blocks_per_seq(const gp_kv_tables *t);

@@ -165,6 +165,24 @@ void gp_kv_release(gp_kv_tables *t, int seq)
     t->reserved[seq] = 0;
 }
 
+gp_status gp_kv_truncate(gp_kv_tables *t, int seq, int len)
+{
+    GP_TRY(gp_kv_check_seq(t, "gp_kv_truncate", seq));
+    if (len < 0 || len > t->len[seq])
+        GP_FAIL(GP_ERR_INVALID_ARG, "gp_kv_truncate: seq %d: length %d, allowed [0, %d] (its length)", seq, len,
+                t->len[seq]);
+    int bs = t->layout.block_size, keep = (len + bs - 1) / bs;
+    int32_t *table = t->tables + (size_t)seq * (size_t)t->max_blocks_per_seq;
+    for (int i = t->n_seq_blocks[seq] - 1; i >= keep; i--) {
+        t->free_ids[t->n_free++] = table[i];
+        table[i] = -1;
+    }
+    t->n_seq_blocks[seq] = keep;
+    t->len[seq] = len;
+    t->reserved[seq] = len;
+    return GP_OK;
+}
+
 int gp_kv_len(const gp_kv_tables *t, int seq)
 {
     if (!t || seq < 0 || seq >= t->max_seqs)

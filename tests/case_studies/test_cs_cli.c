@@ -239,7 +239,9 @@ static void test_scalars(void **state)
     result_free(&r);
 
     r = ok(ARGS("--no-warmup", "--progress", "--rebalance", "ratio", "--stats", "--gemm-tune", "32",
-                "--fill-drain", "partition", "--attn-kernel", "mma", "--attn-warps-cap", "8", "--attn-kv-evict", "off"));
+                "--fill-drain", "partition", "--attn-kernel", "mma", "--attn-warps-cap", "8", "--attn-kv-evict", "off",
+                "--context", "prefill"));
+    assert_true(r.o.context_prefill);
     assert_int_equal(r.o.gemm_tune, 32);
     assert_int_equal(r.o.attn_kernel, GP_ATTN_KERNEL_MMA);
     assert_int_equal(r.o.attn_warps_cap, 8);
@@ -289,6 +291,7 @@ static void test_not_numbers(void **state)
     BAD("--gemm-tune", "'-1'", "--gemm-tune", "-1");
     BAD("--gemm-tune", "'all'", "--gemm-tune", "all");
     BAD("--fill-drain", "whole or partition", "--fill-drain", "both");
+    BAD("--context", "random or prefill", "--context", "real");
     BAD("--fill-drain", "''", "--fill-drain", "");
     BAD("--attn-kernel", "auto, cudacore, cudacore_pipe, mma or stream", "--attn-kernel", "flash");
     BAD("--attn-warps-cap", "even", "--attn-warps-cap", "3");

@@ -1,5 +1,5 @@
 /* Tests of the paged KV cache bookkeeping (model/kv_cache.c): reserve,
- * advance, release, exhaustion and block boundaries. */
+ * advance, release, truncate, exhaustion and block boundaries. */
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -130,6 +130,34 @@ static void test_reserve_advance_release(void **state)
     gp_kv_tables_destroy(t);
 }
 
+/* Truncation keeps the blocks that hold the kept tokens (same ids, so their
+ * K/V stays valid) and frees the rest; growing again takes fresh blocks. */
+static void test_truncate(void **state)
+{
+    (void)state;
+    gp_kv_layout l = layout(8);
+    gp_kv_tables *t;
+    assert_int_equal(gp_kv_tables_create(&l, 2, 4, &t), GP_OK);
+    assert_int_equal(gp_kv_reserve(t, 0, 3 * BS + 2), GP_OK);
+    assert_int_equal(gp_kv_advance(t, 0, 3 * BS + 2), GP_OK);
+    int32_t before[4];
+    memcpy(before, gp_kv_block_table(t, 0), sizeof before);
+    assert_int_equal(gp_kv_truncate(t, 0, 3 * BS + 3), GP_ERR_INVALID_ARG);
+    assert_non_null(strstr(gp_last_error(), "length 51"));
+    assert_int_equal(gp_kv_truncate(t, 0, BS + 1), GP_OK);
+    assert_int_equal(gp_kv_len(t, 0), BS + 1);
+    assert_int_equal(blocks_in_use(t, 0), 2);
+    assert_memory_equal(gp_kv_block_table(t, 0), before, 2 * sizeof(int32_t));
+    assert_int_equal(gp_kv_free_blocks(t), 6);
+    assert_int_equal(gp_kv_advance(t, 0, 1), GP_ERR_STATE); /* nothing reserved past the new length */
+    assert_int_equal(gp_kv_reserve(t, 0, BS), GP_OK);
+    assert_int_equal(blocks_in_use(t, 0), 3);
+    assert_int_equal(gp_kv_truncate(t, 0, 0), GP_OK);
+    assert_int_equal(blocks_in_use(t, 0), 0);
+    assert_int_equal(gp_kv_free_blocks(t), 8);
+    gp_kv_tables_destroy(t);
+}
+
 static void test_exhaustion_unchanged(void **state)
 {
     (void)state;
@@ -212,6 +240,7 @@ int main(void)
         cmocka_unit_test(test_layout),
         cmocka_unit_test(test_create_args),
         cmocka_unit_test(test_reserve_advance_release),
+        cmocka_unit_test(test_truncate),
         cmocka_unit_test(test_exhaustion_unchanged),
         cmocka_unit_test(test_block_boundaries),
     };
