@@ -444,7 +444,13 @@ uint64_t gp_config_param_count(const gp_config *c)
     return embed + (uint64_t)c->n_layers * layer + h + (c->tied_embeddings ? 0 : embed);
 }
 
-/* Mirrors transformers' _compute_llama3_parameters, in double. */
+/* Mirrors transformers' _compute_default_rope_parameters and
+ * _compute_llama3_parameters operation by operation, so the values are HF's
+ * bit for bit: torch forms the exponent and everything after the power in
+ * float32 (Python scalars cast to float32), the power itself in double (the
+ * base is a Python float). The correctly rounded formula differs from HF by
+ * 1-2 ulp in some entries, which at position ~2100 moved logits by ~1e-4
+ * relative (tests/hf/README.md, long-gqa). */
 void gp_rope_inv_freq(const gp_config *c, float *out)
 {
     if (!c || !out || c->head_dim <= 0)
@@ -452,21 +458,20 @@ void gp_rope_inv_freq(const gp_config *c, float *out)
     const double pi = 3.14159265358979323846;
     const gp_rope_scaling *s = &c->rope_scaling;
     for (int i = 0; i < c->head_dim / 2; i++) {
-        double f = pow((double)c->rope_theta, -(2.0 * i) / (double)c->head_dim);
+        float e = (float)(2 * i) / (float)c->head_dim;
+        float f = 1.0f / (float)pow((double)c->rope_theta, (double)e);
         if (s->type == GP_ROPE_LLAMA3) {
-            double orig = (double)s->original_max_pos;
-            double low = (double)s->low_freq_factor, high = (double)s->high_freq_factor;
-            double factor = (double)s->factor;
-            double low_freq_wavelen = orig / low;
-            double high_freq_wavelen = orig / high;
-            double wavelen = 2.0 * pi / f;
-            if (wavelen > low_freq_wavelen) {
-                f = f / factor;
-            } else if (!(wavelen < high_freq_wavelen)) {
-                double smooth = (orig / wavelen - low) / (high - low);
-                f = (1.0 - smooth) * f / factor + smooth * f;
-            }
+            float factor = s->factor, low = s->low_freq_factor, high = s->high_freq_factor;
+            float orig = (float)s->original_max_pos;
+            float low_freq_wavelen = (float)((double)s->original_max_pos / (double)low);
+            float high_freq_wavelen = (float)((double)s->original_max_pos / (double)high);
+            float wavelen = (float)(2.0 * pi) / f;
+            float llama = wavelen > low_freq_wavelen ? f / factor : f;
+            float smooth = (orig / wavelen - low) / (float)((double)high - (double)low);
+            float smoothed = (1.0f - smooth) * llama / factor + smooth * llama;
+            bool medium = !(wavelen < high_freq_wavelen) && !(wavelen > low_freq_wavelen);
+            f = medium ? smoothed : llama;
         }
-        out[i] = (float)f;
+        out[i] = f;
     }
 }

@@ -324,8 +324,20 @@ void gp_cpu_model_destroy(gp_cpu_model *m);
  * length. Appends K/V and writes logits[B][vocab]. */
 gp_status gp_cpu_decode_step(gp_cpu_model *m, int B, const int *seq_ids, const int32_t *tokens,
                              float *logits);
-/* Fill seq's cache from a prompt, token by token; logits of the last prompt
- * token go to last_logits[vocab] (may be NULL). */
+/* Fill the caches of S sequences from their prompts (gp_prefill_seq:
+ * distinct sequences, 1 <= S <= max_seqs; a sequence may already hold
+ * tokens, its positions continue after them) as the exact reference: prompt
+ * position by position, each step one batched decode step over every prompt
+ * that has a token there, so every prompt's logits are bitwise those of
+ * prefilling it alone. last_logits [S][vocab] (may be NULL): row s the logits
+ * after seqs[s]'s last token; prompt_logits [sum of n][vocab] (may be NULL):
+ * the logits at every prompt position, all of seqs[0]'s, then seqs[1]'s, ...
+ * Everything (ids, lengths, tokens, room in max_context) is checked before
+ * the cache changes: a refused call leaves every sequence as it was. */
+gp_status gp_cpu_prefill_batch(gp_cpu_model *m, int S, const gp_prefill_seq *seqs, float *last_logits,
+                               float *prompt_logits);
+/* One prompt: gp_cpu_prefill_batch with S = 1; the logits after its last
+ * token go to last_logits [vocab] (may be NULL). */
 gp_status gp_cpu_prefill(gp_cpu_model *m, int seq, int n, const int32_t *prompt, float *last_logits);
 void gp_cpu_reset_seq(gp_cpu_model *m, int seq);
 const gp_config *gp_cpu_model_config(const gp_cpu_model *m);

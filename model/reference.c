@@ -45,10 +45,9 @@ struct gp_cpu_model {
     float *tmp;                /* [max_seqs][hidden] block output before the residual add */
     float *gu;                 /* [max_seqs][2*ffn] gate, then up */
     float *act;                /* [max_seqs][ffn] swiglu output */
-    float *logits1;            /* [vocab] prefill target when the caller passes NULL */
     int *pos;                  /* [max_seqs] position each batch row writes */
     const int32_t **tables;    /* [max_seqs] block table of each batch row */
-    unsigned *seen;            /* [max_seqs] duplicate check: stamp of the last step using it */
+    unsigned *seen;            /* [max_seqs] duplicate check: stamp of the last step or prefill using it */
     unsigned stamp;
 
     /* the step in progress, between gp_cpu_step_begin and gp_cpu_step_end */
@@ -116,7 +115,7 @@ void gp_cpu_model_destroy(gp_cpu_model *m)
     gp_cpu_worker_destroy(m->worker);
     gp_kv_tables_destroy(m->kv);
     void *bufs[] = {m->k_cache, m->v_cache, m->inv_freq, m->x, m->h, m->qkv, m->att, m->tmp, m->gu,
-                    m->act, m->logits1, m->pos, m->tables, m->seen, m->step_ids};
+                    m->act, m->pos, m->tables, m->seen, m->step_ids};
     for (size_t i = 0; i < sizeof bufs / sizeof bufs[0]; i++)
         free(bufs[i]);
     free(m);
@@ -206,7 +205,6 @@ gp_status gp_cpu_model_create(const gp_host_weights *w, int max_seqs, int max_co
     m->tmp = gp_ref_alloc_floats(S * (uint64_t)c->hidden, &ok);
     m->gu = gp_ref_alloc_floats(S * 2u * (uint64_t)c->ffn, &ok);
     m->act = gp_ref_alloc_floats(S * (uint64_t)c->ffn, &ok);
-    m->logits1 = gp_ref_alloc_floats((uint64_t)c->vocab, &ok);
     m->pos = calloc(S, sizeof *m->pos);
     m->tables = calloc(S, sizeof *m->tables);
     m->seen = calloc(S, sizeof *m->seen);
@@ -485,6 +483,16 @@ static gp_status gp_ref_check_token(const gp_cpu_model *m, int32_t token, const 
     return GP_OK;
 }
 
+/* A fresh stamp for a duplicate check over m->seen. */
+static unsigned gp_ref_next_stamp(gp_cpu_model *m)
+{
+    if (++m->stamp == 0) { /* wrapped: clear so old stamps cannot match */
+        memset(m->seen, 0, (size_t)m->max_seqs * sizeof *m->seen);
+        m->stamp = 1;
+    }
+    return m->stamp;
+}
+
 /* Validates everything and reserves KV room before any state changes, so a
  * failing step leaves every sequence as it was (reserved blocks stay with
  * their sequence and are reused by its next step). */
@@ -499,17 +507,14 @@ gp_status gp_cpu_step_begin(gp_cpu_model *m, int B, const int *seq_ids, const in
                 m->max_seqs);
     if (!seq_ids || !tokens)
         GP_FAIL(GP_ERR_INVALID_ARG, "gp_cpu_step_begin: seq_ids and tokens must not be NULL");
-    if (++m->stamp == 0) { /* wrapped: clear so old stamps cannot match */
-        memset(m->seen, 0, (size_t)m->max_seqs * sizeof *m->seen);
-        m->stamp = 1;
-    }
+    unsigned stamp = gp_ref_next_stamp(m);
     for (int b = 0; b < B; b++) {
         int s = seq_ids[b];
         GP_TRY(gp_ref_check_seq(m, s));
-        if (m->seen[s] == m->stamp)
+        if (m->seen[s] == stamp)
             GP_FAIL(GP_ERR_INVALID_ARG, "sequence id %d appears twice in one step (batch row %d): "
                     "each sequence may advance by one token per step", s, b);
-        m->seen[s] = m->stamp;
+        m->seen[s] = stamp;
         GP_TRY(gp_ref_check_token(m, tokens[b], "batch row", b));
         int len = gp_kv_len(m->kv, s);
         if (len >= m->max_context)
@@ -534,25 +539,34 @@ gp_status gp_cpu_step_begin(gp_cpu_model *m, int B, const int *seq_ids, const in
     return GP_OK;
 }
 
+/* Closes the step: the LM head over the first n_head rows of resid into
+ * logits [n_head][vocab] (a prefill step wants only the rows whose logits it
+ * keeps, and puts them first), then every row's KV length advanced. */
+static gp_status gp_ref_step_finish(gp_cpu_model *m, gp_cpu_worker *wk, const gp_tensor_view *resid, int n_head,
+                                    float *logits)
+{
+    const gp_config *c = &m->cfg;
+    int B = m->step_B, H = c->hidden;
+    GP_TRY(gp_ref_check_resid(m, resid, B, "head"));
+    if (n_head > 0) {
+        for (int b = 0; b < n_head; b++)
+            gp_ref_rmsnorm(m->h + (size_t)b * H, gp_ref_row(resid, b), m->w->final_norm, H, c->norm_eps);
+        gp_ref_round(m, m->h, (size_t)n_head * H);
+        gp_ref_matmul(wk, logits, m->w->lm_head, m->h, n_head, c->vocab, H);
+    }
+    m->step_B = 0;
+    for (int b = 0; b < B; b++)
+        GP_TRY(gp_kv_advance(m->kv, m->step_ids[b], 1));
+    return GP_OK;
+}
+
 gp_status gp_cpu_step_end(gp_cpu_model *m, gp_cpu_worker *wk, const gp_tensor_view *resid, float *logits)
 {
     if (!m || !wk || !resid)
         GP_FAIL(GP_ERR_INVALID_ARG, "gp_cpu_step_end: model, worker and residual view are required");
     if (!m->step_B)
         GP_FAIL(GP_ERR_STATE, "gp_cpu_step_end without a step in progress");
-    const gp_config *c = &m->cfg;
-    int B = m->step_B, H = c->hidden;
-    GP_TRY(gp_ref_check_resid(m, resid, B, "head"));
-    if (logits) {
-        for (int b = 0; b < B; b++)
-            gp_ref_rmsnorm(m->h + (size_t)b * H, gp_ref_row(resid, b), m->w->final_norm, H, c->norm_eps);
-        gp_ref_round(m, m->h, (size_t)B * H);
-        gp_ref_matmul(wk, logits, m->w->lm_head, m->h, B, c->vocab, H);
-    }
-    m->step_B = 0;
-    for (int b = 0; b < B; b++)
-        GP_TRY(gp_kv_advance(m->kv, m->step_ids[b], 1));
-    return GP_OK;
+    return gp_ref_step_finish(m, wk, resid, logits ? m->step_B : 0, logits);
 }
 
 void gp_cpu_step_abort(gp_cpu_model *m)
@@ -561,9 +575,9 @@ void gp_cpu_step_abort(gp_cpu_model *m)
         m->step_B = 0;
 }
 
-/* The whole step on the model's own worker. logits may be NULL (prefill of
- * all but the last token), which skips the LM head. */
-static gp_status gp_ref_step(gp_cpu_model *m, int B, const int *seq_ids, const int32_t *tokens,
+/* The whole step on the model's own worker; the LM head runs over the first
+ * n_head rows only (none for a prefill step that keeps no logits). */
+static gp_status gp_ref_step(gp_cpu_model *m, int B, const int *seq_ids, const int32_t *tokens, int n_head,
                              float *logits)
 {
     GP_TRY(gp_cpu_step_begin(m, B, seq_ids, tokens));
@@ -579,7 +593,7 @@ static gp_status gp_ref_step(gp_cpu_model *m, int B, const int *seq_ids, const i
         gp_cpu_step_abort(m);
         return st;
     }
-    return gp_cpu_step_end(m, m->worker, &io.resid, logits);
+    return gp_ref_step_finish(m, m->worker, &io.resid, n_head, logits);
 }
 
 gp_status gp_cpu_decode_step(gp_cpu_model *m, int B, const int *seq_ids, const int32_t *tokens,
@@ -589,31 +603,111 @@ gp_status gp_cpu_decode_step(gp_cpu_model *m, int B, const int *seq_ids, const i
         GP_FAIL(GP_ERR_INVALID_ARG, "gp_cpu_decode_step: model is NULL");
     if (!logits)
         GP_FAIL(GP_ERR_INVALID_ARG, "gp_cpu_decode_step: logits must not be NULL");
-    return gp_ref_step(m, B, seq_ids, tokens, logits);
+    return gp_ref_step(m, B, seq_ids, tokens, B, logits);
+}
+
+/* Everything a batched prefill is given, checked before anything changes, so
+ * a refused call leaves every sequence as it was; *max_n receives the
+ * longest prompt. */
+static gp_status gp_ref_prefill_check(gp_cpu_model *m, int S, const gp_prefill_seq *seqs, int *max_n)
+{
+    if (m->step_B)
+        GP_FAIL(GP_ERR_STATE, "prefill while a step of %d sequences is in progress: end or abort it first",
+                m->step_B);
+    if (S < 1 || S > m->max_seqs)
+        GP_FAIL(GP_ERR_INVALID_ARG, "prefill of %d prompts: allowed 1..%d (max_seqs)", S, m->max_seqs);
+    if (!seqs)
+        GP_FAIL(GP_ERR_INVALID_ARG, "gp_cpu_prefill_batch: seqs is NULL");
+    unsigned stamp = gp_ref_next_stamp(m);
+    *max_n = 0;
+    for (int s = 0; s < S; s++) {
+        const gp_prefill_seq *p = &seqs[s];
+        GP_TRY(gp_ref_check_seq(m, p->seq));
+        if (m->seen[p->seq] == stamp)
+            GP_FAIL(GP_ERR_INVALID_ARG, "sequence id %d appears twice in one prefill (prompt %d): each "
+                    "sequence takes one prompt per call", p->seq, s);
+        m->seen[p->seq] = stamp;
+        if (p->n < 1)
+            GP_FAIL(GP_ERR_INVALID_ARG, "prompt length %d for sequence %d: allowed 1..%d", p->n, p->seq,
+                    m->max_context);
+        if (!p->tokens)
+            GP_FAIL(GP_ERR_INVALID_ARG, "prompt of sequence %d is NULL (%d tokens expected)", p->seq, p->n);
+        for (int i = 0; i < p->n; i++)
+            if (p->tokens[i] < 0 || p->tokens[i] >= m->cfg.vocab)
+                GP_FAIL(GP_ERR_INVALID_ARG, "token %d at prompt position %d of sequence %d is outside the "
+                        "vocabulary: allowed 0..%d", (int)p->tokens[i], i, p->seq, m->cfg.vocab - 1);
+        int len = gp_kv_len(m->kv, p->seq);
+        if ((long long)len + p->n > m->max_context)
+            GP_FAIL(GP_ERR_STATE, "prompt of %d tokens does not fit sequence %d: it holds %d tokens "
+                    "and max_context is %d", p->n, p->seq, len, m->max_context);
+        if (p->n > *max_n)
+            *max_n = p->n;
+    }
+    return GP_OK;
+}
+
+/* Position by position: step i batches every prompt that has a token at i.
+ * Rows of a batch never mix (gp_ref_pool_run, gp_ref_dot2_bf16), so each
+ * prompt's logits are those of its own prefill bit for bit. */
+gp_status gp_cpu_prefill_batch(gp_cpu_model *m, int S, const gp_prefill_seq *seqs, float *last_logits,
+                               float *prompt_logits)
+{
+    if (!m)
+        GP_FAIL(GP_ERR_INVALID_ARG, "gp_cpu_prefill_batch: model is NULL");
+    int max_n;
+    GP_TRY(gp_ref_prefill_check(m, S, seqs, &max_n));
+    const size_t V = (size_t)m->cfg.vocab;
+    bool ok = true;
+    int *ids = malloc((size_t)S * sizeof *ids);           /* [S] sequence of each row of a step */
+    int *row_prompt = malloc((size_t)S * sizeof *row_prompt); /* [S] prompt of each row */
+    int32_t *toks = malloc((size_t)S * sizeof *toks);     /* [S] token of each row */
+    size_t *first = malloc((size_t)S * sizeof *first);    /* [S] prompt_logits row of each prompt's token 0 */
+    float *lg = last_logits || prompt_logits ? gp_ref_alloc_floats((uint64_t)S * V, &ok) : NULL; /* [S][vocab] */
+    gp_status st = GP_OK;
+    if (!ok || !ids || !row_prompt || !toks || !first) {
+        gp_set_error("prefill of %d prompts: out of host memory for its %d x %zu logits scratch", S, S, V);
+        st = GP_ERR_NO_MEMORY;
+    }
+    /* room for whole prompts up front: no step can then run out of it midway */
+    size_t row = 0;
+    for (int s = 0; s < S && st == GP_OK; s++) {
+        first[s] = row;
+        row += (size_t)seqs[s].n;
+        st = gp_kv_reserve(m->kv, seqs[s].seq, seqs[s].n);
+    }
+    for (int i = 0; i < max_n && st == GP_OK; i++) {
+        /* rows whose logits are kept first: the head runs over a leading range */
+        int B = 0, n_head = 0;
+        for (int pass = 0; pass < 2; pass++)
+            for (int s = 0; s < S; s++) {
+                if (seqs[s].n <= i)
+                    continue;
+                bool head = prompt_logits || (last_logits && i == seqs[s].n - 1);
+                if (head != (pass == 0))
+                    continue;
+                ids[B] = seqs[s].seq;
+                toks[B] = seqs[s].tokens[i];
+                row_prompt[B++] = s;
+                n_head += head;
+            }
+        st = gp_ref_step(m, B, ids, toks, n_head, lg);
+        for (int b = 0; b < n_head && st == GP_OK; b++) {
+            int s = row_prompt[b];
+            const float *src = lg + (size_t)b * V;
+            if (prompt_logits)
+                memcpy(prompt_logits + (first[s] + (size_t)i) * V, src, V * sizeof *src);
+            if (last_logits && i == seqs[s].n - 1)
+                memcpy(last_logits + (size_t)s * V, src, V * sizeof *src);
+        }
+    }
+    free(ids), free(row_prompt), free(toks), free(first), free(lg);
+    return st;
 }
 
 gp_status gp_cpu_prefill(gp_cpu_model *m, int seq, int n, const int32_t *prompt, float *last_logits)
 {
-    if (!m)
-        GP_FAIL(GP_ERR_INVALID_ARG, "gp_cpu_prefill: model is NULL");
-    GP_TRY(gp_ref_check_seq(m, seq));
-    if (n < 1)
-        GP_FAIL(GP_ERR_INVALID_ARG, "prompt length %d for sequence %d: allowed 1..%d", n, seq,
-                m->max_context);
-    if (!prompt)
-        GP_FAIL(GP_ERR_INVALID_ARG, "gp_cpu_prefill: prompt is NULL");
-    for (int i = 0; i < n; i++)
-        GP_TRY(gp_ref_check_token(m, prompt[i], "prompt position", i));
-    /* checked up front so a prompt that does not fit leaves the cache untouched */
-    int len = gp_kv_len(m->kv, seq);
-    if ((long long)len + n > m->max_context)
-        GP_FAIL(GP_ERR_STATE, "prompt of %d tokens does not fit sequence %d: it holds %d tokens "
-                "and max_context is %d", n, seq, len, m->max_context);
-    for (int i = 0; i < n; i++) {
-        float *dst = i == n - 1 ? (last_logits ? last_logits : m->logits1) : NULL;
-        GP_TRY(gp_ref_step(m, 1, &seq, &prompt[i], dst));
-    }
-    return GP_OK;
+    gp_prefill_seq p = {.seq = seq, .n = n, .tokens = prompt};
+    return gp_cpu_prefill_batch(m, 1, &p, last_logits, NULL);
 }
 
 void gp_cpu_reset_seq(gp_cpu_model *m, int seq)

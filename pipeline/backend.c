@@ -47,7 +47,8 @@ gp_backend_params gp_backend_default_params(gp_backend_kind kind)
     bool cuda = kind == GP_BACKEND_CUDA;
     return (gp_backend_params){.kind = kind, .n_seqs = 1, .max_context = 1024, .block_size = 16,
                                .attn_units = cuda ? 24 : 1, .ffn_units = cuda ? GP_SPLIT_REST : 1,
-                               .pipelined = false, .use_graphs = true, .bf16_activations = false};
+                               .pipelined = false, .use_graphs = true, .bf16_activations = false,
+                               .prefill_chunk = 0};
 }
 
 static gp_status check_params(const gp_backend_params *p)
@@ -58,6 +59,12 @@ static gp_status check_params(const gp_backend_params *p)
     if (p->n_seqs < 1 || p->max_context < 1 || p->block_size < 1)
         GP_FAIL(GP_ERR_INVALID_ARG, "backend: %d sequences of %d tokens in blocks of %d: each must be >= 1",
                 p->n_seqs, p->max_context, p->block_size);
+    if (p->prefill_chunk < 0 || p->prefill_chunk > GP_ENGINE_MAX_PREFILL_CHUNK)
+        GP_FAIL(GP_ERR_INVALID_ARG, "backend: prefill_chunk %d: allowed 0 (the engine's default) or 1..%d",
+                p->prefill_chunk, GP_ENGINE_MAX_PREFILL_CHUNK);
+    if (p->kind == GP_BACKEND_CPU && p->prefill_chunk != 0)
+        GP_FAIL(GP_ERR_INVALID_ARG, "cpu backend: prefill_chunk %d applies to the cuda backend only (the CPU "
+                "reference prefills position by position); allowed 0", p->prefill_chunk);
     if (p->kind == GP_BACKEND_CPU && (p->attn_units < 1 || p->ffn_units < 1))
         GP_FAIL(GP_ERR_INVALID_ARG, "cpu backend: %d attention and %d FFN threads; each side needs at least 1",
                 p->attn_units, p->ffn_units);
@@ -88,6 +95,8 @@ static gp_status open_cuda(gp_backend *b)
     ep.max_context = p->max_context;
     ep.block_size = p->block_size;
     ep.use_graphs = p->use_graphs;
+    if (p->prefill_chunk)
+        ep.prefill_chunk = p->prefill_chunk;
     GP_TRY(gp_engine_create(b->dw, &ep, &b->engine));
     if (p->pipelined) {
         gp_green_pool_params gpp = gp_green_pool_default_params();
@@ -135,6 +144,7 @@ static gp_status finish(gp_backend *b, gp_status st, gp_backend **out)
 gp_status gp_backend_open_weights(const gp_host_weights *w, const gp_backend_params *p, gp_backend **out)
 {
     gp_backend *b;
+    *out = NULL;
     GP_TRY(open_common(p, &b));
     b->cfg = w->cfg;
     gp_status st;
@@ -148,6 +158,7 @@ gp_status gp_backend_open_weights(const gp_host_weights *w, const gp_backend_par
 gp_status gp_backend_open(const gp_model_source *src, const gp_backend_params *p, gp_backend **out)
 {
     gp_backend *b;
+    *out = NULL;
     GP_TRY(open_common(p, &b));
     b->cfg = src->cfg;
     gp_status st;

@@ -130,14 +130,13 @@ static gp_status cx_prefill(void *ctx, int S, const gp_prefill_seq *seqs, int32_
 {
     gp_cpu_exec *x = ctx;
     const gp_config *c = gp_cpu_model_config(x->model);
-    if (prompt_logits)
-        GP_FAIL(GP_ERR_UNSUPPORTED, "CPU prefill: prompt logits are not available yet");
-    for (int s = 0; s < S; s++) {
-        float *lg = last_logits ? last_logits + (size_t)s * c->vocab : x->logits;
-        GP_TRY(gp_cpu_prefill(x->model, seqs[s].seq, seqs[s].n, seqs[s].tokens, lg));
-        if (next)
-            next[s] = gp_argmax(lg, c->vocab);
-    }
+    /* the greedy tokens are chosen from the last logits, kept or not; the
+     * scratch holds max_seqs rows and the reference refuses S beyond that */
+    float *last = last_logits ? last_logits : next ? x->logits : NULL;
+    GP_TRY(gp_cpu_prefill_batch(x->model, S, seqs, last, prompt_logits));
+    if (next)
+        for (int s = 0; s < S; s++)
+            next[s] = gp_argmax(last + (size_t)s * c->vocab, c->vocab);
     return GP_OK;
 }
 

@@ -355,6 +355,9 @@ typedef struct gp_backend_params {
                               the CUDA backend then makes no partition pair) */
     bool use_graphs;       /* CUDA: replay steps and stages as graphs (default on) */
     bool bf16_activations; /* CPU: round activations as the CUDA engine stores them (default off) */
+    int prefill_chunk;     /* CUDA: most prompt tokens per prefill forward (gp_engine_params.prefill_chunk,
+                              1..GP_ENGINE_MAX_PREFILL_CHUNK); 0 (default): the engine's default. The CPU
+                              backend prefills position by position and takes 0 only. */
 } gp_backend_params;
 gp_backend_params gp_backend_default_params(gp_backend_kind kind);
 

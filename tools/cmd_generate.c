@@ -1,7 +1,8 @@
-/* greenpipe generate: prefill prompts, then greedy-decode N tokens per
- * sequence on the chosen backend, with the sequential engine or the
- * pipelined one (attention and FFN on separate resources, micro-batches
- * through the rings), optionally dumping the logits as JSON. */
+/* greenpipe generate: prefill all prompts in one batched call, then
+ * greedy-decode N tokens per sequence on the chosen backend, with the
+ * sequential engine or the pipelined one (attention and FFN on separate
+ * resources, micro-batches through the rings), optionally dumping the
+ * generated tokens' and the prompt positions' logits as JSON. */
 #include <getopt.h>
 #include <inttypes.h>
 #include <stdio.h>
@@ -10,6 +11,7 @@
 
 #include <jansson.h>
 
+#include "gp_engine.h"
 #include "gp_green.h"
 #include "gp_model.h"
 #include "gp_pipeline.h"
@@ -21,6 +23,7 @@ typedef struct gen_opts {
     long steps;
     gp_backend_kind backend;
     const char *dump_logits;
+    const char *dump_prompt_logits;
     uint64_t seed;
     bool seed_given;
     long block_size;
@@ -29,6 +32,7 @@ typedef struct gen_opts {
     bool split_given;      /* false: the backend's default split */
     long micro_batches;    /* --micro-batches */
     bool pipe_flag_given;  /* --sm-split or --micro-batches */
+    long prefill_chunk;    /* --prefill-chunk; 0: not given (the engine's default) */
 } gen_opts;
 
 static const char *flag_name(const struct option *opts, int val)
@@ -56,10 +60,17 @@ static void gen_usage(FILE *f)
             "                       default 1:1)\n"
             "  --micro-batches M    pipelined: micro-batches per step, 1..%d and at most the number of\n"
             "                       sequences; default 2 (1 with one sequence)\n"
-            "  --dump-logits FILE   write {\"tokens\": [[ids]], \"logits\": [[[vocab floats]]]}\n"
+            "  --prefill-chunk N    cuda: most prompt tokens one prefill forward takes, 1..%d; default %d\n"
+            "                       (all prompts are prefilled in one batched call)\n"
+            "  --dump-logits FILE   write {\"tokens\": [[ids]], \"logits\": [[[vocab floats]]]}: the logits each\n"
+            "                       generated token was chosen from\n"
+            "  --dump-prompt-logits FILE\n"
+            "                       write {\"prompts\": [[ids]], \"logits\": [[[vocab floats]]]}: the logits at\n"
+            "                       every prompt position (the last one chose the first generated token)\n"
             "  --seed S             seed of synthetic weights (presets only); default 0\n"
             "  --block-size N       KV cache block size in tokens, 1..1024; default 16\n",
-            gp_config_preset_names(), GP_DEFAULT_PRESET, GP_PIPE_MAX_MICRO);
+            gp_config_preset_names(), GP_DEFAULT_PRESET, GP_PIPE_MAX_MICRO, GP_ENGINE_MAX_PREFILL_CHUNK,
+            GP_ENGINE_DEFAULT_PREFILL_CHUNK);
 }
 
 static int parse_opts(int argc, char **argv, gen_opts *o)
@@ -70,6 +81,7 @@ static int parse_opts(int argc, char **argv, gen_opts *o)
         {"dump-logits", required_argument, NULL, 'd'}, {"seed", required_argument, NULL, 's'},
         {"block-size", required_argument, NULL, 'k'},  {"engine", required_argument, NULL, 'e'},
         {"sm-split", required_argument, NULL, 'x'},    {"micro-batches", required_argument, NULL, 'M'},
+        {"prefill-chunk", required_argument, NULL, 'c'}, {"dump-prompt-logits", required_argument, NULL, 'P'},
         {"help", no_argument, NULL, 'h'},              {NULL, 0, NULL, 0},
     };
     *o = (gen_opts){.model = GP_DEFAULT_PRESET, .steps = -1, .backend = GP_BACKEND_CPU, .block_size = 16};
@@ -114,14 +126,18 @@ static int parse_opts(int argc, char **argv, gen_opts *o)
             o->pipe_flag_given = true;
             break;
         case 'd':
+        case 'P':
             /* Checked now, not after the whole generation: an empty name, or
              * the next flag taken as the file ("--dump-logits --steps 3"). */
             if (!*optarg || !strncmp(optarg, "--", 2)) {
-                fprintf(stderr, "greenpipe generate: --dump-logits '%s': %s; allowed: a file path\n", optarg,
-                        *optarg ? "looks like a flag, not a file (a missing value?)" : "empty path");
+                fprintf(stderr, "greenpipe generate: --%s '%s': %s; allowed: a file path\n", flag_name(longopts, c),
+                        optarg, *optarg ? "looks like a flag, not a file (a missing value?)" : "empty path");
                 return 2;
             }
-            o->dump_logits = optarg;
+            *(c == 'd' ? &o->dump_logits : &o->dump_prompt_logits) = optarg;
+            break;
+        case 'c':
+            st = gp_parse_long(optarg, 1, GP_ENGINE_MAX_PREFILL_CHUNK, "--prefill-chunk", &o->prefill_chunk);
             break;
         case 's': st = gp_parse_u64(optarg, "--seed", &o->seed); o->seed_given = true; break;
         case 'k': st = gp_parse_long(optarg, 1, 1024, "--block-size", &o->block_size); break;
@@ -150,6 +166,16 @@ static int parse_opts(int argc, char **argv, gen_opts *o)
         gen_usage(stderr);
         return 2;
     }
+    if (o->prefill_chunk && o->backend != GP_BACKEND_CUDA) {
+        fprintf(stderr, "greenpipe generate: --prefill-chunk %ld applies to --backend cuda only (the cpu backend "
+                "prefills position by position); allowed: leave it out, or use --backend cuda\n", o->prefill_chunk);
+        return 2;
+    }
+    if (o->dump_logits && o->dump_prompt_logits && !strcmp(o->dump_logits, o->dump_prompt_logits)) {
+        fprintf(stderr, "greenpipe generate: --dump-prompt-logits '%s' is also the --dump-logits file; allowed: "
+                "another path\n", o->dump_prompt_logits);
+        return 2;
+    }
     if (o->pipe_flag_given && !o->pipelined) {
         fprintf(stderr, "greenpipe generate: --sm-split and --micro-batches apply to --engine pipelined only\n");
         return 2;
@@ -167,40 +193,43 @@ static int parse_opts(int argc, char **argv, gen_opts *o)
     return -1; /* continue */
 }
 
-/* logits[s][t] of the dump: t-th generated token of sequence s. */
-static int write_dump(const char *path, const gp_prompts *p, long steps, const int32_t *gen,
-                      const float *logits, int vocab)
+/* One dump file: {"<ids_key>": [[ids]...], "logits": [[[vocab floats]...]...]}
+ * where sequence s has lens[s] ids, and logits[s][i] belongs to its i-th id;
+ * ids and logits are packed sequence after sequence. flag names the option
+ * in messages. */
+static int write_dump(const char *path, const char *flag, const char *ids_key, int n_seqs, const int *lens,
+                      const int32_t *ids, const float *logits, int vocab)
 {
     json_t *root = json_object(), *toks = json_array(), *lg = json_array();
     if (!root || !toks || !lg)
         goto oom;
-    for (int s = 0; s < p->n_seqs; s++) {
+    size_t row = 0;
+    for (int s = 0; s < n_seqs; s++) {
         json_t *ts = json_array(), *ls = json_array();
         if (!ts || !ls || json_array_append_new(toks, ts) || json_array_append_new(lg, ls))
             goto oom;
-        for (long t = 0; t < steps; t++) {
-            json_t *row = json_array();
-            if (json_array_append_new(ts, json_integer(gen[(size_t)s * steps + t])) || !row ||
-                json_array_append_new(ls, row))
+        for (int t = 0; t < lens[s]; t++, row++) {
+            json_t *r = json_array();
+            if (json_array_append_new(ts, json_integer(ids[row])) || !r || json_array_append_new(ls, r))
                 goto oom;
-            const float *l = logits + ((size_t)s * steps + t) * (size_t)vocab;
+            const float *l = logits + row * (size_t)vocab;
             for (int v = 0; v < vocab; v++)
-                if (json_array_append_new(row, json_real(l[v])))
+                if (json_array_append_new(r, json_real(l[v])))
                     goto oom;
         }
     }
-    json_object_set_new(root, "tokens", toks);
+    json_object_set_new(root, ids_key, toks);
     json_object_set_new(root, "logits", lg);
     /* 9 significant digits round-trip a float32 exactly. */
     if (json_dump_file(root, path, JSON_COMPACT | JSON_REAL_PRECISION(9)) != 0) {
-        fprintf(stderr, "greenpipe generate: cannot write --dump-logits file '%s'\n", path);
+        fprintf(stderr, "greenpipe generate: cannot write %s file '%s'\n", flag, path);
         json_decref(root);
         return 1;
     }
     json_decref(root);
     return 0;
 oom:
-    fprintf(stderr, "greenpipe generate: out of memory building the logits dump\n");
+    fprintf(stderr, "greenpipe generate: out of memory building the %s dump\n", flag);
     json_decref(root);
     return 1;
 }
@@ -275,15 +304,21 @@ int gp_cmd_generate(int argc, char **argv)
     gp_backend *b = NULL;
     gp_pipeline *pl = NULL;
     size_t V = (size_t)cfg->vocab;
-    /* logits are kept only for --dump-logits */
+    int prompt_tokens = 0;
+    for (int s = 0; s < p.n_seqs; s++)
+        prompt_tokens += p.lens[s];
+    /* logits are kept only for the dumps */
     float *logits = o.dump_logits ? malloc((size_t)p.n_seqs * (size_t)o.steps * V * sizeof(float)) : NULL;
     float *step_logits = o.dump_logits ? malloc((size_t)p.n_seqs * V * sizeof(float)) : NULL;
+    float *prompt_logits = o.dump_prompt_logits ? malloc((size_t)prompt_tokens * V * sizeof(float)) : NULL;
     int32_t *gen = malloc((size_t)p.n_seqs * (size_t)o.steps * sizeof(int32_t));
-    int *seq_ids = malloc((size_t)p.n_seqs * sizeof(int));
+    int *seq_ids = malloc((size_t)p.n_seqs * sizeof(int)), *gen_lens = malloc((size_t)p.n_seqs * sizeof(int));
     int32_t *feed = malloc((size_t)p.n_seqs * sizeof(int32_t)), *next = malloc((size_t)p.n_seqs * sizeof(int32_t));
-    if ((o.dump_logits && (!logits || !step_logits)) || !gen || !seq_ids || !feed || !next) {
-        fprintf(stderr, "greenpipe generate: out of host memory for %d x %ld x %d logits\n", p.n_seqs,
-                o.steps, cfg->vocab);
+    gp_prefill_seq *seqs = malloc((size_t)p.n_seqs * sizeof *seqs);
+    if ((o.dump_logits && (!logits || !step_logits)) || (o.dump_prompt_logits && !prompt_logits) || !gen ||
+        !seq_ids || !gen_lens || !feed || !next || !seqs) {
+        fprintf(stderr, "greenpipe generate: out of host memory for %d x %ld x %d logits (and %d x %d prompt "
+                "logits with --dump-prompt-logits)\n", p.n_seqs, o.steps, cfg->vocab, prompt_tokens, cfg->vocab);
         goto out;
     }
     double t0 = gp_now_s();
@@ -292,6 +327,7 @@ int gp_cmd_generate(int argc, char **argv)
     bp.max_context = (int)context;
     bp.block_size = (int)o.block_size;
     bp.pipelined = o.pipelined;
+    bp.prefill_chunk = (int)o.prefill_chunk;
     if (o.split_given) {
         bp.attn_units = o.split.attn_sms;
         bp.ffn_units = o.split.ffn_sms;
@@ -315,16 +351,23 @@ int gp_cmd_generate(int argc, char **argv)
         fprintf(stderr, ", %d micro-batch(es)", M);
     fprintf(stderr, "; ready in %.2f s\n", t1 - t0);
     for (int s = 0; s < p.n_seqs; s++) {
-        float *l0 = logits ? logits + (size_t)s * (size_t)o.steps * V : NULL;
-        gp_prefill_seq ps = {s, p.lens[s], p.ids + p.offsets[s]};
-        st = x.ops->prefill(x.ctx, 1, &ps, &gen[(size_t)s * o.steps], l0, NULL);
-        if (st != GP_OK) {
-            exit_code = fail("prefill", st);
-            goto out;
-        }
+        seqs[s] = (gp_prefill_seq){.seq = s, .n = p.lens[s], .tokens = p.ids + p.offsets[s]};
         seq_ids[s] = s;
+        gen_lens[s] = (int)o.steps;
+    }
+    /* every prompt in one call: the backend batches them (the CUDA engine in
+     * chunks of --prefill-chunk tokens) */
+    st = x.ops->prefill(x.ctx, p.n_seqs, seqs, next, step_logits, prompt_logits);
+    if (st != GP_OK) {
+        exit_code = fail("prefill", st);
+        goto out;
     }
     double t2 = gp_now_s();
+    for (int s = 0; s < p.n_seqs; s++) {
+        gen[(size_t)s * o.steps] = next[s];
+        if (logits)
+            memcpy(logits + (size_t)s * o.steps * V, step_logits + (size_t)s * V, V * sizeof(float));
+    }
     for (long t = 1; t < o.steps; t++) {
         for (int s = 0; s < p.n_seqs; s++)
             feed[s] = gen[(size_t)s * o.steps + t - 1];
@@ -346,25 +389,34 @@ int gp_cmd_generate(int argc, char **argv)
             printf("%s%d", t ? " " : "", gen[(size_t)s * o.steps + t]);
         printf("\n");
     }
-    int prompt_tokens = 0;
-    for (int s = 0; s < p.n_seqs; s++)
-        prompt_tokens += p.lens[s];
-    fprintf(stderr, "greenpipe: prefill %d tokens in %.3f s; %ld decode step(s) of batch %d in %.3f s "
-            "(%.4f s/step, host-timed)\n", prompt_tokens, t2 - t1, o.steps - 1, p.n_seqs, t3 - t2,
+    fprintf(stderr, "greenpipe: prefill of %d prompt(s), %d tokens, in one call: %.3f s, %.0f prompt tokens/s; "
+            "%ld decode step(s) of batch %d in %.3f s (%.4f s/step); host-timed\n", p.n_seqs, prompt_tokens,
+            t2 - t1, t2 > t1 ? prompt_tokens / (t2 - t1) : 0.0, o.steps - 1, p.n_seqs, t3 - t2,
             o.steps > 1 ? (t3 - t2) / (double)(o.steps - 1) : 0.0);
     exit_code = 0;
     if (o.dump_logits) {
-        exit_code = write_dump(o.dump_logits, &p, o.steps, gen, logits, cfg->vocab);
-        if (!exit_code)
+        int rc = write_dump(o.dump_logits, "--dump-logits", "tokens", p.n_seqs, gen_lens, gen, logits, cfg->vocab);
+        if (!rc)
             fprintf(stderr, "greenpipe: logits written to %s\n", o.dump_logits);
+        exit_code |= rc;
+    }
+    if (o.dump_prompt_logits) {
+        int rc = write_dump(o.dump_prompt_logits, "--dump-prompt-logits", "prompts", p.n_seqs, p.lens, p.ids,
+                            prompt_logits, cfg->vocab);
+        if (!rc)
+            fprintf(stderr, "greenpipe: prompt logits written to %s\n", o.dump_prompt_logits);
+        exit_code |= rc;
     }
 out:
     gp_pipeline_destroy(pl);
     gp_backend_close(b);
     free(logits);
     free(step_logits);
+    free(prompt_logits);
     free(gen);
     free(seq_ids);
+    free(gen_lens);
+    free(seqs);
     free(feed);
     free(next);
     gp_prompts_free(&p);

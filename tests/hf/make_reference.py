@@ -1,21 +1,31 @@
 #!/usr/bin/env python3
 """Make the HF transformers reference data that tests/model/test_hf_logits.c
-checks greenpipe's CPU reference against: two small randomly initialised Llama
-checkpoints and the float32 logits HF computes for fixed prompts.
+and tests/model/test_hf_prefill.c check greenpipe against: three small
+randomly initialised Llama checkpoints and the float32 logits HF computes for
+fixed prompts, decoded and prefilled.
 
 Needs python3 with torch and transformers (>= 4.43 for llama3 RoPE scaling);
-runs on the CPU in seconds. See tests/hf/README.md.
+runs on the CPU in under a minute. See tests/hf/README.md.
 
     python3 tests/hf/make_reference.py [OUT_DIR]     # default: tests/data
 
-Writes OUT_DIR/<name>/ for name in (tiny, small-gqa): the checkpoint as
-save_pretrained wrote it (config.json, safetensors) and expected.json:
+Writes OUT_DIR/<name>/ for name in (long-gqa, small-gqa, tiny): the checkpoint
+as save_pretrained wrote it (config.json, safetensors), expected.json:
 
     {"prompts": [[ids]...], "steps": N, "tokens": [[N ids]...],
      "logits": [[[vocab floats] x N]...], ...provenance...}
 
 logits[s][t] are the logits generated token t of sequence s was chosen from
-(t = 0: from the last prompt token); tokens are HF's greedy choices.
+(t = 0: from the last prompt token); tokens are HF's greedy choices; and
+expected_prefill.json:
+
+    {"prompts": [[ids]...], "positions": [[p...]...],
+     "logits": [[[vocab floats] per position]...], "next": [ids],
+     "next_margin": [floats], ...provenance...}
+
+logits[s][k] are the logits after token positions[s][k] of prompt s, from
+one forward over the whole prompt; next[s] is the greedy token after prompt
+s and next_margin[s] its top-1 minus top-2 logit over max|logit|.
 """
 
 import argparse
@@ -27,11 +37,20 @@ import sys
 
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
-PROMPTS = [[5, 17, 42, 7, 99], [11, 200, 2]]  # valid in both vocabularies
+PROMPTS = [[5, 17, 42, 7, 99], [11, 200, 2]]  # valid in every vocabulary
 STEPS = 6
 
+# Prefill prompts: lengths around 16 (a tile of the tensor-core prefill
+# kernel: one short of it, exactly it, one past it), one token, and long ones
+# where max_position_embeddings allows (2100 passes the default prefill chunk
+# of 2048 and long-gqa's original_max_position_embeddings of 1024).
+PREFILL_SEED = 15  # issue #15; token ids come from splitmix64 streams, not torch
+# Positions whose logits are kept: around the tile edge and the last two.
+PREFILL_POSITIONS = (0, 14, 15, 16, 17)
+
 # Each model: LlamaConfig fields, RoPE, the dtype it is saved in, the shard
-# size limit (None: one file) and the first seed tried.
+# size limit (None: one file), the first seed tried and the prefill prompt
+# lengths.
 MODELS = {
     # exactly greenpipe's "tiny" preset (model/config.c)
     "tiny": dict(
@@ -40,7 +59,8 @@ MODELS = {
                     vocab_size=256, rms_norm_eps=1e-5, max_position_embeddings=256,
                     tie_word_embeddings=True),
         rope_theta=10000.0, rope_scaling=None,
-        save_dtype="bfloat16", max_shard_size=None, seed=1000),
+        save_dtype="bfloat16", max_shard_size=None, seed=1000,
+        prefill_lens=[1, 15, 16, 17, 200]),
     # GQA with 3 query heads per KV head, untied head, llama3 RoPE scaling with
     # original_max_position_embeddings 64 so that at head_dim 16 the three
     # regimes (kept, smoothed, divided by factor) all occur; fp32 and sharded
@@ -52,7 +72,21 @@ MODELS = {
         rope_theta=500000.0,
         rope_scaling=dict(rope_type="llama3", factor=8.0, low_freq_factor=1.0,
                           high_freq_factor=4.0, original_max_position_embeddings=64),
-        save_dtype="float32", max_shard_size="400KB", seed=2000),
+        save_dtype="float32", max_shard_size="400KB", seed=2000,
+        prefill_lens=[1, 15, 16, 17, 300]),
+    # the tensor-core prefill kernel's main shape (head_dim 128, 2:1 GQA) at
+    # long context: llama3 scaling with original_max_position_embeddings
+    # 1024, so the 2100-token prompt runs past it; bf16, one file
+    "long-gqa": dict(
+        config=dict(num_hidden_layers=2, hidden_size=256, num_attention_heads=4,
+                    num_key_value_heads=2, head_dim=128, intermediate_size=512,
+                    vocab_size=512, rms_norm_eps=1e-5, max_position_embeddings=4096,
+                    tie_word_embeddings=False),
+        rope_theta=500000.0,
+        rope_scaling=dict(rope_type="llama3", factor=8.0, low_freq_factor=1.0,
+                          high_freq_factor=4.0, original_max_position_embeddings=1024),
+        save_dtype="bfloat16", max_shard_size=None, seed=3000,
+        prefill_lens=[1, 15, 16, 17, 300, 2100]),
 }
 
 LINEAR_STD = 0.2     # large enough that logits spread over several units
@@ -184,14 +218,55 @@ def greedy(model, prompt, steps):
     return tokens, rows
 
 
+def gap(row):
+    """Top-1 minus top-2 logit relative to max|logit|: how clear a greedy choice is."""
+    top = torch.topk(row, 2).values
+    return float(top[0] - top[1]) / float(row.abs().max())
+
+
 def min_gap(all_rows):
     """Smallest top-1 minus top-2 gap relative to max|logit| over every step."""
     worst = float("inf")
     for rows in all_rows:
         for r in rows:
-            top = torch.topk(r, 2).values
-            worst = min(worst, float(top[0] - top[1]) / float(r.abs().max()))
+            worst = min(worst, gap(r))
     return worst
+
+
+def splitmix64(state):
+    """One step of splitmix64: (new state, output). Plain Python, so the
+    prompts do not depend on torch's generator."""
+    state = (state + 0x9E3779B97F4A7C15) & 0xFFFFFFFFFFFFFFFF
+    z = state
+    z = ((z ^ (z >> 30)) * 0xBF58476D1CE4E5B9) & 0xFFFFFFFFFFFFFFFF
+    z = ((z ^ (z >> 27)) * 0x94D049BB133111EB) & 0xFFFFFFFFFFFFFFFF
+    return state, z ^ (z >> 31)
+
+
+def prefill_prompts(lens, vocab):
+    """Prompt i: lens[i] ids from the splitmix64 stream seeded PREFILL_SEED + i."""
+    prompts = []
+    for i, n in enumerate(lens):
+        state, ids = PREFILL_SEED + i, []
+        for _ in range(n):
+            state, z = splitmix64(state)
+            ids.append(int(z % vocab))
+        prompts.append(ids)
+    return prompts
+
+
+def prefill_positions(n):
+    """The kept positions of a prompt of n tokens: PREFILL_POSITIONS and the
+    last two, those that exist, once each, in order."""
+    return sorted({p for p in PREFILL_POSITIONS + (n - 2, n - 1) if 0 <= p < n})
+
+
+@torch.no_grad()
+def prompt_logits(model, prompt):
+    """HF's logits at every position of one forward over the whole prompt
+    (no cache): [n][vocab]."""
+    out = model(input_ids=torch.tensor([prompt], dtype=torch.long), use_cache=False)
+    return out.logits[0]
 
 
 def save(model, path, max_shard_size):
@@ -280,6 +355,8 @@ def make(name, spec, out_dir):
         tokens.append(toks)
         logits.append([fmt_logits(r) for r in rows])
 
+    prefill_doc, prefill_worst64 = make_prefill(name, spec, ref, path)
+
     # independent check of the reference itself: the same model in float64
     ref64 = load_fp32(path).double()
     worst64 = 0.0
@@ -317,7 +394,63 @@ def make(name, spec, out_dir):
           % (gap, worst_reload, worst64))
     if worst64 > 1e-5:
         print("  WARNING: HF float32 and float64 disagree by %.2g (expected ~1e-6)" % worst64)
+    print("  prefill: %d prompts of lengths %s -> greedy %s; top-2 gaps %s of max|logit|; "
+          "float32 vs float64 %.2g; expected_prefill.json %.1f KB"
+          % (len(prefill_doc["prompts"]), [len(p) for p in prefill_doc["prompts"]], prefill_doc["next"],
+             ["%.3g" % g for g in prefill_doc["next_margin"]], prefill_worst64,
+             os.path.getsize(os.path.join(path, "expected_prefill.json")) / 1024.0))
+    if prefill_worst64 > 1e-5:
+        print("  WARNING: prefill: HF float32 and float64 disagree by %.2g (expected ~1e-6)" % prefill_worst64)
     return worst64
+
+
+def make_prefill(name, spec, ref, path):
+    """expected_prefill.json: the reloaded float32 model's logits at the kept
+    positions of each prefill prompt, its greedy token after each prompt and
+    how clear that choice is. The seed was chosen on the decode prompts
+    alone, so the files above stay as they were; a small next_margin is
+    recorded, not avoided, and the C test compares a greedy token only
+    where the margin exceeds twice its logits tolerance. Returns (doc, the
+    float32 vs float64 worst relative difference over the kept rows)."""
+    max_pos = spec["config"]["max_position_embeddings"]
+    lens = spec["prefill_lens"]
+    if max(lens) > max_pos:
+        die("%s: prefill prompt of %d tokens beyond max_position_embeddings %d" % (name, max(lens), max_pos))
+    prompts = prefill_prompts(lens, spec["config"]["vocab_size"])
+    ref64 = load_fp32(path).double()
+    positions, logits, nexts, margins = [], [], [], []
+    worst64 = 0.0
+    for p in prompts:
+        rows = prompt_logits(ref, p)
+        rows64 = prompt_logits(ref64, p)
+        keep = prefill_positions(len(p))
+        for i in keep:
+            worst64 = max(worst64, float((rows[i].double() - rows64[i]).abs().max() / rows64[i].abs().max()))
+        last = rows[len(p) - 1]
+        positions.append(keep)
+        logits.append([fmt_logits(rows[i]) for i in keep])
+        nexts.append(int(torch.argmax(last)))  # first maximum on ties, as gp_argmax
+        margins.append(float("%.6g" % gap(last)))
+    doc = {
+        "prompts": prompts,
+        "positions": positions,
+        "logits": logits,
+        "next": nexts,
+        "next_margin": margins,
+        "model": name,
+        "prefill_seed": PREFILL_SEED,
+        "saved_dtype": spec["save_dtype"],
+        "torch": torch.__version__,
+        "transformers": transformers.__version__,
+        "note": "logits[s][k]: float32 logits HF (eager attention, one forward over the whole prompt, no cache, "
+                "CPU) gives after token positions[s][k] of prompts[s]; next[s]: argmax of the last position's "
+                "logits; next_margin[s]: its top-1 minus top-2 over max|logit|; reference from the checkpoint "
+                "reloaded in float32",
+    }
+    with open(os.path.join(path, "expected_prefill.json"), "w") as f:
+        json.dump(doc, f, separators=(",", ":"))
+        f.write("\n")
+    return doc, worst64
 
 
 def main():

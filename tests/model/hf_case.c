@@ -23,64 +23,95 @@ void hf_case_free(hf_case *c)
     memset(c, 0, sizeof *c);
 }
 
-/* Reads expected.json, checking every shape; fails the test with the reason. */
-void hf_case_load(const char *path, int vocab, hf_case *c)
+json_t *hf_json_load(const char *path)
 {
     json_error_t err;
     json_t *root = json_load_file(path, 0, &err);
     if (!root)
         fail_msg("%s: line %d: %s", path, err.line, err.text);
-    json_t *prompts = json_object_get(root, "prompts"), *tokens = json_object_get(root, "tokens");
-    json_t *logits = json_object_get(root, "logits"), *steps = json_object_get(root, "steps");
-    if (!json_is_array(prompts) || !json_is_array(tokens) || !json_is_array(logits) ||
-        !json_is_integer(steps))
-        fail_msg("%s: needs arrays 'prompts', 'tokens', 'logits' and integer 'steps'", path);
+    return root;
+}
+
+json_t *hf_json_array(const char *path, json_t *obj, const char *key, int n)
+{
+    json_t *a = json_object_get(obj, key);
+    if (!json_is_array(a))
+        fail_msg("%s: '%s' is missing or not an array", path, key);
+    if (n >= 0 && (int)json_array_size(a) != n)
+        fail_msg("%s: '%s' has %zu elements, expected %d", path, key, json_array_size(a), n);
+    return a;
+}
+
+void hf_json_ints(const char *path, json_t *arr, int n, int limit, int32_t *dst, const char *what)
+{
+    if (!json_is_array(arr) || (int)json_array_size(arr) != n)
+        fail_msg("%s: %s must be an array of %d integers", path, what, n);
+    for (int i = 0; i < n; i++) {
+        json_t *v = json_array_get(arr, i);
+        if (!json_is_integer(v) || json_integer_value(v) < 0 || json_integer_value(v) >= limit)
+            fail_msg("%s: %s[%d] is not an integer in [0, %d)", path, what, i, limit);
+        dst[i] = (int32_t)json_integer_value(v);
+    }
+}
+
+void hf_json_floats(const char *path, json_t *arr, int n, float *dst, const char *what)
+{
+    if (!json_is_array(arr) || (int)json_array_size(arr) != n)
+        fail_msg("%s: %s has %zu values, expected %d (the model's vocab)", path, what,
+                 json_is_array(arr) ? json_array_size(arr) : 0, n);
+    for (int i = 0; i < n; i++) {
+        json_t *v = json_array_get(arr, i);
+        if (!json_is_number(v))
+            fail_msg("%s: %s[%d] is not a number", path, what, i);
+        dst[i] = (float)json_number_value(v);
+    }
+}
+
+/* Reads expected.json, checking every shape; fails the test with the reason. */
+void hf_case_load(const char *path, int vocab, hf_case *c)
+{
+    json_t *root = hf_json_load(path);
+    json_t *steps = json_object_get(root, "steps");
+    if (!json_is_integer(steps))
+        fail_msg("%s: needs an integer 'steps'", path);
+    json_t *prompts = hf_json_array(path, root, "prompts", -1);
     memset(c, 0, sizeof *c);
     c->n_seqs = (int)json_array_size(prompts);
     c->steps = (int)json_integer_value(steps);
     c->vocab = vocab;
-    if (c->n_seqs < 1 || c->steps < 1 || (int)json_array_size(tokens) != c->n_seqs ||
-        (int)json_array_size(logits) != c->n_seqs)
-        fail_msg("%s: %d prompts, %d steps, %zu token lists, %zu logit lists do not agree", path,
-                 c->n_seqs, c->steps, json_array_size(tokens), json_array_size(logits));
+    if (c->n_seqs < 1 || c->steps < 1)
+        fail_msg("%s: %d prompts and %d steps: both must be >= 1", path, c->n_seqs, c->steps);
+    json_t *tokens = hf_json_array(path, root, "tokens", c->n_seqs);
+    json_t *logits = hf_json_array(path, root, "logits", c->n_seqs);
     c->prompts = calloc(c->n_seqs, sizeof *c->prompts);
     c->prompt_len = calloc(c->n_seqs, sizeof *c->prompt_len);
     c->tokens = calloc((size_t)c->n_seqs * c->steps, sizeof *c->tokens);
     c->logits = calloc((size_t)c->n_seqs * c->steps * vocab, sizeof *c->logits);
     assert_true(c->prompts && c->prompt_len && c->tokens && c->logits);
+    char what[64];
     for (int s = 0; s < c->n_seqs; s++) {
-        json_t *p = json_array_get(prompts, s), *tk = json_array_get(tokens, s);
-        json_t *lg = json_array_get(logits, s);
-        if (!json_is_array(p) || json_array_size(p) < 1 || !json_is_array(tk) ||
-            (int)json_array_size(tk) != c->steps || !json_is_array(lg) ||
+        json_t *p = json_array_get(prompts, s), *lg = json_array_get(logits, s);
+        if (!json_is_array(p) || json_array_size(p) < 1 || !json_is_array(lg) ||
             (int)json_array_size(lg) != c->steps)
             fail_msg("%s: sequence %d: prompt must be non-empty, tokens and logits %d long", path,
                      s, c->steps);
         c->prompt_len[s] = (int)json_array_size(p);
         c->prompts[s] = calloc(c->prompt_len[s], sizeof **c->prompts);
-        for (int i = 0; i < c->prompt_len[s]; i++)
-            c->prompts[s][i] = (int32_t)json_integer_value(json_array_get(p, i));
+        assert_non_null(c->prompts[s]);
+        snprintf(what, sizeof what, "prompts[%d]", s);
+        hf_json_ints(path, p, c->prompt_len[s], vocab, c->prompts[s], what);
+        snprintf(what, sizeof what, "tokens[%d]", s);
+        hf_json_ints(path, json_array_get(tokens, s), c->steps, vocab, c->tokens + (size_t)s * c->steps, what);
         for (int t = 0; t < c->steps; t++) {
-            c->tokens[(size_t)s * c->steps + t] = (int32_t)json_integer_value(json_array_get(tk, t));
-            json_t *row = json_array_get(lg, t);
-            if (!json_is_array(row) || (int)json_array_size(row) != vocab)
-                fail_msg("%s: logits[%d][%d] has %zu values, the model's vocab is %d", path, s, t,
-                         json_is_array(row) ? json_array_size(row) : 0, vocab);
-            float *dst = c->logits + ((size_t)s * c->steps + t) * vocab;
-            for (int i = 0; i < vocab; i++) {
-                json_t *v = json_array_get(row, i);
-                if (!json_is_number(v))
-                    fail_msg("%s: logits[%d][%d][%d] is not a number", path, s, t, i);
-                dst[i] = (float)json_number_value(v);
-            }
+            snprintf(what, sizeof what, "logits[%d][%d]", s, t);
+            hf_json_floats(path, json_array_get(lg, t), vocab, c->logits + ((size_t)s * c->steps + t) * vocab,
+                           what);
         }
     }
     json_decref(root);
 }
 
-/* Compares one logits vector, printing the first mismatches; returns the
- * relative error. */
-static double compare(const char *name, const char *ref_label, int s, int t, const float *ours,
+double hf_compare(const char *name, const char *ref_label, int s, int t, const float *ours,
                       const float *ref, int V, double tol)
 {
     double e = gp_test_rel_err(ours, ref, V), mr = 0.0;
@@ -99,8 +130,7 @@ static double compare(const char *name, const char *ref_label, int s, int t, con
     return e;
 }
 
-/* Top-1 minus top-2 of x, relative to max|x|: how close a greedy choice was. */
-static double greedy_margin(const float *x, int V)
+double hf_greedy_margin(const float *x, int V)
 {
     double a = -INFINITY, b = -INFINITY, mr = 0.0;
     for (int i = 0; i < V; i++) {
@@ -123,9 +153,23 @@ static void check_argmax(const char *name, const char *ref_label, int s, int t, 
             fprintf(stderr, "%s seq %d step %d: greedy token %d (logit %.9g) but %s chose %d "
                     "(our logit %.9g, its %.9g; its own top-2 margin %.3g of max|logit|)\n", name, s,
                     t, a, (double)ours[a], ref_label, ref_tok, (double)ours[ref_tok],
-                    (double)ref[ref_tok], greedy_margin(ref, V));
+                    (double)ref[ref_tok], hf_greedy_margin(ref, V));
         (*mismatches)++;
     }
+}
+
+void hf_backend_open(const hf_backend *be, const gp_host_weights *w, int n_seqs, int ctx, int block_size,
+                     gp_backend **out)
+{
+    gp_backend_params p = gp_backend_default_params(be->kind);
+    p.n_seqs = n_seqs;
+    p.max_context = ctx;
+    p.block_size = block_size;
+    p.bf16_activations = be->bf16_activations;
+    p.use_graphs = be->use_graphs;
+    p.pipelined = be->pipelined;
+    p.prefill_chunk = be->prefill_chunk;
+    GP_CHECK_OK(gp_backend_open_weights(w, &p, out));
 }
 
 /* Runs be over the case (each prompt prefilled, then all sequences decoded as
@@ -134,15 +178,8 @@ static void check_argmax(const char *name, const char *ref_label, int s, int t, 
 static float *run_backend(const hf_backend *be, const gp_host_weights *w, const hf_case *c, int ctx)
 {
     const int V = w->cfg.vocab;
-    gp_backend_params p = gp_backend_default_params(be->kind);
-    p.n_seqs = c->n_seqs;
-    p.max_context = ctx;
-    p.block_size = 4; /* several blocks per sequence */
-    p.bf16_activations = be->bf16_activations;
-    p.use_graphs = be->use_graphs;
-    p.pipelined = be->pipelined;
     gp_backend *b;
-    GP_CHECK_OK(gp_backend_open_weights(w, &p, &b));
+    hf_backend_open(be, w, c->n_seqs, ctx, 4, &b); /* several blocks per sequence */
     gp_exec x = gp_backend_exec(b);
     gp_pipeline *pl = NULL;
     if (be->pipelined)
@@ -173,22 +210,26 @@ static float *run_backend(const hf_backend *be, const gp_host_weights *w, const 
     return all;
 }
 
-void hf_check(const char *name, double tol, const hf_backend *be, const hf_backend *ref,
-              bool exact_tokens)
+void hf_load_checkpoint(const char *name, gp_host_weights *w, char *dir, size_t dir_cap)
 {
-    char dir[4096], path[4200];
-    snprintf(dir, sizeof dir, "%s/%s", GP_TEST_DATA_DIR, name);
-    snprintf(path, sizeof path, "%s/expected.json", dir);
-    if (access(path, R_OK) != 0)
-        fail_msg("%s is missing: the HF reference data must hold both tiny and small-gqa "
-                 "(make it with tests/hf/make_reference.py, see tests/hf/README.md)", path);
-
+    snprintf(dir, dir_cap, "%s/%s", GP_TEST_DATA_DIR, name);
     gp_model_source src;
     GP_CHECK_OK(gp_model_source_resolve(dir, 0, &src));
     if (src.synthetic)
         fail_msg("%s resolved to a preset, not a checkpoint", dir);
+    GP_CHECK_OK(gp_model_source_load_host(&src, w));
+}
+
+void hf_check(const char *name, double tol, const hf_backend *be, const hf_backend *ref,
+              bool exact_tokens)
+{
+    char dir[4096], path[4200];
+    snprintf(path, sizeof path, "%s/%s/expected.json", GP_TEST_DATA_DIR, name);
+    if (access(path, R_OK) != 0)
+        fail_msg("%s is missing: the HF reference data must hold every model of tests/hf/make_reference.py "
+                 "(see tests/hf/README.md)", path);
     gp_host_weights w;
-    GP_CHECK_OK(gp_model_source_load_host(&src, &w));
+    hf_load_checkpoint(name, &w, dir, sizeof dir);
     const int V = w.cfg.vocab;
 
     hf_case c;
@@ -209,7 +250,7 @@ void hf_check(const char *name, double tol, const hf_backend *be, const hf_backe
     for (int s = 0; s < c.n_seqs; s++)
         for (int t = 0; t < c.steps; t++) {
             size_t off = ((size_t)s * c.steps + t) * V;
-            double e = compare(name, ref_label, s, t, ours + off, theirs + off, V, tol);
+            double e = hf_compare(name, ref_label, s, t, ours + off, theirs + off, V, tol);
             worst = fmax(worst, e);
             bad += !(e <= tol);
             int32_t tok = ref ? gp_argmax(theirs + off, V) : c.tokens[(size_t)s * c.steps + t];

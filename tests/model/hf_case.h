@@ -7,8 +7,24 @@
 #include <stdbool.h>
 #include <stdint.h>
 
+#include <jansson.h>
+
 #include "gp_pipeline.h"
 #include "gp_test.h"
+
+/* max|ours - hf| / max|hf| per logits vector, pure float32 against HF's
+ * float32: both compute from the same bf16-exact weights and differ only in
+ * summation order (~1e-6). A wrong convention (interleaved RoPE, unscaled
+ * llama3 frequencies, the bf16 inv_freq pitfall of docs/ARCHITECTURE.md §8 at
+ * ~2e-3) lands far above. */
+#define HF_F32_TOL 1e-4
+/* The same against bf16 activations (the CUDA engine, or the CPU reference
+ * rounding where the engine does): the drift bf16 storage alone causes in
+ * these models (weights Normal(0, 0.2): activations are large and attention
+ * sharp, so rounding is amplified layer by layer; measured 2.8e-2 on tiny,
+ * 3.4e-2 on small-gqa). Greedy choices whose HF margin is smaller than that
+ * drift may flip; they are reported, not required. */
+#define HF_BF16_DRIFT_TOL 6e-2
 
 typedef struct hf_case {
     int n_seqs, steps, vocab;
@@ -21,6 +37,21 @@ typedef struct hf_case {
 void hf_case_load(const char *path, int vocab, hf_case *c);
 void hf_case_free(hf_case *c);
 
+/* Reading the JSON files of tests/hf/make_reference.py: each fails the test
+ * naming the file and what is wrong with it. */
+json_t *hf_json_load(const char *path); /* json_decref it */
+/* The array member key of obj (of n elements when n >= 0). */
+json_t *hf_json_array(const char *path, json_t *obj, const char *key, int n);
+/* arr holds n integers in [0, limit): into dst[n]; what names arr in messages. */
+void hf_json_ints(const char *path, json_t *arr, int n, int limit, int32_t *dst, const char *what);
+/* arr holds n numbers: into dst[n]. */
+void hf_json_floats(const char *path, json_t *arr, int n, float *dst, const char *what);
+
+/* tests/data/<name> through the real checkpoint path (config.json,
+ * safetensors, shards, dtype conversion) into w; dir [dir_cap] receives the
+ * directory. */
+void hf_load_checkpoint(const char *name, gp_host_weights *w, char *dir, size_t dir_cap);
+
 /* A model under test: a step backend (gp_backend, block size 4) over the
  * checkpoint's host weights, stepped sequentially or through the pipeline. */
 typedef struct hf_backend {
@@ -29,7 +60,19 @@ typedef struct hf_backend {
     bool bf16_activations; /* CPU: the engine's bf16 rounding points */
     bool use_graphs;       /* CUDA */
     bool pipelined;        /* decode steps through a gp_pipeline of 2 micro-batches */
+    int prefill_chunk;     /* CUDA: gp_backend_params.prefill_chunk (0: the engine's default) */
 } hf_backend;
+
+/* be over w with n_seqs sequences of up to ctx tokens in KV blocks of block_size. */
+void hf_backend_open(const hf_backend *be, const gp_host_weights *w, int n_seqs, int ctx, int block_size,
+                     gp_backend **out);
+
+/* One logits vector against a reference: max|ours - ref| / max|ref|,
+ * printing the first mismatches (labelled name, seq s, step t) beyond tol. */
+double hf_compare(const char *name, const char *ref_label, int s, int t, const float *ours, const float *ref,
+                  int V, double tol);
+/* Top-1 minus top-2 of x, relative to max|x|: how close a greedy choice was. */
+double hf_greedy_margin(const float *x, int V);
 
 /* Loads tests/data/<name> through the real checkpoint path, prefills each
  * prompt, decodes feeding HF's tokens, and fails the test when any logits

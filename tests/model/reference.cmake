@@ -3,3 +3,13 @@
 # tests/data made by tests/hf/make_reference.py (skips until they exist).
 gp_add_test(ref_ops SOURCES model/test_reference.c LIBS gp_model)
 gp_add_test(ref_hf_logits SOURCES model/test_hf_logits.c model/hf_case.c LIBS gp_pipeline_cuda gp_dep_jansson)
+# One batched prefill of the prompts of each expected_prefill.json against
+# HF's logits at the kept positions: the CPU reference here; the same binary
+# runs the CUDA engine (GPU, skipped without one) with the engine's default
+# prefill chunk and with chunks of 16 tokens (prompts spanning chunks, chunks
+# shared by prompts).
+gp_add_test(ref_hf_prefill SOURCES model/test_hf_prefill.c model/hf_case.c LIBS gp_pipeline_cuda gp_dep_jansson)
+add_test(NAME engine_hf_prefill COMMAND ref_hf_prefill cuda)
+add_test(NAME engine_hf_prefill_chunk16 COMMAND ref_hf_prefill cuda 16)
+set_tests_properties(engine_hf_prefill engine_hf_prefill_chunk16 PROPERTIES SKIP_RETURN_CODE 77 TIMEOUT 600
+                     LABELS gpu)

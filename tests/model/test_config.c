@@ -671,6 +671,46 @@ static void test_inv_freq_llama3(void **state)
     assert_rel(g[63], 3.068925988914511e-07, 1e-6, 63);
 }
 
+/* HF's own values (transformers 5.24, torch 2.15: the rotary inv_freq buffer
+ * of the checkpoints tests/hf/make_reference.py makes), bit for bit: tiny
+ * (default RoPE, theta 1e4, head_dim 16) and long-gqa (llama3 factor 8, low
+ * 1, high 4, original 1024, theta 5e5, head_dim 128: all three regimes). The
+ * correctly rounded formula misses 13 of long-gqa's 64 by 1-2 ulp. */
+static void test_inv_freq_hf_bits(void **state)
+{
+    (void)state;
+    static const float tiny_hf[8] = {
+        0x1p+0f, 0x1.43d136p-2f, 0x1.99999ap-4f, 0x1.030dc6p-5f, 0x1.47ae14p-7f, 0x1.9e7c7p-9f,
+        0x1.0624dep-10f, 0x1.4b96cp-12f};
+    static const float long_hf[64] = {
+        0x1p+0f, 0x1.a11582p-1f, 0x1.53c38cp-1f, 0x1.14c708p-1f, 0x1.c2ef78p-2f, 0x1.6f56fap-2f,
+        0x1.2b3dc6p-2f, 0x1.e788c2p-3f, 0x1.8d276p-3f, 0x1.43874p-3f, 0x1.078d4p-3f, 0x1.ad6338p-4f,
+        0x1.5dc95ap-4f, 0x1.1cf13p-4f, 0x1.d03ccep-5f, 0x1.7a2d08p-5f, 0x1.34119p-5f, 0x1.f5ea7ep-6f,
+        0x1.98de92p-6f, 0x1.0a5864p-6f, 0x1.50ba4ep-7f, 0x1.a396e6p-8f, 0x1.00301p-8f, 0x1.2fc23p-9f,
+        0x1.58150cp-10f, 0x1.8554ecp-11f, 0x1.3d2804p-11f, 0x1.025c6ap-11f, 0x1.a4ee4p-12f, 0x1.56e5b8p-12f,
+        0x1.175482p-12f, 0x1.c7182p-13f, 0x1.72ba42p-13f, 0x1.2e0046p-13f, 0x1.ec07d4p-14f, 0x1.90d10cp-14f,
+        0x1.46831ap-14f, 0x1.09fb7ep-14f, 0x1.b15902p-15f, 0x1.610332p-15f, 0x1.1f91fp-15f, 0x1.d484dep-16f,
+        0x1.7da9e8p-16f, 0x1.36e8eap-16f, 0x1.fa8b86p-17f, 0x1.9ca3eap-17f, 0x1.5024d6p-17f, 0x1.11d41ep-17f,
+        0x1.be2188p-18f, 0x1.6b6d0ep-18f, 0x1.280d96p-18f, 0x1.e257p-19f, 0x1.88ec2p-19f, 0x1.4014d2p-19f,
+        0x1.04be68p-19f, 0x1.a8d01p-20f, 0x1.5a0f4ep-20f, 0x1.19e8p-20f, 0x1.cb4a9ap-21f, 0x1.76258ep-21f,
+        0x1.30c94ep-21f, 0x1.f09184p-22f, 0x1.94836p-22f, 0x1.4985fep-22f};
+    gp_config c;
+    assert_int_equal(gp_config_preset("tiny", &c), GP_OK);
+    float f[64];
+    gp_rope_inv_freq(&c, f);
+    for (int i = 0; i < 8; i++)
+        if (f[i] != tiny_hf[i])
+            fail_msg("tiny inv_freq[%d] = %a, HF has %a", i, (double)f[i], (double)tiny_hf[i]);
+    c.head_dim = 128;
+    c.rope_theta = 500000.0f;
+    c.rope_scaling = (gp_rope_scaling){.type = GP_ROPE_LLAMA3, .factor = 8.0f, .low_freq_factor = 1.0f,
+                                       .high_freq_factor = 4.0f, .original_max_pos = 1024};
+    gp_rope_inv_freq(&c, f);
+    for (int i = 0; i < 64; i++)
+        if (f[i] != long_hf[i])
+            fail_msg("long-gqa inv_freq[%d] = %a, HF has %a", i, (double)f[i], (double)long_hf[i]);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -695,6 +735,7 @@ int main(void)
         cmocka_unit_test(test_load_dir),
         cmocka_unit_test(test_inv_freq_default),
         cmocka_unit_test(test_inv_freq_llama3),
+        cmocka_unit_test(test_inv_freq_hf_bits),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -459,6 +459,147 @@ static void test_prefill_decode_consistency(void **state)
     free(a), free(b), free(c);
 }
 
+/* The prompts of the batched prefill tests: varied lengths (1 up to 17, so
+ * steps of the batch shrink as prompts end), not in sequence-id order, one
+ * into a sequence that already holds P1. */
+#define PB_S 5
+static const gp_prefill_seq PB_SEQS[PB_S] = {
+    {.seq = 3, .n = NP(P2), .tokens = P2}, {.seq = 0, .n = 1, .tokens = P1},
+    {.seq = 4, .n = NP(P0), .tokens = P0}, {.seq = 1, .n = NP(P1), .tokens = P1},
+    {.seq = 5, .n = 4, .tokens = P2 + 3},
+};
+#define PB_HELD 4 /* the sequence that already holds P1 */
+
+static gp_cpu_model *pb_model(void)
+{
+    gp_cpu_model *m;
+    GP_CHECK_OK(gp_cpu_model_create(&g_tiny, 6, 64, 4, &m));
+    GP_CHECK_OK(gp_cpu_prefill(m, PB_HELD, NP(P1), P1, NULL));
+    return m;
+}
+
+static size_t pb_tokens(void)
+{
+    size_t n = 0;
+    for (int s = 0; s < PB_S; s++)
+        n += (size_t)PB_SEQS[s].n;
+    return n;
+}
+
+/* One decode step of every prompted sequence after the prefill, so the
+ * caches themselves are compared: logits [PB_S][V]. */
+static void pb_decode(gp_cpu_model *m, float *logits)
+{
+    int ids[PB_S];
+    int32_t toks[PB_S];
+    for (int s = 0; s < PB_S; s++)
+        ids[s] = PB_SEQS[s].seq, toks[s] = (int32_t)(7 * s + 1);
+    GP_CHECK_OK(gp_cpu_decode_step(m, PB_S, ids, toks, logits));
+}
+
+/* A batched prefill equals prefilling each prompt alone with gp_cpu_prefill,
+ * bit for bit: the last logits against whole-prompt prefills, the prompt
+ * logits against token-by-token ones, and the caches they leave (a decode
+ * step after). The last prompt-logits row of each prompt is its last-logits
+ * row; asking for fewer logits changes none of them. */
+static void test_prefill_batch_matches_alone(void **state)
+{
+    const int V = g_tiny.cfg.vocab;
+    const size_t T = pb_tokens();
+    float *last = malloc((size_t)PB_S * V * sizeof *last), *all = malloc(T * V * sizeof *all);
+    float *ref_last = malloc((size_t)PB_S * V * sizeof *ref_last), *ref_all = malloc(T * V * sizeof *ref_all);
+    float *dec = malloc((size_t)PB_S * V * sizeof *dec), *ref_dec = malloc((size_t)PB_S * V * sizeof *ref_dec);
+    float *other = malloc(T * V * sizeof *other);
+    assert_true(last && all && ref_last && ref_all && dec && ref_dec && other);
+
+    gp_cpu_model *m = pb_model(), *whole = pb_model(), *tbt = pb_model();
+    GP_CHECK_OK(gp_cpu_prefill_batch(m, PB_S, PB_SEQS, last, all));
+    size_t row = 0;
+    for (int s = 0; s < PB_S; s++) {
+        const gp_prefill_seq *p = &PB_SEQS[s];
+        GP_CHECK_OK(gp_cpu_prefill(whole, p->seq, p->n, p->tokens, ref_last + (size_t)s * V));
+        for (int i = 0; i < p->n; i++, row++)
+            GP_CHECK_OK(gp_cpu_prefill(tbt, p->seq, 1, p->tokens + i, ref_all + row * V));
+        if (memcmp(all + (row - 1) * V, last + (size_t)s * V, V * sizeof *last) != 0)
+            fail_msg("prompt %d (sequence %d): its last prompt-logits row differs from its last logits", s, p->seq);
+    }
+    assert_memory_equal(last, ref_last, (size_t)PB_S * V * sizeof *last);
+    for (size_t r = 0; r < T; r++)
+        if (memcmp(all + r * V, ref_all + r * V, V * sizeof *all) != 0)
+            fail_msg("prompt-logits row %zu differs from the token-by-token prefill", r);
+    pb_decode(m, dec);
+    pb_decode(whole, ref_dec);
+    assert_memory_equal(dec, ref_dec, (size_t)PB_S * V * sizeof *dec);
+    pb_decode(tbt, ref_dec);
+    assert_memory_equal(dec, ref_dec, (size_t)PB_S * V * sizeof *dec);
+    gp_cpu_model_destroy(m), gp_cpu_model_destroy(whole), gp_cpu_model_destroy(tbt);
+
+    /* only prompt logits, only last logits, none: the same logits and caches */
+    for (int k = 0; k < 3; k++) {
+        m = pb_model();
+        GP_CHECK_OK(gp_cpu_prefill_batch(m, PB_S, PB_SEQS, k == 1 ? other : NULL, k == 0 ? other : NULL));
+        if (k == 0)
+            assert_memory_equal(other, all, T * V * sizeof *all);
+        if (k == 1)
+            assert_memory_equal(other, last, (size_t)PB_S * V * sizeof *last);
+        pb_decode(m, ref_dec);
+        assert_memory_equal(dec, ref_dec, (size_t)PB_S * V * sizeof *dec);
+        gp_cpu_model_destroy(m);
+    }
+    free(last), free(all), free(ref_last), free(ref_all), free(dec), free(ref_dec), free(other);
+}
+
+/* Every bad batched prefill is refused with a message naming the value and
+ * what is allowed, before the cache changes: the bad prompt comes after good
+ * ones, and afterwards the model continues exactly as one that never saw the
+ * refused calls. */
+static void test_prefill_batch_bad_args(void **state)
+{
+    const int V = g_tiny.cfg.vocab;
+    gp_cpu_model *m;
+    GP_CHECK_OK(gp_cpu_model_create(&g_tiny, 3, 16, 4, &m));
+    GP_CHECK_OK(gp_cpu_prefill(m, 0, NP(P1), P1, NULL)); /* sequence 0 holds 3 tokens */
+    float *l = malloc((size_t)3 * V * sizeof *l);
+    const int32_t bad_tok[2] = {1, 300};
+    gp_prefill_seq q[4] = {{.seq = 1, .n = 2, .tokens = P0}, {.seq = 2, .n = 3, .tokens = P2}};
+
+    GP_CHECK_FAIL(gp_cpu_prefill_batch(NULL, 1, q, l, NULL), GP_ERR_INVALID_ARG, "model is NULL");
+    GP_CHECK_FAIL(gp_cpu_prefill_batch(m, 0, q, l, NULL), GP_ERR_INVALID_ARG, "prefill of 0 prompts: allowed 1..3");
+    GP_CHECK_FAIL(gp_cpu_prefill_batch(m, 4, q, l, NULL), GP_ERR_INVALID_ARG, "prefill of 4 prompts: allowed 1..3");
+    GP_CHECK_FAIL(gp_cpu_prefill_batch(m, 2, NULL, l, NULL), GP_ERR_INVALID_ARG, "seqs is NULL");
+    q[1].seq = 3;
+    GP_CHECK_FAIL(gp_cpu_prefill_batch(m, 2, q, l, NULL), GP_ERR_INVALID_ARG, "sequence id 3 is out of range: allowed 0..2");
+    q[1].seq = 1;
+    GP_CHECK_FAIL(gp_cpu_prefill_batch(m, 2, q, l, NULL), GP_ERR_INVALID_ARG, "sequence id 1 appears twice");
+    q[1] = (gp_prefill_seq){.seq = 2, .n = 0, .tokens = P2};
+    GP_CHECK_FAIL(gp_cpu_prefill_batch(m, 2, q, l, NULL), GP_ERR_INVALID_ARG,
+                  "prompt length 0 for sequence 2: allowed 1..16");
+    q[1] = (gp_prefill_seq){.seq = 2, .n = 3, .tokens = NULL};
+    GP_CHECK_FAIL(gp_cpu_prefill_batch(m, 2, q, l, NULL), GP_ERR_INVALID_ARG, "prompt of sequence 2 is NULL");
+    q[1] = (gp_prefill_seq){.seq = 2, .n = 2, .tokens = bad_tok};
+    GP_CHECK_FAIL(gp_cpu_prefill_batch(m, 2, q, l, NULL), GP_ERR_INVALID_ARG,
+                  "token 300 at prompt position 1 of sequence 2 is outside the vocabulary: allowed 0..255");
+    /* 3 held + 14 > 16, after a prompt that fits */
+    q[1] = (gp_prefill_seq){.seq = 0, .n = 14, .tokens = P2};
+    GP_CHECK_FAIL(gp_cpu_prefill_batch(m, 2, q, l, NULL), GP_ERR_STATE,
+                  "prompt of 14 tokens does not fit sequence 0: it holds 3 tokens and max_context is 16");
+    /* a prompt that fits exactly is fine afterwards */
+    q[0] = (gp_prefill_seq){.seq = 0, .n = 13, .tokens = P2};
+    q[1] = (gp_prefill_seq){.seq = 1, .n = NP(P0), .tokens = P0};
+    q[2] = (gp_prefill_seq){.seq = 2, .n = 1, .tokens = P1};
+    GP_CHECK_OK(gp_cpu_prefill_batch(m, 3, q, l, NULL));
+
+    gp_cpu_model *f;
+    GP_CHECK_OK(gp_cpu_model_create(&g_tiny, 3, 16, 4, &f));
+    GP_CHECK_OK(gp_cpu_prefill(f, 0, NP(P1), P1, NULL));
+    float *g = malloc((size_t)3 * V * sizeof *g);
+    GP_CHECK_OK(gp_cpu_prefill_batch(f, 3, q, g, NULL));
+    assert_memory_equal(l, g, (size_t)3 * V * sizeof *l);
+    gp_cpu_model_destroy(f);
+    gp_cpu_model_destroy(m);
+    free(l), free(g);
+}
+
 /* Two independent greedy runs of 60 tokens agree exactly; logits are finite
  * and not degenerate (synthetic weights give a spread of several units). */
 static void test_greedy_determinism(void **state)
@@ -802,6 +943,8 @@ int main(void)
         cmocka_unit_test(test_vs_double_forward),
         cmocka_unit_test(test_batch_invariance),
         cmocka_unit_test(test_prefill_decode_consistency),
+        cmocka_unit_test(test_prefill_batch_matches_alone),
+        cmocka_unit_test(test_prefill_batch_bad_args),
         cmocka_unit_test(test_greedy_determinism),
         cmocka_unit_test(test_paged_independence),
         cmocka_unit_test(test_context_full),

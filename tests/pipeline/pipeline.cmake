@@ -1,5 +1,7 @@
 # The scheduler end to end on the CPU executor (no GPU): pipelined == sequential.
 gp_add_test(pipeline_cpu SOURCES pipeline/test_pipeline_cpu.c support/relay_exec.c LIBS gp_pipeline)
+# gp_backend's parameters, refused before anything is loaded (no GPU needed).
+gp_add_test(pipeline_backend SOURCES pipeline/test_backend.c LIBS gp_pipeline_cuda)
 # The pipeline on the GPU against the sequential engine (skips without a GPU).
 gp_add_test(pipeline_cuda SOURCES pipeline/test_pipeline_cuda.c support/relay_exec.c LIBS gp_pipeline_cuda GPU)
 # The rebalancer over the real runner and the simulated executor (no GPU):

@@ -314,6 +314,53 @@ static void test_stats_and_reports(void **state)
     gp_cpu_model_destroy(pm);
 }
 
+/* The executor's prefill op is the reference's batched prefill: all
+ * prompts in one call (through the relay too), prompt logits at every
+ * position, greedy tokens from the last logits whether the caller keeps them
+ * or not; a refused call is the reference's refusal. */
+static void test_prefill_op(void **state)
+{
+    const int V = g_w.cfg.vocab;
+    gp_prefill_seq seqs[S];
+    size_t T = 0;
+    for (int s = 0; s < S; s++) {
+        seqs[s] = (gp_prefill_seq){.seq = S - 1 - s, .n = g_plen[s], .tokens = g_prompt[s]};
+        T += (size_t)g_plen[s];
+    }
+    float *ref_last = malloc((size_t)S * V * sizeof(float)), *ref_all = malloc(T * V * sizeof(float));
+    float *last = malloc((size_t)S * V * sizeof(float)), *all = malloc(T * V * sizeof(float));
+    assert_true(ref_last && ref_all && last && all);
+    gp_cpu_model *ref, *pm;
+    GP_CHECK_OK(gp_cpu_model_create(&g_w, S, CTX, 3, &ref));
+    GP_CHECK_OK(gp_cpu_prefill_batch(ref, S, seqs, ref_last, ref_all));
+    for (int relay = 0; relay < 2; relay++)
+        for (int keep = 0; keep < 2; keep++) {
+            GP_CHECK_OK(gp_cpu_model_create(&g_w, S, CTX, 3, &pm));
+            gp_cpu_exec *x;
+            GP_CHECK_OK(gp_cpu_exec_create(pm, 1, 1, &x));
+            relay_exec *rx = NULL;
+            if (relay)
+                GP_CHECK_OK(relay_exec_create(gp_cpu_exec_get(x), S, NULL, &rx));
+            gp_exec e = relay ? relay_exec_get(rx) : gp_cpu_exec_get(x);
+            int32_t next[S];
+            GP_CHECK_OK(e.ops->prefill(e.ctx, S, seqs, next, keep ? last : NULL, keep ? all : NULL));
+            for (int s = 0; s < S; s++)
+                assert_int_equal(next[s], gp_argmax(ref_last + (size_t)s * V, V));
+            if (keep) {
+                assert_memory_equal(last, ref_last, (size_t)S * V * sizeof(float));
+                assert_memory_equal(all, ref_all, T * V * sizeof(float));
+            }
+            seqs[1].seq = seqs[0].seq;
+            GP_CHECK_FAIL(e.ops->prefill(e.ctx, 2, seqs, next, NULL, NULL), GP_ERR_INVALID_ARG, "appears twice");
+            seqs[1].seq = S - 2;
+            relay_exec_destroy(rx);
+            gp_cpu_exec_destroy(x);
+            gp_cpu_model_destroy(pm);
+        }
+    gp_cpu_model_destroy(ref);
+    free(ref_last), free(ref_all), free(last), free(all);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -323,6 +370,7 @@ int main(void)
         cmocka_unit_test(test_equal_relayed_copies),
         cmocka_unit_test(test_stage_failure),
         cmocka_unit_test(test_stats_and_reports),
+        cmocka_unit_test(test_prefill_op),
     };
     return cmocka_run_group_tests_name("pipeline on the CPU executor", tests, setup, teardown) ? 1 : 0;
 }

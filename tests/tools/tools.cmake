@@ -43,6 +43,11 @@ gp_cli_test(gen_pipelined_hf_small_gqa 0 "^77 99 290 272 231 255$"
             --engine pipelined --sm-split 2:1)
 add_test(NAME cli_pipelined_same_logits
          COMMAND bash -c "g=$<TARGET_FILE:greenpipe>; a='generate --model ${GP_DATA}/small-gqa --prompt-ids 5,17,42$<SEMICOLON>11,200,2$<SEMICOLON>7$<SEMICOLON>1,2,3,4 --steps 5'; $g $a --dump-logits seq.json > seq.txt && $g $a --engine pipelined --micro-batches 3 --dump-logits pipe.json > pipe.txt && cmp seq.txt pipe.txt && cmp seq.json pipe.json")
+# All prompts are prefilled in one batched call: the tokens, --dump-logits (byte
+# for byte) and --dump-prompt-logits are each prompt's own, and the last prompt
+# position's logits are the first generated token's.
+add_test(NAME cli_prefill_batched_same
+         COMMAND python3 ${CMAKE_CURRENT_SOURCE_DIR}/tools/prefill_same.py $<TARGET_FILE:greenpipe> ${GP_DATA}/small-gqa)
 gp_cli_test(gen_bad_engine 2 "--engine 'fast': allowed seq, pipelined" generate --model tiny --prompt-ids 1 --steps 1 --engine fast)
 gp_cli_test(gen_split_needs_pipelined 2 "apply to --engine pipelined only" generate --model tiny --prompt-ids 1 --steps 1 --sm-split 1:1)
 gp_cli_test(gen_micro_too_many 2 "--micro-batches 3: each needs a sequence and there are 2" generate --model tiny --prompt-ids "1$<SEMICOLON>2" --steps 1 --engine pipelined --micro-batches 3)
@@ -107,5 +112,21 @@ gp_cli_ckpt_test(inspect_missing_tensor 1 "not loadable: .*tensor 'model.layers.
 gp_cli_ckpt_test(generate_missing_tensor 1 "loading the model: .*tensor 'model.layers.0.mlp.down_proj.weight' is missing"
                  generate --prompt-ids 1 --steps 1 --model ${GP_BAD_CKPT}/missing_tensor)
 gp_cli_test(gen_positional 2 "unexpected argument 'extra'" generate --model tiny --prompt-ids 1 --steps 1 extra)
+gp_cli_test(gen_prefill_chunk_cpu 2 "--prefill-chunk 64 applies to --backend cuda only .* allowed: leave it out, or use --backend cuda"
+            generate --model tiny --prompt-ids 1 --steps 1 --prefill-chunk 64)
+gp_cli_test(gen_prefill_chunk_range 2 "--prefill-chunk: 0 is out of range. allowed: .1, 65536."
+            generate --model tiny --prompt-ids 1 --steps 1 --backend cuda --prefill-chunk 0)
+gp_cli_test(gen_prefill_chunk_junk 2 "--prefill-chunk: '2k' is not an integer"
+            generate --model tiny --prompt-ids 1 --steps 1 --backend cuda --prefill-chunk 2k)
+gp_cli_test(gen_dump_prompt_flag 2 "--dump-prompt-logits '--seed': looks like a flag"
+            generate --model tiny --prompt-ids 1 --steps 1 --dump-prompt-logits --seed 3)
+gp_cli_test(gen_dump_prompt_same_file 2 "--dump-prompt-logits 'd.json' is also the --dump-logits file"
+            generate --model tiny --prompt-ids 1 --steps 1 --dump-logits d.json --dump-prompt-logits d.json)
+gp_cli_test(gen_dump_prompt_unwritable 1 "cannot write --dump-prompt-logits file '/nonexistent-gp-dir/p.json'"
+            generate --model tiny --prompt-ids 1 --steps 1 --dump-prompt-logits /nonexistent-gp-dir/p.json)
+# The CUDA engine's prefill in chunks of 2 tokens (prompts span chunks, chunks
+# hold two prompts): HF's tokens; without a GPU, one plain line and exit 1.
+gp_cli_test(gen_cuda_prefill_chunk_hf_tiny "0|1" "^29 155 50 61 189 155$|greenpipe generate: loading the model: no usable GPU: "
+            generate --backend cuda --prefill-chunk 2 --model ${GP_DATA}/tiny --prompt-ids "5,17,42,7,99$<SEMICOLON>11,200,2" --steps 6)
 gp_cli_test(gen_dump_unwritable 1 "cannot write --dump-logits file '/nonexistent-gp-dir/d.json'"
             generate --model tiny --prompt-ids 1 --steps 1 --dump-logits /nonexistent-gp-dir/d.json)
