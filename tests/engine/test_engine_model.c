@@ -38,8 +38,8 @@ static void test_hf_gqa_pipelined(void **s)
 {
     hf_check("small-gqa", PREFILL_TOL, &pipe_be, &hf_cpu_bf16_backend, false);
 }
-static void test_vs_hf_tiny(void **s) { hf_check("tiny", BF16_DRIFT_TOL, &graph_be, NULL, false); }
-static void test_vs_hf_gqa(void **s) { hf_check("small-gqa", BF16_DRIFT_TOL, &graph_be, NULL, false); }
+static void test_vs_hf_tiny(void **s) { hf_check("tiny", HF_BF16_DRIFT_TOL, &graph_be, NULL, false); }
+static void test_vs_hf_gqa(void **s) { hf_check("small-gqa", HF_BF16_DRIFT_TOL, &graph_be, NULL, false); }
 
 /* Synthetic tiny model, 5 sequences with prompt lengths around the block
  * size (block 3: lengths 1, 2, 3, 4, 7) fed token by token, then decoded
