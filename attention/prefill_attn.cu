@@ -91,10 +91,16 @@ static __global__ void __launch_bounds__(PF_THREADS, 2) gp_prefill_attn_kernel(c
     __nv_bfloat16 *kvs = qs + pf_shape<HD>::Q_TILE;                     /* [stage][K, V][PF_BN][PITCH] */
 
     const gp_prefill_seq_desc d = a.seqs[blockIdx.z];
+#ifdef PF_QFIRST
+    const int m0 = (int)(gridDim.x - 1 - blockIdx.x) * PF_BM;
+    const int h = blockIdx.y;
+#else
     const int m0 = (int)(gridDim.y - 1 - blockIdx.y) * PF_BM;
+    const int h = blockIdx.x;
+#endif
     if (m0 >= d.q_len)
         return; /* uniform over the CTA */
-    const int h = blockIdx.x, kvh = h / a.group;
+    const int kvh = h / a.group;
     const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, gr = lane >> 2, tq = lane & 3;
     const int mi = lane >> 3, ri = lane & 7; /* the ldmatrix matrix and row this lane addresses */
     const size_t row_stride = (size_t)a.n_heads * HD;
@@ -267,7 +273,11 @@ template <int HD> static gp_status pf_launch(const pf_args &a, int n_seqs, int m
     const void *k = (const void *)gp_prefill_attn_kernel<HD>;
     GP_TRY(gp_attn_smem_once(&done, k, pf_shape<HD>::SMEM, false));
     cudaLaunchConfig_t cfg = {};
+#ifdef PF_QFIRST
+    cfg.gridDim = dim3((unsigned)((max_q_len + PF_BM - 1) / PF_BM), (unsigned)a.n_heads, (unsigned)n_seqs);
+#else
     cfg.gridDim = dim3((unsigned)a.n_heads, (unsigned)((max_q_len + PF_BM - 1) / PF_BM), (unsigned)n_seqs);
+#endif
     cfg.blockDim = dim3(PF_THREADS);
     cfg.dynamicSmemBytes = pf_shape<HD>::SMEM;
     cfg.stream = stream;
@@ -294,7 +304,7 @@ extern "C" gp_status gp_prefill_attn(const gp_kv_view *kv, int n_heads, const gp
     if (kv->n_kv_heads < 1 || n_heads < 1 || n_heads % kv->n_kv_heads)
         GP_FAIL(GP_ERR_INVALID_ARG, "%s: n_heads %d must be a positive multiple of n_kv_heads %d", fn, n_heads,
                 kv->n_kv_heads);
-    if (n_heads > 65535 || n_seqs < 1 || n_seqs > 65535 || n_rows < 1 || max_q_len < 1 || max_q_len > n_rows)
+    if (n_heads > 65535 || (max_q_len + PF_BM - 1) / PF_BM > 65535 || n_seqs < 1 || n_seqs > 65535 || n_rows < 1 || max_q_len < 1 || max_q_len > n_rows)
         GP_FAIL(GP_ERR_INVALID_ARG, "%s: n_heads %d (1..65535), n_seqs %d (1..65535), n_rows %d (>= 1), "
                 "max_q_len %d (1..n_rows)", fn, n_heads, n_seqs, n_rows, max_q_len);
     if (kv->block_size < 1 || kv->max_blocks < 1)

@@ -7,6 +7,8 @@
 #   tests/gpu/prefill_run.sh sanitize   compute-sanitizer memcheck + racecheck on them
 #   tests/gpu/prefill_run.sh bench ARGS gp_bench_prefill ARGS (log bench.log, appended)
 #   tests/gpu/prefill_run.sh peer ROWS  the PyTorch peer on B:T rows (log peer.log, appended)
+#   tests/gpu/prefill_run.sh variant NAME FLAGS ARGS  gp_bench_prefill ARGS built with
+#                                      CMAKE_CUDA_FLAGS=FLAGS in build-NAME (log variant-NAME.log)
 set -u
 source "$(dirname "$0")/gpu_env.sh"
 what=${1:-tests}; shift || true
@@ -21,7 +23,7 @@ tests)
 sanitize)
   for tool in memcheck racecheck; do
     for t in attn_prefill_attn engine_prefill; do
-      compute-sanitizer --tool $tool --error-exitcode 9 "$b/tests/$t" > "$out/san_${tool}_$t.log" 2>&1
+      timeout 300 compute-sanitizer --tool $tool --error-exitcode 9 "$b/tests/$t" > "$out/san_${tool}_$t.log" 2>&1
       echo "$tool $t: rc $? $(grep -c 'ERROR SUMMARY: 0' "$out/san_${tool}_$t.log") clean summaries"
     done
   done ;;
@@ -31,5 +33,11 @@ bench)
 peer)
   echo "# torch_prefill_peer.py $*" >> "$out/peer.log"
   python3 .peer/torch_prefill_peer.py "$@" 2>&1 | tee -a "$out/peer.log" ;;
-*) echo "prefill_run.sh: unknown step '$what' (tests, sanitize, bench, peer)"; exit 2 ;;
+variant)
+  name=$1 flags=$2; shift 2
+  { cmake -B "build-$name" -S . -DCMAKE_BUILD_TYPE=RelWithDebInfo "-DCMAKE_CUDA_FLAGS=$flags" &&
+    cmake --build "build-$name" -j16 --target gp_bench_prefill; } > "$out/build-$name.log" 2>&1 || { tail "$out/build-$name.log"; exit 1; }
+  echo "# $(cat .gp-commit 2>/dev/null) variant $name ($flags): gp_bench_prefill $*" >> "$out/variant-$name.log"
+  "build-$name/bench/gp_bench_prefill" "$@" 2>&1 | tee -a "$out/variant-$name.log" ;;
+*) echo "prefill_run.sh: unknown step '$what' (tests, sanitize, bench, peer, variant)"; exit 2 ;;
 esac
