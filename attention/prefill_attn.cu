@@ -26,6 +26,9 @@
 #define PF_KN (PF_BN / 8) /* key n-tiles per K/V tile */
 #define PF_THREADS 128
 #define PF_STAGES 2
+#ifndef PF_RESCALE_SLACK
+#define PF_RESCALE_SLACK 8.0f /* log2 units: p < 256 */
+#endif
 
 template <int HD> struct pf_shape {
     static constexpr int PITCH = HD + 8; /* row pitch in elements: 8 rows of an ldmatrix hit distinct bank groups */
@@ -91,13 +94,8 @@ static __global__ void __launch_bounds__(PF_THREADS, 2) gp_prefill_attn_kernel(c
     __nv_bfloat16 *kvs = qs + pf_shape<HD>::Q_TILE;                     /* [stage][K, V][PF_BN][PITCH] */
 
     const gp_prefill_seq_desc d = a.seqs[blockIdx.z];
-#ifdef PF_QFIRST
-    const int m0 = (int)(gridDim.x - 1 - blockIdx.x) * PF_BM;
-    const int h = blockIdx.y;
-#else
     const int m0 = (int)(gridDim.y - 1 - blockIdx.y) * PF_BM;
     const int h = blockIdx.x;
-#endif
     if (m0 >= d.q_len)
         return; /* uniform over the CTA */
     const int kvh = h / a.group;
@@ -133,7 +131,7 @@ static __global__ void __launch_bounds__(PF_THREADS, 2) gp_prefill_attn_kernel(c
 #pragma unroll
         for (int nt = 0; nt < NT; nt++)
             o[mt][nt][0] = o[mt][nt][1] = o[mt][nt][2] = o[mt][nt][3] = 0.0f;
-    /* per m tile, rows gr and gr + 8: raw-score max and partial sums */
+    /* per m tile, rows gr and gr + 8: reference max of the raw scores, and partial sums */
     float m_r[2][2] = {{-INFINITY, -INFINITY}, {-INFINITY, -INFINITY}}, l_r[2][2] = {{0.0f, 0.0f}, {0.0f, 0.0f}};
 
     for (int j = 0; j < n_tiles; j++) {
@@ -190,18 +188,33 @@ static __global__ void __launch_bounds__(PF_THREADS, 2) gp_prefill_attn_kernel(c
             }
 #pragma unroll
             for (int mt = 0; mt < 2; mt++) {
-                float corr[2], ms[2];
+                /* The reference max of a row moves only when a tile's scores
+                 * exceed it by more than PF_RESCALE_SLACK (log2 units): then p
+                 * stays below 2^slack, harmless in bf16 and fp32, and a warp
+                 * whose rows all keep theirs skips rescaling its output. */
+                float mx[2], ms[2], corr[2] = {1.0f, 1.0f};
 #pragma unroll
                 for (int hr = 0; hr < 2; hr++) { /* row gr (hr 0) or gr + 8 (hr 1) */
-                    float mx = m_r[mt][hr];
+                    float v = -INFINITY;
 #pragma unroll
                     for (int nt = 0; nt < PF_KN; nt++)
-                        mx = fmaxf(mx, fmaxf(s[mt][nt][2 * hr], s[mt][nt][2 * hr + 1]));
-                    mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 1));
-                    mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 2));
-                    ms[hr] = gp_safe_max(mx) * a.scale_log2;
-                    corr[hr] = pf_exp2(fmaf(m_r[mt][hr], a.scale_log2, -ms[hr]));
-                    m_r[mt][hr] = mx;
+                        v = fmaxf(v, fmaxf(s[mt][nt][2 * hr], s[mt][nt][2 * hr + 1]));
+                    v = fmaxf(v, __shfl_xor_sync(0xffffffffu, v, 1));
+                    mx[hr] = fmaxf(v, __shfl_xor_sync(0xffffffffu, v, 2));
+                }
+                const bool keep = __all_sync(0xffffffffu, m_r[mt][0] != -INFINITY && m_r[mt][1] != -INFINITY &&
+                                                              (mx[0] - m_r[mt][0]) * a.scale_log2 <= PF_RESCALE_SLACK &&
+                                                              (mx[1] - m_r[mt][1]) * a.scale_log2 <= PF_RESCALE_SLACK);
+#pragma unroll
+                for (int hr = 0; hr < 2; hr++) {
+                    if (!keep) {
+                        const float m_new = fmaxf(m_r[mt][hr], mx[hr]);
+                        ms[hr] = gp_safe_max(m_new) * a.scale_log2;
+                        corr[hr] = pf_exp2(fmaf(m_r[mt][hr], a.scale_log2, -ms[hr]));
+                        m_r[mt][hr] = m_new;
+                    } else {
+                        ms[hr] = m_r[mt][hr] * a.scale_log2;
+                    }
                 }
                 float sum[2] = {0.0f, 0.0f};
                 /* p rounded to bf16 as it enters p.v, the sums over the rounded
@@ -219,12 +232,14 @@ static __global__ void __launch_bounds__(PF_THREADS, 2) gp_prefill_attn_kernel(c
 #pragma unroll
                 for (int hr = 0; hr < 2; hr++)
                     l_r[mt][hr] = fmaf(l_r[mt][hr], corr[hr], sum[hr]);
+                if (!keep) {
 #pragma unroll
-                for (int nt = 0; nt < NT; nt++) {
-                    o[mt][nt][0] *= corr[0];
-                    o[mt][nt][1] *= corr[0];
-                    o[mt][nt][2] *= corr[1];
-                    o[mt][nt][3] *= corr[1];
+                    for (int nt = 0; nt < NT; nt++) {
+                        o[mt][nt][0] *= corr[0];
+                        o[mt][nt][1] *= corr[0];
+                        o[mt][nt][2] *= corr[1];
+                        o[mt][nt][3] *= corr[1];
+                    }
                 }
             }
 #pragma unroll
@@ -273,11 +288,7 @@ template <int HD> static gp_status pf_launch(const pf_args &a, int n_seqs, int m
     const void *k = (const void *)gp_prefill_attn_kernel<HD>;
     GP_TRY(gp_attn_smem_once(&done, k, pf_shape<HD>::SMEM, false));
     cudaLaunchConfig_t cfg = {};
-#ifdef PF_QFIRST
-    cfg.gridDim = dim3((unsigned)((max_q_len + PF_BM - 1) / PF_BM), (unsigned)a.n_heads, (unsigned)n_seqs);
-#else
     cfg.gridDim = dim3((unsigned)a.n_heads, (unsigned)((max_q_len + PF_BM - 1) / PF_BM), (unsigned)n_seqs);
-#endif
     cfg.blockDim = dim3(PF_THREADS);
     cfg.dynamicSmemBytes = pf_shape<HD>::SMEM;
     cfg.stream = stream;
