@@ -19,7 +19,8 @@ tests)
     --output-on-failure > "$out/tests.log" 2>&1
   tail -n 15 "$out/tests.log"
   for t in attn_prefill_attn engine_prefill; do "$b/tests/$t" > "$out/$t.log" 2>&1; done
-  grep -hE "worst|ms|case" "$out/engine_prefill.log" | head -20 ;;
+  for c in "" 16; do "$b/tests/ref_hf_prefill" cuda $c > "$out/engine_hf_prefill$c.log" 2>&1; done
+  grep -hE "worst|ms|case" "$out/engine_prefill.log" "$out"/engine_hf_prefill*.log | head -30 ;;
 sanitize)
   for tool in memcheck racecheck; do
     for t in attn_prefill_attn engine_prefill; do
