@@ -26,9 +26,7 @@
 #define PF_KN (PF_BN / 8) /* key n-tiles per K/V tile */
 #define PF_THREADS 128
 #define PF_STAGES 2
-#ifndef PF_RESCALE_SLACK
-#define PF_RESCALE_SLACK 8.0f /* log2 units: p < 256 */
-#endif
+#define PF_RESCALE_SLACK 8.0f /* log2 units: p < 256; rescaling every tile measured 3% slower */
 
 template <int HD> struct pf_shape {
     static constexpr int PITCH = HD + 8; /* row pitch in elements: 8 rows of an ldmatrix hit distinct bank groups */
