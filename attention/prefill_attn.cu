@@ -222,9 +222,14 @@ static __global__ void __launch_bounds__(PF_THREADS, 2) gp_prefill_attn_kernel(c
                 for (int nt = 0; nt < PF_KN; nt++)
 #pragma unroll
                     for (int hr = 0; hr < 2; hr++) {
-                        const uint32_t pk = gp_pack_bf16x2(pf_exp2(fmaf(s[mt][nt][2 * hr], a.scale_log2, -ms[hr])),
-                                                           pf_exp2(fmaf(s[mt][nt][2 * hr + 1], a.scale_log2, -ms[hr])));
+                        const float p0 = pf_exp2(fmaf(s[mt][nt][2 * hr], a.scale_log2, -ms[hr]));
+                        const float p1 = pf_exp2(fmaf(s[mt][nt][2 * hr + 1], a.scale_log2, -ms[hr]));
+                        const uint32_t pk = gp_pack_bf16x2(p0, p1);
+#ifdef PF_SUM_UNROUNDED
+                        sum[hr] += p0 + p1;
+#else
                         sum[hr] += gp_bf16_lo(pk) + gp_bf16_hi(pk);
+#endif
                         s[mt][nt][hr] = __uint_as_float(pk);
                     }
 #pragma unroll

@@ -17,12 +17,14 @@ typedef struct row { int B, T; } row;
 static void usage(FILE *f)
 {
     fprintf(f, "usage: gp_bench_prefill [--preset NAME] [--workloads B:T[,B:T...]] [--chunk N[,N...]]\n"
-               "                        [--repeats R] [--breakdown] [--seed S]\n"
+               "                        [--repeats R] [--breakdown] [--gemm-tune N] [--seed S]\n"
                "  --preset NAME      model shape, synthetic weights (default llama3-8b; %s)\n"
                "  --workloads LIST   prompts x tokens per prompt (default 1:512,1:2048,1:8192,8:2048)\n"
                "  --chunk LIST       prefill chunk sizes to time (default: the engine's, %d)\n"
                "  --repeats R        timed prefills per row, after one warm-up (default 5; the median is reported)\n"
                "  --breakdown        one more prefill per row with events between kernels: ms per kernel class\n"
+               "  --gemm-tune N      time N of cuBLASLt's candidates per chunk-shape GEMM and keep the fastest\n"
+               "                     (engine params gemm_tune; default 0: the heuristic's pick)\n"
                "  --seed S           weight seed (default 1)\n"
                "A T above the preset's max context raises the synthetic model's max context to T (the shape is\n"
                "what is timed; the peer runs such contexts too).\n",
@@ -101,7 +103,8 @@ static int cmp_float(const void *a, const void *b)
     } while (0)
 
 /* One row at one chunk size: warm-up, repeats, optional breakdown. */
-static int run_row(gp_device_weights *dw, const gp_config *c, row r, int chunk, int repeats, int breakdown)
+static int run_row(gp_device_weights *dw, const gp_config *c, row r, int chunk, int repeats, int breakdown,
+                   int gemm_tune)
 {
     int rc = 1;
     gp_engine *e = NULL;
@@ -120,6 +123,7 @@ static int run_row(gp_device_weights *dw, const gp_config *c, row r, int chunk, 
     p.max_batch = r.B;
     p.max_context = r.T;
     p.prefill_chunk = chunk;
+    p.gemm_tune = gemm_tune;
     CK(gp_engine_create(dw, &p, &e));
     for (int i = -1; i < repeats; i++) { /* i = -1: warm-up (cuBLASLt plans, first-touch) */
         for (int s = 0; s < r.B; s++)
@@ -158,11 +162,12 @@ out:
 int main(int argc, char **argv)
 {
     const char *preset = "llama3-8b", *wl = "1:512,1:2048,1:8192,8:2048";
-    int chunks[16] = {GP_ENGINE_DEFAULT_PREFILL_CHUNK}, n_chunks = 1, repeats = 5, breakdown = 0;
+    int chunks[16] = {GP_ENGINE_DEFAULT_PREFILL_CHUNK}, n_chunks = 1, repeats = 5, breakdown = 0, gemm_tune = 0;
     unsigned long seed = 1;
     static const struct option opts[] = {{"preset", required_argument, 0, 'p'}, {"workloads", required_argument, 0, 'w'},
                                          {"chunk", required_argument, 0, 'c'},  {"repeats", required_argument, 0, 'r'},
                                          {"breakdown", no_argument, 0, 'b'},    {"seed", required_argument, 0, 's'},
+                                         {"gemm-tune", required_argument, 0, 'g'},
                                          {"help", no_argument, 0, 'h'},         {0, 0, 0, 0}};
     int o;
     while ((o = getopt_long(argc, argv, "", opts, NULL)) != -1) {
@@ -182,6 +187,13 @@ int main(int argc, char **argv)
             }
             break;
         case 'b': breakdown = 1; break;
+        case 'g':
+            gemm_tune = (int)strtol(optarg, &end, 10);
+            if (*end || !*optarg || gemm_tune < 0 || gemm_tune > GP_GEMM_TUNE_MAX_CANDIDATES) {
+                fprintf(stderr, "gp_bench_prefill: --gemm-tune '%s': allowed 0..%d\n", optarg, GP_GEMM_TUNE_MAX_CANDIDATES);
+                return 2;
+            }
+            break;
         case 's':
             seed = strtoul(optarg, &end, 10);
             if (*end || !*optarg) {
@@ -216,12 +228,12 @@ int main(int argc, char **argv)
         return 1;
     }
     printf("gp_bench_prefill: %s shape, synthetic weights (seed %lu), median of %d prefills (device events), "
-           "model FLOPs as torch_prefill_peer.py counts them\n\n", preset, seed, repeats);
+           "model FLOPs as torch_prefill_peer.py counts them, GEMM tuning %d\n\n", preset, seed, repeats, gemm_tune);
     printf("| B | T | chunk | median ms | min | max | tokens/s | TFLOP/s | of 800 |\n|---|---|---|---|---|---|---|---|---|\n");
     int rc = 0;
     for (int i = 0; i < n_rows; i++)
         for (int j = 0; j < n_chunks; j++)
-            if (run_row(dw, &cfg, rows[i], chunks[j], repeats, breakdown))
+            if (run_row(dw, &cfg, rows[i], chunks[j], repeats, breakdown, gemm_tune))
                 rc = 1; /* later rows still run: every finished row is printed */
     gp_device_weights_destroy(dw);
     return rc;

@@ -26,7 +26,8 @@ typedef struct gp_engine_params {
     int gemm_tune;     /* 0 (default): cuBLASLt's heuristic picks each layer GEMM's
                           algorithm; N in 1..GP_GEMM_TUNE_MAX_CANDIDATES: the fastest of
                           its first N candidates, timed on the GEMM's own SM partition
-                          before a step shape is first captured. Timing-based, so two
+                          before a step shape is first captured (and before a prefill
+                          first runs a chunk shape). Timing-based, so two
                           runs may pick differently (results differ in rounding only) */
     int gemm_skinny_max_m; /* GEMMs of at most this many rows use the skinny kernel, the others
                               cuBLASLt (gp_gemm_set_skinny_max_m); 0..GP_GEMM_SKINNY_MAX_M,

