@@ -184,92 +184,62 @@ static __global__ void __launch_bounds__(PF_THREADS, 2) gp_prefill_attn_kernel(c
                                 s[mt][nt][c] = -INFINITY;
                         }
             }
-            /* Softmax of both m tiles at once, maxes and sums as trees: with two
-             * warps per scheduler, chains of dependent ALU instructions were the
-             * kernel's main stall (ncu). The reference max of a row moves only
-             * when a tile's scores exceed it by more than PF_RESCALE_SLACK (log2
-             * units): then p stays below 2^slack, harmless in bf16 and fp32,
-             * and a warp whose rows all keep theirs skips rescaling its output. */
-            float mx[2][2]; /* [m tile][row gr, gr + 8] */
 #pragma unroll
-            for (int mt = 0; mt < 2; mt++)
+            for (int mt = 0; mt < 2; mt++) {
+                /* The reference max of a row moves only when a tile's scores
+                 * exceed it by more than PF_RESCALE_SLACK (log2 units): then p
+                 * stays below 2^slack, harmless in bf16 and fp32, and a warp
+                 * whose rows all keep theirs skips rescaling its output. */
+                float mx[2], ms[2], corr[2] = {1.0f, 1.0f};
 #pragma unroll
-                for (int hr = 0; hr < 2; hr++) {
-                    float t[PF_KN];
+                for (int hr = 0; hr < 2; hr++) { /* row gr (hr 0) or gr + 8 (hr 1) */
+                    float v = -INFINITY;
 #pragma unroll
                     for (int nt = 0; nt < PF_KN; nt++)
-                        t[nt] = fmaxf(s[mt][nt][2 * hr], s[mt][nt][2 * hr + 1]);
-#pragma unroll
-                    for (int w = PF_KN / 2; w >= 1; w /= 2)
-#pragma unroll
-                        for (int i = 0; i < w; i++)
-                            t[i] = fmaxf(t[i], t[i + w]);
-                    mx[mt][hr] = t[0];
+                        v = fmaxf(v, fmaxf(s[mt][nt][2 * hr], s[mt][nt][2 * hr + 1]));
+                    v = fmaxf(v, __shfl_xor_sync(0xffffffffu, v, 1));
+                    mx[hr] = fmaxf(v, __shfl_xor_sync(0xffffffffu, v, 2));
                 }
-#pragma unroll
-            for (int sh = 1; sh <= 2; sh *= 2)
-#pragma unroll
-                for (int mt = 0; mt < 2; mt++)
-#pragma unroll
-                    for (int hr = 0; hr < 2; hr++)
-                        mx[mt][hr] = fmaxf(mx[mt][hr], __shfl_xor_sync(0xffffffffu, mx[mt][hr], sh));
-            bool keep_row = true;
-#pragma unroll
-            for (int mt = 0; mt < 2; mt++)
-#pragma unroll
-                for (int hr = 0; hr < 2; hr++)
-                    keep_row = keep_row && m_r[mt][hr] != -INFINITY &&
-                               (mx[mt][hr] - m_r[mt][hr]) * a.scale_log2 <= PF_RESCALE_SLACK;
-            const bool keep = __all_sync(0xffffffffu, keep_row);
-            float ms[2][2], corr[2][2];
-#pragma unroll
-            for (int mt = 0; mt < 2; mt++)
+                const bool keep = __all_sync(0xffffffffu, m_r[mt][0] != -INFINITY && m_r[mt][1] != -INFINITY &&
+                                                              (mx[0] - m_r[mt][0]) * a.scale_log2 <= PF_RESCALE_SLACK &&
+                                                              (mx[1] - m_r[mt][1]) * a.scale_log2 <= PF_RESCALE_SLACK);
 #pragma unroll
                 for (int hr = 0; hr < 2; hr++) {
-                    corr[mt][hr] = 1.0f;
                     if (!keep) {
-                        const float m_new = fmaxf(m_r[mt][hr], mx[mt][hr]);
-                        ms[mt][hr] = gp_safe_max(m_new) * a.scale_log2;
-                        corr[mt][hr] = pf_exp2(fmaf(m_r[mt][hr], a.scale_log2, -ms[mt][hr]));
+                        const float m_new = fmaxf(m_r[mt][hr], mx[hr]);
+                        ms[hr] = gp_safe_max(m_new) * a.scale_log2;
+                        corr[hr] = pf_exp2(fmaf(m_r[mt][hr], a.scale_log2, -ms[hr]));
                         m_r[mt][hr] = m_new;
                     } else {
-                        ms[mt][hr] = m_r[mt][hr] * a.scale_log2;
+                        ms[hr] = m_r[mt][hr] * a.scale_log2;
                     }
                 }
-            /* p rounded to bf16 as it enters p.v, the sums over the rounded
-             * values (summing the unrounded ones measured under 1% faster);
-             * packed in place: s[mt][nt][hr] = the bf16 pair of row hr, which
-             * is the A fragment of k-step nt / 2 */
+                float sum[2] = {0.0f, 0.0f};
+                /* p rounded to bf16 as it enters p.v, the sums over the rounded
+                 * values (summing the unrounded ones measured under 1% faster);
+                 * packed in place: s[mt][nt][hr] = the bf16 pair of row
+                 * hr, which is the A fragment of k-step nt / 2 */
 #pragma unroll
-            for (int mt = 0; mt < 2; mt++)
+                for (int nt = 0; nt < PF_KN; nt++)
 #pragma unroll
-                for (int hr = 0; hr < 2; hr++) {
-                    float t[PF_KN];
-#pragma unroll
-                    for (int nt = 0; nt < PF_KN; nt++) {
-                        const uint32_t pk =
-                            gp_pack_bf16x2(pf_exp2(fmaf(s[mt][nt][2 * hr], a.scale_log2, -ms[mt][hr])),
-                                           pf_exp2(fmaf(s[mt][nt][2 * hr + 1], a.scale_log2, -ms[mt][hr])));
-                        t[nt] = gp_bf16_lo(pk) + gp_bf16_hi(pk);
+                    for (int hr = 0; hr < 2; hr++) {
+                        const uint32_t pk = gp_pack_bf16x2(pf_exp2(fmaf(s[mt][nt][2 * hr], a.scale_log2, -ms[hr])),
+                                                           pf_exp2(fmaf(s[mt][nt][2 * hr + 1], a.scale_log2, -ms[hr])));
+                        sum[hr] += gp_bf16_lo(pk) + gp_bf16_hi(pk);
                         s[mt][nt][hr] = __uint_as_float(pk);
                     }
 #pragma unroll
-                    for (int w = PF_KN / 2; w >= 1; w /= 2)
-#pragma unroll
-                        for (int i = 0; i < w; i++)
-                            t[i] += t[i + w];
-                    l_r[mt][hr] = fmaf(l_r[mt][hr], corr[mt][hr], t[0]);
-                }
-            if (!keep) {
-#pragma unroll
-                for (int mt = 0; mt < 2; mt++)
+                for (int hr = 0; hr < 2; hr++)
+                    l_r[mt][hr] = fmaf(l_r[mt][hr], corr[hr], sum[hr]);
+                if (!keep) {
 #pragma unroll
                     for (int nt = 0; nt < NT; nt++) {
-                        o[mt][nt][0] *= corr[mt][0];
-                        o[mt][nt][1] *= corr[mt][0];
-                        o[mt][nt][2] *= corr[mt][1];
-                        o[mt][nt][3] *= corr[mt][1];
+                        o[mt][nt][0] *= corr[0];
+                        o[mt][nt][1] *= corr[0];
+                        o[mt][nt][2] *= corr[1];
+                        o[mt][nt][3] *= corr[1];
                     }
+                }
             }
 #pragma unroll
             for (int kk = 0; kk < PF_BN / 16; kk++) {
