@@ -15,7 +15,7 @@ what=${1:-tests}; shift || true
 [[ -x $b/bench/gp_bench_prefill ]] || gp_build
 case $what in
 tests)
-  ctest --test-dir "$b" -R '^(attn_prefill_attn|attn_rope_kv|engine_prefill|engine_model|pipeline_cuda|ref_hf_prefill|ref_hf_logits|engine_hf_prefill.*)$' \
+  ctest --test-dir "$b" -R '^(attn_prefill_attn|attn_rope_kv|engine_prefill|engine_model|pipeline_cuda|ref_hf_prefill|ref_hf_logits|engine_hf_prefill.*|cli_gen_cuda.*)$' \
     --output-on-failure > "$out/tests.log" 2>&1
   tail -n 15 "$out/tests.log"
   for t in attn_prefill_attn engine_prefill; do "$b/tests/$t" > "$out/$t.log" 2>&1; done
