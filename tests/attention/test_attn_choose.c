@@ -10,13 +10,7 @@
 #include <cmocka.h>
 
 #include "gp_attention.h"
-
-static void expect_invalid(gp_status st, const char *needle)
-{
-    assert_int_equal(st, GP_ERR_INVALID_ARG);
-    if (!strstr(gp_last_error(), needle))
-        fail_msg("message '%s' does not mention '%s'", gp_last_error(), needle);
-}
+#include "gp_test.h"
 
 /* Llama-3-8B's attention (32 heads over 8 KV heads, head_dim 128) on the
  * whole H100 (132 SMs), the streaming kernel fitting 12 warps per SM. */
@@ -168,11 +162,11 @@ static void test_names(void **state)
     assert_string_equal(gp_attn_kernel_name((gp_attn_kernel)GP_ATTN_KERNEL_COUNT), "unknown");
     assert_string_equal(gp_attn_kernel_name((gp_attn_kernel)-1), "unknown");
     gp_attn_kernel k = GP_ATTN_KERNEL_MMA;
-    expect_invalid(gp_attn_kernel_parse("Stream", &k), "'Stream'");
+    GP_CHECK_FAIL(gp_attn_kernel_parse("Stream", &k), GP_ERR_INVALID_ARG, "'Stream'");
     assert_int_equal(k, GP_ATTN_KERNEL_MMA); /* untouched on error */
-    expect_invalid(gp_attn_kernel_parse("", &k), "auto, cudacore, cudacore_pipe, mma, stream");
-    expect_invalid(gp_attn_kernel_parse(NULL, &k), "(null)");
-    expect_invalid(gp_attn_kernel_parse("mma", NULL), "NULL");
+    GP_CHECK_FAIL(gp_attn_kernel_parse("", &k), GP_ERR_INVALID_ARG, "auto, cudacore, cudacore_pipe, mma, stream");
+    GP_CHECK_FAIL(gp_attn_kernel_parse(NULL, &k), GP_ERR_INVALID_ARG, "(null)");
+    GP_CHECK_FAIL(gp_attn_kernel_parse("mma", NULL), GP_ERR_INVALID_ARG, "NULL");
 }
 
 /* Bad params are refused by the chooser and by every entry that takes them,
@@ -184,31 +178,31 @@ static void test_param_checks(void **state)
     gp_attn_kernel k;
     gp_decode_attn_params p = gp_decode_attn_default_params();
     p.kernel = (gp_attn_kernel)GP_ATTN_KERNEL_COUNT;
-    expect_invalid(gp_decode_attn_choose(&p, &c, &k, NULL), "kernel = 5");
+    GP_CHECK_FAIL(gp_decode_attn_choose(&p, &c, &k, NULL), GP_ERR_INVALID_ARG, "kernel = 5");
     p.kernel = (gp_attn_kernel)-1;
-    expect_invalid(gp_decode_attn_choose(&p, &c, &k, NULL), "kernel = -1");
+    GP_CHECK_FAIL(gp_decode_attn_choose(&p, &c, &k, NULL), GP_ERR_INVALID_ARG, "kernel = -1");
     p = gp_decode_attn_default_params();
     p.stream_warps_cap = 3;
-    expect_invalid(gp_decode_attn_choose(&p, &c, &k, NULL), "stream_warps_cap = 3");
+    GP_CHECK_FAIL(gp_decode_attn_choose(&p, &c, &k, NULL), GP_ERR_INVALID_ARG, "stream_warps_cap = 3");
     p.stream_warps_cap = 1;
-    expect_invalid(gp_decode_attn_choose(&p, &c, &k, NULL), "even number of warps per SM in 2..64");
+    GP_CHECK_FAIL(gp_decode_attn_choose(&p, &c, &k, NULL), GP_ERR_INVALID_ARG, "even number of warps per SM in 2..64");
     p.stream_warps_cap = 66;
-    expect_invalid(gp_decode_attn_choose(&p, &c, &k, NULL), "stream_warps_cap = 66");
+    GP_CHECK_FAIL(gp_decode_attn_choose(&p, &c, &k, NULL), GP_ERR_INVALID_ARG, "stream_warps_cap = 66");
     p.stream_warps_cap = -2;
-    expect_invalid(gp_decode_attn_choose(&p, &c, &k, NULL), "stream_warps_cap = -2");
+    GP_CHECK_FAIL(gp_decode_attn_choose(&p, &c, &k, NULL), GP_ERR_INVALID_ARG, "stream_warps_cap = -2");
     p = gp_decode_attn_default_params();
     p.kv_evict_first = 2;
-    expect_invalid(gp_decode_attn_choose(&p, &c, &k, NULL), "kv_evict_first = 2");
+    GP_CHECK_FAIL(gp_decode_attn_choose(&p, &c, &k, NULL), GP_ERR_INVALID_ARG, "kv_evict_first = 2");
 
     /* the facts */
     p = gp_decode_attn_default_params();
     c.n_splits = 0;
-    expect_invalid(gp_decode_attn_choose(&p, &c, &k, NULL), "n_splits = 0");
+    GP_CHECK_FAIL(gp_decode_attn_choose(&p, &c, &k, NULL), GP_ERR_INVALID_ARG, "n_splits = 0");
     c = llama_call(8, 1);
     c.stream_warps_per_sm = -1;
-    expect_invalid(gp_decode_attn_choose(&p, &c, &k, NULL), "stream_warps_per_sm = -1");
-    expect_invalid(gp_decode_attn_choose(&p, NULL, &k, NULL), "NULL");
-    expect_invalid(gp_decode_attn_choose(&p, &c, NULL, NULL), "NULL");
+    GP_CHECK_FAIL(gp_decode_attn_choose(&p, &c, &k, NULL), GP_ERR_INVALID_ARG, "stream_warps_per_sm = -1");
+    GP_CHECK_FAIL(gp_decode_attn_choose(&p, NULL, &k, NULL), GP_ERR_INVALID_ARG, "NULL");
+    GP_CHECK_FAIL(gp_decode_attn_choose(&p, &c, NULL, NULL), GP_ERR_INVALID_ARG, "NULL");
 
     /* the entries: the split heuristic (hints given, so no device query) and
      * gp_decode_attn on fake, aligned pointers */
@@ -217,12 +211,12 @@ static void test_param_checks(void **state)
     p.sm_count = 132;
     p.ctas_per_sm_hint = 4;
     p.kernel = (gp_attn_kernel)7;
-    expect_invalid(gp_decode_attn_splits(8, 32, 8, 128, 1024, &p, &n), "kernel = 7");
+    GP_CHECK_FAIL(gp_decode_attn_splits(8, 32, 8, 128, 1024, &p, &n), GP_ERR_INVALID_ARG, "kernel = 7");
     size_t ws;
-    expect_invalid(gp_decode_attn_workspace_max(8, 32, 8, 128, 1024, &p, &ws), "kernel = 7");
+    GP_CHECK_FAIL(gp_decode_attn_workspace_max(8, 32, 8, 128, 1024, &p, &ws), GP_ERR_INVALID_ARG, "kernel = 7");
     p.kernel = GP_ATTN_KERNEL_STREAM;
     p.kv_evict_first = -1;
-    expect_invalid(gp_decode_attn_splits(8, 32, 8, 128, 1024, &p, &n), "kv_evict_first = -1");
+    GP_CHECK_FAIL(gp_decode_attn_splits(8, 32, 8, 128, 1024, &p, &n), GP_ERR_INVALID_ARG, "kv_evict_first = -1");
     gp_bf16 *fake = (gp_bf16 *)(uintptr_t)0x10000;
     int32_t *ifake = (int32_t *)(uintptr_t)0x20000;
     gp_kv_view v = { .k = fake, .v = fake, .block_tables = ifake, .lens = ifake,
@@ -230,11 +224,11 @@ static void test_param_checks(void **state)
                      .n_kv_heads = 2, .head_dim = 128, .max_blocks = 4 };
     p = gp_decode_attn_default_params();
     p.stream_warps_cap = 5;
-    expect_invalid(gp_decode_attn(&v, 4, 4, 10, fake, fake, NULL, 0, &p, NULL),
+    GP_CHECK_FAIL(gp_decode_attn(&v, 4, 4, 10, fake, fake, NULL, 0, &p, NULL), GP_ERR_INVALID_ARG,
                    "stream_warps_cap = 5");
     p = gp_decode_attn_default_params();
     p.kernel = (gp_attn_kernel)9;
-    expect_invalid(gp_decode_attn(&v, 4, 4, 10, fake, fake, NULL, 0, &p, NULL), "kernel = 9");
+    GP_CHECK_FAIL(gp_decode_attn(&v, 4, 4, 10, fake, fake, NULL, 0, &p, NULL), GP_ERR_INVALID_ARG, "kernel = 9");
 }
 
 int main(void)

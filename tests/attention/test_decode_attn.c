@@ -13,6 +13,7 @@
 #include <cmocka.h>
 
 #include "attn_test_util.h"
+#include "gp_test.h"
 
 /* Tolerances (bf16 outputs from fp32 math vs a float64 reference): the output
  * rounding alone is <= 2^-9 of each element, so expect a worst row error of
@@ -25,13 +26,6 @@
 static uint64_t g_seed;
 
 /* ------------------------------------------------------------ host only */
-
-static void expect_invalid(gp_status st, const char *needle)
-{
-    assert_int_equal(st, GP_ERR_INVALID_ARG);
-    if (!strstr(gp_last_error(), needle))
-        fail_msg("message '%s' does not mention '%s'", gp_last_error(), needle);
-}
 
 static void test_splits_heuristic(void **state)
 {
@@ -100,15 +94,15 @@ static void test_arg_checks(void **state)
     (void)state;
     gp_decode_attn_params p = gp_decode_attn_default_params();
     int n;
-    expect_invalid(gp_decode_attn_splits(0, 32, 8, 128, 10, &p, &n), "B = 0");
-    expect_invalid(gp_decode_attn_splits(1, 32, 8, 96, 10, &p, &n), "head_dim = 96");
-    expect_invalid(gp_decode_attn_splits(1, 36, 8, 128, 10, &p, &n), "n_heads = 36");
-    expect_invalid(gp_decode_attn_splits(1, 72, 8, 128, 10, &p, &n), "n_heads = 72");
-    expect_invalid(gp_decode_attn_splits(1, 32, 8, 128, 0, &p, &n), "max_len = 0");
+    GP_CHECK_FAIL(gp_decode_attn_splits(0, 32, 8, 128, 10, &p, &n), GP_ERR_INVALID_ARG, "B = 0");
+    GP_CHECK_FAIL(gp_decode_attn_splits(1, 32, 8, 96, 10, &p, &n), GP_ERR_INVALID_ARG, "head_dim = 96");
+    GP_CHECK_FAIL(gp_decode_attn_splits(1, 36, 8, 128, 10, &p, &n), GP_ERR_INVALID_ARG, "n_heads = 36");
+    GP_CHECK_FAIL(gp_decode_attn_splits(1, 72, 8, 128, 10, &p, &n), GP_ERR_INVALID_ARG, "n_heads = 72");
+    GP_CHECK_FAIL(gp_decode_attn_splits(1, 32, 8, 128, 0, &p, &n), GP_ERR_INVALID_ARG, "max_len = 0");
     p.force_splits = -1;
-    expect_invalid(gp_decode_attn_splits(1, 32, 8, 128, 10, &p, &n), "force_splits = -1");
+    GP_CHECK_FAIL(gp_decode_attn_splits(1, 32, 8, 128, 10, &p, &n), GP_ERR_INVALID_ARG, "force_splits = -1");
     p.force_splits = GP_DECODE_ATTN_MAX_SPLITS + 1;
-    expect_invalid(gp_decode_attn_splits(1, 32, 8, 128, 10, &p, &n), "exceed");
+    GP_CHECK_FAIL(gp_decode_attn_splits(1, 32, 8, 128, 10, &p, &n), GP_ERR_INVALID_ARG, "exceed");
 
     /* The entry checks before touching the device (fake, aligned pointers). */
     gp_bf16 *fake = (gp_bf16 *)(uintptr_t)0x10000;
@@ -116,16 +110,16 @@ static void test_arg_checks(void **state)
     gp_kv_view v = { .k = fake, .v = fake, .block_tables = ifake, .lens = ifake,
                      .positions = ifake, .n_rows = 4, .n_blocks = 10, .block_size = 16,
                      .n_kv_heads = 2, .head_dim = 64, .max_blocks = 4 };
-    expect_invalid(gp_decode_attn(&v, 5, 4, 10, fake, fake, NULL, 0, NULL, NULL), "B = 5");
-    expect_invalid(gp_decode_attn(&v, 4, 4, 65, fake, fake, NULL, 0, NULL, NULL), "max_len = 65");
-    expect_invalid(gp_decode_attn(&v, 4, 3, 10, fake, fake, NULL, 0, NULL, NULL), "n_heads = 3");
-    expect_invalid(gp_decode_attn(&v, 4, 4, 10, fake + 1, fake, NULL, 0, NULL, NULL), "aligned");
-    expect_invalid(gp_decode_attn(NULL, 4, 4, 10, fake, fake, NULL, 0, NULL, NULL), "NULL");
+    GP_CHECK_FAIL(gp_decode_attn(&v, 5, 4, 10, fake, fake, NULL, 0, NULL, NULL), GP_ERR_INVALID_ARG, "B = 5");
+    GP_CHECK_FAIL(gp_decode_attn(&v, 4, 4, 65, fake, fake, NULL, 0, NULL, NULL), GP_ERR_INVALID_ARG, "max_len = 65");
+    GP_CHECK_FAIL(gp_decode_attn(&v, 4, 3, 10, fake, fake, NULL, 0, NULL, NULL), GP_ERR_INVALID_ARG, "n_heads = 3");
+    GP_CHECK_FAIL(gp_decode_attn(&v, 4, 4, 10, fake + 1, fake, NULL, 0, NULL, NULL), GP_ERR_INVALID_ARG, "aligned");
+    GP_CHECK_FAIL(gp_decode_attn(NULL, 4, 4, 10, fake, fake, NULL, 0, NULL, NULL), GP_ERR_INVALID_ARG, "NULL");
     p = gp_decode_attn_default_params();
     p.force_splits = 4;
-    expect_invalid(gp_decode_attn(&v, 4, 4, 64, fake, fake, NULL, 0, &p, NULL), "workspace");
+    GP_CHECK_FAIL(gp_decode_attn(&v, 4, 4, 64, fake, fake, NULL, 0, &p, NULL), GP_ERR_INVALID_ARG, "workspace");
     v.head_dim = 48;
-    expect_invalid(gp_decode_attn(&v, 4, 4, 10, fake, fake, NULL, 0, NULL, NULL), "head_dim = 48");
+    GP_CHECK_FAIL(gp_decode_attn(&v, 4, 4, 10, fake, fake, NULL, 0, NULL, NULL), GP_ERR_INVALID_ARG, "head_dim = 48");
 }
 
 /* The reference itself on cases with known answers. */

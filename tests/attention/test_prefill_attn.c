@@ -16,6 +16,7 @@
 #include <cmocka.h>
 
 #include "attn_test_util.h"
+#include "gp_test.h"
 
 /* p enters p.v rounded to bf16 (8 significant bits), so an output is about
  * 2^-9 of its row's max off the double reference, plus the bf16 rounding
@@ -26,13 +27,6 @@
 
 static uint64_t g_seed;
 
-static void expect_invalid(gp_status st, const char *needle)
-{
-    assert_int_equal(st, GP_ERR_INVALID_ARG);
-    if (!strstr(gp_last_error(), needle))
-        fail_msg("message '%s' does not mention '%s'", gp_last_error(), needle);
-}
-
 static void test_arg_checks(void **state)
 {
     (void)state;
@@ -41,13 +35,13 @@ static void test_arg_checks(void **state)
     gp_prefill_seq_desc *sfake = (gp_prefill_seq_desc *)(uintptr_t)0x30000;
     gp_kv_view v = { .k = fake, .v = fake, .block_tables = ifake, .n_rows = 4, .n_blocks = 10, .block_size = 16,
                      .n_kv_heads = 2, .head_dim = 48, .max_blocks = 4 };
-    expect_invalid(gp_prefill_attn(&v, 4, fake, fake, 8, sfake, 1, 8, NULL), "head_dim 48");
+    GP_CHECK_FAIL(gp_prefill_attn(&v, 4, fake, fake, 8, sfake, 1, 8, NULL), GP_ERR_INVALID_ARG, "head_dim 48");
     v.head_dim = 64;
-    expect_invalid(gp_prefill_attn(&v, 5, fake, fake, 8, sfake, 1, 8, NULL), "multiple of n_kv_heads");
-    expect_invalid(gp_prefill_attn(&v, 4, NULL, fake, 8, sfake, 1, 8, NULL), "NULL");
-    expect_invalid(gp_prefill_attn(&v, 4, fake, fake, 8, sfake, 0, 8, NULL), "n_seqs 0");
-    expect_invalid(gp_prefill_attn(&v, 4, fake, fake, 8, sfake, 1, 9, NULL), "max_q_len 9");
-    expect_invalid(gp_prefill_attn(&v, 4, fake + 1, fake, 8, sfake, 1, 8, NULL), "16-byte aligned");
+    GP_CHECK_FAIL(gp_prefill_attn(&v, 5, fake, fake, 8, sfake, 1, 8, NULL), GP_ERR_INVALID_ARG, "multiple of n_kv_heads");
+    GP_CHECK_FAIL(gp_prefill_attn(&v, 4, NULL, fake, 8, sfake, 1, 8, NULL), GP_ERR_INVALID_ARG, "NULL");
+    GP_CHECK_FAIL(gp_prefill_attn(&v, 4, fake, fake, 8, sfake, 0, 8, NULL), GP_ERR_INVALID_ARG, "n_seqs 0");
+    GP_CHECK_FAIL(gp_prefill_attn(&v, 4, fake, fake, 8, sfake, 1, 9, NULL), GP_ERR_INVALID_ARG, "max_q_len 9");
+    GP_CHECK_FAIL(gp_prefill_attn(&v, 4, fake + 1, fake, 8, sfake, 1, 8, NULL), GP_ERR_INVALID_ARG, "16-byte aligned");
     assert_true(gp_prefill_attn_supports(128) && gp_prefill_attn_supports(16) && !gp_prefill_attn_supports(256));
 }
 

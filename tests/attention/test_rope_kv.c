@@ -13,6 +13,7 @@
 #include <cmocka.h>
 
 #include "attn_test_util.h"
+#include "gp_test.h"
 
 /* bf16 stores of fp32 math vs the float reference: the rounding is <= 2^-8
  * of each element (expect a worst row error ~2e-3..4e-3); device and host
@@ -23,13 +24,6 @@
 
 static uint64_t g_seed;
 
-static void expect_invalid(gp_status st, const char *needle)
-{
-    assert_int_equal(st, GP_ERR_INVALID_ARG);
-    if (!strstr(gp_last_error(), needle))
-        fail_msg("message '%s' does not mention '%s'", gp_last_error(), needle);
-}
-
 static void test_arg_checks(void **state)
 {
     (void)state;
@@ -39,18 +33,18 @@ static void test_arg_checks(void **state)
     gp_kv_view v = { .k = fake, .v = fake, .block_tables = ifake, .lens = ifake,
                      .positions = ifake, .n_rows = 4, .n_blocks = 10, .block_size = 16,
                      .n_kv_heads = 2, .head_dim = 64, .max_blocks = 4 };
-    expect_invalid(gp_rope_kv_append(&v, 5, 4, fake, ffake, fake, NULL), "B = 5");
-    expect_invalid(gp_rope_kv_append(&v, 0, 4, fake, ffake, fake, NULL), "B = 0");
-    expect_invalid(gp_rope_kv_append(&v, 4, 0, fake, ffake, fake, NULL), "n_heads = 0");
-    expect_invalid(gp_rope_kv_append(&v, 4, 4, NULL, ffake, fake, NULL), "NULL");
+    GP_CHECK_FAIL(gp_rope_kv_append(&v, 5, 4, fake, ffake, fake, NULL), GP_ERR_INVALID_ARG, "B = 5");
+    GP_CHECK_FAIL(gp_rope_kv_append(&v, 0, 4, fake, ffake, fake, NULL), GP_ERR_INVALID_ARG, "B = 0");
+    GP_CHECK_FAIL(gp_rope_kv_append(&v, 4, 0, fake, ffake, fake, NULL), GP_ERR_INVALID_ARG, "n_heads = 0");
+    GP_CHECK_FAIL(gp_rope_kv_append(&v, 4, 4, NULL, ffake, fake, NULL), GP_ERR_INVALID_ARG, "NULL");
     v.head_dim = 63;
-    expect_invalid(gp_rope_kv_append(&v, 4, 4, fake, ffake, fake, NULL), "head_dim = 63");
+    GP_CHECK_FAIL(gp_rope_kv_append(&v, 4, 4, fake, ffake, fake, NULL), GP_ERR_INVALID_ARG, "head_dim = 63");
     v.head_dim = 64;
     v.block_size = 0;
-    expect_invalid(gp_rope_kv_append(&v, 4, 4, fake, ffake, fake, NULL), "block_size = 0");
+    GP_CHECK_FAIL(gp_rope_kv_append(&v, 4, 4, fake, ffake, fake, NULL), GP_ERR_INVALID_ARG, "block_size = 0");
     v.block_size = 16;
     v.positions = NULL;
-    expect_invalid(gp_rope_kv_append(&v, 4, 4, fake, ffake, fake, NULL), "positions");
+    GP_CHECK_FAIL(gp_rope_kv_append(&v, 4, 4, fake, ffake, fake, NULL), GP_ERR_INVALID_ARG, "positions");
 }
 
 typedef struct rope_case {

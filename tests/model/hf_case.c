@@ -220,16 +220,22 @@ void hf_load_checkpoint(const char *name, gp_host_weights *w, char *dir, size_t 
     GP_CHECK_OK(gp_model_source_load_host(&src, w));
 }
 
+void hf_open(const char *name, const char *file, char *path, size_t path_cap, gp_host_weights *w, char *dir,
+             size_t dir_cap)
+{
+    snprintf(path, path_cap, "%s/%s/%s", GP_TEST_DATA_DIR, name, file);
+    if (access(path, R_OK) != 0)
+        fail_msg("%s is missing: the HF reference data must hold every model of tests/hf/make_reference.py "
+                 "(see tests/hf/README.md)", path);
+    hf_load_checkpoint(name, w, dir, dir_cap);
+}
+
 void hf_check(const char *name, double tol, const hf_backend *be, const hf_backend *ref,
               bool exact_tokens)
 {
     char dir[4096], path[4200];
-    snprintf(path, sizeof path, "%s/%s/expected.json", GP_TEST_DATA_DIR, name);
-    if (access(path, R_OK) != 0)
-        fail_msg("%s is missing: the HF reference data must hold every model of tests/hf/make_reference.py "
-                 "(see tests/hf/README.md)", path);
     gp_host_weights w;
-    hf_load_checkpoint(name, &w, dir, sizeof dir);
+    hf_open(name, "expected.json", path, sizeof path, &w, dir, sizeof dir);
     const int V = w.cfg.vocab;
 
     hf_case c;

@@ -51,6 +51,10 @@ void hf_json_floats(const char *path, json_t *arr, int n, float *dst, const char
  * safetensors, shards, dtype conversion) into w; dir [dir_cap] receives the
  * directory. */
 void hf_load_checkpoint(const char *name, gp_host_weights *w, char *dir, size_t dir_cap);
+/* The same, after checking that the model's data file tests/data/<name>/<file>
+ * exists (the test fails naming it when not); path [path_cap] receives it. */
+void hf_open(const char *name, const char *file, char *path, size_t path_cap, gp_host_weights *w, char *dir,
+             size_t dir_cap);
 
 /* A model under test: a step backend (gp_backend, block size 4) over the
  * checkpoint's host weights, stepped sequentially or through the pipeline. */

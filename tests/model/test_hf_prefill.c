@@ -107,12 +107,8 @@ static run_cfg g_run;
 static void run_model(const char *name)
 {
     char dir[4096], path[4200];
-    snprintf(path, sizeof path, "%s/%s/expected_prefill.json", GP_TEST_DATA_DIR, name);
-    if (access(path, R_OK) != 0)
-        fail_msg("%s is missing: the HF reference data must hold every model of tests/hf/make_reference.py "
-                 "(see tests/hf/README.md)", path);
     gp_host_weights w;
-    hf_load_checkpoint(name, &w, dir, sizeof dir);
+    hf_open(name, "expected_prefill.json", path, sizeof path, &w, dir, sizeof dir);
     const int V = w.cfg.vocab;
     prefill_case c;
     case_load(path, V, &c);
