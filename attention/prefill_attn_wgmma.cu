@@ -241,11 +241,7 @@ static __global__ void __launch_bounds__(WG_THREADS, 2) gp_prefill_attn_wgmma_ke
 #pragma unroll
         for (int kk = 0; kk < WG_BN / 16; kk++) /* keys 16kk..16kk+15: key n-tiles 2kk and 2kk + 1 */
             wg_mma_pv(o, pk[2 * kk][0], pk[2 * kk][1], pk[2 * kk + 1][0], pk[2 * kk + 1][1],
-#ifndef WG_V_SWAP
                       wg_desc(vs + kk * 2 * WG_GROUP_BYTES, WG_GROUP_BYTES, 128));
-#else
-                      wg_desc(vs + kk * 2 * WG_GROUP_BYTES, 128, WG_GROUP_BYTES));
-#endif
         wg_commit();
         wg_wait0();
         wg_pin(o);
