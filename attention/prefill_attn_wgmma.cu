@@ -89,21 +89,39 @@ template <int N> static __device__ __forceinline__ void wg_pin(float (&r)[N])
         asm volatile("" : "+f"(r[i])::"memory");
 }
 
-/* Keys [t0, t0 + WG_BN) of KV head kvh into the K and V tiles at ks/vs
- * (shared addresses); keys at or past kv_end zero-filled. */
-static __device__ __forceinline__ void wg_load_tile(const pf_args &a, const int32_t *table, int t0, int kv_end,
-                                                    int kvh, uint32_t ks, uint32_t vs)
+/* This thread's rows of a K/V tile: rows p * 16 + threadIdx.x / 16, chunk
+ * threadIdx.x % 16. */
+#define WG_ROWS (WG_BN / 16)
+
+/* The block ids of this thread's rows of the tile at t0 (-1 past kv_end).
+ * Fetched a tile ahead: the copies of a tile wait on them, and a lookup
+ * issued right before its copies stalled every warp on the table's latency
+ * at each tile (ncu: long-scoreboard stalls first). */
+static __device__ __forceinline__ void wg_fetch_blocks(const pf_args &a, const int32_t *table, int t0, int kv_end,
+                                                       int (&blk)[WG_ROWS])
 {
-    const int c = threadIdx.x & 15, rr = threadIdx.x >> 4; /* 16 chunks per row, 16 rows per pass */
 #pragma unroll
-    for (int p = 0; p < WG_BN / 16; p++) {
+    for (int p = 0; p < WG_ROWS; p++) {
+        const int t = t0 + p * 16 + (int)(threadIdx.x >> 4);
+        blk[p] = t < kv_end ? __ldg(table + (a.bs_shift >= 0 ? t >> a.bs_shift : t / a.block_size)) : -1;
+    }
+}
+
+/* Keys [t0, t0 + WG_BN) of KV head kvh into the K and V tiles at ks/vs
+ * (shared addresses), from the block ids of wg_fetch_blocks; keys past the
+ * end zero-filled. */
+static __device__ __forceinline__ void wg_load_tile(const pf_args &a, const int (&blk)[WG_ROWS], int t0, int kvh,
+                                                    uint32_t ks, uint32_t vs)
+{
+    const int c = threadIdx.x & 15, rr = threadIdx.x >> 4;
+#pragma unroll
+    for (int p = 0; p < WG_ROWS; p++) {
         const int r = p * 16 + rr, t = t0 + r;
         size_t src = 0;
         int bytes = 0;
-        if (t < kv_end) {
-            const int bi = a.bs_shift >= 0 ? t >> a.bs_shift : t / a.block_size;
-            src = (((size_t)__ldg(table + bi) * a.block_size + (t - bi * a.block_size)) * a.n_kv + kvh) * WG_HD +
-                  (size_t)c * 8;
+        if (blk[p] >= 0) {
+            const int slot = a.bs_shift >= 0 ? t & (a.block_size - 1) : t % a.block_size;
+            src = (((size_t)blk[p] * a.block_size + slot) * a.n_kv + kvh) * WG_HD + (size_t)c * 8;
             bytes = 16;
         }
         gp_cp_async16(ks + wg_off(r, c), a.k + src, bytes);
@@ -145,8 +163,12 @@ static __global__ void __launch_bounds__(WG_THREADS, 2) gp_prefill_attn_wgmma_ke
     }
     const int32_t *table = a.tables + (size_t)d.table_row * a.max_blocks;
     const int n_tiles = (kv_end + WG_BN - 1) / WG_BN;
-    wg_load_tile(a, table, 0, kv_end, kvh, kvs, kvs + WG_TILE_BYTES);
+    int blk[WG_ROWS];
+    wg_fetch_blocks(a, table, 0, kv_end, blk);
+    wg_load_tile(a, blk, 0, kvh, kvs, kvs + WG_TILE_BYTES);
     asm volatile("cp.async.commit_group;\n");
+    if (n_tiles > 1)
+        wg_fetch_blocks(a, table, WG_BN, kv_end, blk);
 
     float o[64];
 #pragma unroll
@@ -162,8 +184,10 @@ static __global__ void __launch_bounds__(WG_THREADS, 2) gp_prefill_attn_wgmma_ke
         asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory");
         if (j + 1 < n_tiles) {
             const uint32_t nk = kvs + (uint32_t)((j + 1) & 1) * 2 * WG_TILE_BYTES;
-            wg_load_tile(a, table, (j + 1) * WG_BN, kv_end, kvh, nk, nk + WG_TILE_BYTES);
+            wg_load_tile(a, blk, (j + 1) * WG_BN, kvh, nk, nk + WG_TILE_BYTES);
             asm volatile("cp.async.commit_group;\n");
+            if (j + 2 < n_tiles) /* in flight while tile j is computed */
+                wg_fetch_blocks(a, table, (j + 2) * WG_BN, kv_end, blk);
         }
         const int t0 = j * WG_BN;
         if (!g_active || t0 > g_last)
