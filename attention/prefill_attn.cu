@@ -5,7 +5,6 @@
 #include "cuda_util.cuh"
 #include "decode_attn_dev.cuh"
 #include "mma_dev.cuh"
-#include "prefill_attn.cuh"
 
 /* Layout: a CTA per (query head, tile of 128 query rows, sequence), 4 warps
  * of 32 query rows (two m16 tiles) each. The CTA copies its q tile into
@@ -35,6 +34,27 @@ template <int HD> struct pf_shape {
     static constexpr int Q_TILE = PF_BM * PITCH;
     static constexpr int SMEM = (Q_TILE + PF_STAGES * 2 * TILE) * 2; /* bytes: q, then K and V per stage */
 };
+
+typedef struct pf_args {
+    const __nv_bfloat16 *q;   /* [rows][n_heads][HD] */
+    __nv_bfloat16 *out;       /* [rows][n_heads][HD] */
+    const __nv_bfloat16 *k;   /* [n_blocks][block_size][n_kv][HD] */
+    const __nv_bfloat16 *v;
+    const int32_t *tables;    /* [table rows][max_blocks] */
+    const gp_prefill_seq_desc *seqs;
+    int n_heads, n_kv, group, block_size, max_blocks;
+    int bs_shift;             /* log2(block_size) when it is a power of two, else -1 */
+    float scale_log2;         /* log2(e) / sqrt(HD) */
+} pf_args;
+
+/* 2^x; inputs are <= 0 (scores minus their running max), so the hardware
+ * approximation's 2 ulp are far below the bf16 rounding p gets next. */
+static __device__ __forceinline__ float pf_exp2(float x)
+{
+    float y;
+    asm("ex2.approx.ftz.f32 %0, %1;" : "=f"(y) : "f"(x));
+    return y;
+}
 
 /* Issue the copies of keys [t0, t0 + PF_BN) of KV head kvh into ks/vs; keys
  * at or past kv_end are zero-filled (their source is not read). */
@@ -320,8 +340,6 @@ extern "C" gp_status gp_prefill_attn(const gp_kv_view *kv, int n_heads, const gp
             a.bs_shift = sh;
     a.scale_log2 = (float)(1.4426950408889634 / sqrt((double)kv->head_dim));
     cudaStream_t s = (cudaStream_t)stream;
-    if (kv->head_dim == 128 && gp_prefill_attn_wgmma_ready())
-        return gp_prefill_attn_wgmma_launch(a, n_seqs, max_q_len, s);
     switch (kv->head_dim) {
     case 16: return pf_launch<16>(a, n_seqs, max_q_len, s);
     case 32: return pf_launch<32>(a, n_seqs, max_q_len, s);
