@@ -84,46 +84,38 @@ static __device__ __forceinline__ void pf_load_tile(const pf_args &a, const int3
     }
 }
 
-/* HPC: query heads of one KV group per CTA (1, 2 or 4), each over PF_BM / HPC
- * query positions: every K/V tile then serves HPC heads, so a CTA loads the
- * same K/V bytes for HPC times the work. */
-template <int HD, int HPC>
+template <int HD>
 static __global__ void __launch_bounds__(PF_THREADS, 2) gp_prefill_attn_kernel(const pf_args a)
 {
     constexpr int KS = HD / 16, NT = HD / 8, PITCH = pf_shape<HD>::PITCH, TILE = pf_shape<HD>::TILE;
-    constexpr int PBM = PF_BM / HPC, WPH = (PF_THREADS / 32) / HPC; /* positions per CTA, warps per head */
     extern __shared__ __align__(16) unsigned char gp_pf_smem[];
     __nv_bfloat16 *qs = reinterpret_cast<__nv_bfloat16 *>(gp_pf_smem); /* [PF_BM][PITCH] */
     __nv_bfloat16 *kvs = qs + pf_shape<HD>::Q_TILE;                     /* [stage][K, V][PF_BN][PITCH] */
 
     const gp_prefill_seq_desc d = a.seqs[blockIdx.z];
-    const int m0 = (int)(gridDim.y - 1 - blockIdx.y) * PBM;
-    const int h0 = (int)blockIdx.x * HPC; /* the CTA's first head; its HPC heads share KV head kvh */
+    const int m0 = (int)(gridDim.y - 1 - blockIdx.y) * PF_BM;
+    const int h = blockIdx.x;
     if (m0 >= d.q_len)
         return; /* uniform over the CTA */
-    const int kvh = h0 / a.group;
+    const int kvh = h / a.group;
     const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, gr = lane >> 2, tq = lane & 3;
-    const int h = h0 + warp / WPH; /* this warp's head; its 32 positions start at m0 + (warp % WPH) * 32 */
     const int mi = lane >> 3, ri = lane & 7; /* the ldmatrix matrix and row this lane addresses */
     const size_t row_stride = (size_t)a.n_heads * HD;
 
-    const int q_last = min(m0 + PBM, d.q_len) - 1;          /* the CTA's last valid position (row of the sequence) */
+    const int q_last = min(m0 + PF_BM, d.q_len) - 1;        /* the CTA's last valid row */
     const int kv_end = d.pos0 + q_last + 1;                 /* keys the CTA reads: [0, kv_end) */
-    const int w0 = m0 + (warp % WPH) * 32;                  /* the warp's first row */
+    const int w0 = m0 + warp * 32;                          /* the warp's first row */
     const int w_first = d.pos0 + w0;                        /* its first and last query positions */
     const int w_last = d.pos0 + min(w0 + 31, q_last);
     const bool w_active = w0 <= q_last;
 
-    /* the q tile, head slot r / PBM at position m0 + r % PBM in row r;
-     * positions past q_len are zero-filled */
+    /* the q tile: rows past q_len are zero-filled */
     {
         constexpr int CPR = HD / 8, RPP = PF_THREADS / CPR;
         const int c = threadIdx.x % CPR, rr = threadIdx.x / CPR;
         for (int r = rr; r < PF_BM; r += RPP) {
-            const int pos = m0 + r % PBM;
-            const bool ok = pos < d.q_len;
-            const __nv_bfloat16 *src = a.q + (size_t)(d.q_start + (ok ? pos : 0)) * row_stride +
-                                       (size_t)(h0 + r / PBM) * HD + c * 8;
+            const bool ok = m0 + r < d.q_len;
+            const __nv_bfloat16 *src = a.q + (size_t)(d.q_start + (ok ? m0 + r : 0)) * row_stride + (size_t)h * HD + c * 8;
             gp_cp_async16(gp_smem_addr(qs + r * PITCH + c * 8), src, ok ? 16 : 0);
         }
     }
@@ -290,15 +282,13 @@ static __global__ void __launch_bounds__(PF_THREADS, 2) gp_prefill_attn_kernel(c
         }
 }
 
-template <int HD, int HPC>
-static gp_status pf_launch_hpc(const pf_args &a, int n_seqs, int max_q_len, cudaStream_t stream)
+template <int HD> static gp_status pf_launch(const pf_args &a, int n_seqs, int max_q_len, cudaStream_t stream)
 {
     static int done;
-    const void *k = (const void *)gp_prefill_attn_kernel<HD, HPC>;
+    const void *k = (const void *)gp_prefill_attn_kernel<HD>;
     GP_TRY(gp_attn_smem_once(&done, k, pf_shape<HD>::SMEM, false));
     cudaLaunchConfig_t cfg = {};
-    cfg.gridDim = dim3((unsigned)(a.n_heads / HPC), (unsigned)((max_q_len + PF_BM / HPC - 1) / (PF_BM / HPC)),
-                       (unsigned)n_seqs);
+    cfg.gridDim = dim3((unsigned)a.n_heads, (unsigned)((max_q_len + PF_BM - 1) / PF_BM), (unsigned)n_seqs);
     cfg.blockDim = dim3(PF_THREADS);
     cfg.dynamicSmemBytes = pf_shape<HD>::SMEM;
     cfg.stream = stream;
@@ -307,16 +297,6 @@ static gp_status pf_launch_hpc(const pf_args &a, int n_seqs, int max_q_len, cuda
     if (e != cudaSuccess)
         return gp_cuda_fail(e, "gp_prefill_attn_kernel launch", __FILE__, __LINE__);
     return GP_OK;
-}
-
-/* The most heads of a KV group (up to 4) that divide the group, per CTA. */
-template <int HD> static gp_status pf_launch(const pf_args &a, int n_seqs, int max_q_len, cudaStream_t stream)
-{
-    if (a.group % 4 == 0)
-        return pf_launch_hpc<HD, 4>(a, n_seqs, max_q_len, stream);
-    if (a.group % 2 == 0)
-        return pf_launch_hpc<HD, 2>(a, n_seqs, max_q_len, stream);
-    return pf_launch_hpc<HD, 1>(a, n_seqs, max_q_len, stream);
 }
 
 extern "C" int gp_prefill_attn_supports(int head_dim)
@@ -335,9 +315,9 @@ extern "C" gp_status gp_prefill_attn(const gp_kv_view *kv, int n_heads, const gp
     if (kv->n_kv_heads < 1 || n_heads < 1 || n_heads % kv->n_kv_heads)
         GP_FAIL(GP_ERR_INVALID_ARG, "%s: n_heads %d must be a positive multiple of n_kv_heads %d", fn, n_heads,
                 kv->n_kv_heads);
-    if (n_heads > 65535 || (max_q_len + 31) / 32 > 65535 || n_seqs < 1 || n_seqs > 65535 || n_rows < 1 || max_q_len < 1 || max_q_len > n_rows)
+    if (n_heads > 65535 || (max_q_len + PF_BM - 1) / PF_BM > 65535 || n_seqs < 1 || n_seqs > 65535 || n_rows < 1 || max_q_len < 1 || max_q_len > n_rows)
         GP_FAIL(GP_ERR_INVALID_ARG, "%s: n_heads %d (1..65535), n_seqs %d (1..65535), n_rows %d (>= 1), "
-                "max_q_len %d (1..n_rows, at most 2097120)", fn, n_heads, n_seqs, n_rows, max_q_len);
+                "max_q_len %d (1..n_rows)", fn, n_heads, n_seqs, n_rows, max_q_len);
     if (kv->block_size < 1 || kv->max_blocks < 1)
         GP_FAIL(GP_ERR_INVALID_ARG, "%s: block_size %d and max_blocks %d must be positive", fn, kv->block_size,
                 kv->max_blocks);
