@@ -23,14 +23,10 @@
  * the tail of the wave; heads vary fastest (query tiles fastest, so that
  * co-resident CTAs share a KV head, measured 4-11% slower at T = 8192). */
 #define PF_BM 128     /* query rows per CTA */
-#ifndef PF_BN
 #define PF_BN 64      /* keys per K/V tile (32 measured 11% slower at T = 8192) */
-#endif
 #define PF_KN (PF_BN / 8) /* key n-tiles per K/V tile */
 #define PF_THREADS 128
-#ifndef PF_STAGES
 #define PF_STAGES 2
-#endif
 #define PF_RESCALE_SLACK 8.0f /* log2 units: p < 256; rescaling every tile measured 3% slower */
 
 template <int HD> struct pf_shape {
@@ -125,14 +121,8 @@ static __global__ void __launch_bounds__(PF_THREADS, 2) gp_prefill_attn_kernel(c
     }
     const int32_t *table = a.tables + (size_t)d.table_row * a.max_blocks;
     const int n_tiles = (kv_end + PF_BN - 1) / PF_BN;
-    /* tiles 0 .. PF_STAGES - 2 in flight (q with tile 0); one commit group per
-     * tile, empty past the end, so the wait count stays fixed */
-#pragma unroll
-    for (int st = 0; st < PF_STAGES - 1; st++) {
-        if (st < n_tiles)
-            pf_load_tile<HD>(a, table, st * PF_BN, kv_end, kvh, kvs + st * 2 * TILE, kvs + st * 2 * TILE + TILE);
-        asm volatile("cp.async.commit_group;\n");
-    }
+    pf_load_tile<HD>(a, table, 0, kv_end, kvh, kvs, kvs + TILE);
+    asm volatile("cp.async.commit_group;\n"); /* q and tile 0 */
 
     float o[2][NT][4];
 #pragma unroll
@@ -144,16 +134,15 @@ static __global__ void __launch_bounds__(PF_THREADS, 2) gp_prefill_attn_kernel(c
     float m_r[2][2] = {{-INFINITY, -INFINITY}, {-INFINITY, -INFINITY}}, l_r[2][2] = {{0.0f, 0.0f}, {0.0f, 0.0f}};
 
     for (int j = 0; j < n_tiles; j++) {
-        /* tile j (and q) landed for this thread; later tiles may be in flight */
-        asm volatile("cp.async.wait_group %0;\n" ::"n"(PF_STAGES - 2) : "memory");
+        asm volatile("cp.async.wait_group 0;\n" ::: "memory"); /* tile j (and q) landed for this thread */
         /* one barrier per tile: tile j is visible to every thread, and every
          * warp is done with tile j - 1, whose buffer the next load refills */
         __syncthreads();
-        if (j + PF_STAGES - 1 < n_tiles) {
-            __nv_bfloat16 *nk = kvs + ((j + PF_STAGES - 1) % PF_STAGES) * 2 * TILE;
-            pf_load_tile<HD>(a, table, (j + PF_STAGES - 1) * PF_BN, kv_end, kvh, nk, nk + TILE);
+        if (j + 1 < n_tiles) {
+            __nv_bfloat16 *nk = kvs + ((j + 1) % PF_STAGES) * 2 * TILE;
+            pf_load_tile<HD>(a, table, (j + 1) * PF_BN, kv_end, kvh, nk, nk + TILE);
+            asm volatile("cp.async.commit_group;\n");
         }
-        asm volatile("cp.async.commit_group;\n");
         const int t0 = j * PF_BN;
         if (w_active && t0 <= w_last) {
             const __nv_bfloat16 *ks = kvs + (j % PF_STAGES) * 2 * TILE, *vs = ks + TILE;
