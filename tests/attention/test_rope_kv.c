@@ -203,6 +203,97 @@ static void test_gpu_cases(void **state)
         run_case(&k_cases[i], &rng);
 }
 
+/* Prefill rows: several token rows of one sequence share its block-table
+ * row through row_table (3 sequences of 5, 17 and 9 tokens continuing 0, 11
+ * and 30 cached tokens, block size 4); against the reference on the
+ * expanded per-row tables: q_out and every K slot written within tolerance,
+ * V copied exactly, nothing else in the pools touched. */
+static void test_gpu_row_table(void **state)
+{
+    (void)state;
+    uint64_t rng = g_seed ^ 0x5bd1e995u;
+    enum { HD = 64, NH = 4, NKV = 2, S = 3, BS = 4, MB = 12, NB = 3 * MB };
+    const int n[S] = { 5, 17, 9 }, pos0[S] = { 0, 11, 30 };
+    const int rows = (NH + 2 * NKV) * HD;
+    int B = 0;
+    for (int q = 0; q < S; q++)
+        B += n[q];
+    int32_t tables[S * MB], *pos = at_malloc(sizeof(int32_t) * B), *trow = at_malloc(sizeof(int32_t) * B);
+    int32_t *expanded = at_malloc(sizeof(int32_t) * B * MB); /* [B][MB]: row b's table */
+    int32_t perm[NB];
+    for (int i = 0; i < NB; i++)
+        perm[i] = i;
+    at_shuffle(perm, NB, &rng);
+    for (int i = 0; i < S * MB; i++)
+        tables[i] = perm[i];
+    for (int q = 0, b = 0; q < S; q++)
+        for (int t = 0; t < n[q]; t++, b++) {
+            pos[b] = pos0[q] + t;
+            trow[b] = q;
+            memcpy(expanded + (size_t)b * MB, tables + (size_t)q * MB, sizeof(int32_t) * MB);
+        }
+    const size_t pool = (size_t)NB * BS * NKV * HD, qn = (size_t)B * NH * HD;
+    gp_bf16 *qkv = at_malloc((size_t)B * rows * 2), *got_q = at_malloc(qn * 2), *k = at_malloc(pool * 2),
+            *v = at_malloc(pool * 2), *got_k = at_malloc(pool * 2), *got_v = at_malloc(pool * 2);
+    float *want_q = at_malloc(qn * sizeof(float)), inv_freq[HD / 2];
+    at_fill_bf16(qkv, (size_t)B * rows, &rng, 2.0f);
+    at_fill_bf16(k, pool, &rng, 3.0f);
+    at_fill_bf16(v, pool, &rng, 3.0f);
+    for (int i = 0; i < HD / 2; i++)
+        inv_freq[i] = powf(500000.0f, -2.0f * i / HD);
+    gp_bf16 *dqkv = at_dev_alloc((size_t)B * rows * 2), *dq = at_dev_alloc(qn * 2), *dk = at_dev_alloc(pool * 2),
+            *dv = at_dev_alloc(pool * 2);
+    int32_t *dpos = at_dev_alloc(sizeof(int32_t) * B), *dtrow = at_dev_alloc(sizeof(int32_t) * B),
+            *dtab = at_dev_alloc(sizeof tables);
+    float *dfreq = at_dev_alloc(sizeof inv_freq);
+    at_to_dev(dqkv, qkv, (size_t)B * rows * 2);
+    at_to_dev(dk, k, pool * 2);
+    at_to_dev(dv, v, pool * 2);
+    at_to_dev(dpos, pos, sizeof(int32_t) * B);
+    at_to_dev(dtrow, trow, sizeof(int32_t) * B);
+    at_to_dev(dtab, tables, sizeof tables);
+    at_to_dev(dfreq, inv_freq, sizeof inv_freq);
+    at_dev_poison(dq, qn * 2);
+    gp_kv_view view = { .k = dk, .v = dv, .block_tables = dtab, .positions = dpos, .row_table = dtrow, .n_rows = B,
+                        .n_blocks = NB, .block_size = BS, .n_kv_heads = NKV, .head_dim = HD, .max_blocks = MB };
+    at_check(gp_rope_kv_append(&view, B, NH, dqkv, dfreq, dq, NULL), "gp_rope_kv_append");
+    at_dev_sync();
+    at_to_host(got_q, dq, qn * 2);
+    at_to_host(got_k, dk, pool * 2);
+    at_to_host(got_v, dv, pool * 2);
+    gp_bf16 *want_k = at_malloc(pool * 2), *want_v = at_malloc(pool * 2);
+    memcpy(want_k, k, pool * 2);
+    memcpy(want_v, v, pool * 2);
+    gp_rope_kv_append_ref(qkv, B, NH, NKV, HD, pos, inv_freq, expanded, MB, BS, want_k, want_v, want_q);
+    size_t fails = at_compare("q_out", got_q, want_q, (size_t)B * NH, HD, TOL_ELEM_REL, TOL_ROW_ABS, TOL_ROW_REL);
+    const size_t slot_elems = (size_t)NKV * HD;
+    for (size_t sl = 0; sl < (size_t)NB * BS; sl++) {
+        const gp_bf16 *gk = got_k + sl * slot_elems, *wk = want_k + sl * slot_elems, *ok = k + sl * slot_elems;
+        if (memcmp(wk, ok, slot_elems * 2)) { /* written by the reference: within tolerance */
+            float *wf = at_malloc(slot_elems * sizeof(float));
+            for (size_t e = 0; e < slot_elems; e++)
+                wf[e] = gp_bf16_to_f32(wk[e]);
+            fails += at_compare("K slot", gk, wf, NKV, HD, TOL_ELEM_REL, TOL_ROW_ABS, TOL_ROW_REL);
+            free(wf);
+        } else if (memcmp(gk, ok, slot_elems * 2)) {
+            printf("  K slot %zu (not written) changed\n", sl);
+            fails++;
+        }
+    }
+    if (memcmp(got_v, want_v, pool * 2)) {
+        printf("  V pools differ from the reference\n");
+        fails++;
+    }
+    void *dev[] = { dqkv, dq, dk, dv, dpos, dtrow, dtab, dfreq };
+    for (size_t i = 0; i < sizeof dev / sizeof dev[0]; i++)
+        at_dev_free(dev[i]);
+    void *host[] = { pos, trow, expanded, qkv, got_q, k, v, got_k, got_v, want_q, want_k, want_v };
+    for (size_t i = 0; i < sizeof host / sizeof host[0]; i++)
+        free(host[i]);
+    if (fails)
+        fail_msg("row_table case: %zu mismatches", fails);
+}
+
 /* Rows whose position or block is out of range write nothing at all. */
 static void test_gpu_bad_rows_skipped(void **state)
 {
@@ -278,6 +369,7 @@ int main(void)
     const struct CMUnitTest gpu_tests[] = {
         cmocka_unit_test(test_gpu_cases),
         cmocka_unit_test(test_gpu_bad_rows_skipped),
+        cmocka_unit_test(test_gpu_row_table),
     };
     return cmocka_run_group_tests_name("rope_kv (GPU)", gpu_tests, NULL, NULL) ? 1 : 0;
 }
