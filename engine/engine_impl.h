@@ -84,6 +84,14 @@ struct gp_engine {
     int bd_n, bd_cap;
 };
 
+/* Kernels the stages tag in breakdown mode: per layer 5 in ATTN (norm, QKV,
+ * RoPE + KV append, attention, O) and 4 in FFN (norm, gate/up, SwiGLU,
+ * down); 1 in EMBED; 3 in HEAD (norm, LM head, argmax). A breakdown opens
+ * one event more than it can record: a full set reads as an overflow. */
+#define GP_BD_MARKS_LAYER 9
+#define GP_BD_MARKS_EMBED 1
+#define GP_BD_MARKS_HEAD 3
+
 /* Breakdown mode (engine_step.c): open makes cap events that the stages
  * record after each kernel (tagged with its class); sum adds the gaps from
  * begin into acc per class; close frees them. */

@@ -266,7 +266,8 @@ gp_status gp_engine_breakdown(gp_engine *e, int B, gp_step_breakdown *out)
 {
     memset(out, 0, sizeof *out);
     float acc[GP_K_COUNT] = {0};
-    gp_status st = gp_engine_bd_open(e, 5 * 2 * e->cfg.n_layers + 8);
+    gp_status st =
+        gp_engine_bd_open(e, GP_BD_MARKS_EMBED + GP_BD_MARKS_LAYER * e->cfg.n_layers + GP_BD_MARKS_HEAD + 1);
     int *ids = malloc(sizeof(int) * (size_t)B);
     int32_t *tok = malloc(sizeof(int32_t) * (size_t)B), *next = malloc(sizeof(int32_t) * (size_t)B);
     if (st == GP_OK && (!ids || !tok || !next)) {

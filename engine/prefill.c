@@ -3,7 +3,6 @@
  * one forward through the stage API with prefill rows (GEMMs at M = the
  * chunk's tokens, RoPE + K/V into the paged cache, causal tensor-core
  * attention), then each prompt's last row goes through the head. */
-#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -105,7 +104,7 @@ static gp_status upload_chunk(gp_engine *e, int buf, int S, const gp_prefill_seq
 
 /* The head over n residual rows (a view), results in the engine's logits
  * and next-token rows [0, n) and, when host is set, logits copied there. */
-static gp_status head_rows(gp_engine *e, const gp_tensor_view *resid, float *host)
+static gp_status run_head(gp_engine *e, const gp_tensor_view *resid, float *host)
 {
     gp_stage_io io = {.b0 = 0, .nb = (int)resid->rows, .resid = *resid};
     GP_TRY(gp_engine_stage(e, GP_STAGE_HEAD, &io, &e->sc));
@@ -139,7 +138,7 @@ static gp_status run_chunk(gp_engine *e, int S, const gp_prefill_seq *seqs, cons
         for (int g = 0; g < n; g += e->p.max_batch) {
             int gn = n - g < e->p.max_batch ? n - g : e->p.max_batch;
             gp_tensor_view r = gp_view_rows(io.resid, g, gn);
-            GP_TRY(head_rows(e, &r, prompt_logits + (size_t)(c0 + g) * (size_t)e->cfg.vocab));
+            GP_TRY(run_head(e, &r, prompt_logits + (size_t)(c0 + g) * (size_t)e->cfg.vocab));
         }
     return GP_OK;
 }
@@ -187,7 +186,7 @@ static gp_status run_all(gp_engine *e, int S, const gp_prefill_seq *seqs, const 
     }
     e->pf_rows = 0;
     gp_tensor_view last = gp_view_make(e->head_rows, S, e->cfg.hidden, GP_DTYPE_F32, e->device);
-    GP_TRY(head_rows(e, &last, last_logits));
+    GP_TRY(run_head(e, &last, last_logits));
     GP_CUDA_TRY(cudaEventRecord(e->ev_pf_end, e->sc.stream));
     GP_CUDA_TRY(cudaMemcpyAsync(e->next_h, e->next_d, sizeof(int32_t) * (size_t)S, cudaMemcpyDeviceToHost,
                                 e->sc.stream));
@@ -258,9 +257,9 @@ gp_status gp_engine_prefill_breakdown(gp_engine *e, int S, const gp_prefill_seq 
     GP_TRY(check_prefill(e, S, seqs, &total));
     long long chunks = (total + e->p.prefill_chunk - 1) / e->p.prefill_chunk;
     float acc[GP_K_COUNT] = {0};
-    /* events per chunk: embed, 7 per layer's attention and 6 per FFN (norms,
-     * GEMMs, RoPE, attention, SwiGLU), the head */
-    gp_status st = gp_engine_bd_open(e, (int)(chunks * (13LL * e->cfg.n_layers + 2) + 8));
+    /* per chunk the embedding and every layer; the head once, after the last */
+    gp_status st = gp_engine_bd_open(
+        e, (int)(chunks * (GP_BD_MARKS_EMBED + GP_BD_MARKS_LAYER * (long long)e->cfg.n_layers) + GP_BD_MARKS_HEAD + 1));
     if (st == GP_OK)
         st = gp_engine_prefill_batch(e, S, seqs, NULL, NULL, NULL);
     if (st == GP_OK)
