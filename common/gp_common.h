@@ -92,8 +92,12 @@ static inline GP_HD gp_bf16 gp_f32_to_bf16(float f)
  * range (*out untouched). */
 gp_status gp_env_int(const char *name, long lo, long hi, long dflt, long *out);
 
-/* IEEE half to float, for fp16 checkpoints. */
+/* IEEE half (fp16) to float: exact. */
 float gp_f16_to_f32(uint16_t h);
+/* Float to IEEE half, round to nearest even; beyond 65504 gives +-inf, NaN
+ * stays a quiet NaN. The host side of the CUDA engine's fp16 path (the
+ * device rounds with __float2half_rn, the same rule). */
+uint16_t gp_f32_to_f16(float f);
 
 /* ------------------------------------------------------------ measuring */
 
@@ -138,6 +142,33 @@ typedef enum gp_dtype {
 } gp_dtype;
 const char *gp_dtype_name(gp_dtype d); /* safetensors spelling ("BF16"); "unknown" out of range */
 size_t gp_dtype_size(gp_dtype d);      /* bytes per element; 0 out of range */
+/* The 16-bit float types the CUDA engine computes in (weights, activations,
+ * KV cache; accumulation is always float32): BF16 and F16. */
+static inline bool gp_dtype_is_half(gp_dtype d)
+{
+    return d == GP_DTYPE_BF16 || d == GP_DTYPE_F16;
+}
+/* "bf16" / "fp16" / "fp32": how flags and reports spell the compute dtype. */
+const char *gp_dtype_flag_name(gp_dtype d);
+/* Parse --dtype's value: "bf16" or "fp16" (and "fp32" when allow_f32);
+ * "auto" is the caller's to resolve. Message names the text and the allowed set. */
+gp_status gp_dtype_parse(const char *text, bool allow_f32, gp_dtype *out);
+/* A 16-bit value of dtype dt (BF16 or F16) as float: exact. */
+static inline float gp_half_to_f32(uint16_t v, gp_dtype dt)
+{
+    return dt == GP_DTYPE_F16 ? gp_f16_to_f32(v) : gp_bf16_to_f32(v);
+}
+/* Float to 16-bit dtype dt (BF16 or F16), round to nearest even. */
+static inline uint16_t gp_f32_to_half(float f, gp_dtype dt)
+{
+    return dt == GP_DTYPE_F16 ? gp_f32_to_f16(f) : gp_f32_to_bf16(f);
+}
+/* f rounded through dt: identity for F32, else to the nearest value of the
+ * 16-bit type. How the CPU reference mimics the engine's stores. */
+static inline float gp_round_to(float f, gp_dtype dt)
+{
+    return dt == GP_DTYPE_F32 ? f : gp_half_to_f32(gp_f32_to_half(f, dt), dt);
+}
 
 /* Where a view's memory lives: a CUDA device ordinal, or the host. */
 #define GP_DEVICE_HOST (-1)

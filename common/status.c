@@ -71,3 +71,26 @@ float gp_f16_to_f32(uint16_t h)
     v.u = bits;
     return v.f;
 }
+
+uint16_t gp_f32_to_f16(float f)
+{
+    union { float f; uint32_t u; } v = {.f = f};
+    uint32_t sign = (v.u >> 16) & 0x8000u;
+    uint32_t a = v.u & 0x7fffffffu;
+    if (a >= 0x7f800000u) /* inf stays inf, NaN stays a quiet NaN */
+        return (uint16_t)(sign | 0x7c00u | (a > 0x7f800000u ? 0x200u | ((a >> 13) & 0x3ffu) : 0u));
+    if (a >= 0x477ff000u) /* rounds past 65504 */
+        return (uint16_t)(sign | 0x7c00u);
+    if (a < 0x38800000u) { /* below fp16's smallest normal: a subnormal or zero */
+        if (a < 0x33000000u) /* under half the smallest subnormal: rounds to zero */
+            return (uint16_t)sign;
+        uint32_t e = a >> 23, man = (a & 0x7fffffu) | 0x800000u;
+        uint32_t shift = 126u - e; /* 14..24: the bits below fp16's subnormal unit */
+        uint32_t q = man >> shift, rem = man & ((1u << shift) - 1u), half = 1u << (shift - 1u);
+        if (rem > half || (rem == half && (q & 1u)))
+            q++;
+        return (uint16_t)(sign | q);
+    }
+    uint32_t r = a + 0xfffu + ((a >> 13) & 1u); /* round to nearest even at bit 13 */
+    return (uint16_t)(sign | ((r - 0x38000000u) >> 13));
+}

@@ -2,6 +2,8 @@
  * shape check every stage applies to the views it is handed. */
 #include "gp_common.h"
 
+#include <string.h>
+
 #include <stdio.h>
 
 static const struct {
@@ -24,6 +26,28 @@ const char *gp_dtype_name(gp_dtype d)
 size_t gp_dtype_size(gp_dtype d)
 {
     return (unsigned)d < GP_DTYPE_COUNT ? dtypes[d].size : 0;
+}
+
+const char *gp_dtype_flag_name(gp_dtype d)
+{
+    switch (d) {
+    case GP_DTYPE_BF16: return "bf16";
+    case GP_DTYPE_F16: return "fp16";
+    case GP_DTYPE_F32: return "fp32";
+    default: return gp_dtype_name(d);
+    }
+}
+
+gp_status gp_dtype_parse(const char *text, bool allow_f32, gp_dtype *out)
+{
+    static const gp_dtype known[] = {GP_DTYPE_BF16, GP_DTYPE_F16, GP_DTYPE_F32};
+    for (size_t i = 0; text && i < sizeof known / sizeof known[0]; i++)
+        if ((allow_f32 || known[i] != GP_DTYPE_F32) && strcmp(text, gp_dtype_flag_name(known[i])) == 0) {
+            *out = known[i];
+            return GP_OK;
+        }
+    GP_FAIL(GP_ERR_INVALID_ARG, "dtype '%s' is not known; allowed: bf16, fp16%s", text ? text : "(null)",
+            allow_f32 ? ", fp32" : "");
 }
 
 uint64_t gp_view_bytes(const gp_tensor_view *v)
