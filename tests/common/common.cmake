@@ -1,2 +1,3 @@
 # Tests of the common library that need no GPU.
 gp_add_test(common_env SOURCES ${CMAKE_CURRENT_LIST_DIR}/test_env.c LIBS gp_common)
+gp_add_test(common_half SOURCES ${CMAKE_CURRENT_LIST_DIR}/test_half.c LIBS gp_common m)
