@@ -11,11 +11,8 @@
 #include <cuda_runtime_api.h>
 
 #include "cs_run.h"
+#include "gp_build_info.h"
 #include "gp_engine.h"
-
-#ifndef GP_GIT_COMMIT
-#define GP_GIT_COMMIT "unknown"
-#endif
 
 #define PROG "decode_pipeline_case_study"
 
@@ -56,7 +53,7 @@ static void fill_meta(gp_cs_meta *m, const gp_config *cfg, const char *model, in
     else
         snprintf(m->driver, sizeof m->driver, "CUDA %d.%d", drv / 1000, (drv % 1000) / 10);
     snprintf(m->cuda, sizeof m->cuda, "%d.%d", rt / 1000, (rt % 1000) / 10);
-    snprintf(m->commit, sizeof m->commit, "%s", GP_GIT_COMMIT);
+    snprintf(m->commit, sizeof m->commit, "%s", gp_build_commit());
     /* a long checkpoint path keeps its end, the part that names it */
     size_t len = strlen(model);
     snprintf(m->model, sizeof m->model, "%.60s (%s%.60s)", cfg->name, len > 60 ? "..." : "",

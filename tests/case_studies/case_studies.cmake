@@ -41,6 +41,10 @@ gp_cs_cli_test(context_too_long 2 "--workload 8:250: context 250 plus 12 steps .
 # Without a GPU: one plain line and exit 1; with one, a one-row run.
 gp_cs_cli_test(no_gpu "0|1" "^decode_pipeline_case_study: no CUDA GPU usable: |[|] seq [|]"
                --model tiny --workload 8:16 --sm-splits seq --steps 1 --repeat 1 --no-warmup)
+# The report's commit (cmake/GpBuildInfo.cmake): the project's own or unknown.
+add_test(NAME cs_build_commit COMMAND bash ${CMAKE_CURRENT_LIST_DIR}/build_commit_test.sh ${CMAKE_COMMAND}
+                                      ${PROJECT_SOURCE_DIR}/cmake/GpBuildInfo.cmake)
+set_tests_properties(cs_build_commit PROPERTIES SKIP_RETURN_CODE 77)
 # ---- END program ----
 # ---- BEGIN tuning ----
 # The tuning profile: round trip, best per workload, the rule against the
