@@ -1,6 +1,8 @@
 /* --csv: one header line and one line per row (RFC 4180 quoting), the same
  * columns on every line, error rows included, metadata repeated per line so
- * files of several runs can be concatenated and still say where each came from. */
+ * files of several runs can be concatenated and still say where each came from.
+ * The per-workload winner is a column (1 on its row) rather than a closing
+ * line of other columns, which would break that one-shape contract. */
 #include "cs_impl.h"
 
 #include <math.h>
@@ -11,7 +13,7 @@ static const char *COLUMNS[] = {
     "placement", "rebalance", "ok", "error", "n_samples", "ms_median", "ms_min", "ms_max", "tokens_per_s",
     "attn_ms_per_layer", "ffn_ms_per_layer", "a2f_mb_per_token", "ring_occupancy_mean", "attn_backlog",
     "ffn_backlog", "attn_idle_share", "ffn_idle_share", "floor_ms", "floor_share", "speedup_vs_seq",
-    "n_decisions", "samples_ms", "micro_rows", "attn_kernel", "gpu", "sm_count", "driver", "cuda", "commit", "model", "timestamp", "notes",
+    "n_decisions", "samples_ms", "micro_rows", "attn_kernel", "tag", "gemm_tune", "winner", "gpu", "sm_count", "driver", "cuda", "commit", "model", "timestamp", "notes",
 };
 #define N_COLUMNS ((int)(sizeof COLUMNS / sizeof COLUMNS[0]))
 
@@ -42,7 +44,7 @@ static void real(FILE *f, bool present, double v)
         fprintf(f, "%.10g", v);
 }
 
-static void row(FILE *f, const gp_cs_meta *m, const gp_cs_row *r)
+static void row(FILE *f, const gp_cs_meta *m, const gp_cs_row *r, bool winner)
 {
     /* Each field is followed by a separator except the last: the column
      * count is fixed by this sequence, so it is the same on every line. */
@@ -87,6 +89,8 @@ static void row(FILE *f, const gp_cs_meta *m, const gp_cs_row *r)
     fputc(',', f);
     text(f, r->attn_kernel);
     fputc(',', f);
+    text(f, r->tag);
+    fprintf(f, ",%d,%d,", r->gemm_tune, winner ? 1 : 0);
     text(f, m->gpu);
     fprintf(f, ",%d,", m->sm_count);
     text(f, m->driver);
@@ -112,7 +116,13 @@ gp_status gp_cs_write_csv(const char *path, const gp_cs_meta *m, const gp_cs_row
     for (int c = 0; c < N_COLUMNS; c++)
         fprintf(f, "%s%s", c ? "," : "", COLUMNS[c]);
     fputc('\n', f);
-    for (int i = 0; rows && i < n; i++)
-        row(f, m ? m : &none, &rows[i]);
+    gp_cs_winner w[GP_CS_MAX_WORKLOADS];
+    int k = rows ? gp_cs_winners(rows, n, w, GP_CS_MAX_WORKLOADS) : 0;
+    for (int i = 0; rows && i < n; i++) {
+        bool won = false;
+        for (int j = 0; j < k; j++)
+            won = won || w[j].row == i;
+        row(f, m ? m : &none, &rows[i], won);
+    }
     return cs_close_out(f, path, "CSV report");
 }

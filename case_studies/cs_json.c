@@ -160,6 +160,7 @@ static json_t *row_json(cs_jb *b, const gp_cs_row *r)
     cs_put_str(b, o, "placement", gp_placement_name(r->placement));
     cs_put_str(b, o, "rebalance", gp_rebalance_policy_name(r->rebalance));
     cs_put_str(b, o, "tag", r->tag);
+    cs_put_int(b, o, "gemm_tune", r->gemm_tune);
     cs_put_str(b, o, "attn_kernel", r->attn_kernel);
     cs_put(b, o, "ok", json_boolean(r->ok));
     cs_put(b, o, "error", r->ok ? json_null() : cs_json_text(r->error));
@@ -198,6 +199,34 @@ static json_t *row_json(cs_jb *b, const gp_cs_row *r)
     }
     cs_put(b, o, "decisions", dec);
     return o;
+}
+
+/* Per workload, the fastest row (its index into "rows") against seq, and
+ * the report's line for it; null indices and speedups where none ran. */
+static json_t *winners_json(cs_jb *b, const gp_cs_row *rows, int n)
+{
+    gp_cs_winner w[GP_CS_MAX_WORKLOADS];
+    int k = rows ? gp_cs_winners(rows, n, w, GP_CS_MAX_WORKLOADS) : 0;
+    json_t *arr = json_array();
+    for (int i = 0; arr && i < k; i++) {
+        json_t *o = json_object();
+        char text[512];
+        gp_cs_winner_text(&w[i], rows, text, sizeof text);
+        cs_put_str(b, o, "workload", w[i].workload);
+        cs_put_int(b, o, "B", w[i].B);
+        cs_put_int(b, o, "C", w[i].C);
+        cs_put(b, o, "row", w[i].row >= 0 ? json_integer(w[i].row) : json_null());
+        cs_put(b, o, "seq_row", w[i].seq_row >= 0 ? json_integer(w[i].seq_row) : json_null());
+        cs_put(b, o, "best_split_row", w[i].best_split_row >= 0 ? json_integer(w[i].best_split_row) : json_null());
+        cs_put_bool(b, o, "seq_wins", w[i].row >= 0 && w[i].row == w[i].seq_row);
+        cs_put_str(b, o, "tag", w[i].row >= 0 ? rows[w[i].row].tag : "");
+        cs_put_real(b, o, "speedup_vs_seq", w[i].speedup > 0 ? w[i].speedup : NAN);
+        cs_put_str(b, o, "text", text);
+        cs_append(b, arr, o);
+    }
+    if (!arr)
+        b->failed = true;
+    return arr;
 }
 
 void *gp_cs_row_json(const gp_cs_row *r)
@@ -240,6 +269,7 @@ gp_status gp_cs_write_json(const char *path, const gp_cs_meta *m, const gp_cs_ro
             b.failed = true;
     }
     cs_put(&b, root, "rows", arr);
+    cs_put(&b, root, "winners", winners_json(&b, rows, n));
     if (b.failed) {
         json_decref(root);
         GP_FAIL(GP_ERR_NO_MEMORY, "JSON report for '%s': out of memory building the document", path ? path : "");

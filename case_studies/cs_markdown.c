@@ -1,5 +1,6 @@
 /* The markdown report on stdout: one table line per configuration (error
- * rows say why), the rebalancer's moves, then the run's metadata. */
+ * rows say why), the rebalancer's moves, the run's metadata, then one line
+ * per workload naming its winner. */
 #include "cs_impl.h"
 
 #include <math.h>
@@ -43,7 +44,13 @@ static void write_row(FILE *f, const gp_cs_row *r)
     cs_row_got_text(r, got, sizeof got);
     fputs("| ", f);
     cell_text(f, r->workload);
-    fprintf(f, " | %d:%d | %s | %s | ", r->B, r->C, req, got);
+    fprintf(f, " | %d:%d | %s", r->B, r->C, req);
+    if (r->tag[0]) { /* who chose the row: a profile or --tuning */
+        fputs(" [", f);
+        cell_text(f, r->tag);
+        fputc(']', f);
+    }
+    fprintf(f, " | %s | ", got);
     /* An uneven split is shown where M is, so no reader takes M = 3 of
      * B = 1024 for three equal micro-batches. */
     char m_text[64];
@@ -131,6 +138,23 @@ static void write_rebalance(FILE *f, const gp_cs_row *rows, int n)
     }
 }
 
+/* Last, so the answer is the report's final lines: per workload, the
+ * fastest row against seq of the same run. */
+static void write_winners(FILE *f, const gp_cs_row *rows, int n)
+{
+    gp_cs_winner w[GP_CS_MAX_WORKLOADS];
+    int k = gp_cs_winners(rows, n, w, GP_CS_MAX_WORKLOADS);
+    if (k > 0)
+        fputs("\nWinners (the fastest median of each workload, against its seq row):\n", f);
+    for (int i = 0; i < k; i++) {
+        char text[512];
+        gp_cs_winner_text(&w[i], rows, text, sizeof text);
+        fputs("- Winner, ", f);
+        cell_text(f, text);
+        fputc('\n', f);
+    }
+}
+
 void gp_cs_write_markdown(FILE *f, const gp_cs_meta *m, const gp_cs_row *rows, int n)
 {
     if (!f)
@@ -156,12 +180,13 @@ void gp_cs_write_markdown(FILE *f, const gp_cs_meta *m, const gp_cs_row *rows, i
           f);
     write_attn_kernels(f, rows, n);
     write_rebalance(f, rows, n);
-    if (!m)
-        return;
-    fprintf(f, "\nGPU: %s, %d SMs, driver %s, CUDA %s\n", m->gpu[0] ? m->gpu : "?", m->sm_count,
-            m->driver[0] ? m->driver : "?", m->cuda[0] ? m->cuda : "?");
-    fprintf(f, "Model: %s; commit %s; %s\n", m->model[0] ? m->model : "?", m->commit[0] ? m->commit : "?",
-            m->timestamp[0] ? m->timestamp : "?");
-    if (m->notes[0])
-        fprintf(f, "Notes: %s\n", m->notes);
+    if (m) {
+        fprintf(f, "\nGPU: %s, %d SMs, driver %s, CUDA %s\n", m->gpu[0] ? m->gpu : "?", m->sm_count,
+                m->driver[0] ? m->driver : "?", m->cuda[0] ? m->cuda : "?");
+        fprintf(f, "Model: %s; commit %s; %s\n", m->model[0] ? m->model : "?", m->commit[0] ? m->commit : "?",
+                m->timestamp[0] ? m->timestamp : "?");
+        if (m->notes[0])
+            fprintf(f, "Notes: %s\n", m->notes);
+    }
+    write_winners(f, rows, n);
 }

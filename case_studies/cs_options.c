@@ -27,7 +27,7 @@
 enum {
     OPT_SPLITS = 256, OPT_WORKLOAD, OPT_MICRO, OPT_DEPTH, OPT_MODEL, OPT_STEPS, OPT_WARMUP, OPT_NO_WARMUP,
     OPT_REPEAT, OPT_REBALANCE, OPT_TUNING, OPT_AUTOTUNE, OPT_TUNING_OUT, OPT_SEED, OPT_JSON, OPT_CSV,
-    OPT_TRACE, OPT_SVG, OPT_PROGRESS, OPT_NO_PROGRESS, OPT_STATS, OPT_PLACEMENT, OPT_GEMM_TUNE, OPT_FILL_DRAIN, OPT_CONTEXT, OPT_ATTN_KERNEL, OPT_ATTN_WARPS_CAP, OPT_ATTN_KV_EVICT, OPT_END
+    OPT_TRACE, OPT_SVG, OPT_PROGRESS, OPT_NO_PROGRESS, OPT_STATS, OPT_PLACEMENT, OPT_GEMM_TUNE, OPT_FILL_DRAIN, OPT_CONTEXT, OPT_ATTN_KERNEL, OPT_ATTN_WARPS_CAP, OPT_ATTN_KV_EVICT, OPT_PROFILE, OPT_END
 };
 
 static const struct option LONG_OPTS[] = {
@@ -59,6 +59,7 @@ static const struct option LONG_OPTS[] = {
     { "attn-kernel", required_argument, NULL, OPT_ATTN_KERNEL },
     { "attn-warps-cap", required_argument, NULL, OPT_ATTN_WARPS_CAP },
     { "attn-kv-evict", required_argument, NULL, OPT_ATTN_KV_EVICT },
+    { "profile", required_argument, NULL, OPT_PROFILE },
     { "help", no_argument, NULL, 'h' },
     { NULL, 0, NULL, 0 },
 };
@@ -81,6 +82,7 @@ static const char *allowed(int opt)
     case OPT_REPEAT: return "an integer 1..1000";
     case OPT_REBALANCE: return "off, ratio or model";
     case OPT_TUNING: return "a readable tuning profile (written by --autotune)";
+    case OPT_PROFILE: return "a readable profile (e.g. case_studies/profiles/h100-sxm.json), or none";
     case OPT_SEED: return "an integer 0..18446744073709551615";
     case OPT_GEMM_TUNE: return "an integer 0.." CS_STR(GP_GEMM_TUNE_MAX_CANDIDATES) " (0: cuBLASLt's heuristic pick)";
     case OPT_FILL_DRAIN: return "whole or partition";
@@ -387,6 +389,14 @@ static int apply(parse_ctx *c, int opt, const char *v, gp_cs_options *o)
             return x;
         return access(v, R_OK) == 0 ? 0 : bad(c, opt, v, "cannot be read");
     case OPT_AUTOTUNE: o->autotune = true; return 0;
+    case OPT_PROFILE:
+        if (strcmp(v, "none") == 0) {
+            o->profile_off = true;
+            return 0;
+        }
+        if ((x = parse_path(c, opt, v, o->profile)) != 0)
+            return x;
+        return access(v, R_OK) == 0 ? 0 : bad(c, opt, v, "cannot be read");
     case OPT_TUNING_OUT: return parse_path(c, opt, v, o->tuning_out);
     case OPT_SEED: {
         uint64_t s;
@@ -404,7 +414,9 @@ static int apply(parse_ctx *c, int opt, const char *v, gp_cs_options *o)
     case OPT_NO_PROGRESS: o->progress = 0; return 0;
     case OPT_STATS: o->stats = true; return 0;
     case OPT_PLACEMENT: return parse_placements(c, v, o);
-    case OPT_GEMM_TUNE: return parse_int_flag(c, opt, v, 0, GP_GEMM_TUNE_MAX_CANDIDATES, &o->gemm_tune);
+    case OPT_GEMM_TUNE:
+        o->gemm_tune_given = true;
+        return parse_int_flag(c, opt, v, 0, GP_GEMM_TUNE_MAX_CANDIDATES, &o->gemm_tune);
     case OPT_FILL_DRAIN:
         if (gp_fill_drain_parse(v, &o->fill_drain) != GP_OK)
             return bad(c, opt, v, "not a fill-drain mode");
@@ -467,10 +479,33 @@ static int cross_checks(parse_ctx *c, gp_cs_options *o)
                            o->workloads[wi].label, o->workloads[wi].B, o->workloads[wi].B == 1 ? "" : "s",
                            c->seen[OPT_MICRO - OPT_SPLITS] ? "" : " (the default --micro-batches)");
             }
+    /* One extra row per workload: --tuning's or the profile's, not both; and
+     * --autotune's sweep is what makes a profile, not what follows one. */
+    if (o->profile[0] && o->tuning[0])
+        return bad(c, OPT_PROFILE, o->profile, "--tuning %s also adds a profile's row; give one of the two",
+                   o->tuning);
+    if (o->profile[0] && o->autotune)
+        return bad(c, OPT_PROFILE, o->profile, "not with --autotune, whose sweep measures every split itself");
     /* --autotune measures every split unless told which. */
     if (o->autotune && !o->splits_given)
         o->sweep = true;
     return 0;
+}
+
+#ifndef GP_CS_DEFAULT_PROFILE
+#define GP_CS_DEFAULT_PROFILE "case_studies/profiles/h100-sxm.json"
+#endif
+
+const char *gp_cs_profile_path(const gp_cs_options *o)
+{
+    if (!o || o->profile_off)
+        return NULL;
+    if (o->profile[0])
+        return o->profile;
+    /* A run that names its own configurations gets exactly those rows. */
+    if (o->splits_given || o->tuning[0] || o->autotune)
+        return NULL;
+    return GP_CS_DEFAULT_PROFILE;
 }
 
 /* Unknown flags, missing values and values given to flags that take none. */

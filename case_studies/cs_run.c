@@ -162,6 +162,7 @@ static void copy_trace(gp_cs_row *r, const gp_step_timing *t, int L, int M)
 
 gp_status cs_run_seq(cs_workload_run *wr, gp_cs_row *r)
 {
+    r->gemm_tune = cs_engine_params(wr->env->o, wr->w).gemm_tune;
     r->seq = true;
     r->M = 1;
     r->split = (gp_split_info){.a_got = wr->env->sm_count, .f_got = wr->env->sm_count, .partitioned = false,
@@ -181,6 +182,7 @@ gp_status cs_run_pipelined(cs_workload_run *wr, int pair, int M, unsigned depth,
 {
     const gp_cs_options *o = wr->env->o;
     gp_exec ex = gp_cuda_exec_get(wr->exec);
+    r->gemm_tune = cs_engine_params(o, wr->w).gemm_tune;
     r->M = M;
     r->depth = depth;
     r->rebalance = o->rebalance;
@@ -277,7 +279,9 @@ gp_engine_params cs_engine_params(const gp_cs_options *o, const gp_cs_workload *
     /* contexts restart at C every repeat; the warm-up runs before the first */
     p.max_context = w->C + (o->warmup ? o->warmup_steps : 0) + o->steps + 1;
     p.use_graphs = true;
-    p.gemm_tune = o->gemm_tune; /* seq and split rows alike: the comparison stays fair */
+    /* seq and split rows alike: the comparison stays fair; a profile's row
+     * measured with tuned GEMMs sets its workload's (gp_cs_workload) */
+    p.gemm_tune = w->gemm_tune > 0 ? w->gemm_tune : o->gemm_tune;
     p.attn_kernel = o->attn_kernel;
     p.attn_stream_warps_cap = o->attn_warps_cap;
     p.attn_kv_evict_first = o->attn_kv_evict_first;

@@ -101,6 +101,7 @@ static json_t *best_json(cs_jb *b, const wl *w, int sm_count)
     cs_put_int(b, o, "M", r->seq ? 1 : r->M);
     cs_put_int(b, o, "depth", r->depth);
     cs_put_str(b, o, "placement", gp_placement_name(r->placement));
+    cs_put_int(b, o, "gemm_tune", r->gemm_tune);
     cs_put_real(b, o, "ms", r->ms_median);
     cs_put_real(b, o, "tokens_per_s", r->tokens_per_s);
     cs_put_real(b, o, "seq_ms", w->seq ? w->seq->ms_median : NAN);
@@ -137,6 +138,7 @@ static json_t *rule_json(cs_jb *b, const cs_rule *ru)
         cs_put_int(b, q, "M", p->M);
         cs_put_int(b, q, "depth", p->depth);
         cs_put_str(b, q, "placement", gp_placement_name(p->placement));
+        cs_put_int(b, q, "gemm_tune", p->gemm_tune);
         cs_put_real(b, q, "speedup", p->speedup > 0 ? p->speedup : NAN);
         cs_append(b, pts, q);
     }
@@ -216,6 +218,7 @@ gp_status gp_cs_tuning_write(const char *path, const gp_cs_meta *m, const gp_con
         p->M = best->seq ? 1 : best->M;
         p->depth = best->depth;
         p->placement = best->placement;
+        p->gemm_tune = best->gemm_tune;
         p->speedup = w[i].seq ? w[i].seq->ms_median / best->ms_median : 0;
     }
     cs_rule rule;

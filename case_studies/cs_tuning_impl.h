@@ -35,6 +35,7 @@ typedef struct cs_point {
     int best_attn_sms, M;
     unsigned depth;
     gp_placement placement;
+    int gemm_tune;         /* GEMM candidates its rows were timed with (0: the heuristic's pick) */
     double speedup;        /* seq ms / best split ms (0: unknown) */
 } cs_point;
 
@@ -63,8 +64,17 @@ typedef struct cs_best {
     gp_cs_choice choice;
 } cs_best;
 
+#define CS_DEVICE_NAMES 8
+
 struct gp_cs_tuning {
     char path[GP_CS_PATH];
+    char name[32];         /* "name", else the file name without .json */
+    char source[600];      /* "source" as one sentence; "" when the profile has none */
+    /* "device": what a shipped profile applies to (has_device false: not said) */
+    bool has_device;
+    char device_names[CS_DEVICE_NAMES][128];
+    int n_device_names;
+    int device_sm_count, device_cc_major, device_cc_minor;
     int sm_count;          /* of the device the profile was measured on */
     gp_config shape;       /* the model's shape fields (name, layers, widths, heads) */
     int n_best;

@@ -1,7 +1,8 @@
-/* --tuning: loads a tuning profile (checking every field it uses, errors
- * naming the file and the field) and picks a configuration for a workload:
- * the rule's choice, and the best measured one when the profile has exactly
- * that workload on the same model and device. */
+/* --tuning and --profile: loads a tuning profile (checking every field it
+ * uses, errors naming the file and the field) and picks a configuration for
+ * a workload: the rule's choice, and the best measured one when the profile
+ * has exactly that workload on the same model and device. A shipped profile
+ * adds its name, the device it applies to and its source. */
 #include <errno.h>
 #include <jansson.h>
 #include <math.h>
@@ -10,6 +11,7 @@
 #include <string.h>
 
 #include "cs_tuning_impl.h"
+#include "gp_engine.h" /* GP_GEMM_TUNE_MAX_CANDIDATES: header only */
 
 typedef struct rd {
     const char *path;
@@ -72,6 +74,30 @@ static gp_status get_placement(const rd *r, json_t *o, gp_placement *out)
     return GP_OK;
 }
 
+/* Absent: 0, what profiles written before GEMM tuning was recorded mean. */
+static gp_status get_gemm_tune(const rd *r, json_t *o, int *out)
+{
+    *out = 0;
+    if (!json_object_get(o, "gemm_tune"))
+        return GP_OK;
+    return get_int(r, o, "gemm_tune", 0, GP_GEMM_TUNE_MAX_CANDIDATES, out);
+}
+
+/* A string of 1..cap-1 bytes. */
+static gp_status get_str(const rd *r, json_t *o, const char *key, char *out, size_t cap)
+{
+    const char *v = json_string_value(json_object_get(o, key));
+    if (!v || !v[0])
+        return bad(r, key, "missing or not a non-empty string");
+    if (strlen(v) >= cap) {
+        char msg[64];
+        snprintf(msg, sizeof msg, "is longer than %zu characters", cap - 1);
+        return bad(r, key, msg);
+    }
+    snprintf(out, cap, "%s", v);
+    return GP_OK;
+}
+
 static gp_status get_bool(const rd *r, json_t *o, const char *key, bool *out)
 {
     json_t *v = json_object_get(o, key);
@@ -126,6 +152,7 @@ static gp_status read_best(rd *r, json_t *root, gp_cs_tuning *t)
         GP_TRY(get_num(r, e, "attn_share", false, &b->choice.attn_share));
         GP_TRY(get_int(r, e, "M", 1, GP_PIPE_MAX_MICRO, &b->choice.M));
         GP_TRY(get_placement(r, e, &b->choice.placement));
+        GP_TRY(get_gemm_tune(r, e, &b->choice.gemm_tune));
         GP_TRY(get_int(r, e, "depth", 0, GP_RING_MAX_DEPTH, &depth));
         GP_TRY(get_num(r, e, "ms", false, &b->choice.ms));
         b->choice.depth = (unsigned)depth;
@@ -178,10 +205,83 @@ static gp_status read_rule(rd *r, json_t *root, cs_rule *ru)
         GP_TRY(get_num(r, e, "best_share", true, &p->best_share));
         GP_TRY(get_int(r, e, "M", 1, GP_PIPE_MAX_MICRO, &p->M));
         GP_TRY(get_placement(r, e, &p->placement));
+        GP_TRY(get_gemm_tune(r, e, &p->gemm_tune));
         GP_TRY(get_int(r, e, "depth", 0, GP_RING_MAX_DEPTH, &depth));
         p->depth = (unsigned)depth;
         ru->n_points++;
     }
+    return GP_OK;
+}
+
+/* "name": optional; the file name without .json stands in for it. */
+static gp_status read_name(rd *r, json_t *root, gp_cs_tuning *t)
+{
+    r->where[0] = 0;
+    if (json_object_get(root, "name"))
+        return get_str(r, root, "name", t->name, sizeof t->name);
+    const char *base = strrchr(t->path, '/');
+    base = base ? base + 1 : t->path;
+    size_t n = strlen(base);
+    if (n > 5 && strcmp(base + n - 5, ".json") == 0)
+        n -= 5;
+    snprintf(t->name, sizeof t->name, "%.*s", (int)(n < sizeof t->name ? n : sizeof t->name - 1), base);
+    return GP_OK;
+}
+
+/* "device": optional; present, every field is required: a profile that
+ * says what it applies to must say it completely. */
+static gp_status read_device(rd *r, json_t *root, gp_cs_tuning *t)
+{
+    r->where[0] = 0;
+    json_t *o = json_object_get(root, "device");
+    if (!o)
+        return GP_OK;
+    if (!json_is_object(o))
+        return bad(r, "device", "is not an object");
+    snprintf(r->where, sizeof r->where, "device");
+    json_t *names = json_object_get(o, "names");
+    size_t n = json_array_size(names);
+    if (!json_is_array(names) || n == 0 || n > CS_DEVICE_NAMES) {
+        char msg[96];
+        snprintf(msg, sizeof msg, "missing or not an array of 1..%d device names", CS_DEVICE_NAMES);
+        return bad(r, "names", msg);
+    }
+    for (size_t i = 0; i < n; i++) {
+        const char *v = json_string_value(json_array_get(names, i));
+        if (!v || !v[0] || strlen(v) >= sizeof t->device_names[0]) {
+            char key[32];
+            snprintf(key, sizeof key, "names[%zu]", i);
+            return bad(r, key, "is not a device name (a non-empty string under 128 characters)");
+        }
+        snprintf(t->device_names[i], sizeof t->device_names[i], "%s", v);
+    }
+    t->n_device_names = (int)n;
+    GP_TRY(get_int(r, o, "sm_count", 1, 1 << 20, &t->device_sm_count));
+    const char *cc = json_string_value(json_object_get(o, "compute_capability"));
+    int major, minor, used = 0;
+    if (!cc || sscanf(cc, "%d.%d%n", &major, &minor, &used) != 2 || cc[used] || major < 1 || minor < 0)
+        return bad(r, "compute_capability", "missing or not \"MAJOR.MINOR\" (e.g. \"9.0\")");
+    t->device_cc_major = major;
+    t->device_cc_minor = minor;
+    t->has_device = true;
+    return GP_OK;
+}
+
+/* "source": optional; present, where the figures came from, as a sentence. */
+static gp_status read_source(rd *r, json_t *root, gp_cs_tuning *t)
+{
+    r->where[0] = 0;
+    json_t *o = json_object_get(root, "source");
+    if (!o)
+        return GP_OK;
+    if (!json_is_object(o))
+        return bad(r, "source", "is not an object");
+    snprintf(r->where, sizeof r->where, "source");
+    char doc[400], commit[64], date[32];
+    GP_TRY(get_str(r, o, "doc", doc, sizeof doc));
+    GP_TRY(get_str(r, o, "commit", commit, sizeof commit));
+    GP_TRY(get_str(r, o, "date", date, sizeof date));
+    snprintf(t->source, sizeof t->source, "%s, commit %s, %s", doc, commit, date);
     return GP_OK;
 }
 
@@ -236,6 +336,12 @@ gp_status gp_cs_tuning_read(const char *path, gp_cs_tuning **out)
         snprintf(r.where, sizeof r.where, "meta");
         st = get_int(&r, meta, "sm_count", 0, 1 << 20, &t->sm_count);
     }
+    if (st == GP_OK)
+        st = read_name(&r, root, t);
+    if (st == GP_OK)
+        st = read_device(&r, root, t);
+    if (st == GP_OK)
+        st = read_source(&r, root, t);
     if (st == GP_OK)
         st = read_model(&r, root, &t->shape);
     if (st == GP_OK && !json_is_array(json_object_get(root, "rows"))) {

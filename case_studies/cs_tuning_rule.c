@@ -172,6 +172,7 @@ gp_status cs_rule_pick(const cs_rule *rule, const gp_config *cfg, const gp_sm_in
             out->M = p->M;
             out->depth = p->depth;
             out->placement = p->placement;
+            out->gemm_tune = p->gemm_tune;
         }
     }
     return GP_OK;

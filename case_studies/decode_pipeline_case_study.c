@@ -11,11 +11,8 @@
 #include <cuda_runtime_api.h>
 
 #include "cs_run.h"
+#include "gp_build_info.h"
 #include "gp_engine.h"
-
-#ifndef GP_GIT_COMMIT
-#define GP_GIT_COMMIT "unknown"
-#endif
 
 #define PROG "decode_pipeline_case_study"
 
@@ -56,7 +53,7 @@ static void fill_meta(gp_cs_meta *m, const gp_config *cfg, const char *model, in
     else
         snprintf(m->driver, sizeof m->driver, "CUDA %d.%d", drv / 1000, (drv % 1000) / 10);
     snprintf(m->cuda, sizeof m->cuda, "%d.%d", rt / 1000, (rt % 1000) / 10);
-    snprintf(m->commit, sizeof m->commit, "%s", GP_GIT_COMMIT);
+    snprintf(m->commit, sizeof m->commit, "%s", gp_build_commit());
     /* a long checkpoint path keeps its end, the part that names it */
     size_t len = strlen(model);
     snprintf(m->model, sizeof m->model, "%.60s (%s%.60s)", cfg->name, len > 60 ? "..." : "",
@@ -237,11 +234,107 @@ static gp_status run_rule_row(cs_env *env, const gp_cs_tuning *t, const gp_cs_wo
     return cs_run_pipelined(wr, pair, use->M, use->depth ? use->depth : 4, r);
 }
 
+/* The profile's row of a workload (gp_cs_profile_choose made the choice and
+ * its note before the run), when the choice is a split. */
+static gp_status run_profile_row(cs_env *env, const gp_cs_profile_choice *pc, const gp_cs_workload *w,
+                                 cs_workload_run *wr, gp_cs_row *r, bool *made)
+{
+    *made = false;
+    if (!pc->row || !wr)
+        return GP_OK;
+    *made = true;
+    snprintf(r->workload, sizeof r->workload, "%s", w->label);
+    snprintf(r->tag, sizeof r->tag, "%s", pc->tag);
+    r->B = w->B;
+    r->C = w->C;
+    r->placement = pc->choice.placement;
+    int pair = gp_green_pool_find(env->pool, pc->choice.attn_sms);
+    if (pair < 0) {
+        r->ok = false;
+        r->M = pc->choice.M;
+        snprintf(r->error, sizeof r->error, "the profile's split A=%d is not in this run's pool",
+                 pc->choice.attn_sms);
+        return GP_ERR_NOT_FOUND;
+    }
+    return cs_run_pipelined(wr, pair, pc->choice.M, pc->choice.depth, r);
+}
+
+/* The profile a run follows (gp_cs_profile_path), loaded, with its choice
+ * per workload, its notes, the splits its rows need (added to plans as
+ * rows-less plans) and the GEMM tuning they were measured with. A missing
+ * shipped profile is a note; a broken one, or an unreadable --profile, is
+ * a bad command line (exit 2). */
+static int load_profile(gp_cs_options *o, cs_env *env, const struct cudaDeviceProp *prop, gp_cs_meta *meta,
+                        gp_split_plan *plans, int *n_plans, bool *rows_less, gp_cs_tuning **out,
+                        gp_cs_profile_choice *pc)
+{
+    *out = NULL;
+    const char *path = gp_cs_profile_path(o);
+    char note[900];
+    if (!path)
+        return 0;
+    gp_status st = gp_cs_tuning_read(path, out);
+    if (st == GP_ERR_IO && !o->profile[0]) {
+        snprintf(note, sizeof note, "No best-known rows: the shipped profile cannot be read (%s).", gp_last_error());
+        add_note(meta, note);
+        return 0;
+    }
+    if (st != GP_OK) {
+        fprintf(stderr, PROG ": %s %s: %s%s\n", o->profile[0] ? "--profile" : "the shipped profile", path,
+                gp_last_error(), o->profile[0] ? "" : " (--profile none runs without it)");
+        return 2;
+    }
+    gp_cs_device dev = {.sm_count = env->sm_count, .cc_major = prop->major, .cc_minor = prop->minor};
+    snprintf(dev.name, sizeof dev.name, "%.127s", prop->name);
+    char why[256];
+    const gp_cs_tuning *t = *out;
+    if (gp_cs_tuning_device_matches(t, &dev, why, sizeof why))
+        snprintf(note, sizeof note, "Profile %s (%s) was measured on this GPU%s%s; its rows are tagged best-known.",
+                 gp_cs_tuning_name(t), path, gp_cs_tuning_source(t)[0] ? ": " : "", gp_cs_tuning_source(t));
+    else
+        snprintf(note, sizeof note, "Profile %s (%s) does not apply to this GPU (%s); rows tagged cold-start rule "
+                 "follow its rule.", gp_cs_tuning_name(t), path, why);
+    add_note(meta, note);
+    for (int wi = 0; wi < o->n_workloads; wi++) {
+        gp_cs_workload *w = &o->workloads[wi];
+        if (gp_cs_profile_choose(t, &dev, &env->cfg, &env->info, w, &pc[wi]) != GP_OK) {
+            snprintf(note, sizeof note, "Profile %s for %s: no choice (%s).", gp_cs_tuning_name(t), w->label,
+                     gp_last_error());
+            add_note(meta, note);
+            continue;
+        }
+        add_note(meta, pc[wi].note);
+        if (!pc[wi].row)
+            continue;
+        int tune = pc[wi].choice.gemm_tune;
+        if (tune > 0 && !o->gemm_tune_given) {
+            w->gemm_tune = tune;
+            snprintf(note, sizeof note, "GEMM algorithms of workload %s: the fastest of cuBLASLt's first %d "
+                     "candidates, as the profile's row was measured, seq included.", w->label, tune);
+            add_note(meta, note);
+        } else if (tune != o->gemm_tune) {
+            snprintf(note, sizeof note, "The profile's row for %s was measured with --gemm-tune %d; this run "
+                     "uses %d.", w->label, tune, o->gemm_tune);
+            add_note(meta, note);
+        }
+        bool have = false;
+        for (int i = 0; i < *n_plans; i++)
+            have = have || plans[i].attn_sms == pc[wi].choice.attn_sms;
+        gp_split_plan pl;
+        if (!have && *n_plans <= GP_CS_MAX_SPLITS &&
+            gp_split_plan_make(&env->info, (gp_split_req){pc[wi].choice.attn_sms, GP_SPLIT_REST}, GP_SPLIT_SIDE_F,
+                               &pl) == GP_OK)
+            rows_less[*n_plans] = true, plans[(*n_plans)++] = pl;
+    }
+    return 0;
+}
+
 /* The CUDA side of the sweep (gp_cs_runner): one workload open at a time. */
 typedef struct cs_main_runner {
     cs_env *env;
     const gp_split_plan *plans;
     const gp_cs_tuning *tuning;
+    const gp_cs_profile_choice *profile; /* [n_workloads], with a profile */
     gp_cs_meta *meta;
     cs_workload_run wr;
 } cs_main_runner;
@@ -268,6 +361,9 @@ static gp_status rn_run(void *ctx, int wi, int plan, int M, unsigned depth, gp_c
 static gp_status rn_extra(void *ctx, int wi, bool opened, gp_cs_row *r, bool *made)
 {
     cs_main_runner *c = ctx;
+    if (c->profile)
+        return run_profile_row(c->env, &c->profile[wi], &c->env->o->workloads[wi], opened ? &c->wr : NULL, r,
+                               made);
     return run_rule_row(c->env, c->tuning, &c->env->o->workloads[wi], opened ? &c->wr : NULL, r, made, c->meta);
 }
 
@@ -351,17 +447,25 @@ int main(int argc, char **argv)
             gp_split_plan_make(&env.info, (gp_split_req){use.attn_sms, GP_SPLIT_REST}, GP_SPLIT_SIDE_F, &pl) == GP_OK)
             rule_only[n_plans] = true, plans[n_plans++] = pl;
     }
+    gp_cs_tuning *profile = NULL;
+    static gp_cs_profile_choice pchoice[GP_CS_MAX_WORKLOADS];
+    if (load_profile(&o, &env, &prop, &meta, plans, &n_plans, rule_only, &profile, pchoice) != 0) {
+        gp_cs_tuning_free(tuning);
+        return 2;
+    }
     int n_pairs = 0;
     for (int i = 0; i < n_plans; i++)
         n_pairs += plans[i].attn_sms > 0;
     if ((st = check_memory(&env, n_pairs)) != GP_OK) {
         fprintf(stderr, PROG ": %s\n", gp_last_error());
         gp_cs_tuning_free(tuning);
+        gp_cs_tuning_free(profile);
         return st == GP_ERR_DEVICE_MEMORY || st == GP_ERR_INVALID_ARG ? 2 : 1;
     }
     if ((st = load_weights(&src, &env.dw)) != GP_OK) {
         fprintf(stderr, PROG ": --model %s: %s\n", o.model, gp_last_error());
         gp_cs_tuning_free(tuning);
+        gp_cs_tuning_free(profile);
         return st == GP_ERR_NOT_FOUND || st == GP_ERR_INVALID_ARG ? 2 : 1;
     }
     static char why[GP_CS_MAX_SPLITS + 1][256];
@@ -374,7 +478,7 @@ int main(int argc, char **argv)
         add_note(&meta, "Splits ran unpartitioned (plain streams sharing all SMs).");
 
     gp_cs_sweep_params sp = {.o = &o, .plans = plans, .n_plans = n_plans, .no_rows = rule_only,
-                             .why = (const char(*)[256])why, .extra = tuning != NULL,
+                             .why = (const char(*)[256])why, .extra = tuning || profile,
                              .progress = o.progress > 0 || (o.progress < 0 && isatty(2)) ? stderr : NULL};
     int cap = gp_cs_sweep_count(&sp);
     gp_cs_row *rows = calloc((size_t)(cap > 0 ? cap : 1), sizeof *rows);
@@ -387,9 +491,10 @@ int main(int argc, char **argv)
      * usual (nothing measured yet). */
     if (gp_cs_signals_install() != GP_OK)
         fprintf(stderr, PROG ": %s; an interrupt will end the run without reports\n", gp_last_error());
-    cs_main_runner mr = {.env = &env, .plans = plans, .tuning = tuning, .meta = &meta};
+    cs_main_runner mr = {.env = &env, .plans = plans, .tuning = tuning, .profile = profile ? pchoice : NULL,
+                         .meta = &meta};
     gp_cs_runner rn = {.ctx = &mr, .open = rn_open, .close = rn_close, .run = rn_run,
-                       .extra = tuning ? rn_extra : NULL};
+                       .extra = tuning || profile ? rn_extra : NULL};
     gp_cs_sweep_result res;
     if ((st = gp_cs_sweep_run(&sp, &rn, rows, cap, &res)) != GP_OK) {
         fprintf(stderr, PROG ": %s\n", gp_last_error());
@@ -408,6 +513,7 @@ int main(int argc, char **argv)
         gp_cs_row_free(&rows[i]);
     free(rows);
     gp_cs_tuning_free(tuning);
+    gp_cs_tuning_free(profile);
     /* After a device fault the context is unusable: the GPU's resources go
      * with the process rather than through calls that would only fail. */
     if (res.stop != GP_CS_STOP_DEVICE_FAULT) {

@@ -27,6 +27,9 @@ extern "C" {
 typedef struct gp_cs_workload {
     int B, C;           /* sequences, tokens already cached in each */
     char label[32];     /* "small", "large" or "B:C" */
+    int gemm_tune;      /* > 0: this workload's engine times that many GEMM candidates, because the
+                           profile's row was measured so (seq too, so the comparison stays fair);
+                           0: --gemm-tune's value */
 } gp_cs_workload;
 
 typedef struct gp_cs_options {
@@ -63,6 +66,9 @@ typedef struct gp_cs_options {
     char tuning_out[GP_CS_PATH]; /* --tuning-out FILE (default tuning.json) */
     uint64_t seed;               /* --seed */
     int gemm_tune;               /* --gemm-tune N: timed choice among N cuBLASLt candidates (0: off) */
+    bool gemm_tune_given;        /* --gemm-tune was given: a profile row does not change it */
+    char profile[GP_CS_PATH];    /* --profile FILE ("": the shipped one, gp_cs_profile_path) */
+    bool profile_off;            /* --profile none */
     gp_attn_kernel attn_kernel;  /* --attn-kernel NAME: the decode-attention kernel (auto: the rule) */
     int attn_warps_cap;          /* --attn-warps-cap N: streaming kernel's warps per SM (0: no cap) */
     bool attn_kv_evict_first;    /* --attn-kv-evict on|off: its K/V copies marked L2 evict_first (on) */
@@ -118,7 +124,9 @@ typedef struct gp_cs_row {
     unsigned depth;
     gp_placement placement;      /* QKV/O with attention (qkvo-a) or with the FFN (qkvo-f) */
     gp_rebalance_policy rebalance;
-    char tag[32];                /* "tuned" or "rule": --tuning chose this row (measured, cold-start rule) */
+    char tag[32];                /* who chose this row: "tuned" or "rule" (--tuning: measured, cold-start
+                                    rule), "best-known (NAME)" or "cold-start rule" (the profile) */
+    int gemm_tune;               /* GEMM candidates timed for the row's engine (0: the heuristic's pick) */
     char attn_kernel[24];        /* decode-attention kernel of the row's attention stages (seq: on every
                                     SM; pipelined: micro-batch 0 on partition A); "" when not known */
     /* outcome */
@@ -143,7 +151,7 @@ typedef struct gp_cs_meta {
     char gpu[128];
     int sm_count;
     char driver[32], cuda[32], commit[64], model[128], timestamp[64];
-    char notes[512];             /* e.g. workload scaling, unpartitioned fallback */
+    char notes[1536];            /* e.g. workload scaling, unpartitioned fallback, the profile's choices */
     char stopped[64];            /* "" when the run went through every configuration; else why it
                                     stopped early ("SIGINT", "SIGTERM", "device fault") */
 } gp_cs_meta;
@@ -185,6 +193,7 @@ typedef struct gp_cs_choice {
     int M;
     unsigned depth;
     gp_placement placement;
+    int gemm_tune;               /* GEMM candidates it was measured with (0: the heuristic's pick) */
     double ms;                   /* measured (profile entries), 0 for the rule */
 } gp_cs_choice;
 
@@ -207,6 +216,66 @@ gp_status gp_cs_tuning_pick(const gp_cs_tuning *t, const gp_config *cfg, const g
  * a workload it was fitted to); else the rule's. */
 gp_status gp_cs_tuning_choose(const gp_cs_tuning *t, const gp_config *cfg, const gp_sm_info *info, int B, int C,
                               gp_cs_choice *out, bool *measured);
+
+/* The device a profile may apply to, as the runner sees it. */
+typedef struct gp_cs_device {
+    char name[128];              /* cudaDeviceProp.name, e.g. "NVIDIA H100 80GB HBM3" */
+    int sm_count;
+    int cc_major, cc_minor;      /* compute capability */
+} gp_cs_device;
+
+/* Whether the profile's "device" section names d (a listed name, the SM
+ * count and the compute capability all equal). False for a profile without
+ * one (an --autotune profile: it says only its SM count). *why (may be NULL)
+ * receives what differs. */
+bool gp_cs_tuning_device_matches(const gp_cs_tuning *t, const gp_cs_device *d, char *why, size_t why_len);
+/* The profile's short name ("h100-sxm"; the file name without .json when it
+ * has none) and where its figures came from ("" when it does not say). */
+const char *gp_cs_tuning_name(const gp_cs_tuning *t);
+const char *gp_cs_tuning_source(const gp_cs_tuning *t);
+
+/* The best configuration known for a workload on this device: the profile's
+ * measurement when the device matches and the profile measured exactly this
+ * workload on this model shape (best_known, tag "best-known (NAME)"), else
+ * the profile's cold-start rule for this device (tag "cold-start rule").
+ * row: the choice is a split, to be run as a row of its own (seq is the seq
+ * row already). note: a sentence for the report saying what was chosen and
+ * why. */
+typedef struct gp_cs_profile_choice {
+    gp_cs_choice choice;
+    bool best_known;
+    bool row;
+    char tag[32];
+    char note[640];
+} gp_cs_profile_choice;
+gp_status gp_cs_profile_choose(const gp_cs_tuning *t, const gp_cs_device *d, const gp_config *cfg,
+                               const gp_sm_info *info, const gp_cs_workload *w, gp_cs_profile_choice *out);
+
+/* The profile a run uses: --profile FILE, else the one shipped in the
+ * repository (case_studies/profiles/h100-sxm.json); NULL when the run uses
+ * none: --profile none, or a run that names its own configurations
+ * (--sm-splits, --tuning or --autotune) without --profile FILE. */
+const char *gp_cs_profile_path(const gp_cs_options *o);
+
+/* ------------------------------------------------------------ winners */
+
+/* The fastest configuration of one workload of a run, against its seq row. */
+typedef struct gp_cs_winner {
+    char workload[32];
+    int B, C;
+    int row;                     /* index of the fastest ok row (seq wins ties); -1: none ran */
+    int seq_row;                 /* index of the ok seq row; -1: none */
+    int best_split_row;          /* index of the fastest ok split row; -1: none */
+    double speedup;              /* seq median / winner median; 0 without a seq row */
+} gp_cs_winner;
+
+/* One entry per workload, in the order of first appearance; returns how
+ * many (at most cap). */
+int gp_cs_winners(const gp_cs_row *rows, int n, gp_cs_winner *out, int cap);
+/* The report's line for w: "large (1024:384): 24:108 qkvo-f M=2 depth 4
+ * [best-known (h100-sxm)], 39.330 ms, 1.03x seq (40.570 ms)"; when seq wins
+ * it says so and gives the fastest split's speedup beside it. */
+void gp_cs_winner_text(const gp_cs_winner *w, const gp_cs_row *rows, char *buf, size_t len);
 
 /* ------------------------------------------------------------ device memory */
 

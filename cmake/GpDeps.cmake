@@ -1,5 +1,5 @@
 # Finds greenpipe's dependencies; a missing one stops configuration with the
-# Debian package that provides it.
+# Debian package that provides it and tools/setup-deps.sh, which installs it.
 find_package(Threads REQUIRED)
 find_package(CUDAToolkit)
 if(NOT CUDAToolkit_FOUND)
@@ -11,8 +11,8 @@ function(gp_find_dep var header lib pkg)
   find_path(${var}_INCLUDE_DIR ${header})
   find_library(${var}_LIBRARY ${lib})
   if(NOT ${var}_INCLUDE_DIR OR NOT ${var}_LIBRARY)
-    message(FATAL_ERROR "greenpipe: ${header} / lib${lib} not found: install the Debian package '${pkg}' "
-                        "(apt-get install ${pkg}) or add its prefix to CMAKE_PREFIX_PATH")
+    message(FATAL_ERROR "greenpipe: ${header} / lib${lib} not found: run tools/setup-deps.sh (it installs the "
+                        "Debian package '${pkg}' and the build's other packages), or add its prefix to CMAKE_PREFIX_PATH")
   endif()
   add_library(gp_dep_${lib} INTERFACE IMPORTED GLOBAL)
   target_include_directories(gp_dep_${lib} INTERFACE ${${var}_INCLUDE_DIR})

@@ -13,6 +13,8 @@ gp_add_test(cs_trace_svg SOURCES case_studies/test_cs_trace_svg.c LIBS gp_case_s
 gp_add_test(cs_sweep SOURCES case_studies/test_cs_sweep.c LIBS gp_case_study_core gp_dep_jansson)
 # The device-memory check before allocating, and the uneven micro-batch note.
 gp_add_test(cs_memory SOURCES case_studies/test_cs_memory.c LIBS gp_case_study_core)
+# Each report's closing line per workload: the fastest row against seq.
+gp_add_test(cs_winners SOURCES case_studies/test_cs_winners.c LIBS gp_case_study_core gp_dep_jansson)
 # ---- END core ----
 # ---- BEGIN program: the binary's refusals that need no GPU (docs/RELIABILITY.md)
 function(gp_cs_cli_test name code regex)
@@ -41,9 +43,19 @@ gp_cs_cli_test(context_too_long 2 "--workload 8:250: context 250 plus 12 steps .
 # Without a GPU: one plain line and exit 1; with one, a one-row run.
 gp_cs_cli_test(no_gpu "0|1" "^decode_pipeline_case_study: no CUDA GPU usable: |[|] seq [|]"
                --model tiny --workload 8:16 --sm-splits seq --steps 1 --repeat 1 --no-warmup)
+# The report's commit (cmake/GpBuildInfo.cmake): the project's own or unknown.
+add_test(NAME cs_build_commit COMMAND bash ${CMAKE_CURRENT_LIST_DIR}/build_commit_test.sh ${CMAKE_COMMAND}
+                                      ${PROJECT_SOURCE_DIR}/cmake/GpBuildInfo.cmake)
+set_tests_properties(cs_build_commit PROPERTIES SKIP_RETURN_CODE 77)
 # ---- END program ----
 # ---- BEGIN tuning ----
 # The tuning profile: round trip, best per workload, the rule against the
 # data, seq-wins, and errors naming the file and field.
 gp_add_test(cs_tuning SOURCES case_studies/test_cs_tuning.c LIBS gp_cs_tuning gp_dep_jansson)
+# The shipped profile (case_studies/profiles/): parsing, the device it
+# applies to, its best-known choice there and its cold-start rule elsewhere,
+# and broken profiles refused naming the file and the field.
+gp_add_test(cs_profile SOURCES case_studies/test_cs_profile.c LIBS gp_cs_tuning gp_dep_jansson)
+target_compile_definitions(cs_profile PRIVATE
+                           GP_CS_SHIPPED_PROFILE="${PROJECT_SOURCE_DIR}/case_studies/profiles/h100-sxm.json")
 # ---- END tuning ----

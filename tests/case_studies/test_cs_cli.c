@@ -430,6 +430,51 @@ static void test_reparse(void **state)
     }
 }
 
+/* --profile: the shipped profile by default, none, a file, and the runs
+ * that name their own configurations (no profile unless --profile FILE). */
+static void test_profile(void **state)
+{
+    (void)state;
+    result r = ok(ARGS("--steps", "4"));
+    const char *def = gp_cs_profile_path(&r.o);
+    assert_non_null(def);
+    assert_non_null(strstr(def, "profiles/h100-sxm.json"));
+    assert_int_equal(access(def, R_OK), 0); /* the default names the file shipped in the sources */
+    assert_false(r.o.gemm_tune_given);
+    result_free(&r);
+    r = ok(ARGS("--workload", "large"));
+    assert_non_null(gp_cs_profile_path(&r.o));
+    result_free(&r);
+    r = ok(ARGS("--profile", "none"));
+    assert_true(r.o.profile_off);
+    assert_null(gp_cs_profile_path(&r.o));
+    result_free(&r);
+    r = ok(ARGS("--sm-splits", "56"));
+    assert_null(gp_cs_profile_path(&r.o));
+    result_free(&r);
+    r = ok(ARGS("--sm-splits", "56", "--profile", def));
+    assert_string_equal(gp_cs_profile_path(&r.o), def);
+    result_free(&r);
+    r = ok(ARGS("--autotune"));
+    assert_null(gp_cs_profile_path(&r.o));
+    result_free(&r);
+    r = ok(ARGS("--tuning", def));
+    assert_null(gp_cs_profile_path(&r.o));
+    result_free(&r);
+    r = ok(ARGS("--gemm-tune", "0"));
+    assert_true(r.o.gemm_tune_given);
+    result_free(&r);
+    BAD("--profile", "/nonexistent/p.json", "--profile", "/nonexistent/p.json");
+    BAD("--profile", "empty path", "--profile", "");
+    BAD("--profile", "--tuning", "--profile", def, "--tuning", def);
+    BAD("--profile", "--autotune", "--autotune", "--profile", def);
+    BAD("--profile", "more than once", "--profile", "none", "--profile", def);
+    gp_cs_options d;
+    gp_cs_default_options(&d);
+    assert_false(d.profile_off);
+    assert_string_equal(d.profile, "");
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -447,6 +492,7 @@ int main(void)
         cmocka_unit_test(test_unknown_missing_positional),
         cmocka_unit_test(test_micro_vs_batch),
         cmocka_unit_test(test_reparse),
+        cmocka_unit_test(test_profile),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
