@@ -11,6 +11,8 @@
  * text given and the allowed range. */
 gp_status gp_parse_long(const char *text, long min, long max, const char *flag, long *out);
 gp_status gp_parse_u64(const char *text, const char *flag, uint64_t *out);
+/* A whole finite decimal number ("0.7", "1e-3"); ranges are the caller's. */
+gp_status gp_parse_double(const char *text, const char *flag, double *out);
 
 /* "5,17,42;11,400,2": sequences separated by ';', ids by ','. Spaces around
  * ids are allowed; empty sequences, non-numbers and negative ids are not.
