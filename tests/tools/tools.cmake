@@ -1,6 +1,7 @@
 # Tools: parser unit tests and end-to-end checks of the greenpipe command.
 gp_add_test(tools_parse SOURCES tools/test_parse.c LIBS gp_tools)
 gp_add_test(tools_sample SOURCES tools/test_sample.c LIBS gp_tools)
+gp_add_test(tools_gen_eos SOURCES tools/test_gen_eos.c LIBS gp_tools)
 
 # gp_cli_test(NAME CODE REGEX args...): run greenpipe, expect exit CODE and
 # output matching REGEX.
