@@ -24,6 +24,20 @@ gp_find_dep(GP_CK ck_ring.h ck libck-dev)
 gp_find_dep(GP_JANSSON jansson.h jansson libjansson-dev)
 gp_find_dep(GP_CMOCKA cmocka.h cmocka libcmocka-dev)
 
+# PCRE2 (8-bit) through pkg-config: the tokenizers' split patterns need
+# Unicode properties and lookahead, which POSIX regex lacks.
+find_package(PkgConfig)
+if(PkgConfig_FOUND)
+  pkg_check_modules(GP_PCRE2 IMPORTED_TARGET GLOBAL libpcre2-8)
+endif()
+if(NOT GP_PCRE2_FOUND)
+  message(FATAL_ERROR "greenpipe: libpcre2-8 not found: install the Debian package 'libpcre2-dev' "
+                      "(apt-get install libpcre2-dev pkg-config) or add its prefix to CMAKE_PREFIX_PATH")
+endif()
+add_library(gp_dep_pcre2 INTERFACE IMPORTED GLOBAL)
+target_link_libraries(gp_dep_pcre2 INTERFACE PkgConfig::GP_PCRE2)
+message(STATUS "greenpipe: pcre2-8: ${GP_PCRE2_VERSION}")
+
 if(NOT TARGET CUDA::cublasLt OR NOT TARGET CUDA::cudart_static)
   message(FATAL_ERROR "greenpipe: the CUDA toolkit lacks cudart_static or cuBLASLt")
 endif()

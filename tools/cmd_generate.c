@@ -1,8 +1,10 @@
-/* greenpipe generate: prefill all prompts in one batched call, then
- * greedy-decode N tokens per sequence on the chosen backend, with the
- * sequential engine or the pipelined one (attention and FFN on separate
- * resources, micro-batches through the rings), optionally dumping the
- * generated tokens' and the prompt positions' logits as JSON. */
+/* greenpipe generate: prefill all prompts (token ids, or text through the
+ * checkpoint's tokenizer) in one batched call, then decode up to N tokens per
+ * sequence, greedily or sampled, on the chosen backend, with the sequential
+ * engine or the pipelined one (attention and FFN on separate resources,
+ * micro-batches through the rings); text prompts stop at the checkpoint's
+ * EOS ids and print their text as it arrives; optionally dumps the generated
+ * tokens' and the prompt positions' logits as JSON. */
 #include <getopt.h>
 #include <inttypes.h>
 #include <stdio.h>
@@ -12,14 +14,22 @@
 #include <jansson.h>
 
 #include "gp_engine.h"
+#include "gp_gen_text.h"
 #include "gp_green.h"
 #include "gp_model.h"
 #include "gp_pipeline.h"
+#include "gp_sample.h"
 #include "gp_tools.h"
 
 typedef struct gen_opts {
     const char *model;
     const char *prompt_ids;
+    const char **prompts;  /* --prompt, in order (argv's strings); [argc] */
+    int n_prompts;
+    const char *prompt_file;
+    bool ignore_eos;
+    gp_sample_params sample; /* temperature 0: greedy */
+    bool top_given;        /* --top-k or --top-p */
     long steps;
     gp_backend_kind backend;
     const char *dump_logits;
@@ -46,10 +56,26 @@ static const char *flag_name(const struct option *opts, int val)
 static void gen_usage(FILE *f)
 {
     fprintf(f,
-            "usage: greenpipe generate --model DIR|PRESET --prompt-ids IDS --steps N [options]\n"
+            "usage: greenpipe generate --model DIR|PRESET (--prompt TEXT... | --prompt-file FILE | --prompt-ids IDS)\n"
+            "                          --steps N [options]\n"
             "  --model DIR|PRESET   checkpoint directory or preset (%s); default %s\n"
-            "  --prompt-ids IDS     token ids, sequences separated by ';', e.g. \"5,17,42;11,400,2\"\n"
+            "  --prompt TEXT        a text prompt, tokenized by the checkpoint's tokenizer.json (else\n"
+            "                       tokenizer.model) with its BOS; repeatable, one sequence each. Prints\n"
+            "                       the generated text (not the prompt) on stdout: one sequence is\n"
+            "                       streamed as its tokens arrive, then a newline; several print one line\n"
+            "                       \"[s] text\" each (s from 0) when that sequence finishes. A sequence\n"
+            "                       stops at an EOS id (eos_token_id of generation_config.json, else of\n"
+            "                       config.json; not printed) or after N tokens; finished sequences stay\n"
+            "                       in the batch until all are done, their tokens discarded\n"
+            "  --prompt-file FILE   one text prompt: the file's exact bytes (as --prompt)\n"
+            "  --prompt-ids IDS     token ids, sequences separated by ';', e.g. \"5,17,42;11,400,2\"; prints\n"
+            "                       each sequence's N generated ids on one line; no EOS stop\n"
             "  --steps N            tokens to generate per sequence, 1..100000\n"
+            "  --ignore-eos         text prompts: generate N tokens, EOS or not\n"
+            "  --temperature T      sample at temperature T, 0..%g; 0 (default): greedy (argmax)\n"
+            "  --top-k K            sampling: keep the K most likely tokens, 0..vocab; 0 (default): all\n"
+            "  --top-p P            sampling: keep the smallest set of most likely tokens (after top-k)\n"
+            "                       holding probability P, (0, 1]; 1 (default): all\n"
             "  --backend cpu|cuda   cpu: the float32 reference (default); cuda: the GPU engine\n"
             "  --engine seq|pipelined\n"
             "                       seq (default): every stage in turn on the whole device; pipelined:\n"
@@ -67,9 +93,11 @@ static void gen_usage(FILE *f)
             "  --dump-prompt-logits FILE\n"
             "                       write {\"prompts\": [[ids]], \"logits\": [[[vocab floats]]]}: the logits at\n"
             "                       every prompt position (the last one chose the first generated token)\n"
-            "  --seed S             seed of synthetic weights (presets only); default 0\n"
+            "  --seed S             seed of synthetic weights (presets) and of sampling (each sequence\n"
+            "                       its own stream: the same seed repeats the same tokens on a backend);\n"
+            "                       default 0; refused where it would seed nothing\n"
             "  --block-size N       KV cache block size in tokens, 1..1024; default 16\n",
-            gp_config_preset_names(), GP_DEFAULT_PRESET, GP_PIPE_MAX_MICRO, GP_ENGINE_MAX_PREFILL_CHUNK,
+            gp_config_preset_names(), GP_DEFAULT_PRESET, GP_SAMPLE_MAX_TEMPERATURE, GP_PIPE_MAX_MICRO, GP_ENGINE_MAX_PREFILL_CHUNK,
             GP_ENGINE_DEFAULT_PREFILL_CHUNK);
 }
 
@@ -82,16 +110,25 @@ static int parse_opts(int argc, char **argv, gen_opts *o)
         {"block-size", required_argument, NULL, 'k'},  {"engine", required_argument, NULL, 'e'},
         {"sm-split", required_argument, NULL, 'x'},    {"micro-batches", required_argument, NULL, 'M'},
         {"prefill-chunk", required_argument, NULL, 'c'}, {"dump-prompt-logits", required_argument, NULL, 'P'},
+        {"prompt", required_argument, NULL, 'T'},      {"prompt-file", required_argument, NULL, 'F'},
+        {"temperature", required_argument, NULL, 't'}, {"top-k", required_argument, NULL, 'K'},
+        {"top-p", required_argument, NULL, 'R'},       {"ignore-eos", no_argument, NULL, 'E'},
         {"help", no_argument, NULL, 'h'},              {NULL, 0, NULL, 0},
     };
-    *o = (gen_opts){.model = GP_DEFAULT_PRESET, .steps = -1, .backend = GP_BACKEND_CPU, .block_size = 16};
+    *o = (gen_opts){.model = GP_DEFAULT_PRESET, .steps = -1, .backend = GP_BACKEND_CPU, .block_size = 16,
+                    .sample = {.temperature = 0.0, .top_k = 0, .top_p = 1.0}};
+    o->prompts = calloc((size_t)argc + 1, sizeof *o->prompts);
+    if (!o->prompts) {
+        fprintf(stderr, "greenpipe generate: out of memory for the prompts\n");
+        return 1;
+    }
     optind = 1;
     opterr = 0;
     int c;
     bool seen[128] = {false}; /* by option letter: a flag given twice is refused, not last-wins */
     while ((c = getopt_long(argc, argv, ":h", longopts, NULL)) != -1) {
         gp_status st = GP_OK;
-        if (c > 0 && c < 128 && c != 'h' && c != ':' && c != '?') {
+        if (c > 0 && c < 128 && c != 'h' && c != ':' && c != '?' && c != 'T') { /* --prompt repeats */
             if (seen[c]) {
                 fprintf(stderr, "greenpipe generate: --%s given more than once; each option may be given once\n",
                         flag_name(longopts, c));
@@ -103,6 +140,32 @@ static int parse_opts(int argc, char **argv, gen_opts *o)
         switch (c) {
         case 'm': o->model = optarg; break;
         case 'p': o->prompt_ids = optarg; break;
+        case 'T': o->prompts[o->n_prompts++] = optarg; break;
+        case 'F':
+            if (!*optarg || !strncmp(optarg, "--", 2)) {
+                fprintf(stderr, "greenpipe generate: --prompt-file '%s': %s; allowed: a file path\n", optarg,
+                        *optarg ? "looks like a flag, not a file (a missing value?)" : "empty path");
+                return 2;
+            }
+            o->prompt_file = optarg;
+            break;
+        case 'E': o->ignore_eos = true; break;
+        case 't':
+            if ((st = gp_parse_double(optarg, "--temperature", &o->sample.temperature)) == GP_OK)
+                st = gp_sample_params_check(&o->sample, INT32_MAX);
+            break;
+        case 'K': {
+            long k = 0;
+            st = gp_parse_long(optarg, 0, INT32_MAX, "--top-k", &k); /* the vocabulary bound once it is known */
+            o->sample.top_k = (int)k;
+            o->top_given = true;
+            break;
+        }
+        case 'R':
+            if ((st = gp_parse_double(optarg, "--top-p", &o->sample.top_p)) == GP_OK)
+                st = gp_sample_params_check(&o->sample, INT32_MAX);
+            o->top_given = true;
+            break;
         case 'n': st = gp_parse_long(optarg, 1, 100000, "--steps", &o->steps); break;
         case 'b':
             if (gp_backend_kind_parse(optarg, &o->backend) != GP_OK) {
@@ -161,9 +224,27 @@ static int parse_opts(int argc, char **argv, gen_opts *o)
         gen_usage(stderr);
         return 2;
     }
-    if (!o->prompt_ids || o->steps < 0) {
-        fprintf(stderr, "greenpipe generate: --prompt-ids and --steps are required\n");
+    int sources = (o->prompt_ids != NULL) + (o->n_prompts > 0) + (o->prompt_file != NULL);
+    if (sources == 0 || o->steps < 0) {
+        fprintf(stderr, "greenpipe generate: a prompt (--prompt, --prompt-file or --prompt-ids) and --steps are "
+                "required\n");
         gen_usage(stderr);
+        return 2;
+    }
+    if (sources > 1) {
+        fprintf(stderr, "greenpipe generate: give exactly one of --prompt (repeatable), --prompt-file and "
+                "--prompt-ids; got %s%s%s\n", o->n_prompts ? "--prompt " : "", o->prompt_file ? "--prompt-file " : "",
+                o->prompt_ids ? "--prompt-ids" : "");
+        return 2;
+    }
+    if (o->ignore_eos && o->prompt_ids) {
+        fprintf(stderr, "greenpipe generate: --ignore-eos applies to --prompt and --prompt-file; --prompt-ids "
+                "always generates --steps tokens\n");
+        return 2;
+    }
+    if (o->top_given && o->sample.temperature == 0.0) {
+        fprintf(stderr, "greenpipe generate: --top-k and --top-p apply to sampling; give --temperature above 0 "
+                "(default 0: greedy)\n");
         return 2;
     }
     if (o->prefill_chunk && o->backend != GP_BACKEND_CUDA) {
@@ -194,21 +275,20 @@ static int parse_opts(int argc, char **argv, gen_opts *o)
 }
 
 /* One dump file: {"<ids_key>": [[ids]...], "logits": [[[vocab floats]...]...]}
- * where sequence s has lens[s] ids, and logits[s][i] belongs to its i-th id;
- * ids and logits are packed sequence after sequence. flag names the option
- * in messages. */
+ * where sequence s has lens[s] ids from row offsets[s] on, and logits[s][i]
+ * belongs to its i-th id (ids and logits rows indexed alike). flag names the
+ * option in messages. */
 static int write_dump(const char *path, const char *flag, const char *ids_key, int n_seqs, const int *lens,
-                      const int32_t *ids, const float *logits, int vocab)
+                      const size_t *offsets, const int32_t *ids, const float *logits, int vocab)
 {
     json_t *root = json_object(), *toks = json_array(), *lg = json_array();
     if (!root || !toks || !lg)
         goto oom;
-    size_t row = 0;
     for (int s = 0; s < n_seqs; s++) {
         json_t *ts = json_array(), *ls = json_array();
         if (!ts || !ls || json_array_append_new(toks, ts) || json_array_append_new(lg, ls))
             goto oom;
-        for (int t = 0; t < lens[s]; t++, row++) {
+        for (size_t t = 0, row = offsets[s]; t < (size_t)lens[s]; t++, row++) {
             json_t *r = json_array();
             if (json_array_append_new(ts, json_integer(ids[row])) || !r || json_array_append_new(ls, r))
                 goto oom;
@@ -240,40 +320,134 @@ static int fail(const char *what, gp_status st)
     return 1;
 }
 
+
+/* Exit code of a bad-input failure that is the checkpoint's or the user's
+ * (2), or of the machine's (1: a read error, out of memory). */
+static int input_code(gp_status st)
+{
+    return st == GP_ERR_IO || st == GP_ERR_NO_MEMORY ? 1 : 2;
+}
+
+/* The prompts: --prompt-ids as given, text through the checkpoint's
+ * tokenizer (*tok then holds it). Returns -1 to continue, else the exit code. */
+static int load_prompts(const gen_opts *o, const gp_model_source *src, gp_tokenizer **tok, gp_prompts *p)
+{
+    gp_status st;
+    if (o->prompt_ids) {
+        if ((st = gp_parse_prompts(o->prompt_ids, p)) != GP_OK) {
+            fprintf(stderr, "greenpipe generate: %s\n", gp_last_error());
+            return 2;
+        }
+        return -1;
+    }
+    const char *flag = o->prompt_file ? "--prompt-file" : "--prompt";
+    char *file = NULL;
+    size_t file_len = 0;
+    if (o->prompt_file) {
+        /* the exact bytes: no trailing newline is dropped, as HF's tokenizer(open(f).read()) */
+        if ((st = gp_read_file(o->prompt_file, (size_t)1 << 30, &file, &file_len)) != GP_OK) {
+            fprintf(stderr, "greenpipe generate: --prompt-file: %s\n", gp_last_error());
+            return input_code(st);
+        }
+    }
+    if (src->synthetic) {
+        fprintf(stderr, "greenpipe generate: %s: --model %s is a preset (synthetic weights) and has no tokenizer; "
+                "text prompts need a checkpoint directory holding tokenizer.json or tokenizer.model; with a "
+                "preset, give --prompt-ids\n", flag, o->model);
+        free(file);
+        return 2;
+    }
+    if ((st = gp_tokenizer_load_dir(src->path, tok)) != GP_OK) {
+        fprintf(stderr, "greenpipe generate: %s needs the checkpoint's tokenizer: %s\n", flag, gp_last_error());
+        free(file);
+        return input_code(st);
+    }
+    int n = o->prompt_file ? 1 : o->n_prompts;
+    size_t *lens = malloc((size_t)n * sizeof *lens);
+    if (!lens) {
+        free(file);
+        fprintf(stderr, "greenpipe generate: out of memory for %d prompts\n", n);
+        return 1;
+    }
+    const char *const *texts = o->prompt_file ? (const char *const *)&file : o->prompts;
+    for (int s = 0; s < n; s++)
+        lens[s] = o->prompt_file ? file_len : strlen(texts[s]);
+    st = gp_gen_tokenize(*tok, texts, lens, n, flag, p);
+    free(lens);
+    free(file);
+    if (st != GP_OK) {
+        fprintf(stderr, "greenpipe generate: %s\n", gp_last_error());
+        return input_code(st);
+    }
+    return -1;
+}
+
+/* Sequence s's token of the step from its logits row: the backend's greedy
+ * token unchanged unless sampling. */
+static int32_t choose(const gen_opts *o, gp_sampler *smp, gp_rng *rng, const float *row, int32_t greedy)
+{
+    return o->sample.temperature > 0.0 ? gp_sample(smp, &o->sample, row, rng) : greedy;
+}
+
 int gp_cmd_generate(int argc, char **argv)
 {
     gen_opts o;
     int rc = parse_opts(argc, argv, &o);
-    if (rc >= 0)
+    if (rc >= 0) {
+        free(o.prompts);
         return rc;
-    gp_prompts p;
-    gp_status st = gp_parse_prompts(o.prompt_ids, &p);
-    if (st != GP_OK) {
-        fprintf(stderr, "greenpipe generate: %s\n", gp_last_error());
-        return 2;
     }
+    gp_prompts p = {0};
+    gp_tokenizer *tok = NULL;
     gp_model_source src;
+    gp_status st;
+    int exit_code = 2;
     if ((st = gp_model_source_resolve(o.model, o.seed, &src)) != GP_OK) {
-        gp_prompts_free(&p);
         fprintf(stderr, "greenpipe generate: --model: %s\n", gp_last_error());
-        return 2;
+        goto early;
     }
-    if (o.seed_given && !src.synthetic) {
-        /* a checkpoint's weights are read as they are: a seed would be ignored */
-        fprintf(stderr, "greenpipe generate: --seed %" PRIu64 ": --model %s is a checkpoint, not a preset; "
-                "--seed applies to presets (synthetic weights) only\n", o.seed, o.model);
-        gp_prompts_free(&p);
-        return 2;
+    bool sampling = o.sample.temperature > 0.0;
+    if (o.seed_given && !src.synthetic && !sampling) {
+        /* a checkpoint's weights are read as they are and greedy decoding
+         * draws nothing: a seed would be ignored */
+        fprintf(stderr, "greenpipe generate: --seed %" PRIu64 ": --model %s is a checkpoint, not a preset, and "
+                "decoding is greedy; --seed seeds synthetic weights (presets) and sampling (--temperature "
+                "above 0)\n", o.seed, o.model);
+        goto early;
     }
     const gp_config *cfg = &src.cfg;
+    if (sampling && (st = gp_sample_params_check(&o.sample, cfg->vocab)) != GP_OK) {
+        fprintf(stderr, "greenpipe generate: %s\n", gp_last_error());
+        goto early;
+    }
+    if ((rc = load_prompts(&o, &src, &tok, &p)) >= 0) {
+        exit_code = rc;
+        goto early;
+    }
+    bool text = tok != NULL;
+    gp_eos_ids eos = {0};
+    if (text && !o.ignore_eos) {
+        if ((st = gp_eos_load_dir(src.path, cfg->vocab, &eos)) != GP_OK) {
+            fprintf(stderr, "greenpipe generate: the checkpoint's EOS ids: %s\n", gp_last_error());
+            exit_code = input_code(st);
+            goto early;
+        }
+        if (!eos.from)
+            fprintf(stderr, "greenpipe: no eos_token_id in generation_config.json or config.json: each sequence "
+                    "runs --steps tokens\n");
+    }
     int max_len = 0;
     for (int s = 0; s < p.n_seqs; s++) {
         for (int i = 0; i < p.lens[s]; i++)
             if (p.ids[p.offsets[s] + i] >= cfg->vocab) {
-                fprintf(stderr, "greenpipe generate: --prompt-ids: token %d in sequence %d is outside "
-                        "the vocabulary; allowed: [0, %d]\n", p.ids[p.offsets[s] + i], s, cfg->vocab - 1);
-                gp_prompts_free(&p);
-                return 2;
+                if (text)
+                    fprintf(stderr, "greenpipe generate: the tokenizer gives token %d in sequence %d, outside the "
+                            "model's vocabulary [0, %d]: tokenizer and model do not match\n",
+                            p.ids[p.offsets[s] + i], s, cfg->vocab - 1);
+                else
+                    fprintf(stderr, "greenpipe generate: --prompt-ids: token %d in sequence %d is outside "
+                            "the vocabulary; allowed: [0, %d]\n", p.ids[p.offsets[s] + i], s, cfg->vocab - 1);
+                goto early;
             }
         if (p.lens[s] > max_len)
             max_len = p.lens[s];
@@ -282,8 +456,7 @@ int gp_cmd_generate(int argc, char **argv)
     if (context > cfg->max_context) {
         fprintf(stderr, "greenpipe generate: longest prompt (%d) + --steps (%ld) - 1 = %ld tokens exceeds "
                 "the model's max context %d\n", max_len, o.steps, context, cfg->max_context);
-        gp_prompts_free(&p);
-        return 2;
+        goto early;
     }
     char origin[4200];
     if (src.synthetic)
@@ -292,33 +465,56 @@ int gp_cmd_generate(int argc, char **argv)
         snprintf(origin, sizeof origin, "checkpoint %s", src.path);
     fprintf(stderr, "greenpipe: model %s (%s), %" PRIu64 " parameters; %d sequence(s), %ld step(s)\n",
             cfg->name, origin, gp_config_param_count(cfg), p.n_seqs, o.steps);
+    if (sampling)
+        fprintf(stderr, "greenpipe: sampling at temperature %g, top-k %d, top-p %g, seed %" PRIu64 "\n",
+                o.sample.temperature, o.sample.top_k, o.sample.top_p, o.seed);
+    if (eos.n) {
+        fprintf(stderr, "greenpipe: EOS id(s) from %s:", eos.from);
+        for (int i = 0; i < eos.n; i++)
+            fprintf(stderr, " %d", eos.ids[i]);
+        fprintf(stderr, "\n");
+    }
 
     int M = (int)(o.micro_batches ? o.micro_batches : (p.n_seqs > 1 ? 2 : 1));
     if (o.pipelined && M > p.n_seqs) {
         fprintf(stderr, "greenpipe generate: --micro-batches %d: each needs a sequence and there are %d; allowed "
                 "1..%d\n", M, p.n_seqs, p.n_seqs);
-        gp_prompts_free(&p);
-        return 2;
+        goto early;
     }
-    int exit_code = 1;
+    exit_code = 1;
     gp_backend *b = NULL;
     gp_pipeline *pl = NULL;
+    gp_gen_out *out = NULL;
+    gp_sampler smp = {0};
     size_t V = (size_t)cfg->vocab;
     int prompt_tokens = 0;
     for (int s = 0; s < p.n_seqs; s++)
         prompt_tokens += p.lens[s];
-    /* logits are kept only for the dumps */
+    /* logits are fetched only to sample from or to dump: greedy runs
+     * without --dump-logits leave them on the device, at full speed */
+    bool want_logits = o.dump_logits || sampling;
     float *logits = o.dump_logits ? malloc((size_t)p.n_seqs * (size_t)o.steps * V * sizeof(float)) : NULL;
-    float *step_logits = o.dump_logits ? malloc((size_t)p.n_seqs * V * sizeof(float)) : NULL;
+    float *step_logits = want_logits ? malloc((size_t)p.n_seqs * V * sizeof(float)) : NULL;
     float *prompt_logits = o.dump_prompt_logits ? malloc((size_t)prompt_tokens * V * sizeof(float)) : NULL;
     int32_t *gen = malloc((size_t)p.n_seqs * (size_t)o.steps * sizeof(int32_t));
     int *seq_ids = malloc((size_t)p.n_seqs * sizeof(int)), *gen_lens = malloc((size_t)p.n_seqs * sizeof(int));
+    size_t *gen_rows = malloc((size_t)p.n_seqs * sizeof(size_t)), *prompt_rows = malloc((size_t)p.n_seqs * sizeof(size_t));
+    bool *done = calloc((size_t)p.n_seqs, sizeof(bool));
+    gp_rng *rng = malloc((size_t)p.n_seqs * sizeof(gp_rng));
     int32_t *feed = malloc((size_t)p.n_seqs * sizeof(int32_t)), *next = malloc((size_t)p.n_seqs * sizeof(int32_t));
     gp_prefill_seq *seqs = malloc((size_t)p.n_seqs * sizeof *seqs);
-    if ((o.dump_logits && (!logits || !step_logits)) || (o.dump_prompt_logits && !prompt_logits) || !gen ||
-        !seq_ids || !gen_lens || !feed || !next || !seqs) {
+    if ((o.dump_logits && !logits) || (want_logits && !step_logits) || (o.dump_prompt_logits && !prompt_logits) ||
+        !gen || !seq_ids || !gen_lens || !gen_rows || !prompt_rows || !done || !rng || !feed || !next || !seqs) {
         fprintf(stderr, "greenpipe generate: out of host memory for %d x %ld x %d logits (and %d x %d prompt "
                 "logits with --dump-prompt-logits)\n", p.n_seqs, o.steps, cfg->vocab, prompt_tokens, cfg->vocab);
+        goto out;
+    }
+    if (sampling && (st = gp_sampler_init(&smp, cfg->vocab)) != GP_OK) {
+        exit_code = fail("sampler", st);
+        goto out;
+    }
+    if (text && (st = gp_gen_out_create(tok, p.n_seqs, stdout, &out)) != GP_OK) {
+        exit_code = fail("text output", st);
         goto out;
     }
     double t0 = gp_now_s();
@@ -353,7 +549,10 @@ int gp_cmd_generate(int argc, char **argv)
     for (int s = 0; s < p.n_seqs; s++) {
         seqs[s] = (gp_prefill_seq){.seq = s, .n = p.lens[s], .tokens = p.ids + p.offsets[s]};
         seq_ids[s] = s;
-        gen_lens[s] = (int)o.steps;
+        gen_lens[s] = 0;
+        gen_rows[s] = (size_t)s * (size_t)o.steps;
+        prompt_rows[s] = (size_t)p.offsets[s];
+        gp_rng_seed(&rng[s], o.seed, (uint64_t)s); /* a stream per sequence: its tokens do not depend on the batch */
     }
     /* every prompt in one call: the backend batches them (the CUDA engine in
      * chunks of --prefill-chunk tokens) */
@@ -363,46 +562,72 @@ int gp_cmd_generate(int argc, char **argv)
         goto out;
     }
     double t2 = gp_now_s();
-    for (int s = 0; s < p.n_seqs; s++) {
-        gen[(size_t)s * o.steps] = next[s];
-        if (logits)
-            memcpy(logits + (size_t)s * o.steps * V, step_logits + (size_t)s * V, V * sizeof(float));
-    }
-    for (long t = 1; t < o.steps; t++) {
-        for (int s = 0; s < p.n_seqs; s++)
-            feed[s] = gen[(size_t)s * o.steps + t - 1];
-        st = pl ? gp_pipeline_step(pl, p.n_seqs, seq_ids, feed, next, step_logits)
-                : x.ops->sequential_step(x.ctx, p.n_seqs, seq_ids, feed, next, step_logits, NULL);
-        if (st != GP_OK) {
-            exit_code = fail("decode step", st);
-            goto out;
+    int active = p.n_seqs;
+    long steps_run = 0; /* decode steps after the prefill */
+    for (long t = 0; t < o.steps && active > 0; t++) {
+        if (t > 0) {
+            /* finished sequences ride along, fed the backend's greedy token
+             * and never printed or dumped: the batch keeps its shape, and
+             * the others their tokens and logits */
+            for (int s = 0; s < p.n_seqs; s++)
+                feed[s] = gen[gen_rows[s] + t - 1];
+            st = pl ? gp_pipeline_step(pl, p.n_seqs, seq_ids, feed, next, step_logits)
+                    : x.ops->sequential_step(x.ctx, p.n_seqs, seq_ids, feed, next, step_logits, NULL);
+            if (st != GP_OK) {
+                exit_code = fail("decode step", st);
+                goto out;
+            }
+            steps_run++;
         }
         for (int s = 0; s < p.n_seqs; s++) {
-            gen[(size_t)s * o.steps + t] = next[s];
+            const float *row = step_logits ? step_logits + (size_t)s * V : NULL;
+            int32_t tk = done[s] ? next[s] : choose(&o, &smp, &rng[s], row, next[s]);
+            gen[gen_rows[s] + t] = tk;
+            if (done[s])
+                continue;
+            gen_lens[s] = (int)t + 1;
             if (logits)
-                memcpy(logits + ((size_t)s * o.steps + t) * V, step_logits + (size_t)s * V, V * sizeof(float));
+                memcpy(logits + (gen_rows[s] + t) * V, row, V * sizeof(float));
+            bool stop = gp_eos_has(&eos, tk);
+            if (out && !stop && (st = gp_gen_out_push(out, s, tk)) != GP_OK) {
+                exit_code = fail("detokenizing", st);
+                goto out;
+            }
+            if (stop || t == o.steps - 1) {
+                done[s] = true;
+                active--;
+                if (out && (st = gp_gen_out_finish(out, s)) != GP_OK) {
+                    exit_code = fail("detokenizing", st);
+                    goto out;
+                }
+            }
         }
     }
     double t3 = gp_now_s();
-    for (int s = 0; s < p.n_seqs; s++) {
-        for (long t = 0; t < o.steps; t++)
-            printf("%s%d", t ? " " : "", gen[(size_t)s * o.steps + t]);
-        printf("\n");
-    }
+    if (!text)
+        for (int s = 0; s < p.n_seqs; s++) {
+            for (int t = 0; t < gen_lens[s]; t++)
+                printf("%s%d", t ? " " : "", gen[gen_rows[s] + t]);
+            printf("\n");
+        }
+    if (out && gp_gen_out_unknown(out))
+        fprintf(stderr, "greenpipe: %ld generated token(s) lie outside the tokenizer's %d ids and printed "
+                "nothing\n", gp_gen_out_unknown(out), gp_tokenizer_vocab_size(tok));
     fprintf(stderr, "greenpipe: prefill of %d prompt(s), %d tokens, in one call: %.3f s, %.0f prompt tokens/s; "
             "%ld decode step(s) of batch %d in %.3f s (%.4f s/step); host-timed\n", p.n_seqs, prompt_tokens,
-            t2 - t1, t2 > t1 ? prompt_tokens / (t2 - t1) : 0.0, o.steps - 1, p.n_seqs, t3 - t2,
-            o.steps > 1 ? (t3 - t2) / (double)(o.steps - 1) : 0.0);
+            t2 - t1, t2 > t1 ? prompt_tokens / (t2 - t1) : 0.0, steps_run, p.n_seqs, t3 - t2,
+            steps_run > 0 ? (t3 - t2) / (double)steps_run : 0.0);
     exit_code = 0;
     if (o.dump_logits) {
-        int rc = write_dump(o.dump_logits, "--dump-logits", "tokens", p.n_seqs, gen_lens, gen, logits, cfg->vocab);
+        int rc = write_dump(o.dump_logits, "--dump-logits", "tokens", p.n_seqs, gen_lens, gen_rows, gen, logits,
+                            cfg->vocab);
         if (!rc)
             fprintf(stderr, "greenpipe: logits written to %s\n", o.dump_logits);
         exit_code |= rc;
     }
     if (o.dump_prompt_logits) {
-        int rc = write_dump(o.dump_prompt_logits, "--dump-prompt-logits", "prompts", p.n_seqs, p.lens, p.ids,
-                            prompt_logits, cfg->vocab);
+        int rc = write_dump(o.dump_prompt_logits, "--dump-prompt-logits", "prompts", p.n_seqs, p.lens, prompt_rows,
+                            p.ids, prompt_logits, cfg->vocab);
         if (!rc)
             fprintf(stderr, "greenpipe: prompt logits written to %s\n", o.dump_prompt_logits);
         exit_code |= rc;
@@ -410,15 +635,24 @@ int gp_cmd_generate(int argc, char **argv)
 out:
     gp_pipeline_destroy(pl);
     gp_backend_close(b);
+    gp_gen_out_free(out);
+    gp_sampler_free(&smp);
     free(logits);
     free(step_logits);
     free(prompt_logits);
     free(gen);
     free(seq_ids);
     free(gen_lens);
+    free(gen_rows);
+    free(prompt_rows);
+    free(done);
+    free(rng);
     free(seqs);
     free(feed);
     free(next);
+early:
+    gp_tokenizer_free(tok);
     gp_prompts_free(&p);
+    free(o.prompts);
     return exit_code;
 }

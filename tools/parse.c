@@ -5,6 +5,7 @@
 #include <ctype.h>
 #include <errno.h>
 #include <limits.h>
+#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -37,6 +38,23 @@ gp_status gp_parse_u64(const char *text, const char *flag, uint64_t *out)
         GP_FAIL(GP_ERR_INVALID_ARG, "%s: %s is out of range; allowed: [0, %llu]", flag, text,
                 (unsigned long long)UINT64_MAX);
     *out = (uint64_t)v;
+    return GP_OK;
+}
+
+gp_status gp_parse_double(const char *text, const char *flag, double *out)
+{
+    if (!text || !*text || isspace((unsigned char)text[0]))
+        GP_FAIL(GP_ERR_INVALID_ARG, "%s: '%s' is not a number", flag, text ? text : "");
+    char *end = NULL;
+    errno = 0;
+    double v = strtod(text, &end);
+    /* strtod also reads "inf", "nan" and hex floats: refused as values no
+     * range takes, and "0x1p-2" as a form nobody means on a command line */
+    if (end == text || *end != '\0' || !isfinite(v) || strpbrk(text, "xX"))
+        GP_FAIL(GP_ERR_INVALID_ARG, "%s: '%s' is not a finite decimal number", flag, text);
+    if (errno == ERANGE)
+        GP_FAIL(GP_ERR_INVALID_ARG, "%s: %s is out of range", flag, text);
+    *out = v;
     return GP_OK;
 }
 

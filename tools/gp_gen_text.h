@@ -1,0 +1,32 @@
+/* Text prompts and text output of greenpipe generate: prompts tokenized as
+ * HF's tokenizer(text) does (post-processor included), generated tokens
+ * detokenized as they arrive. */
+#ifndef GP_GEN_TEXT_H
+#define GP_GEN_TEXT_H
+
+#include <stdio.h>
+
+#include "gp_tokenizer.h"
+#include "gp_tools.h"
+
+/* texts[n] of lens[n] bytes into prompts (one sequence each, special tokens
+ * added). flag names the option in messages ("--prompt", "--prompt-file"). */
+gp_status gp_gen_tokenize(const gp_tokenizer *t, const char *const *texts, const size_t *lens, int n,
+                          const char *flag, gp_prompts *out);
+
+/* The text of n_seqs sequences on f. One sequence: streamed, each piece
+ * written (and flushed) once the detokenizer has it, then a newline at its
+ * end. Several: each sequence's whole text written when that sequence
+ * finishes, as one line "[s] text" (s from 0, in the order they finish). */
+typedef struct gp_gen_out gp_gen_out;
+gp_status gp_gen_out_create(const gp_tokenizer *t, int n_seqs, FILE *f, gp_gen_out **out);
+/* A generated token of sequence s (not its EOS). Ids the tokenizer does not
+ * know (a model vocabulary padded past the tokenizer's) print nothing and
+ * are counted. */
+gp_status gp_gen_out_push(gp_gen_out *o, int s, int32_t id);
+/* Sequence s is done (EOS or its last step): its remaining text is written. */
+gp_status gp_gen_out_finish(gp_gen_out *o, int s);
+long gp_gen_out_unknown(const gp_gen_out *o); /* ids not printed */
+void gp_gen_out_free(gp_gen_out *o);
+
+#endif
