@@ -28,5 +28,6 @@ void gp_prompts_free(gp_prompts *p);
 int gp_cmd_inspect(int argc, char **argv);
 int gp_cmd_generate(int argc, char **argv);
 int gp_cmd_devices(int argc, char **argv);
+int gp_cmd_tokenize(int argc, char **argv);
 
 #endif
