@@ -46,6 +46,8 @@ static const char replacement[] = "\xef\xbf\xbd"; /* U+FFFD */
 
 static gp_status pend_put(gp_detok *d, const char *s, size_t n)
 {
+    if (n == 0)
+        return GP_OK;
     if (d->n_pend + n > d->pend_cap) {
         size_t cap = d->pend_cap ? d->pend_cap : 16;
         while (cap < d->n_pend + n)
@@ -96,7 +98,8 @@ static gp_status utf8_out(gp_detok *d, sbuf *b, bool final)
             break;
         }
     }
-    memmove(d->pend, d->pend + i, n - i);
+    if (i && i < n)
+        memmove(d->pend, d->pend + i, n - i);
     d->n_pend = n - i;
     return GP_OK;
 }

@@ -50,5 +50,6 @@ bool gp_eos_has(const gp_eos_ids *e, int32_t id);
 int gp_cmd_inspect(int argc, char **argv);
 int gp_cmd_generate(int argc, char **argv);
 int gp_cmd_devices(int argc, char **argv);
+int gp_cmd_tokenize(int argc, char **argv);
 
 #endif

@@ -1,4 +1,4 @@
-/* The greenpipe command: dispatches to inspect, generate and devices. */
+/* The greenpipe command: dispatches to inspect, generate, devices and tokenize. */
 #include <stdio.h>
 #include <string.h>
 
@@ -11,7 +11,8 @@ static void usage(FILE *f)
             "commands:\n"
             "  inspect DIR        validate a checkpoint; print its config and tensor table\n"
             "  generate [opts]    prefill prompts, then greedy-decode (see greenpipe generate --help)\n"
-            "  devices            list CUDA devices, or say why none is usable\n");
+            "  devices            list CUDA devices, or say why none is usable\n"
+            "  tokenize [opts]    text to token ids, or ids to text (see greenpipe tokenize --help)\n");
 }
 
 int main(int argc, char **argv)
@@ -27,11 +28,13 @@ int main(int argc, char **argv)
         return gp_cmd_generate(argc - 1, argv + 1);
     if (!strcmp(cmd, "devices"))
         return gp_cmd_devices(argc - 1, argv + 1);
+    if (!strcmp(cmd, "tokenize"))
+        return gp_cmd_tokenize(argc - 1, argv + 1);
     if (!strcmp(cmd, "-h") || !strcmp(cmd, "--help") || !strcmp(cmd, "help")) {
         usage(stdout);
         return 0;
     }
-    fprintf(stderr, "greenpipe: unknown command '%s'; allowed: inspect, generate, devices\n", cmd);
+    fprintf(stderr, "greenpipe: unknown command '%s'; allowed: inspect, generate, devices, tokenize\n", cmd);
     usage(stderr);
     return 2;
 }

