@@ -64,7 +64,7 @@ static uint64_t gp_group_bytes(const gp_config *c, gp_group_kind g)
 }
 
 /* Where tensor kind (layer) lives in the engine layout, host or device. */
-static gp_bf16 **gp_view_slot(gp_host_weights *w, gp_tensor_kind k, int layer)
+static void **gp_view_slot(gp_host_weights *w, gp_tensor_kind k, int layer)
 {
     switch (k) {
     case GP_T_EMBED: return &w->embed;
@@ -76,6 +76,7 @@ static gp_bf16 **gp_view_slot(gp_host_weights *w, gp_tensor_kind k, int layer)
     case GP_T_FFN_NORM: return &w->layers[layer].ffn_norm;
     case GP_T_W_GATE_UP: return &w->layers[layer].w_gate_up;
     case GP_T_W_DOWN: return &w->layers[layer].w_down;
+    case GP_T_BQKV: return &w->layers[layer].bqkv;
     }
     return NULL;
 }
@@ -121,6 +122,9 @@ static gp_status gp_dw_create(const gp_config *cfg, const gp_host_weights *src, 
                               gp_device_weights **out)
 {
     GP_TRY(gp_config_validate(cfg));
+    if (cfg->qkv_bias) /* until the device side implements them */
+        GP_FAIL(GP_ERR_UNSUPPORTED, "device weights for config %s: q/k/v projection biases are not "
+                "implemented by the CUDA engine yet (the CPU reference has them)", cfg->name);
     GP_TRY(gp_cuda_available());
 
     uint64_t attn = gp_group_bytes(cfg, GP_GROUP_ATTN), ffn = gp_group_bytes(cfg, GP_GROUP_FFN);
@@ -153,6 +157,7 @@ static gp_status gp_dw_create(const gp_config *cfg, const gp_host_weights *src, 
                 "%d layers", cfg->name, cfg->n_layers);
     }
     dw->view.cfg = *cfg;
+    dw->view.dtype = GP_DTYPE_BF16;
     dw->view.arena_bytes = (size_t)need;
     /* Non-blocking: generation must not serialise with unrelated legacy-stream work. */
     if ((st = gp_device_stream_create(&stream, "device weights upload stream")) != GP_OK)
@@ -181,7 +186,7 @@ static gp_status gp_dw_create(const gp_config *cfg, const gp_host_weights *src, 
             gp_bf16 *dst = (gp_bf16 *)((char *)g->mem + off);
             *gp_view_slot(&dw->view, k, g->layer) = dst;
             if (src) {
-                const gp_bf16 *from = *gp_view_slot((gp_host_weights *)src, k, g->layer);
+                const gp_bf16 *from = (const gp_bf16 *)*gp_view_slot((gp_host_weights *)src, k, g->layer);
                 GP_CUDA_GOTO(cudaMemcpyAsync(dst, from, numel * sizeof(gp_bf16),
                                              cudaMemcpyHostToDevice, stream), st, fail);
             } else {
@@ -236,6 +241,10 @@ extern "C" gp_status gp_device_weights_upload(const gp_host_weights *w, gp_devic
     if (!w->embed || !w->final_norm || !w->lm_head || !w->layers)
         GP_FAIL(GP_ERR_INVALID_ARG, "gp_device_weights_upload: host weights of config %s are not "
                 "allocated (a NULL tensor pointer)", w->cfg.name);
+    /* Until the device side converts at upload and implements biases. */
+    if (w->dtype != GP_DTYPE_BF16)
+        GP_FAIL(GP_ERR_UNSUPPORTED, "gp_device_weights_upload: config %s: host weights are %s; the "
+                "CUDA engine takes BF16 weights only for now", w->cfg.name, gp_dtype_name(w->dtype));
     return gp_dw_create(&w->cfg, w, 0, out);
 }
 

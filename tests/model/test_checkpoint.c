@@ -131,11 +131,23 @@ static uint16_t value_f16(const char *name, size_t i)
         return fixed[i];
     return (uint16_t)(mix(name_hash(name) + i) & 0xbfff); /* exponent < 31: finite */
 }
-static gp_bf16 expected_bf16(const char *name, size_t i, const char *dtype)
+/* The value element i of name holds in a file of dtype: exactly what the
+ * engine must load (every file dtype is exact in float32). */
+static float expected_value(const char *name, size_t i, const char *dtype)
 {
     if (strcmp(dtype, "F16") == 0)
-        return gp_f32_to_bf16(gp_f16_to_f32(value_f16(name, i)));
-    return gp_f32_to_bf16(value_f32(name, i));
+        return gp_f16_to_f32(value_f16(name, i));
+    if (strcmp(dtype, "BF16") == 0)
+        return gp_bf16_to_f32(gp_f32_to_bf16(value_f32(name, i)));
+    return value_f32(name, i);
+}
+
+/* Element i of a host weight tensor of dtype dt, as float. */
+static float held_value(const void *p, gp_dtype dt, size_t i)
+{
+    if (dt == GP_DTYPE_F32)
+        return ((const float *)p)[i];
+    return gp_half_to_f32(((const uint16_t *)p)[i], dt);
 }
 
 static size_t numel(const tck_tensor *t)
@@ -307,8 +319,9 @@ static void expect_msg(gp_status got, gp_status want, ...)
     } while (0)
 
 /* Where tensor t lives in the engine layout, or NULL if it is not loaded. */
-static const gp_bf16 *engine_slot(const gp_host_weights *w, const char *name)
+static const void *engine_slot(const gp_host_weights *w, const char *name)
 {
+    const size_t es = gp_dtype_size(w->dtype);
     if (strcmp(name, "model.embed_tokens.weight") == 0)
         return w->embed;
     if (strcmp(name, "model.norm.weight") == 0)
@@ -323,31 +336,41 @@ static const gp_bf16 *engine_slot(const gp_host_weights *w, const char *name)
     const gp_layer_weights *L = &w->layers[l];
     if (!strcmp(suffix, "input_layernorm.weight")) return L->attn_norm;
     if (!strcmp(suffix, "self_attn.q_proj.weight")) return L->wqkv;
-    if (!strcmp(suffix, "self_attn.k_proj.weight")) return L->wqkv + T_Q * T_HIDDEN;
-    if (!strcmp(suffix, "self_attn.v_proj.weight")) return L->wqkv + (T_Q + T_KVR) * T_HIDDEN;
+    if (!strcmp(suffix, "self_attn.k_proj.weight")) return (const char *)L->wqkv + T_Q * T_HIDDEN * es;
+    if (!strcmp(suffix, "self_attn.v_proj.weight")) return (const char *)L->wqkv + (T_Q + T_KVR) * T_HIDDEN * es;
     if (!strcmp(suffix, "self_attn.o_proj.weight")) return L->wo;
     if (!strcmp(suffix, "post_attention_layernorm.weight")) return L->ffn_norm;
     if (!strcmp(suffix, "mlp.gate_proj.weight")) return L->w_gate_up;
-    if (!strcmp(suffix, "mlp.up_proj.weight")) return L->w_gate_up + T_FFN * T_HIDDEN;
+    if (!strcmp(suffix, "mlp.up_proj.weight")) return (const char *)L->w_gate_up + T_FFN * T_HIDDEN * es;
     if (!strcmp(suffix, "mlp.down_proj.weight")) return L->w_down;
     return NULL;
 }
 
-/* Every loaded tensor holds the expected bf16 values at its fused place. */
+/* Every loaded tensor holds the file's values exactly at its fused place,
+ * in the dtype the file's used tensors share (F32 when they differ). */
 static void verify_weights(const gp_host_weights *w, const tck_ckpt *c)
 {
     int checked = 0;
+    const char *common = NULL; /* the dtype of the used tensors, or "F32" when mixed */
     for (int i = 0; i < c->n; i++) {
         const tck_tensor *t = &c->t[i];
-        const gp_bf16 *p = engine_slot(w, t->name);
+        if (!engine_slot(w, t->name))
+            continue;
+        common = !common || strcmp(common, t->dtype) == 0 ? t->dtype : "F32";
+    }
+    assert_non_null(common);
+    assert_string_equal(gp_dtype_name(w->dtype), common);
+    for (int i = 0; i < c->n; i++) {
+        const tck_tensor *t = &c->t[i];
+        const void *p = engine_slot(w, t->name);
         if (!p)
             continue;
         checked++;
         for (size_t k = 0; k < numel(t); k++) {
-            gp_bf16 want = expected_bf16(t->name, k, t->dtype);
-            if (p[k] != want)
-                fail_msg("%s[%zu] (%s): engine holds 0x%04x, want 0x%04x", t->name, k, t->dtype,
-                         p[k], want);
+            float want = expected_value(t->name, k, t->dtype), got = held_value(p, w->dtype, k);
+            if (memcmp(&got, &want, sizeof got) != 0)
+                fail_msg("%s[%zu] (%s): engine holds %.9g, want %.9g", t->name, k, t->dtype,
+                         (double)got, (double)want);
         }
     }
     assert_int_equal(checked, 3 + 9 * T_LAYERS - (c->tied ? 1 : 0));
@@ -427,17 +450,20 @@ static void test_sharded_f32_f16(void **state)
     gp_checkpoint_close(ck);
     load_and_verify(dir, &c);
 
-    /* Hand-checked conversions: F32 ties round to even, F16 subnormals. */
+    /* Hand-checked values: mixed dtypes load as F32, which holds each file
+     * value exactly (F32 values bf16 would round, F16 subnormals). */
     gp_host_weights w;
     gp_model_source src;
     assert_int_equal(gp_model_source_resolve(dir, 0, &src), GP_OK);
     assert_int_equal(gp_model_source_load_host(&src, &w), GP_OK);
-    assert_int_equal(w.embed[0], 0x3f80);      /* F32 1.00390625 */
-    assert_int_equal(w.embed[1], 0x3f82);      /* F32 1.01171875 */
-    assert_int_equal(w.embed[2], 0xc040);      /* F32 -3 */
-    assert_int_equal(w.final_norm[0], 0x3f80); /* F16 1.0 */
-    assert_int_equal(w.final_norm[1], 0x3380); /* F16 2^-24 */
-    assert_int_equal(w.final_norm[2], 0xc000); /* F16 -2.0 */
+    assert_int_equal(w.dtype, GP_DTYPE_F32);
+    const float *e = w.embed, *fn = w.final_norm;
+    assert_true(e[0] == 1.00390625f);   /* F32, a bf16 tie */
+    assert_true(e[1] == 1.01171875f);   /* F32, a bf16 tie */
+    assert_true(e[2] == -3.0f);         /* F32 */
+    assert_true(fn[0] == 1.0f);         /* F16 1.0 */
+    assert_true(fn[1] == 0x1p-24f);     /* F16 2^-24, the smallest subnormal */
+    assert_true(fn[2] == -2.0f);        /* F16 -2.0 */
     gp_host_weights_free(&w);
 }
 
@@ -462,7 +488,9 @@ static void test_tied_embeddings(void **state)
     tck_write(dir, &c, 0);
     assert_int_equal(gp_model_source_load_host(&src, &w), GP_OK);
     assert_ptr_equal(w.lm_head, w.embed);
-    assert_int_equal(w.embed[3], expected_bf16("model.embed_tokens.weight", 3, "BF16"));
+    assert_int_equal(w.dtype, GP_DTYPE_BF16); /* the ignored F32 lm_head does not make it mixed */
+    assert_int_equal(((const gp_bf16 *)w.embed)[3],
+                     gp_f32_to_bf16(expected_value("model.embed_tokens.weight", 3, "BF16")));
     gp_host_weights_free(&w);
 }
 
@@ -852,11 +880,109 @@ static void test_source_resolve(void **state)
     EXPECT_MSG(gp_model_source_resolve(*state, 0, &src), GP_ERR_NOT_FOUND, "config.json");
 }
 
+/* A Qwen2 checkpoint: the same tensors plus q/k/v biases, loaded exactly
+ * (F16 here) into bqkv; a missing bias, a bias on o_proj and a bias of the
+ * wrong shape are refused; biases of another dtype make the load F32. */
+static void write_qwen2_config(const char *dir)
+{
+    char path[512], text[1024];
+    join(path, sizeof path, dir, "config.json");
+    snprintf(text, sizeof text,
+             "{\"architectures\": [\"Qwen2ForCausalLM\"], \"model_type\": \"qwen2\",\n"
+             " \"hidden_act\": \"silu\", \"hidden_size\": %d, \"intermediate_size\": %d,\n"
+             " \"num_attention_heads\": %d, \"num_key_value_heads\": %d, \"head_dim\": %d,\n"
+             " \"num_hidden_layers\": %d, \"vocab_size\": %d, \"rms_norm_eps\": 1e-06,\n"
+             " \"rope_theta\": 1000000.0, \"max_position_embeddings\": 256,\n"
+             " \"tie_word_embeddings\": false, \"use_sliding_window\": false, \"sliding_window\": 64,\n"
+             " \"max_window_layers\": 1}\n",
+             T_HIDDEN, T_FFN, T_HEADS, T_KV, T_HD, T_LAYERS, T_VOCAB);
+    assert_int_equal(st_write_text(path, text), 0);
+}
+
+static void qwen2_default(tck_ckpt *c, const char *dtype, const char *bias_dtype)
+{
+    tck_default(c, false, dtype);
+    char name[96];
+    for (int l = 0; l < T_LAYERS; l++) {
+        snprintf(name, sizeof name, "model.layers.%d.self_attn.q_proj.bias", l);
+        tck_add(c, name, 1, T_Q, 0, bias_dtype, 0);
+        snprintf(name, sizeof name, "model.layers.%d.self_attn.k_proj.bias", l);
+        tck_add(c, name, 1, T_KVR, 0, bias_dtype, 0);
+        snprintf(name, sizeof name, "model.layers.%d.self_attn.v_proj.bias", l);
+        tck_add(c, name, 1, T_KVR, 0, bias_dtype, 0);
+    }
+}
+
+static void test_qwen2_biases(void **state)
+{
+    const char *dir = *state;
+    tck_ckpt c;
+    qwen2_default(&c, "F16", "F16");
+    tck_write(dir, &c, 0);
+    write_qwen2_config(dir);
+    gp_checkpoint *ck;
+    assert_int_equal(gp_checkpoint_open(dir, &ck), GP_OK);
+    assert_true(gp_checkpoint_config(ck)->qkv_bias);
+    assert_int_equal(gp_checkpoint_dtype(ck), GP_DTYPE_F16);
+    gp_host_weights w;
+    assert_int_equal(gp_checkpoint_load_host(ck, &w), GP_OK);
+    gp_checkpoint_close(ck);
+    assert_int_equal(w.dtype, GP_DTYPE_F16);
+    verify_weights(&w, &c);
+    for (int l = 0; l < T_LAYERS; l++) {
+        static const char *const proj[3] = {"q", "k", "v"};
+        const int rows[3] = {T_Q, T_KVR, T_KVR};
+        size_t at = 0;
+        for (int p = 0; p < 3; p++) {
+            char name[96];
+            snprintf(name, sizeof name, "model.layers.%d.self_attn.%s_proj.bias", l, proj[p]);
+            for (int i = 0; i < rows[p]; i++, at++) {
+                float want = expected_value(name, (size_t)i, "F16"), got = held_value(w.layers[l].bqkv, w.dtype, at);
+                if (!(got == want))
+                    fail_msg("%s[%d]: bqkv holds %.9g, want %.9g", name, i, (double)got, (double)want);
+            }
+        }
+    }
+    gp_host_weights_free(&w);
+
+    /* biases in F32, the rest F16: mixed, so F32 holds both exactly */
+    qwen2_default(&c, "F16", "F32");
+    tck_write(dir, &c, 0);
+    write_qwen2_config(dir);
+    assert_int_equal(gp_checkpoint_open(dir, &ck), GP_OK);
+    assert_int_equal(gp_checkpoint_dtype(ck), GP_DTYPE_F32);
+    assert_int_equal(gp_checkpoint_load_host(ck, &w), GP_OK);
+    gp_checkpoint_close(ck);
+    assert_int_equal(w.dtype, GP_DTYPE_F32);
+    assert_true(((const float *)w.layers[1].bqkv)[T_Q] ==
+                expected_value("model.layers.1.self_attn.k_proj.bias", 0, "F32"));
+    gp_host_weights_free(&w);
+
+    qwen2_default(&c, "BF16", "BF16");
+    tck_remove(&c, "model.layers.1.self_attn.k_proj.bias");
+    tck_write(dir, &c, 0);
+    write_qwen2_config(dir);
+    EXPECT_CHECK_FAILS(dir, GP_ERR_NOT_FOUND, "'model.layers.1.self_attn.k_proj.bias'", "missing");
+
+    qwen2_default(&c, "BF16", "BF16");
+    tck_add(&c, "model.layers.0.self_attn.o_proj.bias", 1, T_HIDDEN, 0, "BF16", 0);
+    tck_write(dir, &c, 0);
+    write_qwen2_config(dir);
+    EXPECT_CHECK_FAILS(dir, GP_ERR_UNSUPPORTED, "o_proj.bias", "q/k/v projection biases only");
+
+    qwen2_default(&c, "BF16", "BF16");
+    tck_get(&c, "model.layers.0.self_attn.v_proj.bias")->shape[0] = T_Q;
+    tck_write(dir, &c, 0);
+    write_qwen2_config(dir);
+    EXPECT_CHECK_FAILS(dir, GP_ERR_SHAPE, "v_proj.bias", "expects");
+}
+
 #define T(f) cmocka_unit_test_setup_teardown(f, make_dir, remove_dir)
 
 int main(void)
 {
     const struct CMUnitTest tests[] = {
+        T(test_qwen2_biases),
         T(test_single_file_bf16),
         T(test_sharded_f32_f16),
         T(test_tied_embeddings),
