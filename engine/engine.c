@@ -108,6 +108,11 @@ const gp_config *gp_engine_config(const gp_engine *e)
     return &e->cfg;
 }
 
+gp_dtype gp_engine_dtype(const gp_engine *e)
+{
+    return e->dtype;
+}
+
 static void free_graphs(gp_engine *e)
 {
     for (int i = 0; i < e->n_graphs; i++)
@@ -156,14 +161,15 @@ static gp_status alloc_buffers(gp_engine *e)
     GP_TRY(gp_device_alloc((void **)&e->inv_freq, sizeof(float) * (size_t)c->head_dim / 2,
                            "engine inv_freq [head_dim/2] fp32"));
     GP_TRY(gp_device_alloc((void **)&e->resid, sizeof(float) * R * H, "engine residual [rows][hidden] fp32"));
-    GP_TRY(gp_device_alloc((void **)&e->h_attn, 2 * R * H, "engine h_attn [rows][hidden] bf16"));
-    GP_TRY(gp_device_alloc((void **)&e->h_ffn, 2 * R * H, "engine h_ffn [rows][hidden] bf16"));
+    /* 16-bit activations (2 bytes in either engine dtype) */
+    GP_TRY(gp_device_alloc((void **)&e->h_attn, 2 * R * H, "engine h_attn [rows][hidden] 16-bit"));
+    GP_TRY(gp_device_alloc((void **)&e->h_ffn, 2 * R * H, "engine h_ffn [rows][hidden] 16-bit"));
     GP_TRY(gp_device_alloc((void **)&e->qkv, 2 * R * (size_t)gp_config_qkv_rows(c),
-                           "engine qkv [rows][qkv_rows] bf16"));
-    GP_TRY(gp_device_alloc((void **)&e->q, 2 * R * QD, "engine q [rows][n_heads*head_dim] bf16"));
-    GP_TRY(gp_device_alloc((void **)&e->attn, 2 * R * QD, "engine attn [rows][n_heads*head_dim] bf16"));
-    GP_TRY(gp_device_alloc((void **)&e->gu, 2 * R * 2 * F, "engine gate_up [rows][2*ffn] bf16"));
-    GP_TRY(gp_device_alloc((void **)&e->act, 2 * R * F, "engine act [rows][ffn] bf16"));
+                           "engine qkv [rows][qkv_rows] 16-bit"));
+    GP_TRY(gp_device_alloc((void **)&e->q, 2 * R * QD, "engine q [rows][n_heads*head_dim] 16-bit"));
+    GP_TRY(gp_device_alloc((void **)&e->attn, 2 * R * QD, "engine attn [rows][n_heads*head_dim] 16-bit"));
+    GP_TRY(gp_device_alloc((void **)&e->gu, 2 * R * 2 * F, "engine gate_up [rows][2*ffn] 16-bit"));
+    GP_TRY(gp_device_alloc((void **)&e->act, 2 * R * F, "engine act [rows][ffn] 16-bit"));
     GP_TRY(gp_device_alloc((void **)&e->logits, sizeof(float) * S * (size_t)c->vocab,
                            "engine logits [max_batch][vocab] fp32"));
     GP_TRY(gp_device_alloc((void **)&e->tok_d, sizeof(int32_t) * S, "engine tokens [max_batch]"));
@@ -202,6 +208,8 @@ gp_status gp_engine_create(gp_device_weights *dw, const gp_engine_params *p, gp_
     if (!dw || !p)
         GP_FAIL(GP_ERR_INVALID_ARG, "gp_engine_create: weights and params are required");
     const gp_host_weights *w = gp_device_weights_view(dw);
+    const gp_dtype dt = gp_device_weights_dtype(dw);
+    GP_TRY(gp_dtype_check_half(dt, "gp_engine_create (the device weights' dtype)"));
     GP_TRY(check_params(&w->cfg, p));
     uint64_t need = gp_engine_device_bytes(&w->cfg, p);
     size_t free_b = 0, total_b = 0;
@@ -219,6 +227,7 @@ gp_status gp_engine_create(gp_device_weights *dw, const gp_engine_params *p, gp_
     if (!e)
         GP_FAIL(GP_ERR_NO_MEMORY, "gp_engine_create: out of host memory");
     e->cfg = w->cfg;
+    e->dtype = dt;
     e->p = *p;
     e->dw = dw;
     e->w = w;
