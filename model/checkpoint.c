@@ -1,7 +1,7 @@
 /* A Hugging Face checkpoint directory: config.json plus one or more
  * memory-mapped safetensors files, checked against the config (tensor names
- * from the family's architecture entry) and converted to the engine's fused
- * bf16 layout. */
+ * from the family's architecture entry) and copied into the engine's fused
+ * layout in the checkpoint's own dtype, bit-exact. */
 #include "gp_model.h"
 
 #include <errno.h>
@@ -488,21 +488,15 @@ static void format_shape(char *buf, size_t cap, int ndim, const int64_t *d)
         snprintf(buf + at, cap - at, "]");
 }
 
-/* Name of tensor t of layer in the model's family. Every configured name is
- * far below the buffer size the callers use. */
-static const char *tensor_name(const gp_config *c, gp_arch_tensor t, int layer, char *buf,
-                               size_t cap)
-{
-    if (!gp_arch_tensor_name(gp_config_arch(c), t, layer, false, buf, cap))
-        snprintf(buf, cap, "(tensor %d of layer %d: name too long)", (int)t, layer);
-    return buf;
-}
-
-static gp_status check_one(const gp_checkpoint *ck, gp_arch_tensor kind, int layer)
+/* The weight of kind, or its bias when bias (1-D, the weight's rows). */
+static gp_status check_one(const gp_checkpoint *ck, gp_arch_tensor kind, int layer, bool bias)
 {
     char name[256];
-    tensor_name(&ck->cfg, kind, layer, name, sizeof name);
+    if (!gp_arch_tensor_name(gp_config_arch(&ck->cfg), kind, layer, bias, name, sizeof name))
+        snprintf(name, sizeof name, "(tensor %d of layer %d: name too long)", (int)kind, layer);
     ck_shape want = shape_of(&ck->cfg, kind);
+    if (bias)
+        want.ndim = 1;
     const ck_entry *e = find_entry(ck, name);
     if (!e)
         GP_FAIL(GP_ERR_NOT_FOUND, "%s: tensor '%s' is missing (the config needs it)", ck->dir, name);
@@ -537,23 +531,34 @@ gp_status gp_checkpoint_check(const gp_checkpoint *ck)
     const gp_arch *a = gp_config_arch(c);
     for (int t = 0; t < GP_AT_FIRST_LAYER; t++)
         if (needed(c, (gp_arch_tensor)t))
-            GP_TRY(check_one(ck, (gp_arch_tensor)t, -1));
-    for (int l = 0; l < c->n_layers; l++)
+            GP_TRY(check_one(ck, (gp_arch_tensor)t, -1, false));
+    for (int l = 0; l < c->n_layers; l++) {
         for (int t = GP_AT_FIRST_LAYER; t < GP_AT_COUNT; t++)
-            GP_TRY(check_one(ck, (gp_arch_tensor)t, l));
+            GP_TRY(check_one(ck, (gp_arch_tensor)t, l, false));
+        if (c->qkv_bias)
+            for (int t = GP_AT_Q; t <= GP_AT_V; t++)
+                GP_TRY(check_one(ck, (gp_arch_tensor)t, l, true));
+    }
     for (size_t i = 0; i < ck->n_tensors; i++) {
         const char *n = ck->tensors[i].t->name, *path = ck->files[ck->tensors[i].file].path;
         gp_arch_tensor t;
         int layer;
         bool bias;
-        /* The config refused every family and key that brings biases. */
+        if (a->ignored_suffix && ends_with(n, a->ignored_suffix))
+            continue;
+        if (gp_arch_tensor_parse(a, n, c->n_layers, &t, &layer, &bias)) {
+            /* The config refused every bias but q/k/v ones (cfg.qkv_bias). */
+            if (bias && !(c->qkv_bias && t >= GP_AT_Q && t <= GP_AT_V))
+                GP_FAIL(GP_ERR_UNSUPPORTED,
+                        "%s: tensor '%s': bias tensors are not supported unless the config declares "
+                        "them (the engine implements q/k/v projection biases only%s)", path, n,
+                        c->qkv_bias ? "" : "; this config has none");
+            continue;
+        }
         if (ends_with(n, ".bias"))
             GP_FAIL(GP_ERR_UNSUPPORTED,
-                    "%s: tensor '%s': bias tensors are not supported (the engine implements no "
-                    "projection bias)", path, n);
-        if ((a->ignored_suffix && ends_with(n, a->ignored_suffix)) ||
-            gp_arch_tensor_parse(a, n, c->n_layers, &t, &layer, &bias))
-            continue;
+                    "%s: tensor '%s': bias tensors are not supported (the engine implements "
+                    "q/k/v projection biases only)", path, n);
         GP_FAIL(GP_ERR_FORMAT, "%s: unexpected tensor '%s' (not part of a %d-layer %s model)",
                 path, n, c->n_layers, a->model_type);
     }
@@ -562,37 +567,71 @@ gp_status gp_checkpoint_check(const gp_checkpoint *ck)
 
 /* ------------------------------------------------------------- loading */
 
-/* Convert t to bf16 into dst. Elements are read with memcpy because the
- * data pointer may be unaligned. */
-static void to_bf16(const gp_st_tensor *t, gp_bf16 *dst)
+/* The dtype every weight the config needs is stored in, or F32 when they
+ * differ (F32 holds BF16 and F16 values exactly). Only tensors the model
+ * uses count: a tied checkpoint's ignored lm_head does not. */
+static gp_dtype ck_needed_dtype(const gp_checkpoint *ck)
+{
+    const gp_config *c = &ck->cfg;
+    int first = 1;
+    gp_dtype dt = GP_DTYPE_F32;
+    for (size_t i = 0; i < ck->n_tensors; i++) {
+        const gp_st_tensor *t = ck->tensors[i].t;
+        gp_arch_tensor kind;
+        int layer;
+        bool bias;
+        if (!gp_arch_tensor_parse(gp_config_arch(c), t->name, c->n_layers, &kind, &layer, &bias))
+            continue; /* ignored (rotary caches) or refused by the check */
+        if (kind == GP_AT_LM_HEAD && c->tied_embeddings)
+            continue;
+        if (t->dtype != GP_DTYPE_F32 && !gp_dtype_is_half(t->dtype))
+            return GP_DTYPE_F32; /* the check refuses it */
+        if (first)
+            dt = t->dtype, first = 0;
+        else if (t->dtype != dt)
+            return GP_DTYPE_F32;
+    }
+    return dt;
+}
+
+gp_dtype gp_checkpoint_dtype(const gp_checkpoint *ck)
+{
+    return ck ? ck_needed_dtype(ck) : GP_DTYPE_F32;
+}
+
+/* Copy t into dst of dtype dt, exactly: the same dtype is copied bit for
+ * bit, BF16 or F16 into F32 is widened (exact). Elements are read with
+ * memcpy because the data pointer may be unaligned. Returns the element
+ * count. */
+static size_t copy_exact(const gp_st_tensor *t, void *dst, gp_dtype dt)
 {
     size_t n = (size_t)(t->end - t->begin) / gp_dtype_size(t->dtype);
     const uint8_t *src = t->data;
-    if (t->dtype == GP_DTYPE_BF16) {
-        memcpy(dst, src, n * sizeof *dst);
-    } else if (t->dtype == GP_DTYPE_F16) {
-        for (size_t i = 0; i < n; i++) {
-            uint16_t h;
-            memcpy(&h, src + 2 * i, 2);
-            dst[i] = gp_f32_to_bf16(gp_f16_to_f32(h));
-        }
-    } else { /* F32: gp_checkpoint_check admits nothing else */
-        for (size_t i = 0; i < n; i++) {
-            float f;
-            memcpy(&f, src + 4 * i, 4);
-            dst[i] = gp_f32_to_bf16(f);
-        }
+    if (t->dtype == dt) {
+        memcpy(dst, src, n * gp_dtype_size(dt));
+        return n;
     }
+    /* mixed checkpoint: dt is F32 (gp_checkpoint_dtype) and t is 16-bit */
+    float *d = dst;
+    for (size_t i = 0; i < n; i++) {
+        uint16_t h;
+        memcpy(&h, src + 2 * i, 2);
+        d[i] = gp_half_to_f32(h, t->dtype);
+    }
+    return n;
 }
 
-/* Convert tensor kind of layer into dst; returns the element count written
- * so fused tensors can place the next part right after it. */
-static size_t load_one(const gp_checkpoint *ck, gp_arch_tensor kind, int layer, gp_bf16 *dst)
+/* Copy tensor kind (weight, or bias when bias) of layer into dst; returns
+ * the element count written so fused tensors can place the next part right
+ * after it. */
+static size_t load_one(const gp_checkpoint *ck, gp_arch_tensor kind, int layer, bool bias, void *dst,
+                       gp_dtype dt)
 {
     char name[256];
-    const gp_st_tensor *t = find_entry(ck, tensor_name(&ck->cfg, kind, layer, name, sizeof name))->t;
-    to_bf16(t, dst);
-    return (size_t)(t->end - t->begin) / gp_dtype_size(t->dtype);
+    if (!gp_arch_tensor_name(gp_config_arch(&ck->cfg), kind, layer, bias, name, sizeof name))
+        return 0;
+    const gp_st_tensor *t = find_entry(ck, name)->t;
+    return copy_exact(t, dst, dt);
 }
 
 gp_status gp_checkpoint_load_host(const gp_checkpoint *ck, gp_host_weights *w)
@@ -600,23 +639,32 @@ gp_status gp_checkpoint_load_host(const gp_checkpoint *ck, gp_host_weights *w)
     if (!ck || !w)
         GP_FAIL(GP_ERR_INVALID_ARG, "gp_checkpoint_load_host: checkpoint and weights must not be NULL");
     GP_TRY(gp_checkpoint_check(ck));
-    GP_TRY(gp_host_weights_alloc(&ck->cfg, w));
+    const gp_dtype dt = gp_checkpoint_dtype(ck);
+    const size_t es = gp_dtype_size(dt);
+    GP_TRY(gp_host_weights_alloc(&ck->cfg, dt, w));
     /* The check guaranteed every tensor below exists with its exact shape. */
-    load_one(ck, GP_AT_EMBED, -1, w->embed);
-    load_one(ck, GP_AT_FINAL_NORM, -1, w->final_norm);
+    load_one(ck, GP_AT_EMBED, -1, false, w->embed, dt);
+    load_one(ck, GP_AT_FINAL_NORM, -1, false, w->final_norm, dt);
     if (!ck->cfg.tied_embeddings)
-        load_one(ck, GP_AT_LM_HEAD, -1, w->lm_head);
+        load_one(ck, GP_AT_LM_HEAD, -1, false, w->lm_head, dt);
     for (int l = 0; l < ck->cfg.n_layers; l++) {
         gp_layer_weights *L = &w->layers[l];
-        load_one(ck, GP_AT_ATTN_NORM, l, L->attn_norm);
-        size_t at = load_one(ck, GP_AT_Q, l, L->wqkv);
-        at += load_one(ck, GP_AT_K, l, L->wqkv + at);
-        load_one(ck, GP_AT_V, l, L->wqkv + at);
-        load_one(ck, GP_AT_O, l, L->wo);
-        load_one(ck, GP_AT_FFN_NORM, l, L->ffn_norm);
-        at = load_one(ck, GP_AT_GATE, l, L->w_gate_up);
-        load_one(ck, GP_AT_UP, l, L->w_gate_up + at);
-        load_one(ck, GP_AT_DOWN, l, L->w_down);
+        load_one(ck, GP_AT_ATTN_NORM, l, false, L->attn_norm, dt);
+        uint8_t *qkv = L->wqkv, *gu = L->w_gate_up;
+        size_t at = load_one(ck, GP_AT_Q, l, false, qkv, dt);
+        at += load_one(ck, GP_AT_K, l, false, qkv + at * es, dt);
+        load_one(ck, GP_AT_V, l, false, qkv + at * es, dt);
+        if (ck->cfg.qkv_bias) {
+            uint8_t *b = L->bqkv;
+            at = load_one(ck, GP_AT_Q, l, true, b, dt);
+            at += load_one(ck, GP_AT_K, l, true, b + at * es, dt);
+            load_one(ck, GP_AT_V, l, true, b + at * es, dt);
+        }
+        load_one(ck, GP_AT_O, l, false, L->wo, dt);
+        load_one(ck, GP_AT_FFN_NORM, l, false, L->ffn_norm, dt);
+        at = load_one(ck, GP_AT_GATE, l, false, gu, dt);
+        load_one(ck, GP_AT_UP, l, false, gu + at * es, dt);
+        load_one(ck, GP_AT_DOWN, l, false, L->w_down, dt);
     }
     return GP_OK;
 }

@@ -42,6 +42,8 @@ typedef struct gp_config {
     gp_rope_scaling rope_scaling;
     bool tied_embeddings; /* lm_head shares embed_tokens */
     int max_context;    /* max_position_embeddings */
+    bool qkv_bias;      /* q, k and v projections have a bias (qwen2; llama's attention_bias,
+                           which also biases o_proj, is refused) */
 } gp_config;
 
 /* Presets: "tiny", "llama3.2-1b", "llama3-8b" (the default), "llama3-70b". */
@@ -156,23 +158,27 @@ bool gp_arch_tensor_parse(const gp_arch *arch, const char *name, int n_layers, g
 
 /* ---------------------------------------------------------------- weights */
 
-/* Engine layout, bf16, row-major [out][in] as in HF Linear. */
+/* Engine layout, row-major [out][in] as in HF Linear. Every tensor holds
+ * elements of the weights' dtype (gp_host_weights.dtype). */
 typedef struct gp_layer_weights {
-    gp_bf16 *attn_norm;  /* [hidden] */
-    gp_bf16 *wqkv;       /* [qkv_rows][hidden]: q rows, then k rows, then v rows */
-    gp_bf16 *wo;         /* [hidden][n_heads*head_dim] */
-    gp_bf16 *ffn_norm;   /* [hidden] */
-    gp_bf16 *w_gate_up;  /* [2*ffn][hidden]: gate rows, then up rows */
-    gp_bf16 *w_down;     /* [hidden][ffn] */
+    void *attn_norm;  /* [hidden] */
+    void *wqkv;       /* [qkv_rows][hidden]: q rows, then k rows, then v rows */
+    void *bqkv;       /* [qkv_rows] q, k, v biases; NULL when !cfg.qkv_bias */
+    void *wo;         /* [hidden][n_heads*head_dim] */
+    void *ffn_norm;   /* [hidden] */
+    void *w_gate_up;  /* [2*ffn][hidden]: gate rows, then up rows */
+    void *w_down;     /* [hidden][ffn] */
 } gp_layer_weights;
 
 typedef struct gp_host_weights {
     gp_config cfg;
-    gp_bf16 *embed;      /* [vocab][hidden] */
-    gp_bf16 *final_norm; /* [hidden] */
-    gp_bf16 *lm_head;    /* [vocab][hidden]; == embed when tied */
+    gp_dtype dtype;   /* element type of every tensor: GP_DTYPE_F32, BF16 or F16 on the host;
+                         BF16 or F16 in a device view */
+    void *embed;      /* [vocab][hidden] */
+    void *final_norm; /* [hidden] */
+    void *lm_head;    /* [vocab][hidden]; == embed when tied */
     gp_layer_weights *layers; /* [n_layers] */
-    void *arena;         /* one allocation holding all of the above */
+    void *arena;      /* one allocation holding all of the above */
     size_t arena_bytes;
 } gp_host_weights;
 
@@ -181,12 +187,17 @@ typedef struct gp_host_weights {
 typedef enum gp_tensor_kind {
     GP_T_EMBED = 0, GP_T_FINAL_NORM, GP_T_LM_HEAD,
     GP_T_ATTN_NORM, GP_T_WQKV, GP_T_WO, GP_T_FFN_NORM, GP_T_W_GATE_UP, GP_T_W_DOWN,
+    GP_T_BQKV, /* [qkv_rows] q/k/v bias, only when cfg.qkv_bias */
 } gp_tensor_kind;
 
-/* Allocate (uninitialised) host weights for cfg in one arena. */
-gp_status gp_host_weights_alloc(const gp_config *cfg, gp_host_weights *w);
+/* Allocate (uninitialised) host weights for cfg in one arena, elements of
+ * dtype (GP_DTYPE_F32, BF16 or F16; anything else is GP_ERR_INVALID_ARG);
+ * the layers' bqkv only when cfg->qkv_bias. */
+gp_status gp_host_weights_alloc(const gp_config *cfg, gp_dtype dtype, gp_host_weights *w);
 void gp_host_weights_free(gp_host_weights *w);
-/* Fill host weights with the synthetic values for seed (multithreaded). */
+/* Fill host weights with the synthetic values for seed (multithreaded), in
+ * w->dtype: each value is the generator's float rounded to the dtype (F32:
+ * unrounded). BF16 values are those the device generator writes. */
 gp_status gp_synth_fill_host(gp_host_weights *w, uint64_t seed);
 /* Element count of one tensor kind, and its uniform half-range. */
 uint64_t gp_synth_numel(const gp_config *cfg, gp_tensor_kind kind);
@@ -247,7 +258,12 @@ const gp_st_tensor *gp_checkpoint_tensor(const gp_checkpoint *ck, size_t i, cons
  * and a loadable dtype; unexpected extra tensors are errors too, except
  * rotary caches HF may save. */
 gp_status gp_checkpoint_check(const gp_checkpoint *ck);
-/* Convert all tensors to the engine's bf16 layout (fuses QKV, gate/up). */
+/* The dtype a checkpoint's weights are held in exactly: its tensors' dtype
+ * when all are one of F32/BF16/F16, else F32 (which holds all three exactly). */
+gp_dtype gp_checkpoint_dtype(const gp_checkpoint *ck);
+/* Allocate w in gp_checkpoint_dtype(ck) and fill it in the engine layout
+ * (q/k/v and gate/up fused, q/k/v biases when the config has them), every
+ * value bit-exact: nothing is rounded. */
 gp_status gp_checkpoint_load_host(const gp_checkpoint *ck, gp_host_weights *w);
 
 /* ---------------------------------------------------------- model source */
@@ -262,7 +278,8 @@ typedef struct gp_model_source {
 /* Resolve spec: an existing directory is a checkpoint, otherwise a preset
  * name; anything else is an error naming both possibilities. */
 gp_status gp_model_source_resolve(const char *spec, uint64_t seed, gp_model_source *out);
-/* Fill host weights from the source. */
+/* Fill host weights from the source: a checkpoint in its own dtype
+ * (gp_checkpoint_load_host), a preset with BF16 synthetic weights. */
 gp_status gp_model_source_load_host(const gp_model_source *src, gp_host_weights *w);
 
 /* ---------------------------------------------------------- paged KV cache */
@@ -342,12 +359,15 @@ gp_status gp_cpu_prefill(gp_cpu_model *m, int seq, int n, const int32_t *prompt,
 void gp_cpu_reset_seq(gp_cpu_model *m, int seq);
 const gp_config *gp_cpu_model_config(const gp_cpu_model *m);
 int gp_cpu_model_max_seqs(const gp_cpu_model *m);
-/* Round activations to bf16 exactly where the CUDA engine stores them in bf16
- * (normed inputs, QKV, RoPE'd q and k, V, attention output, gate/up, SwiGLU
- * output, final norm); the residual stays fp32. Off by default (pure fp32,
- * the HF oracle). On, it is the engine's arithmetic on the CPU: the tight
- * oracle for the whole GPU engine and the measure of bf16 drift from HF. */
-void gp_cpu_model_set_bf16_activations(gp_cpu_model *m, bool on);
+/* Round activations through dt exactly where the CUDA engine stores them in
+ * its 16-bit compute dtype (normed inputs, QKV (with a bias: the GEMM output,
+ * then again after the bias is added), RoPE'd q and k, V, attention output,
+ * gate/up, SwiGLU output, final norm); the residual stays fp32. GP_DTYPE_F32
+ * (the default) rounds nothing: pure fp32, the HF oracle. BF16 or F16: the
+ * engine's arithmetic of that dtype on the CPU, the tight oracle for the
+ * whole GPU engine and the measure of its drift from HF. Other values are
+ * ignored. */
+void gp_cpu_model_set_act_dtype(gp_cpu_model *m, gp_dtype dt);
 
 /* A step as stages, for the pipeline's CPU executor: gp_cpu_step_begin
  * (validate, reserve KV, embed into the model's residual rows,
@@ -378,9 +398,10 @@ void gp_cpu_step_abort(gp_cpu_model *m);
 /* Index of the largest value (first one on ties). */
 int32_t gp_argmax(const float *x, int n);
 
-/* Reference operations, also the oracles for the GPU kernels. */
-void gp_ref_rmsnorm(float *out, const float *x, const gp_bf16 *w, int n, float eps);
-void gp_ref_matvec(float *out, const gp_bf16 *w, const float *x, int rows, int cols);
+/* Reference operations, also the oracles for the GPU kernels: weights of
+ * dtype wdt (F32, BF16 or F16), widened exactly. */
+void gp_ref_rmsnorm(float *out, const float *x, const void *w, gp_dtype wdt, int n, float eps);
+void gp_ref_matvec(float *out, const void *w, gp_dtype wdt, const float *x, int rows, int cols);
 void gp_ref_rope(float *vec, int n_heads, int head_dim, int pos, const float *inv_freq);
 void gp_ref_swiglu(float *out, const float *gate, const float *up, int n);
 
@@ -465,9 +486,10 @@ gp_status gp_synth_fill_device_dtype(void *dst, gp_dtype dtype, uint64_t n, uint
  * kernel itself, exposed for tests. dst is a device pointer. */
 gp_status gp_synth_fill_device(gp_bf16 *dst, uint64_t n, uint64_t seed, gp_tensor_kind kind,
                                int layer, float scale, void *stream);
-/* The same generator on the host, for one tensor. */
-void gp_synth_fill_tensor_host(gp_bf16 *dst, uint64_t n, uint64_t seed, gp_tensor_kind kind,
-                               int layer, float scale);
+/* The same generator on the host, for one tensor of dtype (F32, BF16 or
+ * F16): each value the generator's float rounded to dtype (F32: unrounded). */
+void gp_synth_fill_tensor_host(void *dst, gp_dtype dtype, uint64_t n, uint64_t seed,
+                               gp_tensor_kind kind, int layer, float scale);
 
 #ifdef __cplusplus
 }

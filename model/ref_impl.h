@@ -26,8 +26,18 @@ int gp_ref_pool_threads(const gp_ref_pool *p);
  * makes it worth waking the workers. One caller at a time per pool. */
 void gp_ref_pool_run(gp_ref_pool *p, gp_ref_task fn, void *ctx, int n_items, double work);
 
-/* Fixed summation order: every caller gets the same bits for the same row. */
+/* Fixed summation order: every caller gets the same bits for the same row.
+ * Weights of dtype wdt (F32, BF16 or F16), widened exactly; the per-dtype
+ * forms are what the dispatchers call. */
+float gp_ref_dot(const void *w, gp_dtype wdt, const float *x, int n);
+void gp_ref_dot2(const void *w, gp_dtype wdt, const float *x0, const float *x1, int n, float *o0, float *o1);
 float gp_ref_dot_bf16(const gp_bf16 *w, const float *x, int n);
 void gp_ref_dot2_bf16(const gp_bf16 *w, const float *x0, const float *x1, int n, float *o0, float *o1);
+float gp_ref_dot_f16(const uint16_t *w, const float *x, int n);
+void gp_ref_dot2_f16(const uint16_t *w, const float *x0, const float *x1, int n, float *o0, float *o1);
+float gp_ref_dot_f32(const float *w, const float *x, int n);
+void gp_ref_dot2_f32(const float *w, const float *x0, const float *x1, int n, float *o0, float *o1);
+/* Element i of a weight tensor of dtype wdt, as float (exact). */
+float gp_ref_weight(const void *w, gp_dtype wdt, size_t i);
 
 #endif

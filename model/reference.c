@@ -1,5 +1,6 @@
-/* Float32 CPU reference of Llama decode over the paged KV cache: the oracle
- * every GPU kernel and the whole engine are compared against. A step is also
+/* Float32 CPU reference of Llama-family decode over the paged KV cache, over
+ * weights held exactly as the checkpoint stores them (F32, BF16 or F16): the
+ * oracle every GPU kernel and the whole engine are compared against. A step is also
  * offered as stages over batch-row ranges, so the pipeline's CPU executor can
  * run attention and FFN of different micro-batches on different threads. */
 #include "ref_impl.h"
@@ -34,7 +35,8 @@ struct gp_cpu_model {
     float *v_cache;            /* [n_layers][n_blocks][block_size][n_kv_heads][head_dim] */
     float *inv_freq;           /* [head_dim/2] */
     float attn_scale;          /* 1/sqrt(head_dim) rounded to float, as HF */
-    bool bf16_act;             /* round activations where the CUDA engine does */
+    gp_dtype act_dt;           /* F32: exact; BF16/F16: round activations where the CUDA engine
+                                  stores them in that dtype */
     gp_cpu_worker *worker;     /* used by the whole-step calls */
 
     /* scratch, sized for a batch of max_seqs; stages touch only their rows */
@@ -126,11 +128,17 @@ static gp_status gp_ref_check_weights(const gp_host_weights *w)
     if (!w->embed || !w->final_norm || !w->lm_head || !w->layers)
         GP_FAIL(GP_ERR_INVALID_ARG, "reference model: host weights are not allocated "
                                     "(embed, final_norm, lm_head and layers must be set)");
+    if (w->dtype != GP_DTYPE_F32 && !gp_dtype_is_half(w->dtype))
+        GP_FAIL(GP_ERR_INVALID_ARG, "reference model: weights dtype %s; allowed F32, BF16 or F16",
+                gp_dtype_name(w->dtype));
     for (int l = 0; l < w->cfg.n_layers; l++) {
         const gp_layer_weights *L = &w->layers[l];
         if (!L->attn_norm || !L->wqkv || !L->wo || !L->ffn_norm || !L->w_gate_up || !L->w_down)
             GP_FAIL(GP_ERR_INVALID_ARG, "reference model: layer %d of the host weights has a "
                                         "NULL tensor", l);
+        if (w->cfg.qkv_bias && !L->bqkv)
+            GP_FAIL(GP_ERR_INVALID_ARG, "reference model: config %s has q/k/v biases but layer %d "
+                    "of the host weights has no bqkv", w->cfg.name, l);
     }
     return GP_OK;
 }
@@ -184,6 +192,7 @@ gp_status gp_cpu_model_create(const gp_host_weights *w, int max_seqs, int max_co
     m->layout = layout;
     m->layer_elems = (size_t)layer_elems;
     m->attn_scale = (float)(1.0 / sqrt((double)c->head_dim));
+    m->act_dt = GP_DTYPE_F32;
 
     gp_status st = gp_kv_tables_create(&layout, max_seqs, blocks_per_seq, &m->kv);
     if (st == GP_OK)
@@ -220,26 +229,27 @@ gp_status gp_cpu_model_create(const gp_host_weights *w, int max_seqs, int max_co
     return GP_OK;
 }
 
-void gp_cpu_model_set_bf16_activations(gp_cpu_model *m, bool on)
+void gp_cpu_model_set_act_dtype(gp_cpu_model *m, gp_dtype dt)
 {
-    if (m)
-        m->bf16_act = on;
+    if (m && (dt == GP_DTYPE_F32 || gp_dtype_is_half(dt)))
+        m->act_dt = dt;
 }
 
 /* --- parallel pieces of a step */
 
-/* In bf16-activation mode, round x[n] as the CUDA engine stores it. */
+/* In a 16-bit activation mode, round x[n] as the CUDA engine stores it. */
 static void gp_ref_round(const gp_cpu_model *m, float *x, size_t n)
 {
-    if (!m->bf16_act)
+    if (m->act_dt == GP_DTYPE_F32)
         return;
     for (size_t i = 0; i < n; i++)
-        x[i] = gp_bf16_to_f32(gp_f32_to_bf16(x[i]));
+        x[i] = gp_round_to(x[i], m->act_dt);
 }
 
 typedef struct gp_ref_matmul_ctx {
     float *out;          /* [B][rows] */
-    const gp_bf16 *w;    /* [rows][cols] */
+    const void *w;       /* [rows][cols] of wdt */
+    gp_dtype wdt;
     const float *x;      /* [B][cols] */
     int B, rows, cols;
 } gp_ref_matmul_ctx;
@@ -249,25 +259,26 @@ typedef struct gp_ref_matmul_ctx {
 static void gp_ref_matmul_task(void *vctx, int begin, int end, int thread)
 {
     const gp_ref_matmul_ctx *c = vctx;
+    size_t rb = (size_t)c->cols * gp_dtype_size(c->wdt); /* bytes of one row */
     for (int r = begin; r < end; r++) {
-        const gp_bf16 *row = c->w + (size_t)r * (size_t)c->cols;
+        const void *row = (const char *)c->w + (size_t)r * rb;
         int b = 0;
         for (; b + 2 <= c->B; b += 2)
-            gp_ref_dot2_bf16(row, c->x + (size_t)b * (size_t)c->cols,
-                             c->x + (size_t)(b + 1) * (size_t)c->cols, c->cols,
-                             &c->out[(size_t)b * (size_t)c->rows + (size_t)r],
-                             &c->out[(size_t)(b + 1) * (size_t)c->rows + (size_t)r]);
+            gp_ref_dot2(row, c->wdt, c->x + (size_t)b * (size_t)c->cols,
+                        c->x + (size_t)(b + 1) * (size_t)c->cols, c->cols,
+                        &c->out[(size_t)b * (size_t)c->rows + (size_t)r],
+                        &c->out[(size_t)(b + 1) * (size_t)c->rows + (size_t)r]);
         if (b < c->B)
             c->out[(size_t)b * (size_t)c->rows + (size_t)r] =
-                gp_ref_dot_bf16(row, c->x + (size_t)b * (size_t)c->cols, c->cols);
+                gp_ref_dot(row, c->wdt, c->x + (size_t)b * (size_t)c->cols, c->cols);
     }
 }
 
 /* out[B][rows] = x[B][cols] . w[rows][cols]^T */
-static void gp_ref_matmul(gp_cpu_worker *wk, float *out, const gp_bf16 *w, const float *x, int B,
+static void gp_ref_matmul(gp_cpu_worker *wk, float *out, const void *w, gp_dtype wdt, const float *x, int B,
                           int rows, int cols)
 {
-    gp_ref_matmul_ctx c = {.out = out, .w = w, .x = x, .B = B, .rows = rows, .cols = cols};
+    gp_ref_matmul_ctx c = {.out = out, .w = w, .wdt = wdt, .x = x, .B = B, .rows = rows, .cols = cols};
     gp_ref_pool_run(wk->pool, gp_ref_matmul_task, &c, rows, (double)B * rows * cols);
 }
 
@@ -380,6 +391,7 @@ static gp_status gp_cpu_attn_stage(gp_cpu_model *m, gp_cpu_worker *wk, const gp_
     GP_TRY(gp_ref_check_resid(m, &io->resid, nb, "attention"));
     const gp_config *c = &m->cfg;
     const gp_layer_weights *lw = &m->w->layers[layer];
+    const gp_dtype wdt = m->w->dtype;
     const gp_kv_layout *L = &m->layout;
     int H = c->hidden, hd = c->head_dim, qkv_rows = gp_config_qkv_rows(c);
     int q_dim = c->n_heads * hd, kv_dim = c->n_kv_heads * hd;
@@ -389,10 +401,21 @@ static gp_status gp_cpu_attn_stage(gp_cpu_model *m, gp_cpu_worker *wk, const gp_
     float *att = m->att + (size_t)b0 * q_dim, *tmp = m->tmp + (size_t)b0 * H;
 
     for (int b = 0; b < nb; b++)
-        gp_ref_rmsnorm(h + (size_t)b * H, gp_ref_row(&io->resid, b), lw->attn_norm, H, c->norm_eps);
+        gp_ref_rmsnorm(h + (size_t)b * H, gp_ref_row(&io->resid, b), lw->attn_norm, wdt, H, c->norm_eps);
     gp_ref_round(m, h, (size_t)nb * H);
-    gp_ref_matmul(wk, qkv, lw->wqkv, h, nb, qkv_rows, H);
+    gp_ref_matmul(wk, qkv, lw->wqkv, wdt, h, nb, qkv_rows, H);
     gp_ref_round(m, qkv, (size_t)nb * qkv_rows);
+    if (c->qkv_bias) {
+        /* HF: the Linear's bias added in fp32 to the projection, before RoPE.
+         * The engine rounds the GEMM output (above), adds the bias and rounds
+         * again: round(round(Wx) + b). */
+        for (int b = 0; b < nb; b++) {
+            float *row = qkv + (size_t)b * (size_t)qkv_rows;
+            for (int i = 0; i < qkv_rows; i++)
+                row[i] += gp_ref_weight(lw->bqkv, wdt, (size_t)i);
+        }
+        gp_ref_round(m, qkv, (size_t)nb * qkv_rows);
+    }
     long long ctx_total = 0; /* attention work of this stage, for the pool */
     for (int b = b0; b < b0 + nb; b++) {
         float *q = m->qkv + (size_t)b * (size_t)qkv_rows; /* [n_heads][hd] */
@@ -411,7 +434,7 @@ static gp_status gp_cpu_attn_stage(gp_cpu_model *m, gp_cpu_worker *wk, const gp_
     gp_ref_attn_ctx actx = {.m = m, .wk = wk, .layer = layer, .b0 = b0};
     gp_ref_pool_run(wk->pool, gp_ref_attn_task, &actx, nb * c->n_heads, 2.0 * (double)ctx_total * c->n_heads * hd);
     gp_ref_round(m, att, (size_t)nb * q_dim);
-    gp_ref_matmul(wk, tmp, lw->wo, att, nb, H, q_dim);
+    gp_ref_matmul(wk, tmp, lw->wo, wdt, att, nb, H, q_dim);
     gp_ref_add_rows(&io->resid, tmp, nb, H);
     return GP_OK;
 }
@@ -423,21 +446,22 @@ static gp_status gp_cpu_ffn_stage(gp_cpu_model *m, gp_cpu_worker *wk, const gp_s
     GP_TRY(gp_ref_check_resid(m, &io->resid, nb, "FFN"));
     const gp_config *c = &m->cfg;
     const gp_layer_weights *lw = &m->w->layers[layer];
+    const gp_dtype wdt = m->w->dtype;
     int H = c->hidden, F = c->ffn;
     float *h = m->h + (size_t)b0 * H, *tmp = m->tmp + (size_t)b0 * H;
     float *gu = m->gu + (size_t)b0 * 2 * F, *act = m->act + (size_t)b0 * F;
 
     for (int b = 0; b < nb; b++)
-        gp_ref_rmsnorm(h + (size_t)b * H, gp_ref_row(&io->resid, b), lw->ffn_norm, H, c->norm_eps);
+        gp_ref_rmsnorm(h + (size_t)b * H, gp_ref_row(&io->resid, b), lw->ffn_norm, wdt, H, c->norm_eps);
     gp_ref_round(m, h, (size_t)nb * H);
-    gp_ref_matmul(wk, gu, lw->w_gate_up, h, nb, 2 * F, H);
+    gp_ref_matmul(wk, gu, lw->w_gate_up, wdt, h, nb, 2 * F, H);
     gp_ref_round(m, gu, (size_t)nb * 2 * F);
     for (int b = 0; b < nb; b++) {
         const float *gate = gu + (size_t)b * 2 * (size_t)F;
         gp_ref_swiglu(act + (size_t)b * (size_t)F, gate, gate + F, F);
     }
     gp_ref_round(m, act, (size_t)nb * F);
-    gp_ref_matmul(wk, tmp, lw->w_down, act, nb, H, F);
+    gp_ref_matmul(wk, tmp, lw->w_down, wdt, act, nb, H, F);
     gp_ref_add_rows(&io->resid, tmp, nb, H);
     return GP_OK;
 }
@@ -530,10 +554,10 @@ gp_status gp_cpu_step_begin(gp_cpu_model *m, int B, const int *seq_ids, const in
     }
     const int H = m->cfg.hidden;
     for (int b = 0; b < B; b++) {
-        const gp_bf16 *e = m->w->embed + (size_t)tokens[b] * (size_t)H;
+        size_t e = (size_t)tokens[b] * (size_t)H; /* first element of the token's row */
         float *x = m->x + (size_t)b * (size_t)H;
         for (int i = 0; i < H; i++)
-            x[i] = gp_bf16_to_f32(e[i]);
+            x[i] = gp_ref_weight(m->w->embed, m->w->dtype, e + (size_t)i);
     }
     m->step_B = B;
     return GP_OK;
@@ -550,9 +574,10 @@ static gp_status gp_ref_step_finish(gp_cpu_model *m, gp_cpu_worker *wk, const gp
     GP_TRY(gp_ref_check_resid(m, resid, B, "head"));
     if (n_head > 0) {
         for (int b = 0; b < n_head; b++)
-            gp_ref_rmsnorm(m->h + (size_t)b * H, gp_ref_row(resid, b), m->w->final_norm, H, c->norm_eps);
+            gp_ref_rmsnorm(m->h + (size_t)b * H, gp_ref_row(resid, b), m->w->final_norm, m->w->dtype, H,
+                           c->norm_eps);
         gp_ref_round(m, m->h, (size_t)n_head * H);
-        gp_ref_matmul(wk, logits, m->w->lm_head, m->h, n_head, c->vocab, H);
+        gp_ref_matmul(wk, logits, m->w->lm_head, m->w->dtype, m->h, n_head, c->vocab, H);
     }
     m->step_B = 0;
     for (int b = 0; b < B; b++)
@@ -647,7 +672,7 @@ static gp_status gp_ref_prefill_check(gp_cpu_model *m, int S, const gp_prefill_s
 }
 
 /* Position by position: step i batches every prompt that has a token at i.
- * Rows of a batch never mix (gp_ref_pool_run, gp_ref_dot2_bf16), so each
+ * Rows of a batch never mix (gp_ref_pool_run, gp_ref_dot2), so each
  * prompt's logits are those of its own prefill bit for bit. */
 gp_status gp_cpu_prefill_batch(gp_cpu_model *m, int S, const gp_prefill_seq *seqs, float *last_logits,
                                float *prompt_logits)

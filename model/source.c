@@ -40,7 +40,7 @@ gp_status gp_model_source_load_host(const gp_model_source *src, gp_host_weights 
     if (!src || !w)
         GP_FAIL(GP_ERR_INVALID_ARG, "gp_model_source_load_host: src and w must not be NULL");
     if (src->synthetic) {
-        GP_TRY(gp_host_weights_alloc(&src->cfg, w));
+        GP_TRY(gp_host_weights_alloc(&src->cfg, GP_DTYPE_BF16, w));
         gp_status s = gp_synth_fill_host(w, src->seed);
         if (s != GP_OK)
             gp_host_weights_free(w);

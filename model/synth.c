@@ -1,5 +1,6 @@
 /* Synthetic weights on the host: per-tensor sizes and scales, and a
- * multithreaded filler over the value function in synth_hash.h. */
+ * multithreaded filler over the value function in synth_hash.h, in any of
+ * the host weight dtypes. */
 #include "gp_model.h"
 #include "synth_hash.h"
 
@@ -25,6 +26,7 @@ uint64_t gp_synth_numel(const gp_config *c, gp_tensor_kind kind)
     case GP_T_WO: return h * (uint64_t)c->n_heads * (uint64_t)c->head_dim;
     case GP_T_W_GATE_UP: return 2 * (uint64_t)c->ffn * h;
     case GP_T_W_DOWN: return h * (uint64_t)c->ffn;
+    case GP_T_BQKV: return (uint64_t)gp_config_qkv_rows(c);
     }
     return 0;
 }
@@ -40,6 +42,7 @@ float gp_synth_scale(const gp_config *c, gp_tensor_kind kind)
     double fan_in;
     switch (kind) {
     case GP_T_EMBED: return 1.0f;
+    case GP_T_BQKV: return 0.5f; /* biases comparable to a projection's unit-scale output */
     case GP_T_FINAL_NORM:
     case GP_T_ATTN_NORM:
     case GP_T_FFN_NORM: return 0.1f;
@@ -56,7 +59,8 @@ float gp_synth_scale(const gp_config *c, gp_tensor_kind kind)
 /* ---------------------------------------------------------------- filler */
 
 typedef struct gp_synth_task {
-    gp_bf16 *dst;       /* [n] */
+    void *dst;          /* [n] of dtype */
+    gp_dtype dtype;     /* F32, BF16 or F16 */
     uint64_t n;
     gp_tensor_kind kind;
     int layer;
@@ -75,11 +79,22 @@ typedef struct gp_synth_job {
 /* Large enough to amortise the atomic, small enough to balance threads. */
 #define GP_SYNTH_CHUNK ((uint64_t)1 << 20)
 
-static void gp_synth_fill_range(gp_bf16 *dst, uint64_t begin, uint64_t end, uint64_t seed,
+static void gp_synth_fill_range(void *dst, gp_dtype dt, uint64_t begin, uint64_t end, uint64_t seed,
                                 gp_tensor_kind kind, int layer, float scale)
 {
-    for (uint64_t i = begin; i < end; i++)
-        dst[i] = gp_synth_bf16(seed, (int)kind, layer, i, scale);
+    if (dt == GP_DTYPE_BF16) {
+        gp_bf16 *d = dst;
+        for (uint64_t i = begin; i < end; i++)
+            d[i] = gp_synth_bf16(seed, (int)kind, layer, i, scale);
+    } else if (dt == GP_DTYPE_F16) {
+        uint16_t *d = dst;
+        for (uint64_t i = begin; i < end; i++)
+            d[i] = gp_f32_to_f16(gp_synth_f32(seed, (int)kind, layer, i, scale));
+    } else {
+        float *d = dst;
+        for (uint64_t i = begin; i < end; i++)
+            d[i] = gp_synth_f32(seed, (int)kind, layer, i, scale);
+    }
 }
 
 static void *gp_synth_worker(void *arg)
@@ -100,7 +115,7 @@ static void *gp_synth_worker(void *arg)
         const gp_synth_task *t = &job->tasks[lo];
         uint64_t begin = (c - t->first_chunk) * GP_SYNTH_CHUNK;
         uint64_t end = begin + GP_SYNTH_CHUNK < t->n ? begin + GP_SYNTH_CHUNK : t->n;
-        gp_synth_fill_range(t->dst, begin, end, job->seed, t->kind, t->layer, t->scale);
+        gp_synth_fill_range(t->dst, t->dtype, begin, end, job->seed, t->kind, t->layer, t->scale);
     }
 }
 
@@ -132,12 +147,13 @@ static void gp_synth_run(gp_synth_task *tasks, size_t n_tasks, uint64_t seed)
         pthread_join(tid[i], NULL);
 }
 
-void gp_synth_fill_tensor_host(gp_bf16 *dst, uint64_t n, uint64_t seed, gp_tensor_kind kind,
-                               int layer, float scale)
+void gp_synth_fill_tensor_host(void *dst, gp_dtype dtype, uint64_t n, uint64_t seed,
+                               gp_tensor_kind kind, int layer, float scale)
 {
-    if (!dst || n == 0)
+    if (!dst || n == 0 || (dtype != GP_DTYPE_F32 && !gp_dtype_is_half(dtype)))
         return;
-    gp_synth_task t = { .dst = dst, .n = n, .kind = kind, .layer = layer, .scale = scale };
+    gp_synth_task t = { .dst = dst, .dtype = dtype, .n = n, .kind = kind, .layer = layer,
+                        .scale = scale };
     gp_synth_run(&t, 1, seed);
 }
 
@@ -148,7 +164,14 @@ gp_status gp_synth_fill_host(gp_host_weights *w, uint64_t seed)
                 "(use gp_host_weights_alloc first)");
     const gp_config *c = &w->cfg;
     GP_TRY(gp_config_validate(c));
-    size_t n_tasks = 3 + 6 * (size_t)c->n_layers;
+    if (w->dtype != GP_DTYPE_F32 && !gp_dtype_is_half(w->dtype))
+        GP_FAIL(GP_ERR_INVALID_ARG, "gp_synth_fill_host: weights dtype %s; allowed F32, BF16 or F16",
+                gp_dtype_name(w->dtype));
+    for (int l = 0; c->qkv_bias && l < c->n_layers; l++)
+        if (!w->layers[l].bqkv)
+            GP_FAIL(GP_ERR_INVALID_ARG, "gp_synth_fill_host: config %s has q/k/v biases but layer %d "
+                    "has no bqkv (use gp_host_weights_alloc)", c->name, l);
+    size_t n_tasks = 3 + 7 * (size_t)c->n_layers;
     gp_synth_task *tasks = calloc(n_tasks, sizeof *tasks);
     if (!tasks)
         GP_FAIL(GP_ERR_NO_MEMORY, "gp_synth_fill_host: cannot allocate %zu bytes",
@@ -156,8 +179,8 @@ gp_status gp_synth_fill_host(gp_host_weights *w, uint64_t seed)
     size_t k = 0;
 #define GP_ADD_TASK(ptr, kd, ly)                                                                  \
     do {                                                                                          \
-        tasks[k++] = (gp_synth_task){ .dst = (ptr), .n = gp_synth_numel(c, (kd)), .kind = (kd),   \
-                                      .layer = (ly), .scale = gp_synth_scale(c, (kd)) };         \
+        tasks[k++] = (gp_synth_task){ .dst = (ptr), .dtype = w->dtype, .n = gp_synth_numel(c, (kd)), \
+                                      .kind = (kd), .layer = (ly), .scale = gp_synth_scale(c, (kd)) }; \
     } while (0)
     GP_ADD_TASK(w->embed, GP_T_EMBED, 0);
     GP_ADD_TASK(w->final_norm, GP_T_FINAL_NORM, 0);
@@ -171,6 +194,8 @@ gp_status gp_synth_fill_host(gp_host_weights *w, uint64_t seed)
         GP_ADD_TASK(L->ffn_norm, GP_T_FFN_NORM, l);
         GP_ADD_TASK(L->w_gate_up, GP_T_W_GATE_UP, l);
         GP_ADD_TASK(L->w_down, GP_T_W_DOWN, l);
+        if (c->qkv_bias)
+            GP_ADD_TASK(L->bqkv, GP_T_BQKV, l);
     }
 #undef GP_ADD_TASK
     gp_synth_run(tasks, k, seed);

@@ -15,10 +15,11 @@ static inline GP_HD uint64_t gp_synth_mix64(uint64_t z)
     return z ^ (z >> 31);
 }
 
-/* bf16 value of element idx of tensor (kind, layer) for seed. Global tensors
- * use layer 0. Each (seed, kind, layer) picks a splitmix64 stream whose idx-th
- * output is the element, so values do not depend on generation order or on
- * how the work is split. The stream key is loop-invariant: compilers hoist it.
+/* The generator's float value of element idx of tensor (kind, layer) for
+ * seed, before any rounding to a storage dtype. Global tensors use layer 0.
+ * Each (seed, kind, layer) picks a splitmix64 stream whose idx-th output is
+ * the element, so values do not depend on generation order or on how the
+ * work is split. The stream key is loop-invariant: compilers hoist it.
  *
  * Bit-identity between host and device rests on every float operation being
  * exact or a single correctly rounded IEEE operation: u is an integer below
@@ -27,8 +28,7 @@ static inline GP_HD uint64_t gp_synth_mix64(uint64_t z)
  * an FMA (which rounds once instead of twice), so the device uses the _rn
  * intrinsics, which nvcc never contracts, and the host stores v through a
  * volatile, which no compiler contracts across. */
-static inline GP_HD gp_bf16 gp_synth_bf16(uint64_t seed, int kind, int layer, uint64_t idx,
-                                          float scale)
+static inline GP_HD float gp_synth_f32(uint64_t seed, int kind, int layer, uint64_t idx, float scale)
 {
     uint64_t key = gp_synth_mix64(seed ^ gp_synth_mix64(((uint64_t)(uint32_t)kind << 32)
                                                         | (uint64_t)(uint32_t)layer));
@@ -39,14 +39,22 @@ static inline GP_HD gp_bf16 gp_synth_bf16(uint64_t seed, int kind, int layer, ui
 #ifdef __CUDA_ARCH__
     float u = __fmul_rn((float)(bits - (1 << 23)), two_m23); /* in [-1, 1), exact */
     float v = __fmul_rn(u, scale);
-    return gp_f32_to_bf16(norm ? __fadd_rn(1.0f, v) : v);
+    return norm ? __fadd_rn(1.0f, v) : v;
 #else
     float u = (float)(bits - (1 << 23)) * two_m23; /* in [-1, 1), exact */
     if (!norm)
-        return gp_f32_to_bf16(u * scale); /* no add follows: nothing to fuse */
+        return u * scale; /* no add follows: nothing to fuse */
     volatile float v = u * scale;
-    return gp_f32_to_bf16(1.0f + v);
+    return 1.0f + v;
 #endif
+}
+
+/* The bf16 value: gp_synth_f32 rounded to nearest even (the device kernel's
+ * output and the host's BF16 weights). */
+static inline GP_HD gp_bf16 gp_synth_bf16(uint64_t seed, int kind, int layer, uint64_t idx,
+                                          float scale)
+{
+    return gp_f32_to_bf16(gp_synth_f32(seed, kind, layer, idx, scale));
 }
 
 #endif

@@ -1,5 +1,5 @@
 /* Host weights in the engine layout: one 64-byte-aligned arena holding the
- * layer table and every tensor. */
+ * layer table and every tensor, elements of one dtype (F32, BF16 or F16). */
 #include "gp_model.h"
 
 #include <stdlib.h>
@@ -18,21 +18,27 @@ static int gp_arena_take(uint64_t *off, uint64_t bytes, uint64_t *at)
     return gp_add_u64(a, bytes, off);
 }
 
-static int gp_tensor_bytes(const gp_config *c, gp_tensor_kind k, uint64_t *bytes)
+static int gp_tensor_bytes(const gp_config *c, gp_tensor_kind k, size_t esize, uint64_t *bytes)
 {
-    return gp_mul_u64(gp_synth_numel(c, k), sizeof(gp_bf16), bytes);
+    return gp_mul_u64(gp_synth_numel(c, k), esize, bytes);
 }
 
-gp_status gp_host_weights_alloc(const gp_config *cfg, gp_host_weights *w)
+gp_status gp_host_weights_alloc(const gp_config *cfg, gp_dtype dtype, gp_host_weights *w)
 {
     if (!cfg || !w)
         GP_FAIL(GP_ERR_INVALID_ARG, "gp_host_weights_alloc: cfg and w must not be NULL");
     memset(w, 0, sizeof *w);
+    if (dtype != GP_DTYPE_F32 && !gp_dtype_is_half(dtype))
+        GP_FAIL(GP_ERR_INVALID_ARG, "gp_host_weights_alloc: config %s: weights dtype %s; allowed "
+                "F32, BF16 or F16", cfg->name, gp_dtype_name(dtype));
     GP_TRY(gp_config_validate(cfg));
+    const size_t es = gp_dtype_size(dtype);
 
     /* Pass 0 computes offsets and the total; pass 1 assigns pointers. */
-    static const gp_tensor_kind layer_kinds[6] = { GP_T_ATTN_NORM, GP_T_WQKV, GP_T_WO,
-                                                   GP_T_FFN_NORM, GP_T_W_GATE_UP, GP_T_W_DOWN };
+    static const gp_tensor_kind layer_kinds[7] = { GP_T_ATTN_NORM, GP_T_WQKV, GP_T_WO,
+                                                   GP_T_FFN_NORM, GP_T_W_GATE_UP, GP_T_W_DOWN,
+                                                   GP_T_BQKV };
+    const int n_kinds = cfg->qkv_bias ? 7 : 6; /* the bias last, only when the config has one */
     uint8_t *base = NULL;
     uint64_t total = 0;
     for (int pass = 0; pass < 2; pass++) {
@@ -41,30 +47,31 @@ gp_status gp_host_weights_alloc(const gp_config *cfg, gp_host_weights *w)
                  && gp_arena_take(&off, bytes, &at);
         if (pass)
             w->layers = (gp_layer_weights *)(base + at);
-        ok = ok && gp_tensor_bytes(cfg, GP_T_EMBED, &bytes) && gp_arena_take(&off, bytes, &at);
+        ok = ok && gp_tensor_bytes(cfg, GP_T_EMBED, es, &bytes) && gp_arena_take(&off, bytes, &at);
         if (pass)
-            w->embed = (gp_bf16 *)(base + at);
-        ok = ok && gp_tensor_bytes(cfg, GP_T_FINAL_NORM, &bytes) && gp_arena_take(&off, bytes, &at);
+            w->embed = (void *)(base + at);
+        ok = ok && gp_tensor_bytes(cfg, GP_T_FINAL_NORM, es, &bytes) && gp_arena_take(&off, bytes, &at);
         if (pass)
-            w->final_norm = (gp_bf16 *)(base + at);
+            w->final_norm = (void *)(base + at);
         if (cfg->tied_embeddings) {
             if (pass)
                 w->lm_head = w->embed;
         } else {
-            ok = ok && gp_tensor_bytes(cfg, GP_T_LM_HEAD, &bytes) && gp_arena_take(&off, bytes, &at);
+            ok = ok && gp_tensor_bytes(cfg, GP_T_LM_HEAD, es, &bytes) && gp_arena_take(&off, bytes, &at);
             if (pass)
-                w->lm_head = (gp_bf16 *)(base + at);
+                w->lm_head = (void *)(base + at);
         }
         for (int l = 0; ok && l < cfg->n_layers; l++) {
-            gp_bf16 *p[6];
-            for (int k = 0; ok && k < 6; k++) {
-                ok = gp_tensor_bytes(cfg, layer_kinds[k], &bytes) && gp_arena_take(&off, bytes, &at);
-                p[k] = pass ? (gp_bf16 *)(base + at) : NULL;
+            void *p[7] = {NULL};
+            for (int k = 0; ok && k < n_kinds; k++) {
+                ok = gp_tensor_bytes(cfg, layer_kinds[k], es, &bytes) && gp_arena_take(&off, bytes, &at);
+                p[k] = pass ? (void *)(base + at) : NULL;
             }
             if (pass) {
                 gp_layer_weights *L = &w->layers[l];
                 L->attn_norm = p[0], L->wqkv = p[1], L->wo = p[2];
                 L->ffn_norm = p[3], L->w_gate_up = p[4], L->w_down = p[5];
+                L->bqkv = p[6];
             }
         }
         /* aligned_alloc wants a multiple of the alignment */
@@ -83,6 +90,7 @@ gp_status gp_host_weights_alloc(const gp_config *cfg, gp_host_weights *w)
         }
     }
     w->cfg = *cfg;
+    w->dtype = dtype;
     w->arena = base;
     w->arena_bytes = (size_t)total;
     return GP_OK;

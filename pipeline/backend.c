@@ -75,7 +75,7 @@ static gp_status open_cpu(gp_backend *b, const gp_host_weights *w)
 {
     const gp_backend_params *p = &b->p;
     GP_TRY(gp_cpu_model_create(w, p->n_seqs, p->max_context, p->block_size, &b->cpu));
-    gp_cpu_model_set_bf16_activations(b->cpu, p->bf16_activations);
+    gp_cpu_model_set_act_dtype(b->cpu, p->bf16_activations ? GP_DTYPE_BF16 : GP_DTYPE_F32);
     GP_TRY(gp_cpu_exec_create(b->cpu, p->attn_units, p->ffn_units, &b->cpu_exec));
     int used = snprintf(b->describe, sizeof b->describe, "cpu (float32 reference%s), %.2f GB of weights in host "
                         "memory", p->bf16_activations ? ", bf16 activations" : "", (double)w->arena_bytes / 1e9);

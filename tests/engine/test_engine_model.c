@@ -50,7 +50,7 @@ static void test_batch_vs_cpu(void **state)
     gp_config cfg;
     GP_CHECK_OK(gp_config_preset("tiny", &cfg));
     gp_host_weights w;
-    GP_CHECK_OK(gp_host_weights_alloc(&cfg, &w));
+    GP_CHECK_OK(gp_host_weights_alloc(&cfg, GP_DTYPE_BF16, &w));
     GP_CHECK_OK(gp_synth_fill_host(&w, 1234));
     enum { NS = 5, STEPS = 8, CTX = 16 };
     const int plen[NS] = {1, 2, 3, 4, 7};
@@ -64,7 +64,7 @@ static void test_batch_vs_cpu(void **state)
     float *eager = malloc(sizeof(float) * NS * V);
     gp_cpu_model *cpu;
     GP_CHECK_OK(gp_cpu_model_create(&w, NS, CTX, 3, &cpu));
-    gp_cpu_model_set_bf16_activations(cpu, true); /* the engine's rounding points */
+    gp_cpu_model_set_act_dtype(cpu, GP_DTYPE_BF16); /* the engine's rounding points */
     gp_backend_params bp = gp_backend_default_params(GP_BACKEND_CUDA);
     bp.n_seqs = NS;
     bp.max_context = CTX;

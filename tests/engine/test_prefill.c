@@ -48,7 +48,7 @@ static int setup(void **state)
     c->rope_scaling = (gp_rope_scaling){.type = GP_ROPE_LLAMA3, .factor = 8.0f, .low_freq_factor = 1.0f,
                                         .high_freq_factor = 4.0f, .original_max_pos = 1024};
     c->tied_embeddings = false;
-    GP_CHECK_OK(gp_host_weights_alloc(c, &f->w));
+    GP_CHECK_OK(gp_host_weights_alloc(c, GP_DTYPE_BF16, &f->w));
     GP_CHECK_OK(gp_synth_fill_host(&f->w, 4321));
     GP_CHECK_OK(gp_device_weights_upload(&f->w, &f->dw));
     srand(7);
@@ -88,7 +88,7 @@ static gp_cpu_model *cpu_model(fixture *f)
 {
     gp_cpu_model *m;
     GP_CHECK_OK(gp_cpu_model_create(&f->w, NS, MAX_CTX, BLOCK, &m));
-    gp_cpu_model_set_bf16_activations(m, true); /* the engine's rounding points */
+    gp_cpu_model_set_act_dtype(m, GP_DTYPE_BF16); /* the engine's rounding points */
     return m;
 }
 

@@ -131,11 +131,23 @@ static uint16_t value_f16(const char *name, size_t i)
         return fixed[i];
     return (uint16_t)(mix(name_hash(name) + i) & 0xbfff); /* exponent < 31: finite */
 }
-static gp_bf16 expected_bf16(const char *name, size_t i, const char *dtype)
+/* The value element i of name holds in a file of dtype: exactly what the
+ * engine must load (every file dtype is exact in float32). */
+static float expected_value(const char *name, size_t i, const char *dtype)
 {
     if (strcmp(dtype, "F16") == 0)
-        return gp_f32_to_bf16(gp_f16_to_f32(value_f16(name, i)));
-    return gp_f32_to_bf16(value_f32(name, i));
+        return gp_f16_to_f32(value_f16(name, i));
+    if (strcmp(dtype, "BF16") == 0)
+        return gp_bf16_to_f32(gp_f32_to_bf16(value_f32(name, i)));
+    return value_f32(name, i);
+}
+
+/* Element i of a host weight tensor of dtype dt, as float. */
+static float held_value(const void *p, gp_dtype dt, size_t i)
+{
+    if (dt == GP_DTYPE_F32)
+        return ((const float *)p)[i];
+    return gp_half_to_f32(((const uint16_t *)p)[i], dt);
 }
 
 static size_t numel(const tck_tensor *t)
@@ -307,8 +319,9 @@ static void expect_msg(gp_status got, gp_status want, ...)
     } while (0)
 
 /* Where tensor t lives in the engine layout, or NULL if it is not loaded. */
-static const gp_bf16 *engine_slot(const gp_host_weights *w, const char *name)
+static const void *engine_slot(const gp_host_weights *w, const char *name)
 {
+    const size_t es = gp_dtype_size(w->dtype);
     if (strcmp(name, "model.embed_tokens.weight") == 0)
         return w->embed;
     if (strcmp(name, "model.norm.weight") == 0)
@@ -323,31 +336,41 @@ static const gp_bf16 *engine_slot(const gp_host_weights *w, const char *name)
     const gp_layer_weights *L = &w->layers[l];
     if (!strcmp(suffix, "input_layernorm.weight")) return L->attn_norm;
     if (!strcmp(suffix, "self_attn.q_proj.weight")) return L->wqkv;
-    if (!strcmp(suffix, "self_attn.k_proj.weight")) return L->wqkv + T_Q * T_HIDDEN;
-    if (!strcmp(suffix, "self_attn.v_proj.weight")) return L->wqkv + (T_Q + T_KVR) * T_HIDDEN;
+    if (!strcmp(suffix, "self_attn.k_proj.weight")) return (const char *)L->wqkv + T_Q * T_HIDDEN * es;
+    if (!strcmp(suffix, "self_attn.v_proj.weight")) return (const char *)L->wqkv + (T_Q + T_KVR) * T_HIDDEN * es;
     if (!strcmp(suffix, "self_attn.o_proj.weight")) return L->wo;
     if (!strcmp(suffix, "post_attention_layernorm.weight")) return L->ffn_norm;
     if (!strcmp(suffix, "mlp.gate_proj.weight")) return L->w_gate_up;
-    if (!strcmp(suffix, "mlp.up_proj.weight")) return L->w_gate_up + T_FFN * T_HIDDEN;
+    if (!strcmp(suffix, "mlp.up_proj.weight")) return (const char *)L->w_gate_up + T_FFN * T_HIDDEN * es;
     if (!strcmp(suffix, "mlp.down_proj.weight")) return L->w_down;
     return NULL;
 }
 
-/* Every loaded tensor holds the expected bf16 values at its fused place. */
+/* Every loaded tensor holds the file's values exactly at its fused place,
+ * in the dtype the file's used tensors share (F32 when they differ). */
 static void verify_weights(const gp_host_weights *w, const tck_ckpt *c)
 {
     int checked = 0;
+    const char *common = NULL; /* the dtype of the used tensors, or "F32" when mixed */
     for (int i = 0; i < c->n; i++) {
         const tck_tensor *t = &c->t[i];
-        const gp_bf16 *p = engine_slot(w, t->name);
+        if (!engine_slot(w, t->name))
+            continue;
+        common = !common || strcmp(common, t->dtype) == 0 ? t->dtype : "F32";
+    }
+    assert_non_null(common);
+    assert_string_equal(gp_dtype_name(w->dtype), common);
+    for (int i = 0; i < c->n; i++) {
+        const tck_tensor *t = &c->t[i];
+        const void *p = engine_slot(w, t->name);
         if (!p)
             continue;
         checked++;
         for (size_t k = 0; k < numel(t); k++) {
-            gp_bf16 want = expected_bf16(t->name, k, t->dtype);
-            if (p[k] != want)
-                fail_msg("%s[%zu] (%s): engine holds 0x%04x, want 0x%04x", t->name, k, t->dtype,
-                         p[k], want);
+            float want = expected_value(t->name, k, t->dtype), got = held_value(p, w->dtype, k);
+            if (memcmp(&got, &want, sizeof got) != 0)
+                fail_msg("%s[%zu] (%s): engine holds %.9g, want %.9g", t->name, k, t->dtype,
+                         (double)got, (double)want);
         }
     }
     assert_int_equal(checked, 3 + 9 * T_LAYERS - (c->tied ? 1 : 0));
@@ -427,17 +450,20 @@ static void test_sharded_f32_f16(void **state)
     gp_checkpoint_close(ck);
     load_and_verify(dir, &c);
 
-    /* Hand-checked conversions: F32 ties round to even, F16 subnormals. */
+    /* Hand-checked values: mixed dtypes load as F32, which holds each file
+     * value exactly (F32 values bf16 would round, F16 subnormals). */
     gp_host_weights w;
     gp_model_source src;
     assert_int_equal(gp_model_source_resolve(dir, 0, &src), GP_OK);
     assert_int_equal(gp_model_source_load_host(&src, &w), GP_OK);
-    assert_int_equal(w.embed[0], 0x3f80);      /* F32 1.00390625 */
-    assert_int_equal(w.embed[1], 0x3f82);      /* F32 1.01171875 */
-    assert_int_equal(w.embed[2], 0xc040);      /* F32 -3 */
-    assert_int_equal(w.final_norm[0], 0x3f80); /* F16 1.0 */
-    assert_int_equal(w.final_norm[1], 0x3380); /* F16 2^-24 */
-    assert_int_equal(w.final_norm[2], 0xc000); /* F16 -2.0 */
+    assert_int_equal(w.dtype, GP_DTYPE_F32);
+    const float *e = w.embed, *fn = w.final_norm;
+    assert_true(e[0] == 1.00390625f);   /* F32, a bf16 tie */
+    assert_true(e[1] == 1.01171875f);   /* F32, a bf16 tie */
+    assert_true(e[2] == -3.0f);         /* F32 */
+    assert_true(fn[0] == 1.0f);         /* F16 1.0 */
+    assert_true(fn[1] == 0x1p-24f);     /* F16 2^-24, the smallest subnormal */
+    assert_true(fn[2] == -2.0f);        /* F16 -2.0 */
     gp_host_weights_free(&w);
 }
 
@@ -462,7 +488,9 @@ static void test_tied_embeddings(void **state)
     tck_write(dir, &c, 0);
     assert_int_equal(gp_model_source_load_host(&src, &w), GP_OK);
     assert_ptr_equal(w.lm_head, w.embed);
-    assert_int_equal(w.embed[3], expected_bf16("model.embed_tokens.weight", 3, "BF16"));
+    assert_int_equal(w.dtype, GP_DTYPE_BF16); /* the ignored F32 lm_head does not make it mixed */
+    assert_int_equal(((const gp_bf16 *)w.embed)[3],
+                     gp_f32_to_bf16(expected_value("model.embed_tokens.weight", 3, "BF16")));
     gp_host_weights_free(&w);
 }
 

@@ -75,7 +75,7 @@ static void test_rmsnorm_vs_double(void **state)
             w[i] = gp_f32_to_bf16(rng_uniform(&r, 0.5f, 1.5f));
         }
         const float eps = 1e-5f;
-        gp_ref_rmsnorm(out, x, w, n, eps);
+        gp_ref_rmsnorm(out, x, w, GP_DTYPE_BF16, n, eps);
         double ss = 0.0;
         for (int i = 0; i < n; i++)
             ss += (double)x[i] * x[i];
@@ -91,7 +91,7 @@ static void test_rmsnorm_vs_double(void **state)
         /* in place gives the same bits */
         float *y = malloc(n * sizeof *y);
         memcpy(y, x, n * sizeof *y);
-        gp_ref_rmsnorm(y, y, w, n, eps);
+        gp_ref_rmsnorm(y, y, w, GP_DTYPE_BF16, n, eps);
         assert_memory_equal(y, out, n * sizeof *y);
         free(x), free(out), free(w), free(y);
     }
@@ -114,7 +114,7 @@ static void test_matvec_vs_double(void **state)
             w[i] = gp_f32_to_bf16(rng_uniform(&r, -1.0f, 1.0f));
         for (int j = 0; j < cols; j++)
             x[j] = rng_uniform(&r, -2.0f, 2.0f);
-        gp_ref_matvec(out, w, x, rows, cols);
+        gp_ref_matvec(out, w, GP_DTYPE_BF16, x, rows, cols);
         for (int i = 0; i < rows; i++) {
             double ref = 0.0, mag = 0.0;
             for (int j = 0; j < cols; j++) {
@@ -234,7 +234,7 @@ static gp_host_weights g_tiny; /* synthetic tiny weights shared by the decode te
 static int setup_tiny(void **state)
 {
     gp_config cfg;
-    if (gp_config_preset("tiny", &cfg) != GP_OK || gp_host_weights_alloc(&cfg, &g_tiny) != GP_OK ||
+    if (gp_config_preset("tiny", &cfg) != GP_OK || gp_host_weights_alloc(&cfg, GP_DTYPE_BF16, &g_tiny) != GP_OK ||
         gp_synth_fill_host(&g_tiny, 1234) != GP_OK) {
         fprintf(stderr, "setup: %s\n", gp_last_error());
         return -1;
@@ -760,7 +760,7 @@ static void test_thread_invariance(void **state)
     cfg.hidden = 256, cfg.n_heads = 8, cfg.n_kv_heads = 2, cfg.head_dim = 32;
     cfg.ffn = 512, cfg.vocab = 1024, cfg.tied_embeddings = false;
     gp_host_weights w;
-    GP_CHECK_OK(gp_host_weights_alloc(&cfg, &w));
+    GP_CHECK_OK(gp_host_weights_alloc(&cfg, GP_DTYPE_BF16, &w));
     GP_CHECK_OK(gp_synth_fill_host(&w, 99));
     const int V = cfg.vocab, T = 6;
     const char *threads[] = {"1", "3", "16"};
@@ -804,24 +804,32 @@ static void test_thread_invariance(void **state)
 
 /* ------------------------------------------------------------ independent double forward */
 
-static double bf(gp_bf16 v) { return (double)gp_bf16_to_f32(v); }
+/* Element i of a weight tensor of dtype dt, and the address of element i. */
+static gp_dtype g_dt = GP_DTYPE_BF16; /* dtype of the weights double_forward reads */
+static double wv(const void *w, size_t i)
+{
+    if (g_dt == GP_DTYPE_F32)
+        return ((const float *)w)[i];
+    return (double)gp_half_to_f32(((const uint16_t *)w)[i], g_dt);
+}
+static const void *wat(const void *w, size_t i) { return (const char *)w + i * gp_dtype_size(g_dt); }
 
-static void d_rmsnorm(double *out, const double *x, const gp_bf16 *w, int n, double eps)
+static void d_rmsnorm(double *out, const double *x, const void *w, int n, double eps)
 {
     double ss = 0.0;
     for (int i = 0; i < n; i++)
         ss += x[i] * x[i];
     double r = 1.0 / sqrt(ss / n + eps);
     for (int i = 0; i < n; i++)
-        out[i] = bf(w[i]) * x[i] * r;
+        out[i] = wv(w, (size_t)i) * x[i] * r;
 }
 
-static void d_matvec(double *out, const gp_bf16 *w, const double *x, int rows, int cols)
+static void d_matvec(double *out, const void *w, const double *x, int rows, int cols)
 {
     for (int r = 0; r < rows; r++) {
         double s = 0.0;
         for (int c = 0; c < cols; c++)
-            s += bf(w[(size_t)r * cols + c]) * x[c];
+            s += wv(w, (size_t)r * cols + c) * x[c];
         out[r] = s;
     }
 }
@@ -833,6 +841,7 @@ static void double_forward(const gp_host_weights *w, const int32_t *toks, int n,
     const gp_config *c = &w->cfg;
     int H = c->hidden, hd = c->head_dim, nh = c->n_heads, nkv = c->n_kv_heads, F = c->ffn;
     int qd = nh * hd, kvd = nkv * hd;
+    g_dt = w->dtype;
     float *inv = malloc(hd / 2 * sizeof *inv);
     gp_rope_inv_freq(c, inv);
     double *K = calloc((size_t)c->n_layers * n * kvd, sizeof *K); /* [layer][pos][kvd] */
@@ -843,13 +852,17 @@ static void double_forward(const gp_host_weights *w, const int32_t *toks, int n,
     double *g = malloc(2 * F * sizeof *g), *a = malloc(F * sizeof *a);
     for (int p = 0; p < n; p++) {
         for (int i = 0; i < H; i++)
-            x[i] = bf(w->embed[(size_t)toks[p] * H + i]);
+            x[i] = wv(w->embed, (size_t)toks[p] * H + i);
         for (int l = 0; l < c->n_layers; l++) {
             const gp_layer_weights *L = &w->layers[l];
             d_rmsnorm(h, x, L->attn_norm, H, c->norm_eps);
             d_matvec(q, L->wqkv, h, qd, H);
-            d_matvec(k, L->wqkv + (size_t)qd * H, h, kvd, H);
-            d_matvec(v, L->wqkv + (size_t)(qd + kvd) * H, h, kvd, H);
+            d_matvec(k, wat(L->wqkv, (size_t)qd * H), h, kvd, H);
+            d_matvec(v, wat(L->wqkv, (size_t)(qd + kvd) * H), h, kvd, H);
+            for (int i = 0; c->qkv_bias && i < qd + 2 * kvd; i++) { /* HF: bias before RoPE */
+                double *dst = i < qd ? q + i : i < qd + kvd ? k + (i - qd) : v + (i - qd - kvd);
+                *dst += wv(L->bqkv, (size_t)i);
+            }
             for (int i = 0; i < hd / 2; i++) {
                 double ang = (double)((float)p * inv[i]);
                 double cs = cos(ang), sn = sin(ang);

@@ -97,7 +97,7 @@ static void test_alloc_layout(void **state)
     assert_int_equal(gp_config_preset("tiny", &c), GP_OK);
     c.tied_embeddings = false;
     gp_host_weights w;
-    assert_int_equal(gp_host_weights_alloc(&c, &w), GP_OK);
+    assert_int_equal(gp_host_weights_alloc(&c, GP_DTYPE_BF16, &w), GP_OK);
     assert_non_null(w.arena);
     assert_int_equal(w.cfg.n_layers, 2);
     tensor_ref t[3 + 6 * 2];
@@ -122,7 +122,7 @@ static void test_alloc_layout(void **state)
 
     /* bad config: nothing allocated, message names the field */
     c.n_kv_heads = 3;
-    assert_int_equal(gp_host_weights_alloc(&c, &w), GP_ERR_INVALID_ARG);
+    assert_int_equal(gp_host_weights_alloc(&c, GP_DTYPE_BF16, &w), GP_ERR_INVALID_ARG);
     assert_null(w.arena);
     assert_non_null(strstr(gp_last_error(), "n_kv_heads = 3"));
 
@@ -130,7 +130,7 @@ static void test_alloc_layout(void **state)
     assert_int_equal(gp_config_preset("tiny", &c), GP_OK);
     c.vocab = 1 << 30;
     c.hidden = 1 << 30;
-    gp_status st = gp_host_weights_alloc(&c, &w);
+    gp_status st = gp_host_weights_alloc(&c, GP_DTYPE_BF16, &w);
     assert_true(st == GP_ERR_NO_MEMORY || st == GP_ERR_OVERFLOW);
     assert_non_null(strstr(gp_last_error(), "bytes"));
 }
@@ -141,13 +141,13 @@ static void test_tied_alias(void **state)
     gp_config c;
     assert_int_equal(gp_config_preset("tiny", &c), GP_OK);
     gp_host_weights w;
-    assert_int_equal(gp_host_weights_alloc(&c, &w), GP_OK);
+    assert_int_equal(gp_host_weights_alloc(&c, GP_DTYPE_BF16, &w), GP_OK);
     assert_ptr_equal(w.lm_head, w.embed);
     assert_int_equal(gp_synth_fill_host(&w, 7), GP_OK);
     uint64_t untied_bytes;
     c.tied_embeddings = false;
     gp_host_weights u;
-    assert_int_equal(gp_host_weights_alloc(&c, &u), GP_OK);
+    assert_int_equal(gp_host_weights_alloc(&c, GP_DTYPE_BF16, &u), GP_OK);
     untied_bytes = u.arena_bytes;
     assert_true(untied_bytes >= w.arena_bytes + gp_synth_numel(&c, GP_T_LM_HEAD) * 2);
     assert_ptr_not_equal(u.lm_head, u.embed);
@@ -157,7 +157,7 @@ static void test_tied_alias(void **state)
     assert_memory_equal(w.embed, u.embed, ne * 2);
     assert_memory_not_equal(u.lm_head, u.embed, ne * 2);
     gp_bf16 *want = malloc(ne * 2);
-    gp_synth_fill_tensor_host(want, ne, 7, GP_T_LM_HEAD, 0, gp_synth_scale(&c, GP_T_LM_HEAD));
+    gp_synth_fill_tensor_host(want, GP_DTYPE_BF16, ne, 7, GP_T_LM_HEAD, 0, gp_synth_scale(&c, GP_T_LM_HEAD));
     assert_memory_equal(u.lm_head, want, ne * 2);
     free(want);
     gp_host_weights_free(&w);
@@ -170,9 +170,9 @@ static void test_deterministic(void **state)
     gp_config c;
     assert_int_equal(gp_config_preset("tiny", &c), GP_OK);
     gp_host_weights a, b, d;
-    assert_int_equal(gp_host_weights_alloc(&c, &a), GP_OK);
-    assert_int_equal(gp_host_weights_alloc(&c, &b), GP_OK);
-    assert_int_equal(gp_host_weights_alloc(&c, &d), GP_OK);
+    assert_int_equal(gp_host_weights_alloc(&c, GP_DTYPE_BF16, &a), GP_OK);
+    assert_int_equal(gp_host_weights_alloc(&c, GP_DTYPE_BF16, &b), GP_OK);
+    assert_int_equal(gp_host_weights_alloc(&c, GP_DTYPE_BF16, &d), GP_OK);
     assert_int_equal(gp_synth_fill_host(&a, 1234), GP_OK);
     assert_int_equal(gp_synth_fill_host(&b, 1234), GP_OK);
     assert_int_equal(gp_synth_fill_host(&d, 1235), GP_OK);
@@ -192,7 +192,7 @@ static void test_deterministic(void **state)
                      ta[i].kind, ta[i].layer, (unsigned long long)same, (unsigned long long)ne);
         /* each tensor equals the single-tensor generator: order independent */
         gp_bf16 *want = malloc(ne * 2);
-        gp_synth_fill_tensor_host(want, ne, 1234, ta[i].kind, ta[i].layer,
+        gp_synth_fill_tensor_host(want, GP_DTYPE_BF16, ne, 1234, ta[i].kind, ta[i].layer,
                                   gp_synth_scale(&c, ta[i].kind));
         if (ta[i].kind != GP_T_LM_HEAD) /* tied: lm_head is embed */
             assert_memory_equal(ta[i].p, want, ne * 2);
@@ -212,7 +212,7 @@ static void test_range_and_moments(void **state)
     assert_int_equal(gp_config_preset("tiny", &c), GP_OK);
     c.tied_embeddings = false;
     gp_host_weights w;
-    assert_int_equal(gp_host_weights_alloc(&c, &w), GP_OK);
+    assert_int_equal(gp_host_weights_alloc(&c, GP_DTYPE_BF16, &w), GP_OK);
     assert_int_equal(gp_synth_fill_host(&w, 99), GP_OK);
     tensor_ref t[15];
     int n = list_tensors(&w, t);
@@ -247,7 +247,7 @@ static void test_range_and_moments(void **state)
     uint64_t big = (3u << 20) + 17;
     gp_bf16 *p = malloc(big * 2);
     assert_non_null(p);
-    gp_synth_fill_tensor_host(p, big, 5, GP_T_W_DOWN, 3, 0.5f);
+    gp_synth_fill_tensor_host(p, GP_DTYPE_BF16, big, 5, GP_T_W_DOWN, 3, 0.5f);
     double sum = 0, sq = 0;
     for (uint64_t j = 0; j < big; j++) {
         assert_int_equal(p[j], gp_synth_bf16(5, GP_T_W_DOWN, 3, j, 0.5f));
@@ -268,8 +268,8 @@ static void test_fill_host_bad_args(void **state)
     memset(&w, 0, sizeof w);
     assert_int_equal(gp_synth_fill_host(&w, 1), GP_ERR_INVALID_ARG);
     assert_int_equal(gp_synth_fill_host(NULL, 1), GP_ERR_INVALID_ARG);
-    assert_int_equal(gp_host_weights_alloc(NULL, &w), GP_ERR_INVALID_ARG);
-    gp_synth_fill_tensor_host(NULL, 10, 1, GP_T_WO, 0, 1.0f); /* no-op, no crash */
+    assert_int_equal(gp_host_weights_alloc(NULL, GP_DTYPE_BF16, &w), GP_ERR_INVALID_ARG);
+    gp_synth_fill_tensor_host(NULL, GP_DTYPE_BF16, 10, 1, GP_T_WO, 0, 1.0f); /* no-op, no crash */
 }
 
 int main(void)

@@ -63,7 +63,7 @@ static void test_kernel_matches_host(void **state)
         assert_non_null(want);
         GP_CHECK_CUDA(cudaMemcpyAsync(got, d, (n + guard) * 2, cudaMemcpyDeviceToHost, s));
         GP_CHECK_CUDA(cudaStreamSynchronize(s));
-        gp_synth_fill_tensor_host(want, n, 2024, cases[i].kind, cases[i].layer, scale);
+        gp_synth_fill_tensor_host(want, GP_DTYPE_BF16, n, 2024, cases[i].kind, cases[i].layer, scale);
         char what[64];
         snprintf(what, sizeof what, "kind %d layer %d n %llu", cases[i].kind, cases[i].layer,
                  (unsigned long long)n);
@@ -120,7 +120,7 @@ static void test_device_weights_synthetic(void **state)
         assert_int_equal(gp_config_preset("tiny", &c), GP_OK);
         c.tied_embeddings = tied;
         gp_host_weights h;
-        assert_int_equal(gp_host_weights_alloc(&c, &h), GP_OK);
+        assert_int_equal(gp_host_weights_alloc(&c, GP_DTYPE_BF16, &h), GP_OK);
         assert_int_equal(gp_synth_fill_host(&h, 77), GP_OK);
 
         gp_device_weights *dw = NULL;

@@ -25,7 +25,7 @@ static const int g_plen[S] = {1, 3, 4, 5, 6, 2, 3};
 static int setup(void **state)
 {
     gp_config cfg;
-    if (gp_config_preset("tiny", &cfg) != GP_OK || gp_host_weights_alloc(&cfg, &g_w) != GP_OK ||
+    if (gp_config_preset("tiny", &cfg) != GP_OK || gp_host_weights_alloc(&cfg, GP_DTYPE_BF16, &g_w) != GP_OK ||
         gp_synth_fill_host(&g_w, 77) != GP_OK)
         return -1;
     srand(5);

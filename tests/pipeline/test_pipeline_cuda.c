@@ -75,10 +75,10 @@ static void run_model_relay(const fixture *fx, bool force_fallback, bool graphs,
     gp_cpu_model *cpu = NULL;
     bool with_cpu = cfg.n_layers <= 4;
     if (with_cpu) {
-        GP_CHECK_OK(gp_host_weights_alloc(&cfg, &hw));
+        GP_CHECK_OK(gp_host_weights_alloc(&cfg, GP_DTYPE_BF16, &hw));
         GP_CHECK_OK(gp_synth_fill_host(&hw, 11));
         GP_CHECK_OK(gp_cpu_model_create(&hw, fx->B, fx->ctx, 16, &cpu));
-        gp_cpu_model_set_bf16_activations(cpu, true);
+        gp_cpu_model_set_act_dtype(cpu, GP_DTYPE_BF16);
     }
 
     gp_sm_info info;
