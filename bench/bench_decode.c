@@ -208,12 +208,14 @@ int main(int argc, char **argv)
 {
     const char *model = GP_DEFAULT_PRESET, *wl = "8:1024,64:2048,256:1024,1024:384";
     int repeat = 20, warmup = 3, graphs = 1, attn = 0;
+    gp_dtype dtype = GP_DTYPE_BF16; /* --dtype: the engine dtype of the synthetic weights */
     static const struct option opts[] = {{"model", required_argument, NULL, 'm'},
                                          {"workloads", required_argument, NULL, 'w'},
                                          {"repeat", required_argument, NULL, 'r'},
                                          {"warmup", required_argument, NULL, 'u'},
                                          {"eager", no_argument, NULL, 'e'},
                                          {"attn", no_argument, NULL, 'a'},
+                                         {"dtype", required_argument, NULL, 'd'},
                                          {NULL, 0, NULL, 0}};
     int c;
     while ((c = getopt_long(argc, argv, "", opts, NULL)) != -1) {
@@ -224,9 +226,15 @@ int main(int argc, char **argv)
         case 'u': warmup = atoi(optarg); break;
         case 'e': graphs = 0; break;
         case 'a': attn = 1; break;
+        case 'd':
+            if (gp_dtype_parse(optarg, false, &dtype) != GP_OK) {
+                fprintf(stderr, "gp_bench_decode: --dtype: %s\n", gp_last_error());
+                return 2;
+            }
+            break;
         default:
             fprintf(stderr, "usage: gp_bench_decode [--model PRESET] [--workloads B:C,...] [--repeat N] "
-                            "[--warmup N] [--eager] [--attn]\n");
+                            "[--warmup N] [--eager] [--attn] [--dtype bf16|fp16]\n");
             return 2;
         }
     }
@@ -264,11 +272,11 @@ int main(int argc, char **argv)
     int drv = 0;
     cudaGetDeviceProperties(&prop, 0);
     cudaDriverGetVersion(&drv);
-    printf("# gp_bench_decode: %s (synthetic weights), %s, %d SMs, driver %d.%d, %s, %d warm-up + %d timed "
-           "steps per workload\n", cfg.name, prop.name, prop.multiProcessorCount, drv / 1000, (drv % 1000) / 10,
+    printf("# gp_bench_decode: %s (synthetic %s weights), %s, %d SMs, driver %d.%d, %s, %d warm-up + %d timed "
+           "steps per workload\n", cfg.name, gp_dtype_flag_name(dtype), prop.name, prop.multiProcessorCount, drv / 1000, (drv % 1000) / 10,
            graphs ? "CUDA graphs" : "eager", warmup, repeat);
     gp_device_weights *dw;
-    gp_status st = gp_device_weights_synthetic(&cfg, 0, &dw);
+    gp_status st = gp_device_weights_synthetic(&cfg, dtype, 0, &dw);
     if (st != GP_OK) {
         fprintf(stderr, "gp_bench_decode: weights: %s\n", gp_last_error());
         return 1;
