@@ -367,9 +367,6 @@ typedef struct gp_backend_params {
 } gp_backend_params;
 #define GP_BACKEND_DTYPE_AUTO GP_DTYPE_COUNT
 gp_backend_params gp_backend_default_params(gp_backend_kind kind);
-/* The dtype the backend runs in (CUDA: its engine's; CPU: its activation
- * rounding, GP_DTYPE_F32 for none), for banners and reports. */
-gp_dtype gp_backend_dtype(const gp_backend *b);
 
 typedef struct gp_backend gp_backend; /* opaque */
 /* Loads src's weights (CUDA synthetic weights are generated on the device). */
@@ -381,6 +378,9 @@ gp_exec gp_backend_exec(gp_backend *b);
 const gp_config *gp_backend_config(const gp_backend *b);
 /* What was loaded and where it runs, for a status line. */
 const char *gp_backend_describe(const gp_backend *b);
+/* The dtype the backend runs in (CUDA: its engine's; CPU: its activation
+ * rounding, GP_DTYPE_F32 for none), for banners and reports. */
+gp_dtype gp_backend_dtype(const gp_backend *b);
 
 #ifdef __cplusplus
 }
