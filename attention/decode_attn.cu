@@ -16,7 +16,7 @@
  * Decode attention is a read-once stream of K/V rows, so the design goal is
  * that each K/V row of a KV head crosses DRAM exactly once per step and the
  * loads are 16-byte, coalesced and many in flight. A K (or V) row of one KV
- * head is head_dim bf16 = head_dim/8 chunks of 16 bytes. A "lane group" of
+ * head is head_dim 16-bit values = head_dim/8 chunks of 16 bytes. A "lane group" of
  * LPT = head_dim/8 lanes loads one row, one uint4 per lane, and each lane
  * keeps its 8 dims of q and of the output accumulator for ALL G query heads
  * of the group in registers: a row loaded once serves the G heads without a
@@ -48,24 +48,11 @@ template <int GT> struct gp_attn_unroll {
     static constexpr int U = GT <= 2 ? 8 : (GT <= 4 ? 4 : 2);
 };
 
-static __device__ __forceinline__ void gp_unpack_bf16x8(const uint4 r, float f[8])
-{
-    /* bf16 is the upper half of an fp32; element 2j is the low half of word j */
-    f[0] = __uint_as_float(r.x << 16);
-    f[1] = __uint_as_float(r.x & 0xffff0000u);
-    f[2] = __uint_as_float(r.y << 16);
-    f[3] = __uint_as_float(r.y & 0xffff0000u);
-    f[4] = __uint_as_float(r.z << 16);
-    f[5] = __uint_as_float(r.z & 0xffff0000u);
-    f[6] = __uint_as_float(r.w << 16);
-    f[7] = __uint_as_float(r.w & 0xffff0000u);
-}
-
 /* K/V rows of one tile: lane group token t = base + u*STEP + my for u < U,
  * masked past t_end. Each token's table lookup sits right before its K/V
  * loads: issuing all U lookups first and then all K/V loads measured 8%
  * slower on the H100 (2.64 vs 2.88 TB/s at B=1024, C=384). */
-template <int HD, int U, int STEP>
+template <class T, int HD, int U, int STEP>
 static __device__ __forceinline__ void gp_attn_load_tile(const gp_attn_args &a,
                                                          const int32_t *table, int base, int my,
                                                          int t_end, size_t slot_stride,
@@ -82,8 +69,8 @@ static __device__ __forceinline__ void gp_attn_load_tile(const gp_attn_args &a,
             const int blk = __ldg(table + bi);
             const size_t off = ((size_t)blk * a.block_size + slot) * slot_stride + head_off;
             /* streaming loads: K/V are read once per step, keep L2 for others */
-            kr[u] = __ldcs(reinterpret_cast<const uint4 *>(a.k + off));
-            vr[u] = __ldcs(reinterpret_cast<const uint4 *>(a.v + off));
+            kr[u] = __ldcs(reinterpret_cast<const uint4 *>(static_cast<const T *>(a.k) + off));
+            vr[u] = __ldcs(reinterpret_cast<const uint4 *>(static_cast<const T *>(a.v) + off));
         } else {
             kr[u] = make_uint4(0u, 0u, 0u, 0u);
             vr[u] = make_uint4(0u, 0u, 0u, 0u);
@@ -97,8 +84,9 @@ static __device__ __forceinline__ void gp_attn_load_tile(const gp_attn_args &a,
  * grid is one wave of short CTAs): half the tokens per tile, but the next
  * tile's K/V loads are issued before the current tile's math, so HBM is not
  * idle while every CTA computes at the same time. Large batches run many
- * waves whose CTAs overlap each other anyway, and keep the longer tiles. */
-template <int HD, int GT, bool PIPE>
+ * waves whose CTAs overlap each other anyway, and keep the longer tiles.
+ * T: the 16-bit element type of q, K/V and out (attn_half.cuh). */
+template <class T, int HD, int GT, bool PIPE>
 static __global__ void __launch_bounds__(GP_ATTN_THREADS)
 gp_decode_attn_kernel(const gp_attn_args a)
 {
@@ -130,8 +118,8 @@ gp_decode_attn_kernel(const gp_attn_args a)
     for (int h = 0; h < GT; h++) {
         if (h < g) {
             const uint4 raw = *reinterpret_cast<const uint4 *>(
-                a.q + ((size_t)b * a.n_heads + (size_t)kvh * g + h) * HD + sub * 8);
-            gp_unpack_bf16x8(raw, q[h]);
+                static_cast<const T *>(a.q) + ((size_t)b * a.n_heads + (size_t)kvh * g + h) * HD + sub * 8);
+            gp_unpack_x8<T>(raw, q[h]);
 #pragma unroll
             for (int j = 0; j < 8; j++)
                 q[h][j] *= a.scale_log2;
@@ -162,7 +150,7 @@ gp_decode_attn_kernel(const gp_attn_args a)
     uint4 kn[U], vn[U]; /* PIPE: the next tile, in flight during this one's math */
     bool okn[U];
     if (PIPE && t_begin < t_end)
-        gp_attn_load_tile<HD, U, STEP>(a, table, t_begin, my, t_end, slot_stride, head_off, kn, vn,
+        gp_attn_load_tile<T, HD, U, STEP>(a, table, t_begin, my, t_end, slot_stride, head_off, kn, vn,
                                        okn);
     for (int base = t_begin; base < t_end; base += TILE) {
         uint4 kr[U], vr[U];
@@ -172,10 +160,10 @@ gp_decode_attn_kernel(const gp_attn_args a)
             for (int u = 0; u < U; u++)
                 kr[u] = kn[u], vr[u] = vn[u], ok[u] = okn[u];
             if (base + TILE < t_end)
-                gp_attn_load_tile<HD, U, STEP>(a, table, base + TILE, my, t_end, slot_stride,
+                gp_attn_load_tile<T, HD, U, STEP>(a, table, base + TILE, my, t_end, slot_stride,
                                                head_off, kn, vn, okn);
         } else {
-            gp_attn_load_tile<HD, U, STEP>(a, table, base, my, t_end, slot_stride, head_off, kr,
+            gp_attn_load_tile<T, HD, U, STEP>(a, table, base, my, t_end, slot_stride, head_off, kr,
                                            vr, ok);
         }
 
@@ -183,7 +171,7 @@ gp_decode_attn_kernel(const gp_attn_args a)
 #pragma unroll
         for (int u = 0; u < U; u++) {
             float kf[8];
-            gp_unpack_bf16x8(kr[u], kf);
+            gp_unpack_x8<T>(kr[u], kf);
 #pragma unroll
             for (int h = 0; h < GT; h++) {
                 float d = 0.0f;
@@ -229,7 +217,7 @@ gp_decode_attn_kernel(const gp_attn_args a)
 #pragma unroll
         for (int u = 0; u < U; u++) {
             float vf[8];
-            gp_unpack_bf16x8(vr[u], vf);
+            gp_unpack_x8<T>(vr[u], vf);
 #pragma unroll
             for (int h = 0; h < GT; h++)
 #pragma unroll
@@ -271,14 +259,14 @@ gp_decode_attn_kernel(const gp_attn_args a)
     }
     __syncthreads();
 
-    gp_attn_merge_warps<HD, GT, NW>(a, b, kvh, split, s_m, s_l, s_acc);
+    gp_attn_merge_warps<T, HD, GT, NW>(a, b, kvh, split, s_m, s_l, s_acc);
 }
 
 /* One warp per (row, query head): weights 2^(m_s - M) rescale every split's
  * sum and accumulator to the common max M; empty splits (m = -inf) weigh 0. */
-template <int HD>
+template <class T, int HD>
 static __global__ void __launch_bounds__(GP_ATTN_COMBINE_THREADS)
-gp_decode_attn_combine_kernel(const float *ws_acc, const float *ws_ml, __nv_bfloat16 *out,
+gp_decode_attn_combine_kernel(const float *ws_acc, const float *ws_ml, T *out,
                               int rows, int n_splits)
 {
     const int row = blockIdx.x * (GP_ATTN_COMBINE_THREADS / 32) + (threadIdx.x >> 5);
@@ -307,19 +295,19 @@ gp_decode_attn_combine_kernel(const float *ws_acc, const float *ws_ml, __nv_bflo
         float o = 0.0f;
         for (int s = 0; s < n_splits; s++)
             o = fmaf(exp2f(ml[2 * s] - ms), acc[(size_t)s * HD + d], o);
-        out[(size_t)row * HD + d] = __float2bfloat16_rn(o * inv);
+        out[(size_t)row * HD + d] = gp_half_traits<T>::from_float(o * inv);
     }
 }
 
 /* The split kernel chosen (MMA, CUDACORE or CUDACORE_PIPE), then the
  * combine when the context is split. */
-template <int HD, int GT>
+template <class T, int HD, int GT>
 static gp_status gp_decode_attn_launch_t(const gp_attn_args *a, gp_attn_kernel which,
                                          cudaStream_t stream)
 {
     void (*kernel)(const gp_attn_args) = which == GP_ATTN_KERNEL_CUDACORE_PIPE
-                                             ? gp_decode_attn_kernel<HD, GT, true>
-                                             : gp_decode_attn_kernel<HD, GT, false>;
+                                             ? gp_decode_attn_kernel<T, HD, GT, true>
+                                             : gp_decode_attn_kernel<T, HD, GT, false>;
     cudaLaunchConfig_t cfg = gp_attn_launch_config(a, 0, stream);
     cudaError_t e;
     if (which == GP_ATTN_KERNEL_MMA) {
@@ -332,8 +320,8 @@ static gp_status gp_decode_attn_launch_t(const gp_attn_args *a, gp_attn_kernel w
         const int per_cta = GP_ATTN_COMBINE_THREADS / 32;
         cfg.gridDim = dim3((unsigned)((rows + per_cta - 1) / per_cta));
         cfg.blockDim = dim3(GP_ATTN_COMBINE_THREADS);
-        e = cudaLaunchKernelEx(&cfg, gp_decode_attn_combine_kernel<HD>, (const float *)a->ws_acc,
-                               (const float *)a->ws_ml, a->out, rows, a->n_splits);
+        e = cudaLaunchKernelEx(&cfg, gp_decode_attn_combine_kernel<T, HD>, (const float *)a->ws_acc,
+                               (const float *)a->ws_ml, static_cast<T *>(a->out), rows, a->n_splits);
         if (e != cudaSuccess)
             return gp_cuda_fail(e, "gp_decode_attn_combine_kernel launch", __FILE__,
                                      __LINE__);
@@ -341,20 +329,20 @@ static gp_status gp_decode_attn_launch_t(const gp_attn_args *a, gp_attn_kernel w
     return GP_OK;
 }
 
-/* The instantiation serving (head_dim, group): its launcher and kernel (for
- * the occupancy query). */
+/* The instantiation serving (dtype, head_dim, group): its launcher and
+ * kernel (for the occupancy query). */
 typedef gp_status (*gp_attn_launch_fn)(const gp_attn_args *, gp_attn_kernel, cudaStream_t);
 typedef struct gp_attn_variant {
     gp_attn_launch_fn launch;
     const void *kernel;
 } gp_attn_variant;
 
-template <int HD> static int gp_attn_variant_g(int group, gp_attn_variant *v)
+template <class T, int HD> static int gp_attn_variant_g(int group, gp_attn_variant *v)
 {
 #define GP_ATTN_CASE(GT)                                                                         \
     do {                                                                                         \
-        v->launch = gp_decode_attn_launch_t<HD, GT>;                                             \
-        v->kernel = (const void *)gp_decode_attn_kernel<HD, GT, false>;                          \
+        v->launch = gp_decode_attn_launch_t<T, HD, GT>;                                          \
+        v->kernel = (const void *)gp_decode_attn_kernel<T, HD, GT, false>;                       \
         return 1;                                                                                \
     } while (0)
     if (group == 1)
@@ -369,18 +357,27 @@ template <int HD> static int gp_attn_variant_g(int group, gp_attn_variant *v)
     return 0;
 }
 
-static int gp_attn_variant_for(int head_dim, int group, gp_attn_variant *v)
+template <class T> static int gp_attn_variant_hd(int head_dim, int group, gp_attn_variant *v)
+{
+    switch (head_dim) {
+    case 16: return gp_attn_variant_g<T, 16>(group, v);
+    case 32: return gp_attn_variant_g<T, 32>(group, v);
+    case 64: return gp_attn_variant_g<T, 64>(group, v);
+    case 128: return gp_attn_variant_g<T, 128>(group, v);
+    case 256: return gp_attn_variant_g<T, 256>(group, v);
+    default: return 0;
+    }
+}
+
+static int gp_attn_variant_for(gp_dtype dtype, int head_dim, int group, gp_attn_variant *v)
 {
     if (group < 1 || group > GP_DECODE_ATTN_MAX_GROUP)
         return 0;
-    switch (head_dim) {
-    case 16: return gp_attn_variant_g<16>(group, v);
-    case 32: return gp_attn_variant_g<32>(group, v);
-    case 64: return gp_attn_variant_g<64>(group, v);
-    case 128: return gp_attn_variant_g<128>(group, v);
-    case 256: return gp_attn_variant_g<256>(group, v);
-    default: return 0;
-    }
+    if (dtype == GP_DTYPE_F16)
+        return gp_attn_variant_hd<__half>(head_dim, group, v);
+    if (dtype == GP_DTYPE_BF16)
+        return gp_attn_variant_hd<__nv_bfloat16>(head_dim, group, v);
+    return 0;
 }
 
 gp_status gp_decode_attn_launch(const gp_attn_args *a, int head_dim, gp_attn_kernel kernel,
@@ -389,9 +386,9 @@ gp_status gp_decode_attn_launch(const gp_attn_args *a, int head_dim, gp_attn_ker
     if (kernel == GP_ATTN_KERNEL_STREAM)
         return gp_decode_attn_stream_launch(a, stream);
     gp_attn_variant v;
-    if (!gp_attn_variant_for(head_dim, a->group, &v))
-        GP_FAIL(GP_ERR_UNSUPPORTED, "gp_decode_attn: no kernel for head_dim = %d, group = %d",
-                head_dim, a->group);
+    if (!gp_attn_variant_for(a->dtype, head_dim, a->group, &v))
+        GP_FAIL(GP_ERR_UNSUPPORTED, "gp_decode_attn: no kernel for dtype %s, head_dim = %d, group = %d",
+                gp_dtype_name(a->dtype), head_dim, a->group);
     return v.launch(a, kernel, stream);
 }
 
@@ -426,7 +423,11 @@ static gp_status gp_attn_sm_count(const gp_decode_attn_params *p, int *sms)
     return GP_OK;
 }
 
-/* The heuristic proper; shapes and params already checked. */
+/* The heuristic proper; shapes and params already checked. The occupancy
+ * it assumes is the bf16 instantiation's for every dtype: the fp16 kernels
+ * have the same launch shape and shared memory, and one answer for both
+ * keeps gp_decode_attn_splits and gp_decode_attn_workspace_max (which take
+ * no dtype) consistent with the calls they size. */
 static gp_status gp_attn_pick_splits(const char *fn, int B, int n_heads, int n_kv_heads,
                                      int head_dim, int max_len, const gp_decode_attn_params *p,
                                      int *n_splits)
@@ -448,7 +449,7 @@ static gp_status gp_attn_pick_splits(const char *fn, int B, int n_heads, int n_k
     int cps = p->ctas_per_sm_hint;
     if (cps <= 0) {
         gp_attn_variant v;
-        if (!gp_attn_variant_for(head_dim, n_heads / n_kv_heads, &v))
+        if (!gp_attn_variant_for(GP_DTYPE_BF16, head_dim, n_heads / n_kv_heads, &v))
             GP_FAIL(GP_ERR_UNSUPPORTED, "%s: no kernel for head_dim = %d, group = %d", fn,
                     head_dim, n_heads / n_kv_heads);
         /* the occupancy of the kernel a split call would run */
@@ -462,7 +463,7 @@ static gp_status gp_attn_pick_splits(const char *fn, int B, int n_heads, int n_k
         gp_attn_kernel k;
         GP_TRY(gp_decode_attn_choose(p, &c, &k, NULL));
         if (k == GP_ATTN_KERNEL_MMA)
-            GP_TRY(gp_decode_attn_mma_occupancy(n_heads / n_kv_heads, &cps));
+            GP_TRY(gp_decode_attn_mma_occupancy(GP_DTYPE_BF16, n_heads / n_kv_heads, &cps));
         else
             GP_CUDA_TRY(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&cps, v.kernel, GP_ATTN_THREADS, 0));
         if (cps < 1)
@@ -549,9 +550,12 @@ static int gp_is_aligned(const void *ptr, size_t align)
 }
 
 /* The kernel a call of this shape runs: the device facts the rule needs
- * (gathered only when they can matter), then gp_decode_attn_choose. */
-static gp_status call_kernel(const char *fn, const gp_decode_attn_params *p, int B, int n_kv_heads, int head_dim,
-                             int group, int n_splits, int out_aligned4, gp_attn_kernel *kernel, int *stream_warps)
+ * (gathered only when they can matter; the streaming kernel's occupancy is
+ * that of dtype's instantiation, whose grid it sizes), then
+ * gp_decode_attn_choose. */
+static gp_status call_kernel(const char *fn, const gp_decode_attn_params *p, gp_dtype dtype, int B, int n_kv_heads,
+                             int head_dim, int group, int n_splits, int out_aligned4, gp_attn_kernel *kernel,
+                             int *stream_warps)
 {
     gp_attn_call c = {};
     c.B = B;
@@ -562,7 +566,7 @@ static gp_status call_kernel(const char *fn, const gp_decode_attn_params *p, int
     c.out_aligned4 = out_aligned4;
     if (gp_attn_stream_candidate(p, &c)) {
         GP_TRY(gp_attn_sm_count(p, &c.sm_count));
-        GP_TRY(gp_decode_attn_stream_occupancy(group, &c.stream_warps_per_sm));
+        GP_TRY(gp_decode_attn_stream_occupancy(dtype, group, &c.stream_warps_per_sm));
         if (c.stream_warps_per_sm < 1)
             GP_FAIL(GP_ERR_UNSUPPORTED, "%s: the streaming attention kernel fits no warp on an SM", fn);
     }
@@ -570,13 +574,14 @@ static gp_status call_kernel(const char *fn, const gp_decode_attn_params *p, int
 }
 
 extern "C" gp_status gp_decode_attn(const gp_kv_view *kv, int B, int n_heads, int max_len,
-                                    const gp_bf16 *q, gp_bf16 *out, void *workspace,
+                                    const void *q, void *out, void *workspace,
                                     size_t workspace_bytes, const gp_decode_attn_params *p,
                                     void *stream)
 {
     static const char fn[] = "gp_decode_attn";
     if (!kv || !q || !out)
         GP_FAIL(GP_ERR_INVALID_ARG, "%s: kv, q and out must not be NULL", fn);
+    GP_TRY(gp_attn_check_dtype(fn, kv->dtype));
     if (!kv->k || !kv->v || !kv->block_tables || !kv->lens)
         GP_FAIL(GP_ERR_INVALID_ARG, "%s: the view's k, v, block_tables and lens must not be NULL",
                 fn);
@@ -619,12 +624,13 @@ extern "C" gp_status gp_decode_attn(const gp_kv_view *kv, int B, int n_heads, in
     }
 
     gp_attn_args a;
-    a.q = (const __nv_bfloat16 *)q;
-    a.k = (const __nv_bfloat16 *)kv->k;
-    a.v = (const __nv_bfloat16 *)kv->v;
+    a.q = q;
+    a.k = kv->k;
+    a.v = kv->v;
     a.tables = kv->block_tables;
     a.lens = kv->lens;
-    a.out = (__nv_bfloat16 *)out;
+    a.out = out;
+    a.dtype = kv->dtype;
     a.ws_acc = (float *)workspace;
     a.ws_ml = n_splits > 1 ? (float *)workspace + (size_t)B * n_heads * n_splits * kv->head_dim
                            : NULL;
@@ -646,8 +652,8 @@ extern "C" gp_status gp_decode_attn(const gp_kv_view *kv, int B, int n_heads, in
     a.kv_evict_first = p->kv_evict_first;
 
     gp_attn_kernel kernel;
-    GP_TRY(call_kernel(fn, p, B, kv->n_kv_heads, kv->head_dim, a.group, n_splits, gp_is_aligned(out, 4),
-                       &kernel, &a.stream_warps));
+    GP_TRY(call_kernel(fn, p, kv->dtype, B, kv->n_kv_heads, kv->head_dim, a.group, n_splits,
+                       gp_is_aligned(out, 4), &kernel, &a.stream_warps));
     return gp_decode_attn_launch(&a, kv->head_dim, kernel, (cudaStream_t)stream);
 }
 
@@ -663,5 +669,6 @@ extern "C" gp_status gp_decode_attn_kernel(int B, int n_heads, int n_kv_heads, i
                 "n_heads a multiple of n_kv_heads), out %p", fn, B, n_heads, n_kv_heads, max_len, (void *)out);
     int n_splits = 1;
     GP_TRY(gp_attn_pick_splits(fn, B, n_heads, n_kv_heads, head_dim, max_len, p, &n_splits));
-    return call_kernel(fn, p, B, n_kv_heads, head_dim, n_heads / n_kv_heads, n_splits, 1, out, NULL);
+    return call_kernel(fn, p, GP_DTYPE_BF16, B, n_kv_heads, head_dim, n_heads / n_kv_heads, n_splits, 1, out,
+                       NULL);
 }

@@ -4,7 +4,6 @@
 #ifndef GP_DECODE_ATTN_CUH
 #define GP_DECODE_ATTN_CUH
 
-#include <cuda_bf16.h>
 #include <cuda_runtime.h>
 
 #include "gp_attention.h"
@@ -14,13 +13,16 @@
 #define GP_ATTN_MIN_SPLIT_TOKENS 64 /* a split shorter than this costs more to merge than it saves */
 #define GP_ATTN_AUTO_MAX_SPLITS 256
 
+/* q, k, v and out are 16-bit elements of dtype (the view's): the kernels'
+ * template T (attn_half.cuh) reads them through casts. */
 typedef struct gp_attn_args {
-    const __nv_bfloat16 *q;  /* [B][n_heads][head_dim] */
-    const __nv_bfloat16 *k;  /* [n_blocks][block_size][n_kv][head_dim] */
-    const __nv_bfloat16 *v;  /* [n_blocks][block_size][n_kv][head_dim] */
+    const void *q;           /* [B][n_heads][head_dim] */
+    const void *k;           /* [n_blocks][block_size][n_kv][head_dim] */
+    const void *v;           /* [n_blocks][block_size][n_kv][head_dim] */
     const int32_t *tables;   /* [B][max_blocks] */
     const int32_t *lens;     /* [B] */
-    __nv_bfloat16 *out;      /* [B][n_heads][head_dim] */
+    void *out;               /* [B][n_heads][head_dim] */
+    gp_dtype dtype;          /* GP_DTYPE_BF16 or GP_DTYPE_F16 */
     float *ws_acc;           /* [B][n_heads][n_splits][head_dim]: unnormalised split outputs */
     float *ws_ml;            /* [B][n_heads][n_splits][2]: (max, sum) of each split, log2 units */
     int B, n_heads, n_kv, group; /* group = n_heads / n_kv query heads per KV head */
@@ -32,15 +34,16 @@ typedef struct gp_attn_args {
 } gp_attn_args;
 
 /* The tensor-core split kernel (decode_attn_mma.cu; head_dim 128, group <=
- * 8): its resident CTAs per SM, and its launch (without the combine). */
-gp_status gp_decode_attn_mma_occupancy(int group, int *ctas_per_sm);
+ * 8): its resident CTAs per SM (of its dtype instantiation), and its launch
+ * (without the combine; a->dtype picks the instantiation). */
+gp_status gp_decode_attn_mma_occupancy(gp_dtype dtype, int group, int *ctas_per_sm);
 gp_status gp_decode_attn_mma_launch(const gp_attn_args *a, cudaStream_t stream);
 
 /* The streaming kernel (decode_attn_stream.cu): persistent warps that each
  * read whole (row, KV head) items, for batches that fill the SMs many times
  * over (head_dim 128, group <= 8, one split): its resident warps per SM, and
  * its launch (a->stream_warps warps). */
-gp_status gp_decode_attn_stream_occupancy(int group, int *warps_per_sm);
+gp_status gp_decode_attn_stream_occupancy(gp_dtype dtype, int group, int *warps_per_sm);
 gp_status gp_decode_attn_stream_launch(const gp_attn_args *a, cudaStream_t stream);
 
 /* Launches kernel (gp_decode_attn_choose's, not AUTO) and, when n_splits >

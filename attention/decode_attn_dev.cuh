@@ -10,6 +10,7 @@
 #include <math.h>
 #include <stdbool.h>
 
+#include "attn_half.cuh"
 #include "cuda_util.cuh"
 #include "decode_attn.cuh"
 
@@ -75,8 +76,9 @@ static inline cudaLaunchConfig_t gp_attn_launch_config(const gp_attn_args *a, si
 
 /* Merge the warps: one thread per (head, dim) of the group. s_m/s_l hold
  * each warp's running max and sum per head (log2 units), s_acc its
- * unnormalised output; the caller has synchronised the CTA. */
-template <int HD, int GT, int NW>
+ * unnormalised output; the caller has synchronised the CTA. T: the output's
+ * 16-bit type. */
+template <class T, int HD, int GT, int NW>
 static __device__ __forceinline__ void gp_attn_merge_warps(const gp_attn_args &a, int b, int kvh, int split,
                                                            const float (*s_m)[GT], const float (*s_l)[GT],
                                                            const float (*s_acc)[GT][HD])
@@ -99,7 +101,7 @@ static __device__ __forceinline__ void gp_attn_merge_warps(const gp_attn_args &a
         const size_t row = (size_t)b * a.n_heads + (size_t)kvh * g + h; /* (b, query head) */
         if (a.n_splits == 1) {
             /* L == 0 only for an empty row (len 0): zeros, not 0/0 */
-            a.out[row * HD + d] = __float2bfloat16_rn(L > 0.0f ? o / L : 0.0f);
+            static_cast<T *>(a.out)[row * HD + d] = gp_half_traits<T>::from_float(L > 0.0f ? o / L : 0.0f);
         } else {
             const size_t idx = row * a.n_splits + split;
             a.ws_acc[idx * HD + d] = o;

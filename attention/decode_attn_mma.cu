@@ -1,6 +1,7 @@
 /* GQA decode attention on tensor cores (head_dim 128, up to 8 query heads
  * per KV head): the same work and outputs as the CUDA-core kernel in
- * decode_attn.cu, with q.k and p.v as mma.m16n8k16 bf16 products. */
+ * decode_attn.cu, with q.k and p.v as mma.m16n8k16 bf16 or fp16 products
+ * (the template T, the view's dtype). */
 #include <stdint.h>
 
 #include "cuda_util.cuh"
@@ -20,8 +21,9 @@
  * Layout: a CTA per (row, KV head, split), 4 warps; warp w takes the split's
  * 16-token tiles w, w+4, ... The group's G <= 8 query heads are rows 0..G-1
  * of the 16-row A operand (rows G..15 are zero). Scores and the output stay
- * in fp32 accumulators; q, k, v are the cache's bf16; the probabilities
- * enter the p.v product as two bf16 parts (16 significant bits). */
+ * in fp32 accumulators; q, k, v are the cache's bf16 or fp16; the
+ * probabilities enter the p.v product as two parts of that type (16
+ * significant bits in bf16, 22 in fp16). */
 
 #define MMA_HD 128
 #define MMA_TILE 16                 /* tokens per warp tile */
@@ -39,9 +41,10 @@
  * head) into ks/vs; rows past t_end are zero-filled. Lane l resolves the
  * cache row of token base + (l & 15) through the block table once; the 8
  * copies per lane and tensor then take their row's offset by shuffle. */
+template <class T>
 static __device__ __forceinline__ void gp_mma_load_tile(const gp_attn_args &a, const int32_t *table, int base,
                                                         int t_end, size_t slot_stride, size_t head_off,
-                                                        __nv_bfloat16 *ks, __nv_bfloat16 *vs, int lane)
+                                                        T *ks, T *vs, int lane)
 {
     const int t = base + (lane & 15);
     long long off = -1;
@@ -56,15 +59,16 @@ static __device__ __forceinline__ void gp_mma_load_tile(const gp_attn_args &a, c
         const long long ro = __shfl_sync(0xffffffffu, off, row);
         const size_t src = ro >= 0 ? (size_t)ro + (size_t)chunk * 8 : 0;
         const int bytes = ro >= 0 ? 16 : 0; /* 0: zero-fill, the source is not read */
-        gp_cp_async16(gp_smem_addr(ks + row * MMA_PITCH + chunk * 8), a.k + src, bytes);
-        gp_cp_async16(gp_smem_addr(vs + row * MMA_PITCH + chunk * 8), a.v + src, bytes);
+        gp_cp_async16(gp_smem_addr(ks + row * MMA_PITCH + chunk * 8), static_cast<const T *>(a.k) + src, bytes);
+        gp_cp_async16(gp_smem_addr(vs + row * MMA_PITCH + chunk * 8), static_cast<const T *>(a.v) + src, bytes);
     }
 }
 
-template <int GT>
+template <class T, int GT>
 static __global__ void __launch_bounds__(GP_ATTN_THREADS, 3)
 gp_decode_attn_mma_kernel(const gp_attn_args a)
 {
+    typedef gp_half_traits<T> TR;
     constexpr int ST = MMA_ST;
     extern __shared__ __align__(16) unsigned char gp_mma_smem[];
     const int kvh = blockIdx.x % a.n_kv;
@@ -84,7 +88,7 @@ gp_decode_attn_mma_kernel(const gp_attn_args a)
 #pragma unroll
     for (int ks = 0; ks < 8; ks++) {
         if (gr < G) {
-            const uint32_t *qp = reinterpret_cast<const uint32_t *>(a.q + qrow + ks * 16 + 2 * tq);
+            const uint32_t *qp = reinterpret_cast<const uint32_t *>(static_cast<const T *>(a.q) + qrow + ks * 16 + 2 * tq);
             qa[ks][0] = qp[0]; /* dims 2tq, 2tq+1 */
             qa[ks][1] = qp[4]; /* dims 2tq+8, 2tq+9 */
         } else {
@@ -98,7 +102,7 @@ gp_decode_attn_mma_kernel(const gp_attn_args a)
         o[nt][0] = o[nt][1] = o[nt][2] = o[nt][3] = 0.0f;
     float m = -INFINITY, l = 0.0f; /* this lane's share of head gr's softmax state */
 
-    __nv_bfloat16 *wbuf = reinterpret_cast<__nv_bfloat16 *>(gp_mma_smem) +
+    T *wbuf = reinterpret_cast<T *>(gp_mma_smem) +
                           (size_t)warp * ST * 2 * MMA_TILE_ELEMS;
     const int32_t *table = a.tables + (size_t)b * a.max_blocks;
     const size_t slot_stride = (size_t)a.n_kv * MMA_HD;
@@ -111,7 +115,7 @@ gp_decode_attn_mma_kernel(const gp_attn_args a)
 #pragma unroll
     for (int j = 0; j < ST - 1; j++) {
         if (first + j * stride < t_end) {
-            __nv_bfloat16 *nk = wbuf + j * 2 * MMA_TILE_ELEMS;
+            T *nk = wbuf + j * 2 * MMA_TILE_ELEMS;
             gp_mma_load_tile(a, table, first + j * stride, t_end, slot_stride, head_off, nk,
                              nk + MMA_TILE_ELEMS, lane);
         }
@@ -119,11 +123,11 @@ gp_decode_attn_mma_kernel(const gp_attn_args a)
     }
     int stage = 0;
     for (int base = first; base < t_end; base += stride, stage = stage + 1 == ST ? 0 : stage + 1) {
-        __nv_bfloat16 *ks = wbuf + stage * 2 * MMA_TILE_ELEMS, *vs = ks + MMA_TILE_ELEMS;
+        T *ks = wbuf + stage * 2 * MMA_TILE_ELEMS, *vs = ks + MMA_TILE_ELEMS;
         const int ahead = base + (ST - 1) * stride;
         if (ahead < t_end) {
             const int ns = stage == 0 ? ST - 1 : stage - 1; /* freed by the last iteration */
-            __nv_bfloat16 *nk = wbuf + ns * 2 * MMA_TILE_ELEMS;
+            T *nk = wbuf + ns * 2 * MMA_TILE_ELEMS;
             gp_mma_load_tile(a, table, ahead, t_end, slot_stride, head_off, nk, nk + MMA_TILE_ELEMS, lane);
         }
         asm volatile("cp.async.commit_group;\n");
@@ -139,8 +143,8 @@ gp_decode_attn_mma_kernel(const gp_attn_args a)
             uint32_t b0, b1, b2, b3;
             /* matrices: (tok 0-7, dims +0..7), (tok 0-7, +8..15), (tok 8-15, +0..7), (tok 8-15, +8..15) */
             gp_ldsm_x4(gp_smem_addr(ks + ((mi >> 1) * 8 + ri) * MMA_PITCH + kst * 16 + (mi & 1) * 8), b0, b1, b2, b3);
-            gp_mma_bf16(s[0], qa[kst][0], qa[kst][1], b0, b1);
-            gp_mma_bf16(s[1], qa[kst][0], qa[kst][1], b2, b3);
+            gp_mma_half<T>(s[0], qa[kst][0], qa[kst][1], b0, b1);
+            gp_mma_half<T>(s[1], qa[kst][0], qa[kst][1], b2, b3);
         }
         /* scores of head gr, tokens base + nt*8 + 2tq + {0,1}, in log2 units */
         float mx = m;
@@ -175,20 +179,22 @@ gp_decode_attn_mma_kernel(const gp_attn_args a)
          * n-tiles are exactly its columns 2tq.. and 8+2tq... p = hi + lo in
          * two bf16 parts: bf16 alone (8 bits) put single outputs 1e-3 of
          * their row's max off the fp32 kernel (measured), hi + lo keeps 16
-         * bits, for 16 more mma per tile (the tensor cores have room). */
-        const uint32_t pa0 = gp_pack_bf16x2(p[0][0], p[0][1]), pa2 = gp_pack_bf16x2(p[1][0], p[1][1]);
-        const uint32_t pl0 = gp_pack_bf16x2(p[0][0] - gp_bf16_lo(pa0), p[0][1] - gp_bf16_hi(pa0));
-        const uint32_t pl2 = gp_pack_bf16x2(p[1][0] - gp_bf16_lo(pa2), p[1][1] - gp_bf16_hi(pa2));
+         * bits, for 16 more mma per tile (the tensor cores have room). The
+         * same two parts in fp16 keep 22 bits (less for p below 2^-14,
+         * where fp16 is subnormal: their share of the output is that small). */
+        const uint32_t pa0 = TR::pack2(p[0][0], p[0][1]), pa2 = TR::pack2(p[1][0], p[1][1]);
+        const uint32_t pl0 = TR::pack2(p[0][0] - TR::lo(pa0), p[0][1] - TR::hi(pa0));
+        const uint32_t pl2 = TR::pack2(p[1][0] - TR::lo(pa2), p[1][1] - TR::hi(pa2));
 #pragma unroll
         for (int db = 0; db < 8; db++) {
             uint32_t b0, b1, b2, b3;
             /* transposed: (tok 0-7, dims +0..7), (tok 8-15, +0..7), (tok 0-7, +8..15), (tok 8-15, +8..15) */
             gp_ldsm_x4_t(gp_smem_addr(vs + ((mi & 1) * 8 + ri) * MMA_PITCH + db * 16 + (mi >> 1) * 8), b0, b1, b2,
                          b3);
-            gp_mma_bf16(o[2 * db], pa0, pa2, b0, b1);
-            gp_mma_bf16(o[2 * db + 1], pa0, pa2, b2, b3);
-            gp_mma_bf16(o[2 * db], pl0, pl2, b0, b1);
-            gp_mma_bf16(o[2 * db + 1], pl0, pl2, b2, b3);
+            gp_mma_half<T>(o[2 * db], pa0, pa2, b0, b1);
+            gp_mma_half<T>(o[2 * db + 1], pa0, pa2, b2, b3);
+            gp_mma_half<T>(o[2 * db], pl0, pl2, b0, b1);
+            gp_mma_half<T>(o[2 * db + 1], pl0, pl2, b2, b3);
         }
         __syncwarp(); /* every lane is done with this stage before it is refilled */
     }
@@ -212,30 +218,34 @@ gp_decode_attn_mma_kernel(const gp_attn_args a)
         }
     }
     __syncthreads();
-    gp_attn_merge_warps<MMA_HD, GT, MMA_NW>(a, b, kvh, split, s_m, s_l, s_acc);
+    gp_attn_merge_warps<T, MMA_HD, GT, MMA_NW>(a, b, kvh, split, s_m, s_l, s_acc);
 }
 
 static_assert(MMA_SMEM_BYTES >= (int)sizeof(float) * MMA_NW * 8 * (MMA_HD + 2),
               "the merge arrays must fit in the tile buffers");
 
-/* The kernel for the group with its shared memory bytes; the tile buffers
- * exceed the default 48 KB of dynamic shared memory, so the limit is raised
- * once per kernel. */
-static gp_status gp_mma_kernel_for(int group, const void **kernel, int *smem)
+/* The kernel for the dtype and group with its shared memory bytes; the tile
+ * buffers exceed the default 48 KB of dynamic shared memory, so the limit is
+ * raised once per kernel. */
+static gp_status gp_mma_kernel_for(gp_dtype dtype, int group, const void **kernel, int *smem)
 {
-    const int gi = group <= 4 ? 0 : 1;
-    *kernel = gi == 0 ? (const void *)gp_decode_attn_mma_kernel<4>
-                      : (const void *)gp_decode_attn_mma_kernel<8>;
+    const int gi = group <= 4 ? 0 : 1, di = dtype == GP_DTYPE_F16 ? 1 : 0;
+    if (di)
+        *kernel = gi == 0 ? (const void *)gp_decode_attn_mma_kernel<__half, 4>
+                          : (const void *)gp_decode_attn_mma_kernel<__half, 8>;
+    else
+        *kernel = gi == 0 ? (const void *)gp_decode_attn_mma_kernel<__nv_bfloat16, 4>
+                          : (const void *)gp_decode_attn_mma_kernel<__nv_bfloat16, 8>;
     *smem = MMA_SMEM_BYTES;
-    static int done[2];
-    return gp_attn_smem_once(&done[gi], *kernel, *smem, false);
+    static int done[2][2];
+    return gp_attn_smem_once(&done[di][gi], *kernel, *smem, false);
 }
 
-gp_status gp_decode_attn_mma_occupancy(int group, int *ctas_per_sm)
+gp_status gp_decode_attn_mma_occupancy(gp_dtype dtype, int group, int *ctas_per_sm)
 {
     const void *k;
     int smem;
-    GP_TRY(gp_mma_kernel_for(group, &k, &smem));
+    GP_TRY(gp_mma_kernel_for(dtype, group, &k, &smem));
     GP_CUDA_TRY(cudaOccupancyMaxActiveBlocksPerMultiprocessor(ctas_per_sm, k, GP_ATTN_THREADS, smem));
     return GP_OK;
 }
@@ -244,7 +254,7 @@ gp_status gp_decode_attn_mma_launch(const gp_attn_args *a, cudaStream_t stream)
 {
     const void *k;
     int smem;
-    GP_TRY(gp_mma_kernel_for(a->group, &k, &smem));
+    GP_TRY(gp_mma_kernel_for(a->dtype, a->group, &k, &smem));
     cudaLaunchConfig_t cfg = gp_attn_launch_config(a, smem, stream);
     void *args[] = {(void *)a};
     cudaError_t e = cudaLaunchKernelExC(&cfg, k, args);

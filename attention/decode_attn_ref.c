@@ -5,9 +5,10 @@
 
 #include "gp_attention.h"
 
-void gp_decode_attn_ref(const gp_bf16 *q, const gp_bf16 *k_cache, const gp_bf16 *v_cache,
-                        const int32_t *block_tables, int max_blocks, const int32_t *lens, int B,
-                        int n_heads, int n_kv_heads, int head_dim, int block_size, float *out)
+void gp_decode_attn_ref(gp_dtype dtype, const uint16_t *q, const uint16_t *k_cache,
+                        const uint16_t *v_cache, const int32_t *block_tables, int max_blocks,
+                        const int32_t *lens, int B, int n_heads, int n_kv_heads, int head_dim,
+                        int block_size, float *out)
 {
     const int group = n_heads / n_kv_heads;
     const double scale = 1.0 / sqrt((double)head_dim);
@@ -27,7 +28,7 @@ void gp_decode_attn_ref(const gp_bf16 *q, const gp_bf16 *k_cache, const gp_bf16 
         const int len = lens[b];
         for (int h = 0; h < n_heads; h++) {
             const int kvh = h / group;
-            const gp_bf16 *qh = q + ((size_t)b * n_heads + h) * (size_t)head_dim;
+            const uint16_t *qh = q + ((size_t)b * n_heads + h) * (size_t)head_dim;
             float *oh = out + ((size_t)b * n_heads + h) * (size_t)head_dim;
             double mx = -INFINITY;
             for (int t = 0; t < len; t++) {
@@ -35,7 +36,7 @@ void gp_decode_attn_ref(const gp_bf16 *q, const gp_bf16 *k_cache, const gp_bf16 
                               * (size_t)n_kv_heads + (size_t)kvh) * (size_t)head_dim;
                 double s = 0.0;
                 for (int d = 0; d < head_dim; d++)
-                    s += (double)gp_bf16_to_f32(qh[d]) * (double)gp_bf16_to_f32(k_cache[off + d]);
+                    s += (double)gp_half_to_f32(qh[d], dtype) * (double)gp_half_to_f32(k_cache[off + d], dtype);
                 sc[t] = s * scale;
                 if (sc[t] > mx)
                     mx = sc[t];
@@ -49,7 +50,7 @@ void gp_decode_attn_ref(const gp_bf16 *q, const gp_bf16 *k_cache, const gp_bf16 
                 double p = exp(sc[t] - mx);
                 sum += p;
                 for (int d = 0; d < head_dim; d++)
-                    o[d] += p * (double)gp_bf16_to_f32(v_cache[off + d]);
+                    o[d] += p * (double)gp_half_to_f32(v_cache[off + d], dtype);
             }
             for (int d = 0; d < head_dim; d++)
                 oh[d] = len > 0 ? (float)(o[d] / sum) : 0.0f;

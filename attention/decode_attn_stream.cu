@@ -1,7 +1,8 @@
 /* GQA decode attention for batches that fill the SMs many times over (head_dim
  * 128, up to 8 query heads per KV head): persistent warps that each stream
  * whole (row, KV head) items one after another, tensor-core products. The
- * same outputs as decode_attn.cu / decode_attn_mma.cu, always one split. */
+ * same outputs as decode_attn.cu / decode_attn_mma.cu, always one split.
+ * Templated on the 16-bit element type T (bf16 or fp16, the view's dtype). */
 #include <stdint.h>
 
 #include "cuda_util.cuh"
@@ -84,9 +85,11 @@ static __device__ __forceinline__ void gp_sx_start(const gp_attn_args &a, gp_sx_
 /* Copy the producer's tile (and, for an item's first tile, its q) into stage
  * buffer st, then move the cursor to the next tile (n_items, W: items and
  * warps of the grid). Rows past the item's length are zero-filled. */
+template <class T>
 static __device__ __forceinline__ void gp_sx_issue(const gp_attn_args &a, gp_sx_prod &p, unsigned char *st, int lane,
                                                    int n_items, int W)
 {
+    const T *ak = static_cast<const T *>(a.k), *av = static_cast<const T *>(a.v);
     const unsigned ks = gp_smem_addr(st), vs = ks + SX_KV_BYTES;
     const long long slot_stride = (long long)a.n_kv * SX_HD, head_off = (long long)p.kvh * SX_HD;
     const int chunk = lane & 15, hi = lane >> 4;
@@ -96,7 +99,7 @@ static __device__ __forceinline__ void gp_sx_issue(const gp_attn_args &a, gp_sx_
          * rows of 256 B per instruction, at one stride from each other. */
         const int slot0 = p.base - gp_attn_block_index(a, p.base) * a.block_size;
         const long long off = ((long long)p.blk * a.block_size + slot0 + hi) * slot_stride + head_off + chunk * 8;
-        const __nv_bfloat16 *kp = a.k + off, *vp = a.v + off;
+        const T *kp = ak + off, *vp = av + off;
         if (p.blk >= 0 && p.base + SX_TILE <= p.len) {
             /* a full tile (the common case): no per-row checks, since the
              * copies' issue is much of what bounds a warp's rate */
@@ -113,8 +116,8 @@ static __device__ __forceinline__ void gp_sx_issue(const gp_attn_args &a, gp_sx_
                 const int row = 2 * i + hi;
                 const bool ok = p.blk >= 0 && p.base + row < p.len;
                 /* 0 bytes: zero-fill, the source is not read */
-                gp_cp_async16_l2(ks + gp_sx_swz(row, chunk), ok ? kp : a.k, ok ? 16 : 0, p.l2);
-                gp_cp_async16_l2(vs + gp_sx_swz(row, chunk), ok ? vp : a.v, ok ? 16 : 0, p.l2);
+                gp_cp_async16_l2(ks + gp_sx_swz(row, chunk), ok ? kp : ak, ok ? 16 : 0, p.l2);
+                gp_cp_async16_l2(vs + gp_sx_swz(row, chunk), ok ? vp : av, ok ? 16 : 0, p.l2);
                 kp += 2 * slot_stride;
                 vp += 2 * slot_stride;
             }
@@ -133,13 +136,13 @@ static __device__ __forceinline__ void gp_sx_issue(const gp_attn_args &a, gp_sx_
             const int row = 2 * i + hi;
             const long long ro = __shfl_sync(0xffffffffu, off, row);
             const size_t src = ro >= 0 ? (size_t)ro + (size_t)chunk * 8 : 0;
-            gp_cp_async16_l2(ks + gp_sx_swz(row, chunk), a.k + src, ro >= 0 ? 16 : 0, p.l2);
-            gp_cp_async16_l2(vs + gp_sx_swz(row, chunk), a.v + src, ro >= 0 ? 16 : 0, p.l2);
+            gp_cp_async16_l2(ks + gp_sx_swz(row, chunk), ak + src, ro >= 0 ? 16 : 0, p.l2);
+            gp_cp_async16_l2(vs + gp_sx_swz(row, chunk), av + src, ro >= 0 ? 16 : 0, p.l2);
         }
     }
     if (p.base == 0) {
         /* the item's G query heads, contiguous in q: [G][128] */
-        const __nv_bfloat16 *qs = a.q + ((size_t)p.b * a.n_heads + (size_t)p.kvh * a.group) * SX_HD;
+        const T *qs = static_cast<const T *>(a.q) + ((size_t)p.b * a.n_heads + (size_t)p.kvh * a.group) * SX_HD;
         for (int j = lane; j < a.group * 16; j += 32)
             gp_cp_async16(vs + SX_KV_BYTES + j * 16, qs + j * 8, 16);
     }
@@ -154,10 +157,11 @@ static __device__ __forceinline__ void gp_sx_issue(const gp_attn_args &a, gp_sx_
     }
 }
 
-template <int GT>
+template <class T, int GT>
 static __global__ void __launch_bounds__(SX_NW * 32, 6)
 gp_decode_attn_stream_kernel(const gp_attn_args a)
 {
+    typedef gp_half_traits<T> TR;
     constexpr int ST = SX_ST;
     extern __shared__ __align__(128) unsigned char gp_sx_smem[];
     const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
@@ -177,7 +181,7 @@ gp_decode_attn_stream_kernel(const gp_attn_args a)
 #pragma unroll
     for (int j = 0; j < ST - 1; j++) {
         if (p.item < n_items)
-            gp_sx_issue(a, p, ring + j * SX_STAGE_BYTES(GT), lane, n_items, W);
+            gp_sx_issue<T>(a, p, ring + j * SX_STAGE_BYTES(GT), lane, n_items, W);
         asm volatile("cp.async.commit_group;\n");
     }
     int cs = 0; /* consumer's stage; the producer fills (cs + ST - 1) % ST */
@@ -208,7 +212,7 @@ gp_decode_attn_stream_kernel(const gp_attn_args a)
         for (int tile = 0; tile < tiles; tile++) {
             if (p.item < n_items) {
                 const int ps = cs == 0 ? ST - 1 : cs - 1; /* freed by the last iteration */
-                gp_sx_issue(a, p, ring + ps * SX_STAGE_BYTES(GT), lane, n_items, W);
+                gp_sx_issue<T>(a, p, ring + ps * SX_STAGE_BYTES(GT), lane, n_items, W);
             }
             asm volatile("cp.async.commit_group;\n");
             asm volatile("cp.async.wait_group %0;\n" ::"n"(ST - 1) : "memory");
@@ -234,9 +238,9 @@ gp_decode_attn_stream_kernel(const gp_attn_args a)
                 uint32_t a0, a1, a2, a3;
                 gp_ldsm_x4(ks + koff[kst], a0, a1, a2, a3);
                 if (kst & 1)
-                    gp_mma_bf16_full(sb, a0, a1, a2, a3, qb[kst][0], qb[kst][1]);
+                    TR::mma(sb, a0, a1, a2, a3, qb[kst][0], qb[kst][1]);
                 else
-                    gp_mma_bf16_full(sa, a0, a1, a2, a3, qb[kst][0], qb[kst][1]);
+                    TR::mma(sa, a0, a1, a2, a3, qb[kst][0], qb[kst][1]);
             }
             /* s[0], s[1]: token gr, heads 2tq, 2tq+1; s[2], s[3]: token gr+8 */
             const int base = tile * SX_TILE;
@@ -274,10 +278,10 @@ gp_decode_attn_stream_kernel(const gp_attn_args a)
             /* P^T as the B operand (k = tokens, n = heads): the S^T
              * fragment holds (token, head pair); B wants (head, token
              * pair), its transpose per 8x8 block. p = hi + lo in two bf16
-             * parts (16 significant bits), as in decode_attn_mma.cu. */
-            const uint32_t h0 = gp_pack_bf16x2(p00, p01), h1 = gp_pack_bf16x2(p10, p11);
-            const uint32_t e0 = gp_pack_bf16x2(p00 - gp_bf16_lo(h0), p01 - gp_bf16_hi(h0));
-            const uint32_t e1 = gp_pack_bf16x2(p10 - gp_bf16_lo(h1), p11 - gp_bf16_hi(h1));
+             * (or fp16) parts (16 significant bits; 22), as in decode_attn_mma.cu. */
+            const uint32_t h0 = TR::pack2(p00, p01), h1 = TR::pack2(p10, p11);
+            const uint32_t e0 = TR::pack2(p00 - TR::lo(h0), p01 - TR::hi(h0));
+            const uint32_t e1 = TR::pack2(p10 - TR::lo(h1), p11 - TR::hi(h1));
             const uint32_t bh0 = gp_movmatrix_t(h0), bh1 = gp_movmatrix_t(h1);
             const uint32_t bl0 = gp_movmatrix_t(e0), bl1 = gp_movmatrix_t(e1);
             /* O^T += V^T P^T per 16 dims; transposed A matrices: (dims +0-7,
@@ -286,8 +290,8 @@ gp_decode_attn_stream_kernel(const gp_attn_args a)
             for (int dt = 0; dt < 8; dt++) {
                 uint32_t a0, a1, a2, a3;
                 gp_ldsm_x4_t(vs + voff[dt], a0, a1, a2, a3);
-                gp_mma_bf16_full(o[dt], a0, a1, a2, a3, bh0, bh1);
-                gp_mma_bf16_full(o[dt], a0, a1, a2, a3, bl0, bl1);
+                TR::mma(o[dt], a0, a1, a2, a3, bh0, bh1);
+                TR::mma(o[dt], a0, a1, a2, a3, bl0, bl1);
             }
             __syncwarp(); /* every lane is done with this stage before it is refilled */
             cs = cs + 1 == ST ? 0 : cs + 1;
@@ -303,12 +307,12 @@ gp_decode_attn_stream_kernel(const gp_attn_args a)
         }
         const float i0 = l0 > 0.0f ? 1.0f / l0 : 0.0f, i1 = l1 > 0.0f ? 1.0f / l1 : 0.0f; /* empty row: 0 */
         const int b = item / a.n_kv, kvh = item % a.n_kv;
-        uint32_t *orow = reinterpret_cast<uint32_t *>(a.out + ((size_t)b * a.n_heads + (size_t)kvh * a.group + gr) *
-                                                                  SX_HD);
+        uint32_t *orow = reinterpret_cast<uint32_t *>(static_cast<T *>(a.out) +
+                                                      ((size_t)b * a.n_heads + (size_t)kvh * a.group + gr) * SX_HD);
 #pragma unroll
         for (int dt = 0; dt < 8; dt++) {
-            const uint32_t lo = gp_movmatrix_t(gp_pack_bf16x2(o[dt][0] * i0, o[dt][1] * i1));
-            const uint32_t hi = gp_movmatrix_t(gp_pack_bf16x2(o[dt][2] * i0, o[dt][3] * i1));
+            const uint32_t lo = gp_movmatrix_t(TR::pack2(o[dt][0] * i0, o[dt][1] * i1));
+            const uint32_t hi = gp_movmatrix_t(TR::pack2(o[dt][2] * i0, o[dt][3] * i1));
             if (gr < a.group) {
                 orow[dt * 8 + tq] = lo;     /* dims dt*16 + 2tq, +1 */
                 orow[dt * 8 + 4 + tq] = hi; /* dims dt*16 + 8 + 2tq, +1 */
@@ -323,24 +327,28 @@ static_assert(SX_SMEM_BYTES(8) <= 227 * 1024, "a CTA's rings must fit an SM's sh
 /* The kernel for the group with its shared memory bytes; the limit above the
  * default 48 KB and the carveout (all of the unified L1 the kernel can get,
  * since its rings are what bound the warps per SM) are set once per kernel. */
-static gp_status gp_sx_kernel_for(int group, const void **kernel, int *smem)
+static gp_status gp_sx_kernel_for(gp_dtype dtype, int group, const void **kernel, int *smem)
 {
-    const int gi = group <= 4 ? 0 : 1;
-    *kernel = gi == 0 ? (const void *)gp_decode_attn_stream_kernel<4>
-                      : (const void *)gp_decode_attn_stream_kernel<8>;
+    const int gi = group <= 4 ? 0 : 1, di = dtype == GP_DTYPE_F16 ? 1 : 0;
+    if (di)
+        *kernel = gi == 0 ? (const void *)gp_decode_attn_stream_kernel<__half, 4>
+                          : (const void *)gp_decode_attn_stream_kernel<__half, 8>;
+    else
+        *kernel = gi == 0 ? (const void *)gp_decode_attn_stream_kernel<__nv_bfloat16, 4>
+                          : (const void *)gp_decode_attn_stream_kernel<__nv_bfloat16, 8>;
     *smem = gi == 0 ? SX_SMEM_BYTES(4) : SX_SMEM_BYTES(8);
-    static int done[2];
-    return gp_attn_smem_once(&done[gi], *kernel, *smem, true);
+    static int done[2][2];
+    return gp_attn_smem_once(&done[di][gi], *kernel, *smem, true);
 }
 
 /* Queried once per kernel: gp_decode_attn asks on every call. */
-gp_status gp_decode_attn_stream_occupancy(int group, int *warps_per_sm)
+gp_status gp_decode_attn_stream_occupancy(gp_dtype dtype, int group, int *warps_per_sm)
 {
     const void *k;
     int smem, ctas = 0;
-    GP_TRY(gp_sx_kernel_for(group, &k, &smem));
-    static int cached[2];
-    int *c = &cached[group <= 4 ? 0 : 1];
+    GP_TRY(gp_sx_kernel_for(dtype, group, &k, &smem));
+    static int cached[2][2];
+    int *c = &cached[dtype == GP_DTYPE_F16 ? 1 : 0][group <= 4 ? 0 : 1];
     if (!(ctas = __atomic_load_n(c, __ATOMIC_ACQUIRE))) {
         GP_CUDA_TRY(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&ctas, k, SX_NW * 32, smem));
         __atomic_store_n(c, ctas, __ATOMIC_RELEASE);
@@ -353,7 +361,7 @@ gp_status gp_decode_attn_stream_launch(const gp_attn_args *a, cudaStream_t strea
 {
     const void *k;
     int smem;
-    GP_TRY(gp_sx_kernel_for(a->group, &k, &smem));
+    GP_TRY(gp_sx_kernel_for(a->dtype, a->group, &k, &smem));
     cudaLaunchConfig_t cfg = gp_attn_launch_config(a, smem, stream);
     cfg.gridDim = dim3((unsigned)((a->stream_warps + SX_NW - 1) / SX_NW));
     cfg.blockDim = dim3(SX_NW * 32);

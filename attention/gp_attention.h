@@ -1,5 +1,10 @@
 /* greenpipe attention stage: the device paged KV cache, RoPE + KV append, and
- * GQA flash-decoding attention over the paged cache. C-callable; no CUDA types. */
+ * GQA flash-decoding attention over the paged cache. C-callable; no CUDA types.
+ *
+ * Element type: every kernel runs in bf16 or fp16 (GP_DTYPE_BF16 or
+ * GP_DTYPE_F16), the dtype of the gp_kv_view it is given: q, k, v, qkv, the
+ * biases and the outputs of a call are all of that dtype (void pointers to
+ * 16-bit elements); softmax and accumulation are float32 either way. */
 #ifndef GP_ATTENTION_H
 #define GP_ATTENTION_H
 
@@ -20,15 +25,19 @@ extern "C" {
  * its sequence id). */
 typedef struct gp_kv_device gp_kv_device; /* opaque */
 
-/* Device bytes gp_kv_device_create allocates (0 on overflow or bad args). */
-uint64_t gp_kv_device_bytes(const gp_kv_layout *l, int max_seqs, int max_blocks_per_seq);
+/* Device bytes gp_kv_device_create allocates (0 on overflow or bad args,
+ * a dtype other than BF16 or F16 included; the same for both). */
+uint64_t gp_kv_device_bytes(const gp_kv_layout *l, gp_dtype dtype, int max_seqs,
+                            int max_blocks_per_seq);
 
-/* Allocates K and V pools for all layers (zeroed), block tables (-1),
+/* Allocates K and V pools for all layers (zeroed) of 16-bit elements of
+ * dtype (GP_DTYPE_BF16 or GP_DTYPE_F16; anything else is GP_ERR_INVALID_ARG
+ * naming it and the allowed ones), block tables (-1),
  * lengths/positions (0) and two pinned staging buffers. Checks cudaMemGetInfo
  * first: GP_ERR_DEVICE_MEMORY names the bytes needed and free. Synchronous
  * (not for use inside a step). max_seqs = most rows a step may have. */
-gp_status gp_kv_device_create(const gp_kv_layout *l, int max_seqs, int max_blocks_per_seq,
-                              gp_kv_device **out);
+gp_status gp_kv_device_create(const gp_kv_layout *l, gp_dtype dtype, int max_seqs,
+                              int max_blocks_per_seq, gp_kv_device **out);
 /* Synchronises the device before freeing; NULL is fine. */
 void gp_kv_device_destroy(gp_kv_device *kv);
 
@@ -58,10 +67,12 @@ gp_status gp_kv_device_upload(gp_kv_device *kv, int B, const int32_t *tables, in
 const gp_kv_layout *gp_kv_device_layout(const gp_kv_device *kv);
 int gp_kv_device_max_seqs(const gp_kv_device *kv);
 int gp_kv_device_max_blocks_per_seq(const gp_kv_device *kv);
-/* Layer's pools: device [n_blocks][block_size][n_kv_heads][head_dim]; NULL
- * when layer is out of range. */
-gp_bf16 *gp_kv_device_k(const gp_kv_device *kv, int layer);
-gp_bf16 *gp_kv_device_v(const gp_kv_device *kv, int layer);
+/* The element type of the pools (GP_DTYPE_BF16 or GP_DTYPE_F16; BF16 for NULL). */
+gp_dtype gp_kv_device_dtype(const gp_kv_device *kv);
+/* Layer's pools: device [n_blocks][block_size][n_kv_heads][head_dim] of
+ * gp_kv_device_dtype; NULL when layer is out of range. */
+void *gp_kv_device_k(const gp_kv_device *kv, int layer);
+void *gp_kv_device_v(const gp_kv_device *kv, int layer);
 int32_t *gp_kv_device_block_tables(const gp_kv_device *kv); /* device [max_seqs][max_blocks_per_seq] */
 int32_t *gp_kv_device_lens(const gp_kv_device *kv);         /* device [max_seqs] */
 int32_t *gp_kv_device_positions(const gp_kv_device *kv);    /* device [max_seqs] */
@@ -69,8 +80,11 @@ int32_t *gp_kv_device_positions(const gp_kv_device *kv);    /* device [max_seqs]
 /* What the kernels read: one layer's pools and the step tables, all device
  * pointers. The kernels take a view so they work on any storage. */
 typedef struct gp_kv_view {
-    gp_bf16 *k;                  /* [n_blocks][block_size][n_kv_heads][head_dim] */
-    gp_bf16 *v;                  /* [n_blocks][block_size][n_kv_heads][head_dim] */
+    /* The 16-bit type of k and v, and of q, qkv, biases and outputs of
+     * every call given this view: GP_DTYPE_BF16 or GP_DTYPE_F16. */
+    gp_dtype dtype;
+    void *k;                     /* [n_blocks][block_size][n_kv_heads][head_dim] */
+    void *v;                     /* [n_blocks][block_size][n_kv_heads][head_dim] */
     const int32_t *block_tables; /* [n_rows][max_blocks] */
     const int32_t *lens;         /* [n_rows]: valid tokens incl. this step's, in [1, max_blocks*block_size] */
     const int32_t *positions;    /* [n_rows]: position of this step's token (= lens - 1) */
@@ -95,25 +109,32 @@ gp_status gp_kv_view_rows(const gp_kv_view *in, int first, int count, gp_kv_view
 /* For each row b: RoPE (HF rotate_half, fp32 angle = (float)pos * inv_freq[i],
  * accurate cosf/sinf) on the q and k heads of qkv, q to q_out, k and the
  * unrotated v into the cache at (block_tables[b][pos / block_size],
- * pos % block_size). fp32 math, one bf16 rounding at each store.
- *   qkv      device bf16 [B][(n_heads + 2 n_kv_heads) head_dim]: q heads, k heads, v heads
+ * pos % block_size). fp32 math, one rounding to kv->dtype at each store.
+ * With a bias (Qwen2's q/k/v bias, fused here where it costs nothing), each
+ * value is float(qkv) + float(bias) in float32 before RoPE: q and k store
+ * round(rope(float(x) + float(bias))), v stores round(float(v) + float(bias_v)).
+ *   qkv      device [B][(n_heads + 2 n_kv_heads) head_dim] of kv->dtype: q heads, k heads, v heads
+ *   bias     device [(n_heads + 2 n_kv_heads) head_dim] of kv->dtype, or NULL (none)
  *   inv_freq device float [head_dim/2] (gp_rope_inv_freq, uploaded)
- *   q_out    device bf16 [B][n_heads][head_dim]
+ *   q_out    device [B][n_heads][head_dim] of kv->dtype
  * Uses kv->positions and kv->block_tables (through kv->row_table when
  * set: row b's table row is row_table[b]). A row whose position or block id
  * is out of range is skipped (nothing written for it, q_out row included)
  * rather than corrupting memory; the host path guarantees they are valid.
  * Asynchronous, capturable, no allocation. */
-gp_status gp_rope_kv_append(const gp_kv_view *kv, int B, int n_heads, const gp_bf16 *qkv,
-                            const float *inv_freq, gp_bf16 *q_out, void *stream);
+gp_status gp_rope_kv_append(const gp_kv_view *kv, int B, int n_heads, const void *qkv,
+                            const void *bias, const float *inv_freq, void *q_out, void *stream);
 
-/* Float reference on host arrays (same layouts): writes bf16 K and V into
- * the host caches like the kernel and q_out as unrounded float
- * [B][n_heads][head_dim]. Uses gp_ref_rope of the model reference. */
-void gp_rope_kv_append_ref(const gp_bf16 *qkv, int B, int n_heads, int n_kv_heads, int head_dim,
-                           const int32_t *positions, const float *inv_freq,
-                           const int32_t *block_tables, int max_blocks, int block_size,
-                           gp_bf16 *k_cache, gp_bf16 *v_cache, float *q_out);
+/* Float reference on host arrays (same layouts, 16-bit elements of dtype,
+ * BF16 or F16, as uint16_t bits; bias NULL or [(n_heads + 2 n_kv_heads)
+ * head_dim]): adds the bias in float, then RoPE, in the kernel's order;
+ * writes K and V rounded to dtype into the host caches like the kernel and
+ * q_out as unrounded float [B][n_heads][head_dim]. Uses gp_ref_rope of the
+ * model reference. */
+void gp_rope_kv_append_ref(gp_dtype dtype, const uint16_t *qkv, const uint16_t *bias, int B,
+                           int n_heads, int n_kv_heads, int head_dim, const int32_t *positions,
+                           const float *inv_freq, const int32_t *block_tables, int max_blocks,
+                           int block_size, uint16_t *k_cache, uint16_t *v_cache, float *q_out);
 
 /* --------------------------------------------------------- decode attention */
 
@@ -176,7 +197,7 @@ typedef struct gp_attn_call {
     int sm_count;            /* SMs the call may use */
     int stream_warps_per_sm; /* resident warps per SM of the streaming kernel; 0 = not
                                 known, the streaming kernel is not considered */
-    int out_aligned4;        /* out is 4-byte aligned (the streaming kernel stores bf16 pairs) */
+    int out_aligned4;        /* out is 4-byte aligned (the streaming kernel stores 16-bit pairs) */
 } gp_attn_call;
 
 /* The kernel gp_decode_attn runs for call c under p (NULL: defaults). The
@@ -195,7 +216,9 @@ gp_status gp_decode_attn_choose(const gp_decode_attn_params *p, const gp_attn_ca
 
 /* The kernel gp_decode_attn runs for a call of this shape under p (NULL:
  * defaults), with the splits it would pick and a 4-byte aligned output: for
- * reports. Queries the device (SM count, occupancy) where the rule needs it. */
+ * reports. Queries the device (SM count, occupancy) where the rule needs it;
+ * the occupancy is the bf16 kernels' (an fp16 call's streaming-kernel grid
+ * uses its own, so the rare shape at the rule's threshold may differ). */
 gp_status gp_decode_attn_kernel(int B, int n_heads, int n_kv_heads, int head_dim, int max_len,
                                 const gp_decode_attn_params *p, gp_attn_kernel *out);
 
@@ -204,7 +227,9 @@ gp_status gp_decode_attn_kernel(int B, int n_heads, int n_kv_heads, int head_dim
  * bound kernel saturates HBM once every SM is full; more splits only add
  * merge traffic), each split >= 64 tokens of the longest row, capped by
  * max_splits (auto: 256); 1 when B * n_kv_heads already fills the wave.
- * max_len = upper bound of lens in this call. p may be NULL (defaults). */
+ * max_len = upper bound of lens in this call. p may be NULL (defaults).
+ * The same for both dtypes: the occupancy it assumes is the bf16 kernels'
+ * (the fp16 ones have the same launch shape and shared memory). */
 gp_status gp_decode_attn_splits(int B, int n_heads, int n_kv_heads, int head_dim, int max_len,
                                 const gp_decode_attn_params *p, int *n_splits);
 /* Workspace bytes for a call with n_splits (0 when n_splits <= 1: none needed). */
@@ -217,8 +242,9 @@ gp_status gp_decode_attn_workspace_max(int max_B, int n_heads, int n_kv_heads, i
 
 /* out = softmax(q K^T / sqrt(head_dim)) V per query head over the row's lens[b]
  * cached tokens (GQA: query head h reads KV head h / (n_heads/n_kv_heads)).
- *   q   device bf16 [B][n_heads][head_dim] (16-byte aligned; q_out of rope)
- *   out device bf16 [B][n_heads][head_dim]
+ * q and out are of kv->dtype (BF16 or F16).
+ *   q   device [B][n_heads][head_dim] (16-byte aligned; q_out of rope)
+ *   out device [B][n_heads][head_dim]
  *   workspace device, >= gp_decode_attn_workspace_bytes(B, n_heads, head_dim,
  *       splits), 16-byte aligned; may be NULL/0, then fewer splits are used
  *       (down to 1) unless force_splits demands more (GP_ERR_INVALID_ARG).
@@ -229,15 +255,17 @@ gp_status gp_decode_attn_workspace_max(int max_B, int n_heads, int n_kv_heads, i
  * and the table entries they reach valid block ids: the host path
  * guarantees it; the kernel clamps lens to that range and gives a row of
  * length 0 a zero output. Asynchronous, capturable, no allocation. */
-gp_status gp_decode_attn(const gp_kv_view *kv, int B, int n_heads, int max_len, const gp_bf16 *q,
-                         gp_bf16 *out, void *workspace, size_t workspace_bytes,
+gp_status gp_decode_attn(const gp_kv_view *kv, int B, int n_heads, int max_len, const void *q,
+                         void *out, void *workspace, size_t workspace_bytes,
                          const gp_decode_attn_params *p, void *stream);
 
-/* Reference in double on host arrays (same layouts); out float
+/* Reference in double on host arrays (same layouts; q and the caches are
+ * 16-bit elements of dtype, BF16 or F16, as uint16_t bits); out float
  * [B][n_heads][head_dim]; a row of length 0 gives zeros. */
-void gp_decode_attn_ref(const gp_bf16 *q, const gp_bf16 *k_cache, const gp_bf16 *v_cache,
-                        const int32_t *block_tables, int max_blocks, const int32_t *lens, int B,
-                        int n_heads, int n_kv_heads, int head_dim, int block_size, float *out);
+void gp_decode_attn_ref(gp_dtype dtype, const uint16_t *q, const uint16_t *k_cache,
+                        const uint16_t *v_cache, const int32_t *block_tables, int max_blocks,
+                        const int32_t *lens, int B, int n_heads, int n_kv_heads, int head_dim,
+                        int block_size, float *out);
 
 /* --------------------------------------------------------- prefill attention */
 
@@ -256,27 +284,28 @@ int gp_prefill_attn_supports(int head_dim);
 /* Causal GQA attention of a prefill chunk on tensor cores (FlashAttention-2
  * style: a CTA per (query head, 64-query tile, sequence), K/V tiles of 64
  * tokens streamed from the paged cache through shared memory, online
- * softmax in fp32, q.k and p.v as bf16 mma with fp32 accumulation, p
- * rounded to bf16). Query row r of sequence i attends to the positions
+ * softmax in fp32, q.k and p.v as bf16 or fp16 mma (kv->dtype) with fp32
+ * accumulation, p rounded to that dtype). Query row r of sequence i attends to the positions
  * 0 .. pos0 + (r - q_start) of its cache.
  *   kv    the layer's view: k, v, block_tables (rows named by table_row),
  *         block_size, n_kv_heads, head_dim, max_blocks, n_blocks
- *   q     device bf16 [n_rows][n_heads][head_dim] (RoPE applied)
- *   out   device bf16 [n_rows][n_heads][head_dim]
+ *   q     device [n_rows][n_heads][head_dim] of kv->dtype (RoPE applied)
+ *   out   device [n_rows][n_heads][head_dim] of kv->dtype
  *   seqs  device [n_seqs]; max_q_len: host bound of their q_len (the grid)
  * Rows no sequence names are not written. head_dim one of
  * GP_PREFILL_ATTN_HEAD_DIMS, n_heads a multiple of n_kv_heads; q, out and
  * the pools 16-byte aligned. The host path guarantees positions and table
  * entries are valid. Asynchronous, capturable, no allocation. */
-gp_status gp_prefill_attn(const gp_kv_view *kv, int n_heads, const gp_bf16 *q, gp_bf16 *out, int n_rows,
+gp_status gp_prefill_attn(const gp_kv_view *kv, int n_heads, const void *q, void *out, int n_rows,
                           const gp_prefill_seq_desc *seqs, int n_seqs, int max_q_len, void *stream);
 
-/* Reference in double on host arrays (same layouts, host seqs); out float
- * [n_rows][n_heads][head_dim], rows no sequence names left untouched. */
-void gp_prefill_attn_ref(const gp_bf16 *q, const gp_bf16 *k_cache, const gp_bf16 *v_cache,
-                         const int32_t *block_tables, int max_blocks, int block_size, int n_heads,
-                         int n_kv_heads, int head_dim, const gp_prefill_seq_desc *seqs, int n_seqs,
-                         float *out);
+/* Reference in double on host arrays (same layouts, host seqs; 16-bit
+ * elements of dtype as uint16_t bits); out float [n_rows][n_heads][head_dim],
+ * rows no sequence names left untouched. */
+void gp_prefill_attn_ref(gp_dtype dtype, const uint16_t *q, const uint16_t *k_cache,
+                         const uint16_t *v_cache, const int32_t *block_tables, int max_blocks,
+                         int block_size, int n_heads, int n_kv_heads, int head_dim,
+                         const gp_prefill_seq_desc *seqs, int n_seqs, float *out);
 
 #ifdef __cplusplus
 }

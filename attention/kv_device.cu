@@ -4,6 +4,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "attn_half.cuh"
 #include "cuda_util.cuh"
 #include "gp_attention.h"
 
@@ -13,10 +14,11 @@
 
 struct gp_kv_device {
     gp_kv_layout layout;
+    gp_dtype dtype;          /* of the pools: GP_DTYPE_BF16 or GP_DTYPE_F16 */
     int max_seqs;
     int max_blocks;          /* table row stride */
     uint64_t layer_elems;    /* elements in one layer's K (or V) pool */
-    gp_bf16 *pools;          /* device [n_layers][2][layer_elems]: K then V of each layer */
+    uint16_t *pools;         /* device [n_layers][2][layer_elems]: K then V of each layer */
     int32_t *d_tables;       /* device [max_seqs][max_blocks] */
     int32_t *d_lens_pos;     /* device [2][max_seqs]: lens, then positions */
     int32_t *staging[GP_KV_STAGING_SLOTS]; /* pinned, each [max_seqs*max_blocks + 2*max_seqs]:
@@ -29,24 +31,26 @@ struct gp_kv_device {
     int64_t call_count;
 };
 
-/* Sizes of the parts; 0 return on overflow or a non-positive field. */
-static int gp_kv_device_sizes(const gp_kv_layout *l, int max_seqs, int max_blocks,
+/* Sizes of the parts; 0 return on overflow, a non-positive field or a
+ * dtype that is not 16-bit. */
+static int gp_kv_device_sizes(const gp_kv_layout *l, gp_dtype dtype, int max_seqs, int max_blocks,
                               uint64_t *pool_bytes, uint64_t *table_elems)
 {
-    if (!l || l->n_layers <= 0 || max_seqs <= 0 || max_blocks <= 0)
+    if (!l || !gp_dtype_is_half(dtype) || l->n_layers <= 0 || max_seqs <= 0 || max_blocks <= 0)
         return 0;
     uint64_t elems = gp_kv_layer_elems(l), a, b;
-    if (elems == 0 || !gp_mul_u64(elems, 2u * sizeof(gp_bf16), &a)
+    if (elems == 0 || !gp_mul_u64(elems, 2u * (uint64_t)gp_dtype_size(dtype), &a)
         || !gp_mul_u64(a, (uint64_t)l->n_layers, &b))
         return 0;
     *pool_bytes = b;
     return gp_mul_u64((uint64_t)max_seqs, (uint64_t)max_blocks, table_elems);
 }
 
-extern "C" uint64_t gp_kv_device_bytes(const gp_kv_layout *l, int max_seqs, int max_blocks_per_seq)
+extern "C" uint64_t gp_kv_device_bytes(const gp_kv_layout *l, gp_dtype dtype, int max_seqs,
+                                       int max_blocks_per_seq)
 {
     uint64_t pool, tab, t, total;
-    if (!gp_kv_device_sizes(l, max_seqs, max_blocks_per_seq, &pool, &tab))
+    if (!gp_kv_device_sizes(l, dtype, max_seqs, max_blocks_per_seq, &pool, &tab))
         return 0;
     if (!gp_add_u64(tab, 2u * (uint64_t)max_seqs, &t) || !gp_mul_u64(t, sizeof(int32_t), &t)
         || !gp_add_u64(pool, t, &total))
@@ -54,16 +58,17 @@ extern "C" uint64_t gp_kv_device_bytes(const gp_kv_layout *l, int max_seqs, int 
     return total;
 }
 
-extern "C" gp_status gp_kv_device_create(const gp_kv_layout *l, int max_seqs,
+extern "C" gp_status gp_kv_device_create(const gp_kv_layout *l, gp_dtype dtype, int max_seqs,
                                          int max_blocks_per_seq, gp_kv_device **out)
 {
     if (!l || !out)
         GP_FAIL(GP_ERR_INVALID_ARG, "gp_kv_device_create: layout and out must not be NULL");
     *out = NULL;
+    GP_TRY(gp_attn_check_dtype("gp_kv_device_create", dtype));
     GP_TRY(gp_kv_layout_check(l, max_seqs, max_blocks_per_seq, "gp_kv_device_create"));
     uint64_t pool_bytes, table_elems;
-    uint64_t total = gp_kv_device_bytes(l, max_seqs, max_blocks_per_seq);
-    if (!gp_kv_device_sizes(l, max_seqs, max_blocks_per_seq, &pool_bytes, &table_elems)
+    uint64_t total = gp_kv_device_bytes(l, dtype, max_seqs, max_blocks_per_seq);
+    if (!gp_kv_device_sizes(l, dtype, max_seqs, max_blocks_per_seq, &pool_bytes, &table_elems)
         || total == 0 || table_elems + 2u * (uint64_t)max_seqs > SIZE_MAX / sizeof(int32_t))
         GP_FAIL(GP_ERR_OVERFLOW, "gp_kv_device_create: %d layers x %d blocks x %d tokens x %d "
                 "KV heads x %d dims (and %d x %d table entries) overflow", l->n_layers,
@@ -83,6 +88,7 @@ extern "C" gp_status gp_kv_device_create(const gp_kv_layout *l, int max_seqs,
     if (!kv)
         GP_FAIL(GP_ERR_NO_MEMORY, "gp_kv_device_create: out of host memory");
     kv->layout = *l;
+    kv->dtype = dtype;
     kv->max_seqs = max_seqs;
     kv->max_blocks = max_blocks_per_seq;
     kv->layer_elems = gp_kv_layer_elems(l);
@@ -312,14 +318,19 @@ extern "C" int gp_kv_device_max_blocks_per_seq(const gp_kv_device *kv)
     return kv ? kv->max_blocks : 0;
 }
 
-extern "C" gp_bf16 *gp_kv_device_k(const gp_kv_device *kv, int layer)
+extern "C" gp_dtype gp_kv_device_dtype(const gp_kv_device *kv)
+{
+    return kv ? kv->dtype : GP_DTYPE_BF16;
+}
+
+extern "C" void *gp_kv_device_k(const gp_kv_device *kv, int layer)
 {
     if (!kv || layer < 0 || layer >= kv->layout.n_layers)
         return NULL;
     return kv->pools + (size_t)(2 * layer) * (size_t)kv->layer_elems;
 }
 
-extern "C" gp_bf16 *gp_kv_device_v(const gp_kv_device *kv, int layer)
+extern "C" void *gp_kv_device_v(const gp_kv_device *kv, int layer)
 {
     if (!kv || layer < 0 || layer >= kv->layout.n_layers)
         return NULL;
@@ -348,6 +359,7 @@ extern "C" gp_status gp_kv_device_view(const gp_kv_device *kv, int layer, gp_kv_
     if (layer < 0 || layer >= kv->layout.n_layers)
         GP_FAIL(GP_ERR_INVALID_ARG, "gp_kv_device_view: layer = %d is outside [0, %d)", layer,
                 kv->layout.n_layers);
+    out->dtype = kv->dtype;
     out->k = gp_kv_device_k(kv, layer);
     out->v = gp_kv_device_v(kv, layer);
     out->block_tables = kv->d_tables;

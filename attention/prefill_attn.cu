@@ -15,7 +15,8 @@
  * tiles: with one m tile per warp the ldmatrix traffic, not the tensor
  * cores, bounded the kernel (162 TFLOP/s at T = 8192 on the H100,
  * docs/PERFORMANCE.md). Scores and the output stay in fp32 accumulators;
- * the probabilities enter p.v rounded to bf16 (as FlashAttention-2 does) and
+ * the probabilities enter p.v rounded to bf16 or fp16 (the element type T
+ * of the call: q, K/V and out are all of it; as FlashAttention-2 does) and
  * the softmax denominator sums those rounded values, so every row's weights
  * still sum to one. Tiles wholly after a warp's last query are skipped by
  * that warp; only tiles crossing the diagonal are masked. Query tiles are
@@ -36,11 +37,11 @@ template <int HD> struct pf_shape {
     static constexpr int SMEM = (Q_TILE + PF_STAGES * 2 * TILE) * 2; /* bytes: q, then K and V per stage */
 };
 
-typedef struct pf_args {
-    const __nv_bfloat16 *q;   /* [rows][n_heads][HD] */
-    __nv_bfloat16 *out;       /* [rows][n_heads][HD] */
-    const __nv_bfloat16 *k;   /* [n_blocks][block_size][n_kv][HD] */
-    const __nv_bfloat16 *v;
+typedef struct pf_args {  /* 16-bit pointers: of the kernel's T */
+    const void *q;            /* [rows][n_heads][HD] */
+    void *out;                /* [rows][n_heads][HD] */
+    const void *k;            /* [n_blocks][block_size][n_kv][HD] */
+    const void *v;
     const int32_t *tables;    /* [table rows][max_blocks] */
     const gp_prefill_seq_desc *seqs;
     int n_heads, n_kv, group, block_size, max_blocks;
@@ -49,7 +50,7 @@ typedef struct pf_args {
 } pf_args;
 
 /* 2^x; inputs are scores minus a reference max (at most PF_RESCALE_SLACK), so the hardware
- * approximation's 2 ulp are far below the bf16 rounding p gets next. */
+ * approximation's 2 ulp are far below the bf16 (or fp16) rounding p gets next. */
 static __device__ __forceinline__ float pf_exp2(float x)
 {
     float y;
@@ -59,9 +60,9 @@ static __device__ __forceinline__ float pf_exp2(float x)
 
 /* Issue the copies of keys [t0, t0 + PF_BN) of KV head kvh into ks/vs; keys
  * at or past kv_end are zero-filled (their source is not read). */
-template <int HD>
+template <class T, int HD>
 static __device__ __forceinline__ void pf_load_tile(const pf_args &a, const int32_t *table, int t0, int kv_end,
-                                                    int kvh, __nv_bfloat16 *ks, __nv_bfloat16 *vs)
+                                                    int kvh, T *ks, T *vs)
 {
     constexpr int CPR = HD / 8;              /* 16-byte chunks per row */
     constexpr int RPP = PF_THREADS / CPR;    /* rows per pass */
@@ -79,18 +80,19 @@ static __device__ __forceinline__ void pf_load_tile(const pf_args &a, const int3
                   (size_t)c * 8;
             bytes = 16;
         }
-        gp_cp_async16(gp_smem_addr(ks + r * pf_shape<HD>::PITCH + c * 8), a.k + src, bytes);
-        gp_cp_async16(gp_smem_addr(vs + r * pf_shape<HD>::PITCH + c * 8), a.v + src, bytes);
+        gp_cp_async16(gp_smem_addr(ks + r * pf_shape<HD>::PITCH + c * 8), static_cast<const T *>(a.k) + src, bytes);
+        gp_cp_async16(gp_smem_addr(vs + r * pf_shape<HD>::PITCH + c * 8), static_cast<const T *>(a.v) + src, bytes);
     }
 }
 
-template <int HD>
+template <class T, int HD>
 static __global__ void __launch_bounds__(PF_THREADS, 2) gp_prefill_attn_kernel(const pf_args a)
 {
+    typedef gp_half_traits<T> TR;
     constexpr int KS = HD / 16, NT = HD / 8, PITCH = pf_shape<HD>::PITCH, TILE = pf_shape<HD>::TILE;
     extern __shared__ __align__(16) unsigned char gp_pf_smem[];
-    __nv_bfloat16 *qs = reinterpret_cast<__nv_bfloat16 *>(gp_pf_smem); /* [PF_BM][PITCH] */
-    __nv_bfloat16 *kvs = qs + pf_shape<HD>::Q_TILE;                     /* [stage][K, V][PF_BN][PITCH] */
+    T *qs = reinterpret_cast<T *>(gp_pf_smem); /* [PF_BM][PITCH] */
+    T *kvs = qs + pf_shape<HD>::Q_TILE;        /* [stage][K, V][PF_BN][PITCH] */
 
     const gp_prefill_seq_desc d = a.seqs[blockIdx.z];
     const int m0 = (int)(gridDim.y - 1 - blockIdx.y) * PF_BM;
@@ -115,13 +117,13 @@ static __global__ void __launch_bounds__(PF_THREADS, 2) gp_prefill_attn_kernel(c
         const int c = threadIdx.x % CPR, rr = threadIdx.x / CPR;
         for (int r = rr; r < PF_BM; r += RPP) {
             const bool ok = m0 + r < d.q_len;
-            const __nv_bfloat16 *src = a.q + (size_t)(d.q_start + (ok ? m0 + r : 0)) * row_stride + (size_t)h * HD + c * 8;
+            const T *src = static_cast<const T *>(a.q) + (size_t)(d.q_start + (ok ? m0 + r : 0)) * row_stride + (size_t)h * HD + c * 8;
             gp_cp_async16(gp_smem_addr(qs + r * PITCH + c * 8), src, ok ? 16 : 0);
         }
     }
     const int32_t *table = a.tables + (size_t)d.table_row * a.max_blocks;
     const int n_tiles = (kv_end + PF_BN - 1) / PF_BN;
-    pf_load_tile<HD>(a, table, 0, kv_end, kvh, kvs, kvs + TILE);
+    pf_load_tile<T, HD>(a, table, 0, kv_end, kvh, kvs, kvs + TILE);
     asm volatile("cp.async.commit_group;\n"); /* q and tile 0 */
 
     float o[2][NT][4];
@@ -139,13 +141,13 @@ static __global__ void __launch_bounds__(PF_THREADS, 2) gp_prefill_attn_kernel(c
          * warp is done with tile j - 1, whose buffer the next load refills */
         __syncthreads();
         if (j + 1 < n_tiles) {
-            __nv_bfloat16 *nk = kvs + ((j + 1) % PF_STAGES) * 2 * TILE;
-            pf_load_tile<HD>(a, table, (j + 1) * PF_BN, kv_end, kvh, nk, nk + TILE);
+            T *nk = kvs + ((j + 1) % PF_STAGES) * 2 * TILE;
+            pf_load_tile<T, HD>(a, table, (j + 1) * PF_BN, kv_end, kvh, nk, nk + TILE);
             asm volatile("cp.async.commit_group;\n");
         }
         const int t0 = j * PF_BN;
         if (w_active && t0 <= w_last) {
-            const __nv_bfloat16 *ks = kvs + (j % PF_STAGES) * 2 * TILE, *vs = ks + TILE;
+            const T *ks = kvs + (j % PF_STAGES) * 2 * TILE, *vs = ks + TILE;
             float s[2][PF_KN][4];
 #pragma unroll
             for (int mt = 0; mt < 2; mt++)
@@ -168,8 +170,8 @@ static __global__ void __launch_bounds__(PF_THREADS, 2) gp_prefill_attn_kernel(c
                                b0, b1, b2, b3);
 #pragma unroll
                     for (int mt = 0; mt < 2; mt++) {
-                        gp_mma_bf16_full(s[mt][2 * np], qa[mt][0], qa[mt][1], qa[mt][2], qa[mt][3], b0, b1);
-                        gp_mma_bf16_full(s[mt][2 * np + 1], qa[mt][0], qa[mt][1], qa[mt][2], qa[mt][3], b2, b3);
+                        TR::mma(s[mt][2 * np], qa[mt][0], qa[mt][1], qa[mt][2], qa[mt][3], b0, b1);
+                        TR::mma(s[mt][2 * np + 1], qa[mt][0], qa[mt][1], qa[mt][2], qa[mt][3], b2, b3);
                     }
                 }
             }
@@ -189,7 +191,7 @@ static __global__ void __launch_bounds__(PF_THREADS, 2) gp_prefill_attn_kernel(c
             for (int mt = 0; mt < 2; mt++) {
                 /* The reference max of a row moves only when a tile's scores
                  * exceed it by more than PF_RESCALE_SLACK (log2 units): then p
-                 * stays below 2^slack, harmless in bf16 and fp32, and a warp
+                 * stays below 2^slack, harmless in bf16, fp16 and fp32, and a warp
                  * whose rows all keep theirs skips rescaling its output. */
                 float mx[2], ms[2], corr[2] = {1.0f, 1.0f};
 #pragma unroll
@@ -216,17 +218,17 @@ static __global__ void __launch_bounds__(PF_THREADS, 2) gp_prefill_attn_kernel(c
                     }
                 }
                 float sum[2] = {0.0f, 0.0f};
-                /* p rounded to bf16 as it enters p.v, the sums over the rounded
+                /* p rounded to T as it enters p.v, the sums over the rounded
                  * values (summing the unrounded ones measured under 1% faster);
-                 * packed in place: s[mt][nt][hr] = the bf16 pair of row
+                 * packed in place: s[mt][nt][hr] = the T pair of row
                  * hr, which is the A fragment of k-step nt / 2 */
 #pragma unroll
                 for (int nt = 0; nt < PF_KN; nt++)
 #pragma unroll
                     for (int hr = 0; hr < 2; hr++) {
-                        const uint32_t pk = gp_pack_bf16x2(pf_exp2(fmaf(s[mt][nt][2 * hr], a.scale_log2, -ms[hr])),
-                                                           pf_exp2(fmaf(s[mt][nt][2 * hr + 1], a.scale_log2, -ms[hr])));
-                        sum[hr] += gp_bf16_lo(pk) + gp_bf16_hi(pk);
+                        const uint32_t pk = TR::pack2(pf_exp2(fmaf(s[mt][nt][2 * hr], a.scale_log2, -ms[hr])),
+                                                      pf_exp2(fmaf(s[mt][nt][2 * hr + 1], a.scale_log2, -ms[hr])));
+                        sum[hr] += TR::lo(pk) + TR::hi(pk);
                         s[mt][nt][hr] = __uint_as_float(pk);
                     }
 #pragma unroll
@@ -255,8 +257,8 @@ static __global__ void __launch_bounds__(PF_THREADS, 2) gp_prefill_attn_kernel(c
                         const uint32_t a0 = __float_as_uint(s[mt][2 * kk][0]), a1 = __float_as_uint(s[mt][2 * kk][1]);
                         const uint32_t a2 = __float_as_uint(s[mt][2 * kk + 1][0]);
                         const uint32_t a3 = __float_as_uint(s[mt][2 * kk + 1][1]);
-                        gp_mma_bf16_full(o[mt][2 * dp], a0, a1, a2, a3, b0, b1);
-                        gp_mma_bf16_full(o[mt][2 * dp + 1], a0, a1, a2, a3, b2, b3);
+                        TR::mma(o[mt][2 * dp], a0, a1, a2, a3, b0, b1);
+                        TR::mma(o[mt][2 * dp + 1], a0, a1, a2, a3, b2, b3);
                     }
                 }
             }
@@ -274,18 +276,19 @@ static __global__ void __launch_bounds__(PF_THREADS, 2) gp_prefill_attn_kernel(c
             const int r = w0 + mt * 16 + gr + hr * 8;
             if (r >= d.q_len)
                 continue;
-            __nv_bfloat16 *dst = a.out + (size_t)(d.q_start + r) * row_stride + (size_t)h * HD + 2 * tq;
+            T *dst = static_cast<T *>(a.out) + (size_t)(d.q_start + r) * row_stride + (size_t)h * HD + 2 * tq;
 #pragma unroll
             for (int nt = 0; nt < NT; nt++)
-                *reinterpret_cast<__nv_bfloat162 *>(dst + nt * 8) =
-                    __floats2bfloat162_rn(o[mt][nt][2 * hr] * inv, o[mt][nt][2 * hr + 1] * inv);
+                *reinterpret_cast<typename TR::T2 *>(dst + nt * 8) =
+                    TR::from_float2(o[mt][nt][2 * hr] * inv, o[mt][nt][2 * hr + 1] * inv);
         }
 }
 
-template <int HD> static gp_status pf_launch(const pf_args &a, int n_seqs, int max_q_len, cudaStream_t stream)
+template <class T, int HD>
+static gp_status pf_launch(const pf_args &a, int n_seqs, int max_q_len, cudaStream_t stream)
 {
-    static int done;
-    const void *k = (const void *)gp_prefill_attn_kernel<HD>;
+    static int done; /* per instantiation */
+    const void *k = (const void *)gp_prefill_attn_kernel<T, HD>;
     GP_TRY(gp_attn_smem_once(&done, k, pf_shape<HD>::SMEM, false));
     cudaLaunchConfig_t cfg = {};
     cfg.gridDim = dim3((unsigned)a.n_heads, (unsigned)((max_q_len + PF_BM - 1) / PF_BM), (unsigned)n_seqs);
@@ -304,12 +307,25 @@ extern "C" int gp_prefill_attn_supports(int head_dim)
     return head_dim == 16 || head_dim == 32 || head_dim == 64 || head_dim == 128;
 }
 
-extern "C" gp_status gp_prefill_attn(const gp_kv_view *kv, int n_heads, const gp_bf16 *q, gp_bf16 *out, int n_rows,
+/* The launch of the (T, head_dim) instantiation. */
+template <class T>
+static gp_status pf_launch_hd(const pf_args &a, int head_dim, int n_seqs, int max_q_len, cudaStream_t s)
+{
+    switch (head_dim) {
+    case 16: return pf_launch<T, 16>(a, n_seqs, max_q_len, s);
+    case 32: return pf_launch<T, 32>(a, n_seqs, max_q_len, s);
+    case 64: return pf_launch<T, 64>(a, n_seqs, max_q_len, s);
+    default: return pf_launch<T, 128>(a, n_seqs, max_q_len, s);
+    }
+}
+
+extern "C" gp_status gp_prefill_attn(const gp_kv_view *kv, int n_heads, const void *q, void *out, int n_rows,
                                      const gp_prefill_seq_desc *seqs, int n_seqs, int max_q_len, void *stream)
 {
     static const char fn[] = "gp_prefill_attn";
     if (!kv || !q || !out || !seqs || !kv->k || !kv->v || !kv->block_tables)
         GP_FAIL(GP_ERR_INVALID_ARG, "%s: kv (with k, v, block_tables), q, out and seqs must not be NULL", fn);
+    GP_TRY(gp_attn_check_dtype(fn, kv->dtype));
     if (!gp_prefill_attn_supports(kv->head_dim))
         GP_FAIL(GP_ERR_INVALID_ARG, "%s: head_dim %d, allowed %s", fn, kv->head_dim, GP_PREFILL_ATTN_HEAD_DIMS);
     if (kv->n_kv_heads < 1 || n_heads < 1 || n_heads % kv->n_kv_heads)
@@ -324,10 +340,10 @@ extern "C" gp_status gp_prefill_attn(const gp_kv_view *kv, int n_heads, const gp
     if (((uintptr_t)q | (uintptr_t)out | (uintptr_t)kv->k | (uintptr_t)kv->v) & 15u)
         GP_FAIL(GP_ERR_INVALID_ARG, "%s: q, out and the K/V pools must be 16-byte aligned", fn);
     pf_args a;
-    a.q = (const __nv_bfloat16 *)q;
-    a.out = (__nv_bfloat16 *)out;
-    a.k = (const __nv_bfloat16 *)kv->k;
-    a.v = (const __nv_bfloat16 *)kv->v;
+    a.q = q;
+    a.out = out;
+    a.k = kv->k;
+    a.v = kv->v;
     a.tables = kv->block_tables;
     a.seqs = seqs;
     a.n_heads = n_heads;
@@ -341,10 +357,6 @@ extern "C" gp_status gp_prefill_attn(const gp_kv_view *kv, int n_heads, const gp
             a.bs_shift = sh;
     a.scale_log2 = (float)(1.4426950408889634 / sqrt((double)kv->head_dim));
     cudaStream_t s = (cudaStream_t)stream;
-    switch (kv->head_dim) {
-    case 16: return pf_launch<16>(a, n_seqs, max_q_len, s);
-    case 32: return pf_launch<32>(a, n_seqs, max_q_len, s);
-    case 64: return pf_launch<64>(a, n_seqs, max_q_len, s);
-    default: return pf_launch<128>(a, n_seqs, max_q_len, s);
-    }
+    return kv->dtype == GP_DTYPE_F16 ? pf_launch_hd<__half>(a, kv->head_dim, n_seqs, max_q_len, s)
+                                     : pf_launch_hd<__nv_bfloat16>(a, kv->head_dim, n_seqs, max_q_len, s);
 }

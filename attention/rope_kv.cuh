@@ -13,18 +13,20 @@
  * per row instead of once per head. */
 #define GP_ROPE_THREADS 256
 
+/* The 16-bit pointers are of the view's dtype (the kernel's template T). */
 typedef struct gp_rope_args {
-    const __nv_bfloat16 *qkv;  /* [B][(n_heads + 2 n_kv) head_dim] */
+    const void *qkv;           /* [B][(n_heads + 2 n_kv) head_dim] */
+    const void *bias;          /* [(n_heads + 2 n_kv) head_dim] or NULL */
     const int32_t *positions;  /* [B] */
     const float *inv_freq;     /* [head_dim/2] */
     const int32_t *tables;     /* [table rows][max_blocks] */
     const int32_t *row_table;  /* [B] table row of each row, or NULL: row b */
-    __nv_bfloat16 *k_cache;    /* [n_blocks][block_size][n_kv][head_dim] */
-    __nv_bfloat16 *v_cache;    /* [n_blocks][block_size][n_kv][head_dim] */
-    __nv_bfloat16 *q_out;      /* [B][n_heads][head_dim] */
+    void *k_cache;             /* [n_blocks][block_size][n_kv][head_dim] */
+    void *v_cache;             /* [n_blocks][block_size][n_kv][head_dim] */
+    void *q_out;               /* [B][n_heads][head_dim] */
     int B, n_heads, n_kv, head_dim, block_size, max_blocks, n_blocks;
 } gp_rope_args;
 
-gp_status gp_rope_kv_launch(const gp_rope_args *a, cudaStream_t stream);
+gp_status gp_rope_kv_launch(const gp_rope_args *a, gp_dtype dtype, cudaStream_t stream);
 
 #endif

@@ -3,12 +3,13 @@
  * achieved K+V read bandwidth. Usage (see usage() for every flag):
  *   gp_bench_attn [--sm N] [--cps N] [--splits N] [--repeats N] [--heads N]
  *                 [--kv N] [--green N] [--blocks random|contig] [--kernel NAME]
- *                 [--warps-cap N] [--no-kv-evict] [--case B:C]...
+ *                 [--warps-cap N] [--no-kv-evict] [--dtype bf16|fp16] [--case B:C]...
  * (default: the four standard cases at 32 heads / 8 KV heads). --green N runs
  * on a green-context partition of N SMs (the attention side of an N:rest
  * split) and tells the split heuristic its SM count, as the engine does.
  * --kernel, --warps-cap and --no-kv-evict set the gp_decode_attn_params
- * fields kernel, stream_warps_cap and kv_evict_first. */
+ * fields kernel, stream_warps_cap and kv_evict_first. --dtype picks the
+ * 16-bit type of q, the cache and the outputs (default bf16). */
 #include <cuda_runtime_api.h>
 #include <getopt.h>
 #include <stdio.h>
@@ -20,6 +21,7 @@
 
 static int N_HEADS = 32, N_KV = 8; /* --heads, --kv: e.g. 64/8 for Llama-3-70B */
 static int CONTIG = 0;              /* --blocks contig: each row's blocks in order, rows one after another */
+static gp_dtype DTYPE = GP_DTYPE_BF16; /* --dtype */
 #define HEAD_DIM 128
 #define BLOCK 16
 #define MAX_CASES 16
@@ -54,6 +56,32 @@ static uint64_t rng_next(uint64_t *s)
     return z ^ (z >> 31);
 }
 
+/* n values of DTYPE at d: the synthetic bf16 fill for bf16 (as before),
+ * uniform [-1, 1] from the host in chunks for fp16 (whose bits the bf16 fill
+ * would turn into huge values and NaNs). */
+static void fill_dev(void *d, uint64_t n, uint64_t seed, gp_tensor_kind kind, int layer, cudaStream_t st)
+{
+    if (DTYPE == GP_DTYPE_BF16) {
+        GP(gp_synth_fill_device(d, n, seed, kind, layer, 1.0f, st));
+        return;
+    }
+    enum { CHUNK = 1 << 20 };
+    uint16_t *h = malloc(CHUNK * sizeof *h);
+    if (!h) {
+        fprintf(stderr, "gp_bench_attn: out of host memory\n");
+        exit(1);
+    }
+    uint64_t s = seed * 0x9e3779b97f4a7c15ull + (uint64_t)layer;
+    for (uint64_t i = 0; i < n; i += CHUNK) {
+        uint64_t m = n - i < CHUNK ? n - i : CHUNK;
+        for (uint64_t j = 0; j < m; j++)
+            h[j] = gp_f32_to_half((float)((double)(rng_next(&s) >> 11) * (2.0 / 9007199254740992.0) - 1.0),
+                                  DTYPE);
+        CK(cudaMemcpy((uint16_t *)d + i, h, (size_t)m * sizeof *h, cudaMemcpyHostToDevice));
+    }
+    free(h);
+}
+
 static int parse_int(const char *s, const char *flag)
 {
     char *end;
@@ -72,7 +100,7 @@ static void run_case(int B, int C, const gp_decode_attn_params *p, int repeats, 
     gp_kv_layout lay = { .n_layers = 1, .n_kv_heads = N_KV, .head_dim = HEAD_DIM,
                          .block_size = BLOCK, .n_blocks = n_blocks };
     const uint64_t layer_elems = gp_kv_layer_elems(&lay);
-    const uint64_t layer_bytes = 2 * layer_elems * sizeof(gp_bf16); /* K + V */
+    const uint64_t layer_bytes = 2 * layer_elems * gp_dtype_size(DTYPE); /* K + V */
     int n_rot = (int)((ROTATE_BYTES + layer_bytes - 1) / layer_bytes);
     if (n_rot < 2)
         n_rot = 2;
@@ -83,9 +111,9 @@ static void run_case(int B, int C, const gp_decode_attn_params *p, int repeats, 
     while (n_rot > 1 && (uint64_t)n_rot * layer_bytes + (512ull << 20) > free_b)
         n_rot--;
 
-    gp_bf16 *kv;
+    uint16_t *kv; /* 16-bit elements of DTYPE */
     CK(cudaMalloc((void **)&kv, (size_t)(n_rot * layer_bytes))); /* [n_rot][2][layer_elems] */
-    GP(gp_synth_fill_device(kv, (uint64_t)n_rot * 2 * layer_elems, 1234, GP_T_WQKV, 0, 1.0f, st));
+    fill_dev(kv, (uint64_t)n_rot * 2 * layer_elems, 1234, GP_T_WQKV, 0, st);
 
     /* Block tables: a random permutation, so rows scatter over the pool as
      * they do after sequences grow interleaved (--blocks random, the
@@ -120,14 +148,14 @@ static void run_case(int B, int C, const gp_decode_attn_params *p, int repeats, 
 
     const size_t q_elems = (size_t)B * N_HEADS * HEAD_DIM;
     const size_t qkv_elems = (size_t)B * (N_HEADS + 2 * N_KV) * HEAD_DIM;
-    gp_bf16 *q, *out, *qkv;
+    uint16_t *q, *out, *qkv;
     float *inv_freq;
-    CK(cudaMalloc((void **)&q, q_elems * sizeof(gp_bf16)));     /* [B][N_HEADS][128] */
-    CK(cudaMalloc((void **)&out, q_elems * sizeof(gp_bf16)));   /* [B][N_HEADS][128] */
-    CK(cudaMalloc((void **)&qkv, qkv_elems * sizeof(gp_bf16))); /* [B][(N_HEADS + 2 N_KV) 128] */
+    CK(cudaMalloc((void **)&q, q_elems * gp_dtype_size(DTYPE)));     /* [B][N_HEADS][128] */
+    CK(cudaMalloc((void **)&out, q_elems * gp_dtype_size(DTYPE)));   /* [B][N_HEADS][128] */
+    CK(cudaMalloc((void **)&qkv, qkv_elems * gp_dtype_size(DTYPE))); /* [B][(N_HEADS + 2 N_KV) 128] */
     CK(cudaMalloc((void **)&inv_freq, HEAD_DIM / 2 * sizeof(float)));
-    GP(gp_synth_fill_device(q, q_elems, 99, GP_T_WQKV, 1, 1.0f, st));
-    GP(gp_synth_fill_device(qkv, qkv_elems, 98, GP_T_WQKV, 2, 1.0f, st));
+    fill_dev(q, q_elems, 99, GP_T_WQKV, 1, st);
+    fill_dev(qkv, qkv_elems, 98, GP_T_WQKV, 2, st);
     gp_config cfg;
     GP(gp_config_preset("llama3-8b", &cfg));
     float h_inv[HEAD_DIM / 2];
@@ -143,7 +171,7 @@ static void run_case(int B, int C, const gp_decode_attn_params *p, int repeats, 
 
     gp_kv_view views[MAX_ROTATE];
     for (int r = 0; r < n_rot; r++) {
-        gp_kv_view v = { .k = kv + (size_t)(2 * r) * layer_elems,
+        gp_kv_view v = { .dtype = DTYPE, .k = kv + (size_t)(2 * r) * layer_elems,
                          .v = kv + (size_t)(2 * r + 1) * layer_elems,
                          .block_tables = d_tables, .lens = d_lens, .positions = d_pos,
                          .n_rows = B, .n_blocks = n_blocks, .block_size = BLOCK,
@@ -174,11 +202,11 @@ static void run_case(int B, int C, const gp_decode_attn_params *p, int repeats, 
     }
     for (int w = 0; w < 3; w++)
         for (int r = 0; r < n_rot; r++)
-            GP(gp_rope_kv_append(&views[r], B, N_HEADS, qkv, inv_freq, q, st));
+            GP(gp_rope_kv_append(&views[r], B, N_HEADS, qkv, NULL, inv_freq, q, st));
     for (int i = 0; i < repeats; i++) {
         CK(cudaEventRecord(e0, st));
         for (int r = 0; r < n_rot; r++)
-            GP(gp_rope_kv_append(&views[r], B, N_HEADS, qkv, inv_freq, q, st));
+            GP(gp_rope_kv_append(&views[r], B, N_HEADS, qkv, NULL, inv_freq, q, st));
         CK(cudaEventRecord(e1, st));
         CK(cudaEventSynchronize(e1));
         CK(cudaEventElapsedTime(&ms_rope[i], e0, e1));
@@ -186,12 +214,12 @@ static void run_case(int B, int C, const gp_decode_attn_params *p, int repeats, 
     }
     CK(cudaGetLastError());
 
-    const double bytes = (double)B * C * N_KV * HEAD_DIM * sizeof(gp_bf16) * 2; /* K + V read */
+    const double bytes = (double)B * C * N_KV * HEAD_DIM * gp_dtype_size(DTYPE) * 2; /* K + V read */
     float t = gp_median_f(ms_attn, repeats), tr = gp_median_f(ms_rope, repeats);
-    printf("decode_attn B=%-5d C=%-5d splits=%-3d %8.4f ms  %7.1f GB/s  (K+V %.1f MB, floor "
-           "%.4f ms at 3.1 TB/s; %d layers rotated)\n",
+    printf("decode_attn %s B=%-5d C=%-5d splits=%-3d %8.4f ms  %7.1f GB/s  (K+V %.1f MB, floor "
+           "%.4f ms at 3.1 TB/s; %d layers rotated)\n", gp_dtype_flag_name(DTYPE),
            B, C, splits, t, bytes / (t * 1e-3) / 1e9, bytes / 1e6, bytes / 3.1e12 * 1e3, n_rot);
-    printf("rope_kv     B=%-5d            %8.4f ms\n", B, tr);
+    printf("rope_kv     %s B=%-5d            %8.4f ms\n", gp_dtype_flag_name(DTYPE), B, tr);
     fflush(stdout);
 
     CK(cudaEventDestroy(e0));
@@ -231,6 +259,7 @@ static void usage(FILE *f)
             "                      (params stream_warps_cap)\n"
             "  --no-kv-evict       streaming kernel: K/V copies without L2 evict_first\n"
             "                      (params kv_evict_first = 0)\n"
+            "  --dtype T           bf16 (default) or fp16: q, K/V cache and outputs\n"
             "  --help              this text\n",
             MAX_CASES);
 }
@@ -241,7 +270,7 @@ int main(int argc, char **argv)
     int repeats = 20, n_cases = 0, green = 0;
     int cases[MAX_CASES][2];
     enum { O_SM = 256, O_CPS, O_SPLITS, O_HEADS, O_KV, O_BLOCKS, O_GREEN, O_REPEATS, O_CASE,
-           O_KERNEL, O_WARPS_CAP, O_NO_KV_EVICT, O_HELP };
+           O_KERNEL, O_WARPS_CAP, O_NO_KV_EVICT, O_DTYPE, O_HELP };
     static const struct option opts[] = {
         { "sm", required_argument, NULL, O_SM },
         { "cps", required_argument, NULL, O_CPS },
@@ -255,6 +284,7 @@ int main(int argc, char **argv)
         { "kernel", required_argument, NULL, O_KERNEL },
         { "warps-cap", required_argument, NULL, O_WARPS_CAP },
         { "no-kv-evict", no_argument, NULL, O_NO_KV_EVICT },
+        { "dtype", required_argument, NULL, O_DTYPE },
         { "help", no_argument, NULL, O_HELP },
         { NULL, 0, NULL, 0 },
     };
@@ -271,6 +301,12 @@ int main(int argc, char **argv)
         case O_REPEATS: repeats = parse_int(v, "--repeats"); break;
         case O_WARPS_CAP: p.stream_warps_cap = parse_int(v, "--warps-cap"); break;
         case O_NO_KV_EVICT: p.kv_evict_first = 0; break;
+        case O_DTYPE:
+            if (gp_dtype_parse(v, false, &DTYPE) != GP_OK) {
+                fprintf(stderr, "gp_bench_attn: --dtype: %s\n", gp_last_error());
+                return 2;
+            }
+            break;
         case O_BLOCKS:
             if (strcmp(v, "random") && strcmp(v, "contig")) {
                 fprintf(stderr, "gp_bench_attn: --blocks '%s': allowed random, contig\n", v);
@@ -330,9 +366,10 @@ int main(int argc, char **argv)
     struct cudaDeviceProp prop;
     CK(cudaGetDeviceProperties(&prop, 0));
     printf("device: %s, %d SMs; shape: %d heads, %d KV heads, head_dim %d, block %d, blocks %s; "
-           "median of %d; kernel %s, stream warps cap %d, K/V evict_first %d\n", prop.name,
+           "median of %d; kernel %s, stream warps cap %d, K/V evict_first %d; dtype %s\n", prop.name,
            prop.multiProcessorCount, N_HEADS, N_KV, HEAD_DIM, BLOCK, CONTIG ? "contig" : "random",
-           repeats, gp_attn_kernel_name(p.kernel), p.stream_warps_cap, p.kv_evict_first);
+           repeats, gp_attn_kernel_name(p.kernel), p.stream_warps_cap, p.kv_evict_first,
+           gp_dtype_flag_name(DTYPE));
     cudaStream_t st = NULL;
     gp_green_pool *pool = NULL;
     if (green > 0) {

@@ -76,7 +76,7 @@ static int attn_graph_ms(int what, gp_kv_view *views, int n_rot, int B, int n_he
     ATTN_CK(cudaEventCreate(&e1));
     ATTN_CK(cudaStreamBeginCapture(st, cudaStreamCaptureModeThreadLocal));
     for (int r = 0; r < n_rot; r++) {
-        gp_status s = what == 0 ? gp_rope_kv_append(&views[r], B, n_heads, qkv, inv_freq, q, st)
+        gp_status s = what == 0 ? gp_rope_kv_append(&views[r], B, n_heads, qkv, NULL, inv_freq, q, st)
                                 : gp_decode_attn(&views[r], B, n_heads, max_len, q, o, ws, ws_bytes,
                                                  ap, st);
         if (s != GP_OK) {
@@ -136,7 +136,7 @@ static int attn_bench(const gp_config *c, int B, int C, int reps, cudaStream_t s
         n_rot--;
     gp_kv_layout lay = { .n_layers = n_rot, .n_kv_heads = nkv, .head_dim = hd, .block_size = bs,
                          .n_blocks = B * cols };
-    ATTN_GP(gp_kv_device_create(&lay, B, cols, &kv));
+    ATTN_GP(gp_kv_device_create(&lay, GP_DTYPE_BF16, B, cols, &kv));
     for (int l = 0; l < n_rot; l++) {
         uint64_t n = gp_kv_layer_elems(&lay);
         ATTN_GP(gp_synth_fill_device(gp_kv_device_k(kv, l), n, 7, GP_T_WQKV, l, 1.0f, st));

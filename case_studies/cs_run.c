@@ -299,7 +299,7 @@ gp_status cs_workload_memory(const gp_config *cfg, const gp_cs_options *o, const
                       .block_size = p.block_size};
     int blocks = (p.max_context + p.block_size - 1) / p.block_size;
     l.n_blocks = p.max_batch * blocks;
-    uint64_t engine = gp_engine_device_bytes(cfg, &p), kv = gp_kv_device_bytes(&l, p.max_batch, blocks);
+    uint64_t engine = gp_engine_device_bytes(cfg, &p), kv = gp_kv_device_bytes(&l, GP_DTYPE_BF16, p.max_batch, blocks);
     if (engine == 0 || kv == 0 || kv > engine)
         GP_FAIL(GP_ERR_OVERFLOW, "workload %s: the device bytes of batch %d x context %d cannot be computed "
                 "(overflow or a device query failed)", w->label, p.max_batch, p.max_context);

@@ -99,10 +99,53 @@ float at_uniform(uint64_t *s, float lo, float hi)
     return (float)(lo + (hi - lo) * u);
 }
 
-void at_fill_bf16(gp_bf16 *x, size_t n, uint64_t *s, float range)
+static gp_dtype g_dtype = GP_DTYPE_BF16;
+
+gp_dtype at_dtype(void)
+{
+    return g_dtype;
+}
+
+void at_set_dtype(gp_dtype dt)
+{
+    g_dtype = dt;
+    printf("[dtype %s]\n", gp_dtype_flag_name(dt));
+    fflush(stdout);
+}
+
+int at_setup_bf16(void **state)
+{
+    (void)state;
+    at_set_dtype(GP_DTYPE_BF16);
+    return 0;
+}
+
+int at_setup_f16(void **state)
+{
+    (void)state;
+    at_set_dtype(GP_DTYPE_F16);
+    return 0;
+}
+
+uint64_t at_dtype_seed(uint64_t seed)
+{
+    return g_dtype == GP_DTYPE_F16 ? seed ^ 0xf16f16f16ull : seed;
+}
+
+float at_f32(uint16_t x)
+{
+    return gp_half_to_f32(x, g_dtype);
+}
+
+uint16_t at_half(float f)
+{
+    return gp_f32_to_half(f, g_dtype);
+}
+
+void at_fill16(uint16_t *x, size_t n, uint64_t *s, float range)
 {
     for (size_t i = 0; i < n; i++)
-        x[i] = gp_f32_to_bf16(at_uniform(s, -range, range));
+        x[i] = gp_f32_to_half(at_uniform(s, -range, range), g_dtype);
 }
 
 void at_shuffle(int32_t *x, int n, uint64_t *s)
@@ -173,21 +216,21 @@ void at_check(gp_status st, const char *what)
         fail_msg("%s: %s: %s", what, gp_status_str(st), gp_last_error());
 }
 
-size_t at_compare(const char *what, const gp_bf16 *got, const float *want, size_t rows,
+size_t at_compare(const char *what, const uint16_t *got, const float *want, size_t rows,
                   size_t row_len, double elem_rel, double row_abs, double row_rel)
 {
     size_t fails = 0;
     double worst = 0.0;
     size_t worst_row = 0;
     for (size_t r = 0; r < rows; r++) {
-        const gp_bf16 *g = got + r * row_len;
+        const uint16_t *g = got + r * row_len;
         const float *w = want + r * row_len;
         double mx = 0.0, err_mx = 0.0;
         for (size_t i = 0; i < row_len; i++)
             if (fabs((double)w[i]) > mx)
                 mx = fabs((double)w[i]);
         for (size_t i = 0; i < row_len; i++) {
-            double gv = (double)gp_bf16_to_f32(g[i]), wv = (double)w[i];
+            double gv = (double)at_f32(g[i]), wv = (double)w[i];
             double err = fabs(gv - wv);
             int bad = isnan(gv) || isnan(wv) || err > elem_rel * fabs(wv) + row_abs * mx;
             if (!isnan(err) && err > err_mx)
@@ -212,8 +255,9 @@ size_t at_compare(const char *what, const gp_bf16 *got, const float *want, size_
             worst_row = r;
         }
     }
-    printf("  %s: worst row max|got-want|/max|want| = %.3e (row %zu of %zu)%s\n", what, worst,
-           worst_row, rows, fails ? "" : ", all elements written and within tolerance");
+    printf("  %s [%s]: worst row max|got-want|/max|want| = %.3e (row %zu of %zu)%s\n", what,
+           gp_dtype_flag_name(g_dtype), worst, worst_row, rows,
+           fails ? "" : ", all elements written and within tolerance");
     if (fails)
         printf("  %s: %zu failures\n", what, fails);
     fflush(stdout);

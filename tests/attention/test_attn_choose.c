@@ -217,9 +217,9 @@ static void test_param_checks(void **state)
     p.kernel = GP_ATTN_KERNEL_STREAM;
     p.kv_evict_first = -1;
     GP_CHECK_FAIL(gp_decode_attn_splits(8, 32, 8, 128, 1024, &p, &n), GP_ERR_INVALID_ARG, "kv_evict_first = -1");
-    gp_bf16 *fake = (gp_bf16 *)(uintptr_t)0x10000;
+    uint16_t *fake = (uint16_t *)(uintptr_t)0x10000;
     int32_t *ifake = (int32_t *)(uintptr_t)0x20000;
-    gp_kv_view v = { .k = fake, .v = fake, .block_tables = ifake, .lens = ifake,
+    gp_kv_view v = { .dtype = GP_DTYPE_BF16, .k = fake, .v = fake, .block_tables = ifake, .lens = ifake,
                      .positions = ifake, .n_rows = 4, .n_blocks = 10, .block_size = 16,
                      .n_kv_heads = 2, .head_dim = 128, .max_blocks = 4 };
     p = gp_decode_attn_default_params();

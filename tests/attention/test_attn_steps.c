@@ -1,6 +1,7 @@
 /* End-to-end test of the attention stage over many decode steps: host block
- * tables -> gp_kv_device_sync_tables -> RoPE + KV append -> decode attention,
- * run as two micro-batches per step, against the references each step. */
+ * tables -> gp_kv_device_sync_tables -> RoPE + KV append (a q/k/v bias on
+ * every third step) -> decode attention, run as two micro-batches per step,
+ * against the references each step, in bf16 and in fp16. */
 #include <cuda_runtime_api.h>
 #include <math.h>
 #include <setjmp.h>
@@ -15,9 +16,11 @@
 
 #include "attn_test_util.h"
 
-#define TOL_ELEM_REL 1e-2
-#define TOL_ROW_ABS 1e-3
-#define TOL_ROW_REL 1e-2
+/* The bounds of test_decode_attn.c and test_rope_kv.c: fp16 (rounding 8x
+ * finer than bf16) gets the bf16 ones / 4. */
+#define TOL_ELEM_REL (at_dtype() == GP_DTYPE_F16 ? 2.5e-3 : 1e-2)
+#define TOL_ROW_ABS (at_dtype() == GP_DTYPE_F16 ? 2.5e-4 : 1e-3)
+#define TOL_ROW_REL (at_dtype() == GP_DTYPE_F16 ? 2.5e-3 : 1e-2)
 
 enum { HD = 64, NH = 8, NKV = 2, BS = 16, LAYERS = 2, LAYER = 1, SEQS = 5, MAXB = 8, NB = 48,
        STEPS = 60 };
@@ -28,13 +31,13 @@ static uint64_t g_seed;
 static void test_gpu_steps(void **state)
 {
     (void)state;
-    uint64_t rng = g_seed;
+    uint64_t rng = at_dtype_seed(g_seed);
     gp_kv_layout l = { .n_layers = LAYERS, .n_kv_heads = NKV, .head_dim = HD, .block_size = BS,
                        .n_blocks = NB };
     gp_kv_tables *t;
     gp_kv_device *kv;
     at_check(gp_kv_tables_create(&l, SEQS, MAXB, &t), "tables");
-    at_check(gp_kv_device_create(&l, SEQS, MAXB, &kv), "create");
+    at_check(gp_kv_device_create(&l, at_dtype(), SEQS, MAXB, &kv), "create");
     /* Hand out blocks in a shuffled order: reserve and release a scrambled
      * set first so the free list is not 0, 1, 2, ... */
     for (int s = 0; s < SEQS; s++)
@@ -48,20 +51,23 @@ static void test_gpu_steps(void **state)
     gp_rope_inv_freq(&cfg, inv_freq);
 
     const size_t pool = gp_kv_layer_elems(&l); /* [NB][BS][NKV][HD] */
-    gp_bf16 *hk = at_malloc(pool * 2), *hv = at_malloc(pool * 2); /* host mirrors of layer 1 */
-    gp_bf16 *gk = at_malloc(pool * 2), *gv = at_malloc(pool * 2);
+    uint16_t *hk = at_malloc(pool * 2), *hv = at_malloc(pool * 2); /* host mirrors of layer 1 */
+    uint16_t *gk = at_malloc(pool * 2), *gv = at_malloc(pool * 2);
     memset(hk, 0, pool * 2);
     memset(hv, 0, pool * 2);
-    gp_bf16 *qkv = at_malloc((size_t)SEQS * ROWS * 2), *gq = at_malloc((size_t)SEQS * NH * HD * 2);
-    gp_bf16 *gout = at_malloc((size_t)SEQS * NH * HD * 2);
+    uint16_t *qkv = at_malloc((size_t)SEQS * ROWS * 2), *gq = at_malloc((size_t)SEQS * NH * HD * 2);
+    uint16_t *gout = at_malloc((size_t)SEQS * NH * HD * 2);
     float *wq = at_malloc((size_t)SEQS * NH * HD * 4), *wout = at_malloc((size_t)SEQS * NH * HD * 4);
     int32_t tab[SEQS * MAXB], lens[SEQS], pos[SEQS];
 
-    gp_bf16 *dqkv = at_dev_alloc((size_t)SEQS * ROWS * 2);      /* [B][ROWS] */
-    gp_bf16 *dq = at_dev_alloc((size_t)SEQS * NH * HD * 2);     /* [B][NH][HD] */
-    gp_bf16 *dout = at_dev_alloc((size_t)SEQS * NH * HD * 2);   /* [B][NH][HD] */
+    uint16_t *dqkv = at_dev_alloc((size_t)SEQS * ROWS * 2);      /* [B][ROWS] */
+    uint16_t *dq = at_dev_alloc((size_t)SEQS * NH * HD * 2);     /* [B][NH][HD] */
+    uint16_t *dout = at_dev_alloc((size_t)SEQS * NH * HD * 2);   /* [B][NH][HD] */
     float *dfreq = at_dev_alloc(sizeof inv_freq);
     at_to_dev(dfreq, inv_freq, sizeof inv_freq);
+    uint16_t bias[ROWS], *dbias = at_dev_alloc(sizeof bias); /* q/k/v bias of the biased steps */
+    at_fill16(bias, ROWS, &rng, 1.0f);
+    at_to_dev(dbias, bias, sizeof bias);
     /* even steps: the heuristic (1 split at these lengths); odd steps: 3
      * forced splits, so the combine runs too */
     gp_decode_attn_params p_auto = at_attn_params(), p3 = p_auto;
@@ -97,20 +103,21 @@ static void test_gpu_steps(void **state)
             memcpy(tab + b * MAXB, gp_kv_block_table(t, ids[b]), MAXB * 4);
         }
         at_check(gp_kv_device_sync_tables(kv, t, B, ids, st), "sync_tables");
-        at_fill_bf16(qkv, (size_t)B * ROWS, &rng, 2.0f);
+        at_fill16(qkv, (size_t)B * ROWS, &rng, 2.0f);
         assert_int_equal(cudaMemcpyAsync(dqkv, qkv, (size_t)B * ROWS * 2, cudaMemcpyHostToDevice,
                                          st), cudaSuccess);
         assert_int_equal(cudaMemsetAsync(dq, 0xff, (size_t)B * NH * HD * 2, st), cudaSuccess);
         assert_int_equal(cudaMemsetAsync(dout, 0xff, (size_t)B * NH * HD * 2, st), cudaSuccess);
         /* two micro-batches, as the pipeline runs them */
         int cut = B / 2;
+        const int biased = step % 3 == 1;
         for (int m = 0; m < 2; m++) {
             int first = m == 0 ? 0 : cut, count = m == 0 ? cut : B - cut;
             if (count == 0)
                 continue;
             gp_kv_view mv;
             at_check(gp_kv_view_rows(&full, first, count, &mv), "view_rows");
-            at_check(gp_rope_kv_append(&mv, count, NH, dqkv + (size_t)first * ROWS,
+            at_check(gp_rope_kv_append(&mv, count, NH, dqkv + (size_t)first * ROWS, biased ? dbias : NULL,
                                        dfreq, dq + (size_t)first * NH * HD, st), "rope");
             at_check(gp_decode_attn(&mv, count, NH, max_len, dq + (size_t)first * NH * HD,
                                     dout + (size_t)first * NH * HD, ws, ws_bytes,
@@ -125,7 +132,7 @@ static void test_gpu_steps(void **state)
 
         /* RoPE + append on the host mirror, then the pools must agree: V and
          * every untouched slot bit-exact, this step's K slots within 1 ulp */
-        gp_rope_kv_append_ref(qkv, B, NH, NKV, HD, pos, inv_freq, tab, MAXB, BS, hk, hv, wq);
+        gp_rope_kv_append_ref(at_dtype(), qkv, biased ? bias : NULL, B, NH, NKV, HD, pos, inv_freq, tab, MAXB, BS, hk, hv, wq);
         char what[96];
         snprintf(what, sizeof what, "step %d q_out", step);
         fails += at_compare(what, gq, wq, (size_t)B * NH, HD, TOL_ELEM_REL, TOL_ROW_ABS,
@@ -137,10 +144,12 @@ static void test_gpu_steps(void **state)
                            (unsigned)gv[i], (unsigned)hv[i]);
                 fails++;
             }
-            float a = gp_bf16_to_f32(gk[i]), w = gp_bf16_to_f32(hk[i]);
-            /* 1 bf16 ulp, plus room for device/host cosf differences where
-             * the rotation cancels to near zero */
-            if (!(fabsf(a - w) <= 1e-2f * fabsf(w) + 1e-4f)) {
+            float a = at_f32(gk[i]), w = at_f32(hk[i]);
+            /* 1 ulp (bf16 2^-7, fp16 2^-10 relative), plus room for
+             * device/host cosf differences where the rotation cancels to
+             * near zero */
+            const float rel = at_dtype() == GP_DTYPE_F16 ? 2.5e-3f : 1e-2f;
+            if (!(fabsf(a - w) <= rel * fabsf(w) + rel * 1e-2f)) {
                 if (fails < 10)
                     printf("  step %d: K element %zu: %g, want %g\n", step, i, a, w);
                 fails++;
@@ -148,7 +157,7 @@ static void test_gpu_steps(void **state)
         }
         /* the reference attention reads exactly the device's K */
         memcpy(hk, gk, pool * 2);
-        gp_decode_attn_ref(gq, hk, hv, tab, MAXB, lens, B, NH, NKV, HD, BS, wout);
+        gp_decode_attn_ref(at_dtype(), gq, hk, hv, tab, MAXB, lens, B, NH, NKV, HD, BS, wout);
         snprintf(what, sizeof what, "step %d attention (B %d, max_len %d)", step, B, max_len);
         fails += at_compare(what, gout, wout, (size_t)B * NH, HD, TOL_ELEM_REL, TOL_ROW_ABS,
                             TOL_ROW_REL);
@@ -169,6 +178,7 @@ static void test_gpu_steps(void **state)
     at_dev_free(dq);
     at_dev_free(dout);
     at_dev_free(dfreq);
+    at_dev_free(dbias);
     at_dev_free(ws);
     gp_kv_device_destroy(kv);
     gp_kv_tables_destroy(t);
@@ -192,7 +202,7 @@ int main(int argc, char **argv)
     if (!at_gpu_usable())
         return 77;
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_gpu_steps),
+        AT_GPU_TEST(test_gpu_steps),
     };
     return cmocka_run_group_tests_name("attention steps (GPU)", tests, NULL, NULL) ? 1 : 0;
 }

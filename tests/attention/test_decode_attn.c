@@ -18,10 +18,16 @@
 /* Tolerances (bf16 outputs from fp32 math vs a float64 reference): the output
  * rounding alone is <= 2^-9 of each element, so expect a worst row error of
  * about 2e-3..4e-3; the bound is 1e-2 of the row's max|ref|, and each element
- * must be within 1e-2 of itself plus 1e-3 of its row's max. */
-#define TOL_ELEM_REL 1e-2
-#define TOL_ROW_ABS 1e-3
-#define TOL_ROW_REL 1e-2
+ * must be within 1e-2 of itself plus 1e-3 of its row's max.
+ * fp16 has 3 more mantissa bits (rounding <= 2^-11 relative, 8x finer), the
+ * inputs the reference reads are the same rounded values, and the math is
+ * fp32 either way (p enters the tensor-core p.v as two fp16 parts, 22 bits):
+ * the bounds are the bf16 ones / 4, keeping half of bf16's margin over the
+ * rounding, so a kernel that lost precision in fp16 (e.g. p rounded once, or
+ * an fp16 intermediate) would still fail them. */
+#define TOL_ELEM_REL (at_dtype() == GP_DTYPE_F16 ? 2.5e-3 : 1e-2)
+#define TOL_ROW_ABS (at_dtype() == GP_DTYPE_F16 ? 2.5e-4 : 1e-3)
+#define TOL_ROW_REL (at_dtype() == GP_DTYPE_F16 ? 2.5e-3 : 1e-2)
 
 static uint64_t g_seed;
 
@@ -105,9 +111,9 @@ static void test_arg_checks(void **state)
     GP_CHECK_FAIL(gp_decode_attn_splits(1, 32, 8, 128, 10, &p, &n), GP_ERR_INVALID_ARG, "exceed");
 
     /* The entry checks before touching the device (fake, aligned pointers). */
-    gp_bf16 *fake = (gp_bf16 *)(uintptr_t)0x10000;
+    uint16_t *fake = (uint16_t *)(uintptr_t)0x10000;
     int32_t *ifake = (int32_t *)(uintptr_t)0x20000;
-    gp_kv_view v = { .k = fake, .v = fake, .block_tables = ifake, .lens = ifake,
+    gp_kv_view v = { .dtype = at_dtype(), .k = fake, .v = fake, .block_tables = ifake, .lens = ifake,
                      .positions = ifake, .n_rows = 4, .n_blocks = 10, .block_size = 16,
                      .n_kv_heads = 2, .head_dim = 64, .max_blocks = 4 };
     GP_CHECK_FAIL(gp_decode_attn(&v, 5, 4, 10, fake, fake, NULL, 0, NULL, NULL), GP_ERR_INVALID_ARG, "B = 5");
@@ -115,6 +121,9 @@ static void test_arg_checks(void **state)
     GP_CHECK_FAIL(gp_decode_attn(&v, 4, 3, 10, fake, fake, NULL, 0, NULL, NULL), GP_ERR_INVALID_ARG, "n_heads = 3");
     GP_CHECK_FAIL(gp_decode_attn(&v, 4, 4, 10, fake + 1, fake, NULL, 0, NULL, NULL), GP_ERR_INVALID_ARG, "aligned");
     GP_CHECK_FAIL(gp_decode_attn(NULL, 4, 4, 10, fake, fake, NULL, 0, NULL, NULL), GP_ERR_INVALID_ARG, "NULL");
+    v.dtype = GP_DTYPE_F32; /* the view's dtype: BF16 or F16 only */
+    GP_CHECK_FAIL(gp_decode_attn(&v, 4, 4, 10, fake, fake, NULL, 0, NULL, NULL), GP_ERR_INVALID_ARG, "dtype F32");
+    v.dtype = GP_DTYPE_F16;
     p = gp_decode_attn_default_params();
     p.force_splits = 4;
     GP_CHECK_FAIL(gp_decode_attn(&v, 4, 4, 64, fake, fake, NULL, 0, &p, NULL), GP_ERR_INVALID_ARG, "workspace");
@@ -122,22 +131,22 @@ static void test_arg_checks(void **state)
     GP_CHECK_FAIL(gp_decode_attn(&v, 4, 4, 10, fake, fake, NULL, 0, NULL, NULL), GP_ERR_INVALID_ARG, "head_dim = 48");
 }
 
-/* The reference itself on cases with known answers. */
-static void test_reference(void **state)
+/* The reference itself on cases with known answers, in both dtypes. */
+static void test_reference_dt(gp_dtype dt)
 {
-    (void)state;
+    at_set_dtype(dt);
     enum { HD = 16, BS = 4 };
-    gp_bf16 q[2 * HD], k[3 * BS * HD], v[3 * BS * HD]; /* 1 KV head, 3 blocks */
+    uint16_t q[2 * HD], k[3 * BS * HD], v[3 * BS * HD]; /* 1 KV head, 3 blocks */
     for (int i = 0; i < 3 * BS * HD; i++) {
-        k[i] = gp_f32_to_bf16(0.25f);
-        v[i] = gp_f32_to_bf16((float)(i / HD)); /* row r of the pool holds r */
+        k[i] = at_half(0.25f);
+        v[i] = at_half((float)(i / HD)); /* row r of the pool holds r */
     }
     for (int i = 0; i < 2 * HD; i++)
-        q[i] = gp_f32_to_bf16(1.0f);
+        q[i] = at_half(1.0f);
     int32_t tables[2 * 3] = { 2, 0, 1, 1, -1, -1 };
     int32_t lens[2] = { 9, 1 };
     float out[2 * HD];
-    gp_decode_attn_ref(q, k, v, tables, 3, lens, 2, 1, 1, HD, BS, out);
+    gp_decode_attn_ref(at_dtype(), q, k, v, tables, 3, lens, 2, 1, 1, HD, BS, out);
     /* equal keys: the mean of the rows visited: blocks 2, 0 and slot 0 of 1 */
     double mean = 0.0;
     for (int t = 0; t < 9; t++)
@@ -148,9 +157,17 @@ static void test_reference(void **state)
         assert_true(fabs(out[HD + d] - (float)(1 * BS)) < 1e-6); /* one token: block 1 slot 0 */
     }
     lens[1] = 0;
-    gp_decode_attn_ref(q, k, v, tables, 3, lens, 2, 1, 1, HD, BS, out);
+    gp_decode_attn_ref(at_dtype(), q, k, v, tables, 3, lens, 2, 1, 1, HD, BS, out);
     for (int d = 0; d < HD; d++)
         assert_true(out[HD + d] == 0.0f);
+}
+
+static void test_reference(void **state)
+{
+    (void)state;
+    test_reference_dt(GP_DTYPE_BF16);
+    test_reference_dt(GP_DTYPE_F16);
+    at_set_dtype(GP_DTYPE_BF16);
 }
 
 /* ------------------------------------------------------------ GPU cases */
@@ -191,8 +208,8 @@ static void run_case(const attn_case *c, uint64_t *rng)
 {
     const int hd = c->head_dim, n_kv = c->n_kv, nh = c->n_kv * c->group, B = c->B;
     const int bs = c->block_size;
-    printf("case %s: head_dim %d, %d KV heads x group %d, B %d, block_size %d\n", c->name, hd,
-           n_kv, c->group, B, bs);
+    printf("case %s [%s]: head_dim %d, %d KV heads x group %d, B %d, block_size %d\n", c->name,
+           gp_dtype_flag_name(at_dtype()), hd, n_kv, c->group, B, bs);
     int32_t *lens = at_malloc((size_t)B * sizeof *lens); /* [B] */
     int max_len = 1, max_cols = 1, total_cols = 0;
     for (int b = 0; b < B; b++) {
@@ -220,25 +237,25 @@ static void run_case(const attn_case *c, uint64_t *rng)
 
     const size_t pool = (size_t)n_blocks * bs * n_kv * hd; /* [n_blocks][bs][n_kv][hd] */
     const size_t qn = (size_t)B * nh * hd;                 /* [B][nh][hd] */
-    gp_bf16 *k = at_malloc(pool * sizeof *k), *v = at_malloc(pool * sizeof *v);
-    gp_bf16 *q = at_malloc(qn * sizeof *q), *got = at_malloc(qn * sizeof *got);
+    uint16_t *k = at_malloc(pool * sizeof *k), *v = at_malloc(pool * sizeof *v);
+    uint16_t *q = at_malloc(qn * sizeof *q), *got = at_malloc(qn * sizeof *got);
     float *want = at_malloc(qn * sizeof *want);
-    at_fill_bf16(k, pool, rng, 1.0f);
-    at_fill_bf16(v, pool, rng, 1.0f);
+    at_fill16(k, pool, rng, 1.0f);
+    at_fill16(v, pool, rng, 1.0f);
     /* |q| up to 4: scores with a spread of ~1.3 nats, so softmax is neither
      * flat nor one-hot */
-    at_fill_bf16(q, qn, rng, 4.0f);
-    gp_decode_attn_ref(q, k, v, tables, max_blocks, lens, B, nh, n_kv, hd, bs, want);
+    at_fill16(q, qn, rng, 4.0f);
+    gp_decode_attn_ref(at_dtype(), q, k, v, tables, max_blocks, lens, B, nh, n_kv, hd, bs, want);
 
-    gp_bf16 *dk = at_dev_alloc(pool * 2), *dv = at_dev_alloc(pool * 2);
-    gp_bf16 *dq = at_dev_alloc(qn * 2), *dout = at_dev_alloc(qn * 2);
+    uint16_t *dk = at_dev_alloc(pool * 2), *dv = at_dev_alloc(pool * 2);
+    uint16_t *dq = at_dev_alloc(qn * 2), *dout = at_dev_alloc(qn * 2);
     int32_t *dtab = at_dev_alloc((size_t)B * max_blocks * 4), *dlens = at_dev_alloc((size_t)B * 4);
     at_to_dev(dk, k, pool * 2);
     at_to_dev(dv, v, pool * 2);
     at_to_dev(dq, q, qn * 2);
     at_to_dev(dtab, tables, (size_t)B * max_blocks * 4);
     at_to_dev(dlens, lens, (size_t)B * 4);
-    gp_kv_view view = { .k = dk, .v = dv, .block_tables = dtab, .lens = dlens, .positions = NULL,
+    gp_kv_view view = { .dtype = at_dtype(), .k = dk, .v = dv, .block_tables = dtab, .lens = dlens, .positions = NULL,
                         .n_rows = B, .n_blocks = n_blocks, .block_size = bs, .n_kv_heads = n_kv,
                         .head_dim = hd, .max_blocks = max_blocks };
 
@@ -318,7 +335,7 @@ static void run_case(const attn_case *c, uint64_t *rng)
 static void test_gpu_cases(void **state)
 {
     (void)state;
-    uint64_t rng = g_seed;
+    uint64_t rng = at_dtype_seed(g_seed);
     for (size_t i = 0; i < sizeof k_cases / sizeof k_cases[0]; i++)
         run_case(&k_cases[i], &rng);
 }
@@ -327,7 +344,7 @@ static void test_gpu_cases(void **state)
 static void test_gpu_max_len_is_a_hint(void **state)
 {
     (void)state;
-    uint64_t rng = g_seed ^ 0x5bd1e995u;
+    uint64_t rng = at_dtype_seed(g_seed) ^ 0x5bd1e995u;
     const int hd = 64, nh = 8, B = 2, bs = 16, max_blocks = 200, n_blocks = 200;
     int32_t lens[2] = { 3000, 40 };
     int32_t *tables = at_malloc((size_t)B * max_blocks * sizeof *tables);
@@ -338,22 +355,22 @@ static void test_gpu_max_len_is_a_hint(void **state)
     for (int i = 0; i < B * max_blocks; i++)
         tables[i] = perm[i % n_blocks];
     const size_t pool = (size_t)n_blocks * bs * 2 * hd, qn = (size_t)B * nh * hd;
-    gp_bf16 *k = at_malloc(pool * 2), *v = at_malloc(pool * 2), *q = at_malloc(qn * 2);
-    gp_bf16 *got = at_malloc(qn * 2);
+    uint16_t *k = at_malloc(pool * 2), *v = at_malloc(pool * 2), *q = at_malloc(qn * 2);
+    uint16_t *got = at_malloc(qn * 2);
     float *want = at_malloc(qn * sizeof *want);
-    at_fill_bf16(k, pool, &rng, 1.0f);
-    at_fill_bf16(v, pool, &rng, 1.0f);
-    at_fill_bf16(q, qn, &rng, 4.0f);
-    gp_decode_attn_ref(q, k, v, tables, max_blocks, lens, B, nh, 2, hd, bs, want);
-    gp_bf16 *dk = at_dev_alloc(pool * 2), *dv = at_dev_alloc(pool * 2), *dq = at_dev_alloc(qn * 2);
-    gp_bf16 *dout = at_dev_alloc(qn * 2);
+    at_fill16(k, pool, &rng, 1.0f);
+    at_fill16(v, pool, &rng, 1.0f);
+    at_fill16(q, qn, &rng, 4.0f);
+    gp_decode_attn_ref(at_dtype(), q, k, v, tables, max_blocks, lens, B, nh, 2, hd, bs, want);
+    uint16_t *dk = at_dev_alloc(pool * 2), *dv = at_dev_alloc(pool * 2), *dq = at_dev_alloc(qn * 2);
+    uint16_t *dout = at_dev_alloc(qn * 2);
     int32_t *dtab = at_dev_alloc((size_t)B * max_blocks * 4), *dlens = at_dev_alloc(8);
     at_to_dev(dk, k, pool * 2);
     at_to_dev(dv, v, pool * 2);
     at_to_dev(dq, q, qn * 2);
     at_to_dev(dtab, tables, (size_t)B * max_blocks * 4);
     at_to_dev(dlens, lens, 8);
-    gp_kv_view view = { .k = dk, .v = dv, .block_tables = dtab, .lens = dlens, .n_rows = B,
+    gp_kv_view view = { .dtype = at_dtype(), .k = dk, .v = dv, .block_tables = dtab, .lens = dlens, .n_rows = B,
                         .n_blocks = n_blocks, .block_size = bs, .n_kv_heads = 2, .head_dim = hd,
                         .max_blocks = max_blocks };
     gp_decode_attn_params p = at_attn_params();
@@ -404,8 +421,8 @@ int main(int argc, char **argv)
     if (!at_gpu_usable())
         return 77;
     const struct CMUnitTest gpu_tests[] = {
-        cmocka_unit_test(test_gpu_cases),
-        cmocka_unit_test(test_gpu_max_len_is_a_hint),
+        AT_GPU_TEST(test_gpu_cases),
+        AT_GPU_TEST(test_gpu_max_len_is_a_hint),
     };
     return cmocka_run_group_tests_name("decode attention (GPU)", gpu_tests, NULL, NULL) ? 1 : 0;
 }

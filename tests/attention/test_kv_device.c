@@ -23,13 +23,21 @@ static void test_host_checks(void **state)
     gp_kv_layout l = { .n_layers = 2, .n_kv_heads = 2, .head_dim = 16, .block_size = 4,
                        .n_blocks = 8 };
     gp_kv_device *kv = (gp_kv_device *)1;
-    GP_CHECK_FAIL(gp_kv_device_create(&l, 0, 4, &kv), GP_ERR_INVALID_ARG, "max_seqs = 0");
+    GP_CHECK_FAIL(gp_kv_device_create(&l, GP_DTYPE_BF16, 0, 4, &kv), GP_ERR_INVALID_ARG, "max_seqs = 0");
     assert_null(kv);
+    /* only the 16-bit compute dtypes: the message names the one refused */
+    kv = (gp_kv_device *)1;
+    GP_CHECK_FAIL(gp_kv_device_create(&l, GP_DTYPE_F32, 2, 4, &kv), GP_ERR_INVALID_ARG, "F32");
+    assert_null(kv);
+    GP_CHECK_FAIL(gp_kv_device_create(&l, GP_DTYPE_I16, 2, 4, &kv), GP_ERR_INVALID_ARG, "allowed BF16 and F16");
     l.block_size = 0;
-    GP_CHECK_FAIL(gp_kv_device_create(&l, 2, 4, &kv), GP_ERR_INVALID_ARG, "layout.block_size = 0");
+    GP_CHECK_FAIL(gp_kv_device_create(&l, GP_DTYPE_F16, 2, 4, &kv), GP_ERR_INVALID_ARG, "layout.block_size = 0");
     l.block_size = 4;
-    assert_int_equal(gp_kv_device_bytes(&l, 2, 4),
+    assert_int_equal(gp_kv_device_bytes(&l, GP_DTYPE_BF16, 2, 4),
                      2ull * 2 * 8 * 4 * 2 * 16 * 2 + (2ull * 4 + 2 * 2) * 4);
+    assert_int_equal(gp_kv_device_bytes(&l, GP_DTYPE_F16, 2, 4), gp_kv_device_bytes(&l, GP_DTYPE_BF16, 2, 4));
+    assert_int_equal(gp_kv_device_bytes(&l, GP_DTYPE_F32, 2, 4), 0);
+    assert_int_equal(gp_kv_device_dtype(NULL), GP_DTYPE_BF16);
     gp_kv_view in = { .n_rows = 4, .max_blocks = 3 }, out;
     GP_CHECK_FAIL(gp_kv_view_rows(&in, 2, 3, &out), GP_ERR_INVALID_ARG, "outside");
     in.block_tables = (const int32_t *)(uintptr_t)0x1000;
@@ -48,27 +56,29 @@ static void test_gpu_create(void **state)
     gp_kv_layout l = { .n_layers = 3, .n_kv_heads = 2, .head_dim = 16, .block_size = 4,
                        .n_blocks = 10 };
     gp_kv_device *kv = NULL;
-    at_check(gp_kv_device_create(&l, 5, 6, &kv), "create");
+    at_check(gp_kv_device_create(&l, at_dtype(), 5, 6, &kv), "create");
+    assert_int_equal(gp_kv_device_dtype(kv), at_dtype());
     assert_int_equal(gp_kv_device_max_seqs(kv), 5);
     assert_int_equal(gp_kv_device_max_blocks_per_seq(kv), 6);
     assert_int_equal(gp_kv_device_layout(kv)->n_blocks, 10);
     const size_t elems = 10 * 4 * 2 * 16;
     for (int i = 0; i < 3; i++) {
-        assert_ptr_equal(gp_kv_device_v(kv, i), gp_kv_device_k(kv, i) + elems);
+        assert_ptr_equal(gp_kv_device_v(kv, i), (uint16_t *)gp_kv_device_k(kv, i) + elems);
         gp_kv_view v;
         at_check(gp_kv_device_view(kv, i, &v), "view");
         assert_ptr_equal(v.k, gp_kv_device_k(kv, i));
+        assert_int_equal(v.dtype, at_dtype());
         assert_int_equal(v.n_rows, 5);
         assert_int_equal(v.max_blocks, 6);
         assert_ptr_equal(v.lens, gp_kv_device_lens(kv));
         assert_ptr_equal(v.positions, gp_kv_device_positions(kv));
     }
-    assert_ptr_equal(gp_kv_device_k(kv, 2) + 2 * elems, gp_kv_device_k(kv, 0) + 6 * elems);
+    assert_ptr_equal((uint16_t *)gp_kv_device_k(kv, 2) + 2 * elems, (uint16_t *)gp_kv_device_k(kv, 0) + 6 * elems);
     assert_null(gp_kv_device_k(kv, 3));
     gp_kv_view v;
     GP_CHECK_FAIL(gp_kv_device_view(kv, 3, &v), GP_ERR_INVALID_ARG, "layer = 3");
     /* fresh pools are zero, tables -1 */
-    gp_bf16 first[64];
+    uint16_t first[64];
     at_to_host(first, gp_kv_device_v(kv, 2), sizeof first);
     for (int i = 0; i < 64; i++)
         assert_int_equal(first[i], 0);
@@ -82,7 +92,7 @@ static void test_gpu_create(void **state)
     gp_kv_layout big = { .n_layers = 1000, .n_kv_heads = 8, .head_dim = 128, .block_size = 16,
                          .n_blocks = 1 << 20 };
     kv = (gp_kv_device *)1;
-    GP_CHECK_FAIL(gp_kv_device_create(&big, 4, 4, &kv), GP_ERR_DEVICE_MEMORY, "free");
+    GP_CHECK_FAIL(gp_kv_device_create(&big, at_dtype(), 4, 4, &kv), GP_ERR_DEVICE_MEMORY, "free");
     assert_null(kv);
 }
 
@@ -91,14 +101,14 @@ static void test_gpu_create(void **state)
 static void test_gpu_sync_tables(void **state)
 {
     (void)state;
-    uint64_t rng = g_seed;
+    uint64_t rng = at_dtype_seed(g_seed);
     enum { SEQS = 7, B = 5, BS = 4, MAXB = 16, NB = 80, STEPS = 24 };
     gp_kv_layout l = { .n_layers = 2, .n_kv_heads = 1, .head_dim = 16, .block_size = BS,
                        .n_blocks = NB };
     gp_kv_tables *t;
     gp_kv_device *kv;
     at_check(gp_kv_tables_create(&l, SEQS, MAXB, &t), "tables");
-    at_check(gp_kv_device_create(&l, B, MAXB, &kv), "create");
+    at_check(gp_kv_device_create(&l, at_dtype(), B, MAXB, &kv), "create");
     /* give the sequences different starting lengths, interleaved */
     for (int round = 0; round < 5; round++)
         for (int s = 0; s < SEQS; s++) {
@@ -207,12 +217,12 @@ static void test_gpu_sync_tables(void **state)
 static void test_gpu_upload(void **state)
 {
     (void)state;
-    uint64_t rng = g_seed ^ 0x1234567u;
+    uint64_t rng = at_dtype_seed(g_seed) ^ 0x1234567u;
     enum { B = 6, BS = 16, MAXB = 5, NB = 40, STRIDE = 7 };
     gp_kv_layout l = { .n_layers = 1, .n_kv_heads = 2, .head_dim = 32, .block_size = BS,
                        .n_blocks = NB };
     gp_kv_device *kv;
-    at_check(gp_kv_device_create(&l, 8, MAXB, &kv), "create");
+    at_check(gp_kv_device_create(&l, at_dtype(), 8, MAXB, &kv), "create");
     int32_t perm[NB], tables[B * STRIDE], lens[B] = { 1, 15, 16, 17, 80, 33 };
     for (int i = 0; i < NB; i++)
         perm[i] = i;
@@ -257,9 +267,9 @@ int main(void)
     if (!at_gpu_usable())
         return 77;
     const struct CMUnitTest gpu_tests[] = {
-        cmocka_unit_test(test_gpu_create),
-        cmocka_unit_test(test_gpu_sync_tables),
-        cmocka_unit_test(test_gpu_upload),
+        AT_GPU_TEST(test_gpu_create),
+        AT_GPU_TEST(test_gpu_sync_tables),
+        AT_GPU_TEST(test_gpu_upload),
     };
     return cmocka_run_group_tests_name("kv_device (GPU)", gpu_tests, NULL, NULL) ? 1 : 0;
 }

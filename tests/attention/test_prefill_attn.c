@@ -20,20 +20,22 @@
 
 /* p enters p.v rounded to bf16 (8 significant bits), so an output is about
  * 2^-9 of its row's max off the double reference, plus the bf16 rounding
- * of the store; the worst rows measured ~4e-3. */
-#define TOL_ELEM_REL 2e-2
-#define TOL_ROW_ABS 1e-2
-#define TOL_ROW_REL 1.5e-2
+ * of the store; the worst rows measured ~4e-3. In fp16, p and the store
+ * round 8x finer (11 significant bits, 2^-12 half-ulp): the bounds are the
+ * bf16 ones / 4, as in the decode tests. */
+#define TOL_ELEM_REL (at_dtype() == GP_DTYPE_F16 ? 5e-3 : 2e-2)
+#define TOL_ROW_ABS (at_dtype() == GP_DTYPE_F16 ? 2.5e-3 : 1e-2)
+#define TOL_ROW_REL (at_dtype() == GP_DTYPE_F16 ? 3.75e-3 : 1.5e-2)
 
 static uint64_t g_seed;
 
 static void test_arg_checks(void **state)
 {
     (void)state;
-    gp_bf16 *fake = (gp_bf16 *)(uintptr_t)0x10000;
+    uint16_t *fake = (uint16_t *)(uintptr_t)0x10000;
     int32_t *ifake = (int32_t *)(uintptr_t)0x20000;
     gp_prefill_seq_desc *sfake = (gp_prefill_seq_desc *)(uintptr_t)0x30000;
-    gp_kv_view v = { .k = fake, .v = fake, .block_tables = ifake, .n_rows = 4, .n_blocks = 10, .block_size = 16,
+    gp_kv_view v = { .dtype = at_dtype(), .k = fake, .v = fake, .block_tables = ifake, .n_rows = 4, .n_blocks = 10, .block_size = 16,
                      .n_kv_heads = 2, .head_dim = 48, .max_blocks = 4 };
     GP_CHECK_FAIL(gp_prefill_attn(&v, 4, fake, fake, 8, sfake, 1, 8, NULL), GP_ERR_INVALID_ARG, "head_dim 48");
     v.head_dim = 64;
@@ -42,6 +44,8 @@ static void test_arg_checks(void **state)
     GP_CHECK_FAIL(gp_prefill_attn(&v, 4, fake, fake, 8, sfake, 0, 8, NULL), GP_ERR_INVALID_ARG, "n_seqs 0");
     GP_CHECK_FAIL(gp_prefill_attn(&v, 4, fake, fake, 8, sfake, 1, 9, NULL), GP_ERR_INVALID_ARG, "max_q_len 9");
     GP_CHECK_FAIL(gp_prefill_attn(&v, 4, fake + 1, fake, 8, sfake, 1, 8, NULL), GP_ERR_INVALID_ARG, "16-byte aligned");
+    v.dtype = GP_DTYPE_F32; /* the view's dtype: BF16 or F16 only */
+    GP_CHECK_FAIL(gp_prefill_attn(&v, 4, fake, fake, 8, sfake, 1, 8, NULL), GP_ERR_INVALID_ARG, "dtype F32");
     assert_true(gp_prefill_attn_supports(128) && gp_prefill_attn_supports(16) && !gp_prefill_attn_supports(256));
 }
 
@@ -66,8 +70,8 @@ static const pf_case k_cases[] = {
 static void run_case(const pf_case *c, uint64_t *rng)
 {
     const int hd = c->head_dim, nh = c->n_heads, n_kv = c->n_kv, bs = c->block_size, S = c->n_seqs;
-    printf("case %s: head_dim %d, %d heads, %d KV heads, block_size %d, %d sequences\n", c->name, hd, nh, n_kv,
-           bs, S);
+    printf("case %s [%s]: head_dim %d, %d heads, %d KV heads, block_size %d, %d sequences\n", c->name,
+           gp_dtype_flag_name(at_dtype()), hd, nh, n_kv, bs, S);
     /* rows: each sequence's chunk tokens, one unnamed row after each */
     gp_prefill_seq_desc seqs[MAX_SEQS];
     int rows = 0, max_q = 0, max_blocks = 1, n_blocks = 0;
@@ -96,13 +100,13 @@ static void run_case(const pf_case *c, uint64_t *rng)
             tables[(size_t)seqs[i].table_row * max_blocks + j] = perm[next++];
     }
     const size_t qn = (size_t)rows * nh * hd, pool = (size_t)n_blocks * bs * n_kv * hd;
-    gp_bf16 *q = at_malloc(qn * 2), *got = at_malloc(qn * 2), *k = at_malloc(pool * 2), *v = at_malloc(pool * 2);
+    uint16_t *q = at_malloc(qn * 2), *got = at_malloc(qn * 2), *k = at_malloc(pool * 2), *v = at_malloc(pool * 2);
     float *want = at_malloc(qn * sizeof(float));
-    at_fill_bf16(q, qn, rng, 2.0f);
-    at_fill_bf16(k, pool, rng, 3.0f);
-    at_fill_bf16(v, pool, rng, 3.0f);
+    at_fill16(q, qn, rng, 2.0f);
+    at_fill16(k, pool, rng, 3.0f);
+    at_fill16(v, pool, rng, 3.0f);
 
-    gp_bf16 *dq = at_dev_alloc(qn * 2), *dout = at_dev_alloc(qn * 2), *dk = at_dev_alloc(pool * 2),
+    uint16_t *dq = at_dev_alloc(qn * 2), *dout = at_dev_alloc(qn * 2), *dk = at_dev_alloc(pool * 2),
             *dv = at_dev_alloc(pool * 2);
     int32_t *dtab = at_dev_alloc((size_t)S * max_blocks * 4);
     gp_prefill_seq_desc *dseqs = at_dev_alloc(sizeof seqs);
@@ -112,12 +116,12 @@ static void run_case(const pf_case *c, uint64_t *rng)
     at_to_dev(dtab, tables, (size_t)S * max_blocks * 4);
     at_to_dev(dseqs, seqs, sizeof seqs);
     at_dev_poison(dout, qn * 2);
-    gp_kv_view view = { .k = dk, .v = dv, .block_tables = dtab, .n_rows = S, .n_blocks = n_blocks,
+    gp_kv_view view = { .dtype = at_dtype(), .k = dk, .v = dv, .block_tables = dtab, .n_rows = S, .n_blocks = n_blocks,
                         .block_size = bs, .n_kv_heads = n_kv, .head_dim = hd, .max_blocks = max_blocks };
     at_check(gp_prefill_attn(&view, nh, dq, dout, rows, dseqs, S, max_q, NULL), "gp_prefill_attn");
     at_dev_sync();
     at_to_host(got, dout, qn * 2);
-    gp_prefill_attn_ref(q, k, v, tables, max_blocks, bs, nh, n_kv, hd, seqs, S, want);
+    gp_prefill_attn_ref(at_dtype(), q, k, v, tables, max_blocks, bs, nh, n_kv, hd, seqs, S, want);
 
     size_t fails = 0;
     const size_t row = (size_t)nh * hd;
@@ -126,7 +130,7 @@ static void run_case(const pf_case *c, uint64_t *rng)
         snprintf(what, sizeof what, "sequence %d (pos0 %d, %d queries)", i, seqs[i].pos0, seqs[i].q_len);
         fails += at_compare(what, got + (size_t)seqs[i].q_start * row, want + (size_t)seqs[i].q_start * row,
                             (size_t)seqs[i].q_len * nh, (size_t)hd, TOL_ELEM_REL, TOL_ROW_ABS, TOL_ROW_REL);
-        const gp_bf16 *gap = got + (size_t)(seqs[i].q_start + seqs[i].q_len) * row;
+        const uint16_t *gap = got + (size_t)(seqs[i].q_start + seqs[i].q_len) * row;
         for (size_t e = 0; e < row; e++)
             if (gap[e] != 0xFFFF) {
                 if (fails < 10)
@@ -154,7 +158,7 @@ static void run_case(const pf_case *c, uint64_t *rng)
 static void test_gpu_cases(void **state)
 {
     (void)state;
-    uint64_t rng = g_seed;
+    uint64_t rng = at_dtype_seed(g_seed);
     for (size_t i = 0; i < sizeof k_cases / sizeof k_cases[0]; i++)
         run_case(&k_cases[i], &rng);
 }
@@ -170,7 +174,7 @@ int main(void)
     if (!at_gpu_usable())
         return 77;
     const struct CMUnitTest gpu_tests[] = {
-        cmocka_unit_test(test_gpu_cases),
+        AT_GPU_TEST(test_gpu_cases),
     };
     return cmocka_run_group_tests_name("prefill_attn (GPU)", gpu_tests, NULL, NULL) ? 1 : 0;
 }
