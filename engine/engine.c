@@ -98,6 +98,7 @@ uint64_t gp_engine_device_bytes(const gp_config *c, const gp_engine_params *p)
     size_t ws = 0;
     if (attn_ws_bytes(c, p, &ws) != GP_OK)
         return 0;
+    /* the same bytes in either 16-bit dtype */
     return gp_kv_device_bytes(&l, GP_DTYPE_BF16, p->max_batch, blocks_per_seq(p)) + row_bytes(c) * (uint64_t)act_rows(p) +
            seq_bytes(c) * (uint64_t)p->max_batch +
            (uint64_t)ws + GP_GEMM_WORKSPACE_BYTES + 4 * (uint64_t)c->head_dim;
@@ -216,7 +217,7 @@ gp_status gp_engine_create(gp_device_weights *dw, const gp_engine_params *p, gp_
     GP_CUDA_TRY(cudaMemGetInfo(&free_b, &total_b));
     if (need > free_b) {
         gp_kv_layout l = kv_layout(&w->cfg, p);
-        uint64_t kv = gp_kv_device_bytes(&l, GP_DTYPE_BF16, p->max_batch, blocks_per_seq(p));
+        uint64_t kv = gp_kv_device_bytes(&l, dt, p->max_batch, blocks_per_seq(p));
         GP_FAIL(GP_ERR_DEVICE_MEMORY, "engine for batch %d x context %d needs %llu bytes (%.2f GiB) of device "
                 "memory (KV cache %llu bytes, %.2f GiB) beside the weights; the device has %zu bytes (%.2f GiB) "
                 "free of %zu bytes (%.2f GiB)", p->max_batch, p->max_context, (unsigned long long)need,
@@ -243,7 +244,7 @@ gp_status gp_engine_create(gp_device_weights *dw, const gp_engine_params *p, gp_
     }
     gp_kv_layout l = kv_layout(&e->cfg, p);
     if ((st = gp_kv_tables_create(&l, p->max_batch, e->max_blocks, &e->tables)) != GP_OK ||
-        (st = gp_kv_device_create(&l, GP_DTYPE_BF16, p->max_batch, e->max_blocks, &e->kv)) != GP_OK)
+        (st = gp_kv_device_create(&l, e->dtype, p->max_batch, e->max_blocks, &e->kv)) != GP_OK)
         goto fail;
     if ((st = gp_device_stream_create(&e->sc.stream, "engine stream")) != GP_OK ||
         (st = gp_device_event_create(&e->ev_begin, cudaEventDefault, "engine event ev_begin")) != GP_OK ||
