@@ -21,6 +21,23 @@ static const gp_arch_key gp_llama_keys[] = {
     {GP_CF_ROPE_THETA, "rope_theta", false},
 };
 
+/* Llama's checkpoint names; Mistral and Qwen2 save the same modules. */
+#define GP_LLAMA_MODULES                                                                           \
+    {                                                                                              \
+        [GP_AT_EMBED] = "model.embed_tokens",                                                      \
+        [GP_AT_FINAL_NORM] = "model.norm",                                                         \
+        [GP_AT_LM_HEAD] = "lm_head",                                                               \
+        [GP_AT_ATTN_NORM] = "input_layernorm",                                                     \
+        [GP_AT_Q] = "self_attn.q_proj",                                                            \
+        [GP_AT_K] = "self_attn.k_proj",                                                            \
+        [GP_AT_V] = "self_attn.v_proj",                                                            \
+        [GP_AT_O] = "self_attn.o_proj",                                                            \
+        [GP_AT_FFN_NORM] = "post_attention_layernorm",                                             \
+        [GP_AT_GATE] = "mlp.gate_proj",                                                            \
+        [GP_AT_UP] = "mlp.up_proj",                                                                \
+        [GP_AT_DOWN] = "mlp.down_proj",                                                            \
+    }
+
 static const gp_arch gp_archs[] = {
     {
         .model_type = "llama",
@@ -35,20 +52,49 @@ static const gp_arch gp_archs[] = {
         .bias_keys = {{"attention_bias", GP_AT_ATTN_PROJS}, {"mlp_bias", GP_AT_MLP_PROJS}},
         .norm = GP_NORM_PRE,
         .layer_prefix = "model.layers.",
-        .module = {
-            [GP_AT_EMBED] = "model.embed_tokens",
-            [GP_AT_FINAL_NORM] = "model.norm",
-            [GP_AT_LM_HEAD] = "lm_head",
-            [GP_AT_ATTN_NORM] = "input_layernorm",
-            [GP_AT_Q] = "self_attn.q_proj",
-            [GP_AT_K] = "self_attn.k_proj",
-            [GP_AT_V] = "self_attn.v_proj",
-            [GP_AT_O] = "self_attn.o_proj",
-            [GP_AT_FFN_NORM] = "post_attention_layernorm",
-            [GP_AT_GATE] = "mlp.gate_proj",
-            [GP_AT_UP] = "mlp.up_proj",
-            [GP_AT_DOWN] = "mlp.down_proj",
-        },
+        .module = GP_LLAMA_MODULES,
+        .ignored_suffix = "rotary_emb.inv_freq",
+    },
+    {
+        /* Llama's architecture; attention may be restricted to a sliding
+         * window, which the engine does not implement: accepted only when it
+         * never bites (null, or at least max_position_embeddings). */
+        .model_type = "mistral",
+        .keys = gp_llama_keys,
+        .n_keys = sizeof gp_llama_keys / sizeof gp_llama_keys[0],
+        .hidden_act = "silu",
+        .tie_key = "tie_word_embeddings",
+        .tie_default = false, /* MistralConfig's default */
+        .rope_theta_default = 10000.0f, /* MistralConfig's default */
+        .rope_types = (1u << GP_ROPE_DEFAULT) | (1u << GP_ROPE_LLAMA3),
+        .bias = 0,
+        .bias_keys = {{NULL, 0}},
+        .norm = GP_NORM_PRE,
+        .sliding_window_key = "sliding_window",
+        .layer_prefix = "model.layers.",
+        .module = GP_LLAMA_MODULES,
+        .ignored_suffix = "rotary_emb.inv_freq",
+    },
+    {
+        /* Llama's architecture with a bias on q, k and v (not o). Sliding
+         * windows only when use_sliding_window is true, and then on the
+         * layers from max_window_layers on. */
+        .model_type = "qwen2",
+        .keys = gp_llama_keys,
+        .n_keys = sizeof gp_llama_keys / sizeof gp_llama_keys[0],
+        .hidden_act = "silu",
+        .tie_key = "tie_word_embeddings",
+        .tie_default = false, /* Qwen2Config's default */
+        .rope_theta_default = 10000.0f, /* Qwen2Config's default (released models set 1e6) */
+        .rope_types = (1u << GP_ROPE_DEFAULT) | (1u << GP_ROPE_LLAMA3),
+        .bias = GP_AT_BIT(GP_AT_Q) | GP_AT_BIT(GP_AT_K) | GP_AT_BIT(GP_AT_V),
+        .bias_keys = {{NULL, 0}},
+        .norm = GP_NORM_PRE,
+        .sliding_window_key = "sliding_window",
+        .use_sliding_window_key = "use_sliding_window",
+        .max_window_layers_key = "max_window_layers",
+        .layer_prefix = "model.layers.",
+        .module = GP_LLAMA_MODULES,
         .ignored_suffix = "rotary_emb.inv_freq",
     },
 };
@@ -92,6 +138,18 @@ static const char *gp_module_leaf(const gp_arch *a, gp_arch_tensor t)
     return dot ? dot + 1 : m;
 }
 
+/* "q_proj, k_proj" for the projections in set, into buf. */
+static const char *gp_proj_list(const gp_arch *a, unsigned set, char *buf, size_t cap)
+{
+    size_t at = 0;
+    buf[0] = '\0';
+    for (int t = 0; t < GP_AT_COUNT && at < cap; t++)
+        if (set & GP_AT_BIT(t))
+            at += (size_t)snprintf(buf + at, cap - at, "%s%s", at ? ", " : "",
+                                   a->module[t] ? gp_module_leaf(a, (gp_arch_tensor)t) : "?");
+    return buf;
+}
+
 gp_status gp_arch_check_supported(const gp_arch *a, unsigned bias, const char *label)
 {
     if (!a)
@@ -99,16 +157,15 @@ gp_status gp_arch_check_supported(const gp_arch *a, unsigned bias, const char *l
     if (!label)
         label = a->model_type;
     bias |= a->bias;
-    if (bias) {
-        char list[160];
-        size_t at = 0;
-        list[0] = '\0';
-        for (int t = 0; t < GP_AT_COUNT && at < sizeof list; t++)
-            if (bias & GP_AT_BIT(t))
-                at += (size_t)snprintf(list + at, sizeof list - at, "%s%s", at ? ", " : "",
-                                       a->module[t] ? gp_module_leaf(a, (gp_arch_tensor)t) : "?");
-        GP_FAIL(GP_ERR_UNSUPPORTED, "%s: model_type \"%s\" has a bias on %s; the engine does not "
-                "implement projection biases yet", label, a->model_type, list);
+    unsigned missing = bias & ~GP_AT_QKV_PROJS; /* biases the engine does not implement */
+    if ((bias & GP_AT_QKV_PROJS) && (bias & GP_AT_QKV_PROJS) != GP_AT_QKV_PROJS)
+        missing |= bias & GP_AT_QKV_PROJS; /* q/k/v biases come as the three or none */
+    if (missing) {
+        char list[160], all[160];
+        GP_FAIL(GP_ERR_UNSUPPORTED, "%s: model_type \"%s\" has a bias on %s; the engine implements "
+                "projection biases on q_proj, k_proj and v_proj together only, not on %s", label,
+                a->model_type, gp_proj_list(a, bias, all, sizeof all),
+                gp_proj_list(a, missing, list, sizeof list));
     }
     if (a->norm != GP_NORM_PRE)
         GP_FAIL(GP_ERR_UNSUPPORTED, "%s: model_type \"%s\": norm placement %d is not supported "

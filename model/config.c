@@ -315,14 +315,64 @@ static gp_status gp_parse_arch(json_t *root, const char *label, gp_config *c)
     if (s && a->hidden_act && strcmp(s, a->hidden_act) != 0)
         GP_FAIL(GP_ERR_UNSUPPORTED, "%s: hidden_act \"%s\" is not supported (only \"%s\")",
                 label, s, a->hidden_act);
+    unsigned bias = a->bias;
     for (size_t i = 0; i < GP_ARCH_MAX_BIAS_KEYS && a->bias_keys[i].key; i++) {
         bool b = false;
         GP_TRY(gp_json_bool(root, a->bias_keys[i].key, label, &b));
-        if (b)
-            GP_FAIL(GP_ERR_UNSUPPORTED, "%s: %s = true is not supported (only false)", label,
-                    a->bias_keys[i].key);
+        if (!b)
+            continue;
+        /* The key's name leads the message: it is what the user can look up. */
+        if (gp_arch_check_supported(a, a->bias_keys[i].projs, label) != GP_OK) {
+            char msg[512];
+            snprintf(msg, sizeof msg, "%s", gp_last_error());
+            GP_FAIL(GP_ERR_UNSUPPORTED, "%s = true is not supported: %s", a->bias_keys[i].key, msg);
+        }
+        bias |= a->bias_keys[i].projs;
     }
-    return gp_arch_check_supported(a, 0, label);
+    GP_TRY(gp_arch_check_supported(a, bias, label));
+    c->qkv_bias = (bias & GP_AT_QKV_PROJS) != 0; /* the check allows the three or none */
+    return GP_OK;
+}
+
+/* Sliding-window attention is not implemented: accept a config only where
+ * the window never bites, i.e. no window (key absent or null; for Qwen2
+ * also use_sliding_window false, or max_window_layers covering every layer)
+ * or one at least max_position_embeddings wide. */
+static gp_status gp_parse_sliding_window(json_t *root, const char *label, const gp_arch *a,
+                                         const gp_config *c)
+{
+    if (!a->sliding_window_key)
+        return GP_OK;
+    if (a->use_sliding_window_key) {
+        bool use = false; /* HF's default */
+        GP_TRY(gp_json_bool(root, a->use_sliding_window_key, label, &use));
+        if (!use)
+            return GP_OK; /* HF ignores sliding_window then */
+    }
+    if (!gp_json_opt(root, a->sliding_window_key))
+        return GP_OK;
+    int window = 0;
+    GP_TRY(gp_json_int(root, "", a->sliding_window_key, label, false, &window));
+    if (window >= c->max_context)
+        return GP_OK;
+    if (a->max_window_layers_key && gp_json_opt(root, a->max_window_layers_key)) {
+        int full = 0; /* layers [0, full) attend fully */
+        GP_TRY(gp_json_int(root, "", a->max_window_layers_key, label, false, &full));
+        if (full >= c->n_layers)
+            return GP_OK;
+        GP_FAIL(GP_ERR_UNSUPPORTED, "%s: %s = %d with %s = true and %s = %d puts a sliding window "
+                "on layers %d..%d; the engine does not implement sliding-window attention (allowed: "
+                "%s null or >= max_position_embeddings = %d, %s false, or %s >= num_hidden_layers "
+                "= %d)", label, a->sliding_window_key, window, a->use_sliding_window_key,
+                a->max_window_layers_key, full, full < 0 ? 0 : full, c->n_layers - 1,
+                a->sliding_window_key, c->max_context, a->use_sliding_window_key,
+                a->max_window_layers_key, c->n_layers);
+    }
+    GP_FAIL(GP_ERR_UNSUPPORTED, "%s: %s = %d: the engine does not implement sliding-window attention "
+            "(allowed: %s null or >= max_position_embeddings = %d%s%s%s)", label, a->sliding_window_key,
+            window, a->sliding_window_key, c->max_context, a->use_sliding_window_key ? ", or " : "",
+            a->use_sliding_window_key ? a->use_sliding_window_key : "",
+            a->use_sliding_window_key ? " false" : "");
 }
 
 static gp_status gp_parse_root(json_t *root, const char *label, gp_config *c)
@@ -356,6 +406,7 @@ static gp_status gp_parse_root(json_t *root, const char *label, gp_config *c)
         c->head_dim = c->n_heads > 0 ? c->hidden / c->n_heads : 0;
     c->tied_embeddings = a->tie_default;
     GP_TRY(gp_json_bool(root, a->tie_key, label, &c->tied_embeddings));
+    GP_TRY(gp_parse_sliding_window(root, label, a, c));
 
     memset(&c->rope_scaling, 0, sizeof c->rope_scaling);
     c->rope_scaling.type = GP_ROPE_DEFAULT;
@@ -440,7 +491,8 @@ uint64_t gp_config_param_count(const gp_config *c)
     uint64_t layer = 2 * h                                           /* two norms */
                      + (uint64_t)gp_config_qkv_rows(c) * h           /* wqkv */
                      + h * (uint64_t)c->n_heads * (uint64_t)c->head_dim /* wo */
-                     + 3 * (uint64_t)c->ffn * h;                      /* gate, up, down */
+                     + 3 * (uint64_t)c->ffn * h                       /* gate, up, down */
+                     + (c->qkv_bias ? (uint64_t)gp_config_qkv_rows(c) : 0); /* q/k/v biases */
     return embed + (uint64_t)c->n_layers * layer + h + (c->tied_embeddings ? 0 : embed);
 }
 

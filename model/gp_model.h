@@ -89,6 +89,7 @@ typedef enum gp_arch_tensor {
 /* Set of tensors (projections, for biases): bit (1u << t). */
 #define GP_AT_BIT(t) (1u << (unsigned)(t))
 #define GP_AT_ATTN_PROJS (GP_AT_BIT(GP_AT_Q) | GP_AT_BIT(GP_AT_K) | GP_AT_BIT(GP_AT_V) | GP_AT_BIT(GP_AT_O))
+#define GP_AT_QKV_PROJS (GP_AT_BIT(GP_AT_Q) | GP_AT_BIT(GP_AT_K) | GP_AT_BIT(GP_AT_V))
 #define GP_AT_MLP_PROJS (GP_AT_BIT(GP_AT_GATE) | GP_AT_BIT(GP_AT_UP) | GP_AT_BIT(GP_AT_DOWN))
 
 /* gp_config fields read from numeric config.json keys. */
@@ -127,6 +128,14 @@ struct gp_arch {
     unsigned bias;               /* projections that always have a bias: GP_AT_BIT set */
     gp_arch_bias_key bias_keys[GP_ARCH_MAX_BIAS_KEYS]; /* unused slots: key NULL */
     gp_norm_placement norm;
+    /* Sliding-window attention, which the engine does not implement: config
+     * keys (NULL when the family has none). sliding_window_key: the window
+     * (null or absent: none); use_sliding_window_key: a boolean that must be
+     * true for the window to apply; max_window_layers_key: layers below it
+     * use full attention. A window that would bite is refused. */
+    const char *sliding_window_key;
+    const char *use_sliding_window_key;
+    const char *max_window_layers_key;
     /* checkpoint tensors: a model tensor is "<module>.weight"; a layer tensor
      * is "<layer_prefix><index>.<module>.weight"; a bias ends in ".bias". */
     const char *layer_prefix;
@@ -140,11 +149,12 @@ const gp_arch *gp_arch_find(const char *model_type);
 const gp_arch *gp_arch_default(void);
 /* cfg->arch, or gp_arch_default() when it is NULL. */
 const gp_arch *gp_config_arch(const gp_config *cfg);
-/* Supported model types for messages: "\"llama\"" (comma-separated), into buf. */
+/* Supported model types for messages: "\"llama\", \"mistral\", \"qwen2\"", into buf. */
 const char *gp_arch_names(char *buf, size_t cap);
-/* Refuse features of arch the engine does not implement yet: a bias on any
- * projection (arch->bias, plus the extra projections in bias) or a norm
- * placement other than pre-norm. label names the source in messages. */
+/* Refuse features of arch the engine does not implement yet: a bias on a
+ * projection other than q/k/v, or on only some of q/k/v (arch->bias plus
+ * the extra projections in bias), or a norm placement other than pre-norm.
+ * label names the source in messages. */
 gp_status gp_arch_check_supported(const gp_arch *arch, unsigned bias, const char *label);
 /* Checkpoint name of tensor t (layer is used by per-layer tensors), ".bias"
  * instead of ".weight" when bias. False when it does not fit in cap. */

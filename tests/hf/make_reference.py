@@ -1,15 +1,15 @@
 #!/usr/bin/env python3
 """Make the HF transformers reference data that tests/model/test_hf_logits.c
-and tests/model/test_hf_prefill.c check greenpipe against: three small
-randomly initialised Llama checkpoints and the float32 logits HF computes for
-fixed prompts, decoded and prefilled.
+and tests/model/test_hf_prefill.c check greenpipe against: small randomly
+initialised Llama, Mistral and Qwen2 checkpoints saved in bf16, fp16 or fp32,
+and the float32 logits HF computes for fixed prompts, decoded and prefilled.
 
 Needs python3 with torch and transformers (>= 4.43 for llama3 RoPE scaling);
 runs on the CPU in under a minute. See tests/hf/README.md.
 
     python3 tests/hf/make_reference.py [OUT_DIR]     # default: tests/data
 
-Writes OUT_DIR/<name>/ for name in (long-gqa, small-gqa, tiny): the checkpoint
+Writes OUT_DIR/<name>/ for each name in MODELS (or --only NAME): the checkpoint
 as save_pretrained wrote it (config.json, safetensors), expected.json:
 
     {"prompts": [[ids]...], "steps": N, "tokens": [[N ids]...],
@@ -48,9 +48,13 @@ PREFILL_SEED = 15  # issue #15; token ids come from splitmix64 streams, not torc
 # Positions whose logits are kept: around the tile edge and the last two.
 PREFILL_POSITIONS = (0, 14, 15, 16, 17)
 
-# Each model: LlamaConfig fields, RoPE, the dtype it is saved in, the shard
-# size limit (None: one file), the first seed tried and the prefill prompt
-# lengths.
+# Each model: config fields, RoPE, the dtype it is saved in, the shard size
+# limit (None: one file), the first seed tried and the prefill prompt
+# lengths. Optional: family ("llama" when absent; "mistral", "qwen2"),
+# round_to (the dtype every weight value is rounded to before saving:
+# "bfloat16" when absent, as for the first three models, whose values are
+# therefore bf16 even where saved as fp32; "float16"; "float32": unrounded)
+# and bias_std (Qwen2's q/k/v biases: Normal(0, bias_std)).
 MODELS = {
     # exactly greenpipe's "tiny" preset (model/config.c)
     "tiny": dict(
@@ -87,6 +91,56 @@ MODELS = {
                           high_freq_factor=4.0, original_max_position_embeddings=1024),
         save_dtype="bfloat16", max_shard_size=None, seed=3000,
         prefill_lens=[1, 15, 16, 17, 300, 2100]),
+    # The exact CPU reference (issue: it rounded every weight to bf16): the
+    # tiny shape with values that are fp16 / full fp32, saved so. bf16
+    # rounding of these weights moved fp32 logits by ~1e-2 relative.
+    "tiny-fp16": dict(
+        config=dict(num_hidden_layers=2, hidden_size=64, num_attention_heads=4,
+                    num_key_value_heads=2, head_dim=16, intermediate_size=128,
+                    vocab_size=256, rms_norm_eps=1e-5, max_position_embeddings=256,
+                    tie_word_embeddings=True),
+        rope_theta=10000.0, rope_scaling=None, round_to="float16",
+        save_dtype="float16", max_shard_size=None, seed=4000,
+        prefill_lens=[1, 15, 16, 17, 200]),
+    "tiny-fp32": dict(
+        config=dict(num_hidden_layers=2, hidden_size=64, num_attention_heads=4,
+                    num_key_value_heads=2, head_dim=16, intermediate_size=128,
+                    vocab_size=256, rms_norm_eps=1e-5, max_position_embeddings=256,
+                    tie_word_embeddings=False),
+        rope_theta=10000.0, rope_scaling=None, round_to="float32",
+        save_dtype="float32", max_shard_size=None, seed=5000,
+        prefill_lens=[1, 15, 16, 17, 200]),
+    # Qwen2: q/k/v biases (non-zero, random), rope_theta 1e6 as the released
+    # models; tied and bf16, and untied with unrounded fp32 values
+    "qwen2-tiny": dict(
+        family="qwen2",
+        config=dict(num_hidden_layers=2, hidden_size=64, num_attention_heads=4,
+                    num_key_value_heads=2, intermediate_size=128,
+                    vocab_size=256, rms_norm_eps=1e-6, max_position_embeddings=256,
+                    tie_word_embeddings=True),
+        rope_theta=1000000.0, rope_scaling=None, bias_std=0.5,
+        save_dtype="bfloat16", max_shard_size=None, seed=6000,
+        prefill_lens=[1, 15, 16, 17, 200]),
+    "qwen2-untied": dict(
+        family="qwen2",
+        config=dict(num_hidden_layers=2, hidden_size=64, num_attention_heads=4,
+                    num_key_value_heads=2, intermediate_size=128,
+                    vocab_size=256, rms_norm_eps=1e-6, max_position_embeddings=256,
+                    tie_word_embeddings=False),
+        rope_theta=1000000.0, rope_scaling=None, bias_std=0.5, round_to="float32",
+        save_dtype="float32", max_shard_size=None, seed=7000,
+        prefill_lens=[1, 15, 16, 17, 200]),
+    # Mistral: Llama's architecture; sliding_window null (the engine refuses
+    # a window that bites), untied, GQA 2:1, bf16
+    "mistral-tiny": dict(
+        family="mistral",
+        config=dict(num_hidden_layers=2, hidden_size=64, num_attention_heads=4,
+                    num_key_value_heads=2, head_dim=16, intermediate_size=128,
+                    vocab_size=256, rms_norm_eps=1e-5, max_position_embeddings=256,
+                    tie_word_embeddings=False),
+        rope_theta=10000.0, rope_scaling=None,
+        save_dtype="bfloat16", max_shard_size=None, seed=8000,
+        prefill_lens=[1, 15, 16, 17, 200]),
 }
 
 LINEAR_STD = 0.2     # large enough that logits spread over several units
@@ -103,7 +157,7 @@ def die(msg):
 try:
     import torch
     import transformers
-    from transformers import LlamaConfig, LlamaForCausalLM
+    from transformers import AutoModelForCausalLM, LlamaConfig, MistralConfig, Qwen2Config
 except ImportError as e:
     die("needs torch and transformers (%s)" % e)
 
@@ -121,19 +175,31 @@ if TF_VERSION < (4, 43, 0):
     die("transformers %s is too old: llama3 RoPE scaling needs 4.43 or newer" % transformers.__version__)
 
 
-def config_fields():
-    """Names LlamaConfig takes: __init__ parameters, or dataclass fields (v5)."""
+CONFIG_CLASSES = {"llama": LlamaConfig, "mistral": MistralConfig, "qwen2": Qwen2Config}
+
+
+def config_fields(cls=LlamaConfig):
+    """Names a config class takes: __init__ parameters, or dataclass fields (v5)."""
     import inspect
-    names = set(inspect.signature(LlamaConfig.__init__).parameters)
-    names |= set(getattr(LlamaConfig, "__dataclass_fields__", {}))
+    names = set(inspect.signature(cls.__init__).parameters)
+    names |= set(getattr(cls, "__dataclass_fields__", {}))
     return names
 
 
 def make_config(spec):
+    family = spec.get("family", "llama")
+    cls = CONFIG_CLASSES[family]
     kw = dict(spec["config"])
-    kw.update(hidden_act="silu", attention_bias=False, mlp_bias=False, use_cache=True)
+    if family == "llama":
+        kw.update(hidden_act="silu", attention_bias=False, mlp_bias=False, use_cache=True)
+    elif family == "mistral":
+        # MistralConfig's default window (4096) is one the engine refuses
+        kw.update(hidden_act="silu", sliding_window=None, use_cache=True)
+    else:  # qwen2: q/k/v biases are part of the architecture
+        kw.update(hidden_act="silu", use_sliding_window=False, sliding_window=None,
+                  max_window_layers=kw["num_hidden_layers"], use_cache=True)
     scaling = spec["rope_scaling"]
-    if "rope_parameters" in config_fields():
+    if "rope_parameters" in config_fields(cls):
         # transformers >= 5: one dict holds theta and the scaling
         rp = {"rope_type": "default", "rope_theta": spec["rope_theta"]}
         if scaling:
@@ -143,12 +209,17 @@ def make_config(spec):
     else:
         kw["rope_theta"] = spec["rope_theta"]
         kw["rope_scaling"] = dict(scaling) if scaling else None
-    return LlamaConfig(**kw)
+    return cls(**kw)
+
+
+def head_dim(spec):
+    c = spec["config"]
+    return c.get("head_dim", c["hidden_size"] // c["num_attention_heads"])
 
 
 def expected_inv_freq(spec):
     """RoPE inverse frequencies in float64, from the Llama 3.1 formula."""
-    hd = spec["config"]["head_dim"]
+    hd = head_dim(spec)
     out = []
     for i in range(0, hd, 2):
         f = spec["rope_theta"] ** (-i / hd)
@@ -187,17 +258,22 @@ def check_rope(model, spec, where):
                 "rope settings" % (where, i, g, (spec["rope_scaling"] or {}).get("rope_type", "default"), w))
 
 
-def init_weights(model, seed):
-    """Normal(0, 0.2) matrices, 1 + 0.1 randn norms, then every value rounded
-    to bf16 so greenpipe's bf16 conversion of the checkpoint is exact."""
+def init_weights(model, seed, spec):
+    """Normal(0, 0.2) matrices, 1 + 0.1 randn norms, Normal(0, bias_std)
+    biases, then every value rounded to the model's round_to dtype (bf16
+    unless it says otherwise), so the checkpoint saved in save_dtype holds
+    exactly these values."""
     g = torch.Generator().manual_seed(seed)
+    round_to = getattr(torch, spec.get("round_to", "bfloat16"))
     with torch.no_grad():
         for name, p in sorted(model.named_parameters()):  # tied weights appear once
-            if p.ndim == 1:
+            if name.endswith(".bias"):
+                v = spec["bias_std"] * torch.randn(p.shape, generator=g, dtype=torch.float32)
+            elif p.ndim == 1:
                 v = 1.0 + NORM_STD * torch.randn(p.shape, generator=g, dtype=torch.float32)
             else:
                 v = LINEAR_STD * torch.randn(p.shape, generator=g, dtype=torch.float32)
-            p.copy_(v.to(torch.bfloat16).to(torch.float32))
+            p.copy_(v.to(round_to).to(torch.float32))
 
 
 @torch.no_grad()
@@ -282,7 +358,7 @@ def save(model, path, max_shard_size):
 def load_fp32(path):
     """Reload in float32 (never cast an in-memory bf16 model back: docs/ARCHITECTURE.md §8)."""
     kw = {"dtype": torch.float32} if TF_VERSION >= (4, 56, 0) else {"torch_dtype": torch.float32}
-    model = LlamaForCausalLM.from_pretrained(path, attn_implementation="eager", **kw)
+    model = AutoModelForCausalLM.from_pretrained(path, attn_implementation="eager", **kw)
     model.eval()
     for name, p in model.named_parameters():
         if p.dtype != torch.float32:
@@ -314,8 +390,13 @@ def make(name, spec, out_dir):
     path = os.path.join(out_dir, name)
     for seed in range(spec["seed"], spec["seed"] + MAX_SEED_TRIES):
         torch.manual_seed(seed)
-        model = LlamaForCausalLM(make_config(spec)).float().eval()
-        init_weights(model, seed)
+        model = AutoModelForCausalLM.from_config(make_config(spec)).float().eval()
+        init_weights(model, seed, spec)
+        biases = [n for n, _ in model.named_parameters() if n.endswith(".bias")]
+        want_biases = 3 * spec["config"]["num_hidden_layers"] if spec.get("family") == "qwen2" else 0
+        if len(biases) != want_biases:
+            die("%s: %d bias parameters, expected %d (q/k/v per layer for qwen2): %s"
+                % (name, len(biases), want_biases, biases))
         if spec["config"]["tie_word_embeddings"] and \
                 model.lm_head.weight.data_ptr() != model.model.embed_tokens.weight.data_ptr():
             die("%s: tie_word_embeddings=True but lm_head is not the embedding" % name)
@@ -332,8 +413,11 @@ def make(name, spec, out_dir):
     if os.path.exists(path):
         shutil.rmtree(path)
     os.makedirs(path)
-    if spec["save_dtype"] == "bfloat16":
-        model = model.to(torch.bfloat16)  # exact: the values are bf16 already
+    if spec["save_dtype"] != "float32":
+        # exact: the values are of that dtype already (round_to)
+        if spec["save_dtype"] != spec.get("round_to", "bfloat16"):
+            die("%s: saved as %s but its values are rounded to %s" % (name, spec["save_dtype"], spec.get("round_to")))
+        model = model.to(getattr(torch, spec["save_dtype"]))
     save(model, path, spec["max_shard_size"])
     del model
     files = check_files(path, spec)
@@ -375,6 +459,8 @@ def make(name, spec, out_dir):
         "model": name,
         "seed": seed,
         "saved_dtype": spec["save_dtype"],
+        **({"family": spec["family"]} if "family" in spec else {}),
+        **({"values": spec["round_to"]} if "round_to" in spec else {}),
         "torch": torch.__version__,
         "transformers": transformers.__version__,
         "note": "logits[s][t]: float32 logits HF (eager attention, KV cache, CPU) chose tokens[s][t] from; "
@@ -457,13 +543,14 @@ def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("out_dir", nargs="?", default=os.path.join(REPO, "tests", "data"),
                     help="where <name>/ directories are written (default: tests/data)")
-    ap.add_argument("--only", choices=sorted(MODELS), help="make one model only")
+    ap.add_argument("--only", choices=sorted(MODELS), action="append",
+                    help="make this model only (repeat for several)")
     args = ap.parse_args()
     torch.use_deterministic_algorithms(False)
     print("make_reference: torch %s, transformers %s, output %s"
           % (torch.__version__, transformers.__version__, os.path.abspath(args.out_dir)))
     for name in sorted(MODELS):
-        if args.only and name != args.only:
+        if args.only and name not in args.only:
             continue
         make(name, MODELS[name], args.out_dir)
     print("make_reference: done")

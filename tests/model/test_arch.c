@@ -35,14 +35,27 @@ static void test_find(void **state)
     assert_true(a->rope_theta_default == 10000.0f);
     assert_int_equal(gp_arch_check_supported(a, 0, "x"), GP_OK);
 
-    assert_null(gp_arch_find("mistral"));
-    assert_null(gp_arch_find("qwen2"));
+    const gp_arch *m = gp_arch_find("mistral"), *q = gp_arch_find("qwen2");
+    assert_non_null(m);
+    assert_non_null(q);
+    assert_int_equal(m->bias, 0);
+    assert_int_equal(q->bias, GP_AT_QKV_PROJS);
+    assert_false(m->tie_default); /* MistralConfig and Qwen2Config: tie_word_embeddings=False */
+    assert_false(q->tie_default);
+    assert_true(m->rope_theta_default == 10000.0f && q->rope_theta_default == 10000.0f);
+    assert_string_equal(m->sliding_window_key, "sliding_window");
+    assert_null(m->use_sliding_window_key);
+    assert_string_equal(q->use_sliding_window_key, "use_sliding_window");
+    assert_string_equal(q->max_window_layers_key, "max_window_layers");
+    assert_int_equal(gp_arch_check_supported(m, 0, "x"), GP_OK);
+    assert_int_equal(gp_arch_check_supported(q, 0, "x"), GP_OK); /* q/k/v biases are implemented */
+    assert_null(gp_arch_find("mixtral"));
     assert_null(gp_arch_find("Llama"));
     assert_null(gp_arch_find(""));
     assert_null(gp_arch_find(NULL));
 
     char names[64];
-    assert_string_equal(gp_arch_names(names, sizeof names), "\"llama\"");
+    assert_string_equal(gp_arch_names(names, sizeof names), "\"llama\", \"mistral\", \"qwen2\"");
     char tiny[4];
     gp_arch_names(tiny, sizeof tiny); /* truncates, stays terminated */
     assert_true(strlen(tiny) < sizeof tiny);
@@ -130,17 +143,23 @@ static void test_tensor_names(void **state)
             fail_msg("'%s' should not parse as a llama tensor", not_ours[i]);
 }
 
-/* A family that has q/k/v biases is refused until the engine implements
- * them, with a message that names the family and the projections. */
+/* q/k/v biases (all three) are implemented; any other projection bias, or
+ * only some of q/k/v, is refused with a message that names the family and
+ * the projections. */
 static void test_bias_refused(void **state)
 {
     (void)state;
     gp_arch biased = *gp_arch_find("llama");
     biased.model_type = "biased-llama";
-    biased.bias = GP_AT_BIT(GP_AT_Q) | GP_AT_BIT(GP_AT_K) | GP_AT_BIT(GP_AT_V);
+    biased.bias = GP_AT_QKV_PROJS;
+    assert_int_equal(gp_arch_check_supported(&biased, 0, "dir/config.json"), GP_OK);
+    biased.bias = GP_AT_ATTN_PROJS; /* llama's attention_bias: o_proj too */
     assert_int_equal(gp_arch_check_supported(&biased, 0, "dir/config.json"), GP_ERR_UNSUPPORTED);
     assert_error_mentions("dir/config.json", "\"biased-llama\"");
-    assert_error_mentions("q_proj, k_proj, v_proj", "bias");
+    assert_error_mentions("not on o_proj", "bias");
+    biased.bias = GP_AT_BIT(GP_AT_Q);
+    assert_int_equal(gp_arch_check_supported(&biased, 0, "x"), GP_ERR_UNSUPPORTED);
+    assert_error_mentions("not on q_proj", NULL);
 
     /* Biases a config key adds are refused the same way. */
     const gp_arch *llama = gp_arch_find("llama");

@@ -880,11 +880,109 @@ static void test_source_resolve(void **state)
     EXPECT_MSG(gp_model_source_resolve(*state, 0, &src), GP_ERR_NOT_FOUND, "config.json");
 }
 
+/* A Qwen2 checkpoint: the same tensors plus q/k/v biases, loaded exactly
+ * (F16 here) into bqkv; a missing bias, a bias on o_proj and a bias of the
+ * wrong shape are refused; biases of another dtype make the load F32. */
+static void write_qwen2_config(const char *dir)
+{
+    char path[512], text[1024];
+    join(path, sizeof path, dir, "config.json");
+    snprintf(text, sizeof text,
+             "{\"architectures\": [\"Qwen2ForCausalLM\"], \"model_type\": \"qwen2\",\n"
+             " \"hidden_act\": \"silu\", \"hidden_size\": %d, \"intermediate_size\": %d,\n"
+             " \"num_attention_heads\": %d, \"num_key_value_heads\": %d, \"head_dim\": %d,\n"
+             " \"num_hidden_layers\": %d, \"vocab_size\": %d, \"rms_norm_eps\": 1e-06,\n"
+             " \"rope_theta\": 1000000.0, \"max_position_embeddings\": 256,\n"
+             " \"tie_word_embeddings\": false, \"use_sliding_window\": false, \"sliding_window\": 64,\n"
+             " \"max_window_layers\": 1}\n",
+             T_HIDDEN, T_FFN, T_HEADS, T_KV, T_HD, T_LAYERS, T_VOCAB);
+    assert_int_equal(st_write_text(path, text), 0);
+}
+
+static void qwen2_default(tck_ckpt *c, const char *dtype, const char *bias_dtype)
+{
+    tck_default(c, false, dtype);
+    char name[96];
+    for (int l = 0; l < T_LAYERS; l++) {
+        snprintf(name, sizeof name, "model.layers.%d.self_attn.q_proj.bias", l);
+        tck_add(c, name, 1, T_Q, 0, bias_dtype, 0);
+        snprintf(name, sizeof name, "model.layers.%d.self_attn.k_proj.bias", l);
+        tck_add(c, name, 1, T_KVR, 0, bias_dtype, 0);
+        snprintf(name, sizeof name, "model.layers.%d.self_attn.v_proj.bias", l);
+        tck_add(c, name, 1, T_KVR, 0, bias_dtype, 0);
+    }
+}
+
+static void test_qwen2_biases(void **state)
+{
+    const char *dir = *state;
+    tck_ckpt c;
+    qwen2_default(&c, "F16", "F16");
+    tck_write(dir, &c, 0);
+    write_qwen2_config(dir);
+    gp_checkpoint *ck;
+    assert_int_equal(gp_checkpoint_open(dir, &ck), GP_OK);
+    assert_true(gp_checkpoint_config(ck)->qkv_bias);
+    assert_int_equal(gp_checkpoint_dtype(ck), GP_DTYPE_F16);
+    gp_host_weights w;
+    assert_int_equal(gp_checkpoint_load_host(ck, &w), GP_OK);
+    gp_checkpoint_close(ck);
+    assert_int_equal(w.dtype, GP_DTYPE_F16);
+    verify_weights(&w, &c);
+    for (int l = 0; l < T_LAYERS; l++) {
+        static const char *const proj[3] = {"q", "k", "v"};
+        const int rows[3] = {T_Q, T_KVR, T_KVR};
+        size_t at = 0;
+        for (int p = 0; p < 3; p++) {
+            char name[96];
+            snprintf(name, sizeof name, "model.layers.%d.self_attn.%s_proj.bias", l, proj[p]);
+            for (int i = 0; i < rows[p]; i++, at++) {
+                float want = expected_value(name, (size_t)i, "F16"), got = held_value(w.layers[l].bqkv, w.dtype, at);
+                if (!(got == want))
+                    fail_msg("%s[%d]: bqkv holds %.9g, want %.9g", name, i, (double)got, (double)want);
+            }
+        }
+    }
+    gp_host_weights_free(&w);
+
+    /* biases in F32, the rest F16: mixed, so F32 holds both exactly */
+    qwen2_default(&c, "F16", "F32");
+    tck_write(dir, &c, 0);
+    write_qwen2_config(dir);
+    assert_int_equal(gp_checkpoint_open(dir, &ck), GP_OK);
+    assert_int_equal(gp_checkpoint_dtype(ck), GP_DTYPE_F32);
+    assert_int_equal(gp_checkpoint_load_host(ck, &w), GP_OK);
+    gp_checkpoint_close(ck);
+    assert_int_equal(w.dtype, GP_DTYPE_F32);
+    assert_true(((const float *)w.layers[1].bqkv)[T_Q] ==
+                expected_value("model.layers.1.self_attn.k_proj.bias", 0, "F32"));
+    gp_host_weights_free(&w);
+
+    qwen2_default(&c, "BF16", "BF16");
+    tck_remove(&c, "model.layers.1.self_attn.k_proj.bias");
+    tck_write(dir, &c, 0);
+    write_qwen2_config(dir);
+    EXPECT_CHECK_FAILS(dir, GP_ERR_NOT_FOUND, "'model.layers.1.self_attn.k_proj.bias'", "missing");
+
+    qwen2_default(&c, "BF16", "BF16");
+    tck_add(&c, "model.layers.0.self_attn.o_proj.bias", 1, T_HIDDEN, 0, "BF16", 0);
+    tck_write(dir, &c, 0);
+    write_qwen2_config(dir);
+    EXPECT_CHECK_FAILS(dir, GP_ERR_UNSUPPORTED, "o_proj.bias", "q/k/v projection biases only");
+
+    qwen2_default(&c, "BF16", "BF16");
+    tck_get(&c, "model.layers.0.self_attn.v_proj.bias")->shape[0] = T_Q;
+    tck_write(dir, &c, 0);
+    write_qwen2_config(dir);
+    EXPECT_CHECK_FAILS(dir, GP_ERR_SHAPE, "v_proj.bias", "expects");
+}
+
 #define T(f) cmocka_unit_test_setup_teardown(f, make_dir, remove_dir)
 
 int main(void)
 {
     const struct CMUnitTest tests[] = {
+        T(test_qwen2_biases),
         T(test_single_file_bf16),
         T(test_sharded_f32_f16),
         T(test_tied_embeddings),

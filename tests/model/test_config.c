@@ -280,8 +280,8 @@ static void test_parse_unsupported(void **state)
 {
     (void)state;
     gp_config c;
-    assert_int_equal(parse("{" BASE ", \"model_type\": \"mistral\"}", &c), GP_ERR_UNSUPPORTED);
-    assert_error_mentions("mistral", "llama");
+    assert_int_equal(parse("{" BASE ", \"model_type\": \"mixtral\"}", &c), GP_ERR_UNSUPPORTED);
+    assert_error_mentions("mixtral", "\"llama\", \"mistral\", \"qwen2\"");
     assert_int_equal(parse("{" BASE ", \"rope_scaling\": {\"rope_type\": \"yarn\", \"factor\": 4}}",
                            &c), GP_ERR_UNSUPPORTED);
     assert_error_mentions("yarn", NULL);
@@ -289,12 +289,84 @@ static void test_parse_unsupported(void **state)
                            " \"rope_theta\": 10000.0, \"factor\": 2.0}}", &c), GP_ERR_UNSUPPORTED);
     assert_error_mentions("linear", NULL);
     assert_int_equal(parse("{" BASE ", \"attention_bias\": true}", &c), GP_ERR_UNSUPPORTED);
-    assert_error_mentions("attention_bias", NULL);
+    assert_error_mentions("attention_bias", "not on o_proj"); /* q/k/v alone would be implemented */
     assert_int_equal(parse("{" BASE ", \"mlp_bias\": true}", &c), GP_ERR_UNSUPPORTED);
     assert_error_mentions("mlp_bias", NULL);
     assert_int_equal(parse("{" BASE ", \"hidden_act\": \"gelu\"}", &c), GP_ERR_UNSUPPORTED);
     assert_error_mentions("gelu", "silu");
     assert_int_equal(parse("{" BASE ", \"model_type\": 3}", &c), GP_ERR_FORMAT);
+}
+
+/* Mistral: Llama's keys; a sliding window is accepted only where it never
+ * bites (null, absent, or >= max_position_embeddings = 256 in BASE). */
+static void test_parse_mistral(void **state)
+{
+    (void)state;
+    gp_config c;
+    assert_int_equal(parse("{" BASE ", \"model_type\": \"mistral\", \"sliding_window\": null}", &c), GP_OK);
+    assert_string_equal(c.arch->model_type, "mistral");
+    assert_false(c.qkv_bias);
+    assert_false(c.tied_embeddings);
+    assert_true(c.rope_theta == 10000.0f);
+    assert_int_equal(parse("{" BASE ", \"model_type\": \"mistral\"}", &c), GP_OK);
+    assert_int_equal(parse("{" BASE ", \"model_type\": \"mistral\", \"sliding_window\": 256}", &c), GP_OK);
+    assert_int_equal(parse("{" BASE ", \"model_type\": \"mistral\", \"sliding_window\": 4096}", &c), GP_OK);
+    assert_int_equal(parse("{" BASE ", \"model_type\": \"mistral\", \"sliding_window\": 128}", &c),
+                     GP_ERR_UNSUPPORTED);
+    assert_error_mentions("sliding_window = 128", ">= max_position_embeddings = 256");
+    assert_error_mentions("sliding-window attention", NULL);
+    assert_int_equal(parse("{" BASE ", \"model_type\": \"mistral\", \"sliding_window\": \"x\"}", &c),
+                     GP_ERR_FORMAT);
+    /* Mistral has no attention_bias key: it is not read */
+    assert_int_equal(parse("{" BASE ", \"model_type\": \"mistral\", \"attention_bias\": true}", &c), GP_OK);
+    assert_false(c.qkv_bias);
+}
+
+/* Qwen2: q/k/v biases always; sliding_window applies only with
+ * use_sliding_window true, and then from layer max_window_layers on. */
+static void test_parse_qwen2(void **state)
+{
+    (void)state;
+    gp_config c;
+    assert_int_equal(parse("{" BASE ", \"model_type\": \"qwen2\", \"rope_theta\": 1000000.0,"
+                           " \"tie_word_embeddings\": true, \"use_sliding_window\": false,"
+                           " \"sliding_window\": 32, \"max_window_layers\": 1}", &c), GP_OK);
+    assert_string_equal(c.arch->model_type, "qwen2");
+    assert_true(c.qkv_bias);
+    assert_true(c.tied_embeddings);
+    assert_true(c.rope_theta == 1e6f);
+    assert_int_equal(gp_config_param_count(&c), 256u * 64 + 2 * (2 * 64 + 192 * 64 + 64 * 64 + 3 * 128 * 64 + 192) + 64);
+    assert_int_equal(parse("{" BASE ", \"model_type\": \"qwen2\"}", &c), GP_OK);
+    assert_false(c.tied_embeddings); /* Qwen2Config's default */
+    assert_true(c.rope_theta == 10000.0f);
+    /* use_sliding_window true: refused unless the window or the layers make it moot */
+    assert_int_equal(parse("{" BASE ", \"model_type\": \"qwen2\", \"use_sliding_window\": true,"
+                           " \"sliding_window\": 300, \"max_window_layers\": 0}", &c), GP_OK);
+    assert_int_equal(parse("{" BASE ", \"model_type\": \"qwen2\", \"use_sliding_window\": true,"
+                           " \"sliding_window\": 32, \"max_window_layers\": 2}", &c), GP_OK);
+    assert_int_equal(parse("{" BASE ", \"model_type\": \"qwen2\", \"use_sliding_window\": true,"
+                           " \"sliding_window\": 32, \"max_window_layers\": 1}", &c), GP_ERR_UNSUPPORTED);
+    assert_error_mentions("sliding_window = 32", "max_window_layers = 1");
+    assert_error_mentions("layers 1..1", "use_sliding_window false");
+    assert_int_equal(parse("{" BASE ", \"model_type\": \"qwen2\", \"use_sliding_window\": true,"
+                           " \"sliding_window\": 32}", &c), GP_ERR_UNSUPPORTED);
+    assert_error_mentions("sliding_window = 32", "use_sliding_window false");
+    assert_int_equal(parse("{" BASE ", \"model_type\": \"qwen2\", \"use_sliding_window\": 1}", &c),
+                     GP_ERR_FORMAT);
+}
+
+/* Llama's attention_bias biases q, k, v and o: o_proj is named as the part
+ * not implemented; mlp_bias likewise. */
+static void test_parse_llama_bias(void **state)
+{
+    (void)state;
+    gp_config c;
+    assert_int_equal(parse("{" BASE ", \"attention_bias\": true}", &c), GP_ERR_UNSUPPORTED);
+    assert_error_mentions("attention_bias = true", "o_proj");
+    assert_int_equal(parse("{" BASE ", \"mlp_bias\": true}", &c), GP_ERR_UNSUPPORTED);
+    assert_error_mentions("mlp_bias = true", "gate_proj, up_proj, down_proj");
+    assert_int_equal(parse("{" BASE ", \"attention_bias\": false, \"mlp_bias\": false}", &c), GP_OK);
+    assert_false(c.qkv_bias);
 }
 
 static void test_parse_invalid_values(void **state)
@@ -725,6 +797,9 @@ int main(void)
         cmocka_unit_test(test_parse_missing_key),
         cmocka_unit_test(test_parse_wrong_type),
         cmocka_unit_test(test_parse_unsupported),
+        cmocka_unit_test(test_parse_mistral),
+        cmocka_unit_test(test_parse_qwen2),
+        cmocka_unit_test(test_parse_llama_bias),
         cmocka_unit_test(test_parse_invalid_values),
         cmocka_unit_test(test_hostile_ints),
         cmocka_unit_test(test_hostile_int_products),

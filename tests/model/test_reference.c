@@ -942,9 +942,152 @@ static void test_vs_double_forward(void **state)
     free(want), free(got), free(wf);
 }
 
+/* The F16 widening of the dot products is exact: every one of the 65536
+ * halves (subnormals, infinities, NaNs) reads as gp_f16_to_f32 gives it,
+ * through matvec (a 1 x 1 "matrix" with x = 1). */
+static void test_f16_weights_exact(void **state)
+{
+    for (uint32_t v = 0; v < 65536; v++) {
+        uint16_t h = (uint16_t)v;
+        float want = gp_f16_to_f32(h), one = 1.0f, got;
+        gp_ref_matvec(&got, &h, GP_DTYPE_F16, &one, 1, 1);
+        /* equal as values (the sum starts at +0, so -0 reads as +0) */
+        if (!(got == want) && !(isnan(got) && isnan(want)))
+            fail_msg("f16 0x%04x: matvec reads %.9g, want %.9g", v, (double)got, (double)want);
+    }
+    /* rows of 16+ take the vector path: the same values as the scalar tail */
+    uint16_t w[37];
+    float x[37], got;
+    for (int i = 0; i < 37; i++)
+        w[i] = (uint16_t)(i * 1733u + 1u), x[i] = (float)(i % 5) - 2.0f;
+    gp_ref_matvec(&got, w, GP_DTYPE_F16, x, 1, 37);
+    double d = 0.0, mag = 0.0;
+    for (int i = 0; i < 37; i++) {
+        d += (double)gp_f16_to_f32(w[i]) * x[i];
+        mag += fabs((double)gp_f16_to_f32(w[i]) * x[i]);
+    }
+    assert_true(fabs((double)got - d) <= 1e-6 * mag);
+}
+
+/* The reference reads weights of any dtype exactly: the tiny weights
+ * widened to F32 give bitwise the same logits as the BF16 originals (same
+ * values, same summation order); in F16 (its own rounding of the generator's
+ * floats) the logits are close to the BF16 ones and the whole path runs. */
+static void test_weight_dtypes_same_logits(void **state)
+{
+    const gp_config *c = &g_tiny.cfg;
+    gp_host_weights w32, w16;
+    GP_CHECK_OK(gp_host_weights_alloc(c, GP_DTYPE_F32, &w32));
+    GP_CHECK_OK(gp_host_weights_alloc(c, GP_DTYPE_F16, &w16));
+    GP_CHECK_OK(gp_synth_fill_host(&w16, 1234));
+    /* same layout and element order: widen element by element over each tensor */
+    const void *src[] = {g_tiny.embed, g_tiny.final_norm};
+    void *dst[] = {w32.embed, w32.final_norm};
+    uint64_t cnt[] = {gp_synth_numel(c, GP_T_EMBED), gp_synth_numel(c, GP_T_FINAL_NORM)};
+    for (int t = 0; t < 2; t++)
+        for (uint64_t i = 0; i < cnt[t]; i++)
+            ((float *)dst[t])[i] = gp_bf16_to_f32(((const gp_bf16 *)src[t])[i]);
+    static const gp_tensor_kind kinds[] = {GP_T_ATTN_NORM, GP_T_WQKV, GP_T_WO, GP_T_FFN_NORM, GP_T_W_GATE_UP,
+                                           GP_T_W_DOWN};
+    for (int l = 0; l < c->n_layers; l++) {
+        const gp_layer_weights *S = &g_tiny.layers[l];
+        gp_layer_weights *D = &w32.layers[l];
+        const void *sp[] = {S->attn_norm, S->wqkv, S->wo, S->ffn_norm, S->w_gate_up, S->w_down};
+        void *dp[] = {D->attn_norm, D->wqkv, D->wo, D->ffn_norm, D->w_gate_up, D->w_down};
+        for (int k = 0; k < 6; k++)
+            for (uint64_t i = 0; i < gp_synth_numel(c, kinds[k]); i++)
+                ((float *)dp[k])[i] = gp_bf16_to_f32(((const gp_bf16 *)sp[k])[i]);
+    }
+    const int V = c->vocab, n = NP(P0);
+    float *a = malloc((size_t)V * sizeof *a), *b = malloc((size_t)V * sizeof *b), *h = malloc((size_t)V * sizeof *h);
+    gp_cpu_model *ma, *mb, *mh;
+    GP_CHECK_OK(gp_cpu_model_create(&g_tiny, 1, 32, 4, &ma));
+    GP_CHECK_OK(gp_cpu_model_create(&w32, 1, 32, 4, &mb));
+    GP_CHECK_OK(gp_cpu_model_create(&w16, 1, 32, 4, &mh));
+    GP_CHECK_OK(gp_cpu_prefill(ma, 0, n, P0, a));
+    GP_CHECK_OK(gp_cpu_prefill(mb, 0, n, P0, b));
+    GP_CHECK_OK(gp_cpu_prefill(mh, 0, n, P0, h));
+    assert_memory_equal(a, b, (size_t)V * sizeof *a);
+    double e = rel_err(h, a, V, 5e-2, "f16 vs bf16 weights");
+    assert_true(e > 0.0 && e <= 5e-2); /* different roundings of the same floats */
+    printf("f16 vs bf16 synthetic weights: max|diff|/max|ref| = %.3g\n", e);
+    gp_cpu_model_destroy(ma), gp_cpu_model_destroy(mb), gp_cpu_model_destroy(mh);
+    free(a), free(b), free(h);
+    gp_host_weights_free(&w32), gp_host_weights_free(&w16);
+}
+
+/* The activation dtype modes: F16 rounds (so differs from F32 and from BF16),
+ * each mode is deterministic, and an unknown dtype leaves the mode as it was. */
+static void test_act_dtype_modes(void **state)
+{
+    const int V = g_tiny.cfg.vocab, n = NP(P0);
+    float *out[4];
+    const gp_dtype modes[4] = {GP_DTYPE_F32, GP_DTYPE_BF16, GP_DTYPE_F16, GP_DTYPE_F16};
+    for (int k = 0; k < 4; k++) {
+        out[k] = malloc((size_t)V * sizeof *out[k]);
+        gp_cpu_model *m;
+        GP_CHECK_OK(gp_cpu_model_create(&g_tiny, 1, 32, 4, &m));
+        gp_cpu_model_set_act_dtype(m, modes[k]);
+        if (k == 3)
+            gp_cpu_model_set_act_dtype(m, GP_DTYPE_I8); /* ignored: stays F16 */
+        GP_CHECK_OK(gp_cpu_prefill(m, 0, n, P0, out[k]));
+        gp_cpu_model_destroy(m);
+    }
+    assert_memory_not_equal(out[0], out[1], (size_t)V * sizeof(float));
+    assert_memory_not_equal(out[0], out[2], (size_t)V * sizeof(float));
+    assert_memory_not_equal(out[1], out[2], (size_t)V * sizeof(float));
+    assert_memory_equal(out[2], out[3], (size_t)V * sizeof(float));
+    /* fp16 keeps 3 more mantissa bits than bf16: closer to the fp32 oracle */
+    double e16 = rel_err(out[2], out[0], V, 1.0, "f16 acts"), e_bf = rel_err(out[1], out[0], V, 1.0, "bf16 acts");
+    printf("activation rounding vs fp32 on tiny: bf16 %.3g, fp16 %.3g\n", e_bf, e16);
+    assert_true(e16 < e_bf);
+    for (int k = 0; k < 4; k++)
+        free(out[k]);
+}
+
+/* q/k/v biases: a tiny config with qkv_bias and synthetic biases against the
+ * double forward (which adds them before RoPE, as HF), in F32 weights. */
+static void test_qkv_bias_vs_double(void **state)
+{
+    gp_config cfg = g_tiny.cfg;
+    cfg.qkv_bias = true;
+    gp_host_weights w;
+    GP_CHECK_OK(gp_host_weights_alloc(&cfg, GP_DTYPE_F32, &w));
+    GP_CHECK_OK(gp_synth_fill_host(&w, 77));
+    const int V = cfg.vocab, n = NP(P2);
+    double *want = malloc((size_t)n * V * sizeof *want);
+    double_forward(&w, P2, n, want);
+    gp_config nob = cfg;
+    nob.qkv_bias = false; /* the same weights without the bias: far off, so the bias matters */
+    gp_host_weights wn = w;
+    wn.cfg = nob;
+    gp_cpu_model *m, *mn;
+    GP_CHECK_OK(gp_cpu_model_create(&w, 1, 32, 3, &m));
+    GP_CHECK_OK(gp_cpu_model_create(&wn, 1, 32, 3, &mn));
+    float *got = malloc(V * sizeof *got), *gn = malloc(V * sizeof *gn), *wf = malloc(V * sizeof *wf);
+    int s = 0;
+    double worst = 0.0, nobias = 0.0;
+    for (int p = 0; p < n; p++) {
+        GP_CHECK_OK(gp_cpu_decode_step(m, 1, &s, &P2[p], got));
+        GP_CHECK_OK(gp_cpu_decode_step(mn, 1, &s, &P2[p], gn));
+        for (int i = 0; i < V; i++)
+            wf[i] = (float)want[(size_t)p * V + i];
+        worst = fmax(worst, rel_err(got, wf, V, 1e-5, "qkv bias"));
+        nobias = fmax(nobias, rel_err(gn, wf, V, 1e9, "no bias"));
+    }
+    printf("q/k/v bias: float32 reference vs double forward %.3g (without the bias: %.3g)\n", worst, nobias);
+    assert_true(worst <= 1e-5);
+    assert_true(nobias > 1e-3);
+    gp_cpu_model_destroy(m), gp_cpu_model_destroy(mn);
+    free(want), free(got), free(gn), free(wf);
+    g_dt = GP_DTYPE_BF16;
+    gp_host_weights_free(&w);
+}
+
 int main(void)
 {
     const struct CMUnitTest ops[] = {
+        cmocka_unit_test(test_f16_weights_exact),
         cmocka_unit_test(test_rmsnorm_vs_double),
         cmocka_unit_test(test_matvec_vs_double),
         cmocka_unit_test(test_rope_convention),
@@ -965,6 +1108,9 @@ int main(void)
         cmocka_unit_test(test_thread_invariance),
         cmocka_unit_test(test_stages_match_step),
         cmocka_unit_test(test_stages_follow_views),
+        cmocka_unit_test(test_weight_dtypes_same_logits),
+        cmocka_unit_test(test_act_dtype_modes),
+        cmocka_unit_test(test_qkv_bias_vs_double),
     };
     int fails = cmocka_run_group_tests_name("reference ops", ops, NULL, NULL);
     fails += cmocka_run_group_tests_name("reference decode (tiny)", decode, setup_tiny, teardown_tiny);

@@ -272,6 +272,91 @@ static void test_fill_host_bad_args(void **state)
     gp_synth_fill_tensor_host(NULL, GP_DTYPE_BF16, 10, 1, GP_T_WO, 0, 1.0f); /* no-op, no crash */
 }
 
+/* BF16 synthetic weights are bit-identical to the generator before weights
+ * had a dtype: FNV-1a over every bf16 value of the untied tiny preset, seed
+ * 1234, in list_tensors order, computed with synth_hash.h of commit 32bd1f1
+ * (the device kernel still writes those values). */
+static void test_bf16_values_unchanged(void **state)
+{
+    (void)state;
+    gp_config c;
+    assert_int_equal(gp_config_preset("tiny", &c), GP_OK);
+    c.tied_embeddings = false;
+    gp_host_weights w;
+    assert_int_equal(gp_host_weights_alloc(&c, GP_DTYPE_BF16, &w), GP_OK);
+    assert_int_equal(gp_synth_fill_host(&w, 1234), GP_OK);
+    tensor_ref t[3 + 6 * 2];
+    int n = list_tensors(&w, t);
+    /* the golden order: kind-major (embed, final_norm, lm_head, then each layer kind over layers) */
+    static const gp_tensor_kind order[] = { GP_T_EMBED, GP_T_FINAL_NORM, GP_T_LM_HEAD, GP_T_ATTN_NORM,
+                                            GP_T_WQKV, GP_T_WO, GP_T_FFN_NORM, GP_T_W_GATE_UP, GP_T_W_DOWN };
+    uint64_t h = 1469598103934665603ull;
+    for (size_t k = 0; k < sizeof order / sizeof order[0]; k++)
+        for (int l = 0; l < (k < 3 ? 1 : c.n_layers); l++)
+            for (int i = 0; i < n; i++) {
+                if (t[i].kind != order[k] || t[i].layer != l)
+                    continue;
+                for (uint64_t j = 0; j < gp_synth_numel(&c, t[i].kind); j++) {
+                    gp_bf16 v = t[i].p[j];
+                    h = (h ^ (v & 0xffu)) * 1099511628211ull;
+                    h = (h ^ (v >> 8)) * 1099511628211ull;
+                }
+            }
+    assert_true(h == 0x2b03c5dae2f6fb83ull);
+    gp_host_weights_free(&w);
+}
+
+/* Host weights in each dtype: element sizes, bqkv only with qkv_bias, F32
+ * the generator's floats, F16 and BF16 those rounded (round to nearest even). */
+static void test_alloc_and_fill_dtypes(void **state)
+{
+    (void)state;
+    gp_config c;
+    assert_int_equal(gp_config_preset("tiny", &c), GP_OK);
+    c.tied_embeddings = false;
+    const gp_dtype dts[] = { GP_DTYPE_F32, GP_DTYPE_F16, GP_DTYPE_BF16 };
+    for (int bias = 0; bias < 2; bias++) {
+        c.qkv_bias = bias;
+        gp_host_weights w[3];
+        for (int d = 0; d < 3; d++) {
+            assert_int_equal(gp_host_weights_alloc(&c, dts[d], &w[d]), GP_OK);
+            assert_int_equal(w[d].dtype, dts[d]);
+            assert_true(bias ? w[d].layers[1].bqkv != NULL : w[d].layers[1].bqkv == NULL);
+            assert_int_equal(gp_synth_fill_host(&w[d], 42), GP_OK);
+        }
+        /* the arena grows with the element size */
+        assert_true(w[0].arena_bytes > w[1].arena_bytes);
+        assert_true(w[1].arena_bytes == w[2].arena_bytes);
+        uint64_t n = gp_synth_numel(&c, GP_T_W_DOWN);
+        float sc = gp_synth_scale(&c, GP_T_W_DOWN);
+        const float *f = w[0].layers[1].w_down;
+        const uint16_t *h = w[1].layers[1].w_down, *b = w[2].layers[1].w_down;
+        for (uint64_t j = 0; j < n; j++) {
+            float v = gp_synth_f32(42, GP_T_W_DOWN, 1, j, sc);
+            assert_true(f[j] == v);
+            assert_int_equal(h[j], gp_f32_to_f16(v));
+            assert_int_equal(b[j], gp_f32_to_bf16(v));
+        }
+        const float *fn = w[0].final_norm; /* norms: 1 + v */
+        assert_true(fn[3] == gp_synth_f32(42, GP_T_FINAL_NORM, 0, 3, gp_synth_scale(&c, GP_T_FINAL_NORM)));
+        assert_true(fabsf(fn[3] - 1.0f) <= 0.1f);
+        if (bias) {
+            const float *bq = w[0].layers[0].bqkv;
+            uint64_t nb = gp_synth_numel(&c, GP_T_BQKV);
+            assert_int_equal(nb, (uint64_t)gp_config_qkv_rows(&c));
+            for (uint64_t j = 0; j < nb; j++)
+                assert_true(bq[j] == gp_synth_f32(42, GP_T_BQKV, 0, j, gp_synth_scale(&c, GP_T_BQKV)));
+        }
+        for (int d = 0; d < 3; d++)
+            gp_host_weights_free(&w[d]);
+    }
+    /* only F32, F16 and BF16 */
+    gp_host_weights w;
+    assert_int_equal(gp_host_weights_alloc(&c, GP_DTYPE_I32, &w), GP_ERR_INVALID_ARG);
+    assert_null(w.arena);
+    assert_non_null(strstr(gp_last_error(), "I32"));
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -282,6 +367,8 @@ int main(void)
         cmocka_unit_test(test_deterministic),
         cmocka_unit_test(test_range_and_moments),
         cmocka_unit_test(test_fill_host_bad_args),
+        cmocka_unit_test(test_bf16_values_unchanged),
+        cmocka_unit_test(test_alloc_and_fill_dtypes),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
