@@ -136,7 +136,7 @@ static gp_status bench_run(int sm_target, int reps)
                     gp_gemm_ctx *c = ctx[k][part];
                     if (k && !gp_gemm_is_skinny(c, M, g->N, g->K, x, w[0]))
                         continue; /* the skinny context would run cuBLASLt: already timed */
-                    float ms;
+                    float ms = 0.0f;
                     GP_TRY(time_gemm(c, st, g, M, x, w, y, reps, ev, &ms));
                     double flops = 2.0 * M * (double)g->N * g->K;
                     char label[24];
@@ -151,7 +151,7 @@ static gp_status bench_run(int sm_target, int reps)
                 }
             /* the skinny kernel's two row-block sizes, whole device */
             for (int r = 1; r <= 2 && M <= GP_GEMM_SKINNY_MAX_M; r++) {
-                float ms;
+                float ms = 0.0f;
                 GP_TRY(time_skinny(r, sms, st, g, M, x, w, y, reps, ev, &ms));
                 printf("%-8s %-7s %5d %6d %6d %-10s %-7s %9.4f %7.3f %8.1f\n", g->name,
                        g->out == GP_GEMM_OUT_HALF ? gp_dtype_flag_name(g_dt)

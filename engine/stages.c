@@ -253,7 +253,9 @@ static gp_status hold_groups(gp_engine *e, gp_stage_kind kind, int layer, const 
     case GP_STAGE_ATTN:
     case GP_STAGE_QKV: return hold(e, h, GP_GROUP_ATTN, layer, sc);
     case GP_STAGE_FFN: return hold(e, h, GP_GROUP_FFN, layer, sc);
-    case GP_STAGE_ATTN_CORE: return GP_OK; /* the KV cache and the RoPE table belong to the engine */
+    case GP_STAGE_ATTN_CORE: /* the KV cache and the RoPE table belong to the engine; the q/k/v bias
+                                added in RoPE + KV append is the layer's attention weights' */
+        return e->cfg.qkv_bias ? hold(e, h, GP_GROUP_ATTN, layer, sc) : GP_OK;
     case GP_STAGE_O_FFN_QKV:
         GP_TRY(hold(e, h, GP_GROUP_ATTN, layer, sc));
         GP_TRY(hold(e, h, GP_GROUP_FFN, layer, sc));
