@@ -155,25 +155,27 @@ typedef struct shape {
 /* One micro-batch of a Llama-3-8B layer: QKV and O (in the F set only under
  * placement qkvo-f), gate+up, down. */
 static const shape shapes[] = {
-    { "qkv", 6144, 4096, GP_GEMM_OUT_BF16 },
+    { "qkv", 6144, 4096, GP_GEMM_OUT_HALF },
     { "o", 4096, 4096, GP_GEMM_OUT_F32_ACC },
-    { "gate_up", 28672, 4096, GP_GEMM_OUT_BF16 },
+    { "gate_up", 28672, 4096, GP_GEMM_OUT_HALF },
     { "down", 4096, 14336, GP_GEMM_OUT_F32_ACC },
 };
 #define N_SHAPES 4
 
+static gp_dtype g_dt = GP_DTYPE_BF16; /* --dtype: the F side's weights and activations */
+
 typedef struct fside {
     int first;          /* 0: QKV, O and the FFN (qkvo-f); 2: the FFN only (qkvo-a) */
     int rows;
-    gp_bf16 *w[N_SHAPES];
-    gp_bf16 *x;         /* [rows][14336] */
+    uint16_t *w[N_SHAPES]; /* of g_dt */
+    uint16_t *x;           /* [rows][14336] of g_dt */
     void *y;            /* [rows][28672] fp32: fits every output */
 } fside;
 
 static gp_status run_f(const fside *f, gp_gemm_ctx *g)
 {
     for (int i = f->first; i < N_SHAPES; i++)
-        GP_TRY(gp_gemm_bf16(g, f->rows, shapes[i].N, shapes[i].K, f->x, f->w[i], f->y,
+        GP_TRY(gp_gemm(g, g_dt, f->rows, shapes[i].N, shapes[i].K, f->x, f->w[i], f->y,
                             shapes[i].out));
     return GP_OK;
 }
@@ -254,7 +256,7 @@ static void usage(FILE *o)
 {
     fprintf(o,
             "Usage: gp_bench_corun [--splits A,A,...] [--rows N] [--reps N] [--tune N] "
-            "[--set ffn|all] [--buffer-mb N]\n"
+            "[--set ffn|all] [--buffer-mb N] [--dtype bf16|fp16]\n"
             "  --splits     attention SMs of each A:F split (F: the rest). Default: 24,32,48.\n"
             "  --rows       rows of the F side's GEMMs (one micro-batch), 1..4096. Default: 512.\n"
             "  --reps       timed passes per figure, 3..%d. Default: 20.\n"
@@ -262,7 +264,8 @@ static void usage(FILE *o)
             "               0: the heuristic's pick only. Default: 16.\n"
             "  --set        F's GEMMs: ffn (gate+up, down: placement qkvo-a) or all (QKV, O\n"
             "               too: qkvo-f). Default: ffn.\n"
-            "  --buffer-mb  the reader's buffer, 256..16384 MiB. Default: 2048.\n",
+            "  --buffer-mb  the reader's buffer, 256..16384 MiB. Default: 2048.\n"
+            "  --dtype      the GEMMs' 16-bit dtype, bf16 or fp16. Default: bf16.\n",
             MAX_REPS, GP_GEMM_TUNE_MAX_CANDIDATES);
 }
 
@@ -274,6 +277,7 @@ static int parse(int argc, char **argv, opts *o)
                                          { "tune", required_argument, NULL, 't' },
                                          { "set", required_argument, NULL, 'f' },
                                          { "buffer-mb", required_argument, NULL, 'b' },
+                                         { "dtype", required_argument, NULL, 'd' },
                                          { "help", no_argument, NULL, 'h' },
                                          { NULL, 0, NULL, 0 } };
     *o = (opts){ .splits = { 24, 32, 48 }, .n_splits = 3, .rows = 512, .reps = 20, .tune = 16,
@@ -282,7 +286,7 @@ static int parse(int argc, char **argv, opts *o)
     char *end;
     while ((c = getopt_long(argc, argv, "", lo, &li)) != -1) {
         long v = 0;
-        if (c != 's' && c != 'f' && c != 'h' && c != '?') {
+        if (c != 's' && c != 'f' && c != 'd' && c != 'h' && c != '?') {
             v = strtol(optarg, &end, 10);
             if (*end || end == optarg) {
                 fprintf(stderr, "gp_bench_corun: --%s '%s' is not an integer\n", lo[li].name,
@@ -318,6 +322,12 @@ static int parse(int argc, char **argv, opts *o)
                 return 2;
             }
             break;
+        case 'd':
+            if (gp_dtype_parse(optarg, false, &g_dt) != GP_OK) {
+                fprintf(stderr, "gp_bench_corun: --dtype: %s\n", gp_last_error());
+                return 2;
+            }
+            break;
         case 'h': usage(stdout); return 1;
         default: usage(stderr); return 2;
         }
@@ -345,13 +355,13 @@ static gp_status setup(const opts *o, bench *b, fside *f, cudaStream_t s)
     f->rows = o->rows;
     for (int i = 0; i < N_SHAPES; i++) {
         size_t n = (size_t)shapes[i].N * shapes[i].K;
-        GP_CUDA_TRY(cudaMalloc((void **)&f->w[i], n * sizeof(gp_bf16)));
+        GP_CUDA_TRY(cudaMalloc((void **)&f->w[i], n * sizeof(uint16_t)));
         /* random, never zeros: tensor-core power depends on the data */
-        GP_TRY(gp_synth_fill_device(f->w[i], n, 200 + (uint64_t)i, GP_T_WQKV, 0, 0.02f, s));
+        GP_TRY(gp_synth_fill_device_dtype(f->w[i], g_dt, n, 200 + (uint64_t)i, GP_T_WQKV, 0, 0.02f, s));
     }
     size_t xn = (size_t)o->rows * 14336;
-    GP_CUDA_TRY(cudaMalloc((void **)&f->x, xn * sizeof(gp_bf16)));
-    GP_TRY(gp_synth_fill_device(f->x, xn, 7, GP_T_EMBED, 0, 1.0f, s));
+    GP_CUDA_TRY(cudaMalloc((void **)&f->x, xn * sizeof(uint16_t)));
+    GP_TRY(gp_synth_fill_device_dtype(f->x, g_dt, xn, 7, GP_T_EMBED, 0, 1.0f, s));
     GP_CUDA_TRY(cudaMalloc(&f->y, (size_t)o->rows * 28672 * sizeof(float)));
     GP_CUDA_TRY(cudaMemsetAsync(f->y, 0, (size_t)o->rows * 28672 * sizeof(float), s));
     GP_CUDA_TRY(cudaStreamSynchronize(s));
@@ -364,7 +374,7 @@ static gp_status tune_f(const fside *f, gp_gemm_ctx *g, int n, void *scratch)
 {
     for (int i = f->first; i < N_SHAPES; i++) {
         gp_gemm_tune_report rep;
-        GP_TRY(gp_gemm_tune(g, f->rows, shapes[i].N, shapes[i].K, f->x, f->w[i], scratch,
+        GP_TRY(gp_gemm_tune(g, g_dt, f->rows, shapes[i].N, shapes[i].K, f->x, f->w[i], scratch,
                             shapes[i].out, n, 5, &rep));
         printf("  tune %-7s M=%d: %d candidates, heuristic %.3f ms, kept #%d %.3f ms\n",
                shapes[i].name, f->rows, rep.candidates, rep.first_ms, rep.chosen, rep.best_ms);
@@ -438,9 +448,9 @@ static gp_status bench_main(const opts *o)
     GP_TRY(time_f(&f, whole, s, o->reps, ev, &whole_ms));
     struct cudaDeviceProp prop;
     GP_CUDA_TRY(cudaGetDeviceProperties(&prop, 0));
-    printf("# gp_bench_corun: %s, %d SMs; F: %s GEMMs of %d rows; reader buffer %zu MiB; median of "
+    printf("# gp_bench_corun: %s, %d SMs; F: %s %s GEMMs of %d rows; reader buffer %zu MiB; median of "
            "%d\nwhole GPU, F alone: %.3f ms\n", prop.name, prop.multiProcessorCount,
-           f.first ? "gate_up+down" : "qkv+o+gate_up+down", o->rows, o->buf_mb, o->reps, whole_ms);
+           gp_dtype_flag_name(g_dt), f.first ? "gate_up+down" : "qkv+o+gate_up+down", o->rows, o->buf_mb, o->reps, whole_ms);
     gp_gemm_ctx_destroy(whole);
 
     gp_split_req req[MAX_SPLITS];

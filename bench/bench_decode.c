@@ -61,7 +61,7 @@ static int parse_workloads(const char *s, workload *w, int max)
 /* Median ms per layer of a graph of n_rot launches of what (0: RoPE+KV, 1:
  * attention) replayed reps times. */
 static int attn_graph_ms(int what, gp_kv_view *views, int n_rot, int B, int n_heads, int max_len,
-                         const gp_bf16 *qkv, const float *inv_freq, gp_bf16 *q, gp_bf16 *o,
+                         const uint16_t *qkv, const float *inv_freq, uint16_t *q, uint16_t *o,
                          void *ws, size_t ws_bytes, const gp_decode_attn_params *ap, int reps,
                          cudaStream_t st, float *ms_out)
 {
@@ -114,11 +114,11 @@ out:
 /* The attention stage's kernels at one workload, the engine's way: every
  * sequence holds C tokens plus this step's (len C+1), blocks laid out per
  * sequence as the engine allocates them, layers rotated beyond the L2. */
-static int attn_bench(const gp_config *c, int B, int C, int reps, cudaStream_t st)
+static int attn_bench(const gp_config *c, gp_dtype dt, int B, int C, int reps, cudaStream_t st)
 {
     const int bs = 16, len = C + 1, cols = (len + bs - 1) / bs;
     const int hd = c->head_dim, nh = c->n_heads, nkv = c->n_kv_heads;
-    const uint64_t layer_bytes = 2ull * B * cols * bs * nkv * hd * sizeof(gp_bf16);
+    const uint64_t layer_bytes = 2ull * B * cols * bs * nkv * hd * sizeof(uint16_t);
     int n_rot = (int)((512ull << 20) / layer_bytes) + 1;
     if (n_rot < 2)
         n_rot = 2;
@@ -128,7 +128,7 @@ static int attn_bench(const gp_config *c, int B, int C, int reps, cudaStream_t s
     int rc = 1;
     gp_kv_device *kv = NULL;
     int32_t *tables = NULL, *lens = NULL;
-    gp_bf16 *q = NULL, *o = NULL, *qkv = NULL;
+    uint16_t *q = NULL, *o = NULL, *qkv = NULL;
     float *inv_freq = NULL;
     void *ws = NULL;
     ATTN_CK(cudaMemGetInfo(&free_b, &total_b));
@@ -136,11 +136,11 @@ static int attn_bench(const gp_config *c, int B, int C, int reps, cudaStream_t s
         n_rot--;
     gp_kv_layout lay = { .n_layers = n_rot, .n_kv_heads = nkv, .head_dim = hd, .block_size = bs,
                          .n_blocks = B * cols };
-    ATTN_GP(gp_kv_device_create(&lay, GP_DTYPE_BF16, B, cols, &kv));
+    ATTN_GP(gp_kv_device_create(&lay, dt, B, cols, &kv));
     for (int l = 0; l < n_rot; l++) {
         uint64_t n = gp_kv_layer_elems(&lay);
-        ATTN_GP(gp_synth_fill_device(gp_kv_device_k(kv, l), n, 7, GP_T_WQKV, l, 1.0f, st));
-        ATTN_GP(gp_synth_fill_device(gp_kv_device_v(kv, l), n, 7, GP_T_WO, l, 1.0f, st));
+        ATTN_GP(gp_synth_fill_device_dtype(gp_kv_device_k(kv, l), dt, n, 7, GP_T_WQKV, l, 1.0f, st));
+        ATTN_GP(gp_synth_fill_device_dtype(gp_kv_device_v(kv, l), dt, n, 7, GP_T_WO, l, 1.0f, st));
     }
     tables = malloc((size_t)B * cols * sizeof *tables);
     lens = malloc((size_t)B * sizeof *lens);
@@ -153,12 +153,12 @@ static int attn_bench(const gp_config *c, int B, int C, int reps, cudaStream_t s
     }
     ATTN_GP(gp_kv_device_upload(kv, B, tables, cols, lens, st));
     const size_t qn = (size_t)B * nh * hd, qkvn = (size_t)B * (nh + 2 * nkv) * hd;
-    ATTN_CK(cudaMalloc((void **)&q, qn * sizeof(gp_bf16)));
-    ATTN_CK(cudaMalloc((void **)&o, qn * sizeof(gp_bf16)));
-    ATTN_CK(cudaMalloc((void **)&qkv, qkvn * sizeof(gp_bf16)));
+    ATTN_CK(cudaMalloc((void **)&q, qn * sizeof(uint16_t)));
+    ATTN_CK(cudaMalloc((void **)&o, qn * sizeof(uint16_t)));
+    ATTN_CK(cudaMalloc((void **)&qkv, qkvn * sizeof(uint16_t)));
     ATTN_CK(cudaMalloc((void **)&inv_freq, (size_t)hd / 2 * sizeof(float)));
-    ATTN_GP(gp_synth_fill_device(q, qn, 9, GP_T_WQKV, 0, 1.0f, st));
-    ATTN_GP(gp_synth_fill_device(qkv, qkvn, 9, GP_T_WQKV, 1, 1.0f, st));
+    ATTN_GP(gp_synth_fill_device_dtype(q, dt, qn, 9, GP_T_WQKV, 0, 1.0f, st));
+    ATTN_GP(gp_synth_fill_device_dtype(qkv, dt, qkvn, 9, GP_T_WQKV, 1, 1.0f, st));
     {
         float h_inv[512];
         gp_rope_inv_freq(c, h_inv);
@@ -177,7 +177,7 @@ static int attn_bench(const gp_config *c, int B, int C, int reps, cudaStream_t s
     if (attn_graph_ms(0, views, n_rot, B, nh, len, qkv, inv_freq, q, o, ws, ws_bytes, &ap, reps, st,
                       &ms_rope))
         goto out;
-    const double kv_bytes = (double)B * len * nkv * hd * 2.0 * sizeof(gp_bf16);
+    const double kv_bytes = (double)B * len * nkv * hd * 2.0 * sizeof(uint16_t);
     printf("| %d | %d | rope+kv | - | %.2f | - |\n", B, C, ms_rope * 1e3);
     for (size_t i = 0; i < sizeof cand / sizeof cand[0]; i++) {
         if (cand[i] > 1 && (int64_t)cand[i] * B * nkv > 4 * 132 * 4)
@@ -208,12 +208,14 @@ int main(int argc, char **argv)
 {
     const char *model = GP_DEFAULT_PRESET, *wl = "8:1024,64:2048,256:1024,1024:384";
     int repeat = 20, warmup = 3, graphs = 1, attn = 0;
+    gp_dtype dtype = GP_DTYPE_BF16; /* --dtype: the engine dtype of the synthetic weights */
     static const struct option opts[] = {{"model", required_argument, NULL, 'm'},
                                          {"workloads", required_argument, NULL, 'w'},
                                          {"repeat", required_argument, NULL, 'r'},
                                          {"warmup", required_argument, NULL, 'u'},
                                          {"eager", no_argument, NULL, 'e'},
                                          {"attn", no_argument, NULL, 'a'},
+                                         {"dtype", required_argument, NULL, 'd'},
                                          {NULL, 0, NULL, 0}};
     int c;
     while ((c = getopt_long(argc, argv, "", opts, NULL)) != -1) {
@@ -224,9 +226,15 @@ int main(int argc, char **argv)
         case 'u': warmup = atoi(optarg); break;
         case 'e': graphs = 0; break;
         case 'a': attn = 1; break;
+        case 'd':
+            if (gp_dtype_parse(optarg, false, &dtype) != GP_OK) {
+                fprintf(stderr, "gp_bench_decode: --dtype: %s\n", gp_last_error());
+                return 2;
+            }
+            break;
         default:
             fprintf(stderr, "usage: gp_bench_decode [--model PRESET] [--workloads B:C,...] [--repeat N] "
-                            "[--warmup N] [--eager] [--attn]\n");
+                            "[--warmup N] [--eager] [--attn] [--dtype bf16|fp16]\n");
             return 2;
         }
     }
@@ -251,12 +259,12 @@ int main(int argc, char **argv)
         cudaStream_t st;
         if (cudaStreamCreateWithFlags(&st, cudaStreamNonBlocking) != cudaSuccess)
             return 1;
-        printf("# gp_bench_decode --attn: %s shape, graphs of rotated layers, median of %d\n\n"
+        printf("# gp_bench_decode --attn: %s shape, %s, graphs of rotated layers, median of %d\n\n"
                "| B | C | kernel | splits | us/layer | K+V GB/s |\n|---:|---:|---|---:|---:|---:|\n",
-               cfg.name, repeat);
+               cfg.name, gp_dtype_flag_name(dtype), repeat);
         int bad = 0;
         for (int i = 0; i < n_w; i++)
-            bad |= attn_bench(&cfg, w[i].B, w[i].C, repeat, st);
+            bad |= attn_bench(&cfg, dtype, w[i].B, w[i].C, repeat, st);
         cudaStreamDestroy(st);
         return bad;
     }
@@ -264,11 +272,11 @@ int main(int argc, char **argv)
     int drv = 0;
     cudaGetDeviceProperties(&prop, 0);
     cudaDriverGetVersion(&drv);
-    printf("# gp_bench_decode: %s (synthetic weights), %s, %d SMs, driver %d.%d, %s, %d warm-up + %d timed "
-           "steps per workload\n", cfg.name, prop.name, prop.multiProcessorCount, drv / 1000, (drv % 1000) / 10,
+    printf("# gp_bench_decode: %s (synthetic %s weights), %s, %d SMs, driver %d.%d, %s, %d warm-up + %d timed "
+           "steps per workload\n", cfg.name, gp_dtype_flag_name(dtype), prop.name, prop.multiProcessorCount, drv / 1000, (drv % 1000) / 10,
            graphs ? "CUDA graphs" : "eager", warmup, repeat);
     gp_device_weights *dw;
-    gp_status st = gp_device_weights_synthetic(&cfg, 0, &dw);
+    gp_status st = gp_device_weights_synthetic(&cfg, dtype, 0, &dw);
     if (st != GP_OK) {
         fprintf(stderr, "gp_bench_decode: weights: %s\n", gp_last_error());
         return 1;

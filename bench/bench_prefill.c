@@ -17,7 +17,7 @@ typedef struct row { int B, T; } row;
 static void usage(FILE *f)
 {
     fprintf(f, "usage: gp_bench_prefill [--preset NAME] [--workloads B:T[,B:T...]] [--chunk N[,N...]]\n"
-               "                        [--repeats R] [--breakdown] [--gemm-tune N] [--seed S]\n"
+               "                        [--repeats R] [--breakdown] [--gemm-tune N] [--seed S] [--dtype bf16|fp16]\n"
                "  --preset NAME      model shape, synthetic weights (default llama3-8b; %s)\n"
                "  --workloads LIST   prompts x tokens per prompt (default 1:512,1:2048,1:8192,8:2048)\n"
                "  --chunk LIST       prefill chunk sizes to time (default: the engine's, %d)\n"
@@ -26,6 +26,7 @@ static void usage(FILE *f)
                "  --gemm-tune N      time N of cuBLASLt's candidates per chunk-shape GEMM and keep the fastest\n"
                "                     (engine params gemm_tune; default 0: the heuristic's pick)\n"
                "  --seed S           weight seed (default 1)\n"
+               "  --dtype D          engine dtype of the synthetic weights: bf16 (default) or fp16\n"
                "A T above the preset's max context raises the synthetic model's max context to T (the shape is\n"
                "what is timed; the peer runs such contexts too).\n",
             gp_config_preset_names(), GP_ENGINE_DEFAULT_PREFILL_CHUNK);
@@ -164,10 +165,12 @@ int main(int argc, char **argv)
     const char *preset = "llama3-8b", *wl = "1:512,1:2048,1:8192,8:2048";
     int chunks[16] = {GP_ENGINE_DEFAULT_PREFILL_CHUNK}, n_chunks = 1, repeats = 5, breakdown = 0, gemm_tune = 0;
     unsigned long seed = 1;
+    gp_dtype dtype = GP_DTYPE_BF16;
     static const struct option opts[] = {{"preset", required_argument, 0, 'p'}, {"workloads", required_argument, 0, 'w'},
                                          {"chunk", required_argument, 0, 'c'},  {"repeats", required_argument, 0, 'r'},
                                          {"breakdown", no_argument, 0, 'b'},    {"seed", required_argument, 0, 's'},
                                          {"gemm-tune", required_argument, 0, 'g'},
+                                         {"dtype", required_argument, 0, 'd'},
                                          {"help", no_argument, 0, 'h'},         {0, 0, 0, 0}};
     int o;
     while ((o = getopt_long(argc, argv, "", opts, NULL)) != -1) {
@@ -201,6 +204,12 @@ int main(int argc, char **argv)
                 return 2;
             }
             break;
+        case 'd':
+            if (gp_dtype_parse(optarg, false, &dtype) != GP_OK) {
+                fprintf(stderr, "gp_bench_prefill: --dtype: %s\n", gp_last_error());
+                return 2;
+            }
+            break;
         case 'h': usage(stdout); return 0;
         default: usage(stderr); return 2;
         }
@@ -222,13 +231,14 @@ int main(int argc, char **argv)
         if (rows[i].T > cfg.max_context)
             cfg.max_context = rows[i].T;
     gp_device_weights *dw = NULL;
-    gp_status st = gp_device_weights_synthetic(&cfg, seed, &dw);
+    gp_status st = gp_device_weights_synthetic(&cfg, dtype, seed, &dw);
     if (st != GP_OK) {
         fprintf(stderr, "gp_bench_prefill: synthetic %s weights: %s: %s\n", preset, gp_status_str(st), gp_last_error());
         return 1;
     }
-    printf("gp_bench_prefill: %s shape, synthetic weights (seed %lu), median of %d prefills (device events), "
-           "model FLOPs as torch_prefill_peer.py counts them, GEMM tuning %d\n\n", preset, seed, repeats, gemm_tune);
+    printf("gp_bench_prefill: %s shape, synthetic %s weights (seed %lu), median of %d prefills (device events), "
+           "model FLOPs as torch_prefill_peer.py counts them, GEMM tuning %d\n\n", preset, gp_dtype_flag_name(dtype),
+           seed, repeats, gemm_tune);
     printf("| B | T | chunk | median ms | min | max | tokens/s | TFLOP/s | of 800 |\n|---|---|---|---|---|---|---|---|---|\n");
     int rc = 0;
     for (int i = 0; i < n_rows; i++)

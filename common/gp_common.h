@@ -153,6 +153,10 @@ const char *gp_dtype_flag_name(gp_dtype d);
 /* Parse --dtype's value: "bf16" or "fp16" (and "fp32" when allow_f32);
  * "auto" is the caller's to resolve. Message names the text and the allowed set. */
 gp_status gp_dtype_parse(const char *text, bool allow_f32, gp_dtype *out);
+/* --dtype auto: the 16-bit compute dtype for weights of checkpoint_dtype:
+ * F16 -> F16, BF16 -> BF16, F32 -> BF16 (fp16's range could not hold every
+ * fp32 weight); anything else is GP_ERR_INVALID_ARG naming it. */
+gp_status gp_dtype_resolve_auto(gp_dtype checkpoint_dtype, gp_dtype *out);
 /* A 16-bit value of dtype dt (BF16 or F16) as float: exact. */
 static inline float gp_half_to_f32(uint16_t v, gp_dtype dt)
 {

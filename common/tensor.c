@@ -50,6 +50,18 @@ gp_status gp_dtype_parse(const char *text, bool allow_f32, gp_dtype *out)
             allow_f32 ? ", fp32" : "");
 }
 
+gp_status gp_dtype_resolve_auto(gp_dtype checkpoint_dtype, gp_dtype *out)
+{
+    switch (checkpoint_dtype) {
+    case GP_DTYPE_F16: *out = GP_DTYPE_F16; return GP_OK;
+    case GP_DTYPE_BF16:
+    case GP_DTYPE_F32: *out = GP_DTYPE_BF16; return GP_OK; /* fp32: bf16 keeps its range */
+    default:
+        GP_FAIL(GP_ERR_INVALID_ARG, "--dtype auto: weights of dtype %s; allowed F32, BF16 or F16",
+                gp_dtype_name(checkpoint_dtype));
+    }
+}
+
 uint64_t gp_view_bytes(const gp_tensor_view *v)
 {
     if (!v || v->rows <= 0 || v->cols <= 0)

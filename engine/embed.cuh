@@ -9,7 +9,8 @@
 #include "gp_common.h"
 
 /* Launches on stream and returns cudaGetLastError(); arguments unchecked. */
-cudaError_t gp_embed_launch(const int32_t *tokens, const gp_bf16 *table, float *resid, int B,
-                            int H, int V, cudaStream_t stream);
+/* table: [V][H] of dt (BF16 or F16, checked by the caller). */
+cudaError_t gp_embed_launch(gp_dtype dt, const int32_t *tokens, const void *table, float *resid,
+                            int B, int H, int V, cudaStream_t stream);
 
 #endif

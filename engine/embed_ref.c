@@ -1,17 +1,18 @@
-/* CPU oracle of gp_embed: row gather with bf16 -> fp32 widening (exact), NaN
+/* CPU oracle of gp_embed: row gather with bf16/fp16 -> fp32 widening (exact), NaN
  * rows for ids outside [0, V) as the device does. */
 #include <math.h>
 
 #include "kernels.h"
 
-void gp_embed_ref(const int32_t *tokens, const gp_bf16 *table, float *resid, int B, int H, int V)
+void gp_embed_ref(gp_dtype dt, const int32_t *tokens, const void *table_, float *resid, int B, int H, int V)
 {
+    const uint16_t *table = table_;
     if (!tokens || !table || !resid || B <= 0 || H <= 0)
         return;
     for (int b = 0; b < B; b++) {
         float *dst = resid + (size_t)b * (size_t)H; /* [H] */
         int32_t t = tokens[b];
         for (int i = 0; i < H; i++)
-            dst[i] = (t < 0 || t >= V) ? NAN : gp_bf16_to_f32(table[(size_t)t * (size_t)H + (size_t)i]);
+            dst[i] = (t < 0 || t >= V) ? NAN : gp_half_to_f32(table[(size_t)t * (size_t)H + (size_t)i], dt);
     }
 }

@@ -98,6 +98,7 @@ uint64_t gp_engine_device_bytes(const gp_config *c, const gp_engine_params *p)
     size_t ws = 0;
     if (attn_ws_bytes(c, p, &ws) != GP_OK)
         return 0;
+    /* the same bytes in either 16-bit dtype */
     return gp_kv_device_bytes(&l, GP_DTYPE_BF16, p->max_batch, blocks_per_seq(p)) + row_bytes(c) * (uint64_t)act_rows(p) +
            seq_bytes(c) * (uint64_t)p->max_batch +
            (uint64_t)ws + GP_GEMM_WORKSPACE_BYTES + 4 * (uint64_t)c->head_dim;
@@ -106,6 +107,11 @@ uint64_t gp_engine_device_bytes(const gp_config *c, const gp_engine_params *p)
 const gp_config *gp_engine_config(const gp_engine *e)
 {
     return &e->cfg;
+}
+
+gp_dtype gp_engine_dtype(const gp_engine *e)
+{
+    return e->dtype;
 }
 
 static void free_graphs(gp_engine *e)
@@ -156,14 +162,15 @@ static gp_status alloc_buffers(gp_engine *e)
     GP_TRY(gp_device_alloc((void **)&e->inv_freq, sizeof(float) * (size_t)c->head_dim / 2,
                            "engine inv_freq [head_dim/2] fp32"));
     GP_TRY(gp_device_alloc((void **)&e->resid, sizeof(float) * R * H, "engine residual [rows][hidden] fp32"));
-    GP_TRY(gp_device_alloc((void **)&e->h_attn, 2 * R * H, "engine h_attn [rows][hidden] bf16"));
-    GP_TRY(gp_device_alloc((void **)&e->h_ffn, 2 * R * H, "engine h_ffn [rows][hidden] bf16"));
+    /* 16-bit activations (2 bytes in either engine dtype) */
+    GP_TRY(gp_device_alloc((void **)&e->h_attn, 2 * R * H, "engine h_attn [rows][hidden] 16-bit"));
+    GP_TRY(gp_device_alloc((void **)&e->h_ffn, 2 * R * H, "engine h_ffn [rows][hidden] 16-bit"));
     GP_TRY(gp_device_alloc((void **)&e->qkv, 2 * R * (size_t)gp_config_qkv_rows(c),
-                           "engine qkv [rows][qkv_rows] bf16"));
-    GP_TRY(gp_device_alloc((void **)&e->q, 2 * R * QD, "engine q [rows][n_heads*head_dim] bf16"));
-    GP_TRY(gp_device_alloc((void **)&e->attn, 2 * R * QD, "engine attn [rows][n_heads*head_dim] bf16"));
-    GP_TRY(gp_device_alloc((void **)&e->gu, 2 * R * 2 * F, "engine gate_up [rows][2*ffn] bf16"));
-    GP_TRY(gp_device_alloc((void **)&e->act, 2 * R * F, "engine act [rows][ffn] bf16"));
+                           "engine qkv [rows][qkv_rows] 16-bit"));
+    GP_TRY(gp_device_alloc((void **)&e->q, 2 * R * QD, "engine q [rows][n_heads*head_dim] 16-bit"));
+    GP_TRY(gp_device_alloc((void **)&e->attn, 2 * R * QD, "engine attn [rows][n_heads*head_dim] 16-bit"));
+    GP_TRY(gp_device_alloc((void **)&e->gu, 2 * R * 2 * F, "engine gate_up [rows][2*ffn] 16-bit"));
+    GP_TRY(gp_device_alloc((void **)&e->act, 2 * R * F, "engine act [rows][ffn] 16-bit"));
     GP_TRY(gp_device_alloc((void **)&e->logits, sizeof(float) * S * (size_t)c->vocab,
                            "engine logits [max_batch][vocab] fp32"));
     GP_TRY(gp_device_alloc((void **)&e->tok_d, sizeof(int32_t) * S, "engine tokens [max_batch]"));
@@ -202,13 +209,15 @@ gp_status gp_engine_create(gp_device_weights *dw, const gp_engine_params *p, gp_
     if (!dw || !p)
         GP_FAIL(GP_ERR_INVALID_ARG, "gp_engine_create: weights and params are required");
     const gp_host_weights *w = gp_device_weights_view(dw);
+    const gp_dtype dt = gp_device_weights_dtype(dw);
+    GP_TRY(gp_dtype_check_half(dt, "gp_engine_create (the device weights' dtype)"));
     GP_TRY(check_params(&w->cfg, p));
     uint64_t need = gp_engine_device_bytes(&w->cfg, p);
     size_t free_b = 0, total_b = 0;
     GP_CUDA_TRY(cudaMemGetInfo(&free_b, &total_b));
     if (need > free_b) {
         gp_kv_layout l = kv_layout(&w->cfg, p);
-        uint64_t kv = gp_kv_device_bytes(&l, GP_DTYPE_BF16, p->max_batch, blocks_per_seq(p));
+        uint64_t kv = gp_kv_device_bytes(&l, dt, p->max_batch, blocks_per_seq(p));
         GP_FAIL(GP_ERR_DEVICE_MEMORY, "engine for batch %d x context %d needs %llu bytes (%.2f GiB) of device "
                 "memory (KV cache %llu bytes, %.2f GiB) beside the weights; the device has %zu bytes (%.2f GiB) "
                 "free of %zu bytes (%.2f GiB)", p->max_batch, p->max_context, (unsigned long long)need,
@@ -219,6 +228,7 @@ gp_status gp_engine_create(gp_device_weights *dw, const gp_engine_params *p, gp_
     if (!e)
         GP_FAIL(GP_ERR_NO_MEMORY, "gp_engine_create: out of host memory");
     e->cfg = w->cfg;
+    e->dtype = dt;
     e->p = *p;
     e->dw = dw;
     e->w = w;
@@ -234,7 +244,7 @@ gp_status gp_engine_create(gp_device_weights *dw, const gp_engine_params *p, gp_
     }
     gp_kv_layout l = kv_layout(&e->cfg, p);
     if ((st = gp_kv_tables_create(&l, p->max_batch, e->max_blocks, &e->tables)) != GP_OK ||
-        (st = gp_kv_device_create(&l, GP_DTYPE_BF16, p->max_batch, e->max_blocks, &e->kv)) != GP_OK)
+        (st = gp_kv_device_create(&l, e->dtype, p->max_batch, e->max_blocks, &e->kv)) != GP_OK)
         goto fail;
     if ((st = gp_device_stream_create(&e->sc.stream, "engine stream")) != GP_OK ||
         (st = gp_device_event_create(&e->ev_begin, cudaEventDefault, "engine event ev_begin")) != GP_OK ||

@@ -33,6 +33,8 @@ typedef struct gp_graph_entry {
 
 struct gp_engine {
     gp_config cfg;
+    gp_dtype dtype;               /* the engine dtype: its weights', its activations' and KV cache's
+                                     (GP_DTYPE_BF16 or GP_DTYPE_F16) */
     gp_engine_params p;
     gp_device_weights *dw;        /* borrowed */
     const gp_host_weights *w;     /* device-pointer view of dw */
@@ -46,19 +48,20 @@ struct gp_engine {
     int rows;          /* activation rows: max(max_batch, prefill_chunk) */
     float *inv_freq;   /* device [head_dim/2] */
     float *resid;      /* device [rows][hidden]: the fp32 residual stream */
-    gp_bf16 *h_attn;   /* device [rows][hidden]: normed input of the attention stage */
-    gp_bf16 *h_ffn;    /* device [rows][hidden]: normed input of the FFN stage */
-    gp_bf16 *qkv;      /* device [rows][qkv_rows] */
-    gp_bf16 *q;        /* device [rows][n_heads*head_dim], RoPE applied */
-    gp_bf16 *attn;     /* device [rows][n_heads*head_dim] */
-    gp_bf16 *gu;       /* device [rows][2*ffn] */
-    gp_bf16 *act;      /* device [rows][ffn] */
+    /* 16-bit activations, elements of the engine dtype (uint16_t: the storage of either) */
+    uint16_t *h_attn;  /* device [rows][hidden]: normed input of the attention stage */
+    uint16_t *h_ffn;   /* device [rows][hidden]: normed input of the FFN stage */
+    uint16_t *qkv;     /* device [rows][qkv_rows] */
+    uint16_t *q;       /* device [rows][n_heads*head_dim], RoPE applied */
+    uint16_t *attn;    /* device [rows][n_heads*head_dim] */
+    uint16_t *gu;      /* device [rows][2*ffn] */
+    uint16_t *act;     /* device [rows][ffn] */
     float *logits;     /* device [max_batch][vocab] */
     int32_t *tok_d;    /* device [max_batch] step inputs */
     int32_t *next_d;   /* device [max_batch] greedy outputs */
     int32_t *tok_h;    /* pinned [max_batch] */
     int32_t *next_h;   /* pinned [max_batch] */
-    gp_bf16 *tune_x;   /* device GEMM-tuning scratch (gemm_tune > 0 only), kept so that */
+    uint16_t *tune_x;  /* device GEMM-tuning scratch (engine dtype) (gemm_tune > 0 only), kept so that */
     float *tune_y;     /*   later captures do not allocate and free (a device sync) again */
     size_t tune_rows;  /* rows both hold; 0: none yet */
 

@@ -10,19 +10,19 @@
 typedef struct tune_shape {
     int N, K;
     gp_gemm_out out;
-    const gp_bf16 *w;
+    const void *w;
     gp_group_kind group;
 } tune_shape;
 
 static gp_status tune_all(gp_engine *e, gp_gemm_ctx *ctx, int rows, const tune_shape *s, int n,
-                          const gp_bf16 *x, void *y, cudaStream_t stream)
+                          const void *x, void *y, cudaStream_t stream)
 {
     for (int i = 0; i < n; i++) {
         gp_weight_group *g = gp_device_weights_group(e->dw, s[i].group, 0);
         if (!g)
             return GP_ERR_INVALID_ARG;
         GP_TRY(gp_weight_group_acquire(g, stream)); /* the weights may still be uploading */
-        gp_status st = gp_gemm_tune(ctx, rows, s[i].N, s[i].K, x, s[i].w, y, s[i].out,
+        gp_status st = gp_gemm_tune(ctx, e->dtype, rows, s[i].N, s[i].K, x, s[i].w, y, s[i].out,
                                     e->p.gemm_tune, TUNE_REPS, NULL);
         gp_weight_group_release(g);
         GP_TRY(st);
@@ -42,9 +42,9 @@ gp_status gp_engine_tune_gemms(gp_engine *e, gp_stage_ctx *sc, int rows)
     const gp_layer_weights *lw = &e->w->layers[0];
     const int qkv = gp_config_qkv_rows(c), qd = c->n_heads * c->head_dim;
     const tune_shape s[] = {
-        { qkv, c->hidden, GP_GEMM_OUT_BF16, lw->wqkv, GP_GROUP_ATTN },
+        { qkv, c->hidden, GP_GEMM_OUT_HALF, lw->wqkv, GP_GROUP_ATTN },
         { c->hidden, qd, GP_GEMM_OUT_F32_ACC, lw->wo, GP_GROUP_ATTN },
-        { 2 * c->ffn, c->hidden, GP_GEMM_OUT_BF16, lw->w_gate_up, GP_GROUP_FFN },
+        { 2 * c->ffn, c->hidden, GP_GEMM_OUT_HALF, lw->w_gate_up, GP_GROUP_FFN },
         { c->hidden, c->ffn, GP_GEMM_OUT_F32_ACC, lw->w_down, GP_GROUP_FFN },
     };
     const int n = (int)(sizeof s / sizeof s[0]);
@@ -63,14 +63,14 @@ gp_status gp_engine_tune_gemms(gp_engine *e, gp_stage_ctx *sc, int rows)
         gp_device_free(e->tune_y);
         e->tune_x = NULL, e->tune_y = NULL, e->tune_rows = 0;
         const size_t xn = (size_t)rows * max_k;
-        if ((st = gp_device_alloc((void **)&e->tune_x, xn * sizeof(gp_bf16), "GEMM tuning input"))
+        if ((st = gp_device_alloc((void **)&e->tune_x, xn * sizeof(uint16_t), "GEMM tuning input"))
                 != GP_OK
             || (st = gp_device_alloc((void **)&e->tune_y, (size_t)rows * max_n * sizeof(float),
                                      "GEMM tuning output")) != GP_OK)
             return st;
         /* random inputs: tensor-core power, and so clocks, depend on the data;
          * filled before any other context's stream reads them */
-        GP_TRY(gp_synth_fill_device(e->tune_x, xn, 0x7475u, GP_T_EMBED, 0, 1.0f, stream));
+        GP_TRY(gp_synth_fill_device_dtype(e->tune_x, e->dtype, xn, 0x7475u, GP_T_EMBED, 0, 1.0f, stream));
         GP_CUDA_TRY(cudaStreamSynchronize(stream));
         e->tune_rows = (size_t)rows;
     }

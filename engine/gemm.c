@@ -1,4 +1,4 @@
-/* The engine's GEMM: y = x . W^T (bf16 in, fp32 accumulate) through the
+/* The engine's GEMM: y = x . W^T (bf16 or fp16 in, fp32 accumulate) through the
  * skinny kernel for decode-sized M, else cuBLASLt, with a per-context stream,
  * SM budget, workspace and per-shape plan cache. */
 #include <stdint.h>
@@ -31,7 +31,7 @@ const float *gp_gemm_beta(gp_gemm_out t)
 
 const char *gp_gemm_out_name(gp_gemm_out t)
 {
-    return t == GP_GEMM_OUT_BF16 ? "bf16" : t == GP_GEMM_OUT_F32 ? "f32" : "f32_acc";
+    return t == GP_GEMM_OUT_HALF ? "half" : t == GP_GEMM_OUT_F32 ? "f32" : "f32_acc";
 }
 
 void gp_gemm_entry_release(gp_gemm_entry *e)
@@ -159,8 +159,8 @@ gp_status gp_gemm_set_skinny_max_m(gp_gemm_ctx *ctx, int max_m)
     return GP_OK;
 }
 
-int gp_gemm_is_skinny(const gp_gemm_ctx *ctx, int M, int N, int K, const gp_bf16 *x,
-                      const gp_bf16 *w)
+int gp_gemm_is_skinny(const gp_gemm_ctx *ctx, int M, int N, int K, const void *x,
+                      const void *w)
 {
     if (!ctx || M < 1 || M > ctx->skinny_max_m)
         return 0;
@@ -174,12 +174,12 @@ int gp_gemm_cached_shapes(const gp_gemm_ctx *ctx)
     return ctx ? ctx->n_cached : 0;
 }
 
-gp_gemm_entry *gp_gemm_lookup(gp_gemm_ctx *ctx, int M, int N, int K, gp_gemm_out ot,
-                                     unsigned aw, unsigned ax, unsigned ay)
+gp_gemm_entry *gp_gemm_lookup(gp_gemm_ctx *ctx, gp_dtype dt, int M, int N, int K, gp_gemm_out ot,
+                              unsigned aw, unsigned ax, unsigned ay)
 {
     for (int i = 0; i < GP_GEMM_CACHE_SLOTS; i++) {
         gp_gemm_entry *e = &ctx->cache[i];
-        if (e->used && e->M == M && e->N == N && e->K == K && e->out_type == ot
+        if (e->used && e->dtype == dt && e->M == M && e->N == N && e->K == K && e->out_type == ot
             && e->align_w == aw && e->align_x == ax && e->align_y == ay)
             return e;
     }
@@ -189,7 +189,7 @@ gp_gemm_entry *gp_gemm_lookup(gp_gemm_ctx *ctx, int M, int N, int K, gp_gemm_out
 /* A free slot for a new shape, or one evicted round robin (safe even for
  * shapes inside captured graphs: launches copy their parameters), with the
  * shape filled in; the caller builds it and marks it used. */
-gp_gemm_entry *gp_gemm_new_entry(gp_gemm_ctx *ctx, int M, int N, int K, gp_gemm_out ot,
+gp_gemm_entry *gp_gemm_new_entry(gp_gemm_ctx *ctx, gp_dtype dt, int M, int N, int K, gp_gemm_out ot,
                                  unsigned aw, unsigned ax, unsigned ay)
 {
     int slot = -1;
@@ -203,6 +203,7 @@ gp_gemm_entry *gp_gemm_new_entry(gp_gemm_ctx *ctx, int M, int N, int K, gp_gemm_
         ctx->n_cached--;
     }
     gp_gemm_entry *e = &ctx->cache[slot];
+    e->dtype = dt;
     e->M = M, e->N = N, e->K = K, e->out_type = ot;
     e->align_w = aw, e->align_x = ax, e->align_y = ay;
     return e;
@@ -215,7 +216,8 @@ gp_status gp_gemm_entry_build(gp_gemm_ctx *ctx, gp_gemm_entry *e)
 {
     gp_status st = GP_OK;
     cublasOperation_t ta = CUBLAS_OP_T, tb = CUBLAS_OP_N;
-    cudaDataType_t ytype = e->out_type == GP_GEMM_OUT_BF16 ? CUDA_R_16BF : CUDA_R_32F;
+    cudaDataType_t htype = e->dtype == GP_DTYPE_F16 ? CUDA_R_16F : CUDA_R_16BF;
+    cudaDataType_t ytype = e->out_type == GP_GEMM_OUT_HALF ? htype : CUDA_R_32F;
     GP_CHECK_CUBLAS_GOTO(cublasLtMatmulDescCreate(&e->desc, CUBLAS_COMPUTE_32F, CUDA_R_32F), st,
                          fail);
     GP_CHECK_CUBLAS_GOTO(cublasLtMatmulDescSetAttribute(e->desc, CUBLASLT_MATMUL_DESC_TRANSA, &ta,
@@ -228,9 +230,9 @@ gp_status gp_gemm_entry_build(gp_gemm_ctx *ctx, gp_gemm_entry *e)
                                  e->desc, CUBLASLT_MATMUL_DESC_SM_COUNT_TARGET, &t, sizeof t),
                              st, fail);
     }
-    GP_CHECK_CUBLAS_GOTO(cublasLtMatrixLayoutCreate(&e->lay_w, CUDA_R_16BF, (uint64_t)e->K,
+    GP_CHECK_CUBLAS_GOTO(cublasLtMatrixLayoutCreate(&e->lay_w, htype, (uint64_t)e->K,
                                                     (uint64_t)e->N, (int64_t)e->K), st, fail);
-    GP_CHECK_CUBLAS_GOTO(cublasLtMatrixLayoutCreate(&e->lay_x, CUDA_R_16BF, (uint64_t)e->K,
+    GP_CHECK_CUBLAS_GOTO(cublasLtMatrixLayoutCreate(&e->lay_x, htype, (uint64_t)e->K,
                                                     (uint64_t)e->M, (int64_t)e->K), st, fail);
     GP_CHECK_CUBLAS_GOTO(cublasLtMatrixLayoutCreate(&e->lay_y, ytype, (uint64_t)e->N,
                                                     (uint64_t)e->M, (int64_t)e->N), st, fail);
@@ -327,10 +329,10 @@ static gp_status gp_gemm_pick_and_run(gp_gemm_ctx *ctx, gp_gemm_entry *e, const 
         goto done;
     }
     st = last == CUBLAS_STATUS_NOT_SUPPORTED ? GP_ERR_UNSUPPORTED : GP_ERR_CUDA;
-    gp_set_error("gp_gemm_bf16: no cuBLASLt algorithm ran for M=%d N=%d K=%d out=%s "
+    gp_set_error("gp_gemm: no cuBLASLt algorithm ran for %s M=%d N=%d K=%d out=%s "
                  "(sm_count_target %d, alignment w/x/y %u/%u/%u bytes): heuristic returned %d, "
                  "%d tried, last status %s",
-                 e->M, e->N, e->K, gp_gemm_out_name(e->out_type),
+                 gp_dtype_flag_name(e->dtype), e->M, e->N, e->K, gp_gemm_out_name(e->out_type),
                  ctx->sm_target, aw, ax, ay, n_res, tried, cublasLtGetStatusName(last));
 done:
     if (pref)
@@ -338,29 +340,30 @@ done:
     return st;
 }
 
-gp_status gp_gemm_bf16(gp_gemm_ctx *ctx, int M, int N, int K, const gp_bf16 *x, const gp_bf16 *w,
-                       void *y, gp_gemm_out out_type)
+gp_status gp_gemm(gp_gemm_ctx *ctx, gp_dtype dt, int M, int N, int K, const void *x, const void *w,
+                  void *y, gp_gemm_out out_type)
 {
     static const float one = 1.0f;
     if (!ctx)
-        GP_FAIL(GP_ERR_INVALID_ARG, "gp_gemm_bf16: ctx is NULL");
+        GP_FAIL(GP_ERR_INVALID_ARG, "gp_gemm: ctx is NULL");
+    GP_TRY(gp_dtype_check_half(dt, "gp_gemm"));
     if (M < 0 || N < 1 || K < 1)
-        GP_FAIL(GP_ERR_INVALID_ARG, "gp_gemm_bf16: M = %d, N = %d, K = %d (need M >= 0, N >= 1, "
+        GP_FAIL(GP_ERR_INVALID_ARG, "gp_gemm: M = %d, N = %d, K = %d (need M >= 0, N >= 1, "
                 "K >= 1)", M, N, K);
-    if (out_type != GP_GEMM_OUT_BF16 && out_type != GP_GEMM_OUT_F32
+    if (out_type != GP_GEMM_OUT_HALF && out_type != GP_GEMM_OUT_F32
         && out_type != GP_GEMM_OUT_F32_ACC)
-        GP_FAIL(GP_ERR_INVALID_ARG, "gp_gemm_bf16: out_type = %d is not a gp_gemm_out",
+        GP_FAIL(GP_ERR_INVALID_ARG, "gp_gemm: out_type = %d is not a gp_gemm_out",
                 (int)out_type);
     if (M == 0)
         return GP_OK;
     if (!x || !w || !y)
-        GP_FAIL(GP_ERR_INVALID_ARG, "gp_gemm_bf16: NULL pointer (x %p, w %p, y %p) for M=%d N=%d "
-                "K=%d", (const void *)x, (const void *)w, y, M, N, K);
+        GP_FAIL(GP_ERR_INVALID_ARG, "gp_gemm: NULL pointer (x %p, w %p, y %p) for M=%d N=%d "
+                "K=%d", x, w, y, M, N, K);
 
     unsigned aw = gp_gemm_align(w), ax = gp_gemm_align(x), ay = gp_gemm_align(y);
-    gp_gemm_entry *e = gp_gemm_lookup(ctx, M, N, K, out_type, aw, ax, ay);
+    gp_gemm_entry *e = gp_gemm_lookup(ctx, dt, M, N, K, out_type, aw, ax, ay);
     if (e && e->skinny) {
-        GP_CUDA_TRY(gp_skinny_launch(&e->plan, M, N, K, x, w, y, (int)out_type,
+        GP_CUDA_TRY(gp_skinny_launch(&e->plan, dt, M, N, K, x, w, y, (int)out_type,
                                        ctx->stream));
         return GP_OK;
     }
@@ -373,14 +376,14 @@ gp_status gp_gemm_bf16(gp_gemm_ctx *ctx, int M, int N, int K, const gp_bf16 *x, 
         return GP_OK;
     }
 
-    e = gp_gemm_new_entry(ctx, M, N, K, out_type, aw, ax, ay);
+    e = gp_gemm_new_entry(ctx, dt, M, N, K, out_type, aw, ax, ay);
     /* Decode-sized M: the skinny kernel, where it measured faster than
      * cuBLASLt (docs/PERFORMANCE.md). Shapes it cannot serve (K % 8,
      * unaligned rows) stay with cuBLASLt. */
     int sms = ctx->sm_target > 0 ? ctx->sm_target : ctx->device_sms;
     if (M <= ctx->skinny_max_m
         && gp_skinny_plan_make(M, N, K, x, w, sms, 0, &e->plan)) {
-        cudaError_t ce = gp_skinny_launch(&e->plan, M, N, K, x, w, y, (int)out_type,
+        cudaError_t ce = gp_skinny_launch(&e->plan, dt, M, N, K, x, w, y, (int)out_type,
                                           ctx->stream);
         if (ce != cudaSuccess) {
             gp_gemm_entry_release(e);

@@ -14,6 +14,7 @@
 /* One cached shape: everything cublasLtMatmul needs except the pointers. */
 typedef struct gp_gemm_entry {
     int used;
+    gp_dtype dtype;                     /* of x, w (and y for GP_GEMM_OUT_HALF) */
     int M, N, K;
     gp_gemm_out out_type;
     unsigned align_w, align_x, align_y; /* pointer alignment classes (bytes, <= 256) */
@@ -42,9 +43,9 @@ unsigned gp_gemm_align(const void *p);
 const float *gp_gemm_beta(gp_gemm_out t);
 const char *gp_gemm_out_name(gp_gemm_out t);
 void gp_gemm_entry_release(gp_gemm_entry *e);
-gp_gemm_entry *gp_gemm_lookup(gp_gemm_ctx *ctx, int M, int N, int K, gp_gemm_out ot, unsigned aw,
-                              unsigned ax, unsigned ay);
-gp_gemm_entry *gp_gemm_new_entry(gp_gemm_ctx *ctx, int M, int N, int K, gp_gemm_out ot,
+gp_gemm_entry *gp_gemm_lookup(gp_gemm_ctx *ctx, gp_dtype dt, int M, int N, int K, gp_gemm_out ot,
+                              unsigned aw, unsigned ax, unsigned ay);
+gp_gemm_entry *gp_gemm_new_entry(gp_gemm_ctx *ctx, gp_dtype dt, int M, int N, int K, gp_gemm_out ot,
                                  unsigned aw, unsigned ax, unsigned ay);
 gp_status gp_gemm_entry_build(gp_gemm_ctx *ctx, gp_gemm_entry *e);
 gp_status gp_gemm_preference(const gp_gemm_entry *e, cublasLtMatmulPreference_t *out);

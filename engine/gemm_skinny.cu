@@ -3,11 +3,17 @@
 #include <stdint.h>
 
 #include <cuda_bf16.h>
+#include <cuda_fp16.h>
 #include <cuda_runtime.h>
 
 #include "gemm_skinny.cuh"
+#include "gp_half.cuh"
 
-/* Why it is shaped this way.
+/* Both 16-bit types (T = __nv_bfloat16 or __half, the engine dtype) run the
+ * same kernel: only the mma's operand type and the 16-bit store differ;
+ * accumulation is fp32 in both.
+ *
+ * Why it is shaped this way.
  *
  * At decode batch sizes a projection is a stream of N x K bf16 weights that
  * each serve only M tokens: the time is bytes / HBM bandwidth plus whatever
@@ -39,21 +45,28 @@
  *   current one's epilogue. */
 
 typedef struct gp_skinny_args {
-    const __nv_bfloat16 *x; /* [M][K] */
-    const __nv_bfloat16 *w; /* [N][K] */
-    void *y;                /* [M][N] bf16 or fp32 */
+    const uint16_t *x;      /* [M][K] of T */
+    const uint16_t *w;      /* [N][K] of T */
+    void *y;                /* [M][N] T or fp32 */
     int M, N, K, out_type;
     int n_items;            /* row blocks */
 } gp_skinny_args;
 
+template <typename T>
 static __device__ __forceinline__ void gp_mma16816(float (&d)[4], uint32_t a0, uint32_t a1,
                                                    uint32_t a2, uint32_t a3, uint32_t b0,
                                                    uint32_t b1)
 {
-    asm("mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, "
-        "{%8,%9}, {%0,%1,%2,%3};"
-        : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
-        : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "r"(b0), "r"(b1));
+    if constexpr (gp_half_t<T>::is_bf16)
+        asm("mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, "
+            "{%8,%9}, {%0,%1,%2,%3};"
+            : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
+            : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "r"(b0), "r"(b1));
+    else
+        asm("mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, "
+            "{%8,%9}, {%0,%1,%2,%3};"
+            : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
+            : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "r"(b0), "r"(b1));
 }
 
 /* Chunks per warp per step: 16-byte loads in flight per lane are 2 R U (W)
@@ -74,8 +87,8 @@ static __device__ __forceinline__ void gp_skinny_fetch_w(const gp_skinny_args &a
 #pragma unroll
     for (int r = 0; r < R; r++) {
         const int row = rb * 16 * R + r * 16 + g;
-        const __nv_bfloat16 *p_lo = a.w + (size_t)row * (size_t)a.K;
-        const __nv_bfloat16 *p_hi = p_lo + (size_t)8 * (size_t)a.K;
+        const uint16_t *p_lo = a.w + (size_t)row * (size_t)a.K;
+        const uint16_t *p_hi = p_lo + (size_t)8 * (size_t)a.K;
 #pragma unroll
         for (int u = 0; u < U; u++) {
             const int j = j0 + u;
@@ -114,19 +127,24 @@ static __device__ __forceinline__ void gp_skinny_fetch_x(const gp_skinny_args &a
     }
 }
 
+template <typename T>
 static __device__ __forceinline__ void gp_skinny_store(const gp_skinny_args &a, int m, int n,
                                                        float v)
 {
     const size_t i = (size_t)m * (size_t)a.N + (size_t)n;
-    if (a.out_type == 0)
-        static_cast<__nv_bfloat16 *>(a.y)[i] = __float2bfloat16_rn(v);
+    if (a.out_type == 0) {
+        if constexpr (gp_half_t<T>::is_bf16)
+            static_cast<__nv_bfloat16 *>(a.y)[i] = __float2bfloat16_rn(v);
+        else
+            static_cast<__half *>(a.y)[i] = __float2half_rn(v);
+    }
     else if (a.out_type == 1)
         static_cast<float *>(a.y)[i] = v;
     else
         static_cast<float *>(a.y)[i] += v; /* one thread owns each element */
 }
 
-template <int NT, int R>
+template <typename T, int NT, int R>
 static __global__ void __launch_bounds__(GP_SKINNY_THREADS, GP_SKINNY_CTAS_PER_SM)
 gp_skinny_kernel(const gp_skinny_args a)
 {
@@ -166,9 +184,9 @@ gp_skinny_kernel(const gp_skinny_args a)
                 for (int r = 0; r < R; r++)
 #pragma unroll
                     for (int n = 0; n < NT; n++) {
-                        gp_mma16816(acc[r][n], wl[r][u].x, wh[r][u].x, wl[r][u].y, wh[r][u].y,
+                        gp_mma16816<T>(acc[r][n], wl[r][u].x, wh[r][u].x, wl[r][u].y, wh[r][u].y,
                                     xv[n][u].x, xv[n][u].y);
-                        gp_mma16816(acc[r][n], wl[r][u].z, wh[r][u].z, wl[r][u].w, wh[r][u].w,
+                        gp_mma16816<T>(acc[r][n], wl[r][u].z, wh[r][u].z, wl[r][u].w, wh[r][u].w,
                                     xv[n][u].z, xv[n][u].w);
                     }
             /* the next step's operands: this row block's, else the first of
@@ -199,7 +217,7 @@ gp_skinny_kernel(const gp_skinny_args a)
             for (int w = 0; w < GP_SKINNY_WARPS; w++) /* fixed order: same bits every run */
                 v += red[w][tok][row];
             if (n0 + row < a.N)
-                gp_skinny_store(a, tok, n0 + row, v);
+                gp_skinny_store<T>(a, tok, n0 + row, v);
         }
         __syncthreads(); /* red is rewritten by the next row block */
     }
@@ -222,30 +240,41 @@ extern "C" int gp_skinny_plan_make(int M, int N, int K, const void *x, const voi
     return 1;
 }
 
-template <int NT, int R>
+template <typename T, int NT, int R>
 static cudaError_t gp_skinny_launch_t(const gp_skinny_plan *p, const gp_skinny_args *a,
                                       cudaStream_t stream)
 {
-    gp_skinny_kernel<NT, R><<<p->grid, GP_SKINNY_THREADS, 0, stream>>>(*a);
+    gp_skinny_kernel<T, NT, R><<<p->grid, GP_SKINNY_THREADS, 0, stream>>>(*a);
     return cudaGetLastError();
 }
 
-extern "C" cudaError_t gp_skinny_launch(const gp_skinny_plan *p, int M, int N, int K,
-                                        const gp_bf16 *x, const gp_bf16 *w, void *y, int out_type,
+template <typename T>
+static cudaError_t gp_skinny_launch_v(const gp_skinny_plan *p, const gp_skinny_args *a,
+                                      cudaStream_t stream)
+{
+    const int v = (p->nt - 1) * 2 + (p->r - 1);
+    switch (v) {
+    case 0: return gp_skinny_launch_t<T, 1, 1>(p, a, stream);
+    case 1: return gp_skinny_launch_t<T, 1, 2>(p, a, stream);
+    case 2: return gp_skinny_launch_t<T, 2, 1>(p, a, stream);
+    case 3: return gp_skinny_launch_t<T, 2, 2>(p, a, stream);
+    default: return cudaErrorInvalidValue;
+    }
+}
+
+extern "C" cudaError_t gp_skinny_launch(const gp_skinny_plan *p, gp_dtype dt, int M, int N, int K,
+                                        const void *x, const void *w, void *y, int out_type,
                                         cudaStream_t stream)
 {
     gp_skinny_args a;
-    a.x = reinterpret_cast<const __nv_bfloat16 *>(x);
-    a.w = reinterpret_cast<const __nv_bfloat16 *>(w);
+    a.x = static_cast<const uint16_t *>(x);
+    a.w = static_cast<const uint16_t *>(w);
     a.y = y;
     a.M = M, a.N = N, a.K = K, a.out_type = out_type;
     a.n_items = p->row_blocks;
-    const int v = (p->nt - 1) * 2 + (p->r - 1);
-    switch (v) {
-    case 0: return gp_skinny_launch_t<1, 1>(p, &a, stream);
-    case 1: return gp_skinny_launch_t<1, 2>(p, &a, stream);
-    case 2: return gp_skinny_launch_t<2, 1>(p, &a, stream);
-    case 3: return gp_skinny_launch_t<2, 2>(p, &a, stream);
-    default: return cudaErrorInvalidValue;
-    }
+    if (dt == GP_DTYPE_F16)
+        return gp_skinny_launch_v<__half>(p, &a, stream);
+    if (dt == GP_DTYPE_BF16)
+        return gp_skinny_launch_v<__nv_bfloat16>(p, &a, stream);
+    return cudaErrorInvalidValue;
 }

@@ -1,4 +1,4 @@
-/* The skinny GEMM behind gp_gemm_bf16 for small M (decode batches): the plan
+/* The skinny GEMM behind gp_gemm for small M (decode batches): the plan
  * (rows per CTA, grid sized to the context's SM budget) and its launcher.
  * C-callable; private to the engine folder (gemm.c is its only caller). */
 #ifndef GP_GEMM_SKINNY_CUH
@@ -33,10 +33,12 @@ typedef struct gp_skinny_plan {
 int gp_skinny_plan_make(int M, int N, int K, const void *x, const void *w, int sms, int r,
                         gp_skinny_plan *p);
 
-/* y = x . w^T (out 0 bf16, 1 fp32, 2 fp32 +=, as gp_gemm_out) on stream.
+/* y = x . w^T (out 0 of dt, 1 fp32, 2 fp32 +=, as gp_gemm_out) on stream, x
+ * and w of dt (GP_DTYPE_BF16 or GP_DTYPE_F16; else cudaErrorInvalidValue).
  * Returns the launch's error. */
-cudaError_t gp_skinny_launch(const gp_skinny_plan *p, int M, int N, int K, const gp_bf16 *x,
-                             const gp_bf16 *w, void *y, int out_type, cudaStream_t stream);
+cudaError_t gp_skinny_launch(const gp_skinny_plan *p, gp_dtype dt, int M, int N, int K,
+                             const void *x, const void *w, void *y, int out_type,
+                             cudaStream_t stream);
 
 #ifdef __cplusplus
 }

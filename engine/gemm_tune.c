@@ -71,8 +71,8 @@ static gp_status tune_entry(gp_gemm_ctx *ctx, gp_gemm_entry *e, const void *x, c
     }
     if (best < 0) {
         st = GP_ERR_UNSUPPORTED;
-        gp_set_error("gp_gemm_tune: none of the %d cuBLASLt candidates ran for M=%d N=%d K=%d "
-                     "out=%s (sm_count_target %d)", n_res, e->M, e->N, e->K,
+        gp_set_error("gp_gemm_tune: none of the %d cuBLASLt candidates ran for %s M=%d N=%d K=%d "
+                     "out=%s (sm_count_target %d)", n_res, gp_dtype_flag_name(e->dtype), e->M, e->N, e->K,
                      gp_gemm_out_name(e->out_type), ctx->sm_target);
         goto done;
     }
@@ -85,8 +85,8 @@ done:
     return st;
 }
 
-gp_status gp_gemm_tune(gp_gemm_ctx *ctx, int M, int N, int K, const gp_bf16 *x, const gp_bf16 *w,
-                       void *y, gp_gemm_out out_type, int max_candidates, int reps,
+gp_status gp_gemm_tune(gp_gemm_ctx *ctx, gp_dtype dt, int M, int N, int K, const void *x,
+                       const void *w, void *y, gp_gemm_out out_type, int max_candidates, int reps,
                        gp_gemm_tune_report *rep)
 {
     gp_gemm_tune_report local;
@@ -95,11 +95,12 @@ gp_status gp_gemm_tune(gp_gemm_ctx *ctx, int M, int N, int K, const gp_bf16 *x, 
     memset(rep, 0, sizeof *rep);
     if (!ctx || !x || !w || !y)
         GP_FAIL(GP_ERR_INVALID_ARG, "gp_gemm_tune: NULL argument (ctx %p, x %p, w %p, y %p)",
-                (void *)ctx, (const void *)x, (const void *)w, y);
+                (void *)ctx, x, w, y);
+    GP_TRY(gp_dtype_check_half(dt, "gp_gemm_tune"));
     if (M < 1 || N < 1 || K < 1)
         GP_FAIL(GP_ERR_INVALID_ARG, "gp_gemm_tune: M = %d, N = %d, K = %d (need each >= 1)", M,
                 N, K);
-    if (out_type != GP_GEMM_OUT_BF16 && out_type != GP_GEMM_OUT_F32
+    if (out_type != GP_GEMM_OUT_HALF && out_type != GP_GEMM_OUT_F32
         && out_type != GP_GEMM_OUT_F32_ACC)
         GP_FAIL(GP_ERR_INVALID_ARG, "gp_gemm_tune: out_type = %d is not a gp_gemm_out",
                 (int)out_type);
@@ -116,12 +117,12 @@ gp_status gp_gemm_tune(gp_gemm_ctx *ctx, int M, int N, int K, const gp_bf16 *x, 
         return GP_OK;
 
     unsigned aw = gp_gemm_align(w), ax = gp_gemm_align(x), ay = gp_gemm_align(y);
-    gp_gemm_entry *e = gp_gemm_lookup(ctx, M, N, K, out_type, aw, ax, ay);
+    gp_gemm_entry *e = gp_gemm_lookup(ctx, dt, M, N, K, out_type, aw, ax, ay);
     if (e && e->tuned)
         return GP_OK;
     int fresh = !e;
     if (fresh) {
-        e = gp_gemm_new_entry(ctx, M, N, K, out_type, aw, ax, ay);
+        e = gp_gemm_new_entry(ctx, dt, M, N, K, out_type, aw, ax, ay);
         GP_TRY(gp_gemm_entry_build(ctx, e));
     }
     cudaEvent_t ev[101];

@@ -54,11 +54,16 @@ gp_engine_params gp_engine_default_params(void);
  * workspaces), so callers can check before creating. Weights not included. */
 uint64_t gp_engine_device_bytes(const gp_config *cfg, const gp_engine_params *p);
 
-/* dw is borrowed and must outlive the engine. Fails with GP_ERR_DEVICE_MEMORY
- * naming needed and free bytes when the device cannot hold it. */
+/* dw is borrowed and must outlive the engine. The engine dtype is the
+ * weights' (gp_device_weights_dtype: GP_DTYPE_BF16 or GP_DTYPE_F16): its
+ * 16-bit activations, views and KV cache are of it; accumulation, the
+ * residual stream and the logits are fp32 in both (docs/ARCHITECTURE.md,
+ * "engine dtype"). Fails with GP_ERR_DEVICE_MEMORY naming needed and free
+ * bytes when the device cannot hold it. */
 gp_status gp_engine_create(gp_device_weights *dw, const gp_engine_params *p, gp_engine **out);
 void gp_engine_destroy(gp_engine *e);
 const gp_config *gp_engine_config(const gp_engine *e);
+gp_dtype gp_engine_dtype(const gp_engine *e);
 
 /* Prefill S prompts (gp_prefill_seq: distinct sequences, 1 <= S <=
  * max_batch) in one call: their tokens are packed in order and run in
@@ -127,8 +132,9 @@ gp_status gp_engine_breakdown(gp_engine *e, int B, gp_step_breakdown *out);
  * contexts it chooses, ordering them with events, and closes the step with
  * gp_engine_step_finish. A stage reads and writes exactly the views of its
  * gp_stage_io (device views of the engine's device, contiguous rows: f32
- * residual [nb][hidden], bf16 QKV rows [nb][(n_heads + 2 n_kv_heads)
- * head_dim], bf16 attention output [nb][n_heads head_dim]); besides them it
+ * residual [nb][hidden], QKV rows [nb][(n_heads + 2 n_kv_heads) head_dim]
+ * and attention output [nb][n_heads head_dim] of the engine dtype
+ * (gp_engine_dtype); a view of another dtype is refused); besides them it
  * uses the rows' tokens, KV cache, per-row scratch and, for HEAD, the rows'
  * logits and next tokens, all owned by the engine. Each stage marks its
  * weight groups in use, makes its stream wait on their ready events, launches
@@ -152,8 +158,8 @@ void *gp_stage_ctx_stream(const gp_stage_ctx *sc);
  * rows = max(max_batch, prefill_chunk) (decode rows or a prefill chunk's tokens). */
 typedef enum gp_act {
     GP_ACT_RESID = 0, /* f32 [rows][hidden]: the residual stream */
-    GP_ACT_QKV,       /* bf16 [rows][qkv rows]: QKV projection output */
-    GP_ACT_ATTN,      /* bf16 [rows][n_heads head_dim]: attention output */
+    GP_ACT_QKV,       /* engine dtype [rows][qkv rows]: QKV projection output */
+    GP_ACT_ATTN,      /* engine dtype [rows][n_heads head_dim]: attention output */
 } gp_act;
 /* Rows [b0, b0+nb) of one of them. */
 gp_status gp_engine_act_view(const gp_engine *e, gp_act which, int b0, int nb, gp_tensor_view *out);

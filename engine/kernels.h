@@ -1,7 +1,11 @@
 /* The engine folder's kernel interface: the GEMM context (every GEMM of the
  * engine goes through it), RMSNorm+residual, embedding, argmax, and (through
  * ffn_kernels.h) SwiGLU, each with its CPU reference. C-callable, no CUDA
- * types: streams are void* (cudaStream_t), bf16 tensors gp_bf16 pointers.
+ * types: streams are void* (cudaStream_t), 16-bit tensors void pointers
+ * whose type a gp_dtype argument names: GP_DTYPE_BF16 or GP_DTYPE_F16 (the
+ * engine dtype, docs/ARCHITECTURE.md), any other is GP_ERR_INVALID_ARG
+ * naming it. Accumulation is float32 for both; bf16 results are the bits
+ * the bf16-only kernels gave (same code, instantiated for bf16).
  *
  * Every device entry point is CUDA-graph capturable: no allocation, no
  * synchronisation, no pageable copies; it checks its arguments first and
@@ -29,7 +33,8 @@ extern "C" {
 typedef struct gp_gemm_ctx gp_gemm_ctx; /* opaque */
 
 typedef enum gp_gemm_out {
-    GP_GEMM_OUT_BF16 = 0,    /* y = x . W^T, bf16 (activations) */
+    GP_GEMM_OUT_HALF = 0,    /* y = x . W^T, of the inputs' 16-bit dtype (activations) */
+    GP_GEMM_OUT_BF16 = GP_GEMM_OUT_HALF, /* the same (its name from when bf16 was the only one) */
     GP_GEMM_OUT_F32 = 1,     /* y = x . W^T, fp32 (logits) */
     GP_GEMM_OUT_F32_ACC = 2, /* y += x . W^T into fp32 y (beta = 1): the O and down
                                 projections adding into the fp32 residual stream */
@@ -64,20 +69,27 @@ int gp_gemm_cached_shapes(const gp_gemm_ctx *ctx);
 #define GP_GEMM_SKINNY_DEFAULT_MAX_M 16
 gp_status gp_gemm_set_skinny_max_m(gp_gemm_ctx *ctx, int max_m);
 /* 1 when a call of this shape and these pointers would take the skinny path. */
-int gp_gemm_is_skinny(const gp_gemm_ctx *ctx, int M, int N, int K, const gp_bf16 *x,
-                      const gp_bf16 *w);
+int gp_gemm_is_skinny(const gp_gemm_ctx *ctx, int M, int N, int K, const void *x,
+                      const void *w);
 
 /* y[M][N] = x[M][K] . w[N][K]^T (or y += ... for GP_GEMM_OUT_F32_ACC, which
- * reads y, so it must hold finite values), bf16 inputs, fp32 accumulation and
- * scale, y bf16 or fp32 by out_type. All row-major device pointers (w is an HF
- * Linear weight [out][in]); y must not overlap x or w. M >= 0 (0: no-op),
- * N, K >= 1. The first call of a
- * (M, N, K, out_type, pointer alignment) plans the skinny kernel (small M, see
- * above) or asks cuBLASLt's heuristic (host-only, legal during graph capture)
- * and keeps the first algorithm that runs; later calls reuse the choice.
- * Either way the result is deterministic (same bits for the same inputs). */
-gp_status gp_gemm_bf16(gp_gemm_ctx *ctx, int M, int N, int K, const gp_bf16 *x, const gp_bf16 *w,
-                       void *y, gp_gemm_out out_type);
+ * reads y, so it must hold finite values), x and w of dt (GP_DTYPE_BF16 or
+ * GP_DTYPE_F16; cuBLASLt types CUDA_R_16BF / CUDA_R_16F), fp32 accumulation
+ * (CUBLAS_COMPUTE_32F) and scale, y of dt or fp32 by out_type. All row-major
+ * device pointers (w is an HF Linear weight [out][in]); y must not overlap x
+ * or w. M >= 0 (0: no-op), N, K >= 1. The first call of a (dt, M, N, K,
+ * out_type, pointer alignment) plans the skinny kernel (small M, see above)
+ * or asks cuBLASLt's heuristic (host-only, legal during graph capture) and
+ * keeps the first algorithm that runs; later calls reuse the choice. Either
+ * way the result is deterministic (same bits for the same inputs). */
+gp_status gp_gemm(gp_gemm_ctx *ctx, gp_dtype dt, int M, int N, int K, const void *x, const void *w,
+                  void *y, gp_gemm_out out_type);
+/* gp_gemm with dt = GP_DTYPE_BF16. */
+static inline gp_status gp_gemm_bf16(gp_gemm_ctx *ctx, int M, int N, int K, const void *x,
+                                     const void *w, void *y, gp_gemm_out out_type)
+{
+    return gp_gemm(ctx, GP_DTYPE_BF16, M, N, K, x, w, y, out_type);
+}
 
 /* Timed choice among cuBLASLt's candidates, for a context whose SM budget is
  * a partition: the heuristic ranks algorithms for the whole device, and on a
@@ -86,7 +98,7 @@ gp_status gp_gemm_bf16(gp_gemm_ctx *ctx, int M, int N, int K, const gp_bf16 *x, 
  * heuristic's candidates for this shape on the context's stream, each a
  * warm-up call and reps (1..100) timed calls, and caches the one with the
  * smallest median, so later gp_gemm_bf16 calls of the shape (and graphs
- * captured after this) use it; a shape is tuned once per context (until
+ * captured after this) use it; a (dtype, shape) is tuned once per context (until
  * gp_gemm_set_sm_count_target empties the cache). Not capturable (it synchronises the stream;
  * GP_ERR_INVALID_ARG while the stream captures). y is only a target: for
  * GP_GEMM_OUT_F32_ACC it accumulates every timed call, so pass scratch of
@@ -100,47 +112,50 @@ typedef struct gp_gemm_tune_report {
     float first_ms; /* median ms of the heuristic's first candidate that ran */
     float best_ms;  /* median ms of the kept one */
 } gp_gemm_tune_report;
-gp_status gp_gemm_tune(gp_gemm_ctx *ctx, int M, int N, int K, const gp_bf16 *x, const gp_bf16 *w,
-                       void *y, gp_gemm_out out_type, int max_candidates, int reps,
+gp_status gp_gemm_tune(gp_gemm_ctx *ctx, gp_dtype dt, int M, int N, int K, const void *x,
+                       const void *w, void *y, gp_gemm_out out_type, int max_candidates, int reps,
                        gp_gemm_tune_report *rep);
 
-/* CPU oracle in double: y[M][N] (host) = x[M][K] . w[N][K]^T. */
-void gp_gemm_ref(int M, int N, int K, const gp_bf16 *x, const gp_bf16 *w, double *y);
+/* CPU oracle in double: y[M][N] (host) = x[M][K] . w[N][K]^T, x and w host
+ * arrays of dt (BF16 or F16). */
+void gp_gemm_ref(gp_dtype dt, int M, int N, int K, const void *x, const void *w, double *y);
 
 /* --------------------------------------------------------------- RMSNorm */
 
 /* The RMSNorm fused with the residual add (FFN stage, next layer's attention
  * stage, final norm): per row b,
  *   resid[b] += float(delta[b])            (fp32 add; skipped when delta is NULL)
- *   out[b][i] = bf16(w[i] * (resid[b][i] * 1/sqrt(mean(resid[b]^2) + eps)))
- * normalised and weighted in fp32 with a single rounding to bf16.
- * resid: [B][H] fp32 device, in/out; delta: [B][H] bf16 device or NULL;
- * w: [H] bf16; out: [B][H] bf16 (must not alias resid or delta).
+ *   out[b][i] = T(w[i] * (resid[b][i] * 1/sqrt(mean(resid[b]^2) + eps)))
+ * normalised and weighted in fp32 with a single rounding to T = dt.
+ * resid: [B][H] fp32 device, in/out; delta: [B][H] dt device or NULL;
+ * w: [H] dt; out: [B][H] dt (must not alias resid or delta).
  * B >= 0, H >= 1, eps finite and >= 0. */
-gp_status gp_rmsnorm_residual(float *resid, const gp_bf16 *delta, const gp_bf16 *w, gp_bf16 *out,
+gp_status gp_rmsnorm_residual(gp_dtype dt, float *resid, const void *delta, const void *w, void *out,
                               int B, int H, float eps, void *stream);
 
 /* CPU oracle: resid updated with the same fp32 add as the device; out [B][H]
- * host float, unrounded, normalised in double. */
-void gp_rmsnorm_residual_ref(float *resid, const gp_bf16 *delta, const gp_bf16 *w, float *out,
+ * host float, unrounded, normalised in double. delta, w: host arrays of dt. */
+void gp_rmsnorm_residual_ref(gp_dtype dt, float *resid, const void *delta, const void *w, float *out,
                              int B, int H, float eps);
 
 /* ------------------------------------------------------------- embedding */
 
-/* resid[b][:] = float(table[tokens[b]][:]).
- * tokens: [B] int32 device; table: [V][H] bf16 device; resid: [B][H] fp32.
+/* resid[b][:] = float(table[tokens[b]][:]) (exact).
+ * tokens: [B] int32 device; table: [V][H] dt device; resid: [B][H] fp32.
  * A device kernel cannot report a bad token id, so the HOST validates tokens
  * (0 <= id < V) before the step; a row whose id is out of range is filled
  * with NaN (never read out of bounds) so the mistake shows in the logits. */
-gp_status gp_embed(const int32_t *tokens, const gp_bf16 *table, float *resid, int B, int H, int V,
-                   void *stream);
+gp_status gp_embed(gp_dtype dt, const int32_t *tokens, const void *table, float *resid, int B, int H,
+                   int V, void *stream);
 
 /* CPU oracle, same semantics (NaN rows for out-of-range ids). Host arrays. */
-void gp_embed_ref(const int32_t *tokens, const gp_bf16 *table, float *resid, int B, int H, int V);
+void gp_embed_ref(gp_dtype dt, const int32_t *tokens, const void *table, float *resid, int B, int H,
+                  int V);
 
 /* ---------------------------------------------------------------- argmax */
 
-/* out[b] = index of the largest logits[b][:], as gp_argmax (model/reference.c):
+/* out[b] = index of the largest logits[b][:], as gp_argmax (model/reference.c);
+ * the logits are fp32 in either engine dtype (the LM head's fp32 output):
  * the FIRST index on ties (+0 and -0 are equal), NaN never wins (NaNs are
  * skipped), a row of only NaNs gives 0. Deterministic.
  * logits: [B][V] fp32 device; out: [B] int32 device. 1 <= V <= GP_ARGMAX_MAX_V. */

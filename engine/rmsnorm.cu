@@ -1,11 +1,12 @@
 /* RMSNorm fused with the residual add: resid += delta (fp32), out =
- * bf16(w * resid / rms(resid)), one CTA per row (the row in registers when
+ * T(w * resid / rms(resid)) with T bf16 or fp16, one CTA per row (the row in registers when
  * it fits). */
 #include <math.h>
 #include <stdint.h>
 #include <stdlib.h>
 
 #include "cuda_check.h"
+#include "gp_half.cuh"
 #include "kernels.h"
 #include "rmsnorm.cuh"
 
@@ -34,24 +35,27 @@ static __device__ __forceinline__ float gp_rmsnorm_block_sum(float v)
     return warp_sums[0];
 }
 
-/* VEC consecutive elements per access: 4 (float4 of resid, 8-byte bf16 loads)
- * when H % 4 == 0 and the pointers allow it, else 1. */
-template <int VEC> struct gp_rms_io;
+/* VEC consecutive elements per access: 4 (float4 of resid, 8-byte 16-bit
+ * loads) when H % 4 == 0 and the pointers allow it, else 1. T: the 16-bit
+ * type of delta, w and out (gp_half.cuh). */
+template <typename T, int VEC> struct gp_rms_io;
 
-template <> struct gp_rms_io<1> {
+template <typename T> struct gp_rms_io<T, 1> {
+    typedef gp_half_t<T> ht;
     static __device__ __forceinline__ void load_f32(const float *p, float *v) { v[0] = *p; }
     static __device__ __forceinline__ void store_f32(float *p, const float *v) { *p = v[0]; }
-    static __device__ __forceinline__ void load_bf16(const gp_bf16 *p, float *v)
+    static __device__ __forceinline__ void load_h(const uint16_t *p, float *v)
     {
-        v[0] = gp_bf16_to_f32(*p);
+        v[0] = ht::to_f32(*p);
     }
-    static __device__ __forceinline__ void store_bf16(gp_bf16 *p, const float *v)
+    static __device__ __forceinline__ void store_h(uint16_t *p, const float *v)
     {
-        *p = gp_f32_to_bf16(v[0]);
+        *p = ht::from_f32(v[0]);
     }
 };
 
-template <> struct gp_rms_io<4> {
+template <typename T> struct gp_rms_io<T, 4> {
+    typedef gp_half_t<T> ht;
     static __device__ __forceinline__ void load_f32(const float *p, float *v)
     {
         float4 f = *reinterpret_cast<const float4 *>(p);
@@ -61,17 +65,17 @@ template <> struct gp_rms_io<4> {
     {
         *reinterpret_cast<float4 *>(p) = make_float4(v[0], v[1], v[2], v[3]);
     }
-    static __device__ __forceinline__ void load_bf16(const gp_bf16 *p, float *v)
+    static __device__ __forceinline__ void load_h(const uint16_t *p, float *v)
     {
         uint2 u = *reinterpret_cast<const uint2 *>(p); /* little endian: element 0 is low */
-        v[0] = gp_bf16_to_f32((gp_bf16)(u.x & 0xffffu)), v[1] = gp_bf16_to_f32((gp_bf16)(u.x >> 16));
-        v[2] = gp_bf16_to_f32((gp_bf16)(u.y & 0xffffu)), v[3] = gp_bf16_to_f32((gp_bf16)(u.y >> 16));
+        v[0] = ht::to_f32((uint16_t)(u.x & 0xffffu)), v[1] = ht::to_f32((uint16_t)(u.x >> 16));
+        v[2] = ht::to_f32((uint16_t)(u.y & 0xffffu)), v[3] = ht::to_f32((uint16_t)(u.y >> 16));
     }
-    static __device__ __forceinline__ void store_bf16(gp_bf16 *p, const float *v)
+    static __device__ __forceinline__ void store_h(uint16_t *p, const float *v)
     {
         uint2 u;
-        u.x = (uint32_t)gp_f32_to_bf16(v[0]) | ((uint32_t)gp_f32_to_bf16(v[1]) << 16);
-        u.y = (uint32_t)gp_f32_to_bf16(v[2]) | ((uint32_t)gp_f32_to_bf16(v[3]) << 16);
+        u.x = (uint32_t)ht::from_f32(v[0]) | ((uint32_t)ht::from_f32(v[1]) << 16);
+        u.y = (uint32_t)ht::from_f32(v[2]) | ((uint32_t)ht::from_f32(v[3]) << 16);
         *reinterpret_cast<uint2 *>(p) = u;
     }
 };
@@ -91,17 +95,17 @@ static cudaError_t gp_rms_launch(void (*kernel)(Exp...), int B, int threads, cud
  * squares; pass 2 re-reads what this same thread wrote (same indices, so no
  * barrier is needed; the row is hot in L1/L2) and writes out. The general
  * path: any H and alignment. */
-template <int VEC>
+template <typename T, int VEC>
 static __global__ void gp_rmsnorm_residual_kernel(float *__restrict__ resid,
-                                                  const gp_bf16 *__restrict__ delta,
-                                                  const gp_bf16 *__restrict__ w,
-                                                  gp_bf16 *__restrict__ out, int H, float eps)
+                                                  const uint16_t *__restrict__ delta,
+                                                  const uint16_t *__restrict__ w,
+                                                  uint16_t *__restrict__ out, int H, float eps)
 {
-    typedef gp_rms_io<VEC> io;
+    typedef gp_rms_io<T, VEC> io;
     const size_t row = (size_t)blockIdx.x * (size_t)H;
     float *r = resid + row;                        /* [H] */
-    const gp_bf16 *d = delta ? delta + row : NULL; /* [H] or none */
-    gp_bf16 *o = out + row;                        /* [H] */
+    const uint16_t *d = delta ? delta + row : NULL; /* [H] or none */
+    uint16_t *o = out + row;                         /* [H] */
     const int step = (int)blockDim.x * VEC;
 
     float ss = 0.0f;
@@ -110,7 +114,7 @@ static __global__ void gp_rmsnorm_residual_kernel(float *__restrict__ resid,
         io::load_f32(r + i, v);
         if (d) {
             float dv[VEC];
-            io::load_bf16(d + i, dv);
+            io::load_h(d + i, dv);
 #pragma unroll
             for (int k = 0; k < VEC; k++)
                 v[k] += dv[k];
@@ -127,11 +131,11 @@ static __global__ void gp_rmsnorm_residual_kernel(float *__restrict__ resid,
     for (int i = (int)threadIdx.x * VEC; i < H; i += step) {
         float v[VEC], wv[VEC];
         io::load_f32(r + i, v);
-        io::load_bf16(w + i, wv);
+        io::load_h(w + i, wv);
 #pragma unroll
         for (int k = 0; k < VEC; k++)
             v[k] = wv[k] * (v[k] * inv);
-        io::store_bf16(o + i, v);
+        io::store_h(o + i, v);
     }
 }
 
@@ -140,27 +144,27 @@ static __global__ void gp_rmsnorm_residual_kernel(float *__restrict__ resid,
  * delta, w) issued before the first use, so a row costs one memory round
  * trip instead of two; decode rows are short, and latency is the cost. */
 #define GP_RMSNORM_REG_THREADS 256
-template <int NPT>
+template <typename T, int NPT>
 static __global__ void __launch_bounds__(GP_RMSNORM_REG_THREADS)
-gp_rmsnorm_residual_reg_kernel(float *__restrict__ resid, const gp_bf16 *__restrict__ delta,
-                               const gp_bf16 *__restrict__ w, gp_bf16 *__restrict__ out, int H,
+gp_rmsnorm_residual_reg_kernel(float *__restrict__ resid, const uint16_t *__restrict__ delta,
+                               const uint16_t *__restrict__ w, uint16_t *__restrict__ out, int H,
                                float eps)
 {
-    typedef gp_rms_io<4> io;
+    typedef gp_rms_io<T, 4> io;
     const size_t row = (size_t)blockIdx.x * (size_t)H;
     float *r = resid + row;                        /* [H] */
-    const gp_bf16 *d = delta ? delta + row : NULL; /* [H] or none */
-    gp_bf16 *o = out + row;                        /* [H] */
+    const uint16_t *d = delta ? delta + row : NULL; /* [H] or none */
+    uint16_t *o = out + row;                         /* [H] */
     float v[NPT][4], wv[NPT][4];
 #pragma unroll
     for (int j = 0; j < NPT; j++) {
         const int i = ((int)threadIdx.x + j * GP_RMSNORM_REG_THREADS) * 4;
         if (i < H) {
             io::load_f32(r + i, v[j]);
-            io::load_bf16(w + i, wv[j]);
+            io::load_h(w + i, wv[j]);
             if (d) {
                 float dv[4];
-                io::load_bf16(d + i, dv);
+                io::load_h(d + i, dv);
 #pragma unroll
                 for (int k = 0; k < 4; k++)
                     v[j][k] += dv[k];
@@ -188,7 +192,7 @@ gp_rmsnorm_residual_reg_kernel(float *__restrict__ resid, const gp_bf16 *__restr
 #pragma unroll
             for (int k = 0; k < 4; k++)
                 y[k] = wv[j][k] * (v[j][k] * inv);
-            io::store_bf16(o + i, y);
+            io::store_h(o + i, y);
         }
     }
 }
@@ -198,9 +202,10 @@ static bool gp_aligned(const void *p, unsigned bytes)
     return ((uintptr_t)p & (uintptr_t)(bytes - 1)) == 0;
 }
 
-cudaError_t gp_rmsnorm_residual_launch(float *resid, const gp_bf16 *delta, const gp_bf16 *w,
-                                       gp_bf16 *out, int B, int H, float eps,
-                                       cudaStream_t stream)
+template <typename T>
+static cudaError_t gp_rmsnorm_residual_launch_t(float *resid, const uint16_t *delta,
+                                                const uint16_t *w, uint16_t *out, int B, int H,
+                                                float eps, cudaStream_t stream)
 {
     /* rows start at multiples of H, so base alignment plus H % 4 == 0 keeps
      * every row's float4 / 8-byte accesses aligned */
@@ -208,11 +213,11 @@ cudaError_t gp_rmsnorm_residual_launch(float *resid, const gp_bf16 *delta, const
                      && gp_aligned(out, 8) && (!delta || gp_aligned(delta, 8));
     if (vec && H <= 4 * GP_RMSNORM_REG_THREADS * 8) {
         const int per = (H / 4 + GP_RMSNORM_REG_THREADS - 1) / GP_RMSNORM_REG_THREADS;
-        void (*k)(float *, const gp_bf16 *, const gp_bf16 *, gp_bf16 *, int, float) =
-            per <= 1   ? gp_rmsnorm_residual_reg_kernel<1>
-            : per <= 2 ? gp_rmsnorm_residual_reg_kernel<2>
-            : per <= 4 ? gp_rmsnorm_residual_reg_kernel<4>
-                       : gp_rmsnorm_residual_reg_kernel<8>;
+        void (*k)(float *, const uint16_t *, const uint16_t *, uint16_t *, int, float) =
+            per <= 1   ? gp_rmsnorm_residual_reg_kernel<T, 1>
+            : per <= 2 ? gp_rmsnorm_residual_reg_kernel<T, 2>
+            : per <= 4 ? gp_rmsnorm_residual_reg_kernel<T, 4>
+                       : gp_rmsnorm_residual_reg_kernel<T, 8>;
         return gp_rms_launch(k, B, GP_RMSNORM_REG_THREADS, stream, resid, delta, w, out, H, eps);
     }
     const int per_thread = vec ? 4 : 1;
@@ -221,13 +226,25 @@ cudaError_t gp_rmsnorm_residual_launch(float *resid, const gp_bf16 *delta, const
         threads = GP_RMSNORM_MAX_THREADS;
     if (threads < 32)
         threads = 32;
-    return gp_rms_launch(vec ? gp_rmsnorm_residual_kernel<4> : gp_rmsnorm_residual_kernel<1>, B,
-                         threads, stream, resid, delta, w, out, H, eps);
+    return gp_rms_launch(vec ? gp_rmsnorm_residual_kernel<T, 4> : gp_rmsnorm_residual_kernel<T, 1>,
+                         B, threads, stream, resid, delta, w, out, H, eps);
 }
 
-extern "C" gp_status gp_rmsnorm_residual(float *resid, const gp_bf16 *delta, const gp_bf16 *w,
-                                         gp_bf16 *out, int B, int H, float eps, void *stream)
+cudaError_t gp_rmsnorm_residual_launch(gp_dtype dt, float *resid, const void *delta, const void *w,
+                                       void *out, int B, int H, float eps, cudaStream_t stream)
 {
+    const uint16_t *d = static_cast<const uint16_t *>(delta), *wp = static_cast<const uint16_t *>(w);
+    uint16_t *o = static_cast<uint16_t *>(out);
+    if (dt == GP_DTYPE_F16)
+        return gp_rmsnorm_residual_launch_t<__half>(resid, d, wp, o, B, H, eps, stream);
+    return gp_rmsnorm_residual_launch_t<__nv_bfloat16>(resid, d, wp, o, B, H, eps, stream);
+}
+
+extern "C" gp_status gp_rmsnorm_residual(gp_dtype dt, float *resid, const void *delta,
+                                         const void *w, void *out, int B, int H, float eps,
+                                         void *stream)
+{
+    GP_TRY(gp_dtype_check_half(dt, "gp_rmsnorm_residual"));
     if (B < 0 || H < 1)
         GP_FAIL(GP_ERR_INVALID_ARG, "gp_rmsnorm_residual: B = %d, H = %d (need B >= 0, H >= 1)",
                 B, H);
@@ -238,11 +255,10 @@ extern "C" gp_status gp_rmsnorm_residual(float *resid, const gp_bf16 *delta, con
         return GP_OK;
     if (!resid || !w || !out)
         GP_FAIL(GP_ERR_INVALID_ARG, "gp_rmsnorm_residual: NULL pointer (resid %p, w %p, out %p) "
-                "for B = %d, H = %d", (void *)resid, (const void *)w, (void *)out, B, H);
-    if ((const void *)out == (const void *)resid || (const void *)out == (const void *)delta)
-        GP_FAIL(GP_ERR_INVALID_ARG, "gp_rmsnorm_residual: out %p aliases resid or delta",
-                (void *)out);
-    GP_CUDA_TRY(gp_rmsnorm_residual_launch(resid, delta, w, out, B, H, eps,
+                "for B = %d, H = %d", (void *)resid, w, out, B, H);
+    if ((const void *)out == (const void *)resid || (const void *)out == delta)
+        GP_FAIL(GP_ERR_INVALID_ARG, "gp_rmsnorm_residual: out %p aliases resid or delta", out);
+    GP_CUDA_TRY(gp_rmsnorm_residual_launch(dt, resid, delta, w, out, B, H, eps,
                                              (cudaStream_t)stream));
     return GP_OK;
 }

@@ -9,8 +9,7 @@
 
 /* Launches on stream and returns cudaGetLastError(); arguments unchecked
  * beyond picking the vector path (see gp_rmsnorm_residual). */
-cudaError_t gp_rmsnorm_residual_launch(float *resid, const gp_bf16 *delta, const gp_bf16 *w,
-                                       gp_bf16 *out, int B, int H, float eps,
-                                       cudaStream_t stream);
+cudaError_t gp_rmsnorm_residual_launch(gp_dtype dt, float *resid, const void *delta, const void *w,
+                                       void *out, int B, int H, float eps, cudaStream_t stream);
 
 #endif

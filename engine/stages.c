@@ -35,7 +35,7 @@ static gp_status embed_part(gp_engine *e, int b0, int nb, bool prefill, const gp
 {
     const gp_config *c = &e->cfg;
     gp_status st;
-    STEP(gp_embed(prefill ? e->pf_d + b0 : e->tok_d + b0, e->w->embed, resid->data, nb, c->hidden, c->vocab,
+    STEP(gp_embed(e->dtype, prefill ? e->pf_d + b0 : e->tok_d + b0, e->w->embed, resid->data, nb, c->hidden, c->vocab,
                   sc->stream),
          GP_K_EMBED);
     return GP_OK;
@@ -47,11 +47,13 @@ static gp_status qkv_part(gp_engine *e, int layer, int b0, int nb, const gp_tens
 {
     const gp_config *c = &e->cfg;
     const gp_layer_weights *lw = &e->w->layers[layer];
-    gp_bf16 *h = e->h_attn + (size_t)b0 * (size_t)c->hidden;
+    uint16_t *h = e->h_attn + (size_t)b0 * (size_t)c->hidden;
     gp_status st;
-    STEP(gp_rmsnorm_residual(resid->data, NULL, lw->attn_norm, h, nb, c->hidden, c->norm_eps, sc->stream),
+    STEP(gp_rmsnorm_residual(e->dtype, resid->data, NULL, lw->attn_norm, h, nb, c->hidden, c->norm_eps,
+                             sc->stream),
          GP_K_ATTN_NORM);
-    STEP(gp_gemm_bf16(sc->gemm, nb, gp_config_qkv_rows(c), c->hidden, h, lw->wqkv, qkv->data, GP_GEMM_OUT_BF16),
+    STEP(gp_gemm(sc->gemm, e->dtype, nb, gp_config_qkv_rows(c), c->hidden, h, lw->wqkv, qkv->data,
+                 GP_GEMM_OUT_HALF),
          GP_K_QKV);
     return GP_OK;
 }
@@ -72,7 +74,10 @@ static gp_status prefill_core_part(gp_engine *e, const gp_stage_io *io, const gp
     kv.lens = NULL;
     kv.n_rows = io->nb;
     const gp_prefill_seq_desc *seqs = (const gp_prefill_seq_desc *)(e->pf_d + 3 * (size_t)e->rows);
-    STEP(gp_rope_kv_append(&kv, io->nb, c->n_heads, qkv->data, NULL, e->inv_freq, e->q, sc->stream), GP_K_ROPE);
+    /* bqkv (NULL without q/k/v biases) is added in fp32 inside RoPE + KV append */
+    STEP(gp_rope_kv_append(&kv, io->nb, c->n_heads, qkv->data, e->w->layers[io->layer].bqkv, e->inv_freq, e->q,
+                           sc->stream),
+         GP_K_ROPE);
     STEP(gp_prefill_attn(&kv, c->n_heads, e->q, attn->data, io->nb, seqs, e->pf_seqs, e->pf_max_q, sc->stream),
          GP_K_ATTN);
     return GP_OK;
@@ -91,10 +96,12 @@ static gp_status core_part(gp_engine *e, const gp_stage_io *io, const gp_tensor_
         st = gp_kv_view_rows(&all, io->b0, io->nb, &kv);
     if (st != GP_OK)
         return st;
-    gp_bf16 *q = e->q + (size_t)io->b0 * q_dim(c);
+    uint16_t *q = e->q + (size_t)io->b0 * q_dim(c);
     gp_decode_attn_params ap = sc->ap;
     ap.force_splits = io->attn_splits;
-    STEP(gp_rope_kv_append(&kv, io->nb, c->n_heads, qkv->data, NULL, e->inv_freq, q, sc->stream), GP_K_ROPE);
+    STEP(gp_rope_kv_append(&kv, io->nb, c->n_heads, qkv->data, e->w->layers[io->layer].bqkv, e->inv_freq, q,
+                           sc->stream),
+         GP_K_ROPE);
     STEP(gp_decode_attn(&kv, io->nb, c->n_heads, io->max_len, q, attn->data, sc->attn_ws, sc->attn_ws_bytes, &ap,
                         sc->stream),
          GP_K_ATTN);
@@ -107,8 +114,8 @@ static gp_status o_part(gp_engine *e, int layer, int nb, const gp_tensor_view *a
 {
     const gp_config *c = &e->cfg;
     gp_status st;
-    STEP(gp_gemm_bf16(sc->gemm, nb, c->hidden, (int)q_dim(c), attn->data, e->w->layers[layer].wo, resid->data,
-                      GP_GEMM_OUT_F32_ACC),
+    STEP(gp_gemm(sc->gemm, e->dtype, nb, c->hidden, (int)q_dim(c), attn->data, e->w->layers[layer].wo,
+                 resid->data, GP_GEMM_OUT_F32_ACC),
          GP_K_O);
     return GP_OK;
 }
@@ -119,13 +126,15 @@ static gp_status ffn_part(gp_engine *e, int layer, int b0, int nb, const gp_tens
     const gp_config *c = &e->cfg;
     const gp_layer_weights *lw = &e->w->layers[layer];
     const size_t H = (size_t)c->hidden, F = (size_t)c->ffn;
-    gp_bf16 *h = e->h_ffn + b0 * H, *gu = e->gu + b0 * 2 * F, *act = e->act + b0 * F;
+    uint16_t *h = e->h_ffn + b0 * H, *gu = e->gu + b0 * 2 * F, *act = e->act + b0 * F;
     gp_status st;
-    STEP(gp_rmsnorm_residual(resid->data, NULL, lw->ffn_norm, h, nb, c->hidden, c->norm_eps, sc->stream),
+    STEP(gp_rmsnorm_residual(e->dtype, resid->data, NULL, lw->ffn_norm, h, nb, c->hidden, c->norm_eps,
+                             sc->stream),
          GP_K_FFN_NORM);
-    STEP(gp_gemm_bf16(sc->gemm, nb, (int)(2 * F), c->hidden, h, lw->w_gate_up, gu, GP_GEMM_OUT_BF16), GP_K_GATE_UP);
-    STEP(gp_swiglu(gu, act, nb, c->ffn, sc->stream), GP_K_SWIGLU);
-    STEP(gp_gemm_bf16(sc->gemm, nb, c->hidden, c->ffn, act, lw->w_down, resid->data, GP_GEMM_OUT_F32_ACC),
+    STEP(gp_gemm(sc->gemm, e->dtype, nb, (int)(2 * F), c->hidden, h, lw->w_gate_up, gu, GP_GEMM_OUT_HALF),
+         GP_K_GATE_UP);
+    STEP(gp_swiglu(e->dtype, gu, act, nb, c->ffn, sc->stream), GP_K_SWIGLU);
+    STEP(gp_gemm(sc->gemm, e->dtype, nb, c->hidden, c->ffn, act, lw->w_down, resid->data, GP_GEMM_OUT_F32_ACC),
          GP_K_DOWN);
     return GP_OK;
 }
@@ -134,11 +143,14 @@ static gp_status head_part(gp_engine *e, int b0, int nb, const gp_tensor_view *r
 {
     const gp_config *c = &e->cfg;
     const size_t H = (size_t)c->hidden, V = (size_t)c->vocab;
-    gp_bf16 *h = e->h_attn + b0 * H;
+    uint16_t *h = e->h_attn + b0 * H;
     gp_status st;
-    STEP(gp_rmsnorm_residual(resid->data, NULL, e->w->final_norm, h, nb, c->hidden, c->norm_eps, sc->stream),
+    STEP(gp_rmsnorm_residual(e->dtype, resid->data, NULL, e->w->final_norm, h, nb, c->hidden, c->norm_eps,
+                             sc->stream),
          GP_K_HEAD);
-    STEP(gp_gemm_bf16(sc->gemm, nb, c->vocab, c->hidden, h, e->w->lm_head, e->logits + b0 * V, GP_GEMM_OUT_F32),
+    /* lm_head == embed for tied embeddings: the one device copy serves both */
+    STEP(gp_gemm(sc->gemm, e->dtype, nb, c->vocab, c->hidden, h, e->w->lm_head, e->logits + b0 * V,
+                 GP_GEMM_OUT_F32),
          GP_K_HEAD);
     STEP(gp_argmax_rows(e->logits + b0 * V, e->next_d + b0, nb, c->vocab, sc->stream), GP_K_HEAD);
     return GP_OK;
@@ -197,8 +209,8 @@ static gp_status check_views(const gp_engine *e, gp_stage_kind kind, const gp_st
         GP_FAIL(GP_ERR_INVALID_ARG, "%s: max_len %d (>= 1) and attn_splits %d (>= 0)", who, io->max_len,
                 io->attn_splits);
     stage_views v = views_of(c, kind, io->layer);
-    GP_TRY(check_view(e, &io->x, who, "input (x)", io->nb, v.x_cols, GP_DTYPE_BF16));
-    GP_TRY(check_view(e, &io->y, who, "output (y)", io->nb, v.y_cols, GP_DTYPE_BF16));
+    GP_TRY(check_view(e, &io->x, who, "input (x)", io->nb, v.x_cols, e->dtype));
+    GP_TRY(check_view(e, &io->y, who, "output (y)", io->nb, v.y_cols, e->dtype));
     return check_view(e, &io->resid, who, "residual", io->nb, v.resid ? c->hidden : 0, GP_DTYPE_F32);
 }
 
@@ -241,7 +253,9 @@ static gp_status hold_groups(gp_engine *e, gp_stage_kind kind, int layer, const 
     case GP_STAGE_ATTN:
     case GP_STAGE_QKV: return hold(e, h, GP_GROUP_ATTN, layer, sc);
     case GP_STAGE_FFN: return hold(e, h, GP_GROUP_FFN, layer, sc);
-    case GP_STAGE_ATTN_CORE: return GP_OK; /* the KV cache and the RoPE table belong to the engine */
+    case GP_STAGE_ATTN_CORE: /* the KV cache and the RoPE table belong to the engine; the q/k/v bias
+                                added in RoPE + KV append is the layer's attention weights' */
+        return e->cfg.qkv_bias ? hold(e, h, GP_GROUP_ATTN, layer, sc) : GP_OK;
     case GP_STAGE_O_FFN_QKV:
         GP_TRY(hold(e, h, GP_GROUP_ATTN, layer, sc));
         GP_TRY(hold(e, h, GP_GROUP_FFN, layer, sc));
@@ -345,9 +359,9 @@ gp_status gp_engine_act_view(const gp_engine *e, gp_act which, int b0, int nb, g
     switch (which) {
     case GP_ACT_RESID: all = gp_view_make(e->resid, e->rows, c->hidden, GP_DTYPE_F32, e->device); break;
     case GP_ACT_QKV:
-        all = gp_view_make(e->qkv, e->rows, gp_config_qkv_rows(c), GP_DTYPE_BF16, e->device);
+        all = gp_view_make(e->qkv, e->rows, gp_config_qkv_rows(c), e->dtype, e->device);
         break;
-    case GP_ACT_ATTN: all = gp_view_make(e->attn, e->rows, (int)q_dim(c), GP_DTYPE_BF16, e->device); break;
+    case GP_ACT_ATTN: all = gp_view_make(e->attn, e->rows, (int)q_dim(c), e->dtype, e->device); break;
     default: GP_FAIL(GP_ERR_INVALID_ARG, "engine activation %d: allowed 0..2", (int)which);
     }
     *out = gp_view_rows(all, b0, nb);

@@ -1,5 +1,6 @@
-/* FFN-stage kernels, C-callable (no CUDA types: streams are void*, bf16
- * tensors are gp_bf16 device pointers), and their CPU references. */
+/* FFN-stage kernels, C-callable (no CUDA types: streams are void*, 16-bit
+ * tensors are void pointers whose element type a gp_dtype names), and their
+ * CPU references. */
 #ifndef GP_FFN_KERNELS_H
 #define GP_FFN_KERNELS_H
 
@@ -9,17 +10,28 @@
 extern "C" {
 #endif
 
-/* out[b][i] = bf16(silu(g) * u) with g = gu[b][i], u = gu[b][F + i] (the
+/* GP_OK when dt is a 16-bit compute dtype of the CUDA kernels (BF16 or
+ * F16); else GP_ERR_INVALID_ARG naming who, the dtype and the allowed ones. */
+static inline gp_status gp_dtype_check_half(gp_dtype dt, const char *who)
+{
+    if (!gp_dtype_is_half(dt))
+        GP_FAIL(GP_ERR_INVALID_ARG, "%s: dtype %s, allowed bf16 (BF16) or fp16 (F16)", who,
+                gp_dtype_name(dt));
+    return GP_OK;
+}
+
+/* out[b][i] = T(silu(g) * u) with g = gu[b][i], u = gu[b][F + i] (the
  * fused gate/up GEMM output: gate columns, then up columns), computed in fp32
- * with silu(g) = g / (1 + expf(-g)).
- * gu: [B][2F] bf16 device; out: [B][F] bf16 device; B >= 0 (0: nothing to
+ * with silu(g) = g / (1 + expf(-g)), T = dt (GP_DTYPE_BF16 or GP_DTYPE_F16:
+ * one rounding, to nearest even).
+ * gu: [B][2F] dt device; out: [B][F] dt device; B >= 0 (0: nothing to
  * do), F >= 1. 16-byte vector path when F % 8 == 0 and both pointers are
  * 16-byte aligned, scalar otherwise. Graph-capturable. */
-gp_status gp_swiglu(const gp_bf16 *gu, gp_bf16 *out, int B, int F, void *stream);
+gp_status gp_swiglu(gp_dtype dt, const void *gu, void *out, int B, int F, void *stream);
 
-/* CPU oracle: the same formula in double, unrounded. gu: [B][2F] host; out:
- * [B][F] host float. */
-void gp_swiglu_ref(const gp_bf16 *gu, float *out, int B, int F);
+/* CPU oracle: the same formula in double, unrounded. gu: [B][2F] host of dt;
+ * out: [B][F] host float. */
+void gp_swiglu_ref(gp_dtype dt, const void *gu, float *out, int B, int F);
 
 #ifdef __cplusplus
 }

@@ -8,6 +8,8 @@
 #include "gp_common.h"
 
 /* Launches on stream and returns cudaGetLastError(); arguments unchecked. */
-cudaError_t gp_swiglu_launch(const gp_bf16 *gu, gp_bf16 *out, int B, int F, cudaStream_t stream);
+/* gu, out of dt (BF16 or F16, checked by the caller). */
+cudaError_t gp_swiglu_launch(gp_dtype dt, const void *gu, void *out, int B, int F,
+                             cudaStream_t stream);
 
 #endif

@@ -1,7 +1,9 @@
 /* Device weights held as groups (attn and ffn per layer, plus head), each one
  * allocation with a ready event and an in-use count; filled by the synthetic
- * kernel or uploaded from host weights. */
+ * kernel or uploaded from host weights, in the device dtype (bf16 or fp16),
+ * converting from the host's dtype (F32, BF16, F16) on the way. */
 #include <assert.h>
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -19,7 +21,8 @@ struct gp_weight_group {
 };
 
 struct gp_device_weights {
-    gp_host_weights view;     /* device pointers; view.layers is host memory [n_layers];
+    gp_host_weights view;     /* device pointers, view.dtype the device dtype (BF16 or F16);
+                                 view.layers is host memory [n_layers];
                                  view.arena is NULL (the memory is in the groups) */
     gp_weight_group *groups;  /* [2*n_layers + 1]: attn l at 2l, ffn l at 2l+1, head last */
     int n_groups;
@@ -28,7 +31,7 @@ struct gp_device_weights {
 /* Tensors inside a group start on 256-byte boundaries, as cudaMalloc's own. */
 #define GP_DW_ALIGN 256u
 
-static const gp_tensor_kind gp_attn_kinds[] = { GP_T_ATTN_NORM, GP_T_WQKV, GP_T_WO };
+static const gp_tensor_kind gp_attn_kinds[] = { GP_T_ATTN_NORM, GP_T_WQKV, GP_T_WO, GP_T_BQKV };
 static const gp_tensor_kind gp_ffn_kinds[] = { GP_T_FFN_NORM, GP_T_W_GATE_UP, GP_T_W_DOWN };
 static const gp_tensor_kind gp_head_kinds[] = { GP_T_EMBED, GP_T_FINAL_NORM, GP_T_LM_HEAD };
 
@@ -37,18 +40,20 @@ static const char *gp_group_name(gp_group_kind k)
     return k == GP_GROUP_ATTN ? "attn" : k == GP_GROUP_FFN ? "ffn" : "head";
 }
 
-/* Tensor kinds of a group; tied models have no separate lm_head. */
+/* Tensor kinds of a group; tied models have no separate lm_head (one device
+ * copy of the table serves both), models without q/k/v biases no bqkv. */
 static int gp_group_kinds(const gp_config *c, gp_group_kind g, const gp_tensor_kind **kinds)
 {
     if (g == GP_GROUP_ATTN)
-        return *kinds = gp_attn_kinds, 3;
+        return *kinds = gp_attn_kinds, c->qkv_bias ? 4 : 3;
     if (g == GP_GROUP_FFN)
         return *kinds = gp_ffn_kinds, 3;
     *kinds = gp_head_kinds;
     return c->tied_embeddings ? 2 : 3;
 }
 
-/* Bytes of a group with each tensor aligned; 0 on overflow. */
+/* Bytes of a group with each tensor aligned (16-bit elements in either
+ * device dtype); 0 on overflow. */
 static uint64_t gp_group_bytes(const gp_config *c, gp_group_kind g)
 {
     const gp_tensor_kind *kinds;
@@ -116,15 +121,110 @@ static void gp_dw_free(gp_device_weights *dw)
     free(dw);
 }
 
-/* Allocates every group and fills it on one stream, from src when given
- * (upload) or with the synthetic kernel for seed. */
-static gp_status gp_dw_create(const gp_config *cfg, const gp_host_weights *src, uint64_t seed,
-                              gp_device_weights **out)
+static const char *gp_tensor_kind_label(gp_tensor_kind k)
+{
+    static const char *names[] = { "embed", "final_norm", "lm_head", "attn_norm", "wqkv", "wo",
+                                   "ffn_norm", "w_gate_up", "w_down", "bqkv" };
+    return (unsigned)k < sizeof names / sizeof names[0] ? names[k] : "tensor";
+}
+
+/* ---------------------------------------------------------- conversion */
+
+extern "C" gp_status gp_weights_convert(void *dst, gp_dtype to, const void *src, gp_dtype from,
+                                        uint64_t n, const char *what)
+{
+    if (!gp_dtype_is_half(to) || (from != GP_DTYPE_F32 && !gp_dtype_is_half(from)))
+        GP_FAIL(GP_ERR_INVALID_ARG, "converting weights %s from %s to %s: allowed from F32, BF16 "
+                "or F16 to BF16 or F16", what ? what : "", gp_dtype_name(from), gp_dtype_name(to));
+    if (n == 0)
+        return GP_OK;
+    if (!dst || !src)
+        GP_FAIL(GP_ERR_INVALID_ARG, "converting weights %s: NULL buffer", what ? what : "");
+    uint16_t *d = static_cast<uint16_t *>(dst);
+    if (from == to) {
+        memcpy(d, src, n * sizeof *d);
+        return GP_OK;
+    }
+    const float *f32 = static_cast<const float *>(src);
+    const uint16_t *h16 = static_cast<const uint16_t *>(src);
+    for (uint64_t i = 0; i < n; i++) {
+        float v = from == GP_DTYPE_F32 ? f32[i] : gp_half_to_f32(h16[i], from);
+        uint16_t r = gp_f32_to_half(v, to);
+        /* fp16's largest finite value is 65504; a finite value that rounds
+         * to inf (|v| >= 65520) is refused rather than run as inf */
+        if (to == GP_DTYPE_F16 && (r & 0x7fffu) == 0x7c00u && isfinite(v))
+            GP_FAIL(GP_ERR_UNSUPPORTED, "weights %s: element %llu is %g, beyond fp16's range "
+                    "(largest finite 65504): it would become inf in fp16; run this checkpoint "
+                    "with --dtype bf16", what ? what : "", (unsigned long long)i, (double)v);
+        d[i] = r;
+    }
+    return GP_OK;
+}
+
+/* Elements converted per pinned staging buffer (two, used in turn). */
+#define GP_DW_STAGE_ELEMS ((uint64_t)4 << 20)
+
+typedef struct gp_dw_stage {
+    uint16_t *buf[2];    /* pinned [GP_DW_STAGE_ELEMS] */
+    cudaEvent_t done[2]; /* the copy out of buf[i] has completed */
+    int next;
+} gp_dw_stage;
+
+static void gp_dw_stage_free(gp_dw_stage *sg)
+{
+    for (int i = 0; i < 2; i++) {
+        if (sg->done[i]) {
+            (void)cudaEventSynchronize(sg->done[i]);
+            (void)cudaEventDestroy(sg->done[i]);
+        }
+        gp_pinned_free(sg->buf[i]);
+        sg->buf[i] = NULL, sg->done[i] = NULL;
+    }
+}
+
+/* Host tensor from (n elements of dtype from) into device dst of dtype to:
+ * the same dtype is one copy; another is converted in bounded pinned chunks
+ * (no second host copy of the weights), each chunk's copy overlapping the
+ * next chunk's conversion. */
+static gp_status gp_dw_upload_tensor(void *dst, gp_dtype to, const void *from_p, gp_dtype from,
+                                     uint64_t n, const char *what, gp_dw_stage *sg,
+                                     cudaStream_t stream)
+{
+    if (from == to) {
+        GP_CUDA_TRY(cudaMemcpyAsync(dst, from_p, n * 2u, cudaMemcpyHostToDevice, stream));
+        return GP_OK;
+    }
+    if (!sg->buf[0])
+        for (int i = 0; i < 2; i++) {
+            GP_TRY(gp_pinned_alloc((void **)&sg->buf[i], GP_DW_STAGE_ELEMS * 2u,
+                                   "weight conversion staging buffer"));
+            GP_TRY(gp_device_event_create(&sg->done[i], cudaEventDisableTiming,
+                                          "weight conversion staging event"));
+            GP_CUDA_TRY(cudaEventRecord(sg->done[i], stream));
+        }
+    const size_t esz = gp_dtype_size(from);
+    for (uint64_t off = 0; off < n; off += GP_DW_STAGE_ELEMS) {
+        const uint64_t m = n - off < GP_DW_STAGE_ELEMS ? n - off : GP_DW_STAGE_ELEMS;
+        const int i = sg->next;
+        sg->next ^= 1;
+        GP_CUDA_TRY(cudaEventSynchronize(sg->done[i])); /* its previous chunk has left */
+        GP_TRY(gp_weights_convert(sg->buf[i], to, (const char *)from_p + off * esz, from, m, what));
+        GP_CUDA_TRY(cudaMemcpyAsync((uint16_t *)dst + off, sg->buf[i], m * 2u,
+                                    cudaMemcpyHostToDevice, stream));
+        GP_CUDA_TRY(cudaEventRecord(sg->done[i], stream));
+    }
+    return GP_OK;
+}
+
+/* Allocates every group and fills it on one stream, in dtype, from src when
+ * given (upload, converting src->dtype) or with the synthetic kernel for seed. */
+static gp_status gp_dw_create(const gp_config *cfg, gp_dtype dtype, const gp_host_weights *src,
+                              uint64_t seed, gp_device_weights **out)
 {
     GP_TRY(gp_config_validate(cfg));
-    if (cfg->qkv_bias) /* until the device side implements them */
-        GP_FAIL(GP_ERR_UNSUPPORTED, "device weights for config %s: q/k/v projection biases are not "
-                "implemented by the CUDA engine yet (the CPU reference has them)", cfg->name);
+    if (!gp_dtype_is_half(dtype))
+        GP_FAIL(GP_ERR_INVALID_ARG, "device weights for config %s: dtype %s, allowed bf16 (BF16) "
+                "or fp16 (F16)", cfg->name, gp_dtype_name(dtype));
     GP_TRY(gp_cuda_available());
 
     uint64_t attn = gp_group_bytes(cfg, GP_GROUP_ATTN), ffn = gp_group_bytes(cfg, GP_GROUP_FFN);
@@ -144,6 +244,8 @@ static gp_status gp_dw_create(const gp_config *cfg, const gp_host_weights *src, 
 
     gp_status st = GP_OK;
     cudaStream_t stream = NULL;
+    gp_dw_stage stage;
+    memset(&stage, 0, sizeof stage);
     gp_device_weights *dw = (gp_device_weights *)calloc(1, sizeof *dw);
     if (dw) {
         dw->n_groups = 2 * cfg->n_layers + 1;
@@ -157,7 +259,7 @@ static gp_status gp_dw_create(const gp_config *cfg, const gp_host_weights *src, 
                 "%d layers", cfg->name, cfg->n_layers);
     }
     dw->view.cfg = *cfg;
-    dw->view.dtype = GP_DTYPE_BF16;
+    dw->view.dtype = dtype;
     dw->view.arena_bytes = (size_t)need;
     /* Non-blocking: generation must not serialise with unrelated legacy-stream work. */
     if ((st = gp_device_stream_create(&stream, "device weights upload stream")) != GP_OK)
@@ -183,20 +285,23 @@ static gp_status gp_dw_create(const gp_config *cfg, const gp_host_weights *src, 
         for (int t = 0; t < nk; t++) {
             gp_tensor_kind k = kinds[t];
             uint64_t numel = gp_synth_numel(cfg, k);
-            gp_bf16 *dst = (gp_bf16 *)((char *)g->mem + off);
+            void *dst = (char *)g->mem + off;
             *gp_view_slot(&dw->view, k, g->layer) = dst;
             if (src) {
-                const gp_bf16 *from = (const gp_bf16 *)*gp_view_slot((gp_host_weights *)src, k, g->layer);
-                GP_CUDA_GOTO(cudaMemcpyAsync(dst, from, numel * sizeof(gp_bf16),
-                                             cudaMemcpyHostToDevice, stream), st, fail);
+                const void *from = *gp_view_slot((gp_host_weights *)src, k, g->layer);
+                char tname[64];
+                if (g->kind == GP_GROUP_HEAD)
+                    snprintf(tname, sizeof tname, "%s", gp_tensor_kind_label(k));
+                else
+                    snprintf(tname, sizeof tname, "layer %d %s", g->layer, gp_tensor_kind_label(k));
+                st = gp_dw_upload_tensor(dst, dtype, from, src->dtype, numel, tname, &stage, stream);
             } else {
-                st = gp_synth_fill_device(dst, numel, seed, k, g->layer, gp_synth_scale(cfg, k),
-                                          stream);
-                if (st != GP_OK)
-                    goto fail;
+                st = gp_synth_fill_device_dtype(dst, dtype, numel, seed, k, g->layer,
+                                                gp_synth_scale(cfg, k), stream);
             }
-            off = (off + (size_t)numel * sizeof(gp_bf16) + GP_DW_ALIGN - 1)
-                  & ~(size_t)(GP_DW_ALIGN - 1);
+            if (st != GP_OK)
+                goto fail;
+            off = (off + (size_t)numel * 2u + GP_DW_ALIGN - 1) & ~(size_t)(GP_DW_ALIGN - 1);
         }
         GP_CUDA_GOTO(cudaEventRecord(g->ready, stream), st, fail);
     }
@@ -205,6 +310,7 @@ static gp_status gp_dw_create(const gp_config *cfg, const gp_host_weights *src, 
     /* A load-time wait, outside any step: it surfaces asynchronous kernel or
      * copy failures here instead of in the first stage that uses a group. */
     GP_CUDA_GOTO(cudaStreamSynchronize(stream), st, fail);
+    gp_dw_stage_free(&stage);
     GP_CUDA_GOTO(cudaStreamDestroy(stream), st, fail_nostream);
     *out = dw;
     return GP_OK;
@@ -218,22 +324,24 @@ fail_nostream:
         /* Keep the first failure's message through the cleanup. */
         char msg[1024];
         snprintf(msg, sizeof msg, "%s", gp_last_error());
+        gp_dw_stage_free(&stage);
         gp_dw_free(dw);
         gp_set_error("%s", msg);
     }
     return st;
 }
 
-extern "C" gp_status gp_device_weights_synthetic(const gp_config *cfg, uint64_t seed,
-                                                 gp_device_weights **out)
+extern "C" gp_status (gp_device_weights_synthetic)(const gp_config *cfg, gp_dtype dtype,
+                                                   uint64_t seed, gp_device_weights **out)
 {
     if (!cfg || !out)
         GP_FAIL(GP_ERR_INVALID_ARG, "gp_device_weights_synthetic: cfg and out must not be NULL");
     *out = NULL;
-    return gp_dw_create(cfg, NULL, seed, out);
+    return gp_dw_create(cfg, dtype, NULL, seed, out);
 }
 
-extern "C" gp_status gp_device_weights_upload(const gp_host_weights *w, gp_device_weights **out)
+extern "C" gp_status (gp_device_weights_upload)(const gp_host_weights *w, gp_dtype dtype,
+                                                gp_device_weights **out)
 {
     if (!w || !out)
         GP_FAIL(GP_ERR_INVALID_ARG, "gp_device_weights_upload: w and out must not be NULL");
@@ -241,11 +349,34 @@ extern "C" gp_status gp_device_weights_upload(const gp_host_weights *w, gp_devic
     if (!w->embed || !w->final_norm || !w->lm_head || !w->layers)
         GP_FAIL(GP_ERR_INVALID_ARG, "gp_device_weights_upload: host weights of config %s are not "
                 "allocated (a NULL tensor pointer)", w->cfg.name);
-    /* Until the device side converts at upload and implements biases. */
-    if (w->dtype != GP_DTYPE_BF16)
-        GP_FAIL(GP_ERR_UNSUPPORTED, "gp_device_weights_upload: config %s: host weights are %s; the "
-                "CUDA engine takes BF16 weights only for now", w->cfg.name, gp_dtype_name(w->dtype));
-    return gp_dw_create(&w->cfg, w, 0, out);
+    if (w->dtype != GP_DTYPE_F32 && !gp_dtype_is_half(w->dtype))
+        GP_FAIL(GP_ERR_INVALID_ARG, "gp_device_weights_upload: config %s: host weights of dtype %s, "
+                "allowed F32, BF16 or F16", w->cfg.name, gp_dtype_name(w->dtype));
+    for (int l = 0; w->cfg.qkv_bias && l < w->cfg.n_layers; l++)
+        if (!w->layers[l].bqkv)
+            GP_FAIL(GP_ERR_INVALID_ARG, "gp_device_weights_upload: config %s has q/k/v biases but "
+                    "layer %d has no bqkv", w->cfg.name, l);
+    return gp_dw_create(&w->cfg, dtype, w, 0, out);
+}
+
+extern "C" gp_status gp_device_weights_upload_auto_(const gp_host_weights *w,
+                                                    gp_device_weights **out)
+{
+    gp_dtype dt = GP_DTYPE_BF16;
+    if (w)
+        GP_TRY(gp_dtype_resolve_auto(w->dtype, &dt));
+    return (gp_device_weights_upload)(w, dt, out);
+}
+
+extern "C" gp_status gp_device_weights_synthetic_bf16_(const gp_config *cfg, uint64_t seed,
+                                                       gp_device_weights **out)
+{
+    return (gp_device_weights_synthetic)(cfg, GP_DTYPE_BF16, seed, out);
+}
+
+extern "C" gp_dtype gp_device_weights_dtype(const gp_device_weights *dw)
+{
+    return dw ? dw->view.dtype : GP_DTYPE_COUNT;
 }
 
 /* Refuses (leaks, with a message on stderr and in gp_last_error) while any

@@ -445,18 +445,53 @@ typedef struct gp_weight_group gp_weight_group;     /* opaque */
 
 /* GP_ERR_NO_DEVICE with one readable line when there is no GPU/driver. */
 gp_status gp_cuda_available(void);
-/* Generate synthetic weights in place on the current device (same values as
- * gp_synth_fill_host). */
-gp_status gp_device_weights_synthetic(const gp_config *cfg, uint64_t seed, gp_device_weights **out);
-/* Upload host weights (e.g. from a checkpoint). */
-gp_status gp_device_weights_upload(const gp_host_weights *w, gp_device_weights **out);
+/* Generate synthetic weights in place on the current device in dtype
+ * (GP_DTYPE_BF16 or GP_DTYPE_F16; others GP_ERR_INVALID_ARG): the same
+ * values as gp_synth_fill_host of that dtype (the generator's float rounded
+ * to nearest even). */
+gp_status gp_device_weights_synthetic(const gp_config *cfg, gp_dtype dtype, uint64_t seed,
+                                      gp_device_weights **out);
+/* Upload host weights (e.g. from a checkpoint) of w->dtype (F32, BF16 or
+ * F16) as device weights of dtype (BF16 or F16): copied when the dtypes are
+ * equal, else converted on the host in bounded pinned chunks (round to
+ * nearest even; no second host copy). A value that fp16 cannot hold (it
+ * would round to inf) is GP_ERR_UNSUPPORTED naming the tensor and the value
+ * and suggesting --dtype bf16. The q/k/v biases (bqkv) go up when the config
+ * has them; tied embeddings keep one device copy (view lm_head == embed). */
+gp_status gp_device_weights_upload(const gp_host_weights *w, gp_dtype dtype, gp_device_weights **out);
+/* The 16-bit device dtype of dw (its view's dtype); GP_DTYPE_COUNT for NULL. */
+gp_dtype gp_device_weights_dtype(const gp_device_weights *dw);
+/* Transitional source compatibility for callers not yet given a dtype: the
+ * two-argument upload runs the host dtype as --dtype auto would
+ * (gp_dtype_resolve_auto), the three-argument synthetic makes bf16. Remove
+ * once every caller passes a dtype. */
+gp_status gp_device_weights_upload_auto_(const gp_host_weights *w, gp_device_weights **out);
+gp_status gp_device_weights_synthetic_bf16_(const gp_config *cfg, uint64_t seed, gp_device_weights **out);
+#define GP_DW_PICK_(_1, _2, _3, _4, NAME, ...) NAME
+#define gp_device_weights_upload(...)                                                             \
+    GP_DW_PICK_(__VA_ARGS__, , gp_device_weights_upload, gp_device_weights_upload_auto_, )(__VA_ARGS__)
+#define gp_device_weights_synthetic(...)                                                          \
+    GP_DW_PICK_(__VA_ARGS__, gp_device_weights_synthetic, gp_device_weights_synthetic_bf16_, , )(__VA_ARGS__)
 void gp_device_weights_destroy(gp_device_weights *dw);
-/* Device-pointer view in the engine layout (pointers are device addresses). */
+/* Device-pointer view in the engine layout (pointers are device addresses,
+ * view->dtype the device dtype). */
 const gp_host_weights *gp_device_weights_view(const gp_device_weights *dw);
 gp_weight_group *gp_device_weights_group(gp_device_weights *dw, gp_group_kind kind, int layer);
 gp_status gp_weight_group_acquire(gp_weight_group *g, void *stream);
 void gp_weight_group_release(gp_weight_group *g);
 int gp_weight_group_in_use(const gp_weight_group *g);
+/* Host side of the upload's conversion, exposed for tests (no GPU needed):
+ * n elements of src (dtype from: F32, BF16 or F16) into dst (dtype to: BF16
+ * or F16), round to nearest even (a copy when from == to). A finite value
+ * that becomes inf in fp16 (|x| >= 65520; up to that it rounds to 65504) is
+ * GP_ERR_UNSUPPORTED naming what (the tensor), the element and its value and
+ * suggesting --dtype bf16; dst is then partly written. */
+gp_status gp_weights_convert(void *dst, gp_dtype to, const void *src, gp_dtype from, uint64_t n,
+                             const char *what);
+/* gp_synth_fill_device in dtype (BF16: that function's bits; F16: the
+ * generator's float rounded to nearest even, as gp_synth_fill_tensor_host). */
+gp_status gp_synth_fill_device_dtype(void *dst, gp_dtype dtype, uint64_t n, uint64_t seed,
+                                     gp_tensor_kind kind, int layer, float scale, void *stream);
 /* Fill n bf16 values of tensor kind (layer) on the device: the generator
  * kernel itself, exposed for tests. dst is a device pointer. */
 gp_status gp_synth_fill_device(gp_bf16 *dst, uint64_t n, uint64_t seed, gp_tensor_kind kind,

@@ -28,6 +28,13 @@ gp_bf16 gt_bf16(gt_rng *r, float lo, float hi)
     return gp_f32_to_bf16(gt_uniform(r, lo, hi));
 }
 
+uint16_t gt_half(gt_rng *r, float lo, float hi, gp_dtype dt)
+{
+    return gp_f32_to_half(gt_uniform(r, lo, hi), dt);
+}
+
+const gp_dtype gt_dtypes[2] = { GP_DTYPE_BF16, GP_DTYPE_F16 };
+
 int gt_below(gt_rng *r, int n)
 {
     return (int)(gt_next(r) % (uint64_t)n);

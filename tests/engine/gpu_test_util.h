@@ -24,7 +24,12 @@ typedef struct gt_rng { uint64_t s; } gt_rng;
 uint64_t gt_next(gt_rng *r);                       /* splitmix64 */
 float gt_uniform(gt_rng *r, float lo, float hi);   /* [lo, hi) */
 gp_bf16 gt_bf16(gt_rng *r, float lo, float hi);    /* uniform, rounded to bf16 */
+uint16_t gt_half(gt_rng *r, float lo, float hi, gp_dtype dt); /* uniform, rounded to dt
+                                                                 (BF16 or F16) */
 int gt_below(gt_rng *r, int n);                    /* [0, n) */
+/* The engine's two 16-bit dtypes, bf16 first: kernel tests run every GPU
+ * case in each (0xFFFF, the poison, is NaN in both). */
+extern const gp_dtype gt_dtypes[2];
 
 /* The run's seed: $GP_TEST_SEED or the clock; printed once with name. */
 uint64_t gt_seed(const char *name);

@@ -93,7 +93,7 @@ static int engine_child(void *arg, gt_report *r)
     gp_config cfg;
     GT_CK(gp_config_preset("tiny", &cfg) == GP_OK, "%s", gp_last_error());
     gp_device_weights *dw = NULL;
-    GT_CK(gp_device_weights_synthetic(&cfg, 3, &dw) == GP_OK, "%s", gp_last_error());
+    GT_CK(gp_device_weights_synthetic(&cfg, GP_DTYPE_BF16, 3, &dw) == GP_OK, "%s", gp_last_error());
     gp_engine_params ep = gp_engine_default_params();
     ep.max_batch = FB;
     ep.max_context = 32;
@@ -222,7 +222,7 @@ static int pipeline_child(void *arg, gt_report *r)
     gp_config cfg;
     GT_CK(gp_config_preset("tiny", &cfg) == GP_OK, "%s", gp_last_error());
     gp_device_weights *dw = NULL;
-    GT_CK(gp_device_weights_synthetic(&cfg, 3, &dw) == GP_OK, "%s", gp_last_error());
+    GT_CK(gp_device_weights_synthetic(&cfg, GP_DTYPE_BF16, 3, &dw) == GP_OK, "%s", gp_last_error());
     gp_engine_params ep = gp_engine_default_params();
     ep.max_batch = FB;
     ep.max_context = 32;

@@ -1,5 +1,6 @@
-/* gp_embed against its CPU reference: exact rows, NaN rows for token ids
- * outside the vocabulary, nothing written past the output. */
+/* gp_embed against its CPU reference, in both engine dtypes: exact rows (the
+ * widening of bf16 or fp16 to fp32 is exact), NaN rows for token ids outside
+ * the vocabulary, nothing written past the output. */
 #include "gpu_test_util.h"
 
 #include <math.h>
@@ -10,16 +11,17 @@
 #include "gp_test_cuda.h"
 
 static uint64_t g_seed;
+static gp_dtype g_dt = GP_DTYPE_BF16; /* the pass being run (main runs each of gt_dtypes) */
 
 /* bad_ids: put -1 and V among the tokens (rows must come back NaN). */
 static void run_case(int B, int H, int V, int misalign, int bad_ids, gt_rng *rng, cudaStream_t s)
 {
     size_t n = (size_t)B * (size_t)H, tn = (size_t)V * (size_t)H, off = misalign ? 1 : 0;
     int32_t *tok = gt_host_alloc((size_t)B * sizeof(int32_t));   /* [B] */
-    gp_bf16 *table = gt_host_alloc(tn * sizeof(gp_bf16));        /* [V][H] */
+    uint16_t *table = gt_host_alloc(tn * sizeof(uint16_t));        /* [V][H] */
     float *got = gt_host_alloc(n * sizeof(float)), *ref = gt_host_alloc(n * sizeof(float));
     for (size_t i = 0; i < tn; i++)
-        table[i] = gt_bf16(rng, -1.0f, 1.0f);
+        table[i] = gt_half(rng, -1.0f, 1.0f, g_dt);
     for (int b = 0; b < B; b++)
         tok[b] = b > 0 && gt_below(rng, 4) == 0 ? tok[b - 1] : gt_below(rng, V); /* repeats too */
     if (bad_ids) {
@@ -27,25 +29,25 @@ static void run_case(int B, int H, int V, int misalign, int bad_ids, gt_rng *rng
         if (B > 1)
             tok[B - 1] = V;
     }
-    size_t tb = (size_t)B * sizeof(int32_t), bb = (tn + off) * sizeof(gp_bf16);
+    size_t tb = (size_t)B * sizeof(int32_t), bb = (tn + off) * sizeof(uint16_t);
     size_t rb = (n + off) * sizeof(float);
     int32_t *d_tok = gt_dev_alloc(tb);
     char *d_table = gt_dev_alloc(bb), *d_resid = gt_dev_alloc(rb);
     gt_poison(d_tok, tb), gt_poison(d_table, bb), gt_poison(d_resid, rb);
-    gp_bf16 *table_d = (gp_bf16 *)d_table + off;
+    uint16_t *table_d = (uint16_t *)d_table + off;
     float *resid = (float *)d_resid + off;
     gt_upload(d_tok, tok, tb);
-    gt_upload(table_d, table, tn * sizeof(gp_bf16));
+    gt_upload(table_d, table, tn * sizeof(uint16_t));
 
-    GP_CHECK_OK(gp_embed(d_tok, table_d, resid, B, H, V, s));
+    GP_CHECK_OK(gp_embed(g_dt, d_tok, table_d, resid, B, H, V, s));
     gt_download(got, resid, n * sizeof(float));
-    gp_embed_ref(tok, table, ref, B, H, V);
+    gp_embed_ref(g_dt, tok, table, ref, B, H, V);
 
     size_t bad = gt_check_close("resid", got, ref, n, H, 0.0, 0.0); /* exact; NaN == NaN */
     gt_guard_check(d_resid, rb, "resid");
     if (bad)
-        fail_msg("embed B=%d H=%d V=%d misalign=%d bad_ids=%d: %zu mismatches (seed %llu)", B, H,
-                 V, misalign, bad_ids, bad, (unsigned long long)g_seed);
+        fail_msg("embed %s B=%d H=%d V=%d misalign=%d bad_ids=%d: %zu mismatches (seed %llu)",
+                 gp_dtype_flag_name(g_dt), B, H, V, misalign, bad_ids, bad, (unsigned long long)g_seed);
     gt_dev_free(d_tok), gt_dev_free(d_table), gt_dev_free(d_resid);
     free(tok), free(table), free(got), free(ref);
 }
@@ -79,13 +81,14 @@ static void test_bad_args(void **state)
 {
     (void)state;
     int32_t *t = (int32_t *)(uintptr_t)0x1000;
-    gp_bf16 *tb = (gp_bf16 *)(uintptr_t)0x2000;
+    uint16_t *tb = (uint16_t *)(uintptr_t)0x2000;
     float *r = (float *)(uintptr_t)0x3000;
-    GP_CHECK_FAIL(gp_embed(t, tb, r, -2, 64, 10, NULL), GP_ERR_INVALID_ARG, "B = -2");
-    GP_CHECK_FAIL(gp_embed(t, tb, r, 2, 0, 10, NULL), GP_ERR_INVALID_ARG, "H = 0");
-    GP_CHECK_FAIL(gp_embed(t, tb, r, 2, 64, 0, NULL), GP_ERR_INVALID_ARG, "V = 0");
-    GP_CHECK_FAIL(gp_embed(NULL, tb, r, 2, 64, 10, NULL), GP_ERR_INVALID_ARG, "tokens (nil)");
-    GP_CHECK_OK(gp_embed(NULL, NULL, NULL, 0, 64, 10, NULL));
+    GP_CHECK_FAIL(gp_embed(g_dt, t, tb, r, -2, 64, 10, NULL), GP_ERR_INVALID_ARG, "B = -2");
+    GP_CHECK_FAIL(gp_embed(g_dt, t, tb, r, 2, 0, 10, NULL), GP_ERR_INVALID_ARG, "H = 0");
+    GP_CHECK_FAIL(gp_embed(g_dt, t, tb, r, 2, 64, 0, NULL), GP_ERR_INVALID_ARG, "V = 0");
+    GP_CHECK_FAIL(gp_embed(g_dt, NULL, tb, r, 2, 64, 10, NULL), GP_ERR_INVALID_ARG, "tokens (nil)");
+    GP_CHECK_OK(gp_embed(g_dt, NULL, NULL, NULL, 0, 64, 10, NULL));
+    GP_CHECK_FAIL(gp_embed(GP_DTYPE_F32, t, tb, r, 2, 64, 10, NULL), GP_ERR_INVALID_ARG, "dtype F32");
 }
 
 int main(void)
@@ -100,5 +103,12 @@ int main(void)
         cmocka_unit_test(test_shapes),
         cmocka_unit_test(test_out_of_range_ids),
     };
-    return cmocka_run_group_tests_name("embed on the GPU", gpu, NULL, NULL) ? 1 : 0;
+    int failed = 0;
+    for (int d = 0; d < 2; d++) {
+        g_dt = gt_dtypes[d];
+        char name[64];
+        snprintf(name, sizeof name, "%s on the GPU, %s", "embed", gp_dtype_flag_name(g_dt));
+        failed |= cmocka_run_group_tests_name(name, gpu, NULL, NULL) != 0;
+    }
+    return failed;
 }

@@ -1,5 +1,6 @@
-/* gp_gemm_bf16 (cuBLASLt, and the skinny kernel for small M) against a double
- * CPU reference on random bf16 data: relative Frobenius error <= 1e-2 (bf16
+/* gp_gemm (cuBLASLt, and the skinny kernel for small M) against a double CPU
+ * reference on random data, every GPU case in both engine dtypes (bf16 and
+ * fp16 inputs): relative Frobenius error <= 1e-2 (bf16 out), <= 2e-3 (fp16
  * out) and <= 2e-3 (fp32 out and fp32 accumulate into y), whole device and
  * with an SM-count target; cache reuse, determinism, every M of the skinny
  * kernel, odd N and K, split K, row slices, a captured graph of
@@ -14,10 +15,18 @@
 #include "kernels.h"
 #include "gp_test_cuda.h"
 
+/* 16-bit output: one rounding of each element, 2^-8 (bf16) or 2^-11 (fp16)
+ * relative at most, ~1/sqrt(3) of that in the Frobenius norm, plus the fp32
+ * accumulation-order error; fp16 with the same 4x margin over its rounding
+ * as bf16's 1e-2 has. fp32 output: accumulation order only (the products of
+ * two bf16 or two fp16 values are exact in fp32). */
 #define TOL_BF16 1e-2
+#define TOL_F16 2e-3
+#define TOL_HALF (g_dt == GP_DTYPE_F16 ? TOL_F16 : TOL_BF16)
 #define TOL_F32 2e-3
 
 static uint64_t g_seed;
+static gp_dtype g_dt = GP_DTYPE_BF16; /* the pass being run (main runs each of gt_dtypes) */
 
 /* Relative Frobenius error of got against ref; prints the first 8 elements
  * that are non-finite or off by more than 4 tol times the rms of ref. */
@@ -47,31 +56,31 @@ static double rel_err(const char *what, const float *got, const double *ref, int
 typedef struct shape { int M, N, K; } shape;
 
 /* Runs one (ctx, out type) on device buffers and checks against ref. */
-static void check_one(gp_gemm_ctx *ctx, const char *ctx_name, shape sh, const gp_bf16 *dx,
-                      const gp_bf16 *dw, void *dy, gp_gemm_out ot, const double *ref)
+static void check_one(gp_gemm_ctx *ctx, const char *ctx_name, shape sh, const uint16_t *dx,
+                      const uint16_t *dw, void *dy, gp_gemm_out ot, const double *ref)
 {
     size_t n = (size_t)sh.M * (size_t)sh.N;
-    size_t yb = n * (ot == GP_GEMM_OUT_F32 ? sizeof(float) : sizeof(gp_bf16));
+    size_t yb = n * (ot == GP_GEMM_OUT_F32 ? sizeof(float) : sizeof(uint16_t));
     float *got = gt_host_alloc(n * sizeof(float)), *again = gt_host_alloc(n * sizeof(float));
     void *raw = gt_host_alloc(yb);
     char what[128];
-    snprintf(what, sizeof what, "M=%d N=%d K=%d out=%s ctx=%s", sh.M, sh.N, sh.K,
-             ot == GP_GEMM_OUT_F32 ? "f32" : "bf16", ctx_name);
+    snprintf(what, sizeof what, "%s M=%d N=%d K=%d out=%s ctx=%s", gp_dtype_flag_name(g_dt), sh.M,
+             sh.N, sh.K, ot == GP_GEMM_OUT_F32 ? "f32" : "half", ctx_name);
 
     for (int pass = 0; pass < 2; pass++) { /* pass 0 picks the algo, pass 1 reuses it */
         gt_poison(dy, yb);
         int cached = gp_gemm_cached_shapes(ctx);
-        GP_CHECK_OK(gp_gemm_bf16(ctx, sh.M, sh.N, sh.K, dx, dw, dy, ot));
+        GP_CHECK_OK(gp_gemm(ctx, g_dt, sh.M, sh.N, sh.K, dx, dw, dy, ot));
         if (pass == 1 && gp_gemm_cached_shapes(ctx) != cached)
             fail_msg("%s: second call of the shape was not served from the cache", what);
         gt_download(raw, dy, yb);
         gt_guard_check(dy, yb, what);
         float *dst = pass == 0 ? got : again;
         for (size_t i = 0; i < n; i++)
-            dst[i] = ot == GP_GEMM_OUT_F32 ? ((float *)raw)[i] : gp_bf16_to_f32(((gp_bf16 *)raw)[i]);
+            dst[i] = ot == GP_GEMM_OUT_F32 ? ((float *)raw)[i] : gp_half_to_f32(((uint16_t *)raw)[i], g_dt);
     }
     size_t nonfinite;
-    double tol = ot == GP_GEMM_OUT_F32 ? TOL_F32 : TOL_BF16;
+    double tol = ot == GP_GEMM_OUT_F32 ? TOL_F32 : TOL_HALF;
     double e = rel_err(what, got, ref, sh.M, sh.N, tol, &nonfinite);
     printf("  %s: rel err %.3e (tol %.0e)\n", what, e, tol);
     if (nonfinite || !(e <= tol))
@@ -83,8 +92,8 @@ static void check_one(gp_gemm_ctx *ctx, const char *ctx_name, shape sh, const gp
 }
 
 /* GP_GEMM_OUT_F32_ACC: y = y0 + x . w^T with y0 random (it must be read). */
-static void check_acc(gp_gemm_ctx *ctx, const char *ctx_name, shape sh, const gp_bf16 *dx,
-                      const gp_bf16 *dw, float *dy, const double *ref, gt_rng *rng)
+static void check_acc(gp_gemm_ctx *ctx, const char *ctx_name, shape sh, const uint16_t *dx,
+                      const uint16_t *dw, float *dy, const double *ref, gt_rng *rng)
 {
     size_t n = (size_t)sh.M * (size_t)sh.N;
     float *y0 = gt_host_alloc(n * sizeof(float)), *got = gt_host_alloc(n * sizeof(float));
@@ -95,11 +104,12 @@ static void check_acc(gp_gemm_ctx *ctx, const char *ctx_name, shape sh, const gp
         want[i] = (double)y0[i] + ref[i];
     }
     char what[128];
-    snprintf(what, sizeof what, "M=%d N=%d K=%d out=f32_acc ctx=%s", sh.M, sh.N, sh.K, ctx_name);
+    snprintf(what, sizeof what, "%s M=%d N=%d K=%d out=f32_acc ctx=%s", gp_dtype_flag_name(g_dt), sh.M,
+             sh.N, sh.K, ctx_name);
     for (int pass = 0; pass < 2; pass++) {
         gt_poison(dy, n * sizeof(float)); /* the guard; then the start value */
         gt_upload(dy, y0, n * sizeof(float));
-        GP_CHECK_OK(gp_gemm_bf16(ctx, sh.M, sh.N, sh.K, dx, dw, dy, GP_GEMM_OUT_F32_ACC));
+        GP_CHECK_OK(gp_gemm(ctx, g_dt, sh.M, sh.N, sh.K, dx, dw, dy, GP_GEMM_OUT_F32_ACC));
         gt_download(pass ? again : got, dy, n * sizeof(float));
         gt_guard_check(dy, n * sizeof(float), what);
     }
@@ -137,19 +147,19 @@ static void test_shapes(void **state)
     for (size_t i = 0; i < sizeof shapes / sizeof shapes[0]; i++) {
         shape sh = shapes[i];
         size_t nx = (size_t)sh.M * sh.K, nw = (size_t)sh.N * sh.K, ny = (size_t)sh.M * sh.N;
-        gp_bf16 *x = gt_host_alloc(nx * sizeof(gp_bf16)), *w = gt_host_alloc(nw * sizeof(gp_bf16));
+        uint16_t *x = gt_host_alloc(nx * sizeof(uint16_t)), *w = gt_host_alloc(nw * sizeof(uint16_t));
         double *ref = gt_host_alloc(ny * sizeof(double));
         for (size_t j = 0; j < nx; j++)
-            x[j] = gt_bf16(&rng, -1.0f, 1.0f);
+            x[j] = gt_half(&rng, -1.0f, 1.0f, g_dt);
         for (size_t j = 0; j < nw; j++)
-            w[j] = gt_bf16(&rng, -1.0f, 1.0f);
-        gp_gemm_ref(sh.M, sh.N, sh.K, x, w, ref);
-        gp_bf16 *dx = gt_dev_alloc(nx * sizeof(gp_bf16)), *dw = gt_dev_alloc(nw * sizeof(gp_bf16));
+            w[j] = gt_half(&rng, -1.0f, 1.0f, g_dt);
+        gp_gemm_ref(g_dt, sh.M, sh.N, sh.K, x, w, ref);
+        uint16_t *dx = gt_dev_alloc(nx * sizeof(uint16_t)), *dw = gt_dev_alloc(nw * sizeof(uint16_t));
         void *dy = gt_dev_alloc(ny * sizeof(float));
-        gt_upload(dx, x, nx * sizeof(gp_bf16));
-        gt_upload(dw, w, nw * sizeof(gp_bf16));
+        gt_upload(dx, x, nx * sizeof(uint16_t));
+        gt_upload(dw, w, nw * sizeof(uint16_t));
         for (int o = 0; o < 2; o++) {
-            gp_gemm_out ot = o ? GP_GEMM_OUT_F32 : GP_GEMM_OUT_BF16;
+            gp_gemm_out ot = o ? GP_GEMM_OUT_F32 : GP_GEMM_OUT_HALF;
             check_one(all, "all_sms", sh, dx, dw, dy, ot, ref);
             check_one(part, part_name, sh, dx, dw, dy, ot, ref);
         }
@@ -175,22 +185,22 @@ static void test_row_offset_slices(void **state)
     gt_rng rng = { g_seed + 7 };
     const shape sh = { 3, 96, 160 };
     size_t nx = (size_t)(sh.M + 1) * sh.K, nw = (size_t)sh.N * sh.K, ny = (size_t)(sh.M + 1) * sh.N;
-    gp_bf16 *x = gt_host_alloc(nx * sizeof(gp_bf16)), *w = gt_host_alloc(nw * sizeof(gp_bf16));
+    uint16_t *x = gt_host_alloc(nx * sizeof(uint16_t)), *w = gt_host_alloc(nw * sizeof(uint16_t));
     double *ref = gt_host_alloc((size_t)sh.M * sh.N * sizeof(double));
     for (size_t j = 0; j < nx; j++)
-        x[j] = gt_bf16(&rng, -1.0f, 1.0f);
+        x[j] = gt_half(&rng, -1.0f, 1.0f, g_dt);
     for (size_t j = 0; j < nw; j++)
-        w[j] = gt_bf16(&rng, -1.0f, 1.0f);
-    gp_gemm_ref(sh.M, sh.N, sh.K, x + sh.K, w, ref); /* rows 1..M of x */
-    gp_bf16 *dx = gt_dev_alloc(nx * sizeof(gp_bf16)), *dw = gt_dev_alloc(nw * sizeof(gp_bf16));
+        w[j] = gt_half(&rng, -1.0f, 1.0f, g_dt);
+    gp_gemm_ref(g_dt, sh.M, sh.N, sh.K, x + sh.K, w, ref); /* rows 1..M of x */
+    uint16_t *dx = gt_dev_alloc(nx * sizeof(uint16_t)), *dw = gt_dev_alloc(nw * sizeof(uint16_t));
     char *dy = gt_dev_alloc(ny * sizeof(float));
-    gt_upload(dx, x, nx * sizeof(gp_bf16));
-    gt_upload(dw, w, nw * sizeof(gp_bf16));
+    gt_upload(dx, x, nx * sizeof(uint16_t));
+    gt_upload(dw, w, nw * sizeof(uint16_t));
     gp_gemm_ctx *ctx = NULL;
     GP_CHECK_OK(gp_gemm_ctx_create(NULL, 0, &ctx));
     /* x + K: 320 bytes in (64-byte aligned); y one row in: 192 (bf16) / 384 (f32) bytes */
-    check_one(ctx, "x_row1_y_row1", sh, dx + sh.K, dw, dy + (size_t)sh.N * sizeof(gp_bf16),
-              GP_GEMM_OUT_BF16, ref);
+    check_one(ctx, "x_row1_y_row1", sh, dx + sh.K, dw, dy + (size_t)sh.N * sizeof(uint16_t),
+              GP_GEMM_OUT_HALF, ref);
     check_one(ctx, "x_row1_y_row1", sh, dx + sh.K, dw, dy + (size_t)sh.N * sizeof(float),
               GP_GEMM_OUT_F32, ref);
     check_one(ctx, "x_row1_y_base", sh, dx + sh.K, dw, dy, GP_GEMM_OUT_F32, ref);
@@ -206,26 +216,26 @@ static void test_cache_eviction(void **state)
     (void)state;
     gt_rng rng = { g_seed + 11 };
     const int K = 64, N = 64, maxM = GP_GEMM_CACHE_SLOTS + 8;
-    gp_bf16 *x = gt_host_alloc((size_t)maxM * K * sizeof(gp_bf16));
-    gp_bf16 *w = gt_host_alloc((size_t)N * K * sizeof(gp_bf16));
+    uint16_t *x = gt_host_alloc((size_t)maxM * K * sizeof(uint16_t));
+    uint16_t *w = gt_host_alloc((size_t)N * K * sizeof(uint16_t));
     double *ref = gt_host_alloc((size_t)maxM * N * sizeof(double));
     float *got = gt_host_alloc((size_t)maxM * N * sizeof(float));
     for (int j = 0; j < maxM * K; j++)
-        x[j] = gt_bf16(&rng, -1.0f, 1.0f);
+        x[j] = gt_half(&rng, -1.0f, 1.0f, g_dt);
     for (int j = 0; j < N * K; j++)
-        w[j] = gt_bf16(&rng, -1.0f, 1.0f);
-    gp_gemm_ref(maxM, N, K, x, w, ref); /* row m of a smaller product is row m of this */
-    gp_bf16 *dx = gt_dev_alloc((size_t)maxM * K * sizeof(gp_bf16));
-    gp_bf16 *dw = gt_dev_alloc((size_t)N * K * sizeof(gp_bf16));
+        w[j] = gt_half(&rng, -1.0f, 1.0f, g_dt);
+    gp_gemm_ref(g_dt, maxM, N, K, x, w, ref); /* row m of a smaller product is row m of this */
+    uint16_t *dx = gt_dev_alloc((size_t)maxM * K * sizeof(uint16_t));
+    uint16_t *dw = gt_dev_alloc((size_t)N * K * sizeof(uint16_t));
     float *dy = gt_dev_alloc((size_t)maxM * N * sizeof(float));
-    gt_upload(dx, x, (size_t)maxM * K * sizeof(gp_bf16));
-    gt_upload(dw, w, (size_t)N * K * sizeof(gp_bf16));
+    gt_upload(dx, x, (size_t)maxM * K * sizeof(uint16_t));
+    gt_upload(dw, w, (size_t)N * K * sizeof(uint16_t));
     gp_gemm_ctx *ctx = NULL;
     GP_CHECK_OK(gp_gemm_ctx_create(NULL, 0, &ctx));
     for (int round = 0; round < 2; round++)
         for (int M = 1; M <= maxM; M++) {
             gt_poison(dy, (size_t)M * N * sizeof(float));
-            GP_CHECK_OK(gp_gemm_bf16(ctx, M, N, K, dx, dw, dy, GP_GEMM_OUT_F32));
+            GP_CHECK_OK(gp_gemm(ctx, g_dt, M, N, K, dx, dw, dy, GP_GEMM_OUT_F32));
             gt_download(got, dy, (size_t)M * N * sizeof(float));
             size_t nonfinite;
             double e = rel_err("eviction", got, ref, M, N, TOL_F32, &nonfinite);
@@ -242,9 +252,9 @@ static void test_cache_eviction(void **state)
 /* Random x [M][K] and w [N][K] (host), their reference, device copies. */
 typedef struct problem {
     shape sh;
-    gp_bf16 *x, *w;   /* host */
+    uint16_t *x, *w;   /* host */
     double *ref;      /* [M][N] */
-    gp_bf16 *dx, *dw; /* device */
+    uint16_t *dx, *dw; /* device */
     void *dy;         /* [M][N] fp32-sized device */
 } problem;
 
@@ -252,19 +262,19 @@ static void problem_make(problem *p, shape sh, gt_rng *rng)
 {
     p->sh = sh;
     size_t nx = (size_t)sh.M * sh.K, nw = (size_t)sh.N * sh.K, ny = (size_t)sh.M * sh.N;
-    p->x = gt_host_alloc(nx * sizeof(gp_bf16));
-    p->w = gt_host_alloc(nw * sizeof(gp_bf16));
+    p->x = gt_host_alloc(nx * sizeof(uint16_t));
+    p->w = gt_host_alloc(nw * sizeof(uint16_t));
     p->ref = gt_host_alloc(ny * sizeof(double));
     for (size_t j = 0; j < nx; j++)
-        p->x[j] = gt_bf16(rng, -1.0f, 1.0f);
+        p->x[j] = gt_half(rng, -1.0f, 1.0f, g_dt);
     for (size_t j = 0; j < nw; j++)
-        p->w[j] = gt_bf16(rng, -1.0f, 1.0f);
-    gp_gemm_ref(sh.M, sh.N, sh.K, p->x, p->w, p->ref);
-    p->dx = gt_dev_alloc(nx * sizeof(gp_bf16));
-    p->dw = gt_dev_alloc(nw * sizeof(gp_bf16));
+        p->w[j] = gt_half(rng, -1.0f, 1.0f, g_dt);
+    gp_gemm_ref(g_dt, sh.M, sh.N, sh.K, p->x, p->w, p->ref);
+    p->dx = gt_dev_alloc(nx * sizeof(uint16_t));
+    p->dw = gt_dev_alloc(nw * sizeof(uint16_t));
     p->dy = gt_dev_alloc(ny * sizeof(float));
-    gt_upload(p->dx, p->x, nx * sizeof(gp_bf16));
-    gt_upload(p->dw, p->w, nw * sizeof(gp_bf16));
+    gt_upload(p->dx, p->x, nx * sizeof(uint16_t));
+    gt_upload(p->dw, p->w, nw * sizeof(uint16_t));
 }
 
 static void problem_free(problem *p)
@@ -280,7 +290,7 @@ static void check_skinny(gp_gemm_ctx *ctx, const char *name, problem *p, gt_rng 
     shape sh = p->sh;
     if (!gp_gemm_is_skinny(ctx, sh.M, sh.N, sh.K, p->dx, p->dw))
         fail_msg("M=%d N=%d K=%d (%s): expected the skinny path", sh.M, sh.N, sh.K, name);
-    check_one(ctx, name, sh, p->dx, p->dw, p->dy, GP_GEMM_OUT_BF16, p->ref);
+    check_one(ctx, name, sh, p->dx, p->dw, p->dy, GP_GEMM_OUT_HALF, p->ref);
     check_one(ctx, name, sh, p->dx, p->dw, p->dy, GP_GEMM_OUT_F32, p->ref);
     check_acc(ctx, name, sh, p->dx, p->dw, p->dy, p->ref, rng);
 }
@@ -327,7 +337,7 @@ static void test_skinny_shapes(void **state)
     }
     /* M beyond the kernel's 16 goes to cuBLASLt */
     {
-        gp_bf16 *d = gt_dev_alloc(64 * 64 * sizeof(gp_bf16));
+        uint16_t *d = gt_dev_alloc(64 * 64 * sizeof(uint16_t));
         assert_false(gp_gemm_is_skinny(all, 17, 64, 64, d, d));
         assert_true(gp_gemm_is_skinny(all, 16, 64, 64, d, d));
         gt_dev_free(d);
@@ -358,8 +368,8 @@ static void test_skinny_slices(void **state)
         int skinny = gp_gemm_is_skinny(ctx, q.sh.M, q.sh.N, q.sh.K, q.dx, q.dw);
         assert_int_equal(skinny, shapes[i].K % 8 == 0);
         char *y = (char *)p.dy;
-        check_one(ctx, "slice", q.sh, q.dx, q.dw, y + 3 * (size_t)big.N * sizeof(gp_bf16),
-                  GP_GEMM_OUT_BF16, q.ref);
+        check_one(ctx, "slice", q.sh, q.dx, q.dw, y + 3 * (size_t)big.N * sizeof(uint16_t),
+                  GP_GEMM_OUT_HALF, q.ref);
         check_one(ctx, "slice", q.sh, q.dx, q.dw, y + 3 * (size_t)big.N * sizeof(float),
                   GP_GEMM_OUT_F32, q.ref);
         check_acc(ctx, "slice", q.sh, q.dx, q.dw, (float *)(y + 3 * (size_t)big.N * sizeof(float)),
@@ -387,7 +397,7 @@ static void test_skinny_chain_graph(void **state)
     GP_CHECK_OK(gp_gemm_ctx_create(s, 0, &ctx));
     assert_true(gp_gemm_is_skinny(ctx, M, N1, K1, a.dx, a.dw));
     assert_true(gp_gemm_is_skinny(ctx, M, N2, N1, b.dx, b.dw));
-    gp_bf16 *h = gt_dev_alloc((size_t)M * N1 * sizeof(gp_bf16));
+    uint16_t *h = gt_dev_alloc((size_t)M * N1 * sizeof(uint16_t));
     float *y = gt_dev_alloc((size_t)M * N2 * sizeof(float));
     float *y0 = gt_host_alloc((size_t)M * N2 * sizeof(float));
     float *eager = gt_host_alloc((size_t)M * N2 * sizeof(float));
@@ -396,23 +406,23 @@ static void test_skinny_chain_graph(void **state)
         y0[i] = gt_uniform(&rng, -4.0f, 4.0f);
 
     /* eager (also picks both plans) */
-    gt_poison(h, (size_t)M * N1 * sizeof(gp_bf16));
+    gt_poison(h, (size_t)M * N1 * sizeof(uint16_t));
     gt_upload(y, y0, (size_t)M * N2 * sizeof(float));
-    GP_CHECK_OK(gp_gemm_bf16(ctx, M, N1, K1, a.dx, a.dw, h, GP_GEMM_OUT_BF16));
-    GP_CHECK_OK(gp_gemm_bf16(ctx, M, N2, N1, h, b.dw, y, GP_GEMM_OUT_F32_ACC));
+    GP_CHECK_OK(gp_gemm(ctx, g_dt, M, N1, K1, a.dx, a.dw, h, GP_GEMM_OUT_HALF));
+    GP_CHECK_OK(gp_gemm(ctx, g_dt, M, N2, N1, h, b.dw, y, GP_GEMM_OUT_F32_ACC));
     GP_CHECK_CUDA(cudaStreamSynchronize(s));
     gt_download(eager, y, (size_t)M * N2 * sizeof(float));
 
     /* reference of the chain from the device's bf16 h */
-    gp_bf16 *hh = gt_host_alloc((size_t)M * N1 * sizeof(gp_bf16));
+    uint16_t *hh = gt_host_alloc((size_t)M * N1 * sizeof(uint16_t));
     double *ref = gt_host_alloc((size_t)M * N2 * sizeof(double));
-    gt_download(hh, h, (size_t)M * N1 * sizeof(gp_bf16));
+    gt_download(hh, h, (size_t)M * N1 * sizeof(uint16_t));
     for (int i = 0; i < M * N1; i++) {
-        double d = gp_bf16_to_f32(hh[i]) - a.ref[i];
-        if (!(fabs(d) <= 1e-2 * fabs(a.ref[i]) + 1e-2))
-            fail_msg("skinny chain: h[%d] = %g, ref %g", i, gp_bf16_to_f32(hh[i]), a.ref[i]);
+        double d = gp_half_to_f32(hh[i], g_dt) - a.ref[i];
+        if (!(fabs(d) <= TOL_HALF * fabs(a.ref[i]) + 1e-2))
+            fail_msg("skinny chain: h[%d] = %g, ref %g", i, gp_half_to_f32(hh[i], g_dt), a.ref[i]);
     }
-    gp_gemm_ref(M, N2, N1, hh, b.w, ref);
+    gp_gemm_ref(g_dt, M, N2, N1, hh, b.w, ref);
     for (int i = 0; i < M * N2; i++)
         ref[i] += y0[i];
     size_t nonfinite;
@@ -423,12 +433,12 @@ static void test_skinny_chain_graph(void **state)
     cudaGraph_t g = NULL;
     cudaGraphExec_t ge = NULL;
     GP_CHECK_CUDA(cudaStreamBeginCapture(s, cudaStreamCaptureModeThreadLocal));
-    GP_CHECK_OK(gp_gemm_bf16(ctx, M, N1, K1, a.dx, a.dw, h, GP_GEMM_OUT_BF16));
-    GP_CHECK_OK(gp_gemm_bf16(ctx, M, N2, N1, h, b.dw, y, GP_GEMM_OUT_F32_ACC));
+    GP_CHECK_OK(gp_gemm(ctx, g_dt, M, N1, K1, a.dx, a.dw, h, GP_GEMM_OUT_HALF));
+    GP_CHECK_OK(gp_gemm(ctx, g_dt, M, N2, N1, h, b.dw, y, GP_GEMM_OUT_F32_ACC));
     GP_CHECK_CUDA(cudaStreamEndCapture(s, &g));
     GP_CHECK_CUDA(cudaGraphInstantiate(&ge, g, 0));
     for (int rep = 0; rep < 5; rep++) {
-        gt_poison(h, (size_t)M * N1 * sizeof(gp_bf16)); /* stale h must never be read */
+        gt_poison(h, (size_t)M * N1 * sizeof(uint16_t)); /* stale h must never be read */
         gt_upload(y, y0, (size_t)M * N2 * sizeof(float));
         GP_CHECK_CUDA(cudaGraphLaunch(ge, s));
         GP_CHECK_CUDA(cudaStreamSynchronize(s));
@@ -466,15 +476,15 @@ static void test_tuned(void **state)
         shape sh = pr.sh;
         void *scratch = gt_dev_alloc((size_t)sh.M * sh.N * sizeof(float));
         for (int o = 0; o < 3; o++) {
-            gp_gemm_out ot = o == 0 ? GP_GEMM_OUT_BF16 : o == 1 ? GP_GEMM_OUT_F32 : GP_GEMM_OUT_F32_ACC;
+            gp_gemm_out ot = o == 0 ? GP_GEMM_OUT_HALF : o == 1 ? GP_GEMM_OUT_F32 : GP_GEMM_OUT_F32_ACC;
             gp_gemm_tune_report rep;
-            GP_CHECK_OK(gp_gemm_tune(ctx, sh.M, sh.N, sh.K, pr.dx, pr.dw, scratch, ot, 8, 3, &rep));
+            GP_CHECK_OK(gp_gemm_tune(ctx, g_dt, sh.M, sh.N, sh.K, pr.dx, pr.dw, scratch, ot, 8, 3, &rep));
             printf("  tune M=%d N=%d K=%d out=%d: %d candidates, heuristic %.4f ms, kept #%d %.4f ms\n",
                    sh.M, sh.N, sh.K, o, rep.candidates, rep.first_ms, rep.chosen, rep.best_ms);
             assert_true(rep.candidates >= 1 && rep.candidates <= 8);
             assert_true(rep.chosen >= 0 && rep.chosen < 8);
             assert_true(rep.best_ms > 0.0f && rep.best_ms <= rep.first_ms);
-            GP_CHECK_OK(gp_gemm_tune(ctx, sh.M, sh.N, sh.K, pr.dx, pr.dw, scratch, ot, 8, 3, &rep));
+            GP_CHECK_OK(gp_gemm_tune(ctx, g_dt, sh.M, sh.N, sh.K, pr.dx, pr.dw, scratch, ot, 8, 3, &rep));
             assert_int_equal(rep.candidates, 0); /* kept, not timed again */
             int cached = gp_gemm_cached_shapes(ctx);
             if (ot == GP_GEMM_OUT_F32_ACC)
@@ -487,15 +497,15 @@ static void test_tuned(void **state)
         problem_free(&pr);
     }
     /* skinny shapes: nothing to time */
-    gp_bf16 *dx = gt_dev_alloc(8 * 256 * sizeof(gp_bf16)), *dw = gt_dev_alloc(256 * 256 * sizeof(gp_bf16));
+    uint16_t *dx = gt_dev_alloc(8 * 256 * sizeof(uint16_t)), *dw = gt_dev_alloc(256 * 256 * sizeof(uint16_t));
     float *dy = gt_dev_alloc(8 * 256 * sizeof(float));
     gp_gemm_tune_report rep;
-    GP_CHECK_OK(gp_gemm_tune(ctx, 8, 256, 256, dx, dw, dy, GP_GEMM_OUT_F32, 8, 3, &rep));
+    GP_CHECK_OK(gp_gemm_tune(ctx, g_dt, 8, 256, 256, dx, dw, dy, GP_GEMM_OUT_F32, 8, 3, &rep));
     assert_int_equal(rep.candidates, 0);
     /* inside a capture: refused, and the capture survives */
     cudaGraph_t g = NULL;
     GP_CHECK_CUDA(cudaStreamBeginCapture(s, cudaStreamCaptureModeThreadLocal));
-    gp_status st = gp_gemm_tune(ctx, 128, 256, 256, dx, dw, dy, GP_GEMM_OUT_F32, 8, 3, &rep);
+    gp_status st = gp_gemm_tune(ctx, g_dt, 128, 256, 256, dx, dw, dy, GP_GEMM_OUT_F32, 8, 3, &rep);
     GP_CHECK_CUDA(cudaStreamEndCapture(s, &g));
     assert_int_equal(st, GP_ERR_INVALID_ARG);
     assert_non_null(strstr(gp_last_error(), "capturing"));
@@ -508,31 +518,35 @@ static void test_tuned(void **state)
 static void test_bad_args(void **state)
 {
     (void)state;
-    gp_bf16 *p = (gp_bf16 *)(uintptr_t)0x1000;
+    uint16_t *p = (uint16_t *)(uintptr_t)0x1000;
     gp_gemm_ctx *ctx = (gp_gemm_ctx *)(uintptr_t)0x4000; /* never dereferenced on these paths */
-    GP_CHECK_FAIL(gp_gemm_bf16(NULL, 1, 1, 1, p, p, p, GP_GEMM_OUT_BF16), GP_ERR_INVALID_ARG,
+    GP_CHECK_FAIL(gp_gemm(NULL, g_dt, 1, 1, 1, p, p, p, GP_GEMM_OUT_HALF), GP_ERR_INVALID_ARG,
                    "ctx is NULL");
-    GP_CHECK_FAIL(gp_gemm_bf16(ctx, -1, 64, 64, p, p, p, GP_GEMM_OUT_BF16), GP_ERR_INVALID_ARG,
+    GP_CHECK_FAIL(gp_gemm(ctx, g_dt, -1, 64, 64, p, p, p, GP_GEMM_OUT_HALF), GP_ERR_INVALID_ARG,
                    "M = -1");
-    GP_CHECK_FAIL(gp_gemm_bf16(ctx, 1, 0, 64, p, p, p, GP_GEMM_OUT_BF16), GP_ERR_INVALID_ARG,
+    GP_CHECK_FAIL(gp_gemm(ctx, g_dt, 1, 0, 64, p, p, p, GP_GEMM_OUT_HALF), GP_ERR_INVALID_ARG,
                    "N = 0");
-    GP_CHECK_FAIL(gp_gemm_bf16(ctx, 1, 64, 0, p, p, p, GP_GEMM_OUT_BF16), GP_ERR_INVALID_ARG,
+    GP_CHECK_FAIL(gp_gemm(ctx, g_dt, 1, 64, 0, p, p, p, GP_GEMM_OUT_HALF), GP_ERR_INVALID_ARG,
                    "K = 0");
-    GP_CHECK_FAIL(gp_gemm_bf16(ctx, 1, 64, 64, p, p, p, (gp_gemm_out)7), GP_ERR_INVALID_ARG,
+    GP_CHECK_FAIL(gp_gemm(ctx, g_dt, 1, 64, 64, p, p, p, (gp_gemm_out)7), GP_ERR_INVALID_ARG,
                    "out_type = 7");
-    GP_CHECK_FAIL(gp_gemm_bf16(ctx, 1, 64, 64, NULL, p, p, GP_GEMM_OUT_F32), GP_ERR_INVALID_ARG,
+    GP_CHECK_FAIL(gp_gemm(ctx, g_dt, 1, 64, 64, NULL, p, p, GP_GEMM_OUT_F32), GP_ERR_INVALID_ARG,
                    "x (nil)");
-    GP_CHECK_OK(gp_gemm_bf16(ctx, 0, 64, 64, NULL, NULL, NULL, GP_GEMM_OUT_F32));
-    GP_CHECK_FAIL(gp_gemm_tune(NULL, 8, 64, 64, p, p, p, GP_GEMM_OUT_F32, 8, 3, NULL),
+    GP_CHECK_OK(gp_gemm(ctx, g_dt, 0, 64, 64, NULL, NULL, NULL, GP_GEMM_OUT_F32));
+    GP_CHECK_FAIL(gp_gemm_tune(NULL, g_dt, 8, 64, 64, p, p, p, GP_GEMM_OUT_F32, 8, 3, NULL),
                    GP_ERR_INVALID_ARG, "ctx (nil)");
-    GP_CHECK_FAIL(gp_gemm_tune(ctx, 0, 64, 64, p, p, p, GP_GEMM_OUT_F32, 8, 3, NULL),
+    GP_CHECK_FAIL(gp_gemm_tune(ctx, g_dt, 0, 64, 64, p, p, p, GP_GEMM_OUT_F32, 8, 3, NULL),
                    GP_ERR_INVALID_ARG, "M = 0");
-    GP_CHECK_FAIL(gp_gemm_tune(ctx, 8, 64, 64, p, p, p, GP_GEMM_OUT_F32, 33, 3, NULL),
+    GP_CHECK_FAIL(gp_gemm_tune(ctx, g_dt, 8, 64, 64, p, p, p, GP_GEMM_OUT_F32, 33, 3, NULL),
                    GP_ERR_INVALID_ARG, "max_candidates = 33");
-    GP_CHECK_FAIL(gp_gemm_tune(ctx, 8, 64, 64, p, p, p, GP_GEMM_OUT_F32, 8, 0, NULL),
+    GP_CHECK_FAIL(gp_gemm_tune(ctx, g_dt, 8, 64, 64, p, p, p, GP_GEMM_OUT_F32, 8, 0, NULL),
                    GP_ERR_INVALID_ARG, "reps = 0");
-    GP_CHECK_FAIL(gp_gemm_tune(ctx, 8, 64, 64, p, p, p, (gp_gemm_out)9, 8, 3, NULL),
+    GP_CHECK_FAIL(gp_gemm_tune(ctx, g_dt, 8, 64, 64, p, p, p, (gp_gemm_out)9, 8, 3, NULL),
                    GP_ERR_INVALID_ARG, "out_type = 9");
+    GP_CHECK_FAIL(gp_gemm(ctx, GP_DTYPE_F32, 1, 64, 64, p, p, p, GP_GEMM_OUT_F32), GP_ERR_INVALID_ARG,
+                   "dtype F32");
+    GP_CHECK_FAIL(gp_gemm_tune(ctx, GP_DTYPE_I8, 8, 64, 64, p, p, p, GP_GEMM_OUT_F32, 8, 3, NULL),
+                   GP_ERR_INVALID_ARG, "dtype I8");
     gp_gemm_ctx *out = ctx;
     GP_CHECK_FAIL(gp_gemm_ctx_create(NULL, -3, &out), GP_ERR_INVALID_ARG, "sm_count_target = -3");
     assert_null(out);
@@ -546,6 +560,28 @@ static void test_bad_args(void **state)
     assert_int_equal(gp_gemm_is_skinny(NULL, 8, 64, 64, p, p), 0);
     gp_gemm_ctx_destroy(NULL);
     assert_int_equal(gp_gemm_cached_shapes(NULL), 0);
+}
+
+/* One context serving the same shape in bf16 and in fp16: two cache entries
+ * (the dtype is part of the key), each computing its own dtype's product. */
+static void test_dtype_keyed_cache(void **state)
+{
+    (void)state;
+    gt_rng rng = { g_seed + 41 };
+    const shape sh = { 24, 256, 512 };
+    gp_gemm_ctx *ctx = NULL;
+    GP_CHECK_OK(gp_gemm_ctx_create(NULL, 0, &ctx));
+    const gp_dtype keep = g_dt;
+    for (int d = 0; d < 2; d++) {
+        g_dt = gt_dtypes[d];
+        problem p;
+        problem_make(&p, sh, &rng);
+        check_one(ctx, "shared_ctx", sh, p.dx, p.dw, p.dy, GP_GEMM_OUT_F32, p.ref);
+        assert_int_equal(gp_gemm_cached_shapes(ctx), d + 1);
+        problem_free(&p);
+    }
+    g_dt = keep;
+    gp_gemm_ctx_destroy(ctx);
 }
 
 /* Needs a device: bounds checked against its SM count. */
@@ -577,6 +613,14 @@ int main(void)
         cmocka_unit_test(test_skinny_slices),
         cmocka_unit_test(test_skinny_chain_graph),
         cmocka_unit_test(test_tuned),
+        cmocka_unit_test(test_dtype_keyed_cache),
     };
-    return cmocka_run_group_tests_name("gemm on the GPU", gpu, NULL, NULL) ? 1 : 0;
+    int failed = 0;
+    for (int d = 0; d < 2; d++) {
+        g_dt = gt_dtypes[d];
+        char name[64];
+        snprintf(name, sizeof name, "gemm on the GPU, %s", gp_dtype_flag_name(g_dt));
+        failed |= cmocka_run_group_tests_name(name, gpu, NULL, NULL) != 0;
+    }
+    return failed;
 }

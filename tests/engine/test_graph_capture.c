@@ -2,7 +2,8 @@
  * RMSNorm -> GEMM -> SwiGLU -> GEMM adding into the fp32 residual -> GEMM
  * (fp32 logits) -> argmax) captured on a
  * stream whose GEMM shapes are new to the context (so the algorithm is picked
- * during capture), replayed, and compared bit for bit with an eager run. */
+ * during capture), replayed, and compared bit for bit with an eager run; in
+ * both engine dtypes (bf16, fp16). */
 #include "gpu_test_util.h"
 
 #include <stdio.h>
@@ -12,55 +13,56 @@
 #include "gp_test_cuda.h"
 
 static uint64_t g_seed;
+static gp_dtype g_dt = GP_DTYPE_BF16; /* the pass being run (main runs each of gt_dtypes) */
 
 typedef struct step {
     int B, H, F, V;
     int32_t *tok;     /* [B] device */
-    gp_bf16 *embed;   /* [V][H] */
-    gp_bf16 *norm_w;  /* [H] */
-    gp_bf16 *w_gu;    /* [2F][H] */
-    gp_bf16 *w_down;  /* [H][F] */
-    gp_bf16 *w_head;  /* [V][F] */
+    uint16_t *embed;   /* [V][H] */
+    uint16_t *norm_w;  /* [H] */
+    uint16_t *w_gu;    /* [2F][H] */
+    uint16_t *w_down;  /* [H][F] */
+    uint16_t *w_head;  /* [V][F] */
     float *resid;     /* [B][H] */
-    gp_bf16 *h;       /* [B][H] */
-    gp_bf16 *gu;      /* [B][2F] */
-    gp_bf16 *act;     /* [B][F] */
+    uint16_t *h;       /* [B][H] */
+    uint16_t *gu;      /* [B][2F] */
+    uint16_t *act;     /* [B][F] */
     float *logits;    /* [B][V] */
     int32_t *next;    /* [B] */
 } step;
 
 static gp_status step_enqueue(step *s, gp_gemm_ctx *ctx, cudaStream_t st)
 {
-    GP_TRY(gp_embed(s->tok, s->embed, s->resid, s->B, s->H, s->V, st));
-    GP_TRY(gp_rmsnorm_residual(s->resid, NULL, s->norm_w, s->h, s->B, s->H, 1e-5f, st));
-    GP_TRY(gp_gemm_bf16(ctx, s->B, 2 * s->F, s->H, s->h, s->w_gu, s->gu, GP_GEMM_OUT_BF16));
-    GP_TRY(gp_swiglu(s->gu, s->act, s->B, s->F, st));
-    GP_TRY(gp_gemm_bf16(ctx, s->B, s->H, s->F, s->act, s->w_down, s->resid, GP_GEMM_OUT_F32_ACC));
-    GP_TRY(gp_gemm_bf16(ctx, s->B, s->V, s->F, s->act, s->w_head, s->logits, GP_GEMM_OUT_F32));
+    GP_TRY(gp_embed(g_dt, s->tok, s->embed, s->resid, s->B, s->H, s->V, st));
+    GP_TRY(gp_rmsnorm_residual(g_dt, s->resid, NULL, s->norm_w, s->h, s->B, s->H, 1e-5f, st));
+    GP_TRY(gp_gemm(ctx, g_dt, s->B, 2 * s->F, s->H, s->h, s->w_gu, s->gu, GP_GEMM_OUT_HALF));
+    GP_TRY(gp_swiglu(g_dt, s->gu, s->act, s->B, s->F, st));
+    GP_TRY(gp_gemm(ctx, g_dt, s->B, s->H, s->F, s->act, s->w_down, s->resid, GP_GEMM_OUT_F32_ACC));
+    GP_TRY(gp_gemm(ctx, g_dt, s->B, s->V, s->F, s->act, s->w_head, s->logits, GP_GEMM_OUT_F32));
     GP_TRY(gp_argmax_rows(s->logits, s->next, s->B, s->V, st));
     return GP_OK;
 }
 
-static void fill_bf16(gp_bf16 *dev, size_t n, float lo, float hi, gt_rng *rng)
+static void fill_half(uint16_t *dev, size_t n, float lo, float hi, gt_rng *rng)
 {
-    gp_bf16 *h = gt_host_alloc(n * sizeof(gp_bf16));
+    uint16_t *h = gt_host_alloc(n * sizeof(uint16_t));
     for (size_t i = 0; i < n; i++)
-        h[i] = gt_bf16(rng, lo, hi);
-    gt_upload(dev, h, n * sizeof(gp_bf16));
+        h[i] = gt_half(rng, lo, hi, g_dt);
+    gt_upload(dev, h, n * sizeof(uint16_t));
     free(h);
 }
 
-typedef struct outputs { float *resid, *logits; gp_bf16 *h, *act; int32_t *next; } outputs;
+typedef struct outputs { float *resid, *logits; uint16_t *h, *act; int32_t *next; } outputs;
 
 static void outputs_get(const step *s, outputs *o)
 {
     size_t BH = (size_t)s->B * s->H, BF = (size_t)s->B * s->F, BV = (size_t)s->B * s->V;
-    o->resid = gt_host_alloc(BH * sizeof(float)), o->h = gt_host_alloc(BH * sizeof(gp_bf16));
-    o->act = gt_host_alloc(BF * sizeof(gp_bf16)), o->logits = gt_host_alloc(BV * sizeof(float));
+    o->resid = gt_host_alloc(BH * sizeof(float)), o->h = gt_host_alloc(BH * sizeof(uint16_t));
+    o->act = gt_host_alloc(BF * sizeof(uint16_t)), o->logits = gt_host_alloc(BV * sizeof(float));
     o->next = gt_host_alloc((size_t)s->B * sizeof(int32_t));
     gt_download(o->resid, s->resid, BH * sizeof(float));
-    gt_download(o->h, s->h, BH * sizeof(gp_bf16));
-    gt_download(o->act, s->act, BF * sizeof(gp_bf16));
+    gt_download(o->h, s->h, BH * sizeof(uint16_t));
+    gt_download(o->act, s->act, BF * sizeof(uint16_t));
     gt_download(o->logits, s->logits, BV * sizeof(float));
     gt_download(o->next, s->next, (size_t)s->B * sizeof(int32_t));
 }
@@ -73,8 +75,8 @@ static void outputs_free(outputs *o)
 static void poison_outputs(const step *s)
 {
     size_t BH = (size_t)s->B * s->H, BF = (size_t)s->B * s->F, BV = (size_t)s->B * s->V;
-    gt_poison(s->resid, BH * sizeof(float)), gt_poison(s->h, BH * sizeof(gp_bf16));
-    gt_poison(s->gu, 2 * BF * sizeof(gp_bf16)), gt_poison(s->act, BF * sizeof(gp_bf16));
+    gt_poison(s->resid, BH * sizeof(float)), gt_poison(s->h, BH * sizeof(uint16_t));
+    gt_poison(s->gu, 2 * BF * sizeof(uint16_t)), gt_poison(s->act, BF * sizeof(uint16_t));
     gt_poison(s->logits, BV * sizeof(float)), gt_poison(s->next, (size_t)s->B * sizeof(int32_t));
 }
 
@@ -92,26 +94,26 @@ static void run(int B, int H, int F, int V, enum cudaStreamCaptureMode mode, con
     gt_rng rng = { g_seed ^ (uint64_t)mode };
     step s = { .B = B, .H = H, .F = F, .V = V };
     s.tok = gt_dev_alloc((size_t)B * sizeof(int32_t));
-    s.embed = gt_dev_alloc((size_t)V * H * sizeof(gp_bf16));
-    s.norm_w = gt_dev_alloc((size_t)H * sizeof(gp_bf16));
-    s.w_gu = gt_dev_alloc((size_t)2 * F * H * sizeof(gp_bf16));
-    s.w_down = gt_dev_alloc((size_t)H * F * sizeof(gp_bf16));
-    s.w_head = gt_dev_alloc((size_t)V * F * sizeof(gp_bf16));
+    s.embed = gt_dev_alloc((size_t)V * H * sizeof(uint16_t));
+    s.norm_w = gt_dev_alloc((size_t)H * sizeof(uint16_t));
+    s.w_gu = gt_dev_alloc((size_t)2 * F * H * sizeof(uint16_t));
+    s.w_down = gt_dev_alloc((size_t)H * F * sizeof(uint16_t));
+    s.w_head = gt_dev_alloc((size_t)V * F * sizeof(uint16_t));
     s.resid = gt_dev_alloc((size_t)B * H * sizeof(float));
-    s.h = gt_dev_alloc((size_t)B * H * sizeof(gp_bf16));
-    s.gu = gt_dev_alloc((size_t)B * 2 * F * sizeof(gp_bf16));
-    s.act = gt_dev_alloc((size_t)B * F * sizeof(gp_bf16));
+    s.h = gt_dev_alloc((size_t)B * H * sizeof(uint16_t));
+    s.gu = gt_dev_alloc((size_t)B * 2 * F * sizeof(uint16_t));
+    s.act = gt_dev_alloc((size_t)B * F * sizeof(uint16_t));
     s.logits = gt_dev_alloc((size_t)B * V * sizeof(float));
     s.next = gt_dev_alloc((size_t)B * sizeof(int32_t));
     int32_t *tok = gt_host_alloc((size_t)B * sizeof(int32_t));
     for (int b = 0; b < B; b++)
         tok[b] = gt_below(&rng, V);
     gt_upload(s.tok, tok, (size_t)B * sizeof(int32_t));
-    fill_bf16(s.embed, (size_t)V * H, -1.0f, 1.0f, &rng);
-    fill_bf16(s.norm_w, (size_t)H, 0.5f, 1.5f, &rng);
-    fill_bf16(s.w_gu, (size_t)2 * F * H, -0.05f, 0.05f, &rng);
-    fill_bf16(s.w_down, (size_t)H * F, -0.05f, 0.05f, &rng);
-    fill_bf16(s.w_head, (size_t)V * F, -0.05f, 0.05f, &rng);
+    fill_half(s.embed, (size_t)V * H, -1.0f, 1.0f, &rng);
+    fill_half(s.norm_w, (size_t)H, 0.5f, 1.5f, &rng);
+    fill_half(s.w_gu, (size_t)2 * F * H, -0.05f, 0.05f, &rng);
+    fill_half(s.w_down, (size_t)H * F, -0.05f, 0.05f, &rng);
+    fill_half(s.w_head, (size_t)V * F, -0.05f, 0.05f, &rng);
 
     cudaStream_t st;
     GP_CHECK_CUDA(cudaStreamCreateWithFlags(&st, cudaStreamNonBlocking));
@@ -155,8 +157,8 @@ static void run(int B, int H, int F, int V, enum cudaStreamCaptureMode mode, con
     size_t BH = (size_t)B * H, BF = (size_t)B * F, BV = (size_t)B * V;
     const struct { const char *name; const void *a, *b, *c; size_t bytes; } cmp[] = {
         { "resid", g1.resid, g2.resid, e.resid, BH * sizeof(float) },
-        { "h", g1.h, g2.h, e.h, BH * sizeof(gp_bf16) },
-        { "act", g1.act, g2.act, e.act, BF * sizeof(gp_bf16) },
+        { "h", g1.h, g2.h, e.h, BH * sizeof(uint16_t) },
+        { "act", g1.act, g2.act, e.act, BF * sizeof(uint16_t) },
         { "logits", g1.logits, g2.logits, e.logits, BV * sizeof(float) },
         { "next", g1.next, g2.next, e.next, (size_t)B * sizeof(int32_t) },
     };
@@ -177,7 +179,8 @@ static void run(int B, int H, int F, int V, enum cudaStreamCaptureMode mode, con
     if (bad)
         fail_msg("%s capture: %d outputs differ (seed %llu)", mode_name, bad,
                  (unsigned long long)g_seed);
-    printf("  %s capture B=%d H=%d F=%d V=%d: graph == eager, bit for bit\n", mode_name, B, H, F, V);
+    printf("  %s %s capture B=%d H=%d F=%d V=%d: graph == eager, bit for bit\n", gp_dtype_flag_name(g_dt),
+           mode_name, B, H, F, V);
 
     outputs_free(&g1), outputs_free(&g2), outputs_free(&e);
     GP_CHECK_CUDA(cudaGraphExecDestroy(exec));
@@ -215,5 +218,12 @@ int main(void)
         cmocka_unit_test(test_capture_thread_local),
         cmocka_unit_test(test_capture_global),
     };
-    return cmocka_run_group_tests_name("engine kernels under graph capture", gpu, NULL, NULL) ? 1 : 0;
+    int failed = 0;
+    for (int d = 0; d < 2; d++) {
+        g_dt = gt_dtypes[d];
+        char name[80];
+        snprintf(name, sizeof name, "engine kernels under graph capture, %s", gp_dtype_flag_name(g_dt));
+        failed |= cmocka_run_group_tests_name(name, gpu, NULL, NULL) != 0;
+    }
+    return failed;
 }

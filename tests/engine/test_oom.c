@@ -65,7 +65,7 @@ static gp_status run_setup(const char **stage)
             goto out;                                                                            \
     } while (0)
     STAGE("config", gp_config_preset("tiny", &cfg));
-    STAGE("device weights", gp_device_weights_synthetic(&cfg, 7, &dw));
+    STAGE("device weights", gp_device_weights_synthetic(&cfg, GP_DTYPE_BF16, 7, &dw));
     gp_engine_params ep = gp_engine_default_params();
     ep.max_batch = SETUP_B;
     ep.max_context = 64;
@@ -191,7 +191,7 @@ static int real_oom_child(void *arg, gt_report *r)
     GT_CK(gp_config_preset("tiny", &cfg) == GP_OK, "%s", gp_last_error());
     cfg.max_context = 1 << 24;
     gp_device_weights *dw = NULL;
-    GT_CK(gp_device_weights_synthetic(&cfg, 1, &dw) == GP_OK, "%s", gp_last_error());
+    GT_CK(gp_device_weights_synthetic(&cfg, GP_DTYPE_BF16, 1, &dw) == GP_OK, "%s", gp_last_error());
     gp_engine_params ep = gp_engine_default_params();
     ep.max_batch = 64;
     ep.max_context = 1 << 24;

@@ -3,7 +3,8 @@
  * boundaries, head_dim 128 so the tensor-core attention runs), decode
  * continuing after it, against decode-only prefill, a prompt continued by a
  * second prefill, prompt logits, and bad input refused before anything
- * changes. Skips without a GPU. */
+ * changes; every test in both engine dtypes (bf16, fp16: the reference then
+ * rounds at the engine's points in that dtype). Skips without a GPU. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -21,6 +22,7 @@
 #include "engine_tol.h"
 
 enum { NS = 6, MAX_CTX = 2304, BLOCK = 16 };
+static gp_dtype g_dt = GP_DTYPE_BF16; /* the engine dtype of the pass (main runs both) */
 static const int k_lens[NS] = {1, 15, 16, 17, 300, 2100};
 
 typedef struct fixture {
@@ -50,7 +52,7 @@ static int setup(void **state)
     c->tied_embeddings = false;
     GP_CHECK_OK(gp_host_weights_alloc(c, GP_DTYPE_BF16, &f->w));
     GP_CHECK_OK(gp_synth_fill_host(&f->w, 4321));
-    GP_CHECK_OK(gp_device_weights_upload(&f->w, &f->dw));
+    GP_CHECK_OK(gp_device_weights_upload(&f->w, g_dt, &f->dw)); /* bf16 values: exact in fp16 too */
     srand(7);
     for (int s = 0; s < NS; s++) {
         f->prompts[s] = malloc(sizeof(int32_t) * (size_t)k_lens[s]);
@@ -88,7 +90,7 @@ static gp_cpu_model *cpu_model(fixture *f)
 {
     gp_cpu_model *m;
     GP_CHECK_OK(gp_cpu_model_create(&f->w, NS, MAX_CTX, BLOCK, &m));
-    gp_cpu_model_set_act_dtype(m, GP_DTYPE_BF16); /* the engine's rounding points */
+    gp_cpu_model_set_act_dtype(m, g_dt); /* the engine's rounding points, in its dtype */
     return m;
 }
 
@@ -134,8 +136,8 @@ static void test_batch_vs_cpu(void **state)
             feed[s] = gp_argmax(ref + (size_t)s * V, V);
         }
     }
-    printf("engine prefill + 4 decode steps vs CPU reference (bf16 activations): worst %.3g (tol %.0e)\n", worst,
-           PREFILL_TOL);
+    printf("%s engine prefill + 4 decode steps vs CPU reference (%s activations): worst %.3g (tol %.0e)\n",
+           gp_dtype_flag_name(g_dt), gp_dtype_flag_name(g_dt), worst, PREFILL_TOL);
     gp_cpu_model_destroy(cpu);
     gp_engine_destroy(e);
     free(got);
@@ -267,5 +269,12 @@ int main(void)
         cmocka_unit_test(test_continue_and_prompt_logits),
         cmocka_unit_test(test_errors),
     };
-    return cmocka_run_group_tests_name("engine prefill", tests, setup, teardown) ? 1 : 0;
+    int failed = 0;
+    for (int d = 0; d < 2; d++) {
+        g_dt = d ? GP_DTYPE_F16 : GP_DTYPE_BF16;
+        char name[48];
+        snprintf(name, sizeof name, "engine prefill, %s", gp_dtype_flag_name(g_dt));
+        failed |= cmocka_run_group_tests_name(name, tests, setup, teardown) != 0;
+    }
+    return failed;
 }

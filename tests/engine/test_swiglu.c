@@ -1,5 +1,6 @@
-/* gp_swiglu (ffn/) against its double CPU reference: bf16 output within
- * 8e-3 relative per element; vector and scalar paths. */
+/* gp_swiglu (ffn/) against its double CPU reference, in both engine dtypes:
+ * bf16 output within 8e-3 relative per element, fp16 within 2e-3 relative
+ * plus 6e-8 absolute; vector and scalar paths. */
 #include "gpu_test_util.h"
 
 #include <math.h>
@@ -9,36 +10,42 @@
 #include "ffn_kernels.h"
 #include "gp_test_cuda.h"
 
-#define SWIGLU_REL 8e-3 /* one bf16 rounding (<= 2^-8 relative) plus fp32 expf error */
+/* bf16: one rounding (<= 2^-8 relative) plus fp32 expf error. fp16: one
+ * rounding (<= 2^-11) plus the same, with a 4x margin; and an absolute term
+ * for results below fp16's normal range (6.1e-5), where the rounding step is
+ * the subnormal spacing 2^-24 (error <= 3e-8). */
+#define SWIGLU_REL (g_dt == GP_DTYPE_F16 ? 2e-3 : 8e-3)
+#define SWIGLU_ABS (g_dt == GP_DTYPE_F16 ? 6e-8 : 1e-30)
 
 static uint64_t g_seed;
+static gp_dtype g_dt = GP_DTYPE_BF16; /* the pass being run (main runs each of gt_dtypes) */
 
 static void run_case(int B, int F, int misalign, gt_rng *rng, cudaStream_t s)
 {
     size_t n = (size_t)B * (size_t)F, off = misalign ? 1 : 0;
-    gp_bf16 *gu = gt_host_alloc(2 * n * sizeof(gp_bf16)); /* [B][2F] */
-    gp_bf16 *outb = gt_host_alloc(n * sizeof(gp_bf16));   /* [B][F] */
+    uint16_t *gu = gt_host_alloc(2 * n * sizeof(uint16_t)); /* [B][2F] */
+    uint16_t *outb = gt_host_alloc(n * sizeof(uint16_t));   /* [B][F] */
     float *got = gt_host_alloc(n * sizeof(float)), *ref = gt_host_alloc(n * sizeof(float));
     /* |g| <= 8 keeps silu(g) far from fp32 underflow, so relative error is
      * meaningful for every element */
     for (size_t i = 0; i < 2 * n; i++)
-        gu[i] = gt_bf16(rng, -8.0f, 8.0f);
-    size_t gb = (2 * n + off) * sizeof(gp_bf16), ob = (n + off) * sizeof(gp_bf16);
+        gu[i] = gt_half(rng, -8.0f, 8.0f, g_dt);
+    size_t gb = (2 * n + off) * sizeof(uint16_t), ob = (n + off) * sizeof(uint16_t);
     char *d_gu = gt_dev_alloc(gb), *d_out = gt_dev_alloc(ob);
     gt_poison(d_gu, gb), gt_poison(d_out, ob);
-    gp_bf16 *gud = (gp_bf16 *)d_gu + off, *outd = (gp_bf16 *)d_out + off;
-    gt_upload(gud, gu, 2 * n * sizeof(gp_bf16));
+    uint16_t *gud = (uint16_t *)d_gu + off, *outd = (uint16_t *)d_out + off;
+    gt_upload(gud, gu, 2 * n * sizeof(uint16_t));
 
-    GP_CHECK_OK(gp_swiglu(gud, outd, B, F, s));
-    gt_download(outb, outd, n * sizeof(gp_bf16));
+    GP_CHECK_OK(gp_swiglu(g_dt, gud, outd, B, F, s));
+    gt_download(outb, outd, n * sizeof(uint16_t));
     for (size_t i = 0; i < n; i++)
-        got[i] = gp_bf16_to_f32(outb[i]);
-    gp_swiglu_ref(gu, ref, B, F);
+        got[i] = gp_half_to_f32(outb[i], g_dt);
+    gp_swiglu_ref(g_dt, gu, ref, B, F);
 
-    size_t bad = gt_check_close("out", got, ref, n, F, SWIGLU_REL, 1e-30);
+    size_t bad = gt_check_close("out", got, ref, n, F, SWIGLU_REL, SWIGLU_ABS);
     gt_guard_check(d_out, ob, "out");
     if (bad)
-        fail_msg("swiglu B=%d F=%d misalign=%d: %zu mismatches (seed %llu)", B, F, misalign, bad,
+        fail_msg("swiglu %s B=%d F=%d misalign=%d: %zu mismatches (seed %llu)", gp_dtype_flag_name(g_dt), B, F, misalign, bad,
                  (unsigned long long)g_seed);
     gt_dev_free(d_gu), gt_dev_free(d_out);
     free(gu), free(outb), free(got), free(ref);
@@ -69,16 +76,16 @@ static void test_special_values(void **state)
     gp_bf16 gu[2 * F], outb[F];
     float got[F], ref[F];
     for (int i = 0; i < F; i++)
-        gu[i] = gp_f32_to_bf16(gs[i]), gu[F + i] = gp_f32_to_bf16(1.5f);
-    gp_bf16 *d_gu = gt_dev_alloc(sizeof gu), *d_out = gt_dev_alloc(sizeof outb);
+        gu[i] = gp_f32_to_half(gs[i], g_dt), gu[F + i] = gp_f32_to_half(1.5f, g_dt);
+    uint16_t *d_gu = gt_dev_alloc(sizeof gu), *d_out = gt_dev_alloc(sizeof outb);
     gt_poison(d_out, sizeof outb);
     gt_upload(d_gu, gu, sizeof gu);
-    GP_CHECK_OK(gp_swiglu(d_gu, d_out, 1, F, NULL));
+    GP_CHECK_OK(gp_swiglu(g_dt, d_gu, d_out, 1, F, NULL));
     gt_download(outb, d_out, sizeof outb);
     for (int i = 0; i < F; i++)
-        got[i] = gp_bf16_to_f32(outb[i]);
-    gp_swiglu_ref(gu, ref, 1, F);
-    if (gt_check_close("special", got, ref, F, F, SWIGLU_REL, 1e-30))
+        got[i] = gp_half_to_f32(outb[i], g_dt);
+    gp_swiglu_ref(g_dt, gu, ref, 1, F);
+    if (gt_check_close("special", got, ref, F, F, SWIGLU_REL, SWIGLU_ABS))
         fail_msg("swiglu special values differ");
     gt_dev_free(d_gu), gt_dev_free(d_out);
 }
@@ -86,11 +93,12 @@ static void test_special_values(void **state)
 static void test_bad_args(void **state)
 {
     (void)state;
-    gp_bf16 *p = (gp_bf16 *)(uintptr_t)0x1000, *q = (gp_bf16 *)(uintptr_t)0x2000;
-    GP_CHECK_FAIL(gp_swiglu(p, q, -1, 8, NULL), GP_ERR_INVALID_ARG, "B = -1");
-    GP_CHECK_FAIL(gp_swiglu(p, q, 1, 0, NULL), GP_ERR_INVALID_ARG, "F = 0");
-    GP_CHECK_FAIL(gp_swiglu(NULL, q, 1, 8, NULL), GP_ERR_INVALID_ARG, "gu (nil)");
-    GP_CHECK_OK(gp_swiglu(NULL, NULL, 0, 8, NULL));
+    uint16_t *p = (uint16_t *)(uintptr_t)0x1000, *q = (uint16_t *)(uintptr_t)0x2000;
+    GP_CHECK_FAIL(gp_swiglu(g_dt, p, q, -1, 8, NULL), GP_ERR_INVALID_ARG, "B = -1");
+    GP_CHECK_FAIL(gp_swiglu(g_dt, p, q, 1, 0, NULL), GP_ERR_INVALID_ARG, "F = 0");
+    GP_CHECK_FAIL(gp_swiglu(g_dt, NULL, q, 1, 8, NULL), GP_ERR_INVALID_ARG, "gu (nil)");
+    GP_CHECK_OK(gp_swiglu(g_dt, NULL, NULL, 0, 8, NULL));
+    GP_CHECK_FAIL(gp_swiglu(GP_DTYPE_F32, p, q, 1, 8, NULL), GP_ERR_INVALID_ARG, "dtype F32");
 }
 
 int main(void)
@@ -105,5 +113,12 @@ int main(void)
         cmocka_unit_test(test_shapes),
         cmocka_unit_test(test_special_values),
     };
-    return cmocka_run_group_tests_name("swiglu on the GPU", gpu, NULL, NULL) ? 1 : 0;
+    int failed = 0;
+    for (int d = 0; d < 2; d++) {
+        g_dt = gt_dtypes[d];
+        char name[64];
+        snprintf(name, sizeof name, "%s on the GPU, %s", "swiglu", gp_dtype_flag_name(g_dt));
+        failed |= cmocka_run_group_tests_name(name, gpu, NULL, NULL) != 0;
+    }
+    return failed;
 }

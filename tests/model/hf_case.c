@@ -166,6 +166,10 @@ void hf_backend_open(const hf_backend *be, const gp_host_weights *w, int n_seqs,
     p.max_context = ctx;
     p.block_size = block_size;
     p.bf16_activations = be->bf16_activations;
+    if (be->kind == GP_BACKEND_CUDA)
+        p.dtype = be->dtype == GP_DTYPE_F32 ? GP_BACKEND_DTYPE_AUTO : be->dtype;
+    else
+        p.dtype = be->dtype;
     p.use_graphs = be->use_graphs;
     p.pipelined = be->pipelined;
     p.prefill_chunk = be->prefill_chunk;

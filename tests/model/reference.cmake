@@ -11,5 +11,8 @@ gp_add_test(ref_hf_logits SOURCES model/test_hf_logits.c model/hf_case.c LIBS gp
 gp_add_test(ref_hf_prefill SOURCES model/test_hf_prefill.c model/hf_case.c LIBS gp_pipeline_cuda gp_dep_jansson)
 add_test(NAME engine_hf_prefill COMMAND ref_hf_prefill cuda)
 add_test(NAME engine_hf_prefill_chunk16 COMMAND ref_hf_prefill cuda 16)
-set_tests_properties(engine_hf_prefill engine_hf_prefill_chunk16 PROPERTIES SKIP_RETURN_CODE 77 TIMEOUT 600
+# The fp16 engine on every checkpoint (the default runs auto: fp16 for the
+# fp16 checkpoint, bf16 for the others).
+add_test(NAME engine_hf_prefill_fp16 COMMAND ref_hf_prefill cuda 0 fp16)
+set_tests_properties(engine_hf_prefill engine_hf_prefill_chunk16 engine_hf_prefill_fp16 PROPERTIES SKIP_RETURN_CODE 77 TIMEOUT 600
                      LABELS gpu)

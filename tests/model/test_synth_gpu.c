@@ -1,6 +1,9 @@
-/* GPU test of the synthetic generator and device weights: the kernel's bits
- * must equal the host generator's, and groups count acquires and releases.
- * Exits 77 (skipped) when no GPU is usable. */
+/* GPU test of the synthetic generator and device weights, in both device
+ * dtypes (bf16, fp16): the kernel's bits must equal the host generator's of
+ * the same dtype; uploads copy (same dtype) or round to nearest even (fp32
+ * host weights), biases and tied embeddings included; fp16 refuses a value
+ * it cannot hold; groups count acquires and releases. Exits 77 (skipped)
+ * when no GPU is usable. */
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -16,21 +19,24 @@
 #include "gp_model.h"
 #include "gp_test_cuda.h"
 
-/* Reports the first few differing elements, then fails. */
-static void compare_bf16(const gp_bf16 *got, const gp_bf16 *want, uint64_t n, const char *what)
+static const gp_dtype dtypes[2] = { GP_DTYPE_BF16, GP_DTYPE_F16 };
+
+/* Reports the first few differing elements (16-bit values of dt), then fails. */
+static void compare_half(const uint16_t *got, const uint16_t *want, uint64_t n, gp_dtype dt,
+                         const char *what)
 {
     uint64_t bad = 0;
     for (uint64_t i = 0; i < n; i++) {
         if (got[i] != want[i]) {
             if (bad < 5)
-                print_error("%s [%llu]: device 0x%04x (%g) host 0x%04x (%g)\n", what,
-                            (unsigned long long)i, got[i], gp_bf16_to_f32(got[i]), want[i],
-                            gp_bf16_to_f32(want[i]));
+                print_error("%s %s [%llu]: device 0x%04x (%g) host 0x%04x (%g)\n",
+                            gp_dtype_flag_name(dt), what, (unsigned long long)i, got[i],
+                            gp_half_to_f32(got[i], dt), want[i], gp_half_to_f32(want[i], dt));
             bad++;
         }
     }
     if (bad)
-        fail_msg("%s: %llu of %llu values differ", what, (unsigned long long)bad,
+        fail_msg("%s %s: %llu of %llu values differ", gp_dtype_flag_name(dt), what, (unsigned long long)bad,
                  (unsigned long long)n);
 }
 
@@ -44,36 +50,57 @@ static void test_kernel_matches_host(void **state)
         { GP_T_ATTN_NORM, 7, 4097 },    { GP_T_FFN_NORM, 31, 333 },
         { GP_T_WQKV, 0, 1000003 },      { GP_T_WO, 5, 65537 },
         { GP_T_W_GATE_UP, 30, 255 },    { GP_T_W_DOWN, 2, 257 },
+        { GP_T_BQKV, 3, 6144 },
         /* past 64K blocks of 256 threads: the grid-stride loop runs */
         { GP_T_LM_HEAD, 0, (65536ull * 256) * 2 + 3 },
     };
     const uint64_t guard = 64;
     cudaStream_t s;
     GP_CHECK_CUDA(cudaStreamCreate(&s));
-    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+    for (size_t di = 0; di < 2 * (sizeof cases / sizeof cases[0]); di++) {
+        const gp_dtype dt = dtypes[di % 2];
+        const size_t i = di / 2;
         uint64_t n = cases[i].n;
         float scale = gp_synth_scale(&c, cases[i].kind);
-        gp_bf16 *d = NULL;
+        uint16_t *d = NULL;
         GP_CHECK_CUDA(cudaMalloc((void **)&d, (n + guard) * 2));
         GP_CHECK_CUDA(cudaMemset(d, 0xFF, (n + guard) * 2)); /* poison: 0xFFFF is a NaN */
-        assert_int_equal(gp_synth_fill_device(d, n, 2024, cases[i].kind, cases[i].layer, scale, s),
-                         GP_OK);
-        gp_bf16 *got = malloc((n + guard) * 2), *want = malloc(n * 2);
+        assert_int_equal(gp_synth_fill_device_dtype(d, dt, n, 2024, cases[i].kind, cases[i].layer,
+                                                    scale, s), GP_OK);
+        uint16_t *got = malloc((n + guard) * 2), *want = malloc(n * 2);
         assert_non_null(got);
         assert_non_null(want);
         GP_CHECK_CUDA(cudaMemcpyAsync(got, d, (n + guard) * 2, cudaMemcpyDeviceToHost, s));
         GP_CHECK_CUDA(cudaStreamSynchronize(s));
-        gp_synth_fill_tensor_host(want, GP_DTYPE_BF16, n, 2024, cases[i].kind, cases[i].layer, scale);
+        gp_synth_fill_tensor_host(want, dt, n, 2024, cases[i].kind, cases[i].layer, scale);
         char what[64];
         snprintf(what, sizeof what, "kind %d layer %d n %llu", cases[i].kind, cases[i].layer,
                  (unsigned long long)n);
-        compare_bf16(got, want, n, what);
+        compare_half(got, want, n, dt, what);
         for (uint64_t j = n; j < n + guard; j++)
             assert_int_equal(got[j], 0xFFFF); /* nothing written past n */
         free(got);
         free(want);
         GP_CHECK_CUDA(cudaFree(d));
     }
+    {   /* the bf16 entry point is the BF16 instance, bit for bit */
+        const uint64_t n = 70001;
+        uint16_t *d = NULL, *a = malloc(n * 2), *b = malloc(n * 2);
+        assert_non_null(a);
+        assert_non_null(b);
+        GP_CHECK_CUDA(cudaMalloc((void **)&d, n * 2));
+        assert_int_equal(gp_synth_fill_device(d, n, 5, GP_T_WO, 1, 0.3f, s), GP_OK);
+        GP_CHECK_CUDA(cudaMemcpyAsync(a, d, n * 2, cudaMemcpyDeviceToHost, s));
+        GP_CHECK_CUDA(cudaStreamSynchronize(s));
+        assert_int_equal(gp_synth_fill_device_dtype(d, GP_DTYPE_BF16, n, 5, GP_T_WO, 1, 0.3f, s), GP_OK);
+        GP_CHECK_CUDA(cudaMemcpyAsync(b, d, n * 2, cudaMemcpyDeviceToHost, s));
+        GP_CHECK_CUDA(cudaStreamSynchronize(s));
+        compare_half(b, a, n, GP_DTYPE_BF16, "bf16 entry point");
+        GP_CHECK_CUDA(cudaFree(d));
+        free(a), free(b);
+    }
+    assert_int_equal(gp_synth_fill_device_dtype((uint16_t *)8, GP_DTYPE_F32, 5, 1, GP_T_WO, 0, 1.0f, s),
+                     GP_ERR_INVALID_ARG);
     /* bad arguments are refused without a launch */
     assert_int_equal(gp_synth_fill_device(NULL, 5, 1, GP_T_WO, 0, 1.0f, s), GP_ERR_INVALID_ARG);
     assert_int_equal(gp_synth_fill_device(NULL, 0, 1, GP_T_WO, 0, 1.0f, s), GP_OK);
@@ -82,10 +109,14 @@ static void test_kernel_matches_host(void **state)
     GP_CHECK_CUDA(cudaStreamDestroy(s));
 }
 
+/* Every tensor of the device view (dtype dt) against want, host weights of
+ * the same dtype. */
 static void compare_weights(const gp_host_weights *dev_view, const gp_host_weights *host)
 {
     const gp_config *c = &host->cfg;
-    struct pair { gp_tensor_kind k; int layer; const gp_bf16 *d, *h; } t[3 + 6 * 8];
+    const gp_dtype dt = host->dtype;
+    assert_int_equal(dev_view->dtype, dt);
+    struct pair { gp_tensor_kind k; int layer; const void *d, *h; } t[3 + 7 * 8];
     int n = 0;
     t[n++] = (struct pair){ GP_T_EMBED, 0, dev_view->embed, host->embed };
     t[n++] = (struct pair){ GP_T_FINAL_NORM, 0, dev_view->final_norm, host->final_norm };
@@ -98,16 +129,20 @@ static void compare_weights(const gp_host_weights *dev_view, const gp_host_weigh
         t[n++] = (struct pair){ GP_T_FFN_NORM, l, D->ffn_norm, H->ffn_norm };
         t[n++] = (struct pair){ GP_T_W_GATE_UP, l, D->w_gate_up, H->w_gate_up };
         t[n++] = (struct pair){ GP_T_W_DOWN, l, D->w_down, H->w_down };
+        if (c->qkv_bias)
+            t[n++] = (struct pair){ GP_T_BQKV, l, D->bqkv, H->bqkv };
+        else
+            assert_null(D->bqkv);
     }
     for (int i = 0; i < n; i++) {
         uint64_t ne = gp_synth_numel(c, t[i].k);
-        gp_bf16 *got = malloc(ne * 2);
+        uint16_t *got = malloc(ne * 2);
         assert_non_null(got);
         assert_non_null(t[i].d);
         GP_CHECK_CUDA(cudaMemcpy(got, t[i].d, ne * 2, cudaMemcpyDeviceToHost));
         char what[64];
         snprintf(what, sizeof what, "tensor kind %d layer %d", t[i].k, t[i].layer);
-        compare_bf16(got, t[i].h, ne, what);
+        compare_half(got, t[i].h, ne, dt, what);
         free(got);
     }
 }
@@ -115,16 +150,22 @@ static void compare_weights(const gp_host_weights *dev_view, const gp_host_weigh
 static void test_device_weights_synthetic(void **state)
 {
     (void)state;
-    for (int tied = 1; tied >= 0; tied--) {
+    for (int k = 0; k < 8; k++) {
+        const int tied = k & 1, bias = (k >> 1) & 1;
+        const gp_dtype dt = dtypes[k >> 2];
         gp_config c;
         assert_int_equal(gp_config_preset("tiny", &c), GP_OK);
         c.tied_embeddings = tied;
-        gp_host_weights h;
-        assert_int_equal(gp_host_weights_alloc(&c, GP_DTYPE_BF16, &h), GP_OK);
+        c.qkv_bias = bias;
+        gp_host_weights h, h32;
+        assert_int_equal(gp_host_weights_alloc(&c, dt, &h), GP_OK);
         assert_int_equal(gp_synth_fill_host(&h, 77), GP_OK);
+        assert_int_equal(gp_host_weights_alloc(&c, GP_DTYPE_F32, &h32), GP_OK);
+        assert_int_equal(gp_synth_fill_host(&h32, 77), GP_OK);
 
         gp_device_weights *dw = NULL;
-        assert_int_equal(gp_device_weights_synthetic(&c, 77, &dw), GP_OK);
+        assert_int_equal(gp_device_weights_synthetic(&c, dt, 77, &dw), GP_OK);
+        assert_int_equal(gp_device_weights_dtype(dw), dt);
         const gp_host_weights *v = gp_device_weights_view(dw);
         assert_non_null(v);
         assert_int_equal(v->cfg.n_layers, 2);
@@ -134,15 +175,73 @@ static void test_device_weights_synthetic(void **state)
             assert_ptr_not_equal(v->lm_head, v->embed);
         compare_weights(v, &h);
 
-        /* upload gives the same bytes */
+        /* upload of the same dtype gives the same bytes */
         gp_device_weights *up = NULL;
-        assert_int_equal(gp_device_weights_upload(&h, &up), GP_OK);
+        assert_int_equal(gp_device_weights_upload(&h, dt, &up), GP_OK);
+        compare_weights(gp_device_weights_view(up), &h);
+        if (tied)
+            assert_ptr_equal(gp_device_weights_view(up)->lm_head, gp_device_weights_view(up)->embed);
+        gp_device_weights_destroy(up);
+        /* fp32 host weights, converted in pinned chunks: each value the
+         * generator's float rounded to dt, which is what the dt host filler
+         * wrote (the embedding table spans several chunks) */
+        assert_int_equal(gp_device_weights_upload(&h32, dt, &up), GP_OK);
         compare_weights(gp_device_weights_view(up), &h);
         gp_device_weights_destroy(up);
 
         gp_device_weights_destroy(dw);
         gp_host_weights_free(&h);
+        gp_host_weights_free(&h32);
     }
+}
+
+/* bf16 -> fp16 and fp16 -> bf16 uploads round each value as gp_weights_convert
+ * does; fp16 refuses a value beyond its range, naming the tensor, and bf16
+ * takes the same weights. */
+static void test_upload_convert(void **state)
+{
+    (void)state;
+    gp_config c;
+    assert_int_equal(gp_config_preset("tiny", &c), GP_OK);
+    for (int d = 0; d < 2; d++) {
+        const gp_dtype from = dtypes[d], to = dtypes[1 - d];
+        gp_host_weights h, want;
+        assert_int_equal(gp_host_weights_alloc(&c, from, &h), GP_OK);
+        assert_int_equal(gp_synth_fill_host(&h, 9), GP_OK);
+        assert_int_equal(gp_host_weights_alloc(&c, to, &want), GP_OK);
+        const uint64_t ne = gp_synth_numel(&c, GP_T_W_DOWN);
+        for (int l = 0; l < c.n_layers; l++) /* every tensor goes through the same path; check one kind */
+            assert_int_equal(gp_weights_convert(want.layers[l].w_down, to, h.layers[l].w_down, from, ne, "w_down"),
+                             GP_OK);
+        gp_device_weights *up = NULL;
+        assert_int_equal(gp_device_weights_upload(&h, to, &up), GP_OK);
+        const gp_host_weights *v = gp_device_weights_view(up);
+        uint16_t *got = malloc(ne * 2);
+        assert_non_null(got);
+        for (int l = 0; l < c.n_layers; l++) {
+            GP_CHECK_CUDA(cudaMemcpy(got, v->layers[l].w_down, ne * 2, cudaMemcpyDeviceToHost));
+            compare_half(got, want.layers[l].w_down, ne, to, "converted w_down");
+        }
+        free(got);
+        gp_device_weights_destroy(up);
+        gp_host_weights_free(&h);
+        gp_host_weights_free(&want);
+    }
+    gp_host_weights h32;
+    assert_int_equal(gp_host_weights_alloc(&c, GP_DTYPE_F32, &h32), GP_OK);
+    assert_int_equal(gp_synth_fill_host(&h32, 9), GP_OK);
+    ((float *)h32.layers[1].wqkv)[12345] = -1.0e5f;
+    gp_device_weights *up = NULL;
+    assert_int_equal(gp_device_weights_upload(&h32, GP_DTYPE_F16, &up), GP_ERR_UNSUPPORTED);
+    assert_null(up);
+    assert_non_null(strstr(gp_last_error(), "layer 1 wqkv"));
+    assert_non_null(strstr(gp_last_error(), "12345"));
+    assert_non_null(strstr(gp_last_error(), "--dtype bf16"));
+    assert_int_equal(gp_device_weights_upload(&h32, GP_DTYPE_BF16, &up), GP_OK);
+    gp_device_weights_destroy(up);
+    assert_int_equal(gp_device_weights_upload(&h32, GP_DTYPE_F32, &up), GP_ERR_INVALID_ARG);
+    assert_non_null(strstr(gp_last_error(), "F32"));
+    gp_host_weights_free(&h32);
 }
 
 static void test_group_acquire_release(void **state)
@@ -151,7 +250,7 @@ static void test_group_acquire_release(void **state)
     gp_config c;
     assert_int_equal(gp_config_preset("tiny", &c), GP_OK);
     gp_device_weights *dw = NULL;
-    assert_int_equal(gp_device_weights_synthetic(&c, 1, &dw), GP_OK);
+    assert_int_equal(gp_device_weights_synthetic(&c, GP_DTYPE_BF16, 1, &dw), GP_OK);
     gp_weight_group *a0 = gp_device_weights_group(dw, GP_GROUP_ATTN, 0);
     gp_weight_group *f1 = gp_device_weights_group(dw, GP_GROUP_FFN, 1);
     gp_weight_group *hd = gp_device_weights_group(dw, GP_GROUP_HEAD, 0);
@@ -193,6 +292,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_kernel_matches_host),
         cmocka_unit_test(test_device_weights_synthetic),
+        cmocka_unit_test(test_upload_convert),
         cmocka_unit_test(test_group_acquire_release),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

@@ -50,6 +50,7 @@ static gp_status dev_copy_poison(void *dst, size_t dpitch, void *src, size_t spi
 typedef struct fixture {
     const char *preset;
     int B, ctx, steps;
+    gp_dtype dt; /* the engine dtype (BF16 or F16) */
 } fixture;
 
 /* Two engines over one set of device weights: one decodes sequentially,
@@ -61,7 +62,7 @@ static void run_model_relay(const fixture *fx, bool force_fallback, bool graphs,
     gp_config cfg;
     GP_CHECK_OK(gp_config_preset(fx->preset, &cfg));
     gp_device_weights *dw;
-    GP_CHECK_OK(gp_device_weights_synthetic(&cfg, 11, &dw));
+    GP_CHECK_OK(gp_device_weights_synthetic(&cfg, fx->dt, 11, &dw));
     gp_engine_params ep = gp_engine_default_params();
     ep.max_batch = fx->B;
     ep.max_context = fx->ctx;
@@ -75,10 +76,10 @@ static void run_model_relay(const fixture *fx, bool force_fallback, bool graphs,
     gp_cpu_model *cpu = NULL;
     bool with_cpu = cfg.n_layers <= 4;
     if (with_cpu) {
-        GP_CHECK_OK(gp_host_weights_alloc(&cfg, GP_DTYPE_BF16, &hw));
+        GP_CHECK_OK(gp_host_weights_alloc(&cfg, fx->dt, &hw)); /* the device's values */
         GP_CHECK_OK(gp_synth_fill_host(&hw, 11));
         GP_CHECK_OK(gp_cpu_model_create(&hw, fx->B, fx->ctx, 16, &cpu));
-        gp_cpu_model_set_act_dtype(cpu, GP_DTYPE_BF16);
+        gp_cpu_model_set_act_dtype(cpu, fx->dt);
     }
 
     gp_sm_info info;
@@ -166,9 +167,9 @@ static void run_model_relay(const fixture *fx, bool force_fallback, bool graphs,
                         double es = gp_test_rel_err(ls + (size_t)s * V, lc + (size_t)s * V, V);
                         double ep_ = gp_test_rel_err(lp + (size_t)s * V, lc + (size_t)s * V, V);
                         if (!(es <= PIPE_TOL) || !(ep_ <= PIPE_TOL))
-                            fail_msg("%s %d:%d M=%d step %d seq %d: against the CPU reference (bf16 mode): sequential "
-                                     "%.3g, pipelined %.3g (tolerance %.0e)", fx->preset, si.a_got, si.f_got, M, t, s,
-                                     es, ep_, PIPE_TOL);
+                            fail_msg("%s %s %d:%d M=%d step %d seq %d: against the CPU reference (%s mode): sequential "
+                                     "%.3g, pipelined %.3g (tolerance %.0e)", fx->preset, gp_dtype_flag_name(fx->dt), si.a_got, si.f_got, M, t, s,
+                                     gp_dtype_flag_name(fx->dt), es, ep_, PIPE_TOL);
                     }
                     for (int s = 0; s < B; s++) {
                         double e = gp_test_rel_err(lp + (size_t)s * V, ls + (size_t)s * V, V);
@@ -218,8 +219,10 @@ static void run_model(const fixture *fx, bool force_fallback, bool graphs, gp_pl
     run_model_relay(fx, force_fallback, graphs, place, fd, false);
 }
 
-static const fixture tiny = {"tiny", 9, 32, 3};
-static const fixture small = {"llama3.2-1b", 12, 64, 2};
+static const fixture tiny = {"tiny", 9, 32, 3, GP_DTYPE_BF16};
+static const fixture small = {"llama3.2-1b", 12, 64, 2, GP_DTYPE_BF16};
+static const fixture tiny16 = {"tiny", 9, 32, 3, GP_DTYPE_F16};
+static const fixture small16 = {"llama3.2-1b", 12, 64, 2, GP_DTYPE_F16};
 
 #define WHOLE GP_FILL_DRAIN_WHOLE
 #define PART GP_FILL_DRAIN_PARTITION
@@ -238,6 +241,11 @@ static void test_tiny_graphs_qkvo_f_part(void **s) { run_model(&tiny, false, tru
 /* the FFN stages read what their payloads hand them, wherever it lives */
 static void test_tiny_relay(void **s) { run_model_relay(&tiny, false, true, GP_PLACE_QKVO_A, WHOLE, true); }
 static void test_tiny_relay_qkvo_f(void **s) { run_model_relay(&tiny, false, true, GP_PLACE_QKVO_F, WHOLE, true); }
+/* the fp16 engine: the same schedules, payload views of fp16 */
+static void test_tiny16_graphs(void **s) { run_model(&tiny16, false, true, GP_PLACE_QKVO_A, WHOLE); }
+static void test_tiny16_eager_qkvo_f(void **s) { run_model(&tiny16, false, false, GP_PLACE_QKVO_F, WHOLE); }
+static void test_1b16_graphs_qkvo_f(void **s) { run_model(&small16, false, true, GP_PLACE_QKVO_F, WHOLE); }
+static void test_tiny16_relay_qkvo_f(void **s) { run_model_relay(&tiny16, false, true, GP_PLACE_QKVO_F, WHOLE, true); }
 
 int main(void)
 {
@@ -258,6 +266,10 @@ int main(void)
         cmocka_unit_test(test_tiny_graphs_qkvo_f_part),
         cmocka_unit_test(test_tiny_relay),
         cmocka_unit_test(test_tiny_relay_qkvo_f),
+        cmocka_unit_test(test_tiny16_graphs),
+        cmocka_unit_test(test_tiny16_eager_qkvo_f),
+        cmocka_unit_test(test_1b16_graphs_qkvo_f),
+        cmocka_unit_test(test_tiny16_relay_qkvo_f),
     };
     /* GP_TEST_FILTER=test_tiny* keeps compute-sanitizer runs short */
     if (getenv("GP_TEST_FILTER"))
