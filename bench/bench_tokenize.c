@@ -1,8 +1,10 @@
 /* gp_bench_tokenize: encode a ~1 MB text (the tokenizer test corpus
  * repeated) with each tokenizer given, N times on one thread; prints the
  * median, min and max ms and MB/s. Asserts nothing.
- * Usage: gp_bench_tokenize [--repeats N] [--mb M] [--text FILE] TOKENIZER...
- * (a tokenizer.json, a tiktoken tokenizer.model, or a directory holding one). */
+ * Usage: gp_bench_tokenize [--repeats N] [--mb M] [--text FILE] [TOKENIZER...]
+ * (a tokenizer.json, a tiktoken tokenizer.model, or a directory holding one;
+ * none: every committed test tokenizer, the Qwen2-style NFC and the Metaspace
+ * ones included). */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -13,6 +15,15 @@
 #ifndef GP_BENCH_CORPUS
 #define GP_BENCH_CORPUS "tests/tokenizer/corpus.txt"
 #endif
+#ifndef GP_BENCH_TOKDIR
+#define GP_BENCH_TOKDIR "tests/data/tokenizer"
+#endif
+
+static const char *const default_toks[] = {
+    GP_BENCH_TOKDIR "/bl_llama3",  GP_BENCH_TOKDIR "/bl_gpt2",    GP_BENCH_TOKDIR "/sp_llama2",
+    GP_BENCH_TOKDIR "/bl_qwen2",   GP_BENCH_TOKDIR "/sp_mistral", GP_BENCH_TOKDIR "/sp_ms_split",
+    GP_BENCH_TOKDIR "/tiktoken",
+};
 
 /* a positive integer, or nonzero */
 static int parse_positive(const char *s, long *out)
@@ -27,7 +38,7 @@ static int parse_positive(const char *s, long *out)
 
 static int usage(void)
 {
-    fprintf(stderr, "usage: gp_bench_tokenize [--repeats N] [--mb M] [--text FILE] TOKENIZER...\n");
+    fprintf(stderr, "usage: gp_bench_tokenize [--repeats N] [--mb M] [--text FILE] [TOKENIZER...]\n");
     return 2;
 }
 
@@ -51,8 +62,12 @@ int main(int argc, char **argv)
             return usage();
         }
     }
-    if (first >= argc)
-        return usage();
+    const char *const *toks = (const char *const *)argv + first;
+    int n_toks = argc - first;
+    if (n_toks == 0) {
+        toks = default_toks;
+        n_toks = (int)(sizeof default_toks / sizeof *default_toks);
+    }
     char *unit = NULL;
     size_t unit_len = 0;
     if (gp_read_file(src, (size_t)64 << 20, &unit, &unit_len) != GP_OK || unit_len == 0) {
@@ -70,11 +85,11 @@ int main(int argc, char **argv)
     printf("text: %s repeated, %zu bytes; %ld repeats per tokenizer, one thread\n", src, len, repeats);
     printf("%-48s %10s %10s %10s %10s %10s\n", "tokenizer", "tokens", "median ms", "min ms", "max ms", "MB/s");
     double *ms = malloc((size_t)repeats * sizeof *ms);
-    for (int a = first; a < argc; a++) {
+    for (int a = 0; a < n_toks; a++) {
         gp_tokenizer *t = NULL;
         struct stat sb;
-        gp_status st = stat(argv[a], &sb) == 0 && S_ISDIR(sb.st_mode) ? gp_tokenizer_load_dir(argv[a], &t)
-                                                                        : gp_tokenizer_load(argv[a], &t);
+        gp_status st = stat(toks[a], &sb) == 0 && S_ISDIR(sb.st_mode) ? gp_tokenizer_load_dir(toks[a], &t)
+                                                                        : gp_tokenizer_load(toks[a], &t);
         if (st != GP_OK) {
             fprintf(stderr, "gp_bench_tokenize: %s\n", gp_last_error());
             return 1;
@@ -92,7 +107,7 @@ int main(int argc, char **argv)
             }
         }
         double med = gp_median_d(ms, (int)repeats);
-        printf("%-48s %10zu %10.1f %10.1f %10.1f %10.1f\n", argv[a], n, med, ms[0], ms[repeats - 1],
+        printf("%-48s %10zu %10.1f %10.1f %10.1f %10.1f\n", toks[a], n, med, ms[0], ms[repeats - 1],
                (double)len / (1 << 20) / (med / 1e3));
         gp_tokenizer_free(t);
     }

@@ -38,6 +38,20 @@ add_library(gp_dep_pcre2 INTERFACE IMPORTED GLOBAL)
 target_link_libraries(gp_dep_pcre2 INTERFACE PkgConfig::GP_PCRE2)
 message(STATUS "greenpipe: pcre2-8: ${GP_PCRE2_VERSION}")
 
+# utf8proc through pkg-config: the NFC normalizer of Qwen2-style
+# tokenizer.json files (Unicode tables are the library's, not ours).
+if(PkgConfig_FOUND)
+  pkg_check_modules(GP_UTF8PROC IMPORTED_TARGET GLOBAL libutf8proc)
+endif()
+if(NOT GP_UTF8PROC_FOUND)
+  message(FATAL_ERROR "greenpipe: libutf8proc not found: install the Debian package 'libutf8proc-dev' "
+                      "(apt-get install libutf8proc-dev pkg-config, or run tools/setup-deps.sh) or add its prefix "
+                      "to CMAKE_PREFIX_PATH")
+endif()
+add_library(gp_dep_utf8proc INTERFACE IMPORTED GLOBAL)
+target_link_libraries(gp_dep_utf8proc INTERFACE PkgConfig::GP_UTF8PROC)
+message(STATUS "greenpipe: utf8proc: ${GP_UTF8PROC_VERSION}")
+
 if(NOT TARGET CUDA::cublasLt OR NOT TARGET CUDA::cudart_static)
   message(FATAL_ERROR "greenpipe: the CUDA toolkit lacks cudart_static or cuBLASLt")
 endif()

@@ -12,18 +12,17 @@ typedef struct bpe_sym {
     uint32_t start, len; /* bytes of the piece */
     int32_t id;
     int32_t prev, next;  /* -1 at the ends; len 0 marks a symbol merged away */
+    int32_t mrank, mid;  /* the merge of this symbol and next: rank and merged id; mrank -1: none */
 } bpe_sym;
 
-typedef struct bpe_cand {
-    uint64_t key;        /* rank << 32 | left symbol's index: HF and tiktoken tie-break leftmost */
-    int32_t left, right; /* symbol indices when pushed */
-    int32_t lid, rid;    /* their ids then: a merge went stale if either changed */
-    int32_t id;          /* the merged token */
-} bpe_cand;
-
+/* A candidate is only its key, rank << 32 | left symbol's index (HF and
+ * tiktoken tie-break leftmost): 8 bytes, so a long piece's heap stays small
+ * enough for the caches. It is live while the left symbol's mrank is still
+ * that rank; one that names the left symbol's current pair at the same rank
+ * stands for that pair, whose key it is, so acting on it is right too. */
 struct gp_bpe_scratch {
     bpe_sym *sym;   /* [sym_cap] */
-    bpe_cand *heap; /* [heap_cap] */
+    uint64_t *heap; /* [heap_cap] */
     size_t sym_cap, heap_cap, n_heap;
 };
 
@@ -54,9 +53,9 @@ static gp_status reserve(gp_bpe_scratch *s, size_t n)
         s->sym = v;
         s->sym_cap = cap;
     }
-    if (n > s->heap_cap) { /* at most one live candidate per symbol, plus stale ones pushed before */
+    if (n > s->heap_cap) { /* the first candidates; merges push more (heap_push grows it) */
         size_t cap = n < 64 ? 64 : n;
-        bpe_cand *v = realloc(s->heap, cap * sizeof *v);
+        uint64_t *v = realloc(s->heap, cap * sizeof *v);
         if (!v)
             GP_FAIL(GP_ERR_NO_MEMORY, "tokenizer: cannot allocate BPE candidates for a %zu-byte piece", n);
         s->heap = v;
@@ -65,11 +64,27 @@ static gp_status reserve(gp_bpe_scratch *s, size_t n)
     return GP_OK;
 }
 
-static gp_status heap_push(gp_bpe_scratch *s, bpe_cand c)
+static void sift_down(uint64_t *h, size_t n, size_t i, uint64_t key)
+{
+    for (;;) {
+        size_t c = 2 * i + 1;
+        if (c >= n)
+            break;
+        if (c + 1 < n && h[c + 1] < h[c])
+            c++;
+        if (h[c] >= key)
+            break;
+        h[i] = h[c];
+        i = c;
+    }
+    h[i] = key;
+}
+
+static gp_status heap_push(gp_bpe_scratch *s, uint64_t key)
 {
     if (s->n_heap == s->heap_cap) {
         size_t cap = 2 * s->heap_cap;
-        bpe_cand *v = realloc(s->heap, cap * sizeof *v);
+        uint64_t *v = realloc(s->heap, cap * sizeof *v);
         if (!v)
             GP_FAIL(GP_ERR_NO_MEMORY, "tokenizer: cannot allocate %zu BPE candidates", cap);
         s->heap = v;
@@ -78,40 +93,31 @@ static gp_status heap_push(gp_bpe_scratch *s, bpe_cand c)
     size_t i = s->n_heap++;
     while (i > 0) {
         size_t p = (i - 1) / 2;
-        if (s->heap[p].key <= c.key)
+        if (s->heap[p] <= key)
             break;
         s->heap[i] = s->heap[p];
         i = p;
     }
-    s->heap[i] = c;
+    s->heap[i] = key;
     return GP_OK;
 }
 
-static bpe_cand heap_pop(gp_bpe_scratch *s)
+static uint64_t heap_pop(gp_bpe_scratch *s)
 {
-    bpe_cand top = s->heap[0], last = s->heap[--s->n_heap];
-    size_t i = 0, n = s->n_heap;
-    for (;;) {
-        size_t c = 2 * i + 1;
-        if (c >= n)
-            break;
-        if (c + 1 < n && s->heap[c + 1].key < s->heap[c].key)
-            c++;
-        if (s->heap[c].key >= last.key)
-            break;
-        s->heap[i] = s->heap[c];
-        i = c;
-    }
-    if (n)
-        s->heap[i] = last;
+    uint64_t top = s->heap[0], last = s->heap[--s->n_heap];
+    if (s->n_heap)
+        sift_down(s->heap, s->n_heap, 0, last);
     return top;
 }
 
-/* The merge of symbols l and r, if the model has one: pushed as a candidate. */
-static gp_status consider(const gp_tokenizer *t, gp_bpe_scratch *s, const char *p, int32_t l, int32_t r)
+/* The merge of symbols l and r, if the model has one: recorded on l and,
+ * when push, pushed as a candidate. */
+static gp_status consider(const gp_tokenizer *t, gp_bpe_scratch *s, const char *p, int32_t l, int32_t r, bool push)
 {
-    const bpe_sym *a = &s->sym[l], *b = &s->sym[r];
+    bpe_sym *a = &s->sym[l];
+    const bpe_sym *b = &s->sym[r];
     int32_t rank, id;
+    a->mrank = -1;
     if (t->kind == GP_TOK_TIKTOKEN) {
         /* tiktoken ranks byte strings, not pairs: the concatenation's rank is
          * the merge's rank and the merged token's id */
@@ -125,8 +131,14 @@ static gp_status consider(const gp_tokenizer *t, gp_bpe_scratch *s, const char *
         rank = m->rank;
         id = m->id;
     }
-    return heap_push(s, (bpe_cand){.key = ((uint64_t)(uint32_t)rank << 32) | (uint32_t)l,
-                                   .left = l, .right = r, .lid = a->id, .rid = b->id, .id = id});
+    a->mrank = rank;
+    a->mid = id;
+    uint64_t key = ((uint64_t)(uint32_t)rank << 32) | (uint32_t)l;
+    if (!push) {
+        s->heap[s->n_heap++] = key;
+        return GP_OK;
+    }
+    return heap_push(s, key);
 }
 
 /* The initial symbols: one per byte (byte-level, tiktoken) or per character
@@ -202,24 +214,30 @@ gp_status gp_bpe_piece(const gp_tokenizer *t, gp_bpe_scratch *s, const char *p, 
         s->sym[i].next = i + 1 < k ? (int32_t)i + 1 : -1;
     }
     s->n_heap = 0;
-    for (size_t i = 0; i + 1 < k; i++)
-        GP_TRY(consider(t, s, p, (int32_t)i, (int32_t)i + 1));
+    s->sym[k - 1].mrank = -1;
+    for (size_t i = 0; i + 1 < k; i++) /* k - 1 <= heap_cap: appended, then made a heap in O(k) */
+        GP_TRY(consider(t, s, p, (int32_t)i, (int32_t)i + 1, false));
+    for (size_t i = s->n_heap / 2; i-- > 0;)
+        sift_down(s->heap, s->n_heap, i, s->heap[i]);
     while (s->n_heap) {
-        bpe_cand c = heap_pop(s);
-        bpe_sym *a = &s->sym[c.left];
-        if (a->len == 0 || a->next != c.right || a->id != c.lid || s->sym[c.right].id != c.rid)
+        uint64_t key = heap_pop(s);
+        int32_t l = (int32_t)(uint32_t)key, rank = (int32_t)(key >> 32);
+        bpe_sym *a = &s->sym[l];
+        if (a->len == 0 || a->next < 0 || a->mrank != rank)
             continue; /* stale: a neighbour merged since */
-        bpe_sym *b = &s->sym[c.right];
+        bpe_sym *b = &s->sym[a->next];
         a->len += b->len;
-        a->id = c.id;
+        a->id = a->mid;
         a->next = b->next;
         if (b->next >= 0)
-            s->sym[b->next].prev = c.left;
+            s->sym[b->next].prev = l;
         b->len = 0;
         if (a->prev >= 0)
-            GP_TRY(consider(t, s, p, a->prev, c.left));
+            GP_TRY(consider(t, s, p, a->prev, l, true));
         if (a->next >= 0)
-            GP_TRY(consider(t, s, p, c.left, a->next));
+            GP_TRY(consider(t, s, p, l, a->next, true));
+        else
+            a->mrank = -1;
     }
     for (int32_t i = 0; i >= 0; i = s->sym[i].next)
         GP_TRY(gp_ids_push(out, s->sym[i].id));

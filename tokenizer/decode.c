@@ -4,7 +4,7 @@
  * tiktoken), a run of SentencePiece byte-fallback tokens (HF turns the whole
  * run into U+FFFDs when it is not valid UTF-8, so none of it is decided
  * until the run ends), and whether the SentencePiece leading space was
- * stripped yet. */
+ * stripped yet (the Metaspace decoder: whether the first token went out). */
 #include "tok_impl.h"
 
 #include <stdlib.h>
@@ -134,6 +134,26 @@ static gp_status detok_push(gp_detok *d, int32_t id, sbuf *b)
     if (t->kind != GP_TOK_SP) {
         GP_TRY(pend_put(d, k->dec, k->dec_len));
         return utf8_out(d, b, false);
+    }
+    if (t->ms_decoder) {
+        /* HF's Metaspace decoder: the first token decoded loses every ▁ (not
+         * only a leading one), the others show ▁ as a space */
+        bool first = !d->lead_done;
+        d->lead_done = true;
+        if (!first || !t->ms_dec_first)
+            return sbuf_put(b, k->dec, k->dec_len);
+        for (uint32_t i = 0; i < k->len;) {
+            if (k->len - i >= 3 && !memcmp(k->str + i, "\xe2\x96\x81", 3)) {
+                i += 3;
+                continue;
+            }
+            uint32_t j = i + 1;
+            while (j < k->len && !(k->len - j >= 3 && !memcmp(k->str + j, "\xe2\x96\x81", 3)))
+                j++;
+            GP_TRY(sbuf_put(b, k->str + i, j - i));
+            i = j;
+        }
+        return sbuf_put(b, "", 0);
     }
     if (k->byte >= 0) {
         char c = (char)k->byte;

@@ -1,7 +1,7 @@
 /* Encode: the text is split on added tokens first (as HF's AddedVocabulary
- * does), each stretch between them is normalized (SentencePiece form),
- * pre-tokenized by the split pattern and BPE'd; the post-processor's ids
- * go around the whole. */
+ * does), each stretch between them is normalized (NFC, the SentencePiece
+ * form), pre-tokenized (the split pattern, Metaspace) and BPE'd; the
+ * post-processor's ids go around the whole. */
 #include "tok_impl.h"
 
 #include <stdlib.h>
@@ -16,6 +16,8 @@ typedef struct enc_ctx {
     gp_ids *out;
     char *buf; /* [buf_cap] a normalized or space-prefixed stretch */
     size_t buf_cap;
+    char *nbuf; /* [nbuf_cap] the NFC of a stretch between added tokens */
+    size_t nbuf_cap;
 } enc_ctx;
 
 static gp_status buf_reserve(enc_ctx *c, size_t n)
@@ -66,12 +68,53 @@ static gp_status split_pieces(enc_ctx *c, const char *s, size_t n)
     return GP_OK;
 }
 
-/* One stretch of text between added tokens. */
-static gp_status encode_stretch(enc_ctx *c, const char *s, size_t n)
+#define SP_SPACE "\xe2\x96\x81"
+
+/* Metaspace: spaces become ▁, ▁ is prepended unless the stretch starts with
+ * one (prepend_scheme always; first: only the stretch at offset 0 of the
+ * user's text); split: a piece starts at each ▁ (HF's MergedWithNext). */
+static gp_status metaspace_stretch(enc_ctx *c, const char *s, size_t n, bool at_start)
+{
+    const gp_tokenizer *t = c->t;
+    if (n > (SIZE_MAX - 3) / 3)
+        GP_FAIL(GP_ERR_OVERFLOW, "tokenizer: a %zu-byte text is too long to pre-tokenize", n);
+    GP_TRY(buf_reserve(c, 3 * n + 3));
+    size_t o = 0;
+    bool lead = s[0] == ' ' || (n >= 3 && !memcmp(s, SP_SPACE, 3));
+    if (!lead && (t->ms_prepend == GP_MS_ALWAYS || (t->ms_prepend == GP_MS_FIRST && at_start))) {
+        memcpy(c->buf, SP_SPACE, 3);
+        o = 3;
+    }
+    for (size_t i = 0; i < n; i++) {
+        if (s[i] == ' ') {
+            memcpy(c->buf + o, SP_SPACE, 3);
+            o += 3;
+        } else {
+            c->buf[o++] = s[i];
+        }
+    }
+    if (!t->ms_split)
+        return gp_bpe_piece(t, c->bpe, c->buf, o, c->out);
+    size_t piece = 0;
+    for (size_t i = 1; i + 3 <= o; i++) {
+        if (!memcmp(c->buf + i, SP_SPACE, 3)) {
+            GP_TRY(gp_bpe_piece(t, c->bpe, c->buf + piece, i - piece, c->out));
+            piece = i;
+            i += 2;
+        }
+    }
+    return gp_bpe_piece(t, c->bpe, c->buf + piece, o - piece, c->out);
+}
+
+/* One normalized stretch of text between added tokens; at_start: it begins
+ * at offset 0 of the user's text (Metaspace's prepend_scheme first). */
+static gp_status encode_stretch(enc_ctx *c, const char *s, size_t n, bool at_start)
 {
     const gp_tokenizer *t = c->t;
     if (n == 0)
         return GP_OK;
+    if (t->kind == GP_TOK_SP && t->metaspace)
+        return metaspace_stretch(c, s, n, at_start);
     if (t->kind == GP_TOK_SP) {
         /* Prepend("▁") then Replace(" ", "▁"): at most 3 bytes per byte, plus the prefix */
         size_t cap;
@@ -81,12 +124,12 @@ static gp_status encode_stretch(enc_ctx *c, const char *s, size_t n)
         GP_TRY(buf_reserve(c, cap));
         size_t o = 0;
         if (t->sp_prepend) {
-            memcpy(c->buf, "\xe2\x96\x81", 3);
+            memcpy(c->buf, SP_SPACE, 3);
             o = 3;
         }
         for (size_t i = 0; i < n; i++) {
             if (s[i] == ' ' && t->sp_replace) {
-                memcpy(c->buf + o, "\xe2\x96\x81", 3);
+                memcpy(c->buf + o, SP_SPACE, 3);
                 o += 3;
             } else {
                 c->buf[o++] = s[i];
@@ -115,17 +158,18 @@ static bool is_word_byte(unsigned char ch)
     return ch >= 0x80 || ch == '_' || (ch >= '0' && ch <= '9') || ((ch | 0x20) >= 'a' && (ch | 0x20) <= 'z');
 }
 
-/* The leftmost added token at or after pos, longest at its position: *at
- * and *end bound the token with the whitespace lstrip/rstrip absorb. */
-static const gp_added *next_added(const gp_tokenizer *t, const bool *first, const char *s, size_t n, size_t pos,
-                                  size_t floor, size_t *at, size_t *end)
+/* The leftmost added token of one pass (normalized: HF's second pass, in
+ * the normalized text) at or after pos, longest at its position: *at and
+ * *end bound the token with the whitespace lstrip/rstrip absorb. */
+static const gp_added *next_added(const gp_tokenizer *t, const bool *first, bool normalized, const char *s, size_t n,
+                                  size_t pos, size_t floor, size_t *at, size_t *end)
 {
     for (size_t i = pos; i < n; i++) {
         if (!first[(unsigned char)s[i]])
             continue;
         for (int k = 0; k < t->n_added; k++) {
             const gp_added *a = &t->added[k];
-            if (a->len > n - i || memcmp(s + i, a->content, a->len))
+            if (a->normalized != normalized || a->len > n - i || memcmp(s + i, a->content, a->len))
                 continue;
             size_t st = i, e = i + a->len;
             if (a->single_word && ((st > 0 && is_word_byte((unsigned char)s[st - 1])) ||
@@ -147,6 +191,41 @@ static const gp_added *next_added(const gp_tokenizer *t, const bool *first, cons
     return NULL;
 }
 
+/* HF's AddedVocabulary in two passes: the tokens with normalized false are
+ * found in the user's text; each stretch between them is normalized (NFC),
+ * the tokens with normalized true are found in that, and what is left is
+ * pre-tokenized and BPE'd. Invalid UTF-8 was refused before, with offsets
+ * in the user's text. */
+static gp_status split_added(enc_ctx *c, const bool *first, bool normalized, const char *s, size_t n, bool at_start)
+{
+    const gp_tokenizer *t = c->t;
+    bool any = false;
+    for (int k = 0; k < t->n_added; k++)
+        any = any || t->added[k].normalized == normalized;
+    size_t pos = 0;
+    while (pos < n) {
+        size_t at = n, end = n;
+        const gp_added *a = any ? next_added(t, first, normalized, s, n, pos, pos, &at, &end) : NULL;
+        size_t gap = (a ? at : n) - pos;
+        if (gap && !normalized) {
+            const char *g = s + pos;
+            size_t gn = gap;
+            if (t->nfc) {
+                GP_TRY(gp_nfc(g, gn, &c->nbuf, &c->nbuf_cap, &gn));
+                g = c->nbuf; /* the second pass below does not normalize again, so nbuf is not reused under it */
+            }
+            GP_TRY(split_added(c, first, true, g, gn, at_start && pos == 0));
+        } else if (gap) {
+            GP_TRY(encode_stretch(c, s + pos, gap, at_start && pos == 0));
+        }
+        if (!a)
+            break;
+        GP_TRY(gp_ids_push(c->out, a->id));
+        pos = end;
+    }
+    return GP_OK;
+}
+
 static gp_status encode_all(enc_ctx *c, const char *text, size_t len, bool add_special)
 {
     const gp_tokenizer *t = c->t;
@@ -156,16 +235,7 @@ static gp_status encode_all(enc_ctx *c, const char *text, size_t len, bool add_s
     bool first[256] = {false};
     for (int k = 0; k < t->n_added; k++)
         first[(unsigned char)t->added[k].content[0]] = true;
-    size_t pos = 0;
-    while (pos < len) {
-        size_t at = len, end = len;
-        const gp_added *a = t->n_added ? next_added(t, first, text, len, pos, pos, &at, &end) : NULL;
-        GP_TRY(encode_stretch(c, text + pos, (a ? at : len) - pos));
-        if (!a)
-            break;
-        GP_TRY(gp_ids_push(c->out, a->id));
-        pos = end;
-    }
+    GP_TRY(split_added(c, first, false, text, len, true));
     if (add_special)
         for (int i = 0; i < t->n_suffix; i++)
             GP_TRY(gp_ids_push(c->out, t->suffix[i]));
@@ -203,6 +273,7 @@ gp_status gp_tokenizer_encode(const gp_tokenizer *t, const char *text, size_t le
     pcre2_match_data_free(c.md);
     gp_bpe_scratch_free(c.bpe);
     free(c.buf);
+    free(c.nbuf);
     if (st != GP_OK) {
         free(out.v);
         return st;

@@ -1,7 +1,8 @@
 /* HF tokenizer.json: the BPE model (vocab, merges in either JSON form,
  * options), added tokens, and the normalizer / pre-tokenizer /
- * post-processor / decoder combinations of byte-level (Llama 3, Qwen2 without
- * NFC, GPT-2) and SentencePiece-style (Llama 2, Mistral) tokenizers. Anything
+ * post-processor / decoder combinations of byte-level (Llama 3, Qwen2 with
+ * its NFC normalizer, GPT-2) and SentencePiece-style (Llama 2, Mistral: the
+ * Prepend/Replace normalizer or the Metaspace pre-tokenizer) tokenizers. Anything
  * else is refused by name rather than tokenized differently from HF. */
 #include "tok_impl.h"
 
@@ -41,9 +42,36 @@ static bool jstring_pattern(const json_t *o, const char *want)
     return s && !strcmp(s, want);
 }
 
+/* Metaspace's prepend_scheme: the field, else the older add_prefix_space
+ * (true: always), else HF's default, always. */
+static gp_status ms_scheme(jctx *c, const json_t *p, const char *what, gp_ms_prepend *out)
+{
+    const char *rep = json_string_value(json_object_get(p, "replacement"));
+    if (!rep || strcmp(rep, SP_SPACE))
+        GP_FAIL(GP_ERR_UNSUPPORTED, "%s: %s Metaspace with replacement '%s' is not supported; supported: \""
+                SP_SPACE "\" (U+2581)", c->path, what, rep ? rep : "(none)");
+    const json_t *ps = json_object_get(p, "prepend_scheme");
+    const char *scheme = json_string_value(ps);
+    if (!ps || json_is_null(ps))
+        *out = jbool(p, "add_prefix_space", true) ? GP_MS_ALWAYS : GP_MS_NEVER;
+    else if (scheme && !strcmp(scheme, "first"))
+        *out = GP_MS_FIRST;
+    else if (scheme && !strcmp(scheme, "always"))
+        *out = GP_MS_ALWAYS;
+    else if (scheme && !strcmp(scheme, "never"))
+        *out = GP_MS_NEVER;
+    else
+        GP_FAIL(GP_ERR_FORMAT, "%s: %s Metaspace prepend_scheme '%s' is unknown; allowed: first, always, never",
+                c->path, what, scheme ? scheme : "(not a string)");
+    return GP_OK;
+}
+
 static gp_status pre_one(jctx *c, const json_t *p)
 {
     gp_tokenizer *t = c->t;
+    if (t->metaspace)
+        GP_FAIL(GP_ERR_UNSUPPORTED, "%s: pre_tokenizer '%s' after Metaspace is not supported; supported: Metaspace "
+                "alone", c->path, jtype(p));
     if (jtype_is(p, "ByteLevel")) {
         if (c->bytelevel_pre)
             GP_FAIL(GP_ERR_UNSUPPORTED, "%s: pre_tokenizer has ByteLevel twice", c->path);
@@ -66,9 +94,37 @@ static gp_status pre_one(jctx *c, const json_t *p)
         c->has_split = true;
         return gp_tok_compile_regex(t, re, strlen(re), c->path);
     }
+    if (jtype_is(p, "Metaspace")) {
+        if (c->bytelevel_pre || c->has_split)
+            GP_FAIL(GP_ERR_UNSUPPORTED, "%s: pre_tokenizer Metaspace after '%s' is not supported; supported: "
+                    "Metaspace alone", c->path, c->bytelevel_pre ? "ByteLevel" : "Split");
+        t->metaspace = true;
+        t->ms_split = jbool(p, "split", true);
+        return ms_scheme(c, p, "pre_tokenizer", &t->ms_prepend);
+    }
     GP_FAIL(GP_ERR_UNSUPPORTED, "%s: pre_tokenizer '%s' is not supported; supported: ByteLevel, "
-            "Sequence[Split(Regex, Isolated), ByteLevel(use_regex false)], or null with the SentencePiece "
-            "normalizer Sequence[Prepend(\"" SP_SPACE "\"), Replace(\" \", \"" SP_SPACE "\")]", c->path, jtype(p));
+            "Sequence[Split(Regex, Isolated), ByteLevel(use_regex false)], Metaspace(\"" SP_SPACE "\"), or null "
+            "with the SentencePiece normalizer Sequence[Prepend(\"" SP_SPACE "\"), Replace(\" \", \"" SP_SPACE
+            "\")]", c->path, jtype(p));
+}
+
+/* One normalizer step: NFC, or the SentencePiece Prepend / Replace. */
+static gp_status norm_step(jctx *c, const json_t *s, bool in_seq)
+{
+    gp_tokenizer *t = c->t;
+    const char *pre_s = json_string_value(json_object_get(s, "prepend"));
+    const char *content = json_string_value(json_object_get(s, "content"));
+    if (jtype_is(s, "NFC"))
+        t->nfc = true;
+    else if (in_seq && jtype_is(s, "Prepend") && pre_s && !strcmp(pre_s, SP_SPACE))
+        t->sp_prepend = true;
+    else if (in_seq && jtype_is(s, "Replace") && jstring_pattern(s, " ") && content && !strcmp(content, SP_SPACE))
+        t->sp_replace = true;
+    else
+        GP_FAIL(GP_ERR_UNSUPPORTED, "%s: normalizer %s'%s' is not supported; supported: NFC, and with pre_tokenizer "
+                "null the SentencePiece Sequence[Prepend(\"" SP_SPACE "\"), Replace(\" \", \"" SP_SPACE "\")] "
+                "(NFC may join either)", c->path, in_seq ? "step " : "", jtype(s));
+    return GP_OK;
 }
 
 static gp_status read_pre_and_norm(jctx *c, const json_t *root)
@@ -84,35 +140,34 @@ static gp_status read_pre_and_norm(jctx *c, const json_t *root)
         } else {
             GP_TRY(pre_one(c, pre));
         }
-        if (!c->bytelevel_pre)
+        if (!c->bytelevel_pre && !t->metaspace)
             GP_FAIL(GP_ERR_UNSUPPORTED, "%s: a Split pre_tokenizer without ByteLevel is not supported", c->path);
     }
-    if (c->bytelevel_pre) {
-        t->kind = GP_TOK_BYTELEVEL;
-        if (norm && !json_is_null(norm))
-            GP_FAIL(GP_ERR_UNSUPPORTED, "%s: normalizer '%s' with a byte-level pre_tokenizer is not supported "
-                    "(greenpipe has no Unicode normalization); supported: null", c->path, jtype(norm));
+    /* NFC commutes with Prepend("▁") and Replace(" ", "▁") (neither a space
+     * nor ▁ composes with anything), so its place in a Sequence is free */
+    if (jtype_is(norm, "Sequence")) {
+        size_t i;
+        const json_t *s;
+        json_array_foreach(json_object_get(norm, "normalizers"), i, s)
+            GP_TRY(norm_step(c, s, true));
+    } else if (norm && !json_is_null(norm)) {
+        GP_TRY(norm_step(c, norm, false));
+    }
+    bool sp_norm = t->sp_prepend || t->sp_replace;
+    if (c->bytelevel_pre || t->metaspace) {
+        t->kind = c->bytelevel_pre ? GP_TOK_BYTELEVEL : GP_TOK_SP;
+        if (sp_norm)
+            GP_FAIL(GP_ERR_UNSUPPORTED, "%s: normalizer step '%s' with a %s pre_tokenizer is not supported; "
+                    "supported: null, NFC", c->path, t->sp_prepend ? "Prepend" : "Replace",
+                    c->bytelevel_pre ? "ByteLevel" : "Metaspace");
         return GP_OK;
     }
     t->kind = GP_TOK_SP;
-    const json_t *steps = jtype_is(norm, "Sequence") ? json_object_get(norm, "normalizers") : NULL;
-    size_t i;
-    const json_t *s;
-    json_array_foreach(steps, i, s) {
-        const char *pre_s = json_string_value(json_object_get(s, "prepend"));
-        const char *content = json_string_value(json_object_get(s, "content"));
-        if (jtype_is(s, "Prepend") && pre_s && !strcmp(pre_s, SP_SPACE))
-            t->sp_prepend = true;
-        else if (jtype_is(s, "Replace") && jstring_pattern(s, " ") && content && !strcmp(content, SP_SPACE))
-            t->sp_replace = true;
-        else
-            GP_FAIL(GP_ERR_UNSUPPORTED, "%s: normalizer step '%s' is not supported; supported: Sequence[Prepend(\""
-                    SP_SPACE "\"), Replace(\" \", \"" SP_SPACE "\")]", c->path, jtype(s));
-    }
     if (!t->sp_prepend || !t->sp_replace)
         GP_FAIL(GP_ERR_UNSUPPORTED, "%s: normalizer '%s' with pre_tokenizer null is not supported; supported: "
-                "Sequence[Prepend(\"" SP_SPACE "\"), Replace(\" \", \"" SP_SPACE "\")] (SentencePiece-style BPE) "
-                "or a ByteLevel pre_tokenizer", c->path, norm && !json_is_null(norm) ? jtype(norm) : "null");
+                "Sequence[Prepend(\"" SP_SPACE "\"), Replace(\" \", \"" SP_SPACE "\")] (SentencePiece-style BPE, "
+                "NFC may join it), or a ByteLevel or Metaspace pre_tokenizer", c->path,
+                norm && !json_is_null(norm) ? jtype(norm) : "null");
     return GP_OK;
 }
 
@@ -218,11 +273,11 @@ static gp_status read_vocab(jctx *c, const json_t *model, const json_t *added)
         size_t n = json_string_length(json_object_get(v, "content"));
         if (n == 0)
             GP_FAIL(GP_ERR_FORMAT, "%s: added_tokens[%zu] (id %d) has empty content", c->path, i, (int)id);
-        bool special = jbool(v, "special", false);
-        if (t->kind == GP_TOK_SP && jbool(v, "normalized", !special))
+        bool special = jbool(v, "special", false), normalized = jbool(v, "normalized", !special);
+        if (normalized && (t->sp_prepend || t->sp_replace))
             GP_FAIL(GP_ERR_UNSUPPORTED, "%s: added token '%s' is matched after normalization (normalized true), "
-                    "which greenpipe does not support with a normalizer; supported: normalized false", c->path,
-                    content);
+                    "which greenpipe does not support with the SentencePiece Prepend/Replace normalizer; "
+                    "supported: normalized false", c->path, content);
         if (!t->toks[id].str)
             GP_TRY(set_token(c, id, content, n, false));
         else if (t->toks[id].len != n || memcmp(t->toks[id].str, content, n))
@@ -232,7 +287,22 @@ static gp_status read_vocab(jctx *c, const json_t *model, const json_t *added)
         t->toks[id].special = special;
         t->added[i] = (gp_added){.content = t->toks[id].str, .len = (uint32_t)n, .id = id,
                                  .lstrip = jbool(v, "lstrip", false), .rstrip = jbool(v, "rstrip", false),
-                                 .single_word = jbool(v, "single_word", false), .special = special};
+                                 .single_word = jbool(v, "single_word", false), .special = special,
+                                 .normalized = normalized};
+        if (normalized)
+            t->n_added_normalized++;
+        if (normalized && t->nfc) { /* HF matches the normalized content in the normalized text */
+            char *nb = NULL;
+            size_t ncap = 0, nn = 0;
+            gp_status st = gp_nfc(content, n, &nb, &ncap, &nn);
+            const char *nc = st == GP_OK ? gp_arena_dup(&t->arena, nb, nn) : NULL;
+            free(nb);
+            GP_TRY(st);
+            if (!nc)
+                GP_FAIL(GP_ERR_NO_MEMORY, "%s: out of memory for added token %d", c->path, (int)id);
+            t->added[i].content = nc;
+            t->added[i].len = (uint32_t)nn;
+        }
     }
     if (t->n_added) /* longest first: the first match at a position is HF's leftmost-longest */
         qsort(t->added, (size_t)t->n_added, sizeof *t->added, cmp_added_len);
@@ -445,6 +515,13 @@ static gp_status read_decoder(jctx *c, const json_t *root)
                     "ByteLevel", c->path, d && !json_is_null(d) ? jtype(d) : "null");
         return GP_OK;
     }
+    if (jtype_is(d, "Metaspace")) { /* newer Llama / Mistral files; byte tokens are not turned back into bytes */
+        gp_ms_prepend scheme;
+        GP_TRY(ms_scheme(c, d, "decoder", &scheme));
+        t->ms_decoder = true;
+        t->ms_dec_first = scheme != GP_MS_NEVER;
+        return GP_OK;
+    }
     /* The SentencePiece chain, in this order: Strip acts on the fused text,
      * so only the first space of the whole output goes. */
     const json_t *steps = jtype_is(d, "Sequence") ? json_object_get(d, "decoders") : NULL;
@@ -457,7 +534,8 @@ static gp_status read_decoder(jctx *c, const json_t *root)
         strcmp(sc, " ") || json_integer_value(json_object_get(s3, "start")) != 1 ||
         json_integer_value(json_object_get(s3, "stop")) != 0)
         GP_FAIL(GP_ERR_UNSUPPORTED, "%s: decoder '%s' is not supported with a SentencePiece-style tokenizer; "
-                "supported: Sequence[Replace(\"" SP_SPACE "\", \" \"), ByteFallback, Fuse, Strip(\" \", 1, 0)]",
+                "supported: Sequence[Replace(\"" SP_SPACE "\", \" \"), ByteFallback, Fuse, Strip(\" \", 1, 0)] or "
+                "Metaspace(\"" SP_SPACE "\")",
                 c->path, d && !json_is_null(d) ? jtype(d) : "null");
     t->strip_lead_space = true;
     for (int32_t id = 0; id < t->n_ids; id++) {

@@ -61,6 +61,11 @@ int gp_utf8_next(const unsigned char *s, size_t n);
 /* GP_OK, or GP_ERR_INVALID_ARG naming the offset of the first bad byte. */
 gp_status gp_utf8_check(const char *s, size_t n);
 
+/* ---- NFC (utf8proc) of valid UTF-8 s[0..n), written from the start of *buf
+ * (grown with realloc, *cap its size); *out_len the normalized length.
+ * Offsets in its messages are within s. */
+gp_status gp_nfc(const char *s, size_t n, char **buf, size_t *cap, size_t *out_len);
+
 /* ---- the model */
 typedef enum gp_tok_kind {
     GP_TOK_BYTELEVEL, /* HF byte-level BPE (Llama 3, Qwen2, GPT-2) */
@@ -81,7 +86,11 @@ typedef struct gp_added {
     uint32_t len;
     int32_t id;
     bool lstrip, rstrip, single_word, special;
+    bool normalized; /* matched in the normalized text (HF's second pass); content is then normalized too */
 } gp_added;
+
+/* Metaspace's prepend_scheme */
+typedef enum gp_ms_prepend { GP_MS_NEVER, GP_MS_FIRST, GP_MS_ALWAYS } gp_ms_prepend;
 
 struct gp_tokenizer {
     gp_tok_kind kind;
@@ -99,8 +108,16 @@ struct gp_tokenizer {
     bool add_prefix_space;
     /* SP normalizer: Prepend("▁") and Replace(" ", "▁"); decoder strips one leading space */
     bool sp_prepend, sp_replace, strip_lead_space;
+    bool nfc;            /* normalizer NFC (alone or in a Sequence), applied before the rest */
+    /* Metaspace pre-tokenizer (SP kind, normalizer null or NFC): spaces become
+     * ▁, ▁ is prepended per ms_prepend, split: pieces start at each ▁ */
+    bool metaspace, ms_split;
+    gp_ms_prepend ms_prepend;
+    /* Metaspace decoder: ▁ -> space, except that the first token loses every ▁
+     * when ms_dec_first (prepend_scheme not never); byte tokens stay text */
+    bool ms_decoder, ms_dec_first;
     gp_added *added;     /* [n_added], longest first so the first match at a position is the longest */
-    int n_added;
+    int n_added, n_added_normalized;
     int32_t *prefix, *suffix; /* post-processor ids before and after the text */
     int n_prefix, n_suffix;
     gp_arena arena;

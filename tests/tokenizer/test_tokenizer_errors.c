@@ -27,17 +27,22 @@ static int remove_tmp(void **state)
 
 /* The Llama-3-style test tokenizer with one change made by edit, written to
  * a temporary file whose path is returned. */
-static const char *edited(const char *name, void (*edit)(json_t *root))
+static const char *edited_from(const char *src, const char *name, void (*edit)(json_t *root))
 {
     static char path[256];
     json_error_t e;
-    json_t *root = json_load_file(TOK_DIR "/bl_llama3/tokenizer.json", 0, &e);
+    json_t *root = json_load_file(src, 0, &e);
     assert_non_null(root);
     edit(root);
     snprintf(path, sizeof path, "%s/%s.json", tmpdir, name);
     assert_int_equal(json_dump_file(root, path, 0), 0);
     json_decref(root);
     return path;
+}
+
+static const char *edited(const char *name, void (*edit)(json_t *root))
+{
+    return edited_from(TOK_DIR "/bl_llama3/tokenizer.json", name, edit);
 }
 
 static void set_wordpiece(json_t *r) { json_object_set_new(json_object_get(r, "model"), "type", json_string("WordPiece")); }
@@ -59,9 +64,45 @@ static void merges_unknown(json_t *r)
 }
 static void merges_not_list(json_t *r) { json_object_set_new(json_object_get(r, "model"), "merges", json_integer(3)); }
 static void nfc(json_t *r) { json_object_set_new(r, "normalizer", json_pack("{ss}", "type", "NFC")); }
-static void metaspace(json_t *r)
+static void nfkc(json_t *r) { json_object_set_new(r, "normalizer", json_pack("{ss}", "type", "NFKC")); }
+static void nfc_seq_lower(json_t *r)
 {
-    json_object_set_new(r, "pre_tokenizer", json_pack("{ss}", "type", "Metaspace"));
+    json_object_set_new(r, "normalizer", json_pack("{s:s,s:[{ss},{ss}]}", "type", "Sequence", "normalizers", "type",
+                                                   "NFC", "type", "Lowercase"));
+}
+static void sp_prepend_bytelevel(json_t *r)
+{
+    json_object_set_new(r, "normalizer", json_pack("{s:s,s:[{ss,ss}]}", "type", "Sequence", "normalizers", "type",
+                                                   "Prepend", "prepend", "\xe2\x96\x81"));
+}
+static void metaspace_after_bytelevel(json_t *r)
+{
+    json_t *pre = json_object_get(r, "pre_tokenizer");
+    json_array_append_new(json_object_get(pre, "pretokenizers"),
+                          json_pack("{ss,ss}", "type", "Metaspace", "replacement", "\xe2\x96\x81"));
+}
+static void metaspace_bad_scheme(json_t *r)
+{
+    json_object_set_new(r, "pre_tokenizer", json_pack("{ss,ss,ss}", "type", "Metaspace", "replacement",
+                                                      "\xe2\x96\x81", "prepend_scheme", "sometimes"));
+}
+static void metaspace_bad_replacement(json_t *r)
+{
+    json_object_set_new(r, "pre_tokenizer", json_pack("{ss,ss}", "type", "Metaspace", "replacement", "_"));
+}
+static void sp_normalized_added(json_t *r)
+{
+    json_object_set_new(json_array_get(json_object_get(r, "added_tokens"), 0), "normalized", json_true());
+}
+static void sp_metaspace_decoder_never(json_t *r)
+{
+    json_object_set_new(r, "decoder", json_pack("{ss,ss,ss}", "type", "Metaspace", "replacement", "\xe2\x96\x81",
+                                                "prepend_scheme", "never"));
+}
+static void sp_decoder_strip_only(json_t *r)
+{
+    json_object_set_new(r, "decoder", json_pack("{ss,ss,si,si}", "type", "Strip", "content", " ", "start", 1,
+                                                "stop", 0));
 }
 
 static void test_model_types(void **state)
@@ -69,9 +110,59 @@ static void test_model_types(void **state)
     gp_tokenizer *t = NULL;
     GP_CHECK_FAIL(gp_tokenizer_load(edited("wp", set_wordpiece), &t), GP_ERR_UNSUPPORTED, "model type 'WordPiece'");
     GP_CHECK_FAIL(gp_tokenizer_load(edited("ug", set_unigram), &t), GP_ERR_UNSUPPORTED, "model type 'Unigram'");
-    GP_CHECK_FAIL(gp_tokenizer_load(edited("nfc", nfc), &t), GP_ERR_UNSUPPORTED, "normalizer 'NFC'");
-    GP_CHECK_FAIL(gp_tokenizer_load(edited("ms", metaspace), &t), GP_ERR_UNSUPPORTED, "pre_tokenizer 'Metaspace'");
+    GP_CHECK_FAIL(gp_tokenizer_load(edited("nfkc", nfkc), &t), GP_ERR_UNSUPPORTED,
+                  "normalizer 'NFKC' is not supported; supported: NFC");
+    GP_CHECK_FAIL(gp_tokenizer_load(edited("nfcl", nfc_seq_lower), &t), GP_ERR_UNSUPPORTED,
+                  "normalizer step 'Lowercase'");
+    GP_CHECK_FAIL(gp_tokenizer_load(edited("spbl", sp_prepend_bytelevel), &t), GP_ERR_UNSUPPORTED,
+                  "normalizer step 'Prepend' with a ByteLevel pre_tokenizer");
+    GP_CHECK_FAIL(gp_tokenizer_load(edited("msbl", metaspace_after_bytelevel), &t), GP_ERR_UNSUPPORTED,
+                  "pre_tokenizer Metaspace after 'ByteLevel'");
+    GP_CHECK_FAIL(gp_tokenizer_load(edited("mss", metaspace_bad_scheme), &t), GP_ERR_FORMAT,
+                  "prepend_scheme 'sometimes' is unknown; allowed: first, always, never");
+    GP_CHECK_FAIL(gp_tokenizer_load(edited("msr", metaspace_bad_replacement), &t), GP_ERR_UNSUPPORTED,
+                  "Metaspace with replacement '_' is not supported");
+    GP_CHECK_FAIL(gp_tokenizer_load(edited_from(TOK_DIR "/sp_llama2/tokenizer.json", "spn", sp_normalized_added), &t),
+                  GP_ERR_UNSUPPORTED, "normalized true");
+    GP_CHECK_FAIL(gp_tokenizer_load(edited_from(TOK_DIR "/sp_llama2/tokenizer.json", "spd", sp_decoder_strip_only), &t),
+                  GP_ERR_UNSUPPORTED, "decoder 'Strip' is not supported with a SentencePiece-style tokenizer");
     assert_null(t);
+    /* supported now: NFC on a byte-level BPE (Qwen2), the Metaspace decoder */
+    GP_CHECK_OK(gp_tokenizer_load(edited("nfc", nfc), &t));
+    gp_tokenizer_free(t);
+    GP_CHECK_OK(gp_tokenizer_load(edited_from(TOK_DIR "/sp_llama2/tokenizer.json", "spm", sp_metaspace_decoder_never),
+                                  &t));
+    int32_t ids[] = {gp_tokenizer_token_id(t, "\xe2\x96\x81")};
+    char *text = NULL;
+    size_t len = 0;
+    assert_true(ids[0] >= 0);
+    GP_CHECK_OK(gp_tokenizer_decode(t, ids, 1, false, &text, &len));
+    assert_string_equal(text, " "); /* prepend_scheme never: the first ▁ is a space too */
+    free(text);
+    gp_tokenizer_free(t);
+}
+
+/* NFC changes the text before it is split, yet invalid UTF-8 is still
+ * named by its offset in the user's text. */
+static void test_nfc_offsets(void **state)
+{
+    gp_tokenizer *t = NULL;
+    GP_CHECK_OK(gp_tokenizer_load(edited("nfc2", nfc), &t));
+    int32_t *ids = NULL;
+    size_t n = 0;
+    /* e + U+0301 composes to one character before the bad byte at offset 5 */
+    GP_CHECK_FAIL(gp_tokenizer_encode(t, "e\xcc\x81" "ab\xff", 6, false, &ids, &n), GP_ERR_INVALID_ARG, "offset 5");
+    assert_null(ids);
+    /* the decomposed and the composed é encode alike */
+    int32_t *ids2 = NULL;
+    size_t n2 = 0;
+    GP_CHECK_OK(gp_tokenizer_encode(t, "caf\x65\xcc\x81", 6, false, &ids, &n));
+    GP_CHECK_OK(gp_tokenizer_encode(t, "caf\xc3\xa9", 5, false, &ids2, &n2));
+    assert_int_equal(n, n2);
+    assert_memory_equal(ids, ids2, n * sizeof *ids);
+    free(ids);
+    free(ids2);
+    gp_tokenizer_free(t);
 }
 
 static void test_bad_merges(void **state)
@@ -218,6 +309,7 @@ int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_model_types),
+        cmocka_unit_test(test_nfc_offsets),
         cmocka_unit_test(test_bad_merges),
         cmocka_unit_test(test_files),
         cmocka_unit_test(test_encode_decode_errors),

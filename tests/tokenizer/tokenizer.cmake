@@ -18,9 +18,16 @@ set_tests_properties(tokenizer_cl100k PROPERTIES SKIP_RETURN_CODE 77)
 # gives expected.json's ids (HF's encode(text).ids, tiktoken's encode_ordinary);
 # --decode of them gives the file back.
 add_test(NAME cli_tokenize_corpus
-         COMMAND bash -c "set -e; for n in bl_llama3 bl_gpt2 sp_llama2 tiktoken; do want=$(python3 -c \"import json,sys; print(' '.join(map(str, json.load(open('${GP_TOK_DATA}/expected.json'))[sys.argv[1]]['whole'])))\" $n); got=$($<TARGET_FILE:greenpipe> tokenize --model ${GP_TOK_DATA}/$n --file ${GP_TOK_CORPUS}); [ \"$got\" = \"$want\" ] || { echo \"$n: ids differ\"; exit 1; }; done; ids=$($<TARGET_FILE:greenpipe> tokenize --tokenizer ${GP_TOK_DATA}/tiktoken/tokenizer.model --file ${GP_TOK_CORPUS}); $<TARGET_FILE:greenpipe> tokenize --model ${GP_TOK_DATA}/tiktoken --decode \"$ids\" | head -c -1 | cmp - ${GP_TOK_CORPUS}")
+         COMMAND bash -c "set -e; for n in bl_llama3 bl_gpt2 sp_llama2 bl_qwen2 sp_mistral sp_ms_split tiktoken; do want=$(python3 -c \"import json,sys; print(' '.join(map(str, json.load(open('${GP_TOK_DATA}/expected.json'))[sys.argv[1]]['whole'])))\" $n); got=$($<TARGET_FILE:greenpipe> tokenize --model ${GP_TOK_DATA}/$n --file ${GP_TOK_CORPUS}); [ \"$got\" = \"$want\" ] || { echo \"$n: ids differ\"; exit 1; }; done; ids=$($<TARGET_FILE:greenpipe> tokenize --tokenizer ${GP_TOK_DATA}/tiktoken/tokenizer.model --file ${GP_TOK_CORPUS}); $<TARGET_FILE:greenpipe> tokenize --model ${GP_TOK_DATA}/tiktoken --decode \"$ids\" | head -c -1 | cmp - ${GP_TOK_CORPUS}")
 gp_cli_test(tokenize_text 0 "^0 434 411 388 545$" tokenize --tokenizer ${GP_TOK_DATA}/bl_llama3/tokenizer.json --text "Hello world")
 gp_cli_test(tokenize_decode 0 "^<\\|begin_of_text\\|>Hello world$" tokenize --model ${GP_TOK_DATA}/bl_llama3 --decode "0 434 411 388 545")
+# NFC (Qwen2-style): a decomposed e + U+0301 encodes as the composed é and
+# decodes to it; Metaspace prepend_scheme first: no ▁ after an added token
+# (ids from HF tokenizers: <s> ▁hi ▁ <s> hi)
+add_test(NAME cli_tokenize_nfc
+         COMMAND bash -c "set -e; g=$<TARGET_FILE:greenpipe>; a=$($g tokenize --model ${GP_TOK_DATA}/bl_qwen2 --text $'cafe\\xcc\\x81'); b=$($g tokenize --model ${GP_TOK_DATA}/bl_qwen2 --text $'caf\\xc3\\xa9'); [ \"$a\" = \"$b\" ] || { echo \"NFC: $a vs $b\"; exit 1; }; [ \"$($g tokenize --model ${GP_TOK_DATA}/bl_qwen2 --decode \"$a\")\" = $'caf\\xc3\\xa9' ]")
+gp_cli_test(tokenize_metaspace_first 0 "^1 485 328 1 384$" tokenize --model ${GP_TOK_DATA}/sp_mistral --text "hi <s>hi")
+gp_cli_test(tokenize_metaspace_decode 0 "^<s> hi <s>hi$" tokenize --model ${GP_TOK_DATA}/sp_mistral --decode "1 485 328 1 384")
 gp_cli_test(tokenize_help 0 "usage: greenpipe tokenize" tokenize --help)
 gp_cli_test(tokenize_two_sources 2 "exactly one of --model DIR and --tokenizer FILE" tokenize --model a --tokenizer b --text x)
 gp_cli_test(tokenize_no_input 2 "exactly one of --text TEXT, --file FILE and --decode IDS" tokenize --model ${GP_TOK_DATA}/tiktoken)
