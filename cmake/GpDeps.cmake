@@ -24,33 +24,11 @@ gp_find_dep(GP_CK ck_ring.h ck libck-dev)
 gp_find_dep(GP_JANSSON jansson.h jansson libjansson-dev)
 gp_find_dep(GP_CMOCKA cmocka.h cmocka libcmocka-dev)
 
-# PCRE2 (8-bit) through pkg-config: the tokenizers' split patterns need
-# Unicode properties and lookahead, which POSIX regex lacks.
-find_package(PkgConfig)
-if(PkgConfig_FOUND)
-  pkg_check_modules(GP_PCRE2 IMPORTED_TARGET GLOBAL libpcre2-8)
-endif()
-if(NOT GP_PCRE2_FOUND)
-  message(FATAL_ERROR "greenpipe: libpcre2-8 not found: install the Debian package 'libpcre2-dev' "
-                      "(apt-get install libpcre2-dev pkg-config) or add its prefix to CMAKE_PREFIX_PATH")
-endif()
-add_library(gp_dep_pcre2 INTERFACE IMPORTED GLOBAL)
-target_link_libraries(gp_dep_pcre2 INTERFACE PkgConfig::GP_PCRE2)
-message(STATUS "greenpipe: pcre2-8: ${GP_PCRE2_VERSION}")
-
-# utf8proc through pkg-config: the NFC normalizer of Qwen2-style
-# tokenizer.json files (Unicode tables are the library's, not ours).
-if(PkgConfig_FOUND)
-  pkg_check_modules(GP_UTF8PROC IMPORTED_TARGET GLOBAL libutf8proc)
-endif()
-if(NOT GP_UTF8PROC_FOUND)
-  message(FATAL_ERROR "greenpipe: libutf8proc not found: install the Debian package 'libutf8proc-dev' "
-                      "(apt-get install libutf8proc-dev pkg-config, or run tools/setup-deps.sh) or add its prefix "
-                      "to CMAKE_PREFIX_PATH")
-endif()
-add_library(gp_dep_utf8proc INTERFACE IMPORTED GLOBAL)
-target_link_libraries(gp_dep_utf8proc INTERFACE PkgConfig::GP_UTF8PROC)
-message(STATUS "greenpipe: utf8proc: ${GP_UTF8PROC_VERSION}")
+# PCRE2 (8-bit): the tokenizers' split patterns need Unicode properties and
+# lookahead, which POSIX regex lacks. utf8proc: the NFC normalizer of
+# Qwen2-style tokenizer.json files (Unicode tables are the library's).
+gp_find_dep(GP_PCRE2 pcre2.h pcre2-8 libpcre2-dev)
+gp_find_dep(GP_UTF8PROC utf8proc.h utf8proc libutf8proc-dev)
 
 if(NOT TARGET CUDA::cublasLt OR NOT TARGET CUDA::cudart_static)
   message(FATAL_ERROR "greenpipe: the CUDA toolkit lacks cudart_static or cuBLASLt")

@@ -407,14 +407,15 @@ static gp_status gp_cpu_attn_stage(gp_cpu_model *m, gp_cpu_worker *wk, const gp_
     gp_ref_round(m, qkv, (size_t)nb * qkv_rows);
     if (c->qkv_bias) {
         /* HF: the Linear's bias added in fp32 to the projection, before RoPE.
-         * The engine rounds the GEMM output (above), adds the bias and rounds
-         * again: round(round(Wx) + b). */
+         * The engine rounds the GEMM output (above) and adds the bias inside
+         * its RoPE + KV append kernel: q and k are rounded once, after RoPE
+         * (below), v once after the add: round(round(Wx) + b). */
         for (int b = 0; b < nb; b++) {
             float *row = qkv + (size_t)b * (size_t)qkv_rows;
             for (int i = 0; i < qkv_rows; i++)
                 row[i] += gp_ref_weight(lw->bqkv, wdt, (size_t)i);
+            gp_ref_round(m, row + q_dim + kv_dim, (size_t)kv_dim);
         }
-        gp_ref_round(m, qkv, (size_t)nb * qkv_rows);
     }
     long long ctx_total = 0; /* attention work of this stage, for the pool */
     for (int b = b0; b < b0 + nb; b++) {

@@ -24,7 +24,7 @@ done
 # The build's packages: compilers and CMake, then concurrencykit, jansson,
 # cmocka, PCRE2 and utf8proc (the tokenizers' NFC normalizer; cmake/GpDeps.cmake
 # names this script when one is missing).
-DEBS=(cmake make gcc g++ pkg-config python3 libck-dev libjansson-dev libcmocka-dev libpcre2-dev libutf8proc-dev)
+DEBS=(cmake make gcc g++ python3 libck-dev libjansson-dev libcmocka-dev libpcre2-dev libutf8proc-dev)
 # What the tokenizer tests compare against: Hugging Face's and OpenAI's
 # tokenizers and tiktoken's encodings offline. transformers is left out: it
 # is large, and only the GPU machine's reference maker (tests/hf) imports it.
