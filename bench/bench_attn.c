@@ -302,7 +302,7 @@ int main(int argc, char **argv)
         case O_WARPS_CAP: p.stream_warps_cap = parse_int(v, "--warps-cap"); break;
         case O_NO_KV_EVICT: p.kv_evict_first = 0; break;
         case O_DTYPE:
-            if (gp_dtype_parse(v, false, &DTYPE) != GP_OK) {
+            if (gp_dtype_parse(v, 0, &DTYPE) != GP_OK) {
                 fprintf(stderr, "gp_bench_attn: --dtype: %s\n", gp_last_error());
                 return 2;
             }

@@ -323,7 +323,7 @@ static int parse(int argc, char **argv, opts *o)
             }
             break;
         case 'd':
-            if (gp_dtype_parse(optarg, false, &g_dt) != GP_OK) {
+            if (gp_dtype_parse(optarg, 0, &g_dt) != GP_OK) {
                 fprintf(stderr, "gp_bench_corun: --dtype: %s\n", gp_last_error());
                 return 2;
             }

@@ -227,7 +227,7 @@ int main(int argc, char **argv)
         case 'e': graphs = 0; break;
         case 'a': attn = 1; break;
         case 'd':
-            if (gp_dtype_parse(optarg, false, &dtype) != GP_OK) {
+            if (gp_dtype_parse(optarg, 0, &dtype) != GP_OK) {
                 fprintf(stderr, "gp_bench_decode: --dtype: %s\n", gp_last_error());
                 return 2;
             }

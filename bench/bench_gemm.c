@@ -181,7 +181,7 @@ int main(int argc, char **argv)
     int npos = 0;
     for (int i = 1; i < argc; i++) {
         if (strcmp(argv[i], "--dtype") == 0 && i + 1 < argc) {
-            if (gp_dtype_parse(argv[++i], false, &g_dt) != GP_OK) {
+            if (gp_dtype_parse(argv[++i], 0, &g_dt) != GP_OK) {
                 fprintf(stderr, "gp_bench_gemm: --dtype: %s\n", gp_last_error());
                 return 2;
             }

@@ -205,7 +205,7 @@ int main(int argc, char **argv)
             }
             break;
         case 'd':
-            if (gp_dtype_parse(optarg, false, &dtype) != GP_OK) {
+            if (gp_dtype_parse(optarg, 0, &dtype) != GP_OK) {
                 fprintf(stderr, "gp_bench_prefill: --dtype: %s\n", gp_last_error());
                 return 2;
             }

@@ -13,7 +13,7 @@ static const char *COLUMNS[] = {
     "placement", "rebalance", "ok", "error", "n_samples", "ms_median", "ms_min", "ms_max", "tokens_per_s",
     "attn_ms_per_layer", "ffn_ms_per_layer", "a2f_mb_per_token", "ring_occupancy_mean", "attn_backlog",
     "ffn_backlog", "attn_idle_share", "ffn_idle_share", "floor_ms", "floor_share", "speedup_vs_seq",
-    "n_decisions", "samples_ms", "micro_rows", "attn_kernel", "tag", "gemm_tune", "winner", "gpu", "sm_count", "driver", "cuda", "commit", "model", "timestamp", "notes",
+    "n_decisions", "samples_ms", "micro_rows", "attn_kernel", "tag", "gemm_tune", "winner", "gpu", "sm_count", "driver", "cuda", "commit", "model", "dtype", "timestamp", "notes",
 };
 #define N_COLUMNS ((int)(sizeof COLUMNS / sizeof COLUMNS[0]))
 
@@ -100,6 +100,8 @@ static void row(FILE *f, const gp_cs_meta *m, const gp_cs_row *r, bool winner)
     text(f, m->commit);
     fputc(',', f);
     text(f, m->model);
+    fputc(',', f);
+    text(f, m->dtype);
     fputc(',', f);
     text(f, m->timestamp);
     fputc(',', f);

@@ -64,6 +64,7 @@ static json_t *meta_json(cs_jb *b, const gp_cs_meta *m)
     cs_put_str(b, o, "cuda", m->cuda);
     cs_put_str(b, o, "commit", m->commit);
     cs_put_str(b, o, "model", m->model);
+    cs_put_str(b, o, "dtype", m->dtype);
     cs_put_str(b, o, "timestamp", m->timestamp);
     cs_put_str(b, o, "notes", m->notes);
     /* null: the run went through every configuration; a reader of a partial

@@ -183,7 +183,8 @@ void gp_cs_write_markdown(FILE *f, const gp_cs_meta *m, const gp_cs_row *rows, i
     if (m) {
         fprintf(f, "\nGPU: %s, %d SMs, driver %s, CUDA %s\n", m->gpu[0] ? m->gpu : "?", m->sm_count,
                 m->driver[0] ? m->driver : "?", m->cuda[0] ? m->cuda : "?");
-        fprintf(f, "Model: %s; commit %s; %s\n", m->model[0] ? m->model : "?", m->commit[0] ? m->commit : "?",
+        fprintf(f, "Model: %s; dtype %s; commit %s; %s\n", m->model[0] ? m->model : "?", m->dtype[0] ? m->dtype : "?",
+                m->commit[0] ? m->commit : "?",
                 m->timestamp[0] ? m->timestamp : "?");
         if (m->notes[0])
             fprintf(f, "Notes: %s\n", m->notes);

@@ -27,7 +27,7 @@
 enum {
     OPT_SPLITS = 256, OPT_WORKLOAD, OPT_MICRO, OPT_DEPTH, OPT_MODEL, OPT_STEPS, OPT_WARMUP, OPT_NO_WARMUP,
     OPT_REPEAT, OPT_REBALANCE, OPT_TUNING, OPT_AUTOTUNE, OPT_TUNING_OUT, OPT_SEED, OPT_JSON, OPT_CSV,
-    OPT_TRACE, OPT_SVG, OPT_PROGRESS, OPT_NO_PROGRESS, OPT_STATS, OPT_PLACEMENT, OPT_GEMM_TUNE, OPT_FILL_DRAIN, OPT_CONTEXT, OPT_ATTN_KERNEL, OPT_ATTN_WARPS_CAP, OPT_ATTN_KV_EVICT, OPT_PROFILE, OPT_END
+    OPT_TRACE, OPT_SVG, OPT_PROGRESS, OPT_NO_PROGRESS, OPT_STATS, OPT_PLACEMENT, OPT_GEMM_TUNE, OPT_FILL_DRAIN, OPT_CONTEXT, OPT_ATTN_KERNEL, OPT_ATTN_WARPS_CAP, OPT_ATTN_KV_EVICT, OPT_PROFILE, OPT_DTYPE, OPT_END
 };
 
 static const struct option LONG_OPTS[] = {
@@ -59,6 +59,7 @@ static const struct option LONG_OPTS[] = {
     { "attn-kernel", required_argument, NULL, OPT_ATTN_KERNEL },
     { "attn-warps-cap", required_argument, NULL, OPT_ATTN_WARPS_CAP },
     { "attn-kv-evict", required_argument, NULL, OPT_ATTN_KV_EVICT },
+    { "dtype", required_argument, NULL, OPT_DTYPE },
     { "profile", required_argument, NULL, OPT_PROFILE },
     { "help", no_argument, NULL, 'h' },
     { NULL, 0, NULL, 0 },
@@ -90,6 +91,7 @@ static const char *allowed(int opt)
     case OPT_ATTN_KERNEL: return "auto, cudacore, cudacore_pipe, mma or stream";
     case OPT_ATTN_WARPS_CAP: return "0 (no cap) or an even integer 2.." CS_STR(GP_ATTN_STREAM_WARPS_CAP_MAX);
     case OPT_ATTN_KV_EVICT: return "on or off";
+    case OPT_DTYPE: return "auto, bf16 or fp16";
     case OPT_TUNING_OUT:
     case OPT_JSON:
     case OPT_CSV:
@@ -444,6 +446,10 @@ static int apply(parse_ctx *c, int opt, const char *v, gp_cs_options *o)
         if (strcmp(v, "on") && strcmp(v, "off"))
             return bad(c, opt, v, "not on or off");
         o->attn_kv_evict_first = !strcmp(v, "on");
+        return 0;
+    case OPT_DTYPE:
+        if (gp_dtype_parse(v, GP_DTYPE_ALLOW_AUTO, &o->dtype) != GP_OK)
+            return bad(c, opt, v, "not a dtype");
         return 0;
     }
     return 0;

@@ -29,6 +29,7 @@ void gp_cs_default_options(gp_cs_options *o)
     o->fill_drain = GP_FILL_DRAIN_WHOLE;
     o->attn_kernel = GP_ATTN_KERNEL_AUTO;
     o->attn_kv_evict_first = true;
+    o->dtype = GP_DTYPE_AUTO;
     snprintf(o->model, sizeof o->model, "%s", GP_DEFAULT_PRESET);
     o->steps = 8;
     o->warmup = true;
@@ -105,6 +106,11 @@ void gp_cs_usage(FILE *f)
         "                       streaming kernel: mark its K/V copies L2 evict_first, so\n"
         "                       K/V read once does not displace what the GEMMs reuse.\n"
         "                       Default: on.\n"
+        "  --dtype auto|bf16|fp16\n"
+        "                       the engine's 16-bit type (weights, activations, KV cache;\n"
+        "                       float32 accumulation). auto: a checkpoint's own (bf16 for\n"
+        "                       an fp32 one), bf16 for presets. The report names the dtype\n"
+        "                       that ran. Default: auto.\n"
         "  --seed N             seed of the synthetic weights and tokens, 0..2^64-1.\n"
         "                       Default: 0.\n"
         "\n"

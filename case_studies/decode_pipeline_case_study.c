@@ -100,17 +100,6 @@ static gp_status check_contexts(const gp_cs_options *o, const gp_config *cfg)
     return GP_OK;
 }
 
-static gp_status load_weights(const gp_model_source *src, gp_device_weights **dw)
-{
-    if (src->synthetic)
-        return gp_device_weights_synthetic(&src->cfg, src->seed, dw);
-    gp_host_weights w;
-    GP_TRY(gp_model_source_load_host(src, &w));
-    gp_status st = gp_device_weights_upload(&w, dw);
-    gp_host_weights_free(&w);
-    return st;
-}
-
 /* Every workload's weights + KV cache + activations against the GPU's free
  * memory, before anything is allocated: a refusal names the bytes needed
  * and the bytes there are, instead of an allocation failing half-way. */
@@ -462,12 +451,13 @@ int main(int argc, char **argv)
         gp_cs_tuning_free(profile);
         return st == GP_ERR_DEVICE_MEMORY || st == GP_ERR_INVALID_ARG ? 2 : 1;
     }
-    if ((st = load_weights(&src, &env.dw)) != GP_OK) {
+    if ((st = gp_device_weights_load(&src, o.dtype, &env.dw)) != GP_OK) {
         fprintf(stderr, PROG ": --model %s: %s\n", o.model, gp_last_error());
         gp_cs_tuning_free(tuning);
         gp_cs_tuning_free(profile);
         return st == GP_ERR_NOT_FOUND || st == GP_ERR_INVALID_ARG ? 2 : 1;
     }
+    snprintf(meta.dtype, sizeof meta.dtype, "%s", gp_dtype_flag_name(gp_device_weights_dtype(env.dw)));
     static char why[GP_CS_MAX_SPLITS + 1][256];
     if ((st = make_pool(&env.info, plans, n_plans, why, &env.pool)) != GP_OK) {
         fprintf(stderr, PROG ": building the SM partitions: %s\n", gp_last_error());

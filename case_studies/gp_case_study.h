@@ -72,6 +72,8 @@ typedef struct gp_cs_options {
     gp_attn_kernel attn_kernel;  /* --attn-kernel NAME: the decode-attention kernel (auto: the rule) */
     int attn_warps_cap;          /* --attn-warps-cap N: streaming kernel's warps per SM (0: no cap) */
     bool attn_kv_evict_first;    /* --attn-kv-evict on|off: its K/V copies marked L2 evict_first (on) */
+    gp_dtype dtype;              /* --dtype auto|bf16|fp16: the engine's 16-bit type (GP_DTYPE_AUTO: the
+                                    checkpoint's own, bf16 for fp32 checkpoints and presets) */
     char json[GP_CS_PATH], csv[GP_CS_PATH], trace[GP_CS_PATH], svg[GP_CS_PATH];
     int progress;                /* --progress / --no-progress; -1: when stderr is a terminal */
     bool stats;                  /* --stats: print each pipelined row's pipeline statistics report */
@@ -151,6 +153,7 @@ typedef struct gp_cs_meta {
     char gpu[128];
     int sm_count;
     char driver[32], cuda[32], commit[64], model[128], timestamp[64];
+    char dtype[8];               /* the dtype the engine ran in ("bf16", "fp16") */
     char notes[1536];            /* e.g. workload scaling, unpartitioned fallback, the profile's choices */
     char stopped[64];            /* "" when the run went through every configuration; else why it
                                     stopped early ("SIGINT", "SIGTERM", "device fault") */

@@ -150,9 +150,14 @@ static inline bool gp_dtype_is_half(gp_dtype d)
 }
 /* "bf16" / "fp16" / "fp32": how flags and reports spell the compute dtype. */
 const char *gp_dtype_flag_name(gp_dtype d);
-/* Parse --dtype's value: "bf16" or "fp16" (and "fp32" when allow_f32);
- * "auto" is the caller's to resolve. Message names the text and the allowed set. */
-gp_status gp_dtype_parse(const char *text, bool allow_f32, gp_dtype *out);
+/* --dtype auto: not a type, the request to take the weights' own 16-bit
+ * dtype (gp_dtype_resolve_auto). */
+#define GP_DTYPE_AUTO GP_DTYPE_COUNT
+/* What gp_dtype_parse accepts beside "bf16" and "fp16". */
+#define GP_DTYPE_ALLOW_F32 1u  /* "fp32" */
+#define GP_DTYPE_ALLOW_AUTO 2u /* "auto": GP_DTYPE_AUTO */
+/* Parse a --dtype value; the message names the text and the allowed set. */
+gp_status gp_dtype_parse(const char *text, unsigned allow, gp_dtype *out);
 /* --dtype auto: the 16-bit compute dtype for weights of checkpoint_dtype:
  * F16 -> F16, BF16 -> BF16, F32 -> BF16 (fp16's range could not hold every
  * fp32 weight); anything else is GP_ERR_INVALID_ARG naming it. */

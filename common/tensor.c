@@ -38,16 +38,21 @@ const char *gp_dtype_flag_name(gp_dtype d)
     }
 }
 
-gp_status gp_dtype_parse(const char *text, bool allow_f32, gp_dtype *out)
+gp_status gp_dtype_parse(const char *text, unsigned allow, gp_dtype *out)
 {
     static const gp_dtype known[] = {GP_DTYPE_BF16, GP_DTYPE_F16, GP_DTYPE_F32};
+    if (text && (allow & GP_DTYPE_ALLOW_AUTO) && strcmp(text, "auto") == 0) {
+        *out = GP_DTYPE_AUTO;
+        return GP_OK;
+    }
     for (size_t i = 0; text && i < sizeof known / sizeof known[0]; i++)
-        if ((allow_f32 || known[i] != GP_DTYPE_F32) && strcmp(text, gp_dtype_flag_name(known[i])) == 0) {
+        if (((allow & GP_DTYPE_ALLOW_F32) || known[i] != GP_DTYPE_F32) &&
+            strcmp(text, gp_dtype_flag_name(known[i])) == 0) {
             *out = known[i];
             return GP_OK;
         }
-    GP_FAIL(GP_ERR_INVALID_ARG, "dtype '%s' is not known; allowed: bf16, fp16%s", text ? text : "(null)",
-            allow_f32 ? ", fp32" : "");
+    GP_FAIL(GP_ERR_INVALID_ARG, "dtype '%s' is not known; allowed: %sbf16, fp16%s", text ? text : "(null)",
+            allow & GP_DTYPE_ALLOW_AUTO ? "auto, " : "", allow & GP_DTYPE_ALLOW_F32 ? ", fp32" : "");
 }
 
 gp_status gp_dtype_resolve_auto(gp_dtype checkpoint_dtype, gp_dtype *out)

@@ -331,7 +331,7 @@ fail_nostream:
     return st;
 }
 
-extern "C" gp_status (gp_device_weights_synthetic)(const gp_config *cfg, gp_dtype dtype,
+extern "C" gp_status gp_device_weights_synthetic(const gp_config *cfg, gp_dtype dtype,
                                                    uint64_t seed, gp_device_weights **out)
 {
     if (!cfg || !out)
@@ -340,7 +340,7 @@ extern "C" gp_status (gp_device_weights_synthetic)(const gp_config *cfg, gp_dtyp
     return gp_dw_create(cfg, dtype, NULL, seed, out);
 }
 
-extern "C" gp_status (gp_device_weights_upload)(const gp_host_weights *w, gp_dtype dtype,
+extern "C" gp_status gp_device_weights_upload(const gp_host_weights *w, gp_dtype dtype,
                                                 gp_device_weights **out)
 {
     if (!w || !out)
@@ -359,19 +359,22 @@ extern "C" gp_status (gp_device_weights_upload)(const gp_host_weights *w, gp_dty
     return gp_dw_create(&w->cfg, dtype, w, 0, out);
 }
 
-extern "C" gp_status gp_device_weights_upload_auto_(const gp_host_weights *w,
-                                                    gp_device_weights **out)
+extern "C" gp_status gp_device_weights_load(const gp_model_source *src, gp_dtype dtype,
+                                            gp_device_weights **out)
 {
-    gp_dtype dt = GP_DTYPE_BF16;
-    if (w)
-        GP_TRY(gp_dtype_resolve_auto(w->dtype, &dt));
-    return (gp_device_weights_upload)(w, dt, out);
-}
-
-extern "C" gp_status gp_device_weights_synthetic_bf16_(const gp_config *cfg, uint64_t seed,
-                                                       gp_device_weights **out)
-{
-    return (gp_device_weights_synthetic)(cfg, GP_DTYPE_BF16, seed, out);
+    if (!src || !out)
+        GP_FAIL(GP_ERR_INVALID_ARG, "gp_device_weights_load: src and out must not be NULL");
+    *out = NULL;
+    if (src->synthetic)
+        return gp_device_weights_synthetic(&src->cfg, dtype == GP_DTYPE_AUTO ? GP_DTYPE_BF16 : dtype, src->seed,
+                                           out);
+    gp_host_weights w;
+    GP_TRY(gp_model_source_load_host(src, &w));
+    gp_status st = dtype == GP_DTYPE_AUTO ? gp_dtype_resolve_auto(w.dtype, &dtype) : GP_OK;
+    if (st == GP_OK)
+        st = gp_device_weights_upload(&w, dtype, out);
+    gp_host_weights_free(&w);
+    return st;
 }
 
 extern "C" gp_dtype gp_device_weights_dtype(const gp_device_weights *dw)

@@ -461,17 +461,11 @@ gp_status gp_device_weights_synthetic(const gp_config *cfg, gp_dtype dtype, uint
 gp_status gp_device_weights_upload(const gp_host_weights *w, gp_dtype dtype, gp_device_weights **out);
 /* The 16-bit device dtype of dw (its view's dtype); GP_DTYPE_COUNT for NULL. */
 gp_dtype gp_device_weights_dtype(const gp_device_weights *dw);
-/* Transitional source compatibility for callers not yet given a dtype: the
- * two-argument upload runs the host dtype as --dtype auto would
- * (gp_dtype_resolve_auto), the three-argument synthetic makes bf16. Remove
- * once every caller passes a dtype. */
-gp_status gp_device_weights_upload_auto_(const gp_host_weights *w, gp_device_weights **out);
-gp_status gp_device_weights_synthetic_bf16_(const gp_config *cfg, uint64_t seed, gp_device_weights **out);
-#define GP_DW_PICK_(_1, _2, _3, _4, NAME, ...) NAME
-#define gp_device_weights_upload(...)                                                             \
-    GP_DW_PICK_(__VA_ARGS__, , gp_device_weights_upload, gp_device_weights_upload_auto_, )(__VA_ARGS__)
-#define gp_device_weights_synthetic(...)                                                          \
-    GP_DW_PICK_(__VA_ARGS__, gp_device_weights_synthetic, gp_device_weights_synthetic_bf16_, , )(__VA_ARGS__)
+/* The weights src names on the device in dtype: BF16, F16 or GP_DTYPE_AUTO
+ * (a checkpoint in its own 16-bit dtype, an fp32 one in bf16, synthetic
+ * presets in bf16: gp_dtype_resolve_auto). Synthetic weights are generated
+ * in place; a checkpoint is read into host memory, uploaded and freed. */
+gp_status gp_device_weights_load(const gp_model_source *src, gp_dtype dtype, gp_device_weights **out);
 void gp_device_weights_destroy(gp_device_weights *dw);
 /* Device-pointer view in the engine layout (pointers are device addresses,
  * view->dtype the device dtype). */

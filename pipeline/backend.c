@@ -48,8 +48,8 @@ gp_backend_params gp_backend_default_params(gp_backend_kind kind)
     bool cuda = kind == GP_BACKEND_CUDA;
     return (gp_backend_params){.kind = kind, .n_seqs = 1, .max_context = 1024, .block_size = 16,
                                .attn_units = cuda ? 24 : 1, .ffn_units = cuda ? GP_SPLIT_REST : 1,
-                               .pipelined = false, .use_graphs = true, .bf16_activations = false,
-                               .dtype = cuda ? GP_BACKEND_DTYPE_AUTO : GP_DTYPE_F32, .prefill_chunk = 0};
+                               .pipelined = false, .use_graphs = true, .dtype = cuda ? GP_DTYPE_AUTO : GP_DTYPE_F32,
+                               .prefill_chunk = 0};
 }
 
 static gp_status check_params(const gp_backend_params *p)
@@ -66,7 +66,7 @@ static gp_status check_params(const gp_backend_params *p)
     if (p->kind == GP_BACKEND_CPU && p->prefill_chunk != 0)
         GP_FAIL(GP_ERR_INVALID_ARG, "cpu backend: prefill_chunk %d applies to the cuda backend only (the CPU "
                 "reference prefills position by position); allowed 0", p->prefill_chunk);
-    if (p->kind == GP_BACKEND_CUDA && p->dtype != GP_BACKEND_DTYPE_AUTO && !gp_dtype_is_half(p->dtype))
+    if (p->kind == GP_BACKEND_CUDA && p->dtype != GP_DTYPE_AUTO && !gp_dtype_is_half(p->dtype))
         GP_FAIL(GP_ERR_INVALID_ARG, "cuda backend: dtype %s; allowed bf16, fp16 or auto", gp_dtype_name(p->dtype));
     if (p->kind == GP_BACKEND_CPU && p->dtype != GP_DTYPE_F32 && !gp_dtype_is_half(p->dtype))
         GP_FAIL(GP_ERR_INVALID_ARG, "cpu backend: activation dtype %s; allowed fp32 (no rounding), bf16, fp16",
@@ -81,14 +81,14 @@ static gp_status open_cpu(gp_backend *b, const gp_host_weights *w)
 {
     const gp_backend_params *p = &b->p;
     GP_TRY(gp_cpu_model_create(w, p->n_seqs, p->max_context, p->block_size, &b->cpu));
-    b->dtype = p->dtype == GP_DTYPE_F32 && p->bf16_activations ? GP_DTYPE_BF16 : p->dtype;
+    b->dtype = p->dtype;
     gp_cpu_model_set_act_dtype(b->cpu, b->dtype);
     GP_TRY(gp_cpu_exec_create(b->cpu, p->attn_units, p->ffn_units, &b->cpu_exec));
     char acts[32] = "";
     if (b->dtype != GP_DTYPE_F32)
         snprintf(acts, sizeof acts, ", %s activations", gp_dtype_flag_name(b->dtype));
-    int used = snprintf(b->describe, sizeof b->describe, "cpu (float32 reference%s), %.2f GB of weights in host "
-                        "memory", acts, (double)w->arena_bytes / 1e9);
+    int used = snprintf(b->describe, sizeof b->describe, "cpu (float32 reference%s), %.2f GB of %s weights in host "
+                        "memory, held exactly", acts, (double)w->arena_bytes / 1e9, gp_dtype_flag_name(w->dtype));
     if (p->pipelined)
         snprintf(b->describe + used, sizeof b->describe - (size_t)used, "; pipelined steps on %d + %d threads",
                  p->attn_units, p->ffn_units);
@@ -163,7 +163,7 @@ gp_status gp_backend_open_weights(const gp_host_weights *w, const gp_backend_par
         st = open_cpu(b, w);
     else {
         gp_dtype dt = p->dtype;
-        if ((dt != GP_BACKEND_DTYPE_AUTO || (st = gp_dtype_resolve_auto(w->dtype, &dt)) == GP_OK) &&
+        if ((dt != GP_DTYPE_AUTO || (st = gp_dtype_resolve_auto(w->dtype, &dt)) == GP_OK) &&
             (st = gp_device_weights_upload(w, dt, &b->dw)) == GP_OK)
             st = open_cuda(b);
     }
@@ -182,16 +182,7 @@ gp_status gp_backend_open(const gp_model_source *src, const gp_backend_params *p
             st = open_cpu(b, &b->own_w);
         return finish(b, st, out);
     }
-    gp_dtype dt = p->dtype;
-    if (src->synthetic) { /* generated in place; auto: bf16, the preset's host dtype */
-        st = gp_device_weights_synthetic(&src->cfg, dt == GP_BACKEND_DTYPE_AUTO ? GP_DTYPE_BF16 : dt, src->seed,
-                                         &b->dw);
-    } else if ((st = gp_model_source_load_host(src, &b->own_w)) == GP_OK) {
-        if (dt != GP_BACKEND_DTYPE_AUTO || (st = gp_dtype_resolve_auto(b->own_w.dtype, &dt)) == GP_OK)
-            st = gp_device_weights_upload(&b->own_w, dt, &b->dw);
-        gp_host_weights_free(&b->own_w);
-    }
-    if (st == GP_OK)
+    if ((st = gp_device_weights_load(src, p->dtype, &b->dw)) == GP_OK)
         st = open_cuda(b);
     return finish(b, st, out);
 }

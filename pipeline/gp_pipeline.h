@@ -354,10 +354,8 @@ typedef struct gp_backend_params {
     bool pipelined;        /* serve pipelined steps (default off: sequential steps and prefill only;
                               the CUDA backend then makes no partition pair) */
     bool use_graphs;       /* CUDA: replay steps and stages as graphs (default on) */
-    bool bf16_activations; /* CPU: round activations as the bf16 CUDA engine stores them (default off);
-                              the same as dtype = GP_DTYPE_BF16, kept for existing callers */
     gp_dtype dtype;        /* CUDA: the engine dtype, GP_DTYPE_BF16 or GP_DTYPE_F16, or
-                              GP_BACKEND_DTYPE_AUTO (the default: --dtype auto, gp_dtype_resolve_auto of
+                              GP_DTYPE_AUTO (the default: --dtype auto, gp_dtype_resolve_auto of
                               the weights' dtype; synthetic presets bf16). CPU: where the reference rounds
                               activations (gp_cpu_model_set_act_dtype): GP_DTYPE_F32 (the default: none),
                               BF16 or F16 (as the CUDA engine of that dtype). */
@@ -365,7 +363,6 @@ typedef struct gp_backend_params {
                               1..GP_ENGINE_MAX_PREFILL_CHUNK); 0 (default): the engine's default. The CPU
                               backend prefills position by position and takes 0 only. */
 } gp_backend_params;
-#define GP_BACKEND_DTYPE_AUTO GP_DTYPE_COUNT
 gp_backend_params gp_backend_default_params(gp_backend_kind kind);
 
 typedef struct gp_backend gp_backend; /* opaque */

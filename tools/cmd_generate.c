@@ -28,6 +28,8 @@ typedef struct gen_opts {
     int n_prompts;
     const char *prompt_file;
     bool ignore_eos;
+    gp_dtype dtype;        /* --dtype (cuda): GP_DTYPE_AUTO unless given */
+    bool dtype_given;
     gp_sample_params sample; /* temperature 0: greedy */
     bool top_given;        /* --top-k or --top-p */
     long steps;
@@ -77,6 +79,9 @@ static void gen_usage(FILE *f)
             "  --top-p P            sampling: keep the smallest set of most likely tokens (after top-k)\n"
             "                       holding probability P, (0, 1]; 1 (default): all\n"
             "  --backend cpu|cuda   cpu: the float32 reference (default); cuda: the GPU engine\n"
+            "  --dtype auto|bf16|fp16\n"
+            "                       cuda: the engine's 16-bit type (float32 accumulation); auto (default):\n"
+            "                       the checkpoint's own, bf16 for an fp32 checkpoint and for presets\n"
             "  --engine seq|pipelined\n"
             "                       seq (default): every stage in turn on the whole device; pipelined:\n"
             "                       attention and FFN stages on separate resources, micro-batches\n"
@@ -110,6 +115,7 @@ static int parse_opts(int argc, char **argv, gen_opts *o)
         {"block-size", required_argument, NULL, 'k'},  {"engine", required_argument, NULL, 'e'},
         {"sm-split", required_argument, NULL, 'x'},    {"micro-batches", required_argument, NULL, 'M'},
         {"prefill-chunk", required_argument, NULL, 'c'}, {"dump-prompt-logits", required_argument, NULL, 'P'},
+        {"dtype", required_argument, NULL, 'D'},
         {"prompt", required_argument, NULL, 'T'},      {"prompt-file", required_argument, NULL, 'F'},
         {"temperature", required_argument, NULL, 't'}, {"top-k", required_argument, NULL, 'K'},
         {"top-p", required_argument, NULL, 'R'},       {"ignore-eos", no_argument, NULL, 'E'},
@@ -203,6 +209,10 @@ static int parse_opts(int argc, char **argv, gen_opts *o)
             st = gp_parse_long(optarg, 1, GP_ENGINE_MAX_PREFILL_CHUNK, "--prefill-chunk", &o->prefill_chunk);
             break;
         case 's': st = gp_parse_u64(optarg, "--seed", &o->seed); o->seed_given = true; break;
+        case 'D':
+            if ((st = gp_dtype_parse(optarg, GP_DTYPE_ALLOW_AUTO, &o->dtype)) == GP_OK)
+                o->dtype_given = true;
+            break;
         case 'k': st = gp_parse_long(optarg, 1, 1024, "--block-size", &o->block_size); break;
         case 'h': gen_usage(stdout); return 0;
         case ':':
@@ -245,6 +255,12 @@ static int parse_opts(int argc, char **argv, gen_opts *o)
     if (o->top_given && o->sample.temperature == 0.0) {
         fprintf(stderr, "greenpipe generate: --top-k and --top-p apply to sampling; give --temperature above 0 "
                 "(default 0: greedy)\n");
+        return 2;
+    }
+    if (o->dtype_given && o->backend != GP_BACKEND_CUDA) {
+        fprintf(stderr, "greenpipe generate: --dtype %s applies to --backend cuda only (the cpu backend is the "
+                "float32 reference, holding the checkpoint's values exactly); allowed: leave it out, or use "
+                "--backend cuda\n", gp_dtype_flag_name(o->dtype));
         return 2;
     }
     if (o->prefill_chunk && o->backend != GP_BACKEND_CUDA) {
@@ -524,6 +540,8 @@ int gp_cmd_generate(int argc, char **argv)
     bp.block_size = (int)o.block_size;
     bp.pipelined = o.pipelined;
     bp.prefill_chunk = (int)o.prefill_chunk;
+    if (o.dtype_given)
+        bp.dtype = o.dtype;
     if (o.split_given) {
         bp.attn_units = o.split.attn_sms;
         bp.ffn_units = o.split.ffn_sms;

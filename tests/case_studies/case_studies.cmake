@@ -24,6 +24,7 @@ function(gp_cs_cli_test name code regex)
 endfunction()
 set(GP_CS_BAD_CKPT ${CMAKE_BINARY_DIR}/tests/bad_checkpoints) # made by bad_checkpoints_setup (tools.cmake)
 gp_cs_cli_test(unknown_flag 2 "unknown or ambiguous option '--bogus'" --bogus)
+gp_cs_cli_test(bad_dtype 2 "--dtype 'fp32': not a dtype. allowed: auto, bf16 or fp16" --dtype fp32)
 gp_cs_cli_test(junk_number 2 "--steps '8x': trailing characters 'x' after the number" --steps 8x)
 gp_cs_cli_test(micro_vs_batch 2 "--micro-batches '1,4': 4 micro-batches for workload 3:100, whose batch has 3 rows"
                --workload 3:100 --micro-batches 1,4)

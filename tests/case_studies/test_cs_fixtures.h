@@ -25,6 +25,7 @@ static inline void fx_meta(gp_cs_meta *m)
     snprintf(m->cuda, sizeof m->cuda, "13.0");
     snprintf(m->commit, sizeof m->commit, "83aeda3");
     snprintf(m->model, sizeof m->model, "llama3-8b");
+    snprintf(m->dtype, sizeof m->dtype, "fp16");
     snprintf(m->timestamp, sizeof m->timestamp, "2025-01-02T03:04:05Z");
     snprintf(m->notes, sizeof m->notes, "notes with, commas and \"quotes\"");
 }

@@ -77,7 +77,7 @@ static void test_markdown(void **state)
     assert_non_null(strstr(text, "\n- small 8:1024: seq cudacore_pipe; 56:76 cudacore_pipe;"));
     assert_non_null(strstr(text, "GPU: NVIDIA H100 80GB HBM3"));
     assert_non_null(strstr(text, "132 SMs, driver 580.65.06, CUDA 13.0"));
-    assert_non_null(strstr(text, "Model: llama3-8b; commit 83aeda3; 2025-01-02T03:04:05Z"));
+    assert_non_null(strstr(text, "Model: llama3-8b; dtype fp16; commit 83aeda3; 2025-01-02T03:04:05Z"));
     assert_non_null(strstr(text, "Notes: notes with, commas"));
     assert_non_null(strstr(text, "2 decisions, 2 moves, A 56 -> 72 SMs"));
     free(text);
@@ -102,6 +102,7 @@ static void test_json(void **state)
         fail_msg("%s does not parse: line %d: %s", path, jerr.line, jerr.text);
     json_t *m = json_object_get(root, "meta");
     assert_string_equal(json_string_value(json_object_get(m, "gpu")), meta.gpu);
+    assert_string_equal(json_string_value(json_object_get(m, "dtype")), "fp16");
     assert_int_equal(json_integer_value(json_object_get(m, "sm_count")), 132);
     assert_string_equal(json_string_value(json_object_get(m, "notes")), meta.notes);
     json_t *arr = json_object_get(root, "rows");
@@ -247,7 +248,7 @@ static void test_csv(void **state)
     for (int i = 1; i < n; i++)
         if (fields[i] != fields[0])
             fail_msg("CSV record %d has %d fields, the header %d", i, fields[i], fields[0]);
-    assert_int_equal(fields[0], 47);
+    assert_int_equal(fields[0], 48);
     assert_string_equal(err_field, FX_ERROR); /* comma, quotes and the line break survive */
     assert_true(strncmp(text, "workload,B,C,seq,", 17) == 0);
     assert_non_null(strstr(text, "\n\"large, \"\"custom\"\"\",1024,384,"));

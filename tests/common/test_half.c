@@ -68,17 +68,21 @@ static void test_dtype_parse(void **state)
 {
     (void)state;
     gp_dtype d = GP_DTYPE_COUNT;
-    assert_int_equal(gp_dtype_parse("fp16", false, &d), GP_OK);
+    assert_int_equal(gp_dtype_parse("fp16", 0, &d), GP_OK);
     assert_int_equal(d, GP_DTYPE_F16);
-    assert_int_equal(gp_dtype_parse("bf16", false, &d), GP_OK);
+    assert_int_equal(gp_dtype_parse("bf16", 0, &d), GP_OK);
     assert_int_equal(d, GP_DTYPE_BF16);
-    assert_int_equal(gp_dtype_parse("fp32", true, &d), GP_OK);
+    assert_int_equal(gp_dtype_parse("fp32", GP_DTYPE_ALLOW_F32, &d), GP_OK);
     assert_int_equal(d, GP_DTYPE_F32);
-    assert_int_equal(gp_dtype_parse("fp32", false, &d), GP_ERR_INVALID_ARG);
+    assert_int_equal(gp_dtype_parse("fp32", 0, &d), GP_ERR_INVALID_ARG);
     assert_non_null(strstr(gp_last_error(), "'fp32'"));
     assert_non_null(strstr(gp_last_error(), "bf16, fp16"));
-    assert_int_equal(gp_dtype_parse("float16", true, &d), GP_ERR_INVALID_ARG);
+    assert_int_equal(gp_dtype_parse("float16", GP_DTYPE_ALLOW_F32 | GP_DTYPE_ALLOW_AUTO, &d), GP_ERR_INVALID_ARG);
     assert_non_null(strstr(gp_last_error(), "'float16'"));
+    assert_non_null(strstr(gp_last_error(), "auto, bf16, fp16, fp32"));
+    assert_int_equal(gp_dtype_parse("auto", GP_DTYPE_ALLOW_AUTO, &d), GP_OK);
+    assert_int_equal(d, GP_DTYPE_AUTO);
+    assert_int_equal(gp_dtype_parse("auto", 0, &d), GP_ERR_INVALID_ARG);
     assert_string_equal(gp_dtype_flag_name(GP_DTYPE_F16), "fp16");
 }
 

@@ -165,9 +165,8 @@ void hf_backend_open(const hf_backend *be, const gp_host_weights *w, int n_seqs,
     p.n_seqs = n_seqs;
     p.max_context = ctx;
     p.block_size = block_size;
-    p.bf16_activations = be->bf16_activations;
     if (be->kind == GP_BACKEND_CUDA)
-        p.dtype = be->dtype == GP_DTYPE_F32 ? GP_BACKEND_DTYPE_AUTO : be->dtype;
+        p.dtype = be->dtype == GP_DTYPE_F32 ? GP_DTYPE_AUTO : be->dtype;
     else
         p.dtype = be->dtype;
     p.use_graphs = be->use_graphs;
@@ -286,4 +285,4 @@ void hf_run_dataset(const char *name, double tol, const hf_backend *be)
 
 const hf_backend hf_cpu_backend = {.label = "cpu reference", .kind = GP_BACKEND_CPU};
 const hf_backend hf_cpu_bf16_backend = {.label = "cpu reference, bf16 activations", .kind = GP_BACKEND_CPU,
-                                        .bf16_activations = true};
+                                        .dtype = GP_DTYPE_BF16};

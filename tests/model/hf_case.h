@@ -66,7 +66,6 @@ void hf_open(const char *name, const char *file, char *path, size_t path_cap, gp
 typedef struct hf_backend {
     const char *label;
     gp_backend_kind kind;
-    bool bf16_activations; /* CPU: the engine's bf16 rounding points */
     gp_dtype dtype;        /* CUDA: the engine dtype (BF16, F16; GP_DTYPE_F32, the zero value: --dtype
                               auto); CPU: activation rounding (F32: none, BF16 or F16 as that engine) */
     bool use_graphs;       /* CUDA */

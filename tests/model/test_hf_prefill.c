@@ -230,7 +230,7 @@ int main(int argc, char **argv)
         if (kind != GP_BACKEND_CUDA || *end || chunk < 0 || chunk > GP_ENGINE_MAX_PREFILL_CHUNK)
             return usage();
     }
-    if (argc == 4 && strcmp(argv[3], "auto") != 0 && gp_dtype_parse(argv[3], false, &dtype) != GP_OK)
+    if (argc == 4 && strcmp(argv[3], "auto") != 0 && gp_dtype_parse(argv[3], 0, &dtype) != GP_OK)
         return usage();
     if (kind == GP_BACKEND_CPU)
         g_run = (run_cfg){.be = hf_cpu_backend, .tol = HF_F32_TOL};

@@ -116,6 +116,10 @@ gp_cli_ckpt_test(generate_missing_tensor 1 "loading the model: .*tensor 'model.l
 gp_cli_test(gen_positional 2 "unexpected argument 'extra'" generate --model tiny --prompt-ids 1 --steps 1 extra)
 gp_cli_test(gen_prefill_chunk_cpu 2 "--prefill-chunk 64 applies to --backend cuda only .* allowed: leave it out, or use --backend cuda"
             generate --model tiny --prompt-ids 1 --steps 1 --prefill-chunk 64)
+gp_cli_test(gen_dtype_cpu 2 "--dtype fp16 applies to --backend cuda only .* allowed: leave it out, or use --backend cuda"
+            generate --model tiny --prompt-ids 1 --steps 1 --dtype fp16)
+gp_cli_test(gen_dtype_junk 2 "dtype 'fp8' is not known. allowed: auto, bf16, fp16"
+            generate --model tiny --prompt-ids 1 --steps 1 --backend cuda --dtype fp8)
 gp_cli_test(gen_prefill_chunk_range 2 "--prefill-chunk: 0 is out of range. allowed: .1, 65536."
             generate --model tiny --prompt-ids 1 --steps 1 --backend cuda --prefill-chunk 0)
 gp_cli_test(gen_prefill_chunk_junk 2 "--prefill-chunk: '2k' is not an integer"
