@@ -230,7 +230,7 @@ static void test_upload_convert(void **state)
     gp_host_weights h32;
     assert_int_equal(gp_host_weights_alloc(&c, GP_DTYPE_F32, &h32), GP_OK);
     assert_int_equal(gp_synth_fill_host(&h32, 9), GP_OK);
-    ((float *)h32.layers[1].wqkv)[12345] = -1.0e5f;
+    ((float *)h32.layers[1].wqkv)[gp_synth_numel(&c, GP_T_WQKV) / 2] = -1.0e5f; /* inside the tensor */
     gp_device_weights *up = NULL;
     assert_int_equal(gp_device_weights_upload(&h32, GP_DTYPE_F16, &up), GP_ERR_UNSUPPORTED);
     assert_null(up);
