@@ -85,7 +85,7 @@ static __device__ __forceinline__ void gp_attn_load_tile(const gp_attn_args &a,
  * tile's K/V loads are issued before the current tile's math, so HBM is not
  * idle while every CTA computes at the same time. Large batches run many
  * waves whose CTAs overlap each other anyway, and keep the longer tiles.
- * T: the 16-bit element type of q, K/V and out (attn_half.cuh). */
+ * T: the 16-bit element type of q, K/V and out (model/gp_half.cuh). */
 template <class T, int HD, int GT, bool PIPE>
 static __global__ void __launch_bounds__(GP_ATTN_THREADS)
 gp_decode_attn_kernel(const gp_attn_args a)
@@ -581,7 +581,7 @@ extern "C" gp_status gp_decode_attn(const gp_kv_view *kv, int B, int n_heads, in
     static const char fn[] = "gp_decode_attn";
     if (!kv || !q || !out)
         GP_FAIL(GP_ERR_INVALID_ARG, "%s: kv, q and out must not be NULL", fn);
-    GP_TRY(gp_attn_check_dtype(fn, kv->dtype));
+    GP_TRY(gp_dtype_check_half(kv->dtype, fn));
     if (!kv->k || !kv->v || !kv->block_tables || !kv->lens)
         GP_FAIL(GP_ERR_INVALID_ARG, "%s: the view's k, v, block_tables and lens must not be NULL",
                 fn);

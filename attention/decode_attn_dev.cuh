@@ -10,7 +10,7 @@
 #include <math.h>
 #include <stdbool.h>
 
-#include "attn_half.cuh"
+#include "gp_half.cuh"
 #include "cuda_util.cuh"
 #include "decode_attn.cuh"
 

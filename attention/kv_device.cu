@@ -4,7 +4,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "attn_half.cuh"
+#include "gp_half.cuh"
 #include "cuda_util.cuh"
 #include "gp_attention.h"
 
@@ -64,7 +64,7 @@ extern "C" gp_status gp_kv_device_create(const gp_kv_layout *l, gp_dtype dtype, 
     if (!l || !out)
         GP_FAIL(GP_ERR_INVALID_ARG, "gp_kv_device_create: layout and out must not be NULL");
     *out = NULL;
-    GP_TRY(gp_attn_check_dtype("gp_kv_device_create", dtype));
+    GP_TRY(gp_dtype_check_half(dtype, "gp_kv_device_create"));
     GP_TRY(gp_kv_layout_check(l, max_seqs, max_blocks_per_seq, "gp_kv_device_create"));
     uint64_t pool_bytes, table_elems;
     uint64_t total = gp_kv_device_bytes(l, dtype, max_seqs, max_blocks_per_seq);

@@ -325,7 +325,7 @@ extern "C" gp_status gp_prefill_attn(const gp_kv_view *kv, int n_heads, const vo
     static const char fn[] = "gp_prefill_attn";
     if (!kv || !q || !out || !seqs || !kv->k || !kv->v || !kv->block_tables)
         GP_FAIL(GP_ERR_INVALID_ARG, "%s: kv (with k, v, block_tables), q, out and seqs must not be NULL", fn);
-    GP_TRY(gp_attn_check_dtype(fn, kv->dtype));
+    GP_TRY(gp_dtype_check_half(kv->dtype, fn));
     if (!gp_prefill_attn_supports(kv->head_dim))
         GP_FAIL(GP_ERR_INVALID_ARG, "%s: head_dim %d, allowed %s", fn, kv->head_dim, GP_PREFILL_ATTN_HEAD_DIMS);
     if (kv->n_kv_heads < 1 || n_heads < 1 || n_heads % kv->n_kv_heads)

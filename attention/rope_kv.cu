@@ -4,7 +4,7 @@
 #include <stdint.h>
 #include <stdlib.h>
 
-#include "attn_half.cuh"
+#include "gp_half.cuh"
 #include "cuda_util.cuh"
 #include "rope_kv.cuh"
 
@@ -174,7 +174,7 @@ extern "C" gp_status gp_rope_kv_append(const gp_kv_view *kv, int B, int n_heads,
     static const char fn[] = "gp_rope_kv_append";
     if (!kv || !qkv || !inv_freq || !q_out)
         GP_FAIL(GP_ERR_INVALID_ARG, "%s: kv, qkv, inv_freq and q_out must not be NULL", fn);
-    GP_TRY(gp_attn_check_dtype(fn, kv->dtype));
+    GP_TRY(gp_dtype_check_half(kv->dtype, fn));
     if (!kv->k || !kv->v || !kv->block_tables || !kv->positions)
         GP_FAIL(GP_ERR_INVALID_ARG, "%s: the view's k, v, block_tables and positions must not be "
                 "NULL", fn);

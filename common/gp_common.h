@@ -148,6 +148,9 @@ static inline bool gp_dtype_is_half(gp_dtype d)
 {
     return d == GP_DTYPE_BF16 || d == GP_DTYPE_F16;
 }
+/* GP_OK when dt is BF16 or F16; else GP_ERR_INVALID_ARG naming who, the
+ * dtype and the allowed ones. */
+gp_status gp_dtype_check_half(gp_dtype dt, const char *who);
 /* "bf16" / "fp16" / "fp32": how flags and reports spell the compute dtype. */
 const char *gp_dtype_flag_name(gp_dtype d);
 /* --dtype auto: not a type, the request to take the weights' own 16-bit

@@ -38,6 +38,14 @@ const char *gp_dtype_flag_name(gp_dtype d)
     }
 }
 
+gp_status gp_dtype_check_half(gp_dtype dt, const char *who)
+{
+    if (!gp_dtype_is_half(dt))
+        GP_FAIL(GP_ERR_INVALID_ARG, "%s: dtype %s, allowed bf16 (BF16) or fp16 (F16)", who ? who : "?",
+                gp_dtype_name(dt));
+    return GP_OK;
+}
+
 gp_status gp_dtype_parse(const char *text, unsigned allow, gp_dtype *out)
 {
     static const gp_dtype known[] = {GP_DTYPE_BF16, GP_DTYPE_F16, GP_DTYPE_F32};

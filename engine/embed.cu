@@ -26,7 +26,7 @@ static __global__ void gp_embed_kernel(const int32_t *__restrict__ tokens,
             dst[i] = __int_as_float(0x7fc00000); /* quiet NaN */
         return;
     }
-    typedef gp_half_t<T> ht;
+    typedef gp_half_traits<T> ht;
     const uint16_t *src = table + (size_t)tok * (size_t)H; /* [H] */
     for (int i = (int)threadIdx.x * VEC; i < H; i += step) {
         if constexpr (VEC == 8 && ht::is_bf16) {

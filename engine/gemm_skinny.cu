@@ -57,7 +57,7 @@ static __device__ __forceinline__ void gp_mma16816(float (&d)[4], uint32_t a0, u
                                                    uint32_t a2, uint32_t a3, uint32_t b0,
                                                    uint32_t b1)
 {
-    if constexpr (gp_half_t<T>::is_bf16)
+    if constexpr (gp_half_traits<T>::is_bf16)
         asm("mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, "
             "{%8,%9}, {%0,%1,%2,%3};"
             : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
@@ -133,7 +133,7 @@ static __device__ __forceinline__ void gp_skinny_store(const gp_skinny_args &a, 
 {
     const size_t i = (size_t)m * (size_t)a.N + (size_t)n;
     if (a.out_type == 0) {
-        if constexpr (gp_half_t<T>::is_bf16)
+        if constexpr (gp_half_traits<T>::is_bf16)
             static_cast<__nv_bfloat16 *>(a.y)[i] = __float2bfloat16_rn(v);
         else
             static_cast<__half *>(a.y)[i] = __float2half_rn(v);

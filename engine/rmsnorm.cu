@@ -41,7 +41,7 @@ static __device__ __forceinline__ float gp_rmsnorm_block_sum(float v)
 template <typename T, int VEC> struct gp_rms_io;
 
 template <typename T> struct gp_rms_io<T, 1> {
-    typedef gp_half_t<T> ht;
+    typedef gp_half_traits<T> ht;
     static __device__ __forceinline__ void load_f32(const float *p, float *v) { v[0] = *p; }
     static __device__ __forceinline__ void store_f32(float *p, const float *v) { *p = v[0]; }
     static __device__ __forceinline__ void load_h(const uint16_t *p, float *v)
@@ -55,7 +55,7 @@ template <typename T> struct gp_rms_io<T, 1> {
 };
 
 template <typename T> struct gp_rms_io<T, 4> {
-    typedef gp_half_t<T> ht;
+    typedef gp_half_traits<T> ht;
     static __device__ __forceinline__ void load_f32(const float *p, float *v)
     {
         float4 f = *reinterpret_cast<const float4 *>(p);

@@ -10,16 +10,6 @@
 extern "C" {
 #endif
 
-/* GP_OK when dt is a 16-bit compute dtype of the CUDA kernels (BF16 or
- * F16); else GP_ERR_INVALID_ARG naming who, the dtype and the allowed ones. */
-static inline gp_status gp_dtype_check_half(gp_dtype dt, const char *who)
-{
-    if (!gp_dtype_is_half(dt))
-        GP_FAIL(GP_ERR_INVALID_ARG, "%s: dtype %s, allowed bf16 (BF16) or fp16 (F16)", who,
-                gp_dtype_name(dt));
-    return GP_OK;
-}
-
 /* out[b][i] = T(silu(g) * u) with g = gu[b][i], u = gu[b][F + i] (the
  * fused gate/up GEMM output: gate columns, then up columns), computed in fp32
  * with silu(g) = g / (1 + expf(-g)), T = dt (GP_DTYPE_BF16 or GP_DTYPE_F16:

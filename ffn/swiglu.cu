@@ -25,7 +25,7 @@ template <typename T, int VEC>
 static __global__ void gp_swiglu_kernel(const uint16_t *__restrict__ gu, uint16_t *__restrict__ out,
                                         int F, uint64_t n_items)
 {
-    typedef gp_half_t<T> ht;
+    typedef gp_half_traits<T> ht;
     const uint64_t per_row = (uint64_t)(F / VEC);
     for (uint64_t it = (uint64_t)blockIdx.x * blockDim.x + threadIdx.x; it < n_items;
          it += (uint64_t)gridDim.x * blockDim.x) {

@@ -16,10 +16,10 @@ static __global__ void gp_synth_fill_kernel(uint16_t *dst, uint64_t n, uint64_t 
 {
     uint64_t stride = (uint64_t)gridDim.x * blockDim.x;
     for (uint64_t i = (uint64_t)blockIdx.x * blockDim.x + threadIdx.x; i < n; i += stride) {
-        if constexpr (gp_half_t<T>::is_bf16)
+        if constexpr (gp_half_traits<T>::is_bf16)
             dst[i] = gp_synth_bf16(seed, kind, layer, i, scale);
         else
-            dst[i] = gp_half_t<T>::from_f32(gp_synth_f32(seed, kind, layer, i, scale));
+            dst[i] = gp_half_traits<T>::from_f32(gp_synth_f32(seed, kind, layer, i, scale));
     }
 }
 

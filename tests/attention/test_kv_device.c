@@ -29,7 +29,7 @@ static void test_host_checks(void **state)
     kv = (gp_kv_device *)1;
     GP_CHECK_FAIL(gp_kv_device_create(&l, GP_DTYPE_F32, 2, 4, &kv), GP_ERR_INVALID_ARG, "F32");
     assert_null(kv);
-    GP_CHECK_FAIL(gp_kv_device_create(&l, GP_DTYPE_I16, 2, 4, &kv), GP_ERR_INVALID_ARG, "allowed BF16 and F16");
+    GP_CHECK_FAIL(gp_kv_device_create(&l, GP_DTYPE_I16, 2, 4, &kv), GP_ERR_INVALID_ARG, "allowed bf16 (BF16) or fp16 (F16)");
     l.block_size = 0;
     GP_CHECK_FAIL(gp_kv_device_create(&l, GP_DTYPE_F16, 2, 4, &kv), GP_ERR_INVALID_ARG, "layout.block_size = 0");
     l.block_size = 4;
