@@ -33,32 +33,16 @@ static __global__ void gp_swiglu_kernel(const uint16_t *__restrict__ gu, uint16_
         const uint16_t *g = gu + b * 2u * (uint64_t)F + c; /* [VEC] gate */
         const uint16_t *u = g + F;                         /* [VEC] up */
         uint16_t *o = out + b * (uint64_t)F + c;           /* [VEC] */
-        if constexpr (VEC == 8 && ht::is_bf16) {
+        if constexpr (VEC == 8) {
             uint4 gv = *reinterpret_cast<const uint4 *>(g);
             uint4 uv = *reinterpret_cast<const uint4 *>(u);
             const uint32_t gw[4] = { gv.x, gv.y, gv.z, gv.w }, uw[4] = { uv.x, uv.y, uv.z, uv.w };
             uint32_t ow[4];
 #pragma unroll
             for (int k = 0; k < 4; k++) {
-                /* element 2k is the low half of word k */
-                float lo = gp_swiglu_one(__uint_as_float(gw[k] << 16), __uint_as_float(uw[k] << 16));
-                float hi = gp_swiglu_one(__uint_as_float(gw[k] & 0xffff0000u),
-                                         __uint_as_float(uw[k] & 0xffff0000u));
-                ow[k] = (uint32_t)gp_f32_to_bf16(lo) | ((uint32_t)gp_f32_to_bf16(hi) << 16);
-            }
-            *reinterpret_cast<uint4 *>(o) = make_uint4(ow[0], ow[1], ow[2], ow[3]);
-        } else if constexpr (VEC == 8) {
-            uint4 gv = *reinterpret_cast<const uint4 *>(g);
-            uint4 uv = *reinterpret_cast<const uint4 *>(u);
-            const uint32_t gw[4] = { gv.x, gv.y, gv.z, gv.w }, uw[4] = { uv.x, uv.y, uv.z, uv.w };
-            uint32_t ow[4];
-#pragma unroll
-            for (int k = 0; k < 4; k++) {
-                /* element 2k is the low half of word k */
-                float lo = gp_swiglu_one(ht::to_f32((uint16_t)(gw[k] & 0xffffu)),
-                                         ht::to_f32((uint16_t)(uw[k] & 0xffffu)));
-                float hi = gp_swiglu_one(ht::to_f32((uint16_t)(gw[k] >> 16)),
-                                         ht::to_f32((uint16_t)(uw[k] >> 16)));
+                /* element 2k is the low half of word k (bf16: a shift, no conversion) */
+                float lo = gp_swiglu_one(ht::lo(gw[k]), ht::lo(uw[k]));
+                float hi = gp_swiglu_one(ht::hi(gw[k]), ht::hi(uw[k]));
                 ow[k] = (uint32_t)ht::from_f32(lo) | ((uint32_t)ht::from_f32(hi) << 16);
             }
             *reinterpret_cast<uint4 *>(o) = make_uint4(ow[0], ow[1], ow[2], ow[3]);

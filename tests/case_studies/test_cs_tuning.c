@@ -35,15 +35,12 @@ static int setup(void **state)
 {
     if (gp_config_preset("llama3-8b", &g_cfg) != GP_OK)
         return -1;
-    snprintf(g_dir, sizeof g_dir, "/tmp/gp_cs_tuning_XXXXXX");
-    return mkdtemp(g_dir) ? 0 : -1;
+    return gp_test_tmpdir_make(g_dir, sizeof g_dir, "gp_cs_tuning");
 }
 
 static int teardown(void **state)
 {
-    char cmd[300];
-    snprintf(cmd, sizeof cmd, "rm -rf '%s'", g_dir);
-    return system(cmd) == 0 ? 0 : -1;
+    return gp_test_tmpdir_remove(g_dir);
 }
 
 static void path_of(char *buf, size_t n, const char *name)

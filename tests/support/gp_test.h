@@ -8,6 +8,8 @@
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include <cmocka.h>
@@ -48,6 +50,20 @@ static inline double gp_test_rel_err(const float *a, const float *ref, int n)
         mr = fmax(mr, fabs((double)ref[i]));
     }
     return isnan(md) ? INFINITY : mr > 0.0 ? md / mr : md;
+}
+
+/* A fresh directory /tmp/<tag>_XXXXXX into buf (a fixture's setup: 0 on
+ * success, -1 otherwise), and its removal with everything in it (teardown). */
+static inline int gp_test_tmpdir_make(char *buf, size_t cap, const char *tag)
+{
+    snprintf(buf, cap, "/tmp/%s_XXXXXX", tag);
+    return mkdtemp(buf) ? 0 : -1;
+}
+static inline int gp_test_tmpdir_remove(const char *dir)
+{
+    char cmd[512];
+    snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
+    return system(cmd) == 0 ? 0 : -1;
 }
 
 #endif

@@ -14,15 +14,12 @@ static char tmpdir[64];
 
 static int make_tmp(void **state)
 {
-    snprintf(tmpdir, sizeof tmpdir, "/tmp/gp_tok_XXXXXX");
-    return mkdtemp(tmpdir) ? 0 : -1;
+    return gp_test_tmpdir_make(tmpdir, sizeof tmpdir, "gp_tok");
 }
 
 static int remove_tmp(void **state)
 {
-    char cmd[128];
-    snprintf(cmd, sizeof cmd, "rm -rf '%s'", tmpdir);
-    return system(cmd) == 0 ? 0 : -1;
+    return gp_test_tmpdir_remove(tmpdir);
 }
 
 /* The Llama-3-style test tokenizer with one change made by edit, written to
