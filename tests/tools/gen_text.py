@@ -2,7 +2,8 @@
 """Text prompts end to end: gen_text.py GREENPIPE CHECKPOINT copies the
 checkpoint (vocabulary of at least 300) into a temporary directory with a
 small byte-level BPE tokenizer.json written here (256 byte tokens, BOS and
-EOS, 42 merges: 300 ids) and checks on the CPU backend that
+EOS, 42 merges: 300 ids) and checks on the CPU backend (or the one named
+by a third argument, cuda: exit 77, skipped, when no GPU is usable) that
 - the prompt is tokenized with BOS and decodes back to its text, as HF's
   tokenizer(text) (against the tokenizers package too when it is installed),
 - the streamed stdout is the decode of the dumped tokens, EOS left out,
@@ -94,8 +95,11 @@ def fail(msg):
     sys.exit("FAIL: " + msg)
 
 
+BACKEND = sys.argv[3] if len(sys.argv) > 3 else "cpu"
+
+
 def run(exe, args, code=0):
-    r = subprocess.run([exe, "generate", "--backend", "cpu"] + args, stdout=subprocess.PIPE,
+    r = subprocess.run([exe, "generate", "--backend", BACKEND] + args, stdout=subprocess.PIPE,
                        stderr=subprocess.PIPE)
     if r.returncode != code:
         fail("exit %d, wanted %d: %s\n%s" % (r.returncode, code, args, r.stderr.decode(errors="replace")))
@@ -109,6 +113,11 @@ def dump(path):
 
 def main():
     exe, ckpt = sys.argv[1], sys.argv[2]
+    if BACKEND != "cpu":
+        r = subprocess.run([exe, "devices"], stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+        if r.returncode != 0:
+            print("no usable GPU: skipped")
+            sys.exit(77)
     with tempfile.TemporaryDirectory() as d:
         m = os.path.join(d, "model")
         os.mkdir(m)

@@ -142,6 +142,9 @@ gp_cli_test(gen_dump_unwritable 1 "cannot write --dump-logits file '/nonexistent
 # streamed text, EOS from generation_config.json, batches, --prompt-file, seeds.
 add_test(NAME cli_gen_text
          COMMAND python3 ${CMAKE_CURRENT_SOURCE_DIR}/tools/gen_text.py $<TARGET_FILE:greenpipe> ${GP_DATA}/small-gqa)
+add_test(NAME cli_gen_text_cuda
+         COMMAND python3 ${CMAKE_CURRENT_SOURCE_DIR}/tools/gen_text.py $<TARGET_FILE:greenpipe> ${GP_DATA}/small-gqa cuda)
+set_tests_properties(cli_gen_text_cuda PROPERTIES SKIP_RETURN_CODE 77 LABELS gpu)
 gp_cli_test(gen_prompt_preset 2 "--prompt: --model tiny is a preset .synthetic weights. and has no tokenizer.*tokenizer.json or tokenizer.model"
             generate --model tiny --prompt hi --steps 1)
 gp_cli_test(gen_prompt_no_tokenizer 2 "--prompt needs the checkpoint's tokenizer: .*tokenizer.json and .*tokenizer.model"
