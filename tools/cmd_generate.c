@@ -14,11 +14,10 @@
 #include <jansson.h>
 
 #include "gp_engine.h"
-#include "gp_gen_text.h"
+#include "gen_text_impl.h"
 #include "gp_green.h"
 #include "gp_model.h"
 #include "gp_pipeline.h"
-#include "gp_sample.h"
 #include "gp_tools.h"
 
 typedef struct gen_opts {

@@ -1,5 +1,5 @@
 /* Tokenized prompts and streamed text output for greenpipe generate. */
-#include "gp_gen_text.h"
+#include "gen_text_impl.h"
 
 #include <stdlib.h>
 #include <string.h>

@@ -1,6 +1,6 @@
 /* Host-side token sampling (temperature, top-k, top-p) over one row of fp32
  * logits, with a seeded xoshiro256** generator. */
-#include "gp_sample.h"
+#include "gp_tools.h"
 
 #include <math.h>
 #include <stdlib.h>

@@ -11,7 +11,7 @@
 
 #include <cmocka.h>
 
-#include "gp_sample.h"
+#include "gp_tools.h"
 
 static gp_sample_params params(double t, int k, double p)
 {

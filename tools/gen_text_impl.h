@@ -1,8 +1,8 @@
 /* Text prompts and text output of greenpipe generate: prompts tokenized as
  * HF's tokenizer(text) does (post-processor included), generated tokens
- * detokenized as they arrive. */
-#ifndef GP_GEN_TEXT_H
-#define GP_GEN_TEXT_H
+ * detokenized as they arrive. Private to the greenpipe program. */
+#ifndef GP_GEN_TEXT_IMPL_H
+#define GP_GEN_TEXT_IMPL_H
 
 #include <stdio.h>
 
