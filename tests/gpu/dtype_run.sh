@@ -6,7 +6,8 @@
 #   tests/gpu/dtype_run.sh tests        build, ctest (all), failures' output
 #   tests/gpu/dtype_run.sh bench        gp_bench_decode and gp_bench_prefill, bf16 then fp16
 #   tests/gpu/dtype_run.sh cs ARGS      decode_pipeline_case_study ARGS (default run without ARGS)
-#   tests/gpu/dtype_run.sh generate     generate --prompt on qwen2-tiny/tiny-fp16 with a test tokenizer, cuda vs cpu
+#   tests/gpu/dtype_run.sh generate     generate on tiny-fp16, qwen2-tiny and mistral-tiny, cuda vs cpu
+#   tests/gpu/dtype_run.sh accuracy     the engine against the CPU reference and HF, every family and dtype (accuracy.log)
 set -u
 source "$(dirname "$0")/gpu_env.sh"
 what=${1:-tests}; shift || true
@@ -35,5 +36,12 @@ generate)
     done
   done
   tail -n 40 "$out/generate.log" ;;
-*) echo "dtype_run.sh: unknown step '$what' (tests, bench, cs, generate)"; exit 2 ;;
+accuracy)
+  "$b/tests/engine_model" 2>&1 | grep -E "worst|FAILED|PASSED" > "$out/accuracy.log"
+  for a in "cuda" "cuda 16" "cuda 0 fp16"; do
+    echo "== ref_hf_prefill $a" >> "$out/accuracy.log"
+    "$b/tests/ref_hf_prefill" $a 2>&1 | grep -E "worst|FAILED|PASSED" >> "$out/accuracy.log"
+  done
+  cat "$out/accuracy.log" ;;
+*) echo "dtype_run.sh: unknown step '$what' (tests, bench, cs, generate, accuracy)"; exit 2 ;;
 esac
