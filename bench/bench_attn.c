@@ -56,30 +56,11 @@ static uint64_t rng_next(uint64_t *s)
     return z ^ (z >> 31);
 }
 
-/* n values of DTYPE at d: the synthetic bf16 fill for bf16 (as before),
- * uniform [-1, 1] from the host in chunks for fp16 (whose bits the bf16 fill
- * would turn into huge values and NaNs). */
+/* n values of DTYPE at d: the synthetic generator's uniform values in
+ * [-1, 1], rounded to DTYPE. */
 static void fill_dev(void *d, uint64_t n, uint64_t seed, gp_tensor_kind kind, int layer, cudaStream_t st)
 {
-    if (DTYPE == GP_DTYPE_BF16) {
-        GP(gp_synth_fill_device(d, n, seed, kind, layer, 1.0f, st));
-        return;
-    }
-    enum { CHUNK = 1 << 20 };
-    uint16_t *h = malloc(CHUNK * sizeof *h);
-    if (!h) {
-        fprintf(stderr, "gp_bench_attn: out of host memory\n");
-        exit(1);
-    }
-    uint64_t s = seed * 0x9e3779b97f4a7c15ull + (uint64_t)layer;
-    for (uint64_t i = 0; i < n; i += CHUNK) {
-        uint64_t m = n - i < CHUNK ? n - i : CHUNK;
-        for (uint64_t j = 0; j < m; j++)
-            h[j] = gp_f32_to_half((float)((double)(rng_next(&s) >> 11) * (2.0 / 9007199254740992.0) - 1.0),
-                                  DTYPE);
-        CK(cudaMemcpy((uint16_t *)d + i, h, (size_t)m * sizeof *h, cudaMemcpyHostToDevice));
-    }
-    free(h);
+    GP(gp_synth_fill_device(d, DTYPE, n, seed, kind, layer, 1.0f, st));
 }
 
 static int parse_int(const char *s, const char *flag)

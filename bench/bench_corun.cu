@@ -357,11 +357,11 @@ static gp_status setup(const opts *o, bench *b, fside *f, cudaStream_t s)
         size_t n = (size_t)shapes[i].N * shapes[i].K;
         GP_CUDA_TRY(cudaMalloc((void **)&f->w[i], n * sizeof(uint16_t)));
         /* random, never zeros: tensor-core power depends on the data */
-        GP_TRY(gp_synth_fill_device_dtype(f->w[i], g_dt, n, 200 + (uint64_t)i, GP_T_WQKV, 0, 0.02f, s));
+        GP_TRY(gp_synth_fill_device(f->w[i], g_dt, n, 200 + (uint64_t)i, GP_T_WQKV, 0, 0.02f, s));
     }
     size_t xn = (size_t)o->rows * 14336;
     GP_CUDA_TRY(cudaMalloc((void **)&f->x, xn * sizeof(uint16_t)));
-    GP_TRY(gp_synth_fill_device_dtype(f->x, g_dt, xn, 7, GP_T_EMBED, 0, 1.0f, s));
+    GP_TRY(gp_synth_fill_device(f->x, g_dt, xn, 7, GP_T_EMBED, 0, 1.0f, s));
     GP_CUDA_TRY(cudaMalloc(&f->y, (size_t)o->rows * 28672 * sizeof(float)));
     GP_CUDA_TRY(cudaMemsetAsync(f->y, 0, (size_t)o->rows * 28672 * sizeof(float), s));
     GP_CUDA_TRY(cudaStreamSynchronize(s));

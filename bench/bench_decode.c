@@ -139,8 +139,8 @@ static int attn_bench(const gp_config *c, gp_dtype dt, int B, int C, int reps, c
     ATTN_GP(gp_kv_device_create(&lay, dt, B, cols, &kv));
     for (int l = 0; l < n_rot; l++) {
         uint64_t n = gp_kv_layer_elems(&lay);
-        ATTN_GP(gp_synth_fill_device_dtype(gp_kv_device_k(kv, l), dt, n, 7, GP_T_WQKV, l, 1.0f, st));
-        ATTN_GP(gp_synth_fill_device_dtype(gp_kv_device_v(kv, l), dt, n, 7, GP_T_WO, l, 1.0f, st));
+        ATTN_GP(gp_synth_fill_device(gp_kv_device_k(kv, l), dt, n, 7, GP_T_WQKV, l, 1.0f, st));
+        ATTN_GP(gp_synth_fill_device(gp_kv_device_v(kv, l), dt, n, 7, GP_T_WO, l, 1.0f, st));
     }
     tables = malloc((size_t)B * cols * sizeof *tables);
     lens = malloc((size_t)B * sizeof *lens);
@@ -157,8 +157,8 @@ static int attn_bench(const gp_config *c, gp_dtype dt, int B, int C, int reps, c
     ATTN_CK(cudaMalloc((void **)&o, qn * sizeof(uint16_t)));
     ATTN_CK(cudaMalloc((void **)&qkv, qkvn * sizeof(uint16_t)));
     ATTN_CK(cudaMalloc((void **)&inv_freq, (size_t)hd / 2 * sizeof(float)));
-    ATTN_GP(gp_synth_fill_device_dtype(q, dt, qn, 9, GP_T_WQKV, 0, 1.0f, st));
-    ATTN_GP(gp_synth_fill_device_dtype(qkv, dt, qkvn, 9, GP_T_WQKV, 1, 1.0f, st));
+    ATTN_GP(gp_synth_fill_device(q, dt, qn, 9, GP_T_WQKV, 0, 1.0f, st));
+    ATTN_GP(gp_synth_fill_device(qkv, dt, qkvn, 9, GP_T_WQKV, 1, 1.0f, st));
     {
         float h_inv[512];
         gp_rope_inv_freq(c, h_inv);

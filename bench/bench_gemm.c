@@ -112,7 +112,7 @@ static gp_status bench_run(int sm_target, int reps)
     const size_t max_k = 14336;
     uint16_t *x = NULL;
     GP_CUDA_TRY(cudaMalloc((void **)&x, (size_t)MAX_M * max_k * sizeof(uint16_t)));
-    GP_TRY(gp_synth_fill_device_dtype(x, g_dt, (uint64_t)MAX_M * max_k, 1, GP_T_EMBED, 0, 1.0f, st));
+    GP_TRY(gp_synth_fill_device(x, g_dt, (uint64_t)MAX_M * max_k, 1, GP_T_EMBED, 0, 1.0f, st));
 
     printf("%-8s %-7s %5s %6s %6s %-10s %-7s %9s %7s %8s\n", "gemm", "out", "M", "N", "K", "sms",
            "kernel", "ms", "TB/s", "TFLOP/s");
@@ -125,7 +125,7 @@ static gp_status bench_run(int sm_target, int reps)
         for (int c = 0; c < BENCH_COPIES; c++) {
             GP_CUDA_TRY(cudaMalloc((void **)&w[c], wbytes));
             /* uniform in +-0.02, different per copy: never zeros or constants */
-            GP_TRY(gp_synth_fill_device_dtype(w[c], g_dt, wn, 100 + (uint64_t)gi, GP_T_WQKV, c, 0.02f, st));
+            GP_TRY(gp_synth_fill_device(w[c], g_dt, wn, 100 + (uint64_t)gi, GP_T_WQKV, c, 0.02f, st));
         }
         GP_CUDA_TRY(cudaMalloc(&y, ybytes));
         GP_CUDA_TRY(cudaMemsetAsync(y, 0, ybytes, st)); /* the accumulating GEMMs read y */

@@ -182,8 +182,8 @@ gp_status gp_engine_fill_context(gp_engine *e, int B, int C, uint64_t seed)
     const gp_kv_layout *l = gp_kv_device_layout(e->kv);
     uint64_t n = gp_kv_layer_elems(l);
     for (int layer = 0; layer < l->n_layers; layer++) {
-        GP_TRY(gp_synth_fill_device_dtype(gp_kv_device_k(e->kv, layer), e->dtype, n, seed, GP_T_WQKV, layer, 1.0f, e->sc.stream));
-        GP_TRY(gp_synth_fill_device_dtype(gp_kv_device_v(e->kv, layer), e->dtype, n, seed, GP_T_WO, layer, 1.0f, e->sc.stream));
+        GP_TRY(gp_synth_fill_device(gp_kv_device_k(e->kv, layer), e->dtype, n, seed, GP_T_WQKV, layer, 1.0f, e->sc.stream));
+        GP_TRY(gp_synth_fill_device(gp_kv_device_v(e->kv, layer), e->dtype, n, seed, GP_T_WO, layer, 1.0f, e->sc.stream));
     }
     GP_CUDA_TRY(cudaStreamSynchronize(e->sc.stream)); /* setup, not a step */
     return GP_OK;

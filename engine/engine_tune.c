@@ -70,7 +70,7 @@ gp_status gp_engine_tune_gemms(gp_engine *e, gp_stage_ctx *sc, int rows)
             return st;
         /* random inputs: tensor-core power, and so clocks, depend on the data;
          * filled before any other context's stream reads them */
-        GP_TRY(gp_synth_fill_device_dtype(e->tune_x, e->dtype, xn, 0x7475u, GP_T_EMBED, 0, 1.0f, stream));
+        GP_TRY(gp_synth_fill_device(e->tune_x, e->dtype, xn, 0x7475u, GP_T_EMBED, 0, 1.0f, stream));
         GP_CUDA_TRY(cudaStreamSynchronize(stream));
         e->tune_rows = (size_t)rows;
     }

@@ -296,7 +296,7 @@ static gp_status gp_dw_create(const gp_config *cfg, gp_dtype dtype, const gp_hos
                     snprintf(tname, sizeof tname, "layer %d %s", g->layer, gp_tensor_kind_label(k));
                 st = gp_dw_upload_tensor(dst, dtype, from, src->dtype, numel, tname, &stage, stream);
             } else {
-                st = gp_synth_fill_device_dtype(dst, dtype, numel, seed, k, g->layer,
+                st = gp_synth_fill_device(dst, dtype, numel, seed, k, g->layer,
                                                 gp_synth_scale(cfg, k), stream);
             }
             if (st != GP_OK)

@@ -370,8 +370,9 @@ void gp_cpu_reset_seq(gp_cpu_model *m, int seq);
 const gp_config *gp_cpu_model_config(const gp_cpu_model *m);
 int gp_cpu_model_max_seqs(const gp_cpu_model *m);
 /* Round activations through dt exactly where the CUDA engine stores them in
- * its 16-bit compute dtype (normed inputs, QKV (with a bias: the GEMM output,
- * then again after the bias is added), RoPE'd q and k, V, attention output,
+ * its 16-bit compute dtype (normed inputs, QKV (the GEMM output; with a
+ * bias v again after the bias is added, q and k after RoPE), RoPE'd q and k,
+ * V, attention output,
  * gate/up, SwiGLU output, final norm); the residual stays fp32. GP_DTYPE_F32
  * (the default) rounds nothing: pure fp32, the HF oracle. BF16 or F16: the
  * engine's arithmetic of that dtype on the CPU, the tight oracle for the
@@ -482,13 +483,11 @@ int gp_weight_group_in_use(const gp_weight_group *g);
  * suggesting --dtype bf16; dst is then partly written. */
 gp_status gp_weights_convert(void *dst, gp_dtype to, const void *src, gp_dtype from, uint64_t n,
                              const char *what);
-/* gp_synth_fill_device in dtype (BF16: that function's bits; F16: the
- * generator's float rounded to nearest even, as gp_synth_fill_tensor_host). */
-gp_status gp_synth_fill_device_dtype(void *dst, gp_dtype dtype, uint64_t n, uint64_t seed,
-                                     gp_tensor_kind kind, int layer, float scale, void *stream);
-/* Fill n bf16 values of tensor kind (layer) on the device: the generator
- * kernel itself, exposed for tests. dst is a device pointer. */
-gp_status gp_synth_fill_device(gp_bf16 *dst, uint64_t n, uint64_t seed, gp_tensor_kind kind,
+/* Fill n values of tensor kind (layer) in dtype (BF16 or F16) on the
+ * device: the generator kernel itself, exposed for tests; each value is the
+ * generator's float rounded to nearest even, as gp_synth_fill_tensor_host.
+ * dst is a device pointer. */
+gp_status gp_synth_fill_device(void *dst, gp_dtype dtype, uint64_t n, uint64_t seed, gp_tensor_kind kind,
                                int layer, float scale, void *stream);
 /* The same generator on the host, for one tensor of dtype (F32, BF16 or
  * F16): each value the generator's float rounded to dtype (F32: unrounded). */

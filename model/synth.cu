@@ -28,7 +28,7 @@ static __global__ void gp_synth_fill_kernel(uint16_t *dst, uint64_t n, uint64_t 
 #define GP_SYNTH_THREADS 256
 #define GP_SYNTH_MAX_BLOCKS 65536u
 
-extern "C" gp_status gp_synth_fill_device_dtype(void *dst, gp_dtype dtype, uint64_t n,
+extern "C" gp_status gp_synth_fill_device(void *dst, gp_dtype dtype, uint64_t n,
                                                 uint64_t seed, gp_tensor_kind kind, int layer,
                                                 float scale, void *stream)
 {
@@ -58,11 +58,4 @@ extern "C" gp_status gp_synth_fill_device_dtype(void *dst, gp_dtype dtype, uint6
     if (e != cudaSuccess)
         return gp_cuda_fail(e, "gp_synth_fill_kernel launch", __FILE__, __LINE__);
     return GP_OK;
-}
-
-extern "C" gp_status gp_synth_fill_device(gp_bf16 *dst, uint64_t n, uint64_t seed,
-                                          gp_tensor_kind kind, int layer, float scale,
-                                          void *stream)
-{
-    return gp_synth_fill_device_dtype(dst, GP_DTYPE_BF16, n, seed, kind, layer, scale, stream);
 }

@@ -65,7 +65,7 @@ static void test_kernel_matches_host(void **state)
         uint16_t *d = NULL;
         GP_CHECK_CUDA(cudaMalloc((void **)&d, (n + guard) * 2));
         GP_CHECK_CUDA(cudaMemset(d, 0xFF, (n + guard) * 2)); /* poison: 0xFFFF is a NaN */
-        assert_int_equal(gp_synth_fill_device_dtype(d, dt, n, 2024, cases[i].kind, cases[i].layer,
+        assert_int_equal(gp_synth_fill_device(d, dt, n, 2024, cases[i].kind, cases[i].layer,
                                                     scale, s), GP_OK);
         uint16_t *got = malloc((n + guard) * 2), *want = malloc(n * 2);
         assert_non_null(got);
@@ -89,22 +89,22 @@ static void test_kernel_matches_host(void **state)
         assert_non_null(a);
         assert_non_null(b);
         GP_CHECK_CUDA(cudaMalloc((void **)&d, n * 2));
-        assert_int_equal(gp_synth_fill_device(d, n, 5, GP_T_WO, 1, 0.3f, s), GP_OK);
+        assert_int_equal(gp_synth_fill_device(d, GP_DTYPE_BF16, n, 5, GP_T_WO, 1, 0.3f, s), GP_OK);
         GP_CHECK_CUDA(cudaMemcpyAsync(a, d, n * 2, cudaMemcpyDeviceToHost, s));
         GP_CHECK_CUDA(cudaStreamSynchronize(s));
-        assert_int_equal(gp_synth_fill_device_dtype(d, GP_DTYPE_BF16, n, 5, GP_T_WO, 1, 0.3f, s), GP_OK);
+        assert_int_equal(gp_synth_fill_device(d, GP_DTYPE_BF16, n, 5, GP_T_WO, 1, 0.3f, s), GP_OK);
         GP_CHECK_CUDA(cudaMemcpyAsync(b, d, n * 2, cudaMemcpyDeviceToHost, s));
         GP_CHECK_CUDA(cudaStreamSynchronize(s));
         compare_half(b, a, n, GP_DTYPE_BF16, "bf16 entry point");
         GP_CHECK_CUDA(cudaFree(d));
         free(a), free(b);
     }
-    assert_int_equal(gp_synth_fill_device_dtype((uint16_t *)8, GP_DTYPE_F32, 5, 1, GP_T_WO, 0, 1.0f, s),
+    assert_int_equal(gp_synth_fill_device((uint16_t *)8, GP_DTYPE_F32, 5, 1, GP_T_WO, 0, 1.0f, s),
                      GP_ERR_INVALID_ARG);
     /* bad arguments are refused without a launch */
-    assert_int_equal(gp_synth_fill_device(NULL, 5, 1, GP_T_WO, 0, 1.0f, s), GP_ERR_INVALID_ARG);
-    assert_int_equal(gp_synth_fill_device(NULL, 0, 1, GP_T_WO, 0, 1.0f, s), GP_OK);
-    assert_int_equal(gp_synth_fill_device((gp_bf16 *)8, 5, 1, (gp_tensor_kind)42, 0, 1.0f, s),
+    assert_int_equal(gp_synth_fill_device(NULL, GP_DTYPE_BF16, 5, 1, GP_T_WO, 0, 1.0f, s), GP_ERR_INVALID_ARG);
+    assert_int_equal(gp_synth_fill_device(NULL, GP_DTYPE_BF16, 0, 1, GP_T_WO, 0, 1.0f, s), GP_OK);
+    assert_int_equal(gp_synth_fill_device((gp_bf16 *)8, GP_DTYPE_BF16, 5, 1, (gp_tensor_kind)42, 0, 1.0f, s),
                      GP_ERR_INVALID_ARG);
     GP_CHECK_CUDA(cudaStreamDestroy(s));
 }
