@@ -248,7 +248,7 @@ typedef struct gp_stage_io {
     int max_len;          /* attention stages: the step's longest context, this token included */
     int attn_splits;      /* attention stages on the GPU: context splits, fixed per step so that a
                              captured graph stays valid; 0 lets the heuristic choose */
-    gp_tensor_view x;     /* activation input rows (bf16 on the GPU, f32 on the CPU) */
+    gp_tensor_view x;     /* activation input rows (the engine dtype on the GPU, f32 on the CPU) */
     gp_tensor_view resid; /* f32 residual rows: read, and updated in place */
     gp_tensor_view y;     /* activation output rows */
     bool prefill;         /* CUDA engine: the rows are the tokens of the prefill chunk the engine
