@@ -14,6 +14,8 @@
 
 static gp_status put(char **buf, size_t *cap, size_t *o, const char *s, size_t n)
 {
+    if (n == 0) /* nothing to copy, and *buf may still be NULL */
+        return GP_OK;
     if (*o + n > *cap) {
         size_t c = *cap < 256 ? 256 : *cap;
         while (c < *o + n)
