@@ -230,7 +230,11 @@ gp_status gp_streamer_create(const gp_streamer_params *p, gp_streamer **out)
         gp_streamer_destroy(s); /* keeps the failing call's message */
         return st;
     }
-    memset(&s->st, 0, sizeof s->st); /* the pinned loads belong to no step */
+    /* The pinned loads belong to no step: their copy time is dropped too. */
+    double copy_s, waited[GP_STREAM_KIND_COUNT];
+    if (o->collect)
+        (void)o->collect(p->backend.be, &copy_s, waited);
+    memset(&s->st, 0, sizeof s->st);
     s->st.device_bytes = s->st.peak_device_bytes = s->held;
     *out = s;
     return GP_OK;
