@@ -54,7 +54,8 @@ typedef struct gp_stream_backend_ops {
     gp_status (*stream_wait)(void *be, void *stream, void *marker, gp_stream_kind kind);
     /* Record marker on a compute stream (cudaEventRecord). */
     gp_status (*marker_record)(void *be, void *stream, void *marker);
-    /* Host: *done = 1 when marker completed (cudaEventQuery). */
+    /* Optional (the manager does not poll today): *done = 1 when marker
+     * completed (cudaEventQuery), for a host-side eviction policy. */
     gp_status (*marker_query)(void *be, void *marker, int *done);
     /* Host: block until marker completed, bounded (gp_device_event_wait). */
     gp_status (*marker_wait)(void *be, void *marker);
@@ -66,7 +67,7 @@ typedef struct gp_stream_backend_ops {
 } gp_stream_backend_ops;
 
 typedef struct gp_stream_backend {
-    const gp_stream_backend_ops *ops; /* required, every op but collect set */
+    const gp_stream_backend_ops *ops; /* required, every op but marker_query and collect set */
     void *be;                         /* the backend's state, passed to every op */
 } gp_stream_backend;
 

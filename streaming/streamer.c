@@ -182,8 +182,9 @@ static gp_status gp_stream_check_backend(const gp_stream_backend *b)
 {
     const gp_stream_backend_ops *o = b->ops;
     if (!o || !o->slot_alloc || !o->slot_free || !o->marker_create || !o->marker_destroy || !o->copy_h2d ||
-        !o->stream_wait || !o->marker_record || !o->marker_query || !o->marker_wait)
-        GP_FAIL(GP_ERR_INVALID_ARG, "gp_streamer_create: backend ops %s: every op but collect is required",
+        !o->stream_wait || !o->marker_record || !o->marker_wait)
+        GP_FAIL(GP_ERR_INVALID_ARG,
+                "gp_streamer_create: backend ops %s: every op but marker_query and collect is required",
                 o ? "incomplete" : "NULL");
     return GP_OK;
 }
