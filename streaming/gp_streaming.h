@@ -1,0 +1,177 @@
+/* Weight streaming: which weight groups live in a device-memory budget, when
+ * their host-to-device copies are issued, and when their memory may be reused.
+ * Pure C; the device work goes through a backend of function pointers. */
+#ifndef GP_STREAMING_H
+#define GP_STREAMING_H
+
+#include <stdint.h>
+
+#include "gp_common.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* What a group holds. ATTN, FFN and HEAD have the values of gp_group_kind
+ * (model/gp_model.h), so the engine can pass its kinds through; OTHER is for
+ * groups that are neither (an embedding or norms kept apart). Statistics are
+ * kept per kind. */
+typedef enum gp_stream_kind {
+    GP_STREAM_ATTN = 0,
+    GP_STREAM_FFN = 1,
+    GP_STREAM_HEAD = 2,
+    GP_STREAM_OTHER = 3,
+    GP_STREAM_KIND_COUNT = 4
+} gp_stream_kind;
+
+const char *gp_stream_kind_name(gp_stream_kind k);
+
+/* The device side, in the terms of a CUDA backend: a slot is device memory
+ * (a device pointer), a marker an event, a stream a compute stream. The
+ * backend owns one copy stream, and every slot_alloc, slot_free and copy_h2d
+ * is ordered on it, so a free followed by an allocation never overlaps in
+ * device memory, and a wait enqueued on it before a free or a copy holds that
+ * memory until the markers complete without the host waiting.
+ * Every op returns GP_OK or an error with a message (gp_set_error). */
+typedef struct gp_stream_backend_ops {
+    /* A slot of `bytes` on the device (cudaMallocAsync on the copy stream, or
+     * a slot of a fixed slab). */
+    gp_status (*slot_alloc)(void *be, uint64_t bytes, void **slot);
+    /* Give slot back once every marker of wait[0..n_wait) completed: a wait
+     * of the copy stream on each (cudaStreamWaitEvent), then cudaFreeAsync on
+     * it. The markers may be recorded again right after the call returns. */
+    void (*slot_free)(void *be, void *slot, void *const *wait, int n_wait);
+    gp_status (*marker_create)(void *be, void **marker);
+    void (*marker_destroy)(void *be, void *marker);
+    /* Copy `bytes` from host (pinned) into slot on the copy stream, in chunks
+     * of at most chunk_bytes, after every marker of wait[0..n_wait) (the last
+     * readers of the slot's previous group: GPU-side waits), then record
+     * `ready` on the copy stream. */
+    gp_status (*copy_h2d)(void *be, void *slot, const void *host, uint64_t bytes, uint64_t chunk_bytes,
+                          void *const *wait, int n_wait, void *ready);
+    /* Make a compute stream wait for marker on the GPU (cudaStreamWaitEvent).
+     * kind only names the statistics bucket the stall is counted in. */
+    gp_status (*stream_wait)(void *be, void *stream, void *marker, gp_stream_kind kind);
+    /* Record marker on a compute stream (cudaEventRecord). */
+    gp_status (*marker_record)(void *be, void *stream, void *marker);
+    /* Optional (the manager does not poll today): *done = 1 when marker
+     * completed (cudaEventQuery), for a host-side eviction policy. */
+    gp_status (*marker_query)(void *be, void *marker, int *done);
+    /* Host: block until marker completed, bounded (gp_device_event_wait). */
+    gp_status (*marker_wait)(void *be, void *marker);
+    /* Optional (NULL: the time figures stay 0). Seconds the copy engine was
+     * busy and seconds compute streams stalled in stream_wait, per kind,
+     * since the previous call; called between steps, so a CUDA backend may
+     * wait on the timing events it recorded around copies and waits. */
+    gp_status (*collect)(void *be, double *copy_s, double waited_s[GP_STREAM_KIND_COUNT]);
+} gp_stream_backend_ops;
+
+typedef struct gp_stream_backend {
+    const gp_stream_backend_ops *ops; /* required, every op but marker_query and collect set */
+    void *be;                         /* the backend's state, passed to every op */
+} gp_stream_backend;
+
+/* One weight group: the unit that is copied, resident or evicted. */
+typedef struct gp_stream_group {
+    gp_stream_kind kind;
+    int layer;         /* for messages; -1 when none */
+    uint64_t bytes;    /* > 0: the slot size */
+    const void *host;  /* the group's bytes in host memory (pinned for full PCIe speed) */
+    int pinned;        /* 1: loaded at create and never evicted (embedding, head, norms) */
+} gp_stream_group;
+
+typedef struct gp_streamer_params {
+    uint64_t budget_bytes;   /* device bytes the slots may hold at any instant */
+    int prefetch_depth;      /* D >= 0: gp_streamer_advance issues the next D groups of the order */
+    uint64_t chunk_bytes;    /* largest single copy; default 32 MiB, from where pinned copies run at
+                                full PCIe speed (docs/ARCHITECTURE.md §6) */
+    int min_window;          /* >= 1: groups consecutive in the order that must fit at once (the
+                                minimum working set); default 2, as the pipelined runner holds an
+                                attn group on one stream while the ffn group runs on the other */
+    const gp_stream_group *groups; /* [n_groups], copied */
+    int n_groups;
+    const int *order;        /* [n_order] group indices: one step's execution order, repeated every
+                                step (copied); pinned groups in it are allowed and skipped */
+    int n_order;
+    gp_stream_backend backend;
+} gp_streamer_params;
+
+/* chunk 32 MiB, window 2, prefetch depth 1, everything else 0 / NULL. */
+gp_streamer_params gp_streamer_default_params(void);
+
+/* The least budget that params can run in: every pinned group plus the
+ * largest set of distinct unpinned groups in min_window consecutive positions
+ * of the order (wrapping into the next step). Checks params like create but
+ * ignores budget_bytes and the backend. */
+gp_status gp_streamer_min_budget(const gp_streamer_params *p, uint64_t *bytes);
+
+typedef struct gp_streamer gp_streamer; /* opaque */
+
+/* Checks params (a budget below the minimum working set is
+ * GP_ERR_INVALID_ARG naming the groups of that set and their bytes), then
+ * loads the pinned groups. */
+gp_status gp_streamer_create(const gp_streamer_params *p, gp_streamer **out);
+/* Waits on the host for every copy and last reader, then frees the slots.
+ * Groups still in use are a caller bug: reported on stderr, freed anyway. */
+void gp_streamer_destroy(gp_streamer *s);
+
+/* The seed pattern of a stage: mark in use, ensure, make stream wait for
+ * the copy; on failure the mark is dropped again, so the caller releases
+ * only after GP_OK. */
+gp_status gp_streamer_acquire(gp_streamer *s, int group, void *stream);
+/* Unmark, recording the group's last-reader marker on stream: the stage's
+ * work on the group is already enqueued there. */
+gp_status gp_streamer_release(gp_streamer *s, int group, void *stream);
+
+/* The parts, for callers that split them. ensure issues the copy if the
+ * group is not resident, evicting least-recently-used groups that are
+ * neither pinned nor in use; GP_ERR_DEVICE_MEMORY (naming what is held) when
+ * the groups in use leave no room. */
+gp_status gp_streamer_ensure(gp_streamer *s, int group);
+gp_status gp_streamer_wait_ready(gp_streamer *s, int group, void *stream);
+gp_status gp_streamer_mark_in_use(gp_streamer *s, int group);
+/* stream NULL: nothing was enqueued on the group since the mark (an error
+ * path), no marker is recorded. */
+gp_status gp_streamer_unmark(gp_streamer *s, int group, void *stream);
+
+/* The stage at order[pos] is about to run: issue the copies of the next D
+ * groups of the order (in that order, wrapping into the next step) that are
+ * not resident. A prefetch never evicts a group needed within those D
+ * positions; without room it stops and returns GP_SOFT_FULL (counted in
+ * prefetch_skipped); a demand ensure later evicts what it must. */
+gp_status gp_streamer_advance(gp_streamer *s, int pos);
+
+/* Queries. slot: the group's device memory, NULL when not resident. */
+int gp_streamer_in_use(gp_streamer *s, int group);
+int gp_streamer_resident(gp_streamer *s, int group);
+void *gp_streamer_slot(gp_streamer *s, int group);
+uint64_t gp_streamer_device_bytes(gp_streamer *s);
+/* The bookkeeping's invariants (held bytes = sum of resident groups' bytes
+ * <= budget, pinned and in-use groups resident, counts >= 0):
+ * GP_ERR_STATE naming the first broken one. For tests and debug builds. */
+gp_status gp_streamer_check(gp_streamer *s);
+
+typedef struct gp_streamer_stats {
+    uint64_t loads;            /* copies issued (demand and prefetch) */
+    uint64_t bytes_streamed;   /* sum of the loaded groups' bytes */
+    uint64_t hits;             /* ensure found the group resident (or its copy in flight) */
+    uint64_t misses;           /* ensure had to issue the copy */
+    uint64_t prefetches;       /* copies issued by gp_streamer_advance */
+    uint64_t prefetch_skipped; /* prefetches given up for lack of room */
+    uint64_t evictions;
+    double copy_s;             /* copy-engine busy seconds (backend collect; 0 without) */
+    double gbps;               /* bytes_streamed / copy_s / 1e9; 0 when copy_s is 0 */
+    double waited_s[GP_STREAM_KIND_COUNT]; /* compute stalled on copies, per kind */
+    uint64_t device_bytes;     /* held now */
+    uint64_t peak_device_bytes;/* most held since the last reset */
+} gp_streamer_stats;
+
+/* Statistics since the last reset (collecting the backend's timing); with
+ * reset, the next step starts from zero. Call between steps. */
+gp_status gp_streamer_stats_get(gp_streamer *s, gp_streamer_stats *out, int reset);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif

@@ -1,0 +1,6 @@
+# Tests of streaming/: the manager over the simulated copy engine (no GPU).
+gp_add_test(streaming_params SOURCES streaming/test_streamer_params.c support/sim_stream.c LIBS gp_streaming)
+gp_add_test(streaming_residency SOURCES streaming/test_streamer_residency.c support/sim_stream.c
+            LIBS gp_streaming)
+gp_add_test(streaming_property SOURCES streaming/test_streamer_property.c support/sim_stream.c
+            LIBS gp_streaming)
