@@ -170,6 +170,24 @@ typedef struct gp_streamer_stats {
  * reset, the next step starts from zero. Call between steps. */
 gp_status gp_streamer_stats_get(gp_streamer *s, gp_streamer_stats *out, int reset);
 
+/* The CUDA backend (library gp_streaming_cuda, streaming/stream_cuda.cu):
+ * one non-blocking copy stream on device, slots from a private
+ * stream-ordered pool (cudaMallocFromPoolAsync / cudaFreeAsync on the copy
+ * stream, freed memory kept mapped for the next slot), markers as events
+ * without timing, copies in chunks of chunk_bytes, copy-busy seconds from a
+ * timing event pair per copy (collect; waited_s stays 0). create makes device
+ * the calling thread's current device; every op must be called with it
+ * current, streams of that device, and host memory pinned (pageable memory
+ * makes each chunk a staged, partly host-synchronous copy). */
+gp_status gp_stream_cuda_backend_create(int device, gp_stream_backend *out);
+/* The pool's high-water marks since create: bytes handed out to slots (the
+ * budget's device-side check) and bytes mapped (including the pool's
+ * rounding and fragmentation). */
+gp_status gp_stream_cuda_backend_mem(const gp_stream_backend *b, uint64_t *used_high, uint64_t *reserved_high);
+/* Waits (bounded) for the copy stream, then frees the stream, events and
+ * pool; call after gp_streamer_destroy. NULL or a zeroed backend is a no-op. */
+void gp_stream_cuda_backend_destroy(gp_stream_backend *b);
+
 #ifdef __cplusplus
 }
 #endif
