@@ -212,6 +212,9 @@ gp_status gp_engine_create(gp_device_weights *dw, const gp_engine_params *p, gp_
     const gp_dtype dt = gp_device_weights_dtype(dw);
     GP_TRY(gp_dtype_check_half(dt, "gp_engine_create (the device weights' dtype)"));
     GP_TRY(check_params(&w->cfg, p));
+    if (p->use_graphs && gp_device_weights_is_streamed(dw))
+        GP_FAIL(GP_ERR_INVALID_ARG, "gp_engine_create: the weights are streamed (a VRAM budget), and a CUDA graph "
+                "would bake this step's weight addresses; set use_graphs = false (eager steps)");
     uint64_t need = gp_engine_device_bytes(&w->cfg, p);
     size_t free_b = 0, total_b = 0;
     GP_CUDA_TRY(cudaMemGetInfo(&free_b, &total_b));
@@ -261,4 +264,9 @@ gp_status gp_engine_create(gp_device_weights *dw, const gp_engine_params *p, gp_
 fail:
     gp_engine_destroy(e);
     return st;
+}
+
+bool gp_engine_weights_streamed(const gp_engine *e)
+{
+    return e && gp_device_weights_is_streamed(e->dw);
 }
