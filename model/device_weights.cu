@@ -535,6 +535,14 @@ extern "C" uint64_t gp_device_weights_budget(const gp_device_weights *dw)
     return dw ? dw->budget : 0;
 }
 
+extern "C" uint64_t gp_device_weights_budget_unheld(const gp_device_weights *dw)
+{
+    if (!dw || !dw->streamer)
+        return 0;
+    uint64_t held = gp_streamer_device_bytes(dw->streamer);
+    return held < dw->budget ? dw->budget - held : 0;
+}
+
 extern "C" gp_status gp_device_weights_stream_stats(gp_device_weights *dw, gp_streamer_stats *out, int reset)
 {
     if (!dw || !out)

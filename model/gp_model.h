@@ -486,6 +486,9 @@ gp_status gp_device_weights_streamed(const gp_host_weights *w, gp_dtype dtype, u
 int gp_device_weights_is_streamed(const gp_device_weights *dw);
 /* The VRAM budget of streamed weights; 0 when resident. */
 uint64_t gp_device_weights_budget(const gp_device_weights *dw);
+/* Budget bytes the streamer has not allocated yet (it allocates slots as
+ * groups are first copied): what others must leave free on the device. */
+uint64_t gp_device_weights_budget_unheld(const gp_device_weights *dw);
 struct gp_streamer_stats; /* streaming/gp_streaming.h */
 /* Streaming statistics since the last reset (between steps only);
  * GP_ERR_STATE for resident weights. */
