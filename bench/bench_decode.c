@@ -13,6 +13,8 @@
 
 #include "gp_attention.h"
 #include "gp_engine.h"
+#include "gp_streaming.h"
+#include "gp_tools.h"
 
 typedef struct workload { int B, C; } workload;
 
@@ -207,7 +209,8 @@ out:
 int main(int argc, char **argv)
 {
     const char *model = GP_DEFAULT_PRESET, *wl = "8:1024,64:2048,256:1024,1024:384";
-    int repeat = 20, warmup = 3, graphs = 1, attn = 0;
+    int repeat = 20, warmup = 3, graphs = 1, attn = 0, prefetch = 2;
+    uint64_t budget = 0; /* --vram-budget: 0 resident weights, else streamed within this many device bytes */
     gp_dtype dtype = GP_DTYPE_BF16; /* --dtype: the engine dtype of the synthetic weights */
     static const struct option opts[] = {{"model", required_argument, NULL, 'm'},
                                          {"workloads", required_argument, NULL, 'w'},
@@ -216,6 +219,8 @@ int main(int argc, char **argv)
                                          {"eager", no_argument, NULL, 'e'},
                                          {"attn", no_argument, NULL, 'a'},
                                          {"dtype", required_argument, NULL, 'd'},
+                                         {"vram-budget", required_argument, NULL, 'V'},
+                                         {"prefetch", required_argument, NULL, 'p'},
                                          {NULL, 0, NULL, 0}};
     int c;
     while ((c = getopt_long(argc, argv, "", opts, NULL)) != -1) {
@@ -226,6 +231,21 @@ int main(int argc, char **argv)
         case 'u': warmup = atoi(optarg); break;
         case 'e': graphs = 0; break;
         case 'a': attn = 1; break;
+        case 'V':
+            if (gp_parse_size(optarg, "--vram-budget", &budget) != GP_OK) {
+                fprintf(stderr, "gp_bench_decode: %s\n", gp_last_error());
+                return 2;
+            }
+            break;
+        case 'p': {
+            long v = 0;
+            if (gp_parse_long(optarg, 0, 64, "--prefetch", &v) != GP_OK) {
+                fprintf(stderr, "gp_bench_decode: %s\n", gp_last_error());
+                return 2;
+            }
+            prefetch = (int)v;
+            break;
+        }
         case 'd':
             if (gp_dtype_parse(optarg, 0, &dtype) != GP_OK) {
                 fprintf(stderr, "gp_bench_decode: --dtype: %s\n", gp_last_error());
@@ -234,7 +254,7 @@ int main(int argc, char **argv)
             break;
         default:
             fprintf(stderr, "usage: gp_bench_decode [--model PRESET] [--workloads B:C,...] [--repeat N] "
-                            "[--warmup N] [--eager] [--attn] [--dtype bf16|fp16]\n");
+                            "[--warmup N] [--eager] [--attn] [--dtype bf16|fp16] [--vram-budget SIZE [--prefetch D]]\n");
             return 2;
         }
     }
@@ -242,6 +262,15 @@ int main(int argc, char **argv)
         fprintf(stderr, "gp_bench_decode: --repeat %d (allowed 1..10000), --warmup %d (0..1000)\n", repeat, warmup);
         return 2;
     }
+    if (budget && attn) {
+        fprintf(stderr, "gp_bench_decode: --vram-budget streams the engine's weights; --attn times attention "
+                "alone (no weights): give one or the other\n");
+        return 2;
+    }
+    /* streamed weights move between steps: CUDA graphs (which bake addresses) are off, and the header says so */
+    const int graphs_asked = graphs;
+    if (budget)
+        graphs = 0;
     workload w[32];
     int n_w = parse_workloads(wl, w, 32);
     if (n_w < 1)
@@ -272,18 +301,42 @@ int main(int argc, char **argv)
     int drv = 0;
     cudaGetDeviceProperties(&prop, 0);
     cudaDriverGetVersion(&drv);
+    char mode[160];
+    if (budget)
+        snprintf(mode, sizeof mode, "eager (streamed weights%s), weights in pinned host memory, VRAM budget %.2f GiB "
+                 "(%" PRIu64 " bytes), prefetch %d", graphs_asked ? "; CUDA graphs off" : "",
+                 budget / 1073741824.0, budget, prefetch);
+    else
+        snprintf(mode, sizeof mode, "%s", graphs ? "CUDA graphs" : "eager");
     printf("# gp_bench_decode: %s (synthetic %s weights), %s, %d SMs, driver %d.%d, %s, %d warm-up + %d timed "
            "steps per workload\n", cfg.name, gp_dtype_flag_name(dtype), prop.name, prop.multiProcessorCount, drv / 1000, (drv % 1000) / 10,
-           graphs ? "CUDA graphs" : "eager", warmup, repeat);
-    gp_device_weights *dw;
-    gp_status st = gp_device_weights_synthetic(&cfg, dtype, 0, &dw);
+           mode, warmup, repeat);
+    gp_device_weights *dw = NULL;
+    gp_status st;
+    if (budget) {
+        /* the same values as the resident path's device generator: the host generator in the engine dtype */
+        gp_host_weights hw;
+        memset(&hw, 0, sizeof hw);
+        st = gp_host_weights_alloc(&cfg, dtype, &hw);
+        if (st == GP_OK)
+            st = gp_synth_fill_host(&hw, 0);
+        if (st == GP_OK)
+            st = gp_device_weights_streamed(&hw, dtype, budget, prefetch, &dw);
+        if (hw.arena)
+            gp_host_weights_free(&hw);
+    } else {
+        st = gp_device_weights_synthetic(&cfg, dtype, 0, &dw);
+    }
     if (st != GP_OK) {
         fprintf(stderr, "gp_bench_decode: weights: %s\n", gp_last_error());
         return 1;
     }
     printf("\n| B | C | ms/step median | min | max | tokens/s | GB/step | TFLOP/step | floor ms | share of floor |\n"
            "|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n");
-    char breakdowns[32][512];
+    char breakdowns[32][512], streamed[32][320];
+    char label[64] = "";
+    if (budget)
+        snprintf(label, sizeof label, " (streamed, budget %.2f GiB)", budget / 1073741824.0);
     int failed = 0;
     for (int i = 0; i < n_w; i++) {
         gp_engine_params p = gp_engine_default_params();
@@ -296,10 +349,24 @@ int main(int argc, char **argv)
         st = gp_engine_create(dw, &p, &e);
         if (st == GP_OK)
             st = gp_engine_fill_context(e, w[i].B, w[i].C, 42);
+        gp_streamer_stats ss;
+        memset(&ss, 0, sizeof ss);
+        if (st == GP_OK && budget) /* from here: the warm-up and timed steps only */
+            st = gp_device_weights_stream_stats(dw, &ss, 1);
         if (st == GP_OK)
             st = gp_engine_time_steps(e, w[i].B, warmup, repeat, ms);
+        if (st == GP_OK && budget)
+            st = gp_device_weights_stream_stats(dw, &ss, 1);
         if (st == GP_OK)
             st = gp_engine_breakdown(e, w[i].B, &bd);
+        streamed[i][0] = '\0';
+        if (st == GP_OK && budget) {
+            const double n = warmup + repeat;
+            snprintf(streamed[i], sizeof streamed[i],
+                     "| %d | %d | %.3f | %.1f | %.1f | %.1f | %.1f | %.1f | %.1f | %.3f | %.2f |", w[i].B, w[i].C,
+                     ss.bytes_streamed / n / 1e9, ss.gbps, ss.hits / n, ss.misses / n, ss.prefetches / n,
+                     ss.evictions / n, ss.prefetch_skipped / n, ss.copy_s / n * 1e3, ss.peak_device_bytes / 1e9);
+        }
         if (st != GP_OK) {
             printf("| %d | %d | error: %s: %s |\n", w[i].B, w[i].C, gp_status_str(st), gp_last_error());
             snprintf(breakdowns[i], sizeof breakdowns[i], "B=%d C=%d: failed", w[i].B, w[i].C);
@@ -309,9 +376,9 @@ int main(int argc, char **argv)
             /* the timed steps run at contexts C+warmup .. C+warmup+repeat-1 */
             gp_step_cost cost;
             gp_step_floor(&cfg, w[i].B, w[i].C + warmup + repeat / 2, 1, &cost);
-            printf("| %d | %d | %.3f | %.3f | %.3f | %.0f | %.2f | %.2f | %.2f | %.1f%% |\n", w[i].B, w[i].C, med,
-                   ms[0], ms[repeat - 1], w[i].B / (med / 1e3), cost.bytes / 1e9, cost.flops / 1e12, cost.floor_ms,
-                   100.0 * cost.floor_ms / med);
+            printf("| %d%s | %d | %.3f | %.3f | %.3f | %.0f | %.2f | %.2f | %.2f | %.1f%% |\n", w[i].B, label, w[i].C,
+                   med, ms[0], ms[repeat - 1], w[i].B / (med / 1e3), cost.bytes / 1e9, cost.flops / 1e12,
+                   cost.floor_ms, 100.0 * cost.floor_ms / med);
             snprintf(breakdowns[i], sizeof breakdowns[i],
                      "| %d:%d | %.3f | %.3f | %.3f | %.3f | %.3f | %.3f | %.3f | %.3f | %.3f | %.3f | %.3f |",
                      w[i].B, w[i].C, bd.embed, bd.attn_norm, bd.qkv_gemm, bd.rope_kv, bd.attention, bd.o_gemm,
@@ -326,6 +393,14 @@ int main(int argc, char **argv)
            "GEMM | SwiGLU | down GEMM | head |\n|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n");
     for (int i = 0; i < n_w; i++)
         printf("%s\n", breakdowns[i]);
+    if (budget) {
+        printf("\nWeight streaming per step (mean over the %d warm-up + %d timed steps; GB/s over the copy engine's "
+               "busy time):\n\n| B | C | GB streamed/step | copy GB/s | hits/step | misses/step | prefetches/step | "
+               "evictions/step | prefetch skipped/step | copy ms/step | peak device GB |\n"
+               "|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n", warmup, repeat);
+        for (int i = 0; i < n_w; i++)
+            printf("%s\n", streamed[i][0] ? streamed[i] : "| (failed) |");
+    }
     gp_device_weights_destroy(dw);
     return failed;
 }

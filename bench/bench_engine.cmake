@@ -3,7 +3,7 @@
 
 # Decode-step benchmark of the sequential engine.
 add_executable(gp_bench_decode ${CMAKE_CURRENT_LIST_DIR}/bench_decode.c)
-target_link_libraries(gp_bench_decode PRIVATE gp_engine)
+target_link_libraries(gp_bench_decode PRIVATE gp_engine gp_tools)
 
 # Timing of the Llama-3-8B GEMMs through gp_gemm and the skinny kernel.
 add_executable(gp_bench_gemm ${CMAKE_CURRENT_LIST_DIR}/bench_gemm.c)

@@ -212,9 +212,20 @@ gp_status gp_engine_create(gp_device_weights *dw, const gp_engine_params *p, gp_
     const gp_dtype dt = gp_device_weights_dtype(dw);
     GP_TRY(gp_dtype_check_half(dt, "gp_engine_create (the device weights' dtype)"));
     GP_TRY(check_params(&w->cfg, p));
+    if (p->use_graphs && gp_device_weights_is_streamed(dw))
+        GP_FAIL(GP_ERR_INVALID_ARG, "gp_engine_create: the weights are streamed (a VRAM budget), and a CUDA graph "
+                "would bake this step's weight addresses; set use_graphs = false (eager steps)");
     uint64_t need = gp_engine_device_bytes(&w->cfg, p);
+    /* streamed weights allocate their slots later, as groups are first copied */
+    const uint64_t unheld = gp_device_weights_budget_unheld(dw);
     size_t free_b = 0, total_b = 0;
     GP_CUDA_TRY(cudaMemGetInfo(&free_b, &total_b));
+    if (unheld && need + unheld > free_b)
+        GP_FAIL(GP_ERR_DEVICE_MEMORY, "engine for batch %d x context %d needs %llu bytes (%.2f GiB) of device memory "
+                "beside the %llu bytes (%.2f GiB) of the VRAM budget the streamed weights will still take; the "
+                "device has %zu bytes (%.2f GiB) free of %zu bytes: give a smaller --vram-budget or batch/context",
+                p->max_batch, p->max_context, (unsigned long long)need, need / 1073741824.0,
+                (unsigned long long)unheld, unheld / 1073741824.0, free_b, free_b / 1073741824.0, total_b);
     if (need > free_b) {
         gp_kv_layout l = kv_layout(&w->cfg, p);
         uint64_t kv = gp_kv_device_bytes(&l, dt, p->max_batch, blocks_per_seq(p));
@@ -261,4 +272,9 @@ gp_status gp_engine_create(gp_device_weights *dw, const gp_engine_params *p, gp_
 fail:
     gp_engine_destroy(e);
     return st;
+}
+
+bool gp_engine_weights_streamed(const gp_engine *e)
+{
+    return e && gp_device_weights_is_streamed(e->dw);
 }

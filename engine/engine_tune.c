@@ -2,6 +2,8 @@
  * step shape's layer GEMMs, on the GEMM context (and so the SM partition)
  * that will run them. Why: on a partition the heuristic's first pick was up
  * to 1.9x slower than the fastest candidate (docs/PERFORMANCE.md). */
+#include <stddef.h>
+
 #include "cuda_util.cuh"
 #include "engine_impl.h"
 
@@ -10,7 +12,8 @@
 typedef struct tune_shape {
     int N, K;
     gp_gemm_out out;
-    const void *w;
+    size_t w_off; /* offsetof the weight in gp_layer_weights: read after the acquire, as a
+                     streamed group's address is known only then */
     gp_group_kind group;
 } tune_shape;
 
@@ -22,9 +25,12 @@ static gp_status tune_all(gp_engine *e, gp_gemm_ctx *ctx, int rows, const tune_s
         if (!g)
             return GP_ERR_INVALID_ARG;
         GP_TRY(gp_weight_group_acquire(g, stream)); /* the weights may still be uploading */
-        gp_status st = gp_gemm_tune(ctx, e->dtype, rows, s[i].N, s[i].K, x, s[i].w, y, s[i].out,
+        const void *w = *(void *const *)((const char *)&e->w->layers[0] + s[i].w_off);
+        gp_status st = gp_gemm_tune(ctx, e->dtype, rows, s[i].N, s[i].K, x, w, y, s[i].out,
                                     e->p.gemm_tune, TUNE_REPS, NULL);
-        gp_weight_group_release(g);
+        gp_status rs = gp_weight_group_release_on(g, stream);
+        if (st == GP_OK)
+            st = rs;
         GP_TRY(st);
     }
     return GP_OK;
@@ -39,13 +45,12 @@ gp_status gp_engine_tune_gemms(gp_engine *e, gp_stage_ctx *sc, int rows)
     if (e->p.gemm_tune == 0 || rows < 1)
         return GP_OK;
     const gp_config *c = &e->cfg;
-    const gp_layer_weights *lw = &e->w->layers[0];
     const int qkv = gp_config_qkv_rows(c), qd = c->n_heads * c->head_dim;
     const tune_shape s[] = {
-        { qkv, c->hidden, GP_GEMM_OUT_HALF, lw->wqkv, GP_GROUP_ATTN },
-        { c->hidden, qd, GP_GEMM_OUT_F32_ACC, lw->wo, GP_GROUP_ATTN },
-        { 2 * c->ffn, c->hidden, GP_GEMM_OUT_HALF, lw->w_gate_up, GP_GROUP_FFN },
-        { c->hidden, c->ffn, GP_GEMM_OUT_F32_ACC, lw->w_down, GP_GROUP_FFN },
+        { qkv, c->hidden, GP_GEMM_OUT_HALF, offsetof(gp_layer_weights, wqkv), GP_GROUP_ATTN },
+        { c->hidden, qd, GP_GEMM_OUT_F32_ACC, offsetof(gp_layer_weights, wo), GP_GROUP_ATTN },
+        { 2 * c->ffn, c->hidden, GP_GEMM_OUT_HALF, offsetof(gp_layer_weights, w_gate_up), GP_GROUP_FFN },
+        { c->hidden, c->ffn, GP_GEMM_OUT_F32_ACC, offsetof(gp_layer_weights, w_down), GP_GROUP_FFN },
     };
     const int n = (int)(sizeof s / sizeof s[0]);
     size_t max_k = 0, max_n = 0;

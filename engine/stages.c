@@ -300,8 +300,12 @@ gp_status gp_engine_stage(gp_engine *e, gp_stage_kind kind, const gp_stage_io *i
     gp_status st = hold_groups(e, kind, io->layer, sc, &h);
     if (st == GP_OK)
         st = run_parts(e, kind, io, sc);
-    while (h.n > 0)
-        gp_weight_group_release(h.g[--h.n]);
+    /* on every exit path; the stream records the groups' last reader (streamed weights) */
+    while (h.n > 0) {
+        gp_status rs = gp_weight_group_release_on(h.g[--h.n], sc->stream);
+        if (st == GP_OK)
+            st = rs;
+    }
     return st;
 }
 

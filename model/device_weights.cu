@@ -10,6 +10,7 @@
 
 #include "cuda_util.cuh"
 #include "gp_model.h"
+#include "gp_streaming.h"
 
 struct gp_weight_group {
     gp_group_kind kind;
@@ -18,6 +19,9 @@ struct gp_weight_group {
     size_t bytes;
     cudaEvent_t ready;  /* recorded after the group's tensors were written */
     int in_use;         /* stages between acquire and release; __atomic builtins only */
+    int sidx;           /* streamed: the group's index in dw->streamer (== its index in groups);
+                           -1: resident (mem and ready above) */
+    gp_device_weights *owner;
 };
 
 struct gp_device_weights {
@@ -26,6 +30,11 @@ struct gp_device_weights {
                                  view.arena is NULL (the memory is in the groups) */
     gp_weight_group *groups;  /* [2*n_layers + 1]: attn l at 2l, ffn l at 2l+1, head last */
     int n_groups;
+    /* streamed weights (gp_device_weights_streamed); NULL / 0 when resident */
+    gp_streamer *streamer;
+    gp_stream_backend backend;
+    void *host_pinned;        /* every group laid out as on the device, cudaHostAlloc */
+    uint64_t host_bytes, budget;
 };
 
 /* Tensors inside a group start on 256-byte boundaries, as cudaMalloc's own. */
@@ -110,6 +119,11 @@ static void gp_dw_free(gp_device_weights *dw)
 {
     if (!dw)
         return;
+    /* the streamer waits for its copies and last readers before freeing slots */
+    gp_streamer_destroy(dw->streamer);
+    gp_stream_cuda_backend_destroy(&dw->backend);
+    if (dw->host_pinned)
+        (void)cudaFreeHost(dw->host_pinned);
     for (int i = 0; dw->groups && i < dw->n_groups; i++) {
         if (dw->groups[i].ready)
             (void)cudaEventDestroy(dw->groups[i].ready);
@@ -270,6 +284,8 @@ static gp_status gp_dw_create(const gp_config *cfg, gp_dtype dtype, const gp_hos
         g->kind = gi == dw->n_groups - 1 ? GP_GROUP_HEAD : (gi % 2 ? GP_GROUP_FFN : GP_GROUP_ATTN);
         g->layer = g->kind == GP_GROUP_HEAD ? 0 : gi / 2;
         g->bytes = (size_t)gp_group_bytes(cfg, g->kind);
+        g->sidx = -1;
+        g->owner = dw;
         char what[96];
         snprintf(what, sizeof what, "weights of group %s %d (config %s)", gp_group_name(g->kind),
                  g->layer, cfg->name);
@@ -329,6 +345,211 @@ fail_nostream:
         gp_set_error("%s", msg);
     }
     return st;
+}
+
+/* Points the view's tensors of group gi at base (a device slot laid out as
+ * gp_dw_create lays out a group). */
+static void gp_dw_point_group(gp_device_weights *dw, int gi, void *base)
+{
+    const gp_config *cfg = &dw->view.cfg;
+    gp_weight_group *g = &dw->groups[gi];
+    const gp_tensor_kind *kinds;
+    int nk = gp_group_kinds(cfg, g->kind, &kinds);
+    size_t off = 0;
+    for (int t = 0; t < nk; t++) {
+        uint64_t numel = gp_synth_numel(cfg, kinds[t]);
+        *gp_view_slot(&dw->view, kinds[t], g->layer) = (char *)base + off;
+        off = (off + (size_t)numel * 2u + GP_DW_ALIGN - 1) & ~(size_t)(GP_DW_ALIGN - 1);
+    }
+    if (g->kind == GP_GROUP_HEAD && cfg->tied_embeddings)
+        dw->view.lm_head = dw->view.embed;
+}
+
+extern "C" gp_status gp_device_weights_streamed(const gp_host_weights *w, gp_dtype dtype, uint64_t budget_bytes,
+                                                int prefetch_depth, gp_device_weights **out)
+{
+    if (!w || !out)
+        GP_FAIL(GP_ERR_INVALID_ARG, "gp_device_weights_streamed: w and out must not be NULL");
+    *out = NULL;
+    if (!w->embed || !w->final_norm || !w->lm_head || !w->layers)
+        GP_FAIL(GP_ERR_INVALID_ARG, "gp_device_weights_streamed: host weights of config %s are not "
+                "allocated (a NULL tensor pointer)", w->cfg.name);
+    if (w->dtype != GP_DTYPE_F32 && !gp_dtype_is_half(w->dtype))
+        GP_FAIL(GP_ERR_INVALID_ARG, "gp_device_weights_streamed: config %s: host weights of dtype %s, "
+                "allowed F32, BF16 or F16", w->cfg.name, gp_dtype_name(w->dtype));
+    if (!gp_dtype_is_half(dtype))
+        GP_FAIL(GP_ERR_INVALID_ARG, "streamed device weights for config %s: dtype %s, allowed bf16 (BF16) "
+                "or fp16 (F16)", w->cfg.name, gp_dtype_name(dtype));
+    if (budget_bytes == 0 || prefetch_depth < 0)
+        GP_FAIL(GP_ERR_INVALID_ARG, "streamed device weights for config %s: budget %llu bytes (> 0) and "
+                "prefetch depth %d (>= 0)", w->cfg.name, (unsigned long long)budget_bytes, prefetch_depth);
+    const gp_config *cfg = &w->cfg;
+    GP_TRY(gp_config_validate(cfg));
+    for (int l = 0; cfg->qkv_bias && l < cfg->n_layers; l++)
+        if (!w->layers[l].bqkv)
+            GP_FAIL(GP_ERR_INVALID_ARG, "gp_device_weights_streamed: config %s has q/k/v biases but "
+                    "layer %d has no bqkv", cfg->name, l);
+    GP_TRY(gp_cuda_available());
+    uint64_t attn = gp_group_bytes(cfg, GP_GROUP_ATTN), ffn = gp_group_bytes(cfg, GP_GROUP_FFN);
+    uint64_t head = gp_group_bytes(cfg, GP_GROUP_HEAD), per_layer, layers_bytes, need;
+    if (!attn || !ffn || !head || !gp_add_u64(attn, ffn, &per_layer)
+        || !gp_mul_u64(per_layer, (uint64_t)cfg->n_layers, &layers_bytes)
+        || !gp_add_u64(layers_bytes, head, &need) || need > (uint64_t)SIZE_MAX)
+        GP_FAIL(GP_ERR_OVERFLOW, "device weights for config %s: size overflows", cfg->name);
+    size_t free_b = 0, total_b = 0;
+    GP_CUDA_TRY(cudaMemGetInfo(&free_b, &total_b));
+    if (budget_bytes > free_b)
+        GP_FAIL(GP_ERR_DEVICE_MEMORY, "VRAM budget of %llu bytes (%.2f GiB) for the weights of config %s is more "
+                "than the device has free: %zu bytes (%.2f GiB) of %zu bytes (%.2f GiB); give a smaller budget",
+                (unsigned long long)budget_bytes, budget_bytes / 1073741824.0, cfg->name, free_b,
+                free_b / 1073741824.0, total_b, total_b / 1073741824.0);
+
+    gp_status st = GP_OK;
+    int n_groups = 2 * cfg->n_layers + 1;
+    gp_stream_group *sg = NULL;
+    int *order = NULL;
+    gp_device_weights *dw = (gp_device_weights *)calloc(1, sizeof *dw);
+    if (dw) {
+        dw->n_groups = n_groups;
+        dw->groups = (gp_weight_group *)calloc((size_t)n_groups, sizeof *dw->groups);
+        dw->view.layers = (gp_layer_weights *)calloc((size_t)cfg->n_layers, sizeof *dw->view.layers);
+    }
+    sg = (gp_stream_group *)calloc((size_t)n_groups, sizeof *sg);
+    order = (int *)calloc((size_t)n_groups, sizeof *order);
+    if (!dw || !dw->groups || !dw->view.layers || !sg || !order) {
+        gp_dw_free(dw);
+        free(sg);
+        free(order);
+        GP_FAIL(GP_ERR_NO_MEMORY, "streamed device weights for config %s: cannot allocate host tables for "
+                "%d layers", cfg->name, cfg->n_layers);
+    }
+    dw->view.cfg = *cfg;
+    dw->view.dtype = dtype;
+    dw->view.arena_bytes = (size_t)need;
+    dw->host_bytes = need;
+    dw->budget = budget_bytes;
+    {
+        cudaError_t ce = cudaHostAlloc(&dw->host_pinned, (size_t)need, cudaHostAllocDefault);
+        if (ce != cudaSuccess) {
+            dw->host_pinned = NULL;
+            if (gp_cuda_code_is_sticky((int)ce)) {
+                st = gp_cuda_fail(ce, "cudaHostAlloc (pinned weights)", __FILE__, __LINE__);
+                goto fail;
+            }
+            (void)cudaGetLastError();
+            gp_set_error("host memory too small for the pinned weights (needed %llu bytes, %.2f GiB, for the "
+                         "weights of config %s in %s, laid out as on the device): cudaHostAlloc: %s",
+                         (unsigned long long)need, need / 1073741824.0, cfg->name, gp_dtype_name(dtype),
+                         cudaGetErrorString(ce));
+            st = GP_ERR_NO_MEMORY;
+            goto fail;
+        }
+    }
+    {
+        uint64_t hoff = 0;
+        for (int gi = 0; gi < n_groups; gi++) {
+            gp_weight_group *g = &dw->groups[gi];
+            g->kind = gi == n_groups - 1 ? GP_GROUP_HEAD : (gi % 2 ? GP_GROUP_FFN : GP_GROUP_ATTN);
+            g->layer = g->kind == GP_GROUP_HEAD ? 0 : gi / 2;
+            g->bytes = (size_t)gp_group_bytes(cfg, g->kind);
+            g->sidx = gi;
+            g->owner = dw;
+            char *base = (char *)dw->host_pinned + hoff;
+            const gp_tensor_kind *kinds;
+            int nk = gp_group_kinds(cfg, g->kind, &kinds);
+            size_t off = 0;
+            for (int t = 0; t < nk; t++) {
+                gp_tensor_kind k = kinds[t];
+                uint64_t numel = gp_synth_numel(cfg, k);
+                const void *from = *gp_view_slot((gp_host_weights *)w, k, g->layer);
+                char tname[64];
+                if (g->kind == GP_GROUP_HEAD)
+                    snprintf(tname, sizeof tname, "%s", gp_tensor_kind_label(k));
+                else
+                    snprintf(tname, sizeof tname, "layer %d %s", g->layer, gp_tensor_kind_label(k));
+                /* the alignment padding stays zero, as the copy moves the whole group */
+                size_t end = (off + (size_t)numel * 2u + GP_DW_ALIGN - 1) & ~(size_t)(GP_DW_ALIGN - 1);
+                memset(base + off + (size_t)numel * 2u, 0, end - off - (size_t)numel * 2u);
+                if ((st = gp_weights_convert(base + off, dtype, from, w->dtype, numel, tname)) != GP_OK)
+                    goto fail;
+                off = end;
+            }
+            sg[gi].kind = (gp_stream_kind)g->kind;
+            sg[gi].layer = g->kind == GP_GROUP_HEAD ? -1 : g->layer;
+            sg[gi].bytes = g->bytes;
+            sg[gi].host = base;
+            sg[gi].pinned = g->kind == GP_GROUP_HEAD;
+            order[gi] = gi; /* attn 0, ffn 0, attn 1, ..., head (pinned: skipped) */
+            hoff += g->bytes;
+        }
+    }
+    {
+        int device = 0;
+        GP_CUDA_GOTO(cudaGetDevice(&device), st, fail);
+        if ((st = gp_stream_cuda_backend_create(device, &dw->backend)) != GP_OK)
+            goto fail;
+        gp_streamer_params sp = gp_streamer_default_params();
+        sp.budget_bytes = budget_bytes;
+        sp.prefetch_depth = prefetch_depth;
+        /* the sequential engine holds one layer group at a time (attn l, then ffn l) */
+        sp.min_window = 1;
+        sp.groups = sg;
+        sp.n_groups = n_groups;
+        sp.order = order;
+        sp.n_order = n_groups;
+        sp.backend = dw->backend;
+        if ((st = gp_streamer_create(&sp, &dw->streamer)) != GP_OK) {
+            char why[768];
+            snprintf(why, sizeof why, "%s", gp_last_error());
+            gp_set_error("streaming the weights of config %s (%llu bytes in all, %.2f GiB) through a VRAM budget "
+                         "of %llu bytes (%.2f GiB): %s", cfg->name, (unsigned long long)need,
+                         need / 1073741824.0, (unsigned long long)budget_bytes, budget_bytes / 1073741824.0, why);
+            goto fail;
+        }
+    }
+    /* the head is pinned in the budget: loaded at create, never moves */
+    gp_dw_point_group(dw, n_groups - 1, gp_streamer_slot(dw->streamer, n_groups - 1));
+    free(sg);
+    free(order);
+    *out = dw;
+    return GP_OK;
+fail:
+    {
+        char msg[1024];
+        snprintf(msg, sizeof msg, "%s", gp_last_error());
+        gp_dw_free(dw);
+        free(sg);
+        free(order);
+        gp_set_error("%s", msg);
+    }
+    return st;
+}
+
+extern "C" int gp_device_weights_is_streamed(const gp_device_weights *dw)
+{
+    return dw && dw->streamer;
+}
+
+extern "C" uint64_t gp_device_weights_budget(const gp_device_weights *dw)
+{
+    return dw ? dw->budget : 0;
+}
+
+extern "C" uint64_t gp_device_weights_budget_unheld(const gp_device_weights *dw)
+{
+    if (!dw || !dw->streamer)
+        return 0;
+    uint64_t held = gp_streamer_device_bytes(dw->streamer);
+    return held < dw->budget ? dw->budget - held : 0;
+}
+
+extern "C" gp_status gp_device_weights_stream_stats(gp_device_weights *dw, gp_streamer_stats *out, int reset)
+{
+    if (!dw || !out)
+        GP_FAIL(GP_ERR_INVALID_ARG, "gp_device_weights_stream_stats: dw and out must not be NULL");
+    if (!dw->streamer)
+        GP_FAIL(GP_ERR_STATE, "gp_device_weights_stream_stats: the weights are resident, not streamed");
+    return gp_streamer_stats_get(dw->streamer, out, reset);
 }
 
 extern "C" gp_status gp_device_weights_synthetic(const gp_config *cfg, gp_dtype dtype,
@@ -426,10 +647,50 @@ extern "C" gp_weight_group *gp_device_weights_group(gp_device_weights *dw, gp_gr
     return &dw->groups[2 * layer + (kind == GP_GROUP_FFN)];
 }
 
+/* A streamed group: the streamer makes stream wait for its copy, then the
+ * view's pointers of the group name its slot, so every kernel enqueued after
+ * this call reads where the group is now; then the next groups of the order
+ * are prefetched. Not under capture: a graph would bake this step's slot. */
+static gp_status gp_dw_acquire_streamed(gp_weight_group *g, void *stream)
+{
+    gp_device_weights *dw = g->owner;
+    cudaStreamCaptureStatus cap = cudaStreamCaptureStatusNone;
+    cudaError_t e = cudaStreamIsCapturing((cudaStream_t)stream, &cap);
+    if (e != cudaSuccess)
+        return gp_cuda_fail(e, "cudaStreamIsCapturing", __FILE__, __LINE__);
+    if (cap != cudaStreamCaptureStatusNone)
+        GP_FAIL(GP_ERR_STATE, "gp_weight_group_acquire: group %s %d is streamed: its device address changes "
+                "from step to step, so it cannot be captured into a CUDA graph (run eager)",
+                gp_group_name(g->kind), g->layer);
+    __atomic_fetch_add(&g->in_use, 1, __ATOMIC_ACQ_REL);
+    gp_status st = gp_streamer_acquire(dw->streamer, g->sidx, stream);
+    if (st != GP_OK) {
+        __atomic_fetch_sub(&g->in_use, 1, __ATOMIC_ACQ_REL);
+        return st;
+    }
+    gp_dw_point_group(dw, g->sidx, gp_streamer_slot(dw->streamer, g->sidx));
+    if (g->kind != GP_GROUP_HEAD) {
+        st = gp_streamer_advance(dw->streamer, g->sidx); /* order position == group index */
+        if (st == GP_SOFT_FULL)
+            st = GP_OK; /* no room to prefetch now: a later demand copy brings it */
+        if (st != GP_OK) {
+            char why[768];
+            snprintf(why, sizeof why, "%s", gp_last_error());
+            (void)gp_streamer_unmark(dw->streamer, g->sidx, NULL);
+            __atomic_fetch_sub(&g->in_use, 1, __ATOMIC_ACQ_REL);
+            gp_set_error("%s", why);
+            return st;
+        }
+    }
+    return GP_OK;
+}
+
 extern "C" gp_status gp_weight_group_acquire(gp_weight_group *g, void *stream)
 {
     if (!g)
         GP_FAIL(GP_ERR_INVALID_ARG, "gp_weight_group_acquire: group is NULL");
+    if (g->sidx >= 0)
+        return gp_dw_acquire_streamed(g, stream);
     /* Counted before the wait is enqueued so an evictor that sees 0 knows no
      * stage holds or is about to hold the group; acq_rel pairs with release. */
     __atomic_fetch_add(&g->in_use, 1, __ATOMIC_ACQ_REL);
@@ -453,10 +714,8 @@ extern "C" gp_status gp_weight_group_acquire(gp_weight_group *g, void *stream)
     return GP_OK;
 }
 
-extern "C" void gp_weight_group_release(gp_weight_group *g)
+static void gp_dw_count_release(gp_weight_group *g)
 {
-    if (!g)
-        return;
     /* release: the stage's host-side use of the group happens before an
      * evictor's acquire-load sees the count drop. */
     int prev = __atomic_fetch_sub(&g->in_use, 1, __ATOMIC_ACQ_REL);
@@ -466,6 +725,33 @@ extern "C" void gp_weight_group_release(gp_weight_group *g)
                 "than acquired\n", gp_group_name(g->kind), g->layer);
         assert(prev > 0);
     }
+}
+
+extern "C" gp_status gp_weight_group_release_on(gp_weight_group *g, void *stream)
+{
+    if (!g)
+        return GP_OK;
+    if (g->sidx < 0) {
+        gp_dw_count_release(g);
+        return GP_OK;
+    }
+    /* the last-reader marker on stream: the slot is not reused before the
+     * stage's kernels, already enqueued there, have read it */
+    gp_status st = gp_streamer_release(g->owner->streamer, g->sidx, stream);
+    gp_dw_count_release(g);
+    return st;
+}
+
+extern "C" void gp_weight_group_release(gp_weight_group *g)
+{
+    if (!g)
+        return;
+    if (g->sidx >= 0) { /* no stream to record the last reader on: a caller bug */
+        fprintf(stderr, "greenpipe: gp_weight_group_release: group %s %d is streamed; release it with "
+                "gp_weight_group_release_on (the stream its readers ran on)\n", gp_group_name(g->kind), g->layer);
+        (void)gp_streamer_unmark(g->owner->streamer, g->sidx, NULL);
+    }
+    gp_dw_count_release(g);
 }
 
 extern "C" int gp_weight_group_in_use(const gp_weight_group *g)

@@ -468,11 +468,41 @@ gp_dtype gp_device_weights_dtype(const gp_device_weights *dw);
  * in place; a checkpoint is read into host memory, uploaded and freed. */
 gp_status gp_device_weights_load(const gp_model_source *src, gp_dtype dtype, gp_device_weights **out);
 void gp_device_weights_destroy(gp_device_weights *dw);
+/* Weights beyond VRAM: host weights w (F32, BF16 or F16) converted to dtype
+ * (BF16 or F16) into one pinned host copy laid out as the device groups
+ * (cudaHostAlloc of every weight byte; failing that, GP_ERR_NO_MEMORY naming
+ * the bytes needed), and at most budget_bytes of them on the device at once:
+ * the head group (embedding, final norm, lm_head) pinned there, the attn and
+ * ffn groups streamed by a gp_streamer over the CUDA backend in the order
+ * attn 0, ffn 0, attn 1, ..., prefetching prefetch_depth groups ahead of each
+ * acquire. A budget below the head plus the largest layer group is
+ * GP_ERR_INVALID_ARG naming the groups and bytes; one above the device's
+ * free memory GP_ERR_DEVICE_MEMORY. The view's layer pointers are valid only
+ * between gp_weight_group_acquire and release of their group, and the
+ * groups cannot be captured into CUDA graphs (the engine refuses
+ * use_graphs). One thread at a time acquires (the sequential engine). */
+gp_status gp_device_weights_streamed(const gp_host_weights *w, gp_dtype dtype, uint64_t budget_bytes,
+                                     int prefetch_depth, gp_device_weights **out);
+int gp_device_weights_is_streamed(const gp_device_weights *dw);
+/* The VRAM budget of streamed weights; 0 when resident. */
+uint64_t gp_device_weights_budget(const gp_device_weights *dw);
+/* Budget bytes the streamer has not allocated yet (it allocates slots as
+ * groups are first copied): what others must leave free on the device. */
+uint64_t gp_device_weights_budget_unheld(const gp_device_weights *dw);
+struct gp_streamer_stats; /* streaming/gp_streaming.h */
+/* Streaming statistics since the last reset (between steps only);
+ * GP_ERR_STATE for resident weights. */
+gp_status gp_device_weights_stream_stats(gp_device_weights *dw, struct gp_streamer_stats *out, int reset);
 /* Device-pointer view in the engine layout (pointers are device addresses,
  * view->dtype the device dtype). */
 const gp_host_weights *gp_device_weights_view(const gp_device_weights *dw);
 gp_weight_group *gp_device_weights_group(gp_device_weights *dw, gp_group_kind kind, int layer);
 gp_status gp_weight_group_acquire(gp_weight_group *g, void *stream);
+/* Release, recording the group's last reader on stream (the stream the
+ * stage's work on it was enqueued on): required for streamed groups, whose
+ * slot is reused after that point; resident groups ignore stream. */
+gp_status gp_weight_group_release_on(gp_weight_group *g, void *stream);
+/* Resident groups only (a streamed group needs the stream: release_on). */
 void gp_weight_group_release(gp_weight_group *g);
 int gp_weight_group_in_use(const gp_weight_group *g);
 /* Host side of the upload's conversion, exposed for tests (no GPU needed):

@@ -11,6 +11,9 @@
 #include "gp_green.h"
 #include "gp_pipeline.h"
 
+/* Groups prefetched ahead of each streamed acquire (--vram-budget). */
+#define GP_BACKEND_STREAM_PREFETCH 2
+
 struct gp_backend {
     gp_backend_params p;
     gp_config cfg;
@@ -71,6 +74,13 @@ static gp_status check_params(const gp_backend_params *p)
     if (p->kind == GP_BACKEND_CPU && p->dtype != GP_DTYPE_F32 && !gp_dtype_is_half(p->dtype))
         GP_FAIL(GP_ERR_INVALID_ARG, "cpu backend: activation dtype %s; allowed fp32 (no rounding), bf16, fp16",
                 gp_dtype_name(p->dtype));
+    if (p->vram_budget && p->kind != GP_BACKEND_CUDA)
+        GP_FAIL(GP_ERR_INVALID_ARG, "backend: a VRAM budget (%llu bytes) applies to the cuda backend only",
+                (unsigned long long)p->vram_budget);
+    if (p->vram_budget && p->pipelined)
+        GP_FAIL(GP_ERR_INVALID_ARG, "backend: a VRAM budget (streamed weights) runs sequential steps only; "
+                "pipelined steps (--engine pipelined) hold groups on two streams at once and are not "
+                "supported with --vram-budget");
     if (p->kind == GP_BACKEND_CPU && (p->attn_units < 1 || p->ffn_units < 1))
         GP_FAIL(GP_ERR_INVALID_ARG, "cpu backend: %d attention and %d FFN threads; each side needs at least 1",
                 p->attn_units, p->ffn_units);
@@ -104,7 +114,10 @@ static gp_status open_cuda(gp_backend *b)
     ep.max_batch = p->n_seqs;
     ep.max_context = p->max_context;
     ep.block_size = p->block_size;
-    ep.use_graphs = p->use_graphs;
+    /* streamed weights move between steps: eager only (the describe line says so) */
+    const bool streamed = gp_device_weights_is_streamed(b->dw);
+    const bool graphs = p->use_graphs && !streamed;
+    ep.use_graphs = graphs;
     if (p->prefill_chunk)
         ep.prefill_chunk = p->prefill_chunk;
     GP_TRY(gp_engine_create(b->dw, &ep, &b->engine));
@@ -115,10 +128,17 @@ static gp_status open_cuda(gp_backend *b)
         gpp.n_splits = 1;
         GP_TRY(gp_green_pool_create(&gpp, &b->pool));
     }
-    GP_TRY(gp_cuda_exec_create(b->engine, b->pool, p->use_graphs, &b->cuda_exec));
+    GP_TRY(gp_cuda_exec_create(b->engine, b->pool, graphs, &b->cuda_exec));
     b->dtype = gp_engine_dtype(b->engine);
-    int used = snprintf(b->describe, sizeof b->describe, "cuda (%s engine%s), %.2f GB of weights on the GPU",
-                        gp_dtype_flag_name(b->dtype), p->use_graphs ? ", CUDA graphs" : "",
+    int used;
+    if (streamed)
+        used = snprintf(b->describe, sizeof b->describe, "cuda (%s engine, eager (streamed weights)), %.2f GB of "
+                        "weights in pinned host memory, at most %.2f GB of them on the GPU (VRAM budget)",
+                        gp_dtype_flag_name(b->dtype), (double)gp_device_weights_view(b->dw)->arena_bytes / 1e9,
+                        (double)gp_device_weights_budget(b->dw) / 1e9);
+    else
+        used = snprintf(b->describe, sizeof b->describe, "cuda (%s engine%s), %.2f GB of weights on the GPU",
+                        gp_dtype_flag_name(b->dtype), graphs ? ", CUDA graphs" : "",
                         (double)gp_device_weights_view(b->dw)->arena_bytes / 1e9);
     if (p->pipelined) {
         gp_split_info si;
@@ -164,10 +184,40 @@ gp_status gp_backend_open_weights(const gp_host_weights *w, const gp_backend_par
     else {
         gp_dtype dt = p->dtype;
         if ((dt != GP_DTYPE_AUTO || (st = gp_dtype_resolve_auto(w->dtype, &dt)) == GP_OK) &&
-            (st = gp_device_weights_upload(w, dt, &b->dw)) == GP_OK)
+            (st = p->vram_budget ? gp_device_weights_streamed(w, dt, p->vram_budget, GP_BACKEND_STREAM_PREFETCH,
+                                                              &b->dw)
+                                 : gp_device_weights_upload(w, dt, &b->dw)) == GP_OK)
             st = open_cuda(b);
     }
     return finish(b, st, out);
+}
+
+/* Streamed weights of src: the host copy in the device dtype's source form
+ * (synthetic presets generated on the host in the device dtype itself, so
+ * the values equal the resident path's device-generated ones), then pinned
+ * and streamed; the pageable host copy is freed once pinned. */
+static gp_status load_streamed(const gp_model_source *src, const gp_backend_params *p, gp_device_weights **dw)
+{
+    gp_host_weights hw;
+    memset(&hw, 0, sizeof hw);
+    gp_dtype dt = p->dtype;
+    gp_status st;
+    if (src->synthetic) {
+        if (dt == GP_DTYPE_AUTO)
+            dt = GP_DTYPE_BF16;
+        st = gp_host_weights_alloc(&src->cfg, dt, &hw);
+        if (st == GP_OK)
+            st = gp_synth_fill_host(&hw, src->seed);
+    } else {
+        st = gp_model_source_load_host(src, &hw);
+        if (st == GP_OK && dt == GP_DTYPE_AUTO)
+            st = gp_dtype_resolve_auto(hw.dtype, &dt);
+    }
+    if (st == GP_OK)
+        st = gp_device_weights_streamed(&hw, dt, p->vram_budget, GP_BACKEND_STREAM_PREFETCH, dw);
+    if (hw.arena)
+        gp_host_weights_free(&hw);
+    return st;
 }
 
 gp_status gp_backend_open(const gp_model_source *src, const gp_backend_params *p, gp_backend **out)
@@ -182,7 +232,11 @@ gp_status gp_backend_open(const gp_model_source *src, const gp_backend_params *p
             st = open_cpu(b, &b->own_w);
         return finish(b, st, out);
     }
-    if ((st = gp_device_weights_load(src, p->dtype, &b->dw)) == GP_OK)
+    if (p->vram_budget)
+        st = load_streamed(src, p, &b->dw);
+    else
+        st = gp_device_weights_load(src, p->dtype, &b->dw);
+    if (st == GP_OK)
         st = open_cuda(b);
     return finish(b, st, out);
 }

@@ -536,6 +536,12 @@ gp_status gp_cuda_exec_create(gp_engine *e, gp_green_pool *pool, bool use_graphs
     *out = NULL;
     if (!e || (pool && gp_green_pool_size(pool) < 1))
         GP_FAIL(GP_ERR_INVALID_ARG, "CUDA executor: an engine is required, and a pool holds at least one pair");
+    if (pool && gp_engine_weights_streamed(e))
+        GP_FAIL(GP_ERR_INVALID_ARG, "CUDA executor: pipelined steps over streamed weights (a VRAM budget) are not "
+                "supported: the streamer serves one stream's acquires in execution order");
+    if (use_graphs && gp_engine_weights_streamed(e))
+        GP_FAIL(GP_ERR_INVALID_ARG, "CUDA executor: CUDA graphs over streamed weights (a VRAM budget) would bake "
+                "one step's weight addresses; use_graphs must be off");
     gp_cuda_exec *x = calloc(1, sizeof *x);
     if (!x)
         GP_FAIL(GP_ERR_NO_MEMORY, "CUDA executor: out of memory");

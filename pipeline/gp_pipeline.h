@@ -362,6 +362,11 @@ typedef struct gp_backend_params {
     int prefill_chunk;     /* CUDA: most prompt tokens per prefill forward (gp_engine_params.prefill_chunk,
                               1..GP_ENGINE_MAX_PREFILL_CHUNK); 0 (default): the engine's default. The CPU
                               backend prefills position by position and takes 0 only. */
+    uint64_t vram_budget;  /* CUDA: 0 (default): the weights resident on the device. Else weights beyond VRAM:
+                              every weight in pinned host memory and at most this many bytes of them on the
+                              device (gp_device_weights_streamed); sequential steps only (not pipelined), run
+                              eager (CUDA graphs would bake the streamed addresses: use_graphs is not applied,
+                              and gp_backend_describe says so). */
 } gp_backend_params;
 gp_backend_params gp_backend_default_params(gp_backend_kind kind);
 

@@ -44,6 +44,7 @@ typedef struct gen_opts {
     long micro_batches;    /* --micro-batches */
     bool pipe_flag_given;  /* --sm-split or --micro-batches */
     long prefill_chunk;    /* --prefill-chunk; 0: not given (the engine's default) */
+    uint64_t vram_budget;  /* --vram-budget bytes; 0: not given (weights resident on the device) */
 } gen_opts;
 
 static const char *flag_name(const struct option *opts, int val)
@@ -92,6 +93,10 @@ static void gen_usage(FILE *f)
             "                       sequences; default 2 (1 with one sequence)\n"
             "  --prefill-chunk N    cuda: most prompt tokens one prefill forward takes, 1..%d; default %d\n"
             "                       (all prompts are prefilled in one batched call)\n"
+            "  --vram-budget SIZE   cuda, --engine seq: weights beyond VRAM: all of them in pinned host\n"
+            "                       memory, at most SIZE bytes on the device, streamed layer by layer\n"
+            "                       (SIZE: bytes, or with K, M, G or T: 512M, 4G, 16G); steps run eager\n"
+            "                       (no CUDA graphs); default: every weight resident on the device\n"
             "  --dump-logits FILE   write {\"tokens\": [[ids]], \"logits\": [[[vocab floats]]]}: the logits each\n"
             "                       generated token was chosen from\n"
             "  --dump-prompt-logits FILE\n"
@@ -114,7 +119,7 @@ static int parse_opts(int argc, char **argv, gen_opts *o)
         {"block-size", required_argument, NULL, 'k'},  {"engine", required_argument, NULL, 'e'},
         {"sm-split", required_argument, NULL, 'x'},    {"micro-batches", required_argument, NULL, 'M'},
         {"prefill-chunk", required_argument, NULL, 'c'}, {"dump-prompt-logits", required_argument, NULL, 'P'},
-        {"dtype", required_argument, NULL, 'D'},
+        {"dtype", required_argument, NULL, 'D'},       {"vram-budget", required_argument, NULL, 'V'},
         {"prompt", required_argument, NULL, 'T'},      {"prompt-file", required_argument, NULL, 'F'},
         {"temperature", required_argument, NULL, 't'}, {"top-k", required_argument, NULL, 'K'},
         {"top-p", required_argument, NULL, 'R'},       {"ignore-eos", no_argument, NULL, 'E'},
@@ -208,6 +213,7 @@ static int parse_opts(int argc, char **argv, gen_opts *o)
             st = gp_parse_long(optarg, 1, GP_ENGINE_MAX_PREFILL_CHUNK, "--prefill-chunk", &o->prefill_chunk);
             break;
         case 's': st = gp_parse_u64(optarg, "--seed", &o->seed); o->seed_given = true; break;
+        case 'V': st = gp_parse_size(optarg, "--vram-budget", &o->vram_budget); break;
         case 'D':
             if ((st = gp_dtype_parse(optarg, GP_DTYPE_ALLOW_AUTO, &o->dtype)) == GP_OK)
                 o->dtype_given = true;
@@ -265,6 +271,16 @@ static int parse_opts(int argc, char **argv, gen_opts *o)
     if (o->prefill_chunk && o->backend != GP_BACKEND_CUDA) {
         fprintf(stderr, "greenpipe generate: --prefill-chunk %ld applies to --backend cuda only (the cpu backend "
                 "prefills position by position); allowed: leave it out, or use --backend cuda\n", o->prefill_chunk);
+        return 2;
+    }
+    if (o->vram_budget && o->backend != GP_BACKEND_CUDA) {
+        fprintf(stderr, "greenpipe generate: --vram-budget applies to --backend cuda only (the cpu backend holds "
+                "the weights in host memory); allowed: leave it out, or use --backend cuda\n");
+        return 2;
+    }
+    if (o->vram_budget && o->pipelined) {
+        fprintf(stderr, "greenpipe generate: --vram-budget streams the weights through the sequential engine "
+                "only; --engine pipelined is not supported with it; allowed: --engine seq (the default)\n");
         return 2;
     }
     if (o->dump_logits && o->dump_prompt_logits && !strcmp(o->dump_logits, o->dump_prompt_logits)) {
@@ -539,6 +555,7 @@ int gp_cmd_generate(int argc, char **argv)
     bp.block_size = (int)o.block_size;
     bp.pipelined = o.pipelined;
     bp.prefill_chunk = (int)o.prefill_chunk;
+    bp.vram_budget = o.vram_budget;
     if (o.dtype_given)
         bp.dtype = o.dtype;
     if (o.split_given) {

@@ -15,6 +15,11 @@
  * text given and the allowed range. */
 gp_status gp_parse_long(const char *text, long min, long max, const char *flag, long *out);
 gp_status gp_parse_u64(const char *text, const char *flag, uint64_t *out);
+/* A size in bytes, > 0: a whole decimal number, optionally followed by one
+ * binary multiple K, M, G or T (x 2^10, 2^20, 2^30, 2^40; lower case too):
+ * "4G", "512M", "16G", "1073741824". The message names flag, the text and
+ * the allowed form; a size beyond 64 bits is out of range. */
+gp_status gp_parse_size(const char *text, const char *flag, uint64_t *out);
 /* A whole finite decimal number ("0.7", "1e-3"); ranges are the caller's. */
 gp_status gp_parse_double(const char *text, const char *flag, double *out);
 

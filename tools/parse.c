@@ -41,6 +41,37 @@ gp_status gp_parse_u64(const char *text, const char *flag, uint64_t *out)
     return GP_OK;
 }
 
+gp_status gp_parse_size(const char *text, const char *flag, uint64_t *out)
+{
+    static const char form[] = "expected a size in bytes > 0: digits, optionally followed by K, M, G or T "
+                               "(binary multiples: 512M, 4G, 16G)";
+    if (!text || !isdigit((unsigned char)text[0]))
+        GP_FAIL(GP_ERR_INVALID_ARG, "%s: '%s' is not a size; %s", flag, text ? text : "", form);
+    char *end = NULL;
+    errno = 0;
+    unsigned long long v = strtoull(text, &end, 10);
+    if (errno == ERANGE)
+        GP_FAIL(GP_ERR_INVALID_ARG, "%s: %s is out of range (more than 2^64 - 1 bytes)", flag, text);
+    unsigned shift = 0;
+    if (*end) {
+        switch (*end) {
+        case 'K': case 'k': shift = 10; break;
+        case 'M': case 'm': shift = 20; break;
+        case 'G': case 'g': shift = 30; break;
+        case 'T': case 't': shift = 40; break;
+        default: GP_FAIL(GP_ERR_INVALID_ARG, "%s: '%s' is not a size; %s", flag, text, form);
+        }
+        if (end[1] != '\0')
+            GP_FAIL(GP_ERR_INVALID_ARG, "%s: '%s' is not a size; %s", flag, text, form);
+    }
+    if (v == 0)
+        GP_FAIL(GP_ERR_INVALID_ARG, "%s: '%s' is zero; %s", flag, text, form);
+    if (shift && v > (UINT64_MAX >> shift))
+        GP_FAIL(GP_ERR_INVALID_ARG, "%s: %s is out of range (more than 2^64 - 1 bytes)", flag, text);
+    *out = (uint64_t)v << shift;
+    return GP_OK;
+}
+
 gp_status gp_parse_double(const char *text, const char *flag, double *out)
 {
     if (!text || !*text || isspace((unsigned char)text[0]))

@@ -32,6 +32,38 @@ static void test_long(void **state)
     expect_error(gp_parse_long(" 5", 1, 100, "--steps", &v), "not an integer");
 }
 
+static void test_size(void **state)
+{
+    (void)state;
+    uint64_t v = 0;
+    assert_int_equal(gp_parse_size("4G", "--vram-budget", &v), GP_OK);
+    assert_true(v == 4ull << 30);
+    assert_int_equal(gp_parse_size("512M", "--vram-budget", &v), GP_OK);
+    assert_true(v == 512ull << 20);
+    assert_int_equal(gp_parse_size("16g", "--vram-budget", &v), GP_OK);
+    assert_true(v == 16ull << 30);
+    assert_int_equal(gp_parse_size("3k", "--vram-budget", &v), GP_OK);
+    assert_true(v == 3072);
+    assert_int_equal(gp_parse_size("2T", "--vram-budget", &v), GP_OK);
+    assert_true(v == 2ull << 40);
+    assert_int_equal(gp_parse_size("1073741824", "--vram-budget", &v), GP_OK);
+    assert_true(v == 1073741824ull);
+    assert_int_equal(gp_parse_size("16777215T", "--vram-budget", &v), GP_OK);
+    assert_true(v == 16777215ull << 40);
+    expect_error(gp_parse_size("", "--vram-budget", &v), "--vram-budget: '' is not a size");
+    expect_error(gp_parse_size("G", "--vram-budget", &v), "'G' is not a size");
+    expect_error(gp_parse_size("4GB", "--vram-budget", &v), "'4GB' is not a size; expected");
+    expect_error(gp_parse_size("4 G", "--vram-budget", &v), "'4 G'");
+    expect_error(gp_parse_size("1.5G", "--vram-budget", &v), "'1.5G'");
+    expect_error(gp_parse_size("-4G", "--vram-budget", &v), "'-4G'");
+    expect_error(gp_parse_size(" 4G", "--vram-budget", &v), "' 4G'");
+    expect_error(gp_parse_size("4X", "--vram-budget", &v), "K, M, G or T");
+    expect_error(gp_parse_size("0", "--vram-budget", &v), "zero");
+    expect_error(gp_parse_size("0G", "--vram-budget", &v), "zero");
+    expect_error(gp_parse_size("16777216T", "--vram-budget", &v), "out of range");
+    expect_error(gp_parse_size("99999999999999999999", "--vram-budget", &v), "out of range");
+}
+
 static void test_double(void **state)
 {
     (void)state;
@@ -105,6 +137,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_long),
         cmocka_unit_test(test_u64),
+        cmocka_unit_test(test_size),
         cmocka_unit_test(test_double),
         cmocka_unit_test(test_prompts_ok),
         cmocka_unit_test(test_prompts_bad),
