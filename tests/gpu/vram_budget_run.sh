@@ -30,10 +30,10 @@ done
 bd="$b/bench/gp_bench_decode"; wl=1:1024,8:1024,64:1024,256:1024
 for args in "" "--eager" "--vram-budget 4G" "--vram-budget 8G" "--vram-budget 4G --prefetch 1" "--vram-budget 2G"; do
   echo "# $(cat .gp-commit 2>/dev/null) gp_bench_decode --workloads $wl $args" >> "$out/bench_vram.log"
-  timeout 300 "$bd" --workloads $wl $args >> "$out/bench_vram.log" 2>&1; echo "bench '$args' rc $?"
+  timeout 150 "$bd" --workloads $wl $args >> "$out/bench_vram.log" 2>&1; echo "bench '$args' rc $?"
 done
 grep -vE "^\|[-:|]+\|$" "$out/bench_vram.log" | grep -E "^#|^\| [0-9]|error" | head -80
 for tool in memcheck racecheck synccheck; do
-  timeout 300 compute-sanitizer --tool $tool --error-exitcode 9 "$b/tests/engine_streamed" > "$out/san_$tool.log" 2>&1
+  timeout 120 compute-sanitizer --tool $tool --error-exitcode 9 "$b/tests/engine_streamed" > "$out/san_$tool.log" 2>&1
   echo "$tool engine_streamed: rc $? $(grep -hE 'ERROR SUMMARY|RACECHECK SUMMARY' "$out/san_$tool.log" | head -1)"
 done
