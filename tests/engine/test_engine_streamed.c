@@ -192,6 +192,7 @@ static void test_budget_and_backend(void **state)
     GP_CHECK_FAIL(gp_device_weights_streamed(&hw, GP_DTYPE_BF16, (uint64_t)1 << 60, 1, &dw), GP_ERR_DEVICE_MEMORY,
                   "more than the device has free");
     gp_backend_params bp = gp_backend_default_params(GP_BACKEND_CUDA);
+    bp.max_context = hw.cfg.max_context; /* tiny holds 256 positions, under the default */
     bp.vram_budget = (uint64_t)64 << 20;
     gp_backend *b = NULL;
     GP_CHECK_OK(gp_backend_open_weights(&hw, &bp, &b));

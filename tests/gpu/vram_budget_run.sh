@@ -2,7 +2,8 @@
 # Weights beyond VRAM (issue #17) on the GPU machine: engine_streamed (bitwise
 # against resident weights), greenpipe generate resident vs --vram-budget
 # (same tokens and logits dump), gp_bench_decode resident and at 4G and 8G,
-# and compute-sanitizer on engine_streamed. Logs under $OUT.
+# and compute-sanitizer on engine_streamed. Logs under $OUT; GP_VRAM_BENCH=0
+# leaves the benchmarks out.
 set -u
 source "$(dirname "$0")/gpu_env.sh"
 gp_build engine_streamed greenpipe gp_bench_decode tools_parse engine_prefill engine_model
@@ -28,7 +29,7 @@ for m in tiny tests/data/small-gqa tests/data/qwen2-tiny; do
   grep -h "greenpipe generate:" "$out/gen_str_$tag.err" | head -2
 done
 bd="$b/bench/gp_bench_decode"; wl=1:1024,8:1024,64:1024,256:1024
-for args in "" "--eager" "--vram-budget 4G" "--vram-budget 8G" "--vram-budget 4G --prefetch 1" "--vram-budget 2G"; do
+[[ ${GP_VRAM_BENCH:-1} == 0 ]] || for args in "" "--eager" "--vram-budget 4G" "--vram-budget 8G" "--vram-budget 4G --prefetch 1" "--vram-budget 2G"; do
   echo "# $(cat .gp-commit 2>/dev/null) gp_bench_decode --workloads $wl $args" >> "$out/bench_vram.log"
   timeout 150 "$bd" --workloads $wl $args >> "$out/bench_vram.log" 2>&1; echo "bench '$args' rc $?"
 done
