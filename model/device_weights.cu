@@ -365,18 +365,32 @@ static void gp_dw_point_group(gp_device_weights *dw, int gi, void *base)
         dw->view.lm_head = dw->view.embed;
 }
 
+/* Host weights an upload can take: allocated, of F32, BF16 or F16, with the
+ * q/k/v biases their config declares. who names the caller in messages. */
+static gp_status gp_dw_check_host(const gp_host_weights *w, const char *who)
+{
+    if (!w)
+        GP_FAIL(GP_ERR_INVALID_ARG, "%s: host weights are NULL", who);
+    if (!w->embed || !w->final_norm || !w->lm_head || !w->layers)
+        GP_FAIL(GP_ERR_INVALID_ARG, "%s: host weights of config %s are not allocated (a NULL tensor pointer)",
+                who, w->cfg.name);
+    if (w->dtype != GP_DTYPE_F32 && !gp_dtype_is_half(w->dtype))
+        GP_FAIL(GP_ERR_INVALID_ARG, "%s: config %s: host weights of dtype %s, allowed F32, BF16 or F16", who,
+                w->cfg.name, gp_dtype_name(w->dtype));
+    for (int l = 0; w->cfg.qkv_bias && l < w->cfg.n_layers; l++)
+        if (!w->layers[l].bqkv)
+            GP_FAIL(GP_ERR_INVALID_ARG, "%s: config %s has q/k/v biases but layer %d has no bqkv", who,
+                    w->cfg.name, l);
+    return GP_OK;
+}
+
 extern "C" gp_status gp_device_weights_streamed(const gp_host_weights *w, gp_dtype dtype, uint64_t budget_bytes,
                                                 int prefetch_depth, gp_device_weights **out)
 {
-    if (!w || !out)
-        GP_FAIL(GP_ERR_INVALID_ARG, "gp_device_weights_streamed: w and out must not be NULL");
+    if (!out)
+        GP_FAIL(GP_ERR_INVALID_ARG, "gp_device_weights_streamed: out must not be NULL");
     *out = NULL;
-    if (!w->embed || !w->final_norm || !w->lm_head || !w->layers)
-        GP_FAIL(GP_ERR_INVALID_ARG, "gp_device_weights_streamed: host weights of config %s are not "
-                "allocated (a NULL tensor pointer)", w->cfg.name);
-    if (w->dtype != GP_DTYPE_F32 && !gp_dtype_is_half(w->dtype))
-        GP_FAIL(GP_ERR_INVALID_ARG, "gp_device_weights_streamed: config %s: host weights of dtype %s, "
-                "allowed F32, BF16 or F16", w->cfg.name, gp_dtype_name(w->dtype));
+    GP_TRY(gp_dw_check_host(w, "gp_device_weights_streamed"));
     if (!gp_dtype_is_half(dtype))
         GP_FAIL(GP_ERR_INVALID_ARG, "streamed device weights for config %s: dtype %s, allowed bf16 (BF16) "
                 "or fp16 (F16)", w->cfg.name, gp_dtype_name(dtype));
@@ -564,19 +578,10 @@ extern "C" gp_status gp_device_weights_synthetic(const gp_config *cfg, gp_dtype 
 extern "C" gp_status gp_device_weights_upload(const gp_host_weights *w, gp_dtype dtype,
                                                 gp_device_weights **out)
 {
-    if (!w || !out)
-        GP_FAIL(GP_ERR_INVALID_ARG, "gp_device_weights_upload: w and out must not be NULL");
+    if (!out)
+        GP_FAIL(GP_ERR_INVALID_ARG, "gp_device_weights_upload: out must not be NULL");
     *out = NULL;
-    if (!w->embed || !w->final_norm || !w->lm_head || !w->layers)
-        GP_FAIL(GP_ERR_INVALID_ARG, "gp_device_weights_upload: host weights of config %s are not "
-                "allocated (a NULL tensor pointer)", w->cfg.name);
-    if (w->dtype != GP_DTYPE_F32 && !gp_dtype_is_half(w->dtype))
-        GP_FAIL(GP_ERR_INVALID_ARG, "gp_device_weights_upload: config %s: host weights of dtype %s, "
-                "allowed F32, BF16 or F16", w->cfg.name, gp_dtype_name(w->dtype));
-    for (int l = 0; w->cfg.qkv_bias && l < w->cfg.n_layers; l++)
-        if (!w->layers[l].bqkv)
-            GP_FAIL(GP_ERR_INVALID_ARG, "gp_device_weights_upload: config %s has q/k/v biases but "
-                    "layer %d has no bqkv", w->cfg.name, l);
+    GP_TRY(gp_dw_check_host(w, "gp_device_weights_upload"));
     return gp_dw_create(&w->cfg, dtype, w, 0, out);
 }
 
