@@ -230,6 +230,75 @@ static gp_status gp_dw_upload_tensor(void *dst, gp_dtype to, const void *from_p,
     return GP_OK;
 }
 
+/* The label of tensor k of group g in messages: "wqkv", "layer 3 wo". */
+static void gp_dw_tensor_label(const gp_weight_group *g, gp_tensor_kind k, char *buf, size_t n)
+{
+    if (g->kind == GP_GROUP_HEAD)
+        snprintf(buf, n, "%s", gp_tensor_kind_label(k));
+    else
+        snprintf(buf, n, "layer %d %s", g->layer, gp_tensor_kind_label(k));
+}
+
+/* Bytes of every group of cfg together (each group as laid out on the device). */
+static gp_status gp_dw_total_bytes(const gp_config *cfg, uint64_t *need)
+{
+    uint64_t attn = gp_group_bytes(cfg, GP_GROUP_ATTN), ffn = gp_group_bytes(cfg, GP_GROUP_FFN);
+    uint64_t head = gp_group_bytes(cfg, GP_GROUP_HEAD), per_layer, layers_bytes;
+    if (!attn || !ffn || !head || !gp_add_u64(attn, ffn, &per_layer)
+        || !gp_mul_u64(per_layer, (uint64_t)cfg->n_layers, &layers_bytes)
+        || !gp_add_u64(layers_bytes, head, need) || *need > (uint64_t)SIZE_MAX)
+        GP_FAIL(GP_ERR_OVERFLOW, "device weights for config %s: size overflows 64 bits (or the address space)",
+                cfg->name);
+    return GP_OK;
+}
+
+/* The host tables of device weights for cfg in dtype: the groups (attn l at
+ * 2l, ffn l at 2l+1, head last) with their kind, layer and bytes, and the
+ * view's per-layer table; no device memory. NULL when out of memory. */
+static gp_device_weights *gp_dw_shell(const gp_config *cfg, gp_dtype dtype, uint64_t need)
+{
+    gp_device_weights *dw = (gp_device_weights *)calloc(1, sizeof *dw);
+    if (!dw)
+        return NULL;
+    dw->n_groups = 2 * cfg->n_layers + 1;
+    dw->groups = (gp_weight_group *)calloc((size_t)dw->n_groups, sizeof *dw->groups);
+    dw->view.layers = (gp_layer_weights *)calloc((size_t)cfg->n_layers, sizeof *dw->view.layers);
+    if (!dw->groups || !dw->view.layers) {
+        gp_dw_free(dw);
+        return NULL;
+    }
+    dw->view.cfg = *cfg;
+    dw->view.dtype = dtype;
+    dw->view.arena_bytes = (size_t)need;
+    for (int gi = 0; gi < dw->n_groups; gi++) {
+        gp_weight_group *g = &dw->groups[gi];
+        g->kind = gi == dw->n_groups - 1 ? GP_GROUP_HEAD : (gi % 2 ? GP_GROUP_FFN : GP_GROUP_ATTN);
+        g->layer = g->kind == GP_GROUP_HEAD ? 0 : gi / 2;
+        g->bytes = (size_t)gp_group_bytes(cfg, g->kind);
+        g->sidx = -1;
+        g->owner = dw;
+    }
+    return dw;
+}
+
+/* Points the view's tensors of group gi at base (a device slot laid out as
+ * gp_dw_create lays out a group). */
+static void gp_dw_point_group(gp_device_weights *dw, int gi, void *base)
+{
+    const gp_config *cfg = &dw->view.cfg;
+    gp_weight_group *g = &dw->groups[gi];
+    const gp_tensor_kind *kinds;
+    int nk = gp_group_kinds(cfg, g->kind, &kinds);
+    size_t off = 0;
+    for (int t = 0; t < nk; t++) {
+        uint64_t numel = gp_synth_numel(cfg, kinds[t]);
+        *gp_view_slot(&dw->view, kinds[t], g->layer) = (char *)base + off;
+        off = (off + (size_t)numel * 2u + GP_DW_ALIGN - 1) & ~(size_t)(GP_DW_ALIGN - 1);
+    }
+    if (g->kind == GP_GROUP_HEAD && cfg->tied_embeddings)
+        dw->view.lm_head = dw->view.embed;
+}
+
 /* Allocates every group and fills it on one stream, in dtype, from src when
  * given (upload, converting src->dtype) or with the synthetic kernel for seed. */
 static gp_status gp_dw_create(const gp_config *cfg, gp_dtype dtype, const gp_host_weights *src,
@@ -241,13 +310,8 @@ static gp_status gp_dw_create(const gp_config *cfg, gp_dtype dtype, const gp_hos
                 "or fp16 (F16)", cfg->name, gp_dtype_name(dtype));
     GP_TRY(gp_cuda_available());
 
-    uint64_t attn = gp_group_bytes(cfg, GP_GROUP_ATTN), ffn = gp_group_bytes(cfg, GP_GROUP_FFN);
-    uint64_t head = gp_group_bytes(cfg, GP_GROUP_HEAD), per_layer, layers_bytes, need;
-    if (!attn || !ffn || !head || !gp_add_u64(attn, ffn, &per_layer)
-        || !gp_mul_u64(per_layer, (uint64_t)cfg->n_layers, &layers_bytes)
-        || !gp_add_u64(layers_bytes, head, &need))
-        GP_FAIL(GP_ERR_OVERFLOW, "device weights for config %s: size overflows 64 bits",
-                cfg->name);
+    uint64_t need;
+    GP_TRY(gp_dw_total_bytes(cfg, &need));
     size_t free_b = 0, total_b = 0;
     GP_CUDA_TRY(cudaMemGetInfo(&free_b, &total_b));
     if (need > free_b)
@@ -260,32 +324,16 @@ static gp_status gp_dw_create(const gp_config *cfg, gp_dtype dtype, const gp_hos
     cudaStream_t stream = NULL;
     gp_dw_stage stage;
     memset(&stage, 0, sizeof stage);
-    gp_device_weights *dw = (gp_device_weights *)calloc(1, sizeof *dw);
-    if (dw) {
-        dw->n_groups = 2 * cfg->n_layers + 1;
-        dw->groups = (gp_weight_group *)calloc((size_t)dw->n_groups, sizeof *dw->groups);
-        dw->view.layers = (gp_layer_weights *)calloc((size_t)cfg->n_layers,
-                                                     sizeof *dw->view.layers);
-    }
-    if (!dw || !dw->groups || !dw->view.layers) {
-        gp_dw_free(dw);
+    gp_device_weights *dw = gp_dw_shell(cfg, dtype, need);
+    if (!dw)
         GP_FAIL(GP_ERR_NO_MEMORY, "device weights for config %s: cannot allocate host tables for "
                 "%d layers", cfg->name, cfg->n_layers);
-    }
-    dw->view.cfg = *cfg;
-    dw->view.dtype = dtype;
-    dw->view.arena_bytes = (size_t)need;
     /* Non-blocking: generation must not serialise with unrelated legacy-stream work. */
     if ((st = gp_device_stream_create(&stream, "device weights upload stream")) != GP_OK)
         goto fail;
 
     for (int gi = 0; gi < dw->n_groups; gi++) {
         gp_weight_group *g = &dw->groups[gi];
-        g->kind = gi == dw->n_groups - 1 ? GP_GROUP_HEAD : (gi % 2 ? GP_GROUP_FFN : GP_GROUP_ATTN);
-        g->layer = g->kind == GP_GROUP_HEAD ? 0 : gi / 2;
-        g->bytes = (size_t)gp_group_bytes(cfg, g->kind);
-        g->sidx = -1;
-        g->owner = dw;
         char what[96];
         snprintf(what, sizeof what, "weights of group %s %d (config %s)", gp_group_name(g->kind),
                  g->layer, cfg->name);
@@ -295,21 +343,17 @@ static gp_status gp_dw_create(const gp_config *cfg, gp_dtype dtype, const gp_hos
                  g->layer);
         if ((st = gp_device_event_create(&g->ready, cudaEventDisableTiming, what)) != GP_OK)
             goto fail;
+        gp_dw_point_group(dw, gi, g->mem);
         const gp_tensor_kind *kinds;
         int nk = gp_group_kinds(cfg, g->kind, &kinds);
-        size_t off = 0;
         for (int t = 0; t < nk; t++) {
             gp_tensor_kind k = kinds[t];
             uint64_t numel = gp_synth_numel(cfg, k);
-            void *dst = (char *)g->mem + off;
-            *gp_view_slot(&dw->view, k, g->layer) = dst;
+            void *dst = *gp_view_slot(&dw->view, k, g->layer);
             if (src) {
                 const void *from = *gp_view_slot((gp_host_weights *)src, k, g->layer);
                 char tname[64];
-                if (g->kind == GP_GROUP_HEAD)
-                    snprintf(tname, sizeof tname, "%s", gp_tensor_kind_label(k));
-                else
-                    snprintf(tname, sizeof tname, "layer %d %s", g->layer, gp_tensor_kind_label(k));
+                gp_dw_tensor_label(g, k, tname, sizeof tname);
                 st = gp_dw_upload_tensor(dst, dtype, from, src->dtype, numel, tname, &stage, stream);
             } else {
                 st = gp_synth_fill_device(dst, dtype, numel, seed, k, g->layer,
@@ -317,12 +361,9 @@ static gp_status gp_dw_create(const gp_config *cfg, gp_dtype dtype, const gp_hos
             }
             if (st != GP_OK)
                 goto fail;
-            off = (off + (size_t)numel * 2u + GP_DW_ALIGN - 1) & ~(size_t)(GP_DW_ALIGN - 1);
         }
         GP_CUDA_GOTO(cudaEventRecord(g->ready, stream), st, fail);
     }
-    if (cfg->tied_embeddings)
-        dw->view.lm_head = dw->view.embed;
     /* A load-time wait, outside any step: it surfaces asynchronous kernel or
      * copy failures here instead of in the first stage that uses a group. */
     GP_CUDA_GOTO(cudaStreamSynchronize(stream), st, fail);
@@ -345,24 +386,6 @@ fail_nostream:
         gp_set_error("%s", msg);
     }
     return st;
-}
-
-/* Points the view's tensors of group gi at base (a device slot laid out as
- * gp_dw_create lays out a group). */
-static void gp_dw_point_group(gp_device_weights *dw, int gi, void *base)
-{
-    const gp_config *cfg = &dw->view.cfg;
-    gp_weight_group *g = &dw->groups[gi];
-    const gp_tensor_kind *kinds;
-    int nk = gp_group_kinds(cfg, g->kind, &kinds);
-    size_t off = 0;
-    for (int t = 0; t < nk; t++) {
-        uint64_t numel = gp_synth_numel(cfg, kinds[t]);
-        *gp_view_slot(&dw->view, kinds[t], g->layer) = (char *)base + off;
-        off = (off + (size_t)numel * 2u + GP_DW_ALIGN - 1) & ~(size_t)(GP_DW_ALIGN - 1);
-    }
-    if (g->kind == GP_GROUP_HEAD && cfg->tied_embeddings)
-        dw->view.lm_head = dw->view.embed;
 }
 
 /* Host weights an upload can take: allocated, of F32, BF16 or F16, with the
@@ -399,17 +422,9 @@ extern "C" gp_status gp_device_weights_streamed(const gp_host_weights *w, gp_dty
                 "prefetch depth %d (>= 0)", w->cfg.name, (unsigned long long)budget_bytes, prefetch_depth);
     const gp_config *cfg = &w->cfg;
     GP_TRY(gp_config_validate(cfg));
-    for (int l = 0; cfg->qkv_bias && l < cfg->n_layers; l++)
-        if (!w->layers[l].bqkv)
-            GP_FAIL(GP_ERR_INVALID_ARG, "gp_device_weights_streamed: config %s has q/k/v biases but "
-                    "layer %d has no bqkv", cfg->name, l);
     GP_TRY(gp_cuda_available());
-    uint64_t attn = gp_group_bytes(cfg, GP_GROUP_ATTN), ffn = gp_group_bytes(cfg, GP_GROUP_FFN);
-    uint64_t head = gp_group_bytes(cfg, GP_GROUP_HEAD), per_layer, layers_bytes, need;
-    if (!attn || !ffn || !head || !gp_add_u64(attn, ffn, &per_layer)
-        || !gp_mul_u64(per_layer, (uint64_t)cfg->n_layers, &layers_bytes)
-        || !gp_add_u64(layers_bytes, head, &need) || need > (uint64_t)SIZE_MAX)
-        GP_FAIL(GP_ERR_OVERFLOW, "device weights for config %s: size overflows", cfg->name);
+    uint64_t need;
+    GP_TRY(gp_dw_total_bytes(cfg, &need));
     size_t free_b = 0, total_b = 0;
     GP_CUDA_TRY(cudaMemGetInfo(&free_b, &total_b));
     if (budget_bytes > free_b)
@@ -422,24 +437,16 @@ extern "C" gp_status gp_device_weights_streamed(const gp_host_weights *w, gp_dty
     int n_groups = 2 * cfg->n_layers + 1;
     gp_stream_group *sg = NULL;
     int *order = NULL;
-    gp_device_weights *dw = (gp_device_weights *)calloc(1, sizeof *dw);
-    if (dw) {
-        dw->n_groups = n_groups;
-        dw->groups = (gp_weight_group *)calloc((size_t)n_groups, sizeof *dw->groups);
-        dw->view.layers = (gp_layer_weights *)calloc((size_t)cfg->n_layers, sizeof *dw->view.layers);
-    }
+    gp_device_weights *dw = gp_dw_shell(cfg, dtype, need);
     sg = (gp_stream_group *)calloc((size_t)n_groups, sizeof *sg);
     order = (int *)calloc((size_t)n_groups, sizeof *order);
-    if (!dw || !dw->groups || !dw->view.layers || !sg || !order) {
+    if (!dw || !sg || !order) {
         gp_dw_free(dw);
         free(sg);
         free(order);
         GP_FAIL(GP_ERR_NO_MEMORY, "streamed device weights for config %s: cannot allocate host tables for "
                 "%d layers", cfg->name, cfg->n_layers);
     }
-    dw->view.cfg = *cfg;
-    dw->view.dtype = dtype;
-    dw->view.arena_bytes = (size_t)need;
     dw->host_bytes = need;
     dw->budget = budget_bytes;
     {
@@ -463,11 +470,7 @@ extern "C" gp_status gp_device_weights_streamed(const gp_host_weights *w, gp_dty
         uint64_t hoff = 0;
         for (int gi = 0; gi < n_groups; gi++) {
             gp_weight_group *g = &dw->groups[gi];
-            g->kind = gi == n_groups - 1 ? GP_GROUP_HEAD : (gi % 2 ? GP_GROUP_FFN : GP_GROUP_ATTN);
-            g->layer = g->kind == GP_GROUP_HEAD ? 0 : gi / 2;
-            g->bytes = (size_t)gp_group_bytes(cfg, g->kind);
             g->sidx = gi;
-            g->owner = dw;
             char *base = (char *)dw->host_pinned + hoff;
             const gp_tensor_kind *kinds;
             int nk = gp_group_kinds(cfg, g->kind, &kinds);
@@ -477,10 +480,7 @@ extern "C" gp_status gp_device_weights_streamed(const gp_host_weights *w, gp_dty
                 uint64_t numel = gp_synth_numel(cfg, k);
                 const void *from = *gp_view_slot((gp_host_weights *)w, k, g->layer);
                 char tname[64];
-                if (g->kind == GP_GROUP_HEAD)
-                    snprintf(tname, sizeof tname, "%s", gp_tensor_kind_label(k));
-                else
-                    snprintf(tname, sizeof tname, "layer %d %s", g->layer, gp_tensor_kind_label(k));
+                gp_dw_tensor_label(g, k, tname, sizeof tname);
                 /* the alignment padding stays zero, as the copy moves the whole group */
                 size_t end = (off + (size_t)numel * 2u + GP_DW_ALIGN - 1) & ~(size_t)(GP_DW_ALIGN - 1);
                 memset(base + off + (size_t)numel * 2u, 0, end - off - (size_t)numel * 2u);
