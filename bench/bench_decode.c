@@ -320,8 +320,13 @@ int main(int argc, char **argv)
         st = gp_host_weights_alloc(&cfg, dtype, &hw);
         if (st == GP_OK)
             st = gp_synth_fill_host(&hw, 0);
-        if (st == GP_OK)
-            st = gp_device_weights_streamed(&hw, dtype, budget, prefetch, &dw);
+        if (st == GP_OK) {
+            gp_weights_stream_params sp = gp_weights_stream_default_params();
+            sp.budget_bytes = budget;
+            sp.prefetch_depth = prefetch;
+            sp.min_window = gp_weights_stream_window(&cfg, 0);
+            st = gp_device_weights_streamed(&hw, dtype, &sp, &dw);
+        }
         if (hw.arena)
             gp_host_weights_free(&hw);
     } else {

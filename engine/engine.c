@@ -278,3 +278,8 @@ bool gp_engine_weights_streamed(const gp_engine *e)
 {
     return e && gp_device_weights_is_streamed(e->dw);
 }
+
+gp_device_weights *gp_engine_weights(const gp_engine *e)
+{
+    return e ? e->dw : NULL;
+}

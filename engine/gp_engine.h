@@ -184,8 +184,10 @@ gp_status gp_engine_attn_kernel(const gp_engine *e, const gp_stage_ctx *sc, int 
  * bytes of scratch). */
 gp_status gp_engine_tune_gemms(gp_engine *e, gp_stage_ctx *sc, int rows);
 /* True when the engine's weights are streamed (gp_device_weights_streamed):
- * eager steps and one stream of stages only. */
+ * eager steps only. */
 bool gp_engine_weights_streamed(const gp_engine *e);
+/* The device weights the engine runs on (not owned by it). */
+gp_device_weights *gp_engine_weights(const gp_engine *e);
 
 /* The two ends of a step for runners that launch the stages themselves:
  * prepare validates the inputs, reserves KV room, uploads tokens and block

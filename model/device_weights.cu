@@ -4,6 +4,7 @@
  * converting from the host's dtype (F32, BF16, F16) on the way. */
 #include <assert.h>
 #include <math.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -21,6 +22,7 @@ struct gp_weight_group {
     int in_use;         /* stages between acquire and release; __atomic builtins only */
     int sidx;           /* streamed: the group's index in dw->streamer (== its index in groups);
                            -1: resident (mem and ready above) */
+    void *at;           /* streamed: the slot the view's pointers name (dw->point_lock) */
     gp_device_weights *owner;
 };
 
@@ -35,6 +37,13 @@ struct gp_device_weights {
     gp_stream_backend backend;
     void *host_pinned;        /* every group laid out as on the device, cudaHostAlloc */
     uint64_t host_bytes, budget;
+    gp_weights_stream_params sp;
+    /* A group's view pointers are set at its acquire, from the A and the F
+     * thread; under this lock and only when they change, so a stage reading
+     * its held group's pointers never races a write (a slot moves only while
+     * no stage holds the group). */
+    pthread_mutex_t point_lock;
+    bool point_lock_init;
 };
 
 /* Tensors inside a group start on 256-byte boundaries, as cudaMalloc's own. */
@@ -122,6 +131,8 @@ static void gp_dw_free(gp_device_weights *dw)
     /* the streamer waits for its copies and last readers before freeing slots */
     gp_streamer_destroy(dw->streamer);
     gp_stream_cuda_backend_destroy(&dw->backend);
+    if (dw->point_lock_init)
+        pthread_mutex_destroy(&dw->point_lock);
     if (dw->host_pinned)
         (void)cudaFreeHost(dw->host_pinned);
     for (int i = 0; dw->groups && i < dw->n_groups; i++) {
@@ -263,7 +274,8 @@ static gp_device_weights *gp_dw_shell(const gp_config *cfg, gp_dtype dtype, uint
     dw->n_groups = 2 * cfg->n_layers + 1;
     dw->groups = (gp_weight_group *)calloc((size_t)dw->n_groups, sizeof *dw->groups);
     dw->view.layers = (gp_layer_weights *)calloc((size_t)cfg->n_layers, sizeof *dw->view.layers);
-    if (!dw->groups || !dw->view.layers) {
+    dw->point_lock_init = pthread_mutex_init(&dw->point_lock, NULL) == 0;
+    if (!dw->groups || !dw->view.layers || !dw->point_lock_init) {
         gp_dw_free(dw);
         return NULL;
     }
@@ -407,8 +419,25 @@ static gp_status gp_dw_check_host(const gp_host_weights *w, const char *who)
     return GP_OK;
 }
 
-extern "C" gp_status gp_device_weights_streamed(const gp_host_weights *w, gp_dtype dtype, uint64_t budget_bytes,
-                                                int prefetch_depth, gp_device_weights **out)
+extern "C" gp_weights_stream_params gp_weights_stream_default_params(void)
+{
+    gp_weights_stream_params p;
+    memset(&p, 0, sizeof p);
+    p.prefetch_depth = 2;
+    p.min_window = 3;
+    p.keep_resident = 1;
+    return p;
+}
+
+extern "C" int gp_weights_stream_window(const gp_config *cfg, int pipelined)
+{
+    if (!pipelined)
+        return 1;
+    return cfg && cfg->qkv_bias ? 4 : 3;
+}
+
+extern "C" gp_status gp_device_weights_streamed(const gp_host_weights *w, gp_dtype dtype,
+                                                const gp_weights_stream_params *spp, gp_device_weights **out)
 {
     if (!out)
         GP_FAIL(GP_ERR_INVALID_ARG, "gp_device_weights_streamed: out must not be NULL");
@@ -417,9 +446,13 @@ extern "C" gp_status gp_device_weights_streamed(const gp_host_weights *w, gp_dty
     if (!gp_dtype_is_half(dtype))
         GP_FAIL(GP_ERR_INVALID_ARG, "streamed device weights for config %s: dtype %s, allowed bf16 (BF16) "
                 "or fp16 (F16)", w->cfg.name, gp_dtype_name(dtype));
-    if (budget_bytes == 0 || prefetch_depth < 0)
-        GP_FAIL(GP_ERR_INVALID_ARG, "streamed device weights for config %s: budget %llu bytes (> 0) and "
-                "prefetch depth %d (>= 0)", w->cfg.name, (unsigned long long)budget_bytes, prefetch_depth);
+    if (!spp || spp->budget_bytes == 0 || spp->prefetch_depth < 0 || spp->min_window < 1 ||
+        (spp->keep_resident != 0 && spp->keep_resident != 1))
+        GP_FAIL(GP_ERR_INVALID_ARG, "streamed device weights for config %s: params %s: budget %llu bytes (> 0), "
+                "prefetch depth %d (>= 0), window %d (>= 1), keep_resident %d (0 or 1)", w->cfg.name,
+                spp ? "given" : "NULL", spp ? (unsigned long long)spp->budget_bytes : 0ull,
+                spp ? spp->prefetch_depth : 0, spp ? spp->min_window : 0, spp ? spp->keep_resident : 0);
+    const uint64_t budget_bytes = spp->budget_bytes;
     const gp_config *cfg = &w->cfg;
     GP_TRY(gp_config_validate(cfg));
     GP_TRY(gp_cuda_available());
@@ -449,6 +482,7 @@ extern "C" gp_status gp_device_weights_streamed(const gp_host_weights *w, gp_dty
     }
     dw->host_bytes = need;
     dw->budget = budget_bytes;
+    dw->sp = *spp;
     {
         cudaError_t ce = cudaHostAlloc(&dw->host_pinned, (size_t)need, cudaHostAllocDefault);
         if (ce != cudaSuccess) {
@@ -504,9 +538,9 @@ extern "C" gp_status gp_device_weights_streamed(const gp_host_weights *w, gp_dty
             goto fail;
         gp_streamer_params sp = gp_streamer_default_params();
         sp.budget_bytes = budget_bytes;
-        sp.prefetch_depth = prefetch_depth;
-        /* the sequential engine holds one layer group at a time (attn l, then ffn l) */
-        sp.min_window = 1;
+        sp.prefetch_depth = spp->prefetch_depth;
+        sp.min_window = spp->min_window;
+        sp.keep_resident = spp->keep_resident;
         sp.groups = sg;
         sp.n_groups = n_groups;
         sp.order = order;
@@ -522,7 +556,8 @@ extern "C" gp_status gp_device_weights_streamed(const gp_host_weights *w, gp_dty
         }
     }
     /* the head is pinned in the budget: loaded at create, never moves */
-    gp_dw_point_group(dw, n_groups - 1, gp_streamer_slot(dw->streamer, n_groups - 1));
+    dw->groups[n_groups - 1].at = gp_streamer_slot(dw->streamer, n_groups - 1);
+    gp_dw_point_group(dw, n_groups - 1, dw->groups[n_groups - 1].at);
     free(sg);
     free(order);
     *out = dw;
@@ -547,6 +582,13 @@ extern "C" int gp_device_weights_is_streamed(const gp_device_weights *dw)
 extern "C" uint64_t gp_device_weights_budget(const gp_device_weights *dw)
 {
     return dw ? dw->budget : 0;
+}
+
+extern "C" gp_weights_stream_params gp_device_weights_stream_params(const gp_device_weights *dw)
+{
+    gp_weights_stream_params p;
+    memset(&p, 0, sizeof p);
+    return dw && dw->streamer ? dw->sp : p;
 }
 
 extern "C" uint64_t gp_device_weights_budget_unheld(const gp_device_weights *dw)
@@ -673,7 +715,13 @@ static gp_status gp_dw_acquire_streamed(gp_weight_group *g, void *stream)
         __atomic_fetch_sub(&g->in_use, 1, __ATOMIC_ACQ_REL);
         return st;
     }
-    gp_dw_point_group(dw, g->sidx, gp_streamer_slot(dw->streamer, g->sidx));
+    void *slot = gp_streamer_slot(dw->streamer, g->sidx);
+    pthread_mutex_lock(&dw->point_lock);
+    if (g->at != slot) {
+        gp_dw_point_group(dw, g->sidx, slot);
+        g->at = slot;
+    }
+    pthread_mutex_unlock(&dw->point_lock);
     if (g->kind != GP_GROUP_HEAD) {
         st = gp_streamer_advance(dw->streamer, g->sidx); /* order position == group index */
         if (st == GP_SOFT_FULL)

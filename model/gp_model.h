@@ -468,24 +468,46 @@ gp_dtype gp_device_weights_dtype(const gp_device_weights *dw);
  * in place; a checkpoint is read into host memory, uploaded and freed. */
 gp_status gp_device_weights_load(const gp_model_source *src, gp_dtype dtype, gp_device_weights **out);
 void gp_device_weights_destroy(gp_device_weights *dw);
+/* How weights beyond VRAM stream (gp_device_weights_streamed). */
+typedef struct gp_weights_stream_params {
+    uint64_t budget_bytes; /* > 0: device bytes the weights may hold at once (--vram-budget) */
+    int prefetch_depth;    /* D >= 0 (default 2): streamed groups copied ahead of the one acquired */
+    int min_window;        /* >= 1 (default 3): layer groups one step holds at once, which the budget
+                              must fit: gp_weights_stream_window */
+    int keep_resident;     /* 1 (default): the budget beyond the head and a streaming reserve of
+                              (min_window + D) times the largest group keeps layer groups resident for
+                              good, spread over the order, and only the others stream; 0: every layer
+                              group streams, least recently used evicted (gp_streamer_params) */
+} gp_weights_stream_params;
+/* budget_bytes 0 (to be set), D 2, window 3, keep_resident 1. */
+gp_weights_stream_params gp_weights_stream_default_params(void);
+/* The layer groups a step holds at once: 1 for sequential steps (attn l,
+ * then ffn l); pipelined ones hold an attention group on the A side while
+ * the F side holds up to attn l, ffn l and attn l + 1 (the o-ffn-qkv
+ * placement): 3, and 4 when RoPE + KV append on the A side reads the q/k/v
+ * bias too. */
+int gp_weights_stream_window(const gp_config *cfg, int pipelined);
 /* Weights beyond VRAM: host weights w (F32, BF16 or F16) converted to dtype
  * (BF16 or F16) into one pinned host copy laid out as the device groups
  * (cudaHostAlloc of every weight byte; failing that, GP_ERR_NO_MEMORY naming
- * the bytes needed), and at most budget_bytes of them on the device at once:
- * the head group (embedding, final norm, lm_head) pinned there, the attn and
- * ffn groups streamed by a gp_streamer over the CUDA backend in the order
- * attn 0, ffn 0, attn 1, ..., prefetching prefetch_depth groups ahead of each
- * acquire. A budget below the head plus the largest layer group is
+ * the bytes needed), and at most sp->budget_bytes of them on the device at
+ * once: the head group (embedding, final norm, lm_head) pinned there, the
+ * attn and ffn groups kept or streamed by a gp_streamer over the CUDA
+ * backend in the order attn 0, ffn 0, attn 1, ..., prefetching
+ * sp->prefetch_depth streamed groups ahead of each acquire. A budget below
+ * the head plus the heaviest sp->min_window consecutive layer groups is
  * GP_ERR_INVALID_ARG naming the groups and bytes; one above the device's
  * free memory GP_ERR_DEVICE_MEMORY. The view's layer pointers are valid only
  * between gp_weight_group_acquire and release of their group, and the
  * groups cannot be captured into CUDA graphs (the engine refuses
- * use_graphs). One thread at a time acquires (the sequential engine). */
-gp_status gp_device_weights_streamed(const gp_host_weights *w, gp_dtype dtype, uint64_t budget_bytes,
-                                     int prefetch_depth, gp_device_weights **out);
+ * use_graphs). Acquires may come from two threads (the A and F sides). */
+gp_status gp_device_weights_streamed(const gp_host_weights *w, gp_dtype dtype, const gp_weights_stream_params *sp,
+                                     gp_device_weights **out);
 int gp_device_weights_is_streamed(const gp_device_weights *dw);
 /* The VRAM budget of streamed weights; 0 when resident. */
 uint64_t gp_device_weights_budget(const gp_device_weights *dw);
+/* The parameters streamed weights were created with; budget 0 when resident. */
+gp_weights_stream_params gp_device_weights_stream_params(const gp_device_weights *dw);
 /* Budget bytes the streamer has not allocated yet (it allocates slots as
  * groups are first copied): what others must leave free on the device. */
 uint64_t gp_device_weights_budget_unheld(const gp_device_weights *dw);

@@ -11,9 +11,6 @@
 #include "gp_green.h"
 #include "gp_pipeline.h"
 
-/* Groups prefetched ahead of each streamed acquire (--vram-budget). */
-#define GP_BACKEND_STREAM_PREFETCH 2
-
 struct gp_backend {
     gp_backend_params p;
     gp_config cfg;
@@ -77,10 +74,6 @@ static gp_status check_params(const gp_backend_params *p)
     if (p->vram_budget && p->kind != GP_BACKEND_CUDA)
         GP_FAIL(GP_ERR_INVALID_ARG, "backend: a VRAM budget (%llu bytes) applies to the cuda backend only",
                 (unsigned long long)p->vram_budget);
-    if (p->vram_budget && p->pipelined)
-        GP_FAIL(GP_ERR_INVALID_ARG, "backend: a VRAM budget (streamed weights) runs sequential steps only; "
-                "pipelined steps (--engine pipelined) hold groups on two streams at once and are not "
-                "supported with --vram-budget");
     if (p->kind == GP_BACKEND_CPU && (p->attn_units < 1 || p->ffn_units < 1))
         GP_FAIL(GP_ERR_INVALID_ARG, "cpu backend: %d attention and %d FFN threads; each side needs at least 1",
                 p->attn_units, p->ffn_units);
@@ -172,6 +165,16 @@ static gp_status finish(gp_backend *b, gp_status st, gp_backend **out)
     return st;
 }
 
+/* --vram-budget's streaming: the defaults, with the window of the steps
+ * the backend runs. */
+static gp_weights_stream_params stream_params(const gp_backend_params *p, const gp_config *cfg)
+{
+    gp_weights_stream_params sp = gp_weights_stream_default_params();
+    sp.budget_bytes = p->vram_budget;
+    sp.min_window = gp_weights_stream_window(cfg, p->pipelined);
+    return sp;
+}
+
 gp_status gp_backend_open_weights(const gp_host_weights *w, const gp_backend_params *p, gp_backend **out)
 {
     gp_backend *b;
@@ -183,9 +186,9 @@ gp_status gp_backend_open_weights(const gp_host_weights *w, const gp_backend_par
         st = open_cpu(b, w);
     else {
         gp_dtype dt = p->dtype;
+        gp_weights_stream_params sp = stream_params(p, &w->cfg);
         if ((dt != GP_DTYPE_AUTO || (st = gp_dtype_resolve_auto(w->dtype, &dt)) == GP_OK) &&
-            (st = p->vram_budget ? gp_device_weights_streamed(w, dt, p->vram_budget, GP_BACKEND_STREAM_PREFETCH,
-                                                              &b->dw)
+            (st = p->vram_budget ? gp_device_weights_streamed(w, dt, &sp, &b->dw)
                                  : gp_device_weights_upload(w, dt, &b->dw)) == GP_OK)
             st = open_cuda(b);
     }
@@ -214,7 +217,10 @@ static gp_status load_streamed(const gp_model_source *src, const gp_backend_para
             st = gp_dtype_resolve_auto(hw.dtype, &dt);
     }
     if (st == GP_OK)
-        st = gp_device_weights_streamed(&hw, dt, p->vram_budget, GP_BACKEND_STREAM_PREFETCH, dw);
+    {
+        gp_weights_stream_params sp = stream_params(p, &src->cfg);
+        st = gp_device_weights_streamed(&hw, dt, &sp, dw);
+    }
     if (hw.arena)
         gp_host_weights_free(&hw);
     return st;

@@ -536,9 +536,16 @@ gp_status gp_cuda_exec_create(gp_engine *e, gp_green_pool *pool, bool use_graphs
     *out = NULL;
     if (!e || (pool && gp_green_pool_size(pool) < 1))
         GP_FAIL(GP_ERR_INVALID_ARG, "CUDA executor: an engine is required, and a pool holds at least one pair");
-    if (pool && gp_engine_weights_streamed(e))
-        GP_FAIL(GP_ERR_INVALID_ARG, "CUDA executor: pipelined steps over streamed weights (a VRAM budget) are not "
-                "supported: the streamer serves one stream's acquires in execution order");
+    if (pool && gp_engine_weights_streamed(e)) {
+        /* the A and F sides hold groups at once: the budget must have been sized for that */
+        const gp_config *cfg = gp_engine_config(e);
+        int have = gp_device_weights_stream_params(gp_engine_weights(e)).min_window;
+        int need = gp_weights_stream_window(cfg, 1);
+        if (have < need)
+            GP_FAIL(GP_ERR_INVALID_ARG, "CUDA executor: the streamed weights were made for %d layer group%s held "
+                    "at once; pipelined steps hold up to %d (gp_weights_stream_window): make them with "
+                    "min_window %d", have, have == 1 ? "" : "s", need, need);
+    }
     if (use_graphs && gp_engine_weights_streamed(e))
         GP_FAIL(GP_ERR_INVALID_ARG, "CUDA executor: CUDA graphs over streamed weights (a VRAM budget) would bake "
                 "one step's weight addresses; use_graphs must be off");

@@ -364,7 +364,8 @@ typedef struct gp_backend_params {
                               backend prefills position by position and takes 0 only. */
     uint64_t vram_budget;  /* CUDA: 0 (default): the weights resident on the device. Else weights beyond VRAM:
                               every weight in pinned host memory and at most this many bytes of them on the
-                              device (gp_device_weights_streamed); sequential steps only (not pipelined), run
+                              device (gp_device_weights_streamed with gp_weights_stream_default_params and
+                              the window of sequential or pipelined steps: gp_weights_stream_window), run
                               eager (CUDA graphs would bake the streamed addresses: use_graphs is not applied,
                               and gp_backend_describe says so). */
 } gp_backend_params;

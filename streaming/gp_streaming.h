@@ -82,12 +82,22 @@ typedef struct gp_stream_group {
 
 typedef struct gp_streamer_params {
     uint64_t budget_bytes;   /* device bytes the slots may hold at any instant */
-    int prefetch_depth;      /* D >= 0: gp_streamer_advance issues the next D groups of the order */
+    int prefetch_depth;      /* D >= 0: gp_streamer_advance issues the next D streamed (unpinned) groups
+                                of the order */
     uint64_t chunk_bytes;    /* largest single copy; default 32 MiB, from where pinned copies run at
                                 full PCIe speed (docs/ARCHITECTURE.md §6) */
     int min_window;          /* >= 1: groups consecutive in the order that must fit at once (the
                                 minimum working set); default 2, as the pipelined runner holds an
                                 attn group on one stream while the ffn group runs on the other */
+    int keep_resident;       /* 0 (default): every unpinned group streams, LRU. 1: the budget left
+                                after the pinned groups and a streaming reserve of (min_window + D)
+                                times the largest unpinned group is filled with unpinned groups kept
+                                resident for good (loaded at create, spread evenly over the order),
+                                and only the rest stream through the reserve. On a cyclic order LRU
+                                evicts every group before its next use, so a budget of half the
+                                weights streams as much as one just above the minimum; keeping a
+                                fixed set streams only what does not fit (what Belady's optimal
+                                policy misses on a cycle, up to the reserve) */
     const gp_stream_group *groups; /* [n_groups], copied */
     int n_groups;
     const int *order;        /* [n_order] group indices: one step's execution order, repeated every
@@ -135,8 +145,8 @@ gp_status gp_streamer_mark_in_use(gp_streamer *s, int group);
 gp_status gp_streamer_unmark(gp_streamer *s, int group, void *stream);
 
 /* The stage at order[pos] is about to run: issue the copies of the next D
- * groups of the order (in that order, wrapping into the next step) that are
- * not resident. A prefetch never evicts a group needed within those D
+ * unpinned groups of the order (in that order, wrapping into the next step;
+ * pinned and kept groups in between are passed over) that are not resident. A prefetch never evicts a group needed within those D
  * positions; without room it stops and returns GP_SOFT_FULL (counted in
  * prefetch_skipped); a demand ensure later evicts what it must. */
 gp_status gp_streamer_advance(gp_streamer *s, int pos);
@@ -162,6 +172,8 @@ typedef struct gp_streamer_stats {
     double copy_s;             /* copy-engine busy seconds (backend collect; 0 without) */
     double gbps;               /* bytes_streamed / copy_s / 1e9; 0 when copy_s is 0 */
     double waited_s[GP_STREAM_KIND_COUNT]; /* compute stalled on copies, per kind */
+    int kept_groups;           /* unpinned groups kept resident by keep_resident (fixed at create) */
+    uint64_t kept_bytes;       /* their bytes */
     uint64_t device_bytes;     /* held now */
     uint64_t peak_device_bytes;/* most held since the last reset */
 } gp_streamer_stats;

@@ -22,15 +22,23 @@ static int gp_stream_bad_group(gp_streamer *s, int gi, const char *fn)
     return 0;
 }
 
-/* In the prefetch window: the position of the last advance and the D after
- * it. A prefetch evicting one of these would only copy it back sooner. */
+/* In the prefetch window: the group at the position of the last advance and
+ * the D streamed groups after it (pinned ones never move, so they do not
+ * count). A prefetch evicting one of these would only copy it back sooner. */
 static int gp_stream_soon(const gp_streamer *s, int gi)
 {
     if (s->cursor < 0)
         return 0;
-    for (int k = 0; k <= s->p.prefetch_depth; k++)
-        if (s->order[(s->cursor + k) % s->p.n_order] == gi)
+    if (s->order[s->cursor] == gi)
+        return 1;
+    for (int k = 1, found = 0; k <= s->p.n_order && found < s->p.prefetch_depth; k++) {
+        int o = s->order[(s->cursor + k) % s->p.n_order];
+        if (s->g[o].desc.pinned)
+            continue;
+        if (o == gi)
             return 1;
+        found++;
+    }
     return 0;
 }
 
@@ -294,8 +302,13 @@ gp_status gp_streamer_advance(gp_streamer *s, int pos)
     gp_status st = GP_OK;
     pthread_mutex_lock(&s->lock);
     s->cursor = pos;
-    for (int k = 1; k <= s->p.prefetch_depth && st == GP_OK; k++) {
+    /* D streamed groups ahead, however many pinned ones lie between: the copy
+     * engine keeps working while stages run on resident groups */
+    for (int k = 1, found = 0; k <= s->p.n_order && found < s->p.prefetch_depth && st == GP_OK; k++) {
         int gi = s->order[(pos + k) % s->p.n_order];
+        if (s->g[gi].desc.pinned)
+            continue;
+        found++;
         if (s->g[gi].slot)
             continue;
         st = gp_stream_load(s, gi, 1);

@@ -189,6 +189,51 @@ static gp_status gp_stream_check_backend(const gp_stream_backend *b)
     return GP_OK;
 }
 
+/* keep_resident: which unpinned groups stay for good. What is left of the
+ * budget after the pinned groups and the streaming reserve is spread over
+ * the order (a group is kept when the kept share of the bytes seen so far
+ * stays within the overall share), so copies of streamed groups run while
+ * stages compute on kept ones instead of all streaming back to back. */
+static void gp_stream_choose_kept(gp_streamer *s)
+{
+    const gp_streamer_params *p = &s->p;
+    uint64_t pin = 0, largest = 0, total = 0;
+    for (int i = 0; i < p->n_groups; i++)
+        if (s->g[i].desc.pinned)
+            pin += s->g[i].desc.bytes;
+    /* distinct unpinned groups in order of first use: their bytes and the largest */
+    for (int i = 0; i < p->n_order; i++) {
+        const gp_stream_group *g = &s->g[p->order[i]].desc;
+        if (g->pinned || s->g[p->order[i]].kept == -1)
+            continue;
+        s->g[p->order[i]].kept = -1; /* seen; reset below */
+        total += g->bytes;
+        if (g->bytes > largest)
+            largest = g->bytes;
+    }
+    uint64_t reserve = (uint64_t)(p->min_window + p->prefetch_depth) * largest;
+    uint64_t spare = p->budget_bytes > pin + reserve ? p->budget_bytes - pin - reserve : 0;
+    if (p->budget_bytes >= pin && p->budget_bytes - pin >= total)
+        spare = total; /* all fits: nothing streams, no reserve needed */
+    uint64_t seen = 0, kept = 0;
+    for (int i = 0; i < p->n_order; i++) {
+        gp_stream_slot_state *g = &s->g[p->order[i]];
+        if (g->kept != -1)
+            continue;
+        g->kept = 0;
+        seen += g->desc.bytes;
+        /* kept + bytes <= spare * seen / total, in floating point: bytes reach 1e11 */
+        if (kept + g->desc.bytes <= spare &&
+            (double)(kept + g->desc.bytes) <= (double)spare * (double)seen / (double)total) {
+            g->kept = 1;
+            g->desc.pinned = 1;
+            kept += g->desc.bytes;
+            s->kept_groups++;
+        }
+    }
+    s->kept_bytes = kept;
+}
+
 gp_status gp_streamer_create(const gp_streamer_params *p, gp_streamer **out)
 {
     if (!out)
@@ -219,6 +264,8 @@ gp_status gp_streamer_create(const gp_streamer_params *p, gp_streamer **out)
     s->p.groups = NULL; /* the descriptions live in s->g */
     for (int i = 0; i < p->n_groups; i++)
         s->g[i].desc = p->groups[i];
+    if (p->keep_resident)
+        gp_stream_choose_kept(s);
     const gp_stream_backend_ops *o = p->backend.ops;
     for (int i = 0; i < p->n_groups && st == GP_OK; i++)
         st = o->marker_create(p->backend.be, &s->g[i].ready);
@@ -237,6 +284,8 @@ gp_status gp_streamer_create(const gp_streamer_params *p, gp_streamer **out)
         (void)o->collect(p->backend.be, &copy_s, waited);
     memset(&s->st, 0, sizeof s->st);
     s->st.device_bytes = s->st.peak_device_bytes = s->held;
+    s->st.kept_groups = s->kept_groups;
+    s->st.kept_bytes = s->kept_bytes;
     *out = s;
     return GP_OK;
 }
@@ -377,6 +426,8 @@ gp_status gp_streamer_stats_get(gp_streamer *s, gp_streamer_stats *out, int rese
     if (reset) {
         memset(&s->st, 0, sizeof s->st);
         s->st.device_bytes = s->st.peak_device_bytes = s->held;
+        s->st.kept_groups = s->kept_groups;
+        s->st.kept_bytes = s->kept_bytes;
     }
     pthread_mutex_unlock(&s->lock);
     return st;

@@ -22,6 +22,7 @@ typedef struct gp_stream_slot_state {
     void *slot;          /* device memory; NULL when absent */
     void *ready;         /* recorded by the copy into slot */
     int in_use;          /* marks not yet released */
+    int kept;            /* made pinned by keep_resident (desc.pinned is set too) */
     uint64_t last_use;   /* tick of the last mark or load: the LRU key */
     gp_stream_reader readers[GP_STREAM_MAX_READERS]; /* last readers since the load */
 } gp_stream_slot_state;
@@ -35,6 +36,8 @@ struct gp_streamer {
     uint64_t tick;
     int cursor;              /* position given to the last advance; -1 before */
     gp_streamer_stats st;
+    int kept_groups;
+    uint64_t kept_bytes;
 };
 
 /* Names a group in messages: "attn 3 (123 bytes)". */

@@ -84,6 +84,20 @@ static void run_same(gp_engine *ref, gp_engine *str, int vocab, const char *what
     free(lb);
 }
 
+/* Sequential steps' streaming params (window 1). */
+static gp_weights_stream_params seq_params(uint64_t budget, int depth, int keep)
+{
+    gp_weights_stream_params sp = gp_weights_stream_default_params();
+    sp.budget_bytes = budget;
+    sp.prefetch_depth = depth;
+    sp.min_window = gp_weights_stream_window(NULL, 0);
+    sp.keep_resident = keep;
+    return sp;
+}
+
+/* A pointer to seq_params' value, for calls. */
+#define SEQ(budget, depth, keep) ((gp_weights_stream_params[]){seq_params(budget, depth, keep)})
+
 /* The least budget gp_device_weights_streamed accepts (bisection: it checks
  * the budget against the minimum working set before touching the device's
  * slots), so that run streams with the most evictions. */
@@ -91,13 +105,13 @@ static uint64_t min_budget(const gp_host_weights *hw)
 {
     uint64_t lo = 1, hi = hw->arena_bytes * 4 + (1u << 20); /* lo fails, hi succeeds */
     gp_device_weights *dw = NULL;
-    GP_CHECK_FAIL(gp_device_weights_streamed(hw, GP_DTYPE_BF16, lo, 1, &dw), GP_ERR_INVALID_ARG,
+    GP_CHECK_FAIL(gp_device_weights_streamed(hw, GP_DTYPE_BF16, SEQ(lo, 1, 1), &dw), GP_ERR_INVALID_ARG,
                   "below the minimum working set");
-    GP_CHECK_OK(gp_device_weights_streamed(hw, GP_DTYPE_BF16, hi, 1, &dw));
+    GP_CHECK_OK(gp_device_weights_streamed(hw, GP_DTYPE_BF16, SEQ(hi, 1, 1), &dw));
     gp_device_weights_destroy(dw);
     while (hi - lo > 1) {
         uint64_t mid = lo + (hi - lo) / 2;
-        gp_status st = gp_device_weights_streamed(hw, GP_DTYPE_BF16, mid, 1, &dw);
+        gp_status st = gp_device_weights_streamed(hw, GP_DTYPE_BF16, SEQ(mid, 1, 1), &dw);
         if (st == GP_OK) {
             gp_device_weights_destroy(dw);
             hi = mid;
@@ -121,15 +135,18 @@ static void check_model(const char *spec)
     assert_true(least < total); /* the least budget streams: the whole model does not fit */
     printf("%s: %llu weight bytes on the device when resident; least budget %llu\n", spec,
            (unsigned long long)total, (unsigned long long)least);
-    const struct { uint64_t budget; int depth; } runs[] = {
-        {least, 0}, {least, 2}, {least + least / 2, 1}, {total, 2},
+    /* keep 0: LRU over every layer group; keep 1 keeps what the reserve leaves */
+    const struct { uint64_t budget; int depth, keep; } runs[] = {
+        {least, 0, 1}, {least, 2, 0}, {least + least / 2, 1, 0}, {least + least / 2, 1, 1},
+        {total - total / 4, 2, 1}, {total, 2, 0}, {total, 2, 1},
     };
     for (size_t r = 0; r < sizeof runs / sizeof runs[0]; r++) {
         char what[160];
-        snprintf(what, sizeof what, "%s, budget %llu, prefetch %d", spec, (unsigned long long)runs[r].budget,
-                 runs[r].depth);
+        snprintf(what, sizeof what, "%s, budget %llu, prefetch %d, keep %d", spec,
+                 (unsigned long long)runs[r].budget, runs[r].depth, runs[r].keep);
         gp_device_weights *dw = NULL;
-        GP_CHECK_OK(gp_device_weights_streamed(&hw, GP_DTYPE_BF16, runs[r].budget, runs[r].depth, &dw));
+        gp_weights_stream_params sp = seq_params(runs[r].budget, runs[r].depth, runs[r].keep);
+        GP_CHECK_OK(gp_device_weights_streamed(&hw, GP_DTYPE_BF16, &sp, &dw));
         assert_true(gp_device_weights_is_streamed(dw));
         assert_false(gp_device_weights_is_streamed(res));
         assert_true(gp_device_weights_budget(dw) == runs[r].budget);
@@ -146,14 +163,18 @@ static void check_model(const char *spec)
         run_same(ref, str, vocab, what);
         GP_CHECK_OK(gp_device_weights_stream_stats(dw, &ss, 0));
         printf("%s: %llu loads, %.3f MB streamed, %llu hits, %llu misses, %llu prefetches, %llu evictions, "
-               "peak %llu bytes\n", what, (unsigned long long)ss.loads, ss.bytes_streamed / 1e6,
+               "peak %llu bytes, %d groups kept\n", what, (unsigned long long)ss.loads, ss.bytes_streamed / 1e6,
                (unsigned long long)ss.hits, (unsigned long long)ss.misses, (unsigned long long)ss.prefetches,
-               (unsigned long long)ss.evictions, (unsigned long long)ss.peak_device_bytes);
+               (unsigned long long)ss.evictions, (unsigned long long)ss.peak_device_bytes, ss.kept_groups);
         assert_true(ss.peak_device_bytes <= runs[r].budget);
         if (runs[r].budget == least)
             assert_true(ss.evictions > 0); /* the point of the small budget */
         if (runs[r].budget >= total)
             assert_true(ss.evictions == 0);
+        if (runs[r].budget >= total && runs[r].keep)
+            assert_true(ss.bytes_streamed == 0); /* everything kept at create */
+        if (runs[r].keep && runs[r].budget == total - total / 4)
+            assert_true(ss.kept_groups > 0);
         gp_engine_destroy(str);
         gp_engine_destroy(ref);
         gp_device_weights_destroy(dw);
@@ -189,7 +210,7 @@ static void test_budget_and_backend(void **state)
     gp_host_weights hw;
     load_host("tiny", &hw);
     gp_device_weights *dw = NULL;
-    GP_CHECK_FAIL(gp_device_weights_streamed(&hw, GP_DTYPE_BF16, (uint64_t)1 << 60, 1, &dw), GP_ERR_DEVICE_MEMORY,
+    GP_CHECK_FAIL(gp_device_weights_streamed(&hw, GP_DTYPE_BF16, SEQ((uint64_t)1 << 60, 1, 1), &dw), GP_ERR_DEVICE_MEMORY,
                   "more than the device has free");
     gp_backend_params bp = gp_backend_default_params(GP_BACKEND_CUDA);
     bp.max_context = hw.cfg.max_context; /* tiny holds 256 positions, under the default */
@@ -208,7 +229,7 @@ int main(void)
 {
     /* host-side argument checks first: they need no GPU */
     gp_device_weights *dw = NULL;
-    if (gp_device_weights_streamed(NULL, GP_DTYPE_BF16, 1, 1, &dw) != GP_ERR_INVALID_ARG) {
+    if (gp_device_weights_streamed(NULL, GP_DTYPE_BF16, SEQ(1, 1, 1), &dw) != GP_ERR_INVALID_ARG) {
         fprintf(stderr, "engine_streamed: NULL host weights accepted\n");
         return 1;
     }

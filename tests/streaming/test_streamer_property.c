@@ -33,6 +33,7 @@ static void run_trial(int trial)
     if (p.prefetch_depth > m.n_order)
         p.prefetch_depth = m.n_order;
     p.min_window = window;
+    p.keep_resident = (int)rnd(2); /* kept groups must leave the window its room */
     p.chunk_bytes = 1024;
     uint64_t minb = 0, total = 0;
     GP_CHECK_OK(gp_streamer_min_budget(&p, &minb));

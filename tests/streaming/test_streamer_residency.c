@@ -268,6 +268,98 @@ static void test_stats(void **state)
     assert_true(w2 < w0);
 }
 
+/* keep_resident: the budget beyond the head and a reserve of (window + D)
+ * largest groups holds groups for good, spread over the order; a cycle then
+ * streams only the others, and prefetch passes over the kept ones. */
+static void test_keep_resident(void **state)
+{
+    st_model m;
+    st_model_make(&m, 8, 100, 100, 10); /* 16 groups of 100 */
+    /* reserve (1 + 2) * 100; 10 head; 600 spare: six kept */
+    const uint64_t budget = 10 + 300 + 600;
+    gp_sim_stream *x = st_sim(budget);
+    gp_streamer_params p = st_params(&m, x, budget, 2);
+    p.min_window = 1;
+    p.keep_resident = 1;
+    gp_streamer *s = NULL;
+    GP_CHECK_OK(gp_streamer_create(&p, &s));
+    gp_streamer_stats st;
+    GP_CHECK_OK(gp_streamer_stats_get(s, &st, 0));
+    assert_int_equal(st.kept_groups, 6);
+    assert_int_equal(st.kept_bytes, 600);
+    assert_int_equal(gp_streamer_device_bytes(s), 610);
+    /* spread: no two streamed runs longer than three groups */
+    int run = 0, longest = 0;
+    for (int g = 0; g < 16; g++) {
+        run = gp_streamer_resident(s, g) ? 0 : run + 1;
+        longest = run > longest ? run : longest;
+    }
+    assert_true(longest <= 3);
+    void *a = gp_sim_stream_compute(x, 0);
+    for (int step = 0; step < 4; step++)
+        for (int g = 0; g < 16; g++) {
+            GP_CHECK_OK(gp_streamer_acquire(s, g, a));
+            gp_sim_stream_read(x, a, gp_streamer_slot(s, g), MS);
+            GP_CHECK_OK(gp_streamer_release(s, g, a));
+            gp_status ps = gp_streamer_advance(s, g);
+            assert_true(ps == GP_OK || ps == GP_SOFT_FULL);
+            st_consistent(s, x);
+        }
+    GP_CHECK_OK(gp_streamer_stats_get(s, &st, 0));
+    /* ten streamed groups a step, and the last advance's two of the next */
+    assert_int_equal(st.bytes_streamed, 4 * 1000 + 200);
+    assert_int_equal(st.kept_groups, 6);
+    gp_streamer_destroy(s);
+    gp_sim_stream_destroy(x);
+
+    /* The whole model fits: everything kept, nothing streams after create. */
+    x = st_sim(2000);
+    p = st_params(&m, x, 2000, 2);
+    p.keep_resident = 1;
+    GP_CHECK_OK(gp_streamer_create(&p, &s));
+    GP_CHECK_OK(gp_streamer_stats_get(s, &st, 1));
+    assert_int_equal(st.kept_groups, 16);
+    for (int g = 0; g < 16; g++)
+        st_stage(s, x, g, gp_sim_stream_compute(x, 0), MS);
+    GP_CHECK_OK(gp_streamer_stats_get(s, &st, 0));
+    assert_int_equal(st.bytes_streamed, 0);
+    assert_int_equal(st.hits, 16);
+    gp_streamer_destroy(s);
+    gp_sim_stream_destroy(x);
+
+    /* At the minimum working set nothing is kept: plain LRU. */
+    x = st_sim(110);
+    p = st_params(&m, x, 110, 2);
+    p.min_window = 1;
+    p.keep_resident = 1;
+    GP_CHECK_OK(gp_streamer_create(&p, &s));
+    GP_CHECK_OK(gp_streamer_stats_get(s, &st, 0));
+    assert_int_equal(st.kept_groups, 0);
+    gp_streamer_destroy(s);
+    gp_sim_stream_destroy(x);
+}
+
+/* Prefetch counts streamed groups: pinned ones between are passed over. */
+static void test_prefetch_skips_pinned(void **state)
+{
+    st_model m;
+    st_model_make(&m, 4, 100, 100, 10);
+    m.groups[1].pinned = m.groups[2].pinned = 1; /* f0 and a1 */
+    gp_sim_stream *x = st_sim(10 + 200 + 200);
+    gp_streamer_params p = st_params(&m, x, 410, 2);
+    gp_streamer *s = NULL;
+    GP_CHECK_OK(gp_streamer_create(&p, &s));
+    const gp_sim_stream_report *r = gp_sim_stream_report_get(x);
+    int before = r->n_log;
+    GP_CHECK_OK(gp_streamer_advance(s, 0)); /* a0: then f1 and a2, past f0 and a1 */
+    assert_int_equal(r->n_log, before + 2);
+    assert_int_equal(st_group_of(&m, r->log[before]), 3);
+    assert_int_equal(st_group_of(&m, r->log[before + 1]), 4);
+    st_consistent(s, x);
+    gp_streamer_destroy(s);
+    gp_sim_stream_destroy(x);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -277,6 +369,8 @@ int main(void)
         cmocka_unit_test(test_reuse_after_readers),
         cmocka_unit_test(test_error_paths),
         cmocka_unit_test(test_stats),
+        cmocka_unit_test(test_keep_resident),
+        cmocka_unit_test(test_prefetch_skips_pinned),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
