@@ -206,10 +206,68 @@ out:
     return rc;
 }
 
+/* The host-to-device link the streamed rows are held against: pinned
+ * copies on the H100 machine (DESIGN.md §4, gp_bench_stream). */
+#define GP_BENCH_LINK_GBPS 55.0
+
+typedef struct bench_row {
+    int ok;
+    double wall_ms;
+    gp_streamer_stats ss; /* streamed weights: warm-up and timed steps */
+    char breakdown[512];
+} bench_row;
+
+/* One workload on dw: prints its table row, fills r; returns 1 on failure
+ * (the row says why). */
+static int time_row(gp_device_weights *dw, const gp_config *cfg, const workload *w, int warmup, int repeat,
+                    int graphs, const char *label, bench_row *r)
+{
+    memset(r, 0, sizeof *r);
+    const bool streamed = gp_device_weights_is_streamed(dw);
+    gp_engine_params p = gp_engine_default_params();
+    p.max_batch = w->B;
+    p.max_context = w->C + warmup + repeat + 2;
+    p.use_graphs = graphs;
+    gp_engine *e = NULL;
+    float *ms = calloc((size_t)repeat, sizeof(float));
+    gp_step_breakdown bd;
+    gp_status st = ms ? gp_engine_create(dw, &p, &e) : GP_ERR_NO_MEMORY;
+    if (st == GP_OK)
+        st = gp_engine_fill_context(e, w->B, w->C, 42);
+    if (st == GP_OK && streamed) /* from here: the warm-up and timed steps only */
+        st = gp_device_weights_stream_stats(dw, &r->ss, 1);
+    if (st == GP_OK)
+        st = gp_engine_time_steps(e, w->B, warmup, repeat, ms, &r->wall_ms);
+    if (st == GP_OK && streamed)
+        st = gp_device_weights_stream_stats(dw, &r->ss, 1);
+    if (st == GP_OK)
+        st = gp_engine_breakdown(e, w->B, &bd);
+    if (st != GP_OK) {
+        printf("| %d | %d | %s | error: %s: %s |\n", w->B, w->C, label, gp_status_str(st), gp_last_error());
+        snprintf(r->breakdown, sizeof r->breakdown, "B=%d C=%d: failed", w->B, w->C);
+    } else {
+        r->ok = 1;
+        float med = gp_median_f(ms, repeat);
+        /* the timed steps run at contexts C+warmup .. C+warmup+repeat-1 */
+        gp_step_cost cost;
+        gp_step_floor(cfg, w->B, w->C + warmup + repeat / 2, 1, &cost);
+        printf("| %d | %d | %s | %.3f | %.3f | %.3f | %.3f | %.0f | %.2f | %.2f | %.2f | %.1f%% |\n", w->B, w->C,
+               label, med, ms[0], ms[repeat - 1], r->wall_ms, w->B / (r->wall_ms / 1e3), cost.bytes / 1e9,
+               cost.flops / 1e12, cost.floor_ms, 100.0 * cost.floor_ms / med);
+        snprintf(r->breakdown, sizeof r->breakdown,
+                 "| %d:%d | %.3f | %.3f | %.3f | %.3f | %.3f | %.3f | %.3f | %.3f | %.3f | %.3f | %.3f |", w->B, w->C,
+                 bd.embed, bd.attn_norm, bd.qkv_gemm, bd.rope_kv, bd.attention, bd.o_gemm, bd.ffn_norm,
+                 bd.gate_up_gemm, bd.swiglu, bd.down_gemm, bd.head);
+    }
+    free(ms);
+    gp_engine_destroy(e);
+    return r->ok ? 0 : 1;
+}
+
 int main(int argc, char **argv)
 {
     const char *model = GP_DEFAULT_PRESET, *wl = "8:1024,64:2048,256:1024,1024:384";
-    int repeat = 20, warmup = 3, graphs = 1, attn = 0, prefetch = 2;
+    int repeat = 20, warmup = 3, graphs = 1, attn = 0, prefetch = 2, keep = 1, resident_row = 1;
     uint64_t budget = 0; /* --vram-budget: 0 resident weights, else streamed within this many device bytes */
     gp_dtype dtype = GP_DTYPE_BF16; /* --dtype: the engine dtype of the synthetic weights */
     static const struct option opts[] = {{"model", required_argument, NULL, 'm'},
@@ -221,6 +279,8 @@ int main(int argc, char **argv)
                                          {"dtype", required_argument, NULL, 'd'},
                                          {"vram-budget", required_argument, NULL, 'V'},
                                          {"prefetch", required_argument, NULL, 'p'},
+                                         {"lru", no_argument, NULL, 'l'},
+                                         {"no-resident", no_argument, NULL, 'n'},
                                          {NULL, 0, NULL, 0}};
     int c;
     while ((c = getopt_long(argc, argv, "", opts, NULL)) != -1) {
@@ -231,6 +291,8 @@ int main(int argc, char **argv)
         case 'u': warmup = atoi(optarg); break;
         case 'e': graphs = 0; break;
         case 'a': attn = 1; break;
+        case 'l': keep = 0; break;
+        case 'n': resident_row = 0; break;
         case 'V':
             if (gp_parse_size(optarg, "--vram-budget", &budget) != GP_OK) {
                 fprintf(stderr, "gp_bench_decode: %s\n", gp_last_error());
@@ -254,7 +316,8 @@ int main(int argc, char **argv)
             break;
         default:
             fprintf(stderr, "usage: gp_bench_decode [--model PRESET] [--workloads B:C,...] [--repeat N] "
-                            "[--warmup N] [--eager] [--attn] [--dtype bf16|fp16] [--vram-budget SIZE [--prefetch D]]\n");
+                            "[--warmup N] [--eager] [--attn] [--dtype bf16|fp16] [--vram-budget SIZE [--prefetch D] [--lru] "
+                            "[--no-resident]]\n");
             return 2;
         }
     }
@@ -265,6 +328,11 @@ int main(int argc, char **argv)
     if (budget && attn) {
         fprintf(stderr, "gp_bench_decode: --vram-budget streams the engine's weights; --attn times attention "
                 "alone (no weights): give one or the other\n");
+        return 2;
+    }
+    if (!budget && (!keep || !resident_row || prefetch != 2)) {
+        fprintf(stderr, "gp_bench_decode: --prefetch, --lru and --no-resident apply to streamed weights: give "
+                "--vram-budget SIZE too\n");
         return 2;
     }
     /* streamed weights move between steps: CUDA graphs (which bake addresses) are off, and the header says so */
@@ -284,6 +352,16 @@ int main(int argc, char **argv)
         fprintf(stderr, "gp_bench_decode: --model: %s\n", gp_last_error());
         return 2;
     }
+    if (budget) { /* before anything is loaded: a budget that cannot work is the user's to fix */
+        gp_weights_stream_params sp = gp_weights_stream_default_params();
+        sp.budget_bytes = budget;
+        sp.prefetch_depth = prefetch;
+        sp.min_window = gp_weights_stream_window(&cfg, 0);
+        if (gp_weights_stream_check(&cfg, &sp) != GP_OK) {
+            fprintf(stderr, "gp_bench_decode: --vram-budget: %s\n", gp_last_error());
+            return 2;
+        }
+    }
     if (attn) {
         cudaStream_t st;
         if (cudaStreamCreateWithFlags(&st, cudaStreamNonBlocking) != cudaSuccess)
@@ -301,11 +379,12 @@ int main(int argc, char **argv)
     int drv = 0;
     cudaGetDeviceProperties(&prop, 0);
     cudaDriverGetVersion(&drv);
-    char mode[160];
+    char mode[256];
     if (budget)
         snprintf(mode, sizeof mode, "eager (streamed weights%s), weights in pinned host memory, VRAM budget %.2f GiB "
-                 "(%" PRIu64 " bytes), prefetch %d", graphs_asked ? "; CUDA graphs off" : "",
-                 budget / 1073741824.0, budget, prefetch);
+                 "(%" PRIu64 " bytes), prefetch %d, %s", graphs_asked ? "; CUDA graphs off" : "",
+                 budget / 1073741824.0, budget, prefetch, keep ? "groups kept resident beyond the streaming reserve"
+                 : "every layer group streamed, LRU (--lru)");
     else
         snprintf(mode, sizeof mode, "%s", graphs ? "CUDA graphs" : "eager");
     printf("# gp_bench_decode: %s (synthetic %s weights), %s, %d SMs, driver %d.%d, %s, %d warm-up + %d timed "
@@ -325,6 +404,7 @@ int main(int argc, char **argv)
             sp.budget_bytes = budget;
             sp.prefetch_depth = prefetch;
             sp.min_window = gp_weights_stream_window(&cfg, 0);
+            sp.keep_resident = keep;
             st = gp_device_weights_streamed(&hw, dtype, &sp, &dw);
         }
         if (hw.arena)
@@ -336,61 +416,48 @@ int main(int argc, char **argv)
         fprintf(stderr, "gp_bench_decode: weights: %s\n", gp_last_error());
         return 1;
     }
-    printf("\n| B | C | ms/step median | min | max | tokens/s | GB/step | TFLOP/step | floor ms | share of floor |\n"
-           "|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n");
-    char breakdowns[32][512], streamed[32][320];
-    char label[64] = "";
+    /* the resident engine's row beside each streamed one, when both fit */
+    gp_device_weights *dw_res = NULL;
+    if (budget && resident_row) {
+        size_t free_b = 0, total_b = 0;
+        uint64_t res_bytes = gp_config_param_count(&cfg) * 2u;
+        if (cudaMemGetInfo(&free_b, &total_b) == cudaSuccess && res_bytes + (4ull << 30) < free_b) {
+            if ((st = gp_device_weights_synthetic(&cfg, dtype, 0, &dw_res)) != GP_OK) {
+                fprintf(stderr, "gp_bench_decode: resident weights: %s\n", gp_last_error());
+                gp_device_weights_destroy(dw);
+                return 1;
+            }
+        } else {
+            printf("\nNo resident row: %.2f GB of weights and 4 GiB of headroom do not fit in the %.2f GB the "
+                   "device has free\n", res_bytes / 1e9, free_b / 1e9);
+        }
+    }
+    printf("\n| B | C | weights | ms/step median | min | max | wall ms/step | tokens/s (wall) | GB/step | "
+           "TFLOP/step | floor ms | share of floor |\n"
+           "|---:|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n");
+    char breakdowns[32][512], streamed[32][400];
+    char label[64] = "resident";
     if (budget)
-        snprintf(label, sizeof label, " (streamed, budget %.2f GiB)", budget / 1073741824.0);
+        snprintf(label, sizeof label, "streamed, budget %.2f GiB", budget / 1073741824.0);
     int failed = 0;
     for (int i = 0; i < n_w; i++) {
-        gp_engine_params p = gp_engine_default_params();
-        p.max_batch = w[i].B;
-        p.max_context = w[i].C + warmup + repeat + 2;
-        p.use_graphs = graphs;
-        gp_engine *e = NULL;
-        float *ms = calloc((size_t)repeat, sizeof(float));
-        gp_step_breakdown bd;
-        st = gp_engine_create(dw, &p, &e);
-        if (st == GP_OK)
-            st = gp_engine_fill_context(e, w[i].B, w[i].C, 42);
-        gp_streamer_stats ss;
-        memset(&ss, 0, sizeof ss);
-        if (st == GP_OK && budget) /* from here: the warm-up and timed steps only */
-            st = gp_device_weights_stream_stats(dw, &ss, 1);
-        if (st == GP_OK)
-            st = gp_engine_time_steps(e, w[i].B, warmup, repeat, ms);
-        if (st == GP_OK && budget)
-            st = gp_device_weights_stream_stats(dw, &ss, 1);
-        if (st == GP_OK)
-            st = gp_engine_breakdown(e, w[i].B, &bd);
-        streamed[i][0] = '\0';
-        if (st == GP_OK && budget) {
-            const double n = warmup + repeat;
-            snprintf(streamed[i], sizeof streamed[i],
-                     "| %d | %d | %.3f | %.1f | %.1f | %.1f | %.1f | %.1f | %.1f | %.3f | %.2f |", w[i].B, w[i].C,
-                     ss.bytes_streamed / n / 1e9, ss.gbps, ss.hits / n, ss.misses / n, ss.prefetches / n,
-                     ss.evictions / n, ss.prefetch_skipped / n, ss.copy_s / n * 1e3, ss.peak_device_bytes / 1e9);
-        }
-        if (st != GP_OK) {
-            printf("| %d | %d | error: %s: %s |\n", w[i].B, w[i].C, gp_status_str(st), gp_last_error());
-            snprintf(breakdowns[i], sizeof breakdowns[i], "B=%d C=%d: failed", w[i].B, w[i].C);
+        bench_row r;
+        if (dw_res && time_row(dw_res, &cfg, &w[i], warmup, repeat, graphs_asked, "resident", &r) != 0)
             failed = 1;
-        } else {
-            float med = gp_median_f(ms, repeat);
-            /* the timed steps run at contexts C+warmup .. C+warmup+repeat-1 */
-            gp_step_cost cost;
-            gp_step_floor(&cfg, w[i].B, w[i].C + warmup + repeat / 2, 1, &cost);
-            printf("| %d%s | %d | %.3f | %.3f | %.3f | %.0f | %.2f | %.2f | %.2f | %.1f%% |\n", w[i].B, label, w[i].C,
-                   med, ms[0], ms[repeat - 1], w[i].B / (med / 1e3), cost.bytes / 1e9, cost.flops / 1e12,
-                   cost.floor_ms, 100.0 * cost.floor_ms / med);
-            snprintf(breakdowns[i], sizeof breakdowns[i],
-                     "| %d:%d | %.3f | %.3f | %.3f | %.3f | %.3f | %.3f | %.3f | %.3f | %.3f | %.3f | %.3f |",
-                     w[i].B, w[i].C, bd.embed, bd.attn_norm, bd.qkv_gemm, bd.rope_kv, bd.attention, bd.o_gemm,
-                     bd.ffn_norm, bd.gate_up_gemm, bd.swiglu, bd.down_gemm, bd.head);
+        failed |= time_row(dw, &cfg, &w[i], warmup, repeat, graphs, label, &r);
+        snprintf(breakdowns[i], sizeof breakdowns[i], "%s", r.breakdown);
+        streamed[i][0] = '\0';
+        if (r.ok && budget) {
+            const gp_streamer_stats *ss = &r.ss;
+            const double n = warmup + repeat, gb = ss->bytes_streamed / n / 1e9;
+            const double link_ms = gb / GP_BENCH_LINK_GBPS * 1e3;
+            snprintf(streamed[i], sizeof streamed[i],
+                     "| %d | %d | %.3f | %.1f | %.2f | %.3f | %.3f | %.1f | %.1f | %.1f | %.1f | %.1f | %.1f | %.1f "
+                     "| %.2f |", w[i].B, w[i].C, gb, ss->gbps, link_ms, r.wall_ms, link_ms > 0 ? r.wall_ms / link_ms : 0,
+                     ss->waited_s[GP_STREAM_ATTN] / n * 1e3, ss->waited_s[GP_STREAM_FFN] / n * 1e3, ss->hits / n,
+                     ss->misses / n, ss->prefetches / n, ss->evictions / n, ss->prefetch_skipped / n,
+                     ss->peak_device_bytes / 1e9);
         }
-        free(ms);
-        gp_engine_destroy(e);
         fflush(stdout);
     }
     printf("\nPer-kernel breakdown (ms per step summed over layers, one eager step with an event after each "
@@ -399,13 +466,21 @@ int main(int argc, char **argv)
     for (int i = 0; i < n_w; i++)
         printf("%s\n", breakdowns[i]);
     if (budget) {
-        printf("\nWeight streaming per step (mean over the %d warm-up + %d timed steps; GB/s over the copy engine's "
-               "busy time):\n\n| B | C | GB streamed/step | copy GB/s | hits/step | misses/step | prefetches/step | "
-               "evictions/step | prefetch skipped/step | copy ms/step | peak device GB |\n"
-               "|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n", warmup, repeat);
+        gp_streamer_stats ks;
+        if (gp_device_weights_stream_stats(dw, &ks, 0) == GP_OK)
+            printf("\nWeight streaming: %d layer groups (%.2f GB) kept resident%s, the head pinned, the rest "
+                   "streamed through the budget\n", ks.kept_groups, ks.kept_bytes / 1e9,
+                   keep ? "" : " (--lru: none)");
+        printf("\nWeight streaming per step (mean over the %d warm-up + %d timed steps; copy GB/s over the copy "
+               "engine's busy time; link floor: GB streamed / %.0f GB/s; waits: compute stalled on copies):\n\n"
+               "| B | C | GB streamed/step | copy GB/s | link floor ms | wall ms/step | wall / link floor | "
+               "attn wait ms | ffn wait ms | hits | misses | prefetches | evictions | prefetch skipped | "
+               "peak device GB |\n|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n",
+               warmup, repeat, GP_BENCH_LINK_GBPS);
         for (int i = 0; i < n_w; i++)
             printf("%s\n", streamed[i][0] ? streamed[i] : "| (failed) |");
     }
+    gp_device_weights_destroy(dw_res);
     gp_device_weights_destroy(dw);
     return failed;
 }

@@ -189,7 +189,7 @@ gp_status gp_engine_fill_context(gp_engine *e, int B, int C, uint64_t seed)
     return GP_OK;
 }
 
-gp_status gp_engine_time_steps(gp_engine *e, int B, int warmup, int n_steps, float *ms)
+gp_status gp_engine_time_steps(gp_engine *e, int B, int warmup, int n_steps, float *ms, double *wall_ms)
 {
     if (B < 1 || B > e->p.max_batch || warmup < 0 || n_steps < 1)
         GP_FAIL(GP_ERR_INVALID_ARG, "time_steps: batch %d (allowed [1, %d]), warmup %d, steps %d (>= 1)",
@@ -206,7 +206,10 @@ gp_status gp_engine_time_steps(gp_engine *e, int B, int warmup, int n_steps, flo
         ids[i] = i;
         tok[i] = (int32_t)(((int64_t)i * 7919 + 13) % e->cfg.vocab);
     }
+    double t0 = 0.0;
     for (int i = 0; i < warmup + n_steps && st == GP_OK; i++) {
+        if (i == warmup)
+            t0 = gp_now_s(); /* each step ends with its tokens on the host: the previous one is done */
         st = gp_engine_decode_step(e, B, ids, tok, next, NULL);
         if (st == GP_OK && i >= warmup) {
             cudaError_t ce = cudaEventElapsedTime(&ms[i - warmup], e->ev_begin, e->ev_end);
@@ -217,6 +220,8 @@ gp_status gp_engine_time_steps(gp_engine *e, int B, int warmup, int n_steps, flo
         }
         memcpy(tok, next, sizeof(int32_t) * (size_t)B);
     }
+    if (st == GP_OK && wall_ms)
+        *wall_ms = (gp_now_s() - t0) * 1e3 / n_steps;
 out:
     free(ids);
     free(tok);

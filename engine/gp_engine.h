@@ -114,8 +114,11 @@ gp_status gp_engine_fill_context(gp_engine *e, int B, int C, uint64_t seed);
 
 /* Time n_steps decode steps of sequences 0..B-1 with device events (after
  * warmup steps), feeding each step's greedy tokens to the next; ms[n_steps]
- * receives each step's time. Contexts grow by one token per step. */
-gp_status gp_engine_time_steps(gp_engine *e, int B, int warmup, int n_steps, float *ms);
+ * receives each step's time (first kernel to last). wall_ms (may be NULL):
+ * host seconds from before the first timed step to after the last, per
+ * step, so what runs between steps counts too (streamed weights' copies,
+ * the token read-back). Contexts grow by one token per step. */
+gp_status gp_engine_time_steps(gp_engine *e, int B, int warmup, int n_steps, float *ms, double *wall_ms);
 
 /* Per-stage times of one step (eager launch, events between stages), for a
  * breakdown: ms per kernel class summed over layers. */

@@ -436,6 +436,64 @@ extern "C" int gp_weights_stream_window(const gp_config *cfg, int pipelined)
     return cfg && cfg->qkv_bias ? 4 : 3;
 }
 
+extern "C" gp_status gp_weights_stream_check(const gp_config *cfg, const gp_weights_stream_params *sp)
+{
+    if (!cfg || !sp)
+        GP_FAIL(GP_ERR_INVALID_ARG, "gp_weights_stream_check: cfg and sp must not be NULL");
+    GP_TRY(gp_config_validate(cfg));
+    if (sp->budget_bytes == 0 || sp->prefetch_depth < 0 || sp->min_window < 1)
+        GP_FAIL(GP_ERR_INVALID_ARG, "streamed weights of config %s: budget %llu bytes (> 0), prefetch depth %d "
+                "(>= 0), window %d (>= 1)", cfg->name, (unsigned long long)sp->budget_bytes, sp->prefetch_depth,
+                sp->min_window);
+    uint64_t need;
+    GP_TRY(gp_dw_total_bytes(cfg, &need));
+    const int n = 2 * cfg->n_layers + 1;
+    gp_stream_group *g = (gp_stream_group *)calloc((size_t)n, sizeof *g);
+    int *order = (int *)calloc((size_t)n, sizeof *order);
+    if (!g || !order) {
+        free(g);
+        free(order);
+        GP_FAIL(GP_ERR_NO_MEMORY, "gp_weights_stream_check: out of host memory for %d groups", n);
+    }
+    /* the groups as gp_device_weights_streamed lays them out: attn l, ffn l, ..., the pinned head */
+    for (int i = 0; i < n; i++) {
+        gp_group_kind k = i == n - 1 ? GP_GROUP_HEAD : (i % 2 ? GP_GROUP_FFN : GP_GROUP_ATTN);
+        g[i].kind = (gp_stream_kind)k;
+        g[i].layer = k == GP_GROUP_HEAD ? -1 : i / 2;
+        g[i].bytes = gp_group_bytes(cfg, k);
+        g[i].pinned = k == GP_GROUP_HEAD;
+        order[i] = i;
+    }
+    gp_streamer_params p = gp_streamer_default_params();
+    p.budget_bytes = sp->budget_bytes;
+    p.prefetch_depth = sp->prefetch_depth;
+    p.min_window = sp->min_window;
+    p.groups = g;
+    p.n_groups = n;
+    p.order = order;
+    p.n_order = n;
+    gp_status st = gp_streamer_check_budget(&p);
+    free(g);
+    free(order);
+    if (st != GP_OK) {
+        char why[768];
+        snprintf(why, sizeof why, "%s", gp_last_error());
+        GP_FAIL(st, "streaming the weights of config %s (%llu bytes in all, %.2f GiB) through a VRAM budget of "
+                "%llu bytes (%.2f GiB): %s", cfg->name, (unsigned long long)need, need / 1073741824.0,
+                (unsigned long long)sp->budget_bytes, sp->budget_bytes / 1073741824.0, why);
+    }
+    if (gp_cuda_available() != GP_OK)
+        return GP_OK; /* the device side is checked where the weights are made */
+    size_t free_b = 0, total_b = 0;
+    GP_CUDA_TRY(cudaMemGetInfo(&free_b, &total_b));
+    if (sp->budget_bytes > free_b)
+        GP_FAIL(GP_ERR_DEVICE_MEMORY, "VRAM budget of %llu bytes (%.2f GiB) for the weights of config %s is more "
+                "than the device has free: %zu bytes (%.2f GiB) of %zu bytes (%.2f GiB); give a smaller budget",
+                (unsigned long long)sp->budget_bytes, sp->budget_bytes / 1073741824.0, cfg->name, free_b,
+                free_b / 1073741824.0, total_b, total_b / 1073741824.0);
+    return GP_OK;
+}
+
 extern "C" gp_status gp_device_weights_streamed(const gp_host_weights *w, gp_dtype dtype,
                                                 const gp_weights_stream_params *spp, gp_device_weights **out)
 {

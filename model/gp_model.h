@@ -487,6 +487,11 @@ gp_weights_stream_params gp_weights_stream_default_params(void);
  * placement): 3, and 4 when RoPE + KV append on the A side reads the q/k/v
  * bias too. */
 int gp_weights_stream_window(const gp_config *cfg, int pipelined);
+/* What can be checked of sp for cfg before anything is loaded: the budget
+ * against the minimum working set (GP_ERR_INVALID_ARG naming the groups and
+ * bytes) and, when a GPU is there, against its free memory
+ * (GP_ERR_DEVICE_MEMORY). gp_device_weights_streamed makes the same checks. */
+gp_status gp_weights_stream_check(const gp_config *cfg, const gp_weights_stream_params *sp);
 /* Weights beyond VRAM: host weights w (F32, BF16 or F16) converted to dtype
  * (BF16 or F16) into one pinned host copy laid out as the device groups
  * (cudaHostAlloc of every weight byte; failing that, GP_ERR_NO_MEMORY naming

@@ -175,6 +175,16 @@ static gp_weights_stream_params stream_params(const gp_backend_params *p, const 
     return sp;
 }
 
+gp_status gp_backend_check_budget(const gp_backend_params *p, const gp_config *cfg)
+{
+    if (!p || !cfg)
+        GP_FAIL(GP_ERR_INVALID_ARG, "gp_backend_check_budget: p and cfg must not be NULL");
+    if (!p->vram_budget || p->kind != GP_BACKEND_CUDA)
+        return GP_OK;
+    gp_weights_stream_params sp = stream_params(p, cfg);
+    return gp_weights_stream_check(cfg, &sp);
+}
+
 gp_status gp_backend_open_weights(const gp_host_weights *w, const gp_backend_params *p, gp_backend **out)
 {
     gp_backend *b;

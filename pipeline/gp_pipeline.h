@@ -370,6 +370,10 @@ typedef struct gp_backend_params {
                               and gp_backend_describe says so). */
 } gp_backend_params;
 gp_backend_params gp_backend_default_params(gp_backend_kind kind);
+/* The VRAM budget of p for cfg, checked before anything loads
+ * (gp_weights_stream_check with the backend's streaming params); GP_OK
+ * without a budget. */
+gp_status gp_backend_check_budget(const gp_backend_params *p, const gp_config *cfg);
 
 typedef struct gp_backend gp_backend; /* opaque */
 /* Loads src's weights (CUDA synthetic weights are generated on the device). */

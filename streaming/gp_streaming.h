@@ -115,6 +115,11 @@ gp_streamer_params gp_streamer_default_params(void);
  * ignores budget_bytes and the backend. */
 gp_status gp_streamer_min_budget(const gp_streamer_params *p, uint64_t *bytes);
 
+/* GP_OK when budget_bytes holds the minimum working set, else
+ * GP_ERR_INVALID_ARG naming the groups of that set and their bytes (what
+ * create checks first; the backend is not used). */
+gp_status gp_streamer_check_budget(const gp_streamer_params *p);
+
 typedef struct gp_streamer gp_streamer; /* opaque */
 
 /* Checks params (a budget below the minimum working set is

@@ -144,8 +144,11 @@ static void gp_stream_append(char *buf, size_t cap, const char *fmt, ...)
 
 /* The refusal says which groups the budget must hold and their bytes, so
  * the caller can size it or unpin something. */
-static gp_status gp_stream_check_budget(const gp_streamer_params *p)
+gp_status gp_streamer_check_budget(const gp_streamer_params *p)
 {
+    gp_status cs = gp_stream_check_params(p, "gp_streamer_check_budget");
+    if (cs != GP_OK)
+        return cs;
     uint64_t pin, win;
     int at;
     gp_status st = gp_stream_working_set(p, &pin, &win, &at);
@@ -243,7 +246,7 @@ gp_status gp_streamer_create(const gp_streamer_params *p, gp_streamer **out)
     if (st == GP_OK)
         st = gp_stream_check_backend(&p->backend);
     if (st == GP_OK)
-        st = gp_stream_check_budget(p);
+        st = gp_streamer_check_budget(p);
     if (st != GP_OK)
         return st;
     gp_streamer *s = calloc(1, sizeof *s);

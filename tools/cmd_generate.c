@@ -278,11 +278,6 @@ static int parse_opts(int argc, char **argv, gen_opts *o)
                 "the weights in host memory); allowed: leave it out, or use --backend cuda\n");
         return 2;
     }
-    if (o->vram_budget && o->pipelined) {
-        fprintf(stderr, "greenpipe generate: --vram-budget streams the weights through the sequential engine "
-                "only; --engine pipelined is not supported with it; allowed: --engine seq (the default)\n");
-        return 2;
-    }
     if (o->dump_logits && o->dump_prompt_logits && !strcmp(o->dump_logits, o->dump_prompt_logits)) {
         fprintf(stderr, "greenpipe generate: --dump-prompt-logits '%s' is also the --dump-logits file; allowed: "
                 "another path\n", o->dump_prompt_logits);
@@ -548,7 +543,6 @@ int gp_cmd_generate(int argc, char **argv)
         exit_code = fail("text output", st);
         goto out;
     }
-    double t0 = gp_now_s();
     gp_backend_params bp = gp_backend_default_params(o.backend);
     bp.n_seqs = p.n_seqs;
     bp.max_context = (int)context;
@@ -562,6 +556,13 @@ int gp_cmd_generate(int argc, char **argv)
         bp.attn_units = o.split.attn_sms;
         bp.ffn_units = o.split.ffn_sms;
     }
+    /* a budget the weights cannot stream through is the user's to fix (2), found before loading */
+    if ((st = gp_backend_check_budget(&bp, cfg)) != GP_OK) {
+        fprintf(stderr, "greenpipe generate: --vram-budget: %s\n", gp_last_error());
+        exit_code = 2;
+        goto out;
+    }
+    double t0 = gp_now_s();
     if ((st = gp_backend_open(&src, &bp, &b)) != GP_OK) {
         exit_code = fail("loading the model", st);
         goto out;

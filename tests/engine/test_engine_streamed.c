@@ -10,6 +10,7 @@
 #include "gp_test.h"
 
 #include "gp_engine.h"
+#include "gp_green.h"
 #include "gp_model.h"
 #include "gp_pipeline.h"
 #include "gp_streaming.h"
@@ -220,9 +221,120 @@ static void test_budget_and_backend(void **state)
     if (!strstr(gp_backend_describe(b), "eager (streamed weights)"))
         fail_msg("describe '%s' does not say the steps run eager over streamed weights", gp_backend_describe(b));
     gp_backend_close(b);
-    bp.pipelined = true;
-    GP_CHECK_FAIL(gp_backend_open_weights(&hw, &bp, &b), GP_ERR_INVALID_ARG, "pipelined");
+    bp.pipelined = true; /* the A/F split over streamed weights */
+    GP_CHECK_OK(gp_backend_open_weights(&hw, &bp, &b));
+    if (!strstr(gp_backend_describe(b), "pipelined"))
+        fail_msg("describe '%s' does not name the pipelined steps", gp_backend_describe(b));
+    gp_backend_close(b);
     gp_host_weights_free(&hw);
+}
+
+/* Pipelined steps (the A/F split, both placements, M = 2) over streamed
+ * weights: the same logits, bit for bit, as over resident weights, with the
+ * A and F threads acquiring groups at once. */
+static void run_pipelined(gp_device_weights *dw, gp_green_pool *pool, gp_placement place, int vocab, float *logits)
+{
+    gp_engine *e = make_engine(dw);
+    gp_cuda_exec *x = NULL;
+    GP_CHECK_OK(gp_cuda_exec_create(e, pool, false, &x));
+    GP_CHECK_OK(gp_cuda_exec_set_placement(x, place));
+    gp_exec ex = gp_cuda_exec_get(x);
+    int32_t p0[7], p1[4], p2[9];
+    for (int i = 0; i < 9; i++) {
+        p2[i] = (int32_t)((11 * i + 2) % vocab);
+        if (i < 7)
+            p0[i] = (int32_t)((3 * i + 5) % vocab);
+        if (i < 4)
+            p1[i] = (int32_t)((17 * i + 1) % vocab);
+    }
+    const gp_prefill_seq seqs[MAX_B] = {{0, 7, p0}, {1, 4, p1}, {2, 9, p2}};
+    int32_t next[MAX_B];
+    GP_CHECK_OK(ex.ops->prefill(ex.ctx, MAX_B, seqs, next, NULL, NULL));
+    gp_pipeline *pl = NULL;
+    GP_CHECK_OK(gp_pipeline_create(ex, gp_engine_config(e)->n_layers, NULL, &pl));
+    const int ids[MAX_B] = {0, 1, 2};
+    for (int s = 0; s < DECODE_STEPS; s++)
+        GP_CHECK_OK(gp_pipeline_step(pl, MAX_B, ids, next, next, logits + (size_t)s * MAX_B * vocab));
+    gp_pipeline_destroy(pl);
+    gp_cuda_exec_destroy(x);
+    gp_engine_destroy(e);
+}
+
+static void check_pipelined(const char *spec)
+{
+    gp_host_weights hw;
+    load_host(spec, &hw);
+    const int V = hw.cfg.vocab;
+    gp_green_pool_params pp = gp_green_pool_default_params();
+    gp_split_req req = {8, GP_SPLIT_REST};
+    pp.splits = &req;
+    pp.n_splits = 1;
+    gp_green_pool *pool = NULL;
+    GP_CHECK_OK(gp_green_pool_create(&pp, &pool));
+    gp_device_weights *res = NULL;
+    GP_CHECK_OK(gp_device_weights_upload(&hw, GP_DTYPE_BF16, &res));
+    const uint64_t total = gp_device_weights_view(res)->arena_bytes;
+    const size_t n = (size_t)DECODE_STEPS * MAX_B * V;
+    float *ref = malloc(sizeof(float) * n), *got = malloc(sizeof(float) * n);
+    assert_non_null(ref);
+    assert_non_null(got);
+    /* the window of pipelined steps: smaller budgets are refused */
+    gp_weights_stream_params sp = gp_weights_stream_default_params();
+    sp.min_window = gp_weights_stream_window(&hw.cfg, 1);
+    uint64_t lo = 1, hi = total;
+    gp_device_weights *dw = NULL;
+    while (hi - lo > 1) {
+        sp.budget_bytes = lo + (hi - lo) / 2;
+        if (gp_device_weights_streamed(&hw, GP_DTYPE_BF16, &sp, &dw) == GP_OK) {
+            gp_device_weights_destroy(dw);
+            hi = sp.budget_bytes;
+        } else {
+            lo = sp.budget_bytes;
+        }
+    }
+    for (int place = 0; place < 2; place++) {
+        run_pipelined(res, pool, (gp_placement)place, V, ref);
+        const struct { uint64_t budget; int keep; } runs[] = {{hi, 1}, {hi + hi / 2, 0}, {hi + hi / 2, 1}};
+        for (size_t r = 0; r < sizeof runs / sizeof runs[0]; r++) {
+            sp.budget_bytes = runs[r].budget;
+            sp.keep_resident = runs[r].keep;
+            GP_CHECK_OK(gp_device_weights_streamed(&hw, GP_DTYPE_BF16, &sp, &dw));
+            memset(got, 0xff, sizeof(float) * n); /* poisoned: NaN */
+            run_pipelined(dw, pool, (gp_placement)place, V, got);
+            gp_streamer_stats ss;
+            GP_CHECK_OK(gp_device_weights_stream_stats(dw, &ss, 0));
+            printf("%s pipelined %s, budget %llu (least %llu), keep %d: %.3f MB streamed, %llu evictions, peak %llu, "
+                   "%d kept\n", spec, gp_placement_name((gp_placement)place), (unsigned long long)runs[r].budget,
+                   (unsigned long long)hi, runs[r].keep, ss.bytes_streamed / 1e6, (unsigned long long)ss.evictions,
+                   (unsigned long long)ss.peak_device_bytes, ss.kept_groups);
+            assert_true(ss.peak_device_bytes <= runs[r].budget);
+            if (memcmp(ref, got, sizeof(float) * n) != 0)
+                fail_msg("%s pipelined %s, budget %llu, keep %d: logits differ from resident weights", spec,
+                         gp_placement_name((gp_placement)place), (unsigned long long)runs[r].budget, runs[r].keep);
+            gp_device_weights_destroy(dw);
+        }
+    }
+    /* weights made for sequential steps (window 1) are refused by the pipelined executor */
+    sp.min_window = 1;
+    sp.budget_bytes = total;
+    GP_CHECK_OK(gp_device_weights_streamed(&hw, GP_DTYPE_BF16, &sp, &dw));
+    gp_engine *e = make_engine(dw);
+    gp_cuda_exec *x = NULL;
+    GP_CHECK_FAIL(gp_cuda_exec_create(e, pool, false, &x), GP_ERR_INVALID_ARG, "pipelined steps hold up to");
+    gp_engine_destroy(e);
+    gp_device_weights_destroy(dw);
+    free(ref);
+    free(got);
+    gp_device_weights_destroy(res);
+    gp_green_pool_destroy(pool);
+    gp_host_weights_free(&hw);
+}
+
+static void test_pipelined(void **state)
+{
+    (void)state;
+    check_pipelined("tiny");
+    check_pipelined(GP_TEST_DATA_DIR "/qwen2-tiny");
 }
 
 int main(void)
@@ -251,6 +363,7 @@ int main(void)
         cmocka_unit_test(test_small_gqa),
         cmocka_unit_test(test_qwen2_bias),
         cmocka_unit_test(test_budget_and_backend),
+        cmocka_unit_test(test_pipelined),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -124,8 +124,10 @@ gp_cli_test(gen_vram_budget_junk 2 "--vram-budget: '4GB' is not a size. expected
             generate --model tiny --prompt-ids 1 --steps 1 --backend cuda --vram-budget 4GB)
 gp_cli_test(gen_vram_budget_cpu 2 "--vram-budget applies to --backend cuda only"
             generate --model tiny --prompt-ids 1 --steps 1 --vram-budget 4G)
-gp_cli_test(gen_vram_budget_pipelined 2 "--vram-budget streams the weights through the sequential engine only"
-            generate --model tiny --prompt-ids 1 --steps 1 --backend cuda --engine pipelined --vram-budget 4G)
+gp_cli_test(gen_vram_budget_small 2 "--vram-budget: streaming the weights of config tiny .* below the minimum working set"
+            generate --model tiny --prompt-ids 1 --steps 1 --backend cuda --vram-budget 4K)
+gp_cli_test(gen_vram_budget_small_pipelined 2 "below the minimum working set"
+            generate --model tiny --prompt-ids 1 --steps 1 --backend cuda --engine pipelined --vram-budget 4K)
 gp_cli_test(gen_prefill_chunk_range 2 "--prefill-chunk: 0 is out of range. allowed: .1, 65536."
             generate --model tiny --prompt-ids 1 --steps 1 --backend cuda --prefill-chunk 0)
 gp_cli_test(gen_prefill_chunk_junk 2 "--prefill-chunk: '2k' is not an integer"
