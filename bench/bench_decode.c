@@ -267,7 +267,7 @@ static int time_row(gp_device_weights *dw, const gp_config *cfg, const workload 
 int main(int argc, char **argv)
 {
     const char *model = GP_DEFAULT_PRESET, *wl = "8:1024,64:2048,256:1024,1024:384";
-    int repeat = 20, warmup = 3, graphs = 1, attn = 0, prefetch = 2, keep = 1, resident_row = 1;
+    int repeat = 20, warmup = 3, graphs = 1, attn = 0, prefetch = 2, keep = 1, resident_row = 1, layers = 0;
     uint64_t budget = 0; /* --vram-budget: 0 resident weights, else streamed within this many device bytes */
     gp_dtype dtype = GP_DTYPE_BF16; /* --dtype: the engine dtype of the synthetic weights */
     static const struct option opts[] = {{"model", required_argument, NULL, 'm'},
@@ -280,6 +280,7 @@ int main(int argc, char **argv)
                                          {"vram-budget", required_argument, NULL, 'V'},
                                          {"prefetch", required_argument, NULL, 'p'},
                                          {"lru", no_argument, NULL, 'l'},
+                                         {"layers", required_argument, NULL, 'L'},
                                          {"no-resident", no_argument, NULL, 'n'},
                                          {NULL, 0, NULL, 0}};
     int c;
@@ -292,6 +293,15 @@ int main(int argc, char **argv)
         case 'e': graphs = 0; break;
         case 'a': attn = 1; break;
         case 'l': keep = 0; break;
+        case 'L': {
+            long v = 0;
+            if (gp_parse_long(optarg, 1, 1 << 16, "--layers", &v) != GP_OK) {
+                fprintf(stderr, "gp_bench_decode: %s\n", gp_last_error());
+                return 2;
+            }
+            layers = (int)v;
+            break;
+        }
         case 'n': resident_row = 0; break;
         case 'V':
             if (gp_parse_size(optarg, "--vram-budget", &budget) != GP_OK) {
@@ -316,8 +326,8 @@ int main(int argc, char **argv)
             break;
         default:
             fprintf(stderr, "usage: gp_bench_decode [--model PRESET] [--workloads B:C,...] [--repeat N] "
-                            "[--warmup N] [--eager] [--attn] [--dtype bf16|fp16] [--vram-budget SIZE [--prefetch D] [--lru] "
-                            "[--no-resident]]\n");
+                            "[--warmup N] [--eager] [--attn] [--dtype bf16|fp16] [--layers N] [--vram-budget SIZE [--prefetch D] "
+                            "[--lru] [--no-resident]]\n");
             return 2;
         }
     }
@@ -351,6 +361,15 @@ int main(int argc, char **argv)
     if (gp_config_preset(model, &cfg) != GP_OK) {
         fprintf(stderr, "gp_bench_decode: --model: %s\n", gp_last_error());
         return 2;
+    }
+    if (layers) {
+        /* a preset's layer shape with fewer layers: a model too big for this host measured per layer */
+        if (layers > cfg.n_layers) {
+            fprintf(stderr, "gp_bench_decode: --layers %d: allowed 1..%d (%s has %d)\n", layers, cfg.n_layers,
+                    cfg.name, cfg.n_layers);
+            return 2;
+        }
+        cfg.n_layers = layers;
     }
     if (budget) { /* before anything is loaded: a budget that cannot work is the user's to fix */
         gp_weights_stream_params sp = gp_weights_stream_default_params();
@@ -387,9 +406,13 @@ int main(int argc, char **argv)
                  : "every layer group streamed, LRU (--lru)");
     else
         snprintf(mode, sizeof mode, "%s", graphs ? "CUDA graphs" : "eager");
-    printf("# gp_bench_decode: %s (synthetic %s weights), %s, %d SMs, driver %d.%d, %s, %d warm-up + %d timed "
-           "steps per workload\n", cfg.name, gp_dtype_flag_name(dtype), prop.name, prop.multiProcessorCount, drv / 1000, (drv % 1000) / 10,
+    printf("# gp_bench_decode: %s%s (synthetic %s weights, %.2f GB), %s, %d SMs, driver %d.%d, %s, %d warm-up + %d "
+           "timed steps per workload\n", cfg.name, layers ? " shape, --layers" : "", gp_dtype_flag_name(dtype),
+           gp_config_param_count(&cfg) * 2e-9, prop.name, prop.multiProcessorCount, drv / 1000, (drv % 1000) / 10,
            mode, warmup, repeat);
+    if (layers)
+        printf("# only the first %d layers: every per-layer figure is the full model's; steps, GB and floors are "
+               "of %d layers\n", layers, layers);
     gp_device_weights *dw = NULL;
     gp_status st;
     if (budget) {
