@@ -3,7 +3,6 @@
  * kernel or uploaded from host weights, in the device dtype (bf16 or fp16),
  * converting from the host's dtype (F32, BF16, F16) on the way. */
 #include <assert.h>
-#include <math.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -151,39 +150,6 @@ static const char *gp_tensor_kind_label(gp_tensor_kind k)
     static const char *names[] = { "embed", "final_norm", "lm_head", "attn_norm", "wqkv", "wo",
                                    "ffn_norm", "w_gate_up", "w_down", "bqkv" };
     return (unsigned)k < sizeof names / sizeof names[0] ? names[k] : "tensor";
-}
-
-/* ---------------------------------------------------------- conversion */
-
-extern "C" gp_status gp_weights_convert(void *dst, gp_dtype to, const void *src, gp_dtype from,
-                                        uint64_t n, const char *what)
-{
-    if (!gp_dtype_is_half(to) || (from != GP_DTYPE_F32 && !gp_dtype_is_half(from)))
-        GP_FAIL(GP_ERR_INVALID_ARG, "converting weights %s from %s to %s: allowed from F32, BF16 "
-                "or F16 to BF16 or F16", what ? what : "", gp_dtype_name(from), gp_dtype_name(to));
-    if (n == 0)
-        return GP_OK;
-    if (!dst || !src)
-        GP_FAIL(GP_ERR_INVALID_ARG, "converting weights %s: NULL buffer", what ? what : "");
-    uint16_t *d = static_cast<uint16_t *>(dst);
-    if (from == to) {
-        memcpy(d, src, n * sizeof *d);
-        return GP_OK;
-    }
-    const float *f32 = static_cast<const float *>(src);
-    const uint16_t *h16 = static_cast<const uint16_t *>(src);
-    for (uint64_t i = 0; i < n; i++) {
-        float v = from == GP_DTYPE_F32 ? f32[i] : gp_half_to_f32(h16[i], from);
-        uint16_t r = gp_f32_to_half(v, to);
-        /* fp16's largest finite value is 65504; a finite value that rounds
-         * to inf (|v| >= 65520) is refused rather than run as inf */
-        if (to == GP_DTYPE_F16 && (r & 0x7fffu) == 0x7c00u && isfinite(v))
-            GP_FAIL(GP_ERR_UNSUPPORTED, "weights %s: element %llu is %g, beyond fp16's range "
-                    "(largest finite 65504): it would become inf in fp16; run this checkpoint "
-                    "with --dtype bf16", what ? what : "", (unsigned long long)i, (double)v);
-        d[i] = r;
-    }
-    return GP_OK;
 }
 
 /* Elements converted per pinned staging buffer (two, used in turn). */

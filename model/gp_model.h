@@ -527,9 +527,10 @@ gp_status gp_weight_group_release_on(gp_weight_group *g, void *stream);
 /* Resident groups only (a streamed group needs the stream: release_on). */
 void gp_weight_group_release(gp_weight_group *g);
 int gp_weight_group_in_use(const gp_weight_group *g);
-/* Host side of the upload's conversion, exposed for tests (no GPU needed):
- * n elements of src (dtype from: F32, BF16 or F16) into dst (dtype to: BF16
- * or F16), round to nearest even (a copy when from == to). A finite value
+/* The conversion of weights into a device dtype, on the host (no GPU
+ * needed; the upload's and gp_checkpoint_fill_tensor's): n elements of src
+ * (dtype from: F32, BF16 or F16; need not be aligned) into dst (dtype to:
+ * BF16 or F16), round to nearest even (a copy when from == to). A finite value
  * that becomes inf in fp16 (|x| >= 65520; up to that it rounds to 65504) is
  * GP_ERR_UNSUPPORTED naming what (the tensor), the element and its value and
  * suggesting --dtype bf16; dst is then partly written. */
