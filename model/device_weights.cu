@@ -145,13 +145,6 @@ static void gp_dw_free(gp_device_weights *dw)
     free(dw);
 }
 
-static const char *gp_tensor_kind_label(gp_tensor_kind k)
-{
-    static const char *names[] = { "embed", "final_norm", "lm_head", "attn_norm", "wqkv", "wo",
-                                   "ffn_norm", "w_gate_up", "w_down", "bqkv" };
-    return (unsigned)k < sizeof names / sizeof names[0] ? names[k] : "tensor";
-}
-
 /* Elements converted per pinned staging buffer (two, used in turn). */
 #define GP_DW_STAGE_ELEMS ((uint64_t)4 << 20)
 
@@ -211,9 +204,9 @@ static gp_status gp_dw_upload_tensor(void *dst, gp_dtype to, const void *from_p,
 static void gp_dw_tensor_label(const gp_weight_group *g, gp_tensor_kind k, char *buf, size_t n)
 {
     if (g->kind == GP_GROUP_HEAD)
-        snprintf(buf, n, "%s", gp_tensor_kind_label(k));
+        snprintf(buf, n, "%s", gp_tensor_kind_name(k));
     else
-        snprintf(buf, n, "layer %d %s", g->layer, gp_tensor_kind_label(k));
+        snprintf(buf, n, "layer %d %s", g->layer, gp_tensor_kind_name(k));
 }
 
 /* Bytes of every group of cfg together (each group as laid out on the device). */

@@ -199,6 +199,8 @@ typedef enum gp_tensor_kind {
     GP_T_ATTN_NORM, GP_T_WQKV, GP_T_WO, GP_T_FFN_NORM, GP_T_W_GATE_UP, GP_T_W_DOWN,
     GP_T_BQKV, /* [qkv_rows] q/k/v bias, only when cfg.qkv_bias */
 } gp_tensor_kind;
+/* "embed", "wqkv", ...: the name of kind in messages ("tensor" when out of range). */
+const char *gp_tensor_kind_name(gp_tensor_kind kind);
 
 /* Allocate (uninitialised) host weights for cfg in one arena, elements of
  * dtype (GP_DTYPE_F32, BF16 or F16; anything else is GP_ERR_INVALID_ARG);
@@ -275,6 +277,21 @@ gp_dtype gp_checkpoint_dtype(const gp_checkpoint *ck);
  * (q/k/v and gate/up fused, q/k/v biases when the config has them), every
  * value bit-exact: nothing is rounded. */
 gp_status gp_checkpoint_load_host(const gp_checkpoint *ck, gp_host_weights *w);
+/* One tensor of the engine layout read from ck into dst (gp_synth_numel
+ * elements of dtype; layer for the per-layer kinds, ignored for embed,
+ * final_norm and lm_head), as gp_checkpoint_load_host places it: wqkv is the
+ * q, k and v rows, w_gate_up gate then up, bqkv the q, k, v biases (only
+ * when the config has them), a tied lm_head the embedding. F32 holds every
+ * value exactly; BF16 or F16 converts each checkpoint tensor with
+ * gp_weights_convert (a copy when it is stored in dtype; a value fp16
+ * cannot hold is GP_ERR_UNSUPPORTED naming label and the checkpoint
+ * tensor). Weights beyond VRAM fill their pinned copy with it, tensor by
+ * tensor, with no host copy of the whole model. The tensors read are
+ * checked (present, shape, dtype); call gp_checkpoint_check first to refuse
+ * a checkpoint with tensors the model does not use. label (may be NULL)
+ * names the tensor in messages. */
+gp_status gp_checkpoint_fill_tensor(const gp_checkpoint *ck, gp_tensor_kind kind, int layer, void *dst,
+                                    gp_dtype dtype, const char *label);
 
 /* ---------------------------------------------------------- model source */
 
