@@ -1,7 +1,9 @@
 /* Device weights held as groups (attn and ffn per layer, plus head), each one
  * allocation with a ready event and an in-use count; filled by the synthetic
  * kernel or uploaded from host weights, in the device dtype (bf16 or fp16),
- * converting from the host's dtype (F32, BF16, F16) on the way. */
+ * converting from the host's dtype (F32, BF16, F16) on the way. Weights
+ * beyond VRAM: a pinned host copy laid out as the groups, filled tensor by
+ * tensor, streamed by a gp_streamer. */
 #include <assert.h>
 #include <pthread.h>
 #include <stdio.h>
@@ -395,24 +397,60 @@ extern "C" int gp_weights_stream_window(const gp_config *cfg, int pipelined)
     return cfg && cfg->qkv_bias ? 4 : 3;
 }
 
-extern "C" gp_status gp_device_weights_streamed(const gp_host_weights *w, gp_dtype dtype,
-                                                const gp_weights_stream_params *spp, gp_device_weights **out)
+/* The dtype and the stream params every streamed create refuses alike. */
+static gp_status gp_dw_check_streamed_args(const gp_config *cfg, gp_dtype dtype, const gp_weights_stream_params *spp)
 {
-    if (!out)
-        GP_FAIL(GP_ERR_INVALID_ARG, "gp_device_weights_streamed: out must not be NULL");
-    *out = NULL;
-    GP_TRY(gp_dw_check_host(w, "gp_device_weights_streamed"));
     if (!gp_dtype_is_half(dtype))
         GP_FAIL(GP_ERR_INVALID_ARG, "streamed device weights for config %s: dtype %s, allowed bf16 (BF16) "
-                "or fp16 (F16)", w->cfg.name, gp_dtype_name(dtype));
+                "or fp16 (F16)", cfg->name, gp_dtype_name(dtype));
     if (!spp || spp->budget_bytes == 0 || spp->prefetch_depth < 0 || spp->min_window < 1 ||
         (spp->keep_resident != 0 && spp->keep_resident != 1))
         GP_FAIL(GP_ERR_INVALID_ARG, "streamed device weights for config %s: params %s: budget %llu bytes (> 0), "
-                "prefetch depth %d (>= 0), window %d (>= 1), keep_resident %d (0 or 1)", w->cfg.name,
+                "prefetch depth %d (>= 0), window %d (>= 1), keep_resident %d (0 or 1)", cfg->name,
                 spp ? "given" : "NULL", spp ? (unsigned long long)spp->budget_bytes : 0ull,
                 spp ? spp->prefetch_depth : 0, spp ? spp->min_window : 0, spp ? spp->keep_resident : 0);
+    return GP_OK;
+}
+
+/* "N bytes (x GiB) available" into buf (MemAvailable of /proc/meminfo: what
+ * the kernel can hand out without swapping), or why that is unknown; for
+ * the refusal of the pinned copy. */
+static void gp_host_mem_text(char *buf, size_t cap)
+{
+    FILE *f = fopen("/proc/meminfo", "r");
+    if (!f) {
+        snprintf(buf, cap, "available host memory unknown (/proc/meminfo cannot be read)");
+        return;
+    }
+    char line[256];
+    unsigned long long kib = 0;
+    int found = 0;
+    while (!found && fgets(line, sizeof line, f))
+        found = sscanf(line, "MemAvailable: %llu kB", &kib) == 1;
+    fclose(f);
+    if (found)
+        snprintf(buf, cap, "%llu bytes (%.2f GiB) available (MemAvailable in /proc/meminfo)", kib * 1024ull,
+                 kib / 1048576.0);
+    else
+        snprintf(buf, cap, "available host memory unknown (no MemAvailable line in /proc/meminfo)");
+}
+
+/* Fills one tensor of the pinned copy: numel elements of dtype (the device
+ * dtype) at dst; label ("layer 3 wqkv") names it in messages. Whatever it
+ * starts on the device has finished writing dst when it returns (unless the
+ * device is hung), as a failure frees the copy at once. */
+typedef gp_status (*gp_dw_fill_fn)(void *ctx, gp_tensor_kind k, int layer, void *dst, uint64_t numel,
+                                   gp_dtype dtype, const char *label);
+
+/* The first half of a streamed create: the budget checked against the
+ * device's free memory, the host tables, and one pinned host copy of every
+ * group laid out as on the device, filled tensor by tensor through fill; no
+ * device memory is taken here (a filler may take its own). On failure
+ * nothing is left allocated. */
+static gp_status gp_dw_pinned_create(const gp_config *cfg, gp_dtype dtype, const gp_weights_stream_params *spp,
+                                     gp_dw_fill_fn fill, void *ctx, gp_device_weights **out)
+{
     const uint64_t budget_bytes = spp->budget_bytes;
-    const gp_config *cfg = &w->cfg;
     GP_TRY(gp_config_validate(cfg));
     GP_TRY(gp_cuda_available());
     uint64_t need;
@@ -426,19 +464,10 @@ extern "C" gp_status gp_device_weights_streamed(const gp_host_weights *w, gp_dty
                 free_b / 1073741824.0, total_b, total_b / 1073741824.0);
 
     gp_status st = GP_OK;
-    int n_groups = 2 * cfg->n_layers + 1;
-    gp_stream_group *sg = NULL;
-    int *order = NULL;
     gp_device_weights *dw = gp_dw_shell(cfg, dtype, need);
-    sg = (gp_stream_group *)calloc((size_t)n_groups, sizeof *sg);
-    order = (int *)calloc((size_t)n_groups, sizeof *order);
-    if (!dw || !sg || !order) {
-        gp_dw_free(dw);
-        free(sg);
-        free(order);
+    if (!dw)
         GP_FAIL(GP_ERR_NO_MEMORY, "streamed device weights for config %s: cannot allocate host tables for "
                 "%d layers", cfg->name, cfg->n_layers);
-    }
     dw->host_bytes = need;
     dw->budget = budget_bytes;
     dw->sp = *spp;
@@ -451,9 +480,11 @@ extern "C" gp_status gp_device_weights_streamed(const gp_host_weights *w, gp_dty
                 goto fail;
             }
             (void)cudaGetLastError();
+            char avail[160];
+            gp_host_mem_text(avail, sizeof avail);
             gp_set_error("host memory too small for the pinned weights (needed %llu bytes, %.2f GiB, for the "
-                         "weights of config %s in %s, laid out as on the device): cudaHostAlloc: %s",
-                         (unsigned long long)need, need / 1073741824.0, cfg->name, gp_dtype_name(dtype),
+                         "weights of config %s in %s, laid out as on the device; %s): cudaHostAlloc: %s",
+                         (unsigned long long)need, need / 1073741824.0, cfg->name, gp_dtype_name(dtype), avail,
                          cudaGetErrorString(ce));
             st = GP_ERR_NO_MEMORY;
             goto fail;
@@ -461,9 +492,8 @@ extern "C" gp_status gp_device_weights_streamed(const gp_host_weights *w, gp_dty
     }
     {
         uint64_t hoff = 0;
-        for (int gi = 0; gi < n_groups; gi++) {
+        for (int gi = 0; gi < dw->n_groups; gi++) {
             gp_weight_group *g = &dw->groups[gi];
-            g->sidx = gi;
             char *base = (char *)dw->host_pinned + hoff;
             const gp_tensor_kind *kinds;
             int nk = gp_group_kinds(cfg, g->kind, &kinds);
@@ -471,20 +501,58 @@ extern "C" gp_status gp_device_weights_streamed(const gp_host_weights *w, gp_dty
             for (int t = 0; t < nk; t++) {
                 gp_tensor_kind k = kinds[t];
                 uint64_t numel = gp_synth_numel(cfg, k);
-                const void *from = *gp_view_slot((gp_host_weights *)w, k, g->layer);
                 char tname[64];
                 gp_dw_tensor_label(g, k, tname, sizeof tname);
                 /* the alignment padding stays zero, as the copy moves the whole group */
                 size_t end = (off + (size_t)numel * 2u + GP_DW_ALIGN - 1) & ~(size_t)(GP_DW_ALIGN - 1);
                 memset(base + off + (size_t)numel * 2u, 0, end - off - (size_t)numel * 2u);
-                if ((st = gp_weights_convert(base + off, dtype, from, w->dtype, numel, tname)) != GP_OK)
+                if ((st = fill(ctx, k, g->layer, base + off, numel, dtype, tname)) != GP_OK)
                     goto fail;
                 off = end;
             }
+            hoff += g->bytes;
+        }
+    }
+    *out = dw;
+    return GP_OK;
+fail:
+    {
+        char msg[1024];
+        snprintf(msg, sizeof msg, "%s", gp_last_error());
+        gp_dw_free(dw);
+        gp_set_error("%s", msg);
+    }
+    return st;
+}
+
+/* The second half: the CUDA streaming backend and the streamer over dw's
+ * pinned copy, the head group pinned in the budget (loaded here), the attn
+ * and ffn groups in the order attn 0, ffn 0, attn 1, ... Frees dw on
+ * failure. */
+static gp_status gp_dw_stream_start(gp_device_weights *dw, gp_device_weights **out)
+{
+    const gp_config *cfg = &dw->view.cfg;
+    const int n_groups = dw->n_groups;
+    const uint64_t need = dw->host_bytes, budget_bytes = dw->budget;
+    gp_status st = GP_OK;
+    gp_stream_group *sg = (gp_stream_group *)calloc((size_t)n_groups, sizeof *sg);
+    int *order = (int *)calloc((size_t)n_groups, sizeof *order);
+    if (!sg || !order) {
+        gp_dw_free(dw);
+        free(sg);
+        free(order);
+        GP_FAIL(GP_ERR_NO_MEMORY, "streamed device weights for config %s: cannot allocate host tables for "
+                "%d layers", cfg->name, cfg->n_layers);
+    }
+    {
+        uint64_t hoff = 0;
+        for (int gi = 0; gi < n_groups; gi++) {
+            gp_weight_group *g = &dw->groups[gi];
+            g->sidx = gi;
             sg[gi].kind = (gp_stream_kind)g->kind;
             sg[gi].layer = g->kind == GP_GROUP_HEAD ? -1 : g->layer;
             sg[gi].bytes = g->bytes;
-            sg[gi].host = base;
+            sg[gi].host = (char *)dw->host_pinned + hoff;
             sg[gi].pinned = g->kind == GP_GROUP_HEAD;
             order[gi] = gi; /* attn 0, ffn 0, attn 1, ..., head (pinned: skipped) */
             hoff += g->bytes;
@@ -497,9 +565,9 @@ extern "C" gp_status gp_device_weights_streamed(const gp_host_weights *w, gp_dty
             goto fail;
         gp_streamer_params sp = gp_streamer_default_params();
         sp.budget_bytes = budget_bytes;
-        sp.prefetch_depth = spp->prefetch_depth;
-        sp.min_window = spp->min_window;
-        sp.keep_resident = spp->keep_resident;
+        sp.prefetch_depth = dw->sp.prefetch_depth;
+        sp.min_window = dw->sp.min_window;
+        sp.keep_resident = dw->sp.keep_resident;
         sp.groups = sg;
         sp.n_groups = n_groups;
         sp.order = order;
@@ -531,6 +599,27 @@ fail:
         gp_set_error("%s", msg);
     }
     return st;
+}
+
+/* Host weights: converted as the upload converts them. */
+static gp_status gp_dw_fill_host(void *ctx, gp_tensor_kind k, int layer, void *dst, uint64_t numel, gp_dtype dtype,
+                                 const char *label)
+{
+    gp_host_weights *w = (gp_host_weights *)ctx;
+    return gp_weights_convert(dst, dtype, *gp_view_slot(w, k, layer), w->dtype, numel, label);
+}
+
+extern "C" gp_status gp_device_weights_streamed(const gp_host_weights *w, gp_dtype dtype,
+                                                const gp_weights_stream_params *spp, gp_device_weights **out)
+{
+    if (!out)
+        GP_FAIL(GP_ERR_INVALID_ARG, "gp_device_weights_streamed: out must not be NULL");
+    *out = NULL;
+    GP_TRY(gp_dw_check_host(w, "gp_device_weights_streamed"));
+    GP_TRY(gp_dw_check_streamed_args(&w->cfg, dtype, spp));
+    gp_device_weights *dw = NULL;
+    GP_TRY(gp_dw_pinned_create(&w->cfg, dtype, spp, gp_dw_fill_host, (void *)w, &dw));
+    return gp_dw_stream_start(dw, out);
 }
 
 extern "C" int gp_device_weights_is_streamed(const gp_device_weights *dw)

@@ -507,10 +507,11 @@ int gp_weights_stream_window(const gp_config *cfg, int pipelined);
 /* Weights beyond VRAM: host weights w (F32, BF16 or F16) converted to dtype
  * (BF16 or F16) into one pinned host copy laid out as the device groups
  * (cudaHostAlloc of every weight byte; failing that, GP_ERR_NO_MEMORY naming
- * the bytes needed), and at most sp->budget_bytes of them on the device at
- * once: the head group (embedding, final norm, lm_head) pinned there, the
- * attn and ffn groups kept or streamed by a gp_streamer over the CUDA
- * backend in the order attn 0, ffn 0, attn 1, ..., prefetching
+ * the bytes needed and the host memory available, MemAvailable), and at
+ * most sp->budget_bytes of them on the device at once: the head group
+ * (embedding, final norm, lm_head) pinned there, the attn and ffn groups
+ * kept or streamed by a gp_streamer over the CUDA backend in the order
+ * attn 0, ffn 0, attn 1, ..., prefetching
  * sp->prefetch_depth streamed groups ahead of each acquire. A budget below
  * the head plus the heaviest sp->min_window consecutive layer groups is
  * GP_ERR_INVALID_ARG naming the groups and bytes; one above the device's
