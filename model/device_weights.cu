@@ -2,8 +2,8 @@
  * allocation with a ready event and an in-use count; filled by the synthetic
  * kernel or uploaded from host weights, in the device dtype (bf16 or fp16),
  * converting from the host's dtype (F32, BF16, F16) on the way. Weights
- * beyond VRAM: a pinned host copy laid out as the groups, filled tensor by
- * tensor, streamed by a gp_streamer. */
+ * beyond VRAM: a pinned host copy laid out as the groups (filled from host
+ * weights, a checkpoint or the synthetic kernel), streamed by a gp_streamer. */
 #include <assert.h>
 #include <pthread.h>
 #include <stdio.h>
@@ -609,6 +609,75 @@ static gp_status gp_dw_fill_host(void *ctx, gp_tensor_kind k, int layer, void *d
     return gp_weights_convert(dst, dtype, *gp_view_slot(w, k, layer), w->dtype, numel, label);
 }
 
+/* A checkpoint, read from its mapping tensor by tensor (numel is the
+ * config's, which the checkpoint's shapes were checked against). */
+static gp_status gp_dw_fill_checkpoint(void *ctx, gp_tensor_kind k, int layer, void *dst, uint64_t numel,
+                                       gp_dtype dtype, const char *label)
+{
+    (void)numel;
+    return gp_checkpoint_fill_tensor((const gp_checkpoint *)ctx, k, layer, dst, dtype, label);
+}
+
+/* Synthetic weights: the resident path's generator kernel (the same seed
+ * and scale, so the same values) into a device staging buffer the size of
+ * the largest tensor, copied from there into the pinned copy. */
+typedef struct gp_dw_synth_fill {
+    const gp_config *cfg;
+    uint64_t seed;
+    void *staging;       /* device; taken at the first tensor, after the budget was checked */
+    cudaStream_t stream;
+    cudaEvent_t copied;  /* the last copy out of staging has completed */
+} gp_dw_synth_fill;
+
+static gp_status gp_dw_fill_synth(void *ctx, gp_tensor_kind k, int layer, void *dst, uint64_t numel, gp_dtype dtype,
+                                  const char *label)
+{
+    gp_dw_synth_fill *sf = (gp_dw_synth_fill *)ctx;
+    if (!sf->staging) {
+        uint64_t most = 0;
+        for (int t = GP_T_EMBED; t <= GP_T_BQKV; t++) {
+            uint64_t n = gp_synth_numel(sf->cfg, (gp_tensor_kind)t);
+            most = n > most ? n : most;
+        }
+        /* Non-blocking: the fill must not serialise with unrelated legacy-stream work. */
+        GP_TRY(gp_device_stream_create(&sf->stream, "synthetic weights staging stream"));
+        GP_TRY(gp_device_event_create(&sf->copied, cudaEventDisableTiming, "synthetic weights staging event"));
+        GP_TRY(gp_device_alloc(&sf->staging, (size_t)most * 2u, "synthetic weights staging buffer (the largest "
+                               "tensor)"));
+    }
+    gp_status st = gp_synth_fill_device(sf->staging, dtype, numel, sf->seed, k, layer, gp_synth_scale(sf->cfg, k),
+                                        sf->stream);
+    cudaError_t e = cudaSuccess;
+    if (st == GP_OK && (e = cudaMemcpyAsync(dst, sf->staging, numel * 2u, cudaMemcpyDeviceToHost, sf->stream)) !=
+                           cudaSuccess)
+        st = gp_cuda_fail(e, "cudaMemcpyAsync (synthetic weights, staging to pinned)", __FILE__, __LINE__);
+    if (st == GP_OK && (e = cudaEventRecord(sf->copied, sf->stream)) != cudaSuccess)
+        st = gp_cuda_fail(e, "cudaEventRecord (synthetic weights copied)", __FILE__, __LINE__);
+    if (st != GP_OK) {
+        /* what was enqueued must not write the pinned copy after it is freed */
+        (void)cudaStreamSynchronize(sf->stream);
+        return st;
+    }
+    /* the staging buffer is the next tensor's: wait for this one to leave it */
+    char what[128];
+    snprintf(what, sizeof what, "the copy of synthetic weights %s into pinned memory", label);
+    return gp_device_event_wait(sf->copied, what);
+}
+
+/* Frees what gp_dw_fill_synth took (errors ignored: a failure is being
+ * reported already, or the next CUDA call reports it). */
+static void gp_dw_synth_release(gp_dw_synth_fill *sf)
+{
+    if (sf->stream) {
+        (void)cudaStreamSynchronize(sf->stream);
+        (void)cudaStreamDestroy(sf->stream);
+    }
+    if (sf->copied)
+        (void)cudaEventDestroy(sf->copied);
+    gp_device_free(sf->staging);
+    sf->stream = NULL, sf->copied = NULL, sf->staging = NULL;
+}
+
 extern "C" gp_status gp_device_weights_streamed(const gp_host_weights *w, gp_dtype dtype,
                                                 const gp_weights_stream_params *spp, gp_device_weights **out)
 {
@@ -619,6 +688,43 @@ extern "C" gp_status gp_device_weights_streamed(const gp_host_weights *w, gp_dty
     GP_TRY(gp_dw_check_streamed_args(&w->cfg, dtype, spp));
     gp_device_weights *dw = NULL;
     GP_TRY(gp_dw_pinned_create(&w->cfg, dtype, spp, gp_dw_fill_host, (void *)w, &dw));
+    return gp_dw_stream_start(dw, out);
+}
+
+extern "C" gp_status gp_device_weights_streamed_load(const gp_model_source *src, gp_dtype dtype,
+                                                     const gp_weights_stream_params *spp, gp_device_weights **out)
+{
+    if (!src || !out)
+        GP_FAIL(GP_ERR_INVALID_ARG, "gp_device_weights_streamed_load: src and out must not be NULL");
+    *out = NULL;
+    gp_device_weights *dw = NULL;
+    gp_status st;
+    if (src->synthetic) {
+        if (dtype == GP_DTYPE_AUTO)
+            dtype = GP_DTYPE_BF16;
+        GP_TRY(gp_dw_check_streamed_args(&src->cfg, dtype, spp));
+        gp_dw_synth_fill sf;
+        memset(&sf, 0, sizeof sf);
+        sf.cfg = &src->cfg;
+        sf.seed = src->seed;
+        st = gp_dw_pinned_create(&src->cfg, dtype, spp, gp_dw_fill_synth, &sf, &dw);
+        /* before the streamer takes its slots: the staging buffer counts against no budget */
+        gp_dw_synth_release(&sf);
+    } else {
+        gp_checkpoint *ck;
+        GP_TRY(gp_checkpoint_open(src->path, &ck));
+        const gp_config *cfg = gp_checkpoint_config(ck);
+        st = gp_checkpoint_check(ck);
+        if (st == GP_OK && dtype == GP_DTYPE_AUTO)
+            st = gp_dtype_resolve_auto(gp_checkpoint_dtype(ck), &dtype);
+        if (st == GP_OK)
+            st = gp_dw_check_streamed_args(cfg, dtype, spp);
+        if (st == GP_OK)
+            st = gp_dw_pinned_create(cfg, dtype, spp, gp_dw_fill_checkpoint, ck, &dw);
+        gp_checkpoint_close(ck); /* the pinned copy holds every value: the mapping goes */
+    }
+    if (st != GP_OK)
+        return st;
     return gp_dw_stream_start(dw, out);
 }
 

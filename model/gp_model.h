@@ -521,6 +521,16 @@ int gp_weights_stream_window(const gp_config *cfg, int pipelined);
  * use_graphs). Acquires may come from two threads (the A and F sides). */
 gp_status gp_device_weights_streamed(const gp_host_weights *w, gp_dtype dtype, const gp_weights_stream_params *sp,
                                      gp_device_weights **out);
+/* gp_device_weights_streamed of the weights src names, with no host copy
+ * of the model beside the pinned one: filled tensor by tensor, synthetic
+ * weights by the device generator (the values gp_device_weights_synthetic
+ * writes) through a device staging buffer of the largest tensor, freed
+ * before the streamer takes any of the budget; a checkpoint read from its
+ * mapping (gp_checkpoint_check, then gp_checkpoint_fill_tensor: converted
+ * per tensor, fp16 overflow refused naming the tensor). dtype BF16, F16 or
+ * GP_DTYPE_AUTO, resolved as gp_device_weights_load resolves it. */
+gp_status gp_device_weights_streamed_load(const gp_model_source *src, gp_dtype dtype,
+                                          const gp_weights_stream_params *sp, gp_device_weights **out);
 int gp_device_weights_is_streamed(const gp_device_weights *dw);
 /* The VRAM budget of streamed weights; 0 when resident. */
 uint64_t gp_device_weights_budget(const gp_device_weights *dw);
