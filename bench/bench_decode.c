@@ -416,22 +416,17 @@ int main(int argc, char **argv)
     gp_device_weights *dw = NULL;
     gp_status st;
     if (budget) {
-        /* the same values as the resident path's device generator: the host generator in the engine dtype */
-        gp_host_weights hw;
-        memset(&hw, 0, sizeof hw);
-        st = gp_host_weights_alloc(&cfg, dtype, &hw);
-        if (st == GP_OK)
-            st = gp_synth_fill_host(&hw, 0);
-        if (st == GP_OK) {
-            gp_weights_stream_params sp = gp_weights_stream_default_params();
-            sp.budget_bytes = budget;
-            sp.prefetch_depth = prefetch;
-            sp.min_window = gp_weights_stream_window(&cfg, 0);
-            sp.keep_resident = keep;
-            st = gp_device_weights_streamed(&hw, dtype, &sp, &dw);
-        }
-        if (hw.arena)
-            gp_host_weights_free(&hw);
+        /* the preset's synthetic weights, seed 0 as the resident path's, generated into the pinned copy */
+        gp_model_source src;
+        memset(&src, 0, sizeof src);
+        src.synthetic = true;
+        src.cfg = cfg;
+        gp_weights_stream_params sp = gp_weights_stream_default_params();
+        sp.budget_bytes = budget;
+        sp.prefetch_depth = prefetch;
+        sp.min_window = gp_weights_stream_window(&cfg, 0);
+        sp.keep_resident = keep;
+        st = gp_device_weights_streamed_load(&src, dtype, &sp, &dw);
     } else {
         st = gp_device_weights_synthetic(&cfg, dtype, 0, &dw);
     }

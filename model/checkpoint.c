@@ -599,39 +599,94 @@ gp_dtype gp_checkpoint_dtype(const gp_checkpoint *ck)
     return ck ? ck_needed_dtype(ck) : GP_DTYPE_F32;
 }
 
-/* Copy t into dst of dtype dt, exactly: the same dtype is copied bit for
- * bit, BF16 or F16 into F32 is widened (exact). Elements are read with
- * memcpy because the data pointer may be unaligned. Returns the element
- * count. */
-static size_t copy_exact(const gp_st_tensor *t, void *dst, gp_dtype dt)
+/* Checkpoint tensor t into dst of dtype dt: the same dtype is copied bit for
+ * bit, BF16 or F16 into F32 is widened (exact), anything into BF16 or F16 is
+ * converted by gp_weights_convert (round to nearest even; a value fp16
+ * cannot hold is refused, naming what). Elements are read with memcpy
+ * because the data pointer may be unaligned. *n receives the element count. */
+static gp_status copy_tensor(const gp_st_tensor *t, void *dst, gp_dtype dt, const char *what, size_t *n)
 {
-    size_t n = (size_t)(t->end - t->begin) / gp_dtype_size(t->dtype);
+    *n = (size_t)(t->end - t->begin) / gp_dtype_size(t->dtype);
     const uint8_t *src = t->data;
     if (t->dtype == dt) {
-        memcpy(dst, src, n * gp_dtype_size(dt));
-        return n;
+        memcpy(dst, src, *n * gp_dtype_size(dt));
+        return GP_OK;
     }
-    /* mixed checkpoint: dt is F32 (gp_checkpoint_dtype) and t is 16-bit */
-    float *d = dst;
-    for (size_t i = 0; i < n; i++) {
+    if (dt != GP_DTYPE_F32)
+        return gp_weights_convert(dst, dt, src, t->dtype, *n, what);
+    float *d = dst; /* a 16-bit tensor: the check admits only F32, BF16 and F16 */
+    for (size_t i = 0; i < *n; i++) {
         uint16_t h;
         memcpy(&h, src + 2 * i, 2);
         d[i] = gp_half_to_f32(h, t->dtype);
     }
-    return n;
+    return GP_OK;
 }
 
-/* Copy tensor kind (weight, or bias when bias) of layer into dst; returns
- * the element count written so fused tensors can place the next part right
- * after it. */
-static size_t load_one(const gp_checkpoint *ck, gp_arch_tensor kind, int layer, bool bias, void *dst,
-                       gp_dtype dt)
+/* The checkpoint tensors an engine tensor is made of, in the order they
+ * follow each other in it (wqkv: q, k, v rows; w_gate_up: gate, up rows;
+ * bqkv: the q, k, v biases); a tied lm_head is the embedding. Returns their
+ * count, 0 for an unknown kind. */
+static int fused_parts(const gp_config *c, gp_tensor_kind kind, gp_arch_tensor parts[3], bool *bias)
 {
-    char name[256];
-    if (!gp_arch_tensor_name(gp_config_arch(&ck->cfg), kind, layer, bias, name, sizeof name))
-        return 0;
-    const gp_st_tensor *t = find_entry(ck, name)->t;
-    return copy_exact(t, dst, dt);
+    *bias = false;
+    switch (kind) {
+    case GP_T_EMBED: parts[0] = GP_AT_EMBED; return 1;
+    case GP_T_FINAL_NORM: parts[0] = GP_AT_FINAL_NORM; return 1;
+    case GP_T_LM_HEAD: parts[0] = c->tied_embeddings ? GP_AT_EMBED : GP_AT_LM_HEAD; return 1;
+    case GP_T_ATTN_NORM: parts[0] = GP_AT_ATTN_NORM; return 1;
+    case GP_T_WO: parts[0] = GP_AT_O; return 1;
+    case GP_T_FFN_NORM: parts[0] = GP_AT_FFN_NORM; return 1;
+    case GP_T_W_DOWN: parts[0] = GP_AT_DOWN; return 1;
+    case GP_T_W_GATE_UP: parts[0] = GP_AT_GATE, parts[1] = GP_AT_UP; return 2;
+    case GP_T_WQKV: parts[0] = GP_AT_Q, parts[1] = GP_AT_K, parts[2] = GP_AT_V; return 3;
+    case GP_T_BQKV: parts[0] = GP_AT_Q, parts[1] = GP_AT_K, parts[2] = GP_AT_V, *bias = true; return 3;
+    }
+    return 0;
+}
+
+/* gp_checkpoint_fill_tensor after its argument checks: each part is checked
+ * (present, its shape, a loadable dtype) before it is read. */
+static gp_status fill_tensor(const gp_checkpoint *ck, gp_tensor_kind kind, int layer, void *dst, gp_dtype dt,
+                             const char *label)
+{
+    gp_arch_tensor parts[3];
+    bool bias;
+    const int n_parts = fused_parts(&ck->cfg, kind, parts, &bias);
+    const int at_layer = kind <= GP_T_LM_HEAD ? -1 : layer;
+    uint8_t *at = dst;
+    for (int i = 0; i < n_parts; i++) {
+        GP_TRY(check_one(ck, parts[i], at_layer, bias));
+        char name[256], what[384];
+        /* check_one found it under this name */
+        (void)gp_arch_tensor_name(gp_config_arch(&ck->cfg), parts[i], at_layer, bias, name, sizeof name);
+        snprintf(what, sizeof what, "%s (checkpoint tensor '%s')", label ? label : gp_tensor_kind_name(kind), name);
+        size_t n;
+        GP_TRY(copy_tensor(find_entry(ck, name)->t, at, dt, what, &n));
+        at += n * gp_dtype_size(dt);
+    }
+    return GP_OK;
+}
+
+gp_status gp_checkpoint_fill_tensor(const gp_checkpoint *ck, gp_tensor_kind kind, int layer, void *dst,
+                                    gp_dtype dtype, const char *label)
+{
+    if (!ck || !dst)
+        GP_FAIL(GP_ERR_INVALID_ARG, "gp_checkpoint_fill_tensor: checkpoint and dst must not be NULL");
+    const gp_config *c = &ck->cfg;
+    if ((unsigned)kind > GP_T_BQKV)
+        GP_FAIL(GP_ERR_INVALID_ARG, "gp_checkpoint_fill_tensor: %s: tensor kind %d; allowed %d (embed) to %d "
+                "(bqkv)", ck->dir, (int)kind, (int)GP_T_EMBED, (int)GP_T_BQKV);
+    if (kind > GP_T_LM_HEAD && (layer < 0 || layer >= c->n_layers))
+        GP_FAIL(GP_ERR_INVALID_ARG, "gp_checkpoint_fill_tensor: %s: %s of layer %d; the model has layers 0 to %d",
+                ck->dir, gp_tensor_kind_name(kind), layer, c->n_layers - 1);
+    if (kind == GP_T_BQKV && !c->qkv_bias)
+        GP_FAIL(GP_ERR_INVALID_ARG, "gp_checkpoint_fill_tensor: %s: bqkv of layer %d, but the config has no "
+                "q/k/v biases", ck->dir, layer);
+    if (dtype != GP_DTYPE_F32 && !gp_dtype_is_half(dtype))
+        GP_FAIL(GP_ERR_INVALID_ARG, "gp_checkpoint_fill_tensor: %s: %s into dtype %s; allowed F32, BF16 or F16",
+                ck->dir, gp_tensor_kind_name(kind), gp_dtype_name(dtype));
+    return fill_tensor(ck, kind, layer, dst, dtype, label);
 }
 
 gp_status gp_checkpoint_load_host(const gp_checkpoint *ck, gp_host_weights *w)
@@ -639,32 +694,24 @@ gp_status gp_checkpoint_load_host(const gp_checkpoint *ck, gp_host_weights *w)
     if (!ck || !w)
         GP_FAIL(GP_ERR_INVALID_ARG, "gp_checkpoint_load_host: checkpoint and weights must not be NULL");
     GP_TRY(gp_checkpoint_check(ck));
+    /* the checkpoint's own dtype (F32 when mixed): every copy below is exact */
     const gp_dtype dt = gp_checkpoint_dtype(ck);
-    const size_t es = gp_dtype_size(dt);
     GP_TRY(gp_host_weights_alloc(&ck->cfg, dt, w));
-    /* The check guaranteed every tensor below exists with its exact shape. */
-    load_one(ck, GP_AT_EMBED, -1, false, w->embed, dt);
-    load_one(ck, GP_AT_FINAL_NORM, -1, false, w->final_norm, dt);
-    if (!ck->cfg.tied_embeddings)
-        load_one(ck, GP_AT_LM_HEAD, -1, false, w->lm_head, dt);
-    for (int l = 0; l < ck->cfg.n_layers; l++) {
+    gp_status s = fill_tensor(ck, GP_T_EMBED, -1, w->embed, dt, NULL);
+    if (s == GP_OK)
+        s = fill_tensor(ck, GP_T_FINAL_NORM, -1, w->final_norm, dt, NULL);
+    if (s == GP_OK && !ck->cfg.tied_embeddings) /* tied: lm_head is embed (gp_host_weights_alloc) */
+        s = fill_tensor(ck, GP_T_LM_HEAD, -1, w->lm_head, dt, NULL);
+    static const gp_tensor_kind layer_kinds[] = {GP_T_ATTN_NORM, GP_T_WQKV, GP_T_WO, GP_T_FFN_NORM,
+                                                 GP_T_W_GATE_UP, GP_T_W_DOWN, GP_T_BQKV};
+    const int n_kinds = ck->cfg.qkv_bias ? 7 : 6; /* the bias last, only when the config has one */
+    for (int l = 0; s == GP_OK && l < ck->cfg.n_layers; l++) {
         gp_layer_weights *L = &w->layers[l];
-        load_one(ck, GP_AT_ATTN_NORM, l, false, L->attn_norm, dt);
-        uint8_t *qkv = L->wqkv, *gu = L->w_gate_up;
-        size_t at = load_one(ck, GP_AT_Q, l, false, qkv, dt);
-        at += load_one(ck, GP_AT_K, l, false, qkv + at * es, dt);
-        load_one(ck, GP_AT_V, l, false, qkv + at * es, dt);
-        if (ck->cfg.qkv_bias) {
-            uint8_t *b = L->bqkv;
-            at = load_one(ck, GP_AT_Q, l, true, b, dt);
-            at += load_one(ck, GP_AT_K, l, true, b + at * es, dt);
-            load_one(ck, GP_AT_V, l, true, b + at * es, dt);
-        }
-        load_one(ck, GP_AT_O, l, false, L->wo, dt);
-        load_one(ck, GP_AT_FFN_NORM, l, false, L->ffn_norm, dt);
-        at = load_one(ck, GP_AT_GATE, l, false, gu, dt);
-        load_one(ck, GP_AT_UP, l, false, gu + at * es, dt);
-        load_one(ck, GP_AT_DOWN, l, false, L->w_down, dt);
+        void *dst[] = {L->attn_norm, L->wqkv, L->wo, L->ffn_norm, L->w_gate_up, L->w_down, L->bqkv};
+        for (int k = 0; s == GP_OK && k < n_kinds; k++)
+            s = fill_tensor(ck, layer_kinds[k], l, dst[k], dt, NULL);
     }
-    return GP_OK;
+    if (s != GP_OK)
+        gp_host_weights_free(w);
+    return s;
 }

@@ -1,9 +1,10 @@
 /* Device weights held as groups (attn and ffn per layer, plus head), each one
  * allocation with a ready event and an in-use count; filled by the synthetic
  * kernel or uploaded from host weights, in the device dtype (bf16 or fp16),
- * converting from the host's dtype (F32, BF16, F16) on the way. */
+ * converting from the host's dtype (F32, BF16, F16) on the way. Weights
+ * beyond VRAM: a pinned host copy laid out as the groups (filled from host
+ * weights, a checkpoint or the synthetic kernel), streamed by a gp_streamer. */
 #include <assert.h>
-#include <math.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -146,46 +147,6 @@ static void gp_dw_free(gp_device_weights *dw)
     free(dw);
 }
 
-static const char *gp_tensor_kind_label(gp_tensor_kind k)
-{
-    static const char *names[] = { "embed", "final_norm", "lm_head", "attn_norm", "wqkv", "wo",
-                                   "ffn_norm", "w_gate_up", "w_down", "bqkv" };
-    return (unsigned)k < sizeof names / sizeof names[0] ? names[k] : "tensor";
-}
-
-/* ---------------------------------------------------------- conversion */
-
-extern "C" gp_status gp_weights_convert(void *dst, gp_dtype to, const void *src, gp_dtype from,
-                                        uint64_t n, const char *what)
-{
-    if (!gp_dtype_is_half(to) || (from != GP_DTYPE_F32 && !gp_dtype_is_half(from)))
-        GP_FAIL(GP_ERR_INVALID_ARG, "converting weights %s from %s to %s: allowed from F32, BF16 "
-                "or F16 to BF16 or F16", what ? what : "", gp_dtype_name(from), gp_dtype_name(to));
-    if (n == 0)
-        return GP_OK;
-    if (!dst || !src)
-        GP_FAIL(GP_ERR_INVALID_ARG, "converting weights %s: NULL buffer", what ? what : "");
-    uint16_t *d = static_cast<uint16_t *>(dst);
-    if (from == to) {
-        memcpy(d, src, n * sizeof *d);
-        return GP_OK;
-    }
-    const float *f32 = static_cast<const float *>(src);
-    const uint16_t *h16 = static_cast<const uint16_t *>(src);
-    for (uint64_t i = 0; i < n; i++) {
-        float v = from == GP_DTYPE_F32 ? f32[i] : gp_half_to_f32(h16[i], from);
-        uint16_t r = gp_f32_to_half(v, to);
-        /* fp16's largest finite value is 65504; a finite value that rounds
-         * to inf (|v| >= 65520) is refused rather than run as inf */
-        if (to == GP_DTYPE_F16 && (r & 0x7fffu) == 0x7c00u && isfinite(v))
-            GP_FAIL(GP_ERR_UNSUPPORTED, "weights %s: element %llu is %g, beyond fp16's range "
-                    "(largest finite 65504): it would become inf in fp16; run this checkpoint "
-                    "with --dtype bf16", what ? what : "", (unsigned long long)i, (double)v);
-        d[i] = r;
-    }
-    return GP_OK;
-}
-
 /* Elements converted per pinned staging buffer (two, used in turn). */
 #define GP_DW_STAGE_ELEMS ((uint64_t)4 << 20)
 
@@ -245,9 +206,9 @@ static gp_status gp_dw_upload_tensor(void *dst, gp_dtype to, const void *from_p,
 static void gp_dw_tensor_label(const gp_weight_group *g, gp_tensor_kind k, char *buf, size_t n)
 {
     if (g->kind == GP_GROUP_HEAD)
-        snprintf(buf, n, "%s", gp_tensor_kind_label(k));
+        snprintf(buf, n, "%s", gp_tensor_kind_name(k));
     else
-        snprintf(buf, n, "layer %d %s", g->layer, gp_tensor_kind_label(k));
+        snprintf(buf, n, "layer %d %s", g->layer, gp_tensor_kind_name(k));
 }
 
 /* Bytes of every group of cfg together (each group as laid out on the device). */
@@ -494,50 +455,71 @@ extern "C" gp_status gp_weights_stream_check(const gp_config *cfg, const gp_weig
     return GP_OK;
 }
 
-extern "C" gp_status gp_device_weights_streamed(const gp_host_weights *w, gp_dtype dtype,
-                                                const gp_weights_stream_params *spp, gp_device_weights **out)
+/* The dtype and the stream params every streamed create refuses alike. */
+static gp_status gp_dw_check_streamed_args(const gp_config *cfg, gp_dtype dtype, const gp_weights_stream_params *spp)
 {
-    if (!out)
-        GP_FAIL(GP_ERR_INVALID_ARG, "gp_device_weights_streamed: out must not be NULL");
-    *out = NULL;
-    GP_TRY(gp_dw_check_host(w, "gp_device_weights_streamed"));
     if (!gp_dtype_is_half(dtype))
         GP_FAIL(GP_ERR_INVALID_ARG, "streamed device weights for config %s: dtype %s, allowed bf16 (BF16) "
-                "or fp16 (F16)", w->cfg.name, gp_dtype_name(dtype));
+                "or fp16 (F16)", cfg->name, gp_dtype_name(dtype));
     if (!spp || spp->budget_bytes == 0 || spp->prefetch_depth < 0 || spp->min_window < 1 ||
         (spp->keep_resident != 0 && spp->keep_resident != 1))
         GP_FAIL(GP_ERR_INVALID_ARG, "streamed device weights for config %s: params %s: budget %llu bytes (> 0), "
-                "prefetch depth %d (>= 0), window %d (>= 1), keep_resident %d (0 or 1)", w->cfg.name,
+                "prefetch depth %d (>= 0), window %d (>= 1), keep_resident %d (0 or 1)", cfg->name,
                 spp ? "given" : "NULL", spp ? (unsigned long long)spp->budget_bytes : 0ull,
                 spp ? spp->prefetch_depth : 0, spp ? spp->min_window : 0, spp ? spp->keep_resident : 0);
+    return GP_OK;
+}
+
+/* "N bytes (x GiB) available" into buf (MemAvailable of /proc/meminfo: what
+ * the kernel can hand out without swapping), or why that is unknown; for
+ * the refusal of the pinned copy. */
+static void gp_host_mem_text(char *buf, size_t cap)
+{
+    FILE *f = fopen("/proc/meminfo", "r");
+    if (!f) {
+        snprintf(buf, cap, "available host memory unknown (/proc/meminfo cannot be read)");
+        return;
+    }
+    char line[256];
+    unsigned long long kib = 0;
+    int found = 0;
+    while (!found && fgets(line, sizeof line, f))
+        found = sscanf(line, "MemAvailable: %llu kB", &kib) == 1;
+    fclose(f);
+    if (found)
+        snprintf(buf, cap, "%llu bytes (%.2f GiB) available (MemAvailable in /proc/meminfo)", kib * 1024ull,
+                 kib / 1048576.0);
+    else
+        snprintf(buf, cap, "available host memory unknown (no MemAvailable line in /proc/meminfo)");
+}
+
+/* Fills one tensor of the pinned copy: numel elements of dtype (the device
+ * dtype) at dst; label ("layer 3 wqkv") names it in messages. Whatever it
+ * starts on the device has finished writing dst when it returns (unless the
+ * device is hung), as a failure frees the copy at once. */
+typedef gp_status (*gp_dw_fill_fn)(void *ctx, gp_tensor_kind k, int layer, void *dst, uint64_t numel,
+                                   gp_dtype dtype, const char *label);
+
+/* The first half of a streamed create: the budget checked against the
+ * device's free memory, the host tables, and one pinned host copy of every
+ * group laid out as on the device, filled tensor by tensor through fill; no
+ * device memory is taken here (a filler may take its own). On failure
+ * nothing is left allocated. */
+static gp_status gp_dw_pinned_create(const gp_config *cfg, gp_dtype dtype, const gp_weights_stream_params *spp,
+                                     gp_dw_fill_fn fill, void *ctx, gp_device_weights **out)
+{
     const uint64_t budget_bytes = spp->budget_bytes;
-    const gp_config *cfg = &w->cfg;
-    GP_TRY(gp_config_validate(cfg));
     GP_TRY(gp_cuda_available());
+    /* the working set and the device's free memory before a single weight is pinned */
+    GP_TRY(gp_weights_stream_check(cfg, spp));
     uint64_t need;
     GP_TRY(gp_dw_total_bytes(cfg, &need));
-    size_t free_b = 0, total_b = 0;
-    GP_CUDA_TRY(cudaMemGetInfo(&free_b, &total_b));
-    if (budget_bytes > free_b)
-        GP_FAIL(GP_ERR_DEVICE_MEMORY, "VRAM budget of %llu bytes (%.2f GiB) for the weights of config %s is more "
-                "than the device has free: %zu bytes (%.2f GiB) of %zu bytes (%.2f GiB); give a smaller budget",
-                (unsigned long long)budget_bytes, budget_bytes / 1073741824.0, cfg->name, free_b,
-                free_b / 1073741824.0, total_b, total_b / 1073741824.0);
 
     gp_status st = GP_OK;
-    int n_groups = 2 * cfg->n_layers + 1;
-    gp_stream_group *sg = NULL;
-    int *order = NULL;
     gp_device_weights *dw = gp_dw_shell(cfg, dtype, need);
-    sg = (gp_stream_group *)calloc((size_t)n_groups, sizeof *sg);
-    order = (int *)calloc((size_t)n_groups, sizeof *order);
-    if (!dw || !sg || !order) {
-        gp_dw_free(dw);
-        free(sg);
-        free(order);
+    if (!dw)
         GP_FAIL(GP_ERR_NO_MEMORY, "streamed device weights for config %s: cannot allocate host tables for "
                 "%d layers", cfg->name, cfg->n_layers);
-    }
     dw->host_bytes = need;
     dw->budget = budget_bytes;
     dw->sp = *spp;
@@ -550,9 +532,11 @@ extern "C" gp_status gp_device_weights_streamed(const gp_host_weights *w, gp_dty
                 goto fail;
             }
             (void)cudaGetLastError();
+            char avail[160];
+            gp_host_mem_text(avail, sizeof avail);
             gp_set_error("host memory too small for the pinned weights (needed %llu bytes, %.2f GiB, for the "
-                         "weights of config %s in %s, laid out as on the device): cudaHostAlloc: %s",
-                         (unsigned long long)need, need / 1073741824.0, cfg->name, gp_dtype_name(dtype),
+                         "weights of config %s in %s, laid out as on the device; %s): cudaHostAlloc: %s",
+                         (unsigned long long)need, need / 1073741824.0, cfg->name, gp_dtype_name(dtype), avail,
                          cudaGetErrorString(ce));
             st = GP_ERR_NO_MEMORY;
             goto fail;
@@ -560,9 +544,8 @@ extern "C" gp_status gp_device_weights_streamed(const gp_host_weights *w, gp_dty
     }
     {
         uint64_t hoff = 0;
-        for (int gi = 0; gi < n_groups; gi++) {
+        for (int gi = 0; gi < dw->n_groups; gi++) {
             gp_weight_group *g = &dw->groups[gi];
-            g->sidx = gi;
             char *base = (char *)dw->host_pinned + hoff;
             const gp_tensor_kind *kinds;
             int nk = gp_group_kinds(cfg, g->kind, &kinds);
@@ -570,20 +553,58 @@ extern "C" gp_status gp_device_weights_streamed(const gp_host_weights *w, gp_dty
             for (int t = 0; t < nk; t++) {
                 gp_tensor_kind k = kinds[t];
                 uint64_t numel = gp_synth_numel(cfg, k);
-                const void *from = *gp_view_slot((gp_host_weights *)w, k, g->layer);
                 char tname[64];
                 gp_dw_tensor_label(g, k, tname, sizeof tname);
                 /* the alignment padding stays zero, as the copy moves the whole group */
                 size_t end = (off + (size_t)numel * 2u + GP_DW_ALIGN - 1) & ~(size_t)(GP_DW_ALIGN - 1);
                 memset(base + off + (size_t)numel * 2u, 0, end - off - (size_t)numel * 2u);
-                if ((st = gp_weights_convert(base + off, dtype, from, w->dtype, numel, tname)) != GP_OK)
+                if ((st = fill(ctx, k, g->layer, base + off, numel, dtype, tname)) != GP_OK)
                     goto fail;
                 off = end;
             }
+            hoff += g->bytes;
+        }
+    }
+    *out = dw;
+    return GP_OK;
+fail:
+    {
+        char msg[1024];
+        snprintf(msg, sizeof msg, "%s", gp_last_error());
+        gp_dw_free(dw);
+        gp_set_error("%s", msg);
+    }
+    return st;
+}
+
+/* The second half: the CUDA streaming backend and the streamer over dw's
+ * pinned copy, the head group pinned in the budget (loaded here), the attn
+ * and ffn groups in the order attn 0, ffn 0, attn 1, ... Frees dw on
+ * failure. */
+static gp_status gp_dw_stream_start(gp_device_weights *dw, gp_device_weights **out)
+{
+    const gp_config *cfg = &dw->view.cfg;
+    const int n_groups = dw->n_groups;
+    const uint64_t need = dw->host_bytes, budget_bytes = dw->budget;
+    gp_status st = GP_OK;
+    gp_stream_group *sg = (gp_stream_group *)calloc((size_t)n_groups, sizeof *sg);
+    int *order = (int *)calloc((size_t)n_groups, sizeof *order);
+    if (!sg || !order) {
+        gp_dw_free(dw);
+        free(sg);
+        free(order);
+        GP_FAIL(GP_ERR_NO_MEMORY, "streamed device weights for config %s: cannot allocate host tables for "
+                "%d layers", cfg->name, cfg->n_layers);
+    }
+    {
+        uint64_t hoff = 0;
+        for (int gi = 0; gi < n_groups; gi++) {
+            gp_weight_group *g = &dw->groups[gi];
+            g->sidx = gi;
             sg[gi].kind = (gp_stream_kind)g->kind;
             sg[gi].layer = g->kind == GP_GROUP_HEAD ? -1 : g->layer;
             sg[gi].bytes = g->bytes;
-            sg[gi].host = base;
+            sg[gi].host = (char *)dw->host_pinned + hoff;
             sg[gi].pinned = g->kind == GP_GROUP_HEAD;
             order[gi] = gi; /* attn 0, ffn 0, attn 1, ..., head (pinned: skipped) */
             hoff += g->bytes;
@@ -596,9 +617,9 @@ extern "C" gp_status gp_device_weights_streamed(const gp_host_weights *w, gp_dty
             goto fail;
         gp_streamer_params sp = gp_streamer_default_params();
         sp.budget_bytes = budget_bytes;
-        sp.prefetch_depth = spp->prefetch_depth;
-        sp.min_window = spp->min_window;
-        sp.keep_resident = spp->keep_resident;
+        sp.prefetch_depth = dw->sp.prefetch_depth;
+        sp.min_window = dw->sp.min_window;
+        sp.keep_resident = dw->sp.keep_resident;
         sp.groups = sg;
         sp.n_groups = n_groups;
         sp.order = order;
@@ -630,6 +651,133 @@ fail:
         gp_set_error("%s", msg);
     }
     return st;
+}
+
+/* Host weights: converted as the upload converts them. */
+static gp_status gp_dw_fill_host(void *ctx, gp_tensor_kind k, int layer, void *dst, uint64_t numel, gp_dtype dtype,
+                                 const char *label)
+{
+    gp_host_weights *w = (gp_host_weights *)ctx;
+    return gp_weights_convert(dst, dtype, *gp_view_slot(w, k, layer), w->dtype, numel, label);
+}
+
+/* A checkpoint, read from its mapping tensor by tensor (numel is the
+ * config's, which the checkpoint's shapes were checked against). */
+static gp_status gp_dw_fill_checkpoint(void *ctx, gp_tensor_kind k, int layer, void *dst, uint64_t numel,
+                                       gp_dtype dtype, const char *label)
+{
+    (void)numel;
+    return gp_checkpoint_fill_tensor((const gp_checkpoint *)ctx, k, layer, dst, dtype, label);
+}
+
+/* Synthetic weights: the resident path's generator kernel (the same seed
+ * and scale, so the same values) into a device staging buffer the size of
+ * the largest tensor, copied from there into the pinned copy. */
+typedef struct gp_dw_synth_fill {
+    const gp_config *cfg;
+    uint64_t seed;
+    void *staging;       /* device; taken at the first tensor, after the budget was checked */
+    cudaStream_t stream;
+    cudaEvent_t copied;  /* the last copy out of staging has completed */
+} gp_dw_synth_fill;
+
+static gp_status gp_dw_fill_synth(void *ctx, gp_tensor_kind k, int layer, void *dst, uint64_t numel, gp_dtype dtype,
+                                  const char *label)
+{
+    gp_dw_synth_fill *sf = (gp_dw_synth_fill *)ctx;
+    if (!sf->staging) {
+        uint64_t most = 0;
+        for (int t = GP_T_EMBED; t <= GP_T_BQKV; t++) {
+            uint64_t n = gp_synth_numel(sf->cfg, (gp_tensor_kind)t);
+            most = n > most ? n : most;
+        }
+        /* Non-blocking: the fill must not serialise with unrelated legacy-stream work. */
+        GP_TRY(gp_device_stream_create(&sf->stream, "synthetic weights staging stream"));
+        GP_TRY(gp_device_event_create(&sf->copied, cudaEventDisableTiming, "synthetic weights staging event"));
+        GP_TRY(gp_device_alloc(&sf->staging, (size_t)most * 2u, "synthetic weights staging buffer (the largest "
+                               "tensor)"));
+    }
+    gp_status st = gp_synth_fill_device(sf->staging, dtype, numel, sf->seed, k, layer, gp_synth_scale(sf->cfg, k),
+                                        sf->stream);
+    cudaError_t e = cudaSuccess;
+    if (st == GP_OK && (e = cudaMemcpyAsync(dst, sf->staging, numel * 2u, cudaMemcpyDeviceToHost, sf->stream)) !=
+                           cudaSuccess)
+        st = gp_cuda_fail(e, "cudaMemcpyAsync (synthetic weights, staging to pinned)", __FILE__, __LINE__);
+    if (st == GP_OK && (e = cudaEventRecord(sf->copied, sf->stream)) != cudaSuccess)
+        st = gp_cuda_fail(e, "cudaEventRecord (synthetic weights copied)", __FILE__, __LINE__);
+    if (st != GP_OK) {
+        /* what was enqueued must not write the pinned copy after it is freed */
+        (void)cudaStreamSynchronize(sf->stream);
+        return st;
+    }
+    /* the staging buffer is the next tensor's: wait for this one to leave it */
+    char what[128];
+    snprintf(what, sizeof what, "the copy of synthetic weights %s into pinned memory", label);
+    return gp_device_event_wait(sf->copied, what);
+}
+
+/* Frees what gp_dw_fill_synth took (errors ignored: a failure is being
+ * reported already, or the next CUDA call reports it). */
+static void gp_dw_synth_release(gp_dw_synth_fill *sf)
+{
+    if (sf->stream) {
+        (void)cudaStreamSynchronize(sf->stream);
+        (void)cudaStreamDestroy(sf->stream);
+    }
+    if (sf->copied)
+        (void)cudaEventDestroy(sf->copied);
+    gp_device_free(sf->staging);
+    sf->stream = NULL, sf->copied = NULL, sf->staging = NULL;
+}
+
+extern "C" gp_status gp_device_weights_streamed(const gp_host_weights *w, gp_dtype dtype,
+                                                const gp_weights_stream_params *spp, gp_device_weights **out)
+{
+    if (!out)
+        GP_FAIL(GP_ERR_INVALID_ARG, "gp_device_weights_streamed: out must not be NULL");
+    *out = NULL;
+    GP_TRY(gp_dw_check_host(w, "gp_device_weights_streamed"));
+    GP_TRY(gp_dw_check_streamed_args(&w->cfg, dtype, spp));
+    gp_device_weights *dw = NULL;
+    GP_TRY(gp_dw_pinned_create(&w->cfg, dtype, spp, gp_dw_fill_host, (void *)w, &dw));
+    return gp_dw_stream_start(dw, out);
+}
+
+extern "C" gp_status gp_device_weights_streamed_load(const gp_model_source *src, gp_dtype dtype,
+                                                     const gp_weights_stream_params *spp, gp_device_weights **out)
+{
+    if (!src || !out)
+        GP_FAIL(GP_ERR_INVALID_ARG, "gp_device_weights_streamed_load: src and out must not be NULL");
+    *out = NULL;
+    gp_device_weights *dw = NULL;
+    gp_status st;
+    if (src->synthetic) {
+        if (dtype == GP_DTYPE_AUTO)
+            dtype = GP_DTYPE_BF16;
+        GP_TRY(gp_dw_check_streamed_args(&src->cfg, dtype, spp));
+        gp_dw_synth_fill sf;
+        memset(&sf, 0, sizeof sf);
+        sf.cfg = &src->cfg;
+        sf.seed = src->seed;
+        st = gp_dw_pinned_create(&src->cfg, dtype, spp, gp_dw_fill_synth, &sf, &dw);
+        /* before the streamer takes its slots: the staging buffer counts against no budget */
+        gp_dw_synth_release(&sf);
+    } else {
+        gp_checkpoint *ck;
+        GP_TRY(gp_checkpoint_open(src->path, &ck));
+        const gp_config *cfg = gp_checkpoint_config(ck);
+        st = gp_checkpoint_check(ck);
+        if (st == GP_OK && dtype == GP_DTYPE_AUTO)
+            st = gp_dtype_resolve_auto(gp_checkpoint_dtype(ck), &dtype);
+        if (st == GP_OK)
+            st = gp_dw_check_streamed_args(cfg, dtype, spp);
+        if (st == GP_OK)
+            st = gp_dw_pinned_create(cfg, dtype, spp, gp_dw_fill_checkpoint, ck, &dw);
+        gp_checkpoint_close(ck); /* the pinned copy holds every value: the mapping goes */
+    }
+    if (st != GP_OK)
+        return st;
+    return gp_dw_stream_start(dw, out);
 }
 
 extern "C" int gp_device_weights_is_streamed(const gp_device_weights *dw)

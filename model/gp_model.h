@@ -199,6 +199,8 @@ typedef enum gp_tensor_kind {
     GP_T_ATTN_NORM, GP_T_WQKV, GP_T_WO, GP_T_FFN_NORM, GP_T_W_GATE_UP, GP_T_W_DOWN,
     GP_T_BQKV, /* [qkv_rows] q/k/v bias, only when cfg.qkv_bias */
 } gp_tensor_kind;
+/* "embed", "wqkv", ...: the name of kind in messages ("tensor" when out of range). */
+const char *gp_tensor_kind_name(gp_tensor_kind kind);
 
 /* Allocate (uninitialised) host weights for cfg in one arena, elements of
  * dtype (GP_DTYPE_F32, BF16 or F16; anything else is GP_ERR_INVALID_ARG);
@@ -275,6 +277,21 @@ gp_dtype gp_checkpoint_dtype(const gp_checkpoint *ck);
  * (q/k/v and gate/up fused, q/k/v biases when the config has them), every
  * value bit-exact: nothing is rounded. */
 gp_status gp_checkpoint_load_host(const gp_checkpoint *ck, gp_host_weights *w);
+/* One tensor of the engine layout read from ck into dst (gp_synth_numel
+ * elements of dtype; layer for the per-layer kinds, ignored for embed,
+ * final_norm and lm_head), as gp_checkpoint_load_host places it: wqkv is the
+ * q, k and v rows, w_gate_up gate then up, bqkv the q, k, v biases (only
+ * when the config has them), a tied lm_head the embedding. F32 holds every
+ * value exactly; BF16 or F16 converts each checkpoint tensor with
+ * gp_weights_convert (a copy when it is stored in dtype; a value fp16
+ * cannot hold is GP_ERR_UNSUPPORTED naming label and the checkpoint
+ * tensor). Weights beyond VRAM fill their pinned copy with it, tensor by
+ * tensor, with no host copy of the whole model. The tensors read are
+ * checked (present, shape, dtype); call gp_checkpoint_check first to refuse
+ * a checkpoint with tensors the model does not use. label (may be NULL)
+ * names the tensor in messages. */
+gp_status gp_checkpoint_fill_tensor(const gp_checkpoint *ck, gp_tensor_kind kind, int layer, void *dst,
+                                    gp_dtype dtype, const char *label);
 
 /* ---------------------------------------------------------- model source */
 
@@ -495,10 +512,11 @@ gp_status gp_weights_stream_check(const gp_config *cfg, const gp_weights_stream_
 /* Weights beyond VRAM: host weights w (F32, BF16 or F16) converted to dtype
  * (BF16 or F16) into one pinned host copy laid out as the device groups
  * (cudaHostAlloc of every weight byte; failing that, GP_ERR_NO_MEMORY naming
- * the bytes needed), and at most sp->budget_bytes of them on the device at
- * once: the head group (embedding, final norm, lm_head) pinned there, the
- * attn and ffn groups kept or streamed by a gp_streamer over the CUDA
- * backend in the order attn 0, ffn 0, attn 1, ..., prefetching
+ * the bytes needed and the host memory available, MemAvailable), and at
+ * most sp->budget_bytes of them on the device at once: the head group
+ * (embedding, final norm, lm_head) pinned there, the attn and ffn groups
+ * kept or streamed by a gp_streamer over the CUDA backend in the order
+ * attn 0, ffn 0, attn 1, ..., prefetching
  * sp->prefetch_depth streamed groups ahead of each acquire. A budget below
  * the head plus the heaviest sp->min_window consecutive layer groups is
  * GP_ERR_INVALID_ARG naming the groups and bytes; one above the device's
@@ -508,6 +526,16 @@ gp_status gp_weights_stream_check(const gp_config *cfg, const gp_weights_stream_
  * use_graphs). Acquires may come from two threads (the A and F sides). */
 gp_status gp_device_weights_streamed(const gp_host_weights *w, gp_dtype dtype, const gp_weights_stream_params *sp,
                                      gp_device_weights **out);
+/* gp_device_weights_streamed of the weights src names, with no host copy
+ * of the model beside the pinned one: filled tensor by tensor, synthetic
+ * weights by the device generator (the values gp_device_weights_synthetic
+ * writes) through a device staging buffer of the largest tensor, freed
+ * before the streamer takes any of the budget; a checkpoint read from its
+ * mapping (gp_checkpoint_check, then gp_checkpoint_fill_tensor: converted
+ * per tensor, fp16 overflow refused naming the tensor). dtype BF16, F16 or
+ * GP_DTYPE_AUTO, resolved as gp_device_weights_load resolves it. */
+gp_status gp_device_weights_streamed_load(const gp_model_source *src, gp_dtype dtype,
+                                          const gp_weights_stream_params *sp, gp_device_weights **out);
 int gp_device_weights_is_streamed(const gp_device_weights *dw);
 /* The VRAM budget of streamed weights; 0 when resident. */
 uint64_t gp_device_weights_budget(const gp_device_weights *dw);
@@ -532,9 +560,10 @@ gp_status gp_weight_group_release_on(gp_weight_group *g, void *stream);
 /* Resident groups only (a streamed group needs the stream: release_on). */
 void gp_weight_group_release(gp_weight_group *g);
 int gp_weight_group_in_use(const gp_weight_group *g);
-/* Host side of the upload's conversion, exposed for tests (no GPU needed):
- * n elements of src (dtype from: F32, BF16 or F16) into dst (dtype to: BF16
- * or F16), round to nearest even (a copy when from == to). A finite value
+/* The conversion of weights into a device dtype, on the host (no GPU
+ * needed; the upload's and gp_checkpoint_fill_tensor's): n elements of src
+ * (dtype from: F32, BF16 or F16; need not be aligned) into dst (dtype to:
+ * BF16 or F16), round to nearest even (a copy when from == to). A finite value
  * that becomes inf in fp16 (|x| >= 65520; up to that it rounds to 65504) is
  * GP_ERR_UNSUPPORTED naming what (the tensor), the element and its value and
  * suggesting --dtype bf16; dst is then partly written. */

@@ -11,6 +11,13 @@
 #include <string.h>
 #include <unistd.h>
 
+const char *gp_tensor_kind_name(gp_tensor_kind kind)
+{
+    static const char *names[] = {"embed", "final_norm", "lm_head", "attn_norm", "wqkv", "wo",
+                                  "ffn_norm", "w_gate_up", "w_down", "bqkv"};
+    return (unsigned)kind < sizeof names / sizeof names[0] ? names[kind] : "tensor";
+}
+
 uint64_t gp_synth_numel(const gp_config *c, gp_tensor_kind kind)
 {
     if (!c)

@@ -1,7 +1,9 @@
 /* Host weights in the engine layout: one 64-byte-aligned arena holding the
- * layer table and every tensor, elements of one dtype (F32, BF16 or F16). */
+ * layer table and every tensor, elements of one dtype (F32, BF16 or F16),
+ * and the conversion of weights into a 16-bit device dtype. */
 #include "gp_model.h"
 
+#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -102,4 +104,43 @@ void gp_host_weights_free(gp_host_weights *w)
         return;
     free(w->arena);
     memset(w, 0, sizeof *w);
+}
+
+gp_status gp_weights_convert(void *dst, gp_dtype to, const void *src, gp_dtype from, uint64_t n,
+                             const char *what)
+{
+    if (!gp_dtype_is_half(to) || (from != GP_DTYPE_F32 && !gp_dtype_is_half(from)))
+        GP_FAIL(GP_ERR_INVALID_ARG, "converting weights %s from %s to %s: allowed from F32, BF16 "
+                "or F16 to BF16 or F16", what ? what : "", gp_dtype_name(from), gp_dtype_name(to));
+    if (n == 0)
+        return GP_OK;
+    if (!dst || !src)
+        GP_FAIL(GP_ERR_INVALID_ARG, "converting weights %s: NULL buffer", what ? what : "");
+    uint16_t *d = dst;
+    if (from == to) {
+        memcpy(d, src, n * sizeof *d);
+        return GP_OK;
+    }
+    /* src may be a checkpoint's mapping, whose tensors need not be aligned
+     * to their element size: each element is read with memcpy */
+    const uint8_t *s = src;
+    for (uint64_t i = 0; i < n; i++) {
+        float v;
+        if (from == GP_DTYPE_F32) {
+            memcpy(&v, s + 4 * i, 4);
+        } else {
+            uint16_t h;
+            memcpy(&h, s + 2 * i, 2);
+            v = gp_half_to_f32(h, from);
+        }
+        uint16_t r = gp_f32_to_half(v, to);
+        /* fp16's largest finite value is 65504; a finite value that rounds
+         * to inf (|v| >= 65520) is refused rather than run as inf */
+        if (to == GP_DTYPE_F16 && (r & 0x7fffu) == 0x7c00u && isfinite(v))
+            GP_FAIL(GP_ERR_UNSUPPORTED, "weights %s: element %llu is %g, beyond fp16's range "
+                    "(largest finite 65504): it would become inf in fp16; run this checkpoint "
+                    "with --dtype bf16", what ? what : "", (unsigned long long)i, (double)v);
+        d[i] = r;
+    }
+    return GP_OK;
 }

@@ -205,35 +205,13 @@ gp_status gp_backend_open_weights(const gp_host_weights *w, const gp_backend_par
     return finish(b, st, out);
 }
 
-/* Streamed weights of src: the host copy in the device dtype's source form
- * (synthetic presets generated on the host in the device dtype itself, so
- * the values equal the resident path's device-generated ones), then pinned
- * and streamed; the pageable host copy is freed once pinned. */
+/* Streamed weights of src: the pinned copy filled straight from the
+ * checkpoint or the device generator, with no pageable host copy of the
+ * model beside it. */
 static gp_status load_streamed(const gp_model_source *src, const gp_backend_params *p, gp_device_weights **dw)
 {
-    gp_host_weights hw;
-    memset(&hw, 0, sizeof hw);
-    gp_dtype dt = p->dtype;
-    gp_status st;
-    if (src->synthetic) {
-        if (dt == GP_DTYPE_AUTO)
-            dt = GP_DTYPE_BF16;
-        st = gp_host_weights_alloc(&src->cfg, dt, &hw);
-        if (st == GP_OK)
-            st = gp_synth_fill_host(&hw, src->seed);
-    } else {
-        st = gp_model_source_load_host(src, &hw);
-        if (st == GP_OK && dt == GP_DTYPE_AUTO)
-            st = gp_dtype_resolve_auto(hw.dtype, &dt);
-    }
-    if (st == GP_OK)
-    {
-        gp_weights_stream_params sp = stream_params(p, &src->cfg);
-        st = gp_device_weights_streamed(&hw, dt, &sp, dw);
-    }
-    if (hw.arena)
-        gp_host_weights_free(&hw);
-    return st;
+    gp_weights_stream_params sp = stream_params(p, &src->cfg);
+    return gp_device_weights_streamed_load(src, p->dtype, &sp, dw);
 }
 
 gp_status gp_backend_open(const gp_model_source *src, const gp_backend_params *p, gp_backend **out)

@@ -34,7 +34,7 @@ gp_add_test(engine_prefill SOURCES ${GP_ENG_TESTS}/test_prefill.c LIBS gp_pipeli
 
 # The host side of the device weights' dtype conversion (round to nearest
 # even, fp16 range refusal) and --dtype auto; needs no GPU.
-gp_add_test(model_weights_convert SOURCES ${GP_ENG_TESTS}/test_weights_convert.c LIBS gp_model_cuda)
+gp_add_test(model_weights_convert SOURCES ${GP_ENG_TESTS}/test_weights_convert.c LIBS gp_model)
 
 # Weights beyond VRAM (issue #17): the engine over streamed weights at budgets
 # forcing evictions, bitwise against resident weights (GPU).

@@ -5,10 +5,15 @@
  * bytes, so prefill logits (every prompt position) and several decode steps'
  * logits must be bitwise identical. Models: the tiny preset (synthetic),
  * small-gqa (GQA, sharded checkpoint) and qwen2-tiny (q/k/v biases, read
- * by RoPE + KV append from the attn group). Argument checks run without a
- * GPU; the rest exits 77 without one. */
+ * by RoPE + KV append from the attn group). gp_device_weights_streamed_load
+ * (the pinned copy filled from the source, no host copy of the model) gives
+ * bitwise the logits of the resident weights of the same source: the tiny
+ * preset in bf16 and fp16, checkpoints in fp32, fp16 and bf16 converted to
+ * fp16, sharded, with biases. Argument checks run without a GPU; the rest
+ * exits 77 without one. */
 #include "gp_test.h"
 
+#include "gp_device.h"
 #include "gp_engine.h"
 #include "gp_green.h"
 #include "gp_model.h"
@@ -202,6 +207,72 @@ static void test_qwen2_bias(void **state)
     check_model(GP_TEST_DATA_DIR "/qwen2-tiny");
 }
 
+/* gp_device_weights_streamed_load fills the pinned copy straight from the
+ * source (a preset by the device generator through a staging buffer, a
+ * checkpoint from its mapping, converted per tensor): bitwise the logits of
+ * the resident weights gp_device_weights_load makes of the same source, at
+ * the least budget (evictions every step) and at the whole model. A refusal
+ * after the staging buffer was taken (a budget below the minimum working
+ * set) leaves no buffer behind. */
+static void check_streamed_load(const char *spec, gp_dtype dtype)
+{
+    gp_model_source src;
+    GP_CHECK_OK(gp_model_source_resolve(spec, 7, &src));
+    gp_device_weights *res = NULL;
+    GP_CHECK_OK(gp_device_weights_load(&src, dtype, &res));
+    const uint64_t total = gp_device_weights_view(res)->arena_bytes;
+    gp_host_weights hw; /* for the least budget, which depends on the shapes only */
+    load_host(spec, &hw);
+    const uint64_t least = min_budget(&hw);
+    gp_host_weights_free(&hw);
+    const long live = gp_device_alloc_live();
+    gp_device_weights *dw = NULL;
+    GP_CHECK_FAIL(gp_device_weights_streamed_load(&src, dtype, SEQ(least - 1, 1, 1), &dw), GP_ERR_INVALID_ARG,
+                  "below the minimum working set");
+    assert_null(dw);
+    assert_int_equal(gp_device_alloc_live(), live);
+    const struct { uint64_t budget; int depth, keep; } runs[] = { {least, 0, 1}, {least, 2, 0}, {total, 2, 1} };
+    for (size_t r = 0; r < sizeof runs / sizeof runs[0]; r++) {
+        char what[256];
+        snprintf(what, sizeof what, "%s loaded streamed (%s), budget %llu, prefetch %d, keep %d", spec,
+                 gp_dtype_name(gp_device_weights_dtype(res)), (unsigned long long)runs[r].budget, runs[r].depth,
+                 runs[r].keep);
+        gp_weights_stream_params sp = seq_params(runs[r].budget, runs[r].depth, runs[r].keep);
+        GP_CHECK_OK(gp_device_weights_streamed_load(&src, dtype, &sp, &dw));
+        assert_true(gp_device_weights_is_streamed(dw));
+        assert_int_equal(gp_device_weights_dtype(dw), gp_device_weights_dtype(res));
+        gp_engine *ref = make_engine(res), *str = make_engine(dw);
+        gp_streamer_stats ss;
+        GP_CHECK_OK(gp_device_weights_stream_stats(dw, &ss, 1));
+        run_same(ref, str, src.cfg.vocab, what);
+        GP_CHECK_OK(gp_device_weights_stream_stats(dw, &ss, 0));
+        assert_true(ss.peak_device_bytes <= runs[r].budget);
+        if (runs[r].budget == least)
+            assert_true(ss.evictions > 0);
+        gp_engine_destroy(str);
+        gp_engine_destroy(ref);
+        gp_device_weights_destroy(dw);
+    }
+    gp_device_weights_destroy(res);
+}
+
+static void test_streamed_load_synthetic(void **state)
+{
+    (void)state;
+    check_streamed_load("tiny", GP_DTYPE_AUTO); /* bf16 */
+    check_streamed_load("tiny", GP_DTYPE_F16);
+}
+
+static void test_streamed_load_checkpoint(void **state)
+{
+    (void)state;
+    check_streamed_load(GP_TEST_DATA_DIR "/tiny-fp32", GP_DTYPE_AUTO);  /* converted to bf16 per tensor */
+    check_streamed_load(GP_TEST_DATA_DIR "/tiny-fp16", GP_DTYPE_AUTO);  /* fp16 as stored */
+    check_streamed_load(GP_TEST_DATA_DIR "/tiny", GP_DTYPE_F16);        /* bf16 converted to fp16 */
+    check_streamed_load(GP_TEST_DATA_DIR "/small-gqa", GP_DTYPE_AUTO);  /* sharded */
+    check_streamed_load(GP_TEST_DATA_DIR "/qwen2-tiny", GP_DTYPE_AUTO); /* q/k/v biases */
+}
+
 /* A budget above the device's free memory, and the backend's refusals and
  * status line. */
 static void test_budget_and_backend(void **state)
@@ -353,6 +424,23 @@ int main(void)
         fprintf(stderr, "engine_streamed: a VRAM budget on the cpu backend was not refused: %s\n", gp_last_error());
         return 1;
     }
+    /* streamed_load's argument checks come before the GPU's */
+    static const char *const specs[] = {"tiny", GP_TEST_DATA_DIR "/tiny-fp32"};
+    for (int i = 0; i < 2; i++) {
+        if (gp_model_source_resolve(specs[i], 0, &src) != GP_OK ||
+            gp_device_weights_streamed_load(&src, GP_DTYPE_BF16, NULL, &dw) != GP_ERR_INVALID_ARG ||
+            !strstr(gp_last_error(), "params NULL") ||
+            gp_device_weights_streamed_load(&src, GP_DTYPE_F32, SEQ(1, 1, 1), &dw) != GP_ERR_INVALID_ARG ||
+            !strstr(gp_last_error(), "dtype F32") || dw) {
+            fprintf(stderr, "engine_streamed: streamed_load of %s: a NULL params or an F32 dtype not refused: %s\n",
+                    specs[i], gp_last_error());
+            return 1;
+        }
+    }
+    if (gp_device_weights_streamed_load(NULL, GP_DTYPE_BF16, SEQ(1, 1, 1), &dw) != GP_ERR_INVALID_ARG) {
+        fprintf(stderr, "engine_streamed: streamed_load of a NULL source accepted\n");
+        return 1;
+    }
     if (gp_cuda_available() != GP_OK) {
         printf("engine_streamed: SKIPPED: %s\n", gp_last_error());
         return 77;
@@ -363,6 +451,8 @@ int main(void)
         cmocka_unit_test(test_qwen2_bias),
         cmocka_unit_test(test_budget_and_backend),
         cmocka_unit_test(test_pipelined),
+        cmocka_unit_test(test_streamed_load_synthetic),
+        cmocka_unit_test(test_streamed_load_checkpoint),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

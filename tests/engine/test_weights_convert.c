@@ -1,5 +1,5 @@
 /* gp_weights_convert, the host side of converting weights while uploading
- * them (model/device_weights.cu): F32, BF16 and F16 host values into BF16 or
+ * them (model/weights.c): F32, BF16 and F16 host values into BF16 or
  * F16, round to nearest even, bit for bit the common converters' results; a
  * copy for the same dtype; a finite value fp16 would turn into inf is
  * refused with a message naming the tensor, element and value and pointing
@@ -69,6 +69,16 @@ static void test_from_f32(void **state)
     /* the top of the range: 65519.99 rounds down to 65504, not to inf */
     assert_int_equal(got[4], 0x7bff);
     assert_int_equal(got[5], 0xfbff);
+    /* a source off its alignment (a checkpoint's mapping may be): the same values */
+    const size_t m = 4096;
+    unsigned char *odd = malloc(m * sizeof(float) + 1);
+    uint16_t *got2 = malloc(m * 2);
+    assert_non_null(odd);
+    assert_non_null(got2);
+    memcpy(odd + 1, v, m * sizeof(float));
+    assert_int_equal(gp_weights_convert(got2, GP_DTYPE_F16, odd + 1, GP_DTYPE_F32, m, "t"), GP_OK);
+    assert_memory_equal(got2, got, m * 2);
+    free(odd), free(got2);
     /* NaN stays NaN, an inf of the source stays inf (not a range error) */
     float special[3] = { NAN, INFINITY, -INFINITY };
     uint16_t out[3];
@@ -112,6 +122,15 @@ static void test_between_halves(void **state)
         else if (got[i] != gp_f32_to_f16(f))
             fail_msg("bf16 0x%04x -> fp16 0x%04x, want 0x%04x", src[i], got[i], gp_f32_to_f16(f));
     }
+    /* a 16-bit source off its alignment: the same values */
+    unsigned char *odd = malloc(m * 2 + 1);
+    uint16_t *got2 = malloc(m * 2);
+    assert_non_null(odd);
+    assert_non_null(got2);
+    memcpy(odd + 1, src, m * 2);
+    assert_int_equal(gp_weights_convert(got2, GP_DTYPE_F16, odd + 1, GP_DTYPE_BF16, m, "t"), GP_OK);
+    assert_memory_equal(got2, got, m * 2);
+    free(odd), free(got2);
     /* the same dtype: the bits, NaN payloads included */
     for (size_t i = 0; i < n; i++)
         src[i] = (uint16_t)i;

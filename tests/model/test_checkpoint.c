@@ -977,6 +977,225 @@ static void test_qwen2_biases(void **state)
     EXPECT_CHECK_FAILS(dir, GP_ERR_SHAPE, "v_proj.bias", "expects");
 }
 
+/* ------------------------------------------------------------ one tensor at a time */
+
+/* Where engine tensor kind (layer) lives in host weights. */
+static const void *host_slot(const gp_host_weights *w, gp_tensor_kind k, int l)
+{
+    switch (k) {
+    case GP_T_EMBED: return w->embed;
+    case GP_T_FINAL_NORM: return w->final_norm;
+    case GP_T_LM_HEAD: return w->lm_head;
+    case GP_T_ATTN_NORM: return w->layers[l].attn_norm;
+    case GP_T_WQKV: return w->layers[l].wqkv;
+    case GP_T_WO: return w->layers[l].wo;
+    case GP_T_FFN_NORM: return w->layers[l].ffn_norm;
+    case GP_T_W_GATE_UP: return w->layers[l].w_gate_up;
+    case GP_T_W_DOWN: return w->layers[l].w_down;
+    case GP_T_BQKV: return w->layers[l].bqkv;
+    }
+    return NULL;
+}
+
+/* Every tensor gp_checkpoint_fill_tensor makes of the checkpoint in dir,
+ * in F32, BF16 and F16, is what gp_checkpoint_load_host holds at its place:
+ * widened to F32 exactly, or converted by gp_weights_convert (where that
+ * refuses a value fp16 cannot hold, the fill refuses it with the same
+ * status); not one byte past the tensor is written. */
+static void fill_matches_load(const char *dir)
+{
+    gp_checkpoint *ck;
+    assert_int_equal(gp_checkpoint_open(dir, &ck), GP_OK);
+    gp_host_weights w;
+    assert_int_equal(gp_checkpoint_load_host(ck, &w), GP_OK);
+    const gp_config *c = &w.cfg;
+    static const gp_dtype dts[3] = {GP_DTYPE_F32, GP_DTYPE_BF16, GP_DTYPE_F16};
+    int compared = 0;
+    for (int l = -1; l < c->n_layers; l++) {
+        /* layer -1: the model tensors (lm_head too when tied: the embedding) */
+        for (int k = l < 0 ? GP_T_EMBED : GP_T_ATTN_NORM; k <= (l < 0 ? GP_T_LM_HEAD : GP_T_BQKV); k++) {
+            const gp_tensor_kind kind = (gp_tensor_kind)k;
+            if (kind == GP_T_BQKV && !c->qkv_bias)
+                continue;
+            const size_t n = (size_t)gp_synth_numel(c, kind);
+            const void *held = host_slot(&w, kind, l < 0 ? 0 : l);
+            uint8_t *got = malloc(n * 4 + 16), *want = malloc(n * 4);
+            assert_non_null(got);
+            assert_non_null(want);
+            for (int d = 0; d < 3; d++) {
+                const gp_dtype dt = dts[d];
+                const size_t bytes = n * gp_dtype_size(dt);
+                gp_status ws = GP_OK;
+                if (dt != GP_DTYPE_F32)
+                    ws = gp_weights_convert(want, dt, held, w.dtype, n, "x");
+                else
+                    for (size_t i = 0; i < n; i++) {
+                        float f = held_value(held, w.dtype, i);
+                        memcpy(want + 4 * i, &f, 4);
+                    }
+                memset(got, 0xa5, n * 4 + 16);
+                gp_status fs = gp_checkpoint_fill_tensor(ck, kind, l < 0 ? 7 : l, got, dt, NULL);
+                if (fs != ws)
+                    fail_msg("%s: %s of layer %d into %s: status %d (%s), the conversion of the loaded "
+                             "weights gives %d", dir, gp_tensor_kind_name(kind), l, gp_dtype_name(dt), fs,
+                             gp_last_error(), ws);
+                if (fs != GP_OK)
+                    continue;
+                if (memcmp(got, want, bytes) != 0) {
+                    size_t i = 0;
+                    while (got[i] == want[i])
+                        i++;
+                    fail_msg("%s: %s of layer %d into %s: byte %zu differs from the loaded weights", dir,
+                             gp_tensor_kind_name(kind), l, gp_dtype_name(dt), i);
+                }
+                for (size_t i = bytes; i < n * 4 + 16; i++)
+                    if (got[i] != 0xa5)
+                        fail_msg("%s: %s of layer %d into %s wrote byte %zu, past its %zu bytes", dir,
+                                 gp_tensor_kind_name(kind), l, gp_dtype_name(dt), i, bytes);
+                compared++;
+            }
+            free(got);
+            free(want);
+        }
+    }
+    /* embed, final_norm, lm_head, then 6 tensors a layer (7 with biases), in 3 dtypes */
+    if (compared != 3 * (3 + c->n_layers * (c->qkv_bias ? 7 : 6)))
+        fail_msg("%s: %d tensor fills compared", dir, compared);
+    gp_host_weights_free(&w);
+    gp_checkpoint_close(ck);
+}
+
+/* The committed checkpoints: bf16, fp16 and fp32, tied and untied, q/k/v
+ * biases (qwen2), mistral, sharded (small-gqa). */
+static void test_fill_committed(void **state)
+{
+    (void)state;
+    static const char *const dirs[] = {"tiny", "tiny-fp16", "tiny-fp32", "qwen2-tiny", "qwen2-untied",
+                                       "mistral-tiny", "small-gqa", "long-gqa"};
+    for (size_t i = 0; i < sizeof dirs / sizeof dirs[0]; i++) {
+        char dir[512];
+        snprintf(dir, sizeof dir, "%s/%s", GP_TEST_DATA_DIR, dirs[i]);
+        fill_matches_load(dir);
+    }
+}
+
+/* Written checkpoints: mixed dtypes across shards with a rotary cache, a
+ * tied one that also holds an lm_head of another dtype, q/k/v biases of the
+ * weights' dtype and of another. */
+static void test_fill_written(void **state)
+{
+    const char *dir = *state;
+    tck_ckpt c;
+    tck_default(&c, false, "F32");
+    for (int i = 0; i < c.n; i++)
+        if (c.t[i].shard == 1)
+            c.t[i].dtype = "F16";
+    tck_get(&c, "model.layers.1.mlp.up_proj.weight")->dtype = "BF16";
+    tck_add(&c, "model.layers.0.self_attn.rotary_emb.inv_freq", 1, T_HD / 2, 0, "F32", 0);
+    tck_write(dir, &c, 2);
+    fill_matches_load(dir);
+    remove_dir(state);
+    assert_int_equal(make_dir(state), 0);
+    dir = *state;
+
+    tck_default(&c, true, "BF16");
+    tck_add(&c, "lm_head.weight", 2, T_VOCAB, T_HIDDEN, "F32", 0);
+    tck_write(dir, &c, 0);
+    fill_matches_load(dir);
+
+    qwen2_default(&c, "F16", "F16");
+    tck_write(dir, &c, 0);
+    write_qwen2_config(dir);
+    fill_matches_load(dir);
+    qwen2_default(&c, "BF16", "F32");
+    tck_write(dir, &c, 0);
+    write_qwen2_config(dir);
+    fill_matches_load(dir);
+}
+
+/* Overwrite element i of tensor name in dir/model.safetensors with v (F32). */
+static void poke_f32(const char *dir, const char *name, size_t i, float v)
+{
+    char path[512];
+    join(path, sizeof path, dir, "model.safetensors");
+    char *buf;
+    size_t len;
+    assert_int_equal(gp_read_file(path, (size_t)1 << 30, &buf, &len), GP_OK);
+    gp_st_file *f;
+    assert_int_equal(gp_st_parse((const uint8_t *)buf, len, path, &f), GP_OK);
+    const gp_st_tensor *t = gp_st_find(f, name);
+    assert_non_null(t);
+    assert_int_equal(t->dtype, GP_DTYPE_F32);
+    long at = (long)((const char *)t->data - buf) + (long)(4 * i);
+    gp_st_free(f);
+    free(buf);
+    FILE *fp = fopen(path, "r+b");
+    assert_non_null(fp);
+    assert_int_equal(fseek(fp, at, SEEK_SET), 0);
+    assert_int_equal(fwrite(&v, 4, 1, fp), 1);
+    assert_int_equal(fclose(fp), 0);
+}
+
+static void test_fill_errors(void **state)
+{
+    const char *dir = *state;
+    tck_ckpt c;
+    tck_default(&c, false, "F32");
+    tck_write(dir, &c, 0);
+    poke_f32(dir, "model.layers.1.self_attn.k_proj.weight", 5, 70000.0f);
+    gp_checkpoint *ck;
+    assert_int_equal(gp_checkpoint_open(dir, &ck), GP_OK);
+    /* room for the largest engine tensor, in F32 */
+    float *buf = malloc((size_t)(T_VOCAB > 2 * T_FFN ? T_VOCAB : 2 * T_FFN) * T_HIDDEN * sizeof *buf);
+    assert_non_null(buf);
+
+    EXPECT_MSG(gp_checkpoint_fill_tensor(NULL, GP_T_EMBED, 0, buf, GP_DTYPE_F32, NULL), GP_ERR_INVALID_ARG,
+               "must not be NULL");
+    EXPECT_MSG(gp_checkpoint_fill_tensor(ck, GP_T_EMBED, 0, NULL, GP_DTYPE_F32, NULL), GP_ERR_INVALID_ARG,
+               "must not be NULL");
+    EXPECT_MSG(gp_checkpoint_fill_tensor(ck, (gp_tensor_kind)99, 0, buf, GP_DTYPE_F32, NULL), GP_ERR_INVALID_ARG,
+               "tensor kind 99");
+    EXPECT_MSG(gp_checkpoint_fill_tensor(ck, GP_T_WQKV, -1, buf, GP_DTYPE_F32, NULL), GP_ERR_INVALID_ARG,
+               "wqkv of layer -1", "layers 0 to 1");
+    EXPECT_MSG(gp_checkpoint_fill_tensor(ck, GP_T_W_DOWN, T_LAYERS, buf, GP_DTYPE_F32, NULL), GP_ERR_INVALID_ARG,
+               "w_down of layer 2", "layers 0 to 1");
+    EXPECT_MSG(gp_checkpoint_fill_tensor(ck, GP_T_BQKV, 0, buf, GP_DTYPE_F32, NULL), GP_ERR_INVALID_ARG,
+               "no q/k/v biases");
+    EXPECT_MSG(gp_checkpoint_fill_tensor(ck, GP_T_WO, 0, buf, GP_DTYPE_I8, NULL), GP_ERR_INVALID_ARG,
+               "dtype I8", "allowed F32, BF16 or F16");
+    EXPECT_MSG(gp_checkpoint_fill_tensor(ck, GP_T_WO, 0, buf, GP_DTYPE_AUTO, NULL), GP_ERR_INVALID_ARG,
+               "allowed F32, BF16 or F16");
+    /* the model tensors take any layer: it is not theirs */
+    assert_int_equal(gp_checkpoint_fill_tensor(ck, GP_T_FINAL_NORM, -5, buf, GP_DTYPE_F32, NULL), GP_OK);
+
+    /* 70000 becomes inf in fp16: refused, naming the label, the checkpoint
+     * tensor and the element; bf16 and f32 hold it */
+    EXPECT_MSG(gp_checkpoint_fill_tensor(ck, GP_T_WQKV, 1, buf, GP_DTYPE_F16, "layer 1 wqkv"), GP_ERR_UNSUPPORTED,
+               "layer 1 wqkv", "'model.layers.1.self_attn.k_proj.weight'", "element 5", "70000", "--dtype bf16");
+    assert_int_equal(gp_checkpoint_fill_tensor(ck, GP_T_WQKV, 0, buf, GP_DTYPE_F16, "layer 0 wqkv"), GP_OK);
+    assert_int_equal(gp_checkpoint_fill_tensor(ck, GP_T_WQKV, 1, buf, GP_DTYPE_BF16, NULL), GP_OK);
+    assert_int_equal(((const uint16_t *)buf)[T_Q * T_HIDDEN + 5], gp_f32_to_bf16(70000.0f));
+    assert_int_equal(gp_checkpoint_fill_tensor(ck, GP_T_WQKV, 1, buf, GP_DTYPE_F32, NULL), GP_OK);
+    assert_true(buf[T_Q * T_HIDDEN + 5] == 70000.0f);
+    gp_checkpoint_close(ck);
+
+    /* a tensor missing or of the wrong shape: refused when a fill reads it,
+     * and only then */
+    tck_default(&c, false, "BF16");
+    tck_remove(&c, "model.layers.1.mlp.up_proj.weight");
+    tck_get(&c, "model.layers.0.self_attn.k_proj.weight")->shape[0] = T_Q;
+    tck_write(dir, &c, 0);
+    assert_int_equal(gp_checkpoint_open(dir, &ck), GP_OK);
+    EXPECT_MSG(gp_checkpoint_fill_tensor(ck, GP_T_W_GATE_UP, 1, buf, GP_DTYPE_BF16, NULL), GP_ERR_NOT_FOUND,
+               "'model.layers.1.mlp.up_proj.weight'", "missing");
+    assert_int_equal(gp_checkpoint_fill_tensor(ck, GP_T_W_GATE_UP, 0, buf, GP_DTYPE_BF16, NULL), GP_OK);
+    EXPECT_MSG(gp_checkpoint_fill_tensor(ck, GP_T_WQKV, 0, buf, GP_DTYPE_BF16, NULL), GP_ERR_SHAPE,
+               "k_proj.weight", "expects");
+    assert_int_equal(gp_checkpoint_fill_tensor(ck, GP_T_WQKV, 1, buf, GP_DTYPE_BF16, NULL), GP_OK);
+    gp_checkpoint_close(ck);
+    free(buf);
+}
+
 #define T(f) cmocka_unit_test_setup_teardown(f, make_dir, remove_dir)
 
 int main(void)
@@ -1004,6 +1223,9 @@ int main(void)
         T(test_no_weight_files),
         T(test_corrupt_weight_file),
         T(test_source_resolve),
+        T(test_fill_committed),
+        T(test_fill_written),
+        T(test_fill_errors),
     };
     return cmocka_run_group_tests_name("ck_checkpoint", tests, NULL, NULL);
 }
