@@ -9,6 +9,10 @@ target_link_libraries(gp_bench_decode PRIVATE gp_engine gp_tools)
 add_executable(gp_bench_gemm ${CMAKE_CURRENT_LIST_DIR}/bench_gemm.c)
 target_link_libraries(gp_bench_gemm PRIVATE gp_engine_kernels)
 
+# The sparse-input GEMV (sparse/) against the dense GEMM, per batch and sparsity.
+add_executable(gp_bench_sparse bench_sparse.c)
+target_link_libraries(gp_bench_sparse PRIVATE gp_sparse_kernels gp_engine_kernels gp_tools)
+
 # Co-running stand-ins: a pure HBM reader on A beside the F side's GEMMs,
 # each alone and together, on green-context splits (docs/ARCHITECTURE.md §6).
 add_executable(gp_bench_corun ${CMAKE_CURRENT_LIST_DIR}/bench_corun.cu)
