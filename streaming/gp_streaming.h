@@ -202,11 +202,11 @@ gp_status gp_streamer_stats_get(gp_streamer *s, gp_streamer_stats *out, int rese
 /* The copies issued since the last gp_streamer_stats_get (which collects),
  * oldest first, with their times relative to ref: a marker of the backend's
  * device with timing (for the CUDA backend a cudaEvent_t recorded on any
- * stream of the device, e.g. a step's start event), recorded before the
- * call. The newest cap when there were more; *n receives how many were
- * written. Waits (bounded) for ref and the copies: call between steps, and
- * before the statistics call that ends the interval. GP_ERR_UNSUPPORTED when
- * the backend keeps no copy log. */
+ * stream of the device, e.g. a step's start event), recorded after that
+ * statistics call. The newest cap when there were more; *n receives how many
+ * were written. Waits (bounded) for ref and the copies: call between steps,
+ * and before the statistics call that ends the interval. GP_ERR_UNSUPPORTED
+ * when the backend keeps no copy log. */
 gp_status gp_streamer_copy_log(gp_streamer *s, void *ref, gp_stream_copy *out, int cap, int *n);
 
 /* What gp_streamer_create checks of p before it touches the backend: the
@@ -217,14 +217,19 @@ gp_status gp_streamer_copy_log(gp_streamer *s, void *ref, gp_stream_copy *out, i
 gp_status gp_streamer_check_budget(const gp_streamer_params *p);
 
 /* The CUDA backend (library gp_streaming_cuda, streaming/stream_cuda.cu):
- * one non-blocking copy stream on device, slots from a private
- * stream-ordered pool (cudaMallocFromPoolAsync / cudaFreeAsync on the copy
- * stream, freed memory kept mapped for the next slot), markers as events
- * without timing, copies in chunks of chunk_bytes, copy-busy seconds from a
- * timing event pair per copy (collect; waited_s stays 0). create makes device
- * the calling thread's current device; every op must be called with it
- * current, streams of that device, and host memory pinned (pageable memory
- * makes each chunk a staged, partly host-synchronous copy). */
+ * one non-blocking copy stream on device (named in NVTX, each group copy's
+ * enqueue an NVTX range "copy attn 3"), slots from a private stream-ordered
+ * pool (cudaMallocFromPoolAsync / cudaFreeAsync on the copy stream, freed
+ * memory kept mapped for the next slot), markers as events without timing,
+ * copies in chunks of chunk_bytes. collect: copy-busy seconds from a timing
+ * event pair per copy on the copy stream, and waited_s[kind] from a pair
+ * around each stream_wait on the compute stream (its elapsed time is how
+ * long that stream stalled on the copy; a few microseconds of event overhead
+ * each where the copy was already done; waits inside a graph capture are not
+ * timed). copy_log: each copy's group and its times, kept between collects.
+ * create makes device the calling thread's current device; every op must be
+ * called with it current, streams of that device, and host memory pinned
+ * (pageable memory makes each chunk a staged, partly host-synchronous copy). */
 gp_status gp_stream_cuda_backend_create(int device, gp_stream_backend *out);
 /* The pool's high-water marks since create: bytes handed out to slots (the
  * budget's device-side check) and bytes mapped (including the pool's
