@@ -74,6 +74,9 @@ typedef struct gp_cs_options {
     bool attn_kv_evict_first;    /* --attn-kv-evict on|off: its K/V copies marked L2 evict_first (on) */
     gp_dtype dtype;              /* --dtype auto|bf16|fp16: the engine's 16-bit type (GP_DTYPE_AUTO: the
                                     checkpoint's own, bf16 for fp32 checkpoints and presets) */
+    uint64_t vram_budget;        /* --vram-budget SIZE: 0 (default): the weights resident on the GPU; else
+                                    weights beyond VRAM: all in pinned host memory, at most this many bytes
+                                    of them on the GPU, streamed; every row runs eager (no CUDA graphs) */
     char json[GP_CS_PATH], csv[GP_CS_PATH], trace[GP_CS_PATH], svg[GP_CS_PATH];
     int progress;                /* --progress / --no-progress; -1: when stderr is a terminal */
     bool stats;                  /* --stats: print each pipelined row's pipeline statistics report */
@@ -284,7 +287,8 @@ void gp_cs_winner_text(const gp_cs_winner *w, const gp_cs_row *rows, char *buf, 
 
 /* Device bytes one workload needs, by part, so a refusal can say where they go. */
 typedef struct gp_cs_memory {
-    uint64_t weights;      /* the model's bf16 weights */
+    uint64_t weights;      /* the model's bf16 weights; with weights_streamed, the --vram-budget */
+    bool weights_streamed; /* weights beyond VRAM: only the budget is on the device */
     uint64_t kv_cache;     /* paged K and V of B sequences at the longest context the run reaches */
     uint64_t activations;  /* the engine's step buffers and its attention and GEMM workspaces */
     uint64_t pairs;        /* GEMM workspaces of the partition pairs (two per split) */
