@@ -215,7 +215,9 @@ gp_status gp_cs_write_json(const char *path, const gp_cs_meta *m, const gp_cs_ro
 gp_status gp_cs_write_csv(const char *path, const gp_cs_meta *m, const gp_cs_row *rows, int n);
 /* Chrome trace (Perfetto): a process per row with a trace, a track per
  * partition, a slice per stage (layer, micro-batch), flow arrows from each
- * attention slice to its FFN slice, rebalancer decisions as instant events. */
+ * attention slice to its FFN slice, rebalancer decisions as instant events;
+ * rows with weight copies (streamed weights) add a "copy" track, a slice per
+ * group copy named by the group ("attn 3"), and the seq row its step. */
 gp_status gp_cs_write_trace(const char *path, const gp_cs_meta *m, const gp_cs_row *rows, int n);
 /* tokens/s against attention SMs, one line per workload and M, the seq level
  * of each workload as a dashed line. */
