@@ -226,7 +226,9 @@ gp_status gp_streamer_check_budget(const gp_streamer_params *p);
  * around each stream_wait on the compute stream (its elapsed time is how
  * long that stream stalled on the copy; a few microseconds of event overhead
  * each where the copy was already done; waits inside a graph capture are not
- * timed). copy_log: each copy's group and its times, kept between collects.
+ * timed). copy_log: each copy's group and its times since the last collect
+ * (the newest few thousand; times through float milliseconds since that
+ * collect, so microseconds apart after minutes).
  * create makes device the calling thread's current device; every op must be
  * called with it current, streams of that device, and host memory pinned
  * (pageable memory makes each chunk a staged, partly host-synchronous copy). */
