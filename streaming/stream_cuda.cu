@@ -29,7 +29,8 @@
  * instead of growing without bound. One pool for copies, one for stalls. */
 #define SC_MAX_TIMED 1024
 /* Copies kept for gp_streamer_copy_log between two collects (the newest):
- * a step of the largest preset copies 2 x 80 layer groups at most. */
+ * more than a step of the largest preset copies (its 160 layer groups, at
+ * most once per micro-batch: 640), so the last step's are all there. */
 #define SC_LOG_MAX 4096
 
 typedef struct sc_timing {
