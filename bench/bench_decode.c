@@ -376,7 +376,7 @@ int main(int argc, char **argv)
         sp.budget_bytes = budget;
         sp.prefetch_depth = prefetch;
         sp.min_window = gp_weights_stream_window(&cfg, 0);
-        if (gp_weights_stream_check(&cfg, &sp) != GP_OK) {
+        if (gp_weights_stream_check(&cfg, &sp, NULL) != GP_OK) {
             fprintf(stderr, "gp_bench_decode: --vram-budget: %s\n", gp_last_error());
             return 2;
         }

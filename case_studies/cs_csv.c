@@ -14,6 +14,11 @@ static const char *COLUMNS[] = {
     "attn_ms_per_layer", "ffn_ms_per_layer", "a2f_mb_per_token", "ring_occupancy_mean", "attn_backlog",
     "ffn_backlog", "attn_idle_share", "ffn_idle_share", "floor_ms", "floor_share", "speedup_vs_seq",
     "n_decisions", "samples_ms", "micro_rows", "attn_kernel", "tag", "gemm_tune", "winner", "gpu", "sm_count", "driver", "cuda", "commit", "model", "dtype", "timestamp", "notes",
+    /* weights beyond VRAM (--vram-budget): the run's budget, then the row's per-step streaming; empty when
+       resident. Last, so the columns before keep their places. */
+    "weights_streamed", "vram_budget_bytes", "kept_groups", "kept_bytes", "stream_steps", "gb_streamed_per_step",
+    "copy_gbps", "copy_ms_per_step", "wait_attn_ms_per_step", "wait_ffn_ms_per_step", "hits_per_step",
+    "misses_per_step", "prefetches_per_step", "evictions_per_step", "peak_weight_bytes",
 };
 #define N_COLUMNS ((int)(sizeof COLUMNS / sizeof COLUMNS[0]))
 
@@ -106,6 +111,28 @@ static void row(FILE *f, const gp_cs_meta *m, const gp_cs_row *r, bool winner)
     text(f, m->timestamp);
     fputc(',', f);
     text(f, m->notes);
+    fprintf(f, ",%d,", m->vram_budget ? 1 : 0);
+    if (m->vram_budget)
+        fprintf(f, "%llu,%d,%llu", (unsigned long long)m->vram_budget, m->kept_groups,
+                (unsigned long long)m->kept_bytes);
+    else
+        fputs(",,", f);
+    const gp_cs_stream *st = &r->stream;
+    bool on = ok && st->on;
+    fputc(',', f);
+    if (on)
+        fprintf(f, "%d", st->steps);
+    double per_step[] = { st->gb_per_step, st->copy_gbps, st->copy_ms_per_step, st->wait_attn_ms_per_step,
+                          st->wait_ffn_ms_per_step, st->hits_per_step, st->misses_per_step, st->prefetches_per_step,
+                          st->evictions_per_step };
+    for (size_t i = 0; i < sizeof per_step / sizeof per_step[0]; i++) {
+        fputc(',', f);
+        /* no copies, no rate: empty rather than 0 GB/s */
+        real(f, on && (i != 1 || st->copy_gbps > 0), per_step[i]);
+    }
+    fputc(',', f);
+    if (on)
+        fprintf(f, "%llu", (unsigned long long)st->peak_device_bytes);
     fputc('\n', f);
 }
 

@@ -1,5 +1,6 @@
-/* --json: every row with its raw samples, stage-time trace and rebalancer
- * decisions, plus the run's metadata, through jansson (always valid JSON). */
+/* --json: every row with its raw samples, stage-time trace, rebalancer
+ * decisions and weight streaming, plus the run's metadata, through jansson
+ * (always valid JSON). */
 #include "cs_impl.h"
 
 #include <jansson.h>
@@ -70,6 +71,19 @@ static json_t *meta_json(cs_jb *b, const gp_cs_meta *m)
     /* null: the run went through every configuration; a reader of a partial
      * report must not take absent rows for configurations never asked for */
     cs_put(b, o, "stopped", m->stopped[0] ? cs_json_text(m->stopped) : json_null());
+    /* only for weights beyond VRAM: a resident run's report is as before */
+    if (m->vram_budget) {
+        json_t *w = json_object();
+        cs_put_bool(b, w, "streamed", true);
+        cs_put_int(b, w, "vram_budget_bytes", (long long)m->vram_budget);
+        cs_put_int(b, w, "weight_bytes", (long long)m->weight_bytes);
+        cs_put_int(b, w, "layer_groups", m->layer_groups);
+        cs_put_int(b, w, "kept_groups", m->kept_groups);
+        cs_put_int(b, w, "kept_bytes", (long long)m->kept_bytes);
+        cs_put_int(b, w, "prefetch_depth", m->prefetch_depth);
+        cs_put_bool(b, w, "graphs", false);
+        cs_put(b, o, "weights", w);
+    }
     return o;
 }
 
@@ -105,6 +119,47 @@ static json_t *trace_json(cs_jb *b, const gp_cs_row *r)
     cs_put(b, o, "attn_end_ms", grid_json(b, t->attn_end, t->n_layers, t->M));
     cs_put(b, o, "ffn_begin_ms", grid_json(b, t->ffn_begin, t->n_layers, t->M));
     cs_put(b, o, "ffn_end_ms", grid_json(b, t->ffn_end, t->n_layers, t->M));
+    return o;
+}
+
+/* The row's weight streaming per step (on rows that streamed). */
+static json_t *stream_json(cs_jb *b, const gp_cs_stream *st)
+{
+    json_t *o = json_object(), *wait = json_object();
+    cs_put_int(b, o, "steps", st->steps);
+    cs_put_real(b, o, "gb_per_step", st->gb_per_step);
+    cs_put_real(b, o, "copy_gbps", st->copy_gbps > 0 ? st->copy_gbps : NAN);
+    cs_put_real(b, o, "copy_ms_per_step", st->copy_ms_per_step);
+    cs_put_real(b, wait, "attn", st->wait_attn_ms_per_step);
+    cs_put_real(b, wait, "ffn", st->wait_ffn_ms_per_step);
+    cs_put(b, o, "wait_ms_per_step", wait);
+    cs_put_real(b, o, "hits_per_step", st->hits_per_step);
+    cs_put_real(b, o, "misses_per_step", st->misses_per_step);
+    cs_put_real(b, o, "prefetches_per_step", st->prefetches_per_step);
+    cs_put_real(b, o, "evictions_per_step", st->evictions_per_step);
+    cs_put_int(b, o, "peak_device_bytes", (long long)st->peak_device_bytes);
+    if (!o)
+        b->failed = true;
+    return o;
+}
+
+/* The traced step's weight-group copies (ms from the step's start). */
+static json_t *copies_json(cs_jb *b, const gp_cs_row *r)
+{
+    json_t *o = json_object(), *arr = json_array();
+    cs_put_real(b, o, "step_ms", r->copy_step_ms);
+    for (int i = 0; arr && i < r->n_copies; i++) {
+        const gp_cs_copy *c = &r->copies[i];
+        json_t *e = json_object();
+        cs_put_str(b, e, "group", c->group);
+        cs_put_int(b, e, "bytes", (long long)c->bytes);
+        cs_put_real(b, e, "begin_ms", c->begin_ms);
+        cs_put_real(b, e, "end_ms", c->end_ms);
+        cs_append(b, arr, e);
+    }
+    cs_put(b, o, "copies", arr);
+    if (!o)
+        b->failed = true;
     return o;
 }
 
@@ -191,6 +246,11 @@ static json_t *row_json(cs_jb *b, const gp_cs_row *r)
     cs_put_real(b, o, "floor_share", ok ? r->floor_share : na);
     cs_put_real(b, o, "speedup_vs_seq", ok && r->speedup_vs_seq > 0 ? r->speedup_vs_seq : na);
     cs_put(b, o, "trace", trace_json(b, r));
+    /* only on streamed weights: resident rows are as before */
+    if (ok && r->stream.on)
+        cs_put(b, o, "streaming", stream_json(b, &r->stream));
+    if (ok && r->copies && r->n_copies > 0)
+        cs_put(b, o, "weight_copies", copies_json(b, r));
 
     json_t *dec = json_array();
     for (int i = 0; dec && r->decisions && i < r->n_decisions; i++) {

@@ -1,10 +1,12 @@
 /* The markdown report on stdout: one table line per configuration (error
- * rows say why), the rebalancer's moves, the run's metadata, then one line
- * per workload naming its winner. */
+ * rows say why), the rebalancer's moves, weight streaming (--vram-budget),
+ * the run's metadata, then one line per workload naming its winner. */
 #include "cs_impl.h"
 
 #include <math.h>
 #include <string.h>
+
+#define GIB (1024.0 * 1024.0 * 1024.0)
 
 /* A number with a fixed number of decimals and a suffix; "-" when absent. */
 static const char *num(char *buf, size_t len, double v, int decimals, const char *suffix)
@@ -138,6 +140,45 @@ static void write_rebalance(FILE *f, const gp_cs_row *rows, int n)
     }
 }
 
+/* Weights beyond VRAM: what the budget held, then per row what streaming
+ * cost each step. Nothing when the weights were resident. */
+static void write_streaming(FILE *f, const gp_cs_meta *m, const gp_cs_row *rows, int n)
+{
+    bool any = false;
+    for (int i = 0; i < n; i++)
+        any = any || (rows[i].ok && rows[i].stream.on);
+    if ((!m || !m->vram_budget) && !any)
+        return;
+    if (m && m->vram_budget)
+        fprintf(f, "\nWeights streamed (--vram-budget): at most %.2f GiB (%llu bytes) of the %.2f GiB of weights on "
+                "the GPU at once; %d of %d layer groups (%.2f GiB) kept there for good, the others copied from pinned "
+                "host memory as the steps reach them, prefetching %d ahead; every row ran eager (no CUDA graphs), seq included.\n",
+                m->vram_budget / GIB, (unsigned long long)m->vram_budget, m->weight_bytes / GIB, m->kept_groups,
+                m->layer_groups, m->kept_bytes / GIB, m->prefetch_depth);
+    if (!any)
+        return;
+    fputs("\nWeight streaming per step (mean over every timed step of the row; copy GB/s over the copy engine's busy "
+          "time; waits: time the compute streams stalled on attention and FFN group copies; peak: most weight bytes "
+          "on the GPU):\n\n| workload | B:C | split asked | M | GB streamed | copy GB/s | copy ms | attn wait ms | "
+          "FFN wait ms | hits | misses | prefetches | evictions | peak GB |\n"
+          "| --- | --- | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |\n", f);
+    for (int i = 0; i < n; i++) {
+        const gp_cs_row *r = &rows[i];
+        if (!r->ok || !r->stream.on)
+            continue;
+        const gp_cs_stream *st = &r->stream;
+        char req[64], b[4][48];
+        cs_row_req_text(r, req, sizeof req);
+        fputs("| ", f);
+        cell_text(f, r->workload);
+        fprintf(f, " | %d:%d | %s | %s | %.3f | %s | %.3f | %.3f | %.3f | %.1f | %.1f | %.1f | %.1f | %.2f |\n", r->B,
+                r->C, req, r->seq ? "-" : num(b[0], 48, r->M, 0, ""), st->gb_per_step,
+                num(b[1], 48, st->copy_gbps > 0 ? st->copy_gbps : NAN, 1, ""), st->copy_ms_per_step,
+                st->wait_attn_ms_per_step, st->wait_ffn_ms_per_step, st->hits_per_step, st->misses_per_step,
+                st->prefetches_per_step, st->evictions_per_step, st->peak_device_bytes / 1e9);
+    }
+}
+
 /* Last, so the answer is the report's final lines: per workload, the
  * fastest row against seq of the same run. */
 static void write_winners(FILE *f, const gp_cs_row *rows, int n)
@@ -180,6 +221,7 @@ void gp_cs_write_markdown(FILE *f, const gp_cs_meta *m, const gp_cs_row *rows, i
           f);
     write_attn_kernels(f, rows, n);
     write_rebalance(f, rows, n);
+    write_streaming(f, m, rows, n);
     if (m) {
         fprintf(f, "\nGPU: %s, %d SMs, driver %s, CUDA %s\n", m->gpu[0] ? m->gpu : "?", m->sm_count,
                 m->driver[0] ? m->driver : "?", m->cuda[0] ? m->cuda : "?");

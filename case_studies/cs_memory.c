@@ -1,6 +1,7 @@
 /* What the case study checks before it allocates: whether a workload's
- * weights, KV cache and activations fit the GPU's free memory, and how the
- * pipeline splits a batch that M does not divide. Pure C, tested in CI. */
+ * weights (or their --vram-budget), KV cache and activations fit the GPU's
+ * free memory, and how the pipeline splits a batch that M does not divide.
+ * Pure C, tested in CI. */
 #include "cs_impl.h"
 
 #include <string.h>
@@ -23,14 +24,15 @@ gp_status gp_cs_memory_check(const char *what, const gp_cs_memory *need, uint64_
     if (sum <= device_free)
         return GP_OK;
     /* Bytes exactly, GiB to read: a reader compares the two numbers, a
-     * script the first. */
+     * script the first. Streamed weights hold their budget, not their size. */
     GP_FAIL(GP_ERR_DEVICE_MEMORY,
-            "%s needs %llu bytes of device memory (%.2f GiB: weights %.2f + KV cache %.2f + activations and "
+            "%s needs %llu bytes of device memory (%.2f GiB: weights%s %.2f + KV cache %.2f + activations and "
             "workspaces %.2f + partition pairs' GEMM workspaces %.2f) but the GPU has %llu bytes (%.2f GiB) "
             "free of %llu (%.2f GiB)",
-            what, (unsigned long long)sum, sum / GIB, need->weights / GIB, need->kv_cache / GIB,
-            need->activations / GIB, need->pairs / GIB, (unsigned long long)device_free, device_free / GIB,
-            (unsigned long long)device_total, device_total / GIB);
+            what, (unsigned long long)sum, sum / GIB, need->weights_streamed ? " (the --vram-budget)" : "",
+            need->weights / GIB, need->kv_cache / GIB, need->activations / GIB, need->pairs / GIB,
+            (unsigned long long)device_free, device_free / GIB, (unsigned long long)device_total,
+            device_total / GIB);
 }
 
 void gp_cs_micro_note(const gp_cs_options *o, char *note, size_t len)

@@ -13,6 +13,7 @@
 #include "gp_engine.h" /* GP_GEMM_TUNE_MAX_CANDIDATES: header only, nothing of the engine is linked */
 #include "gp_model.h"
 #include "gp_queues.h"
+#include "gp_tools.h" /* gp_parse_size: --vram-budget takes the sizes greenpipe generate does */
 
 /* Bounds of the numeric flags. B and C are far beyond any GPU's memory at
  * the top; the runner refuses what the model or the device cannot hold. */
@@ -27,7 +28,7 @@
 enum {
     OPT_SPLITS = 256, OPT_WORKLOAD, OPT_MICRO, OPT_DEPTH, OPT_MODEL, OPT_STEPS, OPT_WARMUP, OPT_NO_WARMUP,
     OPT_REPEAT, OPT_REBALANCE, OPT_TUNING, OPT_AUTOTUNE, OPT_TUNING_OUT, OPT_SEED, OPT_JSON, OPT_CSV,
-    OPT_TRACE, OPT_SVG, OPT_PROGRESS, OPT_NO_PROGRESS, OPT_STATS, OPT_PLACEMENT, OPT_GEMM_TUNE, OPT_FILL_DRAIN, OPT_CONTEXT, OPT_ATTN_KERNEL, OPT_ATTN_WARPS_CAP, OPT_ATTN_KV_EVICT, OPT_PROFILE, OPT_DTYPE, OPT_END
+    OPT_TRACE, OPT_SVG, OPT_PROGRESS, OPT_NO_PROGRESS, OPT_STATS, OPT_PLACEMENT, OPT_GEMM_TUNE, OPT_FILL_DRAIN, OPT_CONTEXT, OPT_ATTN_KERNEL, OPT_ATTN_WARPS_CAP, OPT_ATTN_KV_EVICT, OPT_PROFILE, OPT_DTYPE, OPT_VRAM_BUDGET, OPT_END
 };
 
 static const struct option LONG_OPTS[] = {
@@ -61,6 +62,7 @@ static const struct option LONG_OPTS[] = {
     { "attn-kv-evict", required_argument, NULL, OPT_ATTN_KV_EVICT },
     { "dtype", required_argument, NULL, OPT_DTYPE },
     { "profile", required_argument, NULL, OPT_PROFILE },
+    { "vram-budget", required_argument, NULL, OPT_VRAM_BUDGET },
     { "help", no_argument, NULL, 'h' },
     { NULL, 0, NULL, 0 },
 };
@@ -92,6 +94,8 @@ static const char *allowed(int opt)
     case OPT_ATTN_WARPS_CAP: return "0 (no cap) or an even integer 2.." CS_STR(GP_ATTN_STREAM_WARPS_CAP_MAX);
     case OPT_ATTN_KV_EVICT: return "on or off";
     case OPT_DTYPE: return "auto, bf16 or fp16";
+    case OPT_VRAM_BUDGET: return "a size in bytes > 0, digits optionally followed by K, M, G or T (binary multiples: "
+                                 "512M, 4G, 16G), from the model's least streaming budget up to the GPU's free memory";
     case OPT_TUNING_OUT:
     case OPT_JSON:
     case OPT_CSV:
@@ -451,6 +455,19 @@ static int apply(parse_ctx *c, int opt, const char *v, gp_cs_options *o)
         if (gp_dtype_parse(v, GP_DTYPE_ALLOW_AUTO, &o->dtype) != GP_OK)
             return bad(c, opt, v, "not a dtype");
         return 0;
+    case OPT_VRAM_BUDGET:
+        if (gp_parse_size(v, "--vram-budget", &o->vram_budget) != GP_OK) {
+            /* its message without the flag (ours names it) and the form (allowed says it) */
+            char why[512];
+            const char *m = gp_last_error(), *pre = "--vram-budget: ";
+            snprintf(why, sizeof why, "%s", strncmp(m, pre, strlen(pre)) ? m : m + strlen(pre));
+            char *form = strstr(why, "; expected");
+            if (form)
+                *form = '\0';
+            o->vram_budget = 0;
+            return bad(c, opt, v, "%s", why);
+        }
+        return 0;
     }
     return 0;
 }
@@ -492,6 +509,11 @@ static int cross_checks(parse_ctx *c, gp_cs_options *o)
                    o->tuning);
     if (o->profile[0] && o->autotune)
         return bad(c, OPT_PROFILE, o->profile, "not with --autotune, whose sweep measures every split itself");
+    /* A profile does not record the weights' residency: one measured on
+     * streamed weights would mislead every run that follows it. */
+    if (o->vram_budget && o->autotune)
+        return bad(c, OPT_VRAM_BUDGET, NULL, "not with --autotune: its profile would hold rows measured on "
+                   "streamed weights (eager, bound by the host link) for runs on resident weights to follow");
     /* --autotune measures every split unless told which. */
     if (o->autotune && !o->splits_given)
         o->sweep = true;

@@ -1,4 +1,4 @@
-/* Result rows: freeing them, the trace buffers they own, and the small
+/* Result rows: freeing them, the trace and copy buffers they own, and the small
  * texts (policy names, split labels) and file handling every writer shares. */
 #include "cs_impl.h"
 
@@ -38,6 +38,9 @@ void gp_cs_row_free(gp_cs_row *r)
     free(r->decisions);
     r->decisions = NULL;
     r->n_decisions = 0;
+    free(r->copies);
+    r->copies = NULL;
+    r->n_copies = 0;
 }
 
 gp_status gp_cs_trace_alloc(gp_cs_trace *t, int n_layers, int M)

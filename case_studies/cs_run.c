@@ -12,6 +12,7 @@
 #include "cs_run.h"
 #include "gp_attention.h"
 #include "gp_engine.h"
+#include "gp_streaming.h"
 
 static void row_error(gp_cs_row *r, gp_status st, const char *what)
 {
@@ -100,8 +101,86 @@ static gp_status pipe_step(cs_workload_run *wr, float *ms)
     return GP_OK;
 }
 
+/* Streaming statistics summed over a row's repeats (each repeat's timed
+ * steps only: the contexts are reset between them). */
+typedef struct cs_stream_sum {
+    uint64_t bytes, hits, misses, prefetches, evictions, peak;
+    double copy_s, wait_attn_s, wait_ffn_s;
+} cs_stream_sum;
+
+static void stream_add(cs_stream_sum *a, const gp_streamer_stats *s)
+{
+    a->bytes += s->bytes_streamed;
+    a->hits += s->hits;
+    a->misses += s->misses;
+    a->prefetches += s->prefetches;
+    a->evictions += s->evictions;
+    a->peak = s->peak_device_bytes > a->peak ? s->peak_device_bytes : a->peak;
+    a->copy_s += s->copy_s;
+    a->wait_attn_s += s->waited_s[GP_STREAM_ATTN];
+    a->wait_ffn_s += s->waited_s[GP_STREAM_FFN];
+}
+
+static void stream_row(gp_cs_row *r, const cs_stream_sum *a, int steps)
+{
+    gp_cs_stream *st = &r->stream;
+    const double n = steps > 0 ? steps : 1;
+    st->on = true;
+    st->steps = steps;
+    st->gb_per_step = (double)a->bytes / n / 1e9;
+    st->copy_gbps = a->copy_s > 0 ? (double)a->bytes / a->copy_s / 1e9 : 0.0;
+    st->copy_ms_per_step = a->copy_s / n * 1e3;
+    st->wait_attn_ms_per_step = a->wait_attn_s / n * 1e3;
+    st->wait_ffn_ms_per_step = a->wait_ffn_s / n * 1e3;
+    st->hits_per_step = (double)a->hits / n;
+    st->misses_per_step = (double)a->misses / n;
+    st->prefetches_per_step = (double)a->prefetches / n;
+    st->evictions_per_step = (double)a->evictions / n;
+    st->peak_device_bytes = a->peak;
+}
+
+/* The copies that overlap the step just run (the row's traced step), on its
+ * clock: the step's start event is the log's reference. A log that cannot
+ * be read costs the row its copy track, not its figures. */
+static void keep_copies(cs_workload_run *wr, gp_cs_row *r, float step_ms)
+{
+    void *ref = r->seq ? gp_engine_last_step_event(wr->engine) : gp_cuda_exec_step_event(wr->exec);
+    /* a step copies each layer group at most once per micro-batch, and
+     * prefetches wrap into the next step: room for all of it */
+    int cap = (GP_PIPE_MAX_MICRO + 1) * (2 * wr->env->cfg.n_layers + 1), n = 0, keep = 0;
+    gp_stream_copy *log = malloc(sizeof *log * (size_t)cap);
+    gp_status st = !log ? GP_ERR_NO_MEMORY : !ref ? GP_ERR_STATE
+                 : gp_device_weights_stream_copy_log(wr->env->dw, ref, log, cap, &n);
+    if (st != GP_OK) {
+        fprintf(stderr, "decode_pipeline_case_study: workload %s: no weight-copy track for this row: %s: %s\n",
+                wr->w->label, gp_status_str(st), st == GP_ERR_NO_MEMORY ? "out of host memory" :
+                st == GP_ERR_STATE ? "no step event" : gp_last_error());
+        free(log);
+        return;
+    }
+    for (int i = 0; i < n; i++)
+        keep += log[i].end_ms > 0.0 && log[i].start_ms < step_ms;
+    r->copies = keep ? calloc((size_t)keep, sizeof *r->copies) : NULL;
+    for (int i = 0; r->copies && i < n; i++) {
+        if (!(log[i].end_ms > 0.0 && log[i].start_ms < step_ms))
+            continue;
+        gp_cs_copy *c = &r->copies[r->n_copies++];
+        if (log[i].layer >= 0)
+            snprintf(c->group, sizeof c->group, "%s %d", gp_stream_kind_name(log[i].kind), log[i].layer);
+        else
+            snprintf(c->group, sizeof c->group, "%s", gp_stream_kind_name(log[i].kind));
+        c->bytes = log[i].bytes;
+        c->begin_ms = (float)log[i].start_ms;
+        c->end_ms = (float)log[i].end_ms;
+    }
+    r->copy_step_ms = step_ms;
+    free(log);
+}
+
 /* Warm-up once (graphs captured, caches filled), then per repeat: fresh
- * contexts and `steps` timed steps; a repeat's sample is its median step. */
+ * contexts and `steps` timed steps; a repeat's sample is its median step.
+ * Streamed weights: their statistics over the timed steps only, and the
+ * copies of the last step, the one the trace shows. */
 static gp_status time_config(cs_workload_run *wr, step_fn fn, gp_cs_row *r)
 {
     const gp_cs_options *o = wr->env->o;
@@ -118,19 +197,31 @@ static gp_status time_config(cs_workload_run *wr, step_fn fn, gp_cs_row *r)
         GP_FAIL(GP_ERR_NO_MEMORY, "out of host memory for samples");
     }
     gp_status st = GP_OK;
+    const bool streamed = gp_device_weights_is_streamed(wr->env->dw);
+    cs_stream_sum sum;
+    memset(&sum, 0, sizeof sum);
+    gp_streamer_stats ss;
     for (int rep = 0; rep < o->repeat && st == GP_OK; rep++) {
         st = reset_context(wr);
+        if (st == GP_OK && streamed) /* from here: this repeat's timed steps */
+            st = gp_device_weights_stream_stats(wr->env->dw, &ss, 1);
         for (int s = 0; s < o->steps && st == GP_OK; s++) {
             nvtxRangePushA("decode step");
             st = fn(wr, &ms);
             nvtxRangePop();
             steps[s] = ms;
         }
+        if (st == GP_OK && streamed && rep == o->repeat - 1)
+            keep_copies(wr, r, ms); /* before the statistics call ends the log's interval */
+        if (st == GP_OK && streamed && (st = gp_device_weights_stream_stats(wr->env->dw, &ss, 1)) == GP_OK)
+            stream_add(&sum, &ss);
         if (st == GP_OK)
             r->samples_ms[r->n_samples++] = gp_median_d(steps, o->steps);
     }
     free(steps);
     GP_TRY(st);
+    if (streamed)
+        stream_row(r, &sum, o->repeat * o->steps);
     double *sorted = malloc(sizeof(double) * (size_t)r->n_samples);
     if (!sorted)
         GP_FAIL(GP_ERR_NO_MEMORY, "out of host memory for samples");
@@ -278,7 +369,8 @@ gp_engine_params cs_engine_params(const gp_cs_options *o, const gp_cs_workload *
     p.max_batch = w->B;
     /* contexts restart at C every repeat; the warm-up runs before the first */
     p.max_context = w->C + (o->warmup ? o->warmup_steps : 0) + o->steps + 1;
-    p.use_graphs = true;
+    /* streamed weights move between steps; graphs would bake one step's addresses */
+    p.use_graphs = o->vram_budget == 0;
     /* seq and split rows alike: the comparison stays fair; a profile's row
      * measured with tuned GEMMs sets its workload's (gp_cs_workload) */
     p.gemm_tune = w->gemm_tune > 0 ? w->gemm_tune : o->gemm_tune;
@@ -307,8 +399,12 @@ gp_status cs_workload_memory(const gp_config *cfg, const gp_cs_options *o, const
     if (engine == 0 || kv == 0 || kv > engine)
         GP_FAIL(GP_ERR_OVERFLOW, "workload %s: the device bytes of batch %d x context %d cannot be computed "
                 "(overflow or a device query failed)", w->label, p.max_batch, p.max_context);
-    if (!gp_mul_u64(gp_config_param_count(cfg), sizeof(gp_bf16), &out->weights))
+    if (o->vram_budget) { /* the streamer holds at most the budget; the rest stays in host memory */
+        out->weights = o->vram_budget;
+        out->weights_streamed = true;
+    } else if (!gp_mul_u64(gp_config_param_count(cfg), sizeof(gp_bf16), &out->weights)) {
         GP_FAIL(GP_ERR_OVERFLOW, "model %s: weight bytes overflow 64 bits", cfg->name);
+    }
     out->kv_cache = kv;
     out->activations = engine - kv;
     out->pairs = 2 * (uint64_t)(n_pairs > 0 ? n_pairs : 1) * GP_GEMM_WORKSPACE_BYTES;
@@ -326,7 +422,7 @@ gp_status cs_workload_open(cs_env *env, const gp_cs_workload *w, cs_workload_run
                 w->label, w->C, p.max_context - w->C, env->cfg.max_context);
     gp_status st = gp_engine_create(env->dw, &p, &wr->engine);
     if (st == GP_OK)
-        st = gp_cuda_exec_create(wr->engine, env->pool, true, &wr->exec);
+        st = gp_cuda_exec_create(wr->engine, env->pool, env->o->vram_budget == 0, &wr->exec);
     if (st == GP_OK)
         st = gp_pipeline_create(gp_cuda_exec_get(wr->exec), env->cfg.n_layers, NULL, &wr->pipe);
     if (st == GP_OK)

@@ -1,13 +1,14 @@
 /* --trace: Chrome trace event JSON (Perfetto, chrome://tracing) of one
  * representative step per configuration: a process per row, a thread per
  * partition, a complete ("X") slice per stage, a flow arrow from each
- * attention slice to its FFN slice, rebalancer decisions as instant events. */
+ * attention slice to its FFN slice, rebalancer decisions as instant events,
+ * and with streamed weights a copy thread with a slice per weight-group copy. */
 #include "cs_impl.h"
 
 #include <jansson.h>
 #include <math.h>
 
-enum { TID_ATTN = 1, TID_FFN = 2, TID_REBALANCE = 3 };
+enum { TID_ATTN = 1, TID_FFN = 2, TID_REBALANCE = 3, TID_COPY = 4, TID_STEP = 5 };
 
 typedef struct tb {
     json_t *events;
@@ -77,6 +78,29 @@ static void row_stages(tb *b, const gp_cs_row *r, int pid)
         }
 }
 
+/* Host-to-device weight copies of the traced step, on the stages' clock.
+ * One begun in the step before is drawn from the step's start (a
+ * viewer may reject times before 0), its real begin in args. */
+static void row_copies(tb *b, const gp_cs_row *r, int pid)
+{
+    for (int i = 0; i < r->n_copies; i++) {
+        const gp_cs_copy *c = &r->copies[i];
+        double t0 = us(c->begin_ms > 0.0f ? c->begin_ms : 0.0f), t1 = us(c->end_ms);
+        double ms = (double)c->end_ms - (double)c->begin_ms;
+        json_t *args = json_pack("{s:o, s:I, s:f, s:f}", "group", cs_json_text(c->group), "bytes",
+                                 (json_int_t)c->bytes, "begin_ms", (double)c->begin_ms, "end_ms", (double)c->end_ms);
+        if (args && ms > 0.0 && json_object_set_new(args, "gbps", json_real((double)c->bytes / ms / 1e6)) != 0)
+            b->failed = true;
+        if (!args) {
+            b->failed = true;
+            continue;
+        }
+        add(b, json_pack("{s:o, s:s, s:s, s:f, s:f, s:i, s:i, s:o}", "name", cs_json_text(c->group), "cat", "copy",
+                         "ph", "X", "ts", t0, "dur", t1 > t0 ? t1 - t0 : 0.0, "pid", pid, "tid", TID_COPY, "args",
+                         args));
+    }
+}
+
 /* Decisions happen between steps, and the trace holds one step: each is
  * placed where its step would start if every step took the representative
  * step's time (step index x step time), its real step number in args. */
@@ -129,9 +153,21 @@ static void row_process(tb *b, const gp_cs_row *r, int pid)
         sort_event(b, "thread_sort_index", pid, TID_FFN, TID_FFN);
         row_stages(b, r, pid);
     }
+    /* the seq row has no partitions: its step's extent, for the copies to be read against */
+    if (!cs_row_has_trace(r) && r->ok && r->n_copies > 0 && r->copy_step_ms > 0) {
+        meta_event(b, "thread_name", pid, TID_STEP, r->seq ? "sequential step (all SMs)" : "step");
+        sort_event(b, "thread_sort_index", pid, TID_STEP, 0);
+        add(b, json_pack("{s:s, s:s, s:s, s:f, s:f, s:i, s:i}", "name", "decode step", "cat", "step", "ph", "X", "ts",
+                         0.0, "dur", us(r->copy_step_ms), "pid", pid, "tid", TID_STEP));
+    }
+    if (r->ok && r->copies && r->n_copies > 0) {
+        meta_event(b, "thread_name", pid, TID_COPY, "copy");
+        sort_event(b, "thread_sort_index", pid, TID_COPY, 3);
+        row_copies(b, r, pid);
+    }
     if (r->decisions && r->n_decisions > 0) {
         meta_event(b, "thread_name", pid, TID_REBALANCE, "rebalancer");
-        sort_event(b, "thread_sort_index", pid, TID_REBALANCE, TID_REBALANCE);
+        sort_event(b, "thread_sort_index", pid, TID_REBALANCE, 4);
         row_decisions(b, r, pid);
     }
 }
@@ -148,7 +184,7 @@ gp_status gp_cs_write_trace(const char *path, const gp_cs_meta *m, const gp_cs_r
     for (int i = 0; rows && i < n; i++) {
         const gp_cs_row *r = &rows[i];
         /* pid = row index + 1: the same numbering as the report's rows */
-        if (cs_row_has_trace(r) || (r->decisions && r->n_decisions > 0))
+        if (cs_row_has_trace(r) || (r->decisions && r->n_decisions > 0) || (r->ok && r->copies && r->n_copies > 0))
             row_process(&b, r, i + 1);
     }
     if (json_object_set_new(root, "traceEvents", b.events) != 0)

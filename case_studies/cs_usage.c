@@ -81,6 +81,18 @@ void gp_cs_usage(FILE *f)
         "  --model NAME|DIR     a preset (tiny, llama3.2-1b, llama3-8b, llama3-70b) with\n"
         "                       synthetic weights, or a Hugging Face checkpoint directory\n"
         "                       (config.json + safetensors). Default: llama3-8b.\n"
+        "  --vram-budget SIZE   weights beyond VRAM: every weight in pinned host memory\n"
+        "                       (host memory for the whole model is needed), at most SIZE\n"
+        "                       bytes of them on the GPU (bytes, or K, M, G, T: 512M, 4G,\n"
+        "                       16G), the embedding/head group kept there and the layer\n"
+        "                       groups streamed with prefetch. Every row, seq included,\n"
+        "                       runs eager (CUDA graphs would bake one step's addresses);\n"
+        "                       the reports give the budget and per row the GB streamed,\n"
+        "                       copy GB/s and the compute's stalls per step, the trace a\n"
+        "                       copy track. Refused below the model's least budget (the\n"
+        "                       head and three consecutive layer groups, as a split step\n"
+        "                       holds them), above the GPU's free memory, and with\n"
+        "                       --autotune. Default: every weight resident on the GPU.\n"
         "\n"
         "Measurement:\n"
         "  --steps N            timed steps per repeat, 1..100000. Default: 8.\n"
@@ -149,9 +161,9 @@ void gp_cs_usage(FILE *f)
         "  -h, --help           this text.\n"
         "\n"
         "Every flag may be given once. Exit status 2: a bad command line (or a workload\n"
-        "the GPU cannot hold); 1: no GPU, or a configuration or report failed; 130 or\n"
-        "143: stopped by SIGINT or SIGTERM after the configuration in progress, with\n"
-        "the reports holding the rows that finished.\n",
+        "or --vram-budget the GPU cannot hold); 1: no GPU, or a configuration or report\n"
+        "failed; 130 or 143: stopped by SIGINT or SIGTERM after the configuration in\n"
+        "progress, with the reports holding the rows that finished.\n",
         f);
 }
 

@@ -13,6 +13,7 @@
 #include "cs_run.h"
 #include "gp_build_info.h"
 #include "gp_engine.h"
+#include "gp_streaming.h"
 
 #define PROG "decode_pipeline_case_study"
 
@@ -100,9 +101,38 @@ static gp_status check_contexts(const gp_cs_options *o, const gp_config *cfg)
     return GP_OK;
 }
 
-/* Every workload's weights + KV cache + activations against the GPU's free
- * memory, before anything is allocated: a refusal names the bytes needed
- * and the bytes there are, instead of an allocation failing half-way. */
+/* --vram-budget's streaming: the defaults, with the window of the split
+ * rows (an attention group on A while F holds up to three), which the seq
+ * row's window of one fits too. */
+static gp_weights_stream_params stream_params(const gp_cs_options *o, const gp_config *cfg)
+{
+    gp_weights_stream_params sp = gp_weights_stream_default_params();
+    sp.budget_bytes = o->vram_budget;
+    sp.min_window = gp_weights_stream_window(cfg, 1);
+    return sp;
+}
+
+/* A budget below what the split rows need at once is the command line's
+ * mistake: refused from the config alone, before the GPU or any weight. */
+static gp_status check_budget(const gp_cs_options *o, const gp_config *cfg)
+{
+    gp_weights_stream_params sp = stream_params(o, cfg);
+    uint64_t least = 0;
+    gp_status st = gp_weights_stream_check(cfg, &sp, &least);
+    if (st != GP_OK && least > 0) {
+        char msg[1400];
+        snprintf(msg, sizeof msg, "%s", gp_last_error());
+        GP_FAIL(st, "--vram-budget %llu bytes: %s; allowed: at least %llu bytes (%.2f GiB) for model %s, whose split "
+                "rows hold the embedding/head group and %d consecutive layer groups at once", (unsigned long long)
+                o->vram_budget, msg, (unsigned long long)least, least / 1073741824.0, cfg->name, sp.min_window);
+    }
+    return st;
+}
+
+/* Every workload's weights (or their --vram-budget) + KV cache + activations
+ * against the GPU's free memory, before anything is allocated: a refusal
+ * names the bytes needed and the bytes there are, instead of an allocation
+ * failing half-way. */
 static gp_status check_memory(const cs_env *env, int n_pairs)
 {
     size_t free_b = 0, total_b = 0;
@@ -111,6 +141,12 @@ static gp_status check_memory(const cs_env *env, int n_pairs)
         (void)cudaGetLastError();
         GP_FAIL(GP_ERR_CUDA, "cudaMemGetInfo failed: %s", cudaGetErrorString(e));
     }
+    if (env->o->vram_budget > free_b)
+        GP_FAIL(GP_ERR_DEVICE_MEMORY, "--vram-budget %llu bytes (%.2f GiB) is more than the GPU has free: %zu bytes "
+                "(%.2f GiB) of %zu (%.2f GiB); allowed: a budget within the free memory that leaves room for each "
+                "workload's KV cache and activations", (unsigned long long)env->o->vram_budget,
+                env->o->vram_budget / 1073741824.0, free_b, free_b / 1073741824.0, total_b,
+                total_b / 1073741824.0);
     for (int wi = 0; wi < env->o->n_workloads; wi++) {
         const gp_cs_workload *w = &env->o->workloads[wi];
         gp_cs_memory need;
@@ -124,6 +160,20 @@ static gp_status check_memory(const cs_env *env, int n_pairs)
             GP_FAIL(st, "%s; allowed: a workload that fits, e.g. a smaller B or C", msg);
         }
     }
+    return GP_OK;
+}
+
+/* The report's account of streamed weights: the budget, what it keeps. */
+static gp_status stream_meta(gp_cs_meta *m, gp_device_weights *dw, const gp_config *cfg)
+{
+    gp_streamer_stats ss;
+    GP_TRY(gp_device_weights_stream_stats(dw, &ss, 0));
+    m->vram_budget = gp_device_weights_budget(dw);
+    m->weight_bytes = gp_device_weights_view(dw)->arena_bytes;
+    m->layer_groups = 2 * cfg->n_layers;
+    m->kept_groups = ss.kept_groups;
+    m->kept_bytes = ss.kept_bytes;
+    m->prefetch_depth = gp_device_weights_stream_params(dw).prefetch_depth;
     return GP_OK;
 }
 
@@ -375,6 +425,10 @@ int main(int argc, char **argv)
         fprintf(stderr, PROG ": %s\n", gp_last_error());
         return 2;
     }
+    if (o.vram_budget && check_budget(&o, &src.cfg) != GP_OK) {
+        fprintf(stderr, PROG ": %s\n", gp_last_error());
+        return 2;
+    }
     if (gp_cuda_available() != GP_OK) {
         fprintf(stderr, PROG ": %s\n", gp_last_error());
         return 1;
@@ -451,11 +505,22 @@ int main(int argc, char **argv)
         gp_cs_tuning_free(profile);
         return st == GP_ERR_DEVICE_MEMORY || st == GP_ERR_INVALID_ARG ? 2 : 1;
     }
-    if ((st = gp_device_weights_load(&src, o.dtype, &env.dw)) != GP_OK) {
-        fprintf(stderr, PROG ": --model %s: %s\n", o.model, gp_last_error());
+    if (o.vram_budget) {
+        gp_weights_stream_params wsp = stream_params(&o, &env.cfg);
+        st = gp_device_weights_streamed_load(&src, o.dtype, &wsp, &env.dw);
+    } else {
+        st = gp_device_weights_load(&src, o.dtype, &env.dw);
+    }
+    if (st == GP_OK && o.vram_budget && (st = stream_meta(&meta, env.dw, &env.cfg)) != GP_OK)
+        gp_device_weights_destroy(env.dw);
+    if (st != GP_OK) {
+        fprintf(stderr, PROG ": --model %s%s: %s\n", o.model, o.vram_budget ? " with --vram-budget" : "",
+                gp_last_error());
         gp_cs_tuning_free(tuning);
         gp_cs_tuning_free(profile);
-        return st == GP_ERR_NOT_FOUND || st == GP_ERR_INVALID_ARG ? 2 : 1;
+        /* a budget the GPU cannot hold after all (its free memory shrank) is the command line's, as above */
+        return st == GP_ERR_NOT_FOUND || st == GP_ERR_INVALID_ARG ||
+                       (o.vram_budget && st == GP_ERR_DEVICE_MEMORY) ? 2 : 1;
     }
     snprintf(meta.dtype, sizeof meta.dtype, "%s", gp_dtype_flag_name(gp_device_weights_dtype(env.dw)));
     static char why[GP_CS_MAX_SPLITS + 1][256];

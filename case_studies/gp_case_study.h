@@ -74,6 +74,9 @@ typedef struct gp_cs_options {
     bool attn_kv_evict_first;    /* --attn-kv-evict on|off: its K/V copies marked L2 evict_first (on) */
     gp_dtype dtype;              /* --dtype auto|bf16|fp16: the engine's 16-bit type (GP_DTYPE_AUTO: the
                                     checkpoint's own, bf16 for fp32 checkpoints and presets) */
+    uint64_t vram_budget;        /* --vram-budget SIZE: 0 (default): the weights resident on the GPU; else
+                                    weights beyond VRAM: all in pinned host memory, at most this many bytes
+                                    of them on the GPU, streamed; every row runs eager (no CUDA graphs) */
     char json[GP_CS_PATH], csv[GP_CS_PATH], trace[GP_CS_PATH], svg[GP_CS_PATH];
     int progress;                /* --progress / --no-progress; -1: when stderr is a terminal */
     bool stats;                  /* --stats: print each pipelined row's pipeline statistics report */
@@ -112,6 +115,29 @@ typedef struct gp_cs_trace {
     float *attn_begin, *attn_end, *ffn_begin, *ffn_end; /* [n_layers][M] */
 } gp_cs_trace;
 
+/* Weight streaming of a row's timed steps (--vram-budget), per step: the
+ * streamer's statistics (gp_streamer_stats) over every timed step of every
+ * repeat, divided by their count. on false: resident weights, all 0. */
+typedef struct gp_cs_stream {
+    bool on;
+    int steps;                   /* timed steps the figures cover */
+    double gb_per_step;          /* weight bytes copied host to device, 1e9 */
+    double copy_gbps;            /* those bytes over the copy engine's busy time; 0 when none */
+    double copy_ms_per_step;     /* copy-engine busy time */
+    double wait_attn_ms_per_step;/* compute streams stalled on attention-group copies */
+    double wait_ffn_ms_per_step; /* ... on FFN-group copies */
+    double hits_per_step, misses_per_step, prefetches_per_step, evictions_per_step;
+    uint64_t peak_device_bytes;  /* most weight bytes on the GPU during the timed steps */
+} gp_cs_stream;
+
+/* One host-to-device weight-group copy in the traced step (streamed weights). */
+typedef struct gp_cs_copy {
+    char group[24];              /* "attn 3", "ffn 3", "head" */
+    uint64_t bytes;
+    float begin_ms, end_ms;      /* the copy engine's, from the step's start as the stage times
+                                    (begin negative: issued in the step before) */
+} gp_cs_copy;
+
 typedef struct gp_cs_row {
     /* configuration */
     char workload[32];
@@ -147,6 +173,13 @@ typedef struct gp_cs_row {
     gp_cs_trace trace;           /* one representative step (n_layers 0: none) */
     gp_rebalance_decision *decisions; /* rebalancer log of this row */
     int n_decisions;
+    gp_cs_stream stream;         /* weight streaming per step (--vram-budget) */
+    /* Weight-group copies that overlap the traced step: the pipelined row's
+     * trace step, or the seq row's last timed step, whose length is
+     * copy_step_ms. NULL / 0: resident weights, or no copy log. */
+    gp_cs_copy *copies;          /* [n_copies], by start */
+    int n_copies;
+    float copy_step_ms;
 } gp_cs_row;
 
 typedef struct gp_cs_meta {
@@ -157,6 +190,13 @@ typedef struct gp_cs_meta {
     char notes[1536];            /* e.g. workload scaling, unpartitioned fallback, the profile's choices */
     char stopped[64];            /* "" when the run went through every configuration; else why it
                                     stopped early ("SIGINT", "SIGTERM", "device fault") */
+    /* Weights beyond VRAM (--vram-budget); vram_budget 0: resident, the rest unused. */
+    uint64_t vram_budget;        /* device bytes the weights may hold */
+    uint64_t weight_bytes;       /* every weight as laid out on the GPU, all in pinned host memory */
+    int layer_groups;            /* attention and FFN groups of the model (2 per layer) */
+    int kept_groups;             /* of them kept on the GPU for good (gp_streamer_stats.kept_groups) */
+    uint64_t kept_bytes;
+    int prefetch_depth;          /* streamed groups copied ahead of the one in use */
 } gp_cs_meta;
 
 void gp_cs_row_free(gp_cs_row *r);
@@ -175,7 +215,9 @@ gp_status gp_cs_write_json(const char *path, const gp_cs_meta *m, const gp_cs_ro
 gp_status gp_cs_write_csv(const char *path, const gp_cs_meta *m, const gp_cs_row *rows, int n);
 /* Chrome trace (Perfetto): a process per row with a trace, a track per
  * partition, a slice per stage (layer, micro-batch), flow arrows from each
- * attention slice to its FFN slice, rebalancer decisions as instant events. */
+ * attention slice to its FFN slice, rebalancer decisions as instant events;
+ * rows with weight copies (streamed weights) add a "copy" track, a slice per
+ * group copy named by the group ("attn 3"), and the seq row its step. */
 gp_status gp_cs_write_trace(const char *path, const gp_cs_meta *m, const gp_cs_row *rows, int n);
 /* tokens/s against attention SMs, one line per workload and M, the seq level
  * of each workload as a dashed line. */
@@ -284,7 +326,8 @@ void gp_cs_winner_text(const gp_cs_winner *w, const gp_cs_row *rows, char *buf, 
 
 /* Device bytes one workload needs, by part, so a refusal can say where they go. */
 typedef struct gp_cs_memory {
-    uint64_t weights;      /* the model's bf16 weights */
+    uint64_t weights;      /* the model's bf16 weights; with weights_streamed, the --vram-budget */
+    bool weights_streamed; /* weights beyond VRAM: only the budget is on the device */
     uint64_t kv_cache;     /* paged K and V of B sequences at the longest context the run reaches */
     uint64_t activations;  /* the engine's step buffers and its attention and GEMM workspaces */
     uint64_t pairs;        /* GEMM workspaces of the partition pairs (two per split) */

@@ -153,6 +153,11 @@ float gp_engine_last_step_ms(const gp_engine *e)
     return ms;
 }
 
+void *gp_engine_last_step_event(const gp_engine *e)
+{
+    return e ? (void *)e->ev_begin : NULL;
+}
+
 void gp_engine_reset_seq(gp_engine *e, int seq)
 {
     gp_kv_release(e->tables, seq);

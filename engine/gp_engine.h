@@ -107,6 +107,11 @@ void gp_engine_reset_seq(gp_engine *e, int seq);
 gp_status gp_engine_truncate_seq(gp_engine *e, int seq, int len);
 /* Device time of the last gp_engine_decode_step (its events), or -1. */
 float gp_engine_last_step_ms(const gp_engine *e);
+/* The event that last step's time starts from (cudaEvent_t as void*, with
+ * timing), to place other device times on that step's clock (e.g. weight
+ * copies: gp_device_weights_stream_copy_log); recorded again by the next
+ * step. */
+void *gp_engine_last_step_event(const gp_engine *e);
 
 /* Benchmark support: give sequences 0..B-1 a context of C tokens of random
  * K/V (no prefill) so a step's cost equals that of a real C-token context. */

@@ -224,6 +224,27 @@ static gp_status gp_dw_total_bytes(const gp_config *cfg, uint64_t *need)
     return GP_OK;
 }
 
+/* Group gi of n_groups: attn l at 2l, ffn l at 2l + 1, the head last (layer 0). */
+static gp_group_kind gp_dw_group_kind(int gi, int n_groups, int *layer)
+{
+    gp_group_kind k = gi == n_groups - 1 ? GP_GROUP_HEAD : (gi % 2 ? GP_GROUP_FFN : GP_GROUP_ATTN);
+    *layer = k == GP_GROUP_HEAD ? 0 : gi / 2;
+    return k;
+}
+
+/* A group as the streamer sees it (host bytes are the caller's): the head
+ * stays on the device, pinned, as every step begins and ends with it. */
+static gp_stream_group gp_dw_stream_desc(gp_group_kind kind, int layer, uint64_t bytes)
+{
+    gp_stream_group d;
+    memset(&d, 0, sizeof d);
+    d.kind = (gp_stream_kind)kind;
+    d.layer = kind == GP_GROUP_HEAD ? -1 : layer;
+    d.bytes = bytes;
+    d.pinned = kind == GP_GROUP_HEAD;
+    return d;
+}
+
 /* The host tables of device weights for cfg in dtype: the groups (attn l at
  * 2l, ffn l at 2l+1, head last) with their kind, layer and bytes, and the
  * view's per-layer table; no device memory. NULL when out of memory. */
@@ -245,8 +266,7 @@ static gp_device_weights *gp_dw_shell(const gp_config *cfg, gp_dtype dtype, uint
     dw->view.arena_bytes = (size_t)need;
     for (int gi = 0; gi < dw->n_groups; gi++) {
         gp_weight_group *g = &dw->groups[gi];
-        g->kind = gi == dw->n_groups - 1 ? GP_GROUP_HEAD : (gi % 2 ? GP_GROUP_FFN : GP_GROUP_ATTN);
-        g->layer = g->kind == GP_GROUP_HEAD ? 0 : gi / 2;
+        g->kind = gp_dw_group_kind(gi, dw->n_groups, &g->layer);
         g->bytes = (size_t)gp_group_bytes(cfg, g->kind);
         g->sidx = -1;
         g->owner = dw;
@@ -397,60 +417,68 @@ extern "C" int gp_weights_stream_window(const gp_config *cfg, int pipelined)
     return cfg && cfg->qkv_bias ? 4 : 3;
 }
 
-extern "C" gp_status gp_weights_stream_check(const gp_config *cfg, const gp_weights_stream_params *sp)
+extern "C" gp_status gp_weights_stream_check(const gp_config *cfg, const gp_weights_stream_params *spp,
+                                             uint64_t *min_bytes)
 {
-    if (!cfg || !sp)
-        GP_FAIL(GP_ERR_INVALID_ARG, "gp_weights_stream_check: cfg and sp must not be NULL");
+    if (min_bytes)
+        *min_bytes = 0;
+    if (!cfg)
+        GP_FAIL(GP_ERR_INVALID_ARG, "gp_weights_stream_check: cfg is NULL");
+    if (!spp || spp->budget_bytes == 0 || spp->prefetch_depth < 0 || spp->min_window < 1 ||
+        (spp->keep_resident != 0 && spp->keep_resident != 1))
+        GP_FAIL(GP_ERR_INVALID_ARG, "streamed device weights for config %s: params %s: budget %llu bytes (> 0), "
+                "prefetch depth %d (>= 0), window %d (>= 1), keep_resident %d (0 or 1)", cfg->name,
+                spp ? "given" : "NULL", spp ? (unsigned long long)spp->budget_bytes : 0ull,
+                spp ? spp->prefetch_depth : 0, spp ? spp->min_window : 0, spp ? spp->keep_resident : 0);
     GP_TRY(gp_config_validate(cfg));
-    if (sp->budget_bytes == 0 || sp->prefetch_depth < 0 || sp->min_window < 1)
-        GP_FAIL(GP_ERR_INVALID_ARG, "streamed weights of config %s: budget %llu bytes (> 0), prefetch depth %d "
-                "(>= 0), window %d (>= 1)", cfg->name, (unsigned long long)sp->budget_bytes, sp->prefetch_depth,
-                sp->min_window);
     uint64_t need;
     GP_TRY(gp_dw_total_bytes(cfg, &need));
-    const int n = 2 * cfg->n_layers + 1;
-    gp_stream_group *g = (gp_stream_group *)calloc((size_t)n, sizeof *g);
-    int *order = (int *)calloc((size_t)n, sizeof *order);
-    if (!g || !order) {
-        free(g);
+    int n_groups = 2 * cfg->n_layers + 1;
+    gp_stream_group *sg = (gp_stream_group *)calloc((size_t)n_groups, sizeof *sg);
+    int *order = (int *)calloc((size_t)n_groups, sizeof *order);
+    if (!sg || !order) {
+        free(sg);
         free(order);
-        GP_FAIL(GP_ERR_NO_MEMORY, "gp_weights_stream_check: out of host memory for %d groups", n);
+        GP_FAIL(GP_ERR_NO_MEMORY, "streamed device weights for config %s: cannot allocate host tables for "
+                "%d layers", cfg->name, cfg->n_layers);
     }
-    /* the groups as gp_device_weights_streamed lays them out: attn l, ffn l, ..., the pinned head */
-    for (int i = 0; i < n; i++) {
-        gp_group_kind k = i == n - 1 ? GP_GROUP_HEAD : (i % 2 ? GP_GROUP_FFN : GP_GROUP_ATTN);
-        g[i].kind = (gp_stream_kind)k;
-        g[i].layer = k == GP_GROUP_HEAD ? -1 : i / 2;
-        g[i].bytes = gp_group_bytes(cfg, k);
-        g[i].pinned = k == GP_GROUP_HEAD;
-        order[i] = i;
+    for (int gi = 0; gi < n_groups; gi++) {
+        int layer;
+        gp_group_kind k = gp_dw_group_kind(gi, n_groups, &layer);
+        sg[gi] = gp_dw_stream_desc(k, layer, gp_group_bytes(cfg, k));
+        order[gi] = gi;
     }
-    gp_streamer_params p = gp_streamer_default_params();
-    p.budget_bytes = sp->budget_bytes;
-    p.prefetch_depth = sp->prefetch_depth;
-    p.min_window = sp->min_window;
-    p.groups = g;
-    p.n_groups = n;
-    p.order = order;
-    p.n_order = n;
-    gp_status st = gp_streamer_check_budget(&p);
-    free(g);
-    free(order);
-    if (st != GP_OK) {
+    /* the streamer's own check, with the parameters gp_dw_stream_start gives it */
+    gp_streamer_params sp = gp_streamer_default_params();
+    sp.budget_bytes = spp->budget_bytes;
+    sp.prefetch_depth = spp->prefetch_depth;
+    sp.min_window = spp->min_window;
+    sp.keep_resident = spp->keep_resident;
+    sp.groups = sg;
+    sp.n_groups = n_groups;
+    sp.order = order;
+    sp.n_order = n_groups;
+    uint64_t least = 0;
+    gp_status st = gp_streamer_min_budget(&sp, &least);
+    if (st == GP_OK && min_bytes)
+        *min_bytes = least;
+    if (st == GP_OK && (st = gp_streamer_check_budget(&sp)) != GP_OK) {
         char why[768];
         snprintf(why, sizeof why, "%s", gp_last_error());
-        GP_FAIL(st, "streaming the weights of config %s (%llu bytes in all, %.2f GiB) through a VRAM budget of "
-                "%llu bytes (%.2f GiB): %s", cfg->name, (unsigned long long)need, need / 1073741824.0,
-                (unsigned long long)sp->budget_bytes, sp->budget_bytes / 1073741824.0, why);
+        gp_set_error("streaming the weights of config %s (%llu bytes in all, %.2f GiB) through a VRAM budget "
+                     "of %llu bytes (%.2f GiB): %s", cfg->name, (unsigned long long)need, need / 1073741824.0,
+                     (unsigned long long)spp->budget_bytes, spp->budget_bytes / 1073741824.0, why);
     }
-    if (gp_cuda_available() != GP_OK)
-        return GP_OK; /* the device side is checked where the weights are made */
+    free(sg);
+    free(order);
+    if (st != GP_OK || gp_cuda_available() != GP_OK)
+        return st; /* without a GPU the device side is checked where the weights are made */
     size_t free_b = 0, total_b = 0;
     GP_CUDA_TRY(cudaMemGetInfo(&free_b, &total_b));
-    if (sp->budget_bytes > free_b)
+    if (spp->budget_bytes > free_b)
         GP_FAIL(GP_ERR_DEVICE_MEMORY, "VRAM budget of %llu bytes (%.2f GiB) for the weights of config %s is more "
                 "than the device has free: %zu bytes (%.2f GiB) of %zu bytes (%.2f GiB); give a smaller budget",
-                (unsigned long long)sp->budget_bytes, sp->budget_bytes / 1073741824.0, cfg->name, free_b,
+                (unsigned long long)spp->budget_bytes, spp->budget_bytes / 1073741824.0, cfg->name, free_b,
                 free_b / 1073741824.0, total_b, total_b / 1073741824.0);
     return GP_OK;
 }
@@ -511,7 +539,7 @@ static gp_status gp_dw_pinned_create(const gp_config *cfg, gp_dtype dtype, const
     const uint64_t budget_bytes = spp->budget_bytes;
     GP_TRY(gp_cuda_available());
     /* the working set and the device's free memory before a single weight is pinned */
-    GP_TRY(gp_weights_stream_check(cfg, spp));
+    GP_TRY(gp_weights_stream_check(cfg, spp, NULL));
     uint64_t need;
     GP_TRY(gp_dw_total_bytes(cfg, &need));
 
@@ -601,11 +629,8 @@ static gp_status gp_dw_stream_start(gp_device_weights *dw, gp_device_weights **o
         for (int gi = 0; gi < n_groups; gi++) {
             gp_weight_group *g = &dw->groups[gi];
             g->sidx = gi;
-            sg[gi].kind = (gp_stream_kind)g->kind;
-            sg[gi].layer = g->kind == GP_GROUP_HEAD ? -1 : g->layer;
-            sg[gi].bytes = g->bytes;
+            sg[gi] = gp_dw_stream_desc(g->kind, g->layer, g->bytes);
             sg[gi].host = (char *)dw->host_pinned + hoff;
-            sg[gi].pinned = g->kind == GP_GROUP_HEAD;
             order[gi] = gi; /* attn 0, ffn 0, attn 1, ..., head (pinned: skipped) */
             hoff += g->bytes;
         }
@@ -812,6 +837,18 @@ extern "C" gp_status gp_device_weights_stream_stats(gp_device_weights *dw, gp_st
     if (!dw->streamer)
         GP_FAIL(GP_ERR_STATE, "gp_device_weights_stream_stats: the weights are resident, not streamed");
     return gp_streamer_stats_get(dw->streamer, out, reset);
+}
+
+extern "C" gp_status gp_device_weights_stream_copy_log(gp_device_weights *dw, void *ref_event,
+                                                       gp_stream_copy *out, int cap, int *n)
+{
+    if (n)
+        *n = 0;
+    if (!dw)
+        GP_FAIL(GP_ERR_INVALID_ARG, "gp_device_weights_stream_copy_log: dw is NULL");
+    if (!dw->streamer)
+        GP_FAIL(GP_ERR_STATE, "gp_device_weights_stream_copy_log: the weights are resident, not streamed");
+    return gp_streamer_copy_log(dw->streamer, ref_event, out, cap, n);
 }
 
 extern "C" gp_status gp_device_weights_synthetic(const gp_config *cfg, gp_dtype dtype,

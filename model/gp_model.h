@@ -504,11 +504,14 @@ gp_weights_stream_params gp_weights_stream_default_params(void);
  * placement): 3, and 4 when RoPE + KV append on the A side reads the q/k/v
  * bias too. */
 int gp_weights_stream_window(const gp_config *cfg, int pipelined);
-/* What can be checked of sp for cfg before anything is loaded: the budget
- * against the minimum working set (GP_ERR_INVALID_ARG naming the groups and
- * bytes) and, when a GPU is there, against its free memory
- * (GP_ERR_DEVICE_MEMORY). gp_device_weights_streamed makes the same checks. */
-gp_status gp_weights_stream_check(const gp_config *cfg, const gp_weights_stream_params *sp);
+/* What can be checked of sp for cfg before any weight is read: the params,
+ * the budget against the least it can stream in (the head group plus the
+ * heaviest sp->min_window consecutive layer groups; GP_ERR_INVALID_ARG
+ * naming those groups and their bytes) and, when a GPU is there, against its
+ * free memory (GP_ERR_DEVICE_MEMORY). *min_bytes (may be NULL) receives that
+ * least budget, also when the budget is refused. The streamed creates make
+ * it first; callers refuse a budget with it before loading anything. */
+gp_status gp_weights_stream_check(const gp_config *cfg, const gp_weights_stream_params *sp, uint64_t *min_bytes);
 /* Weights beyond VRAM: host weights w (F32, BF16 or F16) converted to dtype
  * (BF16 or F16) into one pinned host copy laid out as the device groups
  * (cudaHostAlloc of every weight byte; failing that, GP_ERR_NO_MEMORY naming
@@ -548,6 +551,13 @@ struct gp_streamer_stats; /* streaming/gp_streaming.h */
 /* Streaming statistics since the last reset (between steps only);
  * GP_ERR_STATE for resident weights. */
 gp_status gp_device_weights_stream_stats(gp_device_weights *dw, struct gp_streamer_stats *out, int reset);
+struct gp_stream_copy; /* streaming/gp_streaming.h */
+/* The group copies since the last gp_device_weights_stream_stats, with their
+ * times relative to ref_event (a cudaEvent_t with timing, as void*, recorded
+ * on this device after that statistics call, e.g. a step's start event):
+ * gp_streamer_copy_log. Between steps only; GP_ERR_STATE for resident weights. */
+gp_status gp_device_weights_stream_copy_log(gp_device_weights *dw, void *ref_event, struct gp_stream_copy *out,
+                                            int cap, int *n);
 /* Device-pointer view in the engine layout (pointers are device addresses,
  * view->dtype the device dtype). */
 const gp_host_weights *gp_device_weights_view(const gp_device_weights *dw);

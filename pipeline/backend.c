@@ -182,7 +182,7 @@ gp_status gp_backend_check_budget(const gp_backend_params *p, const gp_config *c
     if (!p->vram_budget || p->kind != GP_BACKEND_CUDA)
         return GP_OK;
     gp_weights_stream_params sp = stream_params(p, cfg);
-    return gp_weights_stream_check(cfg, &sp);
+    return gp_weights_stream_check(cfg, &sp, NULL);
 }
 
 gp_status gp_backend_open_weights(const gp_host_weights *w, const gp_backend_params *p, gp_backend **out)

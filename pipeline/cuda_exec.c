@@ -591,3 +591,8 @@ gp_exec gp_cuda_exec_get(gp_cuda_exec *x)
 {
     return (gp_exec){&cuda_ops, x};
 }
+
+void *gp_cuda_exec_step_event(const gp_cuda_exec *x)
+{
+    return x ? (void *)x->ev_step_begin : NULL;
+}

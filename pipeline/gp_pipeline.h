@@ -298,6 +298,11 @@ typedef struct gp_cuda_exec gp_cuda_exec;
 gp_status gp_cuda_exec_create(gp_engine *engine, gp_green_pool *pool, bool use_graphs, gp_cuda_exec **out);
 void gp_cuda_exec_destroy(gp_cuda_exec *x);
 gp_exec gp_cuda_exec_get(gp_cuda_exec *x);
+/* The event the last pipelined step's gp_step_timing counts from
+ * (cudaEvent_t as void*, with timing), to place other device times on that
+ * step's clock (e.g. weight copies: gp_device_weights_stream_copy_log);
+ * recorded again by the next step. */
+void *gp_cuda_exec_step_event(const gp_cuda_exec *x);
 
 /* The decode-attention kernel (gp_attn_kernel_name) that attention stages of
  * rows rows at context max_len run on partition A of pair (-1: the pair in

@@ -26,6 +26,15 @@ typedef enum gp_stream_kind {
 
 const char *gp_stream_kind_name(gp_stream_kind k);
 
+/* One host-to-device group copy on a timeline (gp_streamer_copy_log). */
+typedef struct gp_stream_copy {
+    gp_stream_kind kind;   /* the group's, as copy_label named it; GP_STREAM_OTHER when unnamed */
+    int layer;             /* -1: none (the head, or unnamed) */
+    uint64_t bytes;
+    double start_ms, end_ms; /* the copy engine's start and end of the copy, ms after the reference
+                                marker (negative: before it) */
+} gp_stream_copy;
+
 /* The device side, in the terms of a CUDA backend: a slot is device memory
  * (a device pointer), a marker an event, a stream a compute stream. The
  * backend owns one copy stream, and every slot_alloc, slot_free and copy_h2d
@@ -64,10 +73,18 @@ typedef struct gp_stream_backend_ops {
      * since the previous call; called between steps, so a CUDA backend may
      * wait on the timing events it recorded around copies and waits. */
     gp_status (*collect)(void *be, double *copy_s, double waited_s[GP_STREAM_KIND_COUNT]);
+    /* Optional (NULL: copies go unnamed). Called just before each copy_h2d
+     * with the group that copy loads (layer -1: none), so a backend can name
+     * the copy in profiler ranges and in its copy log. */
+    void (*copy_label)(void *be, gp_stream_kind kind, int layer);
+    /* Optional (NULL: gp_streamer_copy_log is GP_ERR_UNSUPPORTED). The copies
+     * since the last collect, as gp_streamer_copy_log documents. */
+    gp_status (*copy_log)(void *be, void *ref, gp_stream_copy *out, int cap, int *n);
 } gp_stream_backend_ops;
 
 typedef struct gp_stream_backend {
-    const gp_stream_backend_ops *ops; /* required, every op but marker_query and collect set */
+    const gp_stream_backend_ops *ops; /* required, every op set but the optional ones (marker_query,
+                                         collect, copy_label, copy_log) */
     void *be;                         /* the backend's state, passed to every op */
 } gp_stream_backend;
 
@@ -114,11 +131,6 @@ gp_streamer_params gp_streamer_default_params(void);
  * of the order (wrapping into the next step). Checks params like create but
  * ignores budget_bytes and the backend. */
 gp_status gp_streamer_min_budget(const gp_streamer_params *p, uint64_t *bytes);
-
-/* GP_OK when budget_bytes holds the minimum working set, else
- * GP_ERR_INVALID_ARG naming the groups of that set and their bytes (what
- * create checks first; the backend is not used). */
-gp_status gp_streamer_check_budget(const gp_streamer_params *p);
 
 typedef struct gp_streamer gp_streamer; /* opaque */
 
@@ -187,15 +199,39 @@ typedef struct gp_streamer_stats {
  * reset, the next step starts from zero. Call between steps. */
 gp_status gp_streamer_stats_get(gp_streamer *s, gp_streamer_stats *out, int reset);
 
+/* The copies issued since the last gp_streamer_stats_get (which collects),
+ * oldest first, with their times relative to ref: a marker of the backend's
+ * device with timing (for the CUDA backend a cudaEvent_t recorded on any
+ * stream of the device, e.g. a step's start event), recorded after that
+ * statistics call. The newest cap when there were more; *n receives how many
+ * were written. Waits (bounded) for ref and the copies: call between steps,
+ * and before the statistics call that ends the interval. GP_ERR_UNSUPPORTED
+ * when the backend keeps no copy log. */
+gp_status gp_streamer_copy_log(gp_streamer *s, void *ref, gp_stream_copy *out, int cap, int *n);
+
+/* What gp_streamer_create checks of p before it touches the backend: the
+ * groups, the order and the budget against the minimum working set
+ * (GP_ERR_INVALID_ARG naming the groups of that set and their bytes). For
+ * callers that can refuse a budget before preparing the groups' host bytes;
+ * ignores host pointers and the backend. */
+gp_status gp_streamer_check_budget(const gp_streamer_params *p);
+
 /* The CUDA backend (library gp_streaming_cuda, streaming/stream_cuda.cu):
- * one non-blocking copy stream on device, slots from a private
- * stream-ordered pool (cudaMallocFromPoolAsync / cudaFreeAsync on the copy
- * stream, freed memory kept mapped for the next slot), markers as events
- * without timing, copies in chunks of chunk_bytes, copy-busy seconds from a
- * timing event pair per copy (collect; waited_s stays 0). create makes device
- * the calling thread's current device; every op must be called with it
- * current, streams of that device, and host memory pinned (pageable memory
- * makes each chunk a staged, partly host-synchronous copy). */
+ * one non-blocking copy stream on device (named in NVTX, each group copy's
+ * enqueue an NVTX range "copy attn 3"), slots from a private stream-ordered
+ * pool (cudaMallocFromPoolAsync / cudaFreeAsync on the copy stream, freed
+ * memory kept mapped for the next slot), markers as events without timing,
+ * copies in chunks of chunk_bytes. collect: copy-busy seconds from a timing
+ * event pair per copy on the copy stream, and waited_s[kind] from a pair
+ * around each stream_wait on the compute stream (its elapsed time is how
+ * long that stream stalled on the copy; a few microseconds of event overhead
+ * each where the copy was already done; waits inside a graph capture are not
+ * timed). copy_log: each copy's group and its times since the last collect
+ * (the newest few thousand; times through float milliseconds since that
+ * collect, so microseconds apart after minutes).
+ * create makes device the calling thread's current device; every op must be
+ * called with it current, streams of that device, and host memory pinned
+ * (pageable memory makes each chunk a staged, partly host-synchronous copy). */
 gp_status gp_stream_cuda_backend_create(int device, gp_stream_backend *out);
 /* The pool's high-water marks since create: bytes handed out to slots (the
  * budget's device-side check) and bytes mapped (including the pool's

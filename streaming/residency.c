@@ -143,6 +143,8 @@ gp_status gp_stream_load(gp_streamer *s, int gi, int prefetch)
     gp_status st = GP_OK;
     if (!slot && (st = o->slot_alloc(be, need, &slot)) != GP_OK)
         return st;
+    if (o->copy_label)
+        o->copy_label(be, g->desc.kind, g->desc.layer);
     st = o->copy_h2d(be, slot, g->desc.host, need, s->p.chunk_bytes, wait, n_wait, g->ready);
     if (st != GP_OK) {
         /* The slot's contents are unknown now: give it back (after its former

@@ -8,6 +8,8 @@
 #include <string.h>
 
 #include <cuda_runtime_api.h>
+#include <nvtx3/nvToolsExt.h>
+#include <nvtx3/nvToolsExtCudaRt.h>
 
 #include "gp_device.h"
 #include "gp_streaming.h"
@@ -22,25 +24,55 @@
             return gp_cuda_fail(sc_e_, #call, __FILE__, __LINE__);                               \
     } while (0)
 
-/* Copy batches timed between two collects before the oldest finished ones
+/* Timing pairs recorded between two collects before the oldest finished ones
  * are folded in without waiting; a caller that never collects stops timing
- * copies instead of growing without bound. */
+ * instead of growing without bound. One pool for copies, one for stalls. */
 #define SC_MAX_TIMED 1024
+/* Copies kept for gp_streamer_copy_log between two collects (the newest):
+ * more than a step of the largest preset copies (its 160 layer groups, at
+ * most once per micro-batch: 640), so the last step's are all there. */
+#define SC_LOG_MAX 4096
 
 typedef struct sc_timing {
-    cudaEvent_t start, end; /* around one copy_h2d on the copy stream */
+    cudaEvent_t start, end; /* created on first use; around one copy (copy stream) or one stall
+                               (a compute stream) */
+    int kind;               /* gp_stream_kind: the copied group's, or the stall's bucket */
+    int layer;              /* copies: the group's layer, -1 none */
+    uint64_t bytes;         /* copies */
 } sc_timing;
+
+/* A ring of timing pairs: t[(head + i) % SC_MAX_TIMED], i < n_timed, are
+ * recorded since the last collect, oldest first; the others are free. */
+typedef struct sc_pairs {
+    sc_timing *t;                           /* [SC_MAX_TIMED] */
+    int head, n_timed;
+    double folded_s[GP_STREAM_KIND_COUNT];  /* seconds of pairs folded in before collect */
+    uint64_t untimed;                       /* not timed since the last collect (ring full) */
+} sc_pairs;
+
+/* One copy of the log, in ms after the epoch. */
+typedef struct sc_logged {
+    int kind, layer;
+    uint64_t bytes;
+    double start_ms, end_ms;
+} sc_logged;
 
 typedef struct gp_stream_cuda {
     int device;
     cudaStream_t copy;
     cudaMemPool_t pool;  /* private: its release threshold keeps freed slots mapped */
     cudaEvent_t drain;   /* for the bounded wait of destroy */
-    sc_timing *timed;    /* [SC_MAX_TIMED], events created on first use */
-    int n_created;       /* pairs with events */
-    int n_timed;         /* pairs recorded since the last collect, oldest first */
-    double folded_s;     /* seconds of pairs folded in before collect */
-    uint64_t untimed;    /* copies not timed since the last collect (table full) */
+    sc_pairs copies;     /* copy-engine busy time, and the copies for the log */
+    sc_pairs stalls;     /* compute streams waiting in stream_wait, per kind */
+    /* The copy log: copies folded out of `copies` before a collect, timed
+     * against epoch (recorded on the copy stream at create and at every
+     * collect, so it precedes every copy it times). */
+    cudaEvent_t epoch;
+    sc_logged *log;      /* ring [SC_LOG_MAX]: log[(log_head + i) % SC_LOG_MAX], i < log_n */
+    int log_head, log_n;
+    /* The group copy_label named for the next copy_h2d. */
+    bool labelled;
+    int label_kind, label_layer;
 } gp_stream_cuda;
 
 /* Teardown and error paths: keep the caller's message, report ours. */
@@ -134,68 +166,86 @@ static void sc_marker_destroy(void *be, void *marker)
         sc_clear_soft(cudaEventDestroy((cudaEvent_t)marker));
 }
 
-/* Folds the oldest finished pairs in without waiting; 1 when one is free. */
-static int sc_fold_done(gp_stream_cuda *b)
+static int sc_kind_index(int kind)
 {
-    int k = 0;
-    for (; k < b->n_timed; k++) {
-        cudaError_t e = cudaEventQuery(b->timed[k].end);
-        if (e != cudaSuccess) {
-            sc_clear_soft(e);
-            break;
-        }
-        float ms = 0.0f;
-        e = cudaEventElapsedTime(&ms, b->timed[k].start, b->timed[k].end);
-        if (e != cudaSuccess) {
-            sc_clear_soft(e);
-            break;
-        }
-        b->folded_s += (double)ms * 1e-3;
-    }
-    if (k > 0) {
-        /* keep the pairs' events: the finished ones go to the back */
-        sc_timing done[SC_MAX_TIMED];
-        memcpy(done, b->timed, (size_t)k * sizeof *done);
-        memmove(b->timed, b->timed + k, (size_t)(b->n_created - k) * sizeof *b->timed);
-        memcpy(b->timed + b->n_created - k, done, (size_t)k * sizeof *done);
-        b->n_timed -= k;
-    }
-    return b->n_timed < SC_MAX_TIMED;
+    return kind >= 0 && kind < GP_STREAM_KIND_COUNT ? kind : GP_STREAM_OTHER;
 }
 
-/* The next free timing pair, or NULL when copies go untimed. */
-static gp_status sc_timing_slot(gp_stream_cuda *b, sc_timing **out)
+static void sc_log_push(gp_stream_cuda *b, const sc_timing *t, double start_ms, double end_ms)
+{
+    sc_logged e = {t->kind, t->layer, t->bytes, start_ms, end_ms};
+    if (b->log_n < SC_LOG_MAX) {
+        b->log[(b->log_head + b->log_n++) % SC_LOG_MAX] = e;
+    } else { /* full: the oldest goes */
+        b->log[b->log_head] = e;
+        b->log_head = (b->log_head + 1) % SC_LOG_MAX;
+    }
+}
+
+/* Folds the oldest finished pairs in without waiting (copies also into the
+ * log); 1 when a pair is free. */
+static int sc_fold_done(gp_stream_cuda *b, sc_pairs *p, bool copies)
+{
+    while (p->n_timed > 0) {
+        sc_timing *t = &p->t[p->head];
+        cudaError_t e = cudaEventQuery(t->end);
+        float ms = 0.0f, at0 = 0.0f, at1 = 0.0f;
+        if (e == cudaSuccess)
+            e = cudaEventElapsedTime(&ms, t->start, t->end);
+        if (e == cudaSuccess && copies && (e = cudaEventElapsedTime(&at0, b->epoch, t->start)) == cudaSuccess)
+            e = cudaEventElapsedTime(&at1, b->epoch, t->end);
+        if (e != cudaSuccess) {
+            sc_clear_soft(e);
+            break;
+        }
+        p->folded_s[sc_kind_index(t->kind)] += (double)ms * 1e-3;
+        if (copies)
+            sc_log_push(b, t, at0, at1);
+        p->head = (p->head + 1) % SC_MAX_TIMED;
+        p->n_timed--;
+    }
+    return p->n_timed < SC_MAX_TIMED;
+}
+
+/* The next free timing pair of p, or NULL when the ring is full of pairs
+ * still running (the caller goes untimed). */
+static gp_status sc_timing_slot(gp_stream_cuda *b, sc_pairs *p, bool copies, sc_timing **out)
 {
     *out = NULL;
-    if (b->n_timed == SC_MAX_TIMED && !sc_fold_done(b)) {
-        b->untimed++;
+    if (p->n_timed == SC_MAX_TIMED && !sc_fold_done(b, p, copies)) {
+        p->untimed++;
         return GP_OK;
     }
-    if (b->n_timed == b->n_created) {
-        sc_timing *t = &b->timed[b->n_created];
-        GP_TRY(gp_device_event_create(&t->start, cudaEventDefault, "weight streaming copy timing"));
-        gp_status st = gp_device_event_create(&t->end, cudaEventDefault, "weight streaming copy timing");
+    sc_timing *t = &p->t[(p->head + p->n_timed) % SC_MAX_TIMED];
+    if (!t->start) {
+        GP_TRY(gp_device_event_create(&t->start, cudaEventDefault, "weight streaming timing"));
+        gp_status st = gp_device_event_create(&t->end, cudaEventDefault, "weight streaming timing");
         if (st != GP_OK) {
             sc_clear_soft(cudaEventDestroy(t->start));
             t->start = NULL;
             return st;
         }
-        b->n_created++;
     }
-    *out = &b->timed[b->n_timed];
+    *out = t;
     return GP_OK;
 }
 
-static gp_status sc_copy_h2d(void *be, void *slot, const void *host, uint64_t bytes, uint64_t chunk_bytes,
-                             void *const *wait, int n_wait, void *ready)
+static void sc_copy_label(void *be, gp_stream_kind kind, int layer)
 {
     gp_stream_cuda *b = (gp_stream_cuda *)be;
-    if (!slot || !host || !ready || chunk_bytes == 0)
-        GP_FAIL(GP_ERR_INVALID_ARG, "weight streaming copy: slot %p, host %p, ready %p, chunk %llu bytes: "
-                "none may be NULL or 0", slot, host, ready, (unsigned long long)chunk_bytes);
+    b->labelled = true;
+    b->label_kind = (int)kind;
+    b->label_layer = layer;
+}
+
+/* The copy's enqueue, between the NVTX range push and pop of sc_copy_h2d. */
+static gp_status sc_copy_enqueue(gp_stream_cuda *b, void *slot, const void *host, uint64_t bytes,
+                                 uint64_t chunk_bytes, void *const *wait, int n_wait, void *ready, int kind,
+                                 int layer)
+{
     GP_TRY(sc_copy_waits(b, wait, n_wait));
     sc_timing *t = NULL;
-    GP_TRY(sc_timing_slot(b, &t));
+    GP_TRY(sc_timing_slot(b, &b->copies, true, &t));
     /* After the waits: the pair times the copy engine's work, not the
      * readers it waited for. */
     if (t)
@@ -207,10 +257,39 @@ static gp_status sc_copy_h2d(void *be, void *slot, const void *host, uint64_t by
     }
     if (t) {
         SC_TRY(cudaEventRecord(t->end, b->copy));
-        b->n_timed++;
+        t->kind = kind;
+        t->layer = layer;
+        t->bytes = bytes;
+        b->copies.n_timed++;
     }
     SC_TRY(cudaEventRecord((cudaEvent_t)ready, b->copy));
     return GP_OK;
+}
+
+static gp_status sc_copy_h2d(void *be, void *slot, const void *host, uint64_t bytes, uint64_t chunk_bytes,
+                             void *const *wait, int n_wait, void *ready)
+{
+    gp_stream_cuda *b = (gp_stream_cuda *)be;
+    /* the label names this copy only, whatever becomes of it */
+    const bool named = b->labelled;
+    int kind = named ? b->label_kind : GP_STREAM_OTHER, layer = named ? b->label_layer : -1;
+    b->labelled = false;
+    if (!slot || !host || !ready || chunk_bytes == 0)
+        GP_FAIL(GP_ERR_INVALID_ARG, "weight streaming copy: slot %p, host %p, ready %p, chunk %llu bytes: "
+                "none may be NULL or 0", slot, host, ready, (unsigned long long)chunk_bytes);
+    char name[48];
+    if (!named)
+        snprintf(name, sizeof name, "copy group");
+    else if (layer >= 0)
+        snprintf(name, sizeof name, "copy %s %d", gp_stream_kind_name((gp_stream_kind)kind), layer);
+    else
+        snprintf(name, sizeof name, "copy %s", gp_stream_kind_name((gp_stream_kind)kind));
+    /* Nsight Systems shows each group's enqueue (its waits, chunks and
+     * events) under the group's name, on the thread that issued it. */
+    nvtxRangePushA(name);
+    gp_status st = sc_copy_enqueue(b, slot, host, bytes, chunk_bytes, wait, n_wait, ready, kind, layer);
+    nvtxRangePop();
+    return st;
 }
 
 static gp_status sc_capturing(void *stream, int *active)
@@ -223,13 +302,31 @@ static gp_status sc_capturing(void *stream, int *active)
 
 static gp_status sc_stream_wait(void *be, void *stream, void *marker, gp_stream_kind kind)
 {
-    (void)be;
-    (void)kind;
+    gp_stream_cuda *b = (gp_stream_cuda *)be;
     int cap = 0;
     GP_TRY(sc_capturing(stream, &cap));
     /* Inside a capture the marker was recorded outside it: the wait must
-     * become an event-wait node (as gp_weight_group_acquire does). */
-    SC_TRY(cudaStreamWaitEvent((cudaStream_t)stream, (cudaEvent_t)marker, cap ? cudaEventWaitExternal : 0));
+     * become an event-wait node (as gp_weight_group_acquire does). A graph
+     * replays without this call, so it is not timed. */
+    if (cap) {
+        SC_TRY(cudaStreamWaitEvent((cudaStream_t)stream, (cudaEvent_t)marker, cudaEventWaitExternal));
+        return GP_OK;
+    }
+    /* A pair around the wait on the compute stream: start completes when
+     * the stream's earlier work is done, end when the copy is too, so the
+     * pair's elapsed time is how long the stream stalled on the copy. */
+    sc_timing *t = NULL;
+    GP_TRY(sc_timing_slot(b, &b->stalls, false, &t));
+    if (t)
+        SC_TRY(cudaEventRecord(t->start, (cudaStream_t)stream));
+    SC_TRY(cudaStreamWaitEvent((cudaStream_t)stream, (cudaEvent_t)marker, 0));
+    if (t) {
+        SC_TRY(cudaEventRecord(t->end, (cudaStream_t)stream));
+        t->kind = sc_kind_index((int)kind);
+        t->layer = -1;
+        t->bytes = 0;
+        b->stalls.n_timed++;
+    }
     return GP_OK;
 }
 
@@ -266,44 +363,112 @@ static gp_status sc_marker_wait(void *be, void *marker)
     return gp_device_event_wait((cudaEvent_t)marker, "a weight streaming marker");
 }
 
-/* Between steps: waits (bounded) for the last timed copy, then sums. */
+/* Waits (bounded) for every pair still recorded: the copies' last one (one
+ * stream, in order), each stall's (several compute streams). */
+static gp_status sc_pairs_wait(sc_pairs *p, bool one_stream, const char *what)
+{
+    for (int i = one_stream && p->n_timed > 0 ? p->n_timed - 1 : 0; i < p->n_timed; i++)
+        GP_TRY(gp_device_event_wait(p->t[(p->head + i) % SC_MAX_TIMED].end, what));
+    return GP_OK;
+}
+
+/* Sums the pairs still recorded into the folded seconds per kind, and empties the ring. */
+static gp_status sc_pairs_sum(sc_pairs *p)
+{
+    for (int i = 0; i < p->n_timed; i++) {
+        const sc_timing *t = &p->t[(p->head + i) % SC_MAX_TIMED];
+        float ms = 0.0f;
+        SC_TRY(cudaEventElapsedTime(&ms, t->start, t->end));
+        p->folded_s[sc_kind_index(t->kind)] += (double)ms * 1e-3;
+    }
+    p->head = 0;
+    p->n_timed = 0;
+    return GP_OK;
+}
+
+static void sc_pairs_reset(sc_pairs *p)
+{
+    memset(p->folded_s, 0, sizeof p->folded_s);
+    p->untimed = 0;
+}
+
+/* Between steps: waits (bounded) for the last timed copy and stall, then sums. */
 static gp_status sc_collect(void *be, double *copy_s, double waited_s[GP_STREAM_KIND_COUNT])
 {
     gp_stream_cuda *b = (gp_stream_cuda *)be;
+    *copy_s = 0.0;
     for (int k = 0; k < GP_STREAM_KIND_COUNT; k++)
-        waited_s[k] = 0.0; /* compute-side stalls are not timed by this backend */
-    double s = b->folded_s;
-    if (b->n_timed > 0)
-        GP_TRY(gp_device_event_wait(b->timed[b->n_timed - 1].end, "the last timed weight streaming copy"));
-    for (int k = 0; k < b->n_timed; k++) {
-        float ms = 0.0f;
-        SC_TRY(cudaEventElapsedTime(&ms, b->timed[k].start, b->timed[k].end));
-        s += (double)ms * 1e-3;
+        waited_s[k] = 0.0;
+    GP_TRY(sc_pairs_wait(&b->copies, true, "the last timed weight streaming copy"));
+    GP_TRY(sc_pairs_wait(&b->stalls, false, "a timed wait on a weight streaming copy"));
+    GP_TRY(sc_pairs_sum(&b->copies));
+    GP_TRY(sc_pairs_sum(&b->stalls));
+    for (int k = 0; k < GP_STREAM_KIND_COUNT; k++) {
+        *copy_s += b->copies.folded_s[k];
+        waited_s[k] = b->stalls.folded_s[k];
     }
-    if (b->untimed)
-        fprintf(stderr, "greenpipe: weight streaming: %llu copies were not timed (more than %d between "
-                "two statistics calls); copy seconds are low\n", (unsigned long long)b->untimed,
-                SC_MAX_TIMED);
-    b->n_timed = 0;
-    b->folded_s = 0.0;
-    b->untimed = 0;
-    *copy_s = s;
+    if (b->copies.untimed || b->stalls.untimed)
+        fprintf(stderr, "greenpipe: weight streaming: %llu copies and %llu waits on copies were not timed (more "
+                "than %d of either still running between two statistics calls); copy and wait seconds are low\n",
+                (unsigned long long)b->copies.untimed, (unsigned long long)b->stalls.untimed, SC_MAX_TIMED);
+    sc_pairs_reset(&b->copies);
+    sc_pairs_reset(&b->stalls);
+    /* A new interval: its log starts empty, timed against a new epoch. */
+    b->log_head = 0;
+    b->log_n = 0;
+    SC_TRY(cudaEventRecord(b->epoch, b->copy));
+    return GP_OK;
+}
+
+/* The log's copies, then the ring's (not folded yet), relative to ref; the
+ * newest cap. Both through the epoch, which every copy of the interval and
+ * (as documented) ref follow, so no elapsed time is negative. */
+static gp_status sc_copy_log(void *be, void *ref, gp_stream_copy *out, int cap, int *n)
+{
+    gp_stream_cuda *b = (gp_stream_cuda *)be;
+    *n = 0;
+    GP_TRY(gp_device_event_wait((cudaEvent_t)ref, "the copy log's reference event"));
+    GP_TRY(sc_pairs_wait(&b->copies, true, "the last timed weight streaming copy"));
+    float ref_ms = 0.0f;
+    SC_TRY(cudaEventElapsedTime(&ref_ms, b->epoch, (cudaEvent_t)ref));
+    int total = b->log_n + b->copies.n_timed, skip = total > cap ? total - cap : 0, k = 0;
+    for (int i = skip; i < b->log_n; i++) {
+        const sc_logged *e = &b->log[(b->log_head + i) % SC_LOG_MAX];
+        out[k++] = (gp_stream_copy){(gp_stream_kind)e->kind, e->layer, e->bytes, e->start_ms - ref_ms,
+                                    e->end_ms - ref_ms};
+    }
+    for (int i = skip > b->log_n ? skip - b->log_n : 0; i < b->copies.n_timed; i++) {
+        const sc_timing *t = &b->copies.t[(b->copies.head + i) % SC_MAX_TIMED];
+        float at0 = 0.0f, at1 = 0.0f;
+        SC_TRY(cudaEventElapsedTime(&at0, b->epoch, t->start));
+        SC_TRY(cudaEventElapsedTime(&at1, b->epoch, t->end));
+        out[k++] = (gp_stream_copy){(gp_stream_kind)t->kind, t->layer, t->bytes, (double)at0 - ref_ms,
+                                    (double)at1 - ref_ms};
+    }
+    *n = k;
     return GP_OK;
 }
 
 static const gp_stream_backend_ops sc_ops = {
-    sc_slot_alloc, sc_slot_free,   sc_marker_create, sc_marker_destroy, sc_copy_h2d,
-    sc_stream_wait, sc_marker_record, sc_marker_query, sc_marker_wait,  sc_collect,
+    sc_slot_alloc,  sc_slot_free,     sc_marker_create, sc_marker_destroy, sc_copy_h2d,
+    sc_stream_wait, sc_marker_record, sc_marker_query,  sc_marker_wait,    sc_collect,
+    sc_copy_label,  sc_copy_log,
 };
 
 static void sc_free(gp_stream_cuda *b)
 {
     if (!b)
         return;
-    for (int k = 0; b->timed && k < b->n_created; k++) {
-        sc_clear_soft(cudaEventDestroy(b->timed[k].start));
-        sc_clear_soft(cudaEventDestroy(b->timed[k].end));
-    }
+    sc_pairs *pools[] = {&b->copies, &b->stalls};
+    for (int p = 0; p < 2; p++)
+        for (int k = 0; pools[p]->t && k < SC_MAX_TIMED; k++) {
+            if (pools[p]->t[k].start)
+                sc_clear_soft(cudaEventDestroy(pools[p]->t[k].start));
+            if (pools[p]->t[k].end)
+                sc_clear_soft(cudaEventDestroy(pools[p]->t[k].end));
+        }
+    if (b->epoch)
+        sc_clear_soft(cudaEventDestroy(b->epoch));
     if (b->drain)
         sc_clear_soft(cudaEventDestroy(b->drain));
     if (b->copy)
@@ -311,7 +476,9 @@ static void sc_free(gp_stream_cuda *b)
     /* slots still allocated keep the pool alive until they are freed */
     if (b->pool)
         sc_clear_soft(cudaMemPoolDestroy(b->pool));
-    free(b->timed);
+    free(b->copies.t);
+    free(b->stalls.t);
+    free(b->log);
     free(b);
 }
 
@@ -335,9 +502,17 @@ extern "C" gp_status gp_stream_cuda_backend_create(int device, gp_stream_backend
         GP_FAIL(GP_ERR_UNSUPPORTED, "gp_stream_cuda_backend_create: device %d has no stream-ordered "
                 "memory pools (cudaMallocAsync)", device);
     gp_stream_cuda *b = (gp_stream_cuda *)calloc(1, sizeof *b);
-    if (b)
-        b->timed = (sc_timing *)calloc(SC_MAX_TIMED, sizeof *b->timed);
-    if (!b || !b->timed) {
+    if (b) {
+        b->copies.t = (sc_timing *)calloc(SC_MAX_TIMED, sizeof *b->copies.t);
+        b->stalls.t = (sc_timing *)calloc(SC_MAX_TIMED, sizeof *b->stalls.t);
+        b->log = (sc_logged *)calloc(SC_LOG_MAX, sizeof *b->log);
+    }
+    if (!b || !b->copies.t || !b->stalls.t || !b->log) {
+        if (b) {
+            free(b->copies.t);
+            free(b->stalls.t);
+            free(b->log);
+        }
         free(b);
         GP_FAIL(GP_ERR_NO_MEMORY, "gp_stream_cuda_backend_create: out of memory");
     }
@@ -345,6 +520,15 @@ extern "C" gp_status gp_stream_cuda_backend_create(int device, gp_stream_backend
     gp_status st = gp_device_stream_create(&b->copy, "weight streaming copy stream");
     if (st == GP_OK)
         st = gp_device_event_create(&b->drain, cudaEventDisableTiming, "weight streaming drain event");
+    if (st == GP_OK)
+        st = gp_device_event_create(&b->epoch, cudaEventDefault, "weight streaming copy log epoch");
+    if (st == GP_OK) {
+        cudaError_t e = cudaEventRecord(b->epoch, b->copy);
+        if (e != cudaSuccess)
+            st = gp_cuda_fail(e, "cudaEventRecord(epoch) (weight streaming)", __FILE__, __LINE__);
+    }
+    if (st == GP_OK) /* the copies' own row in Nsight Systems */
+        nvtxNameCudaStreamA(b->copy, "greenpipe weight streaming copies");
     if (st == GP_OK) {
         cudaMemPoolProps props;
         memset(&props, 0, sizeof props);

@@ -144,11 +144,8 @@ static void gp_stream_append(char *buf, size_t cap, const char *fmt, ...)
 
 /* The refusal says which groups the budget must hold and their bytes, so
  * the caller can size it or unpin something. */
-gp_status gp_streamer_check_budget(const gp_streamer_params *p)
+static gp_status gp_stream_check_budget(const gp_streamer_params *p, const char *fn)
 {
-    gp_status cs = gp_stream_check_params(p, "gp_streamer_check_budget");
-    if (cs != GP_OK)
-        return cs;
     uint64_t pin, win;
     int at;
     gp_status st = gp_stream_working_set(p, &pin, &win, &at);
@@ -177,8 +174,14 @@ gp_status gp_streamer_check_budget(const gp_streamer_params *p)
         first = 0;
     }
     GP_FAIL(GP_ERR_INVALID_ARG,
-            "gp_streamer_create: budget %llu bytes is below the minimum working set of %llu bytes "
-            "(%s)", (unsigned long long)p->budget_bytes, (unsigned long long)(pin + win), msg);
+            "%s: budget %llu bytes is below the minimum working set of %llu bytes (%s)", fn,
+            (unsigned long long)p->budget_bytes, (unsigned long long)(pin + win), msg);
+}
+
+gp_status gp_streamer_check_budget(const gp_streamer_params *p)
+{
+    gp_status st = gp_stream_check_params(p, "gp_streamer_check_budget");
+    return st == GP_OK ? gp_stream_check_budget(p, "gp_streamer_check_budget") : st;
 }
 
 static gp_status gp_stream_check_backend(const gp_stream_backend *b)
@@ -246,7 +249,7 @@ gp_status gp_streamer_create(const gp_streamer_params *p, gp_streamer **out)
     if (st == GP_OK)
         st = gp_stream_check_backend(&p->backend);
     if (st == GP_OK)
-        st = gp_streamer_check_budget(p);
+        st = gp_stream_check_budget(p, "gp_streamer_create");
     if (st != GP_OK)
         return st;
     gp_streamer *s = calloc(1, sizeof *s);
@@ -432,6 +435,23 @@ gp_status gp_streamer_stats_get(gp_streamer *s, gp_streamer_stats *out, int rese
         s->st.kept_groups = s->kept_groups;
         s->st.kept_bytes = s->kept_bytes;
     }
+    pthread_mutex_unlock(&s->lock);
+    return st;
+}
+
+gp_status gp_streamer_copy_log(gp_streamer *s, void *ref, gp_stream_copy *out, int cap, int *n)
+{
+    if (n)
+        *n = 0;
+    if (!s || !ref || !out || cap < 1 || !n)
+        GP_FAIL(GP_ERR_INVALID_ARG, "gp_streamer_copy_log: streamer %p, ref %p, out %p, n %p, cap %d: none may "
+                "be NULL, cap at least 1", (void *)s, ref, (void *)out, (void *)n, cap);
+    const gp_stream_backend_ops *o = s->p.backend.ops;
+    if (!o->copy_log)
+        GP_FAIL(GP_ERR_UNSUPPORTED, "gp_streamer_copy_log: the streaming backend keeps no copy log");
+    /* The lock keeps copies (prefetches from an acquire) out while the log is read. */
+    pthread_mutex_lock(&s->lock);
+    gp_status st = o->copy_log(s->p.backend.be, ref, out, cap, n);
     pthread_mutex_unlock(&s->lock);
     return st;
 }

@@ -41,9 +41,18 @@ set_tests_properties(cs_cli_model_no_config cs_cli_model_bad_config cs_cli_model
                      cs_cli_model_missing_tensor PROPERTIES FIXTURES_REQUIRED bad_checkpoints)
 gp_cs_cli_test(context_too_long 2 "--workload 8:250: context 250 plus 12 steps .* is 262 tokens, more than the 256 positions of model tiny. allowed: C up to 244"
                --model tiny --workload 8:250)
+# --vram-budget: sizes as greenpipe generate's; a budget below what the split
+# rows hold at once is refused from the config alone, before the GPU.
+gp_cs_cli_test(vram_budget_junk 2 "--vram-budget '4GB': '4GB' is not a size. allowed: a size in bytes" --vram-budget 4GB)
+gp_cs_cli_test(vram_budget_autotune 2 "--vram-budget: not with --autotune" --vram-budget 4G --autotune)
+gp_cs_cli_test(vram_budget_too_small 2
+               "--vram-budget 1024 bytes: .*below the minimum working set of [0-9]+ bytes .pinned: head .*allowed: at least [0-9]+ bytes .* for model tiny"
+               --model tiny --workload 8:16 --vram-budget 1K)
 # Without a GPU: one plain line and exit 1; with one, a one-row run.
 gp_cs_cli_test(no_gpu "0|1" "^decode_pipeline_case_study: no CUDA GPU usable: |[|] seq [|]"
                --model tiny --workload 8:16 --sm-splits seq --steps 1 --repeat 1 --no-warmup)
+gp_cs_cli_test(no_gpu_streamed "0|1" "^decode_pipeline_case_study: no CUDA GPU usable: |Weights streamed .--vram-budget."
+               --model tiny --workload 8:16 --sm-splits seq --steps 1 --repeat 1 --no-warmup --vram-budget 1M)
 # The report's commit (cmake/GpBuildInfo.cmake): the project's own or unknown.
 add_test(NAME cs_build_commit COMMAND bash ${CMAKE_CURRENT_LIST_DIR}/build_commit_test.sh ${CMAKE_COMMAND}
                                       ${PROJECT_SOURCE_DIR}/cmake/GpBuildInfo.cmake)

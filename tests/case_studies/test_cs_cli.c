@@ -123,6 +123,7 @@ static void test_defaults(void **state)
     assert_true(d.seed == 0);
     assert_string_equal(d.json, "");
     assert_int_equal(d.progress, -1);
+    assert_true(d.vram_budget == 0); /* weights resident */
 
     /* no arguments: the defaults, byte for byte */
     char *argv[] = { "decode_pipeline_case_study", NULL };
@@ -271,6 +272,53 @@ static void test_scalars(void **state)
 
     /* --tuning must be readable */
     BAD("--tuning", "/nonexistent/profile.json", "--tuning", "/nonexistent/profile.json");
+}
+
+/* --vram-budget: greenpipe generate's sizes (gp_parse_size); every refusal
+ * exit 2 naming the flag and the value, then the usage. */
+static void test_vram_budget(void **state)
+{
+    (void)state;
+    const struct { const char *text; uint64_t bytes; } good[] = {
+        { "4G", 4ull << 30 }, { "512M", 512ull << 20 }, { "16g", 16ull << 30 }, { "3k", 3ull << 10 },
+        { "1073741824", 1073741824ull }, { "2T", 2ull << 40 }, { "1", 1 },
+    };
+    for (size_t i = 0; i < sizeof good / sizeof good[0]; i++) {
+        result r = ok(ARGS("--vram-budget", good[i].text, "--model", "tiny"));
+        if (r.o.vram_budget != good[i].bytes)
+            fail_msg("--vram-budget %s: %llu bytes, expected %llu", good[i].text,
+                     (unsigned long long)r.o.vram_budget, (unsigned long long)good[i].bytes);
+        result_free(&r);
+    }
+    result r = ok(ARGS("--vram-budget=8G", "--sm-splits", "seq,56", "--trace", "t.json"));
+    assert_true(r.o.vram_budget == 8ull << 30);
+    result_free(&r);
+
+    /* the whole line for one: flag, value, why, what is allowed */
+    r = parse(ARGS("--vram-budget", "4GB"));
+    assert_int_equal(r.rc, 2);
+    const char *want = "decode_pipeline_case_study: --vram-budget '4GB': '4GB' is not a size; allowed: a size in "
+                       "bytes > 0, digits optionally followed by K, M, G or T (binary multiples: 512M, 4G, 16G), "
+                       "from the model's least streaming budget up to the GPU's free memory\n";
+    if (strncmp(r.err, want, strlen(want)) != 0)
+        fail_msg("expected:\n%s\ngot:\n%s", want, r.err);
+    assert_true(r.o.vram_budget == 0);
+    result_free(&r);
+
+    BAD("--vram-budget '0'", "'0' is zero", "--vram-budget", "0");
+    BAD("--vram-budget '1.5G'", "'1.5G' is not a size", "--vram-budget", "1.5G");
+    BAD("--vram-budget '-4G'", "'-4G' is not a size", "--vram-budget", "-4G");
+    BAD("--vram-budget 'G'", "'G' is not a size", "--vram-budget", "G");
+    BAD("--vram-budget ''", "is not a size", "--vram-budget", "");
+    BAD("--vram-budget ' 4G'", "is not a size", "--vram-budget", " 4G");
+    BAD("--vram-budget '4G '", "is not a size", "--vram-budget", "4G ");
+    BAD("--vram-budget '16777216T'", "out of range (more than 2^64 - 1 bytes)", "--vram-budget", "16777216T");
+    BAD("--vram-budget '99999999999999999999'", "out of range", "--vram-budget", "99999999999999999999");
+    BAD("--vram-budget: missing value", "allowed: a size in bytes", "--vram-budget");
+    BAD("--vram-budget '8G'", "given more than once", "--vram-budget", "4G", "--vram-budget", "8G");
+    /* a profile records no residency: one measured on streamed weights would mislead */
+    BAD("--vram-budget: not with --autotune", "streamed weights", "--vram-budget", "4G", "--autotune");
+    BAD("--vram-budget: not with --autotune", NULL, "--autotune", "--vram-budget", "4G", "--sm-splits", "56");
 }
 
 static void test_not_numbers(void **state)
@@ -483,6 +531,7 @@ int main(void)
         cmocka_unit_test(test_lists),
         cmocka_unit_test(test_keywords),
         cmocka_unit_test(test_scalars),
+        cmocka_unit_test(test_vram_budget),
         cmocka_unit_test(test_not_numbers),
         cmocka_unit_test(test_negative_and_zero),
         cmocka_unit_test(test_out_of_range),

@@ -130,6 +130,48 @@ static inline void fx_rows(gp_cs_row *rows)
     r->speedup_vs_seq = rows[3].ms_median / r->ms_median;
 }
 
+/* Weights beyond VRAM on fx_rows' rows: the run's budget in m, streaming
+ * statistics on the ok rows, and copies of the traced step on the seq row 0
+ * (three) and the split row 1 (four, the first begun in the step before). */
+#define FX_BUDGET (8ull << 30)
+static inline void fx_stream(gp_cs_row *rows, gp_cs_meta *m)
+{
+    m->vram_budget = FX_BUDGET;
+    m->weight_bytes = 16060522496ull;
+    m->layer_groups = 64;
+    m->kept_groups = 20;
+    m->kept_bytes = 5ull << 30;
+    m->prefetch_depth = 2;
+    for (int i = 0; i < FX_ROWS; i++) {
+        gp_cs_row *r = &rows[i];
+        if (!r->ok)
+            continue;
+        r->stream = (gp_cs_stream){ .on = true, .steps = 40, .gb_per_step = 7.5 + i, .copy_gbps = 51.25,
+                                    .copy_ms_per_step = 146.5 + i, .wait_attn_ms_per_step = 12.25,
+                                    .wait_ffn_ms_per_step = 30.5, .hits_per_step = 20, .misses_per_step = 4.5,
+                                    .prefetches_per_step = 39.5, .evictions_per_step = 44,
+                                    .peak_device_bytes = FX_BUDGET - 4096 };
+    }
+    static const struct { int row; const char *g; float b, e; } cp[] = {
+        { 0, "attn 0", 0.0f, 2.5f }, { 0, "ffn 0", 2.5f, 6.0f }, { 0, "head", 6.0f, 7.0f },
+        { 1, "ffn 2", -0.5f, 0.05f }, { 1, "attn 0", 0.05f, 0.15f }, { 1, "ffn 0", 0.15f, 0.3f },
+        { 1, "attn 1", 0.3f, 0.4f },
+    };
+    for (int k = 0; k < 2; k++) {
+        gp_cs_row *r = &rows[k];
+        r->copies = calloc(8, sizeof *r->copies);
+        r->copy_step_ms = k == 0 ? 9.0f : rows[1].trace.step_ms;
+        for (size_t i = 0; i < sizeof cp / sizeof cp[0]; i++)
+            if (cp[i].row == k) {
+                gp_cs_copy *c = &r->copies[r->n_copies++];
+                snprintf(c->group, sizeof c->group, "%s", cp[i].g);
+                c->bytes = 218112000ull + i;
+                c->begin_ms = cp[i].b;
+                c->end_ms = cp[i].e;
+            }
+    }
+}
+
 static inline void fx_free(gp_cs_row *rows)
 {
     for (int i = 0; i < FX_ROWS; i++)

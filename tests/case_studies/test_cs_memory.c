@@ -1,6 +1,7 @@
 /* The checks decode_pipeline_case_study makes before allocating, without a
- * GPU: a workload whose weights + KV cache + activations exceed the GPU's
- * free memory is refused naming both byte counts and the parts; the batch
+ * GPU: a workload whose weights (or their --vram-budget) + KV cache +
+ * activations exceed the GPU's free memory is refused naming both byte counts
+ * and the parts; the batch
  * sizes of an uneven micro-batch split are named in the report's notes. */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -45,6 +46,15 @@ static void test_refused(void **state)
         fail_msg("message lacks '%s': %s", want, e);
     assert_non_null(strstr(e, "weights 14.96 + KV cache 6.00 + activations and workspaces 0.50"));
     assert_non_null(strstr(e, "free of 25769803776 (24.00 GiB)"));
+
+    assert_null(strstr(e, "--vram-budget"));
+
+    /* streamed weights: the budget stands where the weights were, and says so */
+    gp_cs_memory st = { .weights = 8 * GIB, .weights_streamed = true, .kv_cache = 6 * GIB, .activations = GIB / 2 };
+    assert_int_equal(gp_cs_memory_check("w", &st, 14 * GIB + GIB / 2, 80 * GIB), GP_OK);
+    assert_int_equal(gp_cs_memory_check("w", &st, 14 * GIB, 24 * GIB), GP_ERR_DEVICE_MEMORY);
+    if (!strstr(gp_last_error(), "weights (the --vram-budget) 8.00 + KV cache 6.00 + activations and workspaces 0.50"))
+        fail_msg("the streamed weights' line: %s", gp_last_error());
 
     /* a sum past 64 bits is an error of its own, not a wrapped small number */
     gp_cs_memory huge = { .weights = UINT64_MAX, .kv_cache = 1 };

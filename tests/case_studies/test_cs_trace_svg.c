@@ -1,7 +1,8 @@
 /* The Chrome trace and the SVG chart: the trace is JSON with a process per
  * traced row, named partition threads, one non-negative "X" slice per stage,
  * each flow start matched by one finish with its id inside the right slices,
- * decisions as instants; the SVG is well-formed XML (checked by a small
+ * decisions as instants, weight-group copies on a copy thread when the
+ * weights are streamed; the SVG is well-formed XML (checked by a small
  * parser here, as CI has no xmllint) with a line per (workload, M), the seq
  * levels dashed, and every text escaped. */
 #include <setjmp.h>
@@ -12,6 +13,7 @@
 
 #include <ctype.h>
 #include <jansson.h>
+#include <math.h>
 #include <stdio.h>
 
 #include "test_cs_fixtures.h"
@@ -58,6 +60,8 @@ static json_t *enclosing(json_t *events, json_int_t pid, json_int_t tid, double 
     }
     return NULL;
 }
+
+static json_int_t thread_of(json_t *events, json_int_t pid, const char *name);
 
 static void test_trace(void **state)
 {
@@ -140,6 +144,7 @@ static void test_trace(void **state)
     assert_int_equal(attn_name, 1);
     assert_int_equal(ffn_name, 1);
     assert_int_equal(procs, 1); /* seq and failed rows have no trace */
+    assert_true(thread_of(events, 2, "copy") < 0); /* resident weights: no copy track */
     assert_true(seen_slice_name);
     json_decref(root);
 
@@ -150,6 +155,91 @@ static void test_trace(void **state)
     assert_int_equal(json_array_size(json_object_get(root, "traceEvents")), 0);
     json_decref(root);
     remove(path);
+}
+
+/* The thread of pid named name (a thread_name event), -1 when none. */
+static json_int_t thread_of(json_t *events, json_int_t pid, const char *name)
+{
+    size_t i;
+    json_t *ev;
+    json_array_foreach(events, i, ev)
+    {
+        const char *n = json_string_value(json_object_get(json_object_get(ev, "args"), "name"));
+        if (!strcmp(str(ev, "ph"), "M") && !strcmp(str(ev, "name"), "thread_name") &&
+            json_integer_value(json_object_get(ev, "pid")) == pid && n && !strcmp(n, name))
+            return json_integer_value(json_object_get(ev, "tid"));
+    }
+    return -1;
+}
+
+/* Streamed weights: a "copy" thread per row with copies, third after A and
+ * F, one slice per copy named by its group, on the stages' clock (a copy
+ * begun in the step before drawn from 0, its real begin in args); the seq
+ * row gets its step's extent beside its copies; resident rows (test_trace)
+ * have no copy thread. */
+static void test_trace_copies(void **state)
+{
+    (void)state;
+    gp_cs_row srows[FX_ROWS];
+    gp_cs_meta sm;
+    fx_rows(srows);
+    fx_meta(&sm);
+    fx_stream(srows, &sm);
+    char path[256];
+    fx_tmp(path, sizeof path, "trace_copies.json");
+    assert_int_equal(gp_cs_write_trace(path, &sm, srows, FX_ROWS), GP_OK);
+    json_error_t jerr;
+    json_t *root = json_load_file(path, 0, &jerr);
+    if (!root)
+        fail_msg("trace does not parse: line %d: %s", jerr.line, jerr.text);
+    json_t *events = json_object_get(root, "traceEvents");
+    /* pid 1: the seq row, pid 2: the split row; both copy threads named "copy" */
+    json_int_t seq_copy = thread_of(events, 1, "copy"), split_copy = thread_of(events, 2, "copy");
+    assert_true(seq_copy > 0 && split_copy > 0);
+    assert_true(thread_of(events, 2, "attention (A)") > 0);
+    json_int_t seq_step = thread_of(events, 1, "sequential step (all SMs)");
+    assert_true(seq_step > 0);
+    assert_true(thread_of(events, 4, "copy") < 0); /* the large seq row copied nothing here */
+    int n_copy[3] = { 0 }, sorted_third = 0, step_slices = 0;
+    size_t i;
+    json_t *ev;
+    json_array_foreach(events, i, ev)
+    {
+        json_int_t pid = json_integer_value(json_object_get(ev, "pid")), tid = json_integer_value(json_object_get(ev, "tid"));
+        if (!strcmp(str(ev, "ph"), "M") && !strcmp(str(ev, "name"), "thread_sort_index") &&
+            tid == (pid == 1 ? seq_copy : split_copy))
+            sorted_third += json_integer_value(json_object_get(json_object_get(ev, "args"), "sort_index")) == 3;
+        if (strcmp(str(ev, "ph"), "X"))
+            continue;
+        if (pid == 1 && tid == seq_step) {
+            step_slices++;
+            assert_float_equal(json_number_value(json_object_get(ev, "ts")), 0.0, 1e-9);
+            assert_float_equal(json_number_value(json_object_get(ev, "dur")), 9000.0, 1e-6);
+        }
+        if (tid != (pid == 1 ? seq_copy : split_copy) || pid > 2)
+            continue;
+        assert_string_equal(str(ev, "cat"), "copy");
+        const gp_cs_row *r = &srows[pid - 1];
+        const gp_cs_copy *c = &r->copies[n_copy[pid]++];
+        json_t *args = json_object_get(ev, "args");
+        assert_string_equal(str(ev, "name"), c->group);
+        assert_string_equal(json_string_value(json_object_get(args, "group")), c->group);
+        assert_true(json_integer_value(json_object_get(args, "bytes")) == (json_int_t)c->bytes);
+        assert_float_equal(json_number_value(json_object_get(args, "begin_ms")), c->begin_ms, 1e-6);
+        double ts = json_number_value(json_object_get(ev, "ts")), dur = json_number_value(json_object_get(ev, "dur"));
+        double want0 = c->begin_ms > 0 ? 1e3 * c->begin_ms : 0.0;
+        if (fabs(ts - want0) > 1e-3 || fabs(ts + dur - 1e3 * c->end_ms) > 1e-3)
+            fail_msg("copy %s of row %lld: ts %g dur %g, expected %g to %g us", c->group, (long long)pid, ts, dur,
+                     want0, 1e3 * c->end_ms);
+        assert_true(json_number_value(json_object_get(args, "gbps")) > 0.0);
+    }
+    assert_int_equal(n_copy[1], srows[0].n_copies);
+    assert_int_equal(n_copy[2], srows[1].n_copies);
+    assert_int_equal(sorted_third, 2);
+    assert_int_equal(step_slices, 1);
+    json_decref(root);
+    remove(path);
+    fx_free(srows);
 }
 
 /* ------------------------------------------------------------ XML check */
@@ -340,6 +430,7 @@ int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_trace),
+        cmocka_unit_test(test_trace_copies),
         cmocka_unit_test(test_xml_checker),
         cmocka_unit_test(test_svg),
     };

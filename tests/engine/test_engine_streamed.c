@@ -139,6 +139,9 @@ static void check_model(const char *spec)
     const uint64_t total = gp_device_weights_view(res)->arena_bytes;
     const uint64_t least = min_budget(&hw);
     assert_true(least < total); /* the least budget streams: the whole model does not fit */
+    uint64_t checked = 0; /* the check before any weight is read names the same least budget */
+    GP_CHECK_OK(gp_weights_stream_check(&hw.cfg, SEQ(least, 1, 1), &checked));
+    assert_true(checked == least);
     printf("%s: %llu weight bytes on the device when resident; least budget %llu\n", spec,
            (unsigned long long)total, (unsigned long long)least);
     /* keep 0: LRU over every layer group; keep 1 keeps what the reserve leaves */
@@ -407,8 +410,42 @@ static void test_pipelined(void **state)
     check_pipelined(GP_TEST_DATA_DIR "/qwen2-tiny");
 }
 
+/* gp_weights_stream_check: the budget refused before any weight is read or
+ * any GPU looked at, with create's message; the least budget grows with the
+ * window a step holds. */
+static void test_stream_check(void **state)
+{
+    (void)state;
+    gp_config cfg;
+    GP_CHECK_OK(gp_config_preset("tiny", &cfg));
+    uint64_t least = 0, least_pipe = 0;
+    GP_CHECK_FAIL(gp_weights_stream_check(&cfg, SEQ(1, 1, 1), &least), GP_ERR_INVALID_ARG,
+                  "through a VRAM budget of 1 bytes");
+    const char *msg = gp_last_error();
+    if (!strstr(msg, "below the minimum working set") || !strstr(msg, "pinned: head (") || !strstr(msg, "ffn 0 ("))
+        fail_msg("the refusal does not name the groups: %s", msg);
+    assert_true(least > 1);
+    GP_CHECK_OK(gp_weights_stream_check(&cfg, SEQ(least, 1, 1), NULL));
+    GP_CHECK_FAIL(gp_weights_stream_check(&cfg, SEQ(least - 1, 1, 1), NULL), GP_ERR_INVALID_ARG, "below");
+    gp_weights_stream_params sp = seq_params(least, 2, 1);
+    sp.min_window = gp_weights_stream_window(&cfg, 1);
+    GP_CHECK_FAIL(gp_weights_stream_check(&cfg, &sp, &least_pipe), GP_ERR_INVALID_ARG, "below");
+    assert_true(least_pipe > least); /* attn l, ffn l and attn l + 1 at once */
+    sp.budget_bytes = least_pipe;
+    GP_CHECK_OK(gp_weights_stream_check(&cfg, &sp, NULL));
+    sp.min_window = 0;
+    GP_CHECK_FAIL(gp_weights_stream_check(&cfg, &sp, NULL), GP_ERR_INVALID_ARG, "window 0 (>= 1)");
+    GP_CHECK_FAIL(gp_weights_stream_check(&cfg, NULL, NULL), GP_ERR_INVALID_ARG, "params NULL");
+    GP_CHECK_FAIL(gp_weights_stream_check(NULL, &sp, NULL), GP_ERR_INVALID_ARG, "cfg is NULL");
+}
+
 int main(void)
 {
+    const struct CMUnitTest host_tests[] = {
+        cmocka_unit_test(test_stream_check),
+    };
+    if (cmocka_run_group_tests_name("engine_streamed (host)", host_tests, NULL, NULL))
+        return 1;
     /* host-side argument checks first: they need no GPU */
     gp_device_weights *dw = NULL;
     if (gp_device_weights_streamed(NULL, GP_DTYPE_BF16, SEQ(1, 1, 1), &dw) != GP_ERR_INVALID_ARG) {

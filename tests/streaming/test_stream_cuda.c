@@ -6,6 +6,7 @@
 #include "gp_test.h"
 #include "gp_test_cuda.h"
 
+#include <math.h>
 #include <unistd.h>
 
 #include <cuda_runtime_api.h>
@@ -95,9 +96,14 @@ static void run_case(int n_streams, int depth, uint64_t chunk, uint64_t extra, i
     for (int k = 0; k < n_streams; k++)
         GP_CHECK_CUDA(cudaStreamCreateWithFlags(&st[k], cudaStreamNonBlocking));
     uint64_t loads_total = 0;
+    double waited_total = 0.0;
+    cudaEvent_t ref;
+    GP_CHECK_CUDA(cudaEventCreate(&ref));
     for (int step = 0; step < steps; step++) {
         for (int i = 0; i < N_GROUPS; i++)
             memset(f.dst[i], POISON, group_bytes(i));
+        /* the step's start, before any copy of it is issued: the copy log's origin */
+        GP_CHECK_CUDA(cudaEventRecord(ref, st[0]));
         for (int pos = 0; pos < N_GROUPS; pos++) {
             int g = f.order[pos];
             cudaStream_t cs = st[pos % n_streams];
@@ -125,8 +131,32 @@ static void run_case(int n_streams, int depth, uint64_t chunk, uint64_t extra, i
                              (unsigned long long)o, (unsigned long long)group_bytes(g), f.dst[pos][o],
                              pattern(g, o), f.dst[pos][o] == POISON ? " (never read)" : "");
         }
+        /* the copy log: one entry per load of the step, each its group's bytes,
+         * after the step's start, busy time summing to the statistics' */
+        gp_stream_copy log[4 * N_GROUPS];
+        int n_log = 0;
+        GP_CHECK_OK(gp_streamer_copy_log(s, ref, log, 4 * N_GROUPS, &n_log));
         gp_streamer_stats ss;
         GP_CHECK_OK(gp_streamer_stats_get(s, &ss, 1));
+        assert_int_equal((uint64_t)n_log, ss.loads);
+        double busy_ms = 0.0;
+        for (int i = 0; i < n_log; i++) {
+            const gp_stream_copy *c = &log[i];
+            int g = 2 * c->layer + (c->kind == GP_STREAM_FFN);
+            if (c->layer < 0 || g >= N_GROUPS || f.groups[g].kind != c->kind || c->bytes != group_bytes(g))
+                fail_msg("copy %d: %s %d of %llu bytes is no group of the fixture", i, gp_stream_kind_name(c->kind),
+                         c->layer, (unsigned long long)c->bytes);
+            if (!(c->start_ms > -0.01 && c->end_ms >= c->start_ms) || (i > 0 && c->start_ms < log[i - 1].end_ms - 0.01))
+                fail_msg("copy %d (%s %d): %.4f to %.4f ms after the step's start, the one before ended at %.4f",
+                         i, gp_stream_kind_name(c->kind), c->layer, c->start_ms, c->end_ms,
+                         i > 0 ? log[i - 1].end_ms : 0.0);
+            busy_ms += c->end_ms - c->start_ms;
+        }
+        assert_true(fabs(busy_ms - ss.copy_s * 1e3) <= 0.01 + 0.01 * busy_ms);
+        for (int k = 0; k < GP_STREAM_KIND_COUNT; k++)
+            assert_true(ss.waited_s[k] >= 0.0 && ss.waited_s[k] < 10.0);
+        assert_true(ss.waited_s[GP_STREAM_HEAD] == 0.0 && ss.waited_s[GP_STREAM_OTHER] == 0.0);
+        waited_total += ss.waited_s[GP_STREAM_ATTN] + ss.waited_s[GP_STREAM_FFN];
         printf("streams %d depth %d chunk %llu step %d: loads %llu (misses %llu, prefetches %llu, "
                "skipped %llu), hits %llu, evictions %llu, %.1f MiB in %.3f ms = %.1f GB/s, peak %llu of %llu\n",
                n_streams, depth, (unsigned long long)chunk, step, (unsigned long long)ss.loads,
@@ -151,6 +181,11 @@ static void run_case(int n_streams, int depth, uint64_t chunk, uint64_t extra, i
         loads_total += ss.loads;
     }
     assert_true(loads_total > 0);
+    /* without prefetch every miss's copy is waited for on the compute stream */
+    if (depth == 0)
+        assert_true(waited_total > 0.0);
+    printf("stalls on copies: %.3f ms over %d steps\n", waited_total * 1e3, steps);
+    GP_CHECK_CUDA(cudaEventDestroy(ref));
     uint64_t used_high = 0, reserved_high = 0;
     GP_CHECK_OK(gp_stream_cuda_backend_mem(&be, &used_high, &reserved_high));
     printf("pool: used high %llu, reserved high %llu, budget %llu\n", (unsigned long long)used_high,

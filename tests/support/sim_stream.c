@@ -158,6 +158,7 @@ static gp_status sim_collect(void *be, double *copy_s, double waited_s[GP_STREAM
 static const gp_stream_backend_ops sim_ops = {
     sim_slot_alloc, sim_slot_free,   sim_marker_create, sim_marker_destroy, sim_copy_h2d,
     sim_stream_wait, sim_marker_record, sim_marker_query, sim_marker_wait,  sim_collect,
+    NULL /* copy_label: copies need no names here */, NULL /* copy_log: none kept */,
 };
 
 gp_status gp_sim_stream_create(const gp_sim_stream_params *p, gp_sim_stream **out)
