@@ -52,6 +52,35 @@ gp_status gp_sparse_transpose(const void *src, void *dst, int R, int C, void *st
  * active inputs. */
 int gp_sparse_gemv_ref(gp_dtype dt, int B, int N, int K, const void *x, const void *wt, float t, float *y);
 
+/* ------------------------------------------------------------ thresholds */
+
+/* The four projections whose inputs are thresholded, in a layer's order:
+ * q/k/v (input: the attention RMSNorm's output), o (the attention output),
+ * gate/up (the FFN RMSNorm's output), down (the SwiGLU output). */
+typedef enum gp_sparse_proj {
+    GP_SPARSE_QKV = 0,
+    GP_SPARSE_O = 1,
+    GP_SPARSE_GATE_UP = 2,
+    GP_SPARSE_DOWN = 3,
+    GP_SPARSE_PROJ_COUNT = 4
+} gp_sparse_proj;
+const char *gp_sparse_proj_name(gp_sparse_proj p); /* "qkv", "o", "gate_up", "down" */
+
+/* A calibration (greenpipe calibrate, a --sparsity FILE.json): per layer and
+ * projection the magnitude threshold, and per FFN neuron how often its down
+ * input was active over the calibration tokens. Decode steps of at most
+ * GP_SPARSE_MAX_B rows apply it (the engine and the CPU reference alike);
+ * prefill stays dense. */
+typedef struct gp_sparsity {
+    char model[64];      /* the config name it was calibrated on */
+    int n_layers, hidden, ffn, q_dim; /* the shape it fits (q_dim: n_heads x head_dim, o's input) */
+    double target;       /* S: the share of each projection's inputs the thresholds drop */
+    float *thresholds;   /* [n_layers][GP_SPARSE_PROJ_COUNT], each finite and >= 0 */
+    float *freq;         /* [n_layers][ffn] in [0, 1], or NULL (not recorded) */
+    long tokens;         /* calibration tokens */
+    char source[256];    /* where they came from ("prompts FILE", "random ids, seed N") */
+} gp_sparsity;
+
 #ifdef __cplusplus
 }
 #endif
