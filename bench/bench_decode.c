@@ -1,8 +1,11 @@
 /* gp_bench_decode: times the sequential CUDA engine on decode workloads
- * (B sequences with C tokens already cached) with device events, and reports
- * each against the floor of docs/ARCHITECTURE.md §5 and a per-kernel breakdown. With
- * --attn it instead times RoPE+KV append and decode attention alone, replayed
- * from CUDA graphs as in the engine (no host launch cost), per split count. */
+ * (B sequences with C tokens already cached) with device events and host
+ * wall time, and reports each against the floor of docs/ARCHITECTURE.md §5
+ * and a per-kernel breakdown. --vram-budget streams the weights (the
+ * resident row beside each), --sparsity FILE.json runs a calibration's
+ * sparse projections (the dense row beside each). With --attn it instead
+ * times RoPE+KV append and decode attention alone, replayed from CUDA graphs
+ * as in the engine (no host launch cost), per split count. */
 #include <getopt.h>
 #include <inttypes.h>
 #include <stdio.h>
@@ -13,6 +16,7 @@
 
 #include "gp_attention.h"
 #include "gp_engine.h"
+#include "gp_sparse.h"
 #include "gp_streaming.h"
 #include "gp_tools.h"
 
@@ -213,14 +217,35 @@ out:
 typedef struct bench_row {
     int ok;
     double wall_ms;
+    double density[GP_SPARSE_PROJ_COUNT]; /* sparse rows: the union's share of active inputs, mean over layers */
     gp_streamer_stats ss; /* streamed weights: warm-up and timed steps */
     char breakdown[512];
 } bench_row;
 
+/* The mean over layers of each projection's active share over `steps`
+ * steps (the union over the batch rows), from the engine's counters. */
+static gp_status sparse_density(gp_engine *e, const gp_config *cfg, int steps, double *density)
+{
+    const int L = cfg->n_layers, P = GP_SPARSE_PROJ_COUNT;
+    const int width[GP_SPARSE_PROJ_COUNT] = {cfg->hidden, cfg->n_heads * cfg->head_dim, cfg->hidden, cfg->ffn};
+    long *a = calloc((size_t)L * P, sizeof(long));
+    if (!a)
+        GP_FAIL(GP_ERR_NO_MEMORY, "out of host memory");
+    gp_status st = gp_engine_sparsity_stats(e, a, 1);
+    for (int p = 0; p < P; p++) {
+        double sum = 0.0;
+        for (int l = 0; l < L; l++)
+            sum += (double)a[l * P + p] / ((double)steps * width[p]);
+        density[p] = sum / L;
+    }
+    free(a);
+    return st;
+}
+
 /* One workload on dw: prints its table row, fills r; returns 1 on failure
  * (the row says why). */
 static int time_row(gp_device_weights *dw, const gp_config *cfg, const workload *w, int warmup, int repeat,
-                    int graphs, const char *label, bench_row *r)
+                    int graphs, const float *thresholds, const char *label, bench_row *r)
 {
     memset(r, 0, sizeof *r);
     const bool streamed = gp_device_weights_is_streamed(dw);
@@ -234,12 +259,16 @@ static int time_row(gp_device_weights *dw, const gp_config *cfg, const workload 
     gp_status st = ms ? gp_engine_create(dw, &p, &e) : GP_ERR_NO_MEMORY;
     if (st == GP_OK)
         st = gp_engine_fill_context(e, w->B, w->C, 42);
+    if (st == GP_OK && thresholds)
+        st = gp_engine_set_sparsity(e, thresholds);
     if (st == GP_OK && streamed) /* from here: the warm-up and timed steps only */
         st = gp_device_weights_stream_stats(dw, &r->ss, 1);
     if (st == GP_OK)
         st = gp_engine_time_steps(e, w->B, warmup, repeat, ms, &r->wall_ms);
     if (st == GP_OK && streamed)
         st = gp_device_weights_stream_stats(dw, &r->ss, 1);
+    if (st == GP_OK && thresholds && w->B <= GP_SPARSE_MAX_B)
+        st = sparse_density(e, cfg, warmup + repeat, r->density);
     if (st == GP_OK)
         st = gp_engine_breakdown(e, w->B, &bd);
     if (st != GP_OK) {
@@ -268,6 +297,9 @@ int main(int argc, char **argv)
 {
     const char *model = GP_DEFAULT_PRESET, *wl = "8:1024,64:2048,256:1024,1024:384";
     int repeat = 20, warmup = 3, graphs = 1, attn = 0, prefetch = 2, keep = 1, resident_row = 1, layers = 0;
+    const char *spf = NULL; /* --sparsity FILE.json */
+    gp_sparsity sp_thr;
+    memset(&sp_thr, 0, sizeof sp_thr);
     uint64_t budget = 0; /* --vram-budget: 0 resident weights, else streamed within this many device bytes */
     gp_dtype dtype = GP_DTYPE_BF16; /* --dtype: the engine dtype of the synthetic weights */
     static const struct option opts[] = {{"model", required_argument, NULL, 'm'},
@@ -281,6 +313,7 @@ int main(int argc, char **argv)
                                          {"prefetch", required_argument, NULL, 'p'},
                                          {"lru", no_argument, NULL, 'l'},
                                          {"layers", required_argument, NULL, 'L'},
+                                         {"sparsity", required_argument, NULL, 'S'},
                                          {"no-resident", no_argument, NULL, 'n'},
                                          {NULL, 0, NULL, 0}};
     int c;
@@ -293,6 +326,7 @@ int main(int argc, char **argv)
         case 'e': graphs = 0; break;
         case 'a': attn = 1; break;
         case 'l': keep = 0; break;
+        case 'S': spf = optarg; break;
         case 'L': {
             long v = 0;
             if (gp_parse_long(optarg, 1, 1 << 16, "--layers", &v) != GP_OK) {
@@ -326,8 +360,8 @@ int main(int argc, char **argv)
             break;
         default:
             fprintf(stderr, "usage: gp_bench_decode [--model PRESET] [--workloads B:C,...] [--repeat N] "
-                            "[--warmup N] [--eager] [--attn] [--dtype bf16|fp16] [--layers N] [--vram-budget SIZE [--prefetch D] "
-                            "[--lru] [--no-resident]]\n");
+                            "[--warmup N] [--eager] [--attn] [--dtype bf16|fp16] [--layers N] [--sparsity FILE.json] "
+                            "[--vram-budget SIZE [--prefetch D] [--lru] [--no-resident]]\n");
             return 2;
         }
     }
@@ -370,6 +404,16 @@ int main(int argc, char **argv)
             return 2;
         }
         cfg.n_layers = layers;
+    }
+    if (spf && (budget || attn)) {
+        fprintf(stderr, "gp_bench_decode: --sparsity runs the resident engine's decode steps; it does not combine "
+                "with --vram-budget or --attn\n");
+        return 2;
+    }
+    if (spf && (gp_sparsity_load(spf, &sp_thr) != GP_OK || gp_sparsity_check(&sp_thr, &cfg) != GP_OK)) {
+        fprintf(stderr, "gp_bench_decode: --sparsity %s: %s\n", spf, gp_last_error());
+        gp_sparsity_free(&sp_thr);
+        return 2;
     }
     if (budget) { /* before anything is loaded: a budget that cannot work is the user's to fix */
         gp_weights_stream_params sp = gp_weights_stream_default_params();
@@ -454,15 +498,24 @@ int main(int argc, char **argv)
            "TFLOP/step | floor ms | share of floor |\n"
            "|---:|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n");
     char breakdowns[32][512], streamed[32][400];
-    char label[64] = "resident";
+    char label[96] = "resident";
     if (budget)
         snprintf(label, sizeof label, "streamed, budget %.2f GiB", budget / 1073741824.0);
+    if (spf)
+        snprintf(label, sizeof label, "sparse, S = %.2f", sp_thr.target);
+    char sparse_lines[32][160];
+    memset(sparse_lines, 0, sizeof sparse_lines);
     int failed = 0;
     for (int i = 0; i < n_w; i++) {
         bench_row r;
-        if (dw_res && time_row(dw_res, &cfg, &w[i], warmup, repeat, graphs_asked, "resident", &r) != 0)
+        if (dw_res && time_row(dw_res, &cfg, &w[i], warmup, repeat, graphs_asked, NULL, "resident", &r) != 0)
             failed = 1;
-        failed |= time_row(dw, &cfg, &w[i], warmup, repeat, graphs, label, &r);
+        if (spf && time_row(dw, &cfg, &w[i], warmup, repeat, graphs, NULL, "dense", &r) != 0)
+            failed = 1;
+        failed |= time_row(dw, &cfg, &w[i], warmup, repeat, graphs, spf ? sp_thr.thresholds : NULL, label, &r);
+        if (spf && r.ok)
+            snprintf(sparse_lines[i], sizeof sparse_lines[i], "| %d | %d | %.3f | %.3f | %.3f | %.3f |", w[i].B,
+                     w[i].C, r.density[0], r.density[1], r.density[2], r.density[3]);
         snprintf(breakdowns[i], sizeof breakdowns[i], "%s", r.breakdown);
         streamed[i][0] = '\0';
         if (r.ok && budget) {
@@ -497,6 +550,16 @@ int main(int argc, char **argv)
                warmup, repeat, GP_BENCH_LINK_GBPS);
         for (int i = 0; i < n_w; i++)
             printf("%s\n", streamed[i][0] ? streamed[i] : "| (failed) |");
+    }
+    if (spf) {
+        printf("\nActivation sparsity (%s: calibrated for S = %.2f on %ld tokens, %s): the share of each "
+               "projection's inputs active in a step (the union over the batch rows), mean over layers and the %d "
+               "warm-up + %d timed steps; batches above %d run dense:\n\n| B | C | qkv | o | gate_up | down |\n"
+               "|---:|---:|---:|---:|---:|---:|\n", spf, sp_thr.target, sp_thr.tokens, sp_thr.source, warmup,
+               repeat, GP_SPARSE_MAX_B);
+        for (int i = 0; i < n_w; i++)
+            printf("%s\n", sparse_lines[i][0] ? sparse_lines[i] : "| (dense or failed) |");
+        gp_sparsity_free(&sp_thr);
     }
     gp_device_weights_destroy(dw_res);
     gp_device_weights_destroy(dw);

@@ -7,6 +7,7 @@
 
 #include "gp_attention.h"
 #include "gp_engine.h"
+#include "gp_sparse.h"
 #include "kernels.h"
 
 #define GP_ENGINE_MAX_GRAPHS 64
@@ -25,6 +26,20 @@ struct gp_stage_ctx {
 /* Kernel classes of a step, for the per-kernel breakdown. */
 enum { GP_K_EMBED, GP_K_ATTN_NORM, GP_K_QKV, GP_K_ROPE, GP_K_ATTN, GP_K_O, GP_K_FFN_NORM,
        GP_K_GATE_UP, GP_K_SWIGLU, GP_K_DOWN, GP_K_HEAD, GP_K_COUNT };
+
+/* Activation sparsity (gp_engine_set_sparsity, engine_sparse.c): the
+ * calibration's thresholds and the projections transposed so an input's
+ * weights are one row (sparse/gp_sparse.h). */
+typedef struct gp_engine_sparse {
+    float *t;              /* host [n_layers][GP_SPARSE_PROJ_COUNT] */
+    void **wt;             /* host [n_layers][GP_SPARSE_PROJ_COUNT]: device rows of W^T in arena */
+    void *arena;           /* device: every transposed projection */
+    size_t arena_bytes;
+    int *active;           /* device [n_layers][GP_SPARSE_PROJ_COUNT]: active inputs summed over calls */
+    float *ws[2];          /* device split partials: [0] the attention projections', [1] the FFN's, so
+                              the A and F sides of a split never share one */
+    size_t ws_bytes;       /* each */
+} gp_engine_sparse;
 
 typedef struct gp_graph_entry {
     int B, splits;
@@ -81,6 +96,8 @@ struct gp_engine {
     gp_graph_entry graphs[GP_ENGINE_MAX_GRAPHS];
     int n_graphs;
 
+    gp_engine_sparse *sp;         /* NULL: dense projections */
+
     /* breakdown mode: an event after every kernel, tagged with its class */
     cudaEvent_t *bd_ev;
     int *bd_class;
@@ -99,6 +116,13 @@ struct gp_engine {
  * record after each kernel (tagged with its class); sum adds the gaps from
  * begin into acc per class; close frees them. */
 gp_status gp_engine_bd_open(gp_engine *e, int cap);
+/* engine_sparse.c: frees e->sp (the engine's destroy). */
+void gp_engine_sparse_free(gp_engine *e);
+/* Projection p (gp_sparse_proj) of layer for nb rows: the sparse kernel over
+ * the transposed weights when a calibration is set and the rows are a decode
+ * batch of at most GP_SPARSE_MAX_B, else the dense GEMM over w. */
+gp_status gp_engine_sparse_proj(gp_engine *e, const gp_stage_ctx *sc, bool prefill, int layer, int p, int nb,
+                                const void *x, const void *w, void *y, gp_gemm_out out);
 gp_status gp_engine_bd_sum(gp_engine *e, cudaEvent_t begin, float acc[GP_K_COUNT]);
 void gp_engine_bd_close(gp_engine *e);
 

@@ -194,6 +194,22 @@ gp_status gp_engine_tune_gemms(gp_engine *e, gp_stage_ctx *sc, int rows);
 /* True when the engine's weights are streamed (gp_device_weights_streamed):
  * eager steps only. */
 bool gp_engine_weights_streamed(const gp_engine *e);
+/* Activation sparsity (sparse/gp_sparse.h): thresholds [n_layers][4] in
+ * gp_sparse_proj order (copied), NULL to turn it off. From then on decode
+ * steps of at most GP_SPARSE_MAX_B rows read only the weights of the inputs
+ * above each threshold (sequential and pipelined steps alike); prefill and
+ * larger batches stay dense. The four projections of every layer are
+ * transposed once into a second device copy (the layer weights' bytes
+ * again; GP_ERR_DEVICE_MEMORY naming the bytes when they do not fit).
+ * Resident weights only. Captured step graphs are dropped. */
+gp_status gp_engine_set_sparsity(gp_engine *e, const float *thresholds);
+bool gp_engine_sparse_on(const gp_engine *e);
+/* Active inputs per layer and projection ([n_layers][4]) summed over the
+ * sparse calls since the last reset: the union over each call's rows, so a
+ * call's density is active / the projection's input width. Synchronises the
+ * engine stream; between steps only. */
+gp_status gp_engine_sparsity_stats(gp_engine *e, long *active, int reset);
+
 /* The device weights the engine runs on (not owned by it). */
 gp_device_weights *gp_engine_weights(const gp_engine *e);
 

@@ -42,7 +42,7 @@ static gp_status embed_part(gp_engine *e, int b0, int nb, bool prefill, const gp
 }
 
 /* Attention norm of the residual rows into scratch, QKV projection into qkv. */
-static gp_status qkv_part(gp_engine *e, int layer, int b0, int nb, const gp_tensor_view *resid,
+static gp_status qkv_part(gp_engine *e, int layer, int b0, int nb, bool prefill, const gp_tensor_view *resid,
                           const gp_tensor_view *qkv, const gp_stage_ctx *sc)
 {
     const gp_config *c = &e->cfg;
@@ -52,8 +52,7 @@ static gp_status qkv_part(gp_engine *e, int layer, int b0, int nb, const gp_tens
     STEP(gp_rmsnorm_residual(e->dtype, resid->data, NULL, lw->attn_norm, h, nb, c->hidden, c->norm_eps,
                              sc->stream),
          GP_K_ATTN_NORM);
-    STEP(gp_gemm(sc->gemm, e->dtype, nb, gp_config_qkv_rows(c), c->hidden, h, lw->wqkv, qkv->data,
-                 GP_GEMM_OUT_HALF),
+    STEP(gp_engine_sparse_proj(e, sc, prefill, layer, GP_SPARSE_QKV, nb, h, lw->wqkv, qkv->data, GP_GEMM_OUT_HALF),
          GP_K_QKV);
     return GP_OK;
 }
@@ -109,18 +108,17 @@ static gp_status core_part(gp_engine *e, const gp_stage_io *io, const gp_tensor_
 }
 
 /* The O projection adds straight into the f32 residual (beta = 1). */
-static gp_status o_part(gp_engine *e, int layer, int nb, const gp_tensor_view *attn, const gp_tensor_view *resid,
-                        const gp_stage_ctx *sc)
+static gp_status o_part(gp_engine *e, int layer, int nb, bool prefill, const gp_tensor_view *attn,
+                        const gp_tensor_view *resid, const gp_stage_ctx *sc)
 {
-    const gp_config *c = &e->cfg;
     gp_status st;
-    STEP(gp_gemm(sc->gemm, e->dtype, nb, c->hidden, (int)q_dim(c), attn->data, e->w->layers[layer].wo,
-                 resid->data, GP_GEMM_OUT_F32_ACC),
+    STEP(gp_engine_sparse_proj(e, sc, prefill, layer, GP_SPARSE_O, nb, attn->data, e->w->layers[layer].wo,
+                               resid->data, GP_GEMM_OUT_F32_ACC),
          GP_K_O);
     return GP_OK;
 }
 
-static gp_status ffn_part(gp_engine *e, int layer, int b0, int nb, const gp_tensor_view *resid,
+static gp_status ffn_part(gp_engine *e, int layer, int b0, int nb, bool prefill, const gp_tensor_view *resid,
                           const gp_stage_ctx *sc)
 {
     const gp_config *c = &e->cfg;
@@ -131,10 +129,12 @@ static gp_status ffn_part(gp_engine *e, int layer, int b0, int nb, const gp_tens
     STEP(gp_rmsnorm_residual(e->dtype, resid->data, NULL, lw->ffn_norm, h, nb, c->hidden, c->norm_eps,
                              sc->stream),
          GP_K_FFN_NORM);
-    STEP(gp_gemm(sc->gemm, e->dtype, nb, (int)(2 * F), c->hidden, h, lw->w_gate_up, gu, GP_GEMM_OUT_HALF),
+    STEP(gp_engine_sparse_proj(e, sc, prefill, layer, GP_SPARSE_GATE_UP, nb, h, lw->w_gate_up, gu,
+                               GP_GEMM_OUT_HALF),
          GP_K_GATE_UP);
     STEP(gp_swiglu(e->dtype, gu, act, nb, c->ffn, sc->stream), GP_K_SWIGLU);
-    STEP(gp_gemm(sc->gemm, e->dtype, nb, c->hidden, c->ffn, act, lw->w_down, resid->data, GP_GEMM_OUT_F32_ACC),
+    STEP(gp_engine_sparse_proj(e, sc, prefill, layer, GP_SPARSE_DOWN, nb, act, lw->w_down, resid->data,
+                               GP_GEMM_OUT_F32_ACC),
          GP_K_DOWN);
     return GP_OK;
 }
@@ -274,16 +274,16 @@ static gp_status run_parts(gp_engine *e, gp_stage_kind kind, const gp_stage_io *
         /* the whole layer's attention on one context: QKV and attention output in scratch rows */
         GP_TRY(gp_engine_act_view(e, GP_ACT_QKV, b0, nb, &qkv));
         GP_TRY(gp_engine_act_view(e, GP_ACT_ATTN, b0, nb, &attn));
-        GP_TRY(qkv_part(e, l, b0, nb, &io->resid, &qkv, sc));
+        GP_TRY(qkv_part(e, l, b0, nb, io->prefill, &io->resid, &qkv, sc));
         GP_TRY(core_part(e, io, &qkv, &attn, sc));
-        return o_part(e, l, nb, &attn, &io->resid, sc);
-    case GP_STAGE_FFN: return ffn_part(e, l, b0, nb, &io->resid, sc);
-    case GP_STAGE_QKV: return qkv_part(e, l, b0, nb, &io->resid, &io->y, sc);
+        return o_part(e, l, nb, io->prefill, &attn, &io->resid, sc);
+    case GP_STAGE_FFN: return ffn_part(e, l, b0, nb, io->prefill, &io->resid, sc);
+    case GP_STAGE_QKV: return qkv_part(e, l, b0, nb, io->prefill, &io->resid, &io->y, sc);
     case GP_STAGE_ATTN_CORE: return core_part(e, io, &io->x, &io->y, sc);
     case GP_STAGE_O_FFN_QKV:
-        GP_TRY(o_part(e, l, nb, &io->x, &io->resid, sc));
-        GP_TRY(ffn_part(e, l, b0, nb, &io->resid, sc));
-        return l + 1 < e->cfg.n_layers ? qkv_part(e, l + 1, b0, nb, &io->resid, &io->y, sc) : GP_OK;
+        GP_TRY(o_part(e, l, nb, io->prefill, &io->x, &io->resid, sc));
+        GP_TRY(ffn_part(e, l, b0, nb, io->prefill, &io->resid, sc));
+        return l + 1 < e->cfg.n_layers ? qkv_part(e, l + 1, b0, nb, io->prefill, &io->resid, &io->y, sc) : GP_OK;
     case GP_STAGE_HEAD: return head_part(e, b0, nb, &io->resid, sc);
     default: GP_FAIL(GP_ERR_INVALID_ARG, "stage kind %d: allowed 0..%d", (int)kind, GP_STAGE_COUNT - 1);
     }

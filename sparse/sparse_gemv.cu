@@ -18,8 +18,8 @@
  * - No compaction pass: each warp evaluates the masks of 32 consecutive
  *   inputs (one per lane) for every batch row, and a ballot gives the active
  *   ones; the warp then loads U active rows at once (U x 512 bytes in
- *   flight per warp) and takes each row's masked inputs from the lane that
- *   evaluated it by shuffle. The decision is uniform across the warp, so
+ *   flight per warp; U = 8 up to two batch rows, 4 above) and takes each
+ *   row's masked inputs from the lane that evaluated it by shuffle. The decision is uniform across the warp, so
  *   skipping an inactive row costs no divergence.
  * - A CTA is 8 warps: 2 column tiles x 4 row groups; the row groups take
  *   interleaved 32-input chunks of the CTA's split of K and add their sums
@@ -32,13 +32,15 @@
 #define GP_SP_WARPS 8
 #define GP_SP_TILES 2 /* column tiles per CTA */
 #define GP_SP_ROWG (GP_SP_WARPS / GP_SP_TILES)
-#define GP_SP_U 4 /* weight rows in flight per warp */
+
 #define GP_SP_CTAS_PER_SM 2
 
 /* Columns per lane: 8 (16-byte loads) while the accumulators fit, 4 from 8
  * batch rows on (NB x CPL fp32 registers). */
 template <int NB> struct gp_sp_cfg {
     static constexpr int CPL = NB <= 4 ? 8 : 4;
+    /* weight rows in flight per warp: more while the accumulators leave registers for them */
+    static constexpr int U = NB <= 2 ? 8 : 4;
     static constexpr int WCOLS = 32 * CPL;
     static constexpr int CCOLS = GP_SP_TILES * WCOLS;
 };
@@ -67,6 +69,7 @@ static __global__ void __launch_bounds__(32 * GP_SP_WARPS, GP_SP_CTAS_PER_SM)
 {
     typedef gp_half_traits<T> ht;
     constexpr int CPL = gp_sp_cfg<NB>::CPL, WCOLS = gp_sp_cfg<NB>::WCOLS, CCOLS = gp_sp_cfg<NB>::CCOLS;
+    constexpr int U = gp_sp_cfg<NB>::U;
     typedef gp_sp_vec<CPL> vec;
     __shared__ float red[NB * CCOLS];
     const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
@@ -100,18 +103,18 @@ static __global__ void __launch_bounds__(32 * GP_SP_WARPS, GP_SP_CTAS_PER_SM)
         unsigned m = __ballot_sync(0xffffffffu, any);
         n_active += __popc(m);
         while (m) {
-            int r[GP_SP_U];
+            int r[U];
 #pragma unroll
-            for (int u = 0; u < GP_SP_U; u++) {
+            for (int u = 0; u < U; u++) {
                 r[u] = m ? __ffs(m) - 1 : -1;
                 m &= m ? m - 1 : 0u;
             }
-            typename vec::V w[GP_SP_U];
+            typename vec::V w[U];
 #pragma unroll
-            for (int u = 0; u < GP_SP_U; u++)
+            for (int u = 0; u < U; u++)
                 w[u] = (r[u] >= 0 && col_ok) ? vec::load(wt + (size_t)(kc + r[u]) * N + col) : vec::zero();
 #pragma unroll
-            for (int u = 0; u < GP_SP_U; u++) {
+            for (int u = 0; u < U; u++) {
                 if (r[u] < 0) /* uniform: r comes from the ballot */
                     break;
                 float wf[CPL];

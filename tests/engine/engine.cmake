@@ -39,3 +39,7 @@ gp_add_test(model_weights_convert SOURCES ${GP_ENG_TESTS}/test_weights_convert.c
 # Weights beyond VRAM (issue #17): the engine over streamed weights at budgets
 # forcing evictions, bitwise against resident weights (GPU).
 gp_add_test(engine_streamed SOURCES ${GP_ENG_TESTS}/test_engine_streamed.c LIBS gp_pipeline_cuda GPU)
+
+# Activation sparsity in the engine (GPU): thresholds 0 against dense,
+# masking against the CPU reference, statistics, refusals.
+gp_add_test(engine_sparse SOURCES ${GP_ENG_TESTS}/test_engine_sparse.c LIBS gp_pipeline_cuda GPU)

@@ -1,0 +1,191 @@
+/* Activation sparsity in the engine: a calibration's thresholds, the four
+ * projections of every layer transposed once on the device (so the sparse
+ * kernel reads an active input's weights as one contiguous row), the split
+ * workspaces, and the count of active inputs for the statistics. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "cuda_util.cuh"
+#include "engine_impl.h"
+
+static gp_status cuda_ok(cudaError_t e, const char *what)
+{
+    return e == cudaSuccess ? GP_OK : gp_cuda_fail(e, what, __FILE__, __LINE__);
+}
+
+/* N x K of projection p in layer terms: W is [N][K], W^T [K][N]. */
+static void proj_shape(const gp_config *c, int p, int *N, int *K)
+{
+    const int q = c->n_heads * c->head_dim;
+    switch (p) {
+    case GP_SPARSE_QKV: *N = gp_config_qkv_rows(c), *K = c->hidden; break;
+    case GP_SPARSE_O: *N = c->hidden, *K = q; break;
+    case GP_SPARSE_GATE_UP: *N = 2 * c->ffn, *K = c->hidden; break;
+    default: *N = c->hidden, *K = c->ffn; break;
+    }
+}
+
+static const void *proj_weights(const gp_layer_weights *lw, int p)
+{
+    switch (p) {
+    case GP_SPARSE_QKV: return lw->wqkv;
+    case GP_SPARSE_O: return lw->wo;
+    case GP_SPARSE_GATE_UP: return lw->w_gate_up;
+    default: return lw->w_down;
+    }
+}
+
+void gp_engine_sparse_free(gp_engine *e)
+{
+    gp_engine_sparse *sp = e->sp;
+    if (!sp)
+        return;
+    if (e->sc.stream)
+        (void)cudaStreamSynchronize(e->sc.stream); /* no step still reads them */
+    gp_device_free(sp->arena);
+    gp_device_free(sp->active);
+    gp_device_free(sp->ws[0]);
+    gp_device_free(sp->ws[1]);
+    free(sp->t);
+    free(sp->wt);
+    free(sp);
+    e->sp = NULL;
+}
+
+gp_status gp_engine_set_sparsity(gp_engine *e, const float *thresholds)
+{
+    if (!e)
+        GP_FAIL(GP_ERR_INVALID_ARG, "gp_engine_set_sparsity: engine is NULL");
+    const gp_config *c = &e->cfg;
+    const int L = c->n_layers, P = GP_SPARSE_PROJ_COUNT;
+    /* captured steps baked the projections they launched */
+    for (int i = 0; i < e->n_graphs; i++)
+        cudaGraphExecDestroy(e->graphs[i].exec);
+    e->n_graphs = 0;
+    gp_engine_sparse_free(e);
+    if (!thresholds)
+        return GP_OK;
+    if (gp_engine_weights_streamed(e))
+        GP_FAIL(GP_ERR_INVALID_ARG, "gp_engine_set_sparsity: the weights are streamed (a VRAM budget); sparse "
+                "projections need them resident, each with its transposed copy");
+    for (int l = 0; l < L; l++)
+        for (int p = 0; p < P; p++) {
+            float t = thresholds[l * P + p];
+            if (!(t >= 0.0f) || t > 3.0e38f)
+                GP_FAIL(GP_ERR_INVALID_ARG, "gp_engine_set_sparsity: layer %d %s threshold %g: allowed a finite "
+                        "value >= 0", l, gp_sparse_proj_name((gp_sparse_proj)p), (double)t);
+        }
+    gp_engine_sparse *sp = calloc(1, sizeof *sp);
+    if (!sp)
+        GP_FAIL(GP_ERR_NO_MEMORY, "gp_engine_set_sparsity: out of host memory");
+    e->sp = sp;
+    sp->t = malloc(sizeof(float) * (size_t)L * P);
+    sp->wt = calloc((size_t)L * P, sizeof(void *));
+    if (!sp->t || !sp->wt) {
+        gp_engine_sparse_free(e);
+        GP_FAIL(GP_ERR_NO_MEMORY, "gp_engine_set_sparsity: out of host memory for %d layers", L);
+    }
+    memcpy(sp->t, thresholds, sizeof(float) * (size_t)L * P);
+    /* one arena, each projection at a 256-byte boundary (16-byte loads of every row) */
+    size_t off[GP_SPARSE_PROJ_COUNT], layer_bytes = 0, ws = 0;
+    for (int p = 0; p < P; p++) {
+        int N, K;
+        proj_shape(c, p, &N, &K);
+        off[p] = layer_bytes;
+        layer_bytes += ((size_t)N * K * 2 + 255) & ~(size_t)255;
+        size_t w = gp_sparse_gemv_ws_bytes(GP_SPARSE_MAX_B, N, K, e->sm_count);
+        ws = w > ws ? w : ws;
+    }
+    sp->arena_bytes = layer_bytes * (size_t)L;
+    sp->ws_bytes = ws;
+    size_t free_b = 0, total_b = 0;
+    gp_status st = GP_OK;
+    cudaError_t ce = cudaMemGetInfo(&free_b, &total_b);
+    if (ce != cudaSuccess) {
+        st = gp_cuda_fail(ce, "cudaMemGetInfo", __FILE__, __LINE__);
+    } else if (sp->arena_bytes + 2 * ws > free_b) {
+        gp_set_error("gp_engine_set_sparsity: the transposed projections of config %s need %zu bytes (%.2f GiB) "
+                     "beside the dense weights; the device has %zu bytes (%.2f GiB) free", c->name,
+                     sp->arena_bytes + 2 * ws, (sp->arena_bytes + 2 * ws) / 1073741824.0, free_b,
+                     free_b / 1073741824.0);
+        st = GP_ERR_DEVICE_MEMORY;
+    }
+    if (st == GP_OK)
+        st = gp_device_alloc(&sp->arena, sp->arena_bytes, "transposed projections (sparsity)");
+    if (st == GP_OK)
+        st = gp_device_alloc((void **)&sp->active, sizeof(int) * (size_t)L * P, "active-input counters");
+    for (int i = 0; i < 2 && st == GP_OK; i++)
+        st = gp_device_alloc((void **)&sp->ws[i], ws, "sparse split partials");
+    if (st == GP_OK)
+        st = cuda_ok(cudaMemsetAsync(sp->active, 0, sizeof(int) * (size_t)L * P, e->sc.stream),
+                             "cudaMemsetAsync (active-input counters)");
+    /* the dense weights are read once, group by group, under their in-use marks */
+    for (int l = 0; l < L && st == GP_OK; l++) {
+        gp_weight_group *g[2] = {gp_device_weights_group(e->dw, GP_GROUP_ATTN, l),
+                                 gp_device_weights_group(e->dw, GP_GROUP_FFN, l)};
+        for (int k = 0; k < 2 && st == GP_OK; k++)
+            st = gp_weight_group_acquire(g[k], e->sc.stream);
+        for (int p = 0; p < P && st == GP_OK; p++) {
+            int N, K;
+            proj_shape(c, p, &N, &K);
+            void *dst = (char *)sp->arena + (size_t)l * layer_bytes + off[p];
+            sp->wt[l * P + p] = dst;
+            st = gp_sparse_transpose(proj_weights(&e->w->layers[l], p), dst, N, K, e->sc.stream);
+        }
+        for (int k = 0; k < 2; k++) {
+            gp_status rs = gp_weight_group_release_on(g[k], e->sc.stream);
+            if (st == GP_OK)
+                st = rs;
+        }
+    }
+    if (st == GP_OK)
+        st = cuda_ok(cudaStreamSynchronize(e->sc.stream), "cudaStreamSynchronize (transposes)");
+    if (st != GP_OK) {
+        char why[768];
+        snprintf(why, sizeof why, "%s", gp_last_error());
+        gp_engine_sparse_free(e);
+        gp_set_error("%s", why);
+    }
+    return st;
+}
+
+bool gp_engine_sparse_on(const gp_engine *e)
+{
+    return e && e->sp;
+}
+
+gp_status gp_engine_sparsity_stats(gp_engine *e, long *active, int reset)
+{
+    if (!e || !active)
+        GP_FAIL(GP_ERR_INVALID_ARG, "gp_engine_sparsity_stats: engine %p, active %p", (void *)e, (void *)active);
+    if (!e->sp)
+        GP_FAIL(GP_ERR_STATE, "gp_engine_sparsity_stats: no sparsity set (gp_engine_set_sparsity)");
+    const size_t n = (size_t)e->cfg.n_layers * GP_SPARSE_PROJ_COUNT;
+    int *h = malloc(sizeof(int) * n);
+    if (!h)
+        GP_FAIL(GP_ERR_NO_MEMORY, "gp_engine_sparsity_stats: out of host memory");
+    gp_status st = cuda_ok(cudaStreamSynchronize(e->sc.stream), "cudaStreamSynchronize (statistics)");
+    if (st == GP_OK)
+        st = cuda_ok(cudaMemcpy(h, e->sp->active, sizeof(int) * n, cudaMemcpyDeviceToHost),
+                             "cudaMemcpy (active-input counters)");
+    if (st == GP_OK && reset)
+        st = cuda_ok(cudaMemset(e->sp->active, 0, sizeof(int) * n), "cudaMemset (active-input counters)");
+    for (size_t i = 0; st == GP_OK && i < n; i++)
+        active[i] = h[i];
+    free(h);
+    return st;
+}
+
+gp_status gp_engine_sparse_proj(gp_engine *e, const gp_stage_ctx *sc, bool prefill, int layer, int p, int nb,
+                                const void *x, const void *w, void *y, gp_gemm_out out)
+{
+    int N, K;
+    proj_shape(&e->cfg, p, &N, &K);
+    if (!e->sp || prefill || nb > GP_SPARSE_MAX_B)
+        return gp_gemm(sc->gemm, e->dtype, nb, N, K, x, w, y, out);
+    const int i = layer * GP_SPARSE_PROJ_COUNT + p;
+    const int side = p == GP_SPARSE_GATE_UP || p == GP_SPARSE_DOWN;
+    return gp_sparse_gemv(e->dtype, nb, N, K, x, e->sp->wt[i], e->sp->t[i], y, (int)out, e->sp->ws[side],
+                          e->sp->ws_bytes, sc->ap.sm_count, e->sp->active + i, sc->stream);
+}

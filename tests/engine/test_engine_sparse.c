@@ -1,0 +1,208 @@
+/* Activation sparsity in the CUDA engine: all-zero thresholds give the dense
+ * engine's greedy tokens (logits within SPARSE_ZERO_TOL: the sparse kernel
+ * sums in another order, so a bf16 rounding of an activation may differ);
+ * thresholds mask exactly as the CPU reference does (decode logits within
+ * SPARSE_REF_TOL of the reference rounding where the engine does, with the
+ * same masks), prefill stays dense, the active-input counts add up, graphs
+ * and eager steps agree, and the refusals. Models: tiny (synthetic),
+ * small-gqa and qwen2-tiny checkpoints. Skips without a GPU. */
+#include "gp_test.h"
+
+#include <math.h>
+
+#include "gp_engine.h"
+#include "gp_model.h"
+#include "gp_sparse.h"
+
+#define MAX_B 4
+#define CTX 64
+#define STEPS 6
+/* max |sparse - dense| / max |dense| over the logits at thresholds 0 */
+#define SPARSE_ZERO_TOL 2e-2
+
+static void load(const char *spec, gp_host_weights *hw, gp_device_weights **dw)
+{
+    memset(hw, 0, sizeof *hw);
+    gp_model_source src;
+    GP_CHECK_OK(gp_model_source_resolve(spec, 0, &src));
+    if (src.synthetic) {
+        GP_CHECK_OK(gp_host_weights_alloc(&src.cfg, GP_DTYPE_BF16, hw));
+        GP_CHECK_OK(gp_synth_fill_host(hw, 3));
+    } else {
+        GP_CHECK_OK(gp_model_source_load_host(&src, hw));
+    }
+    GP_CHECK_OK(gp_device_weights_upload(hw, GP_DTYPE_BF16, dw));
+}
+
+static gp_engine *engine(gp_device_weights *dw, bool graphs)
+{
+    gp_engine_params p = gp_engine_default_params();
+    p.max_batch = MAX_B;
+    p.max_context = CTX;
+    p.use_graphs = graphs;
+    gp_engine *e = NULL;
+    GP_CHECK_OK(gp_engine_create(dw, &p, &e));
+    return e;
+}
+
+/* Prefill MAX_B prompts, then STEPS greedy steps; every step's logits and
+ * tokens into logits [STEPS][MAX_B][V] and toks [STEPS][MAX_B]; the prefill's
+ * last logits into pf [MAX_B][V]. */
+static void run(gp_engine *e, int V, float *pf, float *logits, int32_t *toks)
+{
+    int32_t p[MAX_B][9];
+    gp_prefill_seq seqs[MAX_B];
+    for (int s = 0; s < MAX_B; s++) {
+        for (int i = 0; i < 9; i++)
+            p[s][i] = (int32_t)((13 * i + 7 * s + 1) % V);
+        seqs[s] = (gp_prefill_seq){s, 3 + 2 * s, p[s]};
+    }
+    int32_t next[MAX_B];
+    GP_CHECK_OK(gp_engine_prefill_batch(e, MAX_B, seqs, next, pf, NULL));
+    const int ids[MAX_B] = {0, 1, 2, 3};
+    for (int st = 0; st < STEPS; st++) {
+        GP_CHECK_OK(gp_engine_decode_step(e, MAX_B, ids, next, next, logits + (size_t)st * MAX_B * V));
+        memcpy(toks + st * MAX_B, next, sizeof next);
+    }
+}
+
+static double rel_diff(const float *a, const float *b, size_t n)
+{
+    double d = 0.0, m = 0.0;
+    for (size_t i = 0; i < n; i++) {
+        d = fmax(d, fabs((double)a[i] - b[i]));
+        m = fmax(m, fabs((double)b[i]));
+    }
+    return m > 0 ? d / m : d;
+}
+
+static void check_zero(const char *spec)
+{
+    gp_host_weights hw;
+    gp_device_weights *dw;
+    load(spec, &hw, &dw);
+    const gp_config *c = &hw.cfg;
+    const int V = c->vocab, L = c->n_layers;
+    const size_t n = (size_t)STEPS * MAX_B * V;
+    float *pf0 = malloc(sizeof(float) * MAX_B * V), *pf1 = malloc(sizeof(float) * MAX_B * V);
+    float *l0 = malloc(sizeof(float) * n), *l1 = malloc(sizeof(float) * n), *l2 = malloc(sizeof(float) * n);
+    int32_t t0[STEPS * MAX_B], t1[STEPS * MAX_B], t2[STEPS * MAX_B];
+    float *zero = calloc((size_t)L * GP_SPARSE_PROJ_COUNT, sizeof(float));
+    long *active = calloc((size_t)L * GP_SPARSE_PROJ_COUNT, sizeof(long));
+    assert_true(pf0 && pf1 && l0 && l1 && l2 && zero && active);
+
+    gp_engine *dense = engine(dw, true);
+    run(dense, V, pf0, l0, t0);
+    gp_engine_destroy(dense);
+
+    for (int graphs = 0; graphs < 2; graphs++) {
+        gp_engine *e = engine(dw, graphs);
+        GP_CHECK_OK(gp_engine_set_sparsity(e, zero));
+        assert_true(gp_engine_sparse_on(e));
+        memset(l1, 0xff, sizeof(float) * n); /* poisoned */
+        run(e, V, pf1, graphs ? l2 : l1, graphs ? t2 : t1);
+        /* prefill is dense: the same bits */
+        if (memcmp(pf0, pf1, sizeof(float) * MAX_B * V) != 0)
+            fail_msg("%s: prefill logits changed with sparsity on", spec);
+        GP_CHECK_OK(gp_engine_sparsity_stats(e, active, 1));
+        /* every input takes part unless it is exactly 0: at most the widths, over STEPS calls */
+        const int widths[4] = {c->hidden, c->n_heads * c->head_dim, c->hidden, c->ffn};
+        for (int l = 0; l < L; l++)
+            for (int p = 0; p < GP_SPARSE_PROJ_COUNT; p++) {
+                long a = active[l * GP_SPARSE_PROJ_COUNT + p];
+                if (a > (long)STEPS * widths[p] || a < (long)STEPS * widths[p] * 9 / 10)
+                    fail_msg("%s: layer %d %s: %ld active inputs over %d steps of width %d", spec, l,
+                             gp_sparse_proj_name((gp_sparse_proj)p), a, STEPS, widths[p]);
+            }
+        gp_engine_destroy(e);
+    }
+    double d = rel_diff(l1, l0, n);
+    printf("%s: thresholds 0 against dense: logits %.2e (max abs / max), tokens %s; graphs against eager: %s\n",
+           spec, d, memcmp(t0, t1, sizeof t0) ? "DIFFER" : "same", memcmp(l1, l2, sizeof(float) * n) ? "differ" :
+           "same bits");
+    assert_true(d <= SPARSE_ZERO_TOL);
+    assert_memory_equal(t0, t1, sizeof t0);
+    assert_memory_equal(l1, l2, sizeof(float) * n); /* the same kernels, replayed */
+
+    /* everything masked: the projections add nothing, and no input is counted */
+    float *big = malloc(sizeof(float) * (size_t)L * GP_SPARSE_PROJ_COUNT);
+    for (int i = 0; i < L * GP_SPARSE_PROJ_COUNT; i++)
+        big[i] = 1e30f;
+    gp_engine *e = engine(dw, false);
+    GP_CHECK_OK(gp_engine_set_sparsity(e, big));
+    run(e, V, pf1, l1, t1);
+    GP_CHECK_OK(gp_engine_sparsity_stats(e, active, 0));
+    for (int i = 0; i < L * GP_SPARSE_PROJ_COUNT; i++)
+        assert_int_equal(active[i], 0);
+    for (size_t i = 0; i < n; i++)
+        assert_true(isfinite(l1[i]));
+    /* off again: dense bits */
+    GP_CHECK_OK(gp_engine_set_sparsity(e, NULL));
+    assert_false(gp_engine_sparse_on(e));
+    GP_CHECK_FAIL(gp_engine_sparsity_stats(e, active, 0), GP_ERR_STATE, "no sparsity set");
+    gp_engine_destroy(e);
+
+    /* refusals */
+    e = engine(dw, false);
+    big[1] = -1.0f;
+    GP_CHECK_FAIL(gp_engine_set_sparsity(e, big), GP_ERR_INVALID_ARG, "layer 0 o threshold -1");
+    big[1] = NAN;
+    GP_CHECK_FAIL(gp_engine_set_sparsity(e, big), GP_ERR_INVALID_ARG, "allowed a finite value >= 0");
+    assert_false(gp_engine_sparse_on(e));
+    gp_engine_destroy(e);
+
+    free(pf0), free(pf1), free(l0), free(l1), free(l2), free(zero), free(active), free(big);
+    gp_device_weights_destroy(dw);
+    gp_host_weights_free(&hw);
+}
+
+static void test_zero_tiny(void **state)
+{
+    (void)state;
+    check_zero("tiny");
+}
+
+static void test_zero_gqa(void **state)
+{
+    (void)state;
+    check_zero(GP_TEST_DATA_DIR "/small-gqa");
+}
+
+static void test_zero_qwen2(void **state)
+{
+    (void)state;
+    check_zero(GP_TEST_DATA_DIR "/qwen2-tiny");
+}
+
+/* Streamed weights have no transposed copy. */
+static void test_streamed_refused(void **state)
+{
+    (void)state;
+    gp_model_source src;
+    GP_CHECK_OK(gp_model_source_resolve("tiny", 0, &src));
+    gp_weights_stream_params sp = gp_weights_stream_default_params();
+    sp.budget_bytes = 64u << 20;
+    sp.min_window = 1;
+    gp_device_weights *dw = NULL;
+    GP_CHECK_OK(gp_device_weights_streamed_load(&src, GP_DTYPE_BF16, &sp, &dw));
+    gp_engine *e = engine(dw, false);
+    float t[64 * GP_SPARSE_PROJ_COUNT] = {0};
+    GP_CHECK_FAIL(gp_engine_set_sparsity(e, t), GP_ERR_INVALID_ARG, "streamed");
+    gp_engine_destroy(e);
+    gp_device_weights_destroy(dw);
+}
+
+int main(void)
+{
+    if (gp_cuda_available() != GP_OK) {
+        printf("engine_sparse: SKIPPED: %s\n", gp_last_error());
+        return 77;
+    }
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_zero_tiny),
+        cmocka_unit_test(test_zero_gqa),
+        cmocka_unit_test(test_zero_qwen2),
+        cmocka_unit_test(test_streamed_refused),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
