@@ -10,6 +10,7 @@
 #include "gp_engine.h"
 #include "gp_green.h"
 #include "gp_pipeline.h"
+#include "gp_sparse.h"
 
 struct gp_backend {
     gp_backend_params p;
@@ -86,6 +87,7 @@ static gp_status open_cpu(gp_backend *b, const gp_host_weights *w)
     GP_TRY(gp_cpu_model_create(w, p->n_seqs, p->max_context, p->block_size, &b->cpu));
     b->dtype = p->dtype;
     gp_cpu_model_set_act_dtype(b->cpu, b->dtype);
+    gp_cpu_model_set_sparsity(b->cpu, p->sparse_thresholds);
     GP_TRY(gp_cpu_exec_create(b->cpu, p->attn_units, p->ffn_units, &b->cpu_exec));
     char acts[32] = "";
     if (b->dtype != GP_DTYPE_F32)
@@ -114,6 +116,8 @@ static gp_status open_cuda(gp_backend *b)
     if (p->prefill_chunk)
         ep.prefill_chunk = p->prefill_chunk;
     GP_TRY(gp_engine_create(b->dw, &ep, &b->engine));
+    if (p->sparse_thresholds)
+        GP_TRY(gp_engine_set_sparsity(b->engine, p->sparse_thresholds));
     if (p->pipelined) {
         gp_green_pool_params gpp = gp_green_pool_default_params();
         gp_split_req req = {.attn_sms = p->attn_units, .ffn_sms = p->ffn_units};
@@ -133,6 +137,9 @@ static gp_status open_cuda(gp_backend *b)
         used = snprintf(b->describe, sizeof b->describe, "cuda (%s engine%s), %.2f GB of weights on the GPU",
                         gp_dtype_flag_name(b->dtype), graphs ? ", CUDA graphs" : "",
                         (double)gp_device_weights_view(b->dw)->arena_bytes / 1e9);
+    if (p->sparse_thresholds)
+        used += snprintf(b->describe + used, sizeof b->describe - (size_t)used, "; sparse decode projections "
+                         "(up to %d rows)", GP_SPARSE_MAX_B);
     if (p->pipelined) {
         gp_split_info si;
         gp_exec x = gp_cuda_exec_get(b->cuda_exec);
@@ -258,6 +265,14 @@ gp_exec gp_backend_exec(gp_backend *b)
 const gp_config *gp_backend_config(const gp_backend *b)
 {
     return &b->cfg;
+}
+
+gp_status gp_backend_sparsity_stats(gp_backend *b, long *active, int reset)
+{
+    if (!b || !b->engine)
+        GP_FAIL(GP_ERR_STATE, "gp_backend_sparsity_stats: the cuda backend counts active inputs; this is %s",
+                b ? "the cpu backend" : "no backend");
+    return gp_engine_sparsity_stats(b->engine, active, reset);
 }
 
 const char *gp_backend_describe(const gp_backend *b)

@@ -373,8 +373,16 @@ typedef struct gp_backend_params {
                               the window of sequential or pipelined steps: gp_weights_stream_window), run
                               eager (CUDA graphs would bake the streamed addresses: use_graphs is not applied,
                               and gp_backend_describe says so). */
+    const float *sparse_thresholds; /* NULL (default): dense. Else a calibration's thresholds [n_layers][4]
+                              (sparse/gp_sparse.h; borrowed until open returns): decode steps of at most 16 rows
+                              mask each projection's small inputs (gp_engine_set_sparsity on the cuda backend,
+                              resident weights only; gp_cpu_model_set_sparsity on the cpu one); prefill stays
+                              dense. */
 } gp_backend_params;
 gp_backend_params gp_backend_default_params(gp_backend_kind kind);
+/* Active inputs per layer and projection since the last reset
+ * (gp_engine_sparsity_stats); the cuda backend with sparsity only. */
+gp_status gp_backend_sparsity_stats(gp_backend *b, long *active, int reset);
 /* The VRAM budget of p for cfg, checked before anything loads
  * (gp_weights_stream_check with the backend's streaming params); GP_OK
  * without a budget. */

@@ -18,6 +18,7 @@
 #include "gp_green.h"
 #include "gp_model.h"
 #include "gp_pipeline.h"
+#include "gp_sparse.h"
 #include "gp_tools.h"
 
 typedef struct gen_opts {
@@ -45,6 +46,7 @@ typedef struct gen_opts {
     bool pipe_flag_given;  /* --sm-split or --micro-batches */
     long prefill_chunk;    /* --prefill-chunk; 0: not given (the engine's default) */
     uint64_t vram_budget;  /* --vram-budget bytes; 0: not given (weights resident on the device) */
+    const char *sparsity;  /* --sparsity FILE.json; NULL: dense */
 } gen_opts;
 
 static const char *flag_name(const struct option *opts, int val)
@@ -93,10 +95,15 @@ static void gen_usage(FILE *f)
             "                       sequences; default 2 (1 with one sequence)\n"
             "  --prefill-chunk N    cuda: most prompt tokens one prefill forward takes, 1..%d; default %d\n"
             "                       (all prompts are prefilled in one batched call)\n"
-            "  --vram-budget SIZE   cuda, --engine seq: weights beyond VRAM: all of them in pinned host\n"
-            "                       memory, at most SIZE bytes on the device, streamed layer by layer\n"
-            "                       (SIZE: bytes, or with K, M, G or T: 512M, 4G, 16G); steps run eager\n"
-            "                       (no CUDA graphs); default: every weight resident on the device\n"
+            "  --vram-budget SIZE   cuda: weights beyond VRAM: all of them in pinned host memory, at most\n"
+            "                       SIZE bytes on the device, streamed layer by layer (SIZE: bytes, or\n"
+            "                       with K, M, G or T: 512M, 4G, 16G); steps run eager (no CUDA graphs);\n"
+            "                       default: every weight resident on the device\n"
+            "  --sparsity FILE.json activation sparsity (a greenpipe calibrate file for this model): decode\n"
+            "                       steps of at most 16 sequences drop each projection's inputs at or\n"
+            "                       below the layer's threshold and read only the other inputs' weights\n"
+            "                       (cuda: resident weights, a transposed copy of the projections beside\n"
+            "                       them; cpu: the reference masks alike); prefill stays dense\n"
             "  --dump-logits FILE   write {\"tokens\": [[ids]], \"logits\": [[[vocab floats]]]}: the logits each\n"
             "                       generated token was chosen from\n"
             "  --dump-prompt-logits FILE\n"
@@ -123,6 +130,7 @@ static int parse_opts(int argc, char **argv, gen_opts *o)
         {"prompt", required_argument, NULL, 'T'},      {"prompt-file", required_argument, NULL, 'F'},
         {"temperature", required_argument, NULL, 't'}, {"top-k", required_argument, NULL, 'K'},
         {"top-p", required_argument, NULL, 'R'},       {"ignore-eos", no_argument, NULL, 'E'},
+        {"sparsity", required_argument, NULL, 'S'},
         {"help", no_argument, NULL, 'h'},              {NULL, 0, NULL, 0},
     };
     *o = (gen_opts){.model = GP_DEFAULT_PRESET, .steps = -1, .backend = GP_BACKEND_CPU, .block_size = 16,
@@ -214,6 +222,14 @@ static int parse_opts(int argc, char **argv, gen_opts *o)
             break;
         case 's': st = gp_parse_u64(optarg, "--seed", &o->seed); o->seed_given = true; break;
         case 'V': st = gp_parse_size(optarg, "--vram-budget", &o->vram_budget); break;
+        case 'S':
+            if (!*optarg || !strncmp(optarg, "--", 2)) {
+                fprintf(stderr, "greenpipe generate: --sparsity '%s': %s; allowed: a calibration file (greenpipe "
+                        "calibrate --out)\n", optarg, *optarg ? "looks like a flag, not a file" : "empty path");
+                return 2;
+            }
+            o->sparsity = optarg;
+            break;
         case 'D':
             if ((st = gp_dtype_parse(optarg, GP_DTYPE_ALLOW_AUTO, &o->dtype)) == GP_OK)
                 o->dtype_given = true;
@@ -276,6 +292,11 @@ static int parse_opts(int argc, char **argv, gen_opts *o)
     if (o->vram_budget && o->backend != GP_BACKEND_CUDA) {
         fprintf(stderr, "greenpipe generate: --vram-budget applies to --backend cuda only (the cpu backend holds "
                 "the weights in host memory); allowed: leave it out, or use --backend cuda\n");
+        return 2;
+    }
+    if (o->sparsity && o->vram_budget) {
+        fprintf(stderr, "greenpipe generate: --sparsity reads a transposed copy of resident weights; it does not "
+                "combine with --vram-budget\n");
         return 2;
     }
     if (o->dump_logits && o->dump_prompt_logits && !strcmp(o->dump_logits, o->dump_prompt_logits)) {
@@ -346,6 +367,30 @@ static int fail(const char *what, gp_status st)
     return 1;
 }
 
+
+/* --sparsity on the cuda backend: each projection's share of active inputs
+ * over the decode steps (the union over the batch), mean over layers. */
+static int sparsity_summary(gp_backend *b, const gp_config *cfg, long steps)
+{
+    const int L = cfg->n_layers, P = GP_SPARSE_PROJ_COUNT;
+    const int width[GP_SPARSE_PROJ_COUNT] = {cfg->hidden, cfg->n_heads * cfg->head_dim, cfg->hidden, cfg->ffn};
+    long *a = calloc((size_t)L * P, sizeof(long));
+    gp_status st = a ? gp_backend_sparsity_stats(b, a, 0) : GP_ERR_NO_MEMORY;
+    if (st != GP_OK) {
+        free(a);
+        return fail("sparsity statistics", st);
+    }
+    fprintf(stderr, "greenpipe: active inputs per decode step (mean over layers):");
+    for (int p = 0; p < P; p++) {
+        double sum = 0.0;
+        for (int l = 0; l < L; l++)
+            sum += steps > 0 ? (double)a[l * P + p] / ((double)steps * width[p]) : 0.0;
+        fprintf(stderr, " %s %.3f", gp_sparse_proj_name((gp_sparse_proj)p), sum / L);
+    }
+    fprintf(stderr, "\n");
+    free(a);
+    return 0;
+}
 
 /* Exit code of a bad-input failure that is the checkpoint's or the user's
  * (2), or of the machine's (1: a read error, out of memory). */
@@ -509,6 +554,8 @@ int gp_cmd_generate(int argc, char **argv)
     }
     exit_code = 1;
     gp_backend *b = NULL;
+    gp_sparsity sparsity;
+    memset(&sparsity, 0, sizeof sparsity);
     gp_pipeline *pl = NULL;
     gp_gen_out *out = NULL;
     gp_sampler smp = {0};
@@ -555,6 +602,15 @@ int gp_cmd_generate(int argc, char **argv)
     if (o.split_given) {
         bp.attn_units = o.split.attn_sms;
         bp.ffn_units = o.split.ffn_sms;
+    }
+    if (o.sparsity) {
+        if ((st = gp_sparsity_load(o.sparsity, &sparsity)) != GP_OK ||
+            (st = gp_sparsity_check(&sparsity, cfg)) != GP_OK) {
+            fprintf(stderr, "greenpipe generate: --sparsity %s: %s\n", o.sparsity, gp_last_error());
+            exit_code = input_code(st);
+            goto out;
+        }
+        bp.sparse_thresholds = sparsity.thresholds;
     }
     /* a budget the weights cannot stream through is the user's to fix (2), found before loading */
     if ((st = gp_backend_check_budget(&bp, cfg)) != GP_OK) {
@@ -652,6 +708,8 @@ int gp_cmd_generate(int argc, char **argv)
             "%ld decode step(s) of batch %d in %.3f s (%.4f s/step); host-timed\n", p.n_seqs, prompt_tokens,
             t2 - t1, t2 > t1 ? prompt_tokens / (t2 - t1) : 0.0, steps_run, p.n_seqs, t3 - t2,
             steps_run > 0 ? (t3 - t2) / (double)steps_run : 0.0);
+    if (o.sparsity && o.backend == GP_BACKEND_CUDA && (rc = sparsity_summary(b, cfg, steps_run)) != 0)
+        goto out;
     exit_code = 0;
     if (o.dump_logits) {
         int rc = write_dump(o.dump_logits, "--dump-logits", "tokens", p.n_seqs, gen_lens, gen_rows, gen, logits,
@@ -670,6 +728,7 @@ int gp_cmd_generate(int argc, char **argv)
 out:
     gp_pipeline_destroy(pl);
     gp_backend_close(b);
+    gp_sparsity_free(&sparsity);
     gp_gen_out_free(out);
     gp_sampler_free(&smp);
     free(logits);
