@@ -3,3 +3,6 @@
 gp_add_test(sparse_gemv SOURCES ${CMAKE_CURRENT_LIST_DIR}/test_sparse_gemv.c
             ${CMAKE_CURRENT_LIST_DIR}/../engine/gpu_test_util.c LIBS gp_sparse_kernels gp_model_cuda GPU)
 target_include_directories(sparse_gemv PRIVATE ${CMAKE_CURRENT_LIST_DIR}/../engine)
+# The calibration file (round trip, every refusal of the loader, the model
+# check) and the calibration on the CPU reference (no GPU).
+gp_add_test(sparsity_file SOURCES ${CMAKE_CURRENT_LIST_DIR}/test_sparsity_file.c LIBS gp_sparse_ref gp_dep_jansson)
