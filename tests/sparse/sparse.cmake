@@ -6,3 +6,5 @@ target_include_directories(sparse_gemv PRIVATE ${CMAKE_CURRENT_LIST_DIR}/../engi
 # The calibration file (round trip, every refusal of the loader, the model
 # check) and the calibration on the CPU reference (no GPU).
 gp_add_test(sparsity_file SOURCES ${CMAKE_CURRENT_LIST_DIR}/test_sparsity_file.c LIBS gp_sparse_ref gp_dep_jansson)
+gp_add_test(sparsity_calibrate SOURCES ${CMAKE_CURRENT_LIST_DIR}/test_calibrate.c LIBS gp_sparse_ref)
+target_include_directories(sparsity_calibrate PRIVATE ${PROJECT_SOURCE_DIR}/sparse) # sparse_impl.h
