@@ -396,6 +396,50 @@ int gp_cpu_model_max_seqs(const gp_cpu_model *m);
  * whole GPU engine and the measure of its drift from HF. Other values are
  * ignored. */
 void gp_cpu_model_set_act_dtype(gp_cpu_model *m, gp_dtype dt);
+/* Threads of the model's own worker (the one gp_cpu_decode_step and the
+ * prefills run on): 0 the default (online CPUs, at most 16, GP_REF_THREADS)
+ * or 1..16. Results do not depend on it. Not during a step. */
+gp_status gp_cpu_model_set_threads(gp_cpu_model *m, int n_threads);
+
+/* Activation sparsity (issue #19; the thresholds come from sparse/'s
+ * gp_sparsity). Four projections per layer have their inputs thresholded,
+ * numbered as sparse/'s gp_sparse_proj (model/ does not depend on sparse/,
+ * so they are plain ints here): 0 q/k/v (input: the attention RMSNorm's
+ * output, hidden wide), 1 o (the attention output, n_heads x head_dim),
+ * 2 gate/up (the FFN RMSNorm's output, hidden), 3 down (the SwiGLU output,
+ * ffn). */
+#define GP_CPU_PROJ_COUNT 4
+/* The largest decode batch that is masked: sparse/'s GP_SPARSE_MAX_B (the
+ * sparse kernel's), which sparse/ asserts equal. */
+#define GP_CPU_SPARSE_MAX_B 16
+/* thresholds [n_layers][GP_CPU_PROJ_COUNT] (copied; each finite and >= 0,
+ * the caller's duty: gp_sparsity_check), or NULL to turn masking off (the
+ * default). When on, every decode step (gp_cpu_decode_step, and
+ * gp_cpu_step_begin .. gp_cpu_step_end) whose batch has at most
+ * GP_CPU_SPARSE_MAX_B rows replaces each projection input x with 0 unless
+ * |x| > t, the layer's threshold for that projection (sparse/gp_sparse.h's
+ * rule; a NaN input counts as 0 too, as in the kernel), on the values the
+ * matmul reads: after the activation rounding of
+ * gp_cpu_model_set_act_dtype. The batch is the step's, not a stage's row
+ * range, so any split into micro-batches masks alike. Prefill
+ * (gp_cpu_prefill_batch, gp_cpu_prefill) stays dense. With every threshold
+ * 0 the logits are bitwise those without masking (only exact zeros and
+ * NaNs are replaced; see reference.c's gp_ref_mask). Not during a step. */
+void gp_cpu_model_set_sparsity(gp_cpu_model *m, const float *thresholds);
+/* A projection's input rows as the matmul is about to read them: after the
+ * activation rounding, before masking. x is [rows][width] contiguous, valid
+ * during the call only; proj as above; rows the stage's batch rows (one
+ * prefill position's prompts in a prefill). */
+typedef void (*gp_cpu_capture_fn)(void *ctx, int layer, int proj, int rows, int width, const float *x);
+/* Call fn(ctx, ...) for every projection input of every step, prefill and
+ * decode alike; NULL fn turns it off. Thread-safety: fn runs on the thread
+ * that runs the stage, before the matmul is handed to the worker's pool
+ * (never on a pool thread), once per matmul. gp_cpu_decode_step and the
+ * prefills call it from their caller's thread, layer by layer in order;
+ * stages over disjoint rows that run at the same time (the pipelined CPU
+ * executor) call it from their threads at the same time, so fn must then be
+ * thread-safe. Not during a step. */
+void gp_cpu_model_set_capture(gp_cpu_model *m, gp_cpu_capture_fn fn, void *ctx);
 
 /* A step as stages, for the pipeline's CPU executor: gp_cpu_step_begin
  * (validate, reserve KV, embed into the model's residual rows,

@@ -2,7 +2,9 @@
  * weights held exactly as the checkpoint stores them (F32, BF16 or F16): the
  * oracle every GPU kernel and the whole engine are compared against. A step is also
  * offered as stages over batch-row ranges, so the pipeline's CPU executor can
- * run attention and FFN of different micro-batches on different threads. */
+ * run attention and FFN of different micro-batches on different threads.
+ * Activation sparsity's oracle too: decode steps may mask the projection
+ * inputs, and a hook sees them for calibration. */
 #include "ref_impl.h"
 
 #include <math.h>
@@ -38,6 +40,10 @@ struct gp_cpu_model {
     gp_dtype act_dt;           /* F32: exact; BF16/F16: round activations where the CUDA engine
                                   stores them in that dtype */
     gp_cpu_worker *worker;     /* used by the whole-step calls */
+    float *sparse_t;           /* [n_layers][GP_CPU_PROJ_COUNT] masking thresholds */
+    bool sparse_on;            /* gp_cpu_model_set_sparsity gave thresholds */
+    gp_cpu_capture_fn capture; /* NULL: none */
+    void *capture_ctx;
 
     /* scratch, sized for a batch of max_seqs; stages touch only their rows */
     float *x;                  /* [max_seqs][hidden] residual stream */
@@ -54,6 +60,7 @@ struct gp_cpu_model {
 
     /* the step in progress, between gp_cpu_step_begin and gp_cpu_step_end */
     int step_B;                /* 0: none */
+    bool step_prefill;         /* a prefill position: never masked */
     int *step_ids;             /* [max_seqs] its sequence ids */
 };
 
@@ -117,7 +124,7 @@ void gp_cpu_model_destroy(gp_cpu_model *m)
     gp_cpu_worker_destroy(m->worker);
     gp_kv_tables_destroy(m->kv);
     void *bufs[] = {m->k_cache, m->v_cache, m->inv_freq, m->x, m->h, m->qkv, m->att, m->tmp, m->gu,
-                    m->act, m->pos, m->tables, m->seen, m->step_ids};
+                    m->act, m->pos, m->tables, m->seen, m->step_ids, m->sparse_t};
     for (size_t i = 0; i < sizeof bufs / sizeof bufs[0]; i++)
         free(bufs[i]);
     free(m);
@@ -218,7 +225,9 @@ gp_status gp_cpu_model_create(const gp_host_weights *w, int max_seqs, int max_co
     m->tables = calloc(S, sizeof *m->tables);
     m->seen = calloc(S, sizeof *m->seen);
     m->step_ids = calloc(S, sizeof *m->step_ids);
-    if (!ok || !m->pos || !m->tables || !m->seen || !m->step_ids) {
+    /* allocated here so that turning sparsity on cannot fail */
+    m->sparse_t = calloc((size_t)c->n_layers * GP_CPU_PROJ_COUNT, sizeof *m->sparse_t);
+    if (!ok || !m->pos || !m->tables || !m->seen || !m->step_ids || !m->sparse_t) {
         gp_cpu_model_destroy(m);
         GP_FAIL(GP_ERR_NO_MEMORY, "reference model: out of host memory for the KV cache "
                 "(%llu floats) and scratch of %d sequences x %d tokens",
@@ -235,7 +244,63 @@ void gp_cpu_model_set_act_dtype(gp_cpu_model *m, gp_dtype dt)
         m->act_dt = dt;
 }
 
+gp_status gp_cpu_model_set_threads(gp_cpu_model *m, int n_threads)
+{
+    if (!m)
+        GP_FAIL(GP_ERR_INVALID_ARG, "gp_cpu_model_set_threads: model is NULL");
+    if (m->step_B)
+        GP_FAIL(GP_ERR_STATE, "gp_cpu_model_set_threads during a step of %d sequences", m->step_B);
+    gp_cpu_worker *wk;
+    GP_TRY(gp_cpu_worker_create(m, n_threads, &wk));
+    gp_cpu_worker_destroy(m->worker);
+    m->worker = wk;
+    return GP_OK;
+}
+
+void gp_cpu_model_set_sparsity(gp_cpu_model *m, const float *thresholds)
+{
+    if (!m)
+        return;
+    m->sparse_on = thresholds != NULL;
+    if (thresholds)
+        memcpy(m->sparse_t, thresholds, (size_t)m->cfg.n_layers * GP_CPU_PROJ_COUNT * sizeof *m->sparse_t);
+}
+
+void gp_cpu_model_set_capture(gp_cpu_model *m, gp_cpu_capture_fn fn, void *ctx)
+{
+    if (!m)
+        return;
+    m->capture = fn;
+    m->capture_ctx = fn ? ctx : NULL;
+}
+
 /* --- parallel pieces of a step */
+
+/* gp_sparse_proj's numbering (gp_model.h, GP_CPU_PROJ_COUNT). */
+enum { GP_REF_PROJ_QKV = 0, GP_REF_PROJ_O = 1, GP_REF_PROJ_GATE_UP = 2, GP_REF_PROJ_DOWN = 3 };
+
+/* sparse/gp_sparse.h's rule: x takes part iff |x| > t, else it is 0. With
+ * t = 0 only zeros and NaNs change (-0 becomes +0), and a zero's product
+ * adds nothing to gp_ref_dot's sums either way: each partial sum starts at
+ * +0 and, rounding to nearest, a sum of values not all -0 is never -0, so
+ * adding w * (+-0) (+-0 for a finite w) leaves it as it was. Hence all-zero
+ * thresholds give the dense logits bit for bit, NaN inputs apart. */
+static void gp_ref_mask(float *x, size_t n, float t)
+{
+    for (size_t i = 0; i < n; i++)
+        if (!(fabsf(x[i]) > t))
+            x[i] = 0.0f;
+}
+
+/* A projection's input rows x [rows][width], just before its matmul: seen
+ * by the capture hook as they are, then masked in a sparse decode step. */
+static void gp_ref_proj_input(const gp_cpu_model *m, int layer, int proj, float *x, int rows, int width)
+{
+    if (m->capture)
+        m->capture(m->capture_ctx, layer, proj, rows, width, x);
+    if (m->sparse_on && !m->step_prefill && m->step_B <= GP_CPU_SPARSE_MAX_B)
+        gp_ref_mask(x, (size_t)rows * (size_t)width, m->sparse_t[(size_t)layer * GP_CPU_PROJ_COUNT + proj]);
+}
 
 /* In a 16-bit activation mode, round x[n] as the CUDA engine stores it. */
 static void gp_ref_round(const gp_cpu_model *m, float *x, size_t n)
@@ -403,6 +468,7 @@ static gp_status gp_cpu_attn_stage(gp_cpu_model *m, gp_cpu_worker *wk, const gp_
     for (int b = 0; b < nb; b++)
         gp_ref_rmsnorm(h + (size_t)b * H, gp_ref_row(&io->resid, b), lw->attn_norm, wdt, H, c->norm_eps);
     gp_ref_round(m, h, (size_t)nb * H);
+    gp_ref_proj_input(m, layer, GP_REF_PROJ_QKV, h, nb, H);
     gp_ref_matmul(wk, qkv, lw->wqkv, wdt, h, nb, qkv_rows, H);
     gp_ref_round(m, qkv, (size_t)nb * qkv_rows);
     if (c->qkv_bias) {
@@ -435,6 +501,7 @@ static gp_status gp_cpu_attn_stage(gp_cpu_model *m, gp_cpu_worker *wk, const gp_
     gp_ref_attn_ctx actx = {.m = m, .wk = wk, .layer = layer, .b0 = b0};
     gp_ref_pool_run(wk->pool, gp_ref_attn_task, &actx, nb * c->n_heads, 2.0 * (double)ctx_total * c->n_heads * hd);
     gp_ref_round(m, att, (size_t)nb * q_dim);
+    gp_ref_proj_input(m, layer, GP_REF_PROJ_O, att, nb, q_dim);
     gp_ref_matmul(wk, tmp, lw->wo, wdt, att, nb, H, q_dim);
     gp_ref_add_rows(&io->resid, tmp, nb, H);
     return GP_OK;
@@ -455,6 +522,7 @@ static gp_status gp_cpu_ffn_stage(gp_cpu_model *m, gp_cpu_worker *wk, const gp_s
     for (int b = 0; b < nb; b++)
         gp_ref_rmsnorm(h + (size_t)b * H, gp_ref_row(&io->resid, b), lw->ffn_norm, wdt, H, c->norm_eps);
     gp_ref_round(m, h, (size_t)nb * H);
+    gp_ref_proj_input(m, layer, GP_REF_PROJ_GATE_UP, h, nb, H);
     gp_ref_matmul(wk, gu, lw->w_gate_up, wdt, h, nb, 2 * F, H);
     gp_ref_round(m, gu, (size_t)nb * 2 * F);
     for (int b = 0; b < nb; b++) {
@@ -462,6 +530,7 @@ static gp_status gp_cpu_ffn_stage(gp_cpu_model *m, gp_cpu_worker *wk, const gp_s
         gp_ref_swiglu(act + (size_t)b * (size_t)F, gate, gate + F, F);
     }
     gp_ref_round(m, act, (size_t)nb * F);
+    gp_ref_proj_input(m, layer, GP_REF_PROJ_DOWN, act, nb, F);
     gp_ref_matmul(wk, tmp, lw->w_down, wdt, act, nb, H, F);
     gp_ref_add_rows(&io->resid, tmp, nb, H);
     return GP_OK;
@@ -520,8 +589,9 @@ static unsigned gp_ref_next_stamp(gp_cpu_model *m)
 
 /* Validates everything and reserves KV room before any state changes, so a
  * failing step leaves every sequence as it was (reserved blocks stay with
- * their sequence and are reused by its next step). */
-gp_status gp_cpu_step_begin(gp_cpu_model *m, int B, const int *seq_ids, const int32_t *tokens)
+ * their sequence and are reused by its next step). prefill: a prefill
+ * position, which sparsity leaves dense. */
+static gp_status gp_ref_step_begin(gp_cpu_model *m, int B, const int *seq_ids, const int32_t *tokens, bool prefill)
 {
     if (!m)
         GP_FAIL(GP_ERR_INVALID_ARG, "gp_cpu_step_begin: model is NULL");
@@ -561,7 +631,13 @@ gp_status gp_cpu_step_begin(gp_cpu_model *m, int B, const int *seq_ids, const in
             x[i] = gp_ref_weight(m->w->embed, m->w->dtype, e + (size_t)i);
     }
     m->step_B = B;
+    m->step_prefill = prefill;
     return GP_OK;
+}
+
+gp_status gp_cpu_step_begin(gp_cpu_model *m, int B, const int *seq_ids, const int32_t *tokens)
+{
+    return gp_ref_step_begin(m, B, seq_ids, tokens, false);
 }
 
 /* Closes the step: the LM head over the first n_head rows of resid into
@@ -604,9 +680,9 @@ void gp_cpu_step_abort(gp_cpu_model *m)
 /* The whole step on the model's own worker; the LM head runs over the first
  * n_head rows only (none for a prefill step that keeps no logits). */
 static gp_status gp_ref_step(gp_cpu_model *m, int B, const int *seq_ids, const int32_t *tokens, int n_head,
-                             float *logits)
+                             float *logits, bool prefill)
 {
-    GP_TRY(gp_cpu_step_begin(m, B, seq_ids, tokens));
+    GP_TRY(gp_ref_step_begin(m, B, seq_ids, tokens, prefill));
     gp_stage_io io = {.b0 = 0, .nb = B};
     gp_status st = gp_cpu_resid_view(m, 0, B, &io.resid);
     for (int l = 0; l < m->cfg.n_layers && st == GP_OK; l++) {
@@ -629,7 +705,7 @@ gp_status gp_cpu_decode_step(gp_cpu_model *m, int B, const int *seq_ids, const i
         GP_FAIL(GP_ERR_INVALID_ARG, "gp_cpu_decode_step: model is NULL");
     if (!logits)
         GP_FAIL(GP_ERR_INVALID_ARG, "gp_cpu_decode_step: logits must not be NULL");
-    return gp_ref_step(m, B, seq_ids, tokens, B, logits);
+    return gp_ref_step(m, B, seq_ids, tokens, B, logits, false);
 }
 
 /* Everything a batched prefill is given, checked before anything changes, so
@@ -716,7 +792,7 @@ gp_status gp_cpu_prefill_batch(gp_cpu_model *m, int S, const gp_prefill_seq *seq
                 row_prompt[B++] = s;
                 n_head += head;
             }
-        st = gp_ref_step(m, B, ids, toks, n_head, lg);
+        st = gp_ref_step(m, B, ids, toks, n_head, lg, true);
         for (int b = 0; b < n_head && st == GP_OK; b++) {
             int s = row_prompt[b];
             const float *src = lg + (size_t)b * V;

@@ -8,6 +8,7 @@
 #include <stddef.h>
 
 #include "gp_common.h"
+#include "gp_model.h"
 
 #ifdef __cplusplus
 extern "C" {
@@ -79,7 +80,72 @@ typedef struct gp_sparsity {
     float *freq;         /* [n_layers][ffn] in [0, 1], or NULL (not recorded) */
     long tokens;         /* calibration tokens */
     char source[256];    /* where they came from ("prompts FILE", "random ids, seed N") */
+    float *zeros;        /* [n_layers][GP_SPARSE_PROJ_COUNT] in [0, 1]: the share of each projection's
+                            calibration inputs the thresholds drop, measured; or NULL (not recorded) */
 } gp_sparsity;
+
+/* The calibration file (greenpipe calibrate --out, a --sparsity FILE.json):
+ *   {"format": "greenpipe-sparsity", "version": 1, "model": "tiny",
+ *    "shape": {"n_layers": 2, "hidden": 64, "ffn": 128, "q_dim": 64},
+ *    "target": 0.5, "tokens": 512, "source": "random ids, seed 0",
+ *    "layers": [{"qkv": 0.61, "o": 0.0213, "gate_up": 0.58, "down": 0.0047,
+ *                "zeros": {"qkv": 0.5, "o": 0.5, "gate_up": 0.5, "down": 0.5},
+ *                "freq": [ffn numbers]}, ...]}
+ * one layer object per layer, in order; "zeros" and "freq" optional, in
+ * every layer or in none. Numbers are written with 9 significant digits,
+ * which give every float back exactly (and the target when it was given
+ * with at most 9). */
+#define GP_SPARSITY_FORMAT "greenpipe-sparsity"
+#define GP_SPARSITY_VERSION 1
+/* Reads and validates path into *out (free with gp_sparsity_free). Refused
+ * with GP_ERR_FORMAT naming the path, the key (and layer) and what is
+ * allowed: not JSON, another format or version, a missing or mistyped
+ * field, a threshold negative or beyond float, a target outside [0, 1), a
+ * share outside [0, 1], a freq array not ffn long, layers not n_layers
+ * long. GP_ERR_NOT_FOUND / GP_ERR_IO when it cannot be read. */
+gp_status gp_sparsity_load(const char *path, gp_sparsity *out);
+/* Writes s (valid: as gp_sparsity_load would accept it, else
+ * GP_ERR_INVALID_ARG) to path; GP_ERR_IO naming path when it cannot. */
+gp_status gp_sparsity_save(const gp_sparsity *s, const char *path);
+void gp_sparsity_free(gp_sparsity *s);
+/* Does s fit the model cfg? GP_ERR_SHAPE naming the first field that
+ * differs (model name, n_layers, hidden, ffn, q_dim) with both values. */
+gp_status gp_sparsity_check(const gp_sparsity *s, const gp_config *cfg);
+/* A calibration of cfg with every threshold 0 (target 0, no tokens, no
+ * frequencies): masks nothing the dense product counts, so results are the
+ * dense ones; for tests. */
+gp_status gp_sparsity_thresholds_zero(const gp_config *cfg, gp_sparsity *out);
+
+/* ------------------------------------------------------------ calibration */
+
+/* How gp_sparsity_calibrate runs. */
+typedef struct gp_sparsity_calib_params {
+    double target;      /* S in [0, 1): the share of each layer-projection's inputs to drop; default 0.5 */
+    int n_seqs;         /* calibration sequences, >= 1 (no default) */
+    const int *lens;    /* [n_seqs] their lengths, each 1..the model's max_context */
+    const int32_t *ids; /* the sequences one after another, sum of lens ids in [0, vocab) */
+    int n_threads;      /* CPU reference threads: 0 (default) the online CPUs up to 16, or 1..16 */
+    gp_dtype act_dtype; /* the reference's activation rounding (gp_cpu_model_set_act_dtype): BF16
+                           (default: what the bf16 engine reads), F16 or F32 */
+    int batch;          /* sequences prefilled together, 1..256; default 8: more rows share each
+                           weight read, and the KV cache holds batch x the longest sequence */
+    const char *source; /* recorded as the calibration's source; NULL: "" */
+} gp_sparsity_calib_params;
+gp_sparsity_calib_params gp_sparsity_calib_default_params(void);
+
+/* Calibrates w on the CPU reference: prefills every sequence (each token's
+ * inputs seen, dense) and sets each layer-projection's threshold to the
+ * S-quantile of its inputs' magnitudes, from a histogram (calibrate.c: the
+ * precision), then prefills them again to measure, with the thresholds
+ * known, each projection's share of dropped inputs (out->zeros) and each
+ * FFN neuron's share of tokens whose down input is active (out->freq).
+ * Two forward passes over the tokens; memory: the model's host weights,
+ * the reference's KV cache of batch x the longest sequence, and 64 KiB of
+ * histogram per layer-projection. *out is filled (free with
+ * gp_sparsity_free) only on success. Bad params are GP_ERR_INVALID_ARG
+ * naming the field and value; activations that are not finite
+ * GP_ERR_UNSUPPORTED naming the layer and projection. */
+gp_status gp_sparsity_calibrate(const gp_host_weights *w, const gp_sparsity_calib_params *p, gp_sparsity *out);
 
 #ifdef __cplusplus
 }

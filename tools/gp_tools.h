@@ -58,6 +58,7 @@ int gp_cmd_inspect(int argc, char **argv);
 int gp_cmd_generate(int argc, char **argv);
 int gp_cmd_devices(int argc, char **argv);
 int gp_cmd_tokenize(int argc, char **argv);
+int gp_cmd_calibrate(int argc, char **argv);
 
 /* ------------------------------------------------------------ sampling */
 

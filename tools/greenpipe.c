@@ -1,4 +1,5 @@
-/* The greenpipe command: dispatches to inspect, generate, devices and tokenize. */
+/* The greenpipe command: dispatches to inspect, generate, devices, tokenize and
+ * calibrate. */
 #include <stdio.h>
 #include <string.h>
 
@@ -12,7 +13,9 @@ static void usage(FILE *f)
             "  inspect DIR        validate a checkpoint; print its config and tensor table\n"
             "  generate [opts]    prefill prompts, then greedy-decode (see greenpipe generate --help)\n"
             "  devices            list CUDA devices, or say why none is usable\n"
-            "  tokenize [opts]    text to token ids, or ids to text (see greenpipe tokenize --help)\n");
+            "  tokenize [opts]    text to token ids, or ids to text (see greenpipe tokenize --help)\n"
+            "  calibrate [opts]   activation-sparsity thresholds of a model on the CPU reference\n"
+            "                     (see greenpipe calibrate --help)\n");
 }
 
 int main(int argc, char **argv)
@@ -30,11 +33,13 @@ int main(int argc, char **argv)
         return gp_cmd_devices(argc - 1, argv + 1);
     if (!strcmp(cmd, "tokenize"))
         return gp_cmd_tokenize(argc - 1, argv + 1);
+    if (!strcmp(cmd, "calibrate"))
+        return gp_cmd_calibrate(argc - 1, argv + 1);
     if (!strcmp(cmd, "-h") || !strcmp(cmd, "--help") || !strcmp(cmd, "help")) {
         usage(stdout);
         return 0;
     }
-    fprintf(stderr, "greenpipe: unknown command '%s'; allowed: inspect, generate, devices, tokenize\n", cmd);
+    fprintf(stderr, "greenpipe: unknown command '%s'; allowed: inspect, generate, devices, tokenize, calibrate\n", cmd);
     usage(stderr);
     return 2;
 }

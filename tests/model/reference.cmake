@@ -16,3 +16,6 @@ add_test(NAME engine_hf_prefill_chunk16 COMMAND ref_hf_prefill cuda 16)
 add_test(NAME engine_hf_prefill_fp16 COMMAND ref_hf_prefill cuda 0 fp16)
 set_tests_properties(engine_hf_prefill engine_hf_prefill_chunk16 engine_hf_prefill_fp16 PROPERTIES SKIP_RETURN_CODE 77 TIMEOUT 600
                      LABELS gpu)
+# Activation sparsity in the reference (masked decode steps, the capture hook)
+# on the tiny preset and the tiny checkpoint.
+gp_add_test(ref_sparsity SOURCES model/test_ref_sparsity.c LIBS gp_model)

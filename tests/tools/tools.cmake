@@ -178,3 +178,36 @@ gp_cli_test(gen_top_k_greedy 2 "--top-k and --top-p apply to sampling. give --te
 # --seed seeds sampling too: accepted with a checkpoint when sampling.
 gp_cli_test(gen_seed_checkpoint_sampling 0 "^[0-9]+ [0-9]+ [0-9]+$"
             generate --model ${GP_DATA}/tiny --prompt-ids 5,17,42 --steps 3 --temperature 0.8 --seed 3)
+
+# ---- greenpipe calibrate (activation sparsity thresholds on the CPU reference):
+# end to end (random ids on the tiny preset and checkpoint, text prompts through
+# a tokenizer on small-gqa), then every bad input (docs/RELIABILITY.md).
+add_test(NAME cli_calibrate
+         COMMAND python3 ${CMAKE_CURRENT_SOURCE_DIR}/tools/calibrate.py $<TARGET_FILE:greenpipe> ${GP_DATA})
+gp_cli_test(cal_tiny 0 "^down +[0-9.e-]+ +0\\.49[0-9]* \\(" calibrate --model tiny --sparsity 0.5 --out cal_tiny.json)
+gp_cli_test(cal_missing 2 "--model, --sparsity and --out are required. missing: --sparsity --out" calibrate --model tiny)
+gp_cli_test(cal_sparsity_range 2 "--sparsity 1 is out of range. allowed .0, 1." calibrate --model tiny --sparsity 1 --out c.json)
+gp_cli_test(cal_sparsity_negative 2 "--sparsity -0.1 is out of range. allowed .0, 1." calibrate --model tiny --sparsity -0.1 --out c.json)
+gp_cli_test(cal_sparsity_junk 2 "--sparsity: 'half' is not a finite decimal number" calibrate --model tiny --sparsity half --out c.json)
+gp_cli_test(cal_tokens_range 2 "--tokens: 0 is out of range" calibrate --model tiny --sparsity 0.5 --out c.json --tokens 0)
+gp_cli_test(cal_threads_range 2 "--threads: 17 is out of range. allowed: .0, 16." calibrate --model tiny --sparsity 0.5 --out c.json --threads 17)
+gp_cli_test(cal_seq_len_context 2 "--seq-len 300 is beyond the model's max context 256" calibrate --model tiny --sparsity 0.5 --out c.json --seq-len 300)
+gp_cli_test(cal_seq_len_prompts 2 "--seq-len applies to random ids" calibrate --model tiny --sparsity 0.5 --out c.json --seq-len 10 --prompts p.txt)
+gp_cli_test(cal_prompts_preset 2 "--prompts: --model tiny is a preset .synthetic weights. and has no tokenizer" calibrate --model tiny --sparsity 0.5 --out c.json --prompts p.txt)
+gp_cli_test(cal_prompts_no_tokenizer 2 "--prompts needs the checkpoint's tokenizer: .*tokenizer.json and .*tokenizer.model"
+            calibrate --model ${GP_DATA}/tiny --sparsity 0.5 --out c.json --prompts ${CMAKE_CURRENT_SOURCE_DIR}/tokenizer/corpus.txt)
+gp_cli_test(cal_prompts_missing 2 "--prompts: .*nosuch-prompts.txt.*not found"
+            calibrate --model ${GP_DATA}/tiny --sparsity 0.5 --out c.json --prompts nosuch-prompts.txt)
+gp_cli_test(cal_seed_prompts 2 "--seed 3: --model .* is a checkpoint and --prompts gives the tokens"
+            calibrate --model ${GP_DATA}/tiny --sparsity 0.5 --out c.json --prompts p.txt --seed 3)
+gp_cli_test(cal_out_dir 2 "--out '/nonexistent-gp-dir/c.json': directory '/nonexistent-gp-dir' does not exist"
+            calibrate --model tiny --sparsity 0.5 --out /nonexistent-gp-dir/c.json)
+gp_cli_test(cal_out_flag 2 "--out '--tokens': looks like a flag" calibrate --model tiny --sparsity 0.5 --out --tokens 3)
+# a directory as the file: found only when writing
+gp_cli_test(cal_out_unwritable 1 "cannot write the sparsity calibration to '.'" calibrate --model tiny --sparsity 0.5 --tokens 8 --out .)
+gp_cli_test(cal_bad_model 2 "--model: 'nosuch' is neither a checkpoint directory nor a preset" calibrate --model nosuch --sparsity 0.5 --out c.json)
+gp_cli_test(cal_unknown_flag 2 "unknown option '--bogus'" calibrate --bogus)
+gp_cli_test(cal_duplicate 2 "--sparsity given more than once" calibrate --model tiny --sparsity 0.5 --sparsity 0.6 --out c.json)
+gp_cli_test(cal_missing_value 2 "--tokens needs a value" calibrate --model tiny --sparsity 0.5 --out c.json --tokens)
+gp_cli_test(cal_dtype_junk 2 "dtype 'fp8' is not known" calibrate --model tiny --sparsity 0.5 --out c.json --dtype fp8)
+gp_cli_test(cal_positional 2 "unexpected argument 'extra'" calibrate --model tiny --sparsity 0.5 --out c.json extra)
