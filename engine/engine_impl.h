@@ -97,6 +97,9 @@ struct gp_engine {
     int n_graphs;
 
     gp_engine_sparse *sp;         /* NULL: dense projections */
+    int step_rows;                /* rows of the decode step being run (gp_engine_step_prepare): the sparse
+                                     decision is the step's, not a micro-batch's, as the CPU reference's */
+    bool prefill_steps;           /* prompts run through decode steps (prefill_by_steps): dense */
 
     /* breakdown mode: an event after every kernel, tagged with its class */
     cudaEvent_t *bd_ev;
@@ -119,8 +122,9 @@ gp_status gp_engine_bd_open(gp_engine *e, int cap);
 /* engine_sparse.c: frees e->sp (the engine's destroy). */
 void gp_engine_sparse_free(gp_engine *e);
 /* Projection p (gp_sparse_proj) of layer for nb rows: the sparse kernel over
- * the transposed weights when a calibration is set and the rows are a decode
- * batch of at most GP_SPARSE_MAX_B, else the dense GEMM over w. */
+ * the transposed weights when a calibration is set and the step is a decode
+ * step of at most GP_SPARSE_MAX_B rows (the whole step's, so micro-batches
+ * mask as the sequential step does), else the dense GEMM over w. */
 gp_status gp_engine_sparse_proj(gp_engine *e, const gp_stage_ctx *sc, bool prefill, int layer, int p, int nb,
                                 const void *x, const void *w, void *y, gp_gemm_out out);
 gp_status gp_engine_bd_sum(gp_engine *e, cudaEvent_t begin, float acc[GP_K_COUNT]);

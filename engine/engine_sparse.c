@@ -182,7 +182,7 @@ gp_status gp_engine_sparse_proj(gp_engine *e, const gp_stage_ctx *sc, bool prefi
 {
     int N, K;
     proj_shape(&e->cfg, p, &N, &K);
-    if (!e->sp || prefill || nb > GP_SPARSE_MAX_B)
+    if (!e->sp || prefill || e->prefill_steps || e->step_rows > GP_SPARSE_MAX_B || nb > GP_SPARSE_MAX_B)
         return gp_gemm(sc->gemm, e->dtype, nb, N, K, x, w, y, out);
     const int i = layer * GP_SPARSE_PROJ_COUNT + p;
     const int side = p == GP_SPARSE_GATE_UP || p == GP_SPARSE_DOWN;

@@ -99,6 +99,7 @@ gp_status gp_engine_step_prepare(gp_engine *e, int B, const int *seq_ids, const 
     cudaStream_t s = (cudaStream_t)stream;
     GP_TRY(gp_device_step_gate(s)); /* fails fast after a sticky error; GP_FAULT_TRAP */
     GP_TRY(check_step(e, B, seq_ids, tokens));
+    e->step_rows = B;
     int ml = 0;
     for (int i = 0; i < B; i++) {
         GP_TRY(gp_kv_reserve(e->tables, seq_ids[i], 1));

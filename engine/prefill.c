@@ -155,7 +155,10 @@ static gp_status prefill_by_steps(gp_engine *e, int S, const gp_prefill_seq *seq
             int32_t tok;
             bool last = t == seqs[s].n - 1;
             float *lg = prompt_logits ? prompt_logits + row * V : last && last_logits ? last_logits + s * V : NULL;
-            GP_TRY(gp_engine_decode_step(e, 1, &seqs[s].seq, &seqs[s].tokens[t], &tok, lg));
+            e->prefill_steps = true; /* a prompt: dense, as every prefill */
+            gp_status st = gp_engine_decode_step(e, 1, &seqs[s].seq, &seqs[s].tokens[t], &tok, lg);
+            e->prefill_steps = false;
+            GP_TRY(st);
             if (last && lg && last_logits && lg != last_logits + s * V)
                 memcpy(last_logits + s * V, lg, sizeof(float) * V);
             if (last && next)

@@ -380,9 +380,7 @@ typedef struct gp_backend_params {
                               dense. */
 } gp_backend_params;
 gp_backend_params gp_backend_default_params(gp_backend_kind kind);
-/* Active inputs per layer and projection since the last reset
- * (gp_engine_sparsity_stats); the cuda backend with sparsity only. */
-gp_status gp_backend_sparsity_stats(gp_backend *b, long *active, int reset);
+
 /* The VRAM budget of p for cfg, checked before anything loads
  * (gp_weights_stream_check with the backend's streaming params); GP_OK
  * without a budget. */
@@ -398,6 +396,9 @@ gp_exec gp_backend_exec(gp_backend *b);
 const gp_config *gp_backend_config(const gp_backend *b);
 /* What was loaded and where it runs, for a status line. */
 const char *gp_backend_describe(const gp_backend *b);
+/* Active inputs per layer and projection since the last reset
+ * (gp_engine_sparsity_stats); the cuda backend with sparsity only. */
+gp_status gp_backend_sparsity_stats(gp_backend *b, long *active, int reset);
 /* The dtype the backend runs in (CUDA: its engine's; CPU: its activation
  * rounding, GP_DTYPE_F32 for none), for banners and reports. */
 gp_dtype gp_backend_dtype(const gp_backend *b);

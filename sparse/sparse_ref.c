@@ -28,14 +28,3 @@ int gp_sparse_gemv_ref(gp_dtype dt, int B, int N, int K, const void *x_, const v
     free(acc);
     return active;
 }
-
-const char *gp_sparse_proj_name(gp_sparse_proj p)
-{
-    switch (p) {
-    case GP_SPARSE_QKV: return "qkv";
-    case GP_SPARSE_O: return "o";
-    case GP_SPARSE_GATE_UP: return "gate_up";
-    case GP_SPARSE_DOWN: return "down";
-    default: return "?";
-    }
-}
