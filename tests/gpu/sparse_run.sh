@@ -1,16 +1,36 @@
 #!/usr/bin/env bash
-# Activation sparsity (sparse/) on the GPU machine: the sparse GEMV test
-# against its CPU oracle (both dtypes), compute-sanitizer memcheck on it, and
-# gp_bench_sparse on the Llama-3-8B projections. Logs under $OUT.
+# Activation sparsity (issue #19) on the GPU machine: the sparse GEMV test
+# against its CPU oracle (both dtypes) and engine_sparse (thresholds 0
+# against dense, S = 0.5 masks against the CPU reference); gp_bench_sparse on
+# the Llama-3-8B projections; llama3-8b calibrated by greenpipe calibrate
+# (synthetic weights, random ids) at S = 0.25, 0.4, 0.5 and
+# gp_bench_decode --sparsity at B = 1 and 8 beside the dense engine;
+# compute-sanitizer memcheck on both tests unless GP_SPARSE_SAN=0. Logs
+# under $OUT.
 set -u
 source "$(dirname "$0")/gpu_env.sh"
-gp_build sparse_gemv gp_bench_sparse
-"$b/tests/sparse_gemv" > "$out/sparse_gemv.log" 2>&1; echo "sparse_gemv rc $?"
-grep -E "PASSED|FAILED|ERROR|mismatch" "$out/sparse_gemv.log" | head -12
-echo "# $(cat .gp-commit 2>/dev/null) gp_bench_sparse" > "$out/bench_sparse.log"
-timeout 240 "$b/bench/gp_bench_sparse" >> "$out/bench_sparse.log" 2>&1; echo "gp_bench_sparse rc $?"
-grep -E "^#|^\| [a-z]" "$out/bench_sparse.log"
-[[ ${GP_SPARSE_SAN:-1} == 0 ]] || {
-  timeout 200 compute-sanitizer --tool memcheck --error-exitcode 9 "$b/tests/sparse_gemv" > "$out/san_sparse.log" 2>&1
-  echo "memcheck sparse_gemv: rc $? $(grep -hE 'ERROR SUMMARY' "$out/san_sparse.log" | head -1)"
+gp_build sparse_gemv engine_sparse gp_bench_sparse gp_bench_decode greenpipe
+for t in sparse_gemv engine_sparse; do
+  "$b/tests/$t" > "$out/$t.log" 2>&1; echo "$t rc $?"
+  grep -E "PASSED|FAILED|ERROR|LINE|mismatch|against" "$out/$t.log" | head -14
+done
+[[ ${GP_SPARSE_KBENCH:-1} == 0 ]] || {
+  echo "# $(cat .gp-commit 2>/dev/null) gp_bench_sparse --batches 1,8" > "$out/bench_sparse.log"
+  timeout 200 "$b/bench/gp_bench_sparse" --batches 1,8 >> "$out/bench_sparse.log" 2>&1; echo "gp_bench_sparse rc $?"
+  grep -E "^#|^\| [a-z]" "$out/bench_sparse.log"
 }
+g="$b/tools/greenpipe"
+for s in ${GP_SPARSE_LEVELS:-0.25 0.4 0.5}; do
+  /usr/bin/time -f "calibrate S=$s: %e s" timeout 300 "$g" calibrate --model llama3-8b --sparsity "$s" --tokens 128 \
+    --seq-len 16 --out "$out/cal_8b_$s.json" > "$out/cal_8b_$s.log" 2>&1; echo "calibrate $s rc $?"
+  tail -6 "$out/cal_8b_$s.log"
+  echo "# $(cat .gp-commit 2>/dev/null) gp_bench_decode --workloads 1:1024,8:1024 --sparsity cal_8b_$s.json" \
+    > "$out/bench_decode_sparse_$s.log"
+  timeout 200 "$b/bench/gp_bench_decode" --workloads 1:1024,8:1024 --sparsity "$out/cal_8b_$s.json" \
+    >> "$out/bench_decode_sparse_$s.log" 2>&1; echo "bench S=$s rc $?"
+  grep -vE "^\|[-:|]+\|$" "$out/bench_decode_sparse_$s.log" | grep -E "^#|^\| [0-9]|^Activation|rror" | head -16
+done
+[[ ${GP_SPARSE_SAN:-1} == 0 ]] || for t in sparse_gemv engine_sparse; do
+  timeout 240 compute-sanitizer --tool memcheck --error-exitcode 9 "$b/tests/$t" > "$out/san_$t.log" 2>&1
+  echo "memcheck $t: rc $? $(grep -hE 'ERROR SUMMARY' "$out/san_$t.log" | head -1)"
+done
