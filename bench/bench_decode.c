@@ -244,8 +244,36 @@ static gp_status sparse_density(gp_engine *e, const gp_config *cfg, int steps, d
 
 /* One workload on dw: prints its table row, fills r; returns 1 on failure
  * (the row says why). */
+/* The context as a real prefill of C random ids per sequence, so the
+ * attention output (the O projection's input, which sparse rows threshold)
+ * has the magnitudes of the model's own K/V at that length; the random K/V
+ * of gp_engine_fill_context would average to far smaller values. */
+static gp_status prefill_context(gp_engine *e, const gp_config *cfg, int B, int C)
+{
+    if (C == 0)
+        return GP_OK;
+    int32_t *ids = malloc(sizeof(int32_t) * (size_t)B * (size_t)C);
+    gp_prefill_seq *seqs = malloc(sizeof *seqs * (size_t)B);
+    if (!ids || !seqs) {
+        free(ids);
+        free(seqs);
+        GP_FAIL(GP_ERR_NO_MEMORY, "prefill context: out of host memory");
+    }
+    uint64_t x = 0x2545f4914f6cdd1dull;
+    for (size_t i = 0; i < (size_t)B * C; i++) {
+        x ^= x << 13, x ^= x >> 7, x ^= x << 17;
+        ids[i] = (int32_t)(x % (uint64_t)cfg->vocab);
+    }
+    for (int b = 0; b < B; b++)
+        seqs[b] = (gp_prefill_seq){b, C, ids + (size_t)b * C};
+    gp_status st = gp_engine_prefill_batch(e, B, seqs, NULL, NULL, NULL);
+    free(ids);
+    free(seqs);
+    return st;
+}
+
 static int time_row(gp_device_weights *dw, const gp_config *cfg, const workload *w, int warmup, int repeat,
-                    int graphs, const float *thresholds, const char *label, bench_row *r)
+                    int graphs, const float *thresholds, int real_context, const char *label, bench_row *r)
 {
     memset(r, 0, sizeof *r);
     const bool streamed = gp_device_weights_is_streamed(dw);
@@ -258,7 +286,7 @@ static int time_row(gp_device_weights *dw, const gp_config *cfg, const workload 
     gp_step_breakdown bd;
     gp_status st = ms ? gp_engine_create(dw, &p, &e) : GP_ERR_NO_MEMORY;
     if (st == GP_OK)
-        st = gp_engine_fill_context(e, w->B, w->C, 42);
+        st = real_context ? prefill_context(e, cfg, w->B, w->C) : gp_engine_fill_context(e, w->B, w->C, 42);
     if (st == GP_OK && thresholds)
         st = gp_engine_set_sparsity(e, thresholds);
     if (st == GP_OK && streamed) /* from here: the warm-up and timed steps only */
@@ -508,11 +536,12 @@ int main(int argc, char **argv)
     int failed = 0;
     for (int i = 0; i < n_w; i++) {
         bench_row r;
-        if (dw_res && time_row(dw_res, &cfg, &w[i], warmup, repeat, graphs_asked, NULL, "resident", &r) != 0)
+        if (dw_res && time_row(dw_res, &cfg, &w[i], warmup, repeat, graphs_asked, NULL, 0, "resident", &r) != 0)
             failed = 1;
-        if (spf && time_row(dw, &cfg, &w[i], warmup, repeat, graphs, NULL, "dense", &r) != 0)
+        if (spf && time_row(dw, &cfg, &w[i], warmup, repeat, graphs, NULL, 1, "dense", &r) != 0)
             failed = 1;
-        failed |= time_row(dw, &cfg, &w[i], warmup, repeat, graphs, spf ? sp_thr.thresholds : NULL, label, &r);
+        failed |= time_row(dw, &cfg, &w[i], warmup, repeat, graphs, spf ? sp_thr.thresholds : NULL, spf != NULL,
+                           label, &r);
         if (spf && r.ok)
             snprintf(sparse_lines[i], sizeof sparse_lines[i], "| %d | %d | %.3f | %.3f | %.3f | %.3f |", w[i].B,
                      w[i].C, r.density[0], r.density[1], r.density[2], r.density[3]);
@@ -552,7 +581,8 @@ int main(int argc, char **argv)
             printf("%s\n", streamed[i][0] ? streamed[i] : "| (failed) |");
     }
     if (spf) {
-        printf("\nActivation sparsity (%s: calibrated for S = %.2f on %ld tokens, %s): the share of each "
+        printf("\nActivation sparsity (%s: calibrated for S = %.2f on %ld tokens, %s; the dense and sparse rows' "
+               "contexts are prefills of C random ids): the share of each "
                "projection's inputs active in a step (the union over the batch rows), mean over layers and the %d "
                "warm-up + %d timed steps; batches above %d run dense:\n\n| B | C | qkv | o | gate_up | down |\n"
                "|---:|---:|---:|---:|---:|---:|\n", spf, sp_thr.target, sp_thr.tokens, sp_thr.source, warmup,

@@ -100,7 +100,7 @@ static void check_zero(const char *spec)
         gp_engine *e = engine(dw, graphs);
         GP_CHECK_OK(gp_engine_set_sparsity(e, zero));
         assert_true(gp_engine_sparse_on(e));
-        memset(l1, 0xff, sizeof(float) * n); /* poisoned */
+        memset(graphs ? l2 : l1, 0xff, sizeof(float) * n); /* poisoned */
         run(e, V, pf1, graphs ? l2 : l1, graphs ? t2 : t1);
         /* prefill is dense: the same bits */
         if (memcmp(pf0, pf1, sizeof(float) * MAX_B * V) != 0)
@@ -176,10 +176,16 @@ static void test_zero_qwen2(void **state)
 }
 
 /* Thresholds calibrated at S = 0.5: the engine against the CPU reference
- * with the same masks, rounding where the engine does (bf16 activations),
- * both through the backend: decode logits within SPARSE_REF_TOL (a mask may
- * flip where an input sits at its threshold and the two round it apart). */
-#define SPARSE_REF_TOL 5e-2
+ * with the same thresholds, rounding where the engine does (bf16
+ * activations), both through the backend, the engine fed the reference's
+ * tokens. Each side masks its own activations, and an input within rounding
+ * of its threshold may be kept on one side and dropped on the other; such a
+ * flip moves a sum by about threshold x weight, far more than rounding does,
+ * so the bound is SPARSE_REF_TOL on the logits (max abs / max) and
+ * SPARSE_REF_AGREE of the greedy tokens. The kernel's own arithmetic is held
+ * to the same masks exactly in sparse_gemv. */
+#define SPARSE_REF_TOL 1e-1
+#define SPARSE_REF_AGREE 0.9
 static void check_masked(const char *spec)
 {
     gp_host_weights hw;
@@ -236,6 +242,7 @@ static void check_masked(const char *spec)
     printf("%s: S = 0.5 masks, engine against the CPU reference: logits %.2e, %d of %d greedy tokens equal\n",
            spec, d, same, STEPS * MAX_B);
     assert_true(d <= SPARSE_REF_TOL);
+    assert_true(same >= SPARSE_REF_AGREE * STEPS * MAX_B);
     free(lg[0]), free(lg[1]);
     gp_sparsity_free(&sp);
     gp_host_weights_free(&hw);

@@ -4,7 +4,9 @@
 # against dense, S = 0.5 masks against the CPU reference); gp_bench_sparse on
 # the Llama-3-8B projections; llama3-8b calibrated by greenpipe calibrate
 # (synthetic weights, random ids) at S = 0.25, 0.4, 0.5 and
-# gp_bench_decode --sparsity at B = 1 and 8 beside the dense engine;
+# gp_bench_decode --sparsity at B = 1 and 8 beside the dense engine (its
+# context a prefill of C random ids; the calibration's sequences as long,
+# GP_CAL_SEQ, as the attention output's magnitudes depend on the length);
 # compute-sanitizer memcheck on both tests unless GP_SPARSE_SAN=0. Logs
 # under $OUT.
 set -u
@@ -21,8 +23,8 @@ done
 }
 g="$b/tools/greenpipe"
 for s in ${GP_SPARSE_LEVELS:-0.25 0.4 0.5}; do
-  /usr/bin/time -f "calibrate S=$s: %e s" timeout 300 "$g" calibrate --model llama3-8b --sparsity "$s" --tokens 128 \
-    --seq-len 16 --out "$out/cal_8b_$s.json" > "$out/cal_8b_$s.log" 2>&1; echo "calibrate $s rc $?"
+  /usr/bin/time -f "calibrate S=$s: %e s" timeout 400 "$g" calibrate --model llama3-8b --sparsity "$s" \
+    --tokens ${GP_CAL_TOKENS:-1024} --seq-len ${GP_CAL_SEQ:-1024} --out "$out/cal_8b_$s.json" > "$out/cal_8b_$s.log" 2>&1; echo "calibrate $s rc $?"
   tail -6 "$out/cal_8b_$s.log"
   echo "# $(cat .gp-commit 2>/dev/null) gp_bench_decode --workloads 1:1024,8:1024 --sparsity cal_8b_$s.json" \
     > "$out/bench_decode_sparse_$s.log"
