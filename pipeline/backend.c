@@ -94,6 +94,9 @@ static gp_status open_cpu(gp_backend *b, const gp_host_weights *w)
         snprintf(acts, sizeof acts, ", %s activations", gp_dtype_flag_name(b->dtype));
     int used = snprintf(b->describe, sizeof b->describe, "cpu (float32 reference%s), %.2f GB of %s weights in host "
                         "memory, held exactly", acts, (double)w->arena_bytes / 1e9, gp_dtype_flag_name(w->dtype));
+    if (p->sparse_thresholds)
+        used += snprintf(b->describe + used, sizeof b->describe - (size_t)used, "; sparse decode projections "
+                         "(up to %d rows)", GP_SPARSE_MAX_B);
     if (p->pipelined)
         snprintf(b->describe + used, sizeof b->describe - (size_t)used, "; pipelined steps on %d + %d threads",
                  p->attn_units, p->ffn_units);

@@ -211,3 +211,11 @@ gp_cli_test(cal_duplicate 2 "--sparsity given more than once" calibrate --model 
 gp_cli_test(cal_missing_value 2 "--tokens needs a value" calibrate --model tiny --sparsity 0.5 --out c.json --tokens)
 gp_cli_test(cal_dtype_junk 2 "dtype 'fp8' is not known" calibrate --model tiny --sparsity 0.5 --out c.json --dtype fp8)
 gp_cli_test(cal_positional 2 "unexpected argument 'extra'" calibrate --model tiny --sparsity 0.5 --out c.json extra)
+
+# ---- greenpipe generate --sparsity: refusals before anything loads
+gp_cli_test(gen_sparsity_missing 2 "--sparsity /nonexistent/cal.json: /nonexistent/cal.json: not found"
+            generate --model tiny --prompt-ids 1,2 --steps 2 --sparsity /nonexistent/cal.json)
+gp_cli_test(gen_sparsity_flag 2 "--sparsity '--steps': looks like a flag, not a file"
+            generate --model tiny --prompt-ids 1,2 --sparsity --steps 2)
+gp_cli_test(gen_sparsity_vram 2 "--sparsity reads a transposed copy of resident weights. it does not combine with --vram-budget"
+            generate --model tiny --prompt-ids 1,2 --steps 2 --backend cuda --vram-budget 1G --sparsity cal.json)
