@@ -143,7 +143,6 @@ int main(int argc, char **argv)
         CHECK_CUDA(cudaMalloc(&x, (size_t)GP_SPARSE_MAX_B * sh->K * 2));
         CHECK_CUDA(cudaMalloc(&y, (size_t)GP_SPARSE_MAX_B * sh->N * 4));
         CHECK_CUDA(cudaMalloc((void **)&ws, ws_bytes));
-        CHECK_CUDA(cudaMemset(ws, 0, ws_bytes)); /* its tickets start at zero */
         CHECK_CUDA(cudaMalloc((void **)&act, sizeof(int)));
         CHECK_CUDA(cudaMemset(y, 0, (size_t)GP_SPARSE_MAX_B * sh->N * 4));
         uint64_t rng = 0x9e3779b97f4a7c15ull;

@@ -115,11 +115,8 @@ gp_status gp_engine_set_sparsity(gp_engine *e, const float *thresholds)
         st = gp_device_alloc(&sp->arena, sp->arena_bytes, "transposed projections (sparsity)");
     if (st == GP_OK)
         st = gp_device_alloc((void **)&sp->active, sizeof(int) * (size_t)L * P, "active-input counters");
-    for (int i = 0; i < 2 && st == GP_OK; i++) {
+    for (int i = 0; i < 2 && st == GP_OK; i++)
         st = gp_device_alloc((void **)&sp->ws[i], ws, "sparse split partials");
-        if (st == GP_OK) /* the tickets at its start begin at zero (gp_sparse_gemv) */
-            st = cuda_ok(cudaMemsetAsync(sp->ws[i], 0, ws, e->sc.stream), "cudaMemsetAsync (sparse workspace)");
-    }
     if (st == GP_OK)
         st = cuda_ok(cudaMemsetAsync(sp->active, 0, sizeof(int) * (size_t)L * P, e->sc.stream),
                              "cudaMemsetAsync (active-input counters)");

@@ -35,9 +35,7 @@ enum { GP_SPARSE_OUT_HALF = 0, GP_SPARSE_OUT_F32 = 1, GP_SPARSE_OUT_F32_ACC = 2 
  * fp32 [B][N], or fp32 [B][N] added to). fp32 accumulation; the sum runs
  * over splits of K in a fixed order (the same bits every run).
  * 1 <= B <= GP_SPARSE_MAX_B, N % 8 == 0, wt 16-byte aligned, K >= 1.
- * ws: workspace of gp_sparse_gemv_ws_bytes(B, N, K, sms) bytes, zeroed
- * once before its first call (its first 4 KiB are tickets that every call
- * leaves at zero again; calls sharing a workspace must be stream-ordered); sms:
+ * ws: fp32 workspace of gp_sparse_gemv_ws_bytes(B, N, K, sms) bytes; sms:
  * the SM budget the grid is sized to (0: the device's). active (may be
  * NULL): a device int that gains the number of active inputs (for the
  * measured sparsity; atomicAdd, so it costs one atomic per 32-input chunk).

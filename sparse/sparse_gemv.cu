@@ -25,21 +25,15 @@
  *   interleaved 32-input chunks of the CTA's split of K and add their sums
  *   through shared memory in row-group order.
  * - The grid is column tiles x K splits sized to two CTAs per SM, and each
- *   split writes fp32 partials; the last split of a tile to finish (a
- *   ticket per tile) adds the tile's partials in split order and writes
- *   the output, so results do not depend on timing and no second kernel
- *   waits on the first. At batch 1 the partials are a few hundred KB
- *   against tens of MB of weights. */
+ *   split writes fp32 partials; a second kernel adds the splits in order
+ *   and writes the output, so results do not depend on timing. At batch 1
+ *   the partials are a few hundred KB against tens of MB of weights. */
 
 #define GP_SP_WARPS 8
 #define GP_SP_TILES 2 /* column tiles per CTA */
 #define GP_SP_ROWG (GP_SP_WARPS / GP_SP_TILES)
 
 #define GP_SP_CTAS_PER_SM 2
-/* The workspace starts with one ticket per column tile (at most 1024: N up
- * to 1024 tiles of 256 or 512 columns), then the split partials. */
-#define GP_SP_TICKET_BYTES 4096u
-#define GP_SP_MAX_TILES (GP_SP_TICKET_BYTES / sizeof(int))
 
 /* Columns per lane: 8 (16-byte loads) while the accumulators fit, 4 from 8
  * batch rows on (NB x CPL fp32 registers). */
@@ -71,8 +65,7 @@ template <> struct gp_sp_vec<4> {
 template <typename T, int NB>
 static __global__ void __launch_bounds__(32 * GP_SP_WARPS, GP_SP_CTAS_PER_SM)
     gp_sparse_gemv_kernel(const uint16_t *__restrict__ x, const uint16_t *__restrict__ wt, float *__restrict__ part,
-                          int *__restrict__ tickets, void *y, int out_kind, int B, int N, int K, float t,
-                          int rows_per_split, int *active)
+                          int B, int N, int K, float t, int rows_per_split, int *active)
 {
     typedef gp_half_traits<T> ht;
     constexpr int CPL = gp_sp_cfg<NB>::CPL, WCOLS = gp_sp_cfg<NB>::WCOLS, CCOLS = gp_sp_cfg<NB>::CCOLS;
@@ -156,43 +149,31 @@ static __global__ void __launch_bounds__(32 * GP_SP_WARPS, GP_SP_CTAS_PER_SM)
         }
         __syncthreads();
     }
-    float *mine = part + (size_t)blockIdx.y * B * N;
+    float *out = part + (size_t)blockIdx.y * B * N;
     for (int i = threadIdx.x; i < B * CCOLS; i += blockDim.x) {
         const int b = i / CCOLS, c = i - b * CCOLS, n = blockIdx.x * CCOLS + c;
         if (n < N)
-            mine[(size_t)b * N + n] = red[b * CCOLS + c];
+            out[(size_t)b * N + n] = red[b * CCOLS + c];
     }
-    /* The last split of this column tile to finish adds every split's
-     * partials in split order (its own among them): the same bits whichever
-     * CTA is last, and no second kernel. The fence makes this CTA's partials
-     * visible before its ticket counts. */
-    __shared__ int last;
-    __threadfence();
-    __syncthreads();
-    if (threadIdx.x == 0) {
-        last = atomicAdd(&tickets[blockIdx.x], 1) == (int)gridDim.y - 1;
-        if (last)
-            tickets[blockIdx.x] = 0; /* for the next call on this workspace, stream-ordered after this one */
-    }
-    __syncthreads();
-    if (!last)
-        return;
-    __threadfence();
+}
+
+/* y = the splits' partials added in split order, then stored per out. */
+template <typename T>
+static __global__ void gp_sparse_reduce_kernel(const float *__restrict__ part, int splits, int B, int N, void *y,
+                                               int out)
+{
+    typedef gp_half_traits<T> ht;
     const size_t total = (size_t)B * N;
-    for (int i = threadIdx.x; i < B * CCOLS; i += blockDim.x) {
-        const int b = i / CCOLS, c = i - b * CCOLS, n = blockIdx.x * CCOLS + c;
-        if (n >= N)
-            continue;
-        const size_t o = (size_t)b * N + n;
-        float sum = 0.0f;
-        for (int sp = 0; sp < (int)gridDim.y; sp++)
-            sum += __ldcg(part + (size_t)sp * total + o); /* from L2: other SMs wrote them */
-        if (out_kind == GP_SPARSE_OUT_HALF)
-            static_cast<uint16_t *>(y)[o] = ht::from_f32(sum);
-        else if (out_kind == GP_SPARSE_OUT_F32)
-            static_cast<float *>(y)[o] = sum;
+    for (size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x; i < total; i += (size_t)gridDim.x * blockDim.x) {
+        float s = 0.0f;
+        for (int sp = 0; sp < splits; sp++)
+            s += part[(size_t)sp * total + i];
+        if (out == GP_SPARSE_OUT_HALF)
+            static_cast<uint16_t *>(y)[i] = ht::from_f32(s);
+        else if (out == GP_SPARSE_OUT_F32)
+            static_cast<float *>(y)[i] = s;
         else
-            static_cast<float *>(y)[o] += sum;
+            static_cast<float *>(y)[i] += s;
     }
 }
 
@@ -237,7 +218,7 @@ extern "C" size_t gp_sparse_gemv_ws_bytes(int B, int N, int K, int sms)
     if (B < 1 || N < 1 || K < 1)
         return 0;
     gp_sp_plan p = gp_sp_plan_make(B, N, K, sms);
-    return GP_SP_TICKET_BYTES + (size_t)p.splits * (size_t)B * (size_t)N * sizeof(float);
+    return (size_t)p.splits * (size_t)B * (size_t)N * sizeof(float);
 }
 
 template <typename T>
@@ -245,16 +226,21 @@ static cudaError_t gp_sp_launch(const gp_sp_plan *p, int B, int N, int K, const 
                                 float t, void *y, int out, float *ws, int *active, cudaStream_t s)
 {
     dim3 grid((unsigned)p->tiles, (unsigned)p->splits), block(32 * GP_SP_WARPS);
-    int *tickets = reinterpret_cast<int *>(ws);
-    float *part = reinterpret_cast<float *>(reinterpret_cast<char *>(ws) + GP_SP_TICKET_BYTES);
-    const int r = p->rows_per_split;
     switch (p->nb) {
-    case 1: gp_sparse_gemv_kernel<T, 1><<<grid, block, 0, s>>>(x, wt, part, tickets, y, out, B, N, K, t, r, active); break;
-    case 2: gp_sparse_gemv_kernel<T, 2><<<grid, block, 0, s>>>(x, wt, part, tickets, y, out, B, N, K, t, r, active); break;
-    case 4: gp_sparse_gemv_kernel<T, 4><<<grid, block, 0, s>>>(x, wt, part, tickets, y, out, B, N, K, t, r, active); break;
-    case 8: gp_sparse_gemv_kernel<T, 8><<<grid, block, 0, s>>>(x, wt, part, tickets, y, out, B, N, K, t, r, active); break;
-    default: gp_sparse_gemv_kernel<T, 16><<<grid, block, 0, s>>>(x, wt, part, tickets, y, out, B, N, K, t, r, active); break;
+    case 1: gp_sparse_gemv_kernel<T, 1><<<grid, block, 0, s>>>(x, wt, ws, B, N, K, t, p->rows_per_split, active); break;
+    case 2: gp_sparse_gemv_kernel<T, 2><<<grid, block, 0, s>>>(x, wt, ws, B, N, K, t, p->rows_per_split, active); break;
+    case 4: gp_sparse_gemv_kernel<T, 4><<<grid, block, 0, s>>>(x, wt, ws, B, N, K, t, p->rows_per_split, active); break;
+    case 8: gp_sparse_gemv_kernel<T, 8><<<grid, block, 0, s>>>(x, wt, ws, B, N, K, t, p->rows_per_split, active); break;
+    default: gp_sparse_gemv_kernel<T, 16><<<grid, block, 0, s>>>(x, wt, ws, B, N, K, t, p->rows_per_split, active); break;
     }
+    cudaError_t e = cudaGetLastError();
+    if (e != cudaSuccess)
+        return e;
+    const size_t total = (size_t)B * N;
+    unsigned blocks = (unsigned)((total + 255) / 256);
+    if (blocks > 4096u)
+        blocks = 4096u;
+    gp_sparse_reduce_kernel<T><<<blocks, 256, 0, s>>>(ws, p->splits, B, N, y, out);
     return cudaGetLastError();
 }
 
@@ -279,9 +265,6 @@ extern "C" gp_status gp_sparse_gemv(gp_dtype dt, int B, int N, int K, const void
         GP_FAIL(GP_ERR_INVALID_ARG, "gp_sparse_gemv: workspace of %zu bytes, %zu needed for B %d, N %d, K %d",
                 ws_bytes, need, B, N, K);
     gp_sp_plan p = gp_sp_plan_make(B, N, K, sms);
-    if ((size_t)p.tiles > GP_SP_MAX_TILES)
-        GP_FAIL(GP_ERR_INVALID_ARG, "gp_sparse_gemv: N %d makes %d column tiles, at most %zu", N, p.tiles,
-                (size_t)GP_SP_MAX_TILES);
     const uint16_t *xs = static_cast<const uint16_t *>(x), *ws16 = static_cast<const uint16_t *>(wt);
     cudaStream_t s = static_cast<cudaStream_t>(stream);
     cudaError_t e;

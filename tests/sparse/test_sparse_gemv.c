@@ -4,9 +4,8 @@
  * Tolerance: fp32 output within 1e-4 relative plus 3e-3 absolute (fp32
  * sums of up to 14336 products of magnitude <= 1; a random-walk error of
  * about 2e-4, the bound set 15x above it); a 16-bit output adds one
- * rounding (bf16 2^-8, fp16 2^-11). The active-input count is exact, and a
- * second call on the same workspace gives the same bits. Also the
- * transpose. */
+ * rounding (bf16 2^-8, fp16 2^-11). The active-input count is exact. Also
+ * the transpose. */
 #include "gpu_test_util.h"
 
 #include <math.h>
@@ -41,8 +40,7 @@ static void run_case(int B, int N, int K, double s, int out, gt_rng *rng, cudaSt
     int *dact = gt_dev_alloc(sizeof(int));
     gt_upload(dx, x, nx * 2);
     gt_upload(dw, wt, nw * 2);
-    gt_poison(dws, ws_bytes); /* the partials: each call writes every one it reads */
-    GP_CHECK_CUDA(cudaMemset(dws, 0, 4096)); /* the tickets start at zero (gp_sparse_gemv) */
+    gt_poison(dws, ws_bytes);
     if (out == GP_SPARSE_OUT_F32_ACC)
         gt_upload(dy, base, ny * 4);
     else
@@ -58,16 +56,6 @@ static void run_case(int B, int N, int K, double s, int out, gt_rng *rng, cudaSt
             got[i] = gp_half_to_f32(yh[i], g_dt);
     } else {
         gt_download(got, dy, ny * 4);
-    }
-    if (out != GP_SPARSE_OUT_F32_ACC) {
-        /* again on the same workspace: its tickets were left at zero, and the sum is the same bits */
-        void *again = gt_host_alloc(ny * 4);
-        GP_CHECK_OK(gp_sparse_gemv(g_dt, B, N, K, dx, dw, t, dy, out, dws, ws_bytes, 0, NULL, st));
-        gt_download(again, dy, ny * (out == GP_SPARSE_OUT_HALF ? 2 : 4));
-        if (memcmp(again, out == GP_SPARSE_OUT_HALF ? (void *)yh : (void *)got, ny * (out == GP_SPARSE_OUT_HALF ? 2 : 4)))
-            fail_msg("sparse gemv %s B=%d N=%d K=%d: a second call on the same workspace gave other bits",
-                     gp_dtype_flag_name(g_dt), B, N, K);
-        free(again);
     }
     const int ref_active = gp_sparse_gemv_ref(g_dt, B, N, K, x, wt, t, ref);
     if (out == GP_SPARSE_OUT_F32_ACC)
