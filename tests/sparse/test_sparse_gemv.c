@@ -4,8 +4,8 @@
  * Tolerance: fp32 output within 1e-4 relative plus 3e-3 absolute (fp32
  * sums of up to 14336 products of magnitude <= 1; a random-walk error of
  * about 2e-4, the bound set 15x above it); a 16-bit output adds one
- * rounding (bf16 2^-8, fp16 2^-11). The active-input count is exact. Also
- * the transpose. */
+ * rounding (bf16 2^-8, fp16 2^-11). The active-input count is exact, and a
+ * second call gives the same bits. Also the transpose. */
 #include "gpu_test_util.h"
 
 #include <math.h>
@@ -56,6 +56,17 @@ static void run_case(int B, int N, int K, double s, int out, gt_rng *rng, cudaSt
             got[i] = gp_half_to_f32(yh[i], g_dt);
     } else {
         gt_download(got, dy, ny * 4);
+    }
+    if (out != GP_SPARSE_OUT_F32_ACC) {
+        /* again on the same workspace: the same bits (fixed split order, no timing in the sum) */
+        void *again = gt_host_alloc(ny * 4);
+        const size_t yb = ny * (out == GP_SPARSE_OUT_HALF ? 2 : 4);
+        GP_CHECK_OK(gp_sparse_gemv(g_dt, B, N, K, dx, dw, t, dy, out, dws, ws_bytes, 0, NULL, st));
+        gt_download(again, dy, yb);
+        if (memcmp(again, out == GP_SPARSE_OUT_HALF ? (void *)yh : (void *)got, yb))
+            fail_msg("sparse gemv %s B=%d N=%d K=%d: a second call gave other bits", gp_dtype_flag_name(g_dt), B,
+                     N, K);
+        free(again);
     }
     const int ref_active = gp_sparse_gemv_ref(g_dt, B, N, K, x, wt, t, ref);
     if (out == GP_SPARSE_OUT_F32_ACC)
