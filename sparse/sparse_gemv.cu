@@ -18,7 +18,7 @@
  * - No compaction pass: each warp evaluates the masks of 32 consecutive
  *   inputs (one per lane) for every batch row, and a ballot gives the active
  *   ones; the warp then loads U active rows at once (U x 512 bytes in
- *   flight per warp; U = 16 at one batch row, 8 at two, 4 above) and takes each
+ *   flight per warp; U = 8 up to two batch rows, 4 above) and takes each
  *   row's masked inputs from the lane that evaluated it by shuffle. The decision is uniform across the warp, so
  *   skipping an inactive row costs no divergence.
  * - A CTA is 8 warps: 2 column tiles x 4 row groups; the row groups take
@@ -40,7 +40,7 @@
 template <int NB> struct gp_sp_cfg {
     static constexpr int CPL = NB <= 4 ? 8 : 4;
     /* weight rows in flight per warp: more while the accumulators leave registers for them */
-    static constexpr int U = NB == 1 ? 16 : NB == 2 ? 8 : 4;
+    static constexpr int U = NB <= 2 ? 8 : 4;
     static constexpr int WCOLS = 32 * CPL;
     static constexpr int CCOLS = GP_SP_TILES * WCOLS;
 };
