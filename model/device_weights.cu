@@ -483,19 +483,14 @@ extern "C" gp_status gp_weights_stream_check(const gp_config *cfg, const gp_weig
     return GP_OK;
 }
 
-/* The dtype and the stream params every streamed create refuses alike. */
+/* What every streamed create refuses alike, before any weight is read: the
+ * dtype, then the params and the budget (gp_weights_stream_check). */
 static gp_status gp_dw_check_streamed_args(const gp_config *cfg, gp_dtype dtype, const gp_weights_stream_params *spp)
 {
     if (!gp_dtype_is_half(dtype))
         GP_FAIL(GP_ERR_INVALID_ARG, "streamed device weights for config %s: dtype %s, allowed bf16 (BF16) "
                 "or fp16 (F16)", cfg->name, gp_dtype_name(dtype));
-    if (!spp || spp->budget_bytes == 0 || spp->prefetch_depth < 0 || spp->min_window < 1 ||
-        (spp->keep_resident != 0 && spp->keep_resident != 1))
-        GP_FAIL(GP_ERR_INVALID_ARG, "streamed device weights for config %s: params %s: budget %llu bytes (> 0), "
-                "prefetch depth %d (>= 0), window %d (>= 1), keep_resident %d (0 or 1)", cfg->name,
-                spp ? "given" : "NULL", spp ? (unsigned long long)spp->budget_bytes : 0ull,
-                spp ? spp->prefetch_depth : 0, spp ? spp->min_window : 0, spp ? spp->keep_resident : 0);
-    return GP_OK;
+    return gp_weights_stream_check(cfg, spp, NULL);
 }
 
 /* "N bytes (x GiB) available" into buf (MemAvailable of /proc/meminfo: what
@@ -528,18 +523,16 @@ static void gp_host_mem_text(char *buf, size_t cap)
 typedef gp_status (*gp_dw_fill_fn)(void *ctx, gp_tensor_kind k, int layer, void *dst, uint64_t numel,
                                    gp_dtype dtype, const char *label);
 
-/* The first half of a streamed create: the budget checked against the
- * device's free memory, the host tables, and one pinned host copy of every
- * group laid out as on the device, filled tensor by tensor through fill; no
- * device memory is taken here (a filler may take its own). On failure
- * nothing is left allocated. */
+/* The first half of a streamed create, after gp_dw_check_streamed_args:
+ * the host tables, and one pinned host copy of every group laid out as on
+ * the device, filled tensor by tensor through fill; no device memory is
+ * taken here (a filler may take its own). On failure nothing is left
+ * allocated. */
 static gp_status gp_dw_pinned_create(const gp_config *cfg, gp_dtype dtype, const gp_weights_stream_params *spp,
                                      gp_dw_fill_fn fill, void *ctx, gp_device_weights **out)
 {
-    const uint64_t budget_bytes = spp->budget_bytes;
+    const uint64_t budget_bytes = spp->budget_bytes; /* checked by gp_dw_check_streamed_args */
     GP_TRY(gp_cuda_available());
-    /* the working set and the device's free memory before a single weight is pinned */
-    GP_TRY(gp_weights_stream_check(cfg, spp, NULL));
     uint64_t need;
     GP_TRY(gp_dw_total_bytes(cfg, &need));
 

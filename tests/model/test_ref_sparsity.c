@@ -31,14 +31,9 @@ static int setup_preset(void **state)
 static int setup_checkpoint(void **state)
 {
     static fixture f = {.what = "tests/data/tiny"};
-    gp_checkpoint *ck;
-    if (gp_checkpoint_open(GP_TEST_DATA_DIR "/tiny", &ck) != GP_OK) {
-        fprintf(stderr, "setup: %s\n", gp_last_error());
-        return -1;
-    }
-    gp_status st = gp_checkpoint_load_host(ck, &f.w);
-    gp_checkpoint_close(ck);
-    if (st != GP_OK) {
+    gp_model_source src;
+    if (gp_model_source_resolve(GP_TEST_DATA_DIR "/tiny", 0, &src) != GP_OK ||
+        gp_model_source_load_host(&src, &f.w) != GP_OK) {
         fprintf(stderr, "setup: %s\n", gp_last_error());
         return -1;
     }
