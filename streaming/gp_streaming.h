@@ -163,9 +163,10 @@ gp_status gp_streamer_unmark(gp_streamer *s, int group, void *stream);
 
 /* The stage at order[pos] is about to run: issue the copies of the next D
  * unpinned groups of the order (in that order, wrapping into the next step;
- * pinned and kept groups in between are passed over) that are not resident. A prefetch never evicts a group needed within those D
- * positions; without room it stops and returns GP_SOFT_FULL (counted in
- * prefetch_skipped); a demand ensure later evicts what it must. */
+ * pinned and kept groups in between are passed over) that are not resident.
+ * A prefetch never evicts one of those D groups; without room it stops and
+ * returns GP_SOFT_FULL (counted in prefetch_skipped); a demand ensure later
+ * evicts what it must. */
 gp_status gp_streamer_advance(gp_streamer *s, int pos);
 
 /* Queries. slot: the group's device memory, NULL when not resident. */
