@@ -1,0 +1,4 @@
+# Tests of kvstore/: keys, the memory store (match, LRU, pins) and block files.
+gp_add_test(kvstore_keys SOURCES kvstore/test_kvstore_keys.c LIBS gp_kvstore)
+gp_add_test(kvstore_store SOURCES kvstore/test_kvstore_store.c LIBS gp_kvstore)
+gp_add_test(kvstore_files SOURCES kvstore/test_kvstore_files.c LIBS gp_kvstore)
