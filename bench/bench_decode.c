@@ -226,18 +226,12 @@ typedef struct bench_row {
  * steps (the union over the batch rows), from the engine's counters. */
 static gp_status sparse_density(gp_engine *e, const gp_config *cfg, int steps, double *density)
 {
-    const int L = cfg->n_layers, P = GP_SPARSE_PROJ_COUNT;
-    const int width[GP_SPARSE_PROJ_COUNT] = {cfg->hidden, cfg->n_heads * cfg->head_dim, cfg->hidden, cfg->ffn};
-    long *a = calloc((size_t)L * P, sizeof(long));
+    long *a = calloc((size_t)cfg->n_layers * GP_SPARSE_PROJ_COUNT, sizeof(long));
     if (!a)
         GP_FAIL(GP_ERR_NO_MEMORY, "out of host memory");
     gp_status st = gp_engine_sparsity_stats(e, a, 1);
-    for (int p = 0; p < P; p++) {
-        double sum = 0.0;
-        for (int l = 0; l < L; l++)
-            sum += (double)a[l * P + p] / ((double)steps * width[p]);
-        density[p] = sum / L;
-    }
+    if (st == GP_OK)
+        gp_sparse_density(cfg, a, steps, NULL, density, NULL);
     free(a);
     return st;
 }

@@ -14,16 +14,10 @@ static gp_status cuda_ok(cudaError_t e, const char *what)
     return e == cudaSuccess ? GP_OK : gp_cuda_fail(e, what, __FILE__, __LINE__);
 }
 
-/* N x K of projection p in layer terms: W is [N][K], W^T [K][N]. */
+/* N x K of projection p: W is [N][K], W^T [K][N]. */
 static void proj_shape(const gp_config *c, int p, int *N, int *K)
 {
-    const int q = c->n_heads * c->head_dim;
-    switch (p) {
-    case GP_SPARSE_QKV: *N = gp_config_qkv_rows(c), *K = c->hidden; break;
-    case GP_SPARSE_O: *N = c->hidden, *K = q; break;
-    case GP_SPARSE_GATE_UP: *N = 2 * c->ffn, *K = c->hidden; break;
-    default: *N = c->hidden, *K = c->ffn; break;
-    }
+    gp_sparse_proj_shape(c, (gp_sparse_proj)p, N, K);
 }
 
 static const void *proj_weights(const gp_layer_weights *lw, int p)

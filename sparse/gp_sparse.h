@@ -111,6 +111,18 @@ void gp_sparsity_free(gp_sparsity *s);
 /* Does s fit the model cfg? GP_ERR_SHAPE naming the first field that
  * differs (model name, n_layers, hidden, ffn, q_dim) with both values. */
 gp_status gp_sparsity_check(const gp_sparsity *s, const gp_config *cfg);
+
+/* Projection p of cfg as W [N][K] (K its input width): qkv (q/k/v rows x
+ * hidden), o (hidden x n_heads * head_dim), gate_up (2 ffn x hidden), down
+ * (hidden x ffn). */
+void gp_sparse_proj_shape(const gp_config *cfg, gp_sparse_proj p, int *N, int *K);
+/* From active-input counts [n_layers][4] summed over `calls` calls of each
+ * projection (gp_engine_sparsity_stats): per layer and projection the share
+ * of inputs active (per, [n_layers][4], may be NULL), its mean over the
+ * layers (mean[4]), and the bytes of 16-bit projection weights a call reads
+ * (the active rows of all four projections of every layer). calls 0: all 0. */
+void gp_sparse_density(const gp_config *cfg, const long *active, long calls, double *per,
+                       double mean[GP_SPARSE_PROJ_COUNT], double *weight_bytes);
 /* A calibration of cfg with every threshold 0 (target 0, no tokens, no
  * frequencies): masks nothing the dense product counts, so results are the
  * dense ones; for tests. */

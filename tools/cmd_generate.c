@@ -47,6 +47,7 @@ typedef struct gen_opts {
     long prefill_chunk;    /* --prefill-chunk; 0: not given (the engine's default) */
     uint64_t vram_budget;  /* --vram-budget bytes; 0: not given (weights resident on the device) */
     const char *sparsity;  /* --sparsity FILE.json; NULL: dense */
+    const char *sparsity_stats; /* --sparsity-stats FILE.json; NULL: none written */
 } gen_opts;
 
 static const char *flag_name(const struct option *opts, int val)
@@ -104,6 +105,9 @@ static void gen_usage(FILE *f)
             "                       below the layer's threshold and read only the other inputs' weights\n"
             "                       (cuda: resident weights, a transposed copy of the projections beside\n"
             "                       them; cpu: the reference masks alike); prefill stays dense\n"
+            "  --sparsity-stats FILE.json\n"
+            "                       cuda, with --sparsity: write each layer's share of active inputs per\n"
+            "                       projection and the projection bytes read per decode step\n"
             "  --dump-logits FILE   write {\"tokens\": [[ids]], \"logits\": [[[vocab floats]]]}: the logits each\n"
             "                       generated token was chosen from\n"
             "  --dump-prompt-logits FILE\n"
@@ -130,7 +134,7 @@ static int parse_opts(int argc, char **argv, gen_opts *o)
         {"prompt", required_argument, NULL, 'T'},      {"prompt-file", required_argument, NULL, 'F'},
         {"temperature", required_argument, NULL, 't'}, {"top-k", required_argument, NULL, 'K'},
         {"top-p", required_argument, NULL, 'R'},       {"ignore-eos", no_argument, NULL, 'E'},
-        {"sparsity", required_argument, NULL, 'S'},
+        {"sparsity", required_argument, NULL, 'S'},    {"sparsity-stats", required_argument, NULL, 'Z'},
         {"help", no_argument, NULL, 'h'},              {NULL, 0, NULL, 0},
     };
     *o = (gen_opts){.model = GP_DEFAULT_PRESET, .steps = -1, .backend = GP_BACKEND_CPU, .block_size = 16,
@@ -230,6 +234,14 @@ static int parse_opts(int argc, char **argv, gen_opts *o)
             }
             o->sparsity = optarg;
             break;
+        case 'Z':
+            if (!*optarg || !strncmp(optarg, "--", 2)) {
+                fprintf(stderr, "greenpipe generate: --sparsity-stats '%s': %s; allowed: a file path\n", optarg,
+                        *optarg ? "looks like a flag, not a file" : "empty path");
+                return 2;
+            }
+            o->sparsity_stats = optarg;
+            break;
         case 'D':
             if ((st = gp_dtype_parse(optarg, GP_DTYPE_ALLOW_AUTO, &o->dtype)) == GP_OK)
                 o->dtype_given = true;
@@ -292,6 +304,11 @@ static int parse_opts(int argc, char **argv, gen_opts *o)
     if (o->vram_budget && o->backend != GP_BACKEND_CUDA) {
         fprintf(stderr, "greenpipe generate: --vram-budget applies to --backend cuda only (the cpu backend holds "
                 "the weights in host memory); allowed: leave it out, or use --backend cuda\n");
+        return 2;
+    }
+    if (o->sparsity_stats && (!o->sparsity || o->backend != GP_BACKEND_CUDA)) {
+        fprintf(stderr, "greenpipe generate: --sparsity-stats writes what the cuda backend counted under "
+                "--sparsity; give --sparsity FILE.json and --backend cuda\n");
         return 2;
     }
     if (o->sparsity && o->vram_budget) {
@@ -369,27 +386,46 @@ static int fail(const char *what, gp_status st)
 
 
 /* --sparsity on the cuda backend: each projection's share of active inputs
- * over the decode steps (the union over the batch), mean over layers. */
-static int sparsity_summary(gp_backend *b, const gp_config *cfg, long steps)
+ * over the decode steps (the union over the batch), mean over layers, on
+ * stderr; with --sparsity-stats also per layer, into that JSON file. */
+static int sparsity_summary(gp_backend *b, const gp_config *cfg, long steps, const char *path)
 {
     const int L = cfg->n_layers, P = GP_SPARSE_PROJ_COUNT;
-    const int width[GP_SPARSE_PROJ_COUNT] = {cfg->hidden, cfg->n_heads * cfg->head_dim, cfg->hidden, cfg->ffn};
     long *a = calloc((size_t)L * P, sizeof(long));
-    gp_status st = a ? gp_backend_sparsity_stats(b, a, 0) : GP_ERR_NO_MEMORY;
+    double *per = calloc((size_t)L * P, sizeof(double));
+    gp_status st = a && per ? gp_backend_sparsity_stats(b, a, 0) : GP_ERR_NO_MEMORY;
     if (st != GP_OK) {
         free(a);
+        free(per);
         return fail("sparsity statistics", st);
     }
+    double mean[GP_SPARSE_PROJ_COUNT], bytes;
+    gp_sparse_density(cfg, a, steps, per, mean, &bytes);
     fprintf(stderr, "greenpipe: active inputs per decode step (mean over layers):");
-    for (int p = 0; p < P; p++) {
-        double sum = 0.0;
-        for (int l = 0; l < L; l++)
-            sum += steps > 0 ? (double)a[l * P + p] / ((double)steps * width[p]) : 0.0;
-        fprintf(stderr, " %s %.3f", gp_sparse_proj_name((gp_sparse_proj)p), sum / L);
+    for (int p = 0; p < P; p++)
+        fprintf(stderr, " %s %.3f", gp_sparse_proj_name((gp_sparse_proj)p), mean[p]);
+    fprintf(stderr, "; %.3f GB of projection weights read per step\n", bytes / 1e9);
+    int rc = 0;
+    if (path) {
+        json_t *root = json_pack("{s:i, s:f, s:[]}", "decode_steps", (int)steps, "projection_weight_bytes_per_step",
+                                 bytes, "layers");
+        json_t *layers = root ? json_object_get(root, "layers") : NULL;
+        for (int l = 0; layers && l < L; l++)
+            if (json_array_append_new(layers, json_pack("{s:f, s:f, s:f, s:f}", "qkv", per[l * P], "o",
+                                                        per[l * P + 1], "gate_up", per[l * P + 2], "down",
+                                                        per[l * P + 3])) != 0)
+                layers = NULL;
+        if (!layers || json_dump_file(root, path, JSON_INDENT(1)) != 0) {
+            fprintf(stderr, "greenpipe generate: --sparsity-stats %s: cannot write the file\n", path);
+            rc = 1;
+        } else {
+            fprintf(stderr, "greenpipe: sparsity per layer written to %s\n", path);
+        }
+        json_decref(root);
     }
-    fprintf(stderr, "\n");
     free(a);
-    return 0;
+    free(per);
+    return rc;
 }
 
 /* Exit code of a bad-input failure that is the checkpoint's or the user's
@@ -708,7 +744,8 @@ int gp_cmd_generate(int argc, char **argv)
             "%ld decode step(s) of batch %d in %.3f s (%.4f s/step); host-timed\n", p.n_seqs, prompt_tokens,
             t2 - t1, t2 > t1 ? prompt_tokens / (t2 - t1) : 0.0, steps_run, p.n_seqs, t3 - t2,
             steps_run > 0 ? (t3 - t2) / (double)steps_run : 0.0);
-    if (o.sparsity && o.backend == GP_BACKEND_CUDA && (rc = sparsity_summary(b, cfg, steps_run)) != 0)
+    if (o.sparsity && o.backend == GP_BACKEND_CUDA &&
+        (rc = sparsity_summary(b, cfg, steps_run, o.sparsity_stats)) != 0)
         goto out;
     exit_code = 0;
     if (o.dump_logits) {

@@ -4,6 +4,7 @@
 #include "gp_test.h"
 
 #include <jansson.h>
+#include <math.h>
 
 #include "gp_sparse.h"
 
@@ -274,12 +275,50 @@ static void test_check(void **state)
     gp_sparsity_free(&s);
 }
 
+/* The projections' shapes, and densities and bytes from active counts. */
+static void test_density(void **state)
+{
+    (void)state;
+    gp_config cfg;
+    GP_CHECK_OK(gp_config_preset("llama3-8b", &cfg));
+    int N, K;
+    gp_sparse_proj_shape(&cfg, GP_SPARSE_QKV, &N, &K);
+    assert_int_equal(N, 6144), assert_int_equal(K, 4096);
+    gp_sparse_proj_shape(&cfg, GP_SPARSE_O, &N, &K);
+    assert_int_equal(N, 4096), assert_int_equal(K, 4096);
+    gp_sparse_proj_shape(&cfg, GP_SPARSE_GATE_UP, &N, &K);
+    assert_int_equal(N, 28672), assert_int_equal(K, 4096);
+    gp_sparse_proj_shape(&cfg, GP_SPARSE_DOWN, &N, &K);
+    assert_int_equal(N, 4096), assert_int_equal(K, 14336);
+    const int L = cfg.n_layers, P = GP_SPARSE_PROJ_COUNT;
+    long *a = calloc((size_t)L * P, sizeof(long));
+    double *per = calloc((size_t)L * P, sizeof(double)), mean[GP_SPARSE_PROJ_COUNT], bytes = -1.0;
+    assert_non_null(a), assert_non_null(per);
+    /* 10 calls: every input of layer 0's down active, half of every other projection's */
+    for (int l = 0; l < L; l++)
+        for (int p = 0; p < P; p++) {
+            gp_sparse_proj_shape(&cfg, (gp_sparse_proj)p, &N, &K);
+            a[l * P + p] = 10L * (l == 0 && p == GP_SPARSE_DOWN ? K : K / 2);
+        }
+    gp_sparse_density(&cfg, a, 10, per, mean, &bytes);
+    assert_true(fabs(per[GP_SPARSE_DOWN] - 1.0) < 1e-12);
+    assert_true(fabs(per[P + GP_SPARSE_DOWN] - 0.5) < 1e-12);
+    assert_true(fabs(mean[GP_SPARSE_QKV] - 0.5) < 1e-12);
+    assert_true(fabs(mean[GP_SPARSE_DOWN] - (0.5 + 0.5 / L)) < 1e-12);
+    /* half of every layer's projection weights, plus the other half of layer 0's down */
+    const double layer = (6144.0 * 4096 + 4096.0 * 4096 + 28672.0 * 4096 + 4096.0 * 14336) * 2.0;
+    assert_true(fabs(bytes - (0.5 * layer * L + 0.5 * 4096.0 * 14336 * 2.0)) < 1.0);
+    gp_sparse_density(&cfg, a, 0, per, mean, &bytes); /* no calls: nothing read */
+    assert_true(bytes == 0.0 && mean[0] == 0.0 && per[0] == 0.0);
+    free(a), free(per);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_round_trip),  cmocka_unit_test(test_proj_names),
         cmocka_unit_test(test_save_refuses), cmocka_unit_test(test_load_refusals),
-        cmocka_unit_test(test_check),
+        cmocka_unit_test(test_check),       cmocka_unit_test(test_density),
     };
     return cmocka_run_group_tests_name("sparsity file", tests, setup, teardown);
 }

@@ -219,3 +219,5 @@ gp_cli_test(gen_sparsity_flag 2 "--sparsity '--steps': looks like a flag, not a 
             generate --model tiny --prompt-ids 1,2 --sparsity --steps 2)
 gp_cli_test(gen_sparsity_vram 2 "--sparsity reads a transposed copy of resident weights. it does not combine with --vram-budget"
             generate --model tiny --prompt-ids 1,2 --steps 2 --backend cuda --vram-budget 1G --sparsity cal.json)
+gp_cli_test(gen_sparsity_stats_alone 2 "--sparsity-stats writes what the cuda backend counted under --sparsity"
+            generate --model tiny --prompt-ids 1,2 --steps 2 --sparsity-stats s.json)
