@@ -167,6 +167,101 @@ void gp_kvstore_get_stats(gp_kvstore *s, gp_kvstore_stats *out, bool reset);
 /* The file of key under dir: "<dir>/<key as 16 lowercase hex>.kvb". */
 gp_status gp_kvstore_file_path(const char *dir, uint64_t key, char *buf, size_t cap);
 
+/* ---------------------------------------------------------------- reload
+ * The lag-2 layer-wise reload of a matched prefix into the paged cache
+ * (issue #18): iteration i = 0 .. n_layers + 1 enqueues write(i - 2),
+ * process(i - 1), load(i) (those in 0..n_layers-1), so while layer i is
+ * copied from host memory, layer i - 1 is processed and layer i - 2 is
+ * scattered into the cache, each layer in staging buffer layer % n_buffers.
+ * Pure C over a backend of function pointers; every dependency is a marker
+ * (an event) waited on by a stream on the device, never by the host:
+ *   process(l) waits for load(l), write(l) for process(l), and load(l) into
+ *   buffer b for the write of the layer before it in b, so a buffer is
+ *   refilled only after its previous layer was written out.
+ * A buffer is busy from its load to the end of its write, three stages: with
+ * 2 buffers a load waits for the write two layers back, which costs nothing
+ * when the load dominates (host-to-device copies against device-side work,
+ * the usual case) but serialises them when the stages take equal time; 3
+ * buffers overlap all three stages fully, (n_layers + 2) x the longest stage. */
+
+typedef enum gp_kv_reload_stage {
+    GP_KV_RELOAD_LOAD = 0,    /* host-to-device copies: a copy stream */
+    GP_KV_RELOAD_PROCESS = 1, /* work on the staged layer: the compute stream */
+    GP_KV_RELOAD_WRITE = 2,   /* the scatter into the paged cache: compute or a second copy stream */
+    GP_KV_RELOAD_STAGE_COUNT = 3
+} gp_kv_reload_stage;
+
+/* "load", "process", "write"; "?" for anything else. */
+const char *gp_kv_reload_stage_name(gp_kv_reload_stage s);
+
+/* The device side. The backend maps each stage to one stream, on which that
+ * stage's ops run in the order enqueued; two stages may share a stream.
+ * Every op only enqueues and returns GP_OK or an error with a message
+ * (gp_set_error). A wait takes the marker's state when it is enqueued (as
+ * cudaStreamWaitEvent), so the driver records a marker again once every wait
+ * on its previous recording is enqueued, and destroys markers whose work may
+ * still be in flight (cudaEventDestroy allows it). */
+typedef struct gp_kv_reload_ops {
+    /* Copy layer's K and V of every matched block from host memory into
+     * staging buffer buf (0..n_buffers-1) on the LOAD stream. */
+    gp_status (*load)(void *be, int layer, int buf);
+    /* Whatever runs over buf on the PROCESS stream (a conversion, a check). */
+    gp_status (*process)(void *be, int layer, int buf);
+    /* Scatter buf into layer's blocks of the paged cache on the WRITE stream. */
+    gp_status (*write)(void *be, int layer, int buf);
+    /* Record marker on stage's stream (cudaEventRecord). */
+    gp_status (*record)(void *be, gp_kv_reload_stage stage, void *marker);
+    /* Make stage's stream wait for marker on the device (cudaStreamWaitEvent). */
+    gp_status (*wait)(void *be, gp_kv_reload_stage stage, void *marker);
+    gp_status (*marker_create)(void *be, void **marker);
+    void (*marker_destroy)(void *be, void *marker);
+    /* Optional (NULL: not called). Called once per layer, in layer order,
+     * right after write(layer) and the recording of written, a marker that
+     * completes when the layer is in the cache: the suffix prefill's
+     * stream waits on it here (it is recorded again for a later layer after
+     * the call returns), so its attention at layer 0 starts while later
+     * layers still copy. An error stops the schedule like an op's. */
+    gp_status (*layer_ready)(void *be, int layer, void *written);
+} gp_kv_reload_ops;
+
+typedef struct gp_kv_reload_params {
+    int n_layers;  /* 1..: the layers to reload, 0..n_layers-1 */
+    int n_buffers; /* 2..GP_KV_RELOAD_MAX_BUFFERS staging buffers; default 2 */
+    const gp_kv_reload_ops *ops; /* required, every op set but layer_ready */
+    void *be;                    /* the backend's state, passed to every op */
+    /* Optional (NULL: none): a marker of the backend's, recorded on the WRITE
+     * stream after the last write. Every op of a stage runs in order on its
+     * stream and each write waits for its layer's load and process, so when
+     * it completes every load has read its host memory (the store's pins may
+     * be released) and every layer is in the cache. */
+    void *done;
+} gp_kv_reload_params;
+
+#define GP_KV_RELOAD_MAX_BUFFERS 16
+
+/* n_buffers 2, everything else 0 / NULL. */
+gp_kv_reload_params gp_kv_reload_default_params(void);
+
+/* What a run enqueued (also on an error: what was enqueued before it). */
+typedef struct gp_kv_reload_stats {
+    int loads, processes, writes; /* ops enqueued, each at most n_layers */
+    int records, waits;           /* marker records and stream waits enqueued */
+    int ready_calls;              /* layer_ready calls that returned GP_OK */
+    int layers_written;           /* layers 0..layers_written-1 have their write enqueued */
+    int markers;                  /* markers created (all destroyed before the return) */
+} gp_kv_reload_stats;
+
+/* Enqueues the whole schedule and returns without waiting for any of it:
+ * the caller learns completion from done (or from layer_ready's markers).
+ * stats (may be NULL) gets the counts. GP_ERR_INVALID_ARG naming a bad
+ * field, before any op is called. The first op that fails stops the
+ * schedule: nothing that depends on it is enqueued, the markers are
+ * destroyed, and its status is returned with a message naming the op, the
+ * layer and buffer and the counts enqueued, then the op's own message. Work
+ * enqueued before the failure may still run: the caller synchronises the
+ * streams before reusing the buffers or releasing the blocks' pins. */
+gp_status gp_kv_reload_run(const gp_kv_reload_params *p, gp_kv_reload_stats *stats);
+
 #ifdef __cplusplus
 }
 #endif
