@@ -115,12 +115,7 @@ static int parse_opts(int argc, char **argv, cal_opts *o)
         case O_DTYPE: st = gp_dtype_parse(optarg, GP_DTYPE_ALLOW_F32 | GP_DTYPE_ALLOW_AUTO, &o->dtype); break;
         case O_OUT:
         case O_PROMPTS:
-            /* the next flag taken as the file ("--out --tokens 3") */
-            if (!*optarg || !strncmp(optarg, "--", 2)) {
-                fprintf(stderr, "greenpipe calibrate: --%s '%s': %s; allowed: a file path\n", opts[c - 1].name,
-                        optarg, *optarg ? "looks like a flag, not a file (a missing value?)" : "empty path");
-                return 2;
-            }
+            st = gp_parse_path(optarg, c == O_OUT ? "--out" : "--prompts");
             break;
         default: break;
         }

@@ -164,12 +164,8 @@ static int parse_opts(int argc, char **argv, gen_opts *o)
         case 'p': o->prompt_ids = optarg; break;
         case 'T': o->prompts[o->n_prompts++] = optarg; break;
         case 'F':
-            if (!*optarg || !strncmp(optarg, "--", 2)) {
-                fprintf(stderr, "greenpipe generate: --prompt-file '%s': %s; allowed: a file path\n", optarg,
-                        *optarg ? "looks like a flag, not a file (a missing value?)" : "empty path");
-                return 2;
-            }
-            o->prompt_file = optarg;
+            if ((st = gp_parse_path(optarg, "--prompt-file")) == GP_OK)
+                o->prompt_file = optarg;
             break;
         case 'E': o->ignore_eos = true; break;
         case 't':
@@ -212,14 +208,8 @@ static int parse_opts(int argc, char **argv, gen_opts *o)
             break;
         case 'd':
         case 'P':
-            /* Checked now, not after the whole generation: an empty name, or
-             * the next flag taken as the file ("--dump-logits --steps 3"). */
-            if (!*optarg || !strncmp(optarg, "--", 2)) {
-                fprintf(stderr, "greenpipe generate: --%s '%s': %s; allowed: a file path\n", flag_name(longopts, c),
-                        optarg, *optarg ? "looks like a flag, not a file (a missing value?)" : "empty path");
-                return 2;
-            }
-            *(c == 'd' ? &o->dump_logits : &o->dump_prompt_logits) = optarg;
+            if ((st = gp_parse_path(optarg, c == 'd' ? "--dump-logits" : "--dump-prompt-logits")) == GP_OK)
+                *(c == 'd' ? &o->dump_logits : &o->dump_prompt_logits) = optarg;
             break;
         case 'c':
             st = gp_parse_long(optarg, 1, GP_ENGINE_MAX_PREFILL_CHUNK, "--prefill-chunk", &o->prefill_chunk);
@@ -227,20 +217,12 @@ static int parse_opts(int argc, char **argv, gen_opts *o)
         case 's': st = gp_parse_u64(optarg, "--seed", &o->seed); o->seed_given = true; break;
         case 'V': st = gp_parse_size(optarg, "--vram-budget", &o->vram_budget); break;
         case 'S':
-            if (!*optarg || !strncmp(optarg, "--", 2)) {
-                fprintf(stderr, "greenpipe generate: --sparsity '%s': %s; allowed: a calibration file (greenpipe "
-                        "calibrate --out)\n", optarg, *optarg ? "looks like a flag, not a file" : "empty path");
-                return 2;
-            }
-            o->sparsity = optarg;
+            if ((st = gp_parse_path(optarg, "--sparsity")) == GP_OK)
+                o->sparsity = optarg;
             break;
         case 'Z':
-            if (!*optarg || !strncmp(optarg, "--", 2)) {
-                fprintf(stderr, "greenpipe generate: --sparsity-stats '%s': %s; allowed: a file path\n", optarg,
-                        *optarg ? "looks like a flag, not a file" : "empty path");
-                return 2;
-            }
-            o->sparsity_stats = optarg;
+            if ((st = gp_parse_path(optarg, "--sparsity-stats")) == GP_OK)
+                o->sparsity_stats = optarg;
             break;
         case 'D':
             if ((st = gp_dtype_parse(optarg, GP_DTYPE_ALLOW_AUTO, &o->dtype)) == GP_OK)

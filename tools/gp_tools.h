@@ -20,6 +20,10 @@ gp_status gp_parse_u64(const char *text, const char *flag, uint64_t *out);
  * "4G", "512M", "16G", "1073741824". The message names flag, the text and
  * the allowed form; a size beyond 64 bits is out of range. */
 gp_status gp_parse_size(const char *text, const char *flag, uint64_t *out);
+/* A file path given to flag: GP_OK unless it is empty or starts with "--"
+ * (the next flag taken as the value, "--dump-logits --steps 3"), checked
+ * before the long work that would end in writing or reading it. */
+gp_status gp_parse_path(const char *text, const char *flag);
 /* A whole finite decimal number ("0.7", "1e-3"); ranges are the caller's. */
 gp_status gp_parse_double(const char *text, const char *flag, double *out);
 

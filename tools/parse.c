@@ -41,6 +41,14 @@ gp_status gp_parse_u64(const char *text, const char *flag, uint64_t *out)
     return GP_OK;
 }
 
+gp_status gp_parse_path(const char *text, const char *flag)
+{
+    if (!text || !*text || !strncmp(text, "--", 2))
+        GP_FAIL(GP_ERR_INVALID_ARG, "%s '%s': %s; allowed: a file path", flag, text ? text : "",
+                text && *text ? "looks like a flag, not a file (a missing value?)" : "empty path");
+    return GP_OK;
+}
+
 gp_status gp_parse_size(const char *text, const char *flag, uint64_t *out)
 {
     static const char form[] = "expected a size in bytes > 0: digits, optionally followed by K, M, G or T "

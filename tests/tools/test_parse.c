@@ -32,6 +32,19 @@ static void test_long(void **state)
     expect_error(gp_parse_long(" 5", 1, 100, "--steps", &v), "not an integer");
 }
 
+/* A path: refused when empty or when it is the next flag. */
+static void test_path(void **state)
+{
+    (void)state;
+    assert_int_equal(gp_parse_path("out.json", "--out"), GP_OK);
+    assert_int_equal(gp_parse_path("-", "--out"), GP_OK); /* a file named "-" is a path */
+    assert_int_equal(gp_parse_path("--steps", "--out"), GP_ERR_INVALID_ARG);
+    assert_non_null(strstr(gp_last_error(), "--out '--steps': looks like a flag, not a file"));
+    assert_int_equal(gp_parse_path("", "--out"), GP_ERR_INVALID_ARG);
+    assert_non_null(strstr(gp_last_error(), "--out '': empty path; allowed: a file path"));
+    assert_int_equal(gp_parse_path(NULL, "--out"), GP_ERR_INVALID_ARG);
+}
+
 static void test_size(void **state)
 {
     (void)state;
@@ -138,6 +151,7 @@ int main(void)
         cmocka_unit_test(test_long),
         cmocka_unit_test(test_u64),
         cmocka_unit_test(test_size),
+        cmocka_unit_test(test_path),
         cmocka_unit_test(test_double),
         cmocka_unit_test(test_prompts_ok),
         cmocka_unit_test(test_prompts_bad),
