@@ -19,6 +19,9 @@
 #include "gp_attention.h"
 #include "gp_green.h"
 
+#define GP_BENCH_NAME "gp_bench_attn"
+#include "bench_check.h"
+
 static int N_HEADS = 32, N_KV = 8; /* --heads, --kv: e.g. 64/8 for Llama-3-70B */
 static int CONTIG = 0;              /* --blocks contig: each row's blocks in order, rows one after another */
 static gp_dtype DTYPE = GP_DTYPE_BF16; /* --dtype */
@@ -29,24 +32,6 @@ static gp_dtype DTYPE = GP_DTYPE_BF16; /* --dtype */
  * times the H100's 50 MB L2 so no repeat finds its K/V there. */
 #define ROTATE_BYTES (256ull << 20)
 #define MAX_ROTATE 16
-
-#define CK(call)                                                                                 \
-    do {                                                                                         \
-        cudaError_t e_ = (call);                                                                 \
-        if (e_ != cudaSuccess) {                                                                 \
-            fprintf(stderr, "gp_bench_attn: %s failed: %s\n", #call, cudaGetErrorString(e_));   \
-            exit(1);                                                                             \
-        }                                                                                        \
-    } while (0)
-#define GP(call)                                                                                 \
-    do {                                                                                         \
-        gp_status s_ = (call);                                                                   \
-        if (s_ != GP_OK) {                                                                       \
-            fprintf(stderr, "gp_bench_attn: %s: %s: %s\n", #call, gp_status_str(s_),             \
-                    gp_last_error());                                                            \
-            exit(1);                                                                             \
-        }                                                                                        \
-    } while (0)
 
 static uint64_t rng_next(uint64_t *s)
 {

@@ -12,11 +12,13 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "cuda_check.h"
 #include "gp_model.h"
 #include "gp_sparse.h"
 #include "gp_tools.h"
 #include "kernels.h"
+
+#define GP_BENCH_NAME "gp_bench_sparse"
+#include "bench_check.h"
 
 #define COPIES 4 /* weight copies rotated per call: >= 4 x 33 MB, beyond the 50 MB L2 */
 #define MAX_REPS 1000
@@ -29,22 +31,6 @@ static const shape shapes[] = {
     {"gate_up", 28672, 4096, GP_SPARSE_OUT_HALF},
     {"down", 4096, 14336, GP_SPARSE_OUT_F32_ACC},
 };
-
-#define CHECK(call)                                                                                              \
-    do {                                                                                                         \
-        if ((call) != GP_OK) {                                                                                   \
-            fprintf(stderr, "gp_bench_sparse: %s: %s\n", #call, gp_last_error());                                \
-            exit(1);                                                                                             \
-        }                                                                                                        \
-    } while (0)
-#define CHECK_CUDA(call) CHECK(gp_cuda_check_call((call), #call))
-
-static gp_status gp_cuda_check_call(cudaError_t e, const char *what)
-{
-    if (e != cudaSuccess)
-        return gp_cuda_fail(e, what, __FILE__, __LINE__);
-    return GP_OK;
-}
 
 static int parse_list(const char *s, double *v, int max, const char *flag)
 {
@@ -112,78 +98,78 @@ int main(int argc, char **argv)
         return 1;
     }
     struct cudaDeviceProp prop;
-    CHECK_CUDA(cudaGetDeviceProperties(&prop, 0));
+    CK(cudaGetDeviceProperties(&prop, 0));
     printf("# gp_bench_sparse: %s, %d SMs, %s, median of %d calls on %d rotated weight copies; inputs uniform in "
            "(-1, 1) with threshold s (each row drops a fraction s; the batch reads the union)\n\n",
            prop.name, prop.multiProcessorCount, gp_dtype_flag_name(dt), reps, COPIES);
     printf("| proj | N x K | B | s | active | dense us | sparse us | speedup | sparse GB/s of active weights | "
            "floor us (active) |\n|---|---|---:|---:|---:|---:|---:|---:|---:|---:|\n");
     cudaStream_t st;
-    CHECK_CUDA(cudaStreamCreateWithFlags(&st, cudaStreamNonBlocking));
+    CK(cudaStreamCreateWithFlags(&st, cudaStreamNonBlocking));
     gp_gemm_ctx *gemm = NULL;
-    CHECK(gp_gemm_ctx_create(st, 0, &gemm));
+    GP(gp_gemm_ctx_create(st, 0, &gemm));
     cudaEvent_t ev[2 * MAX_REPS];
     for (int i = 0; i < 2 * reps; i++)
-        CHECK_CUDA(cudaEventCreate(&ev[i]));
+        CK(cudaEventCreate(&ev[i]));
     for (size_t si = 0; si < sizeof shapes / sizeof shapes[0]; si++) {
         const shape *sh = &shapes[si];
         const size_t wbytes = (size_t)sh->N * sh->K * 2;
         void *w[COPIES], *wt[COPIES];
         for (int i = 0; i < COPIES; i++) {
-            CHECK_CUDA(cudaMalloc(&w[i], wbytes));
-            CHECK_CUDA(cudaMalloc(&wt[i], wbytes));
-            CHECK(gp_synth_fill_device(w[i], dt, (uint64_t)sh->N * sh->K, 7 + i, GP_T_W_DOWN, 0, 0.02f, st));
-            CHECK(gp_sparse_transpose(w[i], wt[i], sh->N, sh->K, st));
+            CK(cudaMalloc(&w[i], wbytes));
+            CK(cudaMalloc(&wt[i], wbytes));
+            GP(gp_synth_fill_device(w[i], dt, (uint64_t)sh->N * sh->K, 7 + i, GP_T_W_DOWN, 0, 0.02f, st));
+            GP(gp_sparse_transpose(w[i], wt[i], sh->N, sh->K, st));
         }
         uint16_t *xh = malloc((size_t)GP_SPARSE_MAX_B * sh->K * 2);
         void *x, *y;
         float *ws;
         int *act;
         size_t ws_bytes = gp_sparse_gemv_ws_bytes(GP_SPARSE_MAX_B, sh->N, sh->K, 0);
-        CHECK_CUDA(cudaMalloc(&x, (size_t)GP_SPARSE_MAX_B * sh->K * 2));
-        CHECK_CUDA(cudaMalloc(&y, (size_t)GP_SPARSE_MAX_B * sh->N * 4));
-        CHECK_CUDA(cudaMalloc((void **)&ws, ws_bytes));
-        CHECK_CUDA(cudaMalloc((void **)&act, sizeof(int)));
-        CHECK_CUDA(cudaMemset(y, 0, (size_t)GP_SPARSE_MAX_B * sh->N * 4));
+        CK(cudaMalloc(&x, (size_t)GP_SPARSE_MAX_B * sh->K * 2));
+        CK(cudaMalloc(&y, (size_t)GP_SPARSE_MAX_B * sh->N * 4));
+        CK(cudaMalloc((void **)&ws, ws_bytes));
+        CK(cudaMalloc((void **)&act, sizeof(int)));
+        CK(cudaMemset(y, 0, (size_t)GP_SPARSE_MAX_B * sh->N * 4));
         uint64_t rng = 0x9e3779b97f4a7c15ull;
         for (size_t i = 0; i < (size_t)GP_SPARSE_MAX_B * sh->K; i++) {
             rng = rng * 6364136223846793005ull + 1442695040888963407ull;
             xh[i] = gp_f32_to_half((float)((double)(rng >> 11) / 9007199254740992.0 * 2.0 - 1.0), dt);
         }
-        CHECK_CUDA(cudaMemcpy(x, xh, (size_t)GP_SPARSE_MAX_B * sh->K * 2, cudaMemcpyHostToDevice));
+        CK(cudaMemcpy(x, xh, (size_t)GP_SPARSE_MAX_B * sh->K * 2, cudaMemcpyHostToDevice));
         for (int bi = 0; bi < nb; bi++) {
             const int B = (int)bv[bi];
             float ms[MAX_REPS], dense_ms;
             const gp_gemm_out dout = sh->out == GP_SPARSE_OUT_HALF ? GP_GEMM_OUT_HALF : GP_GEMM_OUT_F32_ACC;
             for (int r = 0; r < 3; r++)
-                CHECK(gp_gemm(gemm, dt, B, sh->N, sh->K, x, w[r % COPIES], y, dout));
+                GP(gp_gemm(gemm, dt, B, sh->N, sh->K, x, w[r % COPIES], y, dout));
             for (int r = 0; r < reps; r++) {
-                CHECK_CUDA(cudaEventRecord(ev[2 * r], st));
-                CHECK(gp_gemm(gemm, dt, B, sh->N, sh->K, x, w[r % COPIES], y, dout));
-                CHECK_CUDA(cudaEventRecord(ev[2 * r + 1], st));
+                CK(cudaEventRecord(ev[2 * r], st));
+                GP(gp_gemm(gemm, dt, B, sh->N, sh->K, x, w[r % COPIES], y, dout));
+                CK(cudaEventRecord(ev[2 * r + 1], st));
             }
-            CHECK_CUDA(cudaStreamSynchronize(st));
+            CK(cudaStreamSynchronize(st));
             for (int r = 0; r < reps; r++)
-                CHECK_CUDA(cudaEventElapsedTime(&ms[r], ev[2 * r], ev[2 * r + 1]));
+                CK(cudaEventElapsedTime(&ms[r], ev[2 * r], ev[2 * r + 1]));
             dense_ms = gp_median_f(ms, reps);
             for (int s = 0; s < ns; s++) {
                 const float t = (float)sv[s];
                 for (int r = 0; r < 3; r++)
-                    CHECK(gp_sparse_gemv(dt, B, sh->N, sh->K, x, wt[r % COPIES], t, y, sh->out, ws, ws_bytes, 0,
+                    GP(gp_sparse_gemv(dt, B, sh->N, sh->K, x, wt[r % COPIES], t, y, sh->out, ws, ws_bytes, 0,
                                          NULL, st));
-                CHECK_CUDA(cudaMemsetAsync(act, 0, sizeof(int), st));
-                CHECK(gp_sparse_gemv(dt, B, sh->N, sh->K, x, wt[0], t, y, sh->out, ws, ws_bytes, 0, act, st));
+                CK(cudaMemsetAsync(act, 0, sizeof(int), st));
+                GP(gp_sparse_gemv(dt, B, sh->N, sh->K, x, wt[0], t, y, sh->out, ws, ws_bytes, 0, act, st));
                 for (int r = 0; r < reps; r++) {
-                    CHECK_CUDA(cudaEventRecord(ev[2 * r], st));
-                    CHECK(gp_sparse_gemv(dt, B, sh->N, sh->K, x, wt[r % COPIES], t, y, sh->out, ws, ws_bytes, 0,
+                    CK(cudaEventRecord(ev[2 * r], st));
+                    GP(gp_sparse_gemv(dt, B, sh->N, sh->K, x, wt[r % COPIES], t, y, sh->out, ws, ws_bytes, 0,
                                          NULL, st));
-                    CHECK_CUDA(cudaEventRecord(ev[2 * r + 1], st));
+                    CK(cudaEventRecord(ev[2 * r + 1], st));
                 }
-                CHECK_CUDA(cudaStreamSynchronize(st));
+                CK(cudaStreamSynchronize(st));
                 int active = 0;
-                CHECK_CUDA(cudaMemcpy(&active, act, sizeof(int), cudaMemcpyDeviceToHost));
+                CK(cudaMemcpy(&active, act, sizeof(int), cudaMemcpyDeviceToHost));
                 for (int r = 0; r < reps; r++)
-                    CHECK_CUDA(cudaEventElapsedTime(&ms[r], ev[2 * r], ev[2 * r + 1]));
+                    CK(cudaEventElapsedTime(&ms[r], ev[2 * r], ev[2 * r + 1]));
                 const float med = gp_median_f(ms, reps);
                 const double frac = (double)active / sh->K, abytes = frac * (double)wbytes;
                 printf("| %s | %d x %d | %d | %.2f | %.3f | %.1f | %.1f | %.2f | %.0f | %.1f |\n", sh->name, sh->N, sh->K,

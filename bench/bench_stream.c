@@ -15,25 +15,10 @@
 #include "gp_device.h"
 #include "gp_streaming.h"
 
-#define MIB (1ull << 20)
+#define GP_BENCH_NAME "gp_bench_stream"
+#include "bench_check.h"
 
-#define CK(call)                                                                                 \
-    do {                                                                                         \
-        cudaError_t e_ = (call);                                                                 \
-        if (e_ != cudaSuccess) {                                                                 \
-            fprintf(stderr, "gp_bench_stream: %s failed: %s\n", #call, cudaGetErrorString(e_)); \
-            exit(1);                                                                             \
-        }                                                                                        \
-    } while (0)
-#define GP(call)                                                                                 \
-    do {                                                                                         \
-        gp_status s_ = (call);                                                                   \
-        if (s_ != GP_OK) {                                                                       \
-            fprintf(stderr, "gp_bench_stream: %s: %s: %s\n", #call, gp_status_str(s_),           \
-                    gp_last_error());                                                            \
-            exit(1);                                                                             \
-        }                                                                                        \
-    } while (0)
+#define MIB (1ull << 20)
 
 static void usage(FILE *f)
 {
