@@ -14,12 +14,6 @@ static gp_status cuda_ok(cudaError_t e, const char *what)
     return e == cudaSuccess ? GP_OK : gp_cuda_fail(e, what, __FILE__, __LINE__);
 }
 
-/* N x K of projection p: W is [N][K], W^T [K][N]. */
-static void proj_shape(const gp_config *c, int p, int *N, int *K)
-{
-    gp_sparse_proj_shape(c, (gp_sparse_proj)p, N, K);
-}
-
 static const void *proj_weights(const gp_layer_weights *lw, int p)
 {
     switch (p) {
@@ -85,7 +79,7 @@ gp_status gp_engine_set_sparsity(gp_engine *e, const float *thresholds)
     size_t off[GP_SPARSE_PROJ_COUNT], layer_bytes = 0, ws = 0;
     for (int p = 0; p < P; p++) {
         int N, K;
-        proj_shape(c, p, &N, &K);
+        gp_sparse_proj_shape(c, (gp_sparse_proj)p, &N, &K);
         off[p] = layer_bytes;
         layer_bytes += ((size_t)N * K * 2 + 255) & ~(size_t)255;
         size_t w = gp_sparse_gemv_ws_bytes(GP_SPARSE_MAX_B, N, K, e->sm_count);
@@ -122,7 +116,7 @@ gp_status gp_engine_set_sparsity(gp_engine *e, const float *thresholds)
             st = gp_weight_group_acquire(g[k], e->sc.stream);
         for (int p = 0; p < P && st == GP_OK; p++) {
             int N, K;
-            proj_shape(c, p, &N, &K);
+            gp_sparse_proj_shape(c, (gp_sparse_proj)p, &N, &K);
             void *dst = (char *)sp->arena + (size_t)l * layer_bytes + off[p];
             sp->wt[l * P + p] = dst;
             st = gp_sparse_transpose(proj_weights(&e->w->layers[l], p), dst, N, K, e->sc.stream);
@@ -175,7 +169,7 @@ gp_status gp_engine_sparse_proj(gp_engine *e, const gp_stage_ctx *sc, bool prefi
                                 const void *x, const void *w, void *y, gp_gemm_out out)
 {
     int N, K;
-    proj_shape(&e->cfg, p, &N, &K);
+    gp_sparse_proj_shape(&e->cfg, (gp_sparse_proj)p, &N, &K);
     if (!e->sp || prefill || e->prefill_steps || e->step_rows > GP_SPARSE_MAX_B || nb > GP_SPARSE_MAX_B)
         return gp_gemm(sc->gemm, e->dtype, nb, N, K, x, w, y, out);
     const int i = layer * GP_SPARSE_PROJ_COUNT + p;
