@@ -104,6 +104,22 @@ gp_status gp_kv_device_view(const gp_kv_device *kv, int layer, gp_kv_view *out);
 /* Rows [first, first+count) of a view, e.g. one micro-batch. */
 gp_status gp_kv_view_rows(const gp_kv_view *in, int first, int count, gp_kv_view *out);
 
+/* ---------------------------------------------------- token rows <-> cache
+ * K and V of n consecutive positions pos0 .. pos0 + n - 1 of one sequence,
+ * between its paged blocks in one layer's pools (position p in block
+ * table[p / block_size], slot p % block_size) and two dense buffers
+ * [n][n_kv_heads][head_dim] (the stored-prefix layout of kvstore/): the
+ * scatter of a reload (GP_KV_TO_CACHE) or the gather that stores a prefix
+ * (GP_KV_FROM_CACHE). 16-bit elements, bit copies. table: device, the
+ * sequence's block table; an entry outside [0, n_blocks) moves nothing for
+ * its positions. Asynchronous, capturable, no allocation. */
+typedef enum gp_kv_copy_dir { GP_KV_TO_CACHE = 0, GP_KV_FROM_CACHE = 1 } gp_kv_copy_dir;
+gp_status gp_kv_copy_tokens(const gp_kv_layout *l, void *k_pool, void *v_pool, const int32_t *table, int pos0,
+                            int n, void *k_buf, void *v_buf, gp_kv_copy_dir dir, void *stream);
+/* The host oracle: the same moves on host arrays. */
+void gp_kv_copy_tokens_ref(const gp_kv_layout *l, uint16_t *k_pool, uint16_t *v_pool, const int32_t *table,
+                           int pos0, int n, uint16_t *k_buf, uint16_t *v_buf, gp_kv_copy_dir dir);
+
 /* --------------------------------------------------------- RoPE + KV append */
 
 /* For each row b: RoPE (HF rotate_half, fp32 angle = (float)pos * inv_freq[i],

@@ -129,6 +129,7 @@ void gp_engine_destroy(gp_engine *e)
         cudaStreamSynchronize(e->sc.stream);
     free_graphs(e);
     gp_engine_sparse_free(e);
+    gp_engine_prefix_free(e);
     gp_gemm_ctx_destroy(e->sc.gemm);
     gp_kv_device_destroy(e->kv);
     gp_kv_tables_destroy(e->tables);

@@ -97,6 +97,11 @@ struct gp_engine {
     int n_graphs;
 
     gp_engine_sparse *sp;         /* NULL: dense projections */
+    struct gp_engine_prefix *px;  /* stored prefixes (engine_prefix.c); NULL: off */
+    /* [n_layers] or NULL: the prefill's first chunk makes the stream wait
+     * for pf_layer_wait[l] before layer l's attention (a reload's layer l
+     * written into the cache) */
+    cudaEvent_t *pf_layer_wait;
     int step_rows;                /* rows of the decode step being run (gp_engine_step_prepare): the sparse
                                      decision is the step's, not a micro-batch's, as the CPU reference's */
     bool prefill_steps;           /* prompts run through decode steps (prefill_by_steps): dense */
@@ -119,6 +124,8 @@ struct gp_engine {
  * record after each kernel (tagged with its class); sum adds the gaps from
  * begin into acc per class; close frees them. */
 gp_status gp_engine_bd_open(gp_engine *e, int cap);
+/* engine_prefix.c: frees e->px (the engine's destroy). */
+void gp_engine_prefix_free(gp_engine *e);
 /* engine_sparse.c: frees e->sp (the engine's destroy). */
 void gp_engine_sparse_free(gp_engine *e);
 /* Projection p (gp_sparse_proj) of layer for nb rows: the sparse kernel over

@@ -210,6 +210,94 @@ bool gp_engine_sparse_on(const gp_engine *e);
  * engine stream; between steps only. */
 gp_status gp_engine_sparsity_stats(gp_engine *e, long *active, int reset);
 
+/* ---------------------------------------------------- stored prefixes
+ * Issue #18: the KV of whole blocks of prompts kept in a host store
+ * (kvstore/gp_kvstore.h: hash-chain keys, LRU in a pinned pool, optional
+ * checksummed files), so that a prompt whose leading blocks were stored
+ * before reloads their KV layer by layer (the lag-2 load / process / write
+ * schedule of gp_kv_reload_run: copies on a copy stream into staging
+ * buffers, scatters into the paged cache on a second stream, events only)
+ * and prefills only the rest. */
+typedef struct gp_prefix_params {
+    /* Names the weights in the store's identity, so that blocks of other
+     * weights never match: a checkpoint path, or a preset with its seed.
+     * Required. The engine adds its shape, dtype and block_tokens. */
+    const char *model;
+    uint64_t store_bytes; /* payload bytes of the pinned host pool (--kv-store-size); required, at least
+                             one block (gp_engine_prefix_block_bytes) */
+    const char *dir;      /* block files (--kv-store DIR); NULL (default): memory only */
+    /* Tokens per stored block (--kv-store-block): a prompt reuses whole
+     * blocks only; the reload copies one piece per block, layer and K|V, so
+     * small blocks are small copies that cannot fill the link (at 16 tokens
+     * a piece is 32 KiB for llama3-8b). 1..65536; default
+     * GP_PREFIX_DEFAULT_BLOCK_TOKENS. */
+    int block_tokens;
+    int n_buffers; /* reload staging buffers, 2..GP_KV_RELOAD_MAX_BUFFERS; default 2 (gp_kvstore.h says when
+                      3 pay) */
+    /* The suffix prefill's layer l waits only for layer l of the reload (its
+     * attention reads that layer's prefix), so it starts while later layers
+     * still copy; false: it waits for the whole reload. Default true. */
+    bool overlap;
+} gp_prefix_params;
+#define GP_PREFIX_DEFAULT_BLOCK_TOKENS 256
+gp_prefix_params gp_prefix_default_params(void);
+
+/* Payload bytes of one stored block for this engine and block_tokens (the
+ * smallest store_bytes); 0 for a bad block_tokens or on overflow. */
+uint64_t gp_engine_prefix_block_bytes(const gp_engine *e, int block_tokens);
+
+/* Creates the store (its pinned pool of store_bytes, rounded down to whole
+ * blocks, allocated now), the staging buffers (n_buffers x the longest
+ * prefix max_context allows, on the device) and the streams.
+ * GP_ERR_INVALID_ARG naming a bad field; GP_ERR_STATE when already on;
+ * GP_ERR_DEVICE_MEMORY / pinned-allocation failures naming the bytes.
+ * Nothing is left allocated on failure. */
+gp_status gp_engine_prefix_enable(gp_engine *e, const gp_prefix_params *p);
+/* The store (NULL when off), for its statistics (gp_kvstore_get_stats). */
+struct gp_kvstore *gp_engine_prefix_store(gp_engine *e);
+
+/* One prefill with reuse: what the call obtained and where its time went. */
+typedef struct gp_prefix_stats {
+    int prompt_tokens;
+    int matched_tokens;    /* reloaded from the store: whole blocks, at most prompt_tokens - 1 */
+    uint64_t bytes_loaded; /* host-to-device bytes of the reload */
+    float reload_ms;       /* device: the call's start to the last layer written (0 without a match) */
+    float suffix_ms;       /* device: the suffix prefill, its waits for the reload included */
+    float ttft_ms;         /* device: the call's start to the first token ready */
+    double reload_gbps;    /* bytes_loaded / reload_ms */
+    double wall_ms;        /* host: the whole call */
+} gp_prefix_stats;
+
+/* Prefill prompt[0..n) into sequence seq, which must be empty: the longest
+ * run of its leading whole blocks held by the store (leaving at least one
+ * token to prefill, whose logits choose next) is reloaded, then the rest is
+ * prefilled (gp_engine_prefill). next and last_logits as gp_engine_prefill;
+ * st (may be NULL) gets the split. Without prefixes enabled, or with no
+ * match, a plain prefill. Checked before any work (ids, tokens, room); a
+ * failure leaves the sequence empty. The matched blocks are pinned in the
+ * store until the reload completed (the host waits for it). */
+gp_status gp_engine_prefill_prefix(gp_engine *e, int seq, int n, const int32_t *prompt, int32_t *next,
+                                   float *last_logits, gp_prefix_stats *st);
+
+/* Storing a sequence's prefix: what it did. */
+typedef struct gp_prefix_store_stats {
+    int blocks;         /* whole blocks in the tokens given */
+    int blocks_present; /* already held (touched, not copied) */
+    int blocks_stored;  /* copied into the store (those refused for want of room are not) */
+    int blocks_refused; /* put refused (GP_SOFT_FULL: pinned blocks fill the pool) */
+    uint64_t bytes_stored; /* device-to-host payload bytes */
+    double ms;             /* host: the whole call */
+} gp_prefix_store_stats;
+
+/* Stores the KV of every whole block of tokens[0..n), which sequence seq
+ * holds (its first n tokens: the caller's promise, since the cache keeps no
+ * tokens), in the store: blocks already held are only touched; the others
+ * are gathered from the paged cache, copied to the host and put. Host waits
+ * for the copies. GP_ERR_STATE without prefixes enabled or when seq holds
+ * fewer than n tokens. */
+gp_status gp_engine_prefix_store_seq(gp_engine *e, int seq, int n, const int32_t *tokens,
+                                     gp_prefix_store_stats *st);
+
 /* The device weights the engine runs on (not owned by it). */
 gp_device_weights *gp_engine_weights(const gp_engine *e);
 

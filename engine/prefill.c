@@ -124,6 +124,8 @@ static gp_status run_chunk(gp_engine *e, int S, const gp_prefill_seq *seqs, cons
     GP_TRY(gp_engine_stage(e, GP_STAGE_EMBED, &io, &e->sc));
     for (int l = 0; l < e->cfg.n_layers; l++) {
         io.layer = l;
+        if (e->pf_layer_wait && c0 == 0) /* later chunks follow the first in stream order */
+            GP_CUDA_TRY(cudaStreamWaitEvent(e->sc.stream, e->pf_layer_wait[l], 0));
         GP_TRY(gp_engine_stage(e, GP_STAGE_ATTN, &io, &e->sc));
         GP_TRY(gp_engine_stage(e, GP_STAGE_FFN, &io, &e->sc));
     }
