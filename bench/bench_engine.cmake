@@ -21,3 +21,8 @@ target_link_libraries(gp_bench_corun PRIVATE gp_green gp_engine_kernels)
 # Prefill benchmark: B prompts x T tokens through the batched, chunked prefill.
 add_executable(gp_bench_prefill ${CMAKE_CURRENT_LIST_DIR}/bench_prefill.c)
 target_link_libraries(gp_bench_prefill PRIVATE gp_engine)
+
+# Time to first token with a stored prefix (issue #18): reload + suffix
+# prefill against prefilling the whole prompt.
+add_executable(gp_bench_prefix ${CMAKE_CURRENT_LIST_DIR}/bench_prefix.c)
+target_link_libraries(gp_bench_prefix PRIVATE gp_engine)

@@ -129,6 +129,9 @@ static gp_status check_params(const gp_engine *e, const gp_prefix_params *p)
     if (p->n_buffers < 2 || p->n_buffers > GP_KV_RELOAD_MAX_BUFFERS)
         GP_FAIL(GP_ERR_INVALID_ARG, "stored prefixes: %d staging buffers: allowed 2..%d", p->n_buffers,
                 GP_KV_RELOAD_MAX_BUFFERS);
+    if ((e->p.max_context - 1) / p->block_tokens < 1)
+        GP_FAIL(GP_ERR_INVALID_ARG, "--kv-store-block %d: no prompt of the engine's max context (%d) can reuse a "
+                "block; allowed at most %d", p->block_tokens, e->p.max_context, e->p.max_context - 1);
     uint64_t bb = gp_engine_prefix_block_bytes(e, p->block_tokens);
     if (bb == 0 || bb > SIZE_MAX / 2)
         GP_FAIL(GP_ERR_OVERFLOW, "stored prefixes: a block of %d tokens is too large", p->block_tokens);
@@ -136,9 +139,6 @@ static gp_status check_params(const gp_engine *e, const gp_prefix_params *p)
         GP_FAIL(GP_ERR_INVALID_ARG, "--kv-store-size %llu bytes: less than one stored block (%llu bytes: %d tokens "
                 "x %d layers x K and V)", (unsigned long long)p->store_bytes, (unsigned long long)bb,
                 p->block_tokens, e->cfg.n_layers);
-    if ((e->p.max_context - 1) / p->block_tokens < 1)
-        GP_FAIL(GP_ERR_INVALID_ARG, "--kv-store-block %d: no prompt of the engine's max context (%d) can reuse a "
-                "block; allowed at most %d", p->block_tokens, e->p.max_context, e->p.max_context - 1);
     return GP_OK;
 }
 

@@ -43,3 +43,8 @@ gp_add_test(engine_streamed SOURCES ${GP_ENG_TESTS}/test_engine_streamed.c LIBS 
 # Activation sparsity in the engine (GPU): thresholds 0 against dense,
 # masking against the CPU reference, statistics, refusals.
 gp_add_test(engine_sparse SOURCES ${GP_ENG_TESTS}/test_engine_sparse.c LIBS gp_pipeline_cuda GPU)
+
+# Stored prefixes (issue #18, GPU): a reused prefix bitwise against the same
+# prompt prefilled in two calls, files, eviction, refusals.
+gp_add_test(engine_prefix SOURCES ${GP_ENG_TESTS}/test_engine_prefix.c ${GP_ENG_TESTS}/gpu_test_util.c
+            LIBS gp_pipeline_cuda GPU)

@@ -1,0 +1,251 @@
+/* gp_bench_prefix: time to first token with a stored prefix (issue #18)
+ * against prefilling the whole prompt, on synthetic weights: per prefix
+ * length P, one engine; the full prefill of P + suffix tokens, the store of
+ * P's blocks, then prefills that reload P (layer-wise, lag 2) and prefill
+ * only the suffix; device-event medians, the reload's rate against the
+ * link's 55 GB/s (DESIGN.md §4), and the suffix alone after its prefix (the
+ * floor the overlap of reload and suffix can approach). */
+#include <getopt.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "gp_engine.h"
+#include "gp_kvstore.h"
+
+#define MAX_ROWS 16
+#define LINK_GBPS 55.0 /* pinned host-to-device on the H100 machine (DESIGN.md §4) */
+
+static void usage(FILE *f)
+{
+    fprintf(f, "usage: gp_bench_prefix [--preset NAME] [--prefix P[,P...]] [--suffix N] [--repeats R] [--block N]\n"
+               "                       [--buffers N] [--no-overlap] [--seed S] [--dtype bf16|fp16]\n"
+               "  --preset NAME   model shape, synthetic weights (default llama3-8b; %s)\n"
+               "  --prefix LIST   stored prefix lengths in tokens, each a multiple of --block (default 4096,8192,32768)\n"
+               "  --suffix N      tokens after the prefix, 1..65536 (default 256)\n"
+               "  --repeats R     timed prefills of each kind per row, after one warm-up (default 5; medians)\n"
+               "  --block N       tokens per stored block (default %d)\n"
+               "  --buffers N     reload staging buffers, 2..%d (default 2)\n"
+               "  --no-overlap    the suffix waits for the whole reload (default: its layer l for layer l only)\n"
+               "  --seed S        weight seed (default 1)\n"
+               "  --dtype D       engine dtype: bf16 (default) or fp16\n"
+               "The store holds exactly the prefix's blocks (pinned); the engine's max context is P + N.\n",
+            gp_config_preset_names(), GP_PREFIX_DEFAULT_BLOCK_TOKENS, GP_KV_RELOAD_MAX_BUFFERS);
+}
+
+static int cmp_double(const void *a, const void *b)
+{
+    double x = *(const double *)a, y = *(const double *)b;
+    return (x > y) - (x < y);
+}
+
+static double median(double *v, int n)
+{
+    qsort(v, (size_t)n, sizeof *v, cmp_double);
+    return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
+}
+
+#define CK(call)                                                                                        \
+    do {                                                                                               \
+        gp_status s_ = (call);                                                                         \
+        if (s_ != GP_OK) {                                                                             \
+            fprintf(stderr, "gp_bench_prefix: %s: %s: %s\n", #call, gp_status_str(s_), gp_last_error()); \
+            goto out;                                                                                  \
+        }                                                                                              \
+    } while (0)
+
+typedef struct opts {
+    int suffix, repeats, block, buffers;
+    bool overlap;
+    unsigned long seed;
+    const char *preset;
+} opts;
+
+/* Samples of one row: [kind][repeat]. */
+enum { S_FULL, S_RELOAD, S_GBPS, S_SUFFIX, S_TTFT, S_WALL, S_ALONE, S_FULL_WALL, S_COUNT };
+
+static int run_row(gp_device_weights *dw, const gp_config *c, int P, const opts *o)
+{
+    int rc = 1;
+    gp_engine *e = NULL;
+    const int n = P + o->suffix, V = c->vocab;
+    int32_t *tok = malloc(sizeof(int32_t) * (size_t)n);
+    double *smp = malloc(sizeof(double) * S_COUNT * (size_t)o->repeats);
+    float *lf = malloc(sizeof(float) * (size_t)V), *lr = malloc(sizeof(float) * (size_t)V);
+    if (!tok || !smp || !lf || !lr) {
+        fprintf(stderr, "gp_bench_prefix: out of host memory for %d tokens\n", n);
+        goto out;
+    }
+    for (int i = 0; i < n; i++)
+        tok[i] = (int32_t)(((size_t)i * 2654435761u + 17) % (size_t)V);
+    gp_engine_params ep = gp_engine_default_params();
+    ep.max_batch = 1;
+    ep.max_context = n;
+    CK(gp_engine_create(dw, &ep, &e));
+    char model[128];
+    snprintf(model, sizeof model, "%s synthetic seed %lu", o->preset, o->seed);
+    gp_prefix_params pp = gp_prefix_default_params();
+    pp.model = model;
+    pp.block_tokens = o->block;
+    pp.n_buffers = o->buffers;
+    pp.overlap = o->overlap;
+    pp.store_bytes = (uint64_t)(P / o->block) * gp_engine_prefix_block_bytes(e, o->block);
+    CK(gp_engine_prefix_enable(e, &pp));
+    int32_t nf = -1, nr = -2;
+    for (int i = -1; i < o->repeats; i++) { /* i = -1: warm-up */
+        gp_engine_reset_seq(e, 0);
+        double t0 = gp_now_s();
+        CK(gp_engine_prefill(e, 0, n, tok, &nf, lf));
+        if (i >= 0) {
+            smp[S_FULL * o->repeats + i] = gp_engine_last_prefill_ms(e);
+            smp[S_FULL_WALL * o->repeats + i] = (gp_now_s() - t0) * 1e3;
+        }
+    }
+    gp_prefix_store_stats ss;
+    CK(gp_engine_prefix_store_seq(e, 0, P, tok, &ss));
+    for (int i = -1; i < o->repeats; i++) { /* the suffix alone, its prefix already in the cache */
+        CK(gp_engine_truncate_seq(e, 0, P));
+        CK(gp_engine_prefill(e, 0, o->suffix, tok + P, NULL, NULL));
+        if (i >= 0)
+            smp[S_ALONE * o->repeats + i] = gp_engine_last_prefill_ms(e);
+    }
+    gp_prefix_stats st = {0};
+    for (int i = -1; i < o->repeats; i++) {
+        gp_engine_reset_seq(e, 0);
+        CK(gp_engine_prefill_prefix(e, 0, n, tok, &nr, lr, &st));
+        if (st.matched_tokens != P) {
+            fprintf(stderr, "gp_bench_prefix: prefix %d: the store matched %d tokens, not %d\n", P,
+                    st.matched_tokens, P);
+            goto out;
+        }
+        if (i >= 0) {
+            double *r = smp + i;
+            r[S_RELOAD * o->repeats] = st.reload_ms;
+            r[S_GBPS * o->repeats] = st.reload_gbps;
+            r[S_SUFFIX * o->repeats] = st.suffix_ms;
+            r[S_TTFT * o->repeats] = st.ttft_ms;
+            r[S_WALL * o->repeats] = st.wall_ms;
+        }
+    }
+    double m[S_COUNT];
+    for (int k = 0; k < S_COUNT; k++)
+        m[k] = median(smp + (size_t)k * o->repeats, o->repeats);
+    double diff = 0.0, ref = 0.0; /* the two paths' logits: other chunk shapes, so rounding differs */
+    for (int v = 0; v < V; v++) {
+        double d = lf[v] - lr[v], a = lf[v] < 0 ? -lf[v] : lf[v];
+        diff = (d < 0 ? -d : d) > diff ? (d < 0 ? -d : d) : diff;
+        ref = a > ref ? a : ref;
+    }
+    printf("| %d | %d | %.2f | %.2f | %.2f | %.1f | %.0f%% | %.2f | %.2f | %.2f | %.1fx | %.2f | %.1fx | %.0f ms, "
+           "%.1f GB/s | %s, %.1e |\n",
+           P, o->suffix, m[S_FULL], m[S_RELOAD], (double)st.bytes_loaded / 1e9, m[S_GBPS],
+           100.0 * m[S_GBPS] / LINK_GBPS, m[S_ALONE], m[S_SUFFIX], m[S_TTFT], m[S_FULL] / m[S_TTFT], m[S_WALL],
+           m[S_FULL_WALL] / m[S_WALL], ss.ms, ss.ms > 0 ? (double)ss.bytes_stored / (ss.ms * 1e6) : 0.0,
+           nf == nr ? "same" : "differs", ref > 0 ? diff / ref : diff);
+    fflush(stdout);
+    rc = 0;
+out:
+    gp_engine_destroy(e);
+    free(tok);
+    free(smp);
+    free(lf);
+    free(lr);
+    return rc;
+}
+
+static int parse_int(const char *s, int lo, int hi, const char *flag, int *out)
+{
+    char *end;
+    long v = strtol(s, &end, 10);
+    if (!*s || *end || v < lo || v > hi) {
+        fprintf(stderr, "gp_bench_prefix: %s '%s': allowed %d..%d\n", flag, s, lo, hi);
+        return -1;
+    }
+    *out = (int)v;
+    return 0;
+}
+
+int main(int argc, char **argv)
+{
+    opts o = {.suffix = 256, .repeats = 5, .block = GP_PREFIX_DEFAULT_BLOCK_TOKENS, .buffers = 2, .overlap = true,
+              .seed = 1, .preset = "llama3-8b"};
+    const char *prefixes = "4096,8192,32768";
+    gp_dtype dtype = GP_DTYPE_BF16;
+    static const struct option lo[] = {{"preset", required_argument, 0, 'p'}, {"prefix", required_argument, 0, 'P'},
+                                       {"suffix", required_argument, 0, 'n'}, {"repeats", required_argument, 0, 'r'},
+                                       {"block", required_argument, 0, 'b'},  {"buffers", required_argument, 0, 'B'},
+                                       {"no-overlap", no_argument, 0, 'O'},   {"seed", required_argument, 0, 's'},
+                                       {"dtype", required_argument, 0, 'd'},  {"help", no_argument, 0, 'h'},
+                                       {0, 0, 0, 0}};
+    int c;
+    while ((c = getopt_long(argc, argv, "", lo, NULL)) != -1) {
+        char *end;
+        switch (c) {
+        case 'p': o.preset = optarg; break;
+        case 'P': prefixes = optarg; break;
+        case 'n': if (parse_int(optarg, 1, 65536, "--suffix", &o.suffix)) return 2; break;
+        case 'r': if (parse_int(optarg, 1, 1000, "--repeats", &o.repeats)) return 2; break;
+        case 'b': if (parse_int(optarg, 1, 65536, "--block", &o.block)) return 2; break;
+        case 'B': if (parse_int(optarg, 2, GP_KV_RELOAD_MAX_BUFFERS, "--buffers", &o.buffers)) return 2; break;
+        case 'O': o.overlap = false; break;
+        case 's':
+            o.seed = strtoul(optarg, &end, 10);
+            if (*end || !*optarg) {
+                fprintf(stderr, "gp_bench_prefix: --seed '%s': expected a non-negative integer\n", optarg);
+                return 2;
+            }
+            break;
+        case 'd':
+            if (gp_dtype_parse(optarg, 0, &dtype) != GP_OK) {
+                fprintf(stderr, "gp_bench_prefix: --dtype: %s\n", gp_last_error());
+                return 2;
+            }
+            break;
+        case 'h': usage(stdout); return 0;
+        default: usage(stderr); return 2;
+        }
+    }
+    if (optind < argc) {
+        fprintf(stderr, "gp_bench_prefix: unexpected argument '%s'\n", argv[optind]);
+        return 2;
+    }
+    int P[MAX_ROWS], n_rows = 0;
+    for (const char *s = prefixes; *s;) {
+        char *end;
+        long v = strtol(s, &end, 10);
+        if (end == s || v < o.block || v % o.block || v > (1 << 20) || n_rows == MAX_ROWS || (*end && *end != ',')) {
+            fprintf(stderr, "gp_bench_prefix: --prefix '%s': expected P[,P...], each a positive multiple of --block "
+                    "(%d) up to %d, at most %d\n", prefixes, o.block, 1 << 20, MAX_ROWS);
+            return 2;
+        }
+        P[n_rows++] = (int)v;
+        s = *end ? end + 1 : end;
+    }
+    gp_config cfg;
+    if (gp_config_preset(o.preset, &cfg) != GP_OK) {
+        fprintf(stderr, "gp_bench_prefix: --preset '%s': %s\n", o.preset, gp_last_error());
+        return 2;
+    }
+    for (int i = 0; i < n_rows; i++)
+        if (P[i] + o.suffix > cfg.max_context)
+            cfg.max_context = P[i] + o.suffix; /* the shape is what is timed */
+    gp_device_weights *dw = NULL;
+    gp_status st = gp_device_weights_synthetic(&cfg, dtype, o.seed, &dw);
+    if (st != GP_OK) {
+        fprintf(stderr, "gp_bench_prefix: synthetic %s weights: %s: %s\n", o.preset, gp_status_str(st),
+                gp_last_error());
+        return 1;
+    }
+    printf("gp_bench_prefix: %s shape, synthetic %s weights (seed %lu), stored blocks of %d tokens, %d staging "
+           "buffers, overlap %s; medians of %d (device events unless host); TTFT: reload start to first token\n\n",
+           o.preset, gp_dtype_flag_name(dtype), o.seed, o.block, o.buffers, o.overlap ? "on" : "off", o.repeats);
+    printf("| prefix | suffix | full prefill ms | reload ms | GB | reload GB/s | of 55 | suffix alone ms | suffix in "
+           "reuse ms | TTFT ms | speedup | TTFT host ms | host speedup | store | first token, logits diff |\n"
+           "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|\n");
+    int rc = 0;
+    for (int i = 0; i < n_rows; i++)
+        if (run_row(dw, &cfg, P[i], &o))
+            rc = 1; /* later rows still run: every finished row is printed */
+    gp_device_weights_destroy(dw);
+    return rc;
+}
