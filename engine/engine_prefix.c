@@ -198,12 +198,10 @@ gp_status gp_engine_prefix_enable(gp_engine *e, const gp_prefix_params *p)
     if (!px)
         GP_FAIL(GP_ERR_NO_MEMORY, "stored prefixes: out of host memory");
     px->p = *p;
-    px->p.dir = NULL; /* the store copies the path; the caller's string is not kept */
     snprintf(px->model, sizeof px->model, "%s (%s)", p->model, gp_dtype_name(e->dtype));
     e->px = px;
-    px->p.dir = p->dir;
     gp_status st = prefix_alloc(e, px);
-    px->p.dir = NULL;
+    px->p.dir = NULL; /* the store keeps its own copy; the caller's strings are not kept */
     px->p.model = NULL;
     if (st != GP_OK)
         gp_engine_prefix_free(e);
@@ -407,7 +405,9 @@ gp_status gp_engine_prefill_prefix(gp_engine *e, int seq, int n, const int32_t *
         if (rc == GP_OK)
             rc = gp_kv_advance(e->tables, seq, P);
         if (rc == GP_OK) {
-            if (px->p.overlap)
+            /* a prefill through decode steps (a head size the prefill attention does not serve) has no
+               per-layer hook: it waits for the whole reload */
+            if (px->p.overlap && gp_prefill_attn_supports(e->cfg.head_dim))
                 e->pf_layer_wait = px->ev_layer;
             else if (cudaStreamWaitEvent(e->sc.stream, px->ev_done, 0) != cudaSuccess)
                 rc = gp_cuda_fail(cudaGetLastError(), "cudaStreamWaitEvent(the reload)", __FILE__, __LINE__);
