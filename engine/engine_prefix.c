@@ -20,10 +20,13 @@ typedef struct gp_engine_prefix {
     gp_kvstore *store;
     uint64_t block_bytes;     /* payload of one stored block */
     int max_prefix_blocks;    /* the longest prefix a prompt of max_context can reuse */
-    /* the pool: slots of block_bytes, handed out through the store's allocator */
+    /* the pool: slots of block_bytes, handed out through the store's
+     * allocator lowest first, so that a prompt's blocks, put in order, tend
+     * to lie in consecutive slots: the reload copies such a run of blocks
+     * with one strided copy per layer and part instead of one per block */
     uint8_t *pool;
     int n_slots, n_free;
-    int *free_slots;
+    uint64_t *used;           /* [ceil(n_slots / 64)] bit per slot */
     /* reload */
     cudaStream_t copy, write; /* LOAD; PROCESS and WRITE */
     uint16_t *stage;          /* device [n_buffers][2][max_prefix_blocks * block_tokens][row] */
@@ -60,20 +63,32 @@ uint64_t gp_engine_prefix_block_bytes(const gp_engine *e, int block_tokens)
     return gp_kvstore_block_bytes(&id, &b) == GP_OK ? b : 0;
 }
 
-/* The store's allocator: a slot of the pinned pool per block. */
+/* The store's allocator: the lowest free slot of the pinned pool. */
 static void *slot_alloc(void *ctx, size_t bytes)
 {
     gp_engine_prefix *px = ctx;
     if (bytes != px->block_bytes || px->n_free == 0)
         return NULL;
-    return px->pool + (size_t)px->free_slots[--px->n_free] * px->block_bytes;
+    for (int w = 0; w < (px->n_slots + 63) / 64; w++)
+        if (~px->used[w]) {
+            int bit = __builtin_ctzll(~px->used[w]), slot = w * 64 + bit;
+            if (slot >= px->n_slots)
+                break;
+            px->used[w] |= 1ull << bit;
+            px->n_free--;
+            return px->pool + (size_t)slot * px->block_bytes;
+        }
+    return NULL;
 }
 
 static void slot_free(void *ctx, void *p)
 {
     gp_engine_prefix *px = ctx;
-    if (p)
-        px->free_slots[px->n_free++] = (int)(((uint8_t *)p - px->pool) / px->block_bytes);
+    if (!p)
+        return;
+    size_t slot = (size_t)((uint8_t *)p - px->pool) / px->block_bytes;
+    px->used[slot / 64] &= ~(1ull << (slot % 64));
+    px->n_free++;
 }
 
 void gp_engine_prefix_free(gp_engine *e)
@@ -87,7 +102,7 @@ void gp_engine_prefix_free(gp_engine *e)
         cudaStreamSynchronize(px->write);
     gp_kvstore_destroy(px->store); /* returns every slot before the pool goes */
     gp_pinned_free(px->pool);
-    free(px->free_slots);
+    free(px->used);
     free(px->payloads);
     gp_device_free(px->stage);
     gp_device_free(px->d_table);
@@ -153,13 +168,11 @@ static gp_status prefix_alloc(gp_engine *e, gp_engine_prefix *px)
         GP_FAIL(GP_ERR_INVALID_ARG, "--kv-store-size %llu bytes: more than %d blocks of %llu bytes",
                 (unsigned long long)p->store_bytes, INT32_MAX, (unsigned long long)px->block_bytes);
     px->n_slots = px->n_free = (int)slots;
-    px->free_slots = malloc(sizeof(int) * (size_t)px->n_slots);
+    px->used = calloc(((size_t)px->n_slots + 63) / 64, sizeof *px->used);
     px->payloads = calloc((size_t)px->max_prefix_blocks, sizeof *px->payloads);
     px->ev_layer = calloc((size_t)e->cfg.n_layers, sizeof *px->ev_layer);
-    if (!px->free_slots || !px->payloads || !px->ev_layer)
+    if (!px->used || !px->payloads || !px->ev_layer)
         GP_FAIL(GP_ERR_NO_MEMORY, "stored prefixes: out of host memory for %d slots", px->n_slots);
-    for (int i = 0; i < px->n_slots; i++)
-        px->free_slots[i] = px->n_slots - 1 - i; /* slot 0 first */
     GP_TRY(gp_pinned_alloc((void **)&px->pool, (size_t)slots * px->block_bytes, "the stored-prefix pool"));
     px->stage_half = (size_t)px->max_prefix_blocks * (size_t)p->block_tokens * row;
     GP_TRY(gp_device_alloc((void **)&px->stage, px->stage_half * 2 * (size_t)p->n_buffers * sizeof(uint16_t),
@@ -231,20 +244,27 @@ static uint16_t *stage_buf(const gp_engine_prefix *px, int buf, gp_kvstore_part 
     return px->stage + ((size_t)buf * 2 + (size_t)part) * px->stage_half;
 }
 
-/* Layer's K and V of every matched block into buffer buf: one copy per
- * block and part, each block_tokens x row elements. */
+/* Layer's K and V of every matched block into buffer buf, in token order:
+ * per part one strided copy for each run of blocks in consecutive slots
+ * (a piece of block_tokens x row elements per block, payloads block_bytes
+ * apart), since a copy per piece costs the link a quarter of its rate
+ * (docs/PERFORMANCE.md, issue #18). */
 static gp_status be_load(void *ctx, int layer, int buf)
 {
     reload_be *b = ctx;
     gp_engine_prefix *px = b->px;
     gp_kvstore_identity id = identity(b->e, px->model, px->p.block_tokens);
+    const uint8_t *const *pl = (const uint8_t *const *)px->payloads;
     for (int part = 0; part < 2; part++) {
         uint64_t off = 0, bytes = 0;
         GP_TRY(gp_kvstore_part_range(&id, layer, (gp_kvstore_part)part, &off, &bytes));
         uint8_t *dst = (uint8_t *)stage_buf(px, buf, (gp_kvstore_part)part);
-        for (int i = 0; i < px->n_matched; i++)
-            GP_CUDA_TRY(cudaMemcpyAsync(dst + (size_t)i * bytes, (const uint8_t *)px->payloads[i] + off, bytes,
-                                        cudaMemcpyHostToDevice, px->copy));
+        for (int i = 0, run; i < px->n_matched; i += run) {
+            for (run = 1; i + run < px->n_matched && pl[i + run] == pl[i + run - 1] + px->block_bytes; run++)
+                ;
+            GP_CUDA_TRY(cudaMemcpy2DAsync(dst + (size_t)i * bytes, bytes, pl[i] + off, px->block_bytes, bytes,
+                                          (size_t)run, cudaMemcpyHostToDevice, px->copy));
+        }
     }
     return GP_OK;
 }

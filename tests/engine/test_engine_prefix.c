@@ -4,7 +4,7 @@
  * (prefix, then the rest: the shapes the reuse runs), and within the engine
  * tolerance of one full prefill; with 2 and 3 staging buffers, with and
  * without the per-layer overlap, blocks that do not divide the cache's;
- * partial matches, the one-token rule, block files (reused by a second
+ * partial matches, the one-token rule, blocks in scattered pool slots, block files (reused by a second
  * engine, a truncated one a miss), eviction, refusals. Both engine dtypes.
  * Skips without a GPU. */
 #include <setjmp.h>
@@ -209,6 +209,37 @@ static void test_partial(void **state)
     gp_engine_destroy(e);
 }
 
+/* A prefix whose blocks lie in slots 0, 3, 4 of the pool (its first block
+ * stored alone, then b's two own blocks): the reload's copies of runs of
+ * consecutive slots and of single blocks, still bitwise. */
+static void test_fragmented(void **state)
+{
+    fixture *f = *state;
+    const int V = f->cfg.vocab;
+    gp_engine *e = prefix_engine(f, 32, 2, true, 16, NULL);
+    gp_prefix_store_stats ss;
+    GP_CHECK_OK(gp_engine_prefill(e, 0, 96, f->a, NULL, NULL));
+    GP_CHECK_OK(gp_engine_prefix_store_seq(e, 0, 32, f->a, &ss));
+    assert_int_equal(ss.blocks_stored, 1);
+    GP_CHECK_OK(gp_engine_prefill(e, 1, 96, f->b, NULL, NULL));
+    GP_CHECK_OK(gp_engine_prefix_store_seq(e, 1, 96, f->b, &ss));
+    assert_int_equal(ss.blocks_present, 1); /* b's first block is a's */
+    assert_int_equal(ss.blocks_stored, 2);
+    GP_CHECK_OK(gp_engine_prefix_store_seq(e, 0, 96, f->a, &ss));
+    assert_int_equal(ss.blocks_stored, 2);
+    float *ref = malloc(sizeof(float) * V), *got = malloc(sizeof(float) * V);
+    int32_t nr, ng;
+    gp_prefix_stats st;
+    two_calls(e, 1, f->a, 96, LEN, ref, &nr);
+    GP_CHECK_OK(gp_engine_prefill_prefix(e, 2, LEN, f->a, &ng, got, &st));
+    assert_int_equal(st.matched_tokens, 96);
+    assert_memory_equal(got, ref, sizeof(float) * V);
+    assert_int_equal(ng, nr);
+    free(ref);
+    free(got);
+    gp_engine_destroy(e);
+}
+
 /* Files: a second engine over the same directory reuses them; a truncated
  * one is a miss with a warning, the blocks before it still reused. Eviction:
  * a pool of 2 blocks holds the last two of three. */
@@ -323,6 +354,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_reuse),
         cmocka_unit_test(test_partial),
+        cmocka_unit_test(test_fragmented),
         cmocka_unit_test(test_files_and_eviction),
         cmocka_unit_test(test_errors),
     };
