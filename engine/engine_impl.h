@@ -102,6 +102,10 @@ struct gp_engine {
      * for pf_layer_wait[l] before layer l's attention (a reload's layer l
      * written into the cache) */
     cudaEvent_t *pf_layer_wait;
+    /* Called once by the next prefill when its first chunk's inputs are
+     * enqueued, before its first kernel (a reload beside it enqueues its
+     * copies here, behind the prefill's own uploads); clears itself. */
+    gp_status (*pf_hook)(struct gp_engine *e);
     int step_rows;                /* rows of the decode step being run (gp_engine_step_prepare): the sparse
                                      decision is the step's, not a micro-batch's, as the CPU reference's */
     bool prefill_steps;           /* prompts run through decode steps (prefill_by_steps): dense */

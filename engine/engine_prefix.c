@@ -329,9 +329,10 @@ static const gp_kv_reload_ops reload_ops = {
     .load = be_load, .process = be_process, .write = be_write, .record = be_record, .wait = be_wait,
     .marker_create = be_marker_create, .marker_destroy = be_marker_destroy, .layer_ready = be_layer_ready};
 
-/* Reserve the prefix's blocks in seq, upload its table and enqueue the
- * whole reload after the engine stream's work so far. */
-static gp_status enqueue_reload(gp_engine *e, int seq, int n_tokens, uint64_t *bytes)
+/* Reserve the prefix's blocks in seq and order the reload's streams after
+ * the engine stream's work so far (a block may have served a sequence whose
+ * steps are still in flight). No copy yet. */
+static gp_status begin_reload(gp_engine *e, int seq, int n_tokens)
 {
     gp_engine_prefix *px = e->px;
     GP_TRY(gp_kv_reserve(e->tables, seq, n_tokens));
@@ -339,9 +340,16 @@ static gp_status enqueue_reload(gp_engine *e, int seq, int n_tokens, uint64_t *b
     GP_CUDA_TRY(cudaEventRecord(px->ev_start, e->sc.stream));
     GP_CUDA_TRY(cudaStreamWaitEvent(px->copy, px->ev_start, 0));
     GP_CUDA_TRY(cudaStreamWaitEvent(px->write, px->ev_start, 0));
+    return GP_OK;
+}
+
+/* The reload's copies and scatters: the table, then the lag-2 schedule. */
+static gp_status enqueue_reload(gp_engine *e)
+{
+    gp_engine_prefix *px = e->px;
     GP_CUDA_TRY(cudaMemcpyAsync(px->d_table, px->h_table, sizeof(int32_t) * (size_t)e->max_blocks,
                                 cudaMemcpyHostToDevice, px->write));
-    reload_be be = {.e = e, .px = px, .n_tokens = n_tokens};
+    reload_be be = {.e = e, .px = px, .n_tokens = px->n_matched * px->p.block_tokens};
     gp_kv_reload_params rp = gp_kv_reload_default_params();
     rp.n_layers = e->cfg.n_layers;
     rp.n_buffers = px->p.n_buffers;
@@ -349,9 +357,17 @@ static gp_status enqueue_reload(gp_engine *e, int seq, int n_tokens, uint64_t *b
     rp.be = &be;
     rp.done = px->ev_done;
     GP_TRY(gp_kv_reload_run(&rp, NULL));
-    *bytes = (uint64_t)n_tokens * (uint64_t)e->cfg.n_kv_heads * (uint64_t)e->cfg.head_dim * 2u
-             * (uint64_t)gp_dtype_size(e->dtype) * (uint64_t)e->cfg.n_layers;
+    if (!px->p.overlap)
+        GP_CUDA_TRY(cudaStreamWaitEvent(e->sc.stream, px->ev_done, 0));
     return GP_OK;
+}
+
+/* The prefill's hook (engine_impl.h): the suffix's inputs are uploaded, so
+ * the reload's gigabytes queue behind them on the copy engine, not before. */
+static gp_status reload_hook(gp_engine *e)
+{
+    e->pf_hook = NULL;
+    return enqueue_reload(e);
 }
 
 /* What can be checked before the store is touched. */
@@ -421,19 +437,27 @@ gp_status gp_engine_prefill_prefix(gp_engine *e, int seq, int n, const int32_t *
         if (rc == GP_OK)
             rc = gp_device_step_gate(e->sc.stream);
         if (rc == GP_OK)
-            rc = enqueue_reload(e, seq, P, &s.bytes_loaded);
+            rc = begin_reload(e, seq, P);
         if (rc == GP_OK)
             rc = gp_kv_advance(e->tables, seq, P);
         if (rc == GP_OK) {
             /* a prefill through decode steps (a head size the prefill attention does not serve) has no
-               per-layer hook: it waits for the whole reload */
-            if (px->p.overlap && gp_prefill_attn_supports(e->cfg.head_dim))
-                e->pf_layer_wait = px->ev_layer;
-            else if (cudaStreamWaitEvent(e->sc.stream, px->ev_done, 0) != cudaSuccess)
-                rc = gp_cuda_fail(cudaGetLastError(), "cudaStreamWaitEvent(the reload)", __FILE__, __LINE__);
+               hooks: the reload goes first and it waits for all of it */
+            if (!gp_prefill_attn_supports(e->cfg.head_dim)) {
+                rc = enqueue_reload(e);
+                if (rc == GP_OK && px->p.overlap &&
+                    cudaStreamWaitEvent(e->sc.stream, px->ev_done, 0) != cudaSuccess)
+                    rc = gp_cuda_fail(cudaGetLastError(), "cudaStreamWaitEvent(the reload)", __FILE__, __LINE__);
+            } else {
+                e->pf_hook = reload_hook;
+                e->pf_layer_wait = px->p.overlap ? px->ev_layer : NULL;
+            }
         }
         if (rc == GP_OK)
             rc = gp_engine_prefill(e, seq, n - P, prompt + P, next, last_logits);
+        if (rc == GP_OK && e->pf_hook) /* the prefill must have run it */
+            rc = GP_ERR_STATE, gp_set_error("prefill with a stored prefix: the reload was never enqueued");
+        e->pf_hook = NULL;
         e->pf_layer_wait = NULL;
         /* the pins go only once every copy has read its host block */
         gp_status ws = rc == GP_OK ? gp_device_event_wait(px->ev_done, "the prefix reload") : GP_OK;
@@ -448,6 +472,8 @@ gp_status gp_engine_prefill_prefix(gp_engine *e, int seq, int n, const int32_t *
             rc = ws != GP_OK ? ws : rs;
         if (rc == GP_OK) {
             s.matched_tokens = P;
+            s.bytes_loaded = (uint64_t)P * (uint64_t)e->cfg.n_kv_heads * (uint64_t)e->cfg.head_dim * 2u *
+                             (uint64_t)gp_dtype_size(e->dtype) * (uint64_t)e->cfg.n_layers;
             s.reload_ms = elapsed(px->ev_start, px->ev_done);
             s.suffix_ms = gp_engine_last_prefill_ms(e);
             s.ttft_ms = elapsed(px->ev_start, e->ev_pf_end);

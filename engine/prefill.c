@@ -187,6 +187,8 @@ static gp_status run_all(gp_engine *e, int S, const gp_prefill_seq *seqs, const 
     for (long long c0 = 0; c0 < total; c0 += chunk, buf ^= 1) {
         int n = total - c0 < chunk ? (int)(total - c0) : chunk;
         GP_TRY(upload_chunk(e, buf, S, seqs, off, len0, c0, n));
+        if (c0 == 0 && e->pf_hook)
+            GP_TRY(e->pf_hook(e));
         GP_TRY(run_chunk(e, S, seqs, off, c0, n, prompt_logits));
     }
     e->pf_rows = 0;
