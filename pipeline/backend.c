@@ -103,13 +103,13 @@ gp_status gp_backend_check_kv_store(const gp_backend_params *p, const gp_config 
     }
     if (p->kv_store_bytes < bb)
         GP_FAIL(GP_ERR_INVALID_ARG, "--kv-store-size %llu bytes: less than one stored block of %d tokens of %s "
-                "(%llu bytes: %d layers x K and V x %d KV heads x %d x 2 bytes); allowed: at least %llu bytes",
-                (unsigned long long)p->kv_store_bytes, bt, cfg->name, (unsigned long long)bb, cfg->n_layers,
-                cfg->n_kv_heads, cfg->head_dim, (unsigned long long)bb);
+                "(%llu bytes: %d tokens x %d layers x K and V x %d KV heads x %d dims x 2 bytes); allowed: at least "
+                "%llu bytes", (unsigned long long)p->kv_store_bytes, bt, cfg->name, (unsigned long long)bb, bt,
+                cfg->n_layers, cfg->n_kv_heads, cfg->head_dim, (unsigned long long)bb);
     if ((p->max_context - 1) / bt < 1)
-        GP_FAIL(GP_ERR_INVALID_ARG, "--kv-store-block %d: no prompt within the context of %d tokens can reuse a "
-                "whole block (one token is always prefilled); allowed: at most %d", bt, p->max_context,
-                p->max_context - 1);
+        GP_FAIL(GP_ERR_INVALID_ARG, "--kv-store-block %d: no prompt can reuse a whole block: sequences hold at most "
+                "%d tokens (max_context) and a prompt's last token is always prefilled; allowed: at most %d", bt,
+                p->max_context, p->max_context - 1);
     return GP_OK;
 }
 

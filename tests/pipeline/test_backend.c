@@ -135,8 +135,8 @@ static void test_kv_store_check(void **state)
     /* the default block (256 tokens) with a context of 100: nothing could be reused */
     c.kv_store_bytes = 1ull << 30;
     c.kv_store_block = 0;
-    snprintf(want, sizeof want, "--kv-store-block %d: no prompt within the context of 100 tokens can reuse a whole "
-             "block", GP_PREFIX_DEFAULT_BLOCK_TOKENS);
+    snprintf(want, sizeof want, "--kv-store-block %d: no prompt can reuse a whole block: sequences hold at most 100 "
+             "tokens", GP_PREFIX_DEFAULT_BLOCK_TOKENS);
     GP_CHECK_FAIL(gp_backend_check_kv_store(&c, cfg), GP_ERR_INVALID_ARG, want);
     GP_CHECK_FAIL(gp_backend_check_kv_store(&c, cfg), GP_ERR_INVALID_ARG, "allowed: at most 99");
     c.kv_store_block = 99;
