@@ -3,19 +3,22 @@
  * green-context pair (made only when pipelined steps are asked for). One
  * interface (gp_exec) for greenpipe generate and the tests, sequential or
  * pipelined. */
+#include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "gp_engine.h"
 #include "gp_green.h"
+#include "gp_kvstore.h"
 #include "gp_pipeline.h"
 #include "gp_sparse.h"
 
 struct gp_backend {
     gp_backend_params p;
     gp_config cfg;
-    char describe[256];
+    char describe[512];
+    char kv_model[PATH_MAX + 64];    /* the stored prefixes' name of the weights (gp_prefix_params.model) */
     gp_dtype dtype;                  /* what it runs in (gp_backend_dtype) */
     gp_host_weights own_w;           /* loaded here (CPU from a source); arena NULL otherwise */
     /* cpu */
@@ -53,6 +56,63 @@ gp_backend_params gp_backend_default_params(gp_backend_kind kind)
                                .prefill_chunk = 0};
 }
 
+/* The stored-prefix settings among themselves: the store is the cuda
+ * engine's, and a dir or a block size mean nothing without its pool. */
+static gp_status check_kv_store_flags(const gp_backend_params *p)
+{
+    const char *given = p->kv_store_bytes ? "--kv-store-size" : p->kv_store_dir ? "--kv-store"
+                        : p->kv_store_block ? "--kv-store-block" : NULL;
+    if (!given)
+        return GP_OK;
+    if (p->kind != GP_BACKEND_CUDA)
+        GP_FAIL(GP_ERR_UNSUPPORTED, "%s backend: stored prefixes (%s) are reloaded into the cuda engine's paged "
+                "cache; allowed: the cuda backend", gp_backend_kind_name(p->kind), given);
+    if (!p->kv_store_bytes)
+        GP_FAIL(GP_ERR_INVALID_ARG, "backend: %s without a store: give kv_store_bytes (--kv-store-size), which "
+                "turns stored prefixes on", given);
+    if (p->kv_store_block < 0)
+        GP_FAIL(GP_ERR_INVALID_ARG, "backend: kv_store_block (--kv-store-block) %d: allowed 0 (the default, %d "
+                "tokens) or a block size in tokens", p->kv_store_block, GP_PREFIX_DEFAULT_BLOCK_TOKENS);
+    return GP_OK;
+}
+
+static int kv_block_tokens(const gp_backend_params *p)
+{
+    return p->kv_store_block ? p->kv_store_block : GP_PREFIX_DEFAULT_BLOCK_TOKENS;
+}
+
+gp_status gp_backend_check_kv_store(const gp_backend_params *p, const gp_config *cfg)
+{
+    if (!p || !cfg)
+        GP_FAIL(GP_ERR_INVALID_ARG, "gp_backend_check_kv_store: p and cfg must not be NULL");
+    GP_TRY(check_kv_store_flags(p));
+    if (!p->kv_store_bytes)
+        return GP_OK;
+    const int bt = kv_block_tokens(p);
+    /* the store's own rules on the block (its range, its bytes), for the KV
+     * the engine will hold: every engine dtype is 16-bit */
+    gp_kvstore_identity id = {.model = cfg->name, .n_layers = cfg->n_layers, .n_kv_heads = cfg->n_kv_heads,
+                              .head_dim = cfg->head_dim, .dtype_bytes = (int)gp_dtype_size(GP_DTYPE_BF16),
+                              .block_size = bt};
+    uint64_t bb = 0;
+    gp_status st = gp_kvstore_block_bytes(&id, &bb);
+    if (st != GP_OK) {
+        char why[512];
+        snprintf(why, sizeof why, "%s", gp_last_error());
+        GP_FAIL(st, "--kv-store-block %d: %s", bt, why);
+    }
+    if (p->kv_store_bytes < bb)
+        GP_FAIL(GP_ERR_INVALID_ARG, "--kv-store-size %llu bytes: less than one stored block of %d tokens of %s "
+                "(%llu bytes: %d tokens x %d layers x K and V x %d KV heads x %d dims x 2 bytes); allowed: at least "
+                "%llu bytes", (unsigned long long)p->kv_store_bytes, bt, cfg->name, (unsigned long long)bb, bt,
+                cfg->n_layers, cfg->n_kv_heads, cfg->head_dim, (unsigned long long)bb);
+    if ((p->max_context - 1) / bt < 1)
+        GP_FAIL(GP_ERR_INVALID_ARG, "--kv-store-block %d: no prompt can reuse a whole block: sequences hold at most "
+                "%d tokens (max_context) and a prompt's last token is always prefilled; allowed: at most %d", bt,
+                p->max_context, p->max_context - 1);
+    return GP_OK;
+}
+
 static gp_status check_params(const gp_backend_params *p)
 {
     if (p->kind != GP_BACKEND_CPU && p->kind != GP_BACKEND_CUDA)
@@ -78,7 +138,7 @@ static gp_status check_params(const gp_backend_params *p)
     if (p->kind == GP_BACKEND_CPU && (p->attn_units < 1 || p->ffn_units < 1))
         GP_FAIL(GP_ERR_INVALID_ARG, "cpu backend: %d attention and %d FFN threads; each side needs at least 1",
                 p->attn_units, p->ffn_units);
-    return GP_OK;
+    return check_kv_store_flags(p);
 }
 
 static gp_status open_cpu(gp_backend *b, const gp_host_weights *w)
@@ -121,6 +181,19 @@ static gp_status open_cuda(gp_backend *b)
     GP_TRY(gp_engine_create(b->dw, &ep, &b->engine));
     if (p->sparse_thresholds)
         GP_TRY(gp_engine_set_sparsity(b->engine, p->sparse_thresholds));
+    if (p->kv_store_bytes) {
+        gp_prefix_params pp = gp_prefix_default_params();
+        pp.model = b->kv_model;
+        pp.store_bytes = p->kv_store_bytes;
+        pp.dir = p->kv_store_dir;
+        pp.block_tokens = kv_block_tokens(p);
+        gp_status st = gp_engine_prefix_enable(b->engine, &pp);
+        if (st != GP_OK) { /* the identity's name is ours: say which weights it named */
+            char why[512];
+            snprintf(why, sizeof why, "%s", gp_last_error());
+            GP_FAIL(st, "stored prefixes of '%.200s': %s", b->kv_model, why);
+        }
+    }
     if (p->pipelined) {
         gp_green_pool_params gpp = gp_green_pool_default_params();
         gp_split_req req = {.attn_sms = p->attn_units, .ffn_sms = p->ffn_units};
@@ -147,8 +220,21 @@ static gp_status open_cuda(gp_backend *b)
         gp_split_info si;
         gp_exec x = gp_cuda_exec_get(b->cuda_exec);
         x.ops->split_info(x.ctx, -1, &si);
-        snprintf(b->describe + used, sizeof b->describe - (size_t)used, "; pipelined steps on %d + %d SMs%s",
-                 si.a_got, si.f_got, si.partitioned ? "" : " (no green contexts: plain streams sharing every SM)");
+        used += snprintf(b->describe + used, sizeof b->describe - (size_t)used, "; pipelined steps on %d + %d "
+                         "SMs%s", si.a_got, si.f_got,
+                         si.partitioned ? "" : " (no green contexts: plain streams sharing every SM)");
+    }
+    if (p->kv_store_bytes && used < (int)sizeof b->describe) {
+        /* the pool as allocated: whole blocks of what was asked */
+        gp_kvstore_stats ks;
+        gp_kvstore_get_stats(gp_engine_prefix_store(b->engine), &ks, false);
+        const int bt = kv_block_tokens(p);
+        const uint64_t bb = gp_engine_prefix_block_bytes(b->engine, bt);
+        snprintf(b->describe + used, sizeof b->describe - (size_t)used, "; stored prefixes: blocks of %d tokens "
+                 "(%.2f MB each), a pinned pool of %llu blocks = %.3f GB (of %.3f GB asked), %s%s", bt,
+                 (double)bb / 1e6, (unsigned long long)(bb ? ks.capacity_bytes / bb : 0),
+                 (double)ks.capacity_bytes / 1e9, (double)p->kv_store_bytes / 1e9,
+                 p->kv_store_dir ? "block files in " : "memory only", p->kv_store_dir ? p->kv_store_dir : "");
     }
     return GP_OK;
 }
@@ -199,6 +285,10 @@ gp_status gp_backend_open_weights(const gp_host_weights *w, const gp_backend_par
 {
     gp_backend *b;
     *out = NULL;
+    if (p && p->kv_store_bytes && p->kind == GP_BACKEND_CUDA)
+        GP_FAIL(GP_ERR_UNSUPPORTED, "backend over host weights: stored prefixes (--kv-store-size) name the weights "
+                "by their checkpoint or preset and seed, which host weights do not carry; allowed: "
+                "gp_backend_open from a gp_model_source");
     GP_TRY(open_common(p, &b));
     b->cfg = w->cfg;
     gp_status st;
@@ -224,12 +314,26 @@ static gp_status load_streamed(const gp_model_source *src, const gp_backend_para
     return gp_device_weights_streamed_load(src, p->dtype, &sp, dw);
 }
 
+/* The weights' name in the store's identity: the checkpoint's real path (so
+ * two spellings of one directory share blocks), or the preset and its seed.
+ * The engine adds the shape, dtype and block size. */
+static void kv_model_name(const gp_model_source *src, char *buf, size_t cap)
+{
+    if (src->synthetic) {
+        snprintf(buf, cap, "preset %s, synthetic weights seed %llu", src->cfg.name, (unsigned long long)src->seed);
+        return;
+    }
+    char real[PATH_MAX];
+    snprintf(buf, cap, "checkpoint %s", realpath(src->path, real) ? real : src->path);
+}
+
 gp_status gp_backend_open(const gp_model_source *src, const gp_backend_params *p, gp_backend **out)
 {
     gp_backend *b;
     *out = NULL;
     GP_TRY(open_common(p, &b));
     b->cfg = src->cfg;
+    kv_model_name(src, b->kv_model, sizeof b->kv_model);
     gp_status st;
     if (p->kind == GP_BACKEND_CPU) {
         if ((st = gp_model_source_load_host(src, &b->own_w)) == GP_OK)
@@ -286,4 +390,41 @@ const char *gp_backend_describe(const gp_backend *b)
 gp_dtype gp_backend_dtype(const gp_backend *b)
 {
     return b->dtype;
+}
+
+/* The engine of a cuda backend, or GP_ERR_STATE naming what asked. */
+static gp_status cuda_engine(gp_backend *b, const char *what, gp_engine **e)
+{
+    if (!b || !b->engine)
+        GP_FAIL(GP_ERR_STATE, "%s: stored prefixes are the cuda backend's; this is %s", what,
+                b ? "the cpu backend" : "no backend");
+    *e = b->engine;
+    return GP_OK;
+}
+
+gp_status gp_backend_prefill_prefix(gp_backend *b, int seq, int n, const int32_t *tokens, int32_t *next,
+                                    float *last_logits, gp_prefix_stats *st)
+{
+    gp_engine *e;
+    GP_TRY(cuda_engine(b, "gp_backend_prefill_prefix", &e));
+    return gp_engine_prefill_prefix(e, seq, n, tokens, next, last_logits, st);
+}
+
+gp_status gp_backend_prefix_store_seq(gp_backend *b, int seq, int n, const int32_t *tokens,
+                                      gp_prefix_store_stats *st)
+{
+    gp_engine *e;
+    GP_TRY(cuda_engine(b, "gp_backend_prefix_store_seq", &e));
+    return gp_engine_prefix_store_seq(e, seq, n, tokens, st);
+}
+
+gp_status gp_backend_kvstore_stats(gp_backend *b, gp_kvstore_stats *out, bool reset)
+{
+    gp_engine *e;
+    GP_TRY(cuda_engine(b, "gp_backend_kvstore_stats", &e));
+    gp_kvstore *s = gp_engine_prefix_store(e);
+    if (!s)
+        GP_FAIL(GP_ERR_STATE, "gp_backend_kvstore_stats: stored prefixes are off (kv_store_bytes 0)");
+    gp_kvstore_get_stats(s, out, reset);
+    return GP_OK;
 }

@@ -378,6 +378,14 @@ typedef struct gp_backend_params {
                               mask each projection's small inputs (gp_engine_set_sparsity on the cuda backend,
                               resident weights only; gp_cpu_model_set_sparsity on the cpu one); prefill stays
                               dense. */
+    /* CUDA only: stored prefixes (gp_engine_prefix_enable; gp_backend_prefill_prefix reuses them).
+     * The CPU backend refuses each with GP_ERR_UNSUPPORTED naming its flag. */
+    uint64_t kv_store_bytes; /* 0 (default): off. Else the store's pinned host pool (--kv-store-size),
+                              rounded down to whole blocks; at least one block */
+    const char *kv_store_dir; /* block files (--kv-store DIR; borrowed until open returns); NULL (default):
+                              memory only. Needs kv_store_bytes */
+    int kv_store_block;    /* tokens per stored block (--kv-store-block); 0 (default):
+                              GP_PREFIX_DEFAULT_BLOCK_TOKENS. Needs kv_store_bytes */
 } gp_backend_params;
 gp_backend_params gp_backend_default_params(gp_backend_kind kind);
 
@@ -386,10 +394,22 @@ gp_backend_params gp_backend_default_params(gp_backend_kind kind);
  * without a budget. */
 gp_status gp_backend_check_budget(const gp_backend_params *p, const gp_config *cfg);
 
+/* The stored-prefix settings of p for cfg, checked before anything loads:
+ * the pool holds at least one block of kv_store_block tokens of cfg's KV
+ * (engine dtypes are 16-bit), and a prompt of max_context tokens can reuse
+ * one (the engine checks both again when it enables the store). GP_OK with
+ * the store off. */
+gp_status gp_backend_check_kv_store(const gp_backend_params *p, const gp_config *cfg);
+
 typedef struct gp_backend gp_backend; /* opaque */
-/* Loads src's weights (CUDA synthetic weights are generated on the device). */
+/* Loads src's weights (CUDA synthetic weights are generated on the device).
+ * With kv_store_bytes the store's identity names the weights by src: the
+ * checkpoint's real path, or the preset with its seed (synthetic weights
+ * differ per seed). */
 gp_status gp_backend_open(const gp_model_source *src, const gp_backend_params *p, gp_backend **out);
-/* Over host weights w (borrowed: they must outlive the backend). */
+/* Over host weights w (borrowed: they must outlive the backend). Refuses
+ * kv_store_bytes (GP_ERR_UNSUPPORTED): host weights do not say where they
+ * came from, which the store's identity needs. */
 gp_status gp_backend_open_weights(const gp_host_weights *w, const gp_backend_params *p, gp_backend **out);
 void gp_backend_close(gp_backend *b);
 gp_exec gp_backend_exec(gp_backend *b);
@@ -402,6 +422,23 @@ gp_status gp_backend_sparsity_stats(gp_backend *b, long *active, int reset);
 /* The dtype the backend runs in (CUDA: its engine's; CPU: its activation
  * rounding, GP_DTYPE_F32 for none), for banners and reports. */
 gp_dtype gp_backend_dtype(const gp_backend *b);
+
+/* Stored prefixes on the cuda backend (engine/gp_engine.h, "stored
+ * prefixes"; the types are declared there and in kvstore/gp_kvstore.h).
+ * prefill_prefix: gp_engine_prefill_prefix, one prompt into empty sequence
+ * seq, reloading its longest stored run of whole blocks (a plain prefill
+ * with the store off). store_seq: gp_engine_prefix_store_seq, the whole
+ * blocks of the n tokens seq holds into the store. kvstore_stats:
+ * gp_kvstore_get_stats of the store. The cpu backend, and store_seq and
+ * kvstore_stats with the store off, give GP_ERR_STATE. */
+typedef struct gp_prefix_stats gp_prefix_stats;
+typedef struct gp_prefix_store_stats gp_prefix_store_stats;
+typedef struct gp_kvstore_stats gp_kvstore_stats;
+gp_status gp_backend_prefill_prefix(gp_backend *b, int seq, int n, const int32_t *tokens, int32_t *next,
+                                    float *last_logits, gp_prefix_stats *st);
+gp_status gp_backend_prefix_store_seq(gp_backend *b, int seq, int n, const int32_t *tokens,
+                                      gp_prefix_store_stats *st);
+gp_status gp_backend_kvstore_stats(gp_backend *b, gp_kvstore_stats *out, bool reset);
 
 #ifdef __cplusplus
 }

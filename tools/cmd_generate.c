@@ -4,7 +4,9 @@
  * engine or the pipelined one (attention and FFN on separate resources,
  * micro-batches through the rings); text prompts stop at the checkpoint's
  * EOS ids and print their text as it arrives; optionally dumps the generated
- * tokens' and the prompt positions' logits as JSON. */
+ * tokens' and the prompt positions' logits as JSON. With stored prefixes
+ * (--kv-store-size, cuda) the prompts are prefilled one at a time instead,
+ * each reusing the whole blocks earlier prompts stored, then storing its own. */
 #include <getopt.h>
 #include <inttypes.h>
 #include <stdio.h>
@@ -16,6 +18,7 @@
 #include "gp_engine.h"
 #include "gen_text_impl.h"
 #include "gp_green.h"
+#include "gp_kvstore.h"
 #include "gp_model.h"
 #include "gp_pipeline.h"
 #include "gp_sparse.h"
@@ -48,6 +51,9 @@ typedef struct gen_opts {
     uint64_t vram_budget;  /* --vram-budget bytes; 0: not given (weights resident on the device) */
     const char *sparsity;  /* --sparsity FILE.json; NULL: dense */
     const char *sparsity_stats; /* --sparsity-stats FILE.json; NULL: none written */
+    uint64_t kv_store_size; /* --kv-store-size bytes; 0: not given (no stored prefixes) */
+    const char *kv_store_dir; /* --kv-store DIR; NULL: memory only */
+    long kv_store_block;   /* --kv-store-block tokens; 0: not given (GP_PREFIX_DEFAULT_BLOCK_TOKENS) */
 } gen_opts;
 
 static const char *flag_name(const struct option *opts, int val)
@@ -108,6 +114,22 @@ static void gen_usage(FILE *f)
             "  --sparsity-stats FILE.json\n"
             "                       cuda, with --sparsity: write each layer's share of active inputs per\n"
             "                       projection and the projection bytes read per decode step\n"
+            "  --kv-store-size SIZE cuda: stored prefixes: keep the KV of the prompts' whole blocks in a\n"
+            "                       pinned host pool of SIZE bytes (as --vram-budget: 512M, 4G; rounded\n"
+            "                       down to whole blocks, at least one), least recently used evicted. The\n"
+            "                       prompts are then prefilled one at a time in order, each reloading the\n"
+            "                       longest run of its leading whole blocks an earlier prompt (or, with\n"
+            "                       --kv-store, an earlier run) stored and prefilling only the rest, then\n"
+            "                       storing its own whole blocks; decoding is unchanged. One stderr line\n"
+            "                       per prompt (tokens reused, reload and prefill times) and one of the\n"
+            "                       store's statistics. Not with --dump-prompt-logits (reused positions\n"
+            "                       are not recomputed)\n"
+            "  --kv-store DIR       with --kv-store-size: also write each stored block to a checksummed\n"
+            "                       file in DIR (made if absent), and look there for blocks not in the\n"
+            "                       pool, so later runs reuse them; files are never deleted\n"
+            "  --kv-store-block N   with --kv-store-size: tokens per stored block, 1..65536; default %d.\n"
+            "                       Only whole blocks are reused, and the last prompt token is always\n"
+            "                       prefilled, so a prompt reuses at most (its tokens - 1) rounded down to N\n"
             "  --dump-logits FILE   write {\"tokens\": [[ids]], \"logits\": [[[vocab floats]]]}: the logits each\n"
             "                       generated token was chosen from\n"
             "  --dump-prompt-logits FILE\n"
@@ -118,7 +140,7 @@ static void gen_usage(FILE *f)
             "                       default 0; refused where it would seed nothing\n"
             "  --block-size N       KV cache block size in tokens, 1..1024; default 16\n",
             gp_config_preset_names(), GP_DEFAULT_PRESET, GP_SAMPLE_MAX_TEMPERATURE, GP_PIPE_MAX_MICRO, GP_ENGINE_MAX_PREFILL_CHUNK,
-            GP_ENGINE_DEFAULT_PREFILL_CHUNK);
+            GP_ENGINE_DEFAULT_PREFILL_CHUNK, GP_PREFIX_DEFAULT_BLOCK_TOKENS);
 }
 
 static int parse_opts(int argc, char **argv, gen_opts *o)
@@ -135,6 +157,8 @@ static int parse_opts(int argc, char **argv, gen_opts *o)
         {"temperature", required_argument, NULL, 't'}, {"top-k", required_argument, NULL, 'K'},
         {"top-p", required_argument, NULL, 'R'},       {"ignore-eos", no_argument, NULL, 'E'},
         {"sparsity", required_argument, NULL, 'S'},    {"sparsity-stats", required_argument, NULL, 'Z'},
+        {"kv-store-size", required_argument, NULL, 'Q'}, {"kv-store", required_argument, NULL, 'q'},
+        {"kv-store-block", required_argument, NULL, 'B'},
         {"help", no_argument, NULL, 'h'},              {NULL, 0, NULL, 0},
     };
     *o = (gen_opts){.model = GP_DEFAULT_PRESET, .steps = -1, .backend = GP_BACKEND_CPU, .block_size = 16,
@@ -216,6 +240,14 @@ static int parse_opts(int argc, char **argv, gen_opts *o)
             break;
         case 's': st = gp_parse_u64(optarg, "--seed", &o->seed); o->seed_given = true; break;
         case 'V': st = gp_parse_size(optarg, "--vram-budget", &o->vram_budget); break;
+        case 'Q': st = gp_parse_size(optarg, "--kv-store-size", &o->kv_store_size); break;
+        case 'q':
+            if ((st = gp_parse_path(optarg, "--kv-store")) == GP_OK)
+                o->kv_store_dir = optarg;
+            break;
+        case 'B': /* the store's block range (gp_kvstore_identity.block_size) */
+            st = gp_parse_long(optarg, 1, 65536, "--kv-store-block", &o->kv_store_block);
+            break;
         case 'S':
             if ((st = gp_parse_path(optarg, "--sparsity")) == GP_OK)
                 o->sparsity = optarg;
@@ -301,6 +333,26 @@ static int parse_opts(int argc, char **argv, gen_opts *o)
     if (o->dump_logits && o->dump_prompt_logits && !strcmp(o->dump_logits, o->dump_prompt_logits)) {
         fprintf(stderr, "greenpipe generate: --dump-prompt-logits '%s' is also the --dump-logits file; allowed: "
                 "another path\n", o->dump_prompt_logits);
+        return 2;
+    }
+    if ((o->kv_store_dir || o->kv_store_block) && !o->kv_store_size) {
+        if (o->kv_store_dir)
+            fprintf(stderr, "greenpipe generate: --kv-store '%s' needs --kv-store-size SIZE (the store's host pool, "
+                    "which turns stored prefixes on); allowed: both, or neither\n", o->kv_store_dir);
+        else
+            fprintf(stderr, "greenpipe generate: --kv-store-block %ld needs --kv-store-size SIZE (the store's host "
+                    "pool, which turns stored prefixes on); allowed: both, or neither\n", o->kv_store_block);
+        return 2;
+    }
+    if (o->kv_store_size && o->backend != GP_BACKEND_CUDA) {
+        fprintf(stderr, "greenpipe generate: --kv-store-size applies to --backend cuda only (stored prefixes are "
+                "reloaded into the CUDA engine's paged cache); allowed: leave it out, or use --backend cuda\n");
+        return 2;
+    }
+    if (o->kv_store_size && o->dump_prompt_logits) {
+        fprintf(stderr, "greenpipe generate: --dump-prompt-logits '%s' does not combine with --kv-store-size: "
+                "prompt positions reloaded from the store are not recomputed and have no logits; allowed: one "
+                "of the two\n", o->dump_prompt_logits);
         return 2;
     }
     if (o->pipe_flag_given && !o->pipelined) {
@@ -471,6 +523,138 @@ static int load_prompts(const gen_opts *o, const gp_model_source *src, gp_tokeni
     return -1;
 }
 
+/* --kv-store-size: what the prompts' prefills and stores did to the store.
+ * The store's own hit and miss counters also count each store's check of
+ * the blocks already held, so its counters are read (and reset) after every
+ * call and the prefills' lookups kept apart. */
+typedef struct kv_run {
+    gp_kvstore_stats lookups; /* counters of the prefills' lookups */
+    gp_kvstore_stats all;     /* counters of every call, lookups and stores */
+    long prompt_tokens, reused_tokens;
+    long blocks_stored, blocks_present, blocks_refused;
+} kv_run;
+
+static void kv_tally(gp_kvstore_stats *acc, const gp_kvstore_stats *k)
+{
+    acc->lookups += k->lookups;
+    acc->hit_blocks += k->hit_blocks;
+    acc->miss_blocks += k->miss_blocks;
+    acc->collisions += k->collisions;
+    acc->puts += k->puts;
+    acc->put_refused += k->put_refused;
+    acc->evictions += k->evictions;
+    acc->disk_loads += k->disk_loads;
+    acc->bytes_loaded += k->bytes_loaded;
+    acc->files_written += k->files_written;
+    acc->bytes_written += k->bytes_written;
+    acc->write_errors += k->write_errors;
+    for (int m = 0; m < GP_KVSTORE_MISS_COUNT; m++)
+        acc->disk_misses[m] += k->disk_misses[m];
+    if (k->last_warning[0])
+        snprintf(acc->last_warning, sizeof acc->last_warning, "%s", k->last_warning);
+}
+
+/* The store's counters since the last read into kr->all, and with lookup
+ * (read right after a prefill) into kr->lookups too. */
+static gp_status kv_read(gp_backend *b, kv_run *kr, bool lookup)
+{
+    gp_kvstore_stats k;
+    GP_TRY(gp_backend_kvstore_stats(b, &k, true));
+    if (lookup)
+        kv_tally(&kr->lookups, &k);
+    kv_tally(&kr->all, &k);
+    return GP_OK;
+}
+
+/* Prompt s into sequence s, one at a time in order, each through the store
+ * (reusing what earlier prompts stored), then its whole blocks stored; a
+ * stderr line per prompt. next[s] and the logits row s as a batched prefill
+ * gives them. Returns 0 or the exit code. */
+static int prefill_stored(gp_backend *b, const gp_prompts *p, int32_t *next, float *step_logits, size_t V,
+                          kv_run *kr)
+{
+    gp_status st;
+    if ((st = kv_read(b, kr, false)) != GP_OK) /* from zero: the counters of this run only */
+        return fail("the prefix store's statistics", st);
+    memset(kr, 0, sizeof *kr);
+    for (int s = 0; s < p->n_seqs; s++) {
+        const int32_t *tk = p->ids + p->offsets[s];
+        gp_prefix_stats ps;
+        gp_prefix_store_stats ss;
+        st = gp_backend_prefill_prefix(b, s, p->lens[s], tk, &next[s], step_logits ? step_logits + (size_t)s * V : NULL,
+                                       &ps);
+        if (st != GP_OK) {
+            fprintf(stderr, "greenpipe generate: prefill of prompt %d through the prefix store: %s: %s\n", s,
+                    gp_status_str(st), gp_last_error());
+            return 1;
+        }
+        if ((st = kv_read(b, kr, true)) != GP_OK)
+            return fail("the prefix store's statistics", st);
+        st = gp_backend_prefix_store_seq(b, s, p->lens[s], tk, &ss);
+        if (st != GP_OK) {
+            fprintf(stderr, "greenpipe generate: storing prompt %d's blocks: %s: %s\n", s, gp_status_str(st),
+                    gp_last_error());
+            return 1;
+        }
+        if ((st = kv_read(b, kr, false)) != GP_OK)
+            return fail("the prefix store's statistics", st);
+        kr->prompt_tokens += ps.prompt_tokens;
+        kr->reused_tokens += ps.matched_tokens;
+        kr->blocks_stored += ss.blocks_stored;
+        kr->blocks_present += ss.blocks_present;
+        kr->blocks_refused += ss.blocks_refused;
+        fprintf(stderr, "greenpipe: prompt %d: %d tokens, %d reused", s, ps.prompt_tokens, ps.matched_tokens);
+        if (ps.matched_tokens)
+            fprintf(stderr, " (reload %.3f ms, %.3f GB at %.1f GB/s)", ps.reload_ms, (double)ps.bytes_loaded / 1e9,
+                    ps.reload_gbps);
+        fprintf(stderr, "; prefill of %d token(s) %.3f ms; TTFT %.3f ms (device), %.3f ms (host); store: %d "
+                "whole block(s), %d stored, %d already held", ps.prompt_tokens - ps.matched_tokens, ps.suffix_ms,
+                ps.ttft_ms, ps.wall_ms, ss.blocks, ss.blocks_stored, ss.blocks_present);
+        if (ss.blocks_refused)
+            fprintf(stderr, ", %d refused (the pool is full of pinned blocks)", ss.blocks_refused);
+        fprintf(stderr, ", %.3f ms\n", ss.ms);
+    }
+    return 0;
+}
+
+/* The store's statistics over the run, one stderr line. */
+static int kv_summary(gp_backend *b, const kv_run *kr)
+{
+    gp_kvstore_stats lv; /* levels: what the pool holds now */
+    gp_status st = gp_backend_kvstore_stats(b, &lv, false);
+    if (st != GP_OK)
+        return fail("the prefix store's statistics", st);
+    const gp_kvstore_stats *a = &kr->all;
+    uint64_t bad = 0; /* files there but unusable: neither absent nor only short of room */
+    for (int m = 0; m < GP_KVSTORE_MISS_COUNT; m++)
+        if (m != GP_KVSTORE_MISS_ABSENT && m != GP_KVSTORE_MISS_NO_ROOM)
+            bad += a->disk_misses[m];
+    fprintf(stderr, "greenpipe: prefix store: %ld of %ld prompt tokens reused; prompt lookups: %llu block hit(s), "
+            "%llu block miss(es); blocks: %ld stored, %ld already held, %ld refused, %llu evicted; pool: %.3f of "
+            "%.3f GB held (%llu blocks); disk: %llu block(s) loaded, %llu file(s) written, %llu write error(s), "
+            "%llu damaged or foreign file(s)", kr->reused_tokens, kr->prompt_tokens,
+            (unsigned long long)kr->lookups.hit_blocks, (unsigned long long)kr->lookups.miss_blocks,
+            kr->blocks_stored, kr->blocks_present, kr->blocks_refused, (unsigned long long)a->evictions,
+            (double)lv.bytes_held / 1e9, (double)lv.capacity_bytes / 1e9, (unsigned long long)lv.blocks_held,
+            (unsigned long long)a->disk_loads, (unsigned long long)a->files_written,
+            (unsigned long long)a->write_errors, (unsigned long long)bad);
+    for (int m = 0, first = 1; m < GP_KVSTORE_MISS_COUNT; m++)
+        if (m != GP_KVSTORE_MISS_ABSENT && m != GP_KVSTORE_MISS_NO_ROOM && a->disk_misses[m]) {
+            fprintf(stderr, "%s%s %llu", first ? " (" : ", ", gp_kvstore_miss_name((gp_kvstore_miss)m),
+                    (unsigned long long)a->disk_misses[m]);
+            first = 0;
+        }
+    if (bad)
+        fprintf(stderr, ")");
+    if (a->disk_misses[GP_KVSTORE_MISS_NO_ROOM])
+        fprintf(stderr, ", %llu good file(s) not loaded for want of room",
+                (unsigned long long)a->disk_misses[GP_KVSTORE_MISS_NO_ROOM]);
+    if (a->collisions)
+        fprintf(stderr, ", %llu key collision(s)", (unsigned long long)a->collisions);
+    fprintf(stderr, "%s%s\n", a->last_warning[0] ? "; last warning: " : "", a->last_warning);
+    return 0;
+}
+
 /* Sequence s's token of the step from its logits row: the backend's greedy
  * token unchanged unless sampling. */
 static int32_t choose(const gen_opts *o, gp_sampler *smp, gp_rng *rng, const float *row, int32_t greedy)
@@ -615,6 +799,9 @@ int gp_cmd_generate(int argc, char **argv)
     bp.pipelined = o.pipelined;
     bp.prefill_chunk = (int)o.prefill_chunk;
     bp.vram_budget = o.vram_budget;
+    bp.kv_store_bytes = o.kv_store_size;
+    bp.kv_store_dir = o.kv_store_dir;
+    bp.kv_store_block = (int)o.kv_store_block;
     if (o.dtype_given)
         bp.dtype = o.dtype;
     if (o.split_given) {
@@ -633,6 +820,11 @@ int gp_cmd_generate(int argc, char **argv)
     /* a budget the weights cannot stream through is the user's to fix (2), found before loading */
     if ((st = gp_backend_check_budget(&bp, cfg)) != GP_OK) {
         fprintf(stderr, "greenpipe generate: --vram-budget: %s\n", gp_last_error());
+        exit_code = 2;
+        goto out;
+    }
+    if ((st = gp_backend_check_kv_store(&bp, cfg)) != GP_OK) {
+        fprintf(stderr, "greenpipe generate: %s\n", gp_last_error());
         exit_code = 2;
         goto out;
     }
@@ -663,12 +855,21 @@ int gp_cmd_generate(int argc, char **argv)
         prompt_rows[s] = (size_t)p.offsets[s];
         gp_rng_seed(&rng[s], o.seed, (uint64_t)s); /* a stream per sequence: its tokens do not depend on the batch */
     }
-    /* every prompt in one call: the backend batches them (the CUDA engine in
-     * chunks of --prefill-chunk tokens) */
-    st = x.ops->prefill(x.ctx, p.n_seqs, seqs, next, step_logits, prompt_logits);
-    if (st != GP_OK) {
-        exit_code = fail("prefill", st);
-        goto out;
+    kv_run kr;
+    memset(&kr, 0, sizeof kr);
+    if (o.kv_store_size) {
+        if ((rc = prefill_stored(b, &p, next, step_logits, V, &kr)) != 0) {
+            exit_code = rc;
+            goto out;
+        }
+    } else {
+        /* every prompt in one call: the backend batches them (the CUDA engine
+         * in chunks of --prefill-chunk tokens) */
+        st = x.ops->prefill(x.ctx, p.n_seqs, seqs, next, step_logits, prompt_logits);
+        if (st != GP_OK) {
+            exit_code = fail("prefill", st);
+            goto out;
+        }
     }
     double t2 = gp_now_s();
     int active = p.n_seqs;
@@ -722,10 +923,15 @@ int gp_cmd_generate(int argc, char **argv)
     if (out && gp_gen_out_unknown(out))
         fprintf(stderr, "greenpipe: %ld generated token(s) lie outside the tokenizer's %d ids and printed "
                 "nothing\n", gp_gen_out_unknown(out), gp_tokenizer_vocab_size(tok));
-    fprintf(stderr, "greenpipe: prefill of %d prompt(s), %d tokens, in one call: %.3f s, %.0f prompt tokens/s; "
+    fprintf(stderr, "greenpipe: prefill of %d prompt(s), %d tokens, %s: %.3f s, %.0f prompt tokens/s; "
             "%ld decode step(s) of batch %d in %.3f s (%.4f s/step); host-timed\n", p.n_seqs, prompt_tokens,
+            o.kv_store_size ? "one at a time through the prefix store (its stores included)" : "in one call",
             t2 - t1, t2 > t1 ? prompt_tokens / (t2 - t1) : 0.0, steps_run, p.n_seqs, t3 - t2,
             steps_run > 0 ? (t3 - t2) / (double)steps_run : 0.0);
+    if (o.kv_store_size && (rc = kv_summary(b, &kr)) != 0) {
+        exit_code = rc;
+        goto out;
+    }
     if (o.sparsity && o.backend == GP_BACKEND_CUDA &&
         (rc = sparsity_summary(b, cfg, steps_run, o.sparsity_stats)) != 0)
         goto out;

@@ -221,3 +221,39 @@ gp_cli_test(gen_sparsity_vram 2 "--sparsity reads a transposed copy of resident 
             generate --model tiny --prompt-ids 1,2 --steps 2 --backend cuda --vram-budget 1G --sparsity cal.json)
 gp_cli_test(gen_sparsity_stats_alone 2 "--sparsity-stats writes what the cuda backend counted under --sparsity"
             generate --model tiny --prompt-ids 1,2 --steps 2 --sparsity-stats s.json)
+
+# ---- greenpipe generate --kv-store-size (stored prefixes, cuda): refusals
+# before anything loads (exit 2, the value and what is allowed), then the
+# store end to end on the GPU (skipped without one).
+gp_cli_test(gen_kv_store_dir_alone 2 "--kv-store '/tmp/gp-blocks' needs --kv-store-size SIZE .* allowed: both, or neither"
+            generate --model tiny --prompt-ids 1 --steps 1 --backend cuda --kv-store /tmp/gp-blocks)
+gp_cli_test(gen_kv_store_block_alone 2 "--kv-store-block 64 needs --kv-store-size SIZE .* allowed: both, or neither"
+            generate --model tiny --prompt-ids 1 --steps 1 --backend cuda --kv-store-block 64)
+gp_cli_test(gen_kv_store_cpu 2 "--kv-store-size applies to --backend cuda only .* allowed: leave it out, or use --backend cuda"
+            generate --model tiny --prompt-ids 1 --steps 1 --kv-store-size 1G)
+gp_cli_test(gen_kv_store_dump_prompt 2 "--dump-prompt-logits 'p.json' does not combine with --kv-store-size: prompt positions reloaded from the store are not recomputed"
+            generate --model tiny --prompt-ids 1 --steps 1 --backend cuda --kv-store-size 1G --dump-prompt-logits p.json)
+gp_cli_test(gen_kv_store_size_zero 2 "--kv-store-size: '0' is zero. expected a size in bytes > 0"
+            generate --model tiny --prompt-ids 1 --steps 1 --backend cuda --kv-store-size 0)
+gp_cli_test(gen_kv_store_size_junk 2 "--kv-store-size: '4GB' is not a size. expected a size in bytes > 0: digits, optionally followed by K, M, G or T"
+            generate --model tiny --prompt-ids 1 --steps 1 --backend cuda --kv-store-size 4GB)
+gp_cli_test(gen_kv_store_size_missing 2 "--kv-store-size needs a value"
+            generate --model tiny --prompt-ids 1 --steps 1 --backend cuda --kv-store-size)
+gp_cli_test(gen_kv_store_block_range 2 "--kv-store-block: 0 is out of range. allowed: .1, 65536."
+            generate --model tiny --prompt-ids 1 --steps 1 --backend cuda --kv-store-size 1G --kv-store-block 0)
+gp_cli_test(gen_kv_store_block_junk 2 "--kv-store-block: '1k' is not an integer"
+            generate --model tiny --prompt-ids 1 --steps 1 --backend cuda --kv-store-size 1G --kv-store-block 1k)
+gp_cli_test(gen_kv_store_dir_flag 2 "--kv-store '--steps': looks like a flag"
+            generate --model tiny --prompt-ids 1 --backend cuda --kv-store-size 1G --kv-store --steps 1)
+gp_cli_test(gen_kv_store_twice 2 "--kv-store-size given more than once"
+            generate --model tiny --prompt-ids 1 --steps 1 --backend cuda --kv-store-size 1G --kv-store-size 2G)
+# found from the config, still before loading: a pool below one block (tiny:
+# 8 tokens x 2 layers x K and V x 2 KV heads x 16 dims x 2 bytes), and the
+# default 256-token block beside prompts that cannot fill one
+gp_cli_test(gen_kv_store_size_small 2 "--kv-store-size 1024 bytes: less than one stored block of 8 tokens of tiny .2048 bytes.* allowed: at least 2048 bytes"
+            generate --model tiny --prompt-ids 1,2,3 --steps 1 --backend cuda --kv-store-size 1K --kv-store-block 8)
+gp_cli_test(gen_kv_store_block_context 2 "--kv-store-block 256: no prompt can reuse a whole block: sequences hold at most 5 tokens .* allowed: at most 4"
+            generate --model tiny --prompt-ids 1,2,3 --steps 3 --backend cuda --kv-store-size 1G)
+add_test(NAME cli_gen_kv_store_cuda
+         COMMAND python3 ${CMAKE_CURRENT_SOURCE_DIR}/tools/gen_kv_store.py $<TARGET_FILE:greenpipe> ${GP_DATA}/small-gqa)
+set_tests_properties(cli_gen_kv_store_cuda PROPERTIES SKIP_RETURN_CODE 77 LABELS gpu)
