@@ -280,6 +280,60 @@ typedef struct gp_hotset_stats {
 /* Statistics since creation or the last reset. */
 void gp_hotset_get_stats(gp_hotset *h, gp_hotset_stats *out, int reset);
 
+/* ------------------------------------------------------------ cold-neuron FFN */
+
+/* A layer's FFN neurons packed for the CPU: neuron list[i] at element
+ * i x 3 x hidden, its gate row, up row and down column (down^T's row) one
+ * after another in the dtype dt (BF16 or F16), so a neuron is one
+ * contiguous read. */
+typedef struct gp_cold_pack gp_cold_pack; /* opaque */
+/* Packs layer of w (any host dtype; F32 is rounded to dt, and an fp16
+ * overflow is GP_ERR_UNSUPPORTED as gp_weights_convert) for neurons
+ * list[n] (distinct, in [0, ffn)), or every neuron in order when list is
+ * NULL: packing all of them serves any cold set without repacking. */
+gp_status gp_cold_pack_create(const gp_host_weights *w, int layer, gp_dtype dt, const int *list, int n,
+                              gp_cold_pack **out);
+void gp_cold_pack_destroy(gp_cold_pack *pk);
+int gp_cold_pack_count(const gp_cold_pack *pk);
+uint64_t gp_cold_pack_bytes(const gp_cold_pack *pk);
+int gp_cold_pack_hidden(const gp_cold_pack *pk);
+gp_dtype gp_cold_pack_dtype(const gp_cold_pack *pk);
+/* Neuron j's packed 3 x hidden values, or NULL when it is not in the pack. */
+const void *gp_cold_pack_neuron(const gp_cold_pack *pk, int j);
+
+typedef struct gp_cold_ffn_params {
+    int n_threads; /* 0 (default): the online CPUs, at most 16; or 1..16 */
+    int chunks;    /* the neuron list is cut into this many pieces, each summed into its own partial y,
+                      the partials then added in order: results depend on it, never on n_threads;
+                      1..256, default 48 (divisible by 1, 2, 3, 4, 6, 8, 12 and 16 threads) */
+} gp_cold_ffn_params;
+gp_cold_ffn_params gp_cold_ffn_default_params(void);
+
+typedef struct gp_cold_ffn gp_cold_ffn; /* opaque: a persistent thread pool and scratch */
+gp_status gp_cold_ffn_create(const gp_cold_ffn_params *p, gp_cold_ffn **out);
+void gp_cold_ffn_destroy(gp_cold_ffn *c);
+int gp_cold_ffn_threads(const gp_cold_ffn *c);
+
+typedef struct gp_cold_ffn_stats {
+    int active;          /* neurons of the list active (down input past t_down) in some row */
+    uint64_t weight_bytes; /* 16-bit weights read: gate and up rows of every listed neuron, the down
+                              column of the active ones */
+    uint64_t bytes;      /* weight_bytes plus x read once */
+} gp_cold_ffn_stats;
+
+/* One layer's FFN over the neurons[n] (each in pk) for B rows
+ * (1..GP_SPARSE_MAX_B): y[b][:] = sum over the listed j of mask(a_bj) x
+ * down[:, j] in fp32, where x [B][hidden] is the FFN RMSNorm output in
+ * pk's dtype, g_bj = mask(x_b) . gate_j and u_bj = mask(x_b) . up_j
+ * (masked by t_gate_up, summed in fp32 in the CPU reference's order, so
+ * each is the reference's value bit for bit), each rounded to the dtype,
+ * a_bj = silu(g) u rounded to the dtype, then masked by t_down: where the
+ * CPU reference in that activation dtype rounds and masks. y is written
+ * (not added to); n = 0 gives zeros. stats may be NULL. One call at a time
+ * per c. */
+gp_status gp_cold_ffn_run(gp_cold_ffn *c, const gp_cold_pack *pk, int B, const void *x, float t_gate_up,
+                          float t_down, const int *neurons, int n, float *y, gp_cold_ffn_stats *stats);
+
 #ifdef __cplusplus
 }
 #endif
