@@ -101,87 +101,144 @@ typedef struct gp_cold_job {
     int active[GP_COLD_MAX_CHUNKS];
 } gp_cold_job;
 
-/* g[b] = wg . x[b] and u[b] = wu . x[b] for b < B, each summed exactly as
- * the reference's gp_ref_dot: 16 lanes over whole 16-element blocks, the
+/* out[b] = w . x[b0 + b] for b < RB (a compile-time 1, 2 or 4 at every
+ * call, so the RB x 16 partial sums stay in registers), each summed exactly
+ * as the reference's gp_ref_dot: 16 lanes over whole 16-element blocks, the
  * tail in order, the lanes folded pairwise 16 -> 4, then (0+2)+(1+3), then
  * the tail. Same bits, so the masks decided on them agree with the
  * reference's everywhere. */
-static void gp_cold_dots(const uint16_t *wg, const uint16_t *wu, int f16, const float *xf, int B, int H,
-                         float *g, float *u)
+static inline __attribute__((always_inline)) void gp_cold_dot_rows(const uint16_t *w, int f16, const float *xf,
+                                                                   int H, int RB, float *out)
 {
-    float ag[GP_SPARSE_MAX_B][16], au[GP_SPARSE_MAX_B][16];
-    memset(ag, 0, (size_t)B * sizeof ag[0]);
-    memset(au, 0, (size_t)B * sizeof au[0]);
+    float acc[4][16] = {{0}};
     int j = 0;
     for (; j + 16 <= H; j += 16) {
-        float fg[16], fu[16];
-        for (int k = 0; k < 16; k++) {
-            fg[k] = gp_cold_widen(wg, (size_t)(j + k), f16);
-            fu[k] = gp_cold_widen(wu, (size_t)(j + k), f16);
-        }
-        for (int b = 0; b < B; b++) {
-            const float *x = xf + (size_t)b * H + j;
-            for (int k = 0; k < 16; k++) {
-                ag[b][k] += fg[k] * x[k];
-                au[b][k] += fu[k] * x[k];
-            }
-        }
+        float fw[16];
+        for (int k = 0; k < 16; k++)
+            fw[k] = gp_cold_widen(w, (size_t)(j + k), f16);
+        for (int b = 0; b < RB; b++)
+            for (int k = 0; k < 16; k++)
+                acc[b][k] += fw[k] * xf[(size_t)b * H + j + k];
     }
-    for (int b = 0; b < B; b++) {
-        const float *x = xf + (size_t)b * H;
-        float tg = 0.0f, tu = 0.0f;
-        for (int k = j; k < H; k++) {
-            tg += gp_cold_widen(wg, (size_t)k, f16) * x[k];
-            tu += gp_cold_widen(wu, (size_t)k, f16) * x[k];
-        }
-        float *a = ag[b], *c = au[b];
+    for (int b = 0; b < RB; b++) {
+        float t = 0.0f;
+        for (int k = j; k < H; k++)
+            t += gp_cold_widen(w, (size_t)k, f16) * xf[(size_t)b * H + k];
+        float *a = acc[b];
         for (int k = 0; k < 8; k++)
-            a[k] += a[k + 8], c[k] += c[k + 8];
+            a[k] += a[k + 8];
         for (int k = 0; k < 4; k++)
-            a[k] += a[k + 4], c[k] += c[k + 4];
-        g[b] = ((a[0] + a[2]) + (a[1] + a[3])) + tg;
-        u[b] = ((c[0] + c[2]) + (c[1] + c[3])) + tu;
+            a[k] += a[k + 4];
+        out[b] = ((a[0] + a[2]) + (a[1] + a[3])) + t;
     }
 }
 
-/* Neurons [i0, i1) of the list into part [B][H]; returns the active ones. */
-static int gp_cold_chunk(const gp_cold_job *jb, int i0, int i1, float *part)
+static inline __attribute__((always_inline)) void gp_cold_dots(const uint16_t *w, int f16, const float *xf, int B,
+                                                               int H, float *out)
+{
+    int b = 0;
+    for (; b + 4 <= B; b += 4)
+        gp_cold_dot_rows(w, f16, xf + (size_t)b * H, H, 4, out + b);
+    if (B - b >= 2) {
+        gp_cold_dot_rows(w, f16, xf + (size_t)b * H, H, 2, out + b);
+        b += 2;
+    }
+    if (b < B)
+        gp_cold_dot_rows(w, f16, xf + (size_t)b * H, H, 1, out + b);
+}
+
+/* Neurons are taken GP_COLD_GROUP at a time: their SwiGLU outputs first,
+ * then the active ones' down columns added to the partial y one
+ * GP_COLD_KB-wide block of it at a time, so that block stays in registers
+ * across the group instead of being loaded and stored once per neuron.
+ * Each element is still the neurons' sum in list order. */
+#define GP_COLD_GROUP 16
+#define GP_COLD_KB 64
+
+/* Neurons [i0, i1) of the list into part [B][H]; returns the active ones.
+ * f16 is a constant at both call sites, so the widening has no branch and
+ * the loops vectorise. */
+static inline __attribute__((always_inline)) int gp_cold_chunk(const gp_cold_job *jb, int i0, int i1, float *part,
+                                                               const int f16)
 {
     const int B = jb->B, H = jb->H;
     int active = 0;
     memset(part, 0, (size_t)B * H * sizeof *part);
-    for (int i = i0; i < i1; i++) {
-        const uint16_t *w = gp_cold_pack_neuron(jb->pk, jb->neurons[i]);
-        const uint16_t *wd = w + 2 * (size_t)H;
-        float g[GP_SPARSE_MAX_B], u[GP_SPARSE_MAX_B], a[GP_SPARSE_MAX_B];
-        gp_cold_dots(w, w + H, jb->f16, jb->xf, B, H, g, u);
-        int any = 0;
-        for (int b = 0; b < B; b++) {
-            /* the reference's rounding points: gate/up stored, then the SwiGLU output */
-            float gr = gp_round_to(g[b], jb->dt), ur = gp_round_to(u[b], jb->dt);
-            float v = gp_round_to((gr / (1.0f + expf(-gr))) * ur, jb->dt);
-            a[b] = fabsf(v) > jb->t_down ? v : 0.0f;
-            any |= a[b] != 0.0f;
-        }
-        if (!any)
-            continue;
-        active++;
-        for (int k0 = 0; k0 < H; k0 += 256) {
-            const int k1 = k0 + 256 < H ? k0 + 256 : H;
-            float fd[256];
-            for (int k = k0; k < k1; k++)
-                fd[k - k0] = gp_cold_widen(wd, (size_t)k, jb->f16);
+    for (int i = i0; i < i1; i += GP_COLD_GROUP) {
+        const int ig = i1 - i < GP_COLD_GROUP ? i1 - i : GP_COLD_GROUP;
+        float a[GP_COLD_GROUP][GP_SPARSE_MAX_B];
+        const uint16_t *wd[GP_COLD_GROUP];
+        int na = 0;
+        for (int n = 0; n < ig; n++) {
+            const uint16_t *w = gp_cold_pack_neuron(jb->pk, jb->neurons[i + n]);
+            float g[GP_SPARSE_MAX_B], u[GP_SPARSE_MAX_B];
+            gp_cold_dots(w, f16, jb->xf, B, H, g);
+            gp_cold_dots(w + H, f16, jb->xf, B, H, u);
+            int any = 0;
             for (int b = 0; b < B; b++) {
-                if (a[b] == 0.0f)
-                    continue;
-                float *y = part + (size_t)b * H;
-                const float ab = a[b];
-                for (int k = k0; k < k1; k++)
-                    y[k] += ab * fd[k - k0];
+                /* the reference's rounding points: gate/up stored, then the SwiGLU output */
+                const float gr = gp_round_to(g[b], jb->dt), ur = gp_round_to(u[b], jb->dt);
+                const float v = gp_round_to((gr / (1.0f + expf(-gr))) * ur, jb->dt);
+                a[na][b] = fabsf(v) > jb->t_down ? v : 0.0f;
+                any |= a[na][b] != 0.0f;
+            }
+            if (any)
+                wd[na++] = w + 2 * (size_t)H;
+        }
+        active += na;
+        for (int k0 = 0; k0 < H && na; k0 += GP_COLD_KB) {
+            const int kn = H - k0 < GP_COLD_KB ? H - k0 : GP_COLD_KB;
+            float fd[GP_COLD_GROUP][GP_COLD_KB];
+            for (int n = 0; n < na; n++)
+                for (int k = 0; k < kn; k++)
+                    fd[n][k] = gp_cold_widen(wd[n], (size_t)(k0 + k), f16);
+            for (int b = 0; b < B; b++) {
+                float acc[GP_COLD_KB];
+                float *y = part + (size_t)b * H + k0;
+                for (int k = 0; k < kn; k++)
+                    acc[k] = y[k];
+                for (int n = 0; n < na; n++) {
+                    const float ab = a[n][b];
+                    if (ab == 0.0f)
+                        continue;
+                    for (int k = 0; k < kn; k++)
+                        acc[k] += ab * fd[n][k];
+                }
+                for (int k = 0; k < kn; k++)
+                    y[k] = acc[k];
             }
         }
     }
     return active;
+}
+
+/* Built for AVX2 beside the baseline on x86-64 (chosen at load time): the
+ * same operations in the same order, no FMA, so the same bits either way.
+ * Not under ThreadSanitizer: its runtime is not up yet when the loader
+ * runs the clones' resolver, and the process dies before main. */
+#if defined(__has_feature)
+#if __has_feature(thread_sanitizer)
+#define GP_COLD_TSAN 1
+#endif
+#endif
+#if defined(__SANITIZE_THREAD__)
+#define GP_COLD_TSAN 1
+#endif
+#if defined(__x86_64__) && (defined(__clang__) ? __clang_major__ >= 14 : defined(__GNUC__)) && !defined(GP_COLD_TSAN)
+#define GP_COLD_CLONES __attribute__((target_clones("avx2", "default")))
+#else
+#define GP_COLD_CLONES
+#endif
+GP_COLD_CLONES static int gp_cold_chunk_bf16(const gp_cold_job *jb, int i0,
+                                                                                 int i1, float *part)
+{
+    return gp_cold_chunk(jb, i0, i1, part, 0);
+}
+
+GP_COLD_CLONES static int gp_cold_chunk_f16(const gp_cold_job *jb, int i0,
+                                                                                int i1, float *part)
+{
+    return gp_cold_chunk(jb, i0, i1, part, 1);
 }
 
 static void gp_cold_chunk_bounds(const gp_cold_job *jb, int c, int *i0, int *i1)
@@ -200,7 +257,8 @@ static void gp_cold_compute_task(void *ctx, int thread)
         int i0, i1;
         gp_cold_chunk_bounds(jb, c, &i0, &i1);
         if (i0 < i1)
-            jb->active[c] = gp_cold_chunk(jb, i0, i1, jb->partial + (size_t)c * jb->B * jb->H);
+            jb->active[c] = (jb->f16 ? gp_cold_chunk_f16 : gp_cold_chunk_bf16)(jb, i0, i1,
+                                                                               jb->partial + (size_t)c * jb->B * jb->H);
     }
 }
 
