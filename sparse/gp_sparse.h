@@ -5,7 +5,9 @@
 #ifndef GP_SPARSE_H
 #define GP_SPARSE_H
 
+#include <stdbool.h>
 #include <stddef.h>
+#include <stdint.h>
 
 #include "gp_common.h"
 #include "gp_model.h"
@@ -158,6 +160,179 @@ gp_sparsity_calib_params gp_sparsity_calib_default_params(void);
  * naming the field and value; activations that are not finite
  * GP_ERR_UNSUPPORTED naming the layer and projection. */
 gp_status gp_sparsity_calibrate(const gp_host_weights *w, const gp_sparsity_calib_params *p, gp_sparsity *out);
+
+/* ------------------------------------------------------------ hot set */
+
+/* At small decode batch the FFN's neurons split in two: the "hot" ones
+ * (neuron j: row j of gate and of up, column j of down) stay in a GPU cache
+ * of a fixed number of slots per layer, the "cold" ones in host memory where
+ * CPU threads compute their share (gp_cold_ffn_run). The tracker keeps a
+ * decayed activation frequency per neuron, f_j <- d f_j + (1 - d) a_j per
+ * decode step (a_j = 1 when neuron j's down input was active, |SwiGLU
+ * output| > the layer's down threshold, for any row of the step), and every
+ * reload_window steps plans the swaps that bring the most frequent cold
+ * neurons into the cache. */
+
+/* A hot set below this many neurons per layer is refused, and capacities
+ * are multiples of it: 8 16-bit values are the GPU kernels' 16-byte vector,
+ * so the hot down matrix [hidden][H] keeps every row 16-byte aligned. */
+#define GP_HOTSET_ALIGN 8
+
+typedef struct gp_hotset_params {
+    double decay;      /* d in (0, 1); default 0.99 (a window of ~100 steps weighs most) */
+    int reload_window; /* W >= 1: decode steps between reload plans; default 64 */
+    double margin;     /* hysteresis in [0, 1]: an incoming neuron must beat the outgoing one's f by more
+                          than this, so neurons near the boundary do not swap back and forth; default 0.05 */
+    int max_swaps;     /* >= 0: swaps per layer and reload at most (bounds the copy bytes of one window);
+                          0 (default): no cap */
+    int hot_per_layer; /* H in 1..ffn: slots per layer (gp_hotset_capacity); no default (0 is refused) */
+    gp_dtype dtype;    /* the 16-bit weight dtype the cache holds (BF16 default, or F16): sizes copies */
+} gp_hotset_params;
+gp_hotset_params gp_hotset_default_params(void);
+
+/* Bytes one neuron occupies in the cache: its gate row, up row and down
+ * column, 3 x hidden x the dtype's size. */
+uint64_t gp_hotset_neuron_bytes(const gp_config *cfg, gp_dtype dt);
+/* Hot slots per layer that budget_bytes of cache hold, uniform over the
+ * layers: floor(budget / (n_layers x neuron bytes)) rounded down to a
+ * multiple of GP_HOTSET_ALIGN. A budget below GP_HOTSET_ALIGN neurons in
+ * every layer is GP_ERR_INVALID_ARG naming the budget and the bytes that
+ * minimum needs; one at or above every neuron of every layer gives
+ * *hot_per_layer = ffn and *all_hot = true (nothing is cold: no CPU share,
+ * no reloads), which is not an error. dt BF16 or F16. */
+gp_status gp_hotset_capacity(const gp_config *cfg, gp_dtype dt, uint64_t budget_bytes, int *hot_per_layer,
+                             bool *all_hot);
+
+/* The top H of freq[n] by frequency, higher first, ties to the lower index,
+ * into out[H] (neuron indices in that order). 1 <= H <= n. A NaN counts as
+ * lower than every number. */
+gp_status gp_hotset_choose(const float *freq, int n, int H, int *out);
+
+typedef struct gp_hotset gp_hotset; /* opaque: frequencies, slot tables, statistics */
+
+/* A tracker for cfg's layers. calib (may be NULL): its freq, when recorded,
+ * starts the frequencies (it must fit cfg: gp_sparsity_check); otherwise they
+ * start at 0. The first hot set is gp_hotset_choose of them in every layer,
+ * slot s holding the s-th smallest chosen index (ascending addresses for the
+ * first fill). Bad params: GP_ERR_INVALID_ARG naming the field, its value and
+ * what is allowed. */
+gp_status gp_hotset_create(const gp_config *cfg, const gp_hotset_params *p, const gp_sparsity *calib,
+                           gp_hotset **out);
+void gp_hotset_destroy(gp_hotset *h);
+int gp_hotset_capacity_of(const gp_hotset *h); /* H */
+/* Layer's slot table [H]: slot -> neuron. Valid until the next commit. */
+const int *gp_hotset_slots(const gp_hotset *h, int layer);
+/* The slot holding neuron j of layer, or -1 when j is cold. */
+int gp_hotset_slot_of(const gp_hotset *h, int layer, int j);
+/* Layer's frequencies [ffn]. */
+const float *gp_hotset_freq(const gp_hotset *h, int layer);
+/* Layer's cold neurons, ascending, into out (room for ffn - H); *n their
+ * count: the list gp_cold_ffn_run takes. */
+gp_status gp_hotset_cold_list(const gp_hotset *h, int layer, int *out, int *n);
+
+/* One decode step's activity of one layer: active[ffn] nonzero for a neuron
+ * whose down input was active in some row. Each layer once per step
+ * (GP_ERR_STATE naming the layer otherwise); the decay applies here. */
+gp_status gp_hotset_observe(gp_hotset *h, int layer, const uint8_t *active);
+/* The same from the step's SwiGLU output rows act [B][ffn] (fp32) and the
+ * layer's down threshold t (>= 0): active = the union of |act| > t. */
+gp_status gp_hotset_observe_rows(gp_hotset *h, int layer, int B, const float *act, float t);
+/* Ends a step: every layer must have been observed (GP_ERR_STATE naming
+ * the first that was not). *reload_due (may be NULL) is 1 every
+ * reload_window steps, when the caller makes and commits a plan. */
+gp_status gp_hotset_end_step(gp_hotset *h, int *reload_due);
+
+/* One swap: the neuron in slot leaves (out) and in takes the slot. */
+typedef struct gp_hotset_swap {
+    int slot, out, in;
+} gp_hotset_swap;
+/* A reload plan over all layers: layer l's swaps are swaps[l x cap ..
+ * l x cap + n_swaps[l]). Allocated by gp_hotset_plan_alloc for a tracker. */
+typedef struct gp_hotset_plan {
+    int n_layers, cap;      /* cap: the most swaps one layer can have (max_swaps, or min(H, ffn - H)) */
+    int *n_swaps;           /* [n_layers] */
+    gp_hotset_swap *swaps;  /* [n_layers][cap] */
+    long total;             /* swaps over the layers */
+    uint64_t bytes;         /* bytes to copy host -> cache: total x gp_hotset_neuron_bytes */
+} gp_hotset_plan;
+gp_status gp_hotset_plan_alloc(const gp_hotset *h, gp_hotset_plan *plan);
+void gp_hotset_plan_free(gp_hotset_plan *plan);
+/* The swaps that move each layer's hot set toward the top H by frequency:
+ * the coldest hot neuron (lowest f, ties: higher index first) pairs with
+ * the hottest cold one (highest f, ties: lower index first), then the next
+ * pair, while f_in > f_out + margin and fewer than max_swaps (when set).
+ * Neurons that stay keep their slots: an incoming one takes its outgoing
+ * partner's slot. With margin 0 and no cap the committed set is the top H
+ * up to equal frequencies (equal never swaps). Changes nothing in h. */
+gp_status gp_hotset_plan_make(const gp_hotset *h, gp_hotset_plan *plan);
+/* Applies plan (made for h's current slots; a swap whose slot does not
+ * hold its out neuron, or whose in neuron is already hot, is GP_ERR_STATE
+ * and nothing changes) and counts it as one reload. */
+gp_status gp_hotset_plan_commit(gp_hotset *h, const gp_hotset_plan *plan);
+
+typedef struct gp_hotset_stats {
+    long steps;              /* decode steps ended */
+    long active, hits;       /* active neurons observed over steps and layers, and those that were hot */
+    double hit_rate;         /* hits / active (0 when none were active) */
+    long reloads, swaps;     /* plans committed, swaps in them */
+    uint64_t bytes;          /* bytes those swaps copy */
+} gp_hotset_stats;
+/* Statistics since creation or the last reset. */
+void gp_hotset_get_stats(gp_hotset *h, gp_hotset_stats *out, int reset);
+
+/* ------------------------------------------------------------ cold-neuron FFN */
+
+/* A layer's FFN neurons packed for the CPU: neuron list[i] at element
+ * i x 3 x hidden, its gate row, up row and down column (down^T's row) one
+ * after another in the dtype dt (BF16 or F16), so a neuron is one
+ * contiguous read. */
+typedef struct gp_cold_pack gp_cold_pack; /* opaque */
+/* Packs layer of w (any host dtype; F32 is rounded to dt, and an fp16
+ * overflow is GP_ERR_UNSUPPORTED as gp_weights_convert) for neurons
+ * list[n] (distinct, in [0, ffn)), or every neuron in order when list is
+ * NULL: packing all of them serves any cold set without repacking. */
+gp_status gp_cold_pack_create(const gp_host_weights *w, int layer, gp_dtype dt, const int *list, int n,
+                              gp_cold_pack **out);
+void gp_cold_pack_destroy(gp_cold_pack *pk);
+int gp_cold_pack_count(const gp_cold_pack *pk);
+uint64_t gp_cold_pack_bytes(const gp_cold_pack *pk);
+int gp_cold_pack_hidden(const gp_cold_pack *pk);
+gp_dtype gp_cold_pack_dtype(const gp_cold_pack *pk);
+/* Neuron j's packed 3 x hidden values, or NULL when it is not in the pack. */
+const void *gp_cold_pack_neuron(const gp_cold_pack *pk, int j);
+
+typedef struct gp_cold_ffn_params {
+    int n_threads; /* 0 (default): the online CPUs, at most 16; or 1..16 */
+    int chunks;    /* the neuron list is cut into this many pieces, each summed into its own partial y,
+                      the partials then added in order: results depend on it, never on n_threads;
+                      1..256, default 48 (divisible by 1, 2, 3, 4, 6, 8, 12 and 16 threads) */
+} gp_cold_ffn_params;
+gp_cold_ffn_params gp_cold_ffn_default_params(void);
+
+typedef struct gp_cold_ffn gp_cold_ffn; /* opaque: a persistent thread pool and scratch */
+gp_status gp_cold_ffn_create(const gp_cold_ffn_params *p, gp_cold_ffn **out);
+void gp_cold_ffn_destroy(gp_cold_ffn *c);
+int gp_cold_ffn_threads(const gp_cold_ffn *c);
+
+typedef struct gp_cold_ffn_stats {
+    int active;          /* neurons of the list active (down input past t_down) in some row */
+    uint64_t weight_bytes; /* 16-bit weights read: gate and up rows of every listed neuron, the down
+                              column of the active ones */
+    uint64_t bytes;      /* weight_bytes plus x read once */
+} gp_cold_ffn_stats;
+
+/* One layer's FFN over the neurons[n] (each in pk) for B rows
+ * (1..GP_SPARSE_MAX_B): y[b][:] = sum over the listed j of mask(a_bj) x
+ * down[:, j] in fp32, where x [B][hidden] is the FFN RMSNorm output in
+ * pk's dtype, g_bj = mask(x_b) . gate_j and u_bj = mask(x_b) . up_j
+ * (masked by t_gate_up, summed in fp32 in the CPU reference's order, so
+ * each is the reference's value bit for bit), each rounded to the dtype,
+ * a_bj = silu(g) u rounded to the dtype, then masked by t_down: where the
+ * CPU reference in that activation dtype rounds and masks. y is written
+ * (not added to); n = 0 gives zeros. stats may be NULL. One call at a time
+ * per c. */
+gp_status gp_cold_ffn_run(gp_cold_ffn *c, const gp_cold_pack *pk, int B, const void *x, float t_gate_up,
+                          float t_down, const int *neurons, int n, float *y, gp_cold_ffn_stats *stats);
 
 #ifdef __cplusplus
 }

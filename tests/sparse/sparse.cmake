@@ -8,3 +8,7 @@ target_include_directories(sparse_gemv PRIVATE ${CMAKE_CURRENT_LIST_DIR}/../engi
 gp_add_test(sparsity_file SOURCES ${CMAKE_CURRENT_LIST_DIR}/test_sparsity_file.c LIBS gp_sparse_ref gp_dep_jansson)
 gp_add_test(sparsity_calibrate SOURCES ${CMAKE_CURRENT_LIST_DIR}/test_calibrate.c LIBS gp_sparse_ref)
 target_include_directories(sparsity_calibrate PRIVATE ${PROJECT_SOURCE_DIR}/sparse) # sparse_impl.h
+# The hot-set tracker (capacity, choice, decayed frequencies, reload plans)
+# and the cold-neuron CPU FFN against the CPU reference (no GPU).
+gp_add_test(sparse_hotset SOURCES ${CMAKE_CURRENT_LIST_DIR}/test_hotset.c LIBS gp_sparse_ref)
+gp_add_test(sparse_cold_ffn SOURCES ${CMAKE_CURRENT_LIST_DIR}/test_cold_ffn.c LIBS gp_sparse_ref)

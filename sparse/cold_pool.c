@@ -1,0 +1,118 @@
+/* The cold FFN's persistent thread pool: workers sleep on a condition
+ * variable between calls, so a decode step pays a wake-up, not a thread
+ * start, per layer. */
+#include <pthread.h>
+#include <stdbool.h>
+#include <stdlib.h>
+
+#include "sparse_impl.h"
+
+typedef struct gp_cold_worker {
+    gp_cold_pool *pool;
+    int index; /* 1..n_threads-1; 0 is the caller */
+} gp_cold_worker;
+
+struct gp_cold_pool {
+    int n_threads;
+    pthread_t threads[GP_COLD_MAX_THREADS];
+    gp_cold_worker workers[GP_COLD_MAX_THREADS];
+    pthread_mutex_t mu;
+    pthread_cond_t wake, done;
+    unsigned long generation; /* bumped once per run */
+    int pending;              /* workers still inside the current run */
+    bool quit;
+    gp_cold_task fn;
+    void *ctx;
+};
+
+static void *gp_cold_worker_main(void *arg)
+{
+    gp_cold_worker *wk = arg;
+    gp_cold_pool *p = wk->pool;
+    unsigned long seen = 0;
+    pthread_mutex_lock(&p->mu);
+    for (;;) {
+        while (p->generation == seen && !p->quit)
+            pthread_cond_wait(&p->wake, &p->mu);
+        if (p->quit)
+            break;
+        seen = p->generation;
+        gp_cold_task fn = p->fn;
+        void *ctx = p->ctx;
+        pthread_mutex_unlock(&p->mu);
+        fn(ctx, wk->index);
+        pthread_mutex_lock(&p->mu);
+        if (--p->pending == 0)
+            pthread_cond_signal(&p->done);
+    }
+    pthread_mutex_unlock(&p->mu);
+    return NULL;
+}
+
+gp_status gp_cold_pool_create(int n_threads, gp_cold_pool **out)
+{
+    if (n_threads < 1 || n_threads > GP_COLD_MAX_THREADS)
+        GP_FAIL(GP_ERR_INVALID_ARG, "cold FFN threads %d (allowed 1..%d)", n_threads, GP_COLD_MAX_THREADS);
+    gp_cold_pool *p = calloc(1, sizeof *p);
+    if (!p)
+        GP_FAIL(GP_ERR_NO_MEMORY, "cold FFN thread pool: out of memory");
+    if (pthread_mutex_init(&p->mu, NULL) != 0) {
+        free(p);
+        GP_FAIL(GP_ERR_NO_MEMORY, "cold FFN thread pool: pthread_mutex_init failed");
+    }
+    if (pthread_cond_init(&p->wake, NULL) != 0 || pthread_cond_init(&p->done, NULL) != 0) {
+        pthread_mutex_destroy(&p->mu);
+        free(p); /* a condition variable that did initialise holds no resource on Linux */
+        GP_FAIL(GP_ERR_NO_MEMORY, "cold FFN thread pool: pthread_cond_init failed");
+    }
+    p->n_threads = 1;
+    for (int i = 1; i < n_threads; i++) {
+        p->workers[i] = (gp_cold_worker){.pool = p, .index = i};
+        if (pthread_create(&p->threads[i], NULL, gp_cold_worker_main, &p->workers[i]) != 0)
+            break;
+        p->n_threads = i + 1;
+    }
+    *out = p;
+    return GP_OK;
+}
+
+void gp_cold_pool_destroy(gp_cold_pool *p)
+{
+    if (!p)
+        return;
+    pthread_mutex_lock(&p->mu);
+    p->quit = true;
+    pthread_cond_broadcast(&p->wake);
+    pthread_mutex_unlock(&p->mu);
+    for (int i = 1; i < p->n_threads; i++)
+        pthread_join(p->threads[i], NULL);
+    pthread_cond_destroy(&p->done);
+    pthread_cond_destroy(&p->wake);
+    pthread_mutex_destroy(&p->mu);
+    free(p);
+}
+
+int gp_cold_pool_threads(const gp_cold_pool *p)
+{
+    return p->n_threads;
+}
+
+void gp_cold_pool_run(gp_cold_pool *p, gp_cold_task fn, void *ctx)
+{
+    if (p->n_threads == 1) {
+        fn(ctx, 0);
+        return;
+    }
+    pthread_mutex_lock(&p->mu);
+    p->fn = fn;
+    p->ctx = ctx;
+    p->pending = p->n_threads - 1;
+    p->generation++;
+    pthread_cond_broadcast(&p->wake);
+    pthread_mutex_unlock(&p->mu);
+    fn(ctx, 0);
+    pthread_mutex_lock(&p->mu);
+    while (p->pending > 0)
+        pthread_cond_wait(&p->done, &p->mu);
+    pthread_mutex_unlock(&p->mu);
+}
