@@ -38,6 +38,20 @@ uint64_t gp_kv_device_bytes(const gp_kv_layout *l, gp_dtype dtype, int max_seqs,
  * (not for use inside a step). max_seqs = most rows a step may have. */
 gp_status gp_kv_device_create(const gp_kv_layout *l, gp_dtype dtype, int max_seqs,
                               int max_blocks_per_seq, gp_kv_device **out);
+/* An offloaded cache (issue #18): block ids [0, n_device) are device
+ * memory of their own; ids [n_device, l->n_blocks) of layer l's K and V are
+ * a window onto staging buffer l % 2 (CUDA virtual memory: one physical
+ * buffer mapped under every layer of that parity), which the caller fills
+ * with that layer's offloaded blocks before its attention reads them. The
+ * kernels read and write through views as ever. Device memory: n_device
+ * blocks per layer and part, and 4 windows (2 parities x K, V). n_device and
+ * n_blocks - n_device must be multiples of gp_kv_device_offload_align
+ * blocks (GP_ERR_INVALID_ARG naming them otherwise). GP_ERR_UNSUPPORTED
+ * when the driver lacks virtual memory management. */
+gp_status gp_kv_device_create_offload(const gp_kv_layout *l, gp_dtype dtype, int max_seqs,
+                                      int max_blocks_per_seq, int n_device, gp_kv_device **out);
+/* The current device's mapping granularity in blocks of l (one layer's K or V). */
+gp_status gp_kv_device_offload_align(const gp_kv_layout *l, gp_dtype dtype, int *blocks);
 /* Synchronises the device before freeing; NULL is fine. */
 void gp_kv_device_destroy(gp_kv_device *kv);
 

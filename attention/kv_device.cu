@@ -7,6 +7,7 @@
 #include "gp_half.cuh"
 #include "cuda_util.cuh"
 #include "gp_attention.h"
+#include "kv_vmm.h"
 
 /* Two staging buffers: the host may fill one while the GPU still copies the
  * other; only a host three uploads ahead would have to wait. */
@@ -26,6 +27,8 @@ struct gp_kv_device {
     cudaEvent_t staged[GP_KV_STAGING_SLOTS]; /* recorded after the copy that read the slot */
     int slot_used[GP_KV_STAGING_SLOTS];
     int next_slot;
+    gp_kv_vmm *vmm;          /* offloaded: the pools' mapping (pools is its base); NULL: one allocation */
+    int n_device;            /* offloaded: ids [n_device, n_blocks) are windows onto the staging buffers */
     int64_t *seen;           /* host [seen_cap]: call stamp per seq id, for the distinctness check */
     int seen_cap;
     int64_t call_count;
@@ -58,8 +61,51 @@ extern "C" uint64_t gp_kv_device_bytes(const gp_kv_layout *l, gp_dtype dtype, in
     return total;
 }
 
+extern "C" gp_status gp_kv_device_offload_align(const gp_kv_layout *l, gp_dtype dtype, int *blocks)
+{
+    int device = 0;
+    size_t g = 0;
+    GP_CUDA_TRY(cudaGetDevice(&device));
+    GP_TRY(gp_kv_vmm_granularity(device, &g));
+    const size_t bb = (size_t)l->block_size * (size_t)l->n_kv_heads * (size_t)l->head_dim * gp_dtype_size(dtype);
+    size_t a = g, b = bb; /* blocks = g / gcd(g, bb) */
+    while (b) {
+        size_t t = a % b;
+        a = b;
+        b = t;
+    }
+    *blocks = (int)(g / a);
+    return GP_OK;
+}
+
+static gp_status kv_device_create(const gp_kv_layout *l, gp_dtype dtype, int max_seqs, int max_blocks_per_seq,
+                                  int n_device, gp_kv_device **out);
+
 extern "C" gp_status gp_kv_device_create(const gp_kv_layout *l, gp_dtype dtype, int max_seqs,
                                          int max_blocks_per_seq, gp_kv_device **out)
+{
+    return kv_device_create(l, dtype, max_seqs, max_blocks_per_seq, -1, out);
+}
+
+extern "C" gp_status gp_kv_device_create_offload(const gp_kv_layout *l, gp_dtype dtype, int max_seqs,
+                                                 int max_blocks_per_seq, int n_device, gp_kv_device **out)
+{
+    if (!l || !out)
+        GP_FAIL(GP_ERR_INVALID_ARG, "gp_kv_device_create_offload: layout and out must not be NULL");
+    *out = NULL;
+    GP_TRY(gp_dtype_check_half(dtype, "gp_kv_device_create_offload"));
+    GP_TRY(gp_kv_layout_check(l, max_seqs, max_blocks_per_seq, "gp_kv_device_create_offload"));
+    int align = 0;
+    GP_TRY(gp_kv_device_offload_align(l, dtype, &align));
+    if (n_device < 0 || n_device > l->n_blocks || n_device % align || (l->n_blocks - n_device) % align)
+        GP_FAIL(GP_ERR_INVALID_ARG, "gp_kv_device_create_offload: %d device blocks of %d: allowed 0..%d, and it "
+                "and the offloaded blocks each a multiple of %d (the device's mapping granularity in blocks)",
+                n_device, l->n_blocks, l->n_blocks, align);
+    return kv_device_create(l, dtype, max_seqs, max_blocks_per_seq, n_device, out);
+}
+
+static gp_status kv_device_create(const gp_kv_layout *l, gp_dtype dtype, int max_seqs, int max_blocks_per_seq,
+                                  int n_device, gp_kv_device **out)
 {
     if (!l || !out)
         GP_FAIL(GP_ERR_INVALID_ARG, "gp_kv_device_create: layout and out must not be NULL");
@@ -75,6 +121,12 @@ extern "C" gp_status gp_kv_device_create(const gp_kv_layout *l, gp_dtype dtype, 
                 l->n_blocks, l->block_size, l->n_kv_heads, l->head_dim, max_seqs,
                 max_blocks_per_seq);
 
+    const uint64_t part_bytes = pool_bytes / (2u * (uint64_t)l->n_layers);
+    if (n_device >= 0) { /* own blocks per part, and four staging windows */
+        const uint64_t own = part_bytes / (uint64_t)l->n_blocks * (uint64_t)n_device;
+        total = total - pool_bytes + own * 2u * (uint64_t)l->n_layers + 4u * (part_bytes - own);
+        pool_bytes = own * 2u * (uint64_t)l->n_layers + 4u * (part_bytes - own);
+    }
     size_t free_b = 0, total_b = 0;
     GP_CUDA_TRY(cudaMemGetInfo(&free_b, &total_b));
     if (total > (uint64_t)free_b)
@@ -95,15 +147,24 @@ extern "C" gp_status gp_kv_device_create(const gp_kv_layout *l, gp_dtype dtype, 
     gp_status st = GP_OK;
     size_t stage_bytes = ((size_t)table_elems + 2u * (size_t)max_seqs) * sizeof(int32_t);
 
-    if ((st = gp_device_alloc((void **)&kv->pools, (size_t)pool_bytes, "KV cache K/V pools")) != GP_OK
-        || (st = gp_device_alloc((void **)&kv->d_tables, (size_t)table_elems * sizeof(int32_t),
+    kv->n_device = n_device;
+    if (n_device >= 0) {
+        int device = 0;
+        GP_CUDA_GOTO(cudaGetDevice(&device), st, fail);
+        const size_t own = (size_t)(part_bytes / (uint64_t)l->n_blocks) * (size_t)n_device;
+        if ((st = gp_kv_vmm_create(device, 2 * l->n_layers, own, (size_t)part_bytes - own, &kv->vmm,
+                                   (void **)&kv->pools)) != GP_OK)
+            goto fail;
+    } else if ((st = gp_device_alloc((void **)&kv->pools, (size_t)pool_bytes, "KV cache K/V pools")) != GP_OK)
+        goto fail;
+    if ((st = gp_device_alloc((void **)&kv->d_tables, (size_t)table_elems * sizeof(int32_t),
                                  "KV cache block tables [max_seqs][max_blocks]")) != GP_OK
         || (st = gp_device_alloc((void **)&kv->d_lens_pos, 2u * (size_t)max_seqs * sizeof(int32_t),
                                  "KV cache lengths and positions [2][max_seqs]")) != GP_OK)
         goto fail;
     /* Zeroed pools make a never-written slot read as 0 rather than garbage;
      * -1 table entries make a stray read fault instead of reading a block. */
-    GP_CUDA_GOTO(cudaMemset(kv->pools, 0, (size_t)pool_bytes), st, fail);
+    GP_CUDA_GOTO(cudaMemset(kv->pools, 0, (size_t)(part_bytes * 2u * (uint64_t)l->n_layers)), st, fail);
     GP_CUDA_GOTO(cudaMemset(kv->d_tables, 0xff, (size_t)table_elems * sizeof(int32_t)), st,
                       fail);
     GP_CUDA_GOTO(cudaMemset(kv->d_lens_pos, 0, 2u * (size_t)max_seqs * sizeof(int32_t)), st,
@@ -134,7 +195,10 @@ extern "C" void gp_kv_device_destroy(gp_kv_device *kv)
             (void)cudaEventDestroy(kv->staged[i]);
         gp_pinned_free(kv->staging[i]);
     }
-    gp_device_free(kv->pools);
+    if (kv->vmm)
+        gp_kv_vmm_destroy(kv->vmm);
+    else
+        gp_device_free(kv->pools);
     gp_device_free(kv->d_tables);
     gp_device_free(kv->d_lens_pos);
     (void)cudaGetLastError();

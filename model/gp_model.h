@@ -348,6 +348,13 @@ void gp_kv_release(gp_kv_tables *t, int seq);
 /* Shorten seq to its first len tokens (0 <= len <= its length): the blocks
  * that still hold them stay, with their contents; the rest are freed. */
 gp_status gp_kv_truncate(gp_kv_tables *t, int seq, int len);
+/* Offloaded KV (issue #18): from now on table entry i < per_seq of sequence
+ * s is the fixed id first + s * per_seq + i (a block kept in host memory:
+ * the sequence's oldest positions), never taken from the pool, which keeps
+ * the ids below first for the rest. On fresh tables only (GP_ERR_STATE when
+ * a sequence holds blocks); GP_ERR_INVALID_ARG unless first >= 0, 0 <=
+ * per_seq <= max_blocks_per_seq and first + max_seqs x per_seq <= n_blocks. */
+gp_status gp_kv_tables_set_host(gp_kv_tables *t, int first, int per_seq);
 int gp_kv_len(const gp_kv_tables *t, int seq);
 const int32_t *gp_kv_block_table(const gp_kv_tables *t, int seq); /* [max_blocks_per_seq] */
 int gp_kv_max_blocks_per_seq(const gp_kv_tables *t);

@@ -16,6 +16,8 @@ struct gp_kv_tables {
     int *n_seq_blocks;  /* [max_seqs]: leading entries of the table in use */
     int *len;           /* [max_seqs]: tokens written (advanced) */
     int *reserved;      /* [max_seqs]: positions with room promised, >= len */
+    int host_first;     /* gp_kv_tables_set_host: entry i < host_per_seq of sequence s is id */
+    int host_per_seq;   /*   host_first + s * host_per_seq + i, outside the pool; 0: none */
 };
 
 uint64_t gp_kv_layer_elems(const gp_kv_layout *l)
@@ -124,14 +126,20 @@ gp_status gp_kv_reserve(gp_kv_tables *t, int seq, int n)
         GP_FAIL(GP_ERR_STATE, "gp_kv_reserve: seq %d at length %d: %d more tokens would reach "
                 "%lld, beyond its table of %d blocks x %d tokens = %lld", seq, t->len[seq], n,
                 (long long)end, t->max_blocks_per_seq, bs, (long long)cap);
-    int need = (int)((end + bs - 1) / bs) - t->n_seq_blocks[seq];
-    if (need > t->n_free)
+    int need = (int)((end + bs - 1) / bs) - t->n_seq_blocks[seq], from_pool = need;
+    if (t->host_per_seq > 0 && t->n_seq_blocks[seq] < t->host_per_seq) { /* fixed host ids first */
+        int host = t->host_per_seq - t->n_seq_blocks[seq];
+        from_pool -= host < need ? host : need;
+    }
+    if (from_pool > t->n_free)
         GP_FAIL(GP_ERR_STATE, "gp_kv_reserve: seq %d at length %d: %d more tokens need %d more "
-                "blocks but the pool has %d free blocks (of %d)", seq, t->len[seq], n, need,
-                t->n_free, t->layout.n_blocks);
+                "blocks but the pool has %d free blocks (of %d)", seq, t->len[seq], n, from_pool,
+                t->n_free, t->host_per_seq > 0 ? t->host_first : t->layout.n_blocks);
     int32_t *table = t->tables + (size_t)seq * (size_t)t->max_blocks_per_seq;
-    for (int i = 0; i < need; i++)
-        table[t->n_seq_blocks[seq]++] = t->free_ids[--t->n_free];
+    for (int i = 0; i < need; i++) {
+        int at = t->n_seq_blocks[seq]++;
+        table[at] = at < t->host_per_seq ? t->host_first + seq * t->host_per_seq + at : t->free_ids[--t->n_free];
+    }
     if (end > t->reserved[seq])
         t->reserved[seq] = (int)end;
     return GP_OK;
@@ -157,7 +165,8 @@ void gp_kv_release(gp_kv_tables *t, int seq)
     int32_t *table = t->tables + (size_t)seq * (size_t)t->max_blocks_per_seq;
     /* Reverse order so a reserve right after gets the same ids back. */
     for (int i = t->n_seq_blocks[seq] - 1; i >= 0; i--) {
-        t->free_ids[t->n_free++] = table[i];
+        if (i >= t->host_per_seq)
+            t->free_ids[t->n_free++] = table[i];
         table[i] = -1;
     }
     t->n_seq_blocks[seq] = 0;
@@ -174,12 +183,33 @@ gp_status gp_kv_truncate(gp_kv_tables *t, int seq, int len)
     int bs = t->layout.block_size, keep = (len + bs - 1) / bs;
     int32_t *table = t->tables + (size_t)seq * (size_t)t->max_blocks_per_seq;
     for (int i = t->n_seq_blocks[seq] - 1; i >= keep; i--) {
-        t->free_ids[t->n_free++] = table[i];
+        if (i >= t->host_per_seq)
+            t->free_ids[t->n_free++] = table[i];
         table[i] = -1;
     }
     t->n_seq_blocks[seq] = keep;
     t->len[seq] = len;
     t->reserved[seq] = len;
+    return GP_OK;
+}
+
+gp_status gp_kv_tables_set_host(gp_kv_tables *t, int first, int per_seq)
+{
+    if (!t)
+        GP_FAIL(GP_ERR_INVALID_ARG, "gp_kv_tables_set_host: tables are NULL");
+    for (int s = 0; s < t->max_seqs; s++)
+        if (t->n_seq_blocks[s])
+            GP_FAIL(GP_ERR_STATE, "gp_kv_tables_set_host: sequence %d holds blocks; call it on fresh tables", s);
+    if (first < 0 || per_seq < 0 || per_seq > t->max_blocks_per_seq ||
+        (int64_t)first + (int64_t)t->max_seqs * per_seq > t->layout.n_blocks)
+        GP_FAIL(GP_ERR_INVALID_ARG, "gp_kv_tables_set_host: first id %d, %d host blocks per sequence: allowed "
+                "first >= 0, 0 <= per_seq <= %d and first + %d x per_seq <= %d blocks", first, per_seq,
+                t->max_blocks_per_seq, t->max_seqs, t->layout.n_blocks);
+    t->host_first = first;
+    t->host_per_seq = per_seq;
+    t->n_free = 0; /* the pool keeps the ids below first, handed out 0, 1, 2, ... */
+    for (int i = first - 1; i >= 0; i--)
+        t->free_ids[t->n_free++] = i;
     return GP_OK;
 }
 

@@ -234,6 +234,39 @@ static void test_block_boundaries(void **state)
     }
 }
 
+/* Offloaded KV: each sequence's first per_seq entries are its fixed host
+ * ids, the rest come from the pool of the ids below them; releasing and
+ * truncating give back pool ids only; refusals. */
+static void test_host_blocks(void **state)
+{
+    (void)state;
+    gp_kv_layout l = {.n_layers = 1, .n_kv_heads = 1, .head_dim = 4, .block_size = 4, .n_blocks = 16};
+    gp_kv_tables *t = NULL;
+    assert_int_equal(gp_kv_tables_create(&l, 3, 5, &t), GP_OK);
+    assert_int_equal(gp_kv_tables_set_host(t, 10, 3), GP_ERR_INVALID_ARG); /* 10 + 3 x 3 > 16 */
+    assert_int_equal(gp_kv_tables_set_host(t, 6, 6), GP_ERR_INVALID_ARG); /* more than 5 per sequence */
+    assert_int_equal(gp_kv_tables_set_host(t, 7, 3), GP_OK);
+    assert_int_equal(gp_kv_free_blocks(t), 7);
+    assert_int_equal(gp_kv_reserve(t, 1, 18), GP_OK); /* 5 blocks: host 10, 11, 12, then pool 0, 1 */
+    const int32_t *tb = gp_kv_block_table(t, 1);
+    const int32_t want[5] = {10, 11, 12, 0, 1};
+    assert_memory_equal(tb, want, sizeof want);
+    assert_int_equal(gp_kv_free_blocks(t), 5);
+    assert_int_equal(gp_kv_reserve(t, 0, 5), GP_OK); /* 2 blocks, both host: 7, 8 */
+    assert_int_equal(gp_kv_block_table(t, 0)[1], 8);
+    assert_int_equal(gp_kv_free_blocks(t), 5);
+    assert_int_equal(gp_kv_advance(t, 1, 18), GP_OK);
+    assert_int_equal(gp_kv_truncate(t, 1, 13), GP_OK); /* keeps 4 blocks: pool id 1 back */
+    assert_int_equal(gp_kv_free_blocks(t), 6);
+    gp_kv_release(t, 1);
+    assert_int_equal(gp_kv_free_blocks(t), 7);
+    assert_int_equal(gp_kv_reserve(t, 2, 20), GP_OK); /* 13, 14, 15, then pool 0, 1 again */
+    assert_int_equal(gp_kv_block_table(t, 2)[0], 13);
+    assert_int_equal(gp_kv_block_table(t, 2)[3], 0);
+    assert_int_equal(gp_kv_tables_set_host(t, 7, 3), GP_ERR_STATE); /* not fresh */
+    gp_kv_tables_destroy(t);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -243,6 +276,7 @@ int main(void)
         cmocka_unit_test(test_truncate),
         cmocka_unit_test(test_exhaustion_unchanged),
         cmocka_unit_test(test_block_boundaries),
+        cmocka_unit_test(test_host_blocks),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
