@@ -99,7 +99,14 @@ uint64_t gp_engine_device_bytes(const gp_config *c, const gp_engine_params *p)
     if (attn_ws_bytes(c, p, &ws) != GP_OK)
         return 0;
     /* the same bytes in either 16-bit dtype */
-    return gp_kv_device_bytes(&l, GP_DTYPE_BF16, p->max_batch, blocks_per_seq(p)) + row_bytes(c) * (uint64_t)act_rows(p) +
+    uint64_t kv = gp_kv_device_bytes(&l, GP_DTYPE_BF16, p->max_batch, blocks_per_seq(p));
+    gp_kv_offload_plan plan;
+    if (p->kv_vram_budget) { /* the offloaded split's device blocks and windows instead of all blocks */
+        if (gp_engine_kv_offload_plan(c, p, GP_DTYPE_BF16, &plan) != GP_OK)
+            return 0;
+        kv = kv - plan.full_bytes + plan.device_bytes;
+    }
+    return kv + row_bytes(c) * (uint64_t)act_rows(p) +
            seq_bytes(c) * (uint64_t)p->max_batch +
            (uint64_t)ws + GP_GEMM_WORKSPACE_BYTES + 4 * (uint64_t)c->head_dim;
 }
@@ -130,6 +137,7 @@ void gp_engine_destroy(gp_engine *e)
     free_graphs(e);
     gp_engine_sparse_free(e);
     gp_engine_prefix_free(e);
+    gp_engine_kvoff_free(e);
     gp_gemm_ctx_destroy(e->sc.gemm);
     gp_kv_device_destroy(e->kv);
     gp_kv_tables_destroy(e->tables);
@@ -214,6 +222,14 @@ gp_status gp_engine_create(gp_device_weights *dw, const gp_engine_params *p, gp_
     const gp_dtype dt = gp_device_weights_dtype(dw);
     GP_TRY(gp_dtype_check_half(dt, "gp_engine_create (the device weights' dtype)"));
     GP_TRY(check_params(&w->cfg, p));
+    if (p->kv_vram_budget && p->use_graphs)
+        GP_FAIL(GP_ERR_INVALID_ARG, "gp_engine_create: the KV cache is offloaded (kv_vram_budget %llu), and its "
+                "copies change with every step's contexts, which a CUDA graph would bake in; set use_graphs = false "
+                "(eager steps)", (unsigned long long)p->kv_vram_budget);
+    if (p->kv_vram_budget && gp_device_weights_is_streamed(dw))
+        GP_FAIL(GP_ERR_UNSUPPORTED, "gp_engine_create: an offloaded KV cache beside streamed weights (both a "
+                "--vram-budget and a --kv-vram-budget) is not supported: both would queue on the one "
+                "host-to-device copy engine, untested");
     if (p->use_graphs && gp_device_weights_is_streamed(dw))
         GP_FAIL(GP_ERR_INVALID_ARG, "gp_engine_create: the weights are streamed (a VRAM budget), and a CUDA graph "
                 "would bake this step's weight addresses; set use_graphs = false (eager steps)");
@@ -256,8 +272,19 @@ gp_status gp_engine_create(gp_device_weights *dw, const gp_engine_params *p, gp_
         goto fail;
     }
     gp_kv_layout l = kv_layout(&e->cfg, p);
-    if ((st = gp_kv_tables_create(&l, p->max_batch, e->max_blocks, &e->tables)) != GP_OK ||
-        (st = gp_kv_device_create(&l, e->dtype, p->max_batch, e->max_blocks, &e->kv)) != GP_OK)
+    gp_kv_offload_plan plan = {0};
+    if (p->kv_vram_budget && (st = gp_engine_kv_offload_plan(&e->cfg, p, e->dtype, &plan)) != GP_OK)
+        goto fail;
+    if (plan.n_host) { /* offloaded: the pool's ids are the device blocks and the staging window */
+        l.n_blocks = plan.n_blocks;
+        if ((st = gp_kv_tables_create(&l, p->max_batch, e->max_blocks, &e->tables)) != GP_OK ||
+            (st = gp_kv_tables_set_host(e->tables, plan.n_device, plan.host_blocks_per_seq)) != GP_OK ||
+            (st = gp_kv_device_create_offload(&l, e->dtype, p->max_batch, e->max_blocks, plan.n_device,
+                                              &e->kv)) != GP_OK ||
+            (st = gp_engine_kvoff_create(e, &plan)) != GP_OK)
+            goto fail;
+    } else if ((st = gp_kv_tables_create(&l, p->max_batch, e->max_blocks, &e->tables)) != GP_OK ||
+               (st = gp_kv_device_create(&l, e->dtype, p->max_batch, e->max_blocks, &e->kv)) != GP_OK)
         goto fail;
     if ((st = gp_device_stream_create(&e->sc.stream, "engine stream")) != GP_OK ||
         (st = gp_device_event_create(&e->ev_begin, cudaEventDefault, "engine event ev_begin")) != GP_OK ||

@@ -98,6 +98,7 @@ struct gp_engine {
 
     gp_engine_sparse *sp;         /* NULL: dense projections */
     struct gp_engine_prefix *px;  /* stored prefixes (engine_prefix.c); NULL: off */
+    struct gp_engine_kvoff *ko;   /* offloaded KV (engine_kvoff.c); NULL: the whole cache on the device */
     /* [n_layers] or NULL: the prefill's first chunk makes the stream wait
      * for pf_layer_wait[l] before layer l's attention (a reload's layer l
      * written into the cache) */
@@ -128,6 +129,22 @@ struct gp_engine {
  * record after each kernel (tagged with its class); sum adds the gaps from
  * begin into acc per class; close frees them. */
 gp_status gp_engine_bd_open(gp_engine *e, int cap);
+/* engine_kvoff.c: the offloaded KV cache. create: its host blocks, streams
+ * and events for plan; free: the engine's destroy. plan_call: what the
+ * coming call (a decode step or a prefill chunk) of n sequences reads
+ * (positions [0, read_end[i])) and writes ([w0[i], w1[i])); before/after
+ * attn: around a layer's RoPE + KV append and attention on stream s (the
+ * layer's blocks copied in and waited for; written ones copied back, the
+ * next layer's copy enqueued); fill_host: a benchmark context's offloaded
+ * blocks of layer from its staging window. All no-ops when e->ko is NULL. */
+typedef struct gp_engine_kvoff gp_engine_kvoff;
+gp_status gp_engine_kvoff_create(gp_engine *e, const gp_kv_offload_plan *plan);
+void gp_engine_kvoff_free(gp_engine *e);
+gp_status gp_engine_kvoff_plan_call(gp_engine *e, int n, const int *seqs, const int *read_end, const int *w0,
+                                    const int *w1);
+gp_status gp_engine_kvoff_before_attn(gp_engine *e, int layer, cudaStream_t s);
+gp_status gp_engine_kvoff_after_attn(gp_engine *e, int layer, cudaStream_t s);
+gp_status gp_engine_kvoff_fill_host(gp_engine *e, int layer, cudaStream_t s);
 /* engine_prefix.c: frees e->px (the engine's destroy). */
 void gp_engine_prefix_free(gp_engine *e);
 /* engine_sparse.c: frees e->sp (the engine's destroy). */

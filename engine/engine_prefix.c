@@ -206,6 +206,9 @@ gp_status gp_engine_prefix_enable(gp_engine *e, const gp_prefix_params *p)
         GP_FAIL(GP_ERR_INVALID_ARG, "gp_engine_prefix_enable: NULL %s", e ? "params" : "engine");
     if (e->px)
         GP_FAIL(GP_ERR_STATE, "stored prefixes are already on for this engine");
+    if (e->ko)
+        GP_FAIL(GP_ERR_UNSUPPORTED, "stored prefixes with an offloaded KV cache (--kv-vram-budget): the reload "
+                "writes the cache's device blocks only; not supported together");
     GP_TRY(check_params(e, p));
     gp_engine_prefix *px = calloc(1, sizeof *px);
     if (!px)

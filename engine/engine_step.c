@@ -107,6 +107,19 @@ gp_status gp_engine_step_prepare(gp_engine *e, int B, const int *seq_ids, const 
         if (len > ml)
             ml = len;
     }
+    if (e->ko) { /* each row reads its context and writes its new token's K/V */
+        int *v = malloc(sizeof(int) * 3 * (size_t)B);
+        if (!v)
+            GP_FAIL(GP_ERR_NO_MEMORY, "decode step: out of host memory for %d rows", B);
+        for (int i = 0; i < B; i++) {
+            v[i] = gp_kv_len(e->tables, seq_ids[i]) + 1;
+            v[B + i] = v[i] - 1;
+            v[2 * B + i] = v[i];
+        }
+        gp_status st = gp_engine_kvoff_plan_call(e, B, seq_ids, v, v + B, v + 2 * B);
+        free(v);
+        GP_TRY(st);
+    }
     /* tok_h is free: the previous step ended with a host wait on its copy. */
     memcpy(e->tok_h, tokens, sizeof(int32_t) * (size_t)B);
     GP_CUDA_TRY(cudaMemcpyAsync(e->tok_d, e->tok_h, sizeof(int32_t) * (size_t)B, cudaMemcpyHostToDevice, s));
@@ -190,6 +203,7 @@ gp_status gp_engine_fill_context(gp_engine *e, int B, int C, uint64_t seed)
     for (int layer = 0; layer < l->n_layers; layer++) {
         GP_TRY(gp_synth_fill_device(gp_kv_device_k(e->kv, layer), e->dtype, n, seed, GP_T_WQKV, layer, 1.0f, e->sc.stream));
         GP_TRY(gp_synth_fill_device(gp_kv_device_v(e->kv, layer), e->dtype, n, seed, GP_T_WO, layer, 1.0f, e->sc.stream));
+        GP_TRY(gp_engine_kvoff_fill_host(e, layer, e->sc.stream)); /* before the next layer refills the window */
     }
     GP_CUDA_TRY(cudaStreamSynchronize(e->sc.stream)); /* setup, not a step */
     return GP_OK;

@@ -45,6 +45,14 @@ typedef struct gp_engine_params {
      * rows). 1..GP_ENGINE_MAX_PREFILL_CHUNK, default
      * GP_ENGINE_DEFAULT_PREFILL_CHUNK (docs/PERFORMANCE.md, issue #15). */
     int prefill_chunk;
+    /* Offloaded KV cache (issue #18): 0 (default) keeps the whole cache on
+     * the device. Else the device bytes the cache may take: each sequence's
+     * newest blocks stay there, its oldest live in pinned host memory and
+     * are copied, a layer ahead, into one of two staging buffers as large
+     * as all offloaded blocks of one layer's K or V, which the budget also
+     * holds (gp_engine_kv_offload_plan says how it splits). Sequential eager
+     * steps and prefill only: use_graphs must be false. */
+    uint64_t kv_vram_budget;
 } gp_engine_params;
 #define GP_ENGINE_DEFAULT_PREFILL_CHUNK 2048
 #define GP_ENGINE_MAX_PREFILL_CHUNK 65536
@@ -297,6 +305,36 @@ typedef struct gp_prefix_store_stats {
  * fewer than n tokens. */
 gp_status gp_engine_prefix_store_seq(gp_engine *e, int seq, int n, const int32_t *tokens,
                                      gp_prefix_store_stats *st);
+
+/* ------------------------------------------------------ offloaded KV
+ * How kv_vram_budget splits the cache: whole blocks per sequence, device
+ * blocks ids [0, n_device), the host ones each sequence's first
+ * host_blocks_per_seq table entries; device and host sizes as allocated. */
+typedef struct gp_kv_offload_plan {
+    uint64_t budget;          /* kv_vram_budget as given */
+    int device_blocks_per_seq, host_blocks_per_seq;
+    int n_device, n_host;     /* blocks: max_batch x each */
+    int n_blocks;             /* block ids: n_device + the staging window, rounded to align_blocks */
+    int align_blocks;         /* the device's virtual-memory granularity in blocks of one layer's K or V */
+    uint64_t device_bytes;    /* device-resident blocks + 4 staging windows */
+    uint64_t host_bytes;      /* pinned host blocks */
+    uint64_t full_bytes;      /* the whole cache on the device */
+} gp_kv_offload_plan;
+/* The split for cfg and p (p->kv_vram_budget > 0) in dtype dt: the most
+ * device blocks per sequence the budget holds. A budget that holds the
+ * whole cache offloads nothing. GP_ERR_INVALID_ARG naming the least budget
+ * when even every block on the host does not fit. Queries the current
+ * device's granularity. */
+gp_status gp_engine_kv_offload_plan(const gp_config *cfg, const gp_engine_params *p, gp_dtype dt,
+                                    gp_kv_offload_plan *out);
+/* The engine's split, or NULL when its KV cache is not offloaded. */
+const gp_kv_offload_plan *gp_engine_kv_offload(const gp_engine *e);
+typedef struct gp_kv_offload_stats {
+    uint64_t bytes_in, bytes_out; /* host-to-device (before attention), device-to-host (write-backs) */
+    long copies_in, copies_out;   /* copies enqueued */
+} gp_kv_offload_stats;
+/* Counts since the last reset; GP_ERR_STATE when not offloaded. */
+gp_status gp_engine_kv_offload_stats(gp_engine *e, gp_kv_offload_stats *out, bool reset);
 
 /* The device weights the engine runs on (not owned by it). */
 gp_device_weights *gp_engine_weights(const gp_engine *e);
