@@ -116,9 +116,15 @@ gp_status gp_kv_vmm_create(int device, int n_parts, size_t own, size_t win, gp_k
     gp_status st = load(&v->f);
     CUmemAllocationProp p = prop_of(device);
     CUresult r = CUDA_SUCCESS;
+    size_t g = 0;
+    if (st == GP_OK && (r = v->f.granularity(&g, &p, CU_MEM_ALLOC_GRANULARITY_MINIMUM)) != CUDA_SUCCESS)
+        st = cu_fail(r, "cuMemGetAllocationGranularity", 0);
+    if (st == GP_OK && (own % g || win % g))
+        st = GP_ERR_INVALID_ARG, gp_set_error("offloaded KV cache: parts of %zu + %zu bytes: each must be a "
+                                              "multiple of the device's mapping granularity, %zu", own, win, g);
     if (st == GP_OK) {
         v->size = (own + win) * (size_t)n_parts;
-        if ((r = v->f.reserve(&v->base, v->size, 0, 0, 0)) != CUDA_SUCCESS) {
+        if ((r = v->f.reserve(&v->base, v->size, g, 0, 0)) != CUDA_SUCCESS) {
             v->size = 0;
             st = cu_fail(r, "cuMemAddressReserve of the KV pools", (own + win) * (size_t)n_parts);
         }

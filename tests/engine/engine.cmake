@@ -48,3 +48,8 @@ gp_add_test(engine_sparse SOURCES ${GP_ENG_TESTS}/test_engine_sparse.c LIBS gp_p
 # prompt prefilled in two calls, files, eviction, refusals.
 gp_add_test(engine_prefix SOURCES ${GP_ENG_TESTS}/test_engine_prefix.c ${GP_ENG_TESTS}/gpu_test_util.c
             LIBS gp_pipeline_cuda GPU)
+
+# Offloaded KV cache (issue #18, GPU): bitwise against the resident engine
+# through chunked prefill and decode, the budget's split, refusals.
+gp_add_test(engine_kvoff SOURCES ${GP_ENG_TESTS}/test_engine_kvoff.c ${GP_ENG_TESTS}/gpu_test_util.c
+            LIBS gp_pipeline_cuda GPU)
