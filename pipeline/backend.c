@@ -17,7 +17,7 @@
 struct gp_backend {
     gp_backend_params p;
     gp_config cfg;
-    char describe[512];
+    char describe[768];
     char kv_model[PATH_MAX + 64];    /* the stored prefixes' name of the weights (gp_prefix_params.model) */
     gp_dtype dtype;                  /* what it runs in (gp_backend_dtype) */
     gp_host_weights own_w;           /* loaded here (CPU from a source); arena NULL otherwise */
@@ -132,6 +132,9 @@ static gp_status check_params(const gp_backend_params *p)
     if (p->kind == GP_BACKEND_CPU && p->dtype != GP_DTYPE_F32 && !gp_dtype_is_half(p->dtype))
         GP_FAIL(GP_ERR_INVALID_ARG, "cpu backend: activation dtype %s; allowed fp32 (no rounding), bf16, fp16",
                 gp_dtype_name(p->dtype));
+    if (p->kv_vram_budget && (p->kind != GP_BACKEND_CUDA || p->pipelined))
+        GP_FAIL(GP_ERR_INVALID_ARG, "backend: an offloaded KV cache (kv_vram_budget %llu bytes) applies to the cuda "
+                "backend's sequential steps only", (unsigned long long)p->kv_vram_budget);
     if (p->vram_budget && p->kind != GP_BACKEND_CUDA)
         GP_FAIL(GP_ERR_INVALID_ARG, "backend: a VRAM budget (%llu bytes) applies to the cuda backend only",
                 (unsigned long long)p->vram_budget);
@@ -174,8 +177,9 @@ static gp_status open_cuda(gp_backend *b)
     ep.block_size = p->block_size;
     /* streamed weights move between steps: eager only (the describe line says so) */
     const bool streamed = gp_device_weights_is_streamed(b->dw);
-    const bool graphs = p->use_graphs && !streamed;
+    const bool graphs = p->use_graphs && !streamed && !p->kv_vram_budget;
     ep.use_graphs = graphs;
+    ep.kv_vram_budget = p->kv_vram_budget; /* offloaded KV copies change every step: eager, as streamed weights */
     if (p->prefill_chunk)
         ep.prefill_chunk = p->prefill_chunk;
     GP_TRY(gp_engine_create(b->dw, &ep, &b->engine));
@@ -224,6 +228,16 @@ static gp_status open_cuda(gp_backend *b)
                          "SMs%s", si.a_got, si.f_got,
                          si.partitioned ? "" : " (no green contexts: plain streams sharing every SM)");
     }
+    const gp_kv_offload_plan *ko = gp_engine_kv_offload(b->engine);
+    if (ko && used < (int)sizeof b->describe)
+        used += snprintf(b->describe + used, sizeof b->describe - (size_t)used, "; offloaded KV cache, eager: %d "
+                         "of %d blocks per sequence in pinned host memory (%.2f GB), %.2f GB on the GPU (of %.2f GB "
+                         "asked; the whole cache %.2f GB)", ko->host_blocks_per_seq,
+                         ko->host_blocks_per_seq + ko->device_blocks_per_seq, ko->host_bytes / 1e9,
+                         ko->device_bytes / 1e9, ko->budget / 1e9, ko->full_bytes / 1e9);
+    else if (p->kv_vram_budget && used < (int)sizeof b->describe)
+        used += snprintf(b->describe + used, sizeof b->describe - (size_t)used, "; --kv-vram-budget %.2f GB holds "
+                         "the whole KV cache: nothing offloaded (eager steps)", p->kv_vram_budget / 1e9);
     if (p->kv_store_bytes && used < (int)sizeof b->describe) {
         /* the pool as allocated: whole blocks of what was asked */
         gp_kvstore_stats ks;

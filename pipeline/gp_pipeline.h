@@ -386,6 +386,9 @@ typedef struct gp_backend_params {
                               memory only. Needs kv_store_bytes */
     int kv_store_block;    /* tokens per stored block (--kv-store-block); 0 (default):
                               GP_PREFIX_DEFAULT_BLOCK_TOKENS. Needs kv_store_bytes */
+    uint64_t kv_vram_budget; /* CUDA, sequential steps: 0 (default) the whole KV cache on the device; else
+                              an offloaded cache of at most this many device bytes (gp_engine_params
+                              kv_vram_budget), run eager; the describe line gives the split */
 } gp_backend_params;
 gp_backend_params gp_backend_default_params(gp_backend_kind kind);
 

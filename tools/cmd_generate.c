@@ -52,6 +52,7 @@ typedef struct gen_opts {
     const char *sparsity;  /* --sparsity FILE.json; NULL: dense */
     const char *sparsity_stats; /* --sparsity-stats FILE.json; NULL: none written */
     uint64_t kv_store_size; /* --kv-store-size bytes; 0: not given (no stored prefixes) */
+    uint64_t kv_vram_budget; /* --kv-vram-budget bytes; 0: not given (the whole KV cache on the device) */
     const char *kv_store_dir; /* --kv-store DIR; NULL: memory only */
     long kv_store_block;   /* --kv-store-block tokens; 0: not given (GP_PREFIX_DEFAULT_BLOCK_TOKENS) */
 } gen_opts;
@@ -130,6 +131,13 @@ static void gen_usage(FILE *f)
             "  --kv-store-block N   with --kv-store-size: tokens per stored block, 1..65536; default %d.\n"
             "                       Only whole blocks are reused, and the last prompt token is always\n"
             "                       prefilled, so a prompt reuses at most (its tokens - 1) rounded down to N\n"
+            "  --kv-vram-budget SIZE\n"
+            "                       cuda, --engine seq: an offloaded KV cache of at most SIZE device bytes\n"
+            "                       (as --vram-budget: 512M, 4G): each sequence's newest blocks stay on the\n"
+            "                       GPU, its oldest live in pinned host memory and are copied in a layer\n"
+            "                       ahead of each attention, into two staging buffers the budget also holds;\n"
+            "                       eager steps. The split obtained is on the status line. Not with\n"
+            "                       --vram-budget or --kv-store-size\n"
             "  --dump-logits FILE   write {\"tokens\": [[ids]], \"logits\": [[[vocab floats]]]}: the logits each\n"
             "                       generated token was chosen from\n"
             "  --dump-prompt-logits FILE\n"
@@ -158,7 +166,7 @@ static int parse_opts(int argc, char **argv, gen_opts *o)
         {"top-p", required_argument, NULL, 'R'},       {"ignore-eos", no_argument, NULL, 'E'},
         {"sparsity", required_argument, NULL, 'S'},    {"sparsity-stats", required_argument, NULL, 'Z'},
         {"kv-store-size", required_argument, NULL, 'Q'}, {"kv-store", required_argument, NULL, 'q'},
-        {"kv-store-block", required_argument, NULL, 'B'},
+        {"kv-store-block", required_argument, NULL, 'B'}, {"kv-vram-budget", required_argument, NULL, 'O'},
         {"help", no_argument, NULL, 'h'},              {NULL, 0, NULL, 0},
     };
     *o = (gen_opts){.model = GP_DEFAULT_PRESET, .steps = -1, .backend = GP_BACKEND_CPU, .block_size = 16,
@@ -241,6 +249,7 @@ static int parse_opts(int argc, char **argv, gen_opts *o)
         case 's': st = gp_parse_u64(optarg, "--seed", &o->seed); o->seed_given = true; break;
         case 'V': st = gp_parse_size(optarg, "--vram-budget", &o->vram_budget); break;
         case 'Q': st = gp_parse_size(optarg, "--kv-store-size", &o->kv_store_size); break;
+        case 'O': st = gp_parse_size(optarg, "--kv-vram-budget", &o->kv_vram_budget); break;
         case 'q':
             if ((st = gp_parse_path(optarg, "--kv-store")) == GP_OK)
                 o->kv_store_dir = optarg;
@@ -353,6 +362,15 @@ static int parse_opts(int argc, char **argv, gen_opts *o)
         fprintf(stderr, "greenpipe generate: --dump-prompt-logits '%s' does not combine with --kv-store-size: "
                 "prompt positions reloaded from the store are not recomputed and have no logits; allowed: one "
                 "of the two\n", o->dump_prompt_logits);
+        return 2;
+    }
+    if (o->kv_vram_budget && (o->backend != GP_BACKEND_CUDA || o->pipelined || o->vram_budget ||
+                              o->kv_store_size)) {
+        fprintf(stderr, "greenpipe generate: --kv-vram-budget offloads the CUDA engine's KV cache, for --backend "
+                "cuda --engine seq without --vram-budget and --kv-store-size; got %s%s%s; allowed: leave it out, or "
+                "drop the others\n", o->backend != GP_BACKEND_CUDA ? "--backend cpu " : "",
+                o->pipelined ? "--engine pipelined " : "",
+                o->vram_budget ? "--vram-budget " : o->kv_store_size ? "--kv-store-size" : "");
         return 2;
     }
     if (o->pipe_flag_given && !o->pipelined) {
@@ -800,6 +818,7 @@ int gp_cmd_generate(int argc, char **argv)
     bp.prefill_chunk = (int)o.prefill_chunk;
     bp.vram_budget = o.vram_budget;
     bp.kv_store_bytes = o.kv_store_size;
+    bp.kv_vram_budget = o.kv_vram_budget;
     bp.kv_store_dir = o.kv_store_dir;
     bp.kv_store_block = (int)o.kv_store_block;
     if (o.dtype_given)
