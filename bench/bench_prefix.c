@@ -6,6 +6,7 @@
  * link's 55 GB/s (DESIGN.md §4), and the suffix alone after its prefix (the
  * floor the overlap of reload and suffix can approach). */
 #include <getopt.h>
+#include <jansson.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -19,7 +20,7 @@
 static void usage(FILE *f)
 {
     fprintf(f, "usage: gp_bench_prefix [--preset NAME] [--prefix P[,P...]] [--suffix N] [--repeats R] [--block N]\n"
-               "                       [--buffers N] [--no-overlap] [--seed S] [--dtype bf16|fp16]\n"
+               "                       [--buffers N] [--no-overlap] [--seed S] [--dtype bf16|fp16] [--trace FILE]\n"
                "  --preset NAME   model shape, synthetic weights (default llama3-8b; %s)\n"
                "  --prefix LIST   stored prefix lengths in tokens, each a multiple of --block (default 4096,8192,32768)\n"
                "  --suffix N      tokens after the prefix, 1..65536 (default 256)\n"
@@ -29,6 +30,9 @@ static void usage(FILE *f)
                "  --no-overlap    the suffix waits for the whole reload (default: its layer l for layer l only)\n"
                "  --seed S        weight seed (default 1)\n"
                "  --dtype D       engine dtype: bf16 (default) or fp16\n"
+               "  --trace FILE    Chrome trace JSON (Perfetto, chrome://tracing) of each row's last reuse: per\n"
+               "                  layer its copy, its scatter into the cache and the suffix prefill's share;\n"
+               "                  rewritten after every row\n"
                "The store holds exactly the prefix's blocks (pinned); the engine's max context is P + N.\n",
             gp_config_preset_names(), GP_PREFIX_DEFAULT_BLOCK_TOKENS, GP_KV_RELOAD_MAX_BUFFERS);
 }
@@ -59,12 +63,59 @@ typedef struct opts {
     bool overlap;
     unsigned long seed;
     const char *preset;
+    const char *trace; /* --trace FILE or NULL */
 } opts;
+
+/* One complete ("X") slice; times in ms, the format's in microseconds. */
+static void slice(json_t *ev, int pid, int tid, const char *name, float t0, float t1)
+{
+    json_array_append_new(ev, json_pack("{s:s, s:s, s:i, s:i, s:f, s:f}", "name", name, "ph", "X", "pid", pid, "tid",
+                                        tid, "ts", 1e3 * t0, "dur", 1e3 * (t1 > t0 ? t1 - t0 : 0.0f)));
+}
+
+static void name_event(json_t *ev, const char *what, int pid, int tid, const char *name)
+{
+    json_array_append_new(ev, json_pack("{s:s, s:s, s:i, s:i, s:{s:s}}", "name", what, "ph", "M", "pid", pid, "tid",
+                                        tid, "args", "name", name));
+}
+
+/* Row pid's last reuse into events, then the whole file rewritten. */
+static int trace_row(gp_engine *e, const opts *o, json_t *ev, int pid, int P)
+{
+    const int L = gp_engine_config(e)->n_layers;
+    gp_prefix_trace_layer *t = calloc((size_t)L, sizeof *t);
+    float first = 0.0f;
+    if (!t || gp_engine_prefix_trace(e, t, &first) != GP_OK) {
+        fprintf(stderr, "gp_bench_prefix: --trace: %s\n", t ? gp_last_error() : "out of host memory");
+        free(t);
+        return 1;
+    }
+    char name[96];
+    snprintf(name, sizeof name, "prefix %d + suffix %d tokens", P, o->suffix);
+    name_event(ev, "process_name", pid, 0, name);
+    name_event(ev, "thread_name", pid, 1, "copy stream: load (host to device)");
+    name_event(ev, "thread_name", pid, 2, "write stream: scatter into the cache");
+    name_event(ev, "thread_name", pid, 3, "engine stream: suffix prefill");
+    for (int l = 0; l < L; l++) {
+        char n[32];
+        snprintf(n, sizeof n, "layer %d", l);
+        slice(ev, pid, 1, n, t[l].load_begin, t[l].load_end);
+        slice(ev, pid, 2, n, t[l].write_begin, t[l].write_end);
+        slice(ev, pid, 3, n, t[l].suffix_attn, l + 1 < L ? t[l + 1].suffix_attn : first);
+    }
+    free(t);
+    json_t *root = json_pack("{s:O, s:s}", "traceEvents", ev, "displayTimeUnit", "ms");
+    int rc = !root || json_dump_file(root, o->trace, JSON_INDENT(1)) != 0;
+    if (rc)
+        fprintf(stderr, "gp_bench_prefix: --trace: cannot write '%s'\n", o->trace);
+    json_decref(root);
+    return rc;
+}
 
 /* Samples of one row: [kind][repeat]. */
 enum { S_FULL, S_RELOAD, S_GBPS, S_SUFFIX, S_TTFT, S_WALL, S_ALONE, S_FULL_WALL, S_COUNT };
 
-static int run_row(gp_device_weights *dw, const gp_config *c, int P, const opts *o)
+static int run_row(gp_device_weights *dw, const gp_config *c, int P, const opts *o, json_t *trace, int pid)
 {
     int rc = 1;
     gp_engine *e = NULL;
@@ -143,7 +194,7 @@ static int run_row(gp_device_weights *dw, const gp_config *c, int P, const opts 
            m[S_FULL_WALL] / m[S_WALL], ss.ms, ss.ms > 0 ? (double)ss.bytes_stored / (ss.ms * 1e6) : 0.0,
            nf == nr ? "same" : "differs", ref > 0 ? diff / ref : diff);
     fflush(stdout);
-    rc = 0;
+    rc = trace ? trace_row(e, o, trace, pid, P) : 0;
 out:
     gp_engine_destroy(e);
     free(tok);
@@ -176,7 +227,7 @@ int main(int argc, char **argv)
                                        {"block", required_argument, 0, 'b'},  {"buffers", required_argument, 0, 'B'},
                                        {"no-overlap", no_argument, 0, 'O'},   {"seed", required_argument, 0, 's'},
                                        {"dtype", required_argument, 0, 'd'},  {"help", no_argument, 0, 'h'},
-                                       {0, 0, 0, 0}};
+                                       {"trace", required_argument, 0, 't'},  {0, 0, 0, 0}};
     int c;
     while ((c = getopt_long(argc, argv, "", lo, NULL)) != -1) {
         char *end;
@@ -201,6 +252,7 @@ int main(int argc, char **argv)
                 return 2;
             }
             break;
+        case 't': o.trace = optarg; break;
         case 'h': usage(stdout); return 0;
         default: usage(stderr); return 2;
         }
@@ -243,9 +295,11 @@ int main(int argc, char **argv)
            "reuse ms | TTFT ms | speedup | TTFT host ms | host speedup | store | first token, logits diff |\n"
            "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|\n");
     int rc = 0;
+    json_t *trace = o.trace ? json_array() : NULL;
     for (int i = 0; i < n_rows; i++)
-        if (run_row(dw, &cfg, P[i], &o))
+        if (run_row(dw, &cfg, P[i], &o, trace, i + 1))
             rc = 1; /* later rows still run: every finished row is printed */
+    json_decref(trace);
     gp_device_weights_destroy(dw);
     return rc;
 }

@@ -107,6 +107,10 @@ struct gp_engine {
      * enqueued, before its first kernel (a reload beside it enqueues its
      * copies here, behind the prefill's own uploads); clears itself. */
     gp_status (*pf_hook)(struct gp_engine *e);
+    /* or NULL: the first chunk records pf_layer_mark[l * stride] (timing) on
+     * the stream right before layer l's attention, after its wait */
+    cudaEvent_t *pf_layer_mark;
+    int pf_layer_mark_stride;
     int step_rows;                /* rows of the decode step being run (gp_engine_step_prepare): the sparse
                                      decision is the step's, not a micro-batch's, as the CPU reference's */
     bool prefill_steps;           /* prompts run through decode steps (prefill_by_steps): dense */

@@ -14,6 +14,10 @@
  * one before it is put. */
 #define GP_PREFIX_STORE_SLOTS 2
 
+/* A layer's trace events: its copies' start and end (copy stream), its
+ * scatter's (write stream), and the suffix passing its wait for the layer. */
+enum { TR_LOAD0, TR_LOAD1, TR_WRITE0, TR_WRITE1, TR_SUFFIX, TR_COUNT };
+
 typedef struct gp_engine_prefix {
     gp_prefix_params p;
     char model[512];          /* the identity's name: the caller's, the dtype added */
@@ -33,6 +37,8 @@ typedef struct gp_engine_prefix {
     size_t stage_half;        /* elements of one buffer's K (or V) */
     int32_t *d_table, *h_table; /* the sequence's block table: device and pinned [max_blocks] */
     cudaEvent_t ev_start, ev_done, *ev_layer; /* timing; ev_layer [n_layers] without */
+    cudaEvent_t *tr;          /* [n_layers][TR_COUNT] timing events of the last reload (gp_engine_prefix_trace) */
+    bool traced;              /* the last prefill_prefix reloaded, so tr holds its times */
     /* the reload in progress */
     const void **payloads;    /* [max_prefix_blocks]: the matched blocks' host payloads */
     int n_matched;
@@ -118,6 +124,11 @@ void gp_engine_prefix_free(gp_engine *e)
             if (px->ev_layer[l])
                 cudaEventDestroy(px->ev_layer[l]);
     free(px->ev_layer);
+    if (px->tr)
+        for (int i = 0; i < e->cfg.n_layers * TR_COUNT; i++)
+            if (px->tr[i])
+                cudaEventDestroy(px->tr[i]);
+    free(px->tr);
     if (px->ev_start)
         cudaEventDestroy(px->ev_start);
     if (px->ev_done)
@@ -171,7 +182,8 @@ static gp_status prefix_alloc(gp_engine *e, gp_engine_prefix *px)
     px->used = calloc(((size_t)px->n_slots + 63) / 64, sizeof *px->used);
     px->payloads = calloc((size_t)px->max_prefix_blocks, sizeof *px->payloads);
     px->ev_layer = calloc((size_t)e->cfg.n_layers, sizeof *px->ev_layer);
-    if (!px->used || !px->payloads || !px->ev_layer)
+    px->tr = calloc((size_t)e->cfg.n_layers * TR_COUNT, sizeof *px->tr);
+    if (!px->used || !px->payloads || !px->ev_layer || !px->tr)
         GP_FAIL(GP_ERR_NO_MEMORY, "stored prefixes: out of host memory for %d slots", px->n_slots);
     GP_TRY(gp_pinned_alloc((void **)&px->pool, (size_t)slots * px->block_bytes, "the stored-prefix pool"));
     px->stage_half = (size_t)px->max_prefix_blocks * (size_t)p->block_tokens * row;
@@ -186,6 +198,8 @@ static gp_status prefix_alloc(gp_engine *e, gp_engine_prefix *px)
     }
     for (int l = 0; l < e->cfg.n_layers; l++)
         GP_CUDA_TRY(cudaEventCreateWithFlags(&px->ev_layer[l], cudaEventDisableTiming));
+    for (int i = 0; i < e->cfg.n_layers * TR_COUNT; i++)
+        GP_CUDA_TRY(cudaEventCreate(&px->tr[i]));
     GP_CUDA_TRY(cudaEventCreate(&px->ev_start));
     GP_CUDA_TRY(cudaEventCreate(&px->ev_done));
     GP_CUDA_TRY(cudaStreamCreateWithFlags(&px->copy, cudaStreamNonBlocking));
@@ -258,6 +272,7 @@ static gp_status be_load(void *ctx, int layer, int buf)
     gp_engine_prefix *px = b->px;
     gp_kvstore_identity id = identity(b->e, px->model, px->p.block_tokens);
     const uint8_t *const *pl = (const uint8_t *const *)px->payloads;
+    GP_CUDA_TRY(cudaEventRecord(px->tr[layer * TR_COUNT + TR_LOAD0], px->copy));
     for (int part = 0; part < 2; part++) {
         uint64_t off = 0, bytes = 0;
         GP_TRY(gp_kvstore_part_range(&id, layer, (gp_kvstore_part)part, &off, &bytes));
@@ -269,6 +284,7 @@ static gp_status be_load(void *ctx, int layer, int buf)
                                           (size_t)run, cudaMemcpyHostToDevice, px->copy));
         }
     }
+    GP_CUDA_TRY(cudaEventRecord(px->tr[layer * TR_COUNT + TR_LOAD1], px->copy));
     return GP_OK;
 }
 
@@ -283,10 +299,13 @@ static gp_status be_write(void *ctx, int layer, int buf)
 {
     reload_be *b = ctx;
     gp_engine_prefix *px = b->px;
-    return gp_kv_copy_tokens(gp_kv_device_layout(b->e->kv), gp_kv_device_k(b->e->kv, layer),
+    GP_CUDA_TRY(cudaEventRecord(px->tr[layer * TR_COUNT + TR_WRITE0], px->write));
+    GP_TRY(gp_kv_copy_tokens(gp_kv_device_layout(b->e->kv), gp_kv_device_k(b->e->kv, layer),
                              gp_kv_device_v(b->e->kv, layer), px->d_table, 0, b->n_tokens,
                              stage_buf(px, buf, GP_KVSTORE_K), stage_buf(px, buf, GP_KVSTORE_V), GP_KV_TO_CACHE,
-                             px->write);
+                             px->write));
+    GP_CUDA_TRY(cudaEventRecord(px->tr[layer * TR_COUNT + TR_WRITE1], px->write));
+    return GP_OK;
 }
 
 static gp_status be_record(void *ctx, gp_kv_reload_stage s, void *marker)
@@ -454,6 +473,8 @@ gp_status gp_engine_prefill_prefix(gp_engine *e, int seq, int n, const int32_t *
             } else {
                 e->pf_hook = reload_hook;
                 e->pf_layer_wait = px->p.overlap ? px->ev_layer : NULL;
+                e->pf_layer_mark = px->tr + TR_SUFFIX;
+                e->pf_layer_mark_stride = TR_COUNT;
             }
         }
         if (rc == GP_OK)
@@ -462,6 +483,8 @@ gp_status gp_engine_prefill_prefix(gp_engine *e, int seq, int n, const int32_t *
             rc = GP_ERR_STATE, gp_set_error("prefill with a stored prefix: the reload was never enqueued");
         e->pf_hook = NULL;
         e->pf_layer_wait = NULL;
+        e->pf_layer_mark = NULL;
+        px->traced = rc == GP_OK && gp_prefill_attn_supports(e->cfg.head_dim);
         /* the pins go only once every copy has read its host block */
         gp_status ws = rc == GP_OK ? gp_device_event_wait(px->ev_done, "the prefix reload") : GP_OK;
         if (rc != GP_OK) {
@@ -493,6 +516,22 @@ gp_status gp_engine_prefill_prefix(gp_engine *e, int seq, int n, const int32_t *
     s.wall_ms = (gp_now_s() - t0) * 1e3;
     if (st)
         *st = s;
+    return GP_OK;
+}
+
+gp_status gp_engine_prefix_trace(gp_engine *e, gp_prefix_trace_layer *layers, float *first_token)
+{
+    gp_engine_prefix *px = e ? e->px : NULL;
+    if (!px || !px->traced)
+        GP_FAIL(GP_ERR_STATE, "prefix trace: no prefill with a reload since stored prefixes were enabled (or the "
+                "last one failed, or ran through decode steps)");
+    for (int l = 0; l < e->cfg.n_layers; l++) {
+        cudaEvent_t *t = px->tr + (size_t)l * TR_COUNT;
+        layers[l] = (gp_prefix_trace_layer){elapsed(px->ev_start, t[TR_LOAD0]), elapsed(px->ev_start, t[TR_LOAD1]),
+                                            elapsed(px->ev_start, t[TR_WRITE0]), elapsed(px->ev_start, t[TR_WRITE1]),
+                                            elapsed(px->ev_start, t[TR_SUFFIX])};
+    }
+    *first_token = elapsed(px->ev_start, e->ev_pf_end);
     return GP_OK;
 }
 

@@ -287,6 +287,19 @@ typedef struct gp_prefix_stats {
 gp_status gp_engine_prefill_prefix(gp_engine *e, int seq, int n, const int32_t *prompt, int32_t *next,
                                    float *last_logits, gp_prefix_stats *st);
 
+/* Where the last reload's time went, per layer, in ms from the call's
+ * start (device events): its copies (the copy stream), its scatter into the
+ * cache (the write stream), and the suffix prefill reaching the layer's
+ * attention (after waiting for it). With overlap the suffix's layer l runs
+ * while layer l + 1 copies. */
+typedef struct gp_prefix_trace_layer {
+    float load_begin, load_end, write_begin, write_end, suffix_attn;
+} gp_prefix_trace_layer;
+/* layers [n_layers] and the first token's time, of the last
+ * gp_engine_prefill_prefix that reloaded; GP_ERR_STATE when there was none
+ * (or it failed, or its suffix ran through decode steps, unmarked). */
+gp_status gp_engine_prefix_trace(gp_engine *e, gp_prefix_trace_layer *layers, float *first_token);
+
 /* Storing a sequence's prefix: what it did. */
 typedef struct gp_prefix_store_stats {
     int blocks;         /* whole blocks in the tokens given */

@@ -140,6 +140,8 @@ static gp_status run_chunk(gp_engine *e, int S, const gp_prefill_seq *seqs, cons
         io.layer = l;
         if (e->pf_layer_wait && c0 == 0) /* later chunks follow the first in stream order */
             GP_CUDA_TRY(cudaStreamWaitEvent(e->sc.stream, e->pf_layer_wait[l], 0));
+        if (e->pf_layer_mark && c0 == 0)
+            GP_CUDA_TRY(cudaEventRecord(e->pf_layer_mark[(size_t)l * (size_t)e->pf_layer_mark_stride], e->sc.stream));
         GP_TRY(gp_engine_stage(e, GP_STAGE_ATTN, &io, &e->sc));
         GP_TRY(gp_engine_stage(e, GP_STAGE_FFN, &io, &e->sc));
     }

@@ -149,6 +149,19 @@ static void reuse_case(fixture *f, int bt, int n_buffers, bool overlap, int stor
     assert_true(st.reload_ms > 0.0f && st.suffix_ms > 0.0f && st.ttft_ms >= st.suffix_ms);
     assert_memory_equal(got, ref, sizeof(float) * V);
     assert_int_equal(ngot, nref);
+    /* the trace's order: each layer's scatter after its copy, the suffix's layer after its scatter (with
+       overlap; events resolve to about a microsecond) */
+    gp_prefix_trace_layer tr[8];
+    float first = 0.0f;
+    assert_true(f->cfg.n_layers <= 8);
+    GP_CHECK_OK(gp_engine_prefix_trace(e, tr, &first));
+    for (int l = 0; l < f->cfg.n_layers; l++) {
+        assert_true(tr[l].load_end >= tr[l].load_begin && tr[l].write_begin >= tr[l].load_end - 1e-3f);
+        assert_true(tr[l].write_end >= tr[l].write_begin);
+        if (overlap)
+            assert_true(tr[l].suffix_attn >= tr[l].write_end - 1e-3f);
+    }
+    assert_true(first >= tr[f->cfg.n_layers - 1].suffix_attn);
     decode3(e, 1, nref, ref + V);
     decode3(e, 2, ngot, got + V);
     assert_memory_equal(got + V, ref + V, sizeof(float) * 3 * V);
@@ -332,6 +345,9 @@ static void test_errors(void **state)
     p.model = "x";
     assert_null(gp_engine_prefix_store(e));
     GP_CHECK_OK(gp_engine_prefix_enable(e, &p));
+    gp_prefix_trace_layer tr[8];
+    float first;
+    GP_CHECK_FAIL(gp_engine_prefix_trace(e, tr, &first), GP_ERR_STATE, "no prefill with a reload");
     GP_CHECK_FAIL(gp_engine_prefix_enable(e, &p), GP_ERR_STATE, "already on");
     GP_CHECK_OK(gp_engine_prefill(e, 0, 10, f->a, NULL, NULL));
     GP_CHECK_FAIL(gp_engine_prefill_prefix(e, 0, 10, f->a, NULL, NULL, NULL), GP_ERR_STATE, "holds 10 tokens");
