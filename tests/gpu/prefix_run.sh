@@ -5,11 +5,13 @@
 # unless GP_PREFIX_SAN=0 (racecheck and synccheck on the copy kernel too);
 # then gp_bench_prefix on llama3-8b: prefixes 4k, 8k, 32k with a 256-token
 # suffix (the issue's table), and at 8k the variants: 3 buffers, no overlap,
-# 16-token blocks. Extra gp_bench_prefix arguments: GP_PREFIX_ARGS. Logs
-# under $OUT.
+# 16-token blocks; the main table's trace (bench_prefix_trace.json);
+# greenpipe generate on llama3-8b with two prompts sharing 4096 tokens
+# (--kv-store-size 2G), the second reusing the first's blocks. Extra
+# gp_bench_prefix arguments: GP_PREFIX_ARGS. Logs under $OUT.
 set -u
 source "$(dirname "$0")/gpu_env.sh"
-gp_build attn_kv_copy engine_prefix gp_bench_prefix
+gp_build attn_kv_copy engine_prefix gp_bench_prefix greenpipe
 for t in attn_kv_copy engine_prefix; do
   "$b/tests/$t" > "$out/$t.log" 2>&1; echo "$t rc $?"
   grep -E "PASSED|FAILED|ERROR|LINE|reused|rror" "$out/$t.log" | head -24
@@ -21,7 +23,7 @@ bench() { # name, then arguments
   echo "bench $name rc $?"
   grep -E "^#|^gp_bench|^\| [0-9]|rror" "$out/bench_prefix_$name.log"
 }
-bench main --prefix 4096,8192,32768 --suffix 256 --repeats 5
+bench main --prefix 4096,8192,32768 --suffix 256 --repeats 5 --trace "$out/bench_prefix_trace.json"
 [[ ${GP_PREFIX_VARIANTS:-1} == 0 ]] || {
   bench buf3 --prefix 8192,32768 --suffix 256 --repeats 5 --buffers 3
   bench nooverlap --prefix 8192 --suffix 256 --repeats 5 --no-overlap
@@ -37,3 +39,9 @@ bench main --prefix 4096,8192,32768 --suffix 256 --repeats 5
     echo "$tool attn_kv_copy: rc $? $(grep -hE 'ERROR SUMMARY' "$out/san_${tool}_kv_copy.log" | head -1)"
   done
 }
+ids=$(python3 -c "
+import random; r=random.Random(5); p=[r.randrange(128256) for _ in range(4096)]
+print(';'.join(','.join(map(str, p + [r.randrange(128256) for _ in range(64)])) for _ in range(2)))")
+timeout 300 "$b/tools/greenpipe" generate --backend cuda --model llama3-8b --prompt-ids "$ids" --steps 4 \
+  --kv-store-size 2G > "$out/gen_prefix.out" 2> "$out/gen_prefix.err"; echo "generate --kv-store-size rc $?"
+grep -E "backend|prompt|store|prefill" "$out/gen_prefix.err" | cut -c1-400
