@@ -214,8 +214,8 @@ static gp_status check_call(const gp_cpu_attn *a, const gp_kv_layout *l, gp_dtyp
     if (l->n_kv_heads < 1 || l->block_size < 1 || l->n_blocks < 1)
         GP_FAIL(GP_ERR_INVALID_ARG, W "layout n_kv_heads %d, block_size %d, n_blocks %d (each must be >= 1)",
                 l->n_kv_heads, l->block_size, l->n_blocks);
-    if (l->head_dim < 8 || l->head_dim > GP_CPU_ATTN_MAX_HEAD_DIM || l->head_dim % 8)
-        GP_FAIL(GP_ERR_INVALID_ARG, W "head_dim %d (allowed a multiple of 8 in 8..%d)", l->head_dim,
+    if (l->head_dim < 16 || l->head_dim > GP_CPU_ATTN_MAX_HEAD_DIM || l->head_dim % 16)
+        GP_FAIL(GP_ERR_INVALID_ARG, W "head_dim %d (allowed a multiple of 16 in 16..%d)", l->head_dim,
                 GP_CPU_ATTN_MAX_HEAD_DIM);
     if (n_heads < 1 || n_heads % l->n_kv_heads || n_heads / l->n_kv_heads > GP_CPU_ATTN_MAX_GROUP)
         GP_FAIL(GP_ERR_INVALID_ARG, W "n_heads %d over n_kv_heads %d (allowed a multiple of n_kv_heads, at most "

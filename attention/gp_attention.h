@@ -350,7 +350,7 @@ int gp_cpu_attn_uses_simd(const gp_cpu_attn *a);
  *   lse     host float [B][n_heads]: natural log of the sum over those
  *           positions of exp(q.k / sqrt(head_dim)); a row of length 0 gives
  *           o = 0 and lse = -inf (an empty partial, neutral in a merge)
- * head_dim a multiple of 8 up to GP_CPU_ATTN_MAX_HEAD_DIM. Scores and
+ * head_dim a multiple of 16 up to GP_CPU_ATTN_MAX_HEAD_DIM. Scores and
  * sums are float32 with the 16-bit elements converted inline; results do
  * not depend on the thread count. The handle's scratch grows to the largest
  * call's (allocation only when a call needs more than any before it).

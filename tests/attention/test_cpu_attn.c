@@ -173,7 +173,7 @@ static void test_split_merge(void **state)
          .lens = {95, 200, 33}},
         {.n_heads = 32, .n_kv_heads = 8, .head_dim = 128, .block_size = 16, .chunk = 64, .B = 3,
          .lens = {129, 250, 7}},
-        {.n_heads = 12, .n_kv_heads = 3, .head_dim = 40, .block_size = 7, .chunk = 20, .B = 3, .lens = {50, 6, 71}},
+        {.n_heads = 18, .n_kv_heads = 3, .head_dim = 48, .block_size = 7, .chunk = 20, .B = 3, .lens = {50, 6, 71}},
     };
     for (size_t i = 0; i < sizeof shapes / sizeof shapes[0]; i++)
         for (int rep = 0; rep < 3; rep++) /* new data and splits each time */
@@ -181,27 +181,23 @@ static void test_split_merge(void **state)
 }
 
 /* The same call on 1 and 4 threads, plain and AVX2 loops: the same bits. */
-static void test_bitwise(void **state)
+static void check_bitwise(const shape *s, uint64_t *rng)
 {
-    (void)state;
-    uint64_t rng = at_dtype_seed(at_seed("cpu_attn bitwise"));
-    const shape s = {.n_heads = 32, .n_kv_heads = 8, .head_dim = 128, .block_size = 16, .chunk = 64, .B = 4,
-                     .lens = {700, 3, 129, 0}};
     fixture f;
-    fixture_make(&f, &s, &rng);
-    const size_t no = (size_t)s.B * s.n_heads * s.head_dim, nl = (size_t)s.B * s.n_heads;
+    fixture_make(&f, s, rng);
+    const size_t no = (size_t)s->B * s->n_heads * s->head_dim, nl = (size_t)s->B * s->n_heads;
     float *o[3], *lse[3];
     const int threads[3] = {1, 4, 4}, simd[3] = {1, 1, 0};
     int32_t lens[4];
-    memcpy(lens, s.lens, sizeof lens);
+    memcpy(lens, s->lens, sizeof lens);
     for (int i = 0; i < 3; i++) {
         o[i] = at_malloc(no * 4), lse[i] = at_malloc(nl * 4);
-        gp_cpu_attn *a = make(threads[i], s.chunk, simd[i]);
+        gp_cpu_attn *a = make(threads[i], s->chunk, simd[i]);
         assert_int_equal(gp_cpu_attn_threads(a), threads[i]);
         if (i == 0)
             printf("  AVX2 loops on this CPU: %s\n", gp_cpu_attn_uses_simd(a) ? "yes" : "no");
-        at_check(gp_cpu_attn_partial(a, &f.l, at_dtype(), f.k, f.v, f.tables, f.max_blocks, lens, s.B,
-                                     s.n_heads, f.q, o[i], lse[i]), "partial");
+        at_check(gp_cpu_attn_partial(a, &f.l, at_dtype(), f.k, f.v, f.tables, f.max_blocks, lens, s->B,
+                                     s->n_heads, f.q, o[i], lse[i]), "partial");
         gp_cpu_attn_destroy(a);
     }
     for (int i = 1; i < 3; i++) {
@@ -211,6 +207,20 @@ static void test_bitwise(void **state)
     for (int i = 0; i < 3; i++)
         free(o[i]), free(lse[i]);
     fixture_free(&f);
+}
+
+static void test_bitwise(void **state)
+{
+    (void)state;
+    uint64_t rng = at_dtype_seed(at_seed("cpu_attn bitwise"));
+    const shape shapes[] = {
+        {.n_heads = 32, .n_kv_heads = 8, .head_dim = 128, .block_size = 16, .chunk = 64, .B = 4,
+         .lens = {700, 3, 129, 0}},
+        {.n_heads = 18, .n_kv_heads = 3, .head_dim = 48, .block_size = 7, .chunk = 16, .B = 3, .lens = {90, 1, 33}},
+        {.n_heads = 16, .n_kv_heads = 1, .head_dim = 64, .block_size = 32, .chunk = 128, .B = 2, .lens = {300, 64}},
+    };
+    for (size_t i = 0; i < sizeof shapes / sizeof shapes[0]; i++)
+        check_bitwise(&shapes[i], &rng);
 }
 
 static void test_merge_empty(void **state)
@@ -268,6 +278,8 @@ static void test_refusals(void **state)
     gp_kv_layout bad = l;
     bad.head_dim = 12;
     expect_refusal(CALL(GP_DTYPE_BF16, &bad, tables, 2, lens, 4, q), "head_dim 12");
+    bad.head_dim = 40;
+    expect_refusal(CALL(GP_DTYPE_BF16, &bad, tables, 2, lens, 4, q), "head_dim 40");
     bad = l;
     bad.block_size = 0;
     expect_refusal(CALL(GP_DTYPE_BF16, &bad, tables, 2, lens, 4, q), "block_size 0");
