@@ -11,17 +11,16 @@
 #include <errno.h>
 #include <getopt.h>
 #include <math.h>
-#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "bench_host_bw.h"
 #include "gp_model.h"
 #include "gp_sparse.h"
 
 #define NAME "gp_bench_cold_ffn"
 #define MAX_BATCHES 16
-#define BW_BYTES (1ull << 30)
 #define SAMPLE_NEURONS 256
 
 static void usage(FILE *f)
@@ -70,63 +69,6 @@ static void fill_bf16(uint16_t *p, size_t n, float s)
 {
     for (size_t i = 0; i < n; i++)
         p[i] = gp_f32_to_bf16(uniform_pm(s));
-}
-
-/* ---------------------------------------------------------------- host bandwidth */
-
-typedef struct bw_arg {
-    const uint64_t *p;
-    size_t n;
-    uint64_t sum;
-} bw_arg;
-
-static void *bw_read(void *v)
-{
-    bw_arg *a = v;
-    uint64_t s0 = 0, s1 = 0, s2 = 0, s3 = 0;
-    size_t i = 0;
-    for (; i + 4 <= a->n; i += 4)
-        s0 += a->p[i], s1 += a->p[i + 1], s2 += a->p[i + 2], s3 += a->p[i + 3];
-    for (; i < a->n; i++)
-        s0 += a->p[i];
-    a->sum = s0 + s1 + s2 + s3;
-    return NULL;
-}
-
-/* GB/s of T threads each summing its slice of a BW_BYTES buffer: median of
- * 5 passes after one that is not counted (page faults are paid at fill). */
-static double host_read_gbs(int T)
-{
-    uint64_t *buf = malloc(BW_BYTES);
-    if (!buf)
-        return NAN;
-    const size_t n = BW_BYTES / sizeof *buf;
-    for (size_t i = 0; i < n; i++)
-        buf[i] = i;
-    double gbs[5];
-    uint64_t sink = 0;
-    for (int pass = -1; pass < 5; pass++) {
-        pthread_t th[16];
-        bw_arg a[16];
-        const double t0 = gp_now_s();
-        for (int t = 0; t < T; t++) {
-            a[t] = (bw_arg){.p = buf + n * t / T, .n = n * (t + 1) / T - n * t / T};
-            if (t > 0)
-                pthread_create(&th[t], NULL, bw_read, &a[t]);
-        }
-        bw_read(&a[0]);
-        for (int t = 1; t < T; t++)
-            pthread_join(th[t], NULL);
-        const double dt = gp_now_s() - t0;
-        for (int t = 0; t < T; t++)
-            sink += a[t].sum;
-        if (pass >= 0)
-            gbs[pass] = (double)BW_BYTES / dt / 1e9;
-    }
-    free(buf);
-    if (sink == 42) /* keeps the sums alive */
-        printf(" ");
-    return gp_median_d(gbs, 5);
 }
 
 /* ---------------------------------------------------------------- thresholds */
@@ -274,7 +216,7 @@ int main(int argc, char **argv)
         return 1;
     }
     const int T = gp_cold_ffn_threads(c);
-    const double host_gbs = host_read_gbs(T);
+    const double host_gbs = gp_bench_host_read_gbs(T);
     printf("%s: llama3-8b FFN (hidden %d, ffn %d), bf16, %d layers, %d cold neurons a layer (%.0f%%), "
            "%d threads, %ld repeats, chunks %d\n", NAME, H, F, L, n_cold, 100.0 * n_cold / F, T, repeat, p.chunks);
     printf("host read bandwidth (%d threads, 1 GiB streamed): %.1f GB/s\n", T, host_gbs);

@@ -265,6 +265,23 @@ typedef struct gp_prefill_seq {
     const int32_t *tokens; /* [n] host */
 } gp_prefill_seq;
 
+/* ------------------------------------------------------------ thread pool
+ * Persistent workers for CPU work done once per layer (pool.c): every
+ * thread, the caller as thread 0, runs fn(ctx, thread) once per
+ * gp_pool_run; the task spreads its own work. One caller at a time. */
+#define GP_POOL_MAX_THREADS 16
+typedef struct gp_pool gp_pool;
+typedef void (*gp_pool_task)(void *ctx, int thread);
+/* n_threads 1..GP_POOL_MAX_THREADS (GP_ERR_INVALID_ARG otherwise); a thread
+ * that cannot be started only makes the pool smaller. */
+gp_status gp_pool_create(int n_threads, gp_pool **out);
+void gp_pool_destroy(gp_pool *p); /* NULL is fine */
+int gp_pool_threads(const gp_pool *p);
+/* Returns once every thread has finished fn. */
+void gp_pool_run(gp_pool *p, gp_pool_task fn, void *ctx);
+/* n_threads if > 0, else the online CPUs capped at GP_POOL_MAX_THREADS. */
+int gp_pool_threads_for(int n_threads);
+
 #ifdef __cplusplus
 }
 #endif

@@ -5,7 +5,6 @@
 #include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
-#include <unistd.h>
 
 #include "sparse_impl.h"
 
@@ -13,7 +12,7 @@
 
 struct gp_cold_ffn {
     gp_cold_ffn_params p;
-    gp_cold_pool *pool;
+    gp_pool *pool;
     float *partial;      /* [chunks][B][hidden]: each chunk's sum */
     size_t partial_cap;  /* floats */
     float *xf;           /* [B][hidden] masked x in fp32 */
@@ -30,21 +29,17 @@ gp_status gp_cold_ffn_create(const gp_cold_ffn_params *p, gp_cold_ffn **out)
 {
     if (!p || !out)
         GP_FAIL(GP_ERR_INVALID_ARG, "gp_cold_ffn_create: p and out must not be NULL");
-    if (p->n_threads < 0 || p->n_threads > GP_COLD_MAX_THREADS)
+    if (p->n_threads < 0 || p->n_threads > GP_POOL_MAX_THREADS)
         GP_FAIL(GP_ERR_INVALID_ARG, "cold FFN params: n_threads %d (allowed 0 for the online CPUs up to %d, or "
-                "1..%d)", p->n_threads, GP_COLD_MAX_THREADS, GP_COLD_MAX_THREADS);
+                "1..%d)", p->n_threads, GP_POOL_MAX_THREADS, GP_POOL_MAX_THREADS);
     if (p->chunks < 1 || p->chunks > GP_COLD_MAX_CHUNKS)
         GP_FAIL(GP_ERR_INVALID_ARG, "cold FFN params: chunks %d (allowed 1..%d)", p->chunks, GP_COLD_MAX_CHUNKS);
-    int T = p->n_threads;
-    if (T == 0) {
-        long online = sysconf(_SC_NPROCESSORS_ONLN);
-        T = online < 1 ? 1 : online > GP_COLD_MAX_THREADS ? GP_COLD_MAX_THREADS : (int)online;
-    }
+    const int T = gp_pool_threads_for(p->n_threads);
     gp_cold_ffn *c = calloc(1, sizeof *c);
     if (!c)
         GP_FAIL(GP_ERR_NO_MEMORY, "gp_cold_ffn_create: out of memory");
     c->p = *p;
-    gp_status st = gp_cold_pool_create(T, &c->pool);
+    gp_status st = gp_pool_create(T, &c->pool);
     if (st != GP_OK) {
         free(c);
         return st;
@@ -57,7 +52,7 @@ void gp_cold_ffn_destroy(gp_cold_ffn *c)
 {
     if (!c)
         return;
-    gp_cold_pool_destroy(c->pool);
+    gp_pool_destroy(c->pool);
     free(c->partial);
     free(c->xf);
     free(c);
@@ -65,7 +60,7 @@ void gp_cold_ffn_destroy(gp_cold_ffn *c)
 
 int gp_cold_ffn_threads(const gp_cold_ffn *c)
 {
-    return gp_cold_pool_threads(c->pool);
+    return gp_pool_threads(c->pool);
 }
 
 /* Exact widening as the CPU reference's (model/ref_ops.c): bf16 is a shift;
@@ -328,11 +323,11 @@ gp_status gp_cold_ffn_run(gp_cold_ffn *c, const gp_cold_pack *pk, int B, const v
         GP_FAIL(GP_ERR_NO_MEMORY, "gp_cold_ffn_run: out of memory");
     *jb = (gp_cold_job){.pk = pk, .B = B, .H = H, .f16 = dt == GP_DTYPE_F16, .chunks = chunks, .dt = dt,
                         .xf = c->xf, .t_down = t_down, .neurons = neurons, .n = n, .partial = c->partial, .y = y,
-                        .threads = gp_cold_pool_threads(c->pool)};
+                        .threads = gp_pool_threads(c->pool)};
     atomic_init(&jb->next, 0);
     if (n > 0)
-        gp_cold_pool_run(c->pool, gp_cold_compute_task, jb);
-    gp_cold_pool_run(c->pool, gp_cold_reduce_task, jb);
+        gp_pool_run(c->pool, gp_cold_compute_task, jb);
+    gp_pool_run(c->pool, gp_cold_reduce_task, jb);
 
     if (stats) {
         int active = 0;

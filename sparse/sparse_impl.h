@@ -35,18 +35,5 @@ void gp_sparse_hist_add(gp_sparse_hist *h, const float *x, size_t n);
  * 0 for an empty histogram. */
 float gp_sparse_hist_threshold(const gp_sparse_hist *h, double S);
 
-/* The cold FFN's persistent thread pool (cold_pool.c): every thread, the
- * caller as thread 0, runs fn(ctx, thread) once per gp_cold_pool_run; the
- * task spreads its own work (chunks claimed from a counter). One caller at
- * a time per pool. */
-#define GP_COLD_MAX_THREADS 16
-typedef struct gp_cold_pool gp_cold_pool;
-typedef void (*gp_cold_task)(void *ctx, int thread);
-/* n_threads 1..GP_COLD_MAX_THREADS; a thread that cannot be started only
- * makes the pool smaller. */
-gp_status gp_cold_pool_create(int n_threads, gp_cold_pool **out);
-void gp_cold_pool_destroy(gp_cold_pool *p);
-int gp_cold_pool_threads(const gp_cold_pool *p);
-void gp_cold_pool_run(gp_cold_pool *p, gp_cold_task fn, void *ctx);
 
 #endif

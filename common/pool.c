@@ -1,34 +1,36 @@
-/* The cold FFN's persistent thread pool: workers sleep on a condition
- * variable between calls, so a decode step pays a wake-up, not a thread
- * start, per layer. */
+/* A persistent thread pool for CPU work done per layer of a step (the cold
+ * FFN neurons, the CPU attention): workers sleep on a condition variable
+ * between calls, so a call pays a wake-up, not a thread start. */
 #include <pthread.h>
 #include <stdbool.h>
 #include <stdlib.h>
 
-#include "sparse_impl.h"
+#include <unistd.h>
 
-typedef struct gp_cold_worker {
-    gp_cold_pool *pool;
+#include "gp_common.h"
+
+typedef struct gp_pool_worker {
+    gp_pool *pool;
     int index; /* 1..n_threads-1; 0 is the caller */
-} gp_cold_worker;
+} gp_pool_worker;
 
-struct gp_cold_pool {
+struct gp_pool {
     int n_threads;
-    pthread_t threads[GP_COLD_MAX_THREADS];
-    gp_cold_worker workers[GP_COLD_MAX_THREADS];
+    pthread_t threads[GP_POOL_MAX_THREADS];
+    gp_pool_worker workers[GP_POOL_MAX_THREADS];
     pthread_mutex_t mu;
     pthread_cond_t wake, done;
     unsigned long generation; /* bumped once per run */
     int pending;              /* workers still inside the current run */
     bool quit;
-    gp_cold_task fn;
+    gp_pool_task fn;
     void *ctx;
 };
 
-static void *gp_cold_worker_main(void *arg)
+static void *gp_pool_worker_main(void *arg)
 {
-    gp_cold_worker *wk = arg;
-    gp_cold_pool *p = wk->pool;
+    gp_pool_worker *wk = arg;
+    gp_pool *p = wk->pool;
     unsigned long seen = 0;
     pthread_mutex_lock(&p->mu);
     for (;;) {
@@ -37,7 +39,7 @@ static void *gp_cold_worker_main(void *arg)
         if (p->quit)
             break;
         seen = p->generation;
-        gp_cold_task fn = p->fn;
+        gp_pool_task fn = p->fn;
         void *ctx = p->ctx;
         pthread_mutex_unlock(&p->mu);
         fn(ctx, wk->index);
@@ -49,26 +51,26 @@ static void *gp_cold_worker_main(void *arg)
     return NULL;
 }
 
-gp_status gp_cold_pool_create(int n_threads, gp_cold_pool **out)
+gp_status gp_pool_create(int n_threads, gp_pool **out)
 {
-    if (n_threads < 1 || n_threads > GP_COLD_MAX_THREADS)
-        GP_FAIL(GP_ERR_INVALID_ARG, "cold FFN threads %d (allowed 1..%d)", n_threads, GP_COLD_MAX_THREADS);
-    gp_cold_pool *p = calloc(1, sizeof *p);
+    if (n_threads < 1 || n_threads > GP_POOL_MAX_THREADS)
+        GP_FAIL(GP_ERR_INVALID_ARG, "thread pool of %d threads (allowed 1..%d)", n_threads, GP_POOL_MAX_THREADS);
+    gp_pool *p = calloc(1, sizeof *p);
     if (!p)
-        GP_FAIL(GP_ERR_NO_MEMORY, "cold FFN thread pool: out of memory");
+        GP_FAIL(GP_ERR_NO_MEMORY, "thread pool: out of memory");
     if (pthread_mutex_init(&p->mu, NULL) != 0) {
         free(p);
-        GP_FAIL(GP_ERR_NO_MEMORY, "cold FFN thread pool: pthread_mutex_init failed");
+        GP_FAIL(GP_ERR_NO_MEMORY, "thread pool: pthread_mutex_init failed");
     }
     if (pthread_cond_init(&p->wake, NULL) != 0 || pthread_cond_init(&p->done, NULL) != 0) {
         pthread_mutex_destroy(&p->mu);
         free(p); /* a condition variable that did initialise holds no resource on Linux */
-        GP_FAIL(GP_ERR_NO_MEMORY, "cold FFN thread pool: pthread_cond_init failed");
+        GP_FAIL(GP_ERR_NO_MEMORY, "thread pool: pthread_cond_init failed");
     }
     p->n_threads = 1;
     for (int i = 1; i < n_threads; i++) {
-        p->workers[i] = (gp_cold_worker){.pool = p, .index = i};
-        if (pthread_create(&p->threads[i], NULL, gp_cold_worker_main, &p->workers[i]) != 0)
+        p->workers[i] = (gp_pool_worker){.pool = p, .index = i};
+        if (pthread_create(&p->threads[i], NULL, gp_pool_worker_main, &p->workers[i]) != 0)
             break;
         p->n_threads = i + 1;
     }
@@ -76,7 +78,7 @@ gp_status gp_cold_pool_create(int n_threads, gp_cold_pool **out)
     return GP_OK;
 }
 
-void gp_cold_pool_destroy(gp_cold_pool *p)
+void gp_pool_destroy(gp_pool *p)
 {
     if (!p)
         return;
@@ -92,12 +94,12 @@ void gp_cold_pool_destroy(gp_cold_pool *p)
     free(p);
 }
 
-int gp_cold_pool_threads(const gp_cold_pool *p)
+int gp_pool_threads(const gp_pool *p)
 {
     return p->n_threads;
 }
 
-void gp_cold_pool_run(gp_cold_pool *p, gp_cold_task fn, void *ctx)
+void gp_pool_run(gp_pool *p, gp_pool_task fn, void *ctx)
 {
     if (p->n_threads == 1) {
         fn(ctx, 0);
@@ -115,4 +117,12 @@ void gp_cold_pool_run(gp_cold_pool *p, gp_cold_task fn, void *ctx)
     while (p->pending > 0)
         pthread_cond_wait(&p->done, &p->mu);
     pthread_mutex_unlock(&p->mu);
+}
+
+int gp_pool_threads_for(int n_threads)
+{
+    if (n_threads > 0)
+        return n_threads;
+    long online = sysconf(_SC_NPROCESSORS_ONLN);
+    return online < 1 ? 1 : online > GP_POOL_MAX_THREADS ? GP_POOL_MAX_THREADS : (int)online;
 }
