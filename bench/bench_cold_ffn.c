@@ -15,7 +15,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "bench_host_bw.h"
+#include "bench_cpu.h"
+#include "gp_tools.h"
 #include "gp_model.h"
 #include "gp_sparse.h"
 
@@ -39,36 +40,10 @@ static void usage(FILE *f)
             GP_SPARSE_MAX_B);
 }
 
-static int parse_long(const char *flag, const char *s, long lo, long hi, long *out)
-{
-    char *end = NULL;
-    errno = 0;
-    long v = strtol(s, &end, 10);
-    if (!*s || *end || errno || v < lo || v > hi) {
-        fprintf(stderr, NAME ": %s '%s': expected a whole number in %ld..%ld\n", flag, s, lo, hi);
-        return 1;
-    }
-    *out = v;
-    return 0;
-}
-
-static uint64_t g_rng = 0x243f6a8885a308d3ull;
-
-static uint64_t next_u64(void) /* xorshift64* */
-{
-    g_rng ^= g_rng >> 12, g_rng ^= g_rng << 25, g_rng ^= g_rng >> 27;
-    return g_rng * 0x2545f4914f6cdd1dull;
-}
-
-static float uniform_pm(float s) /* [-s, s) */
-{
-    return s * (float)((double)(next_u64() >> 11) * (2.0 / 9007199254740992.0) - 1.0);
-}
-
 static void fill_bf16(uint16_t *p, size_t n, float s)
 {
     for (size_t i = 0; i < n; i++)
-        p[i] = gp_f32_to_bf16(uniform_pm(s));
+        p[i] = gp_f32_to_bf16(gp_bench_uniform_pm(s));
 }
 
 /* ---------------------------------------------------------------- thresholds */
@@ -81,7 +56,7 @@ static float down_threshold(const gp_host_weights *w, const uint16_t *x, int B, 
     const uint16_t *gu = w->layers[0].w_gate_up;
     float *a = malloc(sizeof(float) * SAMPLE_NEURONS * B);
     for (int s = 0; s < SAMPLE_NEURONS; s++) {
-        const int j = (int)(next_u64() % (uint64_t)F);
+        const int j = (int)(gp_bench_rand_u64() % (uint64_t)F);
         for (int b = 0; b < B; b++) {
             float g = 0.0f, u = 0.0f;
             for (int k = 0; k < H; k++) {
@@ -99,34 +74,12 @@ static float down_threshold(const gp_host_weights *w, const uint16_t *x, int B, 
     return t;
 }
 
-static int parse_batches(const char *s, int *out, int *n)
-{
-    *n = 0;
-    const char *p = s;
-    while (*p) {
-        char *end = NULL;
-        errno = 0;
-        long v = strtol(p, &end, 10);
-        if (end == p || errno || v < 1 || v > GP_SPARSE_MAX_B || (*end && *end != ',') || *n >= MAX_BATCHES) {
-            fprintf(stderr, NAME ": --batch '%s': expected up to %d comma-separated whole numbers in 1..%d\n", s,
-                    MAX_BATCHES, GP_SPARSE_MAX_B);
-            return 1;
-        }
-        out[(*n)++] = (int)v;
-        p = *end ? end + 1 : end;
-    }
-    if (*n == 0) {
-        fprintf(stderr, NAME ": --batch is empty: expected batches in 1..%d\n", GP_SPARSE_MAX_B);
-        return 1;
-    }
-    return 0;
-}
-
 int main(int argc, char **argv)
 {
     long threads = 0, repeat = 20, layers = 2;
     double share = 0.5;
-    int batches[MAX_BATCHES] = {1, 8}, n_batches = 2;
+    long batches[MAX_BATCHES] = {1, 8};
+    int n_batches = 2;
     static const struct option opts[] = {
         {"threads", required_argument, NULL, 't'}, {"repeat", required_argument, NULL, 'r'},
         {"batch", required_argument, NULL, 'b'},   {"cold-share", required_argument, NULL, 'c'},
@@ -138,20 +91,22 @@ int main(int argc, char **argv)
     while ((ch = getopt_long(argc, argv, "", opts, NULL)) != -1) {
         switch (ch) {
         case 't':
-            if (parse_long("--threads", optarg, 0, 16, &threads))
+            if (gp_arg_long(NAME, optarg, 0, 16, "--threads", &threads))
                 return 2;
             break;
         case 'r':
-            if (parse_long("--repeat", optarg, 1, 10000, &repeat))
+            if (gp_arg_long(NAME, optarg, 1, 10000, "--repeat", &repeat))
                 return 2;
             break;
         case 'l':
-            if (parse_long("--layers", optarg, 1, 64, &layers))
+            if (gp_arg_long(NAME, optarg, 1, 64, "--layers", &layers))
                 return 2;
             break;
         case 'b':
-            if (parse_batches(optarg, batches, &n_batches))
+            if (gp_parse_long_list(optarg, 1, GP_SPARSE_MAX_B, "--batch", batches, MAX_BATCHES, &n_batches) != GP_OK) {
+                fprintf(stderr, NAME ": %s\n", gp_last_error());
                 return 2;
+            }
             break;
         case 'c': {
             char *end = NULL;
@@ -200,7 +155,7 @@ int main(int argc, char **argv)
     int *cold = malloc(sizeof(int) * F), n_cold = 0;
     const int want = (int)lround(share * F);
     for (int j = 0; j < F; j++) /* selection sampling: exactly `want` of F */
-        if ((double)(next_u64() >> 11) * (1.0 / 9007199254740992.0) * (F - j) < want - n_cold)
+        if ((double)(gp_bench_rand_u64() >> 11) * (1.0 / 9007199254740992.0) * (F - j) < want - n_cold)
             cold[n_cold++] = j;
     gp_cold_pack **pk = calloc((size_t)L, sizeof *pk);
     for (int l = 0; l < L; l++)
@@ -227,10 +182,10 @@ int main(int argc, char **argv)
     float *y = malloc(sizeof(float) * GP_SPARSE_MAX_B * H);
     double *ms = malloc(sizeof(double) * repeat), *gb = malloc(sizeof(double) * repeat);
     for (int bi = 0; bi < n_batches; bi++) {
-        const int B = batches[bi];
+        const int B = (int)batches[bi];
         /* an RMSNorm output: unit RMS, here uniform with that RMS */
         for (int e = 0; e < B * H; e++)
-            x[e] = gp_f32_to_bf16(uniform_pm(1.7320508f));
+            x[e] = gp_f32_to_bf16(gp_bench_uniform_pm(1.7320508f));
         float *mag = malloc(sizeof(float) * B * H);
         for (int e = 0; e < B * H; e++)
             mag[e] = fabsf(gp_bf16_to_f32(x[e]));

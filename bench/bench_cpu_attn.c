@@ -14,7 +14,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "bench_host_bw.h"
+#include "bench_cpu.h"
+#include "gp_tools.h"
 #include "gp_attention.h"
 
 #define NAME "gp_bench_cpu_attn"
@@ -44,61 +45,12 @@ static void usage(FILE *f)
             MAX_B);
 }
 
-static int parse_long(const char *flag, const char *s, long lo, long hi, long *out)
-{
-    char *end = NULL;
-    errno = 0;
-    long v = strtol(s, &end, 10);
-    if (!*s || *end || errno || v < lo || v > hi) {
-        fprintf(stderr, NAME ": %s '%s': expected a whole number in %ld..%ld\n", flag, s, lo, hi);
-        return 1;
-    }
-    *out = v;
-    return 0;
-}
-
-static int parse_batches(const char *s, int *out, int *n)
-{
-    *n = 0;
-    const char *p = s;
-    while (*p) {
-        char *end = NULL;
-        errno = 0;
-        long v = strtol(p, &end, 10);
-        if (end == p || errno || v < 1 || v > MAX_B || (*end && *end != ',') || *n >= MAX_BATCHES) {
-            fprintf(stderr, NAME ": --batch '%s': expected up to %d comma-separated whole numbers in 1..%d\n", s,
-                    MAX_BATCHES, MAX_B);
-            return 1;
-        }
-        out[(*n)++] = (int)v;
-        p = *end ? end + 1 : end;
-    }
-    if (*n == 0) {
-        fprintf(stderr, NAME ": --batch is empty: expected batches in 1..%d\n", MAX_B);
-        return 1;
-    }
-    return 0;
-}
-
-static uint64_t g_rng = 0x243f6a8885a308d3ull;
-
-static uint64_t next_u64(void) /* xorshift64* */
-{
-    g_rng ^= g_rng >> 12, g_rng ^= g_rng << 25, g_rng ^= g_rng >> 27;
-    return g_rng * 0x2545f4914f6cdd1dull;
-}
-
-static float uniform_pm(float s) /* [-s, s) */
-{
-    return s * (float)((double)(next_u64() >> 11) * (2.0 / 9007199254740992.0) - 1.0);
-}
-
 /* B x nb distinct blocks of the pool in random order: a partial
  * Fisher-Yates over ids, which stays a permutation from call to call. */
 static void random_tables(int32_t *ids, int n_blocks, int32_t *tables, int n)
 {
     for (int i = 0; i < n; i++) {
-        const int j = i + (int)(next_u64() % (uint64_t)(n_blocks - i));
+        const int j = i + (int)(gp_bench_rand_u64() % (uint64_t)(n_blocks - i));
         const int32_t t = ids[i];
         ids[i] = ids[j], ids[j] = t;
         tables[i] = ids[i];
@@ -109,7 +61,8 @@ int main(int argc, char **argv)
 {
     long threads = 0, repeat = 20, positions = 2048, chunk = 256;
     int plain = 0;
-    int batches[MAX_BATCHES] = {8, 64}, n_batches = 2;
+    long batches[MAX_BATCHES] = {8, 64};
+    int n_batches = 2;
     static const struct option opts[] = {
         {"threads", required_argument, NULL, 't'},   {"repeat", required_argument, NULL, 'r'},
         {"batch", required_argument, NULL, 'b'},     {"positions", required_argument, NULL, 'p'},
@@ -121,24 +74,26 @@ int main(int argc, char **argv)
     while ((ch = getopt_long(argc, argv, "", opts, NULL)) != -1) {
         switch (ch) {
         case 't':
-            if (parse_long("--threads", optarg, 0, GP_POOL_MAX_THREADS, &threads))
+            if (gp_arg_long(NAME, optarg, 0, GP_POOL_MAX_THREADS, "--threads", &threads))
                 return 2;
             break;
         case 'r':
-            if (parse_long("--repeat", optarg, 1, 10000, &repeat))
+            if (gp_arg_long(NAME, optarg, 1, 10000, "--repeat", &repeat))
                 return 2;
             break;
         case 'p':
-            if (parse_long("--positions", optarg, 1, 131072, &positions))
+            if (gp_arg_long(NAME, optarg, 1, 131072, "--positions", &positions))
                 return 2;
             break;
         case 'c':
-            if (parse_long("--chunk", optarg, 16, 4096, &chunk))
+            if (gp_arg_long(NAME, optarg, 16, 4096, "--chunk", &chunk))
                 return 2;
             break;
         case 'b':
-            if (parse_batches(optarg, batches, &n_batches))
+            if (gp_parse_long_list(optarg, 1, MAX_B, "--batch", batches, MAX_BATCHES, &n_batches) != GP_OK) {
+                fprintf(stderr, NAME ": %s\n", gp_last_error());
                 return 2;
+            }
             break;
         case 'P': plain = 1; break;
         case 'h': usage(stdout); return 0;
@@ -159,7 +114,7 @@ int main(int argc, char **argv)
 
     int max_B = 0;
     for (int i = 0; i < n_batches; i++)
-        max_B = batches[i] > max_B ? batches[i] : max_B;
+        max_B = batches[i] > max_B ? (int)batches[i] : max_B;
     const int nb = (int)((positions + BLOCK - 1) / BLOCK); /* blocks of a row */
     const size_t block_elems = (size_t)BLOCK * N_KV * HEAD_DIM;
     const uint64_t min_blocks = MIN_POOL_BYTES / (2 * block_elems * sizeof(uint16_t));
@@ -183,11 +138,11 @@ int main(int argc, char **argv)
         return 1;
     }
     for (size_t i = 0; i < pool; i++) /* keys and values of unit scale, like RoPE'd activations */
-        k[i] = gp_f32_to_bf16(uniform_pm(1.0f)), v[i] = gp_f32_to_bf16(uniform_pm(1.0f));
+        k[i] = gp_f32_to_bf16(gp_bench_uniform_pm(1.0f)), v[i] = gp_f32_to_bf16(gp_bench_uniform_pm(1.0f));
     for (int i = 0; i < n_blocks; i++)
         ids[i] = i;
     for (size_t i = 0; i < (size_t)max_B * N_HEADS * HEAD_DIM; i++)
-        q[i] = gp_bf16_to_f32(gp_f32_to_bf16(uniform_pm(1.0f)));
+        q[i] = gp_bf16_to_f32(gp_f32_to_bf16(gp_bench_uniform_pm(1.0f)));
     for (int b = 0; b < max_B; b++)
         lens[b] = (int32_t)positions;
 
@@ -209,7 +164,7 @@ int main(int argc, char **argv)
     printf("%4s %9s %9s %10s %8s %8s %12s %12s %8s\n", "B", "ms", "min ms", "K+V MB", "GB/s", "of host",
            "step ms cpu", "step ms link", "cpu/link");
     for (int bi = 0; bi < n_batches; bi++) {
-        const int B = batches[bi];
+        const int B = (int)batches[bi];
         const double bytes = (double)B * positions * N_KV * HEAD_DIM * 2.0 * 2.0;
         for (int r = -1; r < repeat; r++) { /* r = -1: warm-up, scratch grown */
             random_tables(ids, n_blocks, tables, B * nb);

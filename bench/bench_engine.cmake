@@ -25,7 +25,7 @@ target_link_libraries(gp_bench_prefill PRIVATE gp_engine)
 # Time to first token with a stored prefix (issue #18): reload + suffix
 # prefill against prefilling the whole prompt.
 add_executable(gp_bench_prefix ${CMAKE_CURRENT_LIST_DIR}/bench_prefix.c)
-target_link_libraries(gp_bench_prefix PRIVATE gp_engine gp_dep_jansson)
+target_link_libraries(gp_bench_prefix PRIVATE gp_engine gp_tools gp_dep_jansson)
 
 # Decode with an offloaded KV cache (issue #18) beside the resident engine.
 add_executable(gp_bench_kvoff ${CMAKE_CURRENT_LIST_DIR}/bench_kvoff.c)

@@ -13,7 +13,9 @@
 
 #include "gp_engine.h"
 #include "gp_kvstore.h"
+#include "gp_tools.h"
 
+#define NAME "gp_bench_prefix"
 #define MAX_ROWS 16
 #define LINK_GBPS 55.0 /* pinned host-to-device on the H100 machine (DESIGN.md §4) */
 
@@ -204,18 +206,6 @@ out:
     return rc;
 }
 
-static int parse_int(const char *s, int lo, int hi, const char *flag, int *out)
-{
-    char *end;
-    long v = strtol(s, &end, 10);
-    if (!*s || *end || v < lo || v > hi) {
-        fprintf(stderr, "gp_bench_prefix: %s '%s': allowed %d..%d\n", flag, s, lo, hi);
-        return -1;
-    }
-    *out = (int)v;
-    return 0;
-}
-
 int main(int argc, char **argv)
 {
     opts o = {.suffix = 256, .repeats = 5, .block = GP_PREFIX_DEFAULT_BLOCK_TOKENS, .buffers = 2, .overlap = true,
@@ -229,15 +219,20 @@ int main(int argc, char **argv)
                                        {"dtype", required_argument, 0, 'd'},  {"help", no_argument, 0, 'h'},
                                        {"trace", required_argument, 0, 't'},  {0, 0, 0, 0}};
     int c;
+    long v;
     while ((c = getopt_long(argc, argv, "", lo, NULL)) != -1) {
         char *end;
         switch (c) {
         case 'p': o.preset = optarg; break;
         case 'P': prefixes = optarg; break;
-        case 'n': if (parse_int(optarg, 1, 65536, "--suffix", &o.suffix)) return 2; break;
-        case 'r': if (parse_int(optarg, 1, 1000, "--repeats", &o.repeats)) return 2; break;
-        case 'b': if (parse_int(optarg, 1, 65536, "--block", &o.block)) return 2; break;
-        case 'B': if (parse_int(optarg, 2, GP_KV_RELOAD_MAX_BUFFERS, "--buffers", &o.buffers)) return 2; break;
+        case 'n': if (gp_arg_long(NAME, optarg, 1, 65536, "--suffix", &v)) return 2; o.suffix = (int)v; break;
+        case 'r': if (gp_arg_long(NAME, optarg, 1, 1000, "--repeats", &v)) return 2; o.repeats = (int)v; break;
+        case 'b': if (gp_arg_long(NAME, optarg, 1, 65536, "--block", &v)) return 2; o.block = (int)v; break;
+        case 'B':
+            if (gp_arg_long(NAME, optarg, 2, GP_KV_RELOAD_MAX_BUFFERS, "--buffers", &v))
+                return 2;
+            o.buffers = (int)v;
+            break;
         case 'O': o.overlap = false; break;
         case 's':
             o.seed = strtoul(optarg, &end, 10);
@@ -261,17 +256,19 @@ int main(int argc, char **argv)
         fprintf(stderr, "gp_bench_prefix: unexpected argument '%s'\n", argv[optind]);
         return 2;
     }
+    long Pl[MAX_ROWS];
     int P[MAX_ROWS], n_rows = 0;
-    for (const char *s = prefixes; *s;) {
-        char *end;
-        long v = strtol(s, &end, 10);
-        if (end == s || v < o.block || v % o.block || v > (1 << 20) || n_rows == MAX_ROWS || (*end && *end != ',')) {
-            fprintf(stderr, "gp_bench_prefix: --prefix '%s': expected P[,P...], each a positive multiple of --block "
-                    "(%d) up to %d, at most %d\n", prefixes, o.block, 1 << 20, MAX_ROWS);
+    if (gp_parse_long_list(prefixes, o.block, 1 << 20, "--prefix", Pl, MAX_ROWS, &n_rows) != GP_OK) {
+        fprintf(stderr, NAME ": %s\n", gp_last_error());
+        return 2;
+    }
+    for (int i = 0; i < n_rows; i++) {
+        if (Pl[i] % o.block) {
+            fprintf(stderr, NAME ": --prefix %ld: not a multiple of --block %d (only whole blocks are stored)\n",
+                    Pl[i], o.block);
             return 2;
         }
-        P[n_rows++] = (int)v;
-        s = *end ? end + 1 : end;
+        P[i] = (int)Pl[i];
     }
     gp_config cfg;
     if (gp_config_preset(o.preset, &cfg) != GP_OK) {

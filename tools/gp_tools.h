@@ -14,6 +14,13 @@
 /* Parse a whole decimal integer in [min, max]; the message names flag, the
  * text given and the allowed range. */
 gp_status gp_parse_long(const char *text, long min, long max, const char *flag, long *out);
+/* For programs' flags: gp_parse_long, its refusal printed as "prog:
+ * message" on stderr; 0, or 2 (the usage exit code) when refused. */
+int gp_arg_long(const char *prog, const char *text, long min, long max, const char *flag, long *out);
+/* text: comma-separated integers, each as gp_parse_long's; at most cap into
+ * out, *n their count. GP_ERR_INVALID_ARG naming flag for an empty list or
+ * item, more than cap items, or an item gp_parse_long refuses. */
+gp_status gp_parse_long_list(const char *text, long min, long max, const char *flag, long *out, int cap, int *n);
 gp_status gp_parse_u64(const char *text, const char *flag, uint64_t *out);
 /* A size in bytes, > 0: a whole decimal number, optionally followed by one
  * binary multiple K, M, G or T (x 2^10, 2^20, 2^30, 2^40; lower case too):

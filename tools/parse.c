@@ -6,6 +6,7 @@
 #include <errno.h>
 #include <limits.h>
 #include <math.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -23,6 +24,36 @@ gp_status gp_parse_long(const char *text, long min, long max, const char *flag, 
         GP_FAIL(GP_ERR_INVALID_ARG, "%s: %s is out of range; allowed: [%ld, %ld]", flag, text, min, max);
     *out = v;
     return GP_OK;
+}
+
+int gp_arg_long(const char *prog, const char *text, long min, long max, const char *flag, long *out)
+{
+    if (gp_parse_long(text, min, max, flag, out) == GP_OK)
+        return 0;
+    fprintf(stderr, "%s: %s\n", prog, gp_last_error());
+    return 2;
+}
+
+gp_status gp_parse_long_list(const char *text, long min, long max, const char *flag, long *out, int cap, int *n)
+{
+    *n = 0;
+    if (!text || !*text)
+        GP_FAIL(GP_ERR_INVALID_ARG, "%s: empty list; expected up to %d comma-separated integers in [%ld, %ld]", flag,
+                cap, min, max);
+    for (const char *p = text;;) {
+        const char *comma = strchr(p, ',');
+        const size_t len = comma ? (size_t)(comma - p) : strlen(p);
+        char item[32];
+        if (*n == cap || len == 0 || len >= sizeof item)
+            GP_FAIL(GP_ERR_INVALID_ARG, "%s: '%s': expected up to %d comma-separated integers in [%ld, %ld]", flag,
+                    text, cap, min, max);
+        memcpy(item, p, len);
+        item[len] = '\0';
+        GP_TRY(gp_parse_long(item, min, max, flag, &out[(*n)++]));
+        if (!comma)
+            return GP_OK;
+        p = comma + 1;
+    }
 }
 
 gp_status gp_parse_u64(const char *text, const char *flag, uint64_t *out)

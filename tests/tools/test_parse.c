@@ -33,6 +33,24 @@ static void test_long(void **state)
 }
 
 /* A path: refused when empty or when it is the next flag. */
+static void test_long_list(void **state)
+{
+    (void)state;
+    long v[3];
+    int n = -1;
+    assert_int_equal(gp_parse_long_list("8,64,1", 1, 64, "--batch", v, 3, &n), GP_OK);
+    assert_int_equal(n, 3);
+    assert_true(v[0] == 8 && v[1] == 64 && v[2] == 1);
+    assert_int_equal(gp_parse_long_list("5", 1, 64, "--batch", v, 3, &n), GP_OK);
+    assert_int_equal(n, 1);
+    expect_error(gp_parse_long_list("1,2,3,4", 1, 64, "--batch", v, 3, &n), "up to 3");
+    expect_error(gp_parse_long_list("1,,2", 1, 64, "--batch", v, 3, &n), "'1,,2'");
+    expect_error(gp_parse_long_list("1,", 1, 64, "--batch", v, 3, &n), "comma-separated");
+    expect_error(gp_parse_long_list("", 1, 64, "--batch", v, 3, &n), "empty list");
+    expect_error(gp_parse_long_list("1,65", 1, 64, "--batch", v, 3, &n), "65 is out of range");
+    expect_error(gp_parse_long_list("1,x", 1, 64, "--batch", v, 3, &n), "'x' is not an integer");
+}
+
 static void test_path(void **state)
 {
     (void)state;
@@ -149,6 +167,7 @@ int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_long),
+        cmocka_unit_test(test_long_list),
         cmocka_unit_test(test_u64),
         cmocka_unit_test(test_size),
         cmocka_unit_test(test_path),

@@ -1,11 +1,11 @@
-/* The host read bandwidth of the CPU benchmarks (bench_host_bw.h). */
+/* The helpers of the CPU benchmarks (bench_cpu.h): the host read bandwidth, their random data. */
 #include <math.h>
 #include <pthread.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 
-#include "bench_host_bw.h"
+#include "bench_cpu.h"
 #include "gp_common.h"
 
 typedef struct bw_arg {
@@ -61,3 +61,16 @@ double gp_bench_host_read_gbs(int T)
     return gp_median_d(gbs, 5);
 }
 
+
+static uint64_t g_rng = 0x243f6a8885a308d3ull;
+
+uint64_t gp_bench_rand_u64(void)
+{
+    g_rng ^= g_rng >> 12, g_rng ^= g_rng << 25, g_rng ^= g_rng >> 27;
+    return g_rng * 0x2545f4914f6cdd1dull;
+}
+
+float gp_bench_uniform_pm(float s)
+{
+    return s * (float)((double)(gp_bench_rand_u64() >> 11) * (2.0 / 9007199254740992.0) - 1.0);
+}

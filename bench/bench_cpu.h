@@ -1,0 +1,22 @@
+/* Helpers of the CPU benchmarks (gp_bench_cold_ffn, gp_bench_cpu_attn):
+ * the host's read bandwidth they measure beside their own rates (T threads
+ * streaming through a large buffer) and the random numbers of their data. */
+#ifndef GP_BENCH_CPU_H
+#define GP_BENCH_CPU_H
+
+#include <stdint.h>
+
+/* Bytes of the buffer: far beyond any last-level cache. */
+#define GP_BENCH_BW_BYTES (1ull << 30)
+
+/* GB/s of T threads (1..16) each summing its slice of a GP_BENCH_BW_BYTES
+ * buffer: median of 5 passes after one that is not counted (page faults are
+ * paid at fill). NAN when the buffer cannot be allocated. */
+double gp_bench_host_read_gbs(int T);
+
+/* One process-wide xorshift64* stream (a fixed seed: the same data every
+ * run), and uniform floats in [-s, s) from it. */
+uint64_t gp_bench_rand_u64(void);
+float gp_bench_uniform_pm(float s);
+
+#endif
