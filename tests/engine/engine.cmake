@@ -30,7 +30,8 @@ gp_add_test(engine_device_fault SOURCES ${GP_ENG_TESTS}/test_device_fault.c ${GP
 
 # Batched, chunked prefill against the CPU reference, decode-only prefill and
 # itself (continued prompts, prompt logits), bad input (GPU).
-gp_add_test(engine_prefill SOURCES ${GP_ENG_TESTS}/test_prefill.c LIBS gp_pipeline_cuda GPU)
+gp_add_test(engine_prefill SOURCES ${GP_ENG_TESTS}/test_prefill.c ${GP_ENG_TESTS}/gpu_test_util.c
+            LIBS gp_pipeline_cuda GPU)
 
 # The host side of the device weights' dtype conversion (round to nearest
 # even, fp16 range refusal) and --dtype auto; needs no GPU.

@@ -130,3 +130,17 @@ size_t gt_check_close(const char *what, const float *got, const float *ref, size
                abs_tol);
     return bad;
 }
+
+void gt_config_hd128(gp_config *c)
+{
+    if (gp_config_preset("tiny", c) != GP_OK)
+        fail_msg("gt_config_hd128: %s", gp_last_error());
+    c->hidden = 256;
+    c->n_heads = 4;
+    c->n_kv_heads = 2;
+    c->head_dim = 128;
+    c->ffn = 384;
+    c->vocab = 512;
+    c->max_context = 4096;
+    c->tied_embeddings = false;
+}

@@ -16,6 +16,7 @@
 #include <cuda_runtime_api.h>
 
 #include "gp_common.h"
+#include "gp_model.h"
 
 /* Bytes of poison after each device buffer, checked after every run. */
 #define GT_GUARD_BYTES 256
@@ -53,5 +54,10 @@ void *gt_host_alloc(size_t bytes); /* fails the test when out of memory */
  * (cols per row) and returns the count. */
 size_t gt_check_close(const char *what, const float *got, const float *ref, size_t n, int cols,
                       double rel, double abs_tol);
+
+/* A small model whose prefill runs the tensor-core attention (head_dim
+ * 128): the tiny preset with hidden 256, 4 heads over 2 KV heads, FFN 384,
+ * vocab 512, max context 4096, untied embeddings. */
+void gt_config_hd128(gp_config *c);
 
 #endif

@@ -37,17 +37,9 @@ typedef struct fixture {
 static int setup(void **state)
 {
     fixture *f = calloc(1, sizeof *f);
-    GP_CHECK_OK(gp_config_preset("tiny", &f->cfg));
+    gt_config_hd128(&f->cfg);
     gp_config *c = &f->cfg;
     c->n_layers = 8;
-    c->hidden = 256;
-    c->n_heads = 4;
-    c->n_kv_heads = 2;
-    c->head_dim = 128;
-    c->ffn = 384;
-    c->vocab = 512;
-    c->max_context = 4096;
-    c->tied_embeddings = false;
     GP_CHECK_OK(gp_host_weights_alloc(c, GP_DTYPE_BF16, &f->w));
     GP_CHECK_OK(gp_synth_fill_host(&f->w, 77));
     GP_CHECK_OK(gp_device_weights_upload(&f->w, g_dt, &f->dw));

@@ -38,16 +38,8 @@ typedef struct fixture {
 static int setup(void **state)
 {
     fixture *f = calloc(1, sizeof *f);
-    GP_CHECK_OK(gp_config_preset("tiny", &f->cfg));
-    gp_config *c = &f->cfg; /* head_dim 128: the tensor-core prefill attention runs */
-    c->hidden = 256;
-    c->n_heads = 4;
-    c->n_kv_heads = 2;
-    c->head_dim = 128;
-    c->ffn = 384;
-    c->vocab = 512;
-    c->max_context = 4096;
-    c->tied_embeddings = false;
+    gt_config_hd128(&f->cfg); /* head_dim 128: the tensor-core prefill attention runs */
+    gp_config *c = &f->cfg;
     GP_CHECK_OK(gp_host_weights_alloc(c, GP_DTYPE_BF16, &f->w));
     GP_CHECK_OK(gp_synth_fill_host(&f->w, 99));
     GP_CHECK_OK(gp_device_weights_upload(&f->w, g_dt, &f->dw));

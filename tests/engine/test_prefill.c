@@ -20,6 +20,7 @@
 #include "gp_test.h"
 
 #include "engine_tol.h"
+#include "gpu_test_util.h"
 
 enum { NS = 6, MAX_CTX = 2304, BLOCK = 16 };
 static gp_dtype g_dt = GP_DTYPE_BF16; /* the engine dtype of the pass (main runs both) */
@@ -37,19 +38,11 @@ typedef struct fixture {
 static int setup(void **state)
 {
     fixture *f = calloc(1, sizeof *f);
-    GP_CHECK_OK(gp_config_preset("tiny", &f->cfg));
+    gt_config_hd128(&f->cfg);
     gp_config *c = &f->cfg;
-    c->hidden = 256;
-    c->n_heads = 4;
-    c->n_kv_heads = 2;
-    c->head_dim = 128;
-    c->ffn = 384;
-    c->vocab = 512;
-    c->max_context = 4096;
     c->rope_theta = 500000.0f;
     c->rope_scaling = (gp_rope_scaling){.type = GP_ROPE_LLAMA3, .factor = 8.0f, .low_freq_factor = 1.0f,
                                         .high_freq_factor = 4.0f, .original_max_pos = 1024};
-    c->tied_embeddings = false;
     GP_CHECK_OK(gp_host_weights_alloc(c, GP_DTYPE_BF16, &f->w));
     GP_CHECK_OK(gp_synth_fill_host(&f->w, 4321));
     GP_CHECK_OK(gp_device_weights_upload(&f->w, g_dt, &f->dw)); /* bf16 values: exact in fp16 too */
