@@ -144,3 +144,20 @@ void gt_config_hd128(gp_config *c)
     c->max_context = 4096;
     c->tied_embeddings = false;
 }
+
+int gt_engine_main(const char *name, const struct CMUnitTest *tests, size_t n, CMFixtureFunction setup,
+                   CMFixtureFunction teardown, gp_dtype *dt)
+{
+    if (gp_cuda_available() != GP_OK) {
+        printf("%s: SKIPPED: %s\n", name, gp_last_error());
+        return 77;
+    }
+    int failed = 0;
+    for (int d = 0; d < 2; d++) {
+        *dt = gt_dtypes[d];
+        char group[96];
+        snprintf(group, sizeof group, "%s, %s", name, gp_dtype_flag_name(*dt));
+        failed |= _cmocka_run_group_tests(group, tests, n, setup, teardown) != 0;
+    }
+    return failed;
+}

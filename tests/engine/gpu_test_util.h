@@ -60,4 +60,13 @@ size_t gt_check_close(const char *what, const float *got, const float *ref, size
  * vocab 512, max context 4096, untied embeddings. */
 void gt_config_hd128(gp_config *c);
 
+/* main of a whole-engine test: exit 77 (skipped, the reason printed) without
+ * a GPU; else every test of tests[n] once per engine dtype, bf16 then fp16,
+ * *dt set before each group (its fixture uploads the weights in it), groups
+ * named "<name>, bf16" and "<name>, fp16". Returns main's exit status. */
+int gt_engine_main(const char *name, const struct CMUnitTest *tests, size_t n, CMFixtureFunction setup,
+                   CMFixtureFunction teardown, gp_dtype *dt);
+#define GT_ENGINE_MAIN(name, tests, setup, teardown, dt)                                         \
+    gt_engine_main(name, tests, sizeof(tests) / sizeof((tests)[0]), setup, teardown, dt)
+
 #endif

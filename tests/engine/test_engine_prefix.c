@@ -355,10 +355,6 @@ static void test_errors(void **state)
 
 int main(void)
 {
-    if (gp_cuda_available() != GP_OK) {
-        printf("engine_prefix: SKIPPED: %s\n", gp_last_error());
-        return 77;
-    }
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_reuse),
         cmocka_unit_test(test_partial),
@@ -366,12 +362,5 @@ int main(void)
         cmocka_unit_test(test_files_and_eviction),
         cmocka_unit_test(test_errors),
     };
-    int failed = 0;
-    for (int d = 0; d < 2; d++) {
-        g_dt = d ? GP_DTYPE_F16 : GP_DTYPE_BF16;
-        char name[48];
-        snprintf(name, sizeof name, "engine prefix, %s", gp_dtype_flag_name(g_dt));
-        failed |= cmocka_run_group_tests_name(name, tests, setup, teardown) != 0;
-    }
-    return failed;
+    return GT_ENGINE_MAIN("engine_prefix", tests, setup, teardown, &g_dt);
 }

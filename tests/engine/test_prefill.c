@@ -252,22 +252,11 @@ static void test_errors(void **state)
 
 int main(void)
 {
-    if (gp_cuda_available() != GP_OK) {
-        printf("engine_prefill: SKIPPED: %s\n", gp_last_error());
-        return 77;
-    }
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_batch_vs_cpu),
         cmocka_unit_test(test_vs_decode_only),
         cmocka_unit_test(test_continue_and_prompt_logits),
         cmocka_unit_test(test_errors),
     };
-    int failed = 0;
-    for (int d = 0; d < 2; d++) {
-        g_dt = d ? GP_DTYPE_F16 : GP_DTYPE_BF16;
-        char name[48];
-        snprintf(name, sizeof name, "engine prefill, %s", gp_dtype_flag_name(g_dt));
-        failed |= cmocka_run_group_tests_name(name, tests, setup, teardown) != 0;
-    }
-    return failed;
+    return GT_ENGINE_MAIN("engine_prefill", tests, setup, teardown, &g_dt);
 }

@@ -11,14 +11,7 @@
 
 static uint64_t g_rng = 1;
 
-static double uniform(void) /* [0, 1), splitmix64 */
-{
-    uint64_t z = (g_rng += 0x9e3779b97f4a7c15ull);
-    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
-    z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
-    z ^= z >> 31;
-    return (double)(z >> 11) * (1.0 / 9007199254740992.0);
-}
+static double uniform(void) { return gp_test_uniform(&g_rng); }
 
 static int cmp_float(const void *a, const void *b)
 {

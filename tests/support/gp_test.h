@@ -52,6 +52,16 @@ static inline double gp_test_rel_err(const float *a, const float *ref, int n)
     return isnan(md) ? INFINITY : mr > 0.0 ? md / mr : md;
 }
 
+/* Uniform in [0, 1) from a splitmix64 stream: the tests' seeded data. */
+static inline double gp_test_uniform(uint64_t *state)
+{
+    uint64_t z = (*state += 0x9e3779b97f4a7c15ull);
+    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+    z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+    z ^= z >> 31;
+    return (double)(z >> 11) * (1.0 / 9007199254740992.0);
+}
+
 /* A fresh directory /tmp/<tag>_XXXXXX into buf (a fixture's setup: 0 on
  * success, -1 otherwise), and its removal with everything in it (teardown). */
 static inline int gp_test_tmpdir_make(char *buf, size_t cap, const char *tag)
