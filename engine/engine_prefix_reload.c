@@ -1,0 +1,290 @@
+/* A stored prefix reloaded layer by layer (gp_kv_reload_run's lag-2
+ * schedule: copies on a copy stream into staging buffers, scatters into the
+ * paged cache on a write stream) beside the prefill of the rest of the
+ * prompt, whose layer l waits for layer l only; its trace. */
+#include <stdlib.h>
+#include <string.h>
+
+#include "cuda_util.cuh"
+#include "engine_prefix_impl.h"
+
+typedef struct reload_be {
+    gp_engine *e;
+    gp_engine_prefix *px;
+    int n_tokens; /* matched tokens */
+} reload_be;
+
+static cudaStream_t stage_stream(const gp_engine_prefix *px, gp_kv_reload_stage s)
+{
+    return s == GP_KV_RELOAD_LOAD ? px->copy : px->write;
+}
+
+static uint16_t *stage_buf(const gp_engine_prefix *px, int buf, gp_kvstore_part part)
+{
+    return px->stage + ((size_t)buf * 2 + (size_t)part) * px->stage_half;
+}
+
+/* Layer's K and V of every matched block into buffer buf, in token order:
+ * per part one strided copy for each run of blocks in consecutive slots
+ * (a piece of block_tokens x row elements per block, payloads block_bytes
+ * apart), since a copy per piece costs the link a quarter of its rate
+ * (docs/PERFORMANCE.md, issue #18). */
+static gp_status be_load(void *ctx, int layer, int buf)
+{
+    reload_be *b = ctx;
+    gp_engine_prefix *px = b->px;
+    gp_kvstore_identity id = gp_engine_prefix_identity(b->e, px->model, px->p.block_tokens);
+    const uint8_t *const *pl = (const uint8_t *const *)px->payloads;
+    GP_CUDA_TRY(cudaEventRecord(px->tr[layer * GP_PREFIX_TR_COUNT + GP_PREFIX_TR_LOAD0], px->copy));
+    for (int part = 0; part < 2; part++) {
+        uint64_t off = 0, bytes = 0;
+        GP_TRY(gp_kvstore_part_range(&id, layer, (gp_kvstore_part)part, &off, &bytes));
+        uint8_t *dst = (uint8_t *)stage_buf(px, buf, (gp_kvstore_part)part);
+        for (int i = 0, run; i < px->n_matched; i += run) {
+            for (run = 1; i + run < px->n_matched && pl[i + run] == pl[i + run - 1] + px->block_bytes; run++)
+                ;
+            GP_CUDA_TRY(cudaMemcpy2DAsync(dst + (size_t)i * bytes, bytes, pl[i] + off, px->block_bytes, bytes,
+                                          (size_t)run, cudaMemcpyHostToDevice, px->copy));
+        }
+    }
+    GP_CUDA_TRY(cudaEventRecord(px->tr[layer * GP_PREFIX_TR_COUNT + GP_PREFIX_TR_LOAD1], px->copy));
+    return GP_OK;
+}
+
+/* The stored layout is the cache's (gp_kvstore.h): nothing to convert. */
+static gp_status be_process(void *ctx, int layer, int buf)
+{
+    (void)ctx, (void)layer, (void)buf;
+    return GP_OK;
+}
+
+static gp_status be_write(void *ctx, int layer, int buf)
+{
+    reload_be *b = ctx;
+    gp_engine_prefix *px = b->px;
+    GP_CUDA_TRY(cudaEventRecord(px->tr[layer * GP_PREFIX_TR_COUNT + GP_PREFIX_TR_WRITE0], px->write));
+    GP_TRY(gp_kv_copy_tokens(gp_kv_device_layout(b->e->kv), gp_kv_device_k(b->e->kv, layer),
+                             gp_kv_device_v(b->e->kv, layer), px->d_table, 0, b->n_tokens,
+                             stage_buf(px, buf, GP_KVSTORE_K), stage_buf(px, buf, GP_KVSTORE_V), GP_KV_TO_CACHE,
+                             px->write));
+    GP_CUDA_TRY(cudaEventRecord(px->tr[layer * GP_PREFIX_TR_COUNT + GP_PREFIX_TR_WRITE1], px->write));
+    return GP_OK;
+}
+
+static gp_status be_record(void *ctx, gp_kv_reload_stage s, void *marker)
+{
+    reload_be *b = ctx;
+    GP_CUDA_TRY(cudaEventRecord((cudaEvent_t)marker, stage_stream(b->px, s)));
+    return GP_OK;
+}
+
+static gp_status be_wait(void *ctx, gp_kv_reload_stage s, void *marker)
+{
+    reload_be *b = ctx;
+    GP_CUDA_TRY(cudaStreamWaitEvent(stage_stream(b->px, s), (cudaEvent_t)marker, 0));
+    return GP_OK;
+}
+
+static gp_status be_marker_create(void *ctx, void **marker)
+{
+    (void)ctx;
+    cudaEvent_t ev = NULL;
+    GP_CUDA_TRY(cudaEventCreateWithFlags(&ev, cudaEventDisableTiming));
+    *marker = ev;
+    return GP_OK;
+}
+
+static void be_marker_destroy(void *ctx, void *marker)
+{
+    (void)ctx;
+    if (marker)
+        cudaEventDestroy((cudaEvent_t)marker);
+}
+
+/* Layer written: its own event, which the suffix prefill's layer waits for. */
+static gp_status be_layer_ready(void *ctx, int layer, void *written)
+{
+    reload_be *b = ctx;
+    (void)written;
+    GP_CUDA_TRY(cudaEventRecord(b->px->ev_layer[layer], b->px->write));
+    return GP_OK;
+}
+
+static const gp_kv_reload_ops reload_ops = {
+    .load = be_load, .process = be_process, .write = be_write, .record = be_record, .wait = be_wait,
+    .marker_create = be_marker_create, .marker_destroy = be_marker_destroy, .layer_ready = be_layer_ready};
+
+/* Reserve the prefix's blocks in seq and order the reload's streams after
+ * the engine stream's work so far (a block may have served a sequence whose
+ * steps are still in flight). No copy yet. */
+static gp_status begin_reload(gp_engine *e, int seq, int n_tokens)
+{
+    gp_engine_prefix *px = e->px;
+    GP_TRY(gp_kv_reserve(e->tables, seq, n_tokens));
+    memcpy(px->h_table, gp_kv_block_table(e->tables, seq), sizeof(int32_t) * (size_t)e->max_blocks);
+    GP_CUDA_TRY(cudaEventRecord(px->ev_start, e->sc.stream));
+    GP_CUDA_TRY(cudaStreamWaitEvent(px->copy, px->ev_start, 0));
+    GP_CUDA_TRY(cudaStreamWaitEvent(px->write, px->ev_start, 0));
+    return GP_OK;
+}
+
+/* The reload's copies and scatters: the table, then the lag-2 schedule. */
+static gp_status enqueue_reload(gp_engine *e)
+{
+    gp_engine_prefix *px = e->px;
+    GP_CUDA_TRY(cudaMemcpyAsync(px->d_table, px->h_table, sizeof(int32_t) * (size_t)e->max_blocks,
+                                cudaMemcpyHostToDevice, px->write));
+    reload_be be = {.e = e, .px = px, .n_tokens = px->n_matched * px->p.block_tokens};
+    gp_kv_reload_params rp = gp_kv_reload_default_params();
+    rp.n_layers = e->cfg.n_layers;
+    rp.n_buffers = px->p.n_buffers;
+    rp.ops = &reload_ops;
+    rp.be = &be;
+    rp.done = px->ev_done;
+    GP_TRY(gp_kv_reload_run(&rp, NULL));
+    if (!px->p.overlap)
+        GP_CUDA_TRY(cudaStreamWaitEvent(e->sc.stream, px->ev_done, 0));
+    return GP_OK;
+}
+
+/* The prefill's hook (engine_impl.h): the suffix's inputs are uploaded, so
+ * the reload's gigabytes queue behind them on the copy engine, not before. */
+static gp_status reload_hook(gp_engine *e)
+{
+    e->pf_hook = NULL;
+    return enqueue_reload(e);
+}
+
+/* What can be checked before the store is touched. */
+static gp_status check_prompt(const gp_engine *e, int seq, int n, const int32_t *prompt)
+{
+    if (seq < 0 || seq >= e->p.max_batch)
+        GP_FAIL(GP_ERR_INVALID_ARG, "sequence id %d: allowed [0, %d]", seq, e->p.max_batch - 1);
+    if (n < 1 || !prompt)
+        GP_FAIL(GP_ERR_INVALID_ARG, "prefill of sequence %d: prompt length %d, need at least 1 token%s", seq, n,
+                prompt ? "" : " (and tokens, which are NULL)");
+    if (n > e->p.max_context)
+        GP_FAIL(GP_ERR_STATE, "prompt of %d tokens does not fit sequence %d: the engine's max context is %d", n,
+                seq, e->p.max_context);
+    for (int i = 0; i < n; i++)
+        if (prompt[i] < 0 || prompt[i] >= e->cfg.vocab)
+            GP_FAIL(GP_ERR_INVALID_ARG, "token %d at prompt position %d of sequence %d: allowed [0, %d]", prompt[i],
+                    i, seq, e->cfg.vocab - 1);
+    if (gp_kv_len(e->tables, seq) != 0)
+        GP_FAIL(GP_ERR_STATE, "prefill with a stored prefix: sequence %d holds %d tokens; it must be empty", seq,
+                gp_kv_len(e->tables, seq));
+    return GP_OK;
+}
+
+gp_status gp_engine_prefill_prefix(gp_engine *e, int seq, int n, const int32_t *prompt, int32_t *next,
+                                   float *last_logits, gp_prefix_stats *st)
+{
+    if (!e)
+        GP_FAIL(GP_ERR_INVALID_ARG, "gp_engine_prefill_prefix: engine is NULL");
+    const double t0 = gp_now_s();
+    gp_prefix_stats s = {.prompt_tokens = n};
+    if (st)
+        *st = s;
+    GP_TRY(check_prompt(e, seq, n, prompt));
+    gp_engine_prefix *px = e->px;
+    const int bt = px ? px->p.block_tokens : 1;
+    int want = px ? (n - 1) / bt : 0, matched = 0;
+    uint64_t *keys = NULL;
+    if (want > 0) {
+        keys = malloc(sizeof *keys * (size_t)want);
+        if (!keys)
+            GP_FAIL(GP_ERR_NO_MEMORY, "prefill with a stored prefix: out of host memory for %d keys", want);
+        gp_kvstore_identity id = gp_engine_prefix_identity(e, px->model, bt);
+        gp_status cs = gp_kvstore_chain(&id, prompt, want * bt, keys, NULL);
+        if (cs == GP_OK)
+            cs = gp_kvstore_match(px->store, keys, prompt, want, &matched);
+        if (cs != GP_OK) {
+            free(keys);
+            return cs;
+        }
+    }
+    gp_status rc = GP_OK;
+    if (matched > 0) {
+        for (int i = 0; i < matched && rc == GP_OK; i++)
+            rc = gp_kvstore_get(px->store, keys[i], &px->payloads[i]);
+        px->n_matched = matched;
+        const int P = matched * bt;
+        if (rc == GP_OK)
+            rc = gp_device_step_gate(e->sc.stream);
+        if (rc == GP_OK)
+            rc = begin_reload(e, seq, P);
+        if (rc == GP_OK)
+            rc = gp_kv_advance(e->tables, seq, P);
+        if (rc == GP_OK) {
+            /* a prefill through decode steps (a head size the prefill attention does not serve) has no
+               hooks: the reload goes first and it waits for all of it */
+            if (!gp_prefill_attn_supports(e->cfg.head_dim)) {
+                rc = enqueue_reload(e);
+                if (rc == GP_OK && px->p.overlap &&
+                    cudaStreamWaitEvent(e->sc.stream, px->ev_done, 0) != cudaSuccess)
+                    rc = gp_cuda_fail(cudaGetLastError(), "cudaStreamWaitEvent(the reload)", __FILE__, __LINE__);
+            } else {
+                e->pf_hook = reload_hook;
+                e->pf_layer_wait = px->p.overlap ? px->ev_layer : NULL;
+                e->pf_layer_mark = px->tr + GP_PREFIX_TR_SUFFIX;
+                e->pf_layer_mark_stride = GP_PREFIX_TR_COUNT;
+            }
+        }
+        if (rc == GP_OK)
+            rc = gp_engine_prefill(e, seq, n - P, prompt + P, next, last_logits);
+        if (rc == GP_OK && e->pf_hook) /* the prefill must have run it */
+            rc = GP_ERR_STATE, gp_set_error("prefill with a stored prefix: the reload was never enqueued");
+        e->pf_hook = NULL;
+        e->pf_layer_wait = NULL;
+        e->pf_layer_mark = NULL;
+        px->traced = rc == GP_OK && gp_prefill_attn_supports(e->cfg.head_dim);
+        /* the pins go only once every copy has read its host block */
+        gp_status ws = rc == GP_OK ? gp_device_event_wait(px->ev_done, "the prefix reload") : GP_OK;
+        if (rc != GP_OK) {
+            cudaStreamSynchronize(px->copy);
+            cudaStreamSynchronize(px->write);
+            gp_kv_release(e->tables, seq);
+        }
+        gp_status rs = gp_kvstore_release(px->store, keys, matched);
+        px->n_matched = 0;
+        if (rc == GP_OK)
+            rc = ws != GP_OK ? ws : rs;
+        if (rc == GP_OK) {
+            s.matched_tokens = P;
+            s.bytes_loaded = (uint64_t)P * (uint64_t)e->cfg.n_kv_heads * (uint64_t)e->cfg.head_dim * 2u *
+                             (uint64_t)gp_dtype_size(e->dtype) * (uint64_t)e->cfg.n_layers;
+            s.reload_ms = gp_engine_prefix_elapsed(px->ev_start, px->ev_done);
+            s.suffix_ms = gp_engine_last_prefill_ms(e);
+            s.ttft_ms = gp_engine_prefix_elapsed(px->ev_start, e->ev_pf_end);
+        }
+    } else {
+        rc = gp_engine_prefill(e, seq, n, prompt, next, last_logits);
+        if (rc == GP_OK)
+            s.suffix_ms = s.ttft_ms = gp_engine_last_prefill_ms(e);
+    }
+    free(keys);
+    if (rc != GP_OK)
+        return rc;
+    s.reload_gbps = s.reload_ms > 0.0f ? (double)s.bytes_loaded / (s.reload_ms * 1e6) : 0.0;
+    s.wall_ms = (gp_now_s() - t0) * 1e3;
+    if (st)
+        *st = s;
+    return GP_OK;
+}
+
+gp_status gp_engine_prefix_trace(gp_engine *e, gp_prefix_trace_layer *layers, float *first_token)
+{
+    gp_engine_prefix *px = e ? e->px : NULL;
+    if (!px || !px->traced)
+        GP_FAIL(GP_ERR_STATE, "prefix trace: no prefill with a reload since stored prefixes were enabled (or the "
+                "last one failed, or ran through decode steps)");
+    for (int l = 0; l < e->cfg.n_layers; l++) {
+        cudaEvent_t *t = px->tr + (size_t)l * GP_PREFIX_TR_COUNT;
+        layers[l] = (gp_prefix_trace_layer){gp_engine_prefix_elapsed(px->ev_start, t[GP_PREFIX_TR_LOAD0]), gp_engine_prefix_elapsed(px->ev_start, t[GP_PREFIX_TR_LOAD1]),
+                                            gp_engine_prefix_elapsed(px->ev_start, t[GP_PREFIX_TR_WRITE0]), gp_engine_prefix_elapsed(px->ev_start, t[GP_PREFIX_TR_WRITE1]),
+                                            gp_engine_prefix_elapsed(px->ev_start, t[GP_PREFIX_TR_SUFFIX])};
+    }
+    *first_token = gp_engine_prefix_elapsed(px->ev_start, e->ev_pf_end);
+    return GP_OK;
+}
+
