@@ -156,9 +156,8 @@ static void check_model(const char *spec)
     const gp_config *c = &hw.cfg;
     const int V = c->vocab, F = c->ffn, rows = STEPS * MAX_B;
     const size_t n = (size_t)rows * V;
-    float *dense = malloc(sizeof(float) * n), *zero = malloc(sizeof(float) * n);
-    float *sparse = malloc(sizeof(float) * n), *got = malloc(sizeof(float) * n);
-    assert_true(dense && zero && sparse && got);
+    float *dense = malloc(sizeof(float) * n), *sparse = malloc(sizeof(float) * n), *got = malloc(sizeof(float) * n);
+    assert_true(dense && sparse && got);
     gp_sparsity sp, sp0;
     calibrate(&hw, &sp);
     GP_CHECK_OK(gp_sparsity_thresholds_zero(c, &sp0));
@@ -219,7 +218,7 @@ static void check_model(const char *spec)
 
     gp_sparsity_free(&sp);
     gp_sparsity_free(&sp0);
-    free(dense), free(zero), free(sparse), free(got);
+    free(dense), free(sparse), free(got);
     gp_device_weights_destroy(dw);
     gp_host_weights_free(&hw);
 }
