@@ -2,7 +2,7 @@
  * its two kernels bit for bit against their CPU references; then decode
  * logits, every engine fed the same prompts and the same step tokens:
  *  (a) every neuron hot, calibrated thresholds: the all-GPU sparse engine's
- *      logits within CPU_FFN_HOT_TOL;
+ *      logits within CPU_FFN_HOT_TOL (greedy tokens CPU_FFN_HOT_AGREE);
  *  (b) half the neurons cold, thresholds 0: the dense engine's within the
  *      sparse test's SPARSE_ZERO_TOL;
  *  (c) a quarter hot, calibrated thresholds: the sparse engine's within the
@@ -33,8 +33,12 @@
 /* (a): the down sum is the sparse engine's kernel over the same rows; only
  * gate/up are summed in another order (dense GEMM over the masked input
  * against the sparse kernel), so a bf16 rounding of gate/up may flip, and
- * through it a down mask: the thresholds-0 bound, not the masked one. */
-#define CPU_FFN_HOT_TOL 2e-2
+ * through it a down mask, which moves a sum by about t_down x a weight.
+ * Between the thresholds-0 bound (rounding only) and the masked one (every
+ * projection's masks on two paths); not yet measured on a GPU when
+ * written: the test prints the figure. */
+#define CPU_FFN_HOT_TOL 0.1
+#define CPU_FFN_HOT_AGREE 0.9
 
 static void load(const char *spec, gp_host_weights *hw, gp_device_weights **dw)
 {
@@ -168,9 +172,11 @@ static void check_model(const char *spec)
     /* (a) all hot: no CPU share, no reloads */
     logits_of(dw, &hw, &sp, F, &sp, NULL, false, got, &st);
     double d = rel_diff(got, sparse, n);
-    printf("%s (a) H = ffn = %d, S = 0.5: against the sparse engine %.2e, %d of %d tokens\n", spec, F, d,
-           agree(got, sparse, rows, V), rows);
+    int same = agree(got, sparse, rows, V);
+    printf("%s (a) H = ffn = %d, S = 0.5: against the sparse engine %.2e, %d of %d tokens\n", spec, F, d, same,
+           rows);
     assert_true(d <= CPU_FFN_HOT_TOL);
+    assert_true(same >= CPU_FFN_HOT_AGREE * rows);
     assert_int_equal(st.steps, STEPS);
     assert_int_equal(st.swaps, 0);
     assert_true(st.hit_rate == 1.0 || st.active == 0);
@@ -194,7 +200,7 @@ static void check_model(const char *spec)
     /* (c) a quarter hot, the calibration's most frequent */
     logits_of(dw, &hw, &sp, F / 4, &sp, NULL, false, got, &st);
     d = rel_diff(got, sparse, n);
-    int same = agree(got, sparse, rows, V);
+    same = agree(got, sparse, rows, V);
     printf("%s (c) H = %d, S = 0.5: against the sparse engine %.2e, %d of %d tokens; hit rate %.3f, CPU %.3f "
            "ms/step\n", spec, F / 4, d, same, rows, st.hit_rate, st.cpu_ms_per_step);
     assert_true(d <= SPARSE_REF_TOL);
