@@ -277,7 +277,9 @@ typedef struct gp_cpu_ffn_stats {
     uint64_t hot_bytes;     /* device bytes of the hot cache (every layer), beside the dense weights */
     uint64_t host_bytes;    /* host bytes of the packed FFN weights */
 } gp_cpu_ffn_stats;
-/* Statistics since set_cpu_ffn or the last reset; GP_ERR_STATE when off. */
+/* Statistics since set_cpu_ffn or the last reset; GP_ERR_STATE when off.
+ * The steps it serves add nothing to gp_engine_sparsity_stats' gate/up and
+ * down counts (their activity is here, as the hit rate's). */
 gp_status gp_engine_cpu_ffn_stats(gp_engine *e, gp_cpu_ffn_stats *out, int reset);
 
 /* ---------------------------------------------------- stored prefixes

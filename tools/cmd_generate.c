@@ -987,7 +987,8 @@ int gp_cmd_generate(int argc, char **argv)
         }
         fprintf(stderr, "greenpipe: cpu-ffn: %d of %d neurons per layer hot (%.3f GB cache); %ld step(s) with a CPU "
                 "share: hot hit rate %.3f, CPU %.3f ms/step reading %.2f MB/step, %ld reload(s) moving %ld "
-                "neuron(s) (%.2f MB)\n", cs.hot_per_layer, cfg->ffn, cs.hot_bytes / 1e9, cs.steps, cs.hit_rate,
+                "neuron(s) (%.2f MB); the active-input line's gate_up and down count only steps it did not serve\n",
+                cs.hot_per_layer, cfg->ffn, cs.hot_bytes / 1e9, cs.steps, cs.hit_rate,
                 cs.cpu_ms_per_step, cs.cpu_bytes_per_step / 1e6, cs.reloads, cs.swaps, cs.swap_bytes / 1e6);
     }
     exit_code = 0;
