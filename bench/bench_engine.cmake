@@ -5,6 +5,10 @@
 add_executable(gp_bench_decode ${CMAKE_CURRENT_LIST_DIR}/bench_decode.c)
 target_link_libraries(gp_bench_decode PRIVATE gp_engine gp_tools)
 
+# Decode with the CPU-assisted FFN (issue #19) beside dense and all-GPU sparse.
+add_executable(gp_bench_cpu_ffn ${CMAKE_CURRENT_LIST_DIR}/bench_cpu_ffn.c)
+target_link_libraries(gp_bench_cpu_ffn PRIVATE gp_engine gp_tools)
+
 # Timing of the Llama-3-8B GEMMs through gp_gemm and the skinny kernel.
 add_executable(gp_bench_gemm ${CMAKE_CURRENT_LIST_DIR}/bench_gemm.c)
 target_link_libraries(gp_bench_gemm PRIVATE gp_engine_kernels)

@@ -135,6 +135,7 @@ void gp_engine_destroy(gp_engine *e)
     if (e->sc.stream)
         cudaStreamSynchronize(e->sc.stream);
     free_graphs(e);
+    gp_engine_cpu_ffn_free(e);
     gp_engine_sparse_free(e);
     gp_engine_prefix_free(e);
     gp_engine_kvoff_free(e);

@@ -99,6 +99,7 @@ struct gp_engine {
     gp_engine_sparse *sp;         /* NULL: dense projections */
     struct gp_engine_prefix *px;  /* stored prefixes (engine_prefix.c); NULL: off */
     struct gp_engine_kvoff *ko;   /* offloaded KV (engine_kvoff.c); NULL: the whole cache on the device */
+    struct gp_engine_cpu_ffn *cf; /* CPU-assisted FFN (engine_cpu_ffn.c); NULL: off */
     /* [n_layers] or NULL: the prefill's first chunk makes the stream wait
      * for pf_layer_wait[l] before layer l's attention (a reload's layer l
      * written into the cache) */
@@ -159,6 +160,19 @@ void gp_engine_sparse_free(gp_engine *e);
  * mask as the sequential step does), else the dense GEMM over w. */
 gp_status gp_engine_sparse_proj(gp_engine *e, const gp_stage_ctx *sc, bool prefill, int layer, int p, int nb,
                                 const void *x, const void *w, void *y, gp_gemm_out out);
+/* engine_cpu_ffn.c: the CPU-assisted FFN. free: the engine's destroy and a
+ * new sparsity. step: does the step being run (its step_rows) take it
+ * (on, sparse, a decode step of at most GP_SPARSE_MAX_B rows)? part: the
+ * FFN after its norm for rows [b0, b0 + nb) (the whole step) of normed
+ * input h, added into resid, on sc's stream. begin/end: around a step
+ * (prepare forgets a failed step's layers; finish, after the host waited
+ * for the step, observes the activity and reloads when due). */
+void gp_engine_cpu_ffn_free(gp_engine *e);
+bool gp_engine_cpu_ffn_step(const gp_engine *e, bool prefill);
+gp_status gp_engine_cpu_ffn_part(gp_engine *e, const gp_stage_ctx *sc, int layer, int b0, int nb, const void *h,
+                                 float *resid);
+void gp_engine_cpu_ffn_begin(gp_engine *e);
+gp_status gp_engine_cpu_ffn_end(gp_engine *e);
 gp_status gp_engine_bd_sum(gp_engine *e, cudaEvent_t begin, float acc[GP_K_COUNT]);
 void gp_engine_bd_close(gp_engine *e);
 

@@ -51,6 +51,7 @@ gp_status gp_engine_set_sparsity(gp_engine *e, const float *thresholds)
     for (int i = 0; i < e->n_graphs; i++)
         cudaGraphExecDestroy(e->graphs[i].exec);
     e->n_graphs = 0;
+    gp_engine_cpu_ffn_free(e); /* its masks were the old thresholds' */
     gp_engine_sparse_free(e);
     if (!thresholds)
         return GP_OK;

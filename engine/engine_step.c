@@ -50,7 +50,8 @@ static gp_status launch(gp_engine *e, int B, int max_len)
 {
     int splits = 1;
     GP_TRY(gp_engine_attn_splits(e, &e->sc, B, max_len, &splits));
-    if (!e->p.use_graphs || e->bd_ev)
+    /* steps with a CPU share run eager: host callbacks and per-layer copies */
+    if (!e->p.use_graphs || e->bd_ev || gp_engine_cpu_ffn_step(e, false))
         return step_body(e, B, max_len, splits);
     gp_graph_entry *g = NULL;
     for (int i = 0; i < e->n_graphs && !g; i++)
@@ -100,6 +101,7 @@ gp_status gp_engine_step_prepare(gp_engine *e, int B, const int *seq_ids, const 
     GP_TRY(gp_device_step_gate(s)); /* fails fast after a sticky error; GP_FAULT_TRAP */
     GP_TRY(check_step(e, B, seq_ids, tokens));
     e->step_rows = B;
+    gp_engine_cpu_ffn_begin(e);
     int ml = 0;
     for (int i = 0; i < B; i++) {
         GP_TRY(gp_kv_reserve(e->tables, seq_ids[i], 1));
@@ -142,7 +144,7 @@ gp_status gp_engine_step_finish(gp_engine *e, int B, const int *seq_ids, int32_t
     memcpy(next, e->next_h, sizeof(int32_t) * (size_t)B);
     for (int i = 0; i < B; i++)
         GP_TRY(gp_kv_advance(e->tables, seq_ids[i], 1));
-    return GP_OK;
+    return gp_engine_cpu_ffn_end(e); /* the step's activity is on the host now */
 }
 
 gp_status gp_engine_decode_step(gp_engine *e, int B, const int *seq_ids, const int32_t *tokens,

@@ -218,6 +218,70 @@ bool gp_engine_sparse_on(const gp_engine *e);
  * engine stream; between steps only. */
 gp_status gp_engine_sparsity_stats(gp_engine *e, long *active, int reset);
 
+/* ------------------------------------------------------ CPU-assisted FFN
+ * Issue #19 (--cpu-ffn): at small decode batch with sparsity on, each
+ * layer's FFN neurons split in two. The "hot" ones (gate row, up row, down
+ * column) sit in a device cache of hot_per_layer slots per layer; the
+ * "cold" ones are computed by CPU threads (gp_cold_ffn_run) from the FFN
+ * input copied to pinned host memory on a side stream, while the GPU
+ * computes the hot ones; both partial sums are added into the residual.
+ * The hot set starts as the calibration's most frequent neurons and is
+ * re-chosen every reload_window steps from decayed frequencies of the
+ * observed activity (sparse/gp_sparse.h, the hot-set tracker).
+ *
+ * What it is not yet: the dense FFN weights stay on the device (prefill and
+ * steps above GP_SPARSE_MAX_B rows run the dense FFN over them, and the
+ * sparse copy of set_sparsity stays too), so there is no VRAM saving; the
+ * hot cache is extra device memory (gp_cpu_ffn_stats.hot_bytes). */
+typedef struct gp_cpu_ffn_params {
+    int hot_per_layer;    /* H: hot slots per layer, 1..ffn; a multiple of GP_HOTSET_ALIGN or ffn itself, as
+                             gp_hotset_capacity derives it from a byte budget. No default (0 is refused) */
+    int reload_window;    /* decode steps between reloads of the hot set; default 64 */
+    double decay;         /* per-step decay of the neuron frequencies, in (0, 1); default 0.99 */
+    double margin;        /* hysteresis of a swap (gp_hotset_params); default 0.05 */
+    int max_swaps;        /* swaps per layer and reload at most; 0 (default): no cap */
+    int n_threads;        /* CPU threads of the cold neurons: 0 (default) the online CPUs up to 16, or 1..16 */
+    int chunks;           /* the cold list's pieces (gp_cold_ffn_params; results depend on it, never on
+                             n_threads); 1..256, default 48 */
+} gp_cpu_ffn_params;
+gp_cpu_ffn_params gp_cpu_ffn_default_params(void);
+
+/* Turns the CPU-assisted FFN on (w NULL: off). w: the model's host weights
+ * (any host dtype; each layer's FFN is packed once in the engine dtype,
+ * 3 x hidden x ffn x 2 bytes per layer of host memory; w is not kept);
+ * calib (may be NULL): its per-neuron freq, when recorded, chooses the first
+ * hot set (else the first H neurons). Requires gp_engine_set_sparsity first
+ * (its gate/up and down thresholds; GP_ERR_STATE otherwise); setting the
+ * sparsity again turns this off. Applies to the decode steps the sparse
+ * projections serve (at most GP_SPARSE_MAX_B rows, not prompts run through
+ * steps): those run eager, never from a captured graph (the host callbacks),
+ * whatever use_graphs says; larger steps and prefill are unchanged. The
+ * sequential step only: an FFN stage of a micro-batch, or one captured into
+ * a graph, is GP_ERR_UNSUPPORTED. Fills the hot cache synchronously. */
+struct gp_sparsity; /* sparse/gp_sparse.h */
+gp_status gp_engine_set_cpu_ffn(gp_engine *e, const gp_host_weights *w, const struct gp_sparsity *calib,
+                                const gp_cpu_ffn_params *p);
+bool gp_engine_cpu_ffn_on(const gp_engine *e);
+
+typedef struct gp_cpu_ffn_stats {
+    int hot_per_layer;      /* H */
+    long steps;             /* decode steps that ran the CPU-assisted FFN */
+    long active, hits;      /* active neurons observed over steps and layers, and those that were hot */
+    double hit_rate;        /* hits / active (0 when none) */
+    long reloads, swaps;    /* reload plans committed, neuron swaps in them */
+    uint64_t swap_bytes;    /* host -> device bytes of those swaps */
+    double cpu_ms;          /* host ms of the cold-neuron FFN, summed over steps and layers */
+    double cpu_ms_per_step; /* cpu_ms / steps */
+    uint64_t cpu_bytes;     /* bytes the CPU read (weights and x, gp_cold_ffn_stats.bytes), summed */
+    double cpu_bytes_per_step;
+    uint64_t hot_bytes;     /* device bytes of the hot cache (every layer), beside the dense weights */
+    uint64_t host_bytes;    /* host bytes of the packed FFN weights */
+} gp_cpu_ffn_stats;
+/* Statistics since set_cpu_ffn or the last reset; GP_ERR_STATE when off.
+ * The steps it serves add nothing to gp_engine_sparsity_stats' gate/up and
+ * down counts (their activity is here, as the hit rate's). */
+gp_status gp_engine_cpu_ffn_stats(gp_engine *e, gp_cpu_ffn_stats *out, int reset);
+
 /* ---------------------------------------------------- stored prefixes
  * Issue #18: the KV of whole blocks of prompts kept in a host store
  * (kvstore/gp_kvstore.h: hash-chain keys, LRU in a pinned pool, optional

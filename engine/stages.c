@@ -135,6 +135,10 @@ static gp_status ffn_part(gp_engine *e, int layer, int b0, int nb, bool prefill,
     STEP(gp_rmsnorm_residual(e->dtype, resid->data, NULL, lw->ffn_norm, h, nb, c->hidden, c->norm_eps,
                              sc->stream),
          GP_K_FFN_NORM);
+    if (gp_engine_cpu_ffn_step(e, prefill)) { /* hot neurons here, cold ones on the CPU: one breakdown class */
+        STEP(gp_engine_cpu_ffn_part(e, sc, layer, b0, nb, h, resid->data), GP_K_DOWN);
+        return GP_OK;
+    }
     STEP(gp_engine_sparse_proj(e, sc, prefill, layer, GP_SPARSE_GATE_UP, nb, h, lw->w_gate_up, gu,
                                GP_GEMM_OUT_HALF),
          GP_K_GATE_UP);

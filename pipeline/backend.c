@@ -132,6 +132,13 @@ static gp_status check_params(const gp_backend_params *p)
     if (p->kind == GP_BACKEND_CPU && p->dtype != GP_DTYPE_F32 && !gp_dtype_is_half(p->dtype))
         GP_FAIL(GP_ERR_INVALID_ARG, "cpu backend: activation dtype %s; allowed fp32 (no rounding), bf16, fp16",
                 gp_dtype_name(p->dtype));
+    if (p->cpu_ffn_budget && (p->kind != GP_BACKEND_CUDA || p->pipelined || !p->sparse_thresholds ||
+                              p->vram_budget))
+        GP_FAIL(GP_ERR_INVALID_ARG, "backend: the CPU-assisted FFN (cpu_ffn_budget %llu bytes) needs the cuda "
+                "backend's sequential steps, sparse thresholds and resident weights; got %s%s%s%s",
+                (unsigned long long)p->cpu_ffn_budget, p->kind != GP_BACKEND_CUDA ? "the cpu backend " : "",
+                p->pipelined ? "pipelined steps " : "", !p->sparse_thresholds ? "no thresholds " : "",
+                p->vram_budget ? "streamed weights" : "");
     if (p->kv_vram_budget && (p->kind != GP_BACKEND_CUDA || p->pipelined))
         GP_FAIL(GP_ERR_INVALID_ARG, "backend: an offloaded KV cache (kv_vram_budget %llu bytes) applies to the cuda "
                 "backend's sequential steps only", (unsigned long long)p->kv_vram_budget);
@@ -168,7 +175,20 @@ static gp_status open_cpu(gp_backend *b, const gp_host_weights *w)
 
 /* The engine over dw (already on the device), with pipelined steps a pool
  * of the one requested pair, and the executor over them. */
-static gp_status open_cuda(gp_backend *b)
+/* The CPU-assisted FFN over host weights w at the budget's hot capacity. */
+static gp_status open_cpu_ffn(gp_backend *b, const gp_host_weights *w)
+{
+    const gp_backend_params *p = &b->p;
+    int H = 0;
+    bool all_hot = false;
+    GP_TRY(gp_hotset_capacity(&b->cfg, gp_engine_dtype(b->engine), p->cpu_ffn_budget, &H, &all_hot));
+    gp_cpu_ffn_params cp = gp_cpu_ffn_default_params();
+    cp.hot_per_layer = H;
+    cp.n_threads = p->cpu_ffn_threads;
+    return gp_engine_set_cpu_ffn(b->engine, w, p->cpu_ffn_calib, &cp);
+}
+
+static gp_status open_cuda(gp_backend *b, const gp_host_weights *w)
 {
     const gp_backend_params *p = &b->p;
     gp_engine_params ep = gp_engine_default_params();
@@ -185,6 +205,8 @@ static gp_status open_cuda(gp_backend *b)
     GP_TRY(gp_engine_create(b->dw, &ep, &b->engine));
     if (p->sparse_thresholds)
         GP_TRY(gp_engine_set_sparsity(b->engine, p->sparse_thresholds));
+    if (p->cpu_ffn_budget)
+        GP_TRY(open_cpu_ffn(b, w));
     if (p->kv_store_bytes) {
         gp_prefix_params pp = gp_prefix_default_params();
         pp.model = b->kv_model;
@@ -220,6 +242,11 @@ static gp_status open_cuda(gp_backend *b)
     if (p->sparse_thresholds)
         used += snprintf(b->describe + used, sizeof b->describe - (size_t)used, "; sparse decode projections "
                          "(up to %d rows)", GP_SPARSE_MAX_B);
+    gp_cpu_ffn_stats cs;
+    if (p->cpu_ffn_budget && gp_engine_cpu_ffn_stats(b->engine, &cs, 0) == GP_OK)
+        used += snprintf(b->describe + used, sizeof b->describe - (size_t)used, "; CPU-assisted FFN: %d of %d "
+                         "neurons per layer hot (a %.3f GB cache beside the dense weights), the rest on CPU threads "
+                         "(eager steps)", cs.hot_per_layer, b->cfg.ffn, cs.hot_bytes / 1e9);
     if (p->pipelined) {
         gp_split_info si;
         gp_exec x = gp_cuda_exec_get(b->cuda_exec);
@@ -314,7 +341,7 @@ gp_status gp_backend_open_weights(const gp_host_weights *w, const gp_backend_par
         if ((dt != GP_DTYPE_AUTO || (st = gp_dtype_resolve_auto(w->dtype, &dt)) == GP_OK) &&
             (st = p->vram_budget ? gp_device_weights_streamed(w, dt, &sp, &b->dw)
                                  : gp_device_weights_upload(w, dt, &b->dw)) == GP_OK)
-            st = open_cuda(b);
+            st = open_cuda(b, w);
     }
     return finish(b, st, out);
 }
@@ -358,8 +385,15 @@ gp_status gp_backend_open(const gp_model_source *src, const gp_backend_params *p
         st = load_streamed(src, p, &b->dw);
     else
         st = gp_device_weights_load(src, p->dtype, &b->dw);
+    /* the CPU-assisted FFN packs the host weights once; they are not kept */
+    gp_host_weights hw;
+    memset(&hw, 0, sizeof hw);
+    if (st == GP_OK && p->cpu_ffn_budget)
+        st = gp_model_source_load_host(src, &hw);
     if (st == GP_OK)
-        st = open_cuda(b);
+        st = open_cuda(b, p->cpu_ffn_budget ? &hw : NULL);
+    if (hw.arena)
+        gp_host_weights_free(&hw);
     return finish(b, st, out);
 }
 
@@ -394,6 +428,14 @@ gp_status gp_backend_sparsity_stats(gp_backend *b, long *active, int reset)
         GP_FAIL(GP_ERR_STATE, "gp_backend_sparsity_stats: the cuda backend counts active inputs; this is %s",
                 b ? "the cpu backend" : "no backend");
     return gp_engine_sparsity_stats(b->engine, active, reset);
+}
+
+gp_status gp_backend_cpu_ffn_stats(gp_backend *b, gp_cpu_ffn_stats *out, int reset)
+{
+    if (!b || !b->engine)
+        GP_FAIL(GP_ERR_STATE, "gp_backend_cpu_ffn_stats: the CPU-assisted FFN is the cuda backend's; this is %s",
+                b ? "the cpu backend" : "no backend");
+    return gp_engine_cpu_ffn_stats(b->engine, out, reset);
 }
 
 const char *gp_backend_describe(const gp_backend *b)

@@ -389,6 +389,14 @@ typedef struct gp_backend_params {
     uint64_t kv_vram_budget; /* CUDA, sequential steps: 0 (default) the whole KV cache on the device; else
                               an offloaded cache of at most this many device bytes (gp_engine_params
                               kv_vram_budget), run eager; the describe line gives the split */
+    /* CUDA, sequential steps, with sparse_thresholds and resident weights: the CPU-assisted FFN
+     * (gp_engine_set_cpu_ffn, --cpu-ffn SIZE). 0 (default): off. Else the hot cache's device bytes,
+     * turned into hot neurons per layer by gp_hotset_capacity (extra VRAM: the dense weights stay);
+     * the host weights are loaded beside the device ones to pack the FFN for the CPU. */
+    uint64_t cpu_ffn_budget;
+    const struct gp_sparsity *cpu_ffn_calib; /* its freq chooses the first hot set (borrowed until open
+                              returns); NULL: the first neurons */
+    int cpu_ffn_threads;   /* CPU threads of the cold neurons; 0 (default): the online CPUs up to 16 */
 } gp_backend_params;
 gp_backend_params gp_backend_default_params(gp_backend_kind kind);
 
@@ -422,6 +430,10 @@ const char *gp_backend_describe(const gp_backend *b);
 /* Active inputs per layer and projection since the last reset
  * (gp_engine_sparsity_stats); the cuda backend with sparsity only. */
 gp_status gp_backend_sparsity_stats(gp_backend *b, long *active, int reset);
+/* The CPU-assisted FFN's statistics (gp_engine_cpu_ffn_stats, engine/gp_engine.h); GP_ERR_STATE when it
+ * is off. */
+typedef struct gp_cpu_ffn_stats gp_cpu_ffn_stats;
+gp_status gp_backend_cpu_ffn_stats(gp_backend *b, gp_cpu_ffn_stats *out, int reset);
 /* The dtype the backend runs in (CUDA: its engine's; CPU: its activation
  * rounding, GP_DTYPE_F32 for none), for banners and reports. */
 gp_dtype gp_backend_dtype(const gp_backend *b);

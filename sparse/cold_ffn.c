@@ -92,6 +92,7 @@ typedef struct gp_cold_job {
     int n;
     float *partial;      /* [chunks][B][H] */
     float *y;            /* [B][H] */
+    uint8_t *active_out; /* [n] or NULL: listed neuron i's down input active in some row */
     atomic_int next;     /* next chunk to claim */
     int active[GP_COLD_MAX_CHUNKS];
 } gp_cold_job;
@@ -177,6 +178,8 @@ static inline __attribute__((always_inline)) int gp_cold_chunk(const gp_cold_job
                 a[na][b] = fabsf(v) > jb->t_down ? v : 0.0f;
                 any |= a[na][b] != 0.0f;
             }
+            if (jb->active_out)
+                jb->active_out[i + n] = (uint8_t)any;
             if (any)
                 wd[na++] = w + 2 * (size_t)H;
         }
@@ -281,6 +284,13 @@ static void gp_cold_reduce_task(void *ctx, int thread)
 gp_status gp_cold_ffn_run(gp_cold_ffn *c, const gp_cold_pack *pk, int B, const void *x, float t_gate_up,
                           float t_down, const int *neurons, int n, float *y, gp_cold_ffn_stats *stats)
 {
+    return gp_cold_ffn_run_ex(c, pk, B, x, t_gate_up, t_down, neurons, n, y, NULL, stats);
+}
+
+gp_status gp_cold_ffn_run_ex(gp_cold_ffn *c, const gp_cold_pack *pk, int B, const void *x, float t_gate_up,
+                             float t_down, const int *neurons, int n, float *y, uint8_t *active_out,
+                             gp_cold_ffn_stats *stats)
+{
     if (!c || !pk || !x || !y || (n > 0 && !neurons))
         GP_FAIL(GP_ERR_INVALID_ARG, "gp_cold_ffn_run: c, pk, x, y (and neurons when n > 0) must not be NULL");
     if (B < 1 || B > GP_SPARSE_MAX_B)
@@ -323,7 +333,7 @@ gp_status gp_cold_ffn_run(gp_cold_ffn *c, const gp_cold_pack *pk, int B, const v
         GP_FAIL(GP_ERR_NO_MEMORY, "gp_cold_ffn_run: out of memory");
     *jb = (gp_cold_job){.pk = pk, .B = B, .H = H, .f16 = dt == GP_DTYPE_F16, .chunks = chunks, .dt = dt,
                         .xf = c->xf, .t_down = t_down, .neurons = neurons, .n = n, .partial = c->partial, .y = y,
-                        .threads = gp_pool_threads(c->pool)};
+                        .active_out = active_out, .threads = gp_pool_threads(c->pool)};
     atomic_init(&jb->next, 0);
     if (n > 0)
         gp_pool_run(c->pool, gp_cold_compute_task, jb);

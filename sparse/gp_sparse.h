@@ -333,6 +333,13 @@ typedef struct gp_cold_ffn_stats {
  * per c. */
 gp_status gp_cold_ffn_run(gp_cold_ffn *c, const gp_cold_pack *pk, int B, const void *x, float t_gate_up,
                           float t_down, const int *neurons, int n, float *y, gp_cold_ffn_stats *stats);
+/* gp_cold_ffn_run that also reports which listed neurons were active:
+ * active_out[i] (room for n; may be NULL) is 1 when neurons[i]'s masked
+ * SwiGLU output is nonzero in some row, else 0: the cold half of a step's
+ * activity for gp_hotset_observe. */
+gp_status gp_cold_ffn_run_ex(gp_cold_ffn *c, const gp_cold_pack *pk, int B, const void *x, float t_gate_up,
+                             float t_down, const int *neurons, int n, float *y, uint8_t *active_out,
+                             gp_cold_ffn_stats *stats);
 
 #ifdef __cplusplus
 }

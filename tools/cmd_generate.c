@@ -55,6 +55,8 @@ typedef struct gen_opts {
     uint64_t kv_vram_budget; /* --kv-vram-budget bytes; 0: not given (the whole KV cache on the device) */
     const char *kv_store_dir; /* --kv-store DIR; NULL: memory only */
     long kv_store_block;   /* --kv-store-block tokens; 0: not given (GP_PREFIX_DEFAULT_BLOCK_TOKENS) */
+    uint64_t cpu_ffn;      /* --cpu-ffn bytes of hot cache; 0: not given (the whole FFN on the GPU) */
+    long cpu_ffn_threads;  /* --cpu-ffn-threads; 0: the online CPUs up to 16 */
 } gen_opts;
 
 static const char *flag_name(const struct option *opts, int val)
@@ -112,6 +114,13 @@ static void gen_usage(FILE *f)
             "                       below the layer's threshold and read only the other inputs' weights\n"
             "                       (cuda: resident weights, a transposed copy of the projections beside\n"
             "                       them; cpu: the reference masks alike); prefill stays dense\n"
+            "  --cpu-ffn SIZE       cuda, --engine seq, with --sparsity: the CPU-assisted FFN: per layer the\n"
+            "                       FFN neurons a SIZE-byte device cache holds (as --vram-budget: 512M,\n"
+            "                       4G) run on the GPU, the others on CPU threads, in decode steps of at\n"
+            "                       most 16 sequences (run eager); the cache follows the neurons most often\n"
+            "                       active. The dense weights stay on the device too (no VRAM saving yet).\n"
+            "                       One stderr line of its statistics at the end\n"
+            "  --cpu-ffn-threads N  with --cpu-ffn: CPU threads, 1..16; default the online CPUs up to 16\n"
             "  --sparsity-stats FILE.json\n"
             "                       cuda, with --sparsity: write each layer's share of active inputs per\n"
             "                       projection and the projection bytes read per decode step\n"
@@ -167,6 +176,7 @@ static int parse_opts(int argc, char **argv, gen_opts *o)
         {"sparsity", required_argument, NULL, 'S'},    {"sparsity-stats", required_argument, NULL, 'Z'},
         {"kv-store-size", required_argument, NULL, 'Q'}, {"kv-store", required_argument, NULL, 'q'},
         {"kv-store-block", required_argument, NULL, 'B'}, {"kv-vram-budget", required_argument, NULL, 'O'},
+        {"cpu-ffn", required_argument, NULL, 'C'},     {"cpu-ffn-threads", required_argument, NULL, 'H'},
         {"help", no_argument, NULL, 'h'},              {NULL, 0, NULL, 0},
     };
     *o = (gen_opts){.model = GP_DEFAULT_PRESET, .steps = -1, .backend = GP_BACKEND_CPU, .block_size = 16,
@@ -250,6 +260,8 @@ static int parse_opts(int argc, char **argv, gen_opts *o)
         case 'V': st = gp_parse_size(optarg, "--vram-budget", &o->vram_budget); break;
         case 'Q': st = gp_parse_size(optarg, "--kv-store-size", &o->kv_store_size); break;
         case 'O': st = gp_parse_size(optarg, "--kv-vram-budget", &o->kv_vram_budget); break;
+        case 'C': st = gp_parse_size(optarg, "--cpu-ffn", &o->cpu_ffn); break;
+        case 'H': st = gp_parse_long(optarg, 1, 16, "--cpu-ffn-threads", &o->cpu_ffn_threads); break;
         case 'q':
             if ((st = gp_parse_path(optarg, "--kv-store")) == GP_OK)
                 o->kv_store_dir = optarg;
@@ -332,6 +344,16 @@ static int parse_opts(int argc, char **argv, gen_opts *o)
     if (o->sparsity_stats && (!o->sparsity || o->backend != GP_BACKEND_CUDA)) {
         fprintf(stderr, "greenpipe generate: --sparsity-stats writes what the cuda backend counted under "
                 "--sparsity; give --sparsity FILE.json and --backend cuda\n");
+        return 2;
+    }
+    if (o->cpu_ffn && (!o->sparsity || o->backend != GP_BACKEND_CUDA || o->pipelined || o->vram_budget)) {
+        fprintf(stderr, "greenpipe generate: --cpu-ffn splits the sparse FFN of the cuda engine's sequential steps "
+                "between the GPU and the CPU; give --sparsity FILE.json, --backend cuda and --engine seq, without "
+                "--vram-budget\n");
+        return 2;
+    }
+    if (o->cpu_ffn_threads && !o->cpu_ffn) {
+        fprintf(stderr, "greenpipe generate: --cpu-ffn-threads applies to --cpu-ffn; give --cpu-ffn SIZE too\n");
         return 2;
     }
     if (o->sparsity && o->vram_budget) {
@@ -835,6 +857,9 @@ int gp_cmd_generate(int argc, char **argv)
             goto out;
         }
         bp.sparse_thresholds = sparsity.thresholds;
+        bp.cpu_ffn_budget = o.cpu_ffn;
+        bp.cpu_ffn_calib = &sparsity;
+        bp.cpu_ffn_threads = (int)o.cpu_ffn_threads;
     }
     /* a budget the weights cannot stream through is the user's to fix (2), found before loading */
     if ((st = gp_backend_check_budget(&bp, cfg)) != GP_OK) {
@@ -954,6 +979,18 @@ int gp_cmd_generate(int argc, char **argv)
     if (o.sparsity && o.backend == GP_BACKEND_CUDA &&
         (rc = sparsity_summary(b, cfg, steps_run, o.sparsity_stats)) != 0)
         goto out;
+    if (o.cpu_ffn) {
+        gp_cpu_ffn_stats cs;
+        if ((st = gp_backend_cpu_ffn_stats(b, &cs, 0)) != GP_OK) {
+            exit_code = fail("cpu-ffn statistics", st);
+            goto out;
+        }
+        fprintf(stderr, "greenpipe: cpu-ffn: %d of %d neurons per layer hot (%.3f GB cache); %ld step(s) with a CPU "
+                "share: hot hit rate %.3f, CPU %.3f ms/step reading %.2f MB/step, %ld reload(s) moving %ld "
+                "neuron(s) (%.2f MB); the active-input line's gate_up and down count only steps it did not serve\n",
+                cs.hot_per_layer, cfg->ffn, cs.hot_bytes / 1e9, cs.steps, cs.hit_rate,
+                cs.cpu_ms_per_step, cs.cpu_bytes_per_step / 1e6, cs.reloads, cs.swaps, cs.swap_bytes / 1e6);
+    }
     exit_code = 0;
     if (o.dump_logits) {
         int rc = write_dump(o.dump_logits, "--dump-logits", "tokens", p.n_seqs, gen_lens, gen_rows, gen, logits,

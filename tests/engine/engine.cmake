@@ -54,3 +54,13 @@ gp_add_test(engine_prefix SOURCES ${GP_ENG_TESTS}/test_engine_prefix.c ${GP_ENG_
 # through chunked prefill and decode, the budget's split, refusals.
 gp_add_test(engine_kvoff SOURCES ${GP_ENG_TESTS}/test_engine_kvoff.c ${GP_ENG_TESTS}/gpu_test_util.c
             LIBS gp_pipeline_cuda GPU)
+
+# The host side of the CPU-assisted FFN (issue #19): the mask and add the
+# kernels are held to, the step activity the hot-set tracker sees (no GPU).
+gp_add_test(engine_cpu_ffn_ref SOURCES ${GP_ENG_TESTS}/test_cpu_ffn_ref.c LIBS gp_engine_ref)
+
+# The CPU-assisted FFN in the engine (issue #19, GPU): its kernels against
+# their references; all hot against the sparse engine, half cold at
+# thresholds 0 against dense, a quarter hot (with reloads every step)
+# against the sparse engine; statistics, refusals.
+gp_add_test(engine_cpu_ffn SOURCES ${GP_ENG_TESTS}/test_engine_cpu_ffn.c LIBS gp_pipeline_cuda GPU)

@@ -1,6 +1,7 @@
 /* The cold-neuron CPU FFN: the pack's layout, results independent of the
  * thread count (bitwise), the hot part plus the cold part against the CPU
- * reference's masked FFN (bf16 and fp16), all neurons cold with zero
+ * reference's masked FFN (bf16 and fp16) with each listed neuron's active
+ * flag (gp_cold_ffn_run_ex) the reference's, all neurons cold with zero
  * thresholds against its dense FFN, the bytes it reports, and refusals. */
 #include "gp_test.h"
 
@@ -227,6 +228,7 @@ static void test_reference(void **state)
         gp_cold_ffn *cf;
         GP_CHECK_OK(gp_cold_ffn_create(&p, &cf));
         int *hot = malloc(sizeof(int) * F), *cold = malloc(sizeof(int) * F), *all = malloc(sizeof(int) * F);
+        uint8_t *fh = malloc((size_t)F), *fc = malloc((size_t)F);
         int nh = 0, nc = 0;
         for (int j = 0; j < F; j++) {
             all[j] = j;
@@ -256,8 +258,24 @@ static void test_reference(void **state)
                     x[e] = gp_f32_to_half(cap.x[e], dt);
                 gp_cold_ffn_stats sh, sc;
                 if (masked) {
-                    GP_CHECK_OK(gp_cold_ffn_run(cf, pk, B, x, tg, td, hot, nh, yh, &sh));
-                    GP_CHECK_OK(gp_cold_ffn_run(cf, pk, B, x, tg, td, cold, nc, yc, &sc));
+                    memset(fh, 0xee, (size_t)F), memset(fc, 0xee, (size_t)F); /* poisoned: each flag written */
+                    GP_CHECK_OK(gp_cold_ffn_run_ex(cf, pk, B, x, tg, td, hot, nh, yh, fh, &sh));
+                    GP_CHECK_OK(gp_cold_ffn_run_ex(cf, pk, B, x, tg, td, cold, nc, yc, fc, &sc));
+                    /* each listed neuron's flag is the reference's: active in some row */
+                    int flagged = 0;
+                    for (int part = 0; part < 2; part++)
+                        for (int i = 0; i < (part ? nc : nh); i++) {
+                            const int j = part ? cold[i] : hot[i];
+                            const uint8_t f = part ? fc[i] : fh[i];
+                            int any = 0;
+                            for (int b = 0; b < B; b++)
+                                any |= fabsf(cap.act[(size_t)b * F + j]) > td;
+                            if (f != any)
+                                fail_msg("%s B %d: neuron %d active flag %d, reference %d", gp_dtype_name(dt), B,
+                                         j, f, any);
+                            flagged += f;
+                        }
+                    assert_int_equal(flagged, sh.active + sc.active);
                 } else {
                     memset(yh, 0, sizeof(float) * B * H);
                     memset(&sh, 0, sizeof sh);
@@ -299,7 +317,7 @@ static void test_reference(void **state)
         gp_cpu_model_destroy(m);
         gp_host_weights_free(&w);
         free(cap.x), free(cap.act), free(ref), free(resid), free(yh), free(yc), free(x);
-        free(hot), free(cold), free(all);
+        free(hot), free(cold), free(all), free(fh), free(fc);
     }
     print_message("reference: worst error / bound %.3f\n", worst);
 }

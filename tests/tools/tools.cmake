@@ -267,3 +267,21 @@ gp_cli_test(gen_kv_vram_store 2 "--kv-vram-budget offloads.*got --kv-store-size"
             generate --model tiny --prompt-ids 1 --steps 1 --backend cuda --kv-vram-budget 1G --kv-store-size 1G)
 gp_cli_test(gen_kv_vram_junk 2 "--kv-vram-budget: '1x' is not a size"
             generate --model tiny --prompt-ids 1 --steps 1 --backend cuda --kv-vram-budget 1x)
+
+# --cpu-ffn (the CPU-assisted FFN, issue #19): cuda, --engine seq, with
+# --sparsity, without --vram-budget; then end to end on the GPU (skipped
+# without one).
+gp_cli_test(gen_cpu_ffn_no_sparsity 2 "--cpu-ffn splits the sparse FFN of the cuda engine's sequential steps"
+            generate --model tiny --prompt-ids 1 --steps 1 --backend cuda --cpu-ffn 1M)
+gp_cli_test(gen_cpu_ffn_cpu 2 "--cpu-ffn splits .* give --sparsity FILE.json, --backend cuda and --engine seq"
+            generate --model tiny --prompt-ids 1 --steps 1 --sparsity cal.json --cpu-ffn 1M)
+gp_cli_test(gen_cpu_ffn_pipelined 2 "--cpu-ffn splits"
+            generate --model tiny --prompt-ids 1 --steps 1 --backend cuda --engine pipelined --sparsity cal.json --cpu-ffn 1M)
+gp_cli_test(gen_cpu_ffn_size_junk 2 "--cpu-ffn: '1MB' is not a size"
+            generate --model tiny --prompt-ids 1 --steps 1 --backend cuda --sparsity cal.json --cpu-ffn 1MB)
+gp_cli_test(gen_cpu_ffn_threads_alone 2 "--cpu-ffn-threads applies to --cpu-ffn"
+            generate --model tiny --prompt-ids 1 --steps 1 --backend cuda --sparsity cal.json --cpu-ffn-threads 2)
+gp_cli_test(gen_cpu_ffn_threads_range 2 "--cpu-ffn-threads: 17 is out of range"
+            generate --model tiny --prompt-ids 1 --steps 1 --backend cuda --sparsity cal.json --cpu-ffn 1M --cpu-ffn-threads 17)
+add_test(NAME cli_gen_cpu_ffn_cuda COMMAND python3 ${CMAKE_CURRENT_SOURCE_DIR}/tools/gen_cpu_ffn.py $<TARGET_FILE:greenpipe>)
+set_tests_properties(cli_gen_cpu_ffn_cuda PROPERTIES SKIP_RETURN_CODE 77 LABELS gpu)

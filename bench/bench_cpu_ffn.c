@@ -1,0 +1,234 @@
+/* gp_bench_cpu_ffn: decode steps with the CPU-assisted FFN (issue #19)
+ * beside the engines it stands between: per batch B at context C, the dense
+ * engine, the all-GPU sparse engine (graphs, and eager as the CPU-assisted
+ * steps run), and the sparse engine with the cold neurons on the CPU at the
+ * hot capacity --cpu-ffn-budget gives. Synthetic weights (the preset's
+ * shape, seed 0) on the host and the device; thresholds from --sparsity
+ * FILE.json or a calibration on the CPU reference over random ids. Reports
+ * ms/step (device events; the CPU share is inside them, as the GPU waits for
+ * it), wall ms/step and tokens/s, the CPU's ms and bytes per step and the
+ * hot hit rate. The device keeps the dense FFN weights too (no VRAM saving
+ * yet): the hot cache is extra. */
+#include <getopt.h>
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <cuda_runtime_api.h>
+
+#include "gp_engine.h"
+#include "gp_sparse.h"
+#include "gp_tools.h"
+
+typedef enum { ROW_DENSE, ROW_SPARSE, ROW_SPARSE_EAGER, ROW_CPU_FFN } row_kind;
+static const char *const row_name[] = {"dense", "sparse (GPU)", "sparse (GPU), eager", "sparse + cpu-ffn"};
+
+typedef struct bench_opts {
+    int C, warmup, repeat, H, threads, reload_window;
+    const gp_host_weights *hw;
+    const gp_sparsity *sp;
+} bench_opts;
+
+static int time_row(gp_device_weights *dw, const bench_opts *o, int B, row_kind k)
+{
+    gp_engine_params p = gp_engine_default_params();
+    p.max_batch = B;
+    p.max_context = o->C + o->warmup + o->repeat + 3; /* the cpu-ffn row takes one step more */
+    p.use_graphs = k != ROW_SPARSE_EAGER;
+    gp_engine *e = NULL;
+    float *ms = calloc((size_t)o->repeat, sizeof(float));
+    double wall = 0.0;
+    gp_cpu_ffn_stats cs;
+    memset(&cs, 0, sizeof cs);
+    gp_status st = ms ? gp_engine_create(dw, &p, &e) : GP_ERR_NO_MEMORY;
+    if (st == GP_OK)
+        st = gp_engine_fill_context(e, B, o->C, 42);
+    if (st == GP_OK && k != ROW_DENSE)
+        st = gp_engine_set_sparsity(e, o->sp->thresholds);
+    if (st == GP_OK && k == ROW_CPU_FFN) {
+        gp_cpu_ffn_params cp = gp_cpu_ffn_default_params();
+        cp.hot_per_layer = o->H;
+        cp.n_threads = o->threads;
+        if (o->reload_window > 0)
+            cp.reload_window = o->reload_window;
+        st = gp_engine_set_cpu_ffn(e, o->hw, o->sp, &cp);
+    }
+    if (st == GP_OK && k == ROW_CPU_FFN) /* the warm-up is not counted */
+        st = gp_engine_time_steps(e, B, o->warmup, 1, ms, &wall);
+    if (st == GP_OK && k == ROW_CPU_FFN)
+        st = gp_engine_cpu_ffn_stats(e, &cs, 1);
+    if (st == GP_OK)
+        st = gp_engine_time_steps(e, B, k == ROW_CPU_FFN ? 0 : o->warmup, o->repeat, ms, &wall);
+    if (st == GP_OK && k == ROW_CPU_FFN)
+        st = gp_engine_cpu_ffn_stats(e, &cs, 0);
+    if (st != GP_OK) {
+        printf("| %d | %d | %s | error: %s: %s |\n", B, o->C, row_name[k], gp_status_str(st), gp_last_error());
+    } else if (k == ROW_CPU_FFN) {
+        printf("| %d | %d | %s, H = %d | %.3f | %.3f | %.0f | %.3f | %.1f | %.3f | %ld / %ld |\n", B, o->C,
+               row_name[k], o->H, gp_median_f(ms, o->repeat), wall, B / (wall / 1e3), cs.cpu_ms_per_step,
+               cs.cpu_bytes_per_step / 1e6, cs.hit_rate, cs.reloads, cs.swaps);
+    } else {
+        printf("| %d | %d | %s | %.3f | %.3f | %.0f | - | - | - | - |\n", B, o->C, row_name[k],
+               gp_median_f(ms, o->repeat), wall, B / (wall / 1e3));
+    }
+    free(ms);
+    gp_engine_destroy(e);
+    return st == GP_OK ? 0 : 1;
+}
+
+/* Thresholds at S on the CPU reference over random ids (seed 0). */
+static gp_status calibrate(const gp_host_weights *hw, double target, int seqs, int len, gp_sparsity *out)
+{
+    int32_t *ids = malloc(sizeof(int32_t) * (size_t)seqs * len);
+    int *lens = malloc(sizeof(int) * (size_t)seqs);
+    if (!ids || !lens) {
+        free(ids), free(lens);
+        GP_FAIL(GP_ERR_NO_MEMORY, "calibration: out of host memory");
+    }
+    uint64_t x = 0x9e3779b97f4a7c15ull;
+    for (size_t i = 0; i < (size_t)seqs * len; i++) {
+        x ^= x << 13, x ^= x >> 7, x ^= x << 17;
+        ids[i] = (int32_t)(x % (uint64_t)hw->cfg.vocab);
+    }
+    for (int s = 0; s < seqs; s++)
+        lens[s] = len;
+    gp_sparsity_calib_params cp = gp_sparsity_calib_default_params();
+    cp.target = target;
+    cp.n_seqs = seqs;
+    cp.lens = lens;
+    cp.ids = ids;
+    cp.source = "random ids, seed 0 (gp_bench_cpu_ffn)";
+    gp_status st = gp_sparsity_calibrate(hw, &cp, out);
+    free(ids), free(lens);
+    return st;
+}
+
+int main(int argc, char **argv)
+{
+    const char *prog = "gp_bench_cpu_ffn", *model = GP_DEFAULT_PRESET, *spf = NULL, *batches = "1,8";
+    long C = 1024, warmup = 5, repeat = 30, threads = 0, layers = 0, calib_seqs = 4, calib_len = 32, window = 0;
+    double target = 0.5;
+    uint64_t budget = 0;
+    static const struct option opts[] = {{"model", required_argument, NULL, 'm'},
+                                         {"layers", required_argument, NULL, 'L'},
+                                         {"sparsity", required_argument, NULL, 'S'},
+                                         {"target", required_argument, NULL, 't'},
+                                         {"cpu-ffn-budget", required_argument, NULL, 'b'},
+                                         {"batches", required_argument, NULL, 'B'},
+                                         {"context", required_argument, NULL, 'C'},
+                                         {"threads", required_argument, NULL, 'T'},
+                                         {"reload-window", required_argument, NULL, 'W'},
+                                         {"warmup", required_argument, NULL, 'u'},
+                                         {"repeat", required_argument, NULL, 'r'},
+                                         {NULL, 0, NULL, 0}};
+    int c, bad = 0;
+    while ((c = getopt_long(argc, argv, "", opts, NULL)) != -1) {
+        switch (c) {
+        case 'm': model = optarg; break;
+        case 'L': bad |= gp_arg_long(prog, optarg, 1, 1024, "--layers", &layers); break;
+        case 'S': spf = optarg; break;
+        case 't':
+            if (gp_parse_double(optarg, "--target", &target) != GP_OK || target < 0.0 || target >= 1.0) {
+                fprintf(stderr, "%s: --target %s: allowed a number in [0, 1)\n", prog, optarg);
+                bad = 2;
+            }
+            break;
+        case 'b':
+            if (gp_parse_size(optarg, "--cpu-ffn-budget", &budget) != GP_OK) {
+                fprintf(stderr, "%s: %s\n", prog, gp_last_error());
+                bad = 2;
+            }
+            break;
+        case 'B': batches = optarg; break;
+        case 'C': bad |= gp_arg_long(prog, optarg, 0, 1 << 20, "--context", &C); break;
+        case 'T': bad |= gp_arg_long(prog, optarg, 0, 16, "--threads", &threads); break;
+        case 'W': bad |= gp_arg_long(prog, optarg, 1, 1 << 20, "--reload-window", &window); break;
+        case 'u': bad |= gp_arg_long(prog, optarg, 0, 1000, "--warmup", &warmup); break;
+        case 'r': bad |= gp_arg_long(prog, optarg, 1, 10000, "--repeat", &repeat); break;
+        default: bad = 2;
+        }
+    }
+    long bl[16];
+    int nb = 0;
+    if (!bad && gp_parse_long_list(batches, 1, GP_SPARSE_MAX_B, "--batches", bl, 16, &nb) != GP_OK) {
+        fprintf(stderr, "%s: %s\n", prog, gp_last_error());
+        bad = 2;
+    }
+    if (bad || !budget) {
+        fprintf(stderr, "usage: %s --cpu-ffn-budget SIZE [--model PRESET] [--layers N] [--sparsity FILE.json | "
+                "--target S] [--batches B,...] [--context C] [--threads N] [--reload-window W] [--warmup N] "
+                "[--repeat N]\n", prog);
+        return 2;
+    }
+    if (gp_cuda_available() != GP_OK) {
+        fprintf(stderr, "%s: %s\n", prog, gp_last_error());
+        return 1;
+    }
+    gp_config cfg;
+    if (gp_config_preset(model, &cfg) != GP_OK) {
+        fprintf(stderr, "%s: --model: %s\n", prog, gp_last_error());
+        return 2;
+    }
+    if (layers) {
+        if (layers > cfg.n_layers) {
+            fprintf(stderr, "%s: --layers %ld: allowed 1..%d\n", prog, layers, cfg.n_layers);
+            return 2;
+        }
+        cfg.n_layers = (int)layers;
+    }
+    int H = 0;
+    bool all_hot = false;
+    if (gp_hotset_capacity(&cfg, GP_DTYPE_BF16, budget, &H, &all_hot) != GP_OK) {
+        fprintf(stderr, "%s: --cpu-ffn-budget: %s\n", prog, gp_last_error());
+        return 2;
+    }
+    gp_host_weights hw;
+    memset(&hw, 0, sizeof hw);
+    gp_sparsity sp;
+    memset(&sp, 0, sizeof sp);
+    gp_device_weights *dw = NULL;
+    gp_status st = gp_host_weights_alloc(&cfg, GP_DTYPE_BF16, &hw);
+    if (st == GP_OK)
+        st = gp_synth_fill_host(&hw, 0);
+    if (st == GP_OK)
+        st = gp_device_weights_upload(&hw, GP_DTYPE_BF16, &dw);
+    if (st == GP_OK && spf) {
+        st = gp_sparsity_load(spf, &sp);
+        if (st == GP_OK)
+            st = gp_sparsity_check(&sp, &cfg);
+    } else if (st == GP_OK) {
+        double t0 = gp_now_s();
+        st = calibrate(&hw, target, (int)calib_seqs, (int)calib_len, &sp);
+        if (st == GP_OK)
+            printf("# calibrated S = %.2f on %ld random tokens on the CPU reference in %.1f s\n", target,
+                   calib_seqs * calib_len, gp_now_s() - t0);
+    }
+    if (st != GP_OK) {
+        fprintf(stderr, "%s: setup: %s\n", prog, gp_last_error());
+        gp_device_weights_destroy(dw);
+        gp_sparsity_free(&sp);
+        gp_host_weights_free(&hw);
+        return 1;
+    }
+    struct cudaDeviceProp prop;
+    cudaGetDeviceProperties(&prop, 0);
+    const uint64_t nbytes = gp_hotset_neuron_bytes(&cfg, GP_DTYPE_BF16);
+    printf("# %s: %s%s, synthetic bf16 weights, %s, %d SMs; cpu-ffn budget %.3f GiB: H = %d of %d neurons per "
+           "layer%s (hot cache %.3f GiB extra: the dense weights stay on the device); %d warm-up + %d timed steps\n",
+           prog, cfg.name, layers ? " (--layers)" : "", prop.name, prop.multiProcessorCount, budget / 1073741824.0,
+           H, cfg.ffn, all_hot ? ", all hot" : "", (double)nbytes * H * cfg.n_layers / 1073741824.0, (int)warmup,
+           (int)repeat);
+    printf("\n| B | C | engine | ms/step median | wall ms/step | tokens/s (wall) | CPU ms/step | CPU MB/step | hot hit "
+           "rate | reloads / swaps |\n|---:|---:|---|---:|---:|---:|---:|---:|---:|---|\n");
+    bench_opts o = {.C = (int)C, .warmup = (int)warmup, .repeat = (int)repeat, .H = H, .threads = (int)threads,
+                    .reload_window = (int)window, .hw = &hw, .sp = &sp};
+    int failed = 0;
+    for (int i = 0; i < nb; i++)
+        for (int k = ROW_DENSE; k <= ROW_CPU_FFN; k++)
+            failed |= time_row(dw, &o, (int)bl[i], (row_kind)k);
+    gp_device_weights_destroy(dw);
+    gp_sparsity_free(&sp);
+    gp_host_weights_free(&hw);
+    return failed;
+}

@@ -1,0 +1,62 @@
+#!/usr/bin/env python3
+"""greenpipe generate --cpu-ffn on the cuda backend (exit 77, skipped, when no
+GPU is usable): gen_cpu_ffn.py GREENPIPE. The tiny preset calibrated at
+S = 0.5, then generated with --sparsity alone and with a quarter of each
+layer's FFN neurons hot (24K: tiny's neuron is 3 x 64 x 2 bytes, 2 layers,
+so 32 of 128): the run succeeds, says what it split on the status line and
+its statistics at the end, and its greedy tokens mostly agree with the
+all-GPU sparse run's (each side masks its own roundings, so a near-tie may
+flip; test_engine_cpu_ffn.c holds the logits to a bound)."""
+import os
+import re
+import subprocess
+import sys
+import tempfile
+
+PROMPTS = "5,17,42,7;11,200,2;3,3,9,1,4"
+STEPS = 12
+
+
+def fail(msg):
+    print("FAIL: " + msg)
+    sys.exit(1)
+
+
+def run(exe, args):
+    r = subprocess.run([exe] + args, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    if r.returncode != 0:
+        fail("exit %d: %s\n%s" % (r.returncode, " ".join(args), r.stderr))
+    return r.stdout, r.stderr
+
+
+def main():
+    exe = sys.argv[1]
+    if subprocess.run([exe, "devices"], stdout=subprocess.PIPE, stderr=subprocess.PIPE).returncode != 0:
+        print("no usable GPU: skipped")
+        sys.exit(77)
+    with tempfile.TemporaryDirectory() as d:
+        cal = os.path.join(d, "cal.json")
+        run(exe, ["calibrate", "--model", "tiny", "--sparsity", "0.5", "--tokens", "256", "--out", cal])
+        gen = ["generate", "--backend", "cuda", "--model", "tiny", "--prompt-ids", PROMPTS, "--steps", str(STEPS),
+               "--sparsity", cal]
+        sparse, _ = run(exe, gen)
+        out, err = run(exe, gen + ["--cpu-ffn", "24K", "--cpu-ffn-threads", "2"])
+    if "CPU-assisted FFN: 32 of 128 neurons per layer hot" not in err:
+        fail("no split on the status line:\n" + err)
+    m = re.search(r"cpu-ffn: 32 of 128 neurons per layer hot .*; (\d+) step\(s\) with a CPU share: hot hit rate "
+                  r"([0-9.]+)", err)
+    if not m:
+        fail("no cpu-ffn statistics line:\n" + err)
+    # the first token comes from the prefill; an EOS may end the run sooner
+    if not 1 <= int(m.group(1)) <= STEPS - 1 or not 0.0 < float(m.group(2)) < 1.0:
+        fail("cpu-ffn statistics: %s steps (wanted 1..%d), hit rate %s (wanted in (0, 1)):\n%s"
+             % (m.group(1), STEPS - 1, m.group(2), err))
+    a, b = sparse.split(), out.split()
+    same = sum(x == y for x, y in zip(a, b))
+    if len(a) != len(b) or same < 0.8 * len(a):
+        fail("tokens with --cpu-ffn:\n%s\nwithout:\n%s" % (out, sparse))
+    print("ok: %d of %d tokens as the all-GPU sparse run; %s" % (same, len(a), m.group(0)))
+
+
+if __name__ == "__main__":
+    main()
