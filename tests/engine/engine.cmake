@@ -43,7 +43,8 @@ gp_add_test(engine_streamed SOURCES ${GP_ENG_TESTS}/test_engine_streamed.c LIBS 
 
 # Activation sparsity in the engine (GPU): thresholds 0 against dense,
 # masking against the CPU reference, statistics, refusals.
-gp_add_test(engine_sparse SOURCES ${GP_ENG_TESTS}/test_engine_sparse.c LIBS gp_pipeline_cuda GPU)
+gp_add_test(engine_sparse SOURCES ${GP_ENG_TESTS}/test_engine_sparse.c ${GP_ENG_TESTS}/engine_test_util.c
+            LIBS gp_pipeline_cuda GPU)
 
 # Stored prefixes (issue #18, GPU): a reused prefix bitwise against the same
 # prompt prefilled in two calls, files, eviction, refusals.
@@ -63,4 +64,5 @@ gp_add_test(engine_cpu_ffn_ref SOURCES ${GP_ENG_TESTS}/test_cpu_ffn_ref.c LIBS g
 # their references; all hot against the sparse engine, half cold at
 # thresholds 0 against dense, a quarter hot (with reloads every step)
 # against the sparse engine; statistics, refusals.
-gp_add_test(engine_cpu_ffn SOURCES ${GP_ENG_TESTS}/test_engine_cpu_ffn.c LIBS gp_pipeline_cuda GPU)
+gp_add_test(engine_cpu_ffn SOURCES ${GP_ENG_TESTS}/test_engine_cpu_ffn.c ${GP_ENG_TESTS}/engine_test_util.c
+            LIBS gp_pipeline_cuda GPU)

@@ -12,6 +12,7 @@
  * with use_graphs on (qualifying steps run eager), and the refusals. Models:
  * tiny (synthetic) and the small-gqa checkpoint, bf16. Skips without a GPU. */
 #include "gp_test.h"
+#include "engine_test_util.h"
 
 #include <math.h>
 
@@ -39,31 +40,6 @@
  * written: the test prints the figure. */
 #define CPU_FFN_HOT_TOL 0.1
 #define CPU_FFN_HOT_AGREE 0.9
-
-static void load(const char *spec, gp_host_weights *hw, gp_device_weights **dw)
-{
-    memset(hw, 0, sizeof *hw);
-    gp_model_source src;
-    GP_CHECK_OK(gp_model_source_resolve(spec, 0, &src));
-    if (src.synthetic) {
-        GP_CHECK_OK(gp_host_weights_alloc(&src.cfg, GP_DTYPE_BF16, hw));
-        GP_CHECK_OK(gp_synth_fill_host(hw, 3));
-    } else {
-        GP_CHECK_OK(gp_model_source_load_host(&src, hw));
-    }
-    GP_CHECK_OK(gp_device_weights_upload(hw, GP_DTYPE_BF16, dw));
-}
-
-static gp_engine *engine(gp_device_weights *dw, bool graphs)
-{
-    gp_engine_params p = gp_engine_default_params();
-    p.max_batch = MAX_B;
-    p.max_context = CTX;
-    p.use_graphs = graphs;
-    gp_engine *e = NULL;
-    GP_CHECK_OK(gp_engine_create(dw, &p, &e));
-    return e;
-}
 
 /* Prefill MAX_B prompts, then STEPS steps of fixed tokens (not the greedy
  * ones: engines that differ in rounding stay on one path); every step's
@@ -135,7 +111,7 @@ static void logits_of(gp_device_weights *dw, const gp_host_weights *hw, const gp
                       const gp_sparsity *calib, const gp_cpu_ffn_params *pp, bool graphs, float *out,
                       gp_cpu_ffn_stats *st)
 {
-    gp_engine *e = engine(dw, graphs);
+    gp_engine *e = gt_engine(dw, MAX_B, CTX, graphs);
     if (sp)
         GP_CHECK_OK(gp_engine_set_sparsity(e, sp->thresholds));
     if (H > 0) {
@@ -156,7 +132,7 @@ static void check_model(const char *spec)
 {
     gp_host_weights hw;
     gp_device_weights *dw;
-    load(spec, &hw, &dw);
+    gt_load_model(spec, &hw, &dw);
     const gp_config *c = &hw.cfg;
     const int V = c->vocab, F = c->ffn, rows = STEPS * MAX_B;
     const size_t n = (size_t)rows * V;
@@ -288,9 +264,9 @@ static void test_refusals(void **state)
     (void)state;
     gp_host_weights hw;
     gp_device_weights *dw;
-    load("tiny", &hw, &dw);
+    gt_load_model("tiny", &hw, &dw);
     const gp_config *c = &hw.cfg;
-    gp_engine *e = engine(dw, false);
+    gp_engine *e = gt_engine(dw, MAX_B, CTX, false);
     gp_cpu_ffn_params p = gp_cpu_ffn_default_params();
     assert_int_equal(p.reload_window, 64);
     assert_true(p.decay == 0.99);

@@ -7,6 +7,7 @@
  * and eager steps agree, and the refusals. Models: tiny (synthetic),
  * small-gqa and qwen2-tiny checkpoints. Skips without a GPU. */
 #include "gp_test.h"
+#include "engine_test_util.h"
 
 #include <math.h>
 
@@ -20,31 +21,6 @@
 #define STEPS 6
 /* max |sparse - dense| / max |dense| over the logits at thresholds 0 */
 #define SPARSE_ZERO_TOL 2e-2
-
-static void load(const char *spec, gp_host_weights *hw, gp_device_weights **dw)
-{
-    memset(hw, 0, sizeof *hw);
-    gp_model_source src;
-    GP_CHECK_OK(gp_model_source_resolve(spec, 0, &src));
-    if (src.synthetic) {
-        GP_CHECK_OK(gp_host_weights_alloc(&src.cfg, GP_DTYPE_BF16, hw));
-        GP_CHECK_OK(gp_synth_fill_host(hw, 3));
-    } else {
-        GP_CHECK_OK(gp_model_source_load_host(&src, hw));
-    }
-    GP_CHECK_OK(gp_device_weights_upload(hw, GP_DTYPE_BF16, dw));
-}
-
-static gp_engine *engine(gp_device_weights *dw, bool graphs)
-{
-    gp_engine_params p = gp_engine_default_params();
-    p.max_batch = MAX_B;
-    p.max_context = CTX;
-    p.use_graphs = graphs;
-    gp_engine *e = NULL;
-    GP_CHECK_OK(gp_engine_create(dw, &p, &e));
-    return e;
-}
 
 /* Prefill MAX_B prompts, then STEPS greedy steps; every step's logits and
  * tokens into logits [STEPS][MAX_B][V] and toks [STEPS][MAX_B]; the prefill's
@@ -81,7 +57,7 @@ static void check_zero(const char *spec)
 {
     gp_host_weights hw;
     gp_device_weights *dw;
-    load(spec, &hw, &dw);
+    gt_load_model(spec, &hw, &dw);
     const gp_config *c = &hw.cfg;
     const int V = c->vocab, L = c->n_layers;
     const size_t n = (size_t)STEPS * MAX_B * V;
@@ -92,12 +68,12 @@ static void check_zero(const char *spec)
     long *active = calloc((size_t)L * GP_SPARSE_PROJ_COUNT, sizeof(long));
     assert_true(pf0 && pf1 && l0 && l1 && l2 && zero && active);
 
-    gp_engine *dense = engine(dw, true);
+    gp_engine *dense = gt_engine(dw, MAX_B, CTX, true);
     run(dense, V, pf0, l0, t0);
     gp_engine_destroy(dense);
 
     for (int graphs = 0; graphs < 2; graphs++) {
-        gp_engine *e = engine(dw, graphs);
+        gp_engine *e = gt_engine(dw, MAX_B, CTX, graphs);
         GP_CHECK_OK(gp_engine_set_sparsity(e, zero));
         assert_true(gp_engine_sparse_on(e));
         memset(graphs ? l2 : l1, 0xff, sizeof(float) * n); /* poisoned */
@@ -129,7 +105,7 @@ static void check_zero(const char *spec)
     float *big = malloc(sizeof(float) * (size_t)L * GP_SPARSE_PROJ_COUNT);
     for (int i = 0; i < L * GP_SPARSE_PROJ_COUNT; i++)
         big[i] = 1e30f;
-    gp_engine *e = engine(dw, false);
+    gp_engine *e = gt_engine(dw, MAX_B, CTX, false);
     GP_CHECK_OK(gp_engine_set_sparsity(e, big));
     run(e, V, pf1, l1, t1);
     GP_CHECK_OK(gp_engine_sparsity_stats(e, active, 0));
@@ -144,7 +120,7 @@ static void check_zero(const char *spec)
     gp_engine_destroy(e);
 
     /* refusals */
-    e = engine(dw, false);
+    e = gt_engine(dw, MAX_B, CTX, false);
     big[1] = -1.0f;
     GP_CHECK_FAIL(gp_engine_set_sparsity(e, big), GP_ERR_INVALID_ARG, "layer 0 o threshold -1");
     big[1] = NAN;
@@ -192,7 +168,7 @@ static void check_masked(const char *spec)
 {
     gp_host_weights hw;
     gp_device_weights *dw;
-    load(spec, &hw, &dw);
+    gt_load_model(spec, &hw, &dw);
     gp_device_weights_destroy(dw);
     const gp_config *c = &hw.cfg;
     const int V = c->vocab;
@@ -273,7 +249,7 @@ static void test_streamed_refused(void **state)
     sp.min_window = 1;
     gp_device_weights *dw = NULL;
     GP_CHECK_OK(gp_device_weights_streamed_load(&src, GP_DTYPE_BF16, &sp, &dw));
-    gp_engine *e = engine(dw, false);
+    gp_engine *e = gt_engine(dw, MAX_B, CTX, false);
     float t[64 * GP_SPARSE_PROJ_COUNT] = {0};
     GP_CHECK_FAIL(gp_engine_set_sparsity(e, t), GP_ERR_INVALID_ARG, "streamed");
     gp_engine_destroy(e);
