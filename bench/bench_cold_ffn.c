@@ -118,20 +118,11 @@ int main(int argc, char **argv)
             break;
         }
         case 'h': usage(stdout); return 0;
-        default:
-            if (optopt)
-                fprintf(stderr, NAME ": %s needs a value or is not a flag of this program\n", argv[optind - 1]);
-            else
-                fprintf(stderr, NAME ": unknown flag %s\n", argv[optind - 1]);
-            usage(stderr);
-            return 2;
+        default: return gp_bench_bad_flag(NAME, argv, usage);
         }
     }
-    if (optind < argc) {
-        fprintf(stderr, NAME ": unexpected argument '%s'\n", argv[optind]);
-        usage(stderr);
+    if (gp_bench_extra_args(NAME, argc, argv, usage))
         return 2;
-    }
 
     gp_config cfg;
     if (gp_config_preset("llama3-8b", &cfg) != GP_OK) {

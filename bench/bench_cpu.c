@@ -1,4 +1,5 @@
 /* The helpers of the CPU benchmarks (bench_cpu.h): the host read bandwidth, their random data. */
+#include <getopt.h>
 #include <math.h>
 #include <pthread.h>
 #include <stdint.h>
@@ -73,4 +74,23 @@ uint64_t gp_bench_rand_u64(void)
 float gp_bench_uniform_pm(float s)
 {
     return s * (float)((double)(gp_bench_rand_u64() >> 11) * (2.0 / 9007199254740992.0) - 1.0);
+}
+
+int gp_bench_bad_flag(const char *prog, char **argv, void (*usage)(FILE *))
+{
+    if (optopt)
+        fprintf(stderr, "%s: %s needs a value or is not a flag of this program\n", prog, argv[optind - 1]);
+    else
+        fprintf(stderr, "%s: unknown flag %s\n", prog, argv[optind - 1]);
+    usage(stderr);
+    return 2;
+}
+
+int gp_bench_extra_args(const char *prog, int argc, char **argv, void (*usage)(FILE *))
+{
+    if (optind >= argc)
+        return 0;
+    fprintf(stderr, "%s: unexpected argument '%s'\n", prog, argv[optind]);
+    usage(stderr);
+    return 2;
 }
