@@ -39,3 +39,19 @@ gp_engine *gt_engine(gp_device_weights *dw, int max_batch, int max_context, bool
         fail_msg("gt_engine: %s", gp_last_error());
     return e;
 }
+
+void gt_calibrate(const gp_host_weights *hw, double target, gp_sparsity *sp)
+{
+    const int V = hw->cfg.vocab;
+    int32_t ids[4 * 24];
+    int lens[4] = {24, 24, 24, 24};
+    for (int i = 0; i < 4 * 24; i++)
+        ids[i] = (int32_t)((i * 7919 + 3) % V);
+    gp_sparsity_calib_params cp = gp_sparsity_calib_default_params();
+    cp.target = target;
+    cp.n_seqs = 4;
+    cp.lens = lens;
+    cp.ids = ids;
+    if (gp_sparsity_calibrate(hw, &cp, sp) != GP_OK)
+        fail_msg("gt_calibrate: %s", gp_last_error());
+}

@@ -161,3 +161,18 @@ int gt_engine_main(const char *name, const struct CMUnitTest *tests, size_t n, C
     }
     return failed;
 }
+
+void gt_weights_synth(const gp_config *c, uint64_t seed, gp_dtype dt, gp_host_weights *w, gp_device_weights **dw)
+{
+    if (gp_host_weights_alloc(c, GP_DTYPE_BF16, w) != GP_OK || gp_synth_fill_host(w, seed) != GP_OK ||
+        gp_device_weights_upload(w, dt, dw) != GP_OK)
+        fail_msg("gt_weights_synth: %s", gp_last_error());
+}
+
+int32_t *gt_rand_ids(int n, int vocab)
+{
+    int32_t *ids = gt_host_alloc(sizeof(int32_t) * (size_t)n);
+    for (int i = 0; i < n; i++)
+        ids[i] = rand() % vocab;
+    return ids;
+}

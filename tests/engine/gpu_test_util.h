@@ -59,6 +59,11 @@ size_t gt_check_close(const char *what, const float *got, const float *ref, size
  * 128): the tiny preset with hidden 256, 4 heads over 2 KV heads, FFN 384,
  * vocab 512, max context 4096, untied embeddings. */
 void gt_config_hd128(gp_config *c);
+/* The synthetic bf16 host weights of c with seed into *w and their device
+ * copy in dt into *dw (bf16 values: exact in fp16 too); fails the test. */
+void gt_weights_synth(const gp_config *c, uint64_t seed, gp_dtype dt, gp_host_weights *w, gp_device_weights **dw);
+/* n token ids in [0, vocab) from rand() (the caller seeds it), malloc'd. */
+int32_t *gt_rand_ids(int n, int vocab);
 
 /* main of a whole-engine test: exit 77 (skipped, the reason printed) without
  * a GPU; else every test of tests[n] once per engine dtype, bf16 then fp16,

@@ -62,16 +62,6 @@ static void run(gp_engine *e, int V, float *logits)
     }
 }
 
-static double rel_diff(const float *a, const float *b, size_t n)
-{
-    double d = 0.0, m = 0.0;
-    for (size_t i = 0; i < n; i++) {
-        d = fmax(d, fabs((double)a[i] - b[i]));
-        m = fmax(m, fabs((double)b[i]));
-    }
-    return isnan(d) ? INFINITY : m > 0 ? d / m : d;
-}
-
 static int argmax(const float *v, int n)
 {
     int k = 0;
@@ -88,21 +78,6 @@ static int agree(const float *a, const float *b, int rows, int V)
     for (int r = 0; r < rows; r++)
         same += argmax(a + (size_t)r * V, V) == argmax(b + (size_t)r * V, V);
     return same;
-}
-
-static void calibrate(const gp_host_weights *hw, gp_sparsity *sp)
-{
-    const int V = hw->cfg.vocab;
-    int32_t ids[4 * 24];
-    int lens[4] = {24, 24, 24, 24};
-    for (int i = 0; i < 4 * 24; i++)
-        ids[i] = (int32_t)((i * 7919 + 3) % V);
-    gp_sparsity_calib_params cp = gp_sparsity_calib_default_params();
-    cp.target = 0.5;
-    cp.n_seqs = 4;
-    cp.lens = lens;
-    cp.ids = ids;
-    GP_CHECK_OK(gp_sparsity_calibrate(hw, &cp, sp));
 }
 
 /* Logits of an engine with sparsity sp (NULL: dense) and, when H > 0, the
@@ -139,7 +114,7 @@ static void check_model(const char *spec)
     float *dense = malloc(sizeof(float) * n), *sparse = malloc(sizeof(float) * n), *got = malloc(sizeof(float) * n);
     assert_true(dense && sparse && got);
     gp_sparsity sp, sp0;
-    calibrate(&hw, &sp);
+    gt_calibrate(&hw, 0.5, &sp);
     GP_CHECK_OK(gp_sparsity_thresholds_zero(c, &sp0));
     logits_of(dw, &hw, NULL, 0, NULL, NULL, false, dense, NULL);
     logits_of(dw, &hw, &sp, 0, NULL, NULL, false, sparse, NULL);
@@ -147,7 +122,7 @@ static void check_model(const char *spec)
 
     /* (a) all hot: no CPU share, no reloads */
     logits_of(dw, &hw, &sp, F, &sp, NULL, false, got, &st);
-    double d = rel_diff(got, sparse, n);
+    double d = gp_test_rel_err(got, sparse, (int)n);
     int same = agree(got, sparse, rows, V);
     printf("%s (a) H = ffn = %d, S = 0.5: against the sparse engine %.2e, %d of %d tokens\n", spec, F, d, same,
            rows);
@@ -160,7 +135,7 @@ static void check_model(const char *spec)
 
     /* (b) half cold, thresholds 0, graphs on: the dense engine's logits */
     logits_of(dw, &hw, &sp0, F / 2, &sp0, NULL, true, got, &st);
-    d = rel_diff(got, dense, n);
+    d = gp_test_rel_err(got, dense, (int)n);
     printf("%s (b) H = %d, thresholds 0: against dense %.2e, %d of %d tokens; hit rate %.3f, CPU %.3f ms/step, "
            "%.0f bytes/step\n", spec, F / 2, d, agree(got, dense, rows, V), rows, st.hit_rate, st.cpu_ms_per_step,
            st.cpu_bytes_per_step);
@@ -175,7 +150,7 @@ static void check_model(const char *spec)
 
     /* (c) a quarter hot, the calibration's most frequent */
     logits_of(dw, &hw, &sp, F / 4, &sp, NULL, false, got, &st);
-    d = rel_diff(got, sparse, n);
+    d = gp_test_rel_err(got, sparse, (int)n);
     same = agree(got, sparse, rows, V);
     printf("%s (c) H = %d, S = 0.5: against the sparse engine %.2e, %d of %d tokens; hit rate %.3f, CPU %.3f "
            "ms/step\n", spec, F / 4, d, same, rows, st.hit_rate, st.cpu_ms_per_step);
@@ -188,7 +163,7 @@ static void check_model(const char *spec)
     p.reload_window = 1;
     p.margin = 0.0;
     logits_of(dw, &hw, &sp, F / 4, NULL, &p, false, got, &st);
-    d = rel_diff(got, sparse, n);
+    d = gp_test_rel_err(got, sparse, (int)n);
     same = agree(got, sparse, rows, V);
     printf("%s (d) H = %d, reload every step: against the sparse engine %.2e, %d of %d tokens; %ld reloads, %ld "
            "swaps, hit rate %.3f\n", spec, F / 4, d, same, rows, st.reloads, st.swaps, st.hit_rate);

@@ -40,15 +40,10 @@ static int setup(void **state)
     gt_config_hd128(&f->cfg);
     gp_config *c = &f->cfg;
     c->n_layers = 8;
-    GP_CHECK_OK(gp_host_weights_alloc(c, GP_DTYPE_BF16, &f->w));
-    GP_CHECK_OK(gp_synth_fill_host(&f->w, 77));
-    GP_CHECK_OK(gp_device_weights_upload(&f->w, g_dt, &f->dw));
+    gt_weights_synth(c, 77, g_dt, &f->w, &f->dw);
     srand((unsigned)gt_seed("engine_kvoff"));
-    for (int s = 0; s < NS; s++) {
-        f->prompts[s] = malloc(sizeof(int32_t) * (size_t)k_lens[s]);
-        for (int i = 0; i < k_lens[s]; i++)
-            f->prompts[s][i] = rand() % c->vocab;
-    }
+    for (int s = 0; s < NS; s++)
+        f->prompts[s] = gt_rand_ids(k_lens[s], c->vocab);
     *state = f;
     return 0;
 }

@@ -40,9 +40,7 @@ static int setup(void **state)
     fixture *f = calloc(1, sizeof *f);
     gt_config_hd128(&f->cfg); /* head_dim 128: the tensor-core prefill attention runs */
     gp_config *c = &f->cfg;
-    GP_CHECK_OK(gp_host_weights_alloc(c, GP_DTYPE_BF16, &f->w));
-    GP_CHECK_OK(gp_synth_fill_host(&f->w, 99));
-    GP_CHECK_OK(gp_device_weights_upload(&f->w, g_dt, &f->dw));
+    gt_weights_synth(c, 99, g_dt, &f->w, &f->dw);
     srand((unsigned)gt_seed("engine_prefix"));
     for (int i = 0; i < LEN; i++) {
         f->a[i] = rand() % c->vocab;

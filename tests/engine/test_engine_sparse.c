@@ -43,16 +43,6 @@ static void run(gp_engine *e, int V, float *pf, float *logits, int32_t *toks)
     }
 }
 
-static double rel_diff(const float *a, const float *b, size_t n)
-{
-    double d = 0.0, m = 0.0;
-    for (size_t i = 0; i < n; i++) {
-        d = fmax(d, fabs((double)a[i] - b[i]));
-        m = fmax(m, fabs((double)b[i]));
-    }
-    return m > 0 ? d / m : d;
-}
-
 static void check_zero(const char *spec)
 {
     gp_host_weights hw;
@@ -93,7 +83,7 @@ static void check_zero(const char *spec)
             }
         gp_engine_destroy(e);
     }
-    double d = rel_diff(l1, l0, n);
+    double d = gp_test_rel_err(l1, l0, (int)(n));
     printf("%s: thresholds 0 against dense: logits %.2e (max abs / max), tokens %s; graphs against eager: %s\n",
            spec, d, memcmp(t0, t1, sizeof t0) ? "DIFFER" : "same", memcmp(l1, l2, sizeof(float) * n) ? "differ" :
            "same bits");
@@ -172,17 +162,8 @@ static void check_masked(const char *spec)
     gp_device_weights_destroy(dw);
     const gp_config *c = &hw.cfg;
     const int V = c->vocab;
-    int32_t ids[4 * 24];
-    int lens[4] = {24, 24, 24, 24};
-    for (int i = 0; i < 4 * 24; i++)
-        ids[i] = (int32_t)((i * 7919 + 3) % V);
-    gp_sparsity_calib_params cp = gp_sparsity_calib_default_params();
-    cp.target = 0.5;
-    cp.n_seqs = 4;
-    cp.lens = lens;
-    cp.ids = ids;
     gp_sparsity sp;
-    GP_CHECK_OK(gp_sparsity_calibrate(&hw, &cp, &sp));
+    gt_calibrate(&hw, 0.5, &sp);
     float *lg[2];
     int32_t tk[2][STEPS * MAX_B], in[STEPS * MAX_B];
     for (int k = 0; k < 2; k++) {
@@ -213,7 +194,7 @@ static void check_masked(const char *spec)
         }
         gp_backend_close(b);
     }
-    double d = rel_diff(lg[1], lg[0], (size_t)STEPS * MAX_B * V);
+    double d = gp_test_rel_err(lg[1], lg[0], (int)((size_t)STEPS * MAX_B * V));
     int same = 0;
     for (int i = 0; i < STEPS * MAX_B; i++)
         same += tk[0][i] == tk[1][i];

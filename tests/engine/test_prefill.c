@@ -43,15 +43,10 @@ static int setup(void **state)
     c->rope_theta = 500000.0f;
     c->rope_scaling = (gp_rope_scaling){.type = GP_ROPE_LLAMA3, .factor = 8.0f, .low_freq_factor = 1.0f,
                                         .high_freq_factor = 4.0f, .original_max_pos = 1024};
-    GP_CHECK_OK(gp_host_weights_alloc(c, GP_DTYPE_BF16, &f->w));
-    GP_CHECK_OK(gp_synth_fill_host(&f->w, 4321));
-    GP_CHECK_OK(gp_device_weights_upload(&f->w, g_dt, &f->dw)); /* bf16 values: exact in fp16 too */
+    gt_weights_synth(c, 4321, g_dt, &f->w, &f->dw);
     srand(7);
-    for (int s = 0; s < NS; s++) {
-        f->prompts[s] = malloc(sizeof(int32_t) * (size_t)k_lens[s]);
-        for (int i = 0; i < k_lens[s]; i++)
-            f->prompts[s][i] = rand() % c->vocab;
-    }
+    for (int s = 0; s < NS; s++)
+        f->prompts[s] = gt_rand_ids(k_lens[s], c->vocab);
     *state = f;
     return 0;
 }
