@@ -136,17 +136,18 @@ struct gp_engine {
 gp_status gp_engine_bd_open(gp_engine *e, int cap);
 /* engine_kvoff.c: the offloaded KV cache. create: its host blocks, streams
  * and events for plan; free: the engine's destroy. plan_call: what the
- * coming call (a decode step or a prefill chunk) of n sequences reads
- * (positions [0, read_end[i])) and writes ([w0[i], w1[i])); before/after
+ * coming call (a decode step or a prefill chunk): begin, then per sequence
+ * what it reads (positions [0, read_end)) and writes ([w0, w1)); before/after
  * attn: around a layer's RoPE + KV append and attention on stream s (the
  * layer's blocks copied in and waited for; written ones copied back, the
  * next layer's copy enqueued); fill_host: a benchmark context's offloaded
- * blocks of layer from its staging window. All no-ops when e->ko is NULL. */
+ * blocks of layer from its staging window. plan_begin and plan_seq need
+ * e->ko; the others are no-ops when it is NULL. */
 typedef struct gp_engine_kvoff gp_engine_kvoff;
 gp_status gp_engine_kvoff_create(gp_engine *e, const gp_kv_offload_plan *plan);
 void gp_engine_kvoff_free(gp_engine *e);
-gp_status gp_engine_kvoff_plan_call(gp_engine *e, int n, const int *seqs, const int *read_end, const int *w0,
-                                    const int *w1);
+void gp_engine_kvoff_plan_begin(gp_engine *e);
+void gp_engine_kvoff_plan_seq(gp_engine *e, int seq, int read_end, int w0, int w1);
 gp_status gp_engine_kvoff_before_attn(gp_engine *e, int layer, cudaStream_t s);
 gp_status gp_engine_kvoff_after_attn(gp_engine *e, int layer, cudaStream_t s);
 gp_status gp_engine_kvoff_fill_host(gp_engine *e, int layer, cudaStream_t s);

@@ -150,25 +150,23 @@ static void add_range(kvoff_range *r, int *n, int first, int cnt)
         r[(*n)++] = (kvoff_range){first, cnt};
 }
 
-gp_status gp_engine_kvoff_plan_call(gp_engine *e, int n, const int *seqs, const int *read_end, const int *w0,
-                                    const int *w1)
+void gp_engine_kvoff_plan_begin(gp_engine *e)
+{
+    e->ko->n_rd = e->ko->n_wr = 0;
+    e->ko->enqueued = -1;
+}
+
+void gp_engine_kvoff_plan_seq(gp_engine *e, int seq, int read_end, int w0, int w1)
 {
     gp_engine_kvoff *ko = e->ko;
-    if (!ko)
-        return GP_OK;
-    const int hs = ko->plan.host_blocks_per_seq, bs = e->p.block_size;
-    ko->n_rd = ko->n_wr = 0;
-    ko->enqueued = -1;
-    for (int i = 0; i < n; i++) { /* sequences in id order make adjacent runs meet */
-        const int base = seqs[i] * hs;
-        int rb = div_up(read_end[i], bs);
-        add_range(ko->rd, &ko->n_rd, base, rb < hs ? rb : hs);
-        if (w1[i] > w0[i] && w0[i] / bs < hs) {
-            int b0 = w0[i] / bs, b1 = div_up(w1[i], bs);
-            add_range(ko->wr, &ko->n_wr, base + b0, (b1 < hs ? b1 : hs) - b0);
-        }
+    /* sequences in id order make adjacent runs meet */
+    const int hs = ko->plan.host_blocks_per_seq, bs = e->p.block_size, base = seq * hs;
+    const int rb = div_up(read_end, bs);
+    add_range(ko->rd, &ko->n_rd, base, rb < hs ? rb : hs);
+    if (w1 > w0 && w0 / bs < hs) {
+        const int b0 = w0 / bs, b1 = div_up(w1, bs);
+        add_range(ko->wr, &ko->n_wr, base + b0, (b1 < hs ? b1 : hs) - b0);
     }
-    return GP_OK;
 }
 
 /* Layer's offloaded blocks into its staging window, once its previous

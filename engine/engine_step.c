@@ -110,17 +110,11 @@ gp_status gp_engine_step_prepare(gp_engine *e, int B, const int *seq_ids, const 
             ml = len;
     }
     if (e->ko) { /* each row reads its context and writes its new token's K/V */
-        int *v = malloc(sizeof(int) * 3 * (size_t)B);
-        if (!v)
-            GP_FAIL(GP_ERR_NO_MEMORY, "decode step: out of host memory for %d rows", B);
+        gp_engine_kvoff_plan_begin(e);
         for (int i = 0; i < B; i++) {
-            v[i] = gp_kv_len(e->tables, seq_ids[i]) + 1;
-            v[B + i] = v[i] - 1;
-            v[2 * B + i] = v[i];
+            const int len = gp_kv_len(e->tables, seq_ids[i]) + 1;
+            gp_engine_kvoff_plan_seq(e, seq_ids[i], len, len - 1, len);
         }
-        gp_status st = gp_engine_kvoff_plan_call(e, B, seq_ids, v, v + B, v + 2 * B);
-        free(v);
-        GP_TRY(st);
     }
     /* tok_h is free: the previous step ended with a host wait on its copy. */
     memcpy(e->tok_h, tokens, sizeof(int32_t) * (size_t)B);

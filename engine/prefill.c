@@ -98,18 +98,10 @@ static gp_status upload_chunk(gp_engine *e, int buf, int S, const gp_prefill_seq
     e->pf_seqs = ns;
     e->pf_max_q = max_q;
     if (e->ko) { /* each sequence of the chunk reads its context and writes the chunk's positions */
-        int *v = malloc(sizeof(int) * 4 * (size_t)ns);
-        if (!v)
-            GP_FAIL(GP_ERR_NO_MEMORY, "prefill: out of host memory for %d sequences", ns);
-        for (int i = 0; i < ns; i++) {
-            v[i] = seqs[d[i].table_row].seq;
-            v[ns + i] = d[i].pos0 + d[i].q_len;
-            v[2 * ns + i] = d[i].pos0;
-            v[3 * ns + i] = d[i].pos0 + d[i].q_len;
-        }
-        gp_status st = gp_engine_kvoff_plan_call(e, ns, v, v + ns, v + 2 * ns, v + 3 * ns);
-        free(v);
-        GP_TRY(st);
+        gp_engine_kvoff_plan_begin(e);
+        for (int i = 0; i < ns; i++)
+            gp_engine_kvoff_plan_seq(e, seqs[d[i].table_row].seq, d[i].pos0 + d[i].q_len, d[i].pos0,
+                                     d[i].pos0 + d[i].q_len);
     }
     GP_CUDA_TRY(cudaMemcpyAsync(e->pf_d, h, sizeof(int32_t) * e->pf_words, cudaMemcpyHostToDevice, e->sc.stream));
     GP_CUDA_TRY(cudaEventRecord(e->pf_ev[buf], e->sc.stream));
