@@ -95,12 +95,16 @@ typedef struct gp_stream_group {
     uint64_t bytes;    /* > 0: the slot size */
     const void *host;  /* the group's bytes in host memory (pinned for full PCIe speed) */
     int pinned;        /* 1: loaded at create and never evicted (embedding, head, norms) */
+    int on_demand;     /* 1: copied only when acquired (gp_streamer_ensure / acquire): never kept
+                          resident by keep_resident, passed over by gp_streamer_advance's prefetch
+                          (and not counted among its D groups), for groups whose readers run only
+                          some steps. Pinned and on demand together is GP_ERR_INVALID_ARG */
 } gp_stream_group;
 
 typedef struct gp_streamer_params {
     uint64_t budget_bytes;   /* device bytes the slots may hold at any instant */
-    int prefetch_depth;      /* D >= 0: gp_streamer_advance issues the next D streamed (unpinned) groups
-                                of the order */
+    int prefetch_depth;      /* D >= 0: gp_streamer_advance issues the next D streamed groups (neither
+                                pinned nor on demand) of the order */
     uint64_t chunk_bytes;    /* largest single copy; default 32 MiB, from where pinned copies run at
                                 full PCIe speed (docs/ARCHITECTURE.md §6) */
     int min_window;          /* >= 1: groups consecutive in the order that must fit at once (the
@@ -109,8 +113,11 @@ typedef struct gp_streamer_params {
     int keep_resident;       /* 0 (default): every unpinned group streams, LRU. 1: the budget left
                                 after the pinned groups and a streaming reserve of (min_window + D)
                                 times the largest unpinned group is filled with unpinned groups kept
-                                resident for good (loaded at create, spread evenly over the order),
-                                and only the rest stream through the reserve. On a cyclic order LRU
+                                resident for good (loaded at create, spread evenly over the order;
+                                never on-demand ones), and only the rest stream through the reserve.
+                                When every group but the on-demand ones fits beside a reserve of
+                                min_window times the largest on-demand group, all of them are kept,
+                                as nothing else streams then. On a cyclic order LRU
                                 evicts every group before its next use, so a budget of half the
                                 weights streams as much as one just above the minimum; keeping a
                                 fixed set streams only what does not fit (what Belady's optimal
@@ -163,7 +170,8 @@ gp_status gp_streamer_unmark(gp_streamer *s, int group, void *stream);
 
 /* The stage at order[pos] is about to run: issue the copies of the next D
  * unpinned groups of the order (in that order, wrapping into the next step;
- * pinned and kept groups in between are passed over) that are not resident.
+ * pinned, kept and on-demand groups in between are passed over) that are not
+ * resident.
  * A prefetch never evicts one of those D groups; without room it stops and
  * returns GP_SOFT_FULL (counted in prefetch_skipped); a demand ensure later
  * evicts what it must. */

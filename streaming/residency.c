@@ -23,8 +23,9 @@ static int gp_stream_bad_group(gp_streamer *s, int gi, const char *fn)
 }
 
 /* In the prefetch window: the group at the position of the last advance and
- * the D streamed groups after it (pinned ones never move, so they do not
- * count). A prefetch evicting one of these would only copy it back sooner. */
+ * the D streamed groups after it (pinned ones never move and on-demand ones
+ * are never prefetched, so they do not count). A prefetch evicting one of
+ * these would only copy it back sooner. */
 static int gp_stream_soon(const gp_streamer *s, int gi)
 {
     if (s->cursor < 0)
@@ -33,7 +34,7 @@ static int gp_stream_soon(const gp_streamer *s, int gi)
         return 1;
     for (int k = 1, found = 0; k <= s->p.n_order && found < s->p.prefetch_depth; k++) {
         int o = s->order[(s->cursor + k) % s->p.n_order];
-        if (s->g[o].desc.pinned)
+        if (s->g[o].desc.pinned || s->g[o].desc.on_demand)
             continue;
         if (o == gi)
             return 1;
@@ -305,10 +306,12 @@ gp_status gp_streamer_advance(gp_streamer *s, int pos)
     pthread_mutex_lock(&s->lock);
     s->cursor = pos;
     /* D streamed groups ahead, however many pinned ones lie between: the copy
-     * engine keeps working while stages run on resident groups */
+     * engine keeps working while stages run on resident groups. On-demand
+     * groups are left to their acquire: the steps that skip them would
+     * otherwise pay for copies nobody reads. */
     for (int k = 1, found = 0; k <= s->p.n_order && found < s->p.prefetch_depth && st == GP_OK; k++) {
         int gi = s->order[(pos + k) % s->p.n_order];
-        if (s->g[gi].desc.pinned)
+        if (s->g[gi].desc.pinned || s->g[gi].desc.on_demand)
             continue;
         found++;
         if (s->g[gi].slot)

@@ -59,6 +59,10 @@ static gp_status gp_stream_check_params(const gp_streamer_params *p, const char 
         if (g->bytes == 0)
             GP_FAIL(GP_ERR_INVALID_ARG, "%s: group %d (%s %d) has 0 bytes", fn, i,
                     gp_stream_kind_name(g->kind), g->layer);
+        if (g->pinned && g->on_demand)
+            GP_FAIL(GP_ERR_INVALID_ARG, "%s: group %d (%s %d) is both pinned and on demand: a pinned group "
+                    "is loaded at create and stays, an on-demand one is copied only when acquired", fn, i,
+                    gp_stream_kind_name(g->kind), g->layer);
     }
     for (int i = 0; i < p->n_order; i++)
         if (p->order[i] < 0 || p->order[i] >= p->n_groups)
@@ -199,11 +203,14 @@ static gp_status gp_stream_check_backend(const gp_stream_backend *b)
  * budget after the pinned groups and the streaming reserve is spread over
  * the order (a group is kept when the kept share of the bytes seen so far
  * stays within the overall share), so copies of streamed groups run while
- * stages compute on kept ones instead of all streaming back to back. */
+ * stages compute on kept ones instead of all streaming back to back.
+ * On-demand groups are never kept: they are left out of the shares, so the
+ * spare bytes spread over the groups that can be kept, but they stream
+ * through the reserve, so its size counts them. */
 static void gp_stream_choose_kept(gp_streamer *s)
 {
     const gp_streamer_params *p = &s->p;
-    uint64_t pin = 0, largest = 0, total = 0;
+    uint64_t pin = 0, largest = 0, largest_od = 0, total = 0, od_total = 0;
     for (int i = 0; i < p->n_groups; i++)
         if (s->g[i].desc.pinned)
             pin += s->g[i].desc.bytes;
@@ -213,20 +220,35 @@ static void gp_stream_choose_kept(gp_streamer *s)
         if (g->pinned || s->g[p->order[i]].kept == -1)
             continue;
         s->g[p->order[i]].kept = -1; /* seen; reset below */
-        total += g->bytes;
         if (g->bytes > largest)
             largest = g->bytes;
+        if (g->on_demand) {
+            od_total += g->bytes;
+            if (g->bytes > largest_od)
+                largest_od = g->bytes;
+        } else {
+            total += g->bytes;
+        }
     }
     uint64_t reserve = (uint64_t)(p->min_window + p->prefetch_depth) * largest;
     uint64_t spare = p->budget_bytes > pin + reserve ? p->budget_bytes - pin - reserve : 0;
-    if (p->budget_bytes >= pin && p->budget_bytes - pin >= total)
-        spare = total; /* all fits: nothing streams, no reserve needed */
+    /* All the others fit: only on-demand groups stream then, never
+     * prefetched, so min_window of them (or all, when fewer) are the whole
+     * reserve needed. */
+    uint64_t od_reserve = (uint64_t)p->min_window * largest_od;
+    if (od_reserve > od_total)
+        od_reserve = od_total;
+    if (p->budget_bytes >= pin && p->budget_bytes - pin >= total &&
+        p->budget_bytes - pin - total >= od_reserve)
+        spare = total;
     uint64_t seen = 0, kept = 0;
     for (int i = 0; i < p->n_order; i++) {
         gp_stream_slot_state *g = &s->g[p->order[i]];
         if (g->kept != -1)
             continue;
         g->kept = 0;
+        if (g->desc.on_demand)
+            continue;
         seen += g->desc.bytes;
         /* kept + bytes <= spare * seen / total, in floating point: bytes reach 1e11 */
         if (kept + g->desc.bytes <= spare &&

@@ -24,11 +24,11 @@ static inline void st_model_make(st_model *m, int layers, uint64_t attn, uint64_
 {
     memset(m, 0, sizeof *m);
     for (int l = 0; l < layers; l++) {
-        m->groups[2 * l] = (gp_stream_group){GP_STREAM_ATTN, l, attn, &m->host[2 * l], 0};
-        m->groups[2 * l + 1] = (gp_stream_group){GP_STREAM_FFN, l, ffn, &m->host[2 * l + 1], 0};
+        m->groups[2 * l] = (gp_stream_group){GP_STREAM_ATTN, l, attn, &m->host[2 * l], 0, 0};
+        m->groups[2 * l + 1] = (gp_stream_group){GP_STREAM_FFN, l, ffn, &m->host[2 * l + 1], 0, 0};
     }
     m->n_groups = 2 * layers + 1;
-    m->groups[2 * layers] = (gp_stream_group){GP_STREAM_HEAD, -1, head, &m->host[2 * layers], 1};
+    m->groups[2 * layers] = (gp_stream_group){GP_STREAM_HEAD, -1, head, &m->host[2 * layers], 1, 0};
     for (int i = 0; i < m->n_groups; i++)
         m->order[i] = i;
     m->n_order = m->n_groups;

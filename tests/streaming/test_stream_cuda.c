@@ -55,7 +55,7 @@ static void fixture_make(fixture *f)
         GP_CHECK_OK(gp_pinned_alloc((void **)&f->dst[i], n, "test read-back"));
         for (uint64_t o = 0; o < n; o++)
             f->host[i][o] = pattern(i, o);
-        f->groups[i] = (gp_stream_group){i % 2 ? GP_STREAM_FFN : GP_STREAM_ATTN, i / 2, n, f->host[i], 0};
+        f->groups[i] = (gp_stream_group){i % 2 ? GP_STREAM_FFN : GP_STREAM_ATTN, i / 2, n, f->host[i], 0, 0};
         f->order[i] = i;
     }
 }

@@ -92,6 +92,18 @@ static void test_bad_params(void **state)
     m.groups[3].kind = (gp_stream_kind)7;
     GP_CHECK_FAIL(gp_streamer_create(&p, &s), GP_ERR_INVALID_ARG, "group 3 has kind 7");
     m.groups[3].kind = GP_STREAM_FFN;
+    /* pinned and on demand: refused alike by create, the budget check and the minimum */
+    m.groups[3].pinned = m.groups[3].on_demand = 1;
+    GP_CHECK_FAIL(gp_streamer_create(&p, &s), GP_ERR_INVALID_ARG, "group 3 (ffn 1) is both pinned and on demand");
+    assert_null(s);
+    GP_CHECK_FAIL(gp_streamer_check_budget(&p), GP_ERR_INVALID_ARG, "group 3 (ffn 1) is both pinned and on demand");
+    uint64_t least = 0;
+    GP_CHECK_FAIL(gp_streamer_min_budget(&p, &least), GP_ERR_INVALID_ARG,
+                  "group 3 (ffn 1) is both pinned and on demand");
+    m.groups[3].pinned = 0;
+    GP_CHECK_OK(gp_streamer_min_budget(&p, &least));
+    assert_int_equal(least, 50 + 400); /* on demand still needs its room when acquired */
+    m.groups[3].on_demand = 0;
     p.prefetch_depth = -1;
     GP_CHECK_FAIL(gp_streamer_create(&p, &s), GP_ERR_INVALID_ARG, "prefetch depth -1");
     p.prefetch_depth = 1;

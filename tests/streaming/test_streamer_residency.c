@@ -360,6 +360,141 @@ static void test_prefetch_skips_pinned(void **state)
     gp_sim_stream_destroy(x);
 }
 
+/* 4 layers of attn 100 + ffn 300 and a head of 10, the ffn groups on
+ * demand: the CPU-assisted FFN's decode steps acquire only the attn ones. */
+static void st_model_ffn_on_demand(st_model *m)
+{
+    st_model_make(m, 4, 100, 300, 10);
+    for (int l = 0; l < 4; l++)
+        m->groups[2 * l + 1].on_demand = 1;
+}
+
+/* keep_resident never keeps an on-demand group, however large the budget,
+ * and spreads the spare bytes over the others only. */
+static void test_on_demand_not_kept(void **state)
+{
+    st_model m;
+    st_model_ffn_on_demand(&m);
+    gp_sim_stream *x = st_sim(4000);
+    gp_streamer_params p = st_params(&m, x, 4000, 2); /* everything fits twice over */
+    p.keep_resident = 1;
+    gp_streamer *s = NULL;
+    GP_CHECK_OK(gp_streamer_create(&p, &s));
+    gp_streamer_stats st;
+    GP_CHECK_OK(gp_streamer_stats_get(s, &st, 0));
+    assert_int_equal(st.kept_groups, 4);
+    assert_int_equal(st.kept_bytes, 400);
+    assert_int_equal(gp_streamer_device_bytes(s), 410);
+    for (int l = 0; l < 4; l++) {
+        assert_true(gp_streamer_resident(s, 2 * l));
+        assert_false(gp_streamer_resident(s, 2 * l + 1));
+    }
+    st_consistent(s, x);
+    gp_streamer_destroy(s);
+    gp_sim_stream_destroy(x);
+
+    /* Every attn group fits beside a window (2) of ffn groups: all kept, as
+     * nothing but the on-demand groups streams, and they are never
+     * prefetched, so the reserve of (window + D) largest groups is not needed. */
+    x = st_sim(10 + 400 + 600);
+    p = st_params(&m, x, 10 + 400 + 600, 2);
+    p.keep_resident = 1;
+    GP_CHECK_OK(gp_streamer_create(&p, &s));
+    GP_CHECK_OK(gp_streamer_stats_get(s, &st, 0));
+    assert_int_equal(st.kept_groups, 4);
+    void *a = gp_sim_stream_compute(x, 0);
+    for (int step = 0; step < 2; step++) /* a prefill step: every group, in order */
+        for (int g = 0; g < 8; g++) {
+            st_stage(s, x, g, a, 1e-3);
+            gp_status ps = gp_streamer_advance(s, g);
+            assert_true(ps == GP_OK || ps == GP_SOFT_FULL);
+            st_consistent(s, x);
+        }
+    GP_CHECK_OK(gp_streamer_stats_get(s, &st, 0));
+    assert_int_equal(st.prefetches, 0);
+    assert_int_equal(st.bytes_streamed, 2 * 1200); /* the ffn groups, by their acquires */
+    gp_streamer_destroy(s);
+    gp_sim_stream_destroy(x);
+
+    /* A byte less: the full reserve again, and the spare is spread over the
+     * attn groups alone (its share of their bytes, not of all bytes). */
+    x = st_sim(10 + 400 + 600 - 1);
+    p = st_params(&m, x, 10 + 400 + 600 - 1, 0);
+    p.keep_resident = 1; /* reserve (2 + 0) * 300: 399 spare, three of the four attn groups */
+    GP_CHECK_OK(gp_streamer_create(&p, &s));
+    GP_CHECK_OK(gp_streamer_stats_get(s, &st, 0));
+    assert_int_equal(st.kept_groups, 3);
+    assert_int_equal(st.kept_bytes, 300);
+    for (int l = 0; l < 4; l++)
+        assert_false(gp_streamer_resident(s, 2 * l + 1));
+    st_consistent(s, x);
+    gp_streamer_destroy(s);
+    gp_sim_stream_destroy(x);
+}
+
+/* Decode steps acquire only the attn groups: prefetch passes over the ffn
+ * groups (D counts attn groups only) and never copies one; an acquire of an
+ * ffn group is a miss that loads it, and LRU evicts it later. */
+static void test_on_demand_not_prefetched(void **state)
+{
+    st_model m;
+    st_model_ffn_on_demand(&m);
+    const uint64_t budget = 10 + 300 + 300; /* the head, then three attn and an ffn, or six attn */
+    gp_sim_stream *x = st_sim(budget);
+    gp_streamer_params p = st_params(&m, x, budget, 2);
+    gp_streamer *s = NULL;
+    GP_CHECK_OK(gp_streamer_create(&p, &s));
+    const gp_sim_stream_report *r = gp_sim_stream_report_get(x);
+    int before = r->n_log;
+    GP_CHECK_OK(gp_streamer_advance(s, 0)); /* a0: then a1 and a2, past f0 and f1 */
+    assert_int_equal(r->n_log, before + 2);
+    assert_int_equal(st_group_of(&m, r->log[before]), 2);
+    assert_int_equal(st_group_of(&m, r->log[before + 1]), 4);
+    void *a = gp_sim_stream_compute(x, 0);
+    for (int step = 0; step < 3; step++)
+        for (int g = 0; g < 8; g += 2) {
+            st_stage(s, x, g, a, 1e-3);
+            gp_status ps = gp_streamer_advance(s, g);
+            assert_true(ps == GP_OK || ps == GP_SOFT_FULL);
+            st_consistent(s, x);
+        }
+    for (int i = before; i < r->n_log; i++)
+        assert_int_equal(st_group_of(&m, r->log[i]) % 2, 0);
+    gp_streamer_stats st;
+    GP_CHECK_OK(gp_streamer_stats_get(s, &st, 1));
+    assert_int_equal(st.loads, 4); /* the four attn groups fit: each loaded once */
+    assert_int_equal(st.bytes_streamed, 400);
+    for (int l = 0; l < 4; l++)
+        assert_false(gp_streamer_resident(s, 2 * l + 1));
+
+    /* A prefill step acquires ffn 1: a miss that evicts an attn group. */
+    GP_CHECK_OK(gp_streamer_acquire(s, 3, a));
+    assert_non_null(gp_streamer_slot(s, 3));
+    gp_sim_stream_read(x, a, gp_streamer_slot(s, 3), 1e-3);
+    GP_CHECK_OK(gp_streamer_release(s, 3, a));
+    GP_CHECK_OK(gp_streamer_stats_get(s, &st, 1));
+    assert_int_equal(st.misses, 1);
+    assert_int_equal(st.loads, 1);
+    assert_int_equal(st.bytes_streamed, 300);
+    assert_int_equal(st.evictions, 1);
+    assert_true(gp_streamer_resident(s, 3));
+    st_consistent(s, x);
+    /* Decode again: ffn 1 becomes the least recently used and goes. */
+    for (int step = 0; step < 2; step++)
+        for (int g = 0; g < 8; g += 2) {
+            st_stage(s, x, g, a, 1e-3);
+            gp_status ps = gp_streamer_advance(s, g);
+            assert_true(ps == GP_OK || ps == GP_SOFT_FULL);
+            st_consistent(s, x);
+        }
+    assert_false(gp_streamer_resident(s, 3));
+    GP_CHECK_OK(gp_streamer_stats_get(s, &st, 0));
+    assert_true(st.evictions >= 1);
+    assert_int_equal(gp_sim_stream_report_get(x)->copies, 1 + 4 + 1 + st.loads);
+    gp_streamer_destroy(s);
+    gp_sim_stream_destroy(x);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -371,6 +506,8 @@ int main(void)
         cmocka_unit_test(test_stats),
         cmocka_unit_test(test_keep_resident),
         cmocka_unit_test(test_prefetch_skips_pinned),
+        cmocka_unit_test(test_on_demand_not_kept),
+        cmocka_unit_test(test_on_demand_not_prefetched),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
