@@ -233,8 +233,10 @@ static gp_group_kind gp_dw_group_kind(int gi, int n_groups, int *layer)
 }
 
 /* A group as the streamer sees it (host bytes are the caller's): the head
- * stays on the device, pinned, as every step begins and ends with it. */
-static gp_stream_group gp_dw_stream_desc(gp_group_kind kind, int layer, uint64_t bytes)
+ * stays on the device, pinned, as every step begins and ends with it; the
+ * ffn groups are on demand when sp says so. */
+static gp_stream_group gp_dw_stream_desc(gp_group_kind kind, int layer, uint64_t bytes,
+                                         const gp_weights_stream_params *sp)
 {
     gp_stream_group d;
     memset(&d, 0, sizeof d);
@@ -242,6 +244,7 @@ static gp_stream_group gp_dw_stream_desc(gp_group_kind kind, int layer, uint64_t
     d.layer = kind == GP_GROUP_HEAD ? -1 : layer;
     d.bytes = bytes;
     d.pinned = kind == GP_GROUP_HEAD;
+    d.on_demand = kind == GP_GROUP_FFN && sp->ffn_on_demand;
     return d;
 }
 
@@ -407,6 +410,7 @@ extern "C" gp_weights_stream_params gp_weights_stream_default_params(void)
     p.prefetch_depth = 2;
     p.min_window = 3;
     p.keep_resident = 1;
+    p.ffn_on_demand = 0;
     return p;
 }
 
@@ -425,11 +429,13 @@ extern "C" gp_status gp_weights_stream_check(const gp_config *cfg, const gp_weig
     if (!cfg)
         GP_FAIL(GP_ERR_INVALID_ARG, "gp_weights_stream_check: cfg is NULL");
     if (!spp || spp->budget_bytes == 0 || spp->prefetch_depth < 0 || spp->min_window < 1 ||
-        (spp->keep_resident != 0 && spp->keep_resident != 1))
+        (spp->keep_resident != 0 && spp->keep_resident != 1) ||
+        (spp->ffn_on_demand != 0 && spp->ffn_on_demand != 1))
         GP_FAIL(GP_ERR_INVALID_ARG, "streamed device weights for config %s: params %s: budget %llu bytes (> 0), "
-                "prefetch depth %d (>= 0), window %d (>= 1), keep_resident %d (0 or 1)", cfg->name,
-                spp ? "given" : "NULL", spp ? (unsigned long long)spp->budget_bytes : 0ull,
-                spp ? spp->prefetch_depth : 0, spp ? spp->min_window : 0, spp ? spp->keep_resident : 0);
+                "prefetch depth %d (>= 0), window %d (>= 1), keep_resident %d (0 or 1), ffn_on_demand %d "
+                "(0 or 1)", cfg->name, spp ? "given" : "NULL", spp ? (unsigned long long)spp->budget_bytes : 0ull,
+                spp ? spp->prefetch_depth : 0, spp ? spp->min_window : 0, spp ? spp->keep_resident : 0,
+                spp ? spp->ffn_on_demand : 0);
     GP_TRY(gp_config_validate(cfg));
     uint64_t need;
     GP_TRY(gp_dw_total_bytes(cfg, &need));
@@ -445,7 +451,7 @@ extern "C" gp_status gp_weights_stream_check(const gp_config *cfg, const gp_weig
     for (int gi = 0; gi < n_groups; gi++) {
         int layer;
         gp_group_kind k = gp_dw_group_kind(gi, n_groups, &layer);
-        sg[gi] = gp_dw_stream_desc(k, layer, gp_group_bytes(cfg, k));
+        sg[gi] = gp_dw_stream_desc(k, layer, gp_group_bytes(cfg, k), spp);
         order[gi] = gi;
     }
     /* the streamer's own check, with the parameters gp_dw_stream_start gives it */
@@ -622,7 +628,7 @@ static gp_status gp_dw_stream_start(gp_device_weights *dw, gp_device_weights **o
         for (int gi = 0; gi < n_groups; gi++) {
             gp_weight_group *g = &dw->groups[gi];
             g->sidx = gi;
-            sg[gi] = gp_dw_stream_desc(g->kind, g->layer, g->bytes);
+            sg[gi] = gp_dw_stream_desc(g->kind, g->layer, g->bytes, &dw->sp);
             sg[gi].host = (char *)dw->host_pinned + hoff;
             order[gi] = gi; /* attn 0, ffn 0, attn 1, ..., head (pinned: skipped) */
             hoff += g->bytes;

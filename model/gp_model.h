@@ -546,8 +546,11 @@ typedef struct gp_weights_stream_params {
                               (min_window + D) times the largest group keeps layer groups resident for
                               good, spread over the order, and only the others stream; 0: every layer
                               group streams, least recently used evicted (gp_streamer_params) */
+    int ffn_on_demand;     /* 0 (default) or 1: the FFN groups are on demand (gp_stream_group.on_demand):
+                              copied only when acquired, never kept nor prefetched; for the CPU-assisted
+                              FFN, whose decode steps do not read them */
 } gp_weights_stream_params;
-/* budget_bytes 0 (to be set), D 2, window 3, keep_resident 1. */
+/* budget_bytes 0 (to be set), D 2, window 3, keep_resident 1, ffn_on_demand 0. */
 gp_weights_stream_params gp_weights_stream_default_params(void);
 /* The layer groups a step holds at once: 1 for sequential steps (attn l,
  * then ffn l); pipelined ones hold an attention group on the A side while
@@ -571,7 +574,9 @@ gp_status gp_weights_stream_check(const gp_config *cfg, const gp_weights_stream_
  * (embedding, final norm, lm_head) pinned there, the attn and ffn groups
  * kept or streamed by a gp_streamer over the CUDA backend in the order
  * attn 0, ffn 0, attn 1, ..., prefetching
- * sp->prefetch_depth streamed groups ahead of each acquire. A budget below
+ * sp->prefetch_depth streamed groups ahead of each acquire (with
+ * sp->ffn_on_demand the ffn groups are neither kept nor prefetched: copied
+ * only by their acquire, and the attn groups prefetched past them). A budget below
  * the head plus the heaviest sp->min_window consecutive layer groups is
  * GP_ERR_INVALID_ARG naming the groups and bytes; one above the device's
  * free memory GP_ERR_DEVICE_MEMORY. The view's layer pointers are valid only

@@ -433,6 +433,14 @@ static void test_stream_check(void **state)
     assert_true(least_pipe > least); /* attn l, ffn l and attn l + 1 at once */
     sp.budget_bytes = least_pipe;
     GP_CHECK_OK(gp_weights_stream_check(&cfg, &sp, NULL));
+    /* on-demand ffn groups still need their room when acquired: the same least budget */
+    uint64_t least_od = 0;
+    sp.ffn_on_demand = 1;
+    GP_CHECK_OK(gp_weights_stream_check(&cfg, &sp, &least_od));
+    assert_int_equal(least_od, least_pipe);
+    sp.ffn_on_demand = 2;
+    GP_CHECK_FAIL(gp_weights_stream_check(&cfg, &sp, NULL), GP_ERR_INVALID_ARG, "ffn_on_demand 2 (0 or 1)");
+    sp.ffn_on_demand = 0;
     sp.min_window = 0;
     GP_CHECK_FAIL(gp_weights_stream_check(&cfg, &sp, NULL), GP_ERR_INVALID_ARG, "window 0 (>= 1)");
     GP_CHECK_FAIL(gp_weights_stream_check(&cfg, NULL, NULL), GP_ERR_INVALID_ARG, "params NULL");
