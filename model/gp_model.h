@@ -576,10 +576,10 @@ gp_status gp_weights_stream_check(const gp_config *cfg, const gp_weights_stream_
  * attn 0, ffn 0, attn 1, ..., prefetching
  * sp->prefetch_depth streamed groups ahead of each acquire (with
  * sp->ffn_on_demand the ffn groups are neither kept nor prefetched: copied
- * only by their acquire, and the attn groups prefetched past them). A budget below
- * the head plus the heaviest sp->min_window consecutive layer groups is
- * GP_ERR_INVALID_ARG naming the groups and bytes; one above the device's
- * free memory GP_ERR_DEVICE_MEMORY. The view's layer pointers are valid only
+ * only by their acquire, and the attn groups prefetched past them). A
+ * budget below the head plus the heaviest sp->min_window consecutive layer
+ * groups is GP_ERR_INVALID_ARG naming the groups and bytes; one above the
+ * device's free memory GP_ERR_DEVICE_MEMORY. The view's layer pointers are valid only
  * between gp_weight_group_acquire and release of their group, and the
  * groups cannot be captured into CUDA graphs (the engine refuses
  * use_graphs). Acquires may come from two threads (the A and F sides). */
