@@ -115,7 +115,7 @@ int main(int argc, char **argv)
     for (long i = 0; i < n_groups; i++) {
         GP(gp_pinned_alloc(&host[i], gbytes, "bench group"));
         memset(host[i], (int)(i & 0xff), gbytes);
-        groups[i] = (gp_stream_group){i % 2 ? GP_STREAM_FFN : GP_STREAM_ATTN, (int)(i / 2), gbytes, host[i], 0};
+        groups[i] = (gp_stream_group){i % 2 ? GP_STREAM_FFN : GP_STREAM_ATTN, (int)(i / 2), gbytes, host[i], 0, 0};
         order[i] = (int)i;
     }
     gp_stream_backend be;

@@ -13,7 +13,13 @@
  * fork is recorded after layer l's join was waited for and y_d added, and
  * the side stream runs its layers in order, so no buffer is reused early.
  * Only act[l] (read by the host after the step) and the cold flags are per
- * layer. */
+ * layer.
+ *
+ * A reload's copies run on a copy stream from the pinned packs, enqueued
+ * after the step that decided it: layer l of the next step waits only for
+ * layer l's copies, so they overlap the layers before it. The steps it
+ * serves read no FFN weight group, so on streamed weights those groups are
+ * on demand and a copy of each layer's FFN norm lives here. */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -42,12 +48,15 @@ struct gp_engine_cpu_ffn {
     gp_hotset_plan plan;
     gp_cold_ffn *cold;
     gp_cold_pack **pack;   /* [L]: every neuron of the layer, in the engine dtype */
+    unsigned char *pinned; /* [L]: pack registered with CUDA (reloads copy from it asynchronously) */
+    int all_pinned;
     int *cold_list;        /* [L][F - H]: each layer's cold neurons, ascending */
     uint8_t *cold_flags;   /* [L][F - H]: the last step's cold activity, per listed neuron */
     uint8_t *active;       /* [F] scratch of the observation */
     cold_arg *args;        /* [L] */
 
     void *arena;           /* device, per layer [2H][hidden] gate then up rows, then [H][hidden] down^T rows */
+    void *norm;            /* device [L][hidden]: the layers' FFN norm weights */
     size_t layer_elems;    /* 3 H hidden */
     uint16_t *hm, *gu, *act; /* device [max_b][hidden], [max_b][2H], [max_b][H] */
     float *y_d;            /* device [max_b][hidden] */
@@ -58,6 +67,10 @@ struct gp_engine_cpu_ffn {
     uint16_t *act_h;       /* pinned [L][max_b][H] */
     cudaStream_t side;
     cudaEvent_t fork, join;
+    cudaStream_t copy;     /* reloads */
+    cudaEvent_t step_end;  /* the engine stream when a reload is enqueued */
+    cudaEvent_t *reload_ev;/* [L]: layer's reload copies done */
+    unsigned char *reload_pending; /* [L]: the next FFN part of the layer waits for reload_ev */
 
     unsigned char *ran;    /* [L]: layer's part enqueued in the step being run */
     int step_b;            /* rows of that step */
@@ -101,11 +114,23 @@ void gp_engine_cpu_ffn_free(gp_engine *e)
         (void)cudaStreamSynchronize(cf->side);
         cudaStreamDestroy(cf->side);
     }
+    if (cf->copy) {
+        (void)cudaStreamSynchronize(cf->copy);
+        cudaStreamDestroy(cf->copy);
+    }
     if (cf->fork)
         cudaEventDestroy(cf->fork);
     if (cf->join)
         cudaEventDestroy(cf->join);
+    if (cf->step_end)
+        cudaEventDestroy(cf->step_end);
+    for (int l = 0; cf->reload_ev && l < cf->L; l++)
+        if (cf->reload_ev[l])
+            cudaEventDestroy(cf->reload_ev[l]);
+    free(cf->reload_ev);
+    free(cf->reload_pending);
     gp_device_free(cf->arena);
+    gp_device_free(cf->norm);
     gp_device_free(cf->hm);
     gp_device_free(cf->gu);
     gp_device_free(cf->act);
@@ -114,9 +139,13 @@ void gp_engine_cpu_ffn_free(gp_engine *e)
     gp_pinned_free(cf->x_h);
     gp_pinned_free(cf->y_h);
     gp_pinned_free(cf->act_h);
-    for (int l = 0; cf->pack && l < cf->L; l++)
+    for (int l = 0; cf->pack && l < cf->L; l++) {
+        if (cf->pinned && cf->pinned[l])
+            (void)cudaHostUnregister(gp_cold_pack_data(cf->pack[l]));
         gp_cold_pack_destroy(cf->pack[l]);
+    }
     free(cf->pack);
+    free(cf->pinned);
     gp_cold_ffn_destroy(cf->cold);
     gp_hotset_plan_free(&cf->plan);
     gp_hotset_destroy(cf->hs);
@@ -167,6 +196,57 @@ static gp_status fill_cache(gp_engine *e, gp_engine_cpu_ffn *cf)
     return st;
 }
 
+/* Page-locks the packs so reload copies are asynchronous. Failing that (a
+ * locked-memory limit) reloads fall back to pageable copies waited for
+ * between steps: slower, not wrong, and the statistics say which. */
+static void pin_packs(gp_engine_cpu_ffn *cf)
+{
+    cf->all_pinned = 1;
+    for (int l = 0; l < cf->L; l++) {
+        cudaError_t ce = cudaHostRegister(gp_cold_pack_data(cf->pack[l]), gp_cold_pack_bytes(cf->pack[l]),
+                                          cudaHostRegisterDefault);
+        if (ce != cudaSuccess) {
+            (void)cudaGetLastError();
+            cf->all_pinned = 0;
+            break;
+        }
+        cf->pinned[l] = 1;
+    }
+}
+
+/* Each layer's FFN norm in the engine dtype, from the host weights. */
+static gp_status upload_norms(gp_engine *e, gp_engine_cpu_ffn *cf, const gp_host_weights *w)
+{
+    const size_t n = (size_t)cf->Hd;
+    uint16_t *h = malloc(n * 2 * (size_t)cf->L);
+    if (!h)
+        GP_FAIL(GP_ERR_NO_MEMORY, "cpu-ffn: out of host memory for the FFN norms");
+    gp_status st = GP_OK;
+    for (int l = 0; l < cf->L && st == GP_OK; l++) {
+        char what[48];
+        snprintf(what, sizeof what, "layer %d ffn_norm", l);
+        st = w->layers[l].ffn_norm ? gp_weights_convert(h + (size_t)l * n, e->dtype, w->layers[l].ffn_norm,
+                                                        w->dtype, n, what)
+                                   : GP_ERR_INVALID_ARG;
+        if (st == GP_ERR_INVALID_ARG && !w->layers[l].ffn_norm)
+            gp_set_error("cpu-ffn: the host weights' layer %d has no ffn_norm", l);
+    }
+    if (st == GP_OK)
+        st = gp_device_alloc(&cf->norm, n * 2 * (size_t)cf->L, "cpu-ffn FFN norms");
+    if (st == GP_OK) {
+        cudaError_t ce = cudaMemcpy(cf->norm, h, n * 2 * (size_t)cf->L, cudaMemcpyHostToDevice);
+        if (ce != cudaSuccess)
+            st = gp_cuda_fail(ce, "cudaMemcpy (cpu-ffn FFN norms)", __FILE__, __LINE__);
+    }
+    free(h);
+    return st;
+}
+
+const void *gp_engine_cpu_ffn_norm(const gp_engine *e, int layer)
+{
+    return (const uint16_t *)e->cf->norm + (size_t)layer * e->cf->Hd;
+}
+
 static gp_status setup(gp_engine *e, gp_engine_cpu_ffn *cf, const gp_host_weights *w, const gp_sparsity *calib)
 {
     const gp_config *c = &e->cfg;
@@ -192,7 +272,11 @@ static gp_status setup(gp_engine *e, gp_engine_cpu_ffn *cf, const gp_host_weight
     cf->active = malloc((size_t)F);
     cf->args = calloc((size_t)L, sizeof *cf->args);
     cf->ran = calloc((size_t)L, 1);
-    if (!cf->pack || !cf->cold_list || !cf->cold_flags || !cf->active || !cf->args || !cf->ran)
+    cf->pinned = calloc((size_t)L, 1);
+    cf->reload_ev = calloc((size_t)L, sizeof *cf->reload_ev);
+    cf->reload_pending = calloc((size_t)L, 1);
+    if (!cf->pack || !cf->cold_list || !cf->cold_flags || !cf->active || !cf->args || !cf->ran || !cf->pinned ||
+        !cf->reload_ev || !cf->reload_pending)
         GP_FAIL(GP_ERR_NO_MEMORY, "gp_engine_set_cpu_ffn: out of host memory for %d layers", L);
     for (int l = 0; l < L; l++) {
         GP_TRY(gp_cold_pack_create(w, l, e->dtype, NULL, 0, &cf->pack[l]));
@@ -215,6 +299,12 @@ static gp_status setup(gp_engine *e, gp_engine_cpu_ffn *cf, const gp_host_weight
     GP_CUDA_TRY(cudaStreamCreateWithFlags(&cf->side, cudaStreamNonBlocking));
     GP_TRY(gp_device_event_create(&cf->fork, cudaEventDisableTiming, "cpu-ffn fork event"));
     GP_TRY(gp_device_event_create(&cf->join, cudaEventDisableTiming, "cpu-ffn join event"));
+    GP_CUDA_TRY(cudaStreamCreateWithFlags(&cf->copy, cudaStreamNonBlocking));
+    GP_TRY(gp_device_event_create(&cf->step_end, cudaEventDisableTiming, "cpu-ffn step-end event"));
+    for (int l = 0; l < L; l++)
+        GP_TRY(gp_device_event_create(&cf->reload_ev[l], cudaEventDisableTiming, "cpu-ffn reload event"));
+    pin_packs(cf);
+    GP_TRY(upload_norms(e, cf, w));
     return fill_cache(e, cf);
 }
 
@@ -238,6 +328,10 @@ gp_status gp_engine_set_cpu_ffn(gp_engine *e, const gp_host_weights *w, const gp
     if (c->hidden % 8 != 0)
         GP_FAIL(GP_ERR_UNSUPPORTED, "gp_engine_set_cpu_ffn: hidden %d is not a multiple of 8 (the sparse down "
                 "kernel's vector)", c->hidden);
+    if (gp_engine_weights_streamed(e) && !gp_device_weights_stream_params(e->dw).ffn_on_demand)
+        GP_FAIL(GP_ERR_STATE, "gp_engine_set_cpu_ffn: the weights are streamed with their FFN groups kept or "
+                "prefetched, though no step it serves reads them; create them with "
+                "gp_weights_stream_params.ffn_on_demand = 1");
     const int H = p->hot_per_layer;
     if (H < 1 || H > c->ffn || (H != c->ffn && H % GP_HOTSET_ALIGN != 0))
         GP_FAIL(GP_ERR_INVALID_ARG, "gp_engine_set_cpu_ffn: hot_per_layer %d (allowed: a multiple of %d in 1..%d, "
@@ -326,6 +420,10 @@ gp_status gp_engine_cpu_ffn_part(gp_engine *e, const gp_stage_ctx *sc, int layer
         GP_CUDA_TRY(cudaMemcpyAsync(cf->y_d, cf->y_h, ybytes, cudaMemcpyHostToDevice, cf->side));
         GP_CUDA_TRY(cudaEventRecord(cf->join, cf->side));
     }
+    if (cf->reload_pending[layer]) {
+        GP_CUDA_TRY(cudaStreamWaitEvent(s, cf->reload_ev[layer], 0));
+        cf->reload_pending[layer] = 0;
+    }
     GP_TRY(gp_cpu_ffn_mask(cf->dt, h, t_gu, cf->hm, B * Hd, s));
     GP_TRY(gp_gemm(sc->gemm, cf->dt, B, 2 * H, Hd, cf->hm, layer_wh(cf, layer), cf->gu, GP_GEMM_OUT_HALF));
     GP_TRY(gp_swiglu(cf->dt, cf->gu, cf->act, B, H, s));
@@ -349,14 +447,18 @@ void gp_engine_cpu_ffn_begin(gp_engine *e)
 }
 
 /* Copies the swapped-in neurons' rows into their slots: the pack holds a
- * neuron's gate row, up row and down column contiguously. Pageable copies
- * on the engine stream, waited for at the end: between steps, nothing else
- * reads the cache. */
+ * neuron's gate row, up row and down column contiguously. From pinned
+ * packs on the copy stream, each layer's last copy marked for that layer's
+ * next FFN part; from pageable ones on the engine stream, waited for. */
 static gp_status apply_swaps(gp_engine *e, gp_engine_cpu_ffn *cf)
 {
     const size_t row = (size_t)cf->Hd * 2;
-    cudaStream_t s = e->sc.stream;
-    for (int l = 0; l < cf->L; l++)
+    cudaStream_t s = cf->all_pinned ? cf->copy : e->sc.stream;
+    if (cf->all_pinned) { /* the cache's last readers: the step just waited for */
+        GP_CUDA_TRY(cudaEventRecord(cf->step_end, e->sc.stream));
+        GP_CUDA_TRY(cudaStreamWaitEvent(s, cf->step_end, 0));
+    }
+    for (int l = 0; l < cf->L; l++) {
         for (int i = 0; i < cf->plan.n_swaps[l]; i++) {
             const gp_hotset_swap *sw = &cf->plan.swaps[(size_t)l * cf->plan.cap + i];
             const char *nw = gp_cold_pack_neuron(cf->pack[l], sw->in);
@@ -366,7 +468,13 @@ static gp_status apply_swaps(gp_engine *e, gp_engine_cpu_ffn *cf)
                                         cudaMemcpyHostToDevice, s));
             GP_CUDA_TRY(cudaMemcpyAsync(dh + (size_t)sw->slot * row, nw + 2 * row, row, cudaMemcpyHostToDevice, s));
         }
-    GP_CUDA_TRY(cudaStreamSynchronize(s));
+        if (cf->all_pinned && cf->plan.n_swaps[l] > 0) {
+            GP_CUDA_TRY(cudaEventRecord(cf->reload_ev[l], s));
+            cf->reload_pending[l] = 1;
+        }
+    }
+    if (!cf->all_pinned)
+        GP_CUDA_TRY(cudaStreamSynchronize(s));
     return GP_OK;
 }
 
@@ -433,6 +541,7 @@ gp_status gp_engine_cpu_ffn_stats(gp_engine *e, gp_cpu_ffn_stats *out, int reset
     out->cpu_ms_per_step = cf->steps ? cf->cpu_ms / cf->steps : 0.0;
     out->cpu_bytes_per_step = cf->steps ? (double)cf->cpu_bytes / cf->steps : 0.0;
     out->hot_bytes = cf->layer_elems * 2 * (uint64_t)cf->L;
+    out->reload_async = cf->all_pinned;
     for (int l = 0; l < cf->L; l++)
         out->host_bytes += gp_cold_pack_bytes(cf->pack[l]);
     if (reset) {

@@ -39,6 +39,8 @@ typedef struct gp_engine_sparse {
     float *ws[2];          /* device split partials: [0] the attention projections', [1] the FFN's, so
                               the A and F sides of a split never share one */
     size_t ws_bytes;       /* each */
+    bool dense;            /* streamed weights: thresholds only (for the CPU-assisted FFN), no
+                              transposed copies, every GPU projection dense */
 } gp_engine_sparse;
 
 typedef struct gp_graph_entry {
@@ -173,6 +175,9 @@ bool gp_engine_cpu_ffn_step(const gp_engine *e, bool prefill);
 gp_status gp_engine_cpu_ffn_part(gp_engine *e, const gp_stage_ctx *sc, int layer, int b0, int nb, const void *h,
                                  float *resid);
 void gp_engine_cpu_ffn_begin(gp_engine *e);
+/* Layer's FFN norm weights on the device (the steps it serves read no FFN
+ * weight group). */
+const void *gp_engine_cpu_ffn_norm(const gp_engine *e, int layer);
 gp_status gp_engine_cpu_ffn_end(gp_engine *e);
 gp_status gp_engine_bd_sum(gp_engine *e, cudaEvent_t begin, float acc[GP_K_COUNT]);
 void gp_engine_bd_close(gp_engine *e);

@@ -55,9 +55,6 @@ gp_status gp_engine_set_sparsity(gp_engine *e, const float *thresholds)
     gp_engine_sparse_free(e);
     if (!thresholds)
         return GP_OK;
-    if (gp_engine_weights_streamed(e))
-        GP_FAIL(GP_ERR_INVALID_ARG, "gp_engine_set_sparsity: the weights are streamed (a VRAM budget); sparse "
-                "projections need them resident, each with its transposed copy");
     for (int l = 0; l < L; l++)
         for (int p = 0; p < P; p++) {
             float t = thresholds[l * P + p];
@@ -76,6 +73,12 @@ gp_status gp_engine_set_sparsity(gp_engine *e, const float *thresholds)
         GP_FAIL(GP_ERR_NO_MEMORY, "gp_engine_set_sparsity: out of host memory for %d layers", L);
     }
     memcpy(sp->t, thresholds, sizeof(float) * (size_t)L * P);
+    /* Streamed weights have no room for a second copy: the thresholds serve
+     * the CPU-assisted FFN (its own hot cache), the GPU projections run dense. */
+    if (gp_engine_weights_streamed(e)) {
+        sp->dense = true;
+        return GP_OK;
+    }
     /* one arena, each projection at a 256-byte boundary (16-byte loads of every row) */
     size_t off[GP_SPARSE_PROJ_COUNT], layer_bytes = 0, ws = 0;
     for (int p = 0; p < P; p++) {
@@ -151,6 +154,10 @@ gp_status gp_engine_sparsity_stats(gp_engine *e, long *active, int reset)
     if (!e->sp)
         GP_FAIL(GP_ERR_STATE, "gp_engine_sparsity_stats: no sparsity set (gp_engine_set_sparsity)");
     const size_t n = (size_t)e->cfg.n_layers * GP_SPARSE_PROJ_COUNT;
+    if (e->sp->dense) { /* no sparse call ran */
+        memset(active, 0, sizeof(long) * n);
+        return GP_OK;
+    }
     int *h = malloc(sizeof(int) * n);
     if (!h)
         GP_FAIL(GP_ERR_NO_MEMORY, "gp_engine_sparsity_stats: out of host memory");
@@ -171,7 +178,8 @@ gp_status gp_engine_sparse_proj(gp_engine *e, const gp_stage_ctx *sc, bool prefi
 {
     int N, K;
     gp_sparse_proj_shape(&e->cfg, (gp_sparse_proj)p, &N, &K);
-    if (!e->sp || prefill || e->prefill_steps || e->step_rows > GP_SPARSE_MAX_B || nb > GP_SPARSE_MAX_B)
+    if (!e->sp || e->sp->dense || prefill || e->prefill_steps || e->step_rows > GP_SPARSE_MAX_B ||
+        nb > GP_SPARSE_MAX_B)
         return gp_gemm(sc->gemm, e->dtype, nb, N, K, x, w, y, out);
     const int i = layer * GP_SPARSE_PROJ_COUNT + p;
     const int side = p == GP_SPARSE_GATE_UP || p == GP_SPARSE_DOWN;

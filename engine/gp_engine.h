@@ -209,7 +209,10 @@ bool gp_engine_weights_streamed(const gp_engine *e);
  * larger batches stay dense. The four projections of every layer are
  * transposed once into a second device copy (the layer weights' bytes
  * again; GP_ERR_DEVICE_MEMORY naming the bytes when they do not fit).
- * Resident weights only. Captured step graphs are dropped. */
+ * On streamed weights no copy is made and every GPU projection stays
+ * dense: the thresholds then serve only the CPU-assisted FFN
+ * (gp_engine_set_cpu_ffn), and gp_engine_sparsity_stats counts nothing.
+ * Captured step graphs are dropped. */
 gp_status gp_engine_set_sparsity(gp_engine *e, const float *thresholds);
 bool gp_engine_sparse_on(const gp_engine *e);
 /* Active inputs per layer and projection ([n_layers][4]) summed over the
@@ -229,10 +232,20 @@ gp_status gp_engine_sparsity_stats(gp_engine *e, long *active, int reset);
  * re-chosen every reload_window steps from decayed frequencies of the
  * observed activity (sparse/gp_sparse.h, the hot-set tracker).
  *
- * What it is not yet: the dense FFN weights stay on the device (prefill and
- * steps above GP_SPARSE_MAX_B rows run the dense FFN over them, and the
- * sparse copy of set_sparsity stays too), so there is no VRAM saving; the
- * hot cache is extra device memory (gp_cpu_ffn_stats.hot_bytes). */
+ * Where the FFN weights live: on resident weights the dense FFN stays on
+ * the device (prefill and steps above GP_SPARSE_MAX_B rows use it, and
+ * set_sparsity's transposed copy stays too), so the hot cache
+ * (gp_cpu_ffn_stats.hot_bytes) is extra device memory. On streamed weights
+ * created with gp_weights_stream_params.ffn_on_demand the steps it serves
+ * acquire no FFN group: the FFN weights stay in host memory, copied only
+ * for prefill and larger steps, and the hot cache is the FFN's only device
+ * memory in decode (set_sparsity on streamed weights keeps no transposed
+ * copy: the attention projections run dense).
+ *
+ * A reload's copies run asynchronously from the packs (page-locked at
+ * setup) on a copy stream, each layer's FFN in the next step waiting only
+ * for its own; where the packs cannot be page-locked they are pageable
+ * copies waited for between steps (gp_cpu_ffn_stats.reload_async). */
 typedef struct gp_cpu_ffn_params {
     int hot_per_layer;    /* H: hot slots per layer, 1..ffn; a multiple of GP_HOTSET_ALIGN or ffn itself, as
                              gp_hotset_capacity derives it from a byte budget. No default (0 is refused) */
@@ -257,7 +270,8 @@ gp_cpu_ffn_params gp_cpu_ffn_default_params(void);
  * steps): those run eager, never from a captured graph (the host callbacks),
  * whatever use_graphs says; larger steps and prefill are unchanged. The
  * sequential step only: an FFN stage of a micro-batch, or one captured into
- * a graph, is GP_ERR_UNSUPPORTED. Fills the hot cache synchronously. */
+ * a graph, is GP_ERR_UNSUPPORTED. Fills the hot cache synchronously.
+ * Streamed weights whose FFN groups are not on demand are GP_ERR_STATE. */
 struct gp_sparsity; /* sparse/gp_sparse.h */
 gp_status gp_engine_set_cpu_ffn(gp_engine *e, const gp_host_weights *w, const struct gp_sparsity *calib,
                                 const gp_cpu_ffn_params *p);
@@ -274,8 +288,9 @@ typedef struct gp_cpu_ffn_stats {
     double cpu_ms_per_step; /* cpu_ms / steps */
     uint64_t cpu_bytes;     /* bytes the CPU read (weights and x, gp_cold_ffn_stats.bytes), summed */
     double cpu_bytes_per_step;
-    uint64_t hot_bytes;     /* device bytes of the hot cache (every layer), beside the dense weights */
+    uint64_t hot_bytes;     /* device bytes of the hot cache (every layer) */
     uint64_t host_bytes;    /* host bytes of the packed FFN weights */
+    int reload_async;       /* 1: the packs are page-locked and reloads overlap the next step */
 } gp_cpu_ffn_stats;
 /* Statistics since set_cpu_ffn or the last reset; GP_ERR_STATE when off.
  * The steps it serves add nothing to gp_engine_sparsity_stats' gate/up and

@@ -132,10 +132,13 @@ static gp_status ffn_part(gp_engine *e, int layer, int b0, int nb, bool prefill,
     const size_t H = (size_t)c->hidden, F = (size_t)c->ffn;
     uint16_t *h = e->h_ffn + b0 * H, *gu = e->gu + b0 * 2 * F, *act = e->act + b0 * F;
     gp_status st;
-    STEP(gp_rmsnorm_residual(e->dtype, resid->data, NULL, lw->ffn_norm, h, nb, c->hidden, c->norm_eps,
-                             sc->stream),
+    /* the CPU-assisted FFN keeps its own copy of the norm: on streamed
+     * weights its steps do not hold the layer's FFN group */
+    const bool cpu_ffn = gp_engine_cpu_ffn_step(e, prefill);
+    STEP(gp_rmsnorm_residual(e->dtype, resid->data, NULL, cpu_ffn ? gp_engine_cpu_ffn_norm(e, layer) : lw->ffn_norm,
+                             h, nb, c->hidden, c->norm_eps, sc->stream),
          GP_K_FFN_NORM);
-    if (gp_engine_cpu_ffn_step(e, prefill)) { /* hot neurons here, cold ones on the CPU: one breakdown class */
+    if (cpu_ffn) { /* hot neurons here, cold ones on the CPU: one breakdown class */
         STEP(gp_engine_cpu_ffn_part(e, sc, layer, b0, nb, h, resid->data), GP_K_DOWN);
         return GP_OK;
     }
@@ -255,14 +258,16 @@ static gp_status hold(gp_engine *e, held_groups *h, gp_group_kind kind, int laye
 }
 
 /* The weight groups a stage reads. */
-static gp_status hold_groups(gp_engine *e, gp_stage_kind kind, int layer, const gp_stage_ctx *sc, held_groups *h)
+static gp_status hold_groups(gp_engine *e, gp_stage_kind kind, int layer, bool prefill, const gp_stage_ctx *sc,
+                             held_groups *h)
 {
     switch (kind) {
     case GP_STAGE_EMBED:
     case GP_STAGE_HEAD: return hold(e, h, GP_GROUP_HEAD, 0, sc);
     case GP_STAGE_ATTN:
     case GP_STAGE_QKV: return hold(e, h, GP_GROUP_ATTN, layer, sc);
-    case GP_STAGE_FFN: return hold(e, h, GP_GROUP_FFN, layer, sc);
+    case GP_STAGE_FFN: /* the CPU-assisted FFN reads its hot cache and host copy instead */
+        return gp_engine_cpu_ffn_step(e, prefill) ? GP_OK : hold(e, h, GP_GROUP_FFN, layer, sc);
     case GP_STAGE_ATTN_CORE: /* the KV cache and the RoPE table belong to the engine; the q/k/v bias
                                 added in RoPE + KV append is the layer's attention weights' */
         return e->cfg.qkv_bias ? hold(e, h, GP_GROUP_ATTN, layer, sc) : GP_OK;
@@ -307,7 +312,7 @@ gp_status gp_engine_stage(gp_engine *e, gp_stage_kind kind, const gp_stage_io *i
         GP_FAIL(GP_ERR_INVALID_ARG, "gp_engine_stage: stage kind %d, allowed 0..%d", (int)kind, GP_STAGE_COUNT - 1);
     GP_TRY(check_io(e, kind, io, sc));
     held_groups h = {.n = 0};
-    gp_status st = hold_groups(e, kind, io->layer, sc, &h);
+    gp_status st = hold_groups(e, kind, io->layer, io->prefill, sc, &h);
     if (st == GP_OK)
         st = run_parts(e, kind, io, sc);
     /* on every exit path; the stream records the groups' last reader (streamed weights) */

@@ -129,3 +129,8 @@ gp_dtype gp_cold_pack_dtype(const gp_cold_pack *pk)
 {
     return pk->dt;
 }
+
+void *gp_cold_pack_data(gp_cold_pack *pk)
+{
+    return pk ? pk->data : NULL;
+}

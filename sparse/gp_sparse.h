@@ -298,6 +298,9 @@ int gp_cold_pack_count(const gp_cold_pack *pk);
 uint64_t gp_cold_pack_bytes(const gp_cold_pack *pk);
 int gp_cold_pack_hidden(const gp_cold_pack *pk);
 gp_dtype gp_cold_pack_dtype(const gp_cold_pack *pk);
+/* The pack's whole buffer (gp_cold_pack_bytes long), for a caller that pins
+ * it so copies out of it can run asynchronously. */
+void *gp_cold_pack_data(gp_cold_pack *pk);
 /* Neuron j's packed 3 x hidden values, or NULL when it is not in the pack. */
 const void *gp_cold_pack_neuron(const gp_cold_pack *pk, int j);
 
