@@ -7,8 +7,12 @@
  * FILE.json or a calibration on the CPU reference over random ids. Reports
  * ms/step (device events; the CPU share is inside them, as the GPU waits for
  * it), wall ms/step and tokens/s, the CPU's ms and bytes per step and the
- * hot hit rate. The device keeps the dense FFN weights too (no VRAM saving
- * yet): the hot cache is extra. */
+ * hot hit rate. The device keeps the dense FFN weights too: the hot cache
+ * is extra. With --vram-budget SIZE two rows more per batch, beyond VRAM at
+ * that budget: the weights streamed (issue #17, dense, eager), and the
+ * CPU-assisted FFN on streamed weights whose FFN groups are on demand, its
+ * hot cache the --cpu-ffn-budget part of SIZE and the weights the rest
+ * (attention projections dense); with the bytes each step copied. */
 #include <getopt.h>
 #include <inttypes.h>
 #include <stdio.h>
@@ -19,23 +23,54 @@
 
 #include "gp_engine.h"
 #include "gp_sparse.h"
+#include "gp_streaming.h"
 #include "gp_tools.h"
 
-typedef enum { ROW_DENSE, ROW_SPARSE, ROW_SPARSE_EAGER, ROW_CPU_FFN } row_kind;
-static const char *const row_name[] = {"dense", "sparse (GPU)", "sparse (GPU), eager", "sparse + cpu-ffn"};
+typedef enum { ROW_DENSE, ROW_SPARSE, ROW_SPARSE_EAGER, ROW_CPU_FFN, ROW_STREAMED, ROW_STREAMED_CPU_FFN } row_kind;
+static const char *const row_name[] = {"dense", "sparse (GPU)", "sparse (GPU), eager", "sparse + cpu-ffn",
+                                       "streamed weights (dense, eager)", "streamed weights + cpu-ffn"};
 
 typedef struct bench_opts {
     int C, warmup, repeat, H, threads, reload_window;
+    uint64_t vram_budget, cpu_ffn_budget;
     const gp_host_weights *hw;
     const gp_sparsity *sp;
 } bench_opts;
 
+static bool is_cpu_ffn(row_kind k)
+{
+    return k == ROW_CPU_FFN || k == ROW_STREAMED_CPU_FFN;
+}
+
+static int time_row_on(gp_device_weights *dw, const bench_opts *o, int B, row_kind k);
+
+/* The streamed rows over their own weights: the --vram-budget SIZE, less
+ * the hot cache for the CPU-assisted FFN. */
 static int time_row(gp_device_weights *dw, const bench_opts *o, int B, row_kind k)
 {
+    if (k != ROW_STREAMED && k != ROW_STREAMED_CPU_FFN)
+        return time_row_on(dw, o, B, k);
+    gp_weights_stream_params wp = gp_weights_stream_default_params();
+    wp.budget_bytes = o->vram_budget - (k == ROW_STREAMED_CPU_FFN ? o->cpu_ffn_budget : 0);
+    wp.ffn_on_demand = k == ROW_STREAMED_CPU_FFN;
+    gp_device_weights *sw = NULL;
+    gp_status st = gp_device_weights_streamed(o->hw, GP_DTYPE_BF16, &wp, &sw);
+    if (st != GP_OK) {
+        printf("| %d | %d | %s | error: %s: %s |\n", B, o->C, row_name[k], gp_status_str(st), gp_last_error());
+        return 1;
+    }
+    int rc = time_row_on(sw, o, B, k);
+    gp_device_weights_destroy(sw);
+    return rc;
+}
+
+static int time_row_on(gp_device_weights *dw, const bench_opts *o, int B, row_kind k)
+{
+    const bool streamed = k == ROW_STREAMED || k == ROW_STREAMED_CPU_FFN;
     gp_engine_params p = gp_engine_default_params();
     p.max_batch = B;
     p.max_context = o->C + o->warmup + o->repeat + 3; /* the cpu-ffn row takes one step more */
-    p.use_graphs = k != ROW_SPARSE_EAGER;
+    p.use_graphs = k != ROW_SPARSE_EAGER && !streamed;
     gp_engine *e = NULL;
     float *ms = calloc((size_t)o->repeat, sizeof(float));
     double wall = 0.0;
@@ -44,9 +79,9 @@ static int time_row(gp_device_weights *dw, const bench_opts *o, int B, row_kind 
     gp_status st = ms ? gp_engine_create(dw, &p, &e) : GP_ERR_NO_MEMORY;
     if (st == GP_OK)
         st = gp_engine_fill_context(e, B, o->C, 42);
-    if (st == GP_OK && k != ROW_DENSE)
+    if (st == GP_OK && k != ROW_DENSE && k != ROW_STREAMED)
         st = gp_engine_set_sparsity(e, o->sp->thresholds);
-    if (st == GP_OK && k == ROW_CPU_FFN) {
+    if (st == GP_OK && is_cpu_ffn(k)) {
         gp_cpu_ffn_params cp = gp_cpu_ffn_default_params();
         cp.hot_per_layer = o->H;
         cp.n_threads = o->threads;
@@ -54,22 +89,36 @@ static int time_row(gp_device_weights *dw, const bench_opts *o, int B, row_kind 
             cp.reload_window = o->reload_window;
         st = gp_engine_set_cpu_ffn(e, o->hw, o->sp, &cp);
     }
-    if (st == GP_OK && k == ROW_CPU_FFN) /* the warm-up is not counted */
+    /* the warm-up is not counted */
+    if (st == GP_OK && (is_cpu_ffn(k) || streamed))
         st = gp_engine_time_steps(e, B, o->warmup, 1, ms, &wall);
-    if (st == GP_OK && k == ROW_CPU_FFN)
+    if (st == GP_OK && is_cpu_ffn(k))
         st = gp_engine_cpu_ffn_stats(e, &cs, 1);
+    gp_streamer_stats ss;
+    memset(&ss, 0, sizeof ss);
+    if (st == GP_OK && streamed)
+        st = gp_device_weights_stream_stats(dw, &ss, 1);
     if (st == GP_OK)
-        st = gp_engine_time_steps(e, B, k == ROW_CPU_FFN ? 0 : o->warmup, o->repeat, ms, &wall);
-    if (st == GP_OK && k == ROW_CPU_FFN)
+        st = gp_engine_time_steps(e, B, is_cpu_ffn(k) || streamed ? 0 : o->warmup, o->repeat, ms, &wall);
+    if (st == GP_OK && is_cpu_ffn(k))
         st = gp_engine_cpu_ffn_stats(e, &cs, 0);
+    if (st == GP_OK && streamed)
+        st = gp_device_weights_stream_stats(dw, &ss, 0);
+    char name[160];
+    if (streamed)
+        snprintf(name, sizeof name, "%s, %.2f GiB budget%s: %.3f GB copied/step", row_name[k],
+                 o->vram_budget / 1073741824.0, k == ROW_STREAMED_CPU_FFN ? " (hot cache within it)" : "",
+                 ss.bytes_streamed / 1e9 / o->repeat);
+    else
+        snprintf(name, sizeof name, "%s", row_name[k]);
     if (st != GP_OK) {
         printf("| %d | %d | %s | error: %s: %s |\n", B, o->C, row_name[k], gp_status_str(st), gp_last_error());
-    } else if (k == ROW_CPU_FFN) {
-        printf("| %d | %d | %s, H = %d | %.3f | %.3f | %.0f | %.3f | %.1f | %.3f | %ld / %ld |\n", B, o->C,
-               row_name[k], o->H, gp_median_f(ms, o->repeat), wall, B / (wall / 1e3), cs.cpu_ms_per_step,
+    } else if (is_cpu_ffn(k)) {
+        printf("| %d | %d | %s, H = %d | %.3f | %.3f | %.0f | %.3f | %.1f | %.3f | %ld / %ld |\n", B, o->C, name,
+               o->H, gp_median_f(ms, o->repeat), wall, B / (wall / 1e3), cs.cpu_ms_per_step,
                cs.cpu_bytes_per_step / 1e6, cs.hit_rate, cs.reloads, cs.swaps);
     } else {
-        printf("| %d | %d | %s | %.3f | %.3f | %.0f | - | - | - | - |\n", B, o->C, row_name[k],
+        printf("| %d | %d | %s | %.3f | %.3f | %.0f | - | - | - | - |\n", B, o->C, name,
                gp_median_f(ms, o->repeat), wall, B / (wall / 1e3));
     }
     free(ms);
@@ -109,12 +158,13 @@ int main(int argc, char **argv)
     const char *prog = "gp_bench_cpu_ffn", *model = GP_DEFAULT_PRESET, *spf = NULL, *batches = "1,8";
     long C = 1024, warmup = 5, repeat = 30, threads = 0, layers = 0, calib_seqs = 4, calib_len = 32, window = 0;
     double target = 0.5;
-    uint64_t budget = 0;
+    uint64_t budget = 0, vram = 0;
     static const struct option opts[] = {{"model", required_argument, NULL, 'm'},
                                          {"layers", required_argument, NULL, 'L'},
                                          {"sparsity", required_argument, NULL, 'S'},
                                          {"target", required_argument, NULL, 't'},
                                          {"cpu-ffn-budget", required_argument, NULL, 'b'},
+                                         {"vram-budget", required_argument, NULL, 'V'},
                                          {"batches", required_argument, NULL, 'B'},
                                          {"context", required_argument, NULL, 'C'},
                                          {"threads", required_argument, NULL, 'T'},
@@ -140,6 +190,12 @@ int main(int argc, char **argv)
                 bad = 2;
             }
             break;
+        case 'V':
+            if (gp_parse_size(optarg, "--vram-budget", &vram) != GP_OK) {
+                fprintf(stderr, "%s: %s\n", prog, gp_last_error());
+                bad = 2;
+            }
+            break;
         case 'B': batches = optarg; break;
         case 'C': bad |= gp_arg_long(prog, optarg, 0, 1 << 20, "--context", &C); break;
         case 'T': bad |= gp_arg_long(prog, optarg, 0, 16, "--threads", &threads); break;
@@ -155,8 +211,14 @@ int main(int argc, char **argv)
         fprintf(stderr, "%s: %s\n", prog, gp_last_error());
         bad = 2;
     }
+    if (!bad && vram && budget >= vram) {
+        fprintf(stderr, "%s: --cpu-ffn-budget %llu bytes: the hot cache is part of --vram-budget (%llu bytes) on "
+                "streamed weights; allowed: below it\n", prog, (unsigned long long)budget, (unsigned long long)vram);
+        bad = 2;
+    }
     if (bad || !budget) {
-        fprintf(stderr, "usage: %s --cpu-ffn-budget SIZE [--model PRESET] [--layers N] [--sparsity FILE.json | "
+        fprintf(stderr, "usage: %s --cpu-ffn-budget SIZE [--vram-budget SIZE] [--model PRESET] [--layers N] "
+                "[--sparsity FILE.json | "
                 "--target S] [--batches B,...] [--context C] [--threads N] [--reload-window W] [--warmup N] "
                 "[--repeat N]\n", prog);
         return 2;
@@ -176,6 +238,16 @@ int main(int argc, char **argv)
             return 2;
         }
         cfg.n_layers = (int)layers;
+    }
+    if (vram) { /* both streamed rows' budgets, before anything is loaded */
+        gp_weights_stream_params wp = gp_weights_stream_default_params();
+        uint64_t least = 0;
+        wp.ffn_on_demand = 1;
+        wp.budget_bytes = vram - budget;
+        if (gp_weights_stream_check(&cfg, &wp, &least) != GP_OK) {
+            fprintf(stderr, "%s: --vram-budget less --cpu-ffn-budget: %s\n", prog, gp_last_error());
+            return 2;
+        }
     }
     int H = 0;
     bool all_hot = false;
@@ -215,17 +287,23 @@ int main(int argc, char **argv)
     cudaGetDeviceProperties(&prop, 0);
     const uint64_t nbytes = gp_hotset_neuron_bytes(&cfg, GP_DTYPE_BF16);
     printf("# %s: %s%s, synthetic bf16 weights, %s, %d SMs; cpu-ffn budget %.3f GiB: H = %d of %d neurons per "
-           "layer%s (hot cache %.3f GiB extra: the dense weights stay on the device); %d warm-up + %d timed steps\n",
+           "layer%s (hot cache %.3f GiB: extra beside resident weights, within the VRAM budget on streamed ones); "
+           "%d warm-up + %d timed steps\n",
            prog, cfg.name, layers ? " (--layers)" : "", prop.name, prop.multiProcessorCount, budget / 1073741824.0,
            H, cfg.ffn, all_hot ? ", all hot" : "", (double)nbytes * H * cfg.n_layers / 1073741824.0, (int)warmup,
            (int)repeat);
+    if (vram)
+        printf("# --vram-budget %.3f GiB: streamed weights alone at that budget; with the cpu-ffn, %.3f GiB for the "
+               "weights (FFN groups on demand) and the hot cache\n", vram / 1073741824.0,
+               (vram - budget) / 1073741824.0);
     printf("\n| B | C | engine | ms/step median | wall ms/step | tokens/s (wall) | CPU ms/step | CPU MB/step | hot hit "
            "rate | reloads / swaps |\n|---:|---:|---|---:|---:|---:|---:|---:|---:|---|\n");
     bench_opts o = {.C = (int)C, .warmup = (int)warmup, .repeat = (int)repeat, .H = H, .threads = (int)threads,
-                    .reload_window = (int)window, .hw = &hw, .sp = &sp};
+                    .reload_window = (int)window, .vram_budget = vram, .cpu_ffn_budget = budget, .hw = &hw,
+                    .sp = &sp};
     int failed = 0;
     for (int i = 0; i < nb; i++)
-        for (int k = ROW_DENSE; k <= ROW_CPU_FFN; k++)
+        for (int k = ROW_DENSE; k <= (vram ? ROW_STREAMED_CPU_FFN : ROW_CPU_FFN); k++)
             failed |= time_row(dw, &o, (int)bl[i], (row_kind)k);
     gp_device_weights_destroy(dw);
     gp_sparsity_free(&sp);

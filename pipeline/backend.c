@@ -132,13 +132,19 @@ static gp_status check_params(const gp_backend_params *p)
     if (p->kind == GP_BACKEND_CPU && p->dtype != GP_DTYPE_F32 && !gp_dtype_is_half(p->dtype))
         GP_FAIL(GP_ERR_INVALID_ARG, "cpu backend: activation dtype %s; allowed fp32 (no rounding), bf16, fp16",
                 gp_dtype_name(p->dtype));
-    if (p->cpu_ffn_budget && (p->kind != GP_BACKEND_CUDA || p->pipelined || !p->sparse_thresholds ||
-                              p->vram_budget))
+    if (p->cpu_ffn_budget && (p->kind != GP_BACKEND_CUDA || p->pipelined || !p->sparse_thresholds))
         GP_FAIL(GP_ERR_INVALID_ARG, "backend: the CPU-assisted FFN (cpu_ffn_budget %llu bytes) needs the cuda "
-                "backend's sequential steps, sparse thresholds and resident weights; got %s%s%s%s",
+                "backend's sequential steps and sparse thresholds; got %s%s%s",
                 (unsigned long long)p->cpu_ffn_budget, p->kind != GP_BACKEND_CUDA ? "the cpu backend " : "",
-                p->pipelined ? "pipelined steps " : "", !p->sparse_thresholds ? "no thresholds " : "",
-                p->vram_budget ? "streamed weights" : "");
+                p->pipelined ? "pipelined steps " : "", !p->sparse_thresholds ? "no thresholds" : "");
+    if (p->cpu_ffn_budget && p->vram_budget && p->cpu_ffn_budget >= p->vram_budget)
+        GP_FAIL(GP_ERR_INVALID_ARG, "backend: the CPU-assisted FFN's hot cache (cpu_ffn_budget %llu bytes) is part "
+                "of the VRAM budget (%llu bytes) and leaves nothing for the streamed weights; allowed: a cache "
+                "below the budget", (unsigned long long)p->cpu_ffn_budget, (unsigned long long)p->vram_budget);
+    if (p->sparse_thresholds && p->vram_budget && p->kind == GP_BACKEND_CUDA && !p->cpu_ffn_budget)
+        GP_FAIL(GP_ERR_INVALID_ARG, "backend: sparse thresholds on streamed weights (vram_budget %llu bytes) serve "
+                "only the CPU-assisted FFN (there is no room for the transposed copies); give cpu_ffn_budget too, "
+                "or resident weights", (unsigned long long)p->vram_budget);
     if (p->kv_vram_budget && (p->kind != GP_BACKEND_CUDA || p->pipelined))
         GP_FAIL(GP_ERR_INVALID_ARG, "backend: an offloaded KV cache (kv_vram_budget %llu bytes) applies to the cuda "
                 "backend's sequential steps only", (unsigned long long)p->kv_vram_budget);
@@ -245,8 +251,11 @@ static gp_status open_cuda(gp_backend *b, const gp_host_weights *w)
     gp_cpu_ffn_stats cs;
     if (p->cpu_ffn_budget && gp_engine_cpu_ffn_stats(b->engine, &cs, 0) == GP_OK)
         used += snprintf(b->describe + used, sizeof b->describe - (size_t)used, "; CPU-assisted FFN: %d of %d "
-                         "neurons per layer hot (a %.3f GB cache beside the dense weights), the rest on CPU threads "
-                         "(eager steps)", cs.hot_per_layer, b->cfg.ffn, cs.hot_bytes / 1e9);
+                         "neurons per layer hot (a %.3f GB cache %s), the rest on CPU threads (eager steps)%s",
+                         cs.hot_per_layer, b->cfg.ffn, cs.hot_bytes / 1e9,
+                         streamed ? "within the VRAM budget; the FFN weights stream only for prefill"
+                                  : "beside the dense weights",
+                         streamed ? "; attention projections dense (no room for their transposed copies)" : "");
     if (p->pipelined) {
         gp_split_info si;
         gp_exec x = gp_cuda_exec_get(b->cuda_exec);
@@ -307,8 +316,11 @@ static gp_status finish(gp_backend *b, gp_status st, gp_backend **out)
 static gp_weights_stream_params stream_params(const gp_backend_params *p, const gp_config *cfg)
 {
     gp_weights_stream_params sp = gp_weights_stream_default_params();
-    sp.budget_bytes = p->vram_budget;
+    /* the CPU-assisted FFN's hot cache is the budget's other part, and the
+     * steps it serves read no FFN group */
+    sp.budget_bytes = p->vram_budget - (p->cpu_ffn_budget < p->vram_budget ? p->cpu_ffn_budget : 0);
     sp.min_window = gp_weights_stream_window(cfg, p->pipelined);
+    sp.ffn_on_demand = p->cpu_ffn_budget != 0;
     return sp;
 }
 

@@ -375,9 +375,9 @@ typedef struct gp_backend_params {
                               and gp_backend_describe says so). */
     const float *sparse_thresholds; /* NULL (default): dense. Else a calibration's thresholds [n_layers][4]
                               (sparse/gp_sparse.h; borrowed until open returns): decode steps of at most 16 rows
-                              mask each projection's small inputs (gp_engine_set_sparsity on the cuda backend,
-                              resident weights only; gp_cpu_model_set_sparsity on the cpu one); prefill stays
-                              dense. */
+                              mask each projection's small inputs (gp_engine_set_sparsity on the cuda backend;
+                              gp_cpu_model_set_sparsity on the cpu one); prefill stays dense. With vram_budget
+                              they serve only the CPU-assisted FFN, which is then required. */
     /* CUDA only: stored prefixes (gp_engine_prefix_enable; gp_backend_prefill_prefix reuses them).
      * The CPU backend refuses each with GP_ERR_UNSUPPORTED naming its flag. */
     uint64_t kv_store_bytes; /* 0 (default): off. Else the store's pinned host pool (--kv-store-size),
@@ -389,10 +389,12 @@ typedef struct gp_backend_params {
     uint64_t kv_vram_budget; /* CUDA, sequential steps: 0 (default) the whole KV cache on the device; else
                               an offloaded cache of at most this many device bytes (gp_engine_params
                               kv_vram_budget), run eager; the describe line gives the split */
-    /* CUDA, sequential steps, with sparse_thresholds and resident weights: the CPU-assisted FFN
-     * (gp_engine_set_cpu_ffn, --cpu-ffn SIZE). 0 (default): off. Else the hot cache's device bytes,
-     * turned into hot neurons per layer by gp_hotset_capacity (extra VRAM: the dense weights stay);
-     * the host weights are loaded beside the device ones to pack the FFN for the CPU. */
+    /* CUDA, sequential steps, with sparse_thresholds: the CPU-assisted FFN (gp_engine_set_cpu_ffn,
+     * --cpu-ffn SIZE). 0 (default): off. Else the hot cache's device bytes, turned into hot neurons
+     * per layer by gp_hotset_capacity. On resident weights the cache is extra VRAM (the dense
+     * weights stay); with vram_budget it is part of that budget (below it), the streamed weights get
+     * the rest, and their FFN groups are on demand (ffn_on_demand: copied for prefill only). The
+     * host weights are loaded beside the device ones to pack the FFN for the CPU. */
     uint64_t cpu_ffn_budget;
     const struct gp_sparsity *cpu_ffn_calib; /* its freq chooses the first hot set (borrowed until open
                               returns); NULL: the first neurons */

@@ -112,13 +112,17 @@ static void gen_usage(FILE *f)
             "  --sparsity FILE.json activation sparsity (a greenpipe calibrate file for this model): decode\n"
             "                       steps of at most 16 sequences drop each projection's inputs at or\n"
             "                       below the layer's threshold and read only the other inputs' weights\n"
-            "                       (cuda: resident weights, a transposed copy of the projections beside\n"
-            "                       them; cpu: the reference masks alike); prefill stays dense\n"
+            "                       (cuda: a transposed copy of the projections beside resident weights;\n"
+            "                       with --vram-budget only through --cpu-ffn; cpu: the reference masks\n"
+            "                       alike); prefill stays dense\n"
             "  --cpu-ffn SIZE       cuda, --engine seq, with --sparsity: the CPU-assisted FFN: per layer the\n"
             "                       FFN neurons a SIZE-byte device cache holds (as --vram-budget: 512M,\n"
             "                       4G) run on the GPU, the others on CPU threads, in decode steps of at\n"
             "                       most 16 sequences (run eager); the cache follows the neurons most often\n"
-            "                       active. The dense weights stay on the device too (no VRAM saving yet).\n"
+            "                       active. On resident weights the dense ones stay on the device too\n"
+            "                       (the cache is extra VRAM); with --vram-budget the cache is part of\n"
+            "                       that budget (SIZE below it), the FFN weights stay in host memory\n"
+            "                       (copied only for prefill) and the attention projections run dense.\n"
             "                       One stderr line of its statistics at the end\n"
             "  --cpu-ffn-threads N  with --cpu-ffn: CPU threads, 1..16; default the online CPUs up to 16\n"
             "  --sparsity-stats FILE.json\n"
@@ -346,19 +350,29 @@ static int parse_opts(int argc, char **argv, gen_opts *o)
                 "--sparsity; give --sparsity FILE.json and --backend cuda\n");
         return 2;
     }
-    if (o->cpu_ffn && (!o->sparsity || o->backend != GP_BACKEND_CUDA || o->pipelined || o->vram_budget)) {
+    if (o->cpu_ffn && (!o->sparsity || o->backend != GP_BACKEND_CUDA || o->pipelined)) {
         fprintf(stderr, "greenpipe generate: --cpu-ffn splits the sparse FFN of the cuda engine's sequential steps "
-                "between the GPU and the CPU; give --sparsity FILE.json, --backend cuda and --engine seq, without "
-                "--vram-budget\n");
+                "between the GPU and the CPU; give --sparsity FILE.json, --backend cuda and --engine seq\n");
+        return 2;
+    }
+    if (o->cpu_ffn && o->vram_budget && o->cpu_ffn >= o->vram_budget) {
+        fprintf(stderr, "greenpipe generate: --cpu-ffn %llu bytes: the hot cache is part of --vram-budget (%llu "
+                "bytes), which must leave room for the streamed weights; allowed: below the budget\n",
+                (unsigned long long)o->cpu_ffn, (unsigned long long)o->vram_budget);
         return 2;
     }
     if (o->cpu_ffn_threads && !o->cpu_ffn) {
         fprintf(stderr, "greenpipe generate: --cpu-ffn-threads applies to --cpu-ffn; give --cpu-ffn SIZE too\n");
         return 2;
     }
-    if (o->sparsity && o->vram_budget) {
-        fprintf(stderr, "greenpipe generate: --sparsity reads a transposed copy of resident weights; it does not "
-                "combine with --vram-budget\n");
+    if (o->sparsity && o->vram_budget && !o->cpu_ffn) {
+        fprintf(stderr, "greenpipe generate: --sparsity reads a transposed copy of resident weights; with "
+                "--vram-budget it applies only through --cpu-ffn SIZE (give it, or drop --vram-budget)\n");
+        return 2;
+    }
+    if (o->sparsity_stats && o->vram_budget) {
+        fprintf(stderr, "greenpipe generate: --sparsity-stats counts the sparse GPU projections, which streamed "
+                "weights (--vram-budget) do not run; the --cpu-ffn line reports the FFN's activity\n");
         return 2;
     }
     if (o->dump_logits && o->dump_prompt_logits && !strcmp(o->dump_logits, o->dump_prompt_logits)) {
@@ -976,7 +990,7 @@ int gp_cmd_generate(int argc, char **argv)
         exit_code = rc;
         goto out;
     }
-    if (o.sparsity && o.backend == GP_BACKEND_CUDA &&
+    if (o.sparsity && o.backend == GP_BACKEND_CUDA && !o.vram_budget &&
         (rc = sparsity_summary(b, cfg, steps_run, o.sparsity_stats)) != 0)
         goto out;
     if (o.cpu_ffn) {

@@ -6,7 +6,12 @@ layer's FFN neurons hot (24K: tiny's neuron is 3 x 64 x 2 bytes, 2 layers,
 so 32 of 128): the run succeeds, says what it split on the status line and
 its statistics at the end, and its greedy tokens mostly agree with the
 all-GPU sparse run's (each side masks its own roundings, so a near-tie may
-flip; test_engine_cpu_ffn.c holds the logits to a bound)."""
+flip; test_engine_cpu_ffn.c holds the logits to a bound). Then beyond VRAM:
+--vram-budget 144K with --cpu-ffn 24K inside it (the FFN weights on demand,
+the attention projections dense), against the resident --cpu-ffn run of a
+calibration whose qkv and o thresholds are 0: the status line says so and
+the tokens mostly agree."""
+import json
 import os
 import re
 import subprocess
@@ -41,6 +46,25 @@ def main():
                "--sparsity", cal]
         sparse, _ = run(exe, gen)
         out, err = run(exe, gen + ["--cpu-ffn", "24K", "--cpu-ffn-threads", "2"])
+        with open(cal) as f:
+            doc = json.load(f)
+        for layer in doc["layers"]:
+            layer["qkv"] = layer["o"] = 0.0
+        cal_ffn = os.path.join(d, "cal_ffn.json")
+        with open(cal_ffn, "w") as f:
+            json.dump(doc, f)
+        ffn = ["generate", "--backend", "cuda", "--model", "tiny", "--prompt-ids", PROMPTS, "--steps", str(STEPS),
+               "--sparsity", cal_ffn, "--cpu-ffn", "24K", "--cpu-ffn-threads", "2"]
+        resident, _ = run(exe, ffn)
+        streamed, serr = run(exe, ffn + ["--vram-budget", "144K"])
+    if "within the VRAM budget" not in serr or "attention projections dense" not in serr:
+        fail("no streamed split on the status line:\n" + serr)
+    if not re.search(r"cpu-ffn: 32 of 128 neurons per layer hot .*; (\d+) step\(s\) with a CPU share", serr):
+        fail("no cpu-ffn statistics line on streamed weights:\n" + serr)
+    a, b = resident.split(), streamed.split()
+    same_s = sum(x == y for x, y in zip(a, b))
+    if len(a) != len(b) or same_s < 0.8 * len(a):
+        fail("tokens with --vram-budget 144K --cpu-ffn 24K:\n%s\nresident:\n%s" % (streamed, resident))
     if "CPU-assisted FFN: 32 of 128 neurons per layer hot" not in err:
         fail("no split on the status line:\n" + err)
     m = re.search(r"cpu-ffn: 32 of 128 neurons per layer hot .*; (\d+) step\(s\) with a CPU share: hot hit rate "
@@ -55,7 +79,8 @@ def main():
     same = sum(x == y for x, y in zip(a, b))
     if len(a) != len(b) or same < 0.8 * len(a):
         fail("tokens with --cpu-ffn:\n%s\nwithout:\n%s" % (out, sparse))
-    print("ok: %d of %d tokens as the all-GPU sparse run; %s" % (same, len(a), m.group(0)))
+    print("ok: %d of %d tokens as the all-GPU sparse run; %s; streamed: %d of %d as resident"
+          % (same, len(a), m.group(0), same_s, len(resident.split())))
 
 
 if __name__ == "__main__":

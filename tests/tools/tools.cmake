@@ -217,8 +217,10 @@ gp_cli_test(gen_sparsity_missing 2 "--sparsity /nonexistent/cal.json: /nonexiste
             generate --model tiny --prompt-ids 1,2 --steps 2 --sparsity /nonexistent/cal.json)
 gp_cli_test(gen_sparsity_flag 2 "--sparsity '--steps': looks like a flag, not a file"
             generate --model tiny --prompt-ids 1,2 --sparsity --steps 2)
-gp_cli_test(gen_sparsity_vram 2 "--sparsity reads a transposed copy of resident weights. it does not combine with --vram-budget"
+gp_cli_test(gen_sparsity_vram 2 "--sparsity reads a transposed copy of resident weights. with --vram-budget it applies only through --cpu-ffn SIZE"
             generate --model tiny --prompt-ids 1,2 --steps 2 --backend cuda --vram-budget 1G --sparsity cal.json)
+gp_cli_test(gen_sparsity_stats_vram 2 "--sparsity-stats counts the sparse GPU projections, which streamed weights"
+            generate --model tiny --prompt-ids 1,2 --steps 2 --backend cuda --vram-budget 1G --sparsity cal.json --cpu-ffn 1M --sparsity-stats s.json)
 gp_cli_test(gen_sparsity_stats_alone 2 "--sparsity-stats writes what the cuda backend counted under --sparsity"
             generate --model tiny --prompt-ids 1,2 --steps 2 --sparsity-stats s.json)
 
@@ -269,8 +271,10 @@ gp_cli_test(gen_kv_vram_junk 2 "--kv-vram-budget: '1x' is not a size"
             generate --model tiny --prompt-ids 1 --steps 1 --backend cuda --kv-vram-budget 1x)
 
 # --cpu-ffn (the CPU-assisted FFN, issue #19): cuda, --engine seq, with
-# --sparsity, without --vram-budget; then end to end on the GPU (skipped
-# without one).
+# --sparsity, within --vram-budget when both are given; then end to end on
+# the GPU (skipped without one).
+gp_cli_test(gen_cpu_ffn_over_vram 2 "--cpu-ffn 1048576 bytes: the hot cache is part of --vram-budget .1048576"
+            generate --model tiny --prompt-ids 1 --steps 1 --backend cuda --sparsity cal.json --cpu-ffn 1M --vram-budget 1M)
 gp_cli_test(gen_cpu_ffn_no_sparsity 2 "--cpu-ffn splits the sparse FFN of the cuda engine's sequential steps"
             generate --model tiny --prompt-ids 1 --steps 1 --backend cuda --cpu-ffn 1M)
 gp_cli_test(gen_cpu_ffn_cpu 2 "--cpu-ffn splits .* give --sparsity FILE.json, --backend cuda and --engine seq"
