@@ -90,6 +90,7 @@ template <class T, int HD, int GT, bool PIPE>
 static __global__ void __launch_bounds__(GP_ATTN_THREADS)
 gp_decode_attn_kernel(const gp_attn_args a)
 {
+    gp_pdl_wait();
     constexpr int LPT = gp_attn_geom<HD>::LPT;
     constexpr int TPW = gp_attn_geom<HD>::TPW;
     constexpr int U0 = gp_attn_unroll<GT>::U;
@@ -269,6 +270,7 @@ static __global__ void __launch_bounds__(GP_ATTN_COMBINE_THREADS)
 gp_decode_attn_combine_kernel(const float *ws_acc, const float *ws_ml, T *out,
                               int rows, int n_splits)
 {
+    gp_pdl_wait();
     const int row = blockIdx.x * (GP_ATTN_COMBINE_THREADS / 32) + (threadIdx.x >> 5);
     const int lane = threadIdx.x & 31;
     if (row >= rows) /* warp-uniform; the kernel has no barrier */
@@ -308,19 +310,20 @@ static gp_status gp_decode_attn_launch_t(const gp_attn_args *a, gp_attn_kernel w
     void (*kernel)(const gp_attn_args) = which == GP_ATTN_KERNEL_CUDACORE_PIPE
                                              ? gp_decode_attn_kernel<T, HD, GT, true>
                                              : gp_decode_attn_kernel<T, HD, GT, false>;
-    cudaLaunchConfig_t cfg = gp_attn_launch_config(a, 0, stream);
+    gp_launch l;
+    gp_attn_launch_setup(&l, a, 0, stream);
     cudaError_t e;
     if (which == GP_ATTN_KERNEL_MMA) {
         GP_TRY(gp_decode_attn_mma_launch(a, stream));
-    } else if ((e = cudaLaunchKernelEx(&cfg, kernel, *a)) != cudaSuccess) {
+    } else if ((e = cudaLaunchKernelEx(&l.cfg, kernel, *a)) != cudaSuccess) {
         return gp_cuda_fail(e, "gp_decode_attn_kernel launch", __FILE__, __LINE__);
     }
     if (a->n_splits > 1) {
         const int rows = a->B * a->n_heads;
         const int per_cta = GP_ATTN_COMBINE_THREADS / 32;
-        cfg.gridDim = dim3((unsigned)((rows + per_cta - 1) / per_cta));
-        cfg.blockDim = dim3(GP_ATTN_COMBINE_THREADS);
-        e = cudaLaunchKernelEx(&cfg, gp_decode_attn_combine_kernel<T, HD>, (const float *)a->ws_acc,
+        gp_launch_setup(&l, dim3((unsigned)((rows + per_cta - 1) / per_cta)), dim3(GP_ATTN_COMBINE_THREADS), 0,
+                        stream);
+        e = cudaLaunchKernelEx(&l.cfg, gp_decode_attn_combine_kernel<T, HD>, (const float *)a->ws_acc,
                                (const float *)a->ws_ml, static_cast<T *>(a->out), rows, a->n_splits);
         if (e != cudaSuccess)
             return gp_cuda_fail(e, "gp_decode_attn_combine_kernel launch", __FILE__,

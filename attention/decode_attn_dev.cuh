@@ -12,6 +12,7 @@
 
 #include "gp_half.cuh"
 #include "cuda_util.cuh"
+#include "gp_launch.cuh"
 #include "decode_attn.cuh"
 
 /* The first time *done is clear: kernel's dynamic shared memory limit raised
@@ -64,14 +65,10 @@ static __device__ __forceinline__ void gp_attn_split_range(const gp_attn_args &a
 }
 
 /* The launch of an attention kernel: a CTA per (row, KV head) and split. */
-static inline cudaLaunchConfig_t gp_attn_launch_config(const gp_attn_args *a, size_t smem, cudaStream_t stream)
+static inline void gp_attn_launch_setup(gp_launch *l, const gp_attn_args *a, size_t smem, cudaStream_t stream)
 {
-    cudaLaunchConfig_t cfg = {};
-    cfg.gridDim = dim3((unsigned)(a->B * a->n_kv), (unsigned)a->n_splits);
-    cfg.blockDim = dim3(GP_ATTN_THREADS);
-    cfg.dynamicSmemBytes = smem;
-    cfg.stream = stream;
-    return cfg;
+    gp_launch_setup(l, dim3((unsigned)(a->B * a->n_kv), (unsigned)a->n_splits), dim3(GP_ATTN_THREADS), smem,
+                    stream);
 }
 
 /* Merge the warps: one thread per (head, dim) of the group. s_m/s_l hold

@@ -68,6 +68,7 @@ template <class T, int GT>
 static __global__ void __launch_bounds__(GP_ATTN_THREADS, 3)
 gp_decode_attn_mma_kernel(const gp_attn_args a)
 {
+    gp_pdl_wait();
     typedef gp_half_traits<T> TR;
     constexpr int ST = MMA_ST;
     extern __shared__ __align__(16) unsigned char gp_mma_smem[];
@@ -255,9 +256,10 @@ gp_status gp_decode_attn_mma_launch(const gp_attn_args *a, cudaStream_t stream)
     const void *k;
     int smem;
     GP_TRY(gp_mma_kernel_for(a->dtype, a->group, &k, &smem));
-    cudaLaunchConfig_t cfg = gp_attn_launch_config(a, smem, stream);
+    gp_launch l;
+    gp_attn_launch_setup(&l, a, smem, stream);
     void *args[] = {(void *)a};
-    cudaError_t e = cudaLaunchKernelExC(&cfg, k, args);
+    cudaError_t e = cudaLaunchKernelExC(&l.cfg, k, args);
     if (e != cudaSuccess)
         return gp_cuda_fail(e, "gp_decode_attn_mma_kernel launch", __FILE__, __LINE__);
     return GP_OK;

@@ -161,6 +161,7 @@ template <class T, int GT>
 static __global__ void __launch_bounds__(SX_NW * 32, 6)
 gp_decode_attn_stream_kernel(const gp_attn_args a)
 {
+    gp_pdl_wait();
     typedef gp_half_traits<T> TR;
     constexpr int ST = SX_ST;
     extern __shared__ __align__(128) unsigned char gp_sx_smem[];
@@ -362,11 +363,10 @@ gp_status gp_decode_attn_stream_launch(const gp_attn_args *a, cudaStream_t strea
     const void *k;
     int smem;
     GP_TRY(gp_sx_kernel_for(a->dtype, a->group, &k, &smem));
-    cudaLaunchConfig_t cfg = gp_attn_launch_config(a, smem, stream);
-    cfg.gridDim = dim3((unsigned)((a->stream_warps + SX_NW - 1) / SX_NW));
-    cfg.blockDim = dim3(SX_NW * 32);
+    gp_launch l;
+    gp_launch_setup(&l, dim3((unsigned)((a->stream_warps + SX_NW - 1) / SX_NW)), dim3(SX_NW * 32), smem, stream);
     void *args[] = {(void *)a};
-    cudaError_t e = cudaLaunchKernelExC(&cfg, k, args);
+    cudaError_t e = cudaLaunchKernelExC(&l.cfg, k, args);
     if (e != cudaSuccess)
         return gp_cuda_fail(e, "gp_decode_attn_stream_kernel launch", __FILE__, __LINE__);
     return GP_OK;

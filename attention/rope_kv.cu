@@ -5,6 +5,7 @@
 #include <stdlib.h>
 
 #include "gp_half.cuh"
+#include "gp_launch.cuh"
 #include "cuda_util.cuh"
 #include "rope_kv.cuh"
 
@@ -59,6 +60,7 @@ static __device__ __forceinline__ float gp_rope_load1(const T *x, const T *bias)
 template <class T, bool VEC, bool BIAS>
 static __global__ void __launch_bounds__(GP_ROPE_THREADS) gp_rope_kv_kernel(const gp_rope_args a)
 {
+    gp_pdl_wait();
     typedef gp_half_traits<T> TR;
     extern __shared__ float2 gp_rope_cs[]; /* [head_dim/2]: (cos, sin) of this row's angles */
     const int b = blockIdx.x;
@@ -151,14 +153,12 @@ gp_status gp_rope_kv_launch(const gp_rope_args *a, gp_dtype dtype, cudaStream_t 
                      && ((uintptr_t)a->q_out & 3u) == 0 && ((uintptr_t)a->k_cache & 3u) == 0
                      && ((uintptr_t)a->v_cache & 3u) == 0 && ((uintptr_t)a->bias & 3u) == 0;
     const bool bias = a->bias != NULL;
-    cudaLaunchConfig_t cfg = {};
-    cfg.gridDim = dim3((unsigned)a->B, (unsigned)n_groups + 1u);
-    cfg.blockDim = dim3(GP_ROPE_THREADS);
-    cfg.dynamicSmemBytes = (size_t)(a->head_dim / 2) * sizeof(float2);
-    cfg.stream = stream;
+    gp_launch l;
+    gp_launch_setup(&l, dim3((unsigned)a->B, (unsigned)n_groups + 1u), dim3(GP_ROPE_THREADS),
+                    (size_t)(a->head_dim / 2) * sizeof(float2), stream);
     cudaError_t e = dtype == GP_DTYPE_F16
-                        ? cudaLaunchKernelEx(&cfg, gp_rope_kernel_for<__half>(vec, bias), *a)
-                        : cudaLaunchKernelEx(&cfg, gp_rope_kernel_for<__nv_bfloat16>(vec, bias), *a);
+                        ? cudaLaunchKernelEx(&l.cfg, gp_rope_kernel_for<__half>(vec, bias), *a)
+                        : cudaLaunchKernelEx(&l.cfg, gp_rope_kernel_for<__nv_bfloat16>(vec, bias), *a);
     if (e != cudaSuccess)
         return gp_cuda_fail(e, "gp_rope_kv_kernel launch", __FILE__, __LINE__);
     return GP_OK;

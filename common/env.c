@@ -6,6 +6,8 @@
  *                             at each pool creation)
  *   GP_DEVICE_WAIT_TIMEOUT_S  seconds a host wait on the device may take, 0 =
  *                             no limit (common/device_wait.c, once per process)
+ *   GP_PDL                    0 or 1: programmatic dependent launch of the decode
+ *                             kernels (common/device_pdl.c, once per process)
  *   GP_FAULT_DEVICE_ALLOC     test hook: the N-th device allocation fails
  *                             (common/fault.c, once per process)
  *   GP_FAULT_TRAP             test hook: the N-th decode step traps

@@ -106,6 +106,17 @@ gp_status gp_device_event_wait(cudaEvent_t ev, const char *what);
 #define GP_DEVICE_WAIT_MAX_S 86400
 gp_status gp_device_wait_limit_s(double *seconds);
 
+/* Programmatic dependent launch (Hopper): with $GP_PDL = 1 (the default;
+ * 0 turns it off, another value is GP_ERR_INVALID_ARG of gp_pdl_check, and
+ * gp_pdl_enabled then answers 0) the decode path's kernels launch with
+ * cudaLaunchAttributeProgrammaticStreamSerialization, so a kernel's CTAs are
+ * scheduled while the previous kernel on the stream drains and wait for it
+ * in griddepcontrol.wait (model/gp_launch.cuh) before touching memory; a
+ * chain of small kernels no longer pays each launch after the last CTA of
+ * the one before. Read once per process; engines check it at create. */
+gp_status gp_pdl_check(void);
+int gp_pdl_enabled(void);
+
 /* Called once at the beginning of every decode step (engine and pipeline),
  * before any CUDA call of the step: GP_ERR_DEVICE_FAULT at once after a
  * sticky error (the step would only fail later, or block on a dead context),

@@ -5,6 +5,7 @@
 
 #include "argmax.cuh"
 #include "cuda_check.h"
+#include "gp_launch.cuh"
 #include "kernels.h"
 
 #define GP_ARGMAX_THREADS 512
@@ -26,6 +27,7 @@ template <int VEC>
 static __global__ void gp_argmax_rows_kernel(const float *__restrict__ logits,
                                              int32_t *__restrict__ out, int V)
 {
+    gp_pdl_wait();
     __shared__ float sv[32];
     __shared__ int si[32];
     const float *row = logits + (size_t)blockIdx.x * (size_t)V; /* [V] */
@@ -80,11 +82,10 @@ cudaError_t gp_argmax_rows_launch(const float *logits, int32_t *out, int B, int 
         threads = GP_ARGMAX_THREADS;
     if (threads < 32)
         threads = 32;
-    if (vec)
-        gp_argmax_rows_kernel<4><<<B, threads, 0, stream>>>(logits, out, V);
-    else
-        gp_argmax_rows_kernel<1><<<B, threads, 0, stream>>>(logits, out, V);
-    return cudaGetLastError();
+    gp_launch l;
+    gp_launch_setup(&l, dim3((unsigned)B), dim3((unsigned)threads), 0, stream);
+    return vec ? cudaLaunchKernelEx(&l.cfg, gp_argmax_rows_kernel<4>, logits, out, V)
+               : cudaLaunchKernelEx(&l.cfg, gp_argmax_rows_kernel<1>, logits, out, V);
 }
 
 extern "C" gp_status gp_argmax_rows(const float *logits, int32_t *out, int B, int V, void *stream)

@@ -3,6 +3,7 @@
 #include <stdint.h>
 
 #include "cuda_check.h"
+#include "gp_launch.cuh"
 #include "embed.cuh"
 #include "gp_half.cuh"
 #include "kernels.h"
@@ -18,6 +19,7 @@ static __global__ void gp_embed_kernel(const int32_t *__restrict__ tokens,
                                        const uint16_t *__restrict__ table,
                                        float *__restrict__ resid, int H, int V)
 {
+    gp_pdl_wait();
     const int32_t tok = tokens[blockIdx.x];
     float *dst = resid + (size_t)blockIdx.x * (size_t)H; /* [H] */
     const int step = (int)blockDim.x * VEC;
@@ -60,13 +62,12 @@ cudaError_t gp_embed_launch(gp_dtype dt, const int32_t *tokens, const void *tabl
     /* rows start at multiples of H: with H % 8 == 0 every row keeps the base
      * alignment (16 bytes of bf16 = 8 elements; 32 bytes of f32) */
     const bool vec = H % 8 == 0 && ((uintptr_t)table & 15u) == 0 && ((uintptr_t)resid & 15u) == 0;
-    GP_HALF_DISPATCH(dt, {
-        if (vec)
-            gp_embed_kernel<T, 8><<<B, GP_EMBED_THREADS, 0, stream>>>(tokens, table, resid, H, V);
-        else
-            gp_embed_kernel<T, 1><<<B, GP_EMBED_THREADS, 0, stream>>>(tokens, table, resid, H, V);
-    });
-    return cudaGetLastError();
+    gp_launch l;
+    gp_launch_setup(&l, dim3((unsigned)B), dim3(GP_EMBED_THREADS), 0, stream);
+    cudaError_t e;
+    GP_HALF_DISPATCH(dt, e = vec ? cudaLaunchKernelEx(&l.cfg, gp_embed_kernel<T, 8>, tokens, table, resid, H, V)
+                                 : cudaLaunchKernelEx(&l.cfg, gp_embed_kernel<T, 1>, tokens, table, resid, H, V));
+    return e;
 }
 
 extern "C" gp_status gp_embed(gp_dtype dt, const int32_t *tokens, const void *table, float *resid,

@@ -223,6 +223,7 @@ gp_status gp_engine_create(gp_device_weights *dw, const gp_engine_params *p, gp_
     const gp_dtype dt = gp_device_weights_dtype(dw);
     GP_TRY(gp_dtype_check_half(dt, "gp_engine_create (the device weights' dtype)"));
     GP_TRY(check_params(&w->cfg, p));
+    GP_TRY(gp_pdl_check()); /* a bad $GP_PDL is refused here, not silently read as off */
     if (p->kv_vram_budget && p->use_graphs)
         GP_FAIL(GP_ERR_INVALID_ARG, "gp_engine_create: the KV cache is offloaded (kv_vram_budget %llu), and its "
                 "copies change with every step's contexts, which a CUDA graph would bake in; set use_graphs = false "

@@ -8,6 +8,7 @@
 
 #include "gemm_skinny.cuh"
 #include "gp_half.cuh"
+#include "gp_launch.cuh"
 
 /* Both 16-bit types (T = __nv_bfloat16 or __half, the engine dtype) run the
  * same kernel: only the mma's operand type and the 16-bit store differ;
@@ -148,6 +149,7 @@ template <typename T, int NT, int R>
 static __global__ void __launch_bounds__(GP_SKINNY_THREADS, GP_SKINNY_CTAS_PER_SM)
 gp_skinny_kernel(const gp_skinny_args a)
 {
+    gp_pdl_wait();
     constexpr int U = gp_skinny_unroll<NT, R>::U;
     constexpr int ROWS = 16 * R;
     /* Row stride of the reduction buffer: +4 floats puts the 4 token pairs
@@ -244,8 +246,9 @@ template <typename T, int NT, int R>
 static cudaError_t gp_skinny_launch_t(const gp_skinny_plan *p, const gp_skinny_args *a,
                                       cudaStream_t stream)
 {
-    gp_skinny_kernel<T, NT, R><<<p->grid, GP_SKINNY_THREADS, 0, stream>>>(*a);
-    return cudaGetLastError();
+    gp_launch l;
+    gp_launch_setup(&l, p->grid, dim3(GP_SKINNY_THREADS), 0, stream);
+    return cudaLaunchKernelEx(&l.cfg, gp_skinny_kernel<T, NT, R>, *a);
 }
 
 template <typename T>

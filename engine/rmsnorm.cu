@@ -7,6 +7,7 @@
 
 #include "cuda_check.h"
 #include "gp_half.cuh"
+#include "gp_launch.cuh"
 #include "kernels.h"
 #include "rmsnorm.cuh"
 
@@ -84,11 +85,9 @@ template <typename... Exp, typename... Act>
 static cudaError_t gp_rms_launch(void (*kernel)(Exp...), int B, int threads, cudaStream_t stream,
                                  Act &&...args)
 {
-    cudaLaunchConfig_t cfg = {};
-    cfg.gridDim = dim3((unsigned)B);
-    cfg.blockDim = dim3((unsigned)threads);
-    cfg.stream = stream;
-    return cudaLaunchKernelEx(&cfg, kernel, args...);
+    gp_launch l;
+    gp_launch_setup(&l, dim3((unsigned)B), dim3((unsigned)threads), 0, stream);
+    return cudaLaunchKernelEx(&l.cfg, kernel, args...);
 }
 
 /* grid: B CTAs, one per row. Pass 1 adds delta, writes resid back and sums
@@ -101,6 +100,7 @@ static __global__ void gp_rmsnorm_residual_kernel(float *__restrict__ resid,
                                                   const uint16_t *__restrict__ w,
                                                   uint16_t *__restrict__ out, int H, float eps)
 {
+    gp_pdl_wait();
     typedef gp_rms_io<T, VEC> io;
     const size_t row = (size_t)blockIdx.x * (size_t)H;
     float *r = resid + row;                        /* [H] */
@@ -150,6 +150,7 @@ gp_rmsnorm_residual_reg_kernel(float *__restrict__ resid, const uint16_t *__rest
                                const uint16_t *__restrict__ w, uint16_t *__restrict__ out, int H,
                                float eps)
 {
+    gp_pdl_wait();
     typedef gp_rms_io<T, 4> io;
     const size_t row = (size_t)blockIdx.x * (size_t)H;
     float *r = resid + row;                        /* [H] */

@@ -7,6 +7,7 @@
 #include "cuda_util.cuh" /* model/: header-only checking of CUDA calls */
 #include "ffn_kernels.h"
 #include "gp_half.cuh" /* model/ */
+#include "gp_launch.cuh"
 #include "swiglu.cuh"
 
 #define GP_SWIGLU_THREADS 256
@@ -25,6 +26,7 @@ template <typename T, int VEC>
 static __global__ void gp_swiglu_kernel(const uint16_t *__restrict__ gu, uint16_t *__restrict__ out,
                                         int F, uint64_t n_items)
 {
+    gp_pdl_wait();
     typedef gp_half_traits<T> ht;
     const uint64_t per_row = (uint64_t)(F / VEC);
     for (uint64_t it = (uint64_t)blockIdx.x * blockDim.x + threadIdx.x; it < n_items;
@@ -65,16 +67,14 @@ cudaError_t gp_swiglu_launch(gp_dtype dt, const void *gu_, void *out_, int B, in
     uint64_t blocks = (n_items + GP_SWIGLU_THREADS - 1) / GP_SWIGLU_THREADS;
     if (blocks > GP_SWIGLU_MAX_BLOCKS)
         blocks = GP_SWIGLU_MAX_BLOCKS;
-    cudaLaunchConfig_t cfg = {};
-    cfg.gridDim = dim3((unsigned)blocks);
-    cfg.blockDim = dim3(GP_SWIGLU_THREADS);
-    cfg.stream = stream;
+    gp_launch l;
+    gp_launch_setup(&l, dim3((unsigned)blocks), dim3(GP_SWIGLU_THREADS), 0, stream);
     if (dt == GP_DTYPE_F16)
-        return vec ? cudaLaunchKernelEx(&cfg, gp_swiglu_kernel<__half, 8>, gu, out, F, n_items)
-                   : cudaLaunchKernelEx(&cfg, gp_swiglu_kernel<__half, 1>, gu, out, F, n_items);
+        return vec ? cudaLaunchKernelEx(&l.cfg, gp_swiglu_kernel<__half, 8>, gu, out, F, n_items)
+                   : cudaLaunchKernelEx(&l.cfg, gp_swiglu_kernel<__half, 1>, gu, out, F, n_items);
     if (vec)
-        return cudaLaunchKernelEx(&cfg, gp_swiglu_kernel<__nv_bfloat16, 8>, gu, out, F, n_items);
-    return cudaLaunchKernelEx(&cfg, gp_swiglu_kernel<__nv_bfloat16, 1>, gu, out, F, n_items);
+        return cudaLaunchKernelEx(&l.cfg, gp_swiglu_kernel<__nv_bfloat16, 8>, gu, out, F, n_items);
+    return cudaLaunchKernelEx(&l.cfg, gp_swiglu_kernel<__nv_bfloat16, 1>, gu, out, F, n_items);
 }
 
 extern "C" gp_status gp_swiglu(gp_dtype dt, const void *gu, void *out, int B, int F, void *stream)

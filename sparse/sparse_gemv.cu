@@ -6,6 +6,7 @@
 #include <stdint.h>
 
 #include "cuda_util.cuh"
+#include "gp_launch.cuh"
 #include "gp_half.cuh"
 #include "gp_sparse.h"
 
@@ -67,6 +68,7 @@ static __global__ void __launch_bounds__(32 * GP_SP_WARPS, GP_SP_CTAS_PER_SM)
     gp_sparse_gemv_kernel(const uint16_t *__restrict__ x, const uint16_t *__restrict__ wt, float *__restrict__ part,
                           int B, int N, int K, float t, int rows_per_split, int *active)
 {
+    gp_pdl_wait();
     typedef gp_half_traits<T> ht;
     constexpr int CPL = gp_sp_cfg<NB>::CPL, WCOLS = gp_sp_cfg<NB>::WCOLS, CCOLS = gp_sp_cfg<NB>::CCOLS;
     constexpr int U = gp_sp_cfg<NB>::U;
@@ -162,6 +164,7 @@ template <typename T>
 static __global__ void gp_sparse_reduce_kernel(const float *__restrict__ part, int splits, int B, int N, void *y,
                                                int out)
 {
+    gp_pdl_wait();
     typedef gp_half_traits<T> ht;
     const size_t total = (size_t)B * N;
     for (size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x; i < total; i += (size_t)gridDim.x * blockDim.x) {
@@ -225,23 +228,25 @@ template <typename T>
 static cudaError_t gp_sp_launch(const gp_sp_plan *p, int B, int N, int K, const uint16_t *x, const uint16_t *wt,
                                 float t, void *y, int out, float *ws, int *active, cudaStream_t s)
 {
-    dim3 grid((unsigned)p->tiles, (unsigned)p->splits), block(32 * GP_SP_WARPS);
+    gp_launch l;
+    gp_launch_setup(&l, dim3((unsigned)p->tiles, (unsigned)p->splits), dim3(32 * GP_SP_WARPS), 0, s);
+    const int rps = p->rows_per_split;
+    cudaError_t e;
     switch (p->nb) {
-    case 1: gp_sparse_gemv_kernel<T, 1><<<grid, block, 0, s>>>(x, wt, ws, B, N, K, t, p->rows_per_split, active); break;
-    case 2: gp_sparse_gemv_kernel<T, 2><<<grid, block, 0, s>>>(x, wt, ws, B, N, K, t, p->rows_per_split, active); break;
-    case 4: gp_sparse_gemv_kernel<T, 4><<<grid, block, 0, s>>>(x, wt, ws, B, N, K, t, p->rows_per_split, active); break;
-    case 8: gp_sparse_gemv_kernel<T, 8><<<grid, block, 0, s>>>(x, wt, ws, B, N, K, t, p->rows_per_split, active); break;
-    default: gp_sparse_gemv_kernel<T, 16><<<grid, block, 0, s>>>(x, wt, ws, B, N, K, t, p->rows_per_split, active); break;
+    case 1: e = cudaLaunchKernelEx(&l.cfg, gp_sparse_gemv_kernel<T, 1>, x, wt, ws, B, N, K, t, rps, active); break;
+    case 2: e = cudaLaunchKernelEx(&l.cfg, gp_sparse_gemv_kernel<T, 2>, x, wt, ws, B, N, K, t, rps, active); break;
+    case 4: e = cudaLaunchKernelEx(&l.cfg, gp_sparse_gemv_kernel<T, 4>, x, wt, ws, B, N, K, t, rps, active); break;
+    case 8: e = cudaLaunchKernelEx(&l.cfg, gp_sparse_gemv_kernel<T, 8>, x, wt, ws, B, N, K, t, rps, active); break;
+    default: e = cudaLaunchKernelEx(&l.cfg, gp_sparse_gemv_kernel<T, 16>, x, wt, ws, B, N, K, t, rps, active); break;
     }
-    cudaError_t e = cudaGetLastError();
     if (e != cudaSuccess)
         return e;
     const size_t total = (size_t)B * N;
     unsigned blocks = (unsigned)((total + 255) / 256);
     if (blocks > 4096u)
         blocks = 4096u;
-    gp_sparse_reduce_kernel<T><<<blocks, 256, 0, s>>>(ws, p->splits, B, N, y, out);
-    return cudaGetLastError();
+    gp_launch_setup(&l, dim3(blocks), dim3(256), 0, s);
+    return cudaLaunchKernelEx(&l.cfg, gp_sparse_reduce_kernel<T>, (const float *)ws, p->splits, B, N, y, out);
 }
 
 extern "C" gp_status gp_sparse_gemv(gp_dtype dt, int B, int N, int K, const void *x, const void *wt, float t, void *y,
