@@ -41,6 +41,8 @@ typedef struct gp_engine_sparse {
     size_t ws_bytes;       /* each */
     bool dense;            /* streamed weights: thresholds only (for the CPU-assisted FFN), no
                               transposed copies, every GPU projection dense */
+    long served_steps;     /* decode steps the sparse path served since the last statistics reset:
+                              a projection run dense (threshold 0) counts all its inputs once each */
 } gp_engine_sparse;
 
 typedef struct gp_graph_entry {
@@ -163,6 +165,16 @@ void gp_engine_sparse_free(gp_engine *e);
  * mask as the sequential step does), else the dense GEMM over w. */
 gp_status gp_engine_sparse_proj(gp_engine *e, const gp_stage_ctx *sc, bool prefill, int layer, int p, int nb,
                                 const void *x, const void *w, void *y, gp_gemm_out out);
+/* Would the sparse kernels serve this call (on, resident weights, a decode
+ * step of at most GP_SPARSE_MAX_B rows)? A projection whose threshold is 0
+ * runs the dense GEMM even then: it masks nothing. */
+bool gp_engine_sparse_serves(const gp_engine *e, bool prefill, int nb);
+/* Gate/up then SwiGLU into act: where the sparse kernel serves, one call
+ * whose split sum applies the SwiGLU (gp_sparse_gemv's GP_SPARSE_OUT_SWIGLU:
+ * the bits of gate/up into gu, then gp_swiglu, with one kernel fewer); else
+ * gate/up into gu and gp_swiglu. */
+gp_status gp_engine_sparse_gate_up_swiglu(gp_engine *e, const gp_stage_ctx *sc, bool prefill, int layer, int nb,
+                                          const void *h, const void *w, void *gu, void *act);
 /* engine_cpu_ffn.c: the CPU-assisted FFN. free: the engine's destroy and a
  * new sparsity. step: does the step being run (its step_rows) take it
  * (on, sparse, a decode step of at most GP_SPARSE_MAX_B rows)? part: the

@@ -79,9 +79,17 @@ gp_status gp_engine_set_sparsity(gp_engine *e, const float *thresholds)
         sp->dense = true;
         return GP_OK;
     }
-    /* one arena, each projection at a 256-byte boundary (16-byte loads of every row) */
+    /* one arena, each projection at a 256-byte boundary (16-byte loads of
+     * every row); a projection whose thresholds are 0 in every layer runs the
+     * dense GEMM and needs no copy */
     size_t off[GP_SPARSE_PROJ_COUNT], layer_bytes = 0, ws = 0;
+    bool copy[GP_SPARSE_PROJ_COUNT];
     for (int p = 0; p < P; p++) {
+        copy[p] = false;
+        for (int l = 0; l < L; l++)
+            copy[p] |= thresholds[l * P + p] > 0.0f;
+        if (!copy[p])
+            continue;
         int N, K;
         gp_sparse_proj_shape(c, (gp_sparse_proj)p, &N, &K);
         off[p] = layer_bytes;
@@ -119,6 +127,8 @@ gp_status gp_engine_set_sparsity(gp_engine *e, const float *thresholds)
         for (int k = 0; k < 2 && st == GP_OK; k++)
             st = gp_weight_group_acquire(g[k], e->sc.stream);
         for (int p = 0; p < P && st == GP_OK; p++) {
+            if (!copy[p])
+                continue;
             int N, K;
             gp_sparse_proj_shape(c, (gp_sparse_proj)p, &N, &K);
             void *dst = (char *)sp->arena + (size_t)l * layer_bytes + off[p];
@@ -167,10 +177,35 @@ gp_status gp_engine_sparsity_stats(gp_engine *e, long *active, int reset)
                              "cudaMemcpy (active-input counters)");
     if (st == GP_OK && reset)
         st = cuda_ok(cudaMemset(e->sp->active, 0, sizeof(int) * n), "cudaMemset (active-input counters)");
-    for (size_t i = 0; st == GP_OK && i < n; i++)
-        active[i] = h[i];
+    for (size_t i = 0; st == GP_OK && i < n; i++) {
+        int N, K;
+        gp_sparse_proj_shape(&e->cfg, (gp_sparse_proj)(i % GP_SPARSE_PROJ_COUNT), &N, &K);
+        active[i] = e->sp->t[i] > 0.0f ? h[i] : e->sp->served_steps * K; /* dense: every input */
+    }
+    if (st == GP_OK && reset)
+        e->sp->served_steps = 0;
     free(h);
     return st;
+}
+
+bool gp_engine_sparse_serves(const gp_engine *e, bool prefill, int nb)
+{
+    return e->sp && !e->sp->dense && !prefill && !e->prefill_steps && e->step_rows <= GP_SPARSE_MAX_B &&
+           nb <= GP_SPARSE_MAX_B;
+}
+
+gp_status gp_engine_sparse_gate_up_swiglu(gp_engine *e, const gp_stage_ctx *sc, bool prefill, int layer, int nb,
+                                          const void *h, const void *w, void *gu, void *act)
+{
+    const int i = layer * GP_SPARSE_PROJ_COUNT + GP_SPARSE_GATE_UP;
+    if (!gp_engine_sparse_serves(e, prefill, nb) || !(e->sp->t[i] > 0.0f)) {
+        GP_TRY(gp_engine_sparse_proj(e, sc, prefill, layer, GP_SPARSE_GATE_UP, nb, h, w, gu, GP_GEMM_OUT_HALF));
+        return gp_swiglu(e->dtype, gu, act, nb, e->cfg.ffn, sc->stream);
+    }
+    int N, K;
+    gp_sparse_proj_shape(&e->cfg, GP_SPARSE_GATE_UP, &N, &K);
+    return gp_sparse_gemv(e->dtype, nb, N, K, h, e->sp->wt[i], e->sp->t[i], act, GP_SPARSE_OUT_SWIGLU,
+                          e->sp->ws[1], e->sp->ws_bytes, sc->ap.sm_count, e->sp->active + i, sc->stream);
 }
 
 gp_status gp_engine_sparse_proj(gp_engine *e, const gp_stage_ctx *sc, bool prefill, int layer, int p, int nb,
@@ -178,10 +213,9 @@ gp_status gp_engine_sparse_proj(gp_engine *e, const gp_stage_ctx *sc, bool prefi
 {
     int N, K;
     gp_sparse_proj_shape(&e->cfg, (gp_sparse_proj)p, &N, &K);
-    if (!e->sp || e->sp->dense || prefill || e->prefill_steps || e->step_rows > GP_SPARSE_MAX_B ||
-        nb > GP_SPARSE_MAX_B)
-        return gp_gemm(sc->gemm, e->dtype, nb, N, K, x, w, y, out);
     const int i = layer * GP_SPARSE_PROJ_COUNT + p;
+    if (!gp_engine_sparse_serves(e, prefill, nb) || !(e->sp->t[i] > 0.0f))
+        return gp_gemm(sc->gemm, e->dtype, nb, N, K, x, w, y, out);
     const int side = p == GP_SPARSE_GATE_UP || p == GP_SPARSE_DOWN;
     return gp_sparse_gemv(e->dtype, nb, N, K, x, e->sp->wt[i], e->sp->t[i], y, (int)out, e->sp->ws[side],
                           e->sp->ws_bytes, sc->ap.sm_count, e->sp->active + i, sc->stream);

@@ -101,6 +101,8 @@ gp_status gp_engine_step_prepare(gp_engine *e, int B, const int *seq_ids, const 
     GP_TRY(gp_device_step_gate(s)); /* fails fast after a sticky error; GP_FAULT_TRAP */
     GP_TRY(check_step(e, B, seq_ids, tokens));
     e->step_rows = B;
+    if (e->sp && gp_engine_sparse_serves(e, false, B))
+        e->sp->served_steps++;
     gp_engine_cpu_ffn_begin(e);
     int ml = 0;
     for (int i = 0; i < B; i++) {

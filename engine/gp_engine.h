@@ -209,6 +209,10 @@ bool gp_engine_weights_streamed(const gp_engine *e);
  * larger batches stay dense. The four projections of every layer are
  * transposed once into a second device copy (the layer weights' bytes
  * again; GP_ERR_DEVICE_MEMORY naming the bytes when they do not fit).
+ * A projection whose threshold is 0 in a layer runs the dense GEMM there
+ * (it would mask only exact zeros); one at 0 in every layer gets no
+ * transposed copy. Where the sparse gate/up kernel serves, its split sum
+ * applies the SwiGLU (one kernel fewer, the same bits).
  * On streamed weights no copy is made and every GPU projection stays
  * dense: the thresholds then serve only the CPU-assisted FFN
  * (gp_engine_set_cpu_ffn), and gp_engine_sparsity_stats counts nothing.
@@ -217,8 +221,9 @@ gp_status gp_engine_set_sparsity(gp_engine *e, const float *thresholds);
 bool gp_engine_sparse_on(const gp_engine *e);
 /* Active inputs per layer and projection ([n_layers][4]) summed over the
  * sparse calls since the last reset: the union over each call's rows, so a
- * call's density is active / the projection's input width. Synchronises the
- * engine stream; between steps only. */
+ * call's density is active / the projection's input width; a projection run
+ * dense (threshold 0) counts its whole width once per step served.
+ * Synchronises the engine stream; between steps only. */
 gp_status gp_engine_sparsity_stats(gp_engine *e, long *active, int reset);
 
 /* ------------------------------------------------------ CPU-assisted FFN

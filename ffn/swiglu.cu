@@ -13,13 +13,6 @@
 #define GP_SWIGLU_THREADS 256
 #define GP_SWIGLU_MAX_BLOCKS 8192u /* grid-stride beyond this: plenty for 132 SMs */
 
-/* Accurate expf (the file is built without fast-math): the same formula as
- * the CPU reference in float. */
-static __device__ __forceinline__ float gp_swiglu_one(float g, float u)
-{
-    return (g / (1.0f + expf(-g))) * u;
-}
-
 /* One item = VEC consecutive outputs of one row; gu rows are [gate F | up F].
  * VEC = 8: uint4 loads/stores (F % 8 == 0, 16-byte aligned bases), else 1. */
 template <typename T, int VEC>

@@ -22,8 +22,12 @@ extern "C" {
 #define GP_SPARSE_MAX_B 16
 
 /* Where the result goes, as gp_gemm_out: the 16-bit dtype, fp32, or added
- * to an fp32 buffer (the residual). */
-enum { GP_SPARSE_OUT_HALF = 0, GP_SPARSE_OUT_F32 = 1, GP_SPARSE_OUT_F32_ACC = 2 };
+ * to an fp32 buffer (the residual); or, for the fused gate/up projection
+ * (N = 2F: gate rows then up rows), its SwiGLU: 16-bit [B][F], element j
+ * silu(g) u of g, u the sums of columns j and F + j each rounded to the
+ * dtype, exactly what the 16-bit output followed by gp_swiglu gives, with
+ * one kernel fewer. */
+enum { GP_SPARSE_OUT_HALF = 0, GP_SPARSE_OUT_F32 = 1, GP_SPARSE_OUT_F32_ACC = 2, GP_SPARSE_OUT_SWIGLU = 3 };
 
 /* Masking, the one rule everything here follows: input x[b][k] takes part
  * iff |x[b][k]| > t (t >= 0, finite); otherwise it counts as exactly 0. An

@@ -9,6 +9,7 @@
 #include "gp_launch.cuh"
 #include "gp_half.cuh"
 #include "gp_sparse.h"
+#include "swiglu.cuh"
 
 /* Why it is shaped this way.
  *
@@ -159,7 +160,30 @@ static __global__ void __launch_bounds__(32 * GP_SP_WARPS, GP_SP_CTAS_PER_SM)
     }
 }
 
-/* y = the splits' partials added in split order, then stored per out. */
+/* y = the splits' partials added in split order, then stored per out
+ * (GP_SPARSE_OUT_SWIGLU: gp_sparse_swiglu_kernel). */
+/* The gate/up projection's sum through SwiGLU: out[b][j] from columns j and
+ * F + j, each added in split order and rounded as the 16-bit gate/up
+ * output would be. */
+template <typename T>
+static __global__ void gp_sparse_swiglu_kernel(const float *__restrict__ part, int splits, int B, int F,
+                                               uint16_t *__restrict__ y)
+{
+    gp_pdl_wait();
+    typedef gp_half_traits<T> ht;
+    const size_t total = (size_t)B * 2 * F, items = (size_t)B * F;
+    for (size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x; i < items; i += (size_t)gridDim.x * blockDim.x) {
+        const size_t b = i / (size_t)F, j = i - b * (size_t)F;
+        const float *pg = part + b * 2 * (size_t)F + j, *pu = pg + F;
+        float g = 0.0f, u = 0.0f;
+        for (int sp = 0; sp < splits; sp++) {
+            g += pg[(size_t)sp * total];
+            u += pu[(size_t)sp * total];
+        }
+        y[i] = ht::from_f32(gp_swiglu_one(ht::to_f32(ht::from_f32(g)), ht::to_f32(ht::from_f32(u))));
+    }
+}
+
 template <typename T>
 static __global__ void gp_sparse_reduce_kernel(const float *__restrict__ part, int splits, int B, int N, void *y,
                                                int out)
@@ -241,11 +265,14 @@ static cudaError_t gp_sp_launch(const gp_sp_plan *p, int B, int N, int K, const 
     }
     if (e != cudaSuccess)
         return e;
-    const size_t total = (size_t)B * N;
+    const size_t total = (size_t)B * (out == GP_SPARSE_OUT_SWIGLU ? N / 2 : N);
     unsigned blocks = (unsigned)((total + 255) / 256);
     if (blocks > 4096u)
         blocks = 4096u;
     gp_launch_setup(&l, dim3(blocks), dim3(256), 0, s);
+    if (out == GP_SPARSE_OUT_SWIGLU)
+        return cudaLaunchKernelEx(&l.cfg, gp_sparse_swiglu_kernel<T>, (const float *)ws, p->splits, B, N / 2,
+                                  static_cast<uint16_t *>(y));
     return cudaLaunchKernelEx(&l.cfg, gp_sparse_reduce_kernel<T>, (const float *)ws, p->splits, B, N, y, out);
 }
 
@@ -262,9 +289,14 @@ extern "C" gp_status gp_sparse_gemv(gp_dtype dt, int B, int N, int K, const void
                 wt, y, (void *)ws);
     if (!(t >= 0.0f) || isinf(t))
         GP_FAIL(GP_ERR_INVALID_ARG, "gp_sparse_gemv: threshold %g, allowed a finite value >= 0", (double)t);
-    if (out != GP_SPARSE_OUT_HALF && out != GP_SPARSE_OUT_F32 && out != GP_SPARSE_OUT_F32_ACC)
-        GP_FAIL(GP_ERR_INVALID_ARG, "gp_sparse_gemv: out %d, allowed %d (16-bit), %d (fp32), %d (fp32 +=)", out,
-                GP_SPARSE_OUT_HALF, GP_SPARSE_OUT_F32, GP_SPARSE_OUT_F32_ACC);
+    if (out != GP_SPARSE_OUT_HALF && out != GP_SPARSE_OUT_F32 && out != GP_SPARSE_OUT_F32_ACC &&
+        out != GP_SPARSE_OUT_SWIGLU)
+        GP_FAIL(GP_ERR_INVALID_ARG, "gp_sparse_gemv: out %d, allowed %d (16-bit), %d (fp32), %d (fp32 +=), %d "
+                "(SwiGLU of gate/up)", out, GP_SPARSE_OUT_HALF, GP_SPARSE_OUT_F32, GP_SPARSE_OUT_F32_ACC,
+                GP_SPARSE_OUT_SWIGLU);
+    if (out == GP_SPARSE_OUT_SWIGLU && N % 16 != 0)
+        GP_FAIL(GP_ERR_INVALID_ARG, "gp_sparse_gemv: SwiGLU output of N %d: allowed N = 2F with F a multiple of 8",
+                N);
     const size_t need = gp_sparse_gemv_ws_bytes(B, N, K, sms);
     if (ws_bytes < need)
         GP_FAIL(GP_ERR_INVALID_ARG, "gp_sparse_gemv: workspace of %zu bytes, %zu needed for B %d, N %d, K %d",

@@ -5,13 +5,15 @@
  * sums of up to 14336 products of magnitude <= 1; a random-walk error of
  * about 2e-4, the bound set 15x above it); a 16-bit output adds one
  * rounding (bf16 2^-8, fp16 2^-11). The active-input count is exact, and a
- * second call gives the same bits. Also the transpose. */
+ * second call gives the same bits. The SwiGLU output equals the 16-bit
+ * output followed by gp_swiglu bit for bit. Also the transpose. */
 #include "gpu_test_util.h"
 
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 
+#include "ffn_kernels.h"
 #include "gp_sparse.h"
 #include "gp_test_cuda.h"
 
@@ -105,6 +107,44 @@ static void test_shapes(void **state)
     GP_CHECK_CUDA(cudaStreamDestroy(st));
 }
 
+/* GP_SPARSE_OUT_SWIGLU against the 16-bit output then gp_swiglu: the same bits. */
+static void test_swiglu_out(void **state)
+{
+    (void)state;
+    gt_rng rng = {g_seed ^ 2};
+    static const int cases[][3] = {{1, 2048, 4096}, {3, 8, 40}, {16, 520, 512}, {8, 14336, 256}}; /* B, F, K */
+    for (size_t c = 0; c < sizeof cases / sizeof cases[0]; c++) {
+        const int B = cases[c][0], F = cases[c][1], K = cases[c][2], N = 2 * F;
+        const size_t nx = (size_t)B * K, nw = (size_t)K * N;
+        uint16_t *x = gt_host_alloc(nx * 2), *wt = gt_host_alloc(nw * 2);
+        uint16_t *a = gt_host_alloc((size_t)B * F * 2), *b = gt_host_alloc((size_t)B * F * 2);
+        for (size_t i = 0; i < nx; i++)
+            x[i] = gt_half(&rng, -1.0f, 1.0f, g_dt);
+        for (size_t i = 0; i < nw; i++)
+            wt[i] = gt_half(&rng, -1.0f, 1.0f, g_dt);
+        const size_t ws_bytes = gp_sparse_gemv_ws_bytes(B, N, K, 0);
+        uint16_t *dx = gt_dev_alloc(nx * 2), *dw = gt_dev_alloc(nw * 2), *dgu = gt_dev_alloc((size_t)B * N * 2);
+        uint16_t *dact = gt_dev_alloc((size_t)B * F * 2), *dref = gt_dev_alloc((size_t)B * F * 2);
+        float *dws = gt_dev_alloc(ws_bytes);
+        gt_upload(dx, x, nx * 2);
+        gt_upload(dw, wt, nw * 2);
+        gt_poison(dact, (size_t)B * F * 2);
+        gt_poison(dref, (size_t)B * F * 2);
+        GP_CHECK_OK(gp_sparse_gemv(g_dt, B, N, K, dx, dw, 0.4f, dgu, GP_SPARSE_OUT_HALF, dws, ws_bytes, 0, NULL, NULL));
+        GP_CHECK_OK(gp_swiglu(g_dt, dgu, dref, B, F, NULL));
+        GP_CHECK_OK(gp_sparse_gemv(g_dt, B, N, K, dx, dw, 0.4f, dact, GP_SPARSE_OUT_SWIGLU, dws, ws_bytes, 0, NULL,
+                                   NULL));
+        GP_CHECK_CUDA(cudaDeviceSynchronize());
+        gt_download(a, dact, (size_t)B * F * 2);
+        gt_download(b, dref, (size_t)B * F * 2);
+        if (memcmp(a, b, (size_t)B * F * 2))
+            fail_msg("sparse gemv SwiGLU %s B=%d F=%d K=%d: not the bits of the 16-bit output then gp_swiglu (seed "
+                     "%llu)", gp_dtype_flag_name(g_dt), B, F, K, (unsigned long long)g_seed);
+        gt_dev_free(dx), gt_dev_free(dw), gt_dev_free(dgu), gt_dev_free(dact), gt_dev_free(dref), gt_dev_free(dws);
+        free(x), free(wt), free(a), free(b);
+    }
+}
+
 static void test_transpose(void **state)
 {
     (void)state;
@@ -147,8 +187,10 @@ static void test_bad_args(void **state)
                   "threshold -1");
     GP_CHECK_FAIL(gp_sparse_gemv(g_dt, 1, 8, 8, p, p, NAN, p, 0, ws, 1 << 20, 0, NULL, NULL), GP_ERR_INVALID_ARG,
                   "threshold");
-    GP_CHECK_FAIL(gp_sparse_gemv(g_dt, 1, 8, 8, p, p, 0.0f, p, 3, ws, 1 << 20, 0, NULL, NULL), GP_ERR_INVALID_ARG,
-                  "out 3");
+    GP_CHECK_FAIL(gp_sparse_gemv(g_dt, 1, 8, 8, p, p, 0.0f, p, 4, ws, 1 << 20, 0, NULL, NULL), GP_ERR_INVALID_ARG,
+                  "out 4");
+    GP_CHECK_FAIL(gp_sparse_gemv(g_dt, 1, 8, 8, p, p, 0.0f, p, GP_SPARSE_OUT_SWIGLU, ws, 1 << 20, 0, NULL, NULL),
+                  GP_ERR_INVALID_ARG, "SwiGLU output of N 8");
     GP_CHECK_FAIL(gp_sparse_gemv(g_dt, 1, 8, 8, p, p, 0.0f, p, 0, ws, 4, 0, NULL, NULL), GP_ERR_INVALID_ARG,
                   "workspace of 4 bytes");
     GP_CHECK_FAIL(gp_sparse_transpose(p, p, 0, 4, NULL), GP_ERR_INVALID_ARG, "0 x 4");
@@ -163,7 +205,8 @@ int main(void)
     if (gt_no_gpu("sparse_gemv"))
         return 77;
     g_seed = gt_seed("sparse_gemv");
-    const struct CMUnitTest gpu[] = {cmocka_unit_test(test_shapes), cmocka_unit_test(test_transpose)};
+    const struct CMUnitTest gpu[] = {cmocka_unit_test(test_shapes), cmocka_unit_test(test_swiglu_out),
+                                        cmocka_unit_test(test_transpose)};
     int failed = 0;
     for (int d = 0; d < 2; d++) {
         g_dt = gt_dtypes[d];
