@@ -30,12 +30,15 @@ static inline void gp_launch_setup(gp_launch *l, dim3 grid, dim3 block, size_t s
     }
 }
 
-/* The first statement of a kernel launched through gp_launch_setup: its
- * CTAs may start before the previous kernel on the stream has finished, and
- * this waits until it has (and its writes are visible). Before it a kernel
- * may only compute from its arguments; a CTA that returns early touches
- * nothing. A no-op without a programmatic dependency. Every kernel after it
- * thus also sees everything before that kernel. */
+/* The first statement of a kernel launched through gp_launch_setup, in
+ * every CTA, before any early return: its CTAs may start before the
+ * previous kernel on the stream has finished, and this waits until it has
+ * (and its writes are visible). Ordering is only transitive because every
+ * CTA waits: a kernel whose CTAs could all skip the wait would complete
+ * before its predecessor, and the kernel after it would then not wait for
+ * that one. No kernel triggers its successor early either
+ * (griddepcontrol.launch_dependents): the successor is scheduled as the
+ * last CTAs exit. A no-op without a programmatic dependency. */
 static __device__ __forceinline__ void gp_pdl_wait(void)
 {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
