@@ -201,6 +201,32 @@ static inline __attribute__((always_inline)) void gp_set_axpy(float *acc, const 
     }
 }
 
+/* acc[r][i] += fw_t[i] x[r][ks[t]] for t < m in that order, rows r < RB
+ * (a constant 1, 2 or 4), i < w (a multiple of 16): each widened weight
+ * vector serves RB rows, whose 16-wide blocks stay in registers across the
+ * m inputs. A row's masked x adds +-0: nothing (see gp_set_columns). */
+static inline __attribute__((always_inline)) void gp_set_rows(float *acc, int W, const float *fw, const float *xf,
+                                                              int H, const int *ks, int w, const int m, const int RB)
+{
+    float xv[4][4];
+    for (int r = 0; r < RB; r++)
+        for (int t = 0; t < m; t++)
+            xv[r][t] = xf[(size_t)r * H + ks[t]];
+    for (int i0 = 0; i0 < w; i0 += 16) {
+        float a[4][16];
+        for (int r = 0; r < RB; r++)
+            for (int l = 0; l < 16; l++)
+                a[r][l] = acc[(size_t)r * W + i0 + l];
+        for (int t = 0; t < m; t++)
+            for (int r = 0; r < RB; r++)
+                for (int l = 0; l < 16; l++)
+                    a[r][l] += fw[(size_t)t * GP_SET_WMAX + i0 + l] * xv[r][t];
+        for (int r = 0; r < RB; r++)
+            for (int l = 0; l < 16; l++)
+                acc[(size_t)r * W + i0 + l] = a[r][l];
+    }
+}
+
 #define GP_SET_KG 4 /* a lane's inputs per pass */
 
 /* One pass of m (<= GP_SET_KG) inputs ks of one lane over positions
@@ -233,17 +259,34 @@ static inline __attribute__((always_inline)) void gp_set_pass(const gp_set_job *
             for (int l = 0; l < 16; l++)
                 fu[t][i0 + l] = gp_cold_widen(wu[t], (size_t)(i0 + l), f16);
         }
-    for (int b = 0; b < B; b++) {
-        float xv[GP_SET_KG];
-        int on = 0;
-        for (int t = 0; t < m; t++) {
-            xv[t] = jb->xf[(size_t)b * H + ks[t]];
-            on |= xv[t] != 0.0f;
+    int b = 0;
+    for (; b + 4 <= B; b += 4) {
+        gp_set_rows(ag + (size_t)b * W, W, fg[0], jb->xf + (size_t)b * H, H, ks, w, m, 4);
+        gp_set_rows(au + (size_t)b * W, W, fu[0], jb->xf + (size_t)b * H, H, ks, w, m, 4);
+    }
+    if (B - b >= 2) {
+        gp_set_rows(ag + (size_t)b * W, W, fg[0], jb->xf + (size_t)b * H, H, ks, w, m, 2);
+        gp_set_rows(au + (size_t)b * W, W, fu[0], jb->xf + (size_t)b * H, H, ks, w, m, 2);
+        b += 2;
+    }
+    if (b < B) {
+        gp_set_rows(ag + (size_t)b * W, W, fg[0], jb->xf + (size_t)b * H, H, ks, w, m, 1);
+        gp_set_rows(au + (size_t)b * W, W, fu[0], jb->xf + (size_t)b * H, H, ks, w, m, 1);
+    }
+}
+
+/* The rows of the pass after this one (kact is in pass order), asked for
+ * ahead: a pass's segments are short and rows far apart, too little for the
+ * hardware prefetcher to find before the pass needs them. */
+static inline __attribute__((always_inline)) void gp_set_prefetch(const gp_set_job *jb, int at, int p0, int w)
+{
+    const size_t ld = (size_t)jb->cs->ld;
+    for (int t = at; t < at + GP_SET_KG && t < jb->nk; t++) {
+        const uint16_t *g = jb->cs->gu + (size_t)jb->kact[t] * 2 * ld + (size_t)p0;
+        for (int i = 0; i < w; i += 32) { /* a 64-byte line of 16-bit weights */
+            __builtin_prefetch(g + i);
+            __builtin_prefetch(g + ld + i);
         }
-        if (!on) /* nothing but +-0 to add: see gp_set_columns */
-            continue;
-        gp_set_axpy(ag + (size_t)b * W, fg[0], NULL, xv, w, m, f16);
-        gp_set_axpy(au + (size_t)b * W, fu[0], NULL, xv, w, m, f16);
     }
 }
 
@@ -270,8 +313,11 @@ static inline __attribute__((always_inline)) void gp_set_columns(const gp_set_jo
         const int nl = jb->lane_at[lane + 1] - jb->lane_at[lane];
         float *ag = acc + (size_t)lane * 2 * plane, *au = ag + plane;
         int q = 0;
-        for (; q + GP_SET_KG <= nl; q += GP_SET_KG)
+        for (; q + GP_SET_KG <= nl; q += GP_SET_KG) {
+            gp_set_prefetch(jb, jb->lane_at[lane] + q + GP_SET_KG, p0, w16);
             gp_set_pass(jb, ks + q, p0, w16, ag, au, GP_SET_KG, f16);
+        }
+        gp_set_prefetch(jb, jb->lane_at[lane + 1], p0, w16);
         switch (nl - q) {
         case 3: gp_set_pass(jb, ks + q, p0, w16, ag, au, 3, f16); break;
         case 2: gp_set_pass(jb, ks + q, p0, w16, ag, au, 2, f16); break;
