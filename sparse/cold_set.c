@@ -46,19 +46,37 @@ static gp_status gp_cold_set_pos_room(gp_cold_set *cs, int j)
     return GP_OK;
 }
 
-/* Position i's gate/up column and down row from the pack's neuron j. */
-static void gp_cold_set_put(gp_cold_set *cs, const gp_cold_pack *pk, int i, int j)
+/* Positions [i0, i1) take the pack's neurons js[0 .. i1 - i0): gate/up
+ * columns and down rows. The transpose goes in tiles of GP_SET_TILE
+ * neurons by inputs so the reads (a neuron's rows) and the strided writes
+ * (an input's row) both stay in cache; one neuron alone (a replace) is a
+ * strided column. */
+#define GP_SET_TILE 64
+static void gp_cold_set_put(gp_cold_set *cs, const gp_cold_pack *pk, int i0, int i1, const int *js)
 {
     const int H = cs->hidden;
     const size_t ld = (size_t)cs->ld;
-    const uint16_t *w = gp_cold_pack_neuron(pk, j);
-    for (int k = 0; k < H; k++) {
-        cs->gu[(size_t)k * 2 * ld + (size_t)i] = w[k];
-        cs->gu[(size_t)k * 2 * ld + ld + (size_t)i] = w[H + k];
+    for (int a0 = i0; a0 < i1; a0 += GP_SET_TILE) {
+        const int a1 = i1 - a0 < GP_SET_TILE ? i1 : a0 + GP_SET_TILE;
+        const uint16_t *w[GP_SET_TILE];
+        for (int i = a0; i < a1; i++) {
+            const int j = js[i - i0];
+            w[i - a0] = gp_cold_pack_neuron(pk, j);
+            memcpy(cs->down + (size_t)i * H, w[i - a0] + 2 * (size_t)H, (size_t)H * sizeof *cs->down);
+            cs->neurons[i] = j;
+            cs->pos[j] = i;
+        }
+        for (int k0 = 0; k0 < H; k0 += GP_SET_TILE) {
+            const int k1 = H - k0 < GP_SET_TILE ? H : k0 + GP_SET_TILE;
+            for (int k = k0; k < k1; k++) {
+                uint16_t *g = cs->gu + (size_t)k * 2 * ld, *u = g + ld;
+                for (int i = a0; i < a1; i++) {
+                    g[i] = w[i - a0][k];
+                    u[i] = w[i - a0][H + k];
+                }
+            }
+        }
     }
-    memcpy(cs->down + (size_t)i * H, w + 2 * (size_t)H, (size_t)H * sizeof *cs->down);
-    cs->neurons[i] = j;
-    cs->pos[j] = i;
 }
 
 gp_status gp_cold_set_create(const gp_cold_pack *pk, const int *neurons, int n, gp_cold_set **out)
@@ -100,8 +118,9 @@ gp_status gp_cold_set_create(const gp_cold_pack *pk, const int *neurons, int n, 
             GP_FAIL(GP_ERR_INVALID_ARG, "gp_cold_set_create: neurons[%d] = %d repeats neurons[%d] (allowed: distinct)",
                     i, neurons[i], first);
         }
-        gp_cold_set_put(cs, pk, i, neurons[i]);
+        cs->pos[neurons[i]] = i;
     }
+    gp_cold_set_put(cs, pk, 0, n, neurons);
     *out = cs;
     return GP_OK;
 }
@@ -140,7 +159,7 @@ gp_status gp_cold_set_replace(gp_cold_set *cs, const gp_cold_pack *pk, int out, 
     GP_TRY(gp_cold_set_pos_room(cs, in));
     const int i = cs->pos[out];
     cs->pos[out] = -1;
-    gp_cold_set_put(cs, pk, i, in);
+    gp_cold_set_put(cs, pk, i, i + 1, &in);
     return GP_OK;
 }
 
