@@ -194,27 +194,22 @@ typedef struct gp_set_job {
 } gp_set_job;
 
 /* acc[i] += w_t[i] x_t for t < m in that order, i < w (a multiple of
- * 16): m of a lane's inputs (increasing k) added in one pass over the
- * accumulators, the same operations in the same order as one pass per
- * input, with 1/m of the loads and stores. m is a constant at every call,
- * and the 16-wide blocks have a constant count, so the compiler vectorises
- * them at -O2 as it does cold_ffn.c's. With fw NULL the weights are
- * widened in the loop from wh (B = 1: each is used once). */
-static inline __attribute__((always_inline)) void gp_set_axpy(float *acc, const float *fw, const uint16_t *const *wh,
-                                                              const float *xv, int w, const int m, const int f16)
+ * 16), the weights widened in the loop (B = 1: each is used once): m of a
+ * lane's inputs (increasing k) added in one pass over the accumulators, the
+ * same operations in the same order as one pass per input, with 1/m of the
+ * loads and stores. m is a constant at every call, and the 16-wide blocks
+ * have a constant count, so the compiler vectorises them at -O2 as it does
+ * cold_ffn.c's. */
+static inline __attribute__((always_inline)) void gp_set_axpy(float *acc, const uint16_t *const *wh, const float *xv,
+                                                              int w, const int m, const int f16)
 {
     for (int i0 = 0; i0 < w; i0 += 16) {
         float a[16];
         for (int l = 0; l < 16; l++)
             a[l] = acc[i0 + l];
-        for (int t = 0; t < m; t++) {
-            if (fw)
-                for (int l = 0; l < 16; l++)
-                    a[l] += fw[(size_t)t * GP_SET_WMAX + i0 + l] * xv[t];
-            else
-                for (int l = 0; l < 16; l++)
-                    a[l] += gp_cold_widen(wh[t], (size_t)(i0 + l), f16) * xv[t];
-        }
+        for (int t = 0; t < m; t++)
+            for (int l = 0; l < 16; l++)
+                a[l] += gp_cold_widen(wh[t], (size_t)(i0 + l), f16) * xv[t];
         for (int l = 0; l < 16; l++)
             acc[i0 + l] = a[l];
     }
@@ -265,8 +260,8 @@ static inline __attribute__((always_inline)) void gp_set_pass(const gp_set_job *
         float xv[GP_SET_KG];
         for (int t = 0; t < m; t++)
             xv[t] = jb->xf[ks[t]];
-        gp_set_axpy(ag, NULL, wg, xv, w, m, f16);
-        gp_set_axpy(au, NULL, wu, xv, w, m, f16);
+        gp_set_axpy(ag, wg, xv, w, m, f16);
+        gp_set_axpy(au, wu, xv, w, m, f16);
         return;
     }
     /* widened once for all the rows */
@@ -320,9 +315,9 @@ static inline __attribute__((always_inline)) void gp_set_columns(const gp_set_jo
      * -0 only when both terms are, so none is ever -0 and +-0 added changes
      * nothing. (Were one -0, only an all-zero sum's sign could differ, and
      * the down mask zeroes that product anyway.) So the inputs masked in
-     * every row are skipped, and a pass adds its inputs' zeros or skips a
-     * row whose inputs are all masked, as is cheaper. inf/NaN weights are
-     * out of scope. Each lane still adds its inputs in increasing k. */
+     * every row are skipped, and at B > 1 a pass adds a row's masked
+     * inputs' zeros rather than branch. inf/NaN weights are out of scope.
+     * Each lane still adds its inputs in increasing k. */
     /* whole 16-blocks: the columns past n are the rows' zero padding (ld is
      * n rounded up to 32) and the accumulators' spare width (W is a multiple
      * of 16), computed and never read */
