@@ -2,7 +2,9 @@
  * thread count (bitwise), the hot part plus the cold part against the CPU
  * reference's masked FFN (bf16 and fp16) with each listed neuron's active
  * flag (gp_cold_ffn_run_ex) the reference's, all neurons cold with zero
- * thresholds against its dense FFN, the bytes it reports, and refusals. */
+ * thresholds against its dense FFN, the bytes it reports, and refusals;
+ * the cold set (gp_cold_ffn_run_set) against the pack run bit for bit,
+ * after replacements too, and its refusals. */
 #include "gp_test.h"
 
 #include "gp_sparse.h"
@@ -377,6 +379,208 @@ static void test_stats_and_args(void **state)
     gp_host_weights_free(&w);
 }
 
+/* ---------------------------------------------------------------- cold set */
+
+/* The set run and the pack run over the same list (the set's), same chunks:
+ * y and the active flags bit for bit, the same active count; the set's
+ * weight bytes are the active inputs' gate/up for its neurons. */
+static void check_set_vs_pack(gp_cold_ffn *c, const gp_cold_pack *pk, const gp_cold_set *cs, int B,
+                              const uint16_t *x, float tg, float td, const char *what)
+{
+    const int H = gp_cold_pack_hidden(pk), n = gp_cold_set_count(cs);
+    const gp_dtype dt = gp_cold_pack_dtype(pk);
+    float *yp = malloc(sizeof(float) * B * H), *ys = malloc(sizeof(float) * B * H);
+    uint8_t *fp = malloc((size_t)n + 1), *fs = malloc((size_t)n + 1);
+    memset(fp, 0xee, (size_t)n + 1), memset(fs, 0xee, (size_t)n + 1); /* poisoned: each flag written */
+    for (int e = 0; e < B * H; e++)
+        ys[e] = NAN; /* y is written, not added to */
+    gp_cold_ffn_stats sp, ss;
+    GP_CHECK_OK(gp_cold_ffn_run_ex(c, pk, B, x, tg, td, gp_cold_set_neurons(cs), n, yp, fp, &sp));
+    GP_CHECK_OK(gp_cold_ffn_run_set(c, cs, B, x, tg, td, ys, fs, &ss));
+    if (memcmp(yp, ys, sizeof(float) * B * H) != 0)
+        for (int e = 0; e < B * H; e++)
+            if (memcmp(&yp[e], &ys[e], sizeof(float)) != 0)
+                fail_msg("%s %s B %d tg %g td %g: y[%d] pack %.9g set %.9g", what, gp_dtype_name(dt), B,
+                         (double)tg, (double)td, e, yp[e], ys[e]);
+    assert_memory_equal(fp, fs, (size_t)n + 1);
+    assert_int_equal(sp.active, ss.active);
+    int nk = 0;
+    for (int k = 0; k < H; k++) {
+        int on = 0;
+        for (int b = 0; b < B; b++)
+            on |= fabsf(gp_half_to_f32(x[(size_t)b * H + k], dt)) > tg;
+        nk += on;
+    }
+    assert_int_equal(ss.weight_bytes, (uint64_t)nk * 2 * n * 2 + (uint64_t)ss.active * H * 2);
+    assert_int_equal(ss.bytes, ss.weight_bytes + (uint64_t)B * H * 2);
+    free(yp), free(ys), free(fp), free(fs);
+}
+
+/* Both dtypes, hidden 64 (whole 16-blocks) and 72 (a tail), B in {1, 2, 3,
+ * 5, 8, 16}, thresholds 0, mid (the median |x| and a small down one) and
+ * all masked, 1 and 3 threads with the same chunks; then a run of
+ * replacements, after which the set still equals the pack run over its
+ * list. The cold set is a random ~60% of a full pack, unsorted. */
+static void test_set(void **state)
+{
+    const gp_dtype dts[2] = {GP_DTYPE_BF16, GP_DTYPE_F16};
+    const int Hs[2] = {64, 72}, Bs[6] = {1, 2, 3, 5, 8, 16};
+    for (int di = 0; di < 2; di++)
+        for (int hi = 0; hi < 2; hi++) {
+            const gp_dtype dt = dts[di];
+            const int H = Hs[hi], F = 200;
+            gp_host_weights w;
+            weights(dt, H, F, &w);
+            gp_cold_pack *pk;
+            GP_CHECK_OK(gp_cold_pack_create(&w, 0, dt, NULL, 0, &pk));
+            int *list = malloc(sizeof(int) * F), *rest = malloc(sizeof(int) * F), n = 0, nr = 0;
+            for (int j = 0; j < F; j++) {
+                if (uniform() < 0.6)
+                    list[n++] = j;
+                else
+                    rest[nr++] = j;
+            }
+            for (int i = n - 1; i > 0; i--) { /* positions need not follow neuron order */
+                const int r = (int)(uniform() * (i + 1)), t = list[i];
+                list[i] = list[r], list[r] = t;
+            }
+            gp_cold_set *cs;
+            GP_CHECK_OK(gp_cold_set_create(pk, list, n, &cs));
+            assert_int_equal(gp_cold_set_count(cs), n);
+            assert_memory_equal(gp_cold_set_neurons(cs), list, sizeof(int) * n);
+            assert_true(gp_cold_set_bytes(cs) >= (uint64_t)n * 3 * H * 2);
+            gp_cold_ffn *c[2];
+            gp_cold_ffn_params p = gp_cold_ffn_default_params();
+            p.chunks = 7, p.n_threads = 1;
+            GP_CHECK_OK(gp_cold_ffn_create(&p, &c[0]));
+            p.n_threads = 3;
+            GP_CHECK_OK(gp_cold_ffn_create(&p, &c[1]));
+            uint16_t *x = malloc(sizeof(uint16_t) * GP_SPARSE_MAX_B * H);
+            float *mag = malloc(sizeof(float) * GP_SPARSE_MAX_B * H);
+            for (int bi = 0; bi < 6; bi++) {
+                const int B = Bs[bi];
+                random_x(dt, B * H, x);
+                for (int e = 0; e < B * H; e++)
+                    mag[e] = fabsf(gp_half_to_f32(x[e], dt));
+                const float med = gp_median_f(mag, B * H);
+                const float tgs[3] = {0.0f, med, 1e30f}, tds[3] = {0.0f, 0.002f, 0.0f};
+                for (int ti = 0; ti < 3; ti++)
+                    for (int ci = 0; ci < 2; ci++)
+                        check_set_vs_pack(c[ci], pk, cs, B, x, tgs[ti], tds[ti], "fresh");
+                check_set_vs_pack(c[0], pk, cs, B, x, 0.0f, 1e30f, "down all masked");
+            }
+            /* swaps as a reload makes them, then a neuron swapped back */
+            for (int s = 0; s < 12 && s < nr; s++) {
+                const int i = (int)(uniform() * n), out = gp_cold_set_neurons(cs)[i];
+                GP_CHECK_OK(gp_cold_set_replace(cs, pk, out, rest[s]));
+                assert_int_equal(gp_cold_set_neurons(cs)[i], rest[s]);
+                rest[s] = out;
+            }
+            GP_CHECK_OK(gp_cold_set_replace(cs, pk, gp_cold_set_neurons(cs)[0], rest[0]));
+            for (int bi = 0; bi < 6; bi++) {
+                const int B = Bs[bi];
+                random_x(dt, B * H, x);
+                for (int e = 0; e < B * H; e++)
+                    mag[e] = fabsf(gp_half_to_f32(x[e], dt));
+                const float med = gp_median_f(mag, B * H);
+                for (int ci = 0; ci < 2; ci++)
+                    check_set_vs_pack(c[ci], pk, cs, B, x, med, 0.002f, "replaced");
+            }
+            /* a set built from the replaced list holds the same weights: same bits */
+            gp_cold_set *cs2;
+            GP_CHECK_OK(gp_cold_set_create(pk, gp_cold_set_neurons(cs), n, &cs2));
+            float *y1 = malloc(sizeof(float) * 5 * H), *y2 = malloc(sizeof(float) * 5 * H);
+            random_x(dt, 5 * H, x);
+            GP_CHECK_OK(gp_cold_ffn_run_set(c[1], cs, 5, x, 0.1f, 0.001f, y1, NULL, NULL));
+            GP_CHECK_OK(gp_cold_ffn_run_set(c[1], cs2, 5, x, 0.1f, 0.001f, y2, NULL, NULL));
+            assert_memory_equal(y1, y2, sizeof(float) * 5 * H);
+            free(y1), free(y2);
+            gp_cold_set_destroy(cs2);
+            gp_cold_ffn_destroy(c[0]), gp_cold_ffn_destroy(c[1]);
+            gp_cold_set_destroy(cs);
+            gp_cold_pack_destroy(pk);
+            gp_host_weights_free(&w);
+            free(list), free(rest), free(x), free(mag);
+        }
+}
+
+/* Empty sets, refusals of create, replace and run. */
+static void test_set_args(void **state)
+{
+    gp_host_weights w;
+    weights(GP_DTYPE_BF16, 0, 0, &w);
+    const int H = w.cfg.hidden;
+    gp_cold_pack *pk, *part, *f16;
+    GP_CHECK_OK(gp_cold_pack_create(&w, 0, GP_DTYPE_BF16, NULL, 0, &pk));
+    GP_CHECK_OK(gp_cold_pack_create(&w, 0, GP_DTYPE_F16, NULL, 0, &f16));
+    const int some[3] = {1, 2, 9};
+    GP_CHECK_OK(gp_cold_pack_create(&w, 0, GP_DTYPE_BF16, some, 3, &part));
+    gp_cold_ffn_params p = gp_cold_ffn_default_params();
+    p.n_threads = 2;
+    gp_cold_ffn *c;
+    GP_CHECK_OK(gp_cold_ffn_create(&p, &c));
+    uint16_t x[2 * 64];
+    random_x(GP_DTYPE_BF16, 2 * H, x);
+    float y[2 * 64];
+
+    gp_cold_set *cs;
+    GP_CHECK_OK(gp_cold_set_create(pk, NULL, 0, &cs)); /* an all-hot layer: zeros */
+    assert_int_equal(gp_cold_set_count(cs), 0);
+    for (int e = 0; e < 2 * H; e++)
+        y[e] = 1.0f;
+    gp_cold_ffn_stats s;
+    GP_CHECK_OK(gp_cold_ffn_run_set(c, cs, 2, x, 0.0f, 0.0f, y, NULL, &s));
+    for (int e = 0; e < 2 * H; e++)
+        assert_true(y[e] == 0.0f);
+    assert_int_equal(s.active, 0);
+    assert_int_equal(s.weight_bytes, 0);
+    gp_cold_set_destroy(cs);
+
+    const int dup[2] = {3, 3}, absent[2] = {2, 5};
+    GP_CHECK_FAIL(gp_cold_set_create(NULL, some, 3, &cs), GP_ERR_INVALID_ARG, "must not be NULL");
+    GP_CHECK_FAIL(gp_cold_set_create(pk, some, 3, NULL), GP_ERR_INVALID_ARG, "must not be NULL");
+    GP_CHECK_FAIL(gp_cold_set_create(pk, NULL, 3, &cs), GP_ERR_INVALID_ARG, "neurons when n > 0");
+    GP_CHECK_FAIL(gp_cold_set_create(pk, some, -1, &cs), GP_ERR_INVALID_ARG, "n -1 neurons (allowed 0..");
+    GP_CHECK_FAIL(gp_cold_set_create(part, some, 4, &cs), GP_ERR_INVALID_ARG, "n 4 neurons (allowed 0..3");
+    GP_CHECK_FAIL(gp_cold_set_create(pk, dup, 2, &cs), GP_ERR_INVALID_ARG, "neurons[1] = 3 repeats neurons[0]");
+    GP_CHECK_FAIL(gp_cold_set_create(part, absent, 2, &cs), GP_ERR_INVALID_ARG,
+                  "neurons[1] = 5 is not in the pack");
+
+    GP_CHECK_OK(gp_cold_set_create(part, some, 2, &cs)); /* {1, 2}; 9 is packed but outside */
+    GP_CHECK_FAIL(gp_cold_set_replace(NULL, part, 1, 9), GP_ERR_INVALID_ARG, "must not be NULL");
+    GP_CHECK_FAIL(gp_cold_set_replace(cs, NULL, 1, 9), GP_ERR_INVALID_ARG, "must not be NULL");
+    GP_CHECK_FAIL(gp_cold_set_replace(cs, part, 9, 1), GP_ERR_INVALID_ARG, "out 9 is not in the set");
+    GP_CHECK_FAIL(gp_cold_set_replace(cs, part, -1, 9), GP_ERR_INVALID_ARG, "out -1 is not in the set");
+    GP_CHECK_FAIL(gp_cold_set_replace(cs, part, 1, 2), GP_ERR_INVALID_ARG, "in 2 is already in the set");
+    GP_CHECK_FAIL(gp_cold_set_replace(cs, part, 1, 7), GP_ERR_INVALID_ARG, "in 7 is not in the pack");
+    GP_CHECK_FAIL(gp_cold_set_replace(cs, f16, 1, 9), GP_ERR_INVALID_ARG, "F16");
+    const int before[2] = {1, 2};
+    assert_memory_equal(gp_cold_set_neurons(cs), before, sizeof before); /* refusals change nothing */
+    GP_CHECK_OK(gp_cold_set_replace(cs, part, 1, 9));
+    GP_CHECK_OK(gp_cold_set_replace(cs, pk, 9, 100)); /* another pack of the same layer and dtype */
+    const int after[2] = {100, 2};
+    assert_memory_equal(gp_cold_set_neurons(cs), after, sizeof after);
+    GP_CHECK_FAIL(gp_cold_set_replace(cs, pk, 9, 1), GP_ERR_INVALID_ARG, "out 9 is not in the set");
+
+    GP_CHECK_FAIL(gp_cold_ffn_run_set(NULL, cs, 1, x, 0.0f, 0.0f, y, NULL, NULL), GP_ERR_INVALID_ARG, "NULL");
+    GP_CHECK_FAIL(gp_cold_ffn_run_set(c, NULL, 1, x, 0.0f, 0.0f, y, NULL, NULL), GP_ERR_INVALID_ARG, "NULL");
+    GP_CHECK_FAIL(gp_cold_ffn_run_set(c, cs, 1, NULL, 0.0f, 0.0f, y, NULL, NULL), GP_ERR_INVALID_ARG, "NULL");
+    GP_CHECK_FAIL(gp_cold_ffn_run_set(c, cs, 1, x, 0.0f, 0.0f, NULL, NULL, NULL), GP_ERR_INVALID_ARG, "NULL");
+    GP_CHECK_FAIL(gp_cold_ffn_run_set(c, cs, 0, x, 0.0f, 0.0f, y, NULL, NULL), GP_ERR_INVALID_ARG,
+                  "gp_cold_ffn_run_set: B 0 (allowed 1..16)");
+    GP_CHECK_FAIL(gp_cold_ffn_run_set(c, cs, 17, x, 0.0f, 0.0f, y, NULL, NULL), GP_ERR_INVALID_ARG, "B 17");
+    GP_CHECK_FAIL(gp_cold_ffn_run_set(c, cs, 1, x, -1.0f, 0.0f, y, NULL, NULL), GP_ERR_INVALID_ARG, "gate_up -1");
+    GP_CHECK_FAIL(gp_cold_ffn_run_set(c, cs, 1, x, 0.0f, INFINITY, y, NULL, NULL), GP_ERR_INVALID_ARG, "down inf");
+    gp_cold_set_destroy(cs);
+    gp_cold_set_destroy(NULL);
+    assert_int_equal(gp_cold_set_count(NULL), 0);
+    gp_cold_ffn_destroy(c);
+    gp_cold_pack_destroy(pk);
+    gp_cold_pack_destroy(part);
+    gp_cold_pack_destroy(f16);
+    gp_host_weights_free(&w);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -384,6 +588,8 @@ int main(void)
         cmocka_unit_test(test_threads),
         cmocka_unit_test(test_reference),
         cmocka_unit_test(test_stats_and_args),
+        cmocka_unit_test(test_set),
+        cmocka_unit_test(test_set_args),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
