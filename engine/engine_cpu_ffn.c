@@ -48,10 +48,9 @@ struct gp_engine_cpu_ffn {
     gp_hotset_plan plan;
     gp_cold_ffn *cold;
     gp_cold_pack **pack;   /* [L]: every neuron of the layer, in the engine dtype */
-    gp_cold_set **set;     /* [L]: the cold neurons laid out by input, in cold_list's order */
     unsigned char *pinned; /* [L]: pack registered with CUDA (reloads copy from it asynchronously) */
     int all_pinned;
-    int *cold_list;        /* [L][F - H]: each layer's cold neurons in its set's order */
+    int *cold_list;        /* [L][F - H]: each layer's cold neurons, ascending */
     uint8_t *cold_flags;   /* [L][F - H]: the last step's cold activity, per listed neuron */
     uint8_t *active;       /* [F] scratch of the observation */
     cold_arg *args;        /* [L] */
@@ -100,7 +99,7 @@ gp_cpu_ffn_params gp_cpu_ffn_default_params(void)
     gp_cold_ffn_params cp = gp_cold_ffn_default_params();
     return (gp_cpu_ffn_params){.hot_per_layer = 0, .reload_window = hp.reload_window, .decay = hp.decay,
                                .margin = hp.margin, .max_swaps = hp.max_swaps, .n_threads = cp.n_threads,
-                               .chunks = cp.chunks, .set_max_rows = 2};
+                               .chunks = cp.chunks};
 }
 
 void gp_engine_cpu_ffn_free(gp_engine *e)
@@ -146,9 +145,6 @@ void gp_engine_cpu_ffn_free(gp_engine *e)
         gp_cold_pack_destroy(cf->pack[l]);
     }
     free(cf->pack);
-    for (int l = 0; cf->set && l < cf->L; l++)
-        gp_cold_set_destroy(cf->set[l]);
-    free(cf->set);
     free(cf->pinned);
     gp_cold_ffn_destroy(cf->cold);
     gp_hotset_plan_free(&cf->plan);
@@ -162,34 +158,13 @@ void gp_engine_cpu_ffn_free(gp_engine *e)
     e->cf = NULL;
 }
 
-/* Each layer's cold set from the tracker's cold neurons; the list the
- * callbacks and the activity use is the set's order. */
-static gp_status build_cold_sets(gp_engine_cpu_ffn *cf)
+static gp_status refresh_cold_lists(gp_engine_cpu_ffn *cf)
 {
     for (int l = 0; l < cf->L; l++) {
-        int *list = cf->cold_list + (size_t)l * cf->n_cold, n = 0;
-        GP_TRY(gp_hotset_cold_list(cf->hs, l, list, &n));
+        int n = 0;
+        GP_TRY(gp_hotset_cold_list(cf->hs, l, cf->cold_list + (size_t)l * cf->n_cold, &n));
         if (n != cf->n_cold)
             GP_FAIL(GP_ERR_STATE, "cpu-ffn: layer %d has %d cold neurons, expected %d", l, n, cf->n_cold);
-        GP_TRY(gp_cold_set_create(cf->pack[l], list, n, &cf->set[l]));
-        if (n)
-            memcpy(list, gp_cold_set_neurons(cf->set[l]), sizeof(int) * (size_t)n);
-    }
-    return GP_OK;
-}
-
-/* A committed plan on the CPU side: each swapped-in neuron leaves its
- * layer's cold set and the swapped-out one takes its place. */
-static gp_status swap_cold_sets(gp_engine_cpu_ffn *cf)
-{
-    for (int l = 0; l < cf->L; l++) {
-        for (int i = 0; i < cf->plan.n_swaps[l]; i++) {
-            const gp_hotset_swap *sw = &cf->plan.swaps[(size_t)l * cf->plan.cap + i];
-            GP_TRY(gp_cold_set_replace(cf->set[l], cf->pack[l], sw->in, sw->out));
-        }
-        if (cf->plan.n_swaps[l] > 0)
-            memcpy(cf->cold_list + (size_t)l * cf->n_cold, gp_cold_set_neurons(cf->set[l]),
-                   sizeof(int) * (size_t)cf->n_cold);
     }
     return GP_OK;
 }
@@ -292,7 +267,6 @@ static gp_status setup(gp_engine *e, gp_engine_cpu_ffn *cf, const gp_host_weight
     const int L = cf->L, F = cf->F, H = cf->H;
     const size_t nc = (size_t)L * (size_t)(F - H);
     cf->pack = calloc((size_t)L, sizeof *cf->pack);
-    cf->set = calloc((size_t)L, sizeof *cf->set);
     cf->cold_list = malloc(sizeof(int) * (nc ? nc : 1));
     cf->cold_flags = calloc(nc ? nc : 1, 1);
     cf->active = malloc((size_t)F);
@@ -301,14 +275,14 @@ static gp_status setup(gp_engine *e, gp_engine_cpu_ffn *cf, const gp_host_weight
     cf->pinned = calloc((size_t)L, 1);
     cf->reload_ev = calloc((size_t)L, sizeof *cf->reload_ev);
     cf->reload_pending = calloc((size_t)L, 1);
-    if (!cf->pack || !cf->set || !cf->cold_list || !cf->cold_flags || !cf->active || !cf->args || !cf->ran || !cf->pinned ||
+    if (!cf->pack || !cf->cold_list || !cf->cold_flags || !cf->active || !cf->args || !cf->ran || !cf->pinned ||
         !cf->reload_ev || !cf->reload_pending)
         GP_FAIL(GP_ERR_NO_MEMORY, "gp_engine_set_cpu_ffn: out of host memory for %d layers", L);
     for (int l = 0; l < L; l++) {
         GP_TRY(gp_cold_pack_create(w, l, e->dtype, NULL, 0, &cf->pack[l]));
         cf->args[l] = (cold_arg){.cf = cf, .layer = l};
     }
-    GP_TRY(build_cold_sets(cf));
+    GP_TRY(refresh_cold_lists(cf));
 
     const size_t Hd = (size_t)cf->Hd, MB = (size_t)cf->max_b;
     cf->layer_elems = (size_t)3 * H * Hd;
@@ -363,9 +337,6 @@ gp_status gp_engine_set_cpu_ffn(gp_engine *e, const gp_host_weights *w, const gp
         GP_FAIL(GP_ERR_INVALID_ARG, "gp_engine_set_cpu_ffn: hot_per_layer %d (allowed: a multiple of %d in 1..%d, "
                 "or ffn = %d; gp_hotset_capacity derives it from a byte budget)", H, GP_HOTSET_ALIGN, c->ffn,
                 c->ffn);
-    if (p->set_max_rows < 0 || p->set_max_rows > GP_SPARSE_MAX_B)
-        GP_FAIL(GP_ERR_INVALID_ARG, "gp_engine_set_cpu_ffn: set_max_rows %d (allowed 0..%d)", p->set_max_rows,
-                GP_SPARSE_MAX_B);
     gp_engine_cpu_ffn *cf = calloc(1, sizeof *cf);
     if (!cf)
         GP_FAIL(GP_ERR_NO_MEMORY, "gp_engine_set_cpu_ffn: out of host memory");
@@ -405,15 +376,9 @@ static void CUDART_CB cold_callback(void *arg)
     const int l = a->layer;
     const double t0 = gp_now_s();
     gp_cold_ffn_stats s = {0};
-    /* the two layouts give the same bits; the set reads only active inputs' gate/up weights, which
-     * pays while the batch's union of active inputs is small */
-    uint8_t *flags = cf->cold_flags + (size_t)l * cf->n_cold;
-    gp_status st = a->B <= cf->p.set_max_rows
-                       ? gp_cold_ffn_run_set(cf->cold, cf->set[l], a->B, cf->x_h, a->t_gate_up, a->t_down,
-                                             cf->y_h, flags, &s)
-                       : gp_cold_ffn_run_ex(cf->cold, cf->pack[l], a->B, cf->x_h, a->t_gate_up, a->t_down,
-                                            cf->cold_list + (size_t)l * cf->n_cold, cf->n_cold, cf->y_h, flags,
-                                            &s);
+    gp_status st = gp_cold_ffn_run_ex(cf->cold, cf->pack[l], a->B, cf->x_h, a->t_gate_up, a->t_down,
+                                      cf->cold_list + (size_t)l * cf->n_cold, cf->n_cold, cf->y_h,
+                                      cf->cold_flags + (size_t)l * cf->n_cold, &s);
     if (st != GP_OK) {
         if (cf->cb_status == GP_OK) {
             cf->cb_status = st;
@@ -550,7 +515,7 @@ gp_status gp_engine_cpu_ffn_end(gp_engine *e)
     if (cf->plan.total == 0)
         return GP_OK;
     GP_TRY(apply_swaps(e, cf));
-    return swap_cold_sets(cf);
+    return refresh_cold_lists(cf);
 }
 
 gp_status gp_engine_cpu_ffn_stats(gp_engine *e, gp_cpu_ffn_stats *out, int reset)
@@ -578,7 +543,7 @@ gp_status gp_engine_cpu_ffn_stats(gp_engine *e, gp_cpu_ffn_stats *out, int reset
     out->hot_bytes = cf->layer_elems * 2 * (uint64_t)cf->L;
     out->reload_async = cf->all_pinned;
     for (int l = 0; l < cf->L; l++)
-        out->host_bytes += gp_cold_pack_bytes(cf->pack[l]) + gp_cold_set_bytes(cf->set[l]);
+        out->host_bytes += gp_cold_pack_bytes(cf->pack[l]);
     if (reset) {
         cf->steps = 0;
         cf->cpu_ms = 0.0;

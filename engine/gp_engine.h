@@ -261,11 +261,6 @@ typedef struct gp_cpu_ffn_params {
     int n_threads;        /* CPU threads of the cold neurons: 0 (default) the online CPUs up to 16, or 1..16 */
     int chunks;           /* the cold list's pieces (gp_cold_ffn_params; results depend on it, never on
                              n_threads); 1..256, default 48 */
-    int set_max_rows;     /* steps of at most this many rows run the cold neurons from their set laid out
-                             by input (gp_cold_ffn_run_set: only the active inputs' gate/up weights read),
-                             larger ones from the pack (every cold gate/up row read; cheaper in compute
-                             once the batch's union of active inputs is nearly all of them); the same
-                             bits either way. 0..GP_SPARSE_MAX_B, default 2 */
 } gp_cpu_ffn_params;
 gp_cpu_ffn_params gp_cpu_ffn_default_params(void);
 
@@ -299,7 +294,7 @@ typedef struct gp_cpu_ffn_stats {
     uint64_t cpu_bytes;     /* bytes the CPU read (weights and x, gp_cold_ffn_stats.bytes), summed */
     double cpu_bytes_per_step;
     uint64_t hot_bytes;     /* device bytes of the hot cache (every layer) */
-    uint64_t host_bytes;    /* host bytes of the packed FFN weights and the cold sets */
+    uint64_t host_bytes;    /* host bytes of the packed FFN weights */
     int reload_async;       /* 1: the packs are page-locked and reloads overlap the next step */
 } gp_cpu_ffn_stats;
 /* Statistics since set_cpu_ffn or the last reset; GP_ERR_STATE when off.

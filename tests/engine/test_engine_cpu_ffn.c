@@ -7,9 +7,8 @@
  *      sparse test's SPARSE_ZERO_TOL;
  *  (c) a quarter hot, calibrated thresholds: the sparse engine's within the
  *      sparse test's masked bound (SPARSE_REF_TOL, SPARSE_REF_AGREE);
- *  (d) as (c) with a reload every step from a cold start, the CPU reading
- *      the cold sets laid out by input: the same bound while neurons move
- *      between the cache and the CPU, and the counts;
+ *  (d) as (c) with a reload every step from a cold start: the same bound
+ *      while neurons move between the cache and the CPU, and the counts;
  *  (e) as (d) on streamed weights with FFN groups on demand (the attention
  *      projections dense there, so against resident weights whose qkv and o
  *      thresholds are 0): the same bound, and no FFN group copied in the
@@ -168,7 +167,6 @@ static void check_model(const char *spec)
     gp_cpu_ffn_params p = gp_cpu_ffn_default_params();
     p.reload_window = 1;
     p.margin = 0.0;
-    p.set_max_rows = GP_SPARSE_MAX_B; /* the cold sets, replaced at every reload (the pack elsewhere) */
     logits_of(dw, &hw, &sp, F / 4, NULL, &p, false, got, &st);
     d = gp_test_rel_err(got, sparse, (int)n);
     same = agree(got, sparse, rows, V);
@@ -331,15 +329,11 @@ static void test_refusals(void **state)
     GP_CHECK_FAIL(gp_engine_set_cpu_ffn(e, &hw, NULL, &p), GP_ERR_INVALID_ARG, "n_threads 99");
     assert_false(gp_engine_cpu_ffn_on(e));
     p.n_threads = 2;
-    p.set_max_rows = 17;
-    GP_CHECK_FAIL(gp_engine_set_cpu_ffn(e, &hw, NULL, &p), GP_ERR_INVALID_ARG, "set_max_rows 17");
-    p.set_max_rows = 2;
     GP_CHECK_OK(gp_engine_set_cpu_ffn(e, &hw, NULL, &p));
     assert_true(gp_engine_cpu_ffn_on(e));
     GP_CHECK_OK(gp_engine_cpu_ffn_stats(e, &st, 0));
     assert_int_equal(st.hot_per_layer, 16);
-    /* every neuron packed, and the cold ones once more laid out by input (rows padded to 64 bytes) */
-    assert_true(st.host_bytes >= (uint64_t)c->n_layers * (2 * c->ffn - 16) * gp_hotset_neuron_bytes(c, GP_DTYPE_BF16));
+    assert_int_equal(st.host_bytes, (uint64_t)c->n_layers * c->ffn * gp_hotset_neuron_bytes(c, GP_DTYPE_BF16));
     assert_int_equal(st.hot_bytes, (uint64_t)c->n_layers * 16 * gp_hotset_neuron_bytes(c, GP_DTYPE_BF16));
     /* a new sparsity turns it off; NULL host weights too */
     GP_CHECK_OK(gp_engine_set_sparsity(e, sp0.thresholds));
