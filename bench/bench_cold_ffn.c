@@ -1,13 +1,9 @@
 /* gp_bench_cold_ffn: the cold-neuron CPU FFN (sparse/gp_cold_ffn_run) on
  * the Llama-3-8B FFN shape (hidden 4096, ffn 14336) with random bf16
- * weights, per batch and layout (the pack, which reads every cold neuron's
- * gate/up rows, and the set, gp_cold_ffn_run_set, which reads only the
- * active inputs' gate/up weights; same neurons, same thresholds): median
- * ms per call over repeats (layers taken in turn, so each call reads
- * weights the last one did not), the weight bytes a call reads and their
- * rate, and the set's max |y difference| from the pack's (0: it is bit for
- * bit), beside the host's read bandwidth measured in the same program by a
- * multi-threaded streaming read of a 1 GiB buffer.
+ * weights, per batch: median ms per call over repeats (layers taken in
+ * turn, so each call reads weights the last one did not), the weight bytes
+ * a call reads and their rate, beside the host's read bandwidth measured in
+ * the same program by a multi-threaded streaming read of a 1 GiB buffer.
  * Thresholds: the median |x| for gate/up and, per batch, the median |SwiGLU
  * output| of a sample of neurons for down, so about half of each row's down
  * inputs are dropped (the union over B rows is more: printed). No GPU;
@@ -40,7 +36,7 @@ static void usage(FILE *f)
             "  --cold-share F  share of each layer's neurons that are cold (on the CPU), 0 < F <= 1\n"
             "                  (default 0.5); the cold set is a random one\n"
             "  --layers N      layers of weights, 1..64 (default 2; each is ~0.35 GB of FFN weights plus\n"
-            "                  its cold pack and cold set); calls take them in turn\n",
+            "                  its cold pack); calls take them in turn\n",
             GP_SPARSE_MAX_B);
 }
 
@@ -158,12 +154,6 @@ int main(int argc, char **argv)
             fprintf(stderr, NAME ": %s\n", gp_last_error());
             return 1;
         }
-    gp_cold_set **cs = calloc((size_t)L, sizeof *cs);
-    for (int l = 0; l < L; l++)
-        if (gp_cold_set_create(pk[l], cold, n_cold, &cs[l]) != GP_OK) {
-            fprintf(stderr, NAME ": %s\n", gp_last_error());
-            return 1;
-        }
     gp_cold_ffn_params p = gp_cold_ffn_default_params();
     p.n_threads = (int)threads;
     gp_cold_ffn *c;
@@ -176,11 +166,11 @@ int main(int argc, char **argv)
     printf("%s: llama3-8b FFN (hidden %d, ffn %d), bf16, %d layers, %d cold neurons a layer (%.0f%%), "
            "%d threads, %ld repeats, chunks %d\n", NAME, H, F, L, n_cold, 100.0 * n_cold / F, T, repeat, p.chunks);
     printf("host read bandwidth (%d threads, 1 GiB streamed): %.1f GB/s\n", T, host_gbs);
-    printf("%3s %6s %9s %9s %9s %9s %9s %10s %8s %9s\n", "B", "layout", "t_gu", "t_down", "active", "ms", "min ms",
-           "weight MB", "GB/s", "max|dy|");
+    printf("%3s %9s %9s %9s %9s %9s %10s %8s\n", "B", "t_gu", "t_down", "active", "ms", "min ms", "weight MB",
+           "GB/s");
 
     uint16_t *x = malloc(sizeof(uint16_t) * GP_SPARSE_MAX_B * H);
-    float *y = malloc(sizeof(float) * GP_SPARSE_MAX_B * H), *y0 = malloc(sizeof(float) * GP_SPARSE_MAX_B * H);
+    float *y = malloc(sizeof(float) * GP_SPARSE_MAX_B * H);
     double *ms = malloc(sizeof(double) * repeat), *gb = malloc(sizeof(double) * repeat);
     for (int bi = 0; bi < n_batches; bi++) {
         const int B = (int)batches[bi];
@@ -193,57 +183,35 @@ int main(int argc, char **argv)
         const float tg = gp_median_f(mag, B * H);
         free(mag);
         const float td = down_threshold(&w, x, B, tg);
-        for (int set = 0; set < 2; set++) {
-            gp_cold_ffn_stats st = {0};
-            long active = 0;
-            /* layer 0 untimed: a warm-up, and the pack's y the set's is compared with */
-            float *yw = set ? y : y0;
-            const gp_status w0 = set ? gp_cold_ffn_run_set(c, cs[0], B, x, tg, td, yw, NULL, &st)
-                                     : gp_cold_ffn_run(c, pk[0], B, x, tg, td, cold, n_cold, yw, &st);
-            if (w0 != GP_OK) {
+        gp_cold_ffn_stats st = {0};
+        long active = 0;
+        if (gp_cold_ffn_run(c, pk[0], B, x, tg, td, cold, n_cold, y, &st) != GP_OK) { /* warm-up */
+            fprintf(stderr, NAME ": %s\n", gp_last_error());
+            return 1;
+        }
+        for (int r = 0; r < repeat; r++) {
+            const int l = (r + 1) % L;
+            const double t0 = gp_now_s();
+            if (gp_cold_ffn_run(c, pk[l], B, x, tg, td, cold, n_cold, y, &st) != GP_OK) {
                 fprintf(stderr, NAME ": %s\n", gp_last_error());
                 return 1;
             }
-            double maxd = 0.0;
-            if (set)
-                for (int e = 0; e < B * H; e++)
-                    maxd = fmax(maxd, fabs((double)y[e] - y0[e]));
-            for (int r = 0; r < repeat; r++) {
-                const int l = (r + 1) % L;
-                const double t0 = gp_now_s();
-                const gp_status rs = set ? gp_cold_ffn_run_set(c, cs[l], B, x, tg, td, y, NULL, &st)
-                                         : gp_cold_ffn_run(c, pk[l], B, x, tg, td, cold, n_cold, y, &st);
-                if (rs != GP_OK) {
-                    fprintf(stderr, NAME ": %s\n", gp_last_error());
-                    return 1;
-                }
-                const double dt = gp_now_s() - t0;
-                ms[r] = dt * 1e3;
-                gb[r] = (double)st.weight_bytes / dt / 1e9;
-                active += st.active;
-            }
-            const double med = gp_median_d(ms, (int)repeat), mn = ms[0];
-            const double med_gb = gp_median_d(gb, (int)repeat);
-            char dy[32];
-            if (set)
-                snprintf(dy, sizeof dy, "%.3g", maxd);
-            else
-                snprintf(dy, sizeof dy, "-");
-            printf("%3d %6s %9.4f %9.5f %8.1f%% %9.3f %9.3f %10.1f %8.2f %9s\n", B, set ? "set" : "pack", tg, td,
-                   100.0 * (double)active / ((double)repeat * n_cold), med, mn, (double)st.weight_bytes / 1e6, med_gb,
-                   dy);
+            const double dt = gp_now_s() - t0;
+            ms[r] = dt * 1e3;
+            gb[r] = (double)st.weight_bytes / dt / 1e9;
+            active += st.active;
         }
+        const double med = gp_median_d(ms, (int)repeat), mn = ms[0];
+        const double med_gb = gp_median_d(gb, (int)repeat);
+        printf("%3d %9.4f %9.5f %8.1f%% %9.3f %9.3f %10.1f %8.2f\n", B, tg, td,
+               100.0 * (double)active / ((double)repeat * n_cold), med, mn, (double)st.weight_bytes / 1e6, med_gb);
     }
-    printf("GB/s: weight bytes of a call (pack: gate and up rows of every cold neuron; set: their gate and up "
-           "weights of the active inputs only; both: down columns of the active ones) over its time, median over "
-           "calls; compare with the host read bandwidth above. max|dy|: the set's y against the pack's on layer 0 "
-           "(0: the same bits).\n");
-    for (int l = 0; l < L; l++) {
+    printf("GB/s: weight bytes of a call (gate and up rows of every cold neuron, down columns of the active ones) "
+           "over its time, median over calls; compare with the host read bandwidth above.\n");
+    for (int l = 0; l < L; l++)
         gp_cold_pack_destroy(pk[l]);
-        gp_cold_set_destroy(cs[l]);
-    }
     gp_cold_ffn_destroy(c);
     gp_host_weights_free(&w);
-    free(pk), free(cs), free(cold), free(x), free(y), free(y0), free(ms), free(gb);
+    free(pk), free(cold), free(x), free(y), free(ms), free(gb);
     return 0;
 }

@@ -308,29 +308,6 @@ void *gp_cold_pack_data(gp_cold_pack *pk);
 /* Neuron j's packed 3 x hidden values, or NULL when it is not in the pack. */
 const void *gp_cold_pack_neuron(const gp_cold_pack *pk, int j);
 
-/* One layer's cold neurons laid out by input, so a step reads only the
- * gate and up weights of its active inputs (the pack reads every neuron's
- * whole rows): position i holds neurons[i]; gate and up transposed, input
- * k's gate row then up row ([hidden][2][n], each row padded to whole cache
- * lines), so input k's weights for every neuron of the set are contiguous;
- * down columns [n][hidden] as in the pack. The pack's dtype. */
-typedef struct gp_cold_set gp_cold_set; /* opaque */
-/* From pk holding (at least) neurons[n] (distinct; 0 <= n <= the pack's
- * count; n = 0 is an empty set, whose runs give zeros). */
-gp_status gp_cold_set_create(const gp_cold_pack *pk, const int *neurons, int n, gp_cold_set **out);
-void gp_cold_set_destroy(gp_cold_set *cs); /* NULL is fine */
-int gp_cold_set_count(const gp_cold_set *cs);
-/* [n]: the neuron at each position. */
-const int *gp_cold_set_neurons(const gp_cold_set *cs);
-/* Bytes of weights held, the padding of the gate/up rows included. */
-uint64_t gp_cold_set_bytes(const gp_cold_set *cs);
-/* Neuron in (from pk, of the set's hidden size and dtype, and not in the
- * set) takes neuron out's position: a hot-set reload's swap (out went to
- * the GPU's hot cache, in came from it). Strided writes of one column of
- * gate/up plus one down row. Refused (nothing changed) when out is not in
- * the set, in is already in it or not in pk. */
-gp_status gp_cold_set_replace(gp_cold_set *cs, const gp_cold_pack *pk, int out, int in);
-
 typedef struct gp_cold_ffn_params {
     int n_threads; /* 0 (default): the online CPUs, at most 16; or 1..16 */
     int chunks;    /* the neuron list is cut into this many pieces, each summed into its own partial y,
@@ -370,14 +347,6 @@ gp_status gp_cold_ffn_run(gp_cold_ffn *c, const gp_cold_pack *pk, int B, const v
 gp_status gp_cold_ffn_run_ex(gp_cold_ffn *c, const gp_cold_pack *pk, int B, const void *x, float t_gate_up,
                              float t_down, const int *neurons, int n, float *y, uint8_t *active_out,
                              gp_cold_ffn_stats *stats);
-/* gp_cold_ffn_run_ex over a cold set, bit for bit: neurons =
- * gp_cold_set_neurons(cs), the same chunks of that list for the down
- * partial sums, active_out[i] (room for the set's count; may be NULL) for
- * position i. stats->weight_bytes counts the gate and up weights of the
- * active inputs (|x| > t_gate_up in some row) for the set's neurons plus
- * the active neurons' down columns. */
-gp_status gp_cold_ffn_run_set(gp_cold_ffn *c, const gp_cold_set *cs, int B, const void *x, float t_gate_up,
-                              float t_down, float *y, uint8_t *active_out, gp_cold_ffn_stats *stats);
 
 #ifdef __cplusplus
 }
