@@ -155,6 +155,7 @@ static gp_status calibrate(const gp_host_weights *hw, double target, int seqs, i
 
 int main(int argc, char **argv)
 {
+    setvbuf(stdout, NULL, _IOLBF, 0); /* each row as it finishes, also when a later one is cut off */
     const char *prog = "gp_bench_cpu_ffn", *model = GP_DEFAULT_PRESET, *spf = NULL, *batches = "1,8";
     long C = 1024, warmup = 5, repeat = 30, threads = 0, layers = 0, calib_seqs = 4, calib_len = 32, window = 0;
     double target = 0.5;
