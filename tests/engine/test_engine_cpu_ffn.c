@@ -48,8 +48,9 @@
 
 /* Prefill MAX_B prompts, then STEPS steps of fixed tokens (not the greedy
  * ones: engines that differ in rounding stay on one path); every step's
- * logits into logits [STEPS][MAX_B][V]. */
-static void run(gp_engine *e, int V, float *logits)
+ * logits into logits [STEPS][MAX_B][V]. With streamed weights sw, *ss
+ * receives the streamer's statistics of the decode steps alone. */
+static void run_ex(gp_engine *e, int V, float *logits, gp_device_weights *sw, gp_streamer_stats *ss)
 {
     int32_t p[MAX_B][9], next[MAX_B], tok[MAX_B];
     gp_prefill_seq seqs[MAX_B];
@@ -59,12 +60,21 @@ static void run(gp_engine *e, int V, float *logits)
         seqs[s] = (gp_prefill_seq){s, 3 + 2 * s, p[s]};
     }
     GP_CHECK_OK(gp_engine_prefill_batch(e, MAX_B, seqs, next, NULL, NULL));
+    if (sw)
+        GP_CHECK_OK(gp_device_weights_stream_stats(sw, ss, 1));
     const int ids[MAX_B] = {0, 1, 2, 3};
     for (int st = 0; st < STEPS; st++) {
         for (int s = 0; s < MAX_B; s++)
             tok[s] = (int32_t)((31 * st + 17 * s + 5) % V);
         GP_CHECK_OK(gp_engine_decode_step(e, MAX_B, ids, tok, next, logits + (size_t)st * MAX_B * V));
     }
+    if (sw)
+        GP_CHECK_OK(gp_device_weights_stream_stats(sw, ss, 0));
+}
+
+static void run(gp_engine *e, int V, float *logits)
+{
+    run_ex(e, V, logits, NULL, NULL);
 }
 
 static int argmax(const float *v, int n)
@@ -205,24 +215,9 @@ static void check_model(const char *spec)
     GP_CHECK_OK(gp_engine_set_sparsity(e, sp.thresholds));
     GP_CHECK_OK(gp_engine_set_cpu_ffn(e, &hw, NULL, &ps));
     memset(got, 0xff, sizeof(float) * n);
-    /* run()'s prefill copies the FFN groups; its decode steps must not */
+    /* the prefill copies the FFN groups; the decode steps must not */
     gp_streamer_stats ss;
-    int32_t p0[MAX_B][9], nx[MAX_B], tk[MAX_B];
-    gp_prefill_seq seqs[MAX_B];
-    for (int s2 = 0; s2 < MAX_B; s2++) {
-        for (int i = 0; i < 9; i++)
-            p0[s2][i] = (int32_t)((13 * i + 7 * s2 + 1) % V);
-        seqs[s2] = (gp_prefill_seq){s2, 3 + 2 * s2, p0[s2]};
-    }
-    GP_CHECK_OK(gp_engine_prefill_batch(e, MAX_B, seqs, nx, NULL, NULL));
-    GP_CHECK_OK(gp_device_weights_stream_stats(sw, &ss, 1));
-    const int ids[MAX_B] = {0, 1, 2, 3};
-    for (int t = 0; t < STEPS; t++) {
-        for (int s2 = 0; s2 < MAX_B; s2++)
-            tk[s2] = (int32_t)((31 * t + 17 * s2 + 5) % V);
-        GP_CHECK_OK(gp_engine_decode_step(e, MAX_B, ids, tk, nx, got + (size_t)t * MAX_B * V));
-    }
-    GP_CHECK_OK(gp_device_weights_stream_stats(sw, &ss, 0));
+    run_ex(e, V, got, sw, &ss);
     GP_CHECK_OK(gp_engine_cpu_ffn_stats(e, &st, 0));
     d = gp_test_rel_err(got, sparse, (int)n);
     same = agree(got, sparse, rows, V);
