@@ -8,7 +8,6 @@
  * output| of a sample of neurons for down, so about half of each row's down
  * inputs are dropped (the union over B rows is more: printed). No GPU;
  * asserts nothing. Run with --help for the flags. */
-#include <errno.h>
 #include <getopt.h>
 #include <math.h>
 #include <stdio.h>
@@ -108,15 +107,12 @@ int main(int argc, char **argv)
                 return 2;
             }
             break;
-        case 'c': {
-            char *end = NULL;
-            share = strtod(optarg, &end);
-            if (!*optarg || *end || !(share > 0.0 && share <= 1.0)) {
+        case 'c':
+            if (gp_parse_double(optarg, "--cold-share", &share) != GP_OK || !(share > 0.0 && share <= 1.0)) {
                 fprintf(stderr, NAME ": --cold-share '%s': expected a number with 0 < F <= 1\n", optarg);
                 return 2;
             }
             break;
-        }
         case 'h': usage(stdout); return 0;
         default: return gp_bench_bad_flag(NAME, argv, usage);
         }

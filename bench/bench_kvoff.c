@@ -109,13 +109,11 @@ int main(int argc, char **argv)
     int c;
     long v;
     while ((c = getopt_long(argc, argv, "", lo, NULL)) != -1) {
-        char *end;
         switch (c) {
         case 'm': model = optarg; break;
         case 'w': wl = optarg; break;
         case 's':
-            share = strtod(optarg, &end);
-            if (end == optarg || *end || !(share > 0.0 && share < 1.0)) {
+            if (gp_parse_double(optarg, "--share", &share) != GP_OK || !(share > 0.0 && share < 1.0)) {
                 fprintf(stderr, "gp_bench_kvoff: --share '%s': allowed a number in (0, 1)\n", optarg);
                 return 2;
             }

@@ -218,6 +218,9 @@ static void pin_packs(gp_engine_cpu_ffn *cf)
 static gp_status upload_norms(gp_engine *e, gp_engine_cpu_ffn *cf, const gp_host_weights *w)
 {
     const size_t n = (size_t)cf->Hd;
+    for (int l = 0; l < cf->L; l++)
+        if (!w->layers[l].ffn_norm)
+            GP_FAIL(GP_ERR_INVALID_ARG, "cpu-ffn: the host weights' layer %d has no ffn_norm", l);
     uint16_t *h = malloc(n * 2 * (size_t)cf->L);
     if (!h)
         GP_FAIL(GP_ERR_NO_MEMORY, "cpu-ffn: out of host memory for the FFN norms");
@@ -225,11 +228,7 @@ static gp_status upload_norms(gp_engine *e, gp_engine_cpu_ffn *cf, const gp_host
     for (int l = 0; l < cf->L && st == GP_OK; l++) {
         char what[48];
         snprintf(what, sizeof what, "layer %d ffn_norm", l);
-        st = w->layers[l].ffn_norm ? gp_weights_convert(h + (size_t)l * n, e->dtype, w->layers[l].ffn_norm,
-                                                        w->dtype, n, what)
-                                   : GP_ERR_INVALID_ARG;
-        if (st == GP_ERR_INVALID_ARG && !w->layers[l].ffn_norm)
-            gp_set_error("cpu-ffn: the host weights' layer %d has no ffn_norm", l);
+        st = gp_weights_convert(h + (size_t)l * n, e->dtype, w->layers[l].ffn_norm, w->dtype, n, what);
     }
     if (st == GP_OK)
         st = gp_device_alloc(&cf->norm, n * 2 * (size_t)cf->L, "cpu-ffn FFN norms");
