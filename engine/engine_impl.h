@@ -169,12 +169,15 @@ gp_status gp_engine_sparse_proj(gp_engine *e, const gp_stage_ctx *sc, bool prefi
  * step of at most GP_SPARSE_MAX_B rows)? A projection whose threshold is 0
  * runs the dense GEMM even then: it masks nothing. */
 bool gp_engine_sparse_serves(const gp_engine *e, bool prefill, int nb);
-/* Gate/up then SwiGLU into act: where the sparse kernel serves, one call
- * whose split sum applies the SwiGLU (gp_sparse_gemv's GP_SPARSE_OUT_SWIGLU:
- * the bits of gate/up into gu, then gp_swiglu, with one kernel fewer); else
- * gate/up into gu and gp_swiglu. */
-gp_status gp_engine_sparse_gate_up_swiglu(gp_engine *e, const gp_stage_ctx *sc, bool prefill, int layer, int nb,
-                                          const void *h, const void *w, void *gu, void *act);
+/* Does the sparse gate/up kernel serve this call (gp_engine_sparse_serves
+ * and a threshold above 0)? Then gp_engine_sparse_gate_up_swiglu computes
+ * gate/up and SwiGLU into act in one call whose split sum applies the
+ * SwiGLU (gp_sparse_gemv's GP_SPARSE_OUT_SWIGLU: the bits of gate/up, then
+ * gp_swiglu, with one kernel fewer); otherwise the caller runs the gate/up
+ * projection and gp_swiglu. */
+bool gp_engine_sparse_fused_swiglu(const gp_engine *e, bool prefill, int layer, int nb);
+gp_status gp_engine_sparse_gate_up_swiglu(gp_engine *e, const gp_stage_ctx *sc, int layer, int nb, const void *h,
+                                          void *act);
 /* engine_cpu_ffn.c: the CPU-assisted FFN. free: the engine's destroy and a
  * new sparsity. step: does the step being run (its step_rows) take it
  * (on, sparse, a decode step of at most GP_SPARSE_MAX_B rows)? part: the

@@ -194,14 +194,16 @@ bool gp_engine_sparse_serves(const gp_engine *e, bool prefill, int nb)
            nb <= GP_SPARSE_MAX_B;
 }
 
-gp_status gp_engine_sparse_gate_up_swiglu(gp_engine *e, const gp_stage_ctx *sc, bool prefill, int layer, int nb,
-                                          const void *h, const void *w, void *gu, void *act)
+bool gp_engine_sparse_fused_swiglu(const gp_engine *e, bool prefill, int layer, int nb)
+{
+    return gp_engine_sparse_serves(e, prefill, nb) &&
+           e->sp->t[layer * GP_SPARSE_PROJ_COUNT + GP_SPARSE_GATE_UP] > 0.0f;
+}
+
+gp_status gp_engine_sparse_gate_up_swiglu(gp_engine *e, const gp_stage_ctx *sc, int layer, int nb, const void *h,
+                                          void *act)
 {
     const int i = layer * GP_SPARSE_PROJ_COUNT + GP_SPARSE_GATE_UP;
-    if (!gp_engine_sparse_serves(e, prefill, nb) || !(e->sp->t[i] > 0.0f)) {
-        GP_TRY(gp_engine_sparse_proj(e, sc, prefill, layer, GP_SPARSE_GATE_UP, nb, h, w, gu, GP_GEMM_OUT_HALF));
-        return gp_swiglu(e->dtype, gu, act, nb, e->cfg.ffn, sc->stream);
-    }
     int N, K;
     gp_sparse_proj_shape(&e->cfg, GP_SPARSE_GATE_UP, &N, &K);
     return gp_sparse_gemv(e->dtype, nb, N, K, h, e->sp->wt[i], e->sp->t[i], act, GP_SPARSE_OUT_SWIGLU,

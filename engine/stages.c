@@ -142,10 +142,11 @@ static gp_status ffn_part(gp_engine *e, int layer, int b0, int nb, bool prefill,
         STEP(gp_engine_cpu_ffn_part(e, sc, layer, b0, nb, h, resid->data), GP_K_DOWN);
         return GP_OK;
     }
-    if (gp_engine_sparse_serves(e, prefill, nb)) { /* the SwiGLU inside the gate/up kernel's sum */
-        STEP(gp_engine_sparse_gate_up_swiglu(e, sc, prefill, layer, nb, h, lw->w_gate_up, gu, act), GP_K_GATE_UP);
+    if (gp_engine_sparse_fused_swiglu(e, prefill, layer, nb)) { /* the SwiGLU inside the gate/up kernel's sum */
+        STEP(gp_engine_sparse_gate_up_swiglu(e, sc, layer, nb, h, act), GP_K_GATE_UP);
     } else {
-        STEP(gp_gemm(sc->gemm, e->dtype, nb, 2 * c->ffn, c->hidden, h, lw->w_gate_up, gu, GP_GEMM_OUT_HALF),
+        STEP(gp_engine_sparse_proj(e, sc, prefill, layer, GP_SPARSE_GATE_UP, nb, h, lw->w_gate_up, gu,
+                                   GP_GEMM_OUT_HALF),
              GP_K_GATE_UP);
         STEP(gp_swiglu(e->dtype, gu, act, nb, c->ffn, sc->stream), GP_K_SWIGLU);
     }
