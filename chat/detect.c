@@ -119,7 +119,7 @@ static gp_status no_template(const char *dir, const char *why)
 
 /* "chat_template": a string, or [{"name", "template"}...] of which
  * "default" is the one apply_chat_template uses. */
-static gp_status from_config(const char *path, const char *dir, const gp_chat_template **out, bool *absent)
+static gp_status from_config(const char *path, const gp_chat_template **out, bool *absent)
 {
     char *data = NULL;
     size_t len = 0;
@@ -163,7 +163,6 @@ static gp_status from_config(const char *path, const char *dir, const gp_chat_te
     }
     s = gp_chat_template_detect(text, out);
     json_decref(root);
-    (void)dir;
     return s;
 }
 
@@ -176,7 +175,7 @@ gp_status gp_chat_template_load_dir(const char *dir, const gp_chat_template **ou
         (size_t)snprintf(jinja, sizeof jinja, "%s/chat_template.jinja", dir) >= sizeof jinja)
         GP_FAIL(GP_ERR_INVALID_ARG, "model folder path is too long (%zu bytes)", strlen(dir));
     bool absent;
-    gp_status s = from_config(cfg, dir, out, &absent);
+    gp_status s = from_config(cfg, out, &absent);
     if (!absent)
         return s;
     /* newer transformers save the template beside the config */
