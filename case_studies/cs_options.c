@@ -100,7 +100,7 @@ static const char *allowed(int opt)
     case OPT_JSON:
     case OPT_CSV:
     case OPT_TRACE:
-    case OPT_SVG: return "a file path";
+    case OPT_SVG: return "a path we can write: a writable file, or a new file in a writable directory";
     default: return "no value";
     }
 }
@@ -488,6 +488,21 @@ static int cross_checks(parse_ctx *c, gp_cs_options *o)
             if (out[i].path[0] && strcmp(out[i].path, out[k].path) == 0)
                 return bad(c, out[i].opt, out[i].path, "also the --%s file; give each report its own file",
                            flag_name(out[k].opt));
+    /* each report tried now, not found unwritable after the measurements */
+    for (int i = 0; i < n; i++) {
+        char flag[64];
+        snprintf(flag, sizeof flag, "--%s", flag_name(out[i].opt));
+        if (out[i].path[0] && gp_check_out_file(out[i].path, flag) != GP_OK) {
+            /* the reason alone: bad() names the flag, the path and what is allowed */
+            char why[512];
+            const char *m = gp_last_error(), *from = strstr(m, "cannot write");
+            snprintf(why, sizeof why, "%s", from ? from : m);
+            char *cut = strstr(why, "; allowed");
+            if (cut)
+                *cut = '\0';
+            return bad(c, out[i].opt, out[i].path, "%s", why);
+        }
+    }
     /* Every micro-batch needs a row: refused here rather than as error rows
      * after the weights are loaded. (M not dividing B is allowed; the
      * report shows the sizes the pipeline makes.) */

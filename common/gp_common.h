@@ -121,10 +121,16 @@ double gp_median_d(double *v, int n);
 /* Reads the whole file at path into a new buffer with a NUL after its len
  * bytes (so text can be parsed in place); *out is freed by the caller. Files
  * longer than cap bytes are refused before anything is read, because a
- * config or an index that size is not one and must not exhaust memory.
+ * config or an index that size is not one and must not exhaust memory. A
+ * file that is not regular (a pipe, /dev/stdin, <(...), /proc) has no size
+ * to trust: it is read to its end, and refused once past cap.
  * GP_ERR_NOT_FOUND: no such file; GP_ERR_FORMAT: over the cap; GP_ERR_IO:
  * cannot open or read; GP_ERR_NO_MEMORY. Messages name the path. */
 gp_status gp_read_file(const char *path, size_t cap, char **out, size_t *len);
+/* gp_read_file for a text input the user names on the command line, where
+ * "-" means standard input (read to its end; messages name it "standard
+ * input (-)"). */
+gp_status gp_read_input(const char *path, size_t cap, char **out, size_t *len);
 /* Opens path read-only (close-on-exec) into *fd with its size and whether it
  * is a regular file; GP_ERR_NOT_FOUND or GP_ERR_IO naming the path, fd
  * closed, otherwise. */

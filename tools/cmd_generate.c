@@ -7,6 +7,7 @@
  * tokens' and the prompt positions' logits as JSON. With stored prefixes
  * (--kv-store-size, cuda) the prompts are prefilled one at a time instead,
  * each reusing the whole blocks earlier prompts stored, then storing its own. */
+#include <errno.h>
 #include <getopt.h>
 #include <inttypes.h>
 #include <stdio.h>
@@ -29,7 +30,8 @@ typedef struct gen_opts {
     const char *prompt_ids;
     const char **prompts;  /* --prompt, in order (argv's strings); [argc] */
     int n_prompts;
-    const char *prompt_file;
+    const char *prompt_file; /* "-": standard input */
+    bool allow_empty;      /* --allow-empty-prompt: a 0-byte text prompt is BOS alone */
     bool ignore_eos;
     gp_dtype dtype;        /* --dtype (cuda): GP_DTYPE_AUTO unless given */
     bool dtype_given;
@@ -81,7 +83,10 @@ static void gen_usage(FILE *f)
             "                       stops at an EOS id (eos_token_id of generation_config.json, else of\n"
             "                       config.json; not printed) or after N tokens; finished sequences stay\n"
             "                       in the batch until all are done, their tokens discarded\n"
-            "  --prompt-file FILE   one text prompt: the file's exact bytes (as --prompt)\n"
+            "  --prompt-file FILE   one text prompt: the file's exact bytes (as --prompt); '-' reads standard\n"
+            "                       input, and pipes and <(...) are read to their end\n"
+            "  --allow-empty-prompt let a text prompt of 0 bytes through as BOS alone (refused otherwise:\n"
+            "                       an empty pipe or file is more often a mistake than a wish)\n"
             "  --prompt-ids IDS     token ids, sequences separated by ';', e.g. \"5,17,42;11,400,2\"; prints\n"
             "                       each sequence's N generated ids on one line; no EOS stop\n"
             "  --steps N            tokens to generate per sequence, 1..100000\n"
@@ -181,6 +186,7 @@ static int parse_opts(int argc, char **argv, gen_opts *o)
         {"kv-store-size", required_argument, NULL, 'Q'}, {"kv-store", required_argument, NULL, 'q'},
         {"kv-store-block", required_argument, NULL, 'B'}, {"kv-vram-budget", required_argument, NULL, 'O'},
         {"cpu-ffn", required_argument, NULL, 'C'},     {"cpu-ffn-threads", required_argument, NULL, 'H'},
+        {"allow-empty-prompt", no_argument, NULL, 'A'},
         {"help", no_argument, NULL, 'h'},              {NULL, 0, NULL, 0},
     };
     *o = (gen_opts){.model = GP_DEFAULT_PRESET, .steps = -1, .backend = GP_BACKEND_CPU, .block_size = 16,
@@ -214,6 +220,7 @@ static int parse_opts(int argc, char **argv, gen_opts *o)
                 o->prompt_file = optarg;
             break;
         case 'E': o->ignore_eos = true; break;
+        case 'A': o->allow_empty = true; break;
         case 't':
             if ((st = gp_parse_double(optarg, "--temperature", &o->sample.temperature)) == GP_OK)
                 st = gp_sample_params_check(&o->sample, INT32_MAX);
@@ -317,6 +324,11 @@ static int parse_opts(int argc, char **argv, gen_opts *o)
         fprintf(stderr, "greenpipe generate: give exactly one of --prompt (repeatable), --prompt-file and "
                 "--prompt-ids; got %s%s%s\n", o->n_prompts ? "--prompt " : "", o->prompt_file ? "--prompt-file " : "",
                 o->prompt_ids ? "--prompt-ids" : "");
+        return 2;
+    }
+    if (o->allow_empty && o->prompt_ids) {
+        fprintf(stderr, "greenpipe generate: --allow-empty-prompt applies to --prompt and --prompt-file; "
+                "--prompt-ids sequences are never empty\n");
         return 2;
     }
     if (o->ignore_eos && o->prompt_ids) {
@@ -423,6 +435,18 @@ static int parse_opts(int argc, char **argv, gen_opts *o)
                 "e.g. %d:1\n", o->split.attn_sms, o->split.attn_sms);
         return 2;
     }
+    /* every output is tried now, not found unwritable after the run */
+    const char *out_flag[] = {"--dump-logits", "--dump-prompt-logits", "--sparsity-stats"};
+    const char *out_path[] = {o->dump_logits, o->dump_prompt_logits, o->sparsity_stats};
+    for (int i = 0; i < 3; i++)
+        if (out_path[i] && gp_check_out_file(out_path[i], out_flag[i]) != GP_OK) {
+            fprintf(stderr, "greenpipe generate: %s\n", gp_last_error());
+            return 2;
+        }
+    if (o->kv_store_dir && gp_check_out_dir(o->kv_store_dir, "--kv-store") != GP_OK) {
+        fprintf(stderr, "greenpipe generate: %s\n", gp_last_error());
+        return 2;
+    }
     return -1; /* continue */
 }
 
@@ -453,8 +477,10 @@ static int write_dump(const char *path, const char *flag, const char *ids_key, i
     json_object_set_new(root, ids_key, toks);
     json_object_set_new(root, "logits", lg);
     /* 9 significant digits round-trip a float32 exactly. */
+    errno = 0;
     if (json_dump_file(root, path, JSON_COMPACT | JSON_REAL_PRECISION(9)) != 0) {
-        fprintf(stderr, "greenpipe generate: cannot write %s file '%s'\n", flag, path);
+        fprintf(stderr, "greenpipe generate: cannot write %s file '%s': %s\n", flag, path,
+                errno ? strerror(errno) : "the JSON encoder failed");
         json_decref(root);
         return 1;
     }
@@ -503,8 +529,10 @@ static int sparsity_summary(gp_backend *b, const gp_config *cfg, long steps, con
                                                         per[l * P + 1], "gate_up", per[l * P + 2], "down",
                                                         per[l * P + 3])) != 0)
                 layers = NULL;
+        errno = 0;
         if (!layers || json_dump_file(root, path, JSON_INDENT(1)) != 0) {
-            fprintf(stderr, "greenpipe generate: --sparsity-stats %s: cannot write the file\n", path);
+            fprintf(stderr, "greenpipe generate: --sparsity-stats %s: cannot write the file: %s\n", path,
+                    !layers ? "out of memory" : errno ? strerror(errno) : "the JSON encoder failed");
             rc = 1;
         } else {
             fprintf(stderr, "greenpipe: sparsity per layer written to %s\n", path);
@@ -540,11 +568,25 @@ static int load_prompts(const gen_opts *o, const gp_model_source *src, gp_tokeni
     size_t file_len = 0;
     if (o->prompt_file) {
         /* the exact bytes: no trailing newline is dropped, as HF's tokenizer(open(f).read()) */
-        if ((st = gp_read_file(o->prompt_file, (size_t)1 << 30, &file, &file_len)) != GP_OK) {
+        if ((st = gp_read_input(o->prompt_file, (size_t)1 << 30, &file, &file_len)) != GP_OK) {
             fprintf(stderr, "greenpipe generate: --prompt-file: %s\n", gp_last_error());
             return input_code(st);
         }
     }
+    /* an empty pipe or file would generate from BOS alone and exit 0:
+     * a mistake far more often than a wish, so the wish must be said */
+    for (int s = 0; !o->allow_empty && s < (o->prompt_file ? 1 : o->n_prompts); s++)
+        if (o->prompt_file ? file_len == 0 : o->prompts[s][0] == '\0') {
+            if (o->prompt_file)
+                fprintf(stderr, "greenpipe generate: --prompt-file %s: the prompt is empty (0 bytes read from %s); "
+                        "allowed: a non-empty prompt, or --allow-empty-prompt for BOS alone\n", o->prompt_file,
+                        strcmp(o->prompt_file, "-") ? o->prompt_file : "standard input");
+            else
+                fprintf(stderr, "greenpipe generate: --prompt: prompt %d is empty (0 bytes); allowed: a non-empty "
+                        "prompt, or --allow-empty-prompt for BOS alone\n", s);
+            free(file);
+            return 2;
+        }
     if (src->synthetic) {
         fprintf(stderr, "greenpipe generate: %s: --model %s is a preset (synthetic weights) and has no tokenizer; "
                 "text prompts need a checkpoint directory holding tokenizer.json or tokenizer.model; with a "

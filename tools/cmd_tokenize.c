@@ -20,7 +20,8 @@ static void tok_usage(FILE *f)
             "  --tokenizer FILE   a HF tokenizer.json or a tiktoken-format tokenizer.model\n"
             "  --text TEXT        print TEXT's ids, space-separated on one line (with BOS where the\n"
             "                     tokenizer's post-processor adds it, as HF's encode(text).ids)\n"
-            "  --file FILE        the same for FILE's exact bytes (a trailing newline included)\n"
+            "  --file FILE        the same for FILE's exact bytes (a trailing newline included); '-'\n"
+            "                     reads standard input, and pipes and <(...) are read to their end\n"
             "  --decode IDS       print the text of ids like \"128000 9906 1917\" (special tokens shown)\n");
 }
 
@@ -154,11 +155,11 @@ int gp_cmd_tokenize(int argc, char **argv)
     if (text) {
         len = strlen(text);
     } else if (val[O_FILE]) {
-        st = gp_read_file(val[O_FILE], TOKENIZE_FILE_CAP, &buf, &len);
+        st = gp_read_input(val[O_FILE], TOKENIZE_FILE_CAP, &buf, &len);
         if (st != GP_OK) {
             fprintf(stderr, "greenpipe tokenize: --file: %s\n", gp_last_error());
             gp_tokenizer_free(t);
-            return 2;
+            return st == GP_ERR_IO || st == GP_ERR_NO_MEMORY ? 1 : 2; /* the machine's, or a wrong path */
         }
         text = buf;
     }

@@ -5,8 +5,6 @@
 
 #include <stdbool.h>
 #include <stddef.h>
-#include <stdbool.h>
-#include <stddef.h>
 #include <stdint.h>
 
 #include "gp_common.h"
@@ -31,6 +29,17 @@ gp_status gp_parse_size(const char *text, const char *flag, uint64_t *out);
  * (the next flag taken as the value, "--dump-logits --steps 3"), checked
  * before the long work that would end in writing or reading it. */
 gp_status gp_parse_path(const char *text, const char *flag);
+/* An output file given to flag, checked before the work that ends in writing
+ * it: gp_parse_path, then the path opened for writing (made, without
+ * truncating what is there, and removed again if we made it). A FIFO is
+ * trusted as it is. GP_ERR_INVALID_ARG naming flag, path and the system's
+ * reason (a missing or read-only directory, a directory given as the file). */
+gp_status gp_check_out_file(const char *path, const char *flag);
+/* An output directory given to flag: an existing directory we can make a
+ * file in, or one we can make (one level; removed again after the test). A
+ * file there, or a directory we cannot write, is GP_ERR_INVALID_ARG naming
+ * flag, path and the reason. */
+gp_status gp_check_out_dir(const char *path, const char *flag);
 /* A whole finite decimal number ("0.7", "1e-3"); ranges are the caller's. */
 gp_status gp_parse_double(const char *text, const char *flag, double *out);
 

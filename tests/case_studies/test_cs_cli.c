@@ -402,6 +402,9 @@ static void test_duplicates(void **state)
     BAD("--no-warmup", "more than once", "--warmup", "--no-warmup");
     /* two reports into one file */
     BAD("--csv", "out.txt", "--json", "out.txt", "--csv", "out.txt");
+    /* a report that cannot be written: refused before any measurement */
+    BAD("--json", "cannot write: No such file or directory", "--json", "/nonexistent-gp-dir/r.json");
+    BAD("--svg", "cannot write: Is a directory", "--svg", ".");
 }
 
 static void test_empty_items(void **state)

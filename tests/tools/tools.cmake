@@ -136,13 +136,13 @@ gp_cli_test(gen_dump_prompt_flag 2 "--dump-prompt-logits '--seed': looks like a 
             generate --model tiny --prompt-ids 1 --steps 1 --dump-prompt-logits --seed 3)
 gp_cli_test(gen_dump_prompt_same_file 2 "--dump-prompt-logits 'd.json' is also the --dump-logits file"
             generate --model tiny --prompt-ids 1 --steps 1 --dump-logits d.json --dump-prompt-logits d.json)
-gp_cli_test(gen_dump_prompt_unwritable 1 "cannot write --dump-prompt-logits file '/nonexistent-gp-dir/p.json'"
+gp_cli_test(gen_dump_prompt_unwritable 2 "--dump-prompt-logits '/nonexistent-gp-dir/p.json': cannot write: No such file or directory"
             generate --model tiny --prompt-ids 1 --steps 1 --dump-prompt-logits /nonexistent-gp-dir/p.json)
 # The CUDA engine's prefill in chunks of 2 tokens (prompts span chunks, chunks
 # hold two prompts): HF's tokens; without a GPU, one plain line and exit 1.
 gp_cli_test(gen_cuda_prefill_chunk_hf_tiny "0|1" "^29 155 50 61 189 155$|greenpipe generate: loading the model: no usable GPU: "
             generate --backend cuda --prefill-chunk 2 --model ${GP_DATA}/tiny --prompt-ids "5,17,42,7,99$<SEMICOLON>11,200,2" --steps 6)
-gp_cli_test(gen_dump_unwritable 1 "cannot write --dump-logits file '/nonexistent-gp-dir/d.json'"
+gp_cli_test(gen_dump_unwritable 2 "--dump-logits '/nonexistent-gp-dir/d.json': cannot write: No such file or directory"
             generate --model tiny --prompt-ids 1 --steps 1 --dump-logits /nonexistent-gp-dir/d.json)
 
 # ---- Text prompts, EOS and sampling (docs/RELIABILITY.md, greenpipe: bad input).
@@ -200,11 +200,11 @@ gp_cli_test(cal_prompts_missing 2 "--prompts: .*nosuch-prompts.txt.*not found"
             calibrate --model ${GP_DATA}/tiny --sparsity 0.5 --out c.json --prompts nosuch-prompts.txt)
 gp_cli_test(cal_seed_prompts 2 "--seed 3: --model .* is a checkpoint and --prompts gives the tokens"
             calibrate --model ${GP_DATA}/tiny --sparsity 0.5 --out c.json --prompts p.txt --seed 3)
-gp_cli_test(cal_out_dir 2 "--out '/nonexistent-gp-dir/c.json': directory '/nonexistent-gp-dir' does not exist"
+gp_cli_test(cal_out_dir 2 "--out '/nonexistent-gp-dir/c.json': cannot write: No such file or directory"
             calibrate --model tiny --sparsity 0.5 --out /nonexistent-gp-dir/c.json)
 gp_cli_test(cal_out_flag 2 "--out '--tokens': looks like a flag" calibrate --model tiny --sparsity 0.5 --out --tokens 3)
-# a directory as the file: found only when writing
-gp_cli_test(cal_out_unwritable 1 "cannot write the sparsity calibration to '.'" calibrate --model tiny --sparsity 0.5 --tokens 8 --out .)
+# a directory as the file: found before the calibration
+gp_cli_test(cal_out_unwritable 2 "--out '.': cannot write: Is a directory" calibrate --model tiny --sparsity 0.5 --tokens 8 --out .)
 gp_cli_test(cal_bad_model 2 "--model: 'nosuch' is neither a checkpoint directory nor a preset" calibrate --model nosuch --sparsity 0.5 --out c.json)
 gp_cli_test(cal_unknown_flag 2 "unknown option '--bogus'" calibrate --bogus)
 gp_cli_test(cal_duplicate 2 "--sparsity given more than once" calibrate --model tiny --sparsity 0.5 --sparsity 0.6 --out c.json)
@@ -289,3 +289,4 @@ gp_cli_test(gen_cpu_ffn_threads_range 2 "--cpu-ffn-threads: 17 is out of range"
             generate --model tiny --prompt-ids 1 --steps 1 --backend cuda --sparsity cal.json --cpu-ffn 1M --cpu-ffn-threads 17)
 add_test(NAME cli_gen_cpu_ffn_cuda COMMAND python3 ${CMAKE_CURRENT_SOURCE_DIR}/tools/gen_cpu_ffn.py $<TARGET_FILE:greenpipe>)
 set_tests_properties(cli_gen_cpu_ffn_cuda PROPERTIES SKIP_RETURN_CODE 77 LABELS gpu)
+include(tools/cli_inputs.cmake)

@@ -1,0 +1,36 @@
+# The command line's inputs and outputs: prompts from pipes and standard
+# input, empty prompts, output paths tried before the work, and the words of
+# refusals (docs/RELIABILITY.md, greenpipe: bad input).
+set(GP_TOK_LLAMA3 ${CMAKE_CURRENT_SOURCE_DIR}/data/tokenizer/bl_llama3/tokenizer.json)
+set(GP_CLI_EXPECT ${CMAKE_CURRENT_SOURCE_DIR}/tools/cli_expect.sh)
+
+# A prompt from a pipe arrives whole: --file /dev/stdin, --file - and <(...)
+# give the ids --text gives for the same bytes (BOS and more).
+foreach(src "/dev/stdin" "-")
+  string(REPLACE "/" "_" tag "${src}")
+  add_test(NAME cli_tokenize_pipe${tag}
+           COMMAND bash -c "set -o pipefail; g=$<TARGET_FILE:greenpipe>; want=$($g tokenize --tokenizer ${GP_TOK_LLAMA3} --text $'hello pipe\\n') && got=$(echo 'hello pipe' | $g tokenize --tokenizer ${GP_TOK_LLAMA3} --file ${src}) && echo \"got: $got; want: $want\" && [ \"$got\" = \"$want\" ] && [ $(wc -w <<<\"$got\") -gt 1 ]")
+endforeach()
+add_test(NAME cli_tokenize_process_substitution
+         COMMAND bash -c "g=$<TARGET_FILE:greenpipe>; want=$($g tokenize --tokenizer ${GP_TOK_LLAMA3} --text 'from a fifo') && got=$($g tokenize --tokenizer ${GP_TOK_LLAMA3} --file <(printf 'from a fifo')) && echo \"got: $got; want: $want\" && [ \"$got\" = \"$want\" ] && [ $(wc -w <<<\"$got\") -gt 1 ]")
+# calibrate --prompts - reads standard input too: on a copy of tiny with a
+# tokenizer, an empty pipe holds no prompt, and a line's tokens arrive (they
+# fall outside tiny's vocabulary, which names the line).
+add_test(NAME cli_cal_prompts_stdin
+         COMMAND bash -c "d=$(mktemp -d) && ln -s ${GP_DATA}/tiny/* $d/ && cp ${GP_TOK_LLAMA3} $d/ && bash ${GP_CLI_EXPECT} 2 '--prompts - holds no prompt' -- $<TARGET_FILE:greenpipe> calibrate --model $d --sparsity 0.5 --out c_stdin.json --prompts - < /dev/null && echo 'hello there' | bash ${GP_CLI_EXPECT} 2 'token [0-9]+ on --prompts line 1, outside' -- $<TARGET_FILE:greenpipe> calibrate --model $d --sparsity 0.5 --out c_stdin.json --prompts -; rc=$?; rm -rf $d; exit $rc")
+
+# An empty prompt is refused unless asked for: from a pipe, a file, --prompt.
+add_test(NAME cli_gen_empty_prompt_pipe
+         COMMAND bash -c "printf '' | bash ${GP_CLI_EXPECT} 2 '--prompt-file -: the prompt is empty .0 bytes read from standard input.; allowed: a non-empty prompt, or --allow-empty-prompt' -- $<TARGET_FILE:greenpipe> generate --model tiny --prompt-file - --steps 1")
+add_test(NAME cli_gen_empty_prompt_substitution
+         COMMAND bash -c "bash ${GP_CLI_EXPECT} 2 '--prompt-file /dev/fd/[0-9]+: the prompt is empty .0 bytes read from /dev/fd/' -- $<TARGET_FILE:greenpipe> generate --model tiny --prompt-file <(true) --steps 1")
+gp_cli_test(gen_empty_prompt_text 2 "--prompt: prompt 1 is empty .0 bytes.. allowed: a non-empty prompt, or --allow-empty-prompt"
+            generate --model tiny --prompt a --prompt= --steps 1)
+gp_cli_test(gen_allow_empty_prompt_ids 2 "--allow-empty-prompt applies to --prompt and --prompt-file"
+            generate --model tiny --prompt-ids 1 --steps 1 --allow-empty-prompt)
+gp_cli_test(gen_allow_empty_prompt_help 0 "--allow-empty-prompt" generate --help)
+
+# Output paths: tried before the model loads; a late write failure names its reason.
+add_test(NAME cli_out_paths
+         COMMAND bash ${CMAKE_CURRENT_SOURCE_DIR}/tools/out_paths.sh $<TARGET_FILE:greenpipe>
+                 $<TARGET_FILE:decode_pipeline_case_study>)
