@@ -165,7 +165,8 @@ const char *gp_dtype_flag_name(gp_dtype d);
 /* What gp_dtype_parse accepts beside "bf16" and "fp16". */
 #define GP_DTYPE_ALLOW_F32 1u  /* "fp32" */
 #define GP_DTYPE_ALLOW_AUTO 2u /* "auto": GP_DTYPE_AUTO */
-/* Parse a --dtype value; the message names the text and the allowed set. */
+/* Parse a --dtype value, in any case ("BF16", "bf16"); the message names
+ * the text and the allowed set. */
 gp_status gp_dtype_parse(const char *text, unsigned allow, gp_dtype *out);
 /* --dtype auto: the 16-bit compute dtype for weights of checkpoint_dtype:
  * F16 -> F16, BF16 -> BF16, F32 -> BF16 (fp16's range could not hold every

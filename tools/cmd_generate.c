@@ -96,16 +96,17 @@ static void gen_usage(FILE *f)
             "  --top-p P            sampling: keep the smallest set of most likely tokens (after top-k)\n"
             "                       holding probability P, (0, 1]; 1 (default): all\n"
             "  --backend cpu|cuda   cpu: the float32 reference (default); cuda: the GPU engine\n"
-            "  --dtype auto|bf16|fp16\n"
+            "  --dtype auto|bf16|fp16 (any case)\n"
             "                       cuda: the engine's 16-bit type (float32 accumulation); auto (default):\n"
-            "                       the checkpoint's own, bf16 for an fp32 checkpoint and for presets\n"
+            "                       the checkpoint's own, bf16 for an fp32 checkpoint and for presets.\n"
+            "                       cpu: only auto, the checkpoint's own values held in float32\n"
             "  --engine seq|pipelined\n"
             "                       seq (default): every stage in turn on the whole device; pipelined:\n"
             "                       attention and FFN stages on separate resources, micro-batches\n"
             "                       handed through per-layer rings (same tokens)\n"
             "  --sm-split A:F       pipelined: SMs of the attention and FFN partitions (cuda; 'A' alone\n"
             "                       gives F the rest; default 24), worker threads of each side (cpu;\n"
-            "                       default 1:1)\n"
+            "                       1..%d each; default 1:1)\n"
             "  --micro-batches M    pipelined: micro-batches per step, 1..%d and at most the number of\n"
             "                       sequences; default 2 (1 with one sequence)\n"
             "  --prefill-chunk N    cuda: most prompt tokens one prefill forward takes, 1..%d; default %d\n"
@@ -165,7 +166,7 @@ static void gen_usage(FILE *f)
             "                       its own stream: the same seed repeats the same tokens on a backend);\n"
             "                       default 0; refused where it would seed nothing\n"
             "  --block-size N       KV cache block size in tokens, 1..1024; default 16\n",
-            gp_config_preset_names(), GP_DEFAULT_PRESET, GP_SAMPLE_MAX_TEMPERATURE, GP_PIPE_MAX_MICRO, GP_ENGINE_MAX_PREFILL_CHUNK,
+            gp_config_preset_names(), GP_DEFAULT_PRESET, GP_SAMPLE_MAX_TEMPERATURE, GP_POOL_MAX_THREADS, GP_PIPE_MAX_MICRO, GP_ENGINE_MAX_PREFILL_CHUNK,
             GP_ENGINE_DEFAULT_PREFILL_CHUNK, GP_PREFIX_DEFAULT_BLOCK_TOKENS);
 }
 
@@ -341,10 +342,11 @@ static int parse_opts(int argc, char **argv, gen_opts *o)
                 "(default 0: greedy)\n");
         return 2;
     }
-    if (o->dtype_given && o->backend != GP_BACKEND_CUDA) {
+    /* auto is the default on both backends: on cpu it means the checkpoint's own values in float32 */
+    if (o->dtype_given && o->dtype != GP_DTYPE_AUTO && o->backend != GP_BACKEND_CUDA) {
         fprintf(stderr, "greenpipe generate: --dtype %s applies to --backend cuda only (the cpu backend is the "
-                "float32 reference, holding the checkpoint's values exactly); allowed: leave it out, or use "
-                "--backend cuda\n", gp_dtype_flag_name(o->dtype));
+                "float32 reference, holding the checkpoint's values exactly); allowed on cpu: auto (the default), "
+                "or use --backend cuda\n", gp_dtype_flag_name(o->dtype));
         return 2;
     }
     if (o->prefill_chunk && o->backend != GP_BACKEND_CUDA) {
@@ -433,6 +435,13 @@ static int parse_opts(int argc, char **argv, gen_opts *o)
     if (o->backend == GP_BACKEND_CPU && o->split_given && o->split.ffn_sms == GP_SPLIT_REST) {
         fprintf(stderr, "greenpipe generate: --sm-split %d: the cpu backend counts threads; give both sides, "
                 "e.g. %d:1\n", o->split.attn_sms, o->split.attn_sms);
+        return 2;
+    }
+    if (o->backend == GP_BACKEND_CPU && o->split_given &&
+        (o->split.attn_sms > GP_POOL_MAX_THREADS || o->split.ffn_sms > GP_POOL_MAX_THREADS)) {
+        fprintf(stderr, "greenpipe generate: --sm-split %d:%d: the cpu backend runs 1..%d worker threads on each "
+                "side; allowed: A:F with A and F in 1..%d\n", o->split.attn_sms, o->split.ffn_sms,
+                GP_POOL_MAX_THREADS, GP_POOL_MAX_THREADS);
         return 2;
     }
     /* every output is tried now, not found unwritable after the run */
@@ -821,6 +830,17 @@ int gp_cmd_generate(int argc, char **argv)
         if (p.lens[s] > max_len)
             max_len = p.lens[s];
     }
+    /* the store's rules (engine_prefix): a prompt stores the whole blocks of
+     * its tokens and reuses those of its first (tokens - 1), its last token
+     * always prefilled; a block longer than every prompt does neither */
+    long kv_block = o.kv_store_block ? o.kv_store_block : GP_PREFIX_DEFAULT_BLOCK_TOKENS;
+    if (o.kv_store_size && max_len / kv_block < 1) {
+        fprintf(stderr, "greenpipe generate: --kv-store-block %ld%s: the longest prompt has %d token(s), fewer than "
+                "one block, so no prompt would store a block (a prompt stores its whole blocks) or reuse one (a "
+                "prompt reuses whole blocks of its first tokens - 1); allowed: at most %d\n", kv_block,
+                o.kv_store_block ? "" : " (the default)", max_len, max_len);
+        goto early;
+    }
     long context = (long)max_len + o.steps - 1; /* the last token is never fed back */
     if (context > cfg->max_context) {
         fprintf(stderr, "greenpipe generate: longest prompt (%d) + --steps (%ld) - 1 = %ld tokens exceeds "
@@ -899,7 +919,7 @@ int gp_cmd_generate(int argc, char **argv)
     bp.kv_vram_budget = o.kv_vram_budget;
     bp.kv_store_dir = o.kv_store_dir;
     bp.kv_store_block = (int)o.kv_store_block;
-    if (o.dtype_given)
+    if (o.dtype_given && o.backend == GP_BACKEND_CUDA) /* cpu: auto alone, its float32 default */
         bp.dtype = o.dtype;
     if (o.split_given) {
         bp.attn_units = o.split.attn_sms;

@@ -34,3 +34,16 @@ gp_cli_test(gen_allow_empty_prompt_help 0 "--allow-empty-prompt" generate --help
 add_test(NAME cli_out_paths
          COMMAND bash ${CMAKE_CURRENT_SOURCE_DIR}/tools/out_paths.sh $<TARGET_FILE:greenpipe>
                  $<TARGET_FILE:decode_pipeline_case_study>)
+
+# --dtype: auto, the default, is accepted on the cpu backend too; any case.
+gp_cli_test(gen_dtype_auto_cpu 0 "^[0-9]+$" generate --model tiny --prompt-ids 1 --steps 1 --dtype auto)
+gp_cli_test(gen_dtype_upper_cpu 2 "--dtype bf16 applies to --backend cuda only" generate --model tiny --prompt-ids 1 --steps 1 --dtype BF16)
+gp_cli_test(gen_dtype_upper_cuda "0|1" "^[0-9]+$|loading the model: no usable GPU: "
+            generate --model tiny --prompt-ids 1 --steps 1 --backend cuda --dtype BF16)
+gp_cli_test(cal_dtype_upper 0 "wrote cal_upper.json" calibrate --model tiny --sparsity 0.5 --tokens 8 --out cal_upper.json --dtype FP32)
+gp_cli_test(gen_dtype_help 0 "cpu: only auto, the checkpoint's own values held in float32" generate --help)
+
+# --sm-split on the cpu backend: worker threads, checked before the run.
+gp_cli_test(gen_cpu_split_range 2 "--sm-split 64:64: the cpu backend runs 1..16 worker threads on each side. allowed: A:F with A and F in 1..16"
+            generate --model tiny --prompt-ids 1 --steps 1 --engine pipelined --sm-split 64:64)
+gp_cli_test(gen_cpu_split_max 0 "^[0-9]+$" generate --model tiny --prompt-ids 1 --steps 1 --engine pipelined --sm-split 16:1)

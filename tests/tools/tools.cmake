@@ -116,9 +116,9 @@ gp_cli_ckpt_test(generate_missing_tensor 1 "loading the model: .*tensor 'model.l
 gp_cli_test(gen_positional 2 "unexpected argument 'extra'" generate --model tiny --prompt-ids 1 --steps 1 extra)
 gp_cli_test(gen_prefill_chunk_cpu 2 "--prefill-chunk 64 applies to --backend cuda only .* allowed: leave it out, or use --backend cuda"
             generate --model tiny --prompt-ids 1 --steps 1 --prefill-chunk 64)
-gp_cli_test(gen_dtype_cpu 2 "--dtype fp16 applies to --backend cuda only .* allowed: leave it out, or use --backend cuda"
+gp_cli_test(gen_dtype_cpu 2 "--dtype fp16 applies to --backend cuda only .* allowed on cpu: auto .the default., or use --backend cuda"
             generate --model tiny --prompt-ids 1 --steps 1 --dtype fp16)
-gp_cli_test(gen_dtype_junk 2 "dtype 'fp8' is not known. allowed: auto, bf16, fp16"
+gp_cli_test(gen_dtype_junk 2 "dtype 'fp8' is not known. allowed .any case.: auto, bf16, fp16"
             generate --model tiny --prompt-ids 1 --steps 1 --backend cuda --dtype fp8)
 gp_cli_test(gen_vram_budget_junk 2 "--vram-budget: '4GB' is not a size. expected a size in bytes > 0"
             generate --model tiny --prompt-ids 1 --steps 1 --backend cuda --vram-budget 4GB)
@@ -254,7 +254,7 @@ gp_cli_test(gen_kv_store_twice 2 "--kv-store-size given more than once"
 # default 256-token block beside prompts that cannot fill one
 gp_cli_test(gen_kv_store_size_small 2 "--kv-store-size 1024 bytes: less than one stored block of 8 tokens of tiny .2048 bytes.* allowed: at least 2048 bytes"
             generate --model tiny --prompt-ids 1,2,3 --steps 1 --backend cuda --kv-store-size 1K --kv-store-block 8)
-gp_cli_test(gen_kv_store_block_context 2 "--kv-store-block 256: no prompt can reuse a whole block: sequences hold at most 5 tokens .* allowed: at most 4"
+gp_cli_test(gen_kv_store_block_context 2 "--kv-store-block 256 .the default.: the longest prompt has 3 token.s., fewer than one block.* allowed: at most 3"
             generate --model tiny --prompt-ids 1,2,3 --steps 3 --backend cuda --kv-store-size 1G)
 add_test(NAME cli_gen_kv_store_cuda
          COMMAND python3 ${CMAKE_CURRENT_SOURCE_DIR}/tools/gen_kv_store.py $<TARGET_FILE:greenpipe> ${GP_DATA}/small-gqa)
