@@ -94,8 +94,8 @@ static const char *allowed(int opt)
     case OPT_ATTN_WARPS_CAP: return "0 (no cap) or an even integer 2.." CS_STR(GP_ATTN_STREAM_WARPS_CAP_MAX);
     case OPT_ATTN_KV_EVICT: return "on or off";
     case OPT_DTYPE: return "auto, bf16 or fp16";
-    case OPT_VRAM_BUDGET: return "a size in bytes > 0, digits optionally followed by K, M, G or T (binary multiples: "
-                                 "512M, 4G, 16G), from the model's least streaming budget up to the GPU's free memory";
+    case OPT_VRAM_BUDGET: return "a size in bytes > 0: " GP_SIZE_UNITS ", from the model's least streaming budget "
+                                 "up to the GPU's free memory";
     case OPT_TUNING_OUT:
     case OPT_JSON:
     case OPT_CSV:

@@ -112,9 +112,12 @@ static void gen_usage(FILE *f)
             "  --prefill-chunk N    cuda: most prompt tokens one prefill forward takes, 1..%d; default %d\n"
             "                       (all prompts are prefilled in one batched call)\n"
             "  --vram-budget SIZE   cuda: weights beyond VRAM: all of them in pinned host memory, at most\n"
-            "                       SIZE bytes on the device, streamed layer by layer (SIZE: bytes, or\n"
-            "                       with K, M, G or T: 512M, 4G, 16G); steps run eager (no CUDA graphs);\n"
-            "                       default: every weight resident on the device\n"
+            "                       SIZE bytes on the device, streamed layer by layer; steps run eager\n"
+            "                       (no CUDA graphs); default: every weight resident on the device.\n"
+            "                       SIZE here and below: bytes, or a unit in any case right after the\n"
+            "                       digits: K, M, G, T or KiB, MiB, GiB, TiB binary (x 2^10, 2^20, 2^30,\n"
+            "                       2^40), KB, MB, GB, TB decimal (x 10^3, 10^6, 10^9, 10^12): 512M, 4GiB,\n"
+            "                       4GB; a size given with a unit is echoed in bytes on stderr\n"
             "  --sparsity FILE.json activation sparsity (a greenpipe calibrate file for this model): decode\n"
             "                       steps of at most 16 sequences drop each projection's inputs at or\n"
             "                       below the layer's threshold and read only the other inputs' weights\n"
@@ -168,6 +171,16 @@ static void gen_usage(FILE *f)
             "  --block-size N       KV cache block size in tokens, 1..1024; default 16\n",
             gp_config_preset_names(), GP_DEFAULT_PRESET, GP_SAMPLE_MAX_TEMPERATURE, GP_POOL_MAX_THREADS, GP_PIPE_MAX_MICRO, GP_ENGINE_MAX_PREFILL_CHUNK,
             GP_ENGINE_DEFAULT_PREFILL_CHUNK, GP_PREFIX_DEFAULT_BLOCK_TOKENS);
+}
+
+/* gp_parse_size, and where a unit was given the bytes it meant on stderr:
+ * 4G and 4GB differ by 7%, and the user sees which one was read. */
+static gp_status size_arg(const char *text, const char *flag, uint64_t *out)
+{
+    GP_TRY(gp_parse_size(text, flag, out));
+    if (text[strspn(text, "0123456789")])
+        fprintf(stderr, "greenpipe: %s %s = %" PRIu64 " bytes\n", flag, text, *out);
+    return GP_OK;
 }
 
 static int parse_opts(int argc, char **argv, gen_opts *o)
@@ -269,10 +282,10 @@ static int parse_opts(int argc, char **argv, gen_opts *o)
             st = gp_parse_long(optarg, 1, GP_ENGINE_MAX_PREFILL_CHUNK, "--prefill-chunk", &o->prefill_chunk);
             break;
         case 's': st = gp_parse_u64(optarg, "--seed", &o->seed); o->seed_given = true; break;
-        case 'V': st = gp_parse_size(optarg, "--vram-budget", &o->vram_budget); break;
-        case 'Q': st = gp_parse_size(optarg, "--kv-store-size", &o->kv_store_size); break;
-        case 'O': st = gp_parse_size(optarg, "--kv-vram-budget", &o->kv_vram_budget); break;
-        case 'C': st = gp_parse_size(optarg, "--cpu-ffn", &o->cpu_ffn); break;
+        case 'V': st = size_arg(optarg, "--vram-budget", &o->vram_budget); break;
+        case 'Q': st = size_arg(optarg, "--kv-store-size", &o->kv_store_size); break;
+        case 'O': st = size_arg(optarg, "--kv-vram-budget", &o->kv_vram_budget); break;
+        case 'C': st = size_arg(optarg, "--cpu-ffn", &o->cpu_ffn); break;
         case 'H': st = gp_parse_long(optarg, 1, 16, "--cpu-ffn-threads", &o->cpu_ffn_threads); break;
         case 'q':
             if ((st = gp_parse_path(optarg, "--kv-store")) == GP_OK)

@@ -47,3 +47,12 @@ gp_cli_test(gen_dtype_help 0 "cpu: only auto, the checkpoint's own values held i
 gp_cli_test(gen_cpu_split_range 2 "--sm-split 64:64: the cpu backend runs 1..16 worker threads on each side. allowed: A:F with A and F in 1..16"
             generate --model tiny --prompt-ids 1 --steps 1 --engine pipelined --sm-split 64:64)
 gp_cli_test(gen_cpu_split_max 0 "^[0-9]+$" generate --model tiny --prompt-ids 1 --steps 1 --engine pipelined --sm-split 16:1)
+
+# Sizes: K..T and KiB..TiB binary, KB..TB decimal, any case; the bytes read are echoed.
+gp_cli_test(gen_size_decimal 2 "greenpipe: --vram-budget 4GB = 4000000000 bytes"
+            generate --model tiny --prompt-ids 1 --steps 1 --vram-budget 4GB)
+gp_cli_test(gen_size_iec 2 "greenpipe: --kv-store-size 4gib = 4294967296 bytes"
+            generate --model tiny --prompt-ids 1 --steps 1 --kv-store-size 4gib)
+gp_cli_test(gen_size_binary 2 "greenpipe: --vram-budget 512m = 536870912 bytes"
+            generate --model tiny --prompt-ids 1 --steps 1 --vram-budget 512m)
+gp_cli_test(gen_size_help 0 "KB, MB, GB, TB decimal" generate --help)

@@ -120,8 +120,8 @@ gp_cli_test(gen_dtype_cpu 2 "--dtype fp16 applies to --backend cuda only .* allo
             generate --model tiny --prompt-ids 1 --steps 1 --dtype fp16)
 gp_cli_test(gen_dtype_junk 2 "dtype 'fp8' is not known. allowed .any case.: auto, bf16, fp16"
             generate --model tiny --prompt-ids 1 --steps 1 --backend cuda --dtype fp8)
-gp_cli_test(gen_vram_budget_junk 2 "--vram-budget: '4GB' is not a size. expected a size in bytes > 0"
-            generate --model tiny --prompt-ids 1 --steps 1 --backend cuda --vram-budget 4GB)
+gp_cli_test(gen_vram_budget_junk 2 "--vram-budget: '4Q' is not a size. expected a size in bytes > 0"
+            generate --model tiny --prompt-ids 1 --steps 1 --backend cuda --vram-budget 4Q)
 gp_cli_test(gen_vram_budget_cpu 2 "--vram-budget applies to --backend cuda only"
             generate --model tiny --prompt-ids 1 --steps 1 --vram-budget 4G)
 gp_cli_test(gen_vram_budget_small 2 "--vram-budget: streaming the weights of config tiny .* below the minimum working set"
@@ -237,8 +237,8 @@ gp_cli_test(gen_kv_store_dump_prompt 2 "--dump-prompt-logits 'p.json' does not c
             generate --model tiny --prompt-ids 1 --steps 1 --backend cuda --kv-store-size 1G --dump-prompt-logits p.json)
 gp_cli_test(gen_kv_store_size_zero 2 "--kv-store-size: '0' is zero. expected a size in bytes > 0"
             generate --model tiny --prompt-ids 1 --steps 1 --backend cuda --kv-store-size 0)
-gp_cli_test(gen_kv_store_size_junk 2 "--kv-store-size: '4GB' is not a size. expected a size in bytes > 0: digits, optionally followed by K, M, G or T"
-            generate --model tiny --prompt-ids 1 --steps 1 --backend cuda --kv-store-size 4GB)
+gp_cli_test(gen_kv_store_size_junk 2 "--kv-store-size: '4 G' is not a size. expected a size in bytes > 0: digits, optionally followed by K, M, G, T or KiB, MiB, GiB, TiB .binary"
+            generate --model tiny --prompt-ids 1 --steps 1 --backend cuda --kv-store-size "4 G")
 gp_cli_test(gen_kv_store_size_missing 2 "--kv-store-size needs a value"
             generate --model tiny --prompt-ids 1 --steps 1 --backend cuda --kv-store-size)
 gp_cli_test(gen_kv_store_block_range 2 "--kv-store-block: 0 is out of range. allowed: .1, 65536."
@@ -253,7 +253,7 @@ gp_cli_test(gen_kv_store_twice 2 "--kv-store-size given more than once"
 # 8 tokens x 2 layers x K and V x 2 KV heads x 16 dims x 2 bytes), and the
 # default 256-token block beside prompts that cannot fill one
 gp_cli_test(gen_kv_store_size_small 2 "--kv-store-size 1024 bytes: less than one stored block of 8 tokens of tiny .2048 bytes.* allowed: at least 2048 bytes"
-            generate --model tiny --prompt-ids 1,2,3 --steps 1 --backend cuda --kv-store-size 1K --kv-store-block 8)
+            generate --model tiny --prompt-ids 1,2,3,4,5,6,7,8,9 --steps 1 --backend cuda --kv-store-size 1K --kv-store-block 8)
 gp_cli_test(gen_kv_store_block_context 2 "--kv-store-block 256 .the default.: the longest prompt has 3 token.s., fewer than one block.* allowed: at most 3"
             generate --model tiny --prompt-ids 1,2,3 --steps 3 --backend cuda --kv-store-size 1G)
 add_test(NAME cli_gen_kv_store_cuda
@@ -281,8 +281,8 @@ gp_cli_test(gen_cpu_ffn_cpu 2 "--cpu-ffn splits .* give --sparsity FILE.json, --
             generate --model tiny --prompt-ids 1 --steps 1 --sparsity cal.json --cpu-ffn 1M)
 gp_cli_test(gen_cpu_ffn_pipelined 2 "--cpu-ffn splits"
             generate --model tiny --prompt-ids 1 --steps 1 --backend cuda --engine pipelined --sparsity cal.json --cpu-ffn 1M)
-gp_cli_test(gen_cpu_ffn_size_junk 2 "--cpu-ffn: '1MB' is not a size"
-            generate --model tiny --prompt-ids 1 --steps 1 --backend cuda --sparsity cal.json --cpu-ffn 1MB)
+gp_cli_test(gen_cpu_ffn_size_junk 2 "--cpu-ffn: '1Mi' is not a size"
+            generate --model tiny --prompt-ids 1 --steps 1 --backend cuda --sparsity cal.json --cpu-ffn 1Mi)
 gp_cli_test(gen_cpu_ffn_threads_alone 2 "--cpu-ffn-threads applies to --cpu-ffn"
             generate --model tiny --prompt-ids 1 --steps 1 --backend cuda --sparsity cal.json --cpu-ffn-threads 2)
 gp_cli_test(gen_cpu_ffn_threads_range 2 "--cpu-ffn-threads: 17 is out of range"
