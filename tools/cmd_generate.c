@@ -963,7 +963,12 @@ int gp_cmd_generate(int argc, char **argv)
     }
     double t0 = gp_now_s();
     if ((st = gp_backend_open(&src, &bp, &b)) != GP_OK) {
-        exit_code = fail("loading the model", st);
+        if (st == GP_ERR_NO_DEVICE) /* one line: what happened and what runs without a GPU */
+            fprintf(stderr, "greenpipe generate: loading the model: %s: %s; --backend cpu runs the float32 CPU "
+                    "reference instead\n", gp_status_str(st), gp_last_error());
+        else
+            fail("loading the model", st);
+        exit_code = 1;
         goto out;
     }
     gp_exec x = gp_backend_exec(b);

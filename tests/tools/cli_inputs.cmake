@@ -56,3 +56,19 @@ gp_cli_test(gen_size_iec 2 "greenpipe: --kv-store-size 4gib = 4294967296 bytes"
 gp_cli_test(gen_size_binary 2 "greenpipe: --vram-budget 512m = 536870912 bytes"
             generate --model tiny --prompt-ids 1 --steps 1 --vram-budget 512m)
 gp_cli_test(gen_size_help 0 "KB, MB, GB, TB decimal" generate --help)
+
+# Without a GPU: say that no driver or GPU was found (not the runtime's
+# "driver version is insufficient") and what runs without one; one line, exit 1.
+gp_cli_test(devices_no_gpu_words "0|1" "^greenpipe: no CUDA GPU usable: (no NVIDIA driver or GPU was found|the NVIDIA driver [^;]*)$<SEMICOLON> greenpipe generate --backend cpu runs the float32 CPU reference$|device 0: " devices)
+gp_cli_test(gen_cuda_no_gpu_words "0|1" "^[0-9]+$|^greenpipe generate: loading the model: no usable GPU: no CUDA GPU usable: (no NVIDIA driver or GPU was found|the NVIDIA driver [^;]*)$<SEMICOLON> --backend cpu runs the float32 CPU reference instead$"
+            generate --backend cuda --model tiny --prompt-ids 1 --steps 1)
+
+# greenpipe --version and greenpipe version: the version and the build's commit.
+gp_cli_test(version 0 "^greenpipe [0-9]+\\.[0-9]+\\.[0-9]+ \\(commit [0-9A-Za-z._+-]+\\)$" --version)
+gp_cli_test(version_command 0 "^greenpipe [0-9]+\\.[0-9]+\\.[0-9]+ \\(commit " version)
+gp_cli_test(version_in_usage 0 "version +the version and the commit" --help)
+gp_cli_test(version_extra 2 "greenpipe version: takes no arguments, got 'x'" version x)
+
+# inspect PRESET: a preset is named as one, with the presets and its config.
+gp_cli_test(inspect_preset 0 "'tiny' is a preset .synthetic weights.*not a checkpoint directory$<SEMICOLON> presets: tiny, " inspect tiny)
+gp_cli_test(inspect_preset_config 0 "layers 2, hidden 64" inspect tiny)
