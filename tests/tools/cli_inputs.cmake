@@ -72,3 +72,15 @@ gp_cli_test(version_extra 2 "greenpipe version: takes no arguments, got 'x'" ver
 # inspect PRESET: a preset is named as one, with the presets and its config.
 gp_cli_test(inspect_preset 0 "'tiny' is a preset .synthetic weights.*not a checkpoint directory$<SEMICOLON> presets: tiny, " inspect tiny)
 gp_cli_test(inspect_preset_config 0 "layers 2, hidden 64" inspect tiny)
+
+# Every benchmark answers --help and -h with its usage on stdout, exit 0
+# (the bench folder's gp_bench_* targets, so a new one is checked too).
+get_property(gp_bench_dir_targets DIRECTORY ${PROJECT_SOURCE_DIR}/bench PROPERTY BUILDSYSTEM_TARGETS)
+set(gp_bench_files "")
+foreach(t IN LISTS gp_bench_dir_targets)
+  if(t MATCHES "^gp_bench_")
+    list(APPEND gp_bench_files $<TARGET_FILE:${t}>)
+  endif()
+endforeach()
+add_test(NAME tools_bench_help
+         COMMAND bash -c "n=0; for b in \"$@\"; do for h in --help -h; do out=$(\"$b\" $h 2>/dev/null) || { echo \"$b $h: exit $?\"; exit 1; }; grep -qi usage <<<\"$out\" || { echo \"$b $h: no usage on stdout\"; exit 1; }; done; n=$((n+1)); done; echo \"$n benchmarks\"; [ $n -gt 0 ]" bench_help ${gp_bench_files})

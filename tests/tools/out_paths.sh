@@ -15,6 +15,11 @@ if [ "$(id -u)" = 0 ]; then
   command -v setpriv >/dev/null || { echo "setpriv (util-linux) is needed to drop root's privileges"; exit 1; }
   mkdir "$t/bin" && cp "$g" "$cs" "$t/bin/" && chmod -R 755 "$t/bin"
   as=(setpriv --reuid=65534 --regid=65534 --clear-groups)
+  # a sanitizer build's logs go where nobody may write; a report still
+  # fails the check through the exit code
+  mkdir -m 1777 "$t/logs"
+  [ -z "${ASAN_OPTIONS:-}" ] || export ASAN_OPTIONS="$ASAN_OPTIONS:log_path=$t/logs/asan"
+  [ -z "${UBSAN_OPTIONS:-}" ] || export UBSAN_OPTIONS="$UBSAN_OPTIONS:log_path=$t/logs/ubsan"
   g_ro="$t/bin/$(basename "$g")"; cs_ro="$t/bin/$(basename "$cs")"
 else
   as=(); g_ro=$g; cs_ro=$cs
