@@ -16,7 +16,9 @@ static void tok_usage(FILE *f)
 {
     fprintf(f,
             "usage: greenpipe tokenize (--model DIR | --tokenizer FILE) (--text TEXT | --file FILE | --decode IDS)\n"
-            "  --model DIR        DIR/tokenizer.json, else DIR/tokenizer.model\n"
+            "  --model DIR        DIR/tokenizer.json, else DIR/tokenizer.model (tiktoken: its BOS is\n"
+            "                     config.json's bos_token_id unless tokenizer_config.json's add_bos_token\n"
+            "                     is false, as HF's Llama 3 tokenizer)\n"
             "  --tokenizer FILE   a HF tokenizer.json or a tiktoken-format tokenizer.model\n"
             "  --text TEXT        print TEXT's ids, space-separated on one line (with BOS where the\n"
             "                     tokenizer's post-processor adds it, as HF's encode(text).ids)\n"

@@ -84,3 +84,10 @@ foreach(t IN LISTS gp_bench_dir_targets)
 endforeach()
 add_test(NAME tools_bench_help
          COMMAND bash -c "n=0; for b in \"$@\"; do for h in --help -h; do out=$(\"$b\" $h 2>/dev/null) || { echo \"$b $h: exit $?\"; exit 1; }; grep -qi usage <<<\"$out\" || { echo \"$b $h: no usage on stdout\"; exit 1; }; done; n=$((n+1)); done; echo \"$n benchmarks\"; [ $n -gt 0 ]" bench_help ${gp_bench_files})
+
+# A tiktoken tokenizer.model in a checkpoint directory: BOS from config.json's
+# bos_token_id, as HF's Llama 3 tokenizer; none when add_bos_token is false
+# or no id is known; an id outside the vocabulary is refused.
+set(GP_TIKTOKEN ${CMAKE_CURRENT_SOURCE_DIR}/data/tokenizer/tiktoken/tokenizer.model)
+add_test(NAME cli_tokenize_tiktoken_bos
+         COMMAND bash -c "g=$<TARGET_FILE:greenpipe>; e=${GP_CLI_EXPECT}; d=$(mktemp -d); trap 'rm -rf $d' EXIT; cp ${GP_TIKTOKEN} $d/ && bash $e 0 '^305$' -- $g tokenize --model $d --text hi && echo '{\"bos_token_id\": 695, \"vocab_size\": 700}' > $d/config.json && bash $e 0 '^695 305$' -- $g tokenize --model $d --text hi && bash $e 0 '^305$' -- $g tokenize --tokenizer $d/tokenizer.model --text hi && echo '{\"add_bos_token\": false}' > $d/tokenizer_config.json && bash $e 0 '^305$' -- $g tokenize --model $d --text hi && rm $d/tokenizer_config.json && echo '{\"bos_token_id\": 900, \"vocab_size\": 700}' > $d/config.json && bash $e 2 'config.json: bos_token_id is not a token id in .0, 700.' -- $g tokenize --model $d --text hi")
