@@ -255,7 +255,7 @@ int main(int argc, char **argv)
         { NULL, 0, NULL, 0 },
     };
     int o;
-    while ((o = getopt_long(argc, argv, "", opts, NULL)) != -1) {
+    while ((o = getopt_long(argc, argv, "h", opts, NULL)) != -1) {
         const char *v = optarg;
         switch (o) {
         case O_SM: p.sm_count = parse_int(v, "--sm"); break;
@@ -299,7 +299,8 @@ int main(int argc, char **argv)
             n_cases++;
             break;
         }
-        case O_HELP: usage(stdout); return 0;
+        case O_HELP:
+        case 'h': usage(stdout); return 0;
         default: usage(stderr); return 2; /* getopt_long named the bad option */
         }
     }

@@ -284,7 +284,7 @@ static int parse(int argc, char **argv, opts *o)
                  .first = 2, .buf_mb = 2048 };
     int c, li = 0;
     char *end;
-    while ((c = getopt_long(argc, argv, "", lo, &li)) != -1) {
+    while ((c = getopt_long(argc, argv, "h", lo, &li)) != -1) {
         long v = 0;
         if (c != 's' && c != 'f' && c != 'd' && c != 'h' && c != '?') {
             v = strtol(optarg, &end, 10);
@@ -328,7 +328,7 @@ static int parse(int argc, char **argv, opts *o)
                 return 2;
             }
             break;
-        case 'h': usage(stdout); return 1;
+        case 'h': usage(stdout); return 1; /* main: 1 is "done", exit 0 */
         default: usage(stderr); return 2;
         }
         continue;

@@ -71,7 +71,7 @@ int main(int argc, char **argv)
     };
     int ch;
     opterr = 0;
-    while ((ch = getopt_long(argc, argv, "", opts, NULL)) != -1) {
+    while ((ch = getopt_long(argc, argv, "h", opts, NULL)) != -1) {
         switch (ch) {
         case 't':
             if (gp_arg_long(NAME, optarg, 0, GP_POOL_MAX_THREADS, "--threads", &threads))

@@ -153,6 +153,13 @@ static gp_status calibrate(const gp_host_weights *hw, double target, int seqs, i
     return st;
 }
 
+static void usage(FILE *f)
+{
+    fprintf(f, "usage: gp_bench_cpu_ffn --cpu-ffn-budget SIZE [--vram-budget SIZE] [--model PRESET] [--layers N] "
+            "[--sparsity FILE.json | --target S] [--batches B,...] [--context C] [--threads N] [--reload-window W] "
+            "[--warmup N] [--repeat N]\n  SIZE: " GP_SIZE_UNITS "\n");
+}
+
 int main(int argc, char **argv)
 {
     setvbuf(stdout, NULL, _IOLBF, 0); /* each row as it finishes, also when a later one is cut off */
@@ -172,10 +179,12 @@ int main(int argc, char **argv)
                                          {"reload-window", required_argument, NULL, 'W'},
                                          {"warmup", required_argument, NULL, 'u'},
                                          {"repeat", required_argument, NULL, 'r'},
+                                         {"help", no_argument, NULL, 'h'},
                                          {NULL, 0, NULL, 0}};
     int c, bad = 0;
-    while ((c = getopt_long(argc, argv, "", opts, NULL)) != -1) {
+    while ((c = getopt_long(argc, argv, "h", opts, NULL)) != -1) {
         switch (c) {
+        case 'h': usage(stdout); return 0;
         case 'm': model = optarg; break;
         case 'L': bad |= gp_arg_long(prog, optarg, 1, 1024, "--layers", &layers); break;
         case 'S': spf = optarg; break;
@@ -218,10 +227,7 @@ int main(int argc, char **argv)
         bad = 2;
     }
     if (bad || !budget) {
-        fprintf(stderr, "usage: %s --cpu-ffn-budget SIZE [--vram-budget SIZE] [--model PRESET] [--layers N] "
-                "[--sparsity FILE.json | "
-                "--target S] [--batches B,...] [--context C] [--threads N] [--reload-window W] [--warmup N] "
-                "[--repeat N]\n", prog);
+        usage(stderr);
         return 2;
     }
     if (gp_cuda_available() != GP_OK) {

@@ -315,6 +315,13 @@ static int time_row(gp_device_weights *dw, const gp_config *cfg, const workload 
     return r->ok ? 0 : 1;
 }
 
+static void usage(FILE *f)
+{
+    fprintf(f, "usage: gp_bench_decode [--model PRESET] [--workloads B:C,...] [--repeat N] [--warmup N] [--eager] "
+            "[--attn] [--dtype bf16|fp16] [--layers N] [--sparsity FILE.json] [--vram-budget SIZE [--prefetch D] "
+            "[--lru] [--no-resident]]\n  SIZE: " GP_SIZE_UNITS "\n");
+}
+
 int main(int argc, char **argv)
 {
     const char *model = GP_DEFAULT_PRESET, *wl = "8:1024,64:2048,256:1024,1024:384";
@@ -337,9 +344,10 @@ int main(int argc, char **argv)
                                          {"layers", required_argument, NULL, 'L'},
                                          {"sparsity", required_argument, NULL, 'S'},
                                          {"no-resident", no_argument, NULL, 'n'},
+                                         {"help", no_argument, NULL, 'h'},
                                          {NULL, 0, NULL, 0}};
     int c;
-    while ((c = getopt_long(argc, argv, "", opts, NULL)) != -1) {
+    while ((c = getopt_long(argc, argv, "h", opts, NULL)) != -1) {
         switch (c) {
         case 'm': model = optarg; break;
         case 'w': wl = optarg; break;
@@ -380,10 +388,9 @@ int main(int argc, char **argv)
                 return 2;
             }
             break;
+        case 'h': usage(stdout); return 0;
         default:
-            fprintf(stderr, "usage: gp_bench_decode [--model PRESET] [--workloads B:C,...] [--repeat N] "
-                            "[--warmup N] [--eager] [--attn] [--dtype bf16|fp16] [--layers N] [--sparsity FILE.json] "
-                            "[--vram-budget SIZE [--prefetch D] [--lru] [--no-resident]]\n");
+            usage(stderr);
             return 2;
         }
     }

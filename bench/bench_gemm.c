@@ -175,11 +175,20 @@ static gp_status bench_run(int sm_target, int reps)
     return GP_OK;
 }
 
+static void usage(FILE *f)
+{
+    fprintf(f, "usage: gp_bench_gemm [--dtype bf16|fp16] [SM_TARGET >= 0 (76)] [REPS 1..%d (20)]\n", BENCH_MAX_REPS);
+}
+
 int main(int argc, char **argv)
 {
     const char *pos[3] = { NULL, NULL, NULL };
     int npos = 0;
     for (int i = 1; i < argc; i++) {
+        if (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h")) {
+            usage(stdout);
+            return 0;
+        }
         if (strcmp(argv[i], "--dtype") == 0 && i + 1 < argc) {
             if (gp_dtype_parse(argv[++i], 0, &g_dt) != GP_OK) {
                 fprintf(stderr, "gp_bench_gemm: --dtype: %s\n", gp_last_error());
@@ -194,8 +203,7 @@ int main(int argc, char **argv)
     int sm_target = npos > 0 ? atoi(pos[0]) : 76;
     int reps = npos > 1 ? atoi(pos[1]) : 20;
     if (npos > 2 || sm_target < 0 || reps < 1 || reps > BENCH_MAX_REPS) {
-        fprintf(stderr, "usage: gp_bench_gemm [--dtype bf16|fp16] [SM_TARGET >= 0 (76)] "
-                "[REPS 1..%d (20)]\n", BENCH_MAX_REPS);
+        usage(stderr);
         return 2;
     }
     if (gp_cuda_available() != GP_OK) {

@@ -108,7 +108,7 @@ int main(int argc, char **argv)
                                        {"help", no_argument, 0, 'h'},        {0, 0, 0, 0}};
     int c;
     long v;
-    while ((c = getopt_long(argc, argv, "", lo, NULL)) != -1) {
+    while ((c = getopt_long(argc, argv, "h", lo, NULL)) != -1) {
         switch (c) {
         case 'm': model = optarg; break;
         case 'w': wl = optarg; break;

@@ -173,7 +173,7 @@ int main(int argc, char **argv)
                                          {"dtype", required_argument, 0, 'd'},
                                          {"help", no_argument, 0, 'h'},         {0, 0, 0, 0}};
     int o;
-    while ((o = getopt_long(argc, argv, "", opts, NULL)) != -1) {
+    while ((o = getopt_long(argc, argv, "h", opts, NULL)) != -1) {
         char *end;
         switch (o) {
         case 'p': preset = optarg; break;

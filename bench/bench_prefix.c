@@ -220,7 +220,7 @@ int main(int argc, char **argv)
                                        {"trace", required_argument, 0, 't'},  {0, 0, 0, 0}};
     int c;
     long v;
-    while ((c = getopt_long(argc, argv, "", lo, NULL)) != -1) {
+    while ((c = getopt_long(argc, argv, "h", lo, NULL)) != -1) {
         char *end;
         switch (c) {
         case 'p': o.preset = optarg; break;

@@ -47,6 +47,11 @@ static int parse_list(const char *s, double *v, int max, const char *flag)
     return n;
 }
 
+static void usage(FILE *f)
+{
+    fprintf(f, "usage: gp_bench_sparse [--dtype bf16|fp16] [--reps N] [--batches 1,8,16] [--sparsity 0,0.25,0.4,0.5]\n");
+}
+
 int main(int argc, char **argv)
 {
     gp_dtype dt = GP_DTYPE_BF16;
@@ -57,9 +62,10 @@ int main(int argc, char **argv)
                                          {"reps", required_argument, NULL, 'r'},
                                          {"batches", required_argument, NULL, 'b'},
                                          {"sparsity", required_argument, NULL, 's'},
+                                         {"help", no_argument, NULL, 'h'},
                                          {NULL, 0, NULL, 0}};
     int c;
-    while ((c = getopt_long(argc, argv, "", opts, NULL)) != -1) {
+    while ((c = getopt_long(argc, argv, "h", opts, NULL)) != -1) {
         long v;
         switch (c) {
         case 'd':
@@ -77,9 +83,9 @@ int main(int argc, char **argv)
             break;
         case 'b': nb = parse_list(optarg, bv, 16, "--batches"); break;
         case 's': ns = parse_list(optarg, sv, 16, "--sparsity"); break;
+        case 'h': usage(stdout); return 0;
         default:
-            fprintf(stderr, "usage: gp_bench_sparse [--dtype bf16|fp16] [--reps N] [--batches 1,8,16] "
-                            "[--sparsity 0,0.25,0.4,0.5]\n");
+            usage(stderr);
             return 2;
         }
     }

@@ -67,7 +67,7 @@ int main(int argc, char **argv)
         {"steps", required_argument, 0, 'k'}, {"chunk-mib", required_argument, 0, 'c'},
         {"no-reader", no_argument, 0, 'r'}, {"help", no_argument, 0, 'h'}, {0, 0, 0, 0}};
     int c;
-    while ((c = getopt_long(argc, argv, "", opts, NULL)) != -1) {
+    while ((c = getopt_long(argc, argv, "h", opts, NULL)) != -1) {
         switch (c) {
         case 'g': n_groups = parse_long(optarg, "--groups", 1, 4096); break;
         case 's': group_mib = parse_long(optarg, "--group-mib", 1, 1 << 20); break;

@@ -36,10 +36,10 @@ static int parse_positive(const char *s, long *out)
     return 0;
 }
 
-static int usage(void)
+static int usage(FILE *f)
 {
-    fprintf(stderr, "usage: gp_bench_tokenize [--repeats N] [--mb M] [--text FILE] [TOKENIZER...]\n");
-    return 2;
+    fprintf(f, "usage: gp_bench_tokenize [--repeats N] [--mb M] [--text FILE] [TOKENIZER...]\n");
+    return f == stdout ? 0 : 2;
 }
 
 int main(int argc, char **argv)
@@ -47,19 +47,23 @@ int main(int argc, char **argv)
     long repeats = 11, mb = 1;
     const char *src = GP_BENCH_CORPUS;
     int first = 1;
+    if (argc > 1 && !strcmp(argv[1], "-h"))
+        return usage(stdout);
     for (; first < argc && !strncmp(argv[first], "--", 2); first += 2) {
+        if (!strcmp(argv[first], "--help"))
+            return usage(stdout);
         if (first + 1 >= argc)
-            return usage();
+            return usage(stderr);
         if (!strcmp(argv[first], "--repeats")) {
             if (parse_positive(argv[first + 1], &repeats))
-                return usage();
+                return usage(stderr);
         } else if (!strcmp(argv[first], "--mb")) {
             if (parse_positive(argv[first + 1], &mb))
-                return usage();
+                return usage(stderr);
         } else if (!strcmp(argv[first], "--text")) {
             src = argv[first + 1];
         } else {
-            return usage();
+            return usage(stderr);
         }
     }
     const char *const *toks = (const char *const *)argv + first;

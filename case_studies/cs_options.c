@@ -94,13 +94,13 @@ static const char *allowed(int opt)
     case OPT_ATTN_WARPS_CAP: return "0 (no cap) or an even integer 2.." CS_STR(GP_ATTN_STREAM_WARPS_CAP_MAX);
     case OPT_ATTN_KV_EVICT: return "on or off";
     case OPT_DTYPE: return "auto, bf16 or fp16";
-    case OPT_VRAM_BUDGET: return "a size in bytes > 0, digits optionally followed by K, M, G or T (binary multiples: "
-                                 "512M, 4G, 16G), from the model's least streaming budget up to the GPU's free memory";
+    case OPT_VRAM_BUDGET: return "a size in bytes > 0: " GP_SIZE_UNITS ", from the model's least streaming budget "
+                                 "up to the GPU's free memory";
     case OPT_TUNING_OUT:
     case OPT_JSON:
     case OPT_CSV:
     case OPT_TRACE:
-    case OPT_SVG: return "a file path";
+    case OPT_SVG: return "a path we can write: a writable file, or a new file in a writable directory";
     default: return "no value";
     }
 }
@@ -488,6 +488,21 @@ static int cross_checks(parse_ctx *c, gp_cs_options *o)
             if (out[i].path[0] && strcmp(out[i].path, out[k].path) == 0)
                 return bad(c, out[i].opt, out[i].path, "also the --%s file; give each report its own file",
                            flag_name(out[k].opt));
+    /* each report tried now, not found unwritable after the measurements */
+    for (int i = 0; i < n; i++) {
+        char flag[64];
+        snprintf(flag, sizeof flag, "--%s", flag_name(out[i].opt));
+        if (out[i].path[0] && gp_check_out_file(out[i].path, flag) != GP_OK) {
+            /* the reason alone: bad() names the flag, the path and what is allowed */
+            char why[512];
+            const char *m = gp_last_error(), *from = strstr(m, "cannot write");
+            snprintf(why, sizeof why, "%s", from ? from : m);
+            char *cut = strstr(why, "; allowed");
+            if (cut)
+                *cut = '\0';
+            return bad(c, out[i].opt, out[i].path, "%s", why);
+        }
+    }
     /* Every micro-batch needs a row: refused here rather than as error rows
      * after the weights are loaded. (M not dividing B is allowed; the
      * report shows the sizes the pipeline makes.) */

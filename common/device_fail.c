@@ -99,3 +99,22 @@ gp_status gp_cuda_fail(cudaError_t e, const char *call, const char *file, int li
     return gp_device_fail(GP_DEVICE_API_RUNTIME, (int)e, 0, call, cudaGetErrorString(e),
                           cudaGetErrorName(e), file, line);
 }
+
+const char *gp_cuda_absent_reason(cudaError_t e)
+{
+    static _Thread_local char why[256];
+    int drv = 0, rt = 0;
+    /* the driver's version is 0 when no driver is installed */
+    (void)cudaDriverGetVersion(&drv);
+    (void)cudaRuntimeGetVersion(&rt);
+    if ((e == cudaErrorInsufficientDriver || e == cudaErrorNoDevice) && drv == 0)
+        snprintf(why, sizeof why, "no NVIDIA driver or GPU was found");
+    else if (e == cudaErrorNoDevice)
+        snprintf(why, sizeof why, "the NVIDIA driver (CUDA %d.%d) finds no GPU", drv / 1000, (drv % 1000) / 10);
+    else if (e == cudaErrorInsufficientDriver)
+        snprintf(why, sizeof why, "the NVIDIA driver supports CUDA %d.%d, older than this build's runtime %d.%d "
+                 "needs", drv / 1000, (drv % 1000) / 10, rt / 1000, (rt % 1000) / 10);
+    else
+        snprintf(why, sizeof why, "%s", cudaGetErrorString(e));
+    return why;
+}

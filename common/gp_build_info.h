@@ -11,6 +11,9 @@ extern "C" {
  * when the sources are not a git checkout of their own and carry no
  * .gp-commit. */
 const char *gp_build_commit(void);
+/* The project's version (project(... VERSION) in CMakeLists.txt), e.g.
+ * "0.1.0". */
+const char *gp_build_version(void);
 
 #ifdef __cplusplus
 }

@@ -121,10 +121,16 @@ double gp_median_d(double *v, int n);
 /* Reads the whole file at path into a new buffer with a NUL after its len
  * bytes (so text can be parsed in place); *out is freed by the caller. Files
  * longer than cap bytes are refused before anything is read, because a
- * config or an index that size is not one and must not exhaust memory.
+ * config or an index that size is not one and must not exhaust memory. A
+ * file that is not regular (a pipe, /dev/stdin, <(...), /proc) has no size
+ * to trust: it is read to its end, and refused once past cap.
  * GP_ERR_NOT_FOUND: no such file; GP_ERR_FORMAT: over the cap; GP_ERR_IO:
  * cannot open or read; GP_ERR_NO_MEMORY. Messages name the path. */
 gp_status gp_read_file(const char *path, size_t cap, char **out, size_t *len);
+/* gp_read_file for a text input the user names on the command line, where
+ * "-" means standard input (read to its end; messages name it "standard
+ * input (-)"). */
+gp_status gp_read_input(const char *path, size_t cap, char **out, size_t *len);
 /* Opens path read-only (close-on-exec) into *fd with its size and whether it
  * is a regular file; GP_ERR_NOT_FOUND or GP_ERR_IO naming the path, fd
  * closed, otherwise. */
@@ -159,7 +165,8 @@ const char *gp_dtype_flag_name(gp_dtype d);
 /* What gp_dtype_parse accepts beside "bf16" and "fp16". */
 #define GP_DTYPE_ALLOW_F32 1u  /* "fp32" */
 #define GP_DTYPE_ALLOW_AUTO 2u /* "auto": GP_DTYPE_AUTO */
-/* Parse a --dtype value; the message names the text and the allowed set. */
+/* Parse a --dtype value, in any case ("BF16", "bf16"); the message names
+ * the text and the allowed set. */
 gp_status gp_dtype_parse(const char *text, unsigned allow, gp_dtype *out);
 /* --dtype auto: the 16-bit compute dtype for weights of checkpoint_dtype:
  * F16 -> F16, BF16 -> BF16, F32 -> BF16 (fp16's range could not hold every

@@ -69,6 +69,12 @@ gp_status gp_device_fail(gp_device_api api, int code, int held, const char *call
  * use it). */
 gp_status gp_cuda_fail(cudaError_t e, const char *call, const char *file, int line);
 
+/* Why no GPU is usable after cudaGetDeviceCount (or the first context)
+ * failed with e, in words a user without a GPU understands: the runtime's
+ * own "CUDA driver version is insufficient" is what a machine with no NVIDIA
+ * driver at all gets. One line, no trailing period; a thread's own buffer. */
+const char *gp_cuda_absent_reason(cudaError_t e);
+
 /* Device memory (cudaMalloc). On failure *p is NULL and the status is
  * GP_ERR_DEVICE_MEMORY (message: what, bytes, free/total), or what
  * gp_cuda_fail makes of another error. After a sticky error every helper

@@ -3,6 +3,7 @@
 #include "gp_common.h"
 
 #include <string.h>
+#include <strings.h>
 
 #include <stdio.h>
 
@@ -49,17 +50,18 @@ gp_status gp_dtype_check_half(gp_dtype dt, const char *who)
 gp_status gp_dtype_parse(const char *text, unsigned allow, gp_dtype *out)
 {
     static const gp_dtype known[] = {GP_DTYPE_BF16, GP_DTYPE_F16, GP_DTYPE_F32};
-    if (text && (allow & GP_DTYPE_ALLOW_AUTO) && strcmp(text, "auto") == 0) {
+    /* any case: "BF16" is how safetensors and HF's configs spell it */
+    if (text && (allow & GP_DTYPE_ALLOW_AUTO) && strcasecmp(text, "auto") == 0) {
         *out = GP_DTYPE_AUTO;
         return GP_OK;
     }
     for (size_t i = 0; text && i < sizeof known / sizeof known[0]; i++)
         if (((allow & GP_DTYPE_ALLOW_F32) || known[i] != GP_DTYPE_F32) &&
-            strcmp(text, gp_dtype_flag_name(known[i])) == 0) {
+            strcasecmp(text, gp_dtype_flag_name(known[i])) == 0) {
             *out = known[i];
             return GP_OK;
         }
-    GP_FAIL(GP_ERR_INVALID_ARG, "dtype '%s' is not known; allowed: %sbf16, fp16%s", text ? text : "(null)",
+    GP_FAIL(GP_ERR_INVALID_ARG, "dtype '%s' is not known; allowed (any case): %sbf16, fp16%s", text ? text : "(null)",
             allow & GP_DTYPE_ALLOW_AUTO ? "auto, " : "", allow & GP_DTYPE_ALLOW_F32 ? ", fp32" : "");
 }
 

@@ -30,10 +30,10 @@ gp_status gp_green_check_device(int device)
         return gp_cuda_fail(e, "cudaGetDeviceCount", __FILE__, __LINE__);
     if (e != cudaSuccess) {
         (void)cudaGetLastError();
-        GP_FAIL(GP_ERR_NO_DEVICE, "no CUDA GPU usable: %s", cudaGetErrorString(e));
+        GP_FAIL(GP_ERR_NO_DEVICE, "no CUDA GPU usable: %s", gp_cuda_absent_reason(e));
     }
     if (n <= 0)
-        GP_FAIL(GP_ERR_NO_DEVICE, "no CUDA GPU usable: the driver reports no devices");
+        GP_FAIL(GP_ERR_NO_DEVICE, "no CUDA GPU usable: %s", gp_cuda_absent_reason(cudaErrorNoDevice));
     if (device < 0 || device >= n)
         GP_FAIL(GP_ERR_INVALID_ARG, "device %d: allowed 0 .. %d (%d CUDA device%s)", device,
                 n - 1, n, n == 1 ? "" : "s");

@@ -116,10 +116,10 @@ extern "C" gp_status gp_cuda_available(void)
         return gp_cuda_fail(e, "cudaFree(0) (context check)", __FILE__, __LINE__);
     if (e != cudaSuccess) {
         (void)cudaGetLastError();
-        GP_FAIL(GP_ERR_NO_DEVICE, "no CUDA GPU usable: %s", cudaGetErrorString(e));
+        GP_FAIL(GP_ERR_NO_DEVICE, "no CUDA GPU usable: %s", gp_cuda_absent_reason(e));
     }
     if (n <= 0)
-        GP_FAIL(GP_ERR_NO_DEVICE, "no CUDA GPU usable: the driver reports no devices");
+        GP_FAIL(GP_ERR_NO_DEVICE, "no CUDA GPU usable: %s", gp_cuda_absent_reason(cudaErrorNoDevice));
     return GP_OK;
 }
 

@@ -1,6 +1,7 @@
 /* The calibration file of activation sparsity (gp_sparse.h): JSON written
  * and read back with every refusal naming the key, the layer and what is
  * allowed, and the check that a calibration fits a model. */
+#include <errno.h>
 #include <float.h>
 #include <limits.h>
 #include <math.h>
@@ -175,10 +176,13 @@ gp_status gp_sparsity_save(const gp_sparsity *s, const char *path)
     if (!root)
         GP_FAIL(GP_ERR_NO_MEMORY, "sparsity calibration for '%s': out of memory building the JSON", path);
     /* 9 significant digits give every float back exactly */
+    errno = 0;
     int rc = json_dump_file(root, path, JSON_INDENT(1) | JSON_PRESERVE_ORDER | JSON_REAL_PRECISION(9));
+    int e = errno;
     json_decref(root);
     if (rc != 0)
-        GP_FAIL(GP_ERR_IO, "cannot write the sparsity calibration to '%s'", path);
+        GP_FAIL(GP_ERR_IO, "cannot write the sparsity calibration to '%s': %s", path,
+                e ? strerror(e) : "the JSON encoder failed");
     return GP_OK;
 }
 

@@ -22,7 +22,11 @@ typedef struct gp_tokenizer gp_tokenizer; /* opaque */
  * or decoder outside the supported forms is GP_ERR_UNSUPPORTED naming it. */
 gp_status gp_tokenizer_load(const char *path, gp_tokenizer **out);
 /* dir/tokenizer.json, else dir/tokenizer.model; when neither exists,
- * GP_ERR_NOT_FOUND with a message naming both files looked for. */
+ * GP_ERR_NOT_FOUND with a message naming both files looked for. A tiktoken
+ * tokenizer.model has no special tokens: its BOS is dir/config.json's
+ * bos_token_id (none when absent or null, or when tokenizer_config.json's
+ * add_bos_token is false), added before every text as HF's Llama 3
+ * tokenizer does; gp_tokenizer_load of the file alone adds none. */
 gp_status gp_tokenizer_load_dir(const char *dir, gp_tokenizer **out);
 void gp_tokenizer_free(gp_tokenizer *t);
 

@@ -127,6 +127,12 @@ gp_status gp_tokenizer_load_dir(const char *dir, gp_tokenizer **out)
             close(fd); /* only whether it exists: the reader opens it again */
             st = gp_tokenizer_load(p, out);
             free(p);
+            /* a tiktoken ranks file has no BOS of its own: the checkpoint's config names it */
+            if (st == GP_OK && k == 1 && (*out)->kind == GP_TOK_TIKTOKEN &&
+                (st = gp_tok_tiktoken_bos(*out, dir)) != GP_OK) {
+                gp_tokenizer_free(*out);
+                *out = NULL;
+            }
             return st;
         }
         free(p);

@@ -128,6 +128,9 @@ gp_status gp_tok_set_ids(gp_tokenizer *t, int32_t n_ids); /* sizes toks, all abs
 gp_status gp_tok_compile_regex(gp_tokenizer *t, const char *pat, size_t len, const char *what);
 gp_status gp_tok_load_json(gp_tokenizer *t, const char *path, const char *text, size_t len);
 gp_status gp_tok_load_tiktoken(gp_tokenizer *t, const char *path, const char *text, size_t len);
+/* dir/config.json's bos_token_id as t's BOS (tokenizer_config.json's add_bos_token
+ * false: none); gp_tokenizer_load_dir's step for a tiktoken tokenizer.model. */
+gp_status gp_tok_tiktoken_bos(gp_tokenizer *t, const char *dir);
 
 /* Llama 3's pre-tokenizer pattern (also the tiktoken form's). */
 extern const char gp_tok_llama3_pattern[];

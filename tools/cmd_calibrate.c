@@ -4,7 +4,6 @@
  * written as a --sparsity FILE.json; prints what they drop. */
 #include <getopt.h>
 #include <inttypes.h>
-#include <libgen.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -41,7 +40,8 @@ static void cal_usage(FILE *f)
             "  --out FILE.json      where the calibration goes (greenpipe generate --sparsity FILE.json)\n"
             "  --prompts FILE       text, one prompt per line (empty lines skipped), tokenized by the\n"
             "                       checkpoint's tokenizer.json (else tokenizer.model) with its BOS, each\n"
-            "                       cut at the model's max context; default: random ids\n"
+            "                       cut at the model's max context; '-' reads standard input; default:\n"
+            "                       random ids\n"
             "  --tokens N           calibration tokens in all, 1..%ld; default %d (the prompts' first N,\n"
             "                       the last prompt cut; fewer when the file holds fewer)\n"
             "  --seq-len N          random ids: tokens per sequence, 1..the model's max context;\n"
@@ -142,19 +142,10 @@ static int parse_opts(int argc, char **argv, cal_opts *o)
         return 2;
     }
     /* refused now, not after a calibration that can take minutes */
-    char *copy = strdup(o->val[O_OUT]);
-    if (!copy) {
-        fprintf(stderr, "greenpipe calibrate: out of memory\n");
-        return 1;
-    }
-    const char *dir = dirname(copy);
-    if (access(dir, W_OK) != 0) {
-        fprintf(stderr, "greenpipe calibrate: --out '%s': directory '%s' %s; allowed: a file in a writable "
-                "directory\n", o->val[O_OUT], dir, access(dir, F_OK) ? "does not exist" : "is not writable");
-        free(copy);
+    if (gp_check_out_file(o->val[O_OUT], "--out") != GP_OK) {
+        fprintf(stderr, "greenpipe calibrate: %s\n", gp_last_error());
         return 2;
     }
-    free(copy);
     return -1; /* continue */
 }
 
@@ -228,7 +219,7 @@ static int prompt_seqs(const cal_opts *o, const gp_model_source *src, cal_seqs *
     }
     char *text = NULL;
     size_t len = 0;
-    gp_status st = gp_read_file(path, CAL_PROMPTS_CAP, &text, &len);
+    gp_status st = gp_read_input(path, CAL_PROMPTS_CAP, &text, &len);
     if (st != GP_OK) {
         fprintf(stderr, "greenpipe calibrate: --prompts: %s\n", gp_last_error());
         return input_code(st);

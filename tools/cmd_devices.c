@@ -5,6 +5,7 @@
 
 #include <cuda_runtime_api.h>
 
+#include "gp_device.h"
 #include "gp_tools.h"
 
 int gp_cmd_devices(int argc, char **argv)
@@ -21,8 +22,8 @@ int gp_cmd_devices(int argc, char **argv)
     int n = 0;
     cudaError_t e = cudaGetDeviceCount(&n);
     if (e != cudaSuccess || n == 0) {
-        fprintf(stderr, "greenpipe: no CUDA GPU usable: %s\n",
-                e != cudaSuccess ? cudaGetErrorString(e) : "no device found");
+        fprintf(stderr, "greenpipe: no CUDA GPU usable: %s; greenpipe generate --backend cpu runs the float32 CPU "
+                "reference\n", gp_cuda_absent_reason(e != cudaSuccess ? e : cudaErrorNoDevice));
         return 1;
     }
     int drv = 0, rt = 0;

@@ -7,6 +7,7 @@
  * tokens' and the prompt positions' logits as JSON. With stored prefixes
  * (--kv-store-size, cuda) the prompts are prefilled one at a time instead,
  * each reusing the whole blocks earlier prompts stored, then storing its own. */
+#include <errno.h>
 #include <getopt.h>
 #include <inttypes.h>
 #include <stdio.h>
@@ -29,7 +30,8 @@ typedef struct gen_opts {
     const char *prompt_ids;
     const char **prompts;  /* --prompt, in order (argv's strings); [argc] */
     int n_prompts;
-    const char *prompt_file;
+    const char *prompt_file; /* "-": standard input */
+    bool allow_empty;      /* --allow-empty-prompt: a 0-byte text prompt is BOS alone */
     bool ignore_eos;
     gp_dtype dtype;        /* --dtype (cuda): GP_DTYPE_AUTO unless given */
     bool dtype_given;
@@ -81,7 +83,10 @@ static void gen_usage(FILE *f)
             "                       stops at an EOS id (eos_token_id of generation_config.json, else of\n"
             "                       config.json; not printed) or after N tokens; finished sequences stay\n"
             "                       in the batch until all are done, their tokens discarded\n"
-            "  --prompt-file FILE   one text prompt: the file's exact bytes (as --prompt)\n"
+            "  --prompt-file FILE   one text prompt: the file's exact bytes (as --prompt); '-' reads standard\n"
+            "                       input, and pipes and <(...) are read to their end\n"
+            "  --allow-empty-prompt let a text prompt of 0 bytes through as BOS alone (refused otherwise:\n"
+            "                       an empty pipe or file is more often a mistake than a wish)\n"
             "  --prompt-ids IDS     token ids, sequences separated by ';', e.g. \"5,17,42;11,400,2\"; prints\n"
             "                       each sequence's N generated ids on one line; no EOS stop\n"
             "  --steps N            tokens to generate per sequence, 1..100000\n"
@@ -91,24 +96,28 @@ static void gen_usage(FILE *f)
             "  --top-p P            sampling: keep the smallest set of most likely tokens (after top-k)\n"
             "                       holding probability P, (0, 1]; 1 (default): all\n"
             "  --backend cpu|cuda   cpu: the float32 reference (default); cuda: the GPU engine\n"
-            "  --dtype auto|bf16|fp16\n"
+            "  --dtype auto|bf16|fp16 (any case)\n"
             "                       cuda: the engine's 16-bit type (float32 accumulation); auto (default):\n"
-            "                       the checkpoint's own, bf16 for an fp32 checkpoint and for presets\n"
+            "                       the checkpoint's own, bf16 for an fp32 checkpoint and for presets.\n"
+            "                       cpu: only auto, the checkpoint's own values held in float32\n"
             "  --engine seq|pipelined\n"
             "                       seq (default): every stage in turn on the whole device; pipelined:\n"
             "                       attention and FFN stages on separate resources, micro-batches\n"
             "                       handed through per-layer rings (same tokens)\n"
             "  --sm-split A:F       pipelined: SMs of the attention and FFN partitions (cuda; 'A' alone\n"
             "                       gives F the rest; default 24), worker threads of each side (cpu;\n"
-            "                       default 1:1)\n"
+            "                       1..%d each; default 1:1)\n"
             "  --micro-batches M    pipelined: micro-batches per step, 1..%d and at most the number of\n"
             "                       sequences; default 2 (1 with one sequence)\n"
             "  --prefill-chunk N    cuda: most prompt tokens one prefill forward takes, 1..%d; default %d\n"
             "                       (all prompts are prefilled in one batched call)\n"
             "  --vram-budget SIZE   cuda: weights beyond VRAM: all of them in pinned host memory, at most\n"
-            "                       SIZE bytes on the device, streamed layer by layer (SIZE: bytes, or\n"
-            "                       with K, M, G or T: 512M, 4G, 16G); steps run eager (no CUDA graphs);\n"
-            "                       default: every weight resident on the device\n"
+            "                       SIZE bytes on the device, streamed layer by layer; steps run eager\n"
+            "                       (no CUDA graphs); default: every weight resident on the device.\n"
+            "                       SIZE here and below: bytes, or a unit in any case right after the\n"
+            "                       digits: K, M, G, T or KiB, MiB, GiB, TiB binary (x 2^10, 2^20, 2^30,\n"
+            "                       2^40), KB, MB, GB, TB decimal (x 10^3, 10^6, 10^9, 10^12): 512M, 4GiB,\n"
+            "                       4GB; a size given with a unit is echoed in bytes on stderr\n"
             "  --sparsity FILE.json activation sparsity (a greenpipe calibrate file for this model): decode\n"
             "                       steps of at most 16 sequences drop each projection's inputs at or\n"
             "                       below the layer's threshold and read only the other inputs' weights\n"
@@ -160,8 +169,18 @@ static void gen_usage(FILE *f)
             "                       its own stream: the same seed repeats the same tokens on a backend);\n"
             "                       default 0; refused where it would seed nothing\n"
             "  --block-size N       KV cache block size in tokens, 1..1024; default 16\n",
-            gp_config_preset_names(), GP_DEFAULT_PRESET, GP_SAMPLE_MAX_TEMPERATURE, GP_PIPE_MAX_MICRO, GP_ENGINE_MAX_PREFILL_CHUNK,
+            gp_config_preset_names(), GP_DEFAULT_PRESET, GP_SAMPLE_MAX_TEMPERATURE, GP_POOL_MAX_THREADS, GP_PIPE_MAX_MICRO, GP_ENGINE_MAX_PREFILL_CHUNK,
             GP_ENGINE_DEFAULT_PREFILL_CHUNK, GP_PREFIX_DEFAULT_BLOCK_TOKENS);
+}
+
+/* gp_parse_size, and where a unit was given the bytes it meant on stderr:
+ * 4G and 4GB differ by 7%, and the user sees which one was read. */
+static gp_status size_arg(const char *text, const char *flag, uint64_t *out)
+{
+    GP_TRY(gp_parse_size(text, flag, out));
+    if (text[strspn(text, "0123456789")])
+        fprintf(stderr, "greenpipe: %s %s = %" PRIu64 " bytes\n", flag, text, *out);
+    return GP_OK;
 }
 
 static int parse_opts(int argc, char **argv, gen_opts *o)
@@ -181,6 +200,7 @@ static int parse_opts(int argc, char **argv, gen_opts *o)
         {"kv-store-size", required_argument, NULL, 'Q'}, {"kv-store", required_argument, NULL, 'q'},
         {"kv-store-block", required_argument, NULL, 'B'}, {"kv-vram-budget", required_argument, NULL, 'O'},
         {"cpu-ffn", required_argument, NULL, 'C'},     {"cpu-ffn-threads", required_argument, NULL, 'H'},
+        {"allow-empty-prompt", no_argument, NULL, 'A'},
         {"help", no_argument, NULL, 'h'},              {NULL, 0, NULL, 0},
     };
     *o = (gen_opts){.model = GP_DEFAULT_PRESET, .steps = -1, .backend = GP_BACKEND_CPU, .block_size = 16,
@@ -214,6 +234,7 @@ static int parse_opts(int argc, char **argv, gen_opts *o)
                 o->prompt_file = optarg;
             break;
         case 'E': o->ignore_eos = true; break;
+        case 'A': o->allow_empty = true; break;
         case 't':
             if ((st = gp_parse_double(optarg, "--temperature", &o->sample.temperature)) == GP_OK)
                 st = gp_sample_params_check(&o->sample, INT32_MAX);
@@ -261,10 +282,10 @@ static int parse_opts(int argc, char **argv, gen_opts *o)
             st = gp_parse_long(optarg, 1, GP_ENGINE_MAX_PREFILL_CHUNK, "--prefill-chunk", &o->prefill_chunk);
             break;
         case 's': st = gp_parse_u64(optarg, "--seed", &o->seed); o->seed_given = true; break;
-        case 'V': st = gp_parse_size(optarg, "--vram-budget", &o->vram_budget); break;
-        case 'Q': st = gp_parse_size(optarg, "--kv-store-size", &o->kv_store_size); break;
-        case 'O': st = gp_parse_size(optarg, "--kv-vram-budget", &o->kv_vram_budget); break;
-        case 'C': st = gp_parse_size(optarg, "--cpu-ffn", &o->cpu_ffn); break;
+        case 'V': st = size_arg(optarg, "--vram-budget", &o->vram_budget); break;
+        case 'Q': st = size_arg(optarg, "--kv-store-size", &o->kv_store_size); break;
+        case 'O': st = size_arg(optarg, "--kv-vram-budget", &o->kv_vram_budget); break;
+        case 'C': st = size_arg(optarg, "--cpu-ffn", &o->cpu_ffn); break;
         case 'H': st = gp_parse_long(optarg, 1, 16, "--cpu-ffn-threads", &o->cpu_ffn_threads); break;
         case 'q':
             if ((st = gp_parse_path(optarg, "--kv-store")) == GP_OK)
@@ -319,6 +340,11 @@ static int parse_opts(int argc, char **argv, gen_opts *o)
                 o->prompt_ids ? "--prompt-ids" : "");
         return 2;
     }
+    if (o->allow_empty && o->prompt_ids) {
+        fprintf(stderr, "greenpipe generate: --allow-empty-prompt applies to --prompt and --prompt-file; "
+                "--prompt-ids sequences are never empty\n");
+        return 2;
+    }
     if (o->ignore_eos && o->prompt_ids) {
         fprintf(stderr, "greenpipe generate: --ignore-eos applies to --prompt and --prompt-file; --prompt-ids "
                 "always generates --steps tokens\n");
@@ -329,10 +355,11 @@ static int parse_opts(int argc, char **argv, gen_opts *o)
                 "(default 0: greedy)\n");
         return 2;
     }
-    if (o->dtype_given && o->backend != GP_BACKEND_CUDA) {
+    /* auto is the default on both backends: on cpu it means the checkpoint's own values in float32 */
+    if (o->dtype_given && o->dtype != GP_DTYPE_AUTO && o->backend != GP_BACKEND_CUDA) {
         fprintf(stderr, "greenpipe generate: --dtype %s applies to --backend cuda only (the cpu backend is the "
-                "float32 reference, holding the checkpoint's values exactly); allowed: leave it out, or use "
-                "--backend cuda\n", gp_dtype_flag_name(o->dtype));
+                "float32 reference, holding the checkpoint's values exactly); allowed on cpu: auto (the default), "
+                "or use --backend cuda\n", gp_dtype_flag_name(o->dtype));
         return 2;
     }
     if (o->prefill_chunk && o->backend != GP_BACKEND_CUDA) {
@@ -423,6 +450,25 @@ static int parse_opts(int argc, char **argv, gen_opts *o)
                 "e.g. %d:1\n", o->split.attn_sms, o->split.attn_sms);
         return 2;
     }
+    if (o->backend == GP_BACKEND_CPU && o->split_given &&
+        (o->split.attn_sms > GP_POOL_MAX_THREADS || o->split.ffn_sms > GP_POOL_MAX_THREADS)) {
+        fprintf(stderr, "greenpipe generate: --sm-split %d:%d: the cpu backend runs 1..%d worker threads on each "
+                "side; allowed: A:F with A and F in 1..%d\n", o->split.attn_sms, o->split.ffn_sms,
+                GP_POOL_MAX_THREADS, GP_POOL_MAX_THREADS);
+        return 2;
+    }
+    /* every output is tried now, not found unwritable after the run */
+    const char *out_flag[] = {"--dump-logits", "--dump-prompt-logits", "--sparsity-stats"};
+    const char *out_path[] = {o->dump_logits, o->dump_prompt_logits, o->sparsity_stats};
+    for (int i = 0; i < 3; i++)
+        if (out_path[i] && gp_check_out_file(out_path[i], out_flag[i]) != GP_OK) {
+            fprintf(stderr, "greenpipe generate: %s\n", gp_last_error());
+            return 2;
+        }
+    if (o->kv_store_dir && gp_check_out_dir(o->kv_store_dir, "--kv-store") != GP_OK) {
+        fprintf(stderr, "greenpipe generate: %s\n", gp_last_error());
+        return 2;
+    }
     return -1; /* continue */
 }
 
@@ -453,8 +499,10 @@ static int write_dump(const char *path, const char *flag, const char *ids_key, i
     json_object_set_new(root, ids_key, toks);
     json_object_set_new(root, "logits", lg);
     /* 9 significant digits round-trip a float32 exactly. */
+    errno = 0;
     if (json_dump_file(root, path, JSON_COMPACT | JSON_REAL_PRECISION(9)) != 0) {
-        fprintf(stderr, "greenpipe generate: cannot write %s file '%s'\n", flag, path);
+        fprintf(stderr, "greenpipe generate: cannot write %s file '%s': %s\n", flag, path,
+                errno ? strerror(errno) : "the JSON encoder failed");
         json_decref(root);
         return 1;
     }
@@ -503,8 +551,10 @@ static int sparsity_summary(gp_backend *b, const gp_config *cfg, long steps, con
                                                         per[l * P + 1], "gate_up", per[l * P + 2], "down",
                                                         per[l * P + 3])) != 0)
                 layers = NULL;
+        errno = 0;
         if (!layers || json_dump_file(root, path, JSON_INDENT(1)) != 0) {
-            fprintf(stderr, "greenpipe generate: --sparsity-stats %s: cannot write the file\n", path);
+            fprintf(stderr, "greenpipe generate: --sparsity-stats %s: cannot write the file: %s\n", path,
+                    !layers ? "out of memory" : errno ? strerror(errno) : "the JSON encoder failed");
             rc = 1;
         } else {
             fprintf(stderr, "greenpipe: sparsity per layer written to %s\n", path);
@@ -540,11 +590,25 @@ static int load_prompts(const gen_opts *o, const gp_model_source *src, gp_tokeni
     size_t file_len = 0;
     if (o->prompt_file) {
         /* the exact bytes: no trailing newline is dropped, as HF's tokenizer(open(f).read()) */
-        if ((st = gp_read_file(o->prompt_file, (size_t)1 << 30, &file, &file_len)) != GP_OK) {
+        if ((st = gp_read_input(o->prompt_file, (size_t)1 << 30, &file, &file_len)) != GP_OK) {
             fprintf(stderr, "greenpipe generate: --prompt-file: %s\n", gp_last_error());
             return input_code(st);
         }
     }
+    /* an empty pipe or file would generate from BOS alone and exit 0:
+     * a mistake far more often than a wish, so the wish must be said */
+    for (int s = 0; !o->allow_empty && s < (o->prompt_file ? 1 : o->n_prompts); s++)
+        if (o->prompt_file ? file_len == 0 : o->prompts[s][0] == '\0') {
+            if (o->prompt_file)
+                fprintf(stderr, "greenpipe generate: --prompt-file %s: the prompt is empty (0 bytes read from %s); "
+                        "allowed: a non-empty prompt, or --allow-empty-prompt for BOS alone\n", o->prompt_file,
+                        strcmp(o->prompt_file, "-") ? o->prompt_file : "standard input");
+            else
+                fprintf(stderr, "greenpipe generate: --prompt: prompt %d is empty (0 bytes); allowed: a non-empty "
+                        "prompt, or --allow-empty-prompt for BOS alone\n", s);
+            free(file);
+            return 2;
+        }
     if (src->synthetic) {
         fprintf(stderr, "greenpipe generate: %s: --model %s is a preset (synthetic weights) and has no tokenizer; "
                 "text prompts need a checkpoint directory holding tokenizer.json or tokenizer.model; with a "
@@ -779,6 +843,17 @@ int gp_cmd_generate(int argc, char **argv)
         if (p.lens[s] > max_len)
             max_len = p.lens[s];
     }
+    /* the store's rules (engine_prefix): a prompt stores the whole blocks of
+     * its tokens and reuses those of its first (tokens - 1), its last token
+     * always prefilled; a block longer than every prompt does neither */
+    long kv_block = o.kv_store_block ? o.kv_store_block : GP_PREFIX_DEFAULT_BLOCK_TOKENS;
+    if (o.kv_store_size && max_len / kv_block < 1) {
+        fprintf(stderr, "greenpipe generate: --kv-store-block %ld%s: the longest prompt has %d token(s), fewer than "
+                "one block, so no prompt would store a block (a prompt stores its whole blocks) or reuse one (a "
+                "prompt reuses whole blocks of its first tokens - 1); allowed: at most %d\n", kv_block,
+                o.kv_store_block ? "" : " (the default)", max_len, max_len);
+        goto early;
+    }
     long context = (long)max_len + o.steps - 1; /* the last token is never fed back */
     if (context > cfg->max_context) {
         fprintf(stderr, "greenpipe generate: longest prompt (%d) + --steps (%ld) - 1 = %ld tokens exceeds "
@@ -857,7 +932,7 @@ int gp_cmd_generate(int argc, char **argv)
     bp.kv_vram_budget = o.kv_vram_budget;
     bp.kv_store_dir = o.kv_store_dir;
     bp.kv_store_block = (int)o.kv_store_block;
-    if (o.dtype_given)
+    if (o.dtype_given && o.backend == GP_BACKEND_CUDA) /* cpu: auto alone, its float32 default */
         bp.dtype = o.dtype;
     if (o.split_given) {
         bp.attn_units = o.split.attn_sms;
@@ -888,7 +963,12 @@ int gp_cmd_generate(int argc, char **argv)
     }
     double t0 = gp_now_s();
     if ((st = gp_backend_open(&src, &bp, &b)) != GP_OK) {
-        exit_code = fail("loading the model", st);
+        if (st == GP_ERR_NO_DEVICE) /* one line: what happened and what runs without a GPU */
+            fprintf(stderr, "greenpipe generate: loading the model: %s: %s; --backend cpu runs the float32 CPU "
+                    "reference instead\n", gp_status_str(st), gp_last_error());
+        else
+            fail("loading the model", st);
+        exit_code = 1;
         goto out;
     }
     gp_exec x = gp_backend_exec(b);

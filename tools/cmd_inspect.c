@@ -1,8 +1,9 @@
 /* greenpipe inspect DIR: validate a checkpoint the way the loader will, and
- * print its config and tensor table. */
+ * print its config and tensor table; a preset's name gets its config. */
 #include <inttypes.h>
 #include <stdio.h>
 #include <string.h>
+#include <sys/stat.h>
 
 #include "gp_model.h"
 #include "gp_tools.h"
@@ -27,13 +28,24 @@ int gp_cmd_inspect(int argc, char **argv)
 {
     if (argc != 2 || argv[1][0] == '-') {
         if (argc == 2 && (!strcmp(argv[1], "-h") || !strcmp(argv[1], "--help"))) {
-            printf("usage: greenpipe inspect DIR\n");
+            printf("usage: greenpipe inspect DIR  (a checkpoint directory; a preset's name prints its config)\n");
             return 0;
         }
         fprintf(stderr, "usage: greenpipe inspect DIR  (DIR holds config.json and "
                         "model.safetensors or model-*.safetensors with model.safetensors.index.json)\n");
         return 2;
     }
+    /* "inspect tiny" once said "tiny/config.json: not found": a preset has
+     * no files to validate, so say what it is and show its config */
+    struct stat sb;
+    gp_config preset;
+    if (stat(argv[1], &sb) != 0 && gp_config_preset(argv[1], &preset) == GP_OK) {
+        printf("'%s' is a preset (synthetic weights made at load, no checkpoint files to validate), not a "
+               "checkpoint directory; presets: %s\n", argv[1], gp_config_preset_names());
+        print_config(&preset);
+        return 0;
+    }
+    gp_clear_error();
     gp_checkpoint *ck = NULL;
     gp_status st = gp_checkpoint_open(argv[1], &ck);
     if (st != GP_OK) {

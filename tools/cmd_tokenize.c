@@ -16,11 +16,14 @@ static void tok_usage(FILE *f)
 {
     fprintf(f,
             "usage: greenpipe tokenize (--model DIR | --tokenizer FILE) (--text TEXT | --file FILE | --decode IDS)\n"
-            "  --model DIR        DIR/tokenizer.json, else DIR/tokenizer.model\n"
+            "  --model DIR        DIR/tokenizer.json, else DIR/tokenizer.model (tiktoken: its BOS is\n"
+            "                     config.json's bos_token_id unless tokenizer_config.json's add_bos_token\n"
+            "                     is false, as HF's Llama 3 tokenizer)\n"
             "  --tokenizer FILE   a HF tokenizer.json or a tiktoken-format tokenizer.model\n"
             "  --text TEXT        print TEXT's ids, space-separated on one line (with BOS where the\n"
             "                     tokenizer's post-processor adds it, as HF's encode(text).ids)\n"
-            "  --file FILE        the same for FILE's exact bytes (a trailing newline included)\n"
+            "  --file FILE        the same for FILE's exact bytes (a trailing newline included); '-'\n"
+            "                     reads standard input, and pipes and <(...) are read to their end\n"
             "  --decode IDS       print the text of ids like \"128000 9906 1917\" (special tokens shown)\n");
 }
 
@@ -154,11 +157,11 @@ int gp_cmd_tokenize(int argc, char **argv)
     if (text) {
         len = strlen(text);
     } else if (val[O_FILE]) {
-        st = gp_read_file(val[O_FILE], TOKENIZE_FILE_CAP, &buf, &len);
+        st = gp_read_input(val[O_FILE], TOKENIZE_FILE_CAP, &buf, &len);
         if (st != GP_OK) {
             fprintf(stderr, "greenpipe tokenize: --file: %s\n", gp_last_error());
             gp_tokenizer_free(t);
-            return 2;
+            return st == GP_ERR_IO || st == GP_ERR_NO_MEMORY ? 1 : 2; /* the machine's, or a wrong path */
         }
         text = buf;
     }

@@ -5,8 +5,6 @@
 
 #include <stdbool.h>
 #include <stddef.h>
-#include <stdbool.h>
-#include <stddef.h>
 #include <stdint.h>
 
 #include "gp_common.h"
@@ -22,15 +20,31 @@ int gp_arg_long(const char *prog, const char *text, long min, long max, const ch
  * item, more than cap items, or an item gp_parse_long refuses. */
 gp_status gp_parse_long_list(const char *text, long min, long max, const char *flag, long *out, int cap, int *n);
 gp_status gp_parse_u64(const char *text, const char *flag, uint64_t *out);
-/* A size in bytes, > 0: a whole decimal number, optionally followed by one
- * binary multiple K, M, G or T (x 2^10, 2^20, 2^30, 2^40; lower case too):
- * "4G", "512M", "16G", "1073741824". The message names flag, the text and
- * the allowed form; a size beyond 64 bits is out of range. */
+/* A size in bytes, > 0: a whole decimal number, optionally followed at once
+ * by a unit in any case: K, M, G, T or KiB, MiB, GiB, TiB (binary: x 2^10,
+ * 2^20, 2^30, 2^40) or KB, MB, GB, TB (decimal: x 10^3, 10^6, 10^9, 10^12):
+ * "4G", "4GiB", "512m", "4GB", "1073741824". The message names flag, the
+ * text and the allowed form (GP_SIZE_FORM); beyond 64 bits is out of range. */
+#define GP_SIZE_UNITS                                                                                             \
+    "digits, optionally followed by K, M, G, T or KiB, MiB, GiB, TiB (binary: x 2^10, 2^20, 2^30, 2^40) or KB, "  \
+    "MB, GB, TB (decimal: x 10^3, 10^6, 10^9, 10^12), any case, no space: 512M, 4GiB, 4GB"
+#define GP_SIZE_FORM "expected a size in bytes > 0: " GP_SIZE_UNITS
 gp_status gp_parse_size(const char *text, const char *flag, uint64_t *out);
 /* A file path given to flag: GP_OK unless it is empty or starts with "--"
  * (the next flag taken as the value, "--dump-logits --steps 3"), checked
  * before the long work that would end in writing or reading it. */
 gp_status gp_parse_path(const char *text, const char *flag);
+/* An output file given to flag, checked before the work that ends in writing
+ * it: gp_parse_path, then the path opened for writing (made, without
+ * truncating what is there, and removed again if we made it). A FIFO is
+ * trusted as it is. GP_ERR_INVALID_ARG naming flag, path and the system's
+ * reason (a missing or read-only directory, a directory given as the file). */
+gp_status gp_check_out_file(const char *path, const char *flag);
+/* An output directory given to flag: an existing directory we can make a
+ * file in, or one we can make (one level; removed again after the test). A
+ * file there, or a directory we cannot write, is GP_ERR_INVALID_ARG naming
+ * flag, path and the reason. */
+gp_status gp_check_out_dir(const char *path, const char *flag);
 /* A whole finite decimal number ("0.7", "1e-3"); ranges are the caller's. */
 gp_status gp_parse_double(const char *text, const char *flag, double *out);
 

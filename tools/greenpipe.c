@@ -1,8 +1,9 @@
 /* The greenpipe command: dispatches to inspect, generate, devices, tokenize and
- * calibrate. */
+ * calibrate; says its version. */
 #include <stdio.h>
 #include <string.h>
 
+#include "gp_build_info.h"
 #include "gp_tools.h"
 
 static void usage(FILE *f)
@@ -15,7 +16,8 @@ static void usage(FILE *f)
             "  devices            list CUDA devices, or say why none is usable\n"
             "  tokenize [opts]    text to token ids, or ids to text (see greenpipe tokenize --help)\n"
             "  calibrate [opts]   activation-sparsity thresholds of a model on the CPU reference\n"
-            "                     (see greenpipe calibrate --help)\n");
+            "                     (see greenpipe calibrate --help)\n"
+            "  version            the version and the commit it was built from (also --version)\n");
 }
 
 int main(int argc, char **argv)
@@ -35,11 +37,19 @@ int main(int argc, char **argv)
         return gp_cmd_tokenize(argc - 1, argv + 1);
     if (!strcmp(cmd, "calibrate"))
         return gp_cmd_calibrate(argc - 1, argv + 1);
+    if (!strcmp(cmd, "--version") || !strcmp(cmd, "version")) {
+        if (argc > 2) {
+            fprintf(stderr, "greenpipe %s: takes no arguments, got '%s'\n", cmd, argv[2]);
+            return 2;
+        }
+        printf("greenpipe %s (commit %s)\n", gp_build_version(), gp_build_commit());
+        return 0;
+    }
     if (!strcmp(cmd, "-h") || !strcmp(cmd, "--help") || !strcmp(cmd, "help")) {
         usage(stdout);
         return 0;
     }
-    fprintf(stderr, "greenpipe: unknown command '%s'; allowed: inspect, generate, devices, tokenize, calibrate\n", cmd);
+    fprintf(stderr, "greenpipe: unknown command '%s'; allowed: inspect, generate, devices, tokenize, calibrate, version\n", cmd);
     usage(stderr);
     return 2;
 }

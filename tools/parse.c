@@ -9,6 +9,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 
 gp_status gp_parse_long(const char *text, long min, long max, const char *flag, long *out)
 {
@@ -80,10 +81,20 @@ gp_status gp_parse_path(const char *text, const char *flag)
     return GP_OK;
 }
 
+/* The suffixes a size takes, compared in any case: the IEC names and the
+ * bare letters are binary, the SI names decimal, as their standards say. */
+static const struct {
+    const char *suffix;
+    uint64_t unit;
+} size_units[] = {
+    {"K", 1ull << 10}, {"M", 1ull << 20}, {"G", 1ull << 30}, {"T", 1ull << 40},
+    {"KiB", 1ull << 10}, {"MiB", 1ull << 20}, {"GiB", 1ull << 30}, {"TiB", 1ull << 40},
+    {"KB", 1000ull}, {"MB", 1000000ull}, {"GB", 1000000000ull}, {"TB", 1000000000000ull},
+};
+
 gp_status gp_parse_size(const char *text, const char *flag, uint64_t *out)
 {
-    static const char form[] = "expected a size in bytes > 0: digits, optionally followed by K, M, G or T "
-                               "(binary multiples: 512M, 4G, 16G)";
+    static const char form[] = GP_SIZE_FORM;
     if (!text || !isdigit((unsigned char)text[0]))
         GP_FAIL(GP_ERR_INVALID_ARG, "%s: '%s' is not a size; %s", flag, text ? text : "", form);
     char *end = NULL;
@@ -91,23 +102,20 @@ gp_status gp_parse_size(const char *text, const char *flag, uint64_t *out)
     unsigned long long v = strtoull(text, &end, 10);
     if (errno == ERANGE)
         GP_FAIL(GP_ERR_INVALID_ARG, "%s: %s is out of range (more than 2^64 - 1 bytes)", flag, text);
-    unsigned shift = 0;
+    uint64_t unit = 1;
     if (*end) {
-        switch (*end) {
-        case 'K': case 'k': shift = 10; break;
-        case 'M': case 'm': shift = 20; break;
-        case 'G': case 'g': shift = 30; break;
-        case 'T': case 't': shift = 40; break;
-        default: GP_FAIL(GP_ERR_INVALID_ARG, "%s: '%s' is not a size; %s", flag, text, form);
-        }
-        if (end[1] != '\0')
+        unit = 0;
+        for (size_t i = 0; i < sizeof size_units / sizeof size_units[0]; i++)
+            if (!strcasecmp(end, size_units[i].suffix))
+                unit = size_units[i].unit;
+        if (!unit)
             GP_FAIL(GP_ERR_INVALID_ARG, "%s: '%s' is not a size; %s", flag, text, form);
     }
     if (v == 0)
         GP_FAIL(GP_ERR_INVALID_ARG, "%s: '%s' is zero; %s", flag, text, form);
-    if (shift && v > (UINT64_MAX >> shift))
+    if (v > UINT64_MAX / unit)
         GP_FAIL(GP_ERR_INVALID_ARG, "%s: %s is out of range (more than 2^64 - 1 bytes)", flag, text);
-    *out = (uint64_t)v << shift;
+    *out = (uint64_t)v * unit;
     return GP_OK;
 }
 

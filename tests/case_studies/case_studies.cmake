@@ -43,7 +43,7 @@ gp_cs_cli_test(context_too_long 2 "--workload 8:250: context 250 plus 12 steps .
                --model tiny --workload 8:250)
 # --vram-budget: sizes as greenpipe generate's; a budget below what the split
 # rows hold at once is refused from the config alone, before the GPU.
-gp_cs_cli_test(vram_budget_junk 2 "--vram-budget '4GB': '4GB' is not a size. allowed: a size in bytes" --vram-budget 4GB)
+gp_cs_cli_test(vram_budget_junk 2 "--vram-budget '4 G': '4 G' is not a size. allowed: a size in bytes" --vram-budget "4 G")
 gp_cs_cli_test(vram_budget_autotune 2 "--vram-budget: not with --autotune" --vram-budget 4G --autotune)
 gp_cs_cli_test(vram_budget_too_small 2
                "--vram-budget 1024 bytes: .*below the minimum working set of [0-9]+ bytes .pinned: head .*allowed: at least [0-9]+ bytes .* for model tiny"

@@ -281,7 +281,8 @@ static void test_vram_budget(void **state)
     (void)state;
     const struct { const char *text; uint64_t bytes; } good[] = {
         { "4G", 4ull << 30 }, { "512M", 512ull << 20 }, { "16g", 16ull << 30 }, { "3k", 3ull << 10 },
-        { "1073741824", 1073741824ull }, { "2T", 2ull << 40 }, { "1", 1 },
+        { "1073741824", 1073741824ull }, { "2T", 2ull << 40 }, { "1", 1 }, { "4GiB", 4ull << 30 },
+        { "4GB", 4000000000ull }, { "1mb", 1000000ull },
     };
     for (size_t i = 0; i < sizeof good / sizeof good[0]; i++) {
         result r = ok(ARGS("--vram-budget", good[i].text, "--model", "tiny"));
@@ -295,11 +296,12 @@ static void test_vram_budget(void **state)
     result_free(&r);
 
     /* the whole line for one: flag, value, why, what is allowed */
-    r = parse(ARGS("--vram-budget", "4GB"));
+    r = parse(ARGS("--vram-budget", "4Q"));
     assert_int_equal(r.rc, 2);
-    const char *want = "decode_pipeline_case_study: --vram-budget '4GB': '4GB' is not a size; allowed: a size in "
-                       "bytes > 0, digits optionally followed by K, M, G or T (binary multiples: 512M, 4G, 16G), "
-                       "from the model's least streaming budget up to the GPU's free memory\n";
+    const char *want = "decode_pipeline_case_study: --vram-budget '4Q': '4Q' is not a size; allowed: a size in "
+                       "bytes > 0: digits, optionally followed by K, M, G, T or KiB, MiB, GiB, TiB (binary: x 2^10, "
+                       "2^20, 2^30, 2^40) or KB, MB, GB, TB (decimal: x 10^3, 10^6, 10^9, 10^12), any case, no space: "
+                       "512M, 4GiB, 4GB, from the model's least streaming budget up to the GPU's free memory\n";
     if (strncmp(r.err, want, strlen(want)) != 0)
         fail_msg("expected:\n%s\ngot:\n%s", want, r.err);
     assert_true(r.o.vram_budget == 0);
@@ -402,6 +404,9 @@ static void test_duplicates(void **state)
     BAD("--no-warmup", "more than once", "--warmup", "--no-warmup");
     /* two reports into one file */
     BAD("--csv", "out.txt", "--json", "out.txt", "--csv", "out.txt");
+    /* a report that cannot be written: refused before any measurement */
+    BAD("--json", "cannot write: No such file or directory", "--json", "/nonexistent-gp-dir/r.json");
+    BAD("--svg", "cannot write: Is a directory", "--svg", ".");
 }
 
 static void test_empty_items(void **state)

@@ -83,6 +83,15 @@ static void test_dtype_parse(void **state)
     assert_int_equal(gp_dtype_parse("auto", GP_DTYPE_ALLOW_AUTO, &d), GP_OK);
     assert_int_equal(d, GP_DTYPE_AUTO);
     assert_int_equal(gp_dtype_parse("auto", 0, &d), GP_ERR_INVALID_ARG);
+    /* any case, as safetensors and HF's configs spell them */
+    assert_int_equal(gp_dtype_parse("BF16", 0, &d), GP_OK);
+    assert_int_equal(d, GP_DTYPE_BF16);
+    assert_int_equal(gp_dtype_parse("Fp16", 0, &d), GP_OK);
+    assert_int_equal(d, GP_DTYPE_F16);
+    assert_int_equal(gp_dtype_parse("FP32", GP_DTYPE_ALLOW_F32, &d), GP_OK);
+    assert_int_equal(d, GP_DTYPE_F32);
+    assert_int_equal(gp_dtype_parse("AUTO", GP_DTYPE_ALLOW_AUTO, &d), GP_OK);
+    assert_int_equal(d, GP_DTYPE_AUTO);
     assert_string_equal(gp_dtype_flag_name(GP_DTYPE_F16), "fp16");
 }
 
