@@ -834,8 +834,8 @@ static void seq_summary(int n_seqs, const gp_gen_result *res)
         char who[32] = "";
         if (n_seqs > 1)
             snprintf(who, sizeof who, "[%d] ", s);
-        fprintf(stderr, "greenpipe: %s%d token(s) generated, stopped by %s; time to first token %.3f s (prefill "
-                "included)", who, r->n, gp_gen_stop_name(r->stop), r->ttft_s);
+        fprintf(stderr, "greenpipe: %s%d token(s) generated (stop reason: %s); time to first token %.3f s "
+                "(prefill included)", who, r->n, gp_gen_stop_name(r->stop), r->ttft_s);
         if (r->n > 1)
             fprintf(stderr, "; decode %.2f tokens/s (%d token(s) after the first in %.3f s)",
                     r->decode_s > 0 ? (r->n - 1) / r->decode_s : 0.0, r->n - 1, r->decode_s);
