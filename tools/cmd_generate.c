@@ -269,8 +269,11 @@ static int parse_opts(int argc, char **argv, gen_opts *o)
             break;
         case 'l': {
             long n = 0;
-            if ((st = gp_parse_long(optarg, -1, INT32_MAX, "--repeat-last-n", &n)) == GP_OK)
+            /* the range and its meanings are gp_repeat_params_check's message */
+            if ((st = gp_parse_long(optarg, INT32_MIN, INT32_MAX, "--repeat-last-n", &n)) == GP_OK) {
                 o->repeat.last_n = (int)n;
+                st = gp_repeat_params_check(&o->repeat);
+            }
             o->last_n_given = true;
             break;
         }

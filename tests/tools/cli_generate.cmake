@@ -11,7 +11,7 @@ gp_cli_test(gen_min_p_greedy 2 "--temperature 0 asks for greedy decoding and --t
             generate --model tiny --prompt-ids 1 --steps 1 --temperature 0 --top-p 0.9 --min-p 0.1)
 gp_cli_test(gen_repeat_penalty_range 2 "--repeat-penalty 0 is out of range. allowed: .0, 100. .1: off."
             generate --model tiny --prompt-ids 1 --steps 1 --repeat-penalty 0)
-gp_cli_test(gen_repeat_last_n_range 2 "--repeat-last-n: -2 is out of range"
+gp_cli_test(gen_repeat_last_n_range 2 "--repeat-last-n -2 is out of range. allowed: -1 .the whole context., 0 .off. or a count of tokens"
             generate --model tiny --prompt-ids 1 --steps 1 --repeat-penalty 1.1 --repeat-last-n -2)
 gp_cli_test(gen_repeat_last_n_alone 2 "--repeat-last-n 32 is the window of --repeat-penalty. give --repeat-penalty R too"
             generate --model tiny --prompt-ids 1 --steps 1 --repeat-last-n 32)
