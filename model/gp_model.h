@@ -407,6 +407,8 @@ void gp_cpu_model_set_act_dtype(gp_cpu_model *m, gp_dtype dt);
  * prefills run on): 0 the default (online CPUs, at most 16, GP_REF_THREADS)
  * or 1..16. Results do not depend on it. Not during a step. */
 gp_status gp_cpu_model_set_threads(gp_cpu_model *m, int n_threads);
+/* The threads that worker obtained (a thread that cannot start makes it smaller). */
+int gp_cpu_model_threads(const gp_cpu_model *m);
 
 /* Activation sparsity (issue #19; the thresholds come from sparse/'s
  * gp_sparsity). Four projections per layer have their inputs thresholded,

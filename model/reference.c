@@ -257,6 +257,11 @@ gp_status gp_cpu_model_set_threads(gp_cpu_model *m, int n_threads)
     return GP_OK;
 }
 
+int gp_cpu_model_threads(const gp_cpu_model *m)
+{
+    return m && m->worker ? gp_ref_pool_threads(m->worker->pool) : 0;
+}
+
 void gp_cpu_model_set_sparsity(gp_cpu_model *m, const float *thresholds)
 {
     if (!m)

@@ -151,6 +151,12 @@ static gp_status check_params(const gp_backend_params *p)
     if (p->vram_budget && p->kind != GP_BACKEND_CUDA)
         GP_FAIL(GP_ERR_INVALID_ARG, "backend: a VRAM budget (%llu bytes) applies to the cuda backend only",
                 (unsigned long long)p->vram_budget);
+    if (p->cpu_threads && p->kind != GP_BACKEND_CPU)
+        GP_FAIL(GP_ERR_INVALID_ARG, "backend: cpu_threads %d sets the CPU reference's worker; the cuda backend "
+                "computes on the GPU; allowed 0", p->cpu_threads);
+    if (p->cpu_threads < 0 || p->cpu_threads > GP_POOL_MAX_THREADS)
+        GP_FAIL(GP_ERR_INVALID_ARG, "cpu backend: cpu_threads %d; allowed 0 (the default) or 1..%d", p->cpu_threads,
+                GP_POOL_MAX_THREADS);
     if (p->kind == GP_BACKEND_CPU && (p->attn_units < 1 || p->ffn_units < 1))
         GP_FAIL(GP_ERR_INVALID_ARG, "cpu backend: %d attention and %d FFN threads; each side needs at least 1",
                 p->attn_units, p->ffn_units);
@@ -164,12 +170,17 @@ static gp_status open_cpu(gp_backend *b, const gp_host_weights *w)
     b->dtype = p->dtype;
     gp_cpu_model_set_act_dtype(b->cpu, b->dtype);
     gp_cpu_model_set_sparsity(b->cpu, p->sparse_thresholds);
+    if (p->cpu_threads)
+        GP_TRY(gp_cpu_model_set_threads(b->cpu, p->cpu_threads));
     GP_TRY(gp_cpu_exec_create(b->cpu, p->attn_units, p->ffn_units, &b->cpu_exec));
     char acts[32] = "";
     if (b->dtype != GP_DTYPE_F32)
         snprintf(acts, sizeof acts, ", %s activations", gp_dtype_flag_name(b->dtype));
+    /* the threads obtained, not those asked for: a pool thread that fails
+     * to start only shrinks the pool */
     int used = snprintf(b->describe, sizeof b->describe, "cpu (float32 reference%s), %.2f GB of %s weights in host "
-                        "memory, held exactly", acts, (double)w->arena_bytes / 1e9, gp_dtype_flag_name(w->dtype));
+                        "memory, held exactly; %d worker thread(s)", acts, (double)w->arena_bytes / 1e9,
+                        gp_dtype_flag_name(w->dtype), gp_cpu_model_threads(b->cpu));
     if (p->sparse_thresholds)
         used += snprintf(b->describe + used, sizeof b->describe - (size_t)used, "; sparse decode projections "
                          "(up to %d rows)", GP_SPARSE_MAX_B);

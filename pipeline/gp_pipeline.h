@@ -399,6 +399,11 @@ typedef struct gp_backend_params {
     const struct gp_sparsity *cpu_ffn_calib; /* its freq chooses the first hot set (borrowed until open
                               returns); NULL: the first neurons */
     int cpu_ffn_threads;   /* CPU threads of the cold neurons; 0 (default): the online CPUs up to 16 */
+    /* CPU only: threads of the reference's own worker, which runs the prefill and the sequential
+     * steps (gp_cpu_model_set_threads; pipelined steps run on attn_units + ffn_units instead);
+     * 0 (default): the online CPUs up to 16, or GP_REF_THREADS; else 1..GP_POOL_MAX_THREADS.
+     * The cuda backend refuses it. gp_backend_describe gives the threads obtained. */
+    int cpu_threads;
 } gp_backend_params;
 gp_backend_params gp_backend_default_params(gp_backend_kind kind);
 

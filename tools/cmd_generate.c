@@ -1,15 +1,17 @@
 /* greenpipe generate: prefill all prompts (token ids, or text through the
  * checkpoint's tokenizer) in one batched call, then decode up to N tokens per
- * sequence, greedily or sampled, on the chosen backend, with the sequential
- * engine or the pipelined one (attention and FFN on separate resources,
- * micro-batches through the rings); text prompts stop at the checkpoint's
- * EOS ids and print their text as it arrives; optionally dumps the generated
+ * sequence, greedily or sampled (gen_loop.c), on the chosen backend, with the
+ * sequential engine or the pipelined one (attention and FFN on separate
+ * resources, micro-batches through the rings); text prompts stop at the
+ * checkpoint's EOS ids or a stop string and print their text as it arrives;
+ * Ctrl-C ends the run at a step boundary, printing what it has; optionally dumps the generated
  * tokens' and the prompt positions' logits as JSON. With stored prefixes
  * (--kv-store-size, cuda) the prompts are prefilled one at a time instead,
  * each reusing the whole blocks earlier prompts stored, then storing its own. */
 #include <errno.h>
 #include <getopt.h>
 #include <inttypes.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -17,6 +19,7 @@
 #include <jansson.h>
 
 #include "gp_engine.h"
+#include "gen_loop_impl.h"
 #include "gen_text_impl.h"
 #include "gp_green.h"
 #include "gp_kvstore.h"
@@ -36,7 +39,13 @@ typedef struct gen_opts {
     gp_dtype dtype;        /* --dtype (cuda): GP_DTYPE_AUTO unless given */
     bool dtype_given;
     gp_sample_params sample; /* temperature 0: greedy */
-    bool top_given;        /* --top-k or --top-p */
+    bool temperature_given;
+    bool top_given;        /* --top-k, --top-p or --min-p: sampling, at temperature 1 unless given */
+    gp_repeat_params repeat; /* --repeat-penalty, --repeat-last-n */
+    bool repeat_given, last_n_given;
+    const char **stops;    /* --stop, in order (argv's strings); [argc] */
+    int n_stops;
+    long threads;          /* --threads; 0: not given (the cpu backend's default) */
     long steps;
     gp_backend_kind backend;
     const char *dump_logits;
@@ -81,8 +90,9 @@ static void gen_usage(FILE *f)
             "                       streamed as its tokens arrive, then a newline; several print one line\n"
             "                       \"[s] text\" each (s from 0) when that sequence finishes. A sequence\n"
             "                       stops at an EOS id (eos_token_id of generation_config.json, else of\n"
-            "                       config.json; not printed) or after N tokens; finished sequences stay\n"
-            "                       in the batch until all are done, their tokens discarded\n"
+            "                       config.json; not printed), at a --stop string or after N tokens;\n"
+            "                       finished sequences stay in the batch until all are done, their tokens\n"
+            "                       discarded\n"
             "  --prompt-file FILE   one text prompt: the file's exact bytes (as --prompt); '-' reads standard\n"
             "                       input, and pipes and <(...) are read to their end\n"
             "  --allow-empty-prompt let a text prompt of 0 bytes through as BOS alone (refused otherwise:\n"
@@ -91,11 +101,28 @@ static void gen_usage(FILE *f)
             "                       each sequence's N generated ids on one line; no EOS stop\n"
             "  --steps N            tokens to generate per sequence, 1..100000\n"
             "  --ignore-eos         text prompts: generate N tokens, EOS or not\n"
-            "  --temperature T      sample at temperature T, 0..%g; 0 (default): greedy (argmax)\n"
+            "  --temperature T      sample at temperature T, 0..%g; 0: greedy (argmax). Default 0, or 1\n"
+            "                       when --top-k, --top-p or --min-p is given (they turn sampling on)\n"
             "  --top-k K            sampling: keep the K most likely tokens, 0..vocab; 0 (default): all\n"
             "  --top-p P            sampling: keep the smallest set of most likely tokens (after top-k)\n"
             "                       holding probability P, (0, 1]; 1 (default): all\n"
+            "  --min-p P            sampling: keep (after top-k and top-p) the tokens whose probability is\n"
+            "                       at least P times the most likely one's, [0, 1]; 0 (default): all\n"
+            "  --repeat-penalty R   llama.cpp's: the logit of each distinct token among the last\n"
+            "                       --repeat-last-n tokens of the sequence (prompt included) is divided by R\n"
+            "                       when positive, multiplied by R otherwise, before sampling or the greedy\n"
+            "                       choice (logits then come to the host every step); (0, %g]; 1 (default):\n"
+            "                       off. --dump-logits keeps the model's logits, before the penalty\n"
+            "  --repeat-last-n N    with --repeat-penalty: the tokens it looks back over; default %d; -1: the\n"
+            "                       whole context; 0: off\n"
+            "  --stop TEXT          text prompts: a sequence ends once its generated text contains TEXT,\n"
+            "                       printed up to it (TEXT and what follows are not); repeatable, the first\n"
+            "                       found ends it. Text that may begin TEXT is held back until settled\n"
             "  --backend cpu|cuda   cpu: the float32 reference (default); cuda: the GPU engine\n"
+            "  --threads N          cpu: threads of the reference's worker, which prefills and runs\n"
+            "                       sequential steps (pipelined steps take --sm-split's), 1..%d; default\n"
+            "                       the online CPUs up to %d (or GP_REF_THREADS); the status line says\n"
+            "                       how many run\n"
             "  --dtype auto|bf16|fp16 (any case)\n"
             "                       cuda: the engine's 16-bit type (float32 accumulation); auto (default):\n"
             "                       the checkpoint's own, bf16 for an fp32 checkpoint and for presets.\n"
@@ -168,9 +195,15 @@ static void gen_usage(FILE *f)
             "  --seed S             seed of synthetic weights (presets) and of sampling (each sequence\n"
             "                       its own stream: the same seed repeats the same tokens on a backend);\n"
             "                       default 0; refused where it would seed nothing\n"
-            "  --block-size N       KV cache block size in tokens, 1..1024; default 16\n",
-            gp_config_preset_names(), GP_DEFAULT_PRESET, GP_SAMPLE_MAX_TEMPERATURE, GP_POOL_MAX_THREADS, GP_PIPE_MAX_MICRO, GP_ENGINE_MAX_PREFILL_CHUNK,
-            GP_ENGINE_DEFAULT_PREFILL_CHUNK, GP_PREFIX_DEFAULT_BLOCK_TOKENS);
+            "  --block-size N       KV cache block size in tokens, 1..1024; default 16\n"
+            "At the end, on stderr: the prefill and decode times of the batch, then per sequence its\n"
+            "tokens generated, why it stopped (EOS, length, stop string, interrupted), its time to first\n"
+            "token (from the prefill call) and decode tokens/s, all host wall clock. Ctrl-C stops every\n"
+            "sequence at the next step boundary, prints what each generated so far and the summary, and\n"
+            "exits 130; a second Ctrl-C ends the program at once\n",
+            gp_config_preset_names(), GP_DEFAULT_PRESET, GP_SAMPLE_MAX_TEMPERATURE, GP_REPEAT_MAX_PENALTY,
+            GP_REPEAT_DEFAULT_LAST_N, GP_POOL_MAX_THREADS, GP_POOL_MAX_THREADS, GP_POOL_MAX_THREADS, GP_PIPE_MAX_MICRO,
+            GP_ENGINE_MAX_PREFILL_CHUNK, GP_ENGINE_DEFAULT_PREFILL_CHUNK, GP_PREFIX_DEFAULT_BLOCK_TOKENS);
 }
 
 /* gp_parse_size, and where a unit was given the bytes it meant on stderr:
@@ -201,12 +234,17 @@ static int parse_opts(int argc, char **argv, gen_opts *o)
         {"kv-store-block", required_argument, NULL, 'B'}, {"kv-vram-budget", required_argument, NULL, 'O'},
         {"cpu-ffn", required_argument, NULL, 'C'},     {"cpu-ffn-threads", required_argument, NULL, 'H'},
         {"allow-empty-prompt", no_argument, NULL, 'A'},
+        {"min-p", required_argument, NULL, 'a'},       {"repeat-penalty", required_argument, NULL, 'r'},
+        {"repeat-last-n", required_argument, NULL, 'l'}, {"stop", required_argument, NULL, 'o'},
+        {"threads", required_argument, NULL, 'j'},
         {"help", no_argument, NULL, 'h'},              {NULL, 0, NULL, 0},
     };
     *o = (gen_opts){.model = GP_DEFAULT_PRESET, .steps = -1, .backend = GP_BACKEND_CPU, .block_size = 16,
-                    .sample = {.temperature = 0.0, .top_k = 0, .top_p = 1.0}};
+                    .sample = {.temperature = 0.0, .top_k = 0, .top_p = 1.0, .min_p = 0.0},
+                    .repeat = gp_repeat_default_params()};
     o->prompts = calloc((size_t)argc + 1, sizeof *o->prompts);
-    if (!o->prompts) {
+    o->stops = calloc((size_t)argc + 1, sizeof *o->stops);
+    if (!o->prompts || !o->stops) {
         fprintf(stderr, "greenpipe generate: out of memory for the prompts\n");
         return 1;
     }
@@ -216,7 +254,7 @@ static int parse_opts(int argc, char **argv, gen_opts *o)
     bool seen[128] = {false}; /* by option letter: a flag given twice is refused, not last-wins */
     while ((c = getopt_long(argc, argv, ":h", longopts, NULL)) != -1) {
         gp_status st = GP_OK;
-        if (c > 0 && c < 128 && c != 'h' && c != ':' && c != '?' && c != 'T') { /* --prompt repeats */
+        if (c > 0 && c < 128 && c != 'h' && c != ':' && c != '?' && c != 'T' && c != 'o') { /* --prompt, --stop repeat */
             if (seen[c]) {
                 fprintf(stderr, "greenpipe generate: --%s given more than once; each option may be given once\n",
                         flag_name(longopts, c));
@@ -238,7 +276,37 @@ static int parse_opts(int argc, char **argv, gen_opts *o)
         case 't':
             if ((st = gp_parse_double(optarg, "--temperature", &o->sample.temperature)) == GP_OK)
                 st = gp_sample_params_check(&o->sample, INT32_MAX);
+            o->temperature_given = true;
             break;
+        case 'a':
+            if ((st = gp_parse_double(optarg, "--min-p", &o->sample.min_p)) == GP_OK)
+                st = gp_sample_params_check(&o->sample, INT32_MAX);
+            o->top_given = true;
+            break;
+        case 'r':
+            if ((st = gp_parse_double(optarg, "--repeat-penalty", &o->repeat.penalty)) == GP_OK)
+                st = gp_repeat_params_check(&o->repeat);
+            o->repeat_given = true;
+            break;
+        case 'l': {
+            long n = 0;
+            /* the range and its meanings are gp_repeat_params_check's message */
+            if ((st = gp_parse_long(optarg, INT32_MIN, INT32_MAX, "--repeat-last-n", &n)) == GP_OK) {
+                o->repeat.last_n = (int)n;
+                st = gp_repeat_params_check(&o->repeat);
+            }
+            o->last_n_given = true;
+            break;
+        }
+        case 'o':
+            if (!optarg[0]) {
+                fprintf(stderr, "greenpipe generate: --stop '': an empty stop string would end every sequence "
+                        "before its first token; allowed: a non-empty text\n");
+                return 2;
+            }
+            o->stops[o->n_stops++] = optarg;
+            break;
+        case 'j': st = gp_parse_long(optarg, 1, GP_POOL_MAX_THREADS, "--threads", &o->threads); break;
         case 'K': {
             long k = 0;
             st = gp_parse_long(optarg, 0, INT32_MAX, "--top-k", &k); /* the vocabulary bound once it is known */
@@ -350,9 +418,29 @@ static int parse_opts(int argc, char **argv, gen_opts *o)
                 "always generates --steps tokens\n");
         return 2;
     }
-    if (o->top_given && o->sample.temperature == 0.0) {
-        fprintf(stderr, "greenpipe generate: --top-k and --top-p apply to sampling; give --temperature above 0 "
-                "(default 0: greedy)\n");
+    if (o->top_given && o->temperature_given && o->sample.temperature == 0.0) {
+        fprintf(stderr, "greenpipe generate: --temperature 0 asks for greedy decoding and %s%s%sshape%s sampling; "
+                "allowed: --temperature above 0, or leave it out (sampling at 1), or drop the sampling flags\n",
+                seen['K'] ? "--top-k " : "", seen['R'] ? "--top-p " : "", seen['a'] ? "--min-p " : "",
+                seen['K'] + seen['R'] + seen['a'] > 1 ? "" : "s");
+        return 2;
+    }
+    if (o->top_given && !o->temperature_given)
+        o->sample.temperature = 1.0; /* as llama-cli: its truncations sample; 1 leaves the model's distribution */
+    if (o->last_n_given && !o->repeat_given) {
+        fprintf(stderr, "greenpipe generate: --repeat-last-n %d is the window of --repeat-penalty; give "
+                "--repeat-penalty R too (default 1: off)\n", o->repeat.last_n);
+        return 2;
+    }
+    if (o->n_stops && o->prompt_ids) {
+        fprintf(stderr, "greenpipe generate: --stop '%s' matches generated text, and --prompt-ids prints ids; "
+                "allowed: --stop with --prompt or --prompt-file\n", o->stops[0]);
+        return 2;
+    }
+    if (o->threads && o->backend != GP_BACKEND_CPU) {
+        fprintf(stderr, "greenpipe generate: --threads %ld sets the cpu backend's worker threads; --backend cuda "
+                "computes on the GPU (its CPU-assisted FFN takes --cpu-ffn-threads); allowed: leave it out, or "
+                "use --backend cpu\n", o->threads);
         return 2;
     }
     /* auto is the default on both backends: on cpu it means the checkpoint's own values in float32 */
@@ -684,38 +772,59 @@ static gp_status kv_read(gp_backend *b, kv_run *kr, bool lookup)
     return GP_OK;
 }
 
+/* The stored-prefix prefill (a gp_gen_prefill_fn): the backend, the
+ * vocabulary and the store's counters of the run. */
+typedef struct stored_prefill {
+    gp_backend *b;
+    size_t V;
+    kv_run *kr;
+} stored_prefill;
+
+/* st, its message (already set) prefixed with what was being done to
+ * prompt s (s < 0: to the store). */
+static gp_status annotate(gp_status st, const char *what, int s)
+{
+    char msg[1024];
+    snprintf(msg, sizeof msg, "%s", gp_last_error());
+    if (s < 0)
+        gp_set_error("%s: %s", what, msg);
+    else
+        gp_set_error("%s prompt %d: %s", what, s, msg);
+    return st;
+}
+
 /* Prompt s into sequence s, one at a time in order, each through the store
  * (reusing what earlier prompts stored), then its whole blocks stored; a
  * stderr line per prompt. next[s] and the logits row s as a batched prefill
- * gives them. Returns 0 or the exit code. */
-static int prefill_stored(gp_backend *b, const gp_prompts *p, int32_t *next, float *step_logits, size_t V,
-                          kv_run *kr)
+ * gives them; no prompt logits (refused with the store). */
+static gp_status prefill_stored(void *ctx, int S, const gp_prefill_seq *seqs, int32_t *next, float *step_logits,
+                                float *prompt_logits)
 {
+    stored_prefill *sp = ctx;
+    gp_backend *b = sp->b;
+    kv_run *kr = sp->kr;
+    size_t V = sp->V;
+    (void)prompt_logits;
     gp_status st;
     if ((st = kv_read(b, kr, false)) != GP_OK) /* from zero: the counters of this run only */
-        return fail("the prefix store's statistics", st);
+        return annotate(st, "the prefix store's statistics", -1);
     memset(kr, 0, sizeof *kr);
-    for (int s = 0; s < p->n_seqs; s++) {
-        const int32_t *tk = p->ids + p->offsets[s];
+    for (int s = 0; s < S; s++) {
+        const int32_t *tk = seqs[s].tokens;
+        int seq = seqs[s].seq, n = seqs[s].n;
         gp_prefix_stats ps;
         gp_prefix_store_stats ss;
-        st = gp_backend_prefill_prefix(b, s, p->lens[s], tk, &next[s], step_logits ? step_logits + (size_t)s * V : NULL,
+        st = gp_backend_prefill_prefix(b, seq, n, tk, &next[s], step_logits ? step_logits + (size_t)s * V : NULL,
                                        &ps);
-        if (st != GP_OK) {
-            fprintf(stderr, "greenpipe generate: prefill of prompt %d through the prefix store: %s: %s\n", s,
-                    gp_status_str(st), gp_last_error());
-            return 1;
-        }
+        if (st != GP_OK)
+            return annotate(st, "through the prefix store,", s);
         if ((st = kv_read(b, kr, true)) != GP_OK)
-            return fail("the prefix store's statistics", st);
-        st = gp_backend_prefix_store_seq(b, s, p->lens[s], tk, &ss);
-        if (st != GP_OK) {
-            fprintf(stderr, "greenpipe generate: storing prompt %d's blocks: %s: %s\n", s, gp_status_str(st),
-                    gp_last_error());
-            return 1;
-        }
+            return annotate(st, "the prefix store's statistics", -1);
+        st = gp_backend_prefix_store_seq(b, seq, n, tk, &ss);
+        if (st != GP_OK)
+            return annotate(st, "storing the blocks of", s);
         if ((st = kv_read(b, kr, false)) != GP_OK)
-            return fail("the prefix store's statistics", st);
+            return annotate(st, "the prefix store's statistics", -1);
         kr->prompt_tokens += ps.prompt_tokens;
         kr->reused_tokens += ps.matched_tokens;
         kr->blocks_stored += ss.blocks_stored;
@@ -732,7 +841,7 @@ static int prefill_stored(gp_backend *b, const gp_prompts *p, int32_t *next, flo
             fprintf(stderr, ", %d refused (the pool is full of pinned blocks)", ss.blocks_refused);
         fprintf(stderr, ", %.3f ms\n", ss.ms);
     }
-    return 0;
+    return GP_OK;
 }
 
 /* The store's statistics over the run, one stderr line. */
@@ -773,11 +882,32 @@ static int kv_summary(gp_backend *b, const kv_run *kr)
     return 0;
 }
 
-/* Sequence s's token of the step from its logits row: the backend's greedy
- * token unchanged unless sampling. */
-static int32_t choose(const gen_opts *o, gp_sampler *smp, gp_rng *rng, const float *row, int32_t greedy)
+
+/* Set by the first Ctrl-C during generation; the handler is then reset to
+ * the default (SA_RESETHAND), so a second one ends the program at once. */
+static volatile sig_atomic_t interrupted;
+
+static void on_sigint(int sig)
 {
-    return o->sample.temperature > 0.0 ? gp_sample(smp, &o->sample, row, rng) : greedy;
+    (void)sig;
+    interrupted = 1;
+}
+
+/* What each sequence did: one stderr line each, host wall clock. */
+static void seq_summary(int n_seqs, const gp_gen_result *res)
+{
+    for (int s = 0; s < n_seqs; s++) {
+        const gp_gen_result *r = &res[s];
+        char who[32] = "";
+        if (n_seqs > 1)
+            snprintf(who, sizeof who, "[%d] ", s);
+        fprintf(stderr, "greenpipe: %s%d token(s) generated (stop reason: %s); time to first token %.3f s "
+                "(prefill included)", who, r->n, gp_gen_stop_name(r->stop), r->ttft_s);
+        if (r->n > 1)
+            fprintf(stderr, "; decode %.2f tokens/s (%d token(s) after the first in %.3f s)",
+                    r->decode_s > 0 ? (r->n - 1) / r->decode_s : 0.0, r->n - 1, r->decode_s);
+        fprintf(stderr, "; host-timed\n");
+    }
 }
 
 int gp_cmd_generate(int argc, char **argv)
@@ -786,6 +916,7 @@ int gp_cmd_generate(int argc, char **argv)
     int rc = parse_opts(argc, argv, &o);
     if (rc >= 0) {
         free(o.prompts);
+        free(o.stops);
         return rc;
     }
     gp_prompts p = {0};
@@ -867,9 +998,22 @@ int gp_cmd_generate(int argc, char **argv)
         snprintf(origin, sizeof origin, "checkpoint %s", src.path);
     fprintf(stderr, "greenpipe: model %s (%s), %" PRIu64 " parameters; %d sequence(s), %ld step(s)\n",
             cfg->name, origin, gp_config_param_count(cfg), p.n_seqs, o.steps);
-    if (sampling)
-        fprintf(stderr, "greenpipe: sampling at temperature %g, top-k %d, top-p %g, seed %" PRIu64 "\n",
-                o.sample.temperature, o.sample.top_k, o.sample.top_p, o.seed);
+    if (sampling) {
+        fprintf(stderr, "greenpipe: sampling at temperature %g%s, top-k %d, top-p %g", o.sample.temperature,
+                o.temperature_given ? "" : " (the default when --top-k, --top-p or --min-p is given)",
+                o.sample.top_k, o.sample.top_p);
+        if (o.sample.min_p > 0.0)
+            fprintf(stderr, ", min-p %g", o.sample.min_p);
+        fprintf(stderr, ", seed %" PRIu64 "\n", o.seed);
+    }
+    if (gp_repeat_on(&o.repeat)) {
+        fprintf(stderr, "greenpipe: repeat penalty %g over ", o.repeat.penalty);
+        if (o.repeat.last_n < 0)
+            fprintf(stderr, "the whole context");
+        else
+            fprintf(stderr, "the last %d token(s)", o.repeat.last_n);
+        fprintf(stderr, ", prompt included, before %s\n", sampling ? "sampling" : "the greedy choice");
+    }
     if (eos.n) {
         fprintf(stderr, "greenpipe: EOS id(s) from %s:", eos.from);
         for (int i = 0; i < eos.n; i++)
@@ -889,32 +1033,22 @@ int gp_cmd_generate(int argc, char **argv)
     memset(&sparsity, 0, sizeof sparsity);
     gp_pipeline *pl = NULL;
     gp_gen_out *out = NULL;
-    gp_sampler smp = {0};
     size_t V = (size_t)cfg->vocab;
     int prompt_tokens = 0;
     for (int s = 0; s < p.n_seqs; s++)
         prompt_tokens += p.lens[s];
-    /* logits are fetched only to sample from or to dump: greedy runs
-     * without --dump-logits leave them on the device, at full speed */
-    bool want_logits = o.dump_logits || sampling;
     float *logits = o.dump_logits ? malloc((size_t)p.n_seqs * (size_t)o.steps * V * sizeof(float)) : NULL;
-    float *step_logits = want_logits ? malloc((size_t)p.n_seqs * V * sizeof(float)) : NULL;
     float *prompt_logits = o.dump_prompt_logits ? malloc((size_t)prompt_tokens * V * sizeof(float)) : NULL;
     int32_t *gen = malloc((size_t)p.n_seqs * (size_t)o.steps * sizeof(int32_t));
-    int *seq_ids = malloc((size_t)p.n_seqs * sizeof(int)), *gen_lens = malloc((size_t)p.n_seqs * sizeof(int));
+    int *gen_lens = malloc((size_t)p.n_seqs * sizeof(int));
     size_t *gen_rows = malloc((size_t)p.n_seqs * sizeof(size_t)), *prompt_rows = malloc((size_t)p.n_seqs * sizeof(size_t));
-    bool *done = calloc((size_t)p.n_seqs, sizeof(bool));
     gp_rng *rng = malloc((size_t)p.n_seqs * sizeof(gp_rng));
-    int32_t *feed = malloc((size_t)p.n_seqs * sizeof(int32_t)), *next = malloc((size_t)p.n_seqs * sizeof(int32_t));
-    gp_prefill_seq *seqs = malloc((size_t)p.n_seqs * sizeof *seqs);
-    if ((o.dump_logits && !logits) || (want_logits && !step_logits) || (o.dump_prompt_logits && !prompt_logits) ||
-        !gen || !seq_ids || !gen_lens || !gen_rows || !prompt_rows || !done || !rng || !feed || !next || !seqs) {
+    gp_gen_seq *seqs = malloc((size_t)p.n_seqs * sizeof *seqs);
+    gp_gen_result *res = malloc((size_t)p.n_seqs * sizeof *res);
+    if ((o.dump_logits && !logits) || (o.dump_prompt_logits && !prompt_logits) || !gen || !gen_lens || !gen_rows ||
+        !prompt_rows || !rng || !seqs || !res) {
         fprintf(stderr, "greenpipe generate: out of host memory for %d x %ld x %d logits (and %d x %d prompt "
                 "logits with --dump-prompt-logits)\n", p.n_seqs, o.steps, cfg->vocab, prompt_tokens, cfg->vocab);
-        goto out;
-    }
-    if (sampling && (st = gp_sampler_init(&smp, cfg->vocab)) != GP_OK) {
-        exit_code = fail("sampler", st);
         goto out;
     }
     if (text && (st = gp_gen_out_create(tok, p.n_seqs, stdout, &out)) != GP_OK) {
@@ -932,6 +1066,7 @@ int gp_cmd_generate(int argc, char **argv)
     bp.kv_vram_budget = o.kv_vram_budget;
     bp.kv_store_dir = o.kv_store_dir;
     bp.kv_store_block = (int)o.kv_store_block;
+    bp.cpu_threads = (int)o.threads;
     if (o.dtype_given && o.backend == GP_BACKEND_CUDA) /* cpu: auto alone, its float32 default */
         bp.dtype = o.dtype;
     if (o.split_given) {
@@ -986,86 +1121,62 @@ int gp_cmd_generate(int argc, char **argv)
         fprintf(stderr, ", %d micro-batch(es)", M);
     fprintf(stderr, "; ready in %.2f s\n", t1 - t0);
     for (int s = 0; s < p.n_seqs; s++) {
-        seqs[s] = (gp_prefill_seq){.seq = s, .n = p.lens[s], .tokens = p.ids + p.offsets[s]};
-        seq_ids[s] = s;
-        gen_lens[s] = 0;
+        seqs[s] = (gp_gen_seq){.seq = s, .tokens = p.ids + p.offsets[s], .n = p.lens[s], .rng = &rng[s]};
         gen_rows[s] = (size_t)s * (size_t)o.steps;
         prompt_rows[s] = (size_t)p.offsets[s];
+        res[s] = (gp_gen_result){.tokens = gen + gen_rows[s], .logits = logits ? logits + gen_rows[s] * V : NULL};
         gp_rng_seed(&rng[s], o.seed, (uint64_t)s); /* a stream per sequence: its tokens do not depend on the batch */
     }
+    gp_gen_params gpar = gp_gen_default_params();
+    gpar.sample = o.sample;
+    gpar.repeat = o.repeat;
+    gpar.max_tokens = o.steps;
+    gpar.eos = &eos;
+    gpar.stop_strings = o.stops;
+    gpar.n_stop_strings = o.n_stops;
+    gpar.interrupt = &interrupted;
     kv_run kr;
     memset(&kr, 0, sizeof kr);
+    stored_prefill sp = {.b = b, .V = V, .kr = &kr};
     if (o.kv_store_size) {
-        if ((rc = prefill_stored(b, &p, next, step_logits, V, &kr)) != 0) {
-            exit_code = rc;
-            goto out;
-        }
-    } else {
-        /* every prompt in one call: the backend batches them (the CUDA engine
-         * in chunks of --prefill-chunk tokens) */
-        st = x.ops->prefill(x.ctx, p.n_seqs, seqs, next, step_logits, prompt_logits);
-        if (st != GP_OK) {
-            exit_code = fail("prefill", st);
-            goto out;
-        }
+        gpar.prefill = prefill_stored;
+        gpar.prefill_ctx = &sp;
     }
-    double t2 = gp_now_s();
-    int active = p.n_seqs;
-    long steps_run = 0; /* decode steps after the prefill */
-    for (long t = 0; t < o.steps && active > 0; t++) {
-        if (t > 0) {
-            /* finished sequences ride along, fed the backend's greedy token
-             * and never printed or dumped: the batch keeps its shape, and
-             * the others their tokens and logits */
-            for (int s = 0; s < p.n_seqs; s++)
-                feed[s] = gen[gen_rows[s] + t - 1];
-            st = pl ? gp_pipeline_step(pl, p.n_seqs, seq_ids, feed, next, step_logits)
-                    : x.ops->sequential_step(x.ctx, p.n_seqs, seq_ids, feed, next, step_logits, NULL);
-            if (st != GP_OK) {
-                exit_code = fail("decode step", st);
-                goto out;
-            }
-            steps_run++;
-        }
-        for (int s = 0; s < p.n_seqs; s++) {
-            const float *row = step_logits ? step_logits + (size_t)s * V : NULL;
-            int32_t tk = done[s] ? next[s] : choose(&o, &smp, &rng[s], row, next[s]);
-            gen[gen_rows[s] + t] = tk;
-            if (done[s])
-                continue;
-            gen_lens[s] = (int)t + 1;
-            if (logits)
-                memcpy(logits + (gen_rows[s] + t) * V, row, V * sizeof(float));
-            bool stop = gp_eos_has(&eos, tk);
-            if (out && !stop && (st = gp_gen_out_push(out, s, tk)) != GP_OK) {
-                exit_code = fail("detokenizing", st);
-                goto out;
-            }
-            if (stop || t == o.steps - 1) {
-                done[s] = true;
-                active--;
-                if (out && (st = gp_gen_out_finish(out, s)) != GP_OK) {
-                    exit_code = fail("detokenizing", st);
-                    goto out;
-                }
-            }
-        }
+    /* Ctrl-C only around the loop: before it, loading is not interruptible
+     * work worth a partial result, and after it the output is complete */
+    struct sigaction sa, old_sa;
+    memset(&sa, 0, sizeof sa);
+    sa.sa_handler = on_sigint;
+    sigemptyset(&sa.sa_mask);
+    sa.sa_flags = SA_RESETHAND | SA_RESTART;
+    interrupted = 0;
+    sigaction(SIGINT, &sa, &old_sa);
+    gp_gen_stats gs;
+    st = gp_gen_run(x, pl, cfg->vocab, &gpar, p.n_seqs, seqs, out, prompt_logits, res, &gs);
+    sigaction(SIGINT, &old_sa, NULL);
+    if (st != GP_OK) {
+        exit_code = fail(gs.failed ? gs.failed : "generation", st);
+        goto out;
     }
-    double t3 = gp_now_s();
+    for (int s = 0; s < p.n_seqs; s++)
+        gen_lens[s] = res[s].n;
     if (!text)
         for (int s = 0; s < p.n_seqs; s++) {
             for (int t = 0; t < gen_lens[s]; t++)
                 printf("%s%d", t ? " " : "", gen[gen_rows[s] + t]);
             printf("\n");
         }
+    fflush(stdout);
     if (out && gp_gen_out_unknown(out))
         fprintf(stderr, "greenpipe: %ld generated token(s) lie outside the tokenizer's %d ids and printed "
                 "nothing\n", gp_gen_out_unknown(out), gp_tokenizer_vocab_size(tok));
     fprintf(stderr, "greenpipe: prefill of %d prompt(s), %d tokens, %s: %.3f s, %.0f prompt tokens/s; "
             "%ld decode step(s) of batch %d in %.3f s (%.4f s/step); host-timed\n", p.n_seqs, prompt_tokens,
             o.kv_store_size ? "one at a time through the prefix store (its stores included)" : "in one call",
-            t2 - t1, t2 > t1 ? prompt_tokens / (t2 - t1) : 0.0, steps_run, p.n_seqs, t3 - t2,
-            steps_run > 0 ? (t3 - t2) / (double)steps_run : 0.0);
+            gs.prefill_s, gs.prefill_s > 0 ? prompt_tokens / gs.prefill_s : 0.0, gs.steps, p.n_seqs, gs.decode_s,
+            gs.steps > 0 ? gs.decode_s / (double)gs.steps : 0.0);
+    seq_summary(p.n_seqs, res);
+    long steps_run = gs.steps;
     if (o.kv_store_size && (rc = kv_summary(b, &kr)) != 0) {
         exit_code = rc;
         goto out;
@@ -1100,28 +1211,30 @@ int gp_cmd_generate(int argc, char **argv)
             fprintf(stderr, "greenpipe: prompt logits written to %s\n", o.dump_prompt_logits);
         exit_code |= rc;
     }
+    if (gs.interrupted) {
+        fprintf(stderr, "greenpipe: interrupted (Ctrl-C): stopped at a step boundary; the output above is what "
+                "was generated\n");
+        if (!exit_code)
+            exit_code = 130; /* the shell's code for a SIGINT death, so scripts see the interruption */
+    }
 out:
     gp_pipeline_destroy(pl);
     gp_backend_close(b);
     gp_sparsity_free(&sparsity);
     gp_gen_out_free(out);
-    gp_sampler_free(&smp);
     free(logits);
-    free(step_logits);
     free(prompt_logits);
     free(gen);
-    free(seq_ids);
     free(gen_lens);
     free(gen_rows);
     free(prompt_rows);
-    free(done);
     free(rng);
     free(seqs);
-    free(feed);
-    free(next);
+    free(res);
 early:
     gp_tokenizer_free(tok);
     gp_prompts_free(&p);
     free(o.prompts);
+    free(o.stops);
     return exit_code;
 }

@@ -1,4 +1,5 @@
-/* Tokenized prompts and streamed text output for greenpipe generate. */
+/* Tokenized prompts and streamed text output for greenpipe generate, cut
+ * at stop strings. */
 #include "gen_text_impl.h"
 
 #include <stdlib.h>
@@ -70,6 +71,11 @@ struct gp_gen_out {
     char **text;      /* [n_seqs] held text (several sequences) */
     size_t *len, *cap;
     long unknown;
+    const char *const *stops; /* [n_stops], borrowed */
+    int n_stops;
+    char **pend;      /* [n_seqs] decoded text not yet emitted: it may begin a stop string */
+    size_t *plen, *pcap;
+    bool *stopped;    /* [n_seqs] a stop string was found */
 };
 
 void gp_gen_out_free(gp_gen_out *o)
@@ -81,7 +87,13 @@ void gp_gen_out_free(gp_gen_out *o)
             gp_detok_free(o->detok[s]);
         if (o->text)
             free(o->text[s]);
+        if (o->pend)
+            free(o->pend[s]);
     }
+    free(o->pend);
+    free(o->plen);
+    free(o->pcap);
+    free(o->stopped);
     free(o->detok);
     free(o->text);
     free(o->len);
@@ -101,7 +113,11 @@ gp_status gp_gen_out_create(const gp_tokenizer *t, int n_seqs, FILE *f, gp_gen_o
     o->text = calloc((size_t)n_seqs, sizeof *o->text);
     o->len = calloc((size_t)n_seqs, sizeof *o->len);
     o->cap = calloc((size_t)n_seqs, sizeof *o->cap);
-    if (!o->detok || !o->text || !o->len || !o->cap) {
+    o->pend = calloc((size_t)n_seqs, sizeof *o->pend);
+    o->plen = calloc((size_t)n_seqs, sizeof *o->plen);
+    o->pcap = calloc((size_t)n_seqs, sizeof *o->pcap);
+    o->stopped = calloc((size_t)n_seqs, sizeof *o->stopped);
+    if (!o->detok || !o->text || !o->len || !o->cap || !o->pend || !o->plen || !o->pcap || !o->stopped) {
         gp_gen_out_free(o);
         GP_FAIL(GP_ERR_NO_MEMORY, "out of memory for the text output of %d sequences", n_seqs);
     }
@@ -140,6 +156,78 @@ static gp_status emit(gp_gen_out *o, int s, const char *piece, size_t n)
     return GP_OK;
 }
 
+gp_status gp_gen_out_set_stops(gp_gen_out *o, const char *const *stops, int n)
+{
+    for (int i = 0; i < n; i++)
+        if (!stops[i] || !stops[i][0])
+            GP_FAIL(GP_ERR_INVALID_ARG, "stop string %d is empty; allowed: a non-empty text", i);
+    o->stops = stops;
+    o->n_stops = n;
+    return GP_OK;
+}
+
+bool gp_gen_out_stopped(const gp_gen_out *o, int s)
+{
+    return o->stopped[s];
+}
+
+/* First occurrence of needle[m] in hay[n], or -1. */
+static long find(const char *hay, size_t n, const char *needle, size_t m)
+{
+    for (size_t i = 0; m <= n && i <= n - m; i++)
+        if (!memcmp(hay + i, needle, m))
+            return (long)i;
+    return -1;
+}
+
+/* Decoded text of sequence s through the stop strings: written up to the
+ * first stop string (which ends the sequence's text), except a tail that
+ * could still become the start of one, held until more text (or, final,
+ * the end) settles it. */
+static gp_status feed(gp_gen_out *o, int s, const char *piece, size_t n, bool final)
+{
+    if (o->stopped[s])
+        return GP_OK;
+    if (!o->n_stops)
+        return emit(o, s, piece, n);
+    if (o->plen[s] + n + 1 > o->pcap[s]) {
+        size_t cap = (o->plen[s] + n + 1) * 2;
+        char *p = realloc(o->pend[s], cap);
+        if (!p)
+            GP_FAIL(GP_ERR_NO_MEMORY, "out of memory for %zu bytes of sequence %d's text", cap, s);
+        o->pend[s] = p;
+        o->pcap[s] = cap;
+    }
+    char *pend = o->pend[s];
+    if (n)
+        memcpy(pend + o->plen[s], piece, n);
+    size_t len = o->plen[s] += n;
+    long first = -1;
+    for (int i = 0; i < o->n_stops; i++) {
+        long at = find(pend, len, o->stops[i], strlen(o->stops[i]));
+        if (at >= 0 && (first < 0 || at < first))
+            first = at;
+    }
+    if (first >= 0) {
+        o->stopped[s] = true;
+        o->plen[s] = 0;
+        return emit(o, s, pend, (size_t)first);
+    }
+    size_t hold = 0;
+    for (int i = 0; !final && i < o->n_stops; i++) {
+        size_t m = strlen(o->stops[i]);
+        for (size_t k = m - 1 < len ? m - 1 : len; k > hold; k--)
+            if (!memcmp(pend + len - k, o->stops[i], k)) {
+                hold = k;
+                break;
+            }
+    }
+    GP_TRY(emit(o, s, pend, len - hold));
+    memmove(pend, pend + len - hold, hold);
+    o->plen[s] = hold;
+    return GP_OK;
+}
+
 gp_status gp_gen_out_push(gp_gen_out *o, int s, int32_t id)
 {
     if (!o->detok[s])
@@ -151,7 +239,7 @@ gp_status gp_gen_out_push(gp_gen_out *o, int s, int32_t id)
     char *piece = NULL;
     size_t n = 0;
     GP_TRY(gp_detok_push(o->detok[s], id, &piece, &n));
-    gp_status st = emit(o, s, piece, n);
+    gp_status st = feed(o, s, piece, n, false);
     free(piece);
     return st;
 }
@@ -163,7 +251,7 @@ gp_status gp_gen_out_finish(gp_gen_out *o, int s)
     char *piece = NULL;
     size_t n = 0;
     GP_TRY(gp_detok_flush(o->detok[s], &piece, &n));
-    gp_status st = emit(o, s, piece, n);
+    gp_status st = feed(o, s, piece, n, true);
     free(piece);
     gp_detok_free(o->detok[s]);
     o->detok[s] = NULL;

@@ -4,6 +4,7 @@
 #ifndef GP_GEN_TEXT_IMPL_H
 #define GP_GEN_TEXT_IMPL_H
 
+#include <stdbool.h>
 #include <stdio.h>
 
 #include "gp_tokenizer.h"
@@ -24,7 +25,15 @@ gp_status gp_gen_out_create(const gp_tokenizer *t, int n_seqs, FILE *f, gp_gen_o
  * know (a model vocabulary padded past the tokenizer's) print nothing and
  * are counted. */
 gp_status gp_gen_out_push(gp_gen_out *o, int s, int32_t id);
-/* Sequence s is done (EOS or its last step): its remaining text is written. */
+/* Stop strings (borrowed, each non-empty; GP_ERR_INVALID_ARG otherwise):
+ * a sequence's text ends where its first occurrence of any of them begins;
+ * the stop string and what follows are not written. Text that could be the
+ * start of one is held back until the following text settles it. */
+gp_status gp_gen_out_set_stops(gp_gen_out *o, const char *const *stops, int n);
+/* Whether sequence s's text reached a stop string (its later tokens print nothing). */
+bool gp_gen_out_stopped(const gp_gen_out *o, int s);
+/* Sequence s is done (EOS, its last step, a stop string or an interruption):
+ * its remaining text, held-back text included, is written. */
 gp_status gp_gen_out_finish(gp_gen_out *o, int s);
 long gp_gen_out_unknown(const gp_gen_out *o); /* ids not printed */
 void gp_gen_out_free(gp_gen_out *o);

@@ -88,8 +88,9 @@ int gp_cmd_calibrate(int argc, char **argv);
 /* ------------------------------------------------------------ sampling */
 
 /* Token sampling on the host from one step's fp32 logits: temperature,
- * top-k and top-p (nucleus) with a seeded xoshiro256** generator, one
- * stream per sequence so a sequence's tokens do not depend on its batch. */
+ * top-k, top-p (nucleus) and min-p with a seeded xoshiro256** generator,
+ * one stream per sequence so a sequence's tokens do not depend on its
+ * batch; and llama.cpp's repeat penalty, applied to the logits before. */
 /* xoshiro256**: small, fast and statistically sound for sampling; the state
  * is seeded through splitmix64 so that any seed (0 included) is usable. */
 typedef struct gp_rng {
@@ -105,10 +106,15 @@ typedef struct gp_sample_params {
     int top_k;          /* 0: off; otherwise only the k largest logits stay */
     double top_p;       /* 1: off; otherwise the smallest prefix of the sorted
                            probabilities (after top-k) whose mass reaches top_p */
+    double min_p;       /* 0 (zero-initialised): off; otherwise (after top-k and top-p)
+                           only tokens whose probability is at least min_p times
+                           the most likely token's stay (llama.cpp's min-p). The
+                           probabilities are those at the temperature, as top-p's;
+                           llama.cpp takes them before it, the same at temperature 1 */
 } gp_sample_params;
 #define GP_SAMPLE_MAX_TEMPERATURE 100.0
 
-/* Range checks of the three values for a vocabulary of vocab tokens; the
+/* Range checks of the values for a vocabulary of vocab tokens; the
  * message names the flag, the value and the allowed range. */
 gp_status gp_sample_params_check(const gp_sample_params *p, int vocab);
 
@@ -117,6 +123,7 @@ typedef struct gp_sampler {
     int vocab;
     int32_t *idx;
     double *prob;
+    uint8_t *seen; /* [vocab] all zero between calls: the repeat penalty's marks */
 } gp_sampler;
 gp_status gp_sampler_init(gp_sampler *s, int vocab);
 void gp_sampler_free(gp_sampler *s);
@@ -132,5 +139,24 @@ int32_t gp_sample(gp_sampler *s, const gp_sample_params *p, const float *logits,
  * count, with s->idx[0..n) the ids and s->prob[0..n) their probabilities
  * (renormalised to sum to 1), for tests and diagnostics. */
 int gp_sample_candidates(gp_sampler *s, const gp_sample_params *p, const float *logits);
+
+/* llama.cpp's repeat penalty (--repeat-penalty, --repeat-last-n): each
+ * distinct token among the last last_n tokens of a sequence's context
+ * (prompt included) has its logit divided by penalty when positive,
+ * multiplied by it otherwise. Applied before the sampler's steps, greedy
+ * decoding included (llama.cpp applies penalties, then greedy). */
+#define GP_REPEAT_DEFAULT_LAST_N 64
+#define GP_REPEAT_MAX_PENALTY 100.0
+typedef struct gp_repeat_params {
+    double penalty; /* default 1: off; (0, GP_REPEAT_MAX_PENALTY] */
+    int last_n;     /* default GP_REPEAT_DEFAULT_LAST_N; 0: off; -1: the whole context */
+} gp_repeat_params;
+gp_repeat_params gp_repeat_default_params(void);
+/* Range checks; the message names the flag, the value and the allowed range. */
+gp_status gp_repeat_params_check(const gp_repeat_params *r);
+bool gp_repeat_on(const gp_repeat_params *r); /* changes logits at all */
+/* Penalises logits[vocab] in place for the context ctx[n] (oldest first);
+ * ids outside [0, vocab) are ignored. */
+void gp_repeat_penalize(gp_sampler *s, const gp_repeat_params *r, float *logits, const int32_t *ctx, long n);
 
 #endif

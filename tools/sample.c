@@ -1,5 +1,5 @@
-/* Host-side token sampling (temperature, top-k, top-p) over one row of fp32
- * logits, with a seeded xoshiro256** generator. */
+/* Host-side token sampling (temperature, top-k, top-p, min-p) over one row
+ * of fp32 logits, with a seeded xoshiro256** generator; the repeat penalty. */
 #include "gp_tools.h"
 
 #include <math.h>
@@ -54,6 +54,8 @@ gp_status gp_sample_params_check(const gp_sample_params *p, int vocab)
                 p->top_k, vocab);
     if (!(p->top_p > 0.0 && p->top_p <= 1.0))
         GP_FAIL(GP_ERR_INVALID_ARG, "--top-p %g is out of range; allowed: (0, 1] (1: off)", p->top_p);
+    if (!(p->min_p >= 0.0 && p->min_p <= 1.0))
+        GP_FAIL(GP_ERR_INVALID_ARG, "--min-p %g is out of range; allowed: [0, 1] (0: off)", p->min_p);
     return GP_OK;
 }
 
@@ -65,7 +67,8 @@ gp_status gp_sampler_init(gp_sampler *s, int vocab)
     s->vocab = vocab;
     s->idx = malloc((size_t)vocab * sizeof *s->idx);
     s->prob = malloc((size_t)vocab * sizeof *s->prob);
-    if (!s->idx || !s->prob) {
+    s->seen = calloc((size_t)vocab, sizeof *s->seen);
+    if (!s->idx || !s->prob || !s->seen) {
         gp_sampler_free(s);
         GP_FAIL(GP_ERR_NO_MEMORY, "sampler: out of memory for %d candidates", vocab);
     }
@@ -76,6 +79,7 @@ void gp_sampler_free(gp_sampler *s)
 {
     free(s->idx);
     free(s->prob);
+    free(s->seen);
     memset(s, 0, sizeof *s);
 }
 
@@ -202,6 +206,20 @@ static int candidates(gp_sampler *s, const gp_sample_params *p, const float *log
         n = keep;
         total = cum;
     }
+    if (p->min_p > 0.0) {
+        /* weights are relative to the top logit, which every truncation
+         * keeps: its weight is 1, so the bar is min_p itself; filtering in
+         * place keeps the candidates' order */
+        int keep = 0;
+        total = 0.0;
+        for (int i = 0; i < n; i++)
+            if (s->prob[i] >= p->min_p) {
+                s->idx[keep] = s->idx[i];
+                s->prob[keep++] = s->prob[i];
+                total += s->prob[i];
+            }
+        n = keep;
+    }
     *sum = total;
     return n;
 }
@@ -242,4 +260,45 @@ int32_t gp_sample(gp_sampler *s, const gp_sample_params *p, const float *logits,
             return s->idx[i];
     }
     return s->idx[last]; /* u rounded past the total */
+}
+
+gp_repeat_params gp_repeat_default_params(void)
+{
+    return (gp_repeat_params){.penalty = 1.0, .last_n = GP_REPEAT_DEFAULT_LAST_N};
+}
+
+gp_status gp_repeat_params_check(const gp_repeat_params *r)
+{
+    if (!(r->penalty > 0.0 && r->penalty <= GP_REPEAT_MAX_PENALTY))
+        GP_FAIL(GP_ERR_INVALID_ARG, "--repeat-penalty %g is out of range; allowed: (0, %g] (1: off)", r->penalty,
+                GP_REPEAT_MAX_PENALTY);
+    if (r->last_n < -1)
+        GP_FAIL(GP_ERR_INVALID_ARG, "--repeat-last-n %d is out of range; allowed: -1 (the whole context), 0 (off) "
+                "or a count of tokens", r->last_n);
+    return GP_OK;
+}
+
+bool gp_repeat_on(const gp_repeat_params *r)
+{
+    return r->penalty != 1.0 && r->last_n != 0;
+}
+
+void gp_repeat_penalize(gp_sampler *s, const gp_repeat_params *r, float *logits, const int32_t *ctx, long n)
+{
+    if (!gp_repeat_on(r))
+        return;
+    long from = r->last_n < 0 || r->last_n >= n ? 0 : n - r->last_n;
+    float pen = (float)r->penalty;
+    /* llama.cpp's rule: a repeated token's logit moves toward less likely
+     * whatever its sign, once however often the token repeats */
+    for (long i = from; i < n; i++) {
+        int32_t t = ctx[i];
+        if (t < 0 || t >= s->vocab || s->seen[t])
+            continue;
+        s->seen[t] = 1;
+        logits[t] = logits[t] <= 0.0f ? logits[t] * pen : logits[t] / pen;
+    }
+    for (long i = from; i < n; i++)
+        if (ctx[i] >= 0 && ctx[i] < s->vocab)
+            s->seen[ctx[i]] = 0;
 }

@@ -1,6 +1,6 @@
 /* Tests of the host sampler: generator streams, temperature 0 and near 0
- * against argmax, exact top-k and top-p sets (ties included), and sampled
- * frequencies against the softmax with fixed seeds. */
+ * against argmax, exact top-k, top-p and min-p sets (ties included), sampled
+ * frequencies against the softmax with fixed seeds, and the repeat penalty. */
 #include <math.h>
 #include <setjmp.h>
 #include <stdarg.h>
@@ -252,6 +252,8 @@ static void test_params_check(void **state)
         {params(1, 101, 1), "--top-k 101"},
         {params(1, 0, 0), "--top-p 0 is out of range; allowed: (0, 1]"},
         {params(1, 0, 1.5), "--top-p 1.5"},
+        {{.temperature = 1, .top_p = 1, .min_p = -0.1}, "--min-p -0.1 is out of range; allowed: [0, 1] (0: off)"},
+        {{.temperature = 1, .top_p = 1, .min_p = 1.5}, "--min-p 1.5"},
     };
     for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
         assert_int_equal(gp_sample_params_check(&bad[i].p, 100), GP_ERR_INVALID_ARG);
@@ -260,13 +262,136 @@ static void test_params_check(void **state)
     }
 }
 
+/* min-p keeps exactly the tokens whose tempered probability is at least
+ * min_p times the top one's, after top-k and top-p, and renormalises. */
+static void test_min_p_exact(void **state)
+{
+    (void)state;
+    gp_sampler s;
+    assert_int_equal(gp_sampler_init(&s, 6), GP_OK);
+    /* probabilities relative to the top (id 2): 1, 0.5, 0.25, 0.1, 0.05, tie at 0.5 */
+    const float lg[6] = {(float)log(0.5), (float)log(0.25), 0.0f, (float)log(0.1), (float)log(0.05),
+                         (float)log(0.5)};
+    struct { double t, min_p; int k; double top_p; int n; int32_t ids[6]; } cases[] = {
+        {1.0, 0.0, 0, 1.0, 6, {0, 1, 2, 3, 4, 5}},  /* off: all, in id order */
+        {1.0, 0.49, 0, 1.0, 3, {0, 2, 5}},          /* the tie at 0.5 stays together */
+        {1.0, 0.26, 0, 1.0, 3, {0, 2, 5}},
+        {1.0, 0.2, 0, 1.0, 4, {0, 1, 2, 5}},
+        {1.0, 1.0, 0, 1.0, 1, {2}},                 /* only the top */
+        {2.0, 0.45, 0, 1.0, 4, {0, 1, 2, 5}},       /* at T=2 id 1 weighs sqrt(0.25) = 0.5 */
+        {1.0, 0.2, 2, 1.0, 2, {2, 0}},              /* after top-k: rank order */
+        {1.0, 0.0001, 3, 1.0, 3, {2, 0, 5}},
+    };
+    for (size_t c = 0; c < sizeof cases / sizeof cases[0]; c++) {
+        gp_sample_params p = params(cases[c].t, cases[c].k, cases[c].top_p);
+        p.min_p = cases[c].min_p;
+        int n = gp_sample_candidates(&s, &p, lg);
+        assert_int_equal(n, cases[c].n);
+        double sum = 0, top = 0;
+        for (int i = 0; i < n; i++) {
+            assert_int_equal(s.idx[i], cases[c].ids[i]);
+            sum += s.prob[i];
+            if (s.idx[i] == 2)
+                top = s.prob[i];
+        }
+        assert_true(fabs(sum - 1.0) < 1e-9);
+        for (int i = 0; i < n; i++)
+            assert_true(s.prob[i] >= cases[c].min_p * top * (1 - 1e-9));
+    }
+    /* draws stay inside the kept set */
+    gp_rng r;
+    gp_rng_seed(&r, 5, 0);
+    gp_sample_params p = params(1.0, 0, 1.0);
+    p.min_p = 0.3;
+    for (int i = 0; i < 2000; i++) {
+        int32_t t = gp_sample(&s, &p, lg, &r);
+        assert_true(t == 0 || t == 2 || t == 5);
+    }
+    gp_sampler_free(&s);
+}
+
+/* llama.cpp's repeat penalty: distinct tokens of the last N divide a positive
+ * logit and multiply a negative one by R, once each; N -1 the whole context,
+ * 0 nothing; R 1 nothing; greedy then chooses among the penalised logits. */
+static void test_repeat_penalty(void **state)
+{
+    (void)state;
+    gp_sampler s;
+    assert_int_equal(gp_sampler_init(&s, 6), GP_OK);
+    const float base[6] = {2.0f, -1.0f, 0.0f, 4.0f, 1.0f, -3.0f};
+    const int32_t ctx[] = {3, 0, 1, 3, 3, 1, 9, -1}; /* 9 and -1 lie outside the vocabulary: ignored */
+    float lg[6];
+    gp_repeat_params r = {.penalty = 2.0, .last_n = -1};
+    memcpy(lg, base, sizeof lg);
+    gp_repeat_penalize(&s, &r, lg, ctx, 8);
+    const float all[6] = {1.0f, -2.0f, 0.0f, 2.0f, 1.0f, -3.0f}; /* 3 once, however often it repeats */
+    for (int i = 0; i < 6; i++)
+        assert_true(lg[i] == all[i]);
+    /* the last 5: 3, 3, 1 and the ignored ids; 0 is older */
+    r.last_n = 5;
+    memcpy(lg, base, sizeof lg);
+    gp_repeat_penalize(&s, &r, lg, ctx, 8);
+    const float last[6] = {2.0f, -2.0f, 0.0f, 2.0f, 1.0f, -3.0f};
+    for (int i = 0; i < 6; i++)
+        assert_true(lg[i] == last[i]);
+    /* a window longer than the context: all of it */
+    r.last_n = 64;
+    memcpy(lg, base, sizeof lg);
+    gp_repeat_penalize(&s, &r, lg, ctx, 8);
+    for (int i = 0; i < 6; i++)
+        assert_true(lg[i] == all[i]);
+    /* the marks are cleared: a second call sees its own context only */
+    const int32_t four[] = {4};
+    memcpy(lg, base, sizeof lg);
+    gp_repeat_penalize(&s, &r, lg, four, 1);
+    for (int i = 0; i < 6; i++)
+        assert_true(lg[i] == (i == 4 ? 0.5f : base[i]));
+    /* off: last_n 0 or penalty 1 */
+    gp_repeat_params off[] = {{.penalty = 2.0, .last_n = 0}, {.penalty = 1.0, .last_n = -1}};
+    for (int k = 0; k < 2; k++) {
+        assert_false(gp_repeat_on(&off[k]));
+        memcpy(lg, base, sizeof lg);
+        gp_repeat_penalize(&s, &off[k], lg, ctx, 8);
+        assert_memory_equal(lg, base, sizeof lg);
+    }
+    /* greedy after the penalty: 3 (4.0) falls to 2.0 below 0 (2.0 stays,
+     * lower id wins the tie); a penalty below 1 favours repeats */
+    r = (gp_repeat_params){.penalty = 2.0, .last_n = 1};
+    const int32_t three[] = {3};
+    memcpy(lg, base, sizeof lg);
+    gp_repeat_penalize(&s, &r, lg, three, 1);
+    gp_sample_params g = params(0, 0, 1);
+    assert_int_equal(gp_sample(&s, &g, lg, NULL), 0);
+    r.penalty = 0.1;
+    const int32_t five[] = {5};
+    memcpy(lg, base, sizeof lg);
+    gp_repeat_penalize(&s, &r, lg, five, 1);
+    assert_true(fabsf(lg[5] + 0.3f) < 1e-6f);
+    /* defaults and checks */
+    gp_repeat_params d = gp_repeat_default_params();
+    assert_true(d.penalty == 1.0 && d.last_n == GP_REPEAT_DEFAULT_LAST_N && !gp_repeat_on(&d));
+    assert_int_equal(gp_repeat_params_check(&d), GP_OK);
+    struct { gp_repeat_params r; const char *needle; } bad[] = {
+        {{.penalty = 0.0, .last_n = 64}, "--repeat-penalty 0 is out of range; allowed: (0, 100] (1: off)"},
+        {{.penalty = 101, .last_n = 64}, "--repeat-penalty 101"},
+        {{.penalty = 1.1, .last_n = -2}, "--repeat-last-n -2 is out of range; allowed: -1 (the whole context)"},
+    };
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        assert_int_equal(gp_repeat_params_check(&bad[i].r), GP_ERR_INVALID_ARG);
+        if (!strstr(gp_last_error(), bad[i].needle))
+            fail_msg("message '%s' does not mention '%s'", gp_last_error(), bad[i].needle);
+    }
+    gp_sampler_free(&s);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_rng_streams),   cmocka_unit_test(test_greedy_and_cold),
         cmocka_unit_test(test_top_k_exact),   cmocka_unit_test(test_top_p_exact),
         cmocka_unit_test(test_top_p_large),   cmocka_unit_test(test_distribution),
-        cmocka_unit_test(test_params_check),
+        cmocka_unit_test(test_params_check),  cmocka_unit_test(test_min_p_exact),
+        cmocka_unit_test(test_repeat_penalty),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -173,8 +173,8 @@ gp_cli_test(gen_top_p_range 2 "--top-p 0 is out of range. allowed: .0, 1.."
             generate --model tiny --prompt-ids 1 --steps 1 --temperature 1 --top-p 0)
 gp_cli_test(gen_top_k_vocab 2 "--top-k 300 is out of range. allowed: .0, 256."
             generate --model tiny --prompt-ids 1 --steps 1 --temperature 1 --top-k 300)
-gp_cli_test(gen_top_k_greedy 2 "--top-k and --top-p apply to sampling. give --temperature above 0"
-            generate --model tiny --prompt-ids 1 --steps 1 --top-k 5)
+gp_cli_test(gen_top_k_greedy 2 "--temperature 0 asks for greedy decoding and --top-k shapes sampling. allowed: --temperature above 0, or leave it out"
+            generate --model tiny --prompt-ids 1 --steps 1 --top-k 5 --temperature 0)
 # --seed seeds sampling too: accepted with a checkpoint when sampling.
 gp_cli_test(gen_seed_checkpoint_sampling 0 "^[0-9]+ [0-9]+ [0-9]+$"
             generate --model ${GP_DATA}/tiny --prompt-ids 5,17,42 --steps 3 --temperature 0.8 --seed 3)
@@ -290,3 +290,4 @@ gp_cli_test(gen_cpu_ffn_threads_range 2 "--cpu-ffn-threads: 17 is out of range"
 add_test(NAME cli_gen_cpu_ffn_cuda COMMAND python3 ${CMAKE_CURRENT_SOURCE_DIR}/tools/gen_cpu_ffn.py $<TARGET_FILE:greenpipe>)
 set_tests_properties(cli_gen_cpu_ffn_cuda PROPERTIES SKIP_RETURN_CODE 77 LABELS gpu)
 include(tools/cli_inputs.cmake)
+include(${CMAKE_CURRENT_SOURCE_DIR}/tools/cli_generate.cmake)
