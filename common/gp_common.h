@@ -156,6 +156,9 @@ void gp_progress_end(gp_progress_run *r, uint64_t done);
  * the end ("what: 16.06 GB in 15.0 s, 1.07 GB/s"; "stopped at ..." when
  * done < total). Returns buf. */
 const char *gp_progress_format(const gp_progress *p, char *buf, size_t cap);
+/* bytes as "16.06 GB", "182.94 kB" (decimal units, the one that keeps a few
+ * digits), into buf; returns buf. */
+const char *gp_format_bytes(uint64_t bytes, char *buf, size_t cap);
 
 /* Host memory a new allocation can take without swapping, in bytes:
  * MemAvailable of /proc/meminfo, else the free pages (sysconf). The test

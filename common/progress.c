@@ -56,12 +56,32 @@ static const char *fmt_secs(double s, char *buf, size_t cap)
     return buf;
 }
 
-/* An amount of p's unit: bytes in GB, counts as integers. */
+/* The decimal unit that shows bytes up to max with a few digits. */
+static void byte_unit(uint64_t max, double *div, const char **name)
+{
+    *div = max >= 1000000000u ? 1e9 : max >= 1000000u ? 1e6 : 1e3;
+    *name = max >= 1000000000u ? "GB" : max >= 1000000u ? "MB" : "kB";
+}
+
+const char *gp_format_bytes(uint64_t bytes, char *buf, size_t cap)
+{
+    double div;
+    const char *name;
+    byte_unit(bytes, &div, &name);
+    snprintf(buf, cap, "%.2f %s", (double)bytes / div, name);
+    return buf;
+}
+
+/* An amount of p's unit: bytes in the unit of the total (so "3.21 of 16.06
+ * GB" shares one), counts as integers. */
 static const char *fmt_amount(const gp_progress *p, uint64_t v, bool with_unit, char *buf, size_t cap)
 {
     bool bytes = p->unit && !strcmp(p->unit, "B");
+    double div;
+    const char *name;
+    byte_unit(p->total, &div, &name);
     if (bytes)
-        snprintf(buf, cap, "%.2f%s", (double)v / 1e9, with_unit ? " GB" : "");
+        snprintf(buf, cap, "%.2f%s%s", (double)v / div, with_unit ? " " : "", with_unit ? name : "");
     else
         snprintf(buf, cap, "%llu%s%s", (unsigned long long)v, with_unit && p->unit ? " " : "",
                  with_unit && p->unit ? p->unit : "");

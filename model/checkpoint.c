@@ -715,11 +715,8 @@ gp_status gp_checkpoint_load_host_ex(const gp_checkpoint *ck, gp_host_weights *w
     static const gp_tensor_kind layer_kinds[] = {GP_T_ATTN_NORM, GP_T_WQKV, GP_T_WO, GP_T_FFN_NORM,
                                                  GP_T_W_GATE_UP, GP_T_W_DOWN, GP_T_BQKV};
     const int n_kinds = ck->cfg.qkv_bias ? 7 : 6; /* the bias last, only when the config has one */
-    const size_t es = gp_dtype_size(dt);
-    uint64_t total = (gp_synth_numel(&ck->cfg, GP_T_EMBED) + gp_synth_numel(&ck->cfg, GP_T_FINAL_NORM) +
-                      (ck->cfg.tied_embeddings ? 0 : gp_synth_numel(&ck->cfg, GP_T_LM_HEAD))) * es, done = 0;
-    for (int k = 0; k < n_kinds; k++)
-        total += gp_synth_numel(&ck->cfg, layer_kinds[k]) * es * (uint64_t)ck->cfg.n_layers;
+    const uint64_t total = gp_host_weights_bytes(&ck->cfg, dt);
+    uint64_t done = 0;
     gp_progress_run pr;
     gp_progress_begin(&pr, progress, "loading weights", "B", total);
     gp_status s = fill_counted(ck, GP_T_EMBED, -1, w->embed, dt, &pr, &done);

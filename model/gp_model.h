@@ -207,12 +207,21 @@ const char *gp_tensor_kind_name(gp_tensor_kind kind);
  * the layers' bqkv only when cfg->qkv_bias. */
 gp_status gp_host_weights_alloc(const gp_config *cfg, gp_dtype dtype, gp_host_weights *w);
 void gp_host_weights_free(gp_host_weights *w);
+/* Bytes of every tensor of cfg's host weights in dtype (a tied lm_head
+ * once, q/k/v biases when the config has them), without the arena's
+ * alignment: what loading them writes. */
+uint64_t gp_host_weights_bytes(const gp_config *cfg, gp_dtype dtype);
 /* Fill host weights with the synthetic values for seed (multithreaded), in
  * w->dtype: each value is the generator's float rounded to the dtype (F32:
  * unrounded). BF16 values are those the device generator writes. */
 gp_status gp_synth_fill_host(gp_host_weights *w, uint64_t seed);
 /* The same, reporting the bytes written through progress (may be NULL). */
 gp_status gp_synth_fill_host_ex(gp_host_weights *w, uint64_t seed, const gp_progress_cb *progress);
+/* The rate gp_synth_fill_host writes weights of dtype on this machine, in
+ * bytes per second, measured by filling a scratch buffer of sample_bytes
+ * (at least one work chunk, 1 Mi elements): for an estimate of a preset's
+ * load time before it starts. */
+gp_status gp_synth_host_rate(gp_dtype dtype, uint64_t sample_bytes, double *bytes_per_s);
 /* Element count of one tensor kind, and its uniform half-range. */
 uint64_t gp_synth_numel(const gp_config *cfg, gp_tensor_kind kind);
 float gp_synth_scale(const gp_config *cfg, gp_tensor_kind kind);

@@ -234,3 +234,23 @@ gp_status gp_synth_fill_host_ex(gp_host_weights *w, uint64_t seed, const gp_prog
     free(tasks);
     return GP_OK;
 }
+
+gp_status gp_synth_host_rate(gp_dtype dtype, uint64_t sample_bytes, double *bytes_per_s)
+{
+    if (!bytes_per_s || (dtype != GP_DTYPE_F32 && !gp_dtype_is_half(dtype)))
+        GP_FAIL(GP_ERR_INVALID_ARG, "gp_synth_host_rate: dtype %s; allowed F32, BF16 or F16 and an output",
+                gp_dtype_name(dtype));
+    const size_t es = gp_dtype_size(dtype);
+    uint64_t n = sample_bytes / es;
+    if (n < GP_SYNTH_CHUNK)
+        n = GP_SYNTH_CHUNK; /* one chunk at least: below it the threads' start dominates */
+    void *buf = malloc((size_t)(n * es));
+    if (!buf)
+        GP_FAIL(GP_ERR_NO_MEMORY, "gp_synth_host_rate: cannot allocate %llu bytes", (unsigned long long)(n * es));
+    double t0 = gp_now_s();
+    gp_synth_fill_tensor_host(buf, dtype, n, 0, GP_T_W_GATE_UP, 0, 0.01f);
+    double dt = gp_now_s() - t0;
+    free(buf);
+    *bytes_per_s = dt > 0.0 ? (double)(n * es) / dt : 0.0;
+    return GP_OK;
+}
