@@ -289,3 +289,6 @@ gp_cli_test(gen_cpu_ffn_threads_range 2 "--cpu-ffn-threads: 17 is out of range"
             generate --model tiny --prompt-ids 1 --steps 1 --backend cuda --sparsity cal.json --cpu-ffn 1M --cpu-ffn-threads 17)
 add_test(NAME cli_gen_cpu_ffn_cuda COMMAND python3 ${CMAKE_CURRENT_SOURCE_DIR}/tools/gen_cpu_ffn.py $<TARGET_FILE:greenpipe>)
 set_tests_properties(cli_gen_cpu_ffn_cuda PROPERTIES SKIP_RETURN_CODE 77 LABELS gpu)
+
+# Calibration identity, progress and the cpu backend's memory statement.
+include(${CMAKE_CURRENT_LIST_DIR}/cli_calib.cmake)
