@@ -60,7 +60,7 @@ cflags="-std=gnu11 -g -O1 -fno-omit-frame-pointer -Wall -Wextra -Wno-unused-para
         -I$repo/common -I$repo/model -I$repo/tests/fuzz $(pkg-config --cflags jansson)"
 libs="$(pkg-config --libs jansson) -lm -lpthread"
 # checkpoint.c (the index parser) needs config, safetensors and host weights.
-lib_srcs="common/status.c common/tensor.c common/read_file.c model/safetensors.c model/config.c model/arch.c model/checkpoint.c model/weights.c model/synth.c"
+lib_srcs="common/status.c common/tensor.c common/read_file.c common/progress.c common/measure.c model/safetensors.c model/config.c model/arch.c model/checkpoint.c model/weights.c model/synth.c"
 objs=()
 for src in $lib_srcs; do
   obj="$work/$(basename "$src" .c).o"

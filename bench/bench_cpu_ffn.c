@@ -273,9 +273,16 @@ int main(int argc, char **argv)
     if (st == GP_OK)
         st = gp_device_weights_upload(&hw, GP_DTYPE_BF16, &dw);
     if (st == GP_OK && spf) {
+        /* the preset's synthetic weights, seed 0: a calibration of other weights is refused */
+        gp_model_source src = {.synthetic = true, .seed = 0, .cfg = cfg};
+        gp_model_identity id;
         st = gp_sparsity_load(spf, &sp);
         if (st == GP_OK)
             st = gp_sparsity_check(&sp, &cfg);
+        if (st == GP_OK)
+            st = gp_model_identity_of(&src, &id);
+        if (st == GP_OK)
+            st = gp_sparsity_check_identity(&sp, &id);
     } else if (st == GP_OK) {
         double t0 = gp_now_s();
         st = calibrate(&hw, target, (int)calib_seqs, (int)calib_len, &sp);

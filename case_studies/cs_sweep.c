@@ -5,6 +5,7 @@
 
 #include <signal.h>
 #include <string.h>
+#include <unistd.h>
 
 static bool plan_has_rows(const gp_cs_sweep_params *p, int i)
 {
@@ -55,6 +56,20 @@ static bool stop_for_fault(gp_cs_sweep_result *res, gp_status st, const gp_cs_ro
     return true;
 }
 
+/* The row about to run on p->progress: "[k/n] what: done of n rows (..),
+ * rate, elapsed, ~left" (gp_progress_format of the rows finished), redrawn
+ * in place on a terminal, one line per row otherwise (a log keeps them). */
+static void row_progress(const gp_cs_sweep_params *p, bool tty, const char *what, int finished, int planned,
+                         double t0)
+{
+    gp_progress ev = {.event = GP_PROGRESS_UPDATE, .what = what, .unit = "rows", .done = (uint64_t)finished,
+                      .total = (uint64_t)planned, .elapsed_s = gp_now_s() - t0};
+    char line[512];
+    gp_progress_format(&ev, line, sizeof line);
+    fprintf(p->progress, tty ? "\r%s\033[K" : "%s\n", line);
+    fflush(p->progress);
+}
+
 static void speedups(gp_cs_row *rows, int first, int end)
 {
     double seq_ms = end > first && rows[first].seq && rows[first].ok ? rows[first].ms_median : 0;
@@ -76,6 +91,8 @@ gp_status gp_cs_sweep_run(const gp_cs_sweep_params *p, const gp_cs_runner *rn, g
                 res->planned);
     const gp_cs_options *o = p->o;
     int n = 0;
+    const bool tty = p->progress && isatty(fileno(p->progress));
+    const double t0 = gp_now_s();
     for (int wi = 0; wi < o->n_workloads && res->stop == GP_CS_STOP_NONE; wi++) {
         const gp_cs_workload *w = &o->workloads[wi];
         if (stop_for_signal(res))
@@ -109,13 +126,15 @@ gp_status gp_cs_sweep_run(const gp_cs_sweep_params *p, const gp_cs_runner *rn, g
                     r->depth = o->depths[di];
                     r->placement = o->placements[qi];
                 }
-                if (p->progress && seq)
-                    fprintf(p->progress, "\r[%d/%d] %s seq                              ", n,
-                            res->planned, w->label);
-                else if (p->progress)
-                    fprintf(p->progress, "\r[%d/%d] %s %d:%d %s M=%d depth %u          ", n,
-                            res->planned, w->label, r->split.a_req, r->split.f_req,
-                            gp_placement_name(r->placement), r->M, r->depth);
+                if (p->progress) {
+                    char what[256];
+                    if (seq)
+                        snprintf(what, sizeof what, "[%d/%d] %s seq", n, res->planned, w->label);
+                    else
+                        snprintf(what, sizeof what, "[%d/%d] %s %d:%d %s M=%d depth %u", n, res->planned, w->label,
+                                 r->split.a_req, r->split.f_req, gp_placement_name(r->placement), r->M, r->depth);
+                    row_progress(p, tty, what, n - 1, res->planned, t0);
+                }
                 gp_status st;
                 if (ost != GP_OK) {
                     r->ok = false;
@@ -150,8 +169,13 @@ gp_status gp_cs_sweep_run(const gp_cs_sweep_params *p, const gp_cs_runner *rn, g
      * to stop and the exit status says so. */
     if (res->stop == GP_CS_STOP_NONE)
         stop_for_signal(res);
-    if (p->progress)
-        fprintf(p->progress, "\r%-70s\r", "");
+    if (p->progress) {
+        gp_progress ev = {.event = GP_PROGRESS_END, .what = "case study", .unit = "rows", .done = (uint64_t)n,
+                          .total = (uint64_t)res->planned, .elapsed_s = gp_now_s() - t0};
+        char line[512];
+        fprintf(p->progress, "%s%s\n", tty ? "\r\033[K" : "", gp_progress_format(&ev, line, sizeof line));
+        fflush(p->progress);
+    }
     res->n_rows = n;
     return GP_OK;
 }

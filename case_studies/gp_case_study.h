@@ -391,7 +391,9 @@ typedef struct gp_cs_sweep_params {
     const bool *no_rows;         /* [n_plans] or NULL: plans with no rows of their own (the rule's) */
     const char (*why)[256];      /* [n_plans] or NULL: why a split cannot run ("": it can) */
     bool extra;                  /* the runner has extra(): room for one more row per workload */
-    FILE *progress;              /* "[k/n] ..." lines, or NULL */
+    FILE *progress;              /* before each row "[k/n] row: rows done of n, elapsed, ~the rest's estimate",
+                                    redrawn in place on a terminal, a line each otherwise; a last line of
+                                    the rows and the time; or NULL */
 } gp_cs_sweep_params;
 
 typedef struct gp_cs_sweep_result {

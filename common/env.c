@@ -12,6 +12,8 @@
  *                             (common/fault.c, once per process)
  *   GP_FAULT_TRAP             test hook: the N-th decode step traps
  *                             (common/fault.c, once per process)
+ *   GP_FAULT_MEM_AVAILABLE    test hook: the host memory available, in bytes, in
+ *                             place of MemAvailable (common/host_mem.c, at each call)
  * A malformed or out-of-range value is an error of the call that reads it,
  * never silently replaced by the default. */
 #include <errno.h>

@@ -116,6 +116,58 @@ int gp_cmp_double(const void *a, const void *b);
 float gp_median_f(float *v, int n);
 double gp_median_d(double *v, int n);
 
+/* ------------------------------------------------------------ progress */
+
+/* Progress of long work (loading or synthesizing weights, calibrating),
+ * reported by the library through a callback in its params struct, never
+ * printed there; the command line shows it (tools/progress.c). A run is one
+ * GP_PROGRESS_START, updates at most every GP_PROGRESS_INTERVAL_S, then one
+ * GP_PROGRESS_END (done < total: it stopped early, e.g. on an error). */
+typedef enum gp_progress_event { GP_PROGRESS_START = 0, GP_PROGRESS_UPDATE, GP_PROGRESS_END } gp_progress_event;
+typedef struct gp_progress {
+    gp_progress_event event;
+    const char *what;    /* "synthesizing weights", "calibrating (2 passes)" */
+    const char *unit;    /* "B": bytes (shown in GB, rates in GB/s); else a count's noun: "tokens" */
+    uint64_t done, total;
+    double elapsed_s;    /* since the start */
+} gp_progress;
+typedef void (*gp_progress_fn)(void *ctx, const gp_progress *p);
+/* A params struct's progress field: fn NULL (the zero value) reports nothing.
+ * fn runs on the thread that called the library function. */
+typedef struct gp_progress_cb {
+    gp_progress_fn fn;
+    void *ctx;
+} gp_progress_cb;
+/* Updates closer together than this are dropped: a terminal line redrawn
+ * ten times a second reads as live, and costs nothing. */
+#define GP_PROGRESS_INTERVAL_S 0.1
+/* The reporting side of one run (common/progress.c). cb may be NULL. */
+typedef struct gp_progress_run {
+    gp_progress_cb cb;
+    gp_progress ev;
+    double t0, last;
+} gp_progress_run;
+void gp_progress_begin(gp_progress_run *r, const gp_progress_cb *cb, const char *what, const char *unit,
+                       uint64_t total);
+void gp_progress_update(gp_progress_run *r, uint64_t done); /* throttled */
+void gp_progress_end(gp_progress_run *r, uint64_t done);
+/* One line of text for p, without a newline: the start ("what: 16.06 GB"),
+ * an update ("what: 3.21 of 16.06 GB (20%), 1.07 GB/s, 3.0 s, ~12 s left"),
+ * the end ("what: 16.06 GB in 15.0 s, 1.07 GB/s"; "stopped at ..." when
+ * done < total). Returns buf. */
+const char *gp_progress_format(const gp_progress *p, char *buf, size_t cap);
+/* bytes as "16.06 GB", "182.94 kB" (decimal units, the one that keeps a few
+ * digits), into buf; returns buf. */
+const char *gp_format_bytes(uint64_t bytes, char *buf, size_t cap);
+
+/* Host memory a new allocation can take without swapping, in bytes:
+ * MemAvailable of /proc/meminfo, else the free pages (sysconf). The test
+ * hook GP_FAULT_MEM_AVAILABLE (bytes, common/env.c's list) replaces it, so
+ * a refusal can be tested on any machine. *how (may be NULL) names where the
+ * figure came from. GP_ERR_UNSUPPORTED when nothing tells;
+ * GP_ERR_INVALID_ARG for a malformed hook value. */
+gp_status gp_host_mem_available(uint64_t *bytes, const char **how);
+
 /* ---------------------------------------------------------------- files */
 
 /* Reads the whole file at path into a new buffer with a NUL after its len

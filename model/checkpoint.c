@@ -691,26 +691,46 @@ gp_status gp_checkpoint_fill_tensor(const gp_checkpoint *ck, gp_tensor_kind kind
 
 gp_status gp_checkpoint_load_host(const gp_checkpoint *ck, gp_host_weights *w)
 {
+    return gp_checkpoint_load_host_ex(ck, w, NULL);
+}
+
+/* One engine tensor read into dst, its bytes counted toward progress. */
+static gp_status fill_counted(const gp_checkpoint *ck, gp_tensor_kind kind, int layer, void *dst, gp_dtype dt,
+                              gp_progress_run *pr, uint64_t *done)
+{
+    GP_TRY(fill_tensor(ck, kind, layer, dst, dt, NULL));
+    *done += gp_synth_numel(&ck->cfg, kind) * gp_dtype_size(dt);
+    gp_progress_update(pr, *done);
+    return GP_OK;
+}
+
+gp_status gp_checkpoint_load_host_ex(const gp_checkpoint *ck, gp_host_weights *w, const gp_progress_cb *progress)
+{
     if (!ck || !w)
         GP_FAIL(GP_ERR_INVALID_ARG, "gp_checkpoint_load_host: checkpoint and weights must not be NULL");
     GP_TRY(gp_checkpoint_check(ck));
     /* the checkpoint's own dtype (F32 when mixed): every copy below is exact */
     const gp_dtype dt = gp_checkpoint_dtype(ck);
     GP_TRY(gp_host_weights_alloc(&ck->cfg, dt, w));
-    gp_status s = fill_tensor(ck, GP_T_EMBED, -1, w->embed, dt, NULL);
-    if (s == GP_OK)
-        s = fill_tensor(ck, GP_T_FINAL_NORM, -1, w->final_norm, dt, NULL);
-    if (s == GP_OK && !ck->cfg.tied_embeddings) /* tied: lm_head is embed (gp_host_weights_alloc) */
-        s = fill_tensor(ck, GP_T_LM_HEAD, -1, w->lm_head, dt, NULL);
     static const gp_tensor_kind layer_kinds[] = {GP_T_ATTN_NORM, GP_T_WQKV, GP_T_WO, GP_T_FFN_NORM,
                                                  GP_T_W_GATE_UP, GP_T_W_DOWN, GP_T_BQKV};
     const int n_kinds = ck->cfg.qkv_bias ? 7 : 6; /* the bias last, only when the config has one */
+    const uint64_t total = gp_host_weights_bytes(&ck->cfg, dt);
+    uint64_t done = 0;
+    gp_progress_run pr;
+    gp_progress_begin(&pr, progress, "loading weights", "B", total);
+    gp_status s = fill_counted(ck, GP_T_EMBED, -1, w->embed, dt, &pr, &done);
+    if (s == GP_OK)
+        s = fill_counted(ck, GP_T_FINAL_NORM, -1, w->final_norm, dt, &pr, &done);
+    if (s == GP_OK && !ck->cfg.tied_embeddings) /* tied: lm_head is embed (gp_host_weights_alloc) */
+        s = fill_counted(ck, GP_T_LM_HEAD, -1, w->lm_head, dt, &pr, &done);
     for (int l = 0; s == GP_OK && l < ck->cfg.n_layers; l++) {
         gp_layer_weights *L = &w->layers[l];
         void *dst[] = {L->attn_norm, L->wqkv, L->wo, L->ffn_norm, L->w_gate_up, L->w_down, L->bqkv};
         for (int k = 0; s == GP_OK && k < n_kinds; k++)
-            s = fill_tensor(ck, layer_kinds[k], l, dst[k], dt, NULL);
+            s = fill_counted(ck, layer_kinds[k], l, dst[k], dt, &pr, &done);
     }
+    gp_progress_end(&pr, done);
     if (s != GP_OK)
         gp_host_weights_free(w);
     return s;

@@ -499,27 +499,18 @@ static gp_status gp_dw_check_streamed_args(const gp_config *cfg, gp_dtype dtype,
     return gp_weights_stream_check(cfg, spp, NULL);
 }
 
-/* "N bytes (x GiB) available" into buf (MemAvailable of /proc/meminfo: what
- * the kernel can hand out without swapping), or why that is unknown; for
- * the refusal of the pinned copy. */
+/* "N bytes (x GiB) available" into buf (gp_host_mem_available: what the
+ * kernel can hand out without swapping), or why that is unknown; for the
+ * refusal of the pinned copy. */
 static void gp_host_mem_text(char *buf, size_t cap)
 {
-    FILE *f = fopen("/proc/meminfo", "r");
-    if (!f) {
-        snprintf(buf, cap, "available host memory unknown (/proc/meminfo cannot be read)");
-        return;
-    }
-    char line[256];
-    unsigned long long kib = 0;
-    int found = 0;
-    while (!found && fgets(line, sizeof line, f))
-        found = sscanf(line, "MemAvailable: %llu kB", &kib) == 1;
-    fclose(f);
-    if (found)
-        snprintf(buf, cap, "%llu bytes (%.2f GiB) available (MemAvailable in /proc/meminfo)", kib * 1024ull,
-                 kib / 1048576.0);
+    uint64_t bytes;
+    const char *how = "";
+    if (gp_host_mem_available(&bytes, &how) == GP_OK)
+        snprintf(buf, cap, "%llu bytes (%.2f GiB) available (%s)", (unsigned long long)bytes,
+                 (double)bytes / 1073741824.0, how);
     else
-        snprintf(buf, cap, "available host memory unknown (no MemAvailable line in /proc/meminfo)");
+        snprintf(buf, cap, "%s", gp_last_error());
 }
 
 /* Fills one tensor of the pinned copy: numel elements of dtype (the device

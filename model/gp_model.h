@@ -207,10 +207,21 @@ const char *gp_tensor_kind_name(gp_tensor_kind kind);
  * the layers' bqkv only when cfg->qkv_bias. */
 gp_status gp_host_weights_alloc(const gp_config *cfg, gp_dtype dtype, gp_host_weights *w);
 void gp_host_weights_free(gp_host_weights *w);
+/* Bytes of every tensor of cfg's host weights in dtype (a tied lm_head
+ * once, q/k/v biases when the config has them), without the arena's
+ * alignment: what loading them writes. */
+uint64_t gp_host_weights_bytes(const gp_config *cfg, gp_dtype dtype);
 /* Fill host weights with the synthetic values for seed (multithreaded), in
  * w->dtype: each value is the generator's float rounded to the dtype (F32:
  * unrounded). BF16 values are those the device generator writes. */
 gp_status gp_synth_fill_host(gp_host_weights *w, uint64_t seed);
+/* The same, reporting the bytes written through progress (may be NULL). */
+gp_status gp_synth_fill_host_ex(gp_host_weights *w, uint64_t seed, const gp_progress_cb *progress);
+/* The rate gp_synth_fill_host writes weights of dtype on this machine, in
+ * bytes per second, measured by filling a scratch buffer of sample_bytes
+ * (at least one work chunk, 1 Mi elements): for an estimate of a preset's
+ * load time before it starts. */
+gp_status gp_synth_host_rate(gp_dtype dtype, uint64_t sample_bytes, double *bytes_per_s);
 /* Element count of one tensor kind, and its uniform half-range. */
 uint64_t gp_synth_numel(const gp_config *cfg, gp_tensor_kind kind);
 float gp_synth_scale(const gp_config *cfg, gp_tensor_kind kind);
@@ -277,6 +288,8 @@ gp_dtype gp_checkpoint_dtype(const gp_checkpoint *ck);
  * (q/k/v and gate/up fused, q/k/v biases when the config has them), every
  * value bit-exact: nothing is rounded. */
 gp_status gp_checkpoint_load_host(const gp_checkpoint *ck, gp_host_weights *w);
+/* The same, reporting the bytes read through progress (may be NULL). */
+gp_status gp_checkpoint_load_host_ex(const gp_checkpoint *ck, gp_host_weights *w, const gp_progress_cb *progress);
 /* One tensor of the engine layout read from ck into dst (gp_synth_numel
  * elements of dtype; layer for the per-layer kinds, ignored for embed,
  * final_norm and lm_head), as gp_checkpoint_load_host places it: wqkv is the
@@ -308,6 +321,36 @@ gp_status gp_model_source_resolve(const char *spec, uint64_t seed, gp_model_sour
 /* Fill host weights from the source: a checkpoint in its own dtype
  * (gp_checkpoint_load_host), a preset with BF16 synthetic weights. */
 gp_status gp_model_source_load_host(const gp_model_source *src, gp_host_weights *w);
+/* The same, reporting the bytes loaded or synthesized through progress (may
+ * be NULL). */
+gp_status gp_model_source_load_host_ex(const gp_model_source *src, gp_host_weights *w,
+                                       const gp_progress_cb *progress);
+/* The dtype gp_model_source_load_host gives src's weights: BF16 for a
+ * preset, the checkpoint's own (gp_checkpoint_dtype) for a directory. */
+gp_status gp_model_source_host_dtype(const gp_model_source *src, gp_dtype *out);
+
+/* ---------------------------------------------------------- identity */
+
+/* Which weights a model is, by content (model/identity.c): a byte-identical
+ * copy of a checkpoint in another folder has the same identity, other
+ * weights in a folder of the same name another. A checkpoint's fingerprint
+ * hashes its config (every field but the name), its tensor table (names,
+ * dtypes, shapes, sorted by name over the shards) and of each tensor its
+ * bytes whole up to 64 KiB, else 16 slices of 4 KiB spread evenly from its
+ * first byte to its last: a change in every sampled weight tensor is found,
+ * one confined between the samples of a large tensor is not (the price of
+ * reading 19 MB of an 8B checkpoint instead of 16 GB). A preset's hashes its
+ * config, name, seed and weight dtype: its synthetic weights are a function
+ * of them. */
+typedef struct gp_model_identity {
+    char fingerprint[17]; /* 16 hex digits */
+    char summary[320];    /* what a person compares: "checkpoint (llama: 2 layers, ...), 20 tensors" */
+} gp_model_identity;
+gp_status gp_model_identity_of(const gp_model_source *src, gp_model_identity *out);
+gp_status gp_checkpoint_identity(const gp_checkpoint *ck, gp_model_identity *out);
+/* "llama: 2 layers, hidden 64, 4 heads (2 kv) x 16, ffn 128, vocab 256,
+ * context 256" into buf. */
+void gp_config_summary(const gp_config *cfg, char *buf, size_t cap);
 
 /* ---------------------------------------------------------- paged KV cache */
 
@@ -370,6 +413,10 @@ typedef struct gp_cpu_model gp_cpu_model; /* opaque */
 gp_status gp_cpu_model_create(const gp_host_weights *w, int max_seqs, int max_context,
                               int block_size, gp_cpu_model **out);
 void gp_cpu_model_destroy(gp_cpu_model *m);
+/* Host bytes of the KV cache gp_cpu_model_create allocates for these
+ * arguments (float32 K and V of every layer); UINT64_MAX on overflow, 0 for
+ * arguments it would refuse as out of range. */
+uint64_t gp_cpu_model_kv_bytes(const gp_config *cfg, int max_seqs, int max_context, int block_size);
 /* One decode step for B sequences: seq_ids[B] pick the sequences, tokens[B]
  * are their next input tokens; each sequence's position is its current cache
  * length. Appends K/V and writes logits[B][vocab]. */

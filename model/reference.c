@@ -150,6 +150,30 @@ static gp_status gp_ref_check_weights(const gp_host_weights *w)
     return GP_OK;
 }
 
+/* Floats of one layer's K (or V) pool and of all layers' K pools: n_blocks
+ * blocks of block_size tokens; 0 on overflow. The one formula of the
+ * cache's size, for its allocation and for gp_cpu_model_kv_bytes. */
+static int gp_ref_cache_elems(const gp_config *c, uint64_t n_blocks, int block_size, uint64_t *layer_elems,
+                              uint64_t *cache_elems)
+{
+    uint64_t e = 1;
+    return gp_mul_u64(e, n_blocks, &e) && gp_mul_u64(e, (uint64_t)block_size, &e) &&
+           gp_mul_u64(e, (uint64_t)c->n_kv_heads, &e) && gp_mul_u64(e, (uint64_t)c->head_dim, &e) &&
+           (*layer_elems = e, gp_mul_u64(e, (uint64_t)c->n_layers, cache_elems));
+}
+
+uint64_t gp_cpu_model_kv_bytes(const gp_config *c, int max_seqs, int max_context, int block_size)
+{
+    if (!c || max_seqs < 1 || max_context < 1 || block_size < 1)
+        return 0;
+    uint64_t blocks = (uint64_t)max_seqs * (((uint64_t)max_context + (uint64_t)block_size - 1) / (uint64_t)block_size);
+    uint64_t layer, cache, bytes;
+    /* K and V, floats */
+    if (!gp_ref_cache_elems(c, blocks, block_size, &layer, &cache) || !gp_mul_u64(cache, 2 * sizeof(float), &bytes))
+        return UINT64_MAX;
+    return bytes;
+}
+
 gp_status gp_cpu_model_create(const gp_host_weights *w, int max_seqs, int max_context,
                               int block_size, gp_cpu_model **out)
 {
@@ -180,12 +204,8 @@ gp_status gp_cpu_model_create(const gp_host_weights *w, int max_seqs, int max_co
         .n_layers = c->n_layers, .n_kv_heads = c->n_kv_heads, .head_dim = c->head_dim,
         .block_size = block_size, .n_blocks = (int)n_blocks,
     };
-    uint64_t layer_elems = 1, cache_elems;
-    if (!gp_mul_u64(layer_elems, (uint64_t)n_blocks, &layer_elems) ||
-        !gp_mul_u64(layer_elems, (uint64_t)block_size, &layer_elems) ||
-        !gp_mul_u64(layer_elems, (uint64_t)c->n_kv_heads, &layer_elems) ||
-        !gp_mul_u64(layer_elems, (uint64_t)c->head_dim, &layer_elems) ||
-        !gp_mul_u64(layer_elems, (uint64_t)c->n_layers, &cache_elems))
+    uint64_t layer_elems, cache_elems;
+    if (!gp_ref_cache_elems(c, (uint64_t)n_blocks, block_size, &layer_elems, &cache_elems))
         GP_FAIL(GP_ERR_OVERFLOW, "KV cache of %d sequences x %d tokens overflows", max_seqs,
                 max_context);
 

@@ -81,6 +81,8 @@ typedef struct gp_synth_job {
     uint64_t n_chunks;
     uint64_t seed;
     atomic_uint_fast64_t next; /* next chunk to hand out */
+    atomic_uint_fast64_t done_bytes; /* bytes of the chunks finished */
+    gp_progress_run *progress; /* reported by the calling thread only; NULL: none */
 } gp_synth_job;
 
 /* Large enough to amortise the atomic, small enough to balance threads. */
@@ -104,13 +106,14 @@ static void gp_synth_fill_range(void *dst, gp_dtype dt, uint64_t begin, uint64_t
     }
 }
 
-static void *gp_synth_worker(void *arg)
+/* caller: the thread that called gp_synth_run, the one that reports
+ * progress (a callback must not run on a thread the caller never made) */
+static void gp_synth_work(gp_synth_job *job, bool caller)
 {
-    gp_synth_job *job = arg;
     for (;;) {
         uint64_t c = atomic_fetch_add_explicit(&job->next, 1, memory_order_relaxed);
         if (c >= job->n_chunks)
-            return NULL;
+            return;
         size_t lo = 0, hi = job->n_tasks; /* last task with first_chunk <= c */
         while (hi - lo > 1) {
             size_t mid = lo + (hi - lo) / 2;
@@ -123,19 +126,30 @@ static void *gp_synth_worker(void *arg)
         uint64_t begin = (c - t->first_chunk) * GP_SYNTH_CHUNK;
         uint64_t end = begin + GP_SYNTH_CHUNK < t->n ? begin + GP_SYNTH_CHUNK : t->n;
         gp_synth_fill_range(t->dst, t->dtype, begin, end, job->seed, t->kind, t->layer, t->scale);
+        uint64_t bytes = (end - begin) * gp_dtype_size(t->dtype);
+        uint64_t done = atomic_fetch_add_explicit(&job->done_bytes, bytes, memory_order_relaxed) + bytes;
+        if (caller && job->progress)
+            gp_progress_update(job->progress, done);
     }
+}
+
+static void *gp_synth_worker(void *arg)
+{
+    gp_synth_work(arg, false);
+    return NULL;
 }
 
 /* Fills every task, splitting work over the online CPUs. Thread creation
  * failures only reduce parallelism: the calling thread always works too. */
-static void gp_synth_run(gp_synth_task *tasks, size_t n_tasks, uint64_t seed)
+static void gp_synth_run(gp_synth_task *tasks, size_t n_tasks, uint64_t seed, gp_progress_run *progress)
 {
-    gp_synth_job job = { .tasks = tasks, .n_tasks = n_tasks, .seed = seed };
+    gp_synth_job job = { .tasks = tasks, .n_tasks = n_tasks, .seed = seed, .progress = progress };
     for (size_t i = 0; i < n_tasks; i++) {
         tasks[i].first_chunk = job.n_chunks;
         job.n_chunks += (tasks[i].n + GP_SYNTH_CHUNK - 1) / GP_SYNTH_CHUNK;
     }
     atomic_init(&job.next, 0);
+    atomic_init(&job.done_bytes, 0);
     long ncpu = sysconf(_SC_NPROCESSORS_ONLN);
     uint64_t nthreads = ncpu > 1 ? (uint64_t)ncpu : 1;
     if (nthreads > 64)
@@ -149,7 +163,7 @@ static void gp_synth_run(gp_synth_task *tasks, size_t n_tasks, uint64_t seed)
             break;
         started++;
     }
-    gp_synth_worker(&job);
+    gp_synth_work(&job, true);
     for (uint64_t i = 0; i < started; i++)
         pthread_join(tid[i], NULL);
 }
@@ -161,10 +175,15 @@ void gp_synth_fill_tensor_host(void *dst, gp_dtype dtype, uint64_t n, uint64_t s
         return;
     gp_synth_task t = { .dst = dst, .dtype = dtype, .n = n, .kind = kind, .layer = layer,
                         .scale = scale };
-    gp_synth_run(&t, 1, seed);
+    gp_synth_run(&t, 1, seed, NULL);
 }
 
 gp_status gp_synth_fill_host(gp_host_weights *w, uint64_t seed)
+{
+    return gp_synth_fill_host_ex(w, seed, NULL);
+}
+
+gp_status gp_synth_fill_host_ex(gp_host_weights *w, uint64_t seed, const gp_progress_cb *progress)
 {
     if (!w || !w->arena || !w->embed || !w->final_norm || !w->lm_head || !w->layers)
         GP_FAIL(GP_ERR_INVALID_ARG, "gp_synth_fill_host: weights are not allocated "
@@ -205,7 +224,33 @@ gp_status gp_synth_fill_host(gp_host_weights *w, uint64_t seed)
             GP_ADD_TASK(L->bqkv, GP_T_BQKV, l);
     }
 #undef GP_ADD_TASK
-    gp_synth_run(tasks, k, seed);
+    uint64_t total = 0;
+    for (size_t i = 0; i < k; i++)
+        total += tasks[i].n * gp_dtype_size(w->dtype);
+    gp_progress_run pr;
+    gp_progress_begin(&pr, progress, "synthesizing weights", "B", total);
+    gp_synth_run(tasks, k, seed, &pr);
+    gp_progress_end(&pr, total);
     free(tasks);
+    return GP_OK;
+}
+
+gp_status gp_synth_host_rate(gp_dtype dtype, uint64_t sample_bytes, double *bytes_per_s)
+{
+    if (!bytes_per_s || (dtype != GP_DTYPE_F32 && !gp_dtype_is_half(dtype)))
+        GP_FAIL(GP_ERR_INVALID_ARG, "gp_synth_host_rate: dtype %s; allowed F32, BF16 or F16 and an output",
+                gp_dtype_name(dtype));
+    const size_t es = gp_dtype_size(dtype);
+    uint64_t n = sample_bytes / es;
+    if (n < GP_SYNTH_CHUNK)
+        n = GP_SYNTH_CHUNK; /* one chunk at least: below it the threads' start dominates */
+    void *buf = malloc((size_t)(n * es));
+    if (!buf)
+        GP_FAIL(GP_ERR_NO_MEMORY, "gp_synth_host_rate: cannot allocate %llu bytes", (unsigned long long)(n * es));
+    double t0 = gp_now_s();
+    gp_synth_fill_tensor_host(buf, dtype, n, 0, GP_T_W_GATE_UP, 0, 0.01f);
+    double dt = gp_now_s() - t0;
+    free(buf);
+    *bytes_per_s = dt > 0.0 ? (double)(n * es) / dt : 0.0;
     return GP_OK;
 }

@@ -98,6 +98,19 @@ gp_status gp_host_weights_alloc(const gp_config *cfg, gp_dtype dtype, gp_host_we
     return GP_OK;
 }
 
+uint64_t gp_host_weights_bytes(const gp_config *cfg, gp_dtype dtype)
+{
+    if (!cfg)
+        return 0;
+    static const gp_tensor_kind layer_kinds[7] = {GP_T_ATTN_NORM, GP_T_WQKV, GP_T_WO, GP_T_FFN_NORM,
+                                                  GP_T_W_GATE_UP, GP_T_W_DOWN, GP_T_BQKV};
+    uint64_t n = gp_synth_numel(cfg, GP_T_EMBED) + gp_synth_numel(cfg, GP_T_FINAL_NORM) +
+                 (cfg->tied_embeddings ? 0 : gp_synth_numel(cfg, GP_T_LM_HEAD));
+    for (int k = 0; k < (cfg->qkv_bias ? 7 : 6); k++)
+        n += gp_synth_numel(cfg, layer_kinds[k]) * (uint64_t)cfg->n_layers;
+    return n * gp_dtype_size(dtype);
+}
+
 void gp_host_weights_free(gp_host_weights *w)
 {
     if (!w)

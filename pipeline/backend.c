@@ -400,7 +400,7 @@ gp_status gp_backend_open(const gp_model_source *src, const gp_backend_params *p
     kv_model_name(src, b->kv_model, sizeof b->kv_model);
     gp_status st;
     if (p->kind == GP_BACKEND_CPU) {
-        if ((st = gp_model_source_load_host(src, &b->own_w)) == GP_OK)
+        if ((st = gp_model_source_load_host_ex(src, &b->own_w, &p->progress)) == GP_OK)
             st = open_cpu(b, &b->own_w);
         return finish(b, st, out);
     }
@@ -412,12 +412,24 @@ gp_status gp_backend_open(const gp_model_source *src, const gp_backend_params *p
     gp_host_weights hw;
     memset(&hw, 0, sizeof hw);
     if (st == GP_OK && p->cpu_ffn_budget)
-        st = gp_model_source_load_host(src, &hw);
+        st = gp_model_source_load_host_ex(src, &hw, &p->progress);
     if (st == GP_OK)
         st = open_cuda(b, p->cpu_ffn_budget ? &hw : NULL);
     if (hw.arena)
         gp_host_weights_free(&hw);
     return finish(b, st, out);
+}
+
+gp_status gp_backend_host_need(const gp_model_source *src, const gp_backend_params *p, uint64_t *weights,
+                               uint64_t *kv)
+{
+    if (!src || !p || !weights || !kv)
+        GP_FAIL(GP_ERR_INVALID_ARG, "gp_backend_host_need: src, p, weights and kv must not be NULL");
+    gp_dtype dt;
+    GP_TRY(gp_model_source_host_dtype(src, &dt));
+    *weights = gp_host_weights_bytes(&src->cfg, dt);
+    *kv = gp_cpu_model_kv_bytes(&src->cfg, p->n_seqs, p->max_context, p->block_size);
+    return GP_OK;
 }
 
 void gp_backend_close(gp_backend *b)

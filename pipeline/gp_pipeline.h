@@ -404,8 +404,18 @@ typedef struct gp_backend_params {
      * 0 (default): the online CPUs up to 16, or GP_REF_THREADS; else 1..GP_POOL_MAX_THREADS.
      * The cuda backend refuses it. gp_backend_describe gives the threads obtained. */
     int cpu_threads;
+    gp_progress_cb progress; /* weights loaded or synthesized into host memory (the cpu backend, and the
+                              cuda one's host copy for --cpu-ffn), in bytes; fn NULL (default): none */
 } gp_backend_params;
 gp_backend_params gp_backend_default_params(gp_backend_kind kind);
+
+/* The host memory the cpu backend of p takes for src, known before anything
+ * loads: *weights the host weights (every parameter in the dtype
+ * gp_model_source_host_dtype gives), *kv the reference's float32 KV cache
+ * of p's sequences and context (gp_cpu_model_kv_bytes). For a caller that
+ * weighs them against gp_host_mem_available before a load of minutes. */
+gp_status gp_backend_host_need(const gp_model_source *src, const gp_backend_params *p, uint64_t *weights,
+                               uint64_t *kv);
 
 /* The VRAM budget of p for cfg, checked before anything loads
  * (gp_weights_stream_check with the backend's streaming params); GP_OK

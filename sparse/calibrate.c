@@ -90,12 +90,18 @@ typedef struct gp_calib {
     uint64_t *dropped;       /* [n_layers][4] inputs with |x| <= t */
     uint64_t *seen;          /* [n_layers][4] inputs */
     uint64_t *active;        /* [n_layers][ffn] tokens whose down input i has |x| > t */
+    gp_progress_run progress; /* tokens of both passes */
+    uint64_t tokens_done;    /* counted at the last layer's down projection: a token is then through */
 } gp_calib;
 
 static void gp_calib_capture(void *ctx, int layer, int proj, int rows, int width, const float *x)
 {
     gp_calib *c = ctx;
     size_t lp = (size_t)layer * GP_SPARSE_PROJ_COUNT + (size_t)proj, n = (size_t)rows * (size_t)width;
+    if (layer == c->n_layers - 1 && proj == GP_SPARSE_DOWN) {
+        c->tokens_done += (uint64_t)rows;
+        gp_progress_update(&c->progress, c->tokens_done);
+    }
     if (c->pass == 1) {
         gp_sparse_hist_add(&c->hist[lp], x, n);
         return;
@@ -187,6 +193,8 @@ gp_status gp_sparsity_calibrate(const gp_host_weights *w, const gp_sparsity_cali
     s.target = p->target;
     s.tokens = tokens;
     snprintf(s.source, sizeof s.source, "%s", p->source ? p->source : "");
+    if (p->identity)
+        s.identity = *p->identity;
     gp_calib c = {.n_layers = L, .ffn = cfg->ffn, .pass = 1, .t = s.thresholds};
     c.hist = calloc(nlp, sizeof *c.hist);
     c.dropped = calloc(nlp, sizeof *c.dropped);
@@ -209,6 +217,8 @@ gp_status gp_sparsity_calibrate(const gp_host_weights *w, const gp_sparsity_cali
     gp_cpu_model_set_act_dtype(m, p->act_dtype);
     gp_cpu_model_set_capture(m, gp_calib_capture, &c);
 
+    gp_progress_begin(&c.progress, &p->progress, "calibrating (2 passes over the tokens)", "tokens",
+                      2 * (uint64_t)tokens);
     if ((st = gp_calib_pass(m, p, seqs, batch)) != GP_OK)
         goto done;
     for (size_t lp = 0; lp < nlp; lp++) {
@@ -233,6 +243,7 @@ gp_status gp_sparsity_calibrate(const gp_host_weights *w, const gp_sparsity_cali
         s.freq[i] = (float)((double)c.active[i] / (double)tokens);
 
 done:
+    gp_progress_end(&c.progress, c.tokens_done);
     gp_cpu_model_destroy(m);
     free(c.hist), free(c.dropped), free(c.seen), free(c.active), free(seqs);
     if (st != GP_OK) {

@@ -88,17 +88,24 @@ typedef struct gp_sparsity {
     char source[256];    /* where they came from ("prompts FILE", "random ids, seed N") */
     float *zeros;        /* [n_layers][GP_SPARSE_PROJ_COUNT] in [0, 1]: the share of each projection's
                             calibration inputs the thresholds drop, measured; or NULL (not recorded) */
+    gp_model_identity identity; /* the weights it was calibrated on (gp_model_identity_of); fingerprint ""
+                            when not recorded (files written before identities were), which
+                            gp_sparsity_check_identity refuses */
 } gp_sparsity;
 
 /* The calibration file (greenpipe calibrate --out, a --sparsity FILE.json):
  *   {"format": "greenpipe-sparsity", "version": 1, "model": "tiny",
+ *    "identity": {"fingerprint": "3f0c9a1b27d4e851", "summary": "preset tiny, seed 0, ..."},
  *    "shape": {"n_layers": 2, "hidden": 64, "ffn": 128, "q_dim": 64},
  *    "target": 0.5, "tokens": 512, "source": "random ids, seed 0",
  *    "layers": [{"qkv": 0.61, "o": 0.0213, "gate_up": 0.58, "down": 0.0047,
  *                "zeros": {"qkv": 0.5, "o": 0.5, "gate_up": 0.5, "down": 0.5},
  *                "freq": [ffn numbers]}, ...]}
  * one layer object per layer, in order; "zeros" and "freq" optional, in
- * every layer or in none. Numbers are written with 9 significant digits,
+ * every layer or in none. "identity" (the weights', gp_model_identity) is
+ * optional to read, so files written before it load, but such a file is
+ * refused by gp_sparsity_check_identity; the fingerprint is 16 lowercase
+ * hex digits. Numbers are written with 9 significant digits,
  * which give every float back exactly (and the target when it was given
  * with at most 9). */
 #define GP_SPARSITY_FORMAT "greenpipe-sparsity"
@@ -114,9 +121,16 @@ gp_status gp_sparsity_load(const char *path, gp_sparsity *out);
  * GP_ERR_INVALID_ARG) to path; GP_ERR_IO naming path when it cannot. */
 gp_status gp_sparsity_save(const gp_sparsity *s, const char *path);
 void gp_sparsity_free(gp_sparsity *s);
-/* Does s fit the model cfg? GP_ERR_SHAPE naming the first field that
- * differs (model name, n_layers, hidden, ffn, q_dim) with both values. */
+/* Does s fit the shape of model cfg? GP_ERR_SHAPE naming the first field
+ * that differs (n_layers, hidden, ffn, q_dim) with both values. The name is
+ * not compared: it is a folder's, and says nothing of the weights. */
 gp_status gp_sparsity_check(const gp_sparsity *s, const gp_config *cfg);
+/* Was s calibrated on the weights id names? GP_ERR_INVALID_ARG when s
+ * records no identity (a file that predates them: the message says so and
+ * how to recalibrate) or another one (the message gives both identities,
+ * summary and fingerprint). Check the shape first (gp_sparsity_check): its
+ * message is the more precise one when the shape differs too. */
+gp_status gp_sparsity_check_identity(const gp_sparsity *s, const gp_model_identity *id);
 
 /* Projection p of cfg as W [N][K] (K its input width): qkv (q/k/v rows x
  * hidden), o (hidden x n_heads * head_dim), gate_up (2 ffn x hidden), down
@@ -148,6 +162,9 @@ typedef struct gp_sparsity_calib_params {
     int batch;          /* sequences prefilled together, 1..256; default 8: more rows share each
                            weight read, and the KV cache holds batch x the longest sequence */
     const char *source; /* recorded as the calibration's source; NULL: "" */
+    const gp_model_identity *identity; /* the weights' (gp_model_identity_of), recorded in the result;
+                           NULL: none, and the result is refused wherever it is checked */
+    gp_progress_cb progress; /* the tokens of both passes as they are prefilled; fn NULL: none */
 } gp_sparsity_calib_params;
 gp_sparsity_calib_params gp_sparsity_calib_default_params(void);
 

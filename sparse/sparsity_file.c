@@ -40,6 +40,18 @@ void gp_sparsity_free(gp_sparsity *s)
     memset(s, 0, sizeof *s);
 }
 
+/* 16 lowercase hex digits, as gp_model_identity writes them. */
+static bool gp_fingerprint_ok(const char *f)
+{
+    size_t n = strnlen(f, 17);
+    if (n != 16)
+        return false;
+    for (size_t i = 0; i < n; i++)
+        if (!((f[i] >= '0' && f[i] <= '9') || (f[i] >= 'a' && f[i] <= 'f')))
+            return false;
+    return true;
+}
+
 /* Everything the file format requires of an in-memory calibration; who
  * names it in messages (a path, or "calibration"). */
 static gp_status gp_sparsity_validate(const gp_sparsity *s, const char *who)
@@ -57,8 +69,12 @@ static gp_status gp_sparsity_validate(const gp_sparsity *s, const char *who)
         GP_FAIL(GP_ERR_INVALID_ARG, "%s: tokens %ld, allowed >= 0", who, s->tokens);
     if (!s->thresholds)
         GP_FAIL(GP_ERR_INVALID_ARG, "%s: no thresholds", who);
-    if (!memchr(s->model, '\0', sizeof s->model) || !memchr(s->source, '\0', sizeof s->source))
-        GP_FAIL(GP_ERR_INVALID_ARG, "%s: model or source is not a terminated string", who);
+    if (!memchr(s->model, '\0', sizeof s->model) || !memchr(s->source, '\0', sizeof s->source) ||
+        !memchr(s->identity.summary, '\0', sizeof s->identity.summary))
+        GP_FAIL(GP_ERR_INVALID_ARG, "%s: model, source or identity summary is not a terminated string", who);
+    if (s->identity.fingerprint[0] && !gp_fingerprint_ok(s->identity.fingerprint))
+        GP_FAIL(GP_ERR_INVALID_ARG, "%s: identity fingerprint '%.16s' is not 16 lowercase hex digits", who,
+                s->identity.fingerprint);
     for (int l = 0; l < s->n_layers; l++)
         for (int p = 0; p < GP_SPARSE_PROJ_COUNT; p++) {
             float t = s->thresholds[l * GP_SPARSE_PROJ_COUNT + p];
@@ -81,11 +97,6 @@ gp_status gp_sparsity_check(const gp_sparsity *s, const gp_config *cfg)
 {
     if (!s || !cfg)
         GP_FAIL(GP_ERR_INVALID_ARG, "gp_sparsity_check: calibration and config are required");
-    /* a model of the same shape (a fine-tune, another size's twin) has other
-     * activations: its thresholds would drop the wrong share */
-    if (strcmp(s->model, cfg->name))
-        GP_FAIL(GP_ERR_SHAPE, "the sparsity calibration is for model '%s', not '%s'; calibrate this model "
-                "(greenpipe calibrate)", s->model, cfg->name);
     const int have[4] = {s->n_layers, s->hidden, s->ffn, s->q_dim};
     const int want[4] = {cfg->n_layers, cfg->hidden, cfg->ffn, cfg->n_heads * cfg->head_dim};
     const char *const names[4] = {"n_layers", "hidden", "ffn", "q_dim (n_heads x head_dim)"};
@@ -93,6 +104,24 @@ gp_status gp_sparsity_check(const gp_sparsity *s, const gp_config *cfg)
         if (have[i] != want[i])
             GP_FAIL(GP_ERR_SHAPE, "the sparsity calibration has %s %d, model '%s' has %d", names[i], have[i],
                     cfg->name, want[i]);
+    return GP_OK;
+}
+
+gp_status gp_sparsity_check_identity(const gp_sparsity *s, const gp_model_identity *id)
+{
+    if (!s || !id)
+        GP_FAIL(GP_ERR_INVALID_ARG, "gp_sparsity_check_identity: calibration and identity are required");
+    /* a model of the same shape (a fine-tune, another size's twin) has other
+     * activations: its thresholds would drop the wrong share */
+    if (!s->identity.fingerprint[0])
+        GP_FAIL(GP_ERR_INVALID_ARG, "the sparsity calibration (model '%s') records no identity of its weights: it "
+                "predates calibrations identified by the weights' content, so nothing says it was made on these; "
+                "recalibrate them: greenpipe calibrate --model DIR|PRESET --sparsity %g --out FILE.json", s->model,
+                s->target);
+    if (strcmp(s->identity.fingerprint, id->fingerprint))
+        GP_FAIL(GP_ERR_INVALID_ARG, "the sparsity calibration was made on other weights: calibration: fingerprint "
+                "%s, %s; this model: fingerprint %s, %s; calibrate these weights (greenpipe calibrate)",
+                s->identity.fingerprint, s->identity.summary, id->fingerprint, id->summary);
     return GP_OK;
 }
 
@@ -131,6 +160,14 @@ static json_t *gp_sparsity_json(const gp_sparsity *s)
     PUT(root, "format", json_string(GP_SPARSITY_FORMAT));
     PUT(root, "version", json_integer(GP_SPARSITY_VERSION));
     PUT(root, "model", json_string(s->model));
+    if (s->identity.fingerprint[0]) {
+        json_t *id = json_object();
+        PUT(root, "identity", id);
+        if (ok) {
+            PUT(id, "fingerprint", json_string(s->identity.fingerprint));
+            PUT(id, "summary", json_string(s->identity.summary));
+        }
+    }
     PUT(shape, "n_layers", json_integer(s->n_layers));
     PUT(shape, "hidden", json_integer(s->hidden));
     PUT(shape, "ffn", json_integer(s->ffn));
@@ -310,6 +347,18 @@ static gp_status gp_parse_root(json_t *root, const char *label, gp_sparsity *s)
         GP_FAIL(GP_ERR_FORMAT, "%s: version %ld; this greenpipe reads version %d", label, v, GP_SPARSITY_VERSION);
     GP_TRY(gp_get_string(root, "model", label, s->model, sizeof s->model));
     GP_TRY(gp_get_string(root, "source", label, s->source, sizeof s->source));
+    json_t *id = json_object_get(root, "identity");
+    if (id) {
+        if (!json_is_object(id))
+            GP_FAIL(GP_ERR_FORMAT, "%s: key \"identity\" must be an object {fingerprint, summary}", label);
+        char ilabel[4200];
+        snprintf(ilabel, sizeof ilabel, "%s: identity", label);
+        GP_TRY(gp_get_string(id, "fingerprint", ilabel, s->identity.fingerprint, sizeof s->identity.fingerprint));
+        GP_TRY(gp_get_string(id, "summary", ilabel, s->identity.summary, sizeof s->identity.summary));
+        if (!gp_fingerprint_ok(s->identity.fingerprint))
+            GP_FAIL(GP_ERR_FORMAT, "%s: \"fingerprint\" '%s' is not a fingerprint; allowed: 16 lowercase hex "
+                    "digits (greenpipe calibrate writes it)", ilabel, s->identity.fingerprint);
+    }
     json_t *shape = json_object_get(root, "shape");
     if (!json_is_object(shape))
         GP_FAIL(GP_ERR_FORMAT, "%s: key \"shape\" must be an object {n_layers, hidden, ffn, q_dim}%s", label,

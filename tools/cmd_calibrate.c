@@ -344,8 +344,17 @@ int gp_cmd_calibrate(int argc, char **argv)
         snprintf(source, sizeof source, "random ids, seed %" PRIu64 ", sequences of %ld", o.seed, o.seq_len);
     }
 
+    /* before the load: a checkpoint that cannot be read is refused at once */
+    gp_model_identity id;
+    if ((st = gp_model_identity_of(&src, &id)) != GP_OK) {
+        fprintf(stderr, "greenpipe calibrate: --model %s: %s\n", o.val[O_MODEL], gp_last_error());
+        cal_seqs_free(&seqs);
+        return input_code(st);
+    }
+    gp_cli_progress progress;
+    gp_cli_progress_init(&progress, stderr, "greenpipe");
     gp_host_weights w;
-    if ((st = gp_model_source_load_host(&src, &w)) != GP_OK) {
+    if ((st = gp_model_source_load_host_ex(&src, &w, &(gp_progress_cb){gp_cli_progress_fn, &progress})) != GP_OK) {
         fprintf(stderr, "greenpipe calibrate: loading the model: %s: %s\n", gp_status_str(st), gp_last_error());
         cal_seqs_free(&seqs);
         return 1;
@@ -365,6 +374,8 @@ int gp_cmd_calibrate(int argc, char **argv)
     p.n_threads = (int)o.threads;
     p.act_dtype = act;
     p.source = source;
+    p.identity = &id;
+    p.progress = gp_cli_progress_cb(&progress);
     fprintf(stderr, "greenpipe: calibrating %s (%s weights) on %ld tokens in %d sequence(s), S = %g\n", cfg->name,
             gp_dtype_flag_name(w.dtype), seqs.total, seqs.n, o.target);
     double t0 = gp_now_s();
@@ -383,7 +394,8 @@ int gp_cmd_calibrate(int argc, char **argv)
         return 1;
     }
     print_summary(&s, secs, act);
-    printf("wrote %s\n", o.val[O_OUT]);
+    printf("wrote %s (for the weights of fingerprint %s: %s)\n", o.val[O_OUT], s.identity.fingerprint,
+           s.identity.summary);
     gp_sparsity_free(&s);
     return 0;
 }

@@ -661,6 +661,61 @@ static int input_code(gp_status st)
     return st == GP_ERR_IO || st == GP_ERR_NO_MEMORY ? 1 : 2;
 }
 
+/* The cpu backend holds every weight in host memory, and a preset's are
+ * synthesized for minutes before anything shows (the default llama3-8b: 16
+ * GB): before loading, one line of what it needs against what the machine
+ * has, and the time it will take; refused (2) when it cannot fit. Returns -1
+ * to continue, else the exit code. */
+static int cpu_memory_statement(const gen_opts *o, const gp_model_source *src, const gp_backend_params *bp)
+{
+    uint64_t weights, kv, avail;
+    const char *how = "";
+    gp_dtype dt;
+    gp_status st;
+    if ((st = gp_backend_host_need(src, bp, &weights, &kv)) != GP_OK ||
+        (st = gp_model_source_host_dtype(src, &dt)) != GP_OK) {
+        fprintf(stderr, "greenpipe generate: --model %s: %s\n", o->model, gp_last_error());
+        return input_code(st);
+    }
+    char need_s[32], w_s[32], kv_s[32], avail_s[32], model[300];
+    gp_format_bytes(weights + kv, need_s, sizeof need_s);
+    gp_format_bytes(weights, w_s, sizeof w_s);
+    gp_format_bytes(kv, kv_s, sizeof kv_s);
+    snprintf(model, sizeof model, "--model %s%s", o->model,
+             src->synthetic && !strcmp(o->model, GP_DEFAULT_PRESET) ? " (the default preset)" : "");
+    if ((st = gp_host_mem_available(&avail, &how)) != GP_OK) {
+        if (st == GP_ERR_INVALID_ARG) { /* a malformed test hook: a typo must not pass as a real run */
+            fprintf(stderr, "greenpipe generate: %s\n", gp_last_error());
+            return 2;
+        }
+        fprintf(stderr, "greenpipe: the cpu backend holds %s in host memory: %s (%s of %s weights, a %s float32 "
+                "KV cache); %s\n", model, need_s, w_s, gp_dtype_flag_name(dt), kv_s, gp_last_error());
+        return -1;
+    }
+    gp_format_bytes(avail, avail_s, sizeof avail_s);
+    if (weights + kv > avail) {
+        fprintf(stderr, "greenpipe generate: the cpu backend needs %s of host memory for %s (%s of %s weights, a "
+                "%s float32 KV cache) and %s are available (%s); allowed: a smaller model (--model tiny, or "
+                "--model DIR of a checkpoint that fits), or --backend cuda (the weights in GPU memory)\n", need_s,
+                model, w_s, gp_dtype_flag_name(dt), kv_s, avail_s, how);
+        return 2;
+    }
+    char when[4300];
+    double rate = 0.0;
+    const uint64_t sample = weights < ((uint64_t)32 << 20) ? weights : ((uint64_t)32 << 20);
+    if (!src->synthetic)
+        snprintf(when, sizeof when, "read from %s at the disk's speed", src->path);
+    else if (gp_synth_host_rate(dt, sample, &rate) == GP_OK && rate > 0.0 && weights / rate >= 1.0)
+        snprintf(when, sizeof when, "synthesized in about %.0f s (%.2f GB/s measured here)", weights / rate,
+                 rate / 1e9);
+    else
+        snprintf(when, sizeof when, "synthesized in under a second");
+    fprintf(stderr, "greenpipe: the cpu backend holds %s in host memory: %s (%s of %s weights, a %s float32 KV "
+            "cache) of %s available (%s); the weights are %s, then every prompt position and decode step reads all "
+            "%s of them\n", model, need_s, w_s, gp_dtype_flag_name(dt), kv_s, avail_s, how, when, w_s);
+    return -1;
+}
+
 /* The prompts: --prompt-ids as given, text through the checkpoint's
  * tokenizer (*tok then holds it). Returns -1 to continue, else the exit code. */
 static int load_prompts(const gen_opts *o, const gp_model_source *src, gp_tokenizer **tok, gp_prompts *p)
@@ -1074,8 +1129,11 @@ int gp_cmd_generate(int argc, char **argv)
         bp.ffn_units = o.split.ffn_sms;
     }
     if (o.sparsity) {
+        /* the weights' content decides, not the folder's name (gp_model_identity) */
+        gp_model_identity id;
         if ((st = gp_sparsity_load(o.sparsity, &sparsity)) != GP_OK ||
-            (st = gp_sparsity_check(&sparsity, cfg)) != GP_OK) {
+            (st = gp_sparsity_check(&sparsity, cfg)) != GP_OK || (st = gp_model_identity_of(&src, &id)) != GP_OK ||
+            (st = gp_sparsity_check_identity(&sparsity, &id)) != GP_OK) {
             fprintf(stderr, "greenpipe generate: --sparsity %s: %s\n", o.sparsity, gp_last_error());
             exit_code = input_code(st);
             goto out;
@@ -1096,6 +1154,13 @@ int gp_cmd_generate(int argc, char **argv)
         exit_code = 2;
         goto out;
     }
+    if (o.backend == GP_BACKEND_CPU && (rc = cpu_memory_statement(&o, &src, &bp)) >= 0) {
+        exit_code = rc;
+        goto out;
+    }
+    gp_cli_progress progress;
+    gp_cli_progress_init(&progress, stderr, "greenpipe");
+    bp.progress = gp_cli_progress_cb(&progress);
     double t0 = gp_now_s();
     if ((st = gp_backend_open(&src, &bp, &b)) != GP_OK) {
         if (st == GP_ERR_NO_DEVICE) /* one line: what happened and what runs without a GPU */

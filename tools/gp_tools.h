@@ -6,6 +6,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <stdio.h>
 
 #include "gp_common.h"
 
@@ -79,6 +80,19 @@ gp_status gp_eos_load_dir(const char *dir, int vocab, gp_eos_ids *out);
 bool gp_eos_has(const gp_eos_ids *e, int32_t id);
 
 /* The commands; argc/argv start at the command name. Return the exit code. */
+/* Progress of long work on f (tools/progress.c): on a terminal one line
+ * redrawn in place ("\r"), ended by a newline; otherwise only the start and
+ * the end of each phase, one line each. prog prefixes every line
+ * ("greenpipe"). */
+typedef struct gp_cli_progress {
+    FILE *f;
+    bool tty;
+    const char *prog;
+} gp_cli_progress;
+void gp_cli_progress_init(gp_cli_progress *p, FILE *f, const char *prog);
+void gp_cli_progress_fn(void *ctx, const gp_progress *ev);
+gp_progress_cb gp_cli_progress_cb(gp_cli_progress *p);
+
 int gp_cmd_inspect(int argc, char **argv);
 int gp_cmd_generate(int argc, char **argv);
 int gp_cmd_devices(int argc, char **argv);

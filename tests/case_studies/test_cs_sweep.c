@@ -429,6 +429,35 @@ static void test_refused_splits_and_extra(void **state)
     free_case(c);
 }
 
+/* Progress to a file (not a terminal): a line per row with the rows done,
+ * the time so far and, once a row has finished, the estimate of the rest;
+ * then one line of the whole sweep. */
+static void test_progress_lines(void **state)
+{
+    (void)state;
+    sweep_case *c = make_case(NULL, NULL);
+    char *text = NULL;
+    size_t len = 0;
+    FILE *f = open_memstream(&text, &len);
+    c->p.progress = f;
+    run_case(c);
+    fclose(f);
+    assert_int_equal(c->res.n_rows, 10);
+    assert_null(strchr(text, '\r'));
+    int lines = 0;
+    for (const char *q = text; (q = strchr(q, '\n')); q++)
+        lines++;
+    assert_int_equal(lines, 11);
+    if (!strstr(text, "[1/10] small seq: 0 of 10 rows (0%)"))
+        fail_msg("no first row line in:\n%s", text);
+    if (!strstr(text, "[2/10] small 56:76 ") || !strstr(text, "1 of 10 rows (10%)") || !strstr(text, " left\n"))
+        fail_msg("no second row line with an estimate in:\n%s", text);
+    if (!strstr(text, "case study: 10 rows in "))
+        fail_msg("no closing line in:\n%s", text);
+    free(text);
+    free_case(c);
+}
+
 static void test_bad_params(void **state)
 {
     (void)state;
@@ -450,6 +479,7 @@ int main(void)
         cmocka_unit_test(test_device_fault),
         cmocka_unit_test(test_errors_go_on),
         cmocka_unit_test(test_refused_splits_and_extra),
+        cmocka_unit_test(test_progress_lines),
         cmocka_unit_test(test_bad_params),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

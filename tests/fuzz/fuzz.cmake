@@ -19,6 +19,8 @@ if(GP_FUZZ_HAVE_SANITIZERS)
     ${PROJECT_SOURCE_DIR}/common/status.c
     ${PROJECT_SOURCE_DIR}/common/tensor.c
     ${PROJECT_SOURCE_DIR}/common/read_file.c
+    ${PROJECT_SOURCE_DIR}/common/progress.c
+    ${PROJECT_SOURCE_DIR}/common/measure.c
     ${PROJECT_SOURCE_DIR}/model/safetensors.c
     ${PROJECT_SOURCE_DIR}/model/config.c
     ${PROJECT_SOURCE_DIR}/model/arch.c

@@ -35,6 +35,8 @@ static void make_calibration(gp_sparsity *s, bool with_extra)
     s->thresholds[1] = 1e-30f; /* tiny and large values keep their bits too */
     s->thresholds[2] = 3.0e38f;
     if (with_extra) {
+        snprintf(s->identity.fingerprint, sizeof s->identity.fingerprint, "0123456789abcdef");
+        snprintf(s->identity.summary, sizeof s->identity.summary, "preset tiny, seed 7, bf16 synthetic weights");
         s->zeros = malloc((size_t)s->n_layers * GP_SPARSE_PROJ_COUNT * sizeof *s->zeros);
         s->freq = malloc((size_t)s->n_layers * s->ffn * sizeof *s->freq);
         for (int i = 0; i < s->n_layers * GP_SPARSE_PROJ_COUNT; i++)
@@ -61,6 +63,8 @@ static void expect_same(const gp_sparsity *a, const gp_sparsity *b)
     assert_int_equal(a->q_dim, b->q_dim);
     assert_true(a->target == b->target);
     assert_int_equal(a->tokens, b->tokens);
+    assert_string_equal(a->identity.fingerprint, b->identity.fingerprint);
+    assert_string_equal(a->identity.summary, b->identity.summary);
     size_t nlp = (size_t)a->n_layers * GP_SPARSE_PROJ_COUNT;
     assert_memory_equal(a->thresholds, b->thresholds, nlp * sizeof(float));
     assert_true(!a->zeros == !b->zeros && !a->freq == !b->freq);
@@ -191,6 +195,12 @@ static void test_load_refusals(void **state)
     expect_refused(d, NULL, "\"format\" is 'gguf'; expected \"greenpipe-sparsity\"");
     d = good_doc(), json_object_del(d, "format");
     expect_refused(d, NULL, "\"format\" is missing");
+    d = good_doc(), json_object_set_new(d, "identity", json_string("tiny"));
+    expect_refused(d, NULL, "key \"identity\" must be an object");
+    d = good_doc(), json_object_del(json_object_get(d, "identity"), "summary");
+    expect_refused(d, NULL, "identity: key \"summary\" is missing");
+    d = good_doc(), json_object_set_new(json_object_get(d, "identity"), "fingerprint", json_string("0123456789ABCDEF"));
+    expect_refused(d, NULL, "\"fingerprint\" '0123456789ABCDEF' is not a fingerprint");
     d = good_doc(), json_object_set_new(d, "version", json_integer(2));
     expect_refused(d, NULL, "version 2; this greenpipe reads version 1");
     d = good_doc(), json_object_set_new(d, "version", json_string("1"));
@@ -260,9 +270,11 @@ static void test_check(void **state)
     gp_sparsity s;
     make_calibration(&s, false);
     GP_CHECK_OK(gp_sparsity_check(&s, &cfg));
+    /* the name is a folder's: another one of the same shape passes the
+     * shape check, and the identity decides */
     gp_config other = cfg;
-    snprintf(other.name, sizeof other.name, "tiny-finetune");
-    GP_CHECK_FAIL(gp_sparsity_check(&s, &other), GP_ERR_SHAPE, "for model 'tiny', not 'tiny-finetune'");
+    snprintf(other.name, sizeof other.name, "tiny-copy");
+    GP_CHECK_OK(gp_sparsity_check(&s, &other));
     other = cfg;
     other.n_layers = 3;
     GP_CHECK_FAIL(gp_sparsity_check(&s, &other), GP_ERR_SHAPE, "has n_layers 2, model 'tiny' has 3");
@@ -272,6 +284,48 @@ static void test_check(void **state)
     other = cfg;
     other.head_dim = 32;
     GP_CHECK_FAIL(gp_sparsity_check(&s, &other), GP_ERR_SHAPE, "has q_dim (n_heads x head_dim) 64, model 'tiny' has 128");
+    gp_sparsity_free(&s);
+}
+
+/* A calibration is accepted on the weights it records and refused, naming
+ * both identities, on others; one that records none is refused as older. */
+static void test_check_identity(void **state)
+{
+    (void)state;
+    gp_model_source src, other;
+    GP_CHECK_OK(gp_model_source_resolve("tiny", 0, &src));
+    GP_CHECK_OK(gp_model_source_resolve("tiny", 1, &other));
+    gp_model_identity id, id2, again;
+    GP_CHECK_OK(gp_model_identity_of(&src, &id));
+    GP_CHECK_OK(gp_model_identity_of(&src, &again));
+    GP_CHECK_OK(gp_model_identity_of(&other, &id2));
+    assert_string_equal(id.fingerprint, again.fingerprint);
+    assert_string_not_equal(id.fingerprint, id2.fingerprint);
+    assert_int_equal(strlen(id.fingerprint), 16);
+    assert_non_null(strstr(id.summary, "preset tiny, seed 0"));
+
+    gp_sparsity s;
+    make_calibration(&s, false);
+    GP_CHECK_FAIL(gp_sparsity_check_identity(&s, &id), GP_ERR_INVALID_ARG,
+                  "records no identity of its weights: it predates calibrations identified by the weights' content");
+    assert_non_null(strstr(gp_last_error(), "greenpipe calibrate --model DIR|PRESET --sparsity 0.35 --out"));
+    s.identity = id;
+    GP_CHECK_OK(gp_sparsity_check_identity(&s, &id));
+    GP_CHECK_FAIL(gp_sparsity_check_identity(&s, &id2), GP_ERR_INVALID_ARG, "made on other weights");
+    assert_non_null(strstr(gp_last_error(), id.fingerprint));
+    assert_non_null(strstr(gp_last_error(), id2.fingerprint));
+    assert_non_null(strstr(gp_last_error(), "seed 1"));
+    /* written and read back, it still decides */
+    char path[512];
+    path_of(path, sizeof path, "ident.json");
+    GP_CHECK_OK(gp_sparsity_save(&s, path));
+    gp_sparsity back;
+    GP_CHECK_OK(gp_sparsity_load(path, &back));
+    GP_CHECK_OK(gp_sparsity_check_identity(&back, &id));
+    gp_sparsity_free(&back);
+    /* a malformed fingerprint is not saved */
+    snprintf(s.identity.fingerprint, sizeof s.identity.fingerprint, "XYZ");
+    GP_CHECK_FAIL(gp_sparsity_save(&s, path), GP_ERR_INVALID_ARG, "is not 16 lowercase hex digits");
     gp_sparsity_free(&s);
 }
 
@@ -318,7 +372,8 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_round_trip),  cmocka_unit_test(test_proj_names),
         cmocka_unit_test(test_save_refuses), cmocka_unit_test(test_load_refusals),
-        cmocka_unit_test(test_check),       cmocka_unit_test(test_density),
+        cmocka_unit_test(test_check),       cmocka_unit_test(test_check_identity),
+        cmocka_unit_test(test_density),
     };
     return cmocka_run_group_tests_name("sparsity file", tests, setup, teardown);
 }

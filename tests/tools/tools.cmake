@@ -291,3 +291,6 @@ add_test(NAME cli_gen_cpu_ffn_cuda COMMAND python3 ${CMAKE_CURRENT_SOURCE_DIR}/t
 set_tests_properties(cli_gen_cpu_ffn_cuda PROPERTIES SKIP_RETURN_CODE 77 LABELS gpu)
 include(tools/cli_inputs.cmake)
 include(${CMAKE_CURRENT_SOURCE_DIR}/tools/cli_generate.cmake)
+
+# Calibration identity, progress and the cpu backend's memory statement.
+include(${CMAKE_CURRENT_LIST_DIR}/cli_calib.cmake)
