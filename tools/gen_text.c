@@ -5,7 +5,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-gp_status gp_gen_tokenize(const gp_tokenizer *t, const char *const *texts, const size_t *lens, int n,
+gp_status gp_gen_tokenize(const gp_tokenizer *t, const char *const *texts, const size_t *lens, int n, bool add_special,
                           const char *flag, gp_prompts *out)
 {
     memset(out, 0, sizeof *out);
@@ -21,7 +21,7 @@ gp_status gp_gen_tokenize(const gp_tokenizer *t, const char *const *texts, const
     }
     size_t total = 0;
     for (int s = 0; s < n; s++) {
-        if ((st = gp_tokenizer_encode(t, texts[s], lens[s], true, &ids[s], &counts[s])) != GP_OK) {
+        if ((st = gp_tokenizer_encode(t, texts[s], lens[s], add_special, &ids[s], &counts[s])) != GP_OK) {
             char msg[512];
             snprintf(msg, sizeof msg, "%s", gp_last_error());
             gp_set_error("%s (sequence %d): %s", flag, s, msg);

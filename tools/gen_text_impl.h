@@ -10,9 +10,11 @@
 #include "gp_tokenizer.h"
 #include "gp_tools.h"
 
-/* texts[n] of lens[n] bytes into prompts (one sequence each, special tokens
- * added). flag names the option in messages ("--prompt", "--prompt-file"). */
-gp_status gp_gen_tokenize(const gp_tokenizer *t, const char *const *texts, const size_t *lens, int n,
+/* texts[n] of lens[n] bytes into prompts (one sequence each; add_special:
+ * the post-processor's tokens, BOS, added as HF's tokenizer(text); off for
+ * text a chat template already gave its BOS). flag names the option in
+ * messages ("--prompt", "--prompt-file"). */
+gp_status gp_gen_tokenize(const gp_tokenizer *t, const char *const *texts, const size_t *lens, int n, bool add_special,
                           const char *flag, gp_prompts *out);
 
 /* The text of n_seqs sequences on f. One sequence: streamed, each piece

@@ -1,4 +1,4 @@
-/* The greenpipe command: dispatches to inspect, generate, devices, tokenize and
+/* The greenpipe command: dispatches to inspect, generate, chat, devices, tokenize and
  * calibrate; says its version. */
 #include <stdio.h>
 #include <string.h>
@@ -13,6 +13,8 @@ static void usage(FILE *f)
             "commands:\n"
             "  inspect DIR        validate a checkpoint; print its config and tensor table\n"
             "  generate [opts]    prefill prompts, then greedy-decode (see greenpipe generate --help)\n"
+            "  chat [opts]        a conversation through the model's chat template, a message per line of\n"
+            "                     standard input (see greenpipe chat --help)\n"
             "  devices            list CUDA devices, or say why none is usable\n"
             "  tokenize [opts]    text to token ids, or ids to text (see greenpipe tokenize --help)\n"
             "  calibrate [opts]   activation-sparsity thresholds of a model on the CPU reference\n"
@@ -31,6 +33,8 @@ int main(int argc, char **argv)
         return gp_cmd_inspect(argc - 1, argv + 1);
     if (!strcmp(cmd, "generate"))
         return gp_cmd_generate(argc - 1, argv + 1);
+    if (!strcmp(cmd, "chat"))
+        return gp_cmd_chat(argc - 1, argv + 1);
     if (!strcmp(cmd, "devices"))
         return gp_cmd_devices(argc - 1, argv + 1);
     if (!strcmp(cmd, "tokenize"))
@@ -49,7 +53,7 @@ int main(int argc, char **argv)
         usage(stdout);
         return 0;
     }
-    fprintf(stderr, "greenpipe: unknown command '%s'; allowed: inspect, generate, devices, tokenize, calibrate, version\n", cmd);
+    fprintf(stderr, "greenpipe: unknown command '%s'; allowed: inspect, generate, chat, devices, tokenize, calibrate, version\n", cmd);
     usage(stderr);
     return 2;
 }

@@ -42,3 +42,20 @@ add_test(NAME cli_gen_sampling
 add_test(NAME cli_gen_interrupt
          COMMAND python3 ${CMAKE_CURRENT_SOURCE_DIR}/tools/gen_interrupt.py $<TARGET_FILE:greenpipe> ${GP_DATA}/small-gqa)
 set_tests_properties(cli_gen_interrupt PROPERTIES TIMEOUT 600)
+
+# Chat: generate --chat and the greenpipe chat conversation (its KV cache kept
+# between turns) on small-gqa with a ChatML tokenizer and Qwen2's template.
+add_test(NAME cli_gen_chat
+         COMMAND python3 ${CMAKE_CURRENT_SOURCE_DIR}/tools/gen_chat.py $<TARGET_FILE:greenpipe> ${GP_DATA}/small-gqa)
+add_test(NAME cli_gen_chat_cuda
+         COMMAND python3 ${CMAKE_CURRENT_SOURCE_DIR}/tools/gen_chat.py $<TARGET_FILE:greenpipe> ${GP_DATA}/small-gqa cuda)
+set_tests_properties(cli_gen_chat_cuda PROPERTIES SKIP_RETURN_CODE 77 LABELS gpu)
+gp_cli_test(chat_help 0 "usage: greenpipe chat" chat --help)
+gp_cli_test(chat_prompt_ids 2 "--prompt-ids does not apply to a conversation" chat --model tiny --prompt-ids 1)
+gp_cli_test(chat_preset 2 "--model tiny is a preset .synthetic weights. and has no tokenizer or chat template" chat --model tiny)
+gp_cli_test(chat_max_context 2 "--max-context 300 is beyond the model's max context 256" chat --model ${GP_DATA}/tiny --max-context 300)
+gp_cli_test(gen_system_needs_chat 2 "--system applies to --chat" generate --model tiny --prompt hi --steps 1 --system x)
+gp_cli_test(gen_chat_prompt_ids 2 "--chat renders text messages through the chat template, and --prompt-ids gives token ids"
+            generate --model tiny --prompt-ids 1 --steps 1 --chat)
+gp_cli_test(gen_max_context_chat_only 2 "--max-context applies to greenpipe chat"
+            generate --model tiny --prompt-ids 1 --steps 1 --max-context 9)

@@ -1,0 +1,185 @@
+#!/usr/bin/env python3
+"""Chat end to end on the CPU backend (or the one a third argument names; cuda:
+exit 77, skipped, without a GPU): gen_chat.py GREENPIPE CHECKPOINT copies
+the checkpoint (vocabulary of 300) into a temporary directory with a small
+byte-level BPE tokenizer.json holding ChatML's special tokens and a
+tokenizer_config.json with Qwen2's chat_template, then checks that
+- generate --chat prefills the template's rendering of --system and the
+  prompt, tokenized with no BOS added (greenpipe tokenize's ids of it),
+- greenpipe chat answers each line, keeps the KV cache between turns
+  (turn 2 prefills only the end of answer 1 and the new turn), and its
+  answer to turn 2 is what generate gives for the whole conversation's ids,
+- a message beyond --max-context is dropped and the conversation goes on,
+- the refusals: chat with a prompt flag, on a preset, an unknown
+  --chat-template, no chat template, generate's chat flags without --chat."""
+import json
+import os
+import re
+import shutil
+import subprocess
+import sys
+import tempfile
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from gen_text import B2U, MERGES, U2B  # noqa: E402
+
+IM_START, IM_END, EOT = 0, 1, 2  # <|im_start|>, <|im_end|>, <|endoftext|>
+SYSTEM_DEFAULT = "You are a helpful assistant."
+
+
+def tokenizer_json():
+    vocab = {"<|im_start|>": IM_START, "<|im_end|>": IM_END, "<|endoftext|>": EOT}
+    for b in range(256):
+        vocab[B2U[b]] = 3 + b
+    merges = MERGES[:41]
+    for a, b in merges:
+        vocab[a + b] = len(vocab)
+    assert len(vocab) == 300
+    special = lambda i, c: {"id": i, "content": c, "single_word": False, "lstrip": False, "rstrip": False,
+                            "normalized": False, "special": True}
+    split = r"(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}{1,3}| ?[^\s\p{L}\p{N}]+[\r\n]*|" \
+            r"\s*[\r\n]+|\s+(?!\S)|\s+"
+    return {
+        "version": "1.0", "truncation": None, "padding": None,
+        "added_tokens": [special(IM_START, "<|im_start|>"), special(IM_END, "<|im_end|>"),
+                         special(EOT, "<|endoftext|>")],
+        "normalizer": None,
+        "pre_tokenizer": {"type": "Sequence", "pretokenizers": [
+            {"type": "Split", "pattern": {"Regex": split}, "behavior": "Isolated", "invert": False},
+            {"type": "ByteLevel", "add_prefix_space": False, "trim_offsets": True, "use_regex": False}]},
+        "post_processor": None,
+        "decoder": {"type": "ByteLevel", "add_prefix_space": True, "trim_offsets": True, "use_regex": True},
+        "model": {"type": "BPE", "dropout": None, "unk_token": None, "continuing_subword_prefix": None,
+                  "end_of_word_suffix": None, "fuse_unk": False, "byte_fallback": False, "ignore_merges": False,
+                  "vocab": vocab, "merges": [[a, b] for a, b in merges]},
+    }, {i: t for t, i in vocab.items()}
+
+
+def decode(ids, id2tok):
+    raw = b"".join(bytes(U2B[c] for c in id2tok[i]) for i in ids if i > EOT)
+    return raw.decode("utf-8", errors="replace")
+
+
+def render(msgs):
+    """Qwen2's template: a default system message when none is given."""
+    out = ""
+    if msgs[0][0] != "system":
+        out += "<|im_start|>system\n%s<|im_end|>\n" % SYSTEM_DEFAULT
+    for role, text in msgs:
+        out += "<|im_start|>%s\n%s<|im_end|>\n" % (role, text)
+    return out + "<|im_start|>assistant\n"
+
+
+def fail(msg):
+    sys.exit("FAIL: " + msg)
+
+
+BACKEND = sys.argv[3] if len(sys.argv) > 3 else "cpu"
+
+
+def run(exe, args, code=0, stdin=None):
+    if args[0] in ("chat", "generate"):
+        args = [args[0], "--backend", BACKEND] + args[1:]
+    r = subprocess.run([exe] + args, input=stdin, stdout=subprocess.PIPE, stderr=subprocess.PIPE, timeout=300)
+    if r.returncode != code:
+        fail("exit %d, wanted %d: %s\n%s" % (r.returncode, code, args, r.stderr.decode(errors="replace")))
+    return r.stdout.decode("utf-8", errors="surrogateescape"), r.stderr.decode(errors="replace")
+
+
+def turn_ids(err, turn, what):
+    m = re.search(r"greenpipe: turn %d %s[^(]*\((\d+)\):([ 0-9]*)\n" % (turn, what), err)
+    if not m:
+        fail("no turn %d %s ids in:\n%s" % (turn, what, err))
+    ids = [int(v) for v in m.group(2).split()]
+    if len(ids) != int(m.group(1)):
+        fail("turn %d %s: %d ids, the line says %s" % (turn, what, len(ids), m.group(1)))
+    return ids
+
+
+def main():
+    exe, ckpt = sys.argv[1], sys.argv[2]
+    if BACKEND != "cpu" and subprocess.run([exe, "devices"], stdout=subprocess.DEVNULL,
+                                           stderr=subprocess.DEVNULL).returncode != 0:
+        print("no usable GPU: skipped")
+        sys.exit(77)
+    templates = json.load(open(os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "chat",
+                                            "templates.json")))
+    with tempfile.TemporaryDirectory() as d:
+        m = os.path.join(d, "model")
+        os.mkdir(m)
+        for f in os.listdir(ckpt):
+            if f.endswith(".safetensors") or f.endswith(".json") and not f.startswith("expected"):
+                shutil.copy(os.path.join(ckpt, f), m)
+        tj, id2tok = tokenizer_json()
+        with open(os.path.join(m, "tokenizer.json"), "w") as f:
+            json.dump(tj, f, ensure_ascii=False)
+        with open(os.path.join(m, "generation_config.json"), "w") as f:
+            json.dump({"eos_token_id": EOT}, f)
+        bare = os.path.join(d, "bare")  # the same without tokenizer_config.json
+        shutil.copytree(m, bare)
+        with open(os.path.join(m, "tokenizer_config.json"), "w") as f:
+            json.dump({"chat_template": templates["qwen2"]["template"], "eos_token": "<|im_end|>"}, f)
+        tok = lambda text: [int(v) for v in run(exe, ["tokenize", "--model", m, "--text", text])[0].split()]
+
+        # generate --chat: the rendering of --system and the prompt, no BOS added
+        out, err = run(exe, ["generate", "--model", m, "--chat", "--system", "Be brief.", "--prompt", "Hello",
+                             "--steps", "6", "--dump-prompt-logits", os.path.join(d, "p.json")])
+        want = tok(render([("system", "Be brief."), ("user", "Hello")]))
+        got = json.load(open(os.path.join(d, "p.json")))["prompts"][0]
+        if got != want or got[0] != IM_START:
+            fail("generate --chat prefilled %s, wanted %s" % (got, want))
+        if "chat template qwen2; answers end at end-of-turn id(s) 1" not in err:
+            fail("generate --chat: no template line in\n" + err)
+
+        # chat: two turns; the second prefills only its own tokens
+        steps = 6
+        out, err = run(exe, ["chat", "--model", m, "--verbose-prompt", "--steps", str(steps)],
+                       stdin=b"Hello\n\nHow are you\n")
+        pf1, gen1 = turn_ids(err, 1, "prefill"), turn_ids(err, 1, "generated")
+        pf2, gen2 = turn_ids(err, 2, "prefill"), turn_ids(err, 2, "generated")
+        if pf1 != tok(render([("user", "Hello")])):
+            fail("turn 1 prefilled %s" % pf1)
+        if "whole conversation" in err or "turn 3" in err:
+            fail("turn 2 re-prefilled the conversation, or an empty line made a turn:\n" + err)
+        stopped1 = gen1[-1] in (IM_END, EOT)
+        reply1 = decode(gen1[:-1] if stopped1 else gen1, id2tok)
+        delta = tok("<|im_end|>\n<|im_start|>user\nHow are you<|im_end|>\n<|im_start|>assistant\n")
+        if pf2 != ([] if stopped1 else [gen1[-1]]) + delta:
+            fail("turn 2 prefilled %s, wanted the end of answer 1 and %s" % (pf2, delta))
+        stopped2 = gen2[-1] in (IM_END, EOT)
+        if out != reply1 + "\n" + decode(gen2[:-1] if stopped2 else gen2, id2tok) + "\n":
+            fail("chat stdout %r" % out)
+        # the kept cache answers as the whole conversation prefilled at once
+        full = pf1 + gen1[:-1] + pf2
+        ref, _ = run(exe, ["generate", "--model", m, "--prompt-ids", ",".join(map(str, full)),
+                           "--steps", str(len(gen2))])
+        if [int(v) for v in ref.split()] != gen2:
+            fail("turn 2 gave %s, the whole conversation's ids give %s" % (gen2, ref))
+        for t in (1, 2):
+            if not re.search(r"greenpipe: turn %d: \d+ token\(s\) \(stop reason: (length|stop token|EOS)\)" % t, err):
+                fail("no status line of turn %d in\n%s" % (t, err))
+
+        # a message beyond --max-context is dropped, the conversation goes on
+        out, err = run(exe, ["chat", "--model", m, "--max-context", str(len(pf1) + 2), "--steps", "2"],
+                       stdin=b"Hello\nHow are you today, my friend\n")
+        if "the message is dropped" not in err or "turn 1:" not in err:
+            fail("--max-context: stderr\n" + err)
+
+        # refusals
+        run(exe, ["chat", "--model", m, "--prompt", "hi"], code=2)
+        run(exe, ["chat", "--model", "tiny"], code=2)
+        _, err = run(exe, ["chat", "--model", m, "--chat-template", "jinja9"], code=2, stdin=b"hi\n")
+        if "qwen2" not in err or "jinja9" not in err:
+            fail("unknown template: " + err)
+        _, err = run(exe, ["chat", "--model", bare], code=2, stdin=b"hi\n")
+        if "--chat-template" not in err:
+            fail("no chat template: " + err)
+        out, _ = run(exe, ["chat", "--model", bare, "--chat-template", "CHATML", "--steps", "2"], stdin=b"hi\n")
+        run(exe, ["generate", "--model", m, "--system", "x", "--prompt", "hi", "--steps", "1"], code=2)
+        run(exe, ["generate", "--model", m, "--chat", "--prompt-ids", "5", "--steps", "1"], code=2)
+        run(exe, ["generate", "--model", m, "--prompt", "hi", "--steps", "1", "--max-context", "9"], code=2)
+    print("chat: all checks passed")
+
+
+if __name__ == "__main__":
+    main()
