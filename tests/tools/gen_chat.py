@@ -21,7 +21,7 @@ import sys
 import tempfile
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from gen_text import B2U, MERGES, U2B  # noqa: E402
+from gen_text import B2U, MERGES, U2B, copy_checkpoint  # noqa: E402
 
 IM_START, IM_END, EOT = 0, 1, 2  # <|im_start|>, <|im_end|>, <|endoftext|>
 SYSTEM_DEFAULT = "You are a helpful assistant."
@@ -105,11 +105,7 @@ def main():
     templates = json.load(open(os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "chat",
                                             "templates.json")))
     with tempfile.TemporaryDirectory() as d:
-        m = os.path.join(d, "model")
-        os.mkdir(m)
-        for f in os.listdir(ckpt):
-            if f.endswith(".safetensors") or f.endswith(".json") and not f.startswith("expected"):
-                shutil.copy(os.path.join(ckpt, f), m)
+        m = copy_checkpoint(ckpt, d)
         tj, id2tok = tokenizer_json()
         with open(os.path.join(m, "tokenizer.json"), "w") as f:
             json.dump(tj, f, ensure_ascii=False)

@@ -17,7 +17,6 @@ import fcntl
 import json
 import os
 import select
-import shutil
 import signal
 import platform
 import subprocess
@@ -111,11 +110,7 @@ def drain(proc, r, got):
 def main():
     exe, ckpt = sys.argv[1], sys.argv[2]
     with tempfile.TemporaryDirectory() as d:
-        m = os.path.join(d, "model")
-        os.mkdir(m)
-        for f in os.listdir(ckpt):
-            if f.endswith(".safetensors") or f.endswith(".json") and not f.startswith("expected"):
-                shutil.copy(os.path.join(ckpt, f), m)
+        m = gen_text.copy_checkpoint(ckpt, d)
         with open(os.path.join(m, "config.json")) as f:
             vocab = json.load(f)["vocab_size"]
         tj, decode = tokenizer(vocab)

@@ -17,7 +17,6 @@ import json
 import math
 import os
 import re
-import shutil
 import struct
 import subprocess
 import sys
@@ -56,11 +55,7 @@ def penalised_argmax(row, ctx, pen, last_n):
 def main():
     exe, ckpt = sys.argv[1], sys.argv[2]
     with tempfile.TemporaryDirectory() as d:
-        m = os.path.join(d, "model")
-        os.mkdir(m)
-        for f in os.listdir(ckpt):
-            if f.endswith(".safetensors") or f.endswith(".json") and not f.startswith("expected"):
-                shutil.copy(os.path.join(ckpt, f), m)
+        m = gen_text.copy_checkpoint(ckpt, d)
         tj, id2tok = gen_text.tokenizer_json()
         with open(os.path.join(m, "tokenizer.json"), "w") as f:
             json.dump(tj, f, ensure_ascii=False)

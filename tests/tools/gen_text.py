@@ -91,6 +91,17 @@ def decode(ids, id2tok):
     return raw.decode("utf-8", errors="replace")
 
 
+def copy_checkpoint(ckpt, d):
+    """The checkpoint's weights and JSON files (not the expected outputs) in
+    d/model, where a test may add a tokenizer; returns that directory."""
+    m = os.path.join(d, "model")
+    os.mkdir(m)
+    for f in os.listdir(ckpt):
+        if f.endswith(".safetensors") or f.endswith(".json") and not f.startswith("expected"):
+            shutil.copy(os.path.join(ckpt, f), m)
+    return m
+
+
 def fail(msg):
     sys.exit("FAIL: " + msg)
 
@@ -119,11 +130,7 @@ def main():
             print("no usable GPU: skipped")
             sys.exit(77)
     with tempfile.TemporaryDirectory() as d:
-        m = os.path.join(d, "model")
-        os.mkdir(m)
-        for f in os.listdir(ckpt):
-            if f.endswith(".safetensors") or f.endswith(".json") and not f.startswith("expected"):
-                shutil.copy(os.path.join(ckpt, f), m)
+        m = copy_checkpoint(ckpt, d)
         tj, id2tok = tokenizer_json()
         with open(os.path.join(m, "tokenizer.json"), "w") as f:
             json.dump(tj, f, ensure_ascii=False)
