@@ -168,6 +168,33 @@ const char *gp_format_bytes(uint64_t bytes, char *buf, size_t cap);
  * GP_ERR_INVALID_ARG for a malformed hook value. */
 gp_status gp_host_mem_available(uint64_t *bytes, const char **how);
 
+/* ---------------------------------------------------------------- hashing */
+
+/* 64-bit FNV-1a, for keys and fingerprints that files keep: every byte
+ * reaches the result and it needs no table. Integers go in as their
+ * little-endian bytes, so a hash is the same on every host. */
+#define GP_FNV1A_OFFSET 0xcbf29ce484222325ull
+#define GP_FNV1A_PRIME 0x100000001b3ull
+static inline uint64_t gp_fnv1a(uint64_t h, const void *p, size_t n)
+{
+    const unsigned char *b = (const unsigned char *)p;
+    for (size_t i = 0; i < n; i++) {
+        h ^= b[i];
+        h *= GP_FNV1A_PRIME;
+    }
+    return h;
+}
+static inline uint64_t gp_fnv1a_u32(uint64_t h, uint32_t v)
+{
+    const unsigned char b[4] = {(unsigned char)v, (unsigned char)(v >> 8), (unsigned char)(v >> 16),
+                                (unsigned char)(v >> 24)};
+    return gp_fnv1a(h, b, sizeof b);
+}
+static inline uint64_t gp_fnv1a_u64(uint64_t h, uint64_t v)
+{
+    return gp_fnv1a_u32(gp_fnv1a_u32(h, (uint32_t)v), (uint32_t)(v >> 32));
+}
+
 /* ---------------------------------------------------------------- files */
 
 /* Reads the whole file at path into a new buffer with a NUL after its len

@@ -4,33 +4,6 @@
 
 #include "kvstore_impl.h"
 
-#define FNV_OFFSET 0xcbf29ce484222325ull
-#define FNV_PRIME 0x100000001b3ull
-
-static uint64_t fnv_bytes(uint64_t h, const void *p, size_t n)
-{
-    const unsigned char *b = p;
-    for (size_t i = 0; i < n; i++) {
-        h ^= b[i];
-        h *= FNV_PRIME;
-    }
-    return h;
-}
-
-/* Little-endian bytes whatever the host, so keys and files travel. */
-static uint64_t fnv_u32(uint64_t h, uint32_t v)
-{
-    unsigned char b[4] = {(unsigned char)v, (unsigned char)(v >> 8), (unsigned char)(v >> 16),
-                          (unsigned char)(v >> 24)};
-    return fnv_bytes(h, b, 4);
-}
-
-static uint64_t fnv_u64(uint64_t h, uint64_t v)
-{
-    h = fnv_u32(h, (uint32_t)v);
-    return fnv_u32(h, (uint32_t)(v >> 32));
-}
-
 gp_status gp_kvstore_identity_check(const gp_kvstore_identity *id)
 {
     if (!id)
@@ -53,16 +26,16 @@ gp_status gp_kvstore_identity_check(const gp_kvstore_identity *id)
 uint64_t gp_kvstore_seed(const gp_kvstore_identity *id)
 {
     static const char tag[] = "greenpipe kv block v1";
-    uint64_t h = fnv_bytes(FNV_OFFSET, tag, sizeof tag - 1);
+    uint64_t h = gp_fnv1a(GP_FNV1A_OFFSET, tag, sizeof tag - 1);
     size_t n = id->model ? strlen(id->model) : 0;
     /* The length first: "ab"+1 and "a"+... can never hash the same bytes. */
-    h = fnv_u64(h, n);
-    h = fnv_bytes(h, id->model, n);
-    h = fnv_u32(h, (uint32_t)id->n_layers);
-    h = fnv_u32(h, (uint32_t)id->n_kv_heads);
-    h = fnv_u32(h, (uint32_t)id->head_dim);
-    h = fnv_u32(h, (uint32_t)id->dtype_bytes);
-    return fnv_u32(h, (uint32_t)id->block_size);
+    h = gp_fnv1a_u64(h, n);
+    h = gp_fnv1a(h, id->model, n);
+    h = gp_fnv1a_u32(h, (uint32_t)id->n_layers);
+    h = gp_fnv1a_u32(h, (uint32_t)id->n_kv_heads);
+    h = gp_fnv1a_u32(h, (uint32_t)id->head_dim);
+    h = gp_fnv1a_u32(h, (uint32_t)id->dtype_bytes);
+    return gp_fnv1a_u32(h, (uint32_t)id->block_size);
 }
 
 gp_status gp_kvstore_chain(const gp_kvstore_identity *id, const int32_t *tokens, int n_tokens,
@@ -77,10 +50,10 @@ gp_status gp_kvstore_chain(const gp_kvstore_identity *id, const int32_t *tokens,
                 nb);
     uint64_t prev = gp_kvstore_seed(id);
     for (int b = 0; b < nb; b++) {
-        uint64_t h = fnv_u64(FNV_OFFSET, prev);
+        uint64_t h = gp_fnv1a_u64(GP_FNV1A_OFFSET, prev);
         const int32_t *t = tokens + (size_t)b * id->block_size;
         for (int i = 0; i < id->block_size; i++)
-            h = fnv_u32(h, (uint32_t)t[i]);
+            h = gp_fnv1a_u32(h, (uint32_t)t[i]);
         keys[b] = prev = h;
     }
     if (n_keys)
@@ -123,19 +96,19 @@ gp_status gp_kvstore_part_range(const gp_kvstore_identity *id, int layer, gp_kvs
 uint64_t kvs_checksum(const void *data, uint64_t n)
 {
     const unsigned char *p = data;
-    uint64_t lane[4] = {FNV_OFFSET, FNV_OFFSET ^ 1, FNV_OFFSET ^ 2, FNV_OFFSET ^ 3};
+    uint64_t lane[4] = {GP_FNV1A_OFFSET, GP_FNV1A_OFFSET ^ 1, GP_FNV1A_OFFSET ^ 2, GP_FNV1A_OFFSET ^ 3};
     uint64_t i = 0;
     for (; i + 32 <= n; i += 32)
         for (int l = 0; l < 4; l++) {
             uint64_t w = 0;
             for (int k = 7; k >= 0; k--)
                 w = (w << 8) | p[i + 8 * (uint64_t)l + (uint64_t)k];
-            lane[l] = (lane[l] ^ w) * FNV_PRIME;
+            lane[l] = (lane[l] ^ w) * GP_FNV1A_PRIME;
         }
-    uint64_t h = fnv_u64(FNV_OFFSET, n);
+    uint64_t h = gp_fnv1a_u64(GP_FNV1A_OFFSET, n);
     for (int l = 0; l < 4; l++)
-        h = fnv_u64(h, lane[l]);
-    return fnv_bytes(h, p + i, (size_t)(n - i));
+        h = gp_fnv1a_u64(h, lane[l]);
+    return gp_fnv1a(h, p + i, (size_t)(n - i));
 }
 
 const char *gp_kvstore_miss_name(gp_kvstore_miss m)

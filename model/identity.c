@@ -15,42 +15,18 @@
 #define GP_ID_SLICES 16
 #define GP_ID_SLICE ((uint64_t)4 << 10)
 
-/* 64-bit FNV-1a: changes in any byte reach the result, and it needs no
- * table; collisions of unrelated weights are a 2^-64 chance. */
-#define GP_FNV_OFFSET 0xcbf29ce484222325ull
-#define GP_FNV_PRIME 0x100000001b3ull
-
-static uint64_t fnv(uint64_t h, const void *p, size_t n)
-{
-    const uint8_t *b = p;
-    for (size_t i = 0; i < n; i++) {
-        h ^= b[i];
-        h *= GP_FNV_PRIME;
-    }
-    return h;
-}
-
-/* Integers as 8 little-endian bytes, so the hash is the same on every host. */
-static uint64_t fnv_u64(uint64_t h, uint64_t v)
-{
-    uint8_t b[8];
-    for (int i = 0; i < 8; i++)
-        b[i] = (uint8_t)(v >> (8 * i));
-    return fnv(h, b, sizeof b);
-}
-
 static uint64_t fnv_f32(uint64_t h, float f)
 {
     uint32_t u;
     memcpy(&u, &f, sizeof u);
-    return fnv_u64(h, u);
+    return gp_fnv1a_u64(h, u);
 }
 
 /* A string with its length first: "ab"+"c" and "a"+"bc" hash apart. */
 static uint64_t fnv_str(uint64_t h, const char *s)
 {
     size_t n = strlen(s);
-    return fnv(fnv_u64(h, n), s, n);
+    return gp_fnv1a(gp_fnv1a_u64(h, n), s, n);
 }
 
 /* Every field that changes what the weights compute; not the name, which is
@@ -62,7 +38,7 @@ static uint64_t hash_config(uint64_t h, const gp_config *c)
                         c->max_context, (int)c->rope_scaling.type, c->rope_scaling.original_max_pos,
                         c->tied_embeddings, c->qkv_bias};
     for (size_t i = 0; i < sizeof ints / sizeof ints[0]; i++)
-        h = fnv_u64(h, (uint64_t)(int64_t)ints[i]);
+        h = gp_fnv1a_u64(h, (uint64_t)(int64_t)ints[i]);
     const float fl[] = {c->norm_eps, c->rope_theta, c->rope_scaling.factor, c->rope_scaling.low_freq_factor,
                         c->rope_scaling.high_freq_factor};
     for (size_t i = 0; i < sizeof fl / sizeof fl[0]; i++)
@@ -73,19 +49,19 @@ static uint64_t hash_config(uint64_t h, const gp_config *c)
 static uint64_t hash_tensor(uint64_t h, const gp_st_tensor *t)
 {
     h = fnv_str(h, t->name);
-    h = fnv_u64(h, (uint64_t)t->dtype);
-    h = fnv_u64(h, (uint64_t)t->ndim);
+    h = gp_fnv1a_u64(h, (uint64_t)t->dtype);
+    h = gp_fnv1a_u64(h, (uint64_t)t->ndim);
     for (int d = 0; d < t->ndim; d++)
-        h = fnv_u64(h, (uint64_t)t->shape[d]);
+        h = gp_fnv1a_u64(h, (uint64_t)t->shape[d]);
     const uint64_t n = t->end - t->begin;
-    h = fnv_u64(h, n);
+    h = gp_fnv1a_u64(h, n);
     if (n <= GP_ID_WHOLE)
-        return fnv(h, t->data, (size_t)n);
+        return gp_fnv1a(h, t->data, (size_t)n);
     for (uint64_t k = 0; k < GP_ID_SLICES; k++) {
         uint64_t at = (n - GP_ID_SLICE) / (GP_ID_SLICES - 1) * k;
         if (k == GP_ID_SLICES - 1)
             at = n - GP_ID_SLICE;
-        h = fnv(h, t->data + at, (size_t)GP_ID_SLICE);
+        h = gp_fnv1a(h, t->data + at, (size_t)GP_ID_SLICE);
     }
     return h;
 }
@@ -104,12 +80,12 @@ gp_status gp_checkpoint_identity(const gp_checkpoint *ck, gp_model_identity *out
         GP_FAIL(GP_ERR_INVALID_ARG, "gp_checkpoint_identity: checkpoint and out must not be NULL");
     memset(out, 0, sizeof *out);
     const gp_config *cfg = gp_checkpoint_config(ck);
-    uint64_t h = fnv_str(GP_FNV_OFFSET, "greenpipe checkpoint identity 1");
+    uint64_t h = fnv_str(GP_FNV1A_OFFSET, "greenpipe checkpoint identity 1");
     h = hash_config(h, cfg);
     /* sorted by name over all shards: the same tensors sharded otherwise
      * are the same weights */
     size_t n = gp_checkpoint_tensor_count(ck);
-    h = fnv_u64(h, n);
+    h = gp_fnv1a_u64(h, n);
     for (size_t i = 0; i < n; i++)
         h = hash_tensor(h, gp_checkpoint_tensor(ck, i, NULL));
     snprintf(out->fingerprint, sizeof out->fingerprint, "%016llx", (unsigned long long)h);
@@ -133,10 +109,10 @@ gp_status gp_model_identity_of(const gp_model_source *src, gp_model_identity *ou
     }
     gp_dtype dt;
     GP_TRY(gp_model_source_host_dtype(src, &dt));
-    uint64_t h = fnv_str(GP_FNV_OFFSET, "greenpipe preset identity 1");
+    uint64_t h = fnv_str(GP_FNV1A_OFFSET, "greenpipe preset identity 1");
     h = hash_config(h, &src->cfg);
     h = fnv_str(h, src->cfg.name);
-    h = fnv_u64(h, src->seed);
+    h = gp_fnv1a_u64(h, src->seed);
     h = fnv_str(h, gp_dtype_name(dt));
     snprintf(out->fingerprint, sizeof out->fingerprint, "%016llx", (unsigned long long)h);
     char sum[200];
