@@ -712,9 +712,8 @@ gp_status gp_checkpoint_load_host_ex(const gp_checkpoint *ck, gp_host_weights *w
     /* the checkpoint's own dtype (F32 when mixed): every copy below is exact */
     const gp_dtype dt = gp_checkpoint_dtype(ck);
     GP_TRY(gp_host_weights_alloc(&ck->cfg, dt, w));
-    static const gp_tensor_kind layer_kinds[] = {GP_T_ATTN_NORM, GP_T_WQKV, GP_T_WO, GP_T_FFN_NORM,
-                                                 GP_T_W_GATE_UP, GP_T_W_DOWN, GP_T_BQKV};
-    const int n_kinds = ck->cfg.qkv_bias ? 7 : 6; /* the bias last, only when the config has one */
+    const gp_tensor_kind *layer_kinds;
+    const int n_kinds = gp_host_layer_kinds(&ck->cfg, &layer_kinds);
     const uint64_t total = gp_host_weights_bytes(&ck->cfg, dt);
     uint64_t done = 0;
     gp_progress_run pr;

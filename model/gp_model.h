@@ -206,6 +206,10 @@ const char *gp_tensor_kind_name(gp_tensor_kind kind);
  * dtype (GP_DTYPE_F32, BF16 or F16; anything else is GP_ERR_INVALID_ARG);
  * the layers' bqkv only when cfg->qkv_bias. */
 gp_status gp_host_weights_alloc(const gp_config *cfg, gp_dtype dtype, gp_host_weights *w);
+/* The per-layer tensor kinds of cfg's host weights, in gp_layer_weights'
+ * order (attn_norm, wqkv, wo, ffn_norm, w_gate_up, w_down, then bqkv only
+ * when cfg->qkv_bias): *kinds, and their count as the result. */
+int gp_host_layer_kinds(const gp_config *cfg, const gp_tensor_kind **kinds);
 void gp_host_weights_free(gp_host_weights *w);
 /* Bytes of every tensor of cfg's host weights in dtype (a tied lm_head
  * once, q/k/v biases when the config has them), without the arena's

@@ -37,10 +37,8 @@ gp_status gp_host_weights_alloc(const gp_config *cfg, gp_dtype dtype, gp_host_we
     const size_t es = gp_dtype_size(dtype);
 
     /* Pass 0 computes offsets and the total; pass 1 assigns pointers. */
-    static const gp_tensor_kind layer_kinds[7] = { GP_T_ATTN_NORM, GP_T_WQKV, GP_T_WO,
-                                                   GP_T_FFN_NORM, GP_T_W_GATE_UP, GP_T_W_DOWN,
-                                                   GP_T_BQKV };
-    const int n_kinds = cfg->qkv_bias ? 7 : 6; /* the bias last, only when the config has one */
+    const gp_tensor_kind *layer_kinds;
+    const int n_kinds = gp_host_layer_kinds(cfg, &layer_kinds);
     uint8_t *base = NULL;
     uint64_t total = 0;
     for (int pass = 0; pass < 2; pass++) {
@@ -98,15 +96,23 @@ gp_status gp_host_weights_alloc(const gp_config *cfg, gp_dtype dtype, gp_host_we
     return GP_OK;
 }
 
+int gp_host_layer_kinds(const gp_config *cfg, const gp_tensor_kind **kinds)
+{
+    static const gp_tensor_kind layer_kinds[7] = {GP_T_ATTN_NORM, GP_T_WQKV, GP_T_WO, GP_T_FFN_NORM,
+                                                  GP_T_W_GATE_UP, GP_T_W_DOWN, GP_T_BQKV};
+    *kinds = layer_kinds;
+    return cfg->qkv_bias ? 7 : 6; /* the bias last, only when the config has one */
+}
+
 uint64_t gp_host_weights_bytes(const gp_config *cfg, gp_dtype dtype)
 {
     if (!cfg)
         return 0;
-    static const gp_tensor_kind layer_kinds[7] = {GP_T_ATTN_NORM, GP_T_WQKV, GP_T_WO, GP_T_FFN_NORM,
-                                                  GP_T_W_GATE_UP, GP_T_W_DOWN, GP_T_BQKV};
+    const gp_tensor_kind *layer_kinds;
+    const int n_kinds = gp_host_layer_kinds(cfg, &layer_kinds);
     uint64_t n = gp_synth_numel(cfg, GP_T_EMBED) + gp_synth_numel(cfg, GP_T_FINAL_NORM) +
                  (cfg->tied_embeddings ? 0 : gp_synth_numel(cfg, GP_T_LM_HEAD));
-    for (int k = 0; k < (cfg->qkv_bias ? 7 : 6); k++)
+    for (int k = 0; k < n_kinds; k++)
         n += gp_synth_numel(cfg, layer_kinds[k]) * (uint64_t)cfg->n_layers;
     return n * gp_dtype_size(dtype);
 }

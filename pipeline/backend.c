@@ -421,13 +421,12 @@ gp_status gp_backend_open(const gp_model_source *src, const gp_backend_params *p
 }
 
 gp_status gp_backend_host_need(const gp_model_source *src, const gp_backend_params *p, uint64_t *weights,
-                               uint64_t *kv)
+                               uint64_t *kv, gp_dtype *dtype)
 {
-    if (!src || !p || !weights || !kv)
-        GP_FAIL(GP_ERR_INVALID_ARG, "gp_backend_host_need: src, p, weights and kv must not be NULL");
-    gp_dtype dt;
-    GP_TRY(gp_model_source_host_dtype(src, &dt));
-    *weights = gp_host_weights_bytes(&src->cfg, dt);
+    if (!src || !p || !weights || !kv || !dtype)
+        GP_FAIL(GP_ERR_INVALID_ARG, "gp_backend_host_need: src, p, weights, kv and dtype must not be NULL");
+    GP_TRY(gp_model_source_host_dtype(src, dtype));
+    *weights = gp_host_weights_bytes(&src->cfg, *dtype);
     *kv = gp_cpu_model_kv_bytes(&src->cfg, p->n_seqs, p->max_context, p->block_size);
     return GP_OK;
 }

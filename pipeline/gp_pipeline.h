@@ -410,12 +410,12 @@ typedef struct gp_backend_params {
 gp_backend_params gp_backend_default_params(gp_backend_kind kind);
 
 /* The host memory the cpu backend of p takes for src, known before anything
- * loads: *weights the host weights (every parameter in the dtype
+ * loads: *weights the host weights (every parameter in *dtype, which
  * gp_model_source_host_dtype gives), *kv the reference's float32 KV cache
  * of p's sequences and context (gp_cpu_model_kv_bytes). For a caller that
  * weighs them against gp_host_mem_available before a load of minutes. */
 gp_status gp_backend_host_need(const gp_model_source *src, const gp_backend_params *p, uint64_t *weights,
-                               uint64_t *kv);
+                               uint64_t *kv, gp_dtype *dtype);
 
 /* The VRAM budget of p for cfg, checked before anything loads
  * (gp_weights_stream_check with the backend's streaming params); GP_OK
