@@ -57,13 +57,6 @@ static void cal_usage(FILE *f)
             gp_config_preset_names(), CAL_MAX_TOKENS, CAL_DEFAULT_TOKENS, CAL_DEFAULT_SEQ_LEN);
 }
 
-/* Exit code of a failure that is the user's input (2) or the machine's
- * (1: a read error, out of memory). */
-static int input_code(gp_status st)
-{
-    return st == GP_ERR_IO || st == GP_ERR_NO_MEMORY ? 1 : 2;
-}
-
 static int parse_opts(int argc, char **argv, cal_opts *o)
 {
     static const struct option opts[] = {
@@ -222,13 +215,13 @@ static int prompt_seqs(const cal_opts *o, const gp_model_source *src, cal_seqs *
     gp_status st = gp_read_input(path, CAL_PROMPTS_CAP, &text, &len);
     if (st != GP_OK) {
         fprintf(stderr, "greenpipe calibrate: --prompts: %s\n", gp_last_error());
-        return input_code(st);
+        return gp_input_exit_code(st);
     }
     gp_tokenizer *tok = NULL;
     if ((st = gp_tokenizer_load_dir(src->path, &tok)) != GP_OK) {
         fprintf(stderr, "greenpipe calibrate: --prompts needs the checkpoint's tokenizer: %s\n", gp_last_error());
         free(text);
-        return input_code(st);
+        return gp_input_exit_code(st);
     }
     const int vocab = src->cfg.vocab, max_ctx = src->cfg.max_context;
     int rc = -1, line = 0;
@@ -246,7 +239,7 @@ static int prompt_seqs(const cal_opts *o, const gp_model_source *src, cal_seqs *
         size_t cnt = 0;
         if ((st = gp_tokenizer_encode(tok, b, n, true, &ids, &cnt)) != GP_OK) {
             fprintf(stderr, "greenpipe calibrate: --prompts %s line %d: %s\n", path, line, gp_last_error());
-            rc = input_code(st);
+            rc = gp_input_exit_code(st);
             break;
         }
         for (size_t i = 0; i < cnt && rc < 0; i++)
@@ -326,7 +319,7 @@ int gp_cmd_calibrate(int argc, char **argv)
     cal_seqs seqs = {0};
     char source[256];
     if (o.val[O_PROMPTS]) {
-        int lines;
+        int lines = 0;
         if ((rc = prompt_seqs(&o, &src, &seqs, &lines)) >= 0) {
             cal_seqs_free(&seqs);
             return rc;
@@ -349,12 +342,13 @@ int gp_cmd_calibrate(int argc, char **argv)
     if ((st = gp_model_identity_of(&src, &id)) != GP_OK) {
         fprintf(stderr, "greenpipe calibrate: --model %s: %s\n", o.val[O_MODEL], gp_last_error());
         cal_seqs_free(&seqs);
-        return input_code(st);
+        return gp_input_exit_code(st);
     }
     gp_cli_progress progress;
     gp_cli_progress_init(&progress, stderr, "greenpipe");
+    const gp_progress_cb pcb = gp_cli_progress_cb(&progress);
     gp_host_weights w;
-    if ((st = gp_model_source_load_host_ex(&src, &w, &(gp_progress_cb){gp_cli_progress_fn, &progress})) != GP_OK) {
+    if ((st = gp_model_source_load_host_ex(&src, &w, &pcb)) != GP_OK) {
         fprintf(stderr, "greenpipe calibrate: loading the model: %s: %s\n", gp_status_str(st), gp_last_error());
         cal_seqs_free(&seqs);
         return 1;
@@ -375,7 +369,7 @@ int gp_cmd_calibrate(int argc, char **argv)
     p.act_dtype = act;
     p.source = source;
     p.identity = &id;
-    p.progress = gp_cli_progress_cb(&progress);
+    p.progress = pcb;
     fprintf(stderr, "greenpipe: calibrating %s (%s weights) on %ld tokens in %d sequence(s), S = %g\n", cfg->name,
             gp_dtype_flag_name(w.dtype), seqs.total, seqs.n, o.target);
     double t0 = gp_now_s();

@@ -9,7 +9,6 @@
  * (--kv-store-size, cuda) the prompts are prefilled one at a time instead,
  * each reusing the whole blocks earlier prompts stored, then storing its own. */
 #include <errno.h>
-#include <getopt.h>
 #include <inttypes.h>
 #include <signal.h>
 #include <stdio.h>
@@ -23,7 +22,6 @@
 #include "gen_loop_impl.h"
 #include "gen_opts_impl.h"
 #include "gen_text_impl.h"
-#include "gp_green.h"
 #include "gp_kvstore.h"
 #include "gp_model.h"
 #include "gp_pipeline.h"
@@ -125,13 +123,6 @@ static int sparsity_summary(gp_backend *b, const gp_config *cfg, long steps, con
     return rc;
 }
 
-/* Exit code of a bad-input failure that is the checkpoint's or the user's
- * (2), or of the machine's (1: a read error, out of memory). */
-static int input_code(gp_status st)
-{
-    return st == GP_ERR_IO || st == GP_ERR_NO_MEMORY ? 1 : 2;
-}
-
 /* The cpu backend holds every weight in host memory, and a preset's are
  * synthesized for minutes before anything shows (the default llama3-8b: 16
  * GB): before loading, one line of what it needs against what the machine
@@ -143,10 +134,9 @@ static int cpu_memory_statement(const gen_opts *o, const gp_model_source *src, c
     const char *how = "";
     gp_dtype dt;
     gp_status st;
-    if ((st = gp_backend_host_need(src, bp, &weights, &kv)) != GP_OK ||
-        (st = gp_model_source_host_dtype(src, &dt)) != GP_OK) {
+    if ((st = gp_backend_host_need(src, bp, &weights, &kv, &dt)) != GP_OK) {
         gen_err("--model %s: %s\n", o->model, gp_last_error());
-        return input_code(st);
+        return gp_input_exit_code(st);
     }
     char need_s[32], w_s[32], kv_s[32], avail_s[32], model[300];
     gp_format_bytes(weights + kv, need_s, sizeof need_s);
@@ -187,6 +177,36 @@ static int cpu_memory_statement(const gen_opts *o, const gp_model_source *src, c
     return -1;
 }
 
+/* What text needs of the checkpoint: its tokenizer and, with --chat (or
+ * chat), its template and end-of-turn ids. what names the need in
+ * messages (a flag, or "a conversation"). Returns -1 to continue, else the
+ * exit code. */
+static int load_text(const gen_opts *o, const gp_model_source *src, const char *what, gp_tokenizer **tok,
+                     gen_chat *chat)
+{
+    gp_status st;
+    if (src->synthetic) {
+        if (o->mode == GEN_MODE_CHAT)
+            gen_err("--model %s is a preset (synthetic weights) and has no tokenizer or chat template; a "
+                    "conversation needs a checkpoint directory holding tokenizer.json or tokenizer.model\n",
+                    o->model);
+        else
+            gen_err("%s: --model %s is a preset (synthetic weights) and has no tokenizer; text prompts need a "
+                    "checkpoint directory holding tokenizer.json or tokenizer.model; with a preset, give "
+                    "--prompt-ids\n", what, o->model);
+        return 2;
+    }
+    if ((st = gp_tokenizer_load_dir(src->path, tok)) != GP_OK) {
+        gen_err("%s needs the checkpoint's tokenizer: %s\n", what, gp_last_error());
+        return gp_input_exit_code(st);
+    }
+    if (o->chat && (st = gen_chat_setup(*tok, src->path, o->chat_template, chat)) != GP_OK) {
+        gen_err("%s%s\n", o->mode == GEN_MODE_CHAT ? "" : "--chat: ", gp_last_error());
+        return gp_input_exit_code(st);
+    }
+    return -1;
+}
+
 /* The prompts: --prompt-ids as given, text through the checkpoint's
  * tokenizer (*tok then holds it). Returns -1 to continue, else the exit code. */
 static int load_prompts(const gen_opts *o, const gp_model_source *src, gp_tokenizer **tok, gen_chat *chat,
@@ -207,7 +227,7 @@ static int load_prompts(const gen_opts *o, const gp_model_source *src, gp_tokeni
         /* the exact bytes: no trailing newline is dropped, as HF's tokenizer(open(f).read()) */
         if ((st = gp_read_input(o->prompt_file, (size_t)1 << 30, &file, &file_len)) != GP_OK) {
             gen_err("--prompt-file: %s\n", gp_last_error());
-            return input_code(st);
+            return gp_input_exit_code(st);
         }
     }
     /* an empty pipe or file would generate from BOS alone and exit 0:
@@ -224,17 +244,10 @@ static int load_prompts(const gen_opts *o, const gp_model_source *src, gp_tokeni
             free(file);
             return 2;
         }
-    if (src->synthetic) {
-        gen_err("%s: --model %s is a preset (synthetic weights) and has no tokenizer; "
-                "text prompts need a checkpoint directory holding tokenizer.json or tokenizer.model; with a "
-                "preset, give --prompt-ids\n", flag, o->model);
+    int rc = load_text(o, src, flag, tok, chat);
+    if (rc >= 0) {
         free(file);
-        return 2;
-    }
-    if ((st = gp_tokenizer_load_dir(src->path, tok)) != GP_OK) {
-        gen_err("%s needs the checkpoint's tokenizer: %s\n", flag, gp_last_error());
-        free(file);
-        return input_code(st);
+        return rc;
     }
     int n = o->prompt_file ? 1 : o->n_prompts;
     size_t *lens = malloc((size_t)n * sizeof *lens);
@@ -250,12 +263,11 @@ static int load_prompts(const gen_opts *o, const gp_model_source *src, gp_tokeni
     size_t *rlens = NULL;
     if (o->chat) {
         /* the template writes the BOS text itself: no other BOS is added */
-        if ((st = gen_chat_setup(*tok, src->path, o->chat_template, chat)) != GP_OK ||
-            (st = gen_chat_render_each(chat, o->system, texts, lens, n, &rendered, &rlens)) != GP_OK) {
+        if ((st = gen_chat_render_each(chat, o->system, texts, lens, n, &rendered, &rlens)) != GP_OK) {
             gen_err("--chat: %s\n", gp_last_error());
             free(lens);
             free(file);
-            return input_code(st);
+            return gp_input_exit_code(st);
         }
         texts = (const char *const *)rendered;
     }
@@ -265,7 +277,7 @@ static int load_prompts(const gen_opts *o, const gp_model_source *src, gp_tokeni
     free(file);
     if (st != GP_OK) {
         gen_err("%s\n", gp_last_error());
-        return input_code(st);
+        return gp_input_exit_code(st);
     }
     return -1;
 }
@@ -424,14 +436,45 @@ static int kv_summary(gp_backend *b, const kv_run *kr)
 }
 
 
-/* Set by the first Ctrl-C during generation; the handler is then reset to
- * the default (SA_RESETHAND), so a second one ends the program at once. */
+/* Set by Ctrl-C during generation: the loop stops at the next step
+ * boundary. */
 static volatile sig_atomic_t interrupted;
 
 static void on_sigint(int sig)
 {
     (void)sig;
     interrupted = 1;
+}
+
+/* on_sigint as SIGINT's handler with flags, the old one into *old. */
+static void catch_sigint(int flags, struct sigaction *old)
+{
+    struct sigaction sa;
+    memset(&sa, 0, sizeof sa);
+    sa.sa_handler = on_sigint;
+    sigemptyset(&sa.sa_mask);
+    sa.sa_flags = flags;
+    interrupted = 0;
+    sigaction(SIGINT, &sa, old);
+}
+
+/* What generate and chat run the loop with: o's sampling, repeat penalty
+ * and stop strings, the EOS ids, with --chat the template's end-of-turn
+ * ids, and the Ctrl-C flag. max_tokens is the caller's. */
+static gp_gen_params gen_params(const gen_opts *o, const gp_eos_ids *eos, const gen_chat *chat)
+{
+    gp_gen_params g = gp_gen_default_params();
+    g.sample = o->sample;
+    g.repeat = o->repeat;
+    g.eos = eos;
+    if (o->chat) {
+        g.stop_ids = chat->stop_ids;
+        g.n_stop_ids = chat->n_stop_ids;
+    }
+    g.stop_strings = o->stops;
+    g.n_stop_strings = o->n_stops;
+    g.interrupt = &interrupted;
+    return g;
 }
 
 /* What each sequence did: one stderr line each, host wall clock. */
@@ -446,64 +489,24 @@ static void seq_summary(int n_seqs, const gp_gen_result *res)
                 "(prefill included)", who, r->n, gp_gen_stop_name(r->stop), r->ttft_s);
         if (r->n > 1)
             fprintf(stderr, "; decode %.2f tokens/s (%d token(s) after the first in %.3f s)",
-                    r->decode_s > 0 ? (r->n - 1) / r->decode_s : 0.0, r->n - 1, r->decode_s);
+                    gp_gen_decode_rate(r), r->n - 1, r->decode_s);
         fprintf(stderr, "; host-timed\n");
     }
-}
-
-/* The conversation's tokenizer and template: a checkpoint's. Returns -1
- * to continue, else the exit code. */
-static int load_chat(const gen_opts *o, const gp_model_source *src, gp_tokenizer **tok, gen_chat *chat)
-{
-    gp_status st;
-    if (src->synthetic) {
-        gen_err("--model %s is a preset (synthetic weights) and has no tokenizer or chat template; a "
-                "conversation needs a checkpoint directory holding tokenizer.json or tokenizer.model\n", o->model);
-        return 2;
-    }
-    if ((st = gp_tokenizer_load_dir(src->path, tok)) != GP_OK) {
-        gen_err("a conversation needs the checkpoint's tokenizer: %s\n", gp_last_error());
-        return input_code(st);
-    }
-    if ((st = gen_chat_setup(*tok, src->path, o->chat_template, chat)) != GP_OK) {
-        gen_err("%s\n", gp_last_error());
-        return input_code(st);
-    }
-    return -1;
-}
-
-/* Without SA_RESTART a Ctrl-C while waiting for a line ends the read, and
- * so the conversation; during an answer it only sets the flag. */
-static volatile sig_atomic_t chat_interrupt;
-
-static void on_chat_sigint(int sig)
-{
-    (void)sig;
-    chat_interrupt = 1;
 }
 
 /* greenpipe chat once the backend is ready: sequence 0, turn by turn. */
 static int converse(const gen_opts *o, gp_exec x, gp_pipeline *pl, const gp_config *cfg, const gp_tokenizer *tok,
                     const gen_chat *chat, const gp_eos_ids *eos, long context, gp_rng *rng)
 {
-    gen_chat_env env = {.x = x, .pl = pl, .cfg = cfg, .tok = tok, .chat = chat, .gen = gp_gen_default_params(),
+    gen_chat_env env = {.x = x, .pl = pl, .cfg = cfg, .tok = tok, .chat = chat, .gen = gen_params(o, eos, chat),
                         .rng = o->sample.temperature > 0.0 ? rng : NULL, .system = o->system,
-                        .max_context = context, .verbose_prompt = o->verbose_prompt, .interrupt = &chat_interrupt};
+                        .max_context = context, .verbose_prompt = o->verbose_prompt};
     gp_rng_seed(rng, o->seed, 0);
-    env.gen.sample = o->sample;
-    env.gen.repeat = o->repeat;
     env.gen.max_tokens = o->steps > 0 ? o->steps : 0;
-    env.gen.eos = eos;
-    env.gen.stop_ids = chat->stop_ids;
-    env.gen.n_stop_ids = chat->n_stop_ids;
-    env.gen.stop_strings = o->stops;
-    env.gen.n_stop_strings = o->n_stops;
-    env.gen.interrupt = &chat_interrupt;
-    struct sigaction sa, old_sa;
-    memset(&sa, 0, sizeof sa);
-    sa.sa_handler = on_chat_sigint;
-    sigemptyset(&sa.sa_mask);
-    sigaction(SIGINT, &sa, &old_sa);
+    /* without SA_RESTART a Ctrl-C while waiting for a line ends the read,
+     * and so the conversation; during an answer it only sets the flag */
+    struct sigaction old_sa;
+    catch_sigint(0, &old_sa);
     int rc = gen_chat_converse(&env, stdin, stdout);
     sigaction(SIGINT, &old_sa, NULL);
     return rc;
@@ -548,7 +551,8 @@ static int gen_main(int argc, char **argv, gen_mode mode)
                 cfg->max_context, cfg->max_context);
         goto early;
     }
-    if (conversation ? (rc = load_chat(&o, &src, &tok, &chat)) >= 0 : (rc = load_prompts(&o, &src, &tok, &chat, &p)) >= 0) {
+    rc = conversation ? load_text(&o, &src, "a conversation", &tok, &chat) : load_prompts(&o, &src, &tok, &chat, &p);
+    if (rc >= 0) {
         exit_code = rc;
         goto early;
     }
@@ -557,7 +561,7 @@ static int gen_main(int argc, char **argv, gen_mode mode)
     if (text && !o.ignore_eos) {
         if ((st = gp_eos_load_dir(src.path, cfg->vocab, &eos)) != GP_OK) {
             gen_err("the checkpoint's EOS ids: %s\n", gp_last_error());
-            exit_code = input_code(st);
+            exit_code = gp_input_exit_code(st);
             goto early;
         }
         if (!eos.from)
@@ -704,7 +708,7 @@ static int gen_main(int argc, char **argv, gen_mode mode)
             (st = gp_sparsity_check(&sparsity, cfg)) != GP_OK || (st = gp_model_identity_of(&src, &id)) != GP_OK ||
             (st = gp_sparsity_check_identity(&sparsity, &id)) != GP_OK) {
             gen_err("--sparsity %s: %s\n", o.sparsity, gp_last_error());
-            exit_code = input_code(st);
+            exit_code = gp_input_exit_code(st);
             goto out;
         }
         bp.sparse_thresholds = sparsity.thresholds;
@@ -765,14 +769,8 @@ static int gen_main(int argc, char **argv, gen_mode mode)
         res[s] = (gp_gen_result){.tokens = gen + gen_rows[s], .logits = logits ? logits + gen_rows[s] * V : NULL};
         gp_rng_seed(&rng[s], o.seed, (uint64_t)s); /* a stream per sequence: its tokens do not depend on the batch */
     }
-    gp_gen_params gpar = gp_gen_default_params();
-    gpar.sample = o.sample;
-    gpar.repeat = o.repeat;
+    gp_gen_params gpar = gen_params(&o, &eos, &chat);
     gpar.max_tokens = o.steps;
-    gpar.eos = &eos;
-    gpar.stop_strings = o.stops;
-    gpar.n_stop_strings = o.n_stops;
-    gpar.interrupt = &interrupted;
     kv_run kr;
     memset(&kr, 0, sizeof kr);
     stored_prefill sp = {.b = b, .V = V, .kr = &kr};
@@ -781,14 +779,11 @@ static int gen_main(int argc, char **argv, gen_mode mode)
         gpar.prefill_ctx = &sp;
     }
     /* Ctrl-C only around the loop: before it, loading is not interruptible
-     * work worth a partial result, and after it the output is complete */
-    struct sigaction sa, old_sa;
-    memset(&sa, 0, sizeof sa);
-    sa.sa_handler = on_sigint;
-    sigemptyset(&sa.sa_mask);
-    sa.sa_flags = SA_RESETHAND | SA_RESTART;
-    interrupted = 0;
-    sigaction(SIGINT, &sa, &old_sa);
+     * work worth a partial result, and after it the output is complete; the
+     * handler then goes back to the default (SA_RESETHAND), so a second
+     * Ctrl-C ends the program at once */
+    struct sigaction old_sa;
+    catch_sigint(SA_RESETHAND | SA_RESTART, &old_sa);
     gp_gen_stats gs;
     st = gp_gen_run(x, pl, cfg->vocab, &gpar, p.n_seqs, seqs, out, prompt_logits, res, &gs);
     sigaction(SIGINT, &old_sa, NULL);

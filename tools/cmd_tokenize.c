@@ -161,7 +161,7 @@ int gp_cmd_tokenize(int argc, char **argv)
         if (st != GP_OK) {
             fprintf(stderr, "greenpipe tokenize: --file: %s\n", gp_last_error());
             gp_tokenizer_free(t);
-            return st == GP_ERR_IO || st == GP_ERR_NO_MEMORY ? 1 : 2; /* the machine's, or a wrong path */
+            return gp_input_exit_code(st);
         }
         text = buf;
     }

@@ -291,7 +291,7 @@ int gen_chat_converse(const gen_chat_env *e, FILE *in, FILE *out)
                           .rng = e->rng};
         gp_gen_result r = {.tokens = gen};
         gp_gen_stats gs;
-        *e->interrupt = 0;
+        *e->gen.interrupt = 0;
         st = gp_gen_run(e->x, e->pl, e->cfg->vocab, &gp, 1, &seq, go, NULL, &r, &gs);
         gp_gen_out_free(go);
         fflush(out);
@@ -327,7 +327,7 @@ int gen_chat_converse(const gen_chat_env *e, FILE *in, FILE *out)
                 "%.3f s", turn, r.n, gp_gen_stop_name(r.stop), pf.n, full && turn > 1 ? " (the whole conversation)" : "",
                 r.ttft_s);
         if (r.n > 1)
-            fprintf(stderr, "; decode %.2f tokens/s", r.decode_s > 0 ? (r.n - 1) / r.decode_s : 0.0);
+            fprintf(stderr, "; decode %.2f tokens/s", gp_gen_decode_rate(&r));
         fprintf(stderr, "; the conversation holds %ld of %ld tokens; host-timed\n", held.n + (unfed >= 0),
                 e->max_context);
     }

@@ -38,12 +38,13 @@ typedef struct gen_chat_env {
     const gp_config *cfg;
     const gp_tokenizer *tok;
     const gen_chat *chat;
-    gp_gen_params gen;      /* sampling, repeat penalty, EOS, stop strings; max_tokens 0: to the context's end */
+    gp_gen_params gen;      /* sampling, repeat penalty, EOS, stop strings; max_tokens 0: to the context's end;
+                               interrupt (set by Ctrl-C) stops the answer in progress and is cleared
+                               before each */
     gp_rng *rng;            /* sampling stream, NULL when greedy */
     const char *system;     /* NULL: none */
     long max_context;       /* tokens the sequence may hold */
     bool verbose_prompt;    /* ids of each turn on stderr */
-    volatile sig_atomic_t *interrupt; /* set by Ctrl-C: stops the answer in progress */
 } gen_chat_env;
 
 /* Read user lines from in until its end (or an interrupted read), answer

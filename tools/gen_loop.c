@@ -17,6 +17,11 @@ const char *gp_gen_stop_name(gp_gen_stop r)
     }
 }
 
+double gp_gen_decode_rate(const gp_gen_result *r)
+{
+    return r->n > 1 && r->decode_s > 0 ? (r->n - 1) / r->decode_s : 0.0;
+}
+
 gp_gen_params gp_gen_default_params(void)
 {
     return (gp_gen_params){.sample = {.temperature = 0.0, .top_k = 0, .top_p = 1.0, .min_p = 0.0},
@@ -37,7 +42,7 @@ typedef struct loop {
     int *seq_ids;
     int32_t **ctx;     /* [S] history + prompt + generated, for the penalty's window */
     long *ctx_n;
-    double *first_at, *last_at;
+    double t0;         /* the prefill call: each sequence's first token is at t0 + its ttft_s */
 } loop;
 
 static void loop_free(loop *l)
@@ -52,8 +57,6 @@ static void loop_free(loop *l)
         free(l->ctx[s]);
     free(l->ctx);
     free(l->ctx_n);
-    free(l->first_at);
-    free(l->last_at);
 }
 
 static gp_status loop_init(loop *l, const gp_gen_params *p, int vocab, int S, const gp_gen_seq *seqs,
@@ -71,9 +74,7 @@ static gp_status loop_init(loop *l, const gp_gen_params *p, int vocab, int S, co
     l->next = malloc((size_t)S * sizeof *l->next);
     l->feed = malloc((size_t)S * sizeof *l->feed);
     l->seq_ids = malloc((size_t)S * sizeof *l->seq_ids);
-    l->first_at = calloc((size_t)S, sizeof *l->first_at);
-    l->last_at = calloc((size_t)S, sizeof *l->last_at);
-    if (!l->next || !l->feed || !l->seq_ids || !l->first_at || !l->last_at)
+    if (!l->next || !l->feed || !l->seq_ids)
         GP_FAIL(GP_ERR_NO_MEMORY, "out of host memory for the state of %d sequences", S);
     if (l->host_choice)
         GP_TRY(gp_sampler_init(&l->smp, vocab));
@@ -126,7 +127,7 @@ static gp_gen_stop stop_of(const gp_gen_params *p, int32_t tk)
 static gp_status finish(loop *l, gp_gen_out *out, int s, gp_gen_result *r, gp_gen_stop why, double now)
 {
     r->stop = why;
-    r->decode_s = r->n ? now - l->first_at[s] : 0.0;
+    r->decode_s = r->n ? now - (l->t0 + r->ttft_s) : 0.0;
     return out ? gp_gen_out_finish(out, s) : GP_OK;
 }
 
@@ -167,7 +168,7 @@ gp_status gp_gen_run(gp_exec x, gp_pipeline *pl, int vocab, const gp_gen_params 
         pf[s] = (gp_prefill_seq){.seq = seqs[s].seq, .n = seqs[s].n, .tokens = seqs[s].tokens};
         l.seq_ids[s] = seqs[s].seq;
     }
-    double t0 = gp_now_s();
+    double t0 = l.t0 = gp_now_s();
     /* every prompt in one call: the backend batches them (the CUDA engine
      * in chunks of its prefill chunk) */
     st = p->prefill ? p->prefill(p->prefill_ctx, S, pf, l.next, l.logits, prompt_logits)
@@ -218,7 +219,6 @@ gp_status gp_gen_run(gp_exec x, gp_pipeline *pl, int vocab, const gp_gen_params 
                 l.ctx[s][l.ctx_n[s]++] = tk;
             if (t == 0)
                 r->ttft_s = now - t0;
-            l.first_at[s] = t == 0 ? now : l.first_at[s];
             gp_gen_stop why = stop_of(p, tk);
             if (out && !why) {
                 if ((st = gp_gen_out_push(out, s, tk)) != GP_OK) {

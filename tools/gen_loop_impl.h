@@ -64,6 +64,9 @@ typedef struct gp_gen_result {
     double ttft_s;            /* host wall clock from the prefill call to its first token */
     double decode_s;          /* from its first token to its last */
 } gp_gen_result;
+/* Decode tokens/s of r: the tokens after the first over decode_s (the first
+ * token is the prefill's); 0 when there are none. */
+double gp_gen_decode_rate(const gp_gen_result *r);
 
 /* The run as a whole, host wall clock around the backend's calls. */
 typedef struct gp_gen_stats {

@@ -46,6 +46,10 @@ gp_status gp_check_out_file(const char *path, const char *flag);
  * file there, or a directory we cannot write, is GP_ERR_INVALID_ARG naming
  * flag, path and the reason. */
 gp_status gp_check_out_dir(const char *path, const char *flag);
+/* The exit code of input that could not be had: 1 for the machine's
+ * failures (GP_ERR_IO, GP_ERR_NO_MEMORY), 2 for the user's or the
+ * checkpoint's (a wrong path, a malformed file). */
+int gp_input_exit_code(gp_status st);
 /* A whole finite decimal number ("0.7", "1e-3"); ranges are the caller's. */
 gp_status gp_parse_double(const char *text, const char *flag, double *out);
 
@@ -79,7 +83,6 @@ gp_status gp_eos_parse_json(const char *text, size_t len, const char *label, int
 gp_status gp_eos_load_dir(const char *dir, int vocab, gp_eos_ids *out);
 bool gp_eos_has(const gp_eos_ids *e, int32_t id);
 
-/* The commands; argc/argv start at the command name. Return the exit code. */
 /* Progress of long work on f (tools/progress.c): on a terminal one line
  * redrawn in place ("\r"), ended by a newline; otherwise only the start and
  * the end of each phase, one line each. prog prefixes every line
@@ -90,9 +93,9 @@ typedef struct gp_cli_progress {
     const char *prog;
 } gp_cli_progress;
 void gp_cli_progress_init(gp_cli_progress *p, FILE *f, const char *prog);
-void gp_cli_progress_fn(void *ctx, const gp_progress *ev);
 gp_progress_cb gp_cli_progress_cb(gp_cli_progress *p);
 
+/* The commands; argc/argv start at the command name. Return the exit code. */
 int gp_cmd_inspect(int argc, char **argv);
 int gp_cmd_generate(int argc, char **argv);
 int gp_cmd_chat(int argc, char **argv);

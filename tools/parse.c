@@ -218,3 +218,8 @@ gp_status gp_parse_prompts(const char *text, gp_prompts *out)
     out->n_seqs = n_seqs;
     return GP_OK;
 }
+
+int gp_input_exit_code(gp_status st)
+{
+    return st == GP_ERR_IO || st == GP_ERR_NO_MEMORY ? 1 : 2;
+}

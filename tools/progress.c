@@ -13,7 +13,7 @@ void gp_cli_progress_init(gp_cli_progress *p, FILE *f, const char *prog)
     p->prog = prog;
 }
 
-void gp_cli_progress_fn(void *ctx, const gp_progress *ev)
+static void cli_progress_fn(void *ctx, const gp_progress *ev)
 {
     gp_cli_progress *p = ctx;
     if (!p || !p->f || !ev)
@@ -31,5 +31,5 @@ void gp_cli_progress_fn(void *ctx, const gp_progress *ev)
 
 gp_progress_cb gp_cli_progress_cb(gp_cli_progress *p)
 {
-    return (gp_progress_cb){.fn = gp_cli_progress_fn, .ctx = p};
+    return (gp_progress_cb){.fn = cli_progress_fn, .ctx = p};
 }
