@@ -10,6 +10,8 @@ tokenizer_config.json with Qwen2's chat_template, then checks that
   (turn 2 prefills only the end of answer 1 and the new turn), and its
   answer to turn 2 is what generate gives for the whole conversation's ids,
 - a message beyond --max-context is dropped and the conversation goes on,
+- the template's end-of-turn id ends an answer of generate --chat and of
+  chat, unprinted, and chat's next turn prefills the text after it,
 - the refusals: chat with a prompt flag, on a preset, an unknown
   --chat-template, no chat template, generate's chat flags without --chat."""
 import json
@@ -21,38 +23,15 @@ import sys
 import tempfile
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from gen_text import B2U, MERGES, U2B, copy_checkpoint  # noqa: E402
+from gen_text import U2B, copy_checkpoint  # noqa: E402
+from gen_text import tokenizer_json as gen_text_tokenizer  # noqa: E402
 
 IM_START, IM_END, EOT = 0, 1, 2  # <|im_start|>, <|im_end|>, <|endoftext|>
 SYSTEM_DEFAULT = "You are a helpful assistant."
 
 
 def tokenizer_json():
-    vocab = {"<|im_start|>": IM_START, "<|im_end|>": IM_END, "<|endoftext|>": EOT}
-    for b in range(256):
-        vocab[B2U[b]] = 3 + b
-    merges = MERGES[:41]
-    for a, b in merges:
-        vocab[a + b] = len(vocab)
-    assert len(vocab) == 300
-    special = lambda i, c: {"id": i, "content": c, "single_word": False, "lstrip": False, "rstrip": False,
-                            "normalized": False, "special": True}
-    split = r"(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}{1,3}| ?[^\s\p{L}\p{N}]+[\r\n]*|" \
-            r"\s*[\r\n]+|\s+(?!\S)|\s+"
-    return {
-        "version": "1.0", "truncation": None, "padding": None,
-        "added_tokens": [special(IM_START, "<|im_start|>"), special(IM_END, "<|im_end|>"),
-                         special(EOT, "<|endoftext|>")],
-        "normalizer": None,
-        "pre_tokenizer": {"type": "Sequence", "pretokenizers": [
-            {"type": "Split", "pattern": {"Regex": split}, "behavior": "Isolated", "invert": False},
-            {"type": "ByteLevel", "add_prefix_space": False, "trim_offsets": True, "use_regex": False}]},
-        "post_processor": None,
-        "decoder": {"type": "ByteLevel", "add_prefix_space": True, "trim_offsets": True, "use_regex": True},
-        "model": {"type": "BPE", "dropout": None, "unk_token": None, "continuing_subword_prefix": None,
-                  "end_of_word_suffix": None, "fuse_unk": False, "byte_fallback": False, "ignore_merges": False,
-                  "vocab": vocab, "merges": [[a, b] for a, b in merges]},
-    }, {i: t for t, i in vocab.items()}
+    return gen_text_tokenizer(specials=("<|im_start|>", "<|im_end|>", "<|endoftext|>"), bos=None)
 
 
 def decode(ids, id2tok):
@@ -154,6 +133,38 @@ def main():
         for t in (1, 2):
             if not re.search(r"greenpipe: turn %d: \d+ token\(s\) \(stop reason: (length|stop token|EOS)\)" % t, err):
                 fail("no status line of turn %d in\n%s" % (t, err))
+
+        # the end-of-turn id ends an answer unprinted: the first of these
+        # messages whose greedy answer (the whole ids, no stop) reaches it
+        steps = 40
+        for i in range(64):
+            msg = "Question number %d" % i
+            ids = tok(render([("user", msg)]))
+            ref, _ = run(exe, ["generate", "--model", m, "--prompt-ids", ",".join(map(str, ids)),
+                               "--steps", str(steps)])
+            ref = [int(v) for v in ref.split()]
+            if IM_END in ref and (EOT not in ref or ref.index(IM_END) < ref.index(EOT)):
+                break
+        else:
+            fail("no message of the 64 tried has <|im_end|> in its greedy answer")
+        k = ref.index(IM_END)
+        out, err = run(exe, ["generate", "--model", m, "--chat", "--prompt", msg, "--steps", str(steps),
+                             "--dump-logits", os.path.join(d, "e.json")])
+        got = json.load(open(os.path.join(d, "e.json")))["tokens"][0]
+        if got != ref[:k + 1] or out != decode(ref[:k], id2tok) + "\n" or "(stop reason: stop token)" not in err:
+            fail("generate --chat %r: tokens %s, stdout %r, wanted %s ending at <|im_end|>:\n%s"
+                 % (msg, got, out, ref[:k + 1], err))
+        # chat: the same answer, and the next turn prefills the template's
+        # text after it, the unprinted end-of-turn id not fed twice
+        out, err = run(exe, ["chat", "--model", m, "--verbose-prompt", "--steps", str(steps)],
+                       stdin=(msg + "\nThanks\n").encode())
+        if turn_ids(err, 1, "generated") != ref[:k + 1] or "turn 1: %d token(s) (stop reason: stop token)" % (k + 1) \
+                not in err:
+            fail("chat %r: turn 1 generated %s, wanted %s:\n%s" % (msg, turn_ids(err, 1, "generated"), ref[:k + 1],
+                                                                  err))
+        if turn_ids(err, 2, "prefill") != tok("<|im_end|>\n<|im_start|>user\nThanks<|im_end|>\n"
+                                               "<|im_start|>assistant\n"):
+            fail("chat turn 2 after an end-of-turn stop prefilled %s" % turn_ids(err, 2, "prefill"))
 
         # a message beyond --max-context is dropped, the conversation goes on
         out, err = run(exe, ["chat", "--model", m, "--max-context", str(len(pf1) + 2), "--steps", "2"],

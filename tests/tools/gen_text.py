@@ -51,11 +51,15 @@ MERGES = [("Ġ", "t"), ("h", "e"), ("Ġt", "he"), ("i", "n"), ("e", "r"), ("a", 
 BOS, EOS = 0, 1
 
 
-def tokenizer_json():
-    vocab = {"<|bos|>": BOS, "<|eos|>": EOS}
+def tokenizer_json(specials=("<|bos|>", "<|eos|>"), bos="<|bos|>"):
+    """The tokenizer.json: specials (ids 0, 1, ...), the 256 byte tokens, then
+    as many merges as fill 300 ids; bos: the special the post-processor puts
+    before every text (None: no post-processor). Returns it and id -> token."""
+    vocab = {c: i for i, c in enumerate(specials)}
     for b in range(256):
-        vocab[B2U[b]] = 2 + b
-    for a, b in MERGES:
+        vocab[B2U[b]] = len(specials) + b
+    merges = MERGES[:300 - len(vocab)]
+    for a, b in merges:
         assert a in vocab and b in vocab, (a, b)
         vocab[a + b] = len(vocab)
     assert len(vocab) == 300
@@ -63,25 +67,24 @@ def tokenizer_json():
                             "normalized": False, "special": True}
     split = r"(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}{1,3}| ?[^\s\p{L}\p{N}]+[\r\n]*|" \
             r"\s*[\r\n]+|\s+(?!\S)|\s+"
+    post = None if bos is None else {
+        "type": "TemplateProcessing",
+        "single": [{"SpecialToken": {"id": bos, "type_id": 0}}, {"Sequence": {"id": "A", "type_id": 0}}],
+        "pair": [{"SpecialToken": {"id": bos, "type_id": 0}}, {"Sequence": {"id": "A", "type_id": 0}},
+                 {"SpecialToken": {"id": bos, "type_id": 0}}, {"Sequence": {"id": "B", "type_id": 1}}],
+        "special_tokens": {bos: {"id": bos, "ids": [vocab[bos]], "tokens": [bos]}}}
     return {
         "version": "1.0", "truncation": None, "padding": None,
-        "added_tokens": [special(BOS, "<|bos|>"), special(EOS, "<|eos|>")],
+        "added_tokens": [special(i, c) for i, c in enumerate(specials)],
         "normalizer": None,
         "pre_tokenizer": {"type": "Sequence", "pretokenizers": [
             {"type": "Split", "pattern": {"Regex": split}, "behavior": "Isolated", "invert": False},
             {"type": "ByteLevel", "add_prefix_space": False, "trim_offsets": True, "use_regex": False}]},
-        "post_processor": {"type": "TemplateProcessing",
-                           "single": [{"SpecialToken": {"id": "<|bos|>", "type_id": 0}},
-                                      {"Sequence": {"id": "A", "type_id": 0}}],
-                           "pair": [{"SpecialToken": {"id": "<|bos|>", "type_id": 0}},
-                                    {"Sequence": {"id": "A", "type_id": 0}},
-                                    {"SpecialToken": {"id": "<|bos|>", "type_id": 0}},
-                                    {"Sequence": {"id": "B", "type_id": 1}}],
-                           "special_tokens": {"<|bos|>": {"id": "<|bos|>", "ids": [BOS], "tokens": ["<|bos|>"]}}},
+        "post_processor": post,
         "decoder": {"type": "ByteLevel", "add_prefix_space": True, "trim_offsets": True, "use_regex": True},
         "model": {"type": "BPE", "dropout": None, "unk_token": None, "continuing_subword_prefix": None,
                   "end_of_word_suffix": None, "fuse_unk": False, "byte_fallback": False, "ignore_merges": False,
-                  "vocab": vocab, "merges": [[a, b] for a, b in MERGES]},
+                  "vocab": vocab, "merges": [[a, b] for a, b in merges]},
     }, {i: t for t, i in vocab.items()}
 
 
