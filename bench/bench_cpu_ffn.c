@@ -275,14 +275,7 @@ int main(int argc, char **argv)
     if (st == GP_OK && spf) {
         /* the preset's synthetic weights, seed 0: a calibration of other weights is refused */
         gp_model_source src = {.synthetic = true, .seed = 0, .cfg = cfg};
-        gp_model_identity id;
-        st = gp_sparsity_load(spf, &sp);
-        if (st == GP_OK)
-            st = gp_sparsity_check(&sp, &cfg);
-        if (st == GP_OK)
-            st = gp_model_identity_of(&src, &id);
-        if (st == GP_OK)
-            st = gp_sparsity_check_identity(&sp, &id);
+        st = gp_sparsity_load_for(spf, &src, &sp);
     } else if (st == GP_OK) {
         double t0 = gp_now_s();
         st = calibrate(&hw, target, (int)calib_seqs, (int)calib_len, &sp);

@@ -441,9 +441,7 @@ int main(int argc, char **argv)
     }
     /* the preset's synthetic weights, seed 0: a calibration of other weights is refused */
     gp_model_source id_src = {.synthetic = true, .seed = 0, .cfg = cfg};
-    gp_model_identity id;
-    if (spf && (gp_sparsity_load(spf, &sp_thr) != GP_OK || gp_sparsity_check(&sp_thr, &cfg) != GP_OK ||
-                gp_model_identity_of(&id_src, &id) != GP_OK || gp_sparsity_check_identity(&sp_thr, &id) != GP_OK)) {
+    if (spf && gp_sparsity_load_for(spf, &id_src, &sp_thr) != GP_OK) {
         fprintf(stderr, "gp_bench_decode: --sparsity %s: %s\n", spf, gp_last_error());
         gp_sparsity_free(&sp_thr);
         return 2;

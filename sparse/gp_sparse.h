@@ -131,6 +131,11 @@ gp_status gp_sparsity_check(const gp_sparsity *s, const gp_config *cfg);
  * summary and fingerprint). Check the shape first (gp_sparsity_check): its
  * message is the more precise one when the shape differs too. */
 gp_status gp_sparsity_check_identity(const gp_sparsity *s, const gp_model_identity *id);
+/* The calibration at path, for the model src: gp_sparsity_load, then its
+ * shape (gp_sparsity_check) and its weights (gp_model_identity_of,
+ * gp_sparsity_check_identity) checked; on failure out holds nothing. The
+ * one way a program takes a calibration for a model. */
+gp_status gp_sparsity_load_for(const char *path, const gp_model_source *src, gp_sparsity *out);
 
 /* Projection p of cfg as W [N][K] (K its input width): qkv (q/k/v rows x
  * hidden), o (hidden x n_heads * head_dim), gate_up (2 ffn x hidden), down

@@ -125,6 +125,23 @@ gp_status gp_sparsity_check_identity(const gp_sparsity *s, const gp_model_identi
     return GP_OK;
 }
 
+gp_status gp_sparsity_load_for(const char *path, const gp_model_source *src, gp_sparsity *out)
+{
+    if (!src)
+        GP_FAIL(GP_ERR_INVALID_ARG, "gp_sparsity_load_for: the model source is required");
+    GP_TRY(gp_sparsity_load(path, out));
+    /* the weights' content decides, not the folder's name */
+    gp_model_identity id;
+    gp_status st = gp_sparsity_check(out, &src->cfg);
+    if (st == GP_OK)
+        st = gp_model_identity_of(src, &id);
+    if (st == GP_OK)
+        st = gp_sparsity_check_identity(out, &id);
+    if (st != GP_OK)
+        gp_sparsity_free(out);
+    return st;
+}
+
 gp_status gp_sparsity_thresholds_zero(const gp_config *cfg, gp_sparsity *out)
 {
     if (!cfg || !out)

@@ -702,11 +702,7 @@ static int gen_main(int argc, char **argv, gen_mode mode)
         bp.ffn_units = o.split.ffn_sms;
     }
     if (o.sparsity) {
-        /* the weights' content decides, not the folder's name (gp_model_identity) */
-        gp_model_identity id;
-        if ((st = gp_sparsity_load(o.sparsity, &sparsity)) != GP_OK ||
-            (st = gp_sparsity_check(&sparsity, cfg)) != GP_OK || (st = gp_model_identity_of(&src, &id)) != GP_OK ||
-            (st = gp_sparsity_check_identity(&sparsity, &id)) != GP_OK) {
+        if ((st = gp_sparsity_load_for(o.sparsity, &src, &sparsity)) != GP_OK) {
             gen_err("--sparsity %s: %s\n", o.sparsity, gp_last_error());
             exit_code = gp_input_exit_code(st);
             goto out;
