@@ -2,6 +2,8 @@
  * texts, and lookup by --chat-template NAME. */
 #include "chat_impl.h"
 
+#include <pthread.h>
+#include <stdio.h>
 #include <strings.h>
 
 #define L3_STOPS {"<|eot_id|>", "<|end_of_text|>", NULL}
@@ -25,9 +27,21 @@ const struct gp_chat_template gp_chat_templates[] = {
 };
 const size_t gp_chat_n_templates = sizeof gp_chat_templates / sizeof gp_chat_templates[0];
 
+/* The names, joined from the table once: the table is their one home. */
+static char names[256];
+
+static void join_names(void)
+{
+    size_t at = 0;
+    for (size_t i = 0; i < gp_chat_n_templates && at < sizeof names; i++)
+        at += (size_t)snprintf(names + at, sizeof names - at, "%s%s", i ? ", " : "", gp_chat_templates[i].name);
+}
+
 const char *gp_chat_template_names(void)
 {
-    return "llama3, llama3.1, chatml, qwen2, qwen2.5, mistral, mistral-v3, llama2";
+    static pthread_once_t once = PTHREAD_ONCE_INIT;
+    pthread_once(&once, join_names);
+    return names;
 }
 
 gp_status gp_chat_template_by_name(const char *name, const gp_chat_template **out)
