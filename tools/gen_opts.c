@@ -204,14 +204,14 @@ static void chat_usage(FILE *f)
 }
 
 /* The flags of a one-shot batch that a conversation has no use for, by
- * option letter (gen_parse_opts' table). */
+ * option letter (gen_parse_opts' table; --prompt repeats, so it is not
+ * among the letters seen and is refused by its count). */
 static int chat_refusals(const gen_opts *o, const bool *seen)
 {
     static const struct {
         char c;
         const char *flag, *why;
     } no[] = {
-        {'T', "--prompt", "messages are read from standard input, a line each"},
         {'F', "--prompt-file", "messages are read from standard input, a line each"},
         {'p', "--prompt-ids", "messages are text, read from standard input"},
         {'A', "--allow-empty-prompt", "an empty line is skipped, not sent"},
