@@ -351,6 +351,51 @@ typedef struct gp_prefill_seq {
     const int32_t *tokens; /* [n] host */
 } gp_prefill_seq;
 
+/* ------------------------------------------------------------ mixed batches
+ * One forward over the rows of many sequences: prefill-chunk rows (several
+ * tokens of one sequence, attended causally over its cache) and decode rows
+ * (one token of a sequence), the shape of vLLM's num_scheduled_tokens. The
+ * batch's rows are its sequences' tokens in order: every prefill part first,
+ * then every decode row, so the decode rows are one contiguous range
+ * [n_prefill_rows, n_rows). Every GEMM runs over all rows; attention runs
+ * per kind. Each part appends its tokens at its sequence's current length. */
+typedef enum gp_batch_kind {
+    GP_BATCH_PREFILL = 0, /* n >= 1 tokens of a prompt (a whole prompt or a chunk of one) */
+    GP_BATCH_DECODE,      /* exactly one token, through the decode attention */
+} gp_batch_kind;
+
+typedef struct gp_batch_part {
+    int seq;               /* sequence id */
+    gp_batch_kind kind;
+    int n;                 /* tokens fed: >= 1, and 1 for GP_BATCH_DECODE */
+    const int32_t *tokens; /* [n] host */
+} gp_batch_part;
+
+typedef struct gp_batch {
+    int n_parts;
+    const gp_batch_part *parts; /* [n_parts]: the prefill parts, then the decode parts */
+} gp_batch;
+
+/* What a batch is checked against: the sequence ids, vocabulary and context
+ * of the model state that runs it, and each sequence's current length. */
+typedef struct gp_batch_limits {
+    int max_seqs;        /* ids in [0, max_seqs); also the most parts of one batch */
+    int max_rows;        /* tokens of one batch at most; 0: no limit */
+    int vocab;
+    int max_context;     /* tokens per sequence, these included */
+    int (*seq_len)(const void *ctx, int seq); /* tokens sequence seq holds now */
+    const void *ctx;
+} gp_batch_limits;
+
+/* The one input check of decode steps, prefills and mixed batches, before
+ * any work: distinct ids in range, the prefill parts before the decode parts,
+ * n >= 1 (1 for a decode part), tokens in the vocabulary, room in
+ * max_context, rows within max_rows. who names the call in the message.
+ * rows (may be NULL) receives the batch's rows, prefill_rows (may be NULL)
+ * those of its prefill parts. */
+gp_status gp_batch_check(const gp_batch *b, const gp_batch_limits *lim, const char *who, long long *rows,
+                         long long *prefill_rows);
+
 /* ------------------------------------------------------------ thread pool
  * Persistent workers for CPU work done once per layer (pool.c): every
  * thread, the caller as thread 0, runs fn(ctx, thread) once per
