@@ -1,6 +1,7 @@
-/* CPU executor: runs the pipeline's stages on the float32 reference, with a
- * worker (thread pool) per side standing in for the two SM partitions, so
- * the real scheduler runs end to end without a GPU. Stages finish inside the
+/* CPU executor: runs the pipeline's two-stage graph (attention -> FFN) on
+ * the float32 reference, with a worker (thread pool) per stage standing in
+ * for the two SM partitions, so the real scheduler runs end to end without
+ * a GPU. Stages finish inside the
  * call, so "issued" is "done" and payloads carry no event. The residual rows
  * of each micro-batch follow the views: an FFN stage updates the rows its
  * payload hands it, and the next attention stage of that micro-batch reads
@@ -19,7 +20,7 @@ struct gp_cpu_exec {
     float *logits;         /* [max_seqs][vocab] when the caller wants none */
     uint64_t t0;           /* step start, host clock */
     gp_step_timing *dummy;
-    float *times;          /* [4][n_layers][GP_PIPE_MAX_MICRO] stage times of the current step */
+    float *times;          /* [2 stages][begin, end][n_layers][GP_PIPE_MAX_MICRO] stage times of the step */
     gp_tensor_view resid[GP_PIPE_MAX_MICRO]; /* where each micro-batch's residual rows are now */
 };
 
@@ -28,6 +29,7 @@ static float ms_since(const gp_cpu_exec *x)
     return (float)((gp_now_ns() - x->t0) / 1e6);
 }
 
+/* which: 2 * stage + (0 begin, 1 end) */
 static float *tslot(gp_cpu_exec *x, int which, int layer, int micro)
 {
     int L = gp_cpu_model_config(x->model)->n_layers;
@@ -48,9 +50,8 @@ static gp_status cx_step_begin(void *ctx, const gp_step_plan *plan, const int *s
     return st;
 }
 
-static gp_status cx_attn(void *ctx, int layer, int micro, gp_payload *out)
+static gp_status cx_attn(gp_cpu_exec *x, int layer, int micro, gp_payload *out)
 {
-    gp_cpu_exec *x = ctx;
     int b0 = x->plan.b0[micro], nb = x->plan.nb[micro];
     gp_stage_io io = {.layer = layer, .b0 = b0, .nb = nb, .resid = x->resid[micro]};
     *tslot(x, 0, layer, micro) = ms_since(x);
@@ -61,9 +62,8 @@ static gp_status cx_attn(void *ctx, int layer, int micro, gp_payload *out)
     return GP_OK;
 }
 
-static gp_status cx_ffn(void *ctx, const gp_payload *in)
+static gp_status cx_ffn(gp_cpu_exec *x, const gp_payload *in)
 {
-    gp_cpu_exec *x = ctx;
     gp_stage_io io = {.layer = in->layer, .b0 = in->tok_begin, .nb = in->tok_count, .resid = in->resid};
     *tslot(x, 2, in->layer, in->micro) = ms_since(x);
     GP_TRY(gp_cpu_stage(x->model, x->wf, GP_STAGE_FFN, &io));
@@ -71,6 +71,13 @@ static gp_status cx_ffn(void *ctx, const gp_payload *in)
     /* ordered before attention(layer + 1, micro) by the runner */
     x->resid[in->micro] = in->resid;
     return GP_OK;
+}
+
+static gp_status cx_stage(void *ctx, int stage, int layer, int micro, const gp_payload *in, gp_payload *out)
+{
+    if (stage == 0)
+        return cx_attn(ctx, layer, micro, out);
+    return cx_ffn(ctx, in);
 }
 
 static gp_status cx_step_end(void *ctx, int32_t *next, float *logits, gp_step_timing *t)
@@ -97,10 +104,10 @@ static gp_status cx_step_end(void *ctx, int32_t *next, float *logits, gp_step_ti
     int M = x->plan.M;
     for (int l = 0; l < c->n_layers; l++)
         for (int m = 0; m < M; m++) {
-            t->attn_begin[l * M + m] = *tslot(x, 0, l, m);
-            t->attn_end[l * M + m] = *tslot(x, 1, l, m);
-            t->ffn_begin[l * M + m] = *tslot(x, 2, l, m);
-            t->ffn_end[l * M + m] = *tslot(x, 3, l, m);
+            for (int k = 0; k < 2; k++) {
+                t->begin[k][l * M + m] = *tslot(x, 2 * k, l, m);
+                t->end[k][l * M + m] = *tslot(x, 2 * k + 1, l, m);
+            }
         }
     return GP_OK;
 }
@@ -164,13 +171,17 @@ static void cx_split_info(void *ctx, int index, gp_split_info *out)
                            .f_got = x->f_threads, .partitioned = true, .unit = "threads"};
 }
 
-static const gp_exec_ops cpu_ops = {
+static const gp_step_ops cpu_step_ops = {
     .name = "cpu",
+    .graph = {.n_stages = 2, .names = {"attention", "FFN"}},
     .step_begin = cx_step_begin,
-    .attn = cx_attn,
-    .ffn = cx_ffn,
+    .stage = cx_stage,
     .step_end = cx_step_end,
     .abort_step = cx_abort,
+};
+
+static const gp_session_ops cpu_session_ops = {
+    .name = "cpu",
     .sequential_step = cx_sequential,
     .prefill = cx_prefill,
     .reset_seq = cx_reset_seq,
@@ -226,5 +237,5 @@ gp_status gp_cpu_exec_create(gp_cpu_model *model, int a_threads, int f_threads, 
 
 gp_exec gp_cpu_exec_get(gp_cpu_exec *x)
 {
-    return (gp_exec){&cpu_ops, x};
+    return (gp_exec){.step = &cpu_step_ops, .session = &cpu_session_ops, .ctx = x};
 }
