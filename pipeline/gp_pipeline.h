@@ -163,7 +163,7 @@ typedef struct gp_step_stats {
     float *ffn_ms;           /* [n_layers][M] FFN stage latency */
     double *a2f_bytes;       /* [n_layers] bytes crossing A->F, all micro-batches */
     double a2f_mb_per_token; /* average over layers of a2f_bytes / B / 1e6 */
-    /* backlog: payloads in the ring when the producer pushed (host side), and
+    /* backlog: payloads in a ring when a stage pushed into it (host side), and
      * stages ready but not yet started on the device (from stage times) */
     double ring_occupancy_mean;
     unsigned ring_occupancy_max;

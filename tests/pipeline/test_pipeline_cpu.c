@@ -221,7 +221,7 @@ static void test_stage_failure(void **state)
     failing f = {.inner = gp_cpu_exec_get(x)};
     gp_pipeline_params p = gp_pipeline_default_params();
     p.micro_batches = 2;
-    p.ring.depth = 2; /* capacity 1: the producer is blocked on a full ring when the consumer fails */
+    p.ring.depth = 2; /* capacity 1: the attention stage is blocked on a full ring when the FFN stage fails */
     gp_pipeline *pl;
     GP_CHECK_OK(gp_pipeline_create((gp_exec){.step = &g_fail_ops, .ctx = &f}, g_w.cfg.n_layers, &p, &pl));
     int ids[S];

@@ -18,9 +18,9 @@ struct gp_sim_exec {
     gp_step_plan plan;      /* the step being run */
     bool in_step;
     /* issue flags of the current step, [n_layers][GP_PIPE_MAX_MICRO]: attention
-     * flags written by the producer thread and read by the consumer, FFN flags
-     * the other way round. The runner already orders each read after its
-     * write (ring push/pop, its FFN counter); release/acquire here keeps the
+     * flags written by the attention stage's thread and read by the FFN
+     * stage's, FFN flags the other way round. The runner already orders each
+     * read after its write (ring push/pop, its last-stage counter); release/acquire here keeps the
      * check self-contained and visible to ThreadSanitizer, which does not
      * see ck_ring's fences. */
     atomic_uchar *attn_issued, *ffn_issued;
