@@ -423,7 +423,8 @@ void gp_cpu_model_destroy(gp_cpu_model *m);
 uint64_t gp_cpu_model_kv_bytes(const gp_config *cfg, int max_seqs, int max_context, int block_size);
 /* One decode step for B sequences: seq_ids[B] pick the sequences, tokens[B]
  * are their next input tokens; each sequence's position is its current cache
- * length. Appends K/V and writes logits[B][vocab]. */
+ * length. Appends K/V and writes logits[B][vocab]. Checked as a batch of B
+ * decode parts by gp_batch_check before anything changes. */
 gp_status gp_cpu_decode_step(gp_cpu_model *m, int B, const int *seq_ids, const int32_t *tokens,
                              float *logits);
 /* One forward over a mixed batch (gp_common.h's gp_batch: prefill parts
