@@ -93,7 +93,7 @@ static gp_status pipe_step(cs_workload_run *wr, float *ms)
         gp_rebalancer_observe(wr->reb, wr->pair, s, &next, &d);
         if (next != wr->pair) {
             gp_exec ex = gp_cuda_exec_get(wr->exec);
-            GP_TRY(ex.ops->select_split(ex.ctx, next));
+            GP_TRY(ex.session->select_split(ex.ctx, next));
             wr->pair = next;
         }
     }
@@ -245,10 +245,11 @@ static void copy_trace(gp_cs_row *r, const gp_step_timing *t, int L, int M)
     if (!t || gp_cs_trace_alloc(&r->trace, L, M) != GP_OK)
         return; /* the row keeps no trace; the trace writer skips it */
     r->trace.step_ms = t->step_ms;
-    memcpy(r->trace.attn_begin, t->attn_begin, sizeof(float) * n);
-    memcpy(r->trace.attn_end, t->attn_end, sizeof(float) * n);
-    memcpy(r->trace.ffn_begin, t->ffn_begin, sizeof(float) * n);
-    memcpy(r->trace.ffn_end, t->ffn_end, sizeof(float) * n);
+    /* the attention -> FFN graph: stage 0 and stage 1 */
+    memcpy(r->trace.attn_begin, t->begin[0], sizeof(float) * n);
+    memcpy(r->trace.attn_end, t->end[0], sizeof(float) * n);
+    memcpy(r->trace.ffn_begin, t->begin[1], sizeof(float) * n);
+    memcpy(r->trace.ffn_end, t->end[1], sizeof(float) * n);
 }
 
 gp_status cs_run_seq(cs_workload_run *wr, gp_cs_row *r)
@@ -277,11 +278,11 @@ gp_status cs_run_pipelined(cs_workload_run *wr, int pair, int M, unsigned depth,
     r->M = M;
     r->depth = depth;
     r->rebalance = o->rebalance;
-    ex.ops->split_info(ex.ctx, pair, &r->split);
+    ex.session->split_info(ex.ctx, pair, &r->split);
     gp_pipeline_params p = gp_pipeline_default_params();
     p.micro_batches = M;
     p.ring.depth = depth;
-    gp_status st = ex.ops->select_split(ex.ctx, pair);
+    gp_status st = ex.session->select_split(ex.ctx, pair);
     if (st == GP_OK)
         st = gp_cuda_exec_set_placement(wr->exec, r->placement);
     if (st == GP_OK)
@@ -305,12 +306,12 @@ gp_status cs_run_pipelined(cs_workload_run *wr, int pair, int M, unsigned depth,
     wr->pair = pair;
     wr->reb = NULL;
     if (st == GP_OK && o->rebalance != GP_REBALANCE_OFF) {
-        int n = ex.ops->n_splits(ex.ctx);
+        int n = ex.session->n_splits(ex.ctx);
         gp_split_info *infos = calloc((size_t)n, sizeof *infos);
         gp_rebalance_params rp = gp_rebalance_default_params();
         rp.policy = o->rebalance;
         for (int i = 0; infos && i < n; i++)
-            ex.ops->split_info(ex.ctx, i, &infos[i]);
+            ex.session->split_info(ex.ctx, i, &infos[i]);
         st = infos ? gp_rebalancer_create(&rp, infos, n, &wr->reb) : GP_ERR_NO_MEMORY;
         free(infos);
     }

@@ -423,15 +423,30 @@ void gp_cpu_model_destroy(gp_cpu_model *m);
 uint64_t gp_cpu_model_kv_bytes(const gp_config *cfg, int max_seqs, int max_context, int block_size);
 /* One decode step for B sequences: seq_ids[B] pick the sequences, tokens[B]
  * are their next input tokens; each sequence's position is its current cache
- * length. Appends K/V and writes logits[B][vocab]. */
+ * length. Appends K/V and writes logits[B][vocab]. Checked as a batch of B
+ * decode parts by gp_batch_check before anything changes. */
 gp_status gp_cpu_decode_step(gp_cpu_model *m, int B, const int *seq_ids, const int32_t *tokens,
                              float *logits);
+/* One forward over a mixed batch (gp_common.h's gp_batch: prefill parts
+ * first, then decode parts; checked by gp_batch_check before anything
+ * changes, so a refused batch leaves every sequence as it was). Every row's
+ * K/V is appended at its sequence's length plus its index in its part; a
+ * prefill row attends causally over its sequence's cache (the tokens it held
+ * and this part's tokens up to its own), a decode row as a decode step. Rows
+ * never mix, so a decode part's logits are bitwise gp_cpu_decode_step's and
+ * a prefill part's bitwise gp_cpu_prefill_batch's, whatever else the batch
+ * holds. logits [n_parts][vocab] (may be NULL): those after each part's last
+ * row; next [n_parts] (may be NULL): their argmax. Sparsity masking (below)
+ * applies to a batch of decode parts only: one with a prefill row stays
+ * dense, as a prefill does. The per-row scratch grows to the batch's rows
+ * (at most max_seqs x max_context). */
+gp_status gp_cpu_run_batch(gp_cpu_model *m, const gp_batch *b, int32_t *next, float *logits);
 /* Fill the caches of S sequences from their prompts (gp_prefill_seq:
  * distinct sequences, 1 <= S <= max_seqs; a sequence may already hold
  * tokens, its positions continue after them) as the exact reference: prompt
- * position by position, each step one batched decode step over every prompt
- * that has a token there, so every prompt's logits are bitwise those of
- * prefilling it alone. last_logits [S][vocab] (may be NULL): row s the logits
+ * position by position, each position one forward over a one-token prefill
+ * part of every prompt that has a token there, so every prompt's logits are
+ * bitwise those of prefilling it alone. last_logits [S][vocab] (may be NULL): row s the logits
  * after seqs[s]'s last token; prompt_logits [sum of n][vocab] (may be NULL):
  * the logits at every prompt position, all of seqs[0]'s, then seqs[1]'s, ...
  * Everything (ids, lengths, tokens, room in max_context) is checked before
@@ -461,8 +476,7 @@ gp_status gp_cpu_model_set_threads(gp_cpu_model *m, int n_threads);
 /* The threads that worker obtained (a thread that cannot start makes it smaller). */
 int gp_cpu_model_threads(const gp_cpu_model *m);
 
-/* Activation sparsity (issue #19; the thresholds come from sparse/'s
- * gp_sparsity). Four projections per layer have their inputs thresholded,
+/* Activation sparsity (the thresholds come from sparse/'s gp_sparsity). Four projections per layer have their inputs thresholded,
  * numbered as sparse/'s gp_sparse_proj (model/ does not depend on sparse/,
  * so they are plain ints here): 0 q/k/v (input: the attention RMSNorm's
  * output, hidden wide), 1 o (the attention output, n_heads x head_dim),
@@ -475,8 +489,8 @@ int gp_cpu_model_threads(const gp_cpu_model *m);
 /* thresholds [n_layers][GP_CPU_PROJ_COUNT] (copied; each finite and >= 0,
  * the caller's duty: gp_sparsity_check), or NULL to turn masking off (the
  * default). When on, every decode step (gp_cpu_decode_step, and
- * gp_cpu_step_begin .. gp_cpu_step_end) whose batch has at most
- * GP_CPU_SPARSE_MAX_B rows replaces each projection input x with 0 unless
+ * gp_cpu_step_begin .. gp_cpu_step_end, and a batch of decode parts only)
+ * whose batch has at most GP_CPU_SPARSE_MAX_B rows replaces each projection input x with 0 unless
  * |x| > t, the layer's threshold for that projection (sparse/gp_sparse.h's
  * rule; a NaN input counts as 0 too, as in the kernel), on the values the
  * matmul reads: after the activation rounding of
@@ -502,11 +516,14 @@ typedef void (*gp_cpu_capture_fn)(void *ctx, int layer, int proj, int rows, int 
 void gp_cpu_model_set_capture(gp_cpu_model *m, gp_cpu_capture_fn fn, void *ctx);
 
 /* A step as stages, for the pipeline's CPU executor: gp_cpu_step_begin
- * (validate, reserve KV, embed into the model's residual rows,
- * gp_cpu_resid_view), then per layer gp_cpu_stage(GP_STAGE_ATTN) and
- * gp_cpu_stage(GP_STAGE_FFN) over batch-row ranges (micro-batches), then
- * gp_cpu_step_end (final norm and LM head of the residual rows it is handed
- * into logits [B][vocab] unless NULL, KV lengths advanced). A stage reads and
+ * (a decode step) or gp_cpu_step_begin_batch (a mixed batch) (validate,
+ * reserve KV, embed into the model's residual rows, gp_cpu_resid_view), then
+ * per layer gp_cpu_stage(GP_STAGE_ATTN) and gp_cpu_stage(GP_STAGE_FFN) over
+ * batch-row ranges (micro-batches), then gp_cpu_step_end (final norm and LM
+ * head of each part's last residual row it is handed into logits
+ * [n_parts][vocab] unless NULL, KV lengths advanced). A prefill part split
+ * over micro-batches is causal as long as attention(L) of its earlier rows
+ * runs before that of its later ones. A stage reads and
  * updates exactly the residual view in its gp_stage_io (host f32 [nb][hidden],
  * any row stride), so an executor may hand it rows that live elsewhere; its
  * other buffers are per-row scratch and the KV cache. Results are bitwise
@@ -520,11 +537,12 @@ typedef struct gp_cpu_worker gp_cpu_worker; /* opaque: a thread pool and scratch
 gp_status gp_cpu_worker_create(const gp_cpu_model *m, int n_threads, gp_cpu_worker **out);
 void gp_cpu_worker_destroy(gp_cpu_worker *wk);
 gp_status gp_cpu_step_begin(gp_cpu_model *m, int B, const int *seq_ids, const int32_t *tokens);
+gp_status gp_cpu_step_begin_batch(gp_cpu_model *m, const gp_batch *b);
 /* The model's own residual rows [b0, b0+nb) (where gp_cpu_step_begin embeds). */
 gp_status gp_cpu_resid_view(const gp_cpu_model *m, int b0, int nb, gp_tensor_view *out);
 /* kind GP_STAGE_ATTN or GP_STAGE_FFN; io->x and io->y empty. */
 gp_status gp_cpu_stage(gp_cpu_model *m, gp_cpu_worker *wk, gp_stage_kind kind, const gp_stage_io *io);
-/* resid: the step's B residual rows, in batch order. */
+/* resid: the step's residual rows, in batch order. */
 gp_status gp_cpu_step_end(gp_cpu_model *m, gp_cpu_worker *wk, const gp_tensor_view *resid, float *logits);
 void gp_cpu_step_abort(gp_cpu_model *m);
 /* Index of the largest value (first one on ties). */

@@ -1,8 +1,10 @@
 /* Float32 CPU reference of Llama-family decode over the paged KV cache, over
  * weights held exactly as the checkpoint stores them (F32, BF16 or F16): the
- * oracle every GPU kernel and the whole engine are compared against. A step is also
- * offered as stages over batch-row ranges, so the pipeline's CPU executor can
- * run attention and FFN of different micro-batches on different threads.
+ * oracle every GPU kernel and the whole engine are compared against. A step
+ * is one forward over the rows of a mixed batch (prefill chunks and decode
+ * rows of many sequences), also offered as stages over batch-row ranges, so
+ * the pipeline's CPU executor can run attention and FFN of different
+ * micro-batches on different threads.
  * Activation sparsity's oracle too: decode steps may mask the projection
  * inputs, and a hook sees them for calibration. */
 #include "ref_impl.h"
@@ -45,23 +47,26 @@ struct gp_cpu_model {
     gp_cpu_capture_fn capture; /* NULL: none */
     void *capture_ctx;
 
-    /* scratch, sized for a batch of max_seqs; stages touch only their rows */
-    float *x;                  /* [max_seqs][hidden] residual stream */
-    float *h;                  /* [max_seqs][hidden] normed input of a block */
-    float *qkv;                /* [max_seqs][qkv_rows] q heads, k heads, v heads */
-    float *att;                /* [max_seqs][n_heads*head_dim] attention output */
-    float *tmp;                /* [max_seqs][hidden] block output before the residual add */
-    float *gu;                 /* [max_seqs][2*ffn] gate, then up */
-    float *act;                /* [max_seqs][ffn] swiglu output */
-    int *pos;                  /* [max_seqs] position each batch row writes */
-    const int32_t **tables;    /* [max_seqs] block table of each batch row */
-    unsigned *seen;            /* [max_seqs] duplicate check: stamp of the last step or prefill using it */
-    unsigned stamp;
+    /* per-row scratch of rows_cap rows (max_seqs at first, grown by a batch
+     * of more rows before it changes anything); stages touch only their rows */
+    int rows_cap;
+    float *x;                  /* [rows_cap][hidden] residual stream */
+    float *h;                  /* [rows_cap][hidden] normed input of a block */
+    float *qkv;                /* [rows_cap][qkv_rows] q heads, k heads, v heads */
+    float *att;                /* [rows_cap][n_heads*head_dim] attention output */
+    float *tmp;                /* [rows_cap][hidden] block output before the residual add */
+    float *gu;                 /* [rows_cap][2*ffn] gate, then up */
+    float *act;                /* [rows_cap][ffn] swiglu output */
+    int *pos;                  /* [rows_cap] position each batch row writes */
+    const int32_t **tables;    /* [rows_cap] block table of each batch row */
+    int *step_ids;             /* [rows_cap] sequence of each row of the step in progress */
+    gp_batch_part *parts;      /* [max_seqs] the batch a decode step or a prefill position builds */
 
-    /* the step in progress, between gp_cpu_step_begin and gp_cpu_step_end */
-    int step_B;                /* 0: none */
-    bool step_prefill;         /* a prefill position: never masked */
-    int *step_ids;             /* [max_seqs] its sequence ids */
+    /* the step in progress, between gp_ref_step_begin and its end */
+    int step_B;                /* rows; 0: none */
+    int step_parts;            /* parts (sequences) */
+    bool step_prefill;         /* it has prefill rows: never masked */
+    int *head_rows;            /* [max_seqs] last row of each part: where its logits come from */
 };
 
 static void *gp_ref_alloc_floats(uint64_t n, bool *ok)
@@ -123,8 +128,9 @@ void gp_cpu_model_destroy(gp_cpu_model *m)
         return;
     gp_cpu_worker_destroy(m->worker);
     gp_kv_tables_destroy(m->kv);
-    void *bufs[] = {m->k_cache, m->v_cache, m->inv_freq, m->x, m->h, m->qkv, m->att, m->tmp, m->gu,
-                    m->act, m->pos, m->tables, m->seen, m->step_ids, m->sparse_t};
+    void *bufs[] = {m->k_cache, m->v_cache, m->inv_freq, m->x,         m->h,     m->qkv,
+                    m->att,     m->tmp,     m->gu,       m->act,       m->pos,   (void *)m->tables,
+                    m->step_ids, m->parts,  m->head_rows, m->sparse_t};
     for (size_t i = 0; i < sizeof bufs / sizeof bufs[0]; i++)
         free(bufs[i]);
     free(m);
@@ -172,6 +178,45 @@ uint64_t gp_cpu_model_kv_bytes(const gp_config *c, int max_seqs, int max_context
     if (!gp_ref_cache_elems(c, blocks, block_size, &layer, &cache) || !gp_mul_u64(cache, 2 * sizeof(float), &bytes))
         return UINT64_MAX;
     return bytes;
+}
+
+/* One per-row scratch array grown to rows of elem bytes each; on failure
+ * the old one stays. */
+static bool gp_ref_grow(void **p, int rows, uint64_t elem)
+{
+    uint64_t bytes;
+    if (!gp_mul_u64((uint64_t)rows, elem, &bytes) || bytes > SIZE_MAX)
+        return false;
+    void *q = realloc(*p, bytes ? (size_t)bytes : 1);
+    if (!q)
+        return false;
+    *p = q;
+    return true;
+}
+
+/* Per-row scratch for a step of rows rows, grown before the step changes
+ * anything (a failure leaves the model as it was). */
+static gp_status gp_ref_reserve_rows(gp_cpu_model *m, int rows)
+{
+    if (rows <= m->rows_cap)
+        return GP_OK;
+    const gp_config *c = &m->cfg;
+    const uint64_t f = sizeof(float);
+    bool ok = gp_ref_grow((void **)&m->x, rows, f * (uint64_t)c->hidden) &&
+              gp_ref_grow((void **)&m->h, rows, f * (uint64_t)c->hidden) &&
+              gp_ref_grow((void **)&m->tmp, rows, f * (uint64_t)c->hidden) &&
+              gp_ref_grow((void **)&m->qkv, rows, f * (uint64_t)gp_config_qkv_rows(c)) &&
+              gp_ref_grow((void **)&m->att, rows, f * (uint64_t)c->n_heads * (uint64_t)c->head_dim) &&
+              gp_ref_grow((void **)&m->gu, rows, f * 2u * (uint64_t)c->ffn) &&
+              gp_ref_grow((void **)&m->act, rows, f * (uint64_t)c->ffn) &&
+              gp_ref_grow((void **)&m->pos, rows, sizeof *m->pos) &&
+              gp_ref_grow((void **)&m->tables, rows, sizeof *m->tables) &&
+              gp_ref_grow((void **)&m->step_ids, rows, sizeof *m->step_ids);
+    if (!ok)
+        GP_FAIL(GP_ERR_NO_MEMORY, "reference model: out of host memory for the scratch of a batch of %d rows "
+                "(it holds %d)", rows, m->rows_cap);
+    m->rows_cap = rows;
+    return GP_OK;
 }
 
 gp_status gp_cpu_model_create(const gp_host_weights *w, int max_seqs, int max_context,
@@ -234,20 +279,13 @@ gp_status gp_cpu_model_create(const gp_host_weights *w, int max_seqs, int max_co
     m->k_cache = gp_ref_alloc_floats(cache_elems, &ok);
     m->v_cache = gp_ref_alloc_floats(cache_elems, &ok);
     m->inv_freq = gp_ref_alloc_floats((uint64_t)(c->head_dim / 2), &ok);
-    m->x = gp_ref_alloc_floats(S * (uint64_t)c->hidden, &ok);
-    m->h = gp_ref_alloc_floats(S * (uint64_t)c->hidden, &ok);
-    m->qkv = gp_ref_alloc_floats(S * (uint64_t)gp_config_qkv_rows(c), &ok);
-    m->att = gp_ref_alloc_floats(S * (uint64_t)c->n_heads * (uint64_t)c->head_dim, &ok);
-    m->tmp = gp_ref_alloc_floats(S * (uint64_t)c->hidden, &ok);
-    m->gu = gp_ref_alloc_floats(S * 2u * (uint64_t)c->ffn, &ok);
-    m->act = gp_ref_alloc_floats(S * (uint64_t)c->ffn, &ok);
-    m->pos = calloc(S, sizeof *m->pos);
-    m->tables = calloc(S, sizeof *m->tables);
-    m->seen = calloc(S, sizeof *m->seen);
-    m->step_ids = calloc(S, sizeof *m->step_ids);
+    m->parts = calloc(S, sizeof *m->parts);
+    m->head_rows = calloc(S, sizeof *m->head_rows);
     /* allocated here so that turning sparsity on cannot fail */
     m->sparse_t = calloc((size_t)c->n_layers * GP_CPU_PROJ_COUNT, sizeof *m->sparse_t);
-    if (!ok || !m->pos || !m->tables || !m->seen || !m->step_ids || !m->sparse_t) {
+    if (ok && m->parts && m->head_rows && m->sparse_t && gp_ref_reserve_rows(m, max_seqs) != GP_OK)
+        ok = false;
+    if (!ok || !m->parts || !m->head_rows || !m->sparse_t) {
         gp_cpu_model_destroy(m);
         GP_FAIL(GP_ERR_NO_MEMORY, "reference model: out of host memory for the KV cache "
                 "(%llu floats) and scratch of %d sequences x %d tokens",
@@ -579,95 +617,99 @@ gp_status gp_cpu_stage(gp_cpu_model *m, gp_cpu_worker *wk, gp_stage_kind kind, c
 
 gp_status gp_cpu_resid_view(const gp_cpu_model *m, int b0, int nb, gp_tensor_view *out)
 {
-    if (!m || !out || b0 < 0 || nb < 0 || b0 + nb > m->max_seqs)
-        GP_FAIL(GP_ERR_INVALID_ARG, "gp_cpu_resid_view: rows [%d, %d) of a model of %d sequences", b0, b0 + nb,
-                m ? m->max_seqs : 0);
-    *out = gp_view_rows(gp_view_make(m->x, m->max_seqs, m->cfg.hidden, GP_DTYPE_F32, GP_DEVICE_HOST), b0, nb);
+    if (!m || !out || b0 < 0 || nb < 0 || b0 + nb > m->rows_cap)
+        GP_FAIL(GP_ERR_INVALID_ARG, "gp_cpu_resid_view: rows [%d, %d) of a model whose scratch holds %d rows",
+                b0, b0 + nb, m ? m->rows_cap : 0);
+    *out = gp_view_rows(gp_view_make(m->x, m->rows_cap, m->cfg.hidden, GP_DTYPE_F32, GP_DEVICE_HOST), b0, nb);
     return GP_OK;
 }
 
-static gp_status gp_ref_check_seq(const gp_cpu_model *m, int seq)
+static int gp_ref_seq_len(const void *ctx, int seq)
 {
-    if (seq < 0 || seq >= m->max_seqs)
-        GP_FAIL(GP_ERR_INVALID_ARG, "sequence id %d is out of range: allowed 0..%d", seq,
-                m->max_seqs - 1);
-    return GP_OK;
+    return gp_kv_len(((const gp_cpu_model *)ctx)->kv, seq);
 }
 
-static gp_status gp_ref_check_token(const gp_cpu_model *m, int32_t token, const char *where, int i)
+/* The one input check (gp_batch_check) against this model: max_rows 0 for
+ * a batch whose rows are not held at once (a prefill runs position by
+ * position), else the most rows a batch may have: each part fits its
+ * sequence, so max_seqs x max_context at most, capped to int. */
+static gp_status gp_ref_batch_check(const gp_cpu_model *m, const gp_batch *b, const char *who, bool rows_held,
+                                    long long *rows, long long *prefill_rows)
 {
-    if (token < 0 || token >= m->cfg.vocab)
-        GP_FAIL(GP_ERR_INVALID_ARG, "token %d at %s %d is outside the vocabulary: allowed 0..%d",
-                (int)token, where, i, m->cfg.vocab - 1);
-    return GP_OK;
+    long long cap = (long long)m->max_seqs * m->max_context;
+    gp_batch_limits lim = {.max_seqs = m->max_seqs, .max_rows = !rows_held ? 0 : cap > INT32_MAX ? INT32_MAX : (int)cap,
+                           .vocab = m->cfg.vocab, .max_context = m->max_context, .seq_len = gp_ref_seq_len,
+                           .ctx = m};
+    return gp_batch_check(b, &lim, who, rows, prefill_rows);
 }
 
-/* A fresh stamp for a duplicate check over m->seen. */
-static unsigned gp_ref_next_stamp(gp_cpu_model *m)
-{
-    if (++m->stamp == 0) { /* wrapped: clear so old stamps cannot match */
-        memset(m->seen, 0, (size_t)m->max_seqs * sizeof *m->seen);
-        m->stamp = 1;
-    }
-    return m->stamp;
-}
-
-/* Validates everything and reserves KV room before any state changes, so a
- * failing step leaves every sequence as it was (reserved blocks stay with
- * their sequence and are reused by its next step). prefill: a prefill
- * position, which sparsity leaves dense. */
-static gp_status gp_ref_step_begin(gp_cpu_model *m, int B, const int *seq_ids, const int32_t *tokens, bool prefill)
+/* Checks the batch and grows the scratch before any state changes, so a
+ * refused batch leaves every sequence as it was; then reserves KV room
+ * (reserved blocks stay with their sequence and are reused by its next
+ * step), lays the rows out (row r of a part of sequence s at position
+ * len(s) + r) and embeds them. A batch with prefill rows is never masked. */
+static gp_status gp_ref_step_begin(gp_cpu_model *m, const gp_batch *b, const char *who)
 {
     if (!m)
-        GP_FAIL(GP_ERR_INVALID_ARG, "gp_cpu_step_begin: model is NULL");
+        GP_FAIL(GP_ERR_INVALID_ARG, "%s: model is NULL", who);
     if (m->step_B)
-        GP_FAIL(GP_ERR_STATE, "a step of %d sequences is in progress: end or abort it first", m->step_B);
-    if (B < 1 || B > m->max_seqs)
-        GP_FAIL(GP_ERR_INVALID_ARG, "batch size %d is out of range: allowed 1..%d (max_seqs)", B,
-                m->max_seqs);
-    if (!seq_ids || !tokens)
-        GP_FAIL(GP_ERR_INVALID_ARG, "gp_cpu_step_begin: seq_ids and tokens must not be NULL");
-    unsigned stamp = gp_ref_next_stamp(m);
-    for (int b = 0; b < B; b++) {
-        int s = seq_ids[b];
-        GP_TRY(gp_ref_check_seq(m, s));
-        if (m->seen[s] == stamp)
-            GP_FAIL(GP_ERR_INVALID_ARG, "sequence id %d appears twice in one step (batch row %d): "
-                    "each sequence may advance by one token per step", s, b);
-        m->seen[s] = stamp;
-        GP_TRY(gp_ref_check_token(m, tokens[b], "batch row", b));
-        int len = gp_kv_len(m->kv, s);
-        if (len >= m->max_context)
-            GP_FAIL(GP_ERR_STATE, "sequence %d is full: it holds %d tokens and max_context is %d",
-                    s, len, m->max_context);
-    }
-    for (int b = 0; b < B; b++) {
-        int s = seq_ids[b];
-        GP_TRY(gp_kv_reserve(m->kv, s, 1));
-        m->pos[b] = gp_kv_len(m->kv, s);
-        m->tables[b] = gp_kv_block_table(m->kv, s);
-        m->step_ids[b] = s;
-    }
+        GP_FAIL(GP_ERR_STATE, "%s: a step of %d rows is in progress: end or abort it first", who, m->step_B);
+    long long rows, pre;
+    GP_TRY(gp_ref_batch_check(m, b, who, true, &rows, &pre));
+    GP_TRY(gp_ref_reserve_rows(m, (int)rows));
     const int H = m->cfg.hidden;
-    for (int b = 0; b < B; b++) {
-        size_t e = (size_t)tokens[b] * (size_t)H; /* first element of the token's row */
-        float *x = m->x + (size_t)b * (size_t)H;
-        for (int i = 0; i < H; i++)
-            x[i] = gp_ref_weight(m->w->embed, m->w->dtype, e + (size_t)i);
+    int r = 0;
+    for (int i = 0; i < b->n_parts; i++) {
+        const gp_batch_part *p = &b->parts[i];
+        GP_TRY(gp_kv_reserve(m->kv, p->seq, p->n));
+        const int len = gp_kv_len(m->kv, p->seq);
+        const int32_t *table = gp_kv_block_table(m->kv, p->seq);
+        for (int t = 0; t < p->n; t++, r++) {
+            m->pos[r] = len + t;
+            m->tables[r] = table;
+            m->step_ids[r] = p->seq;
+            size_t e = (size_t)p->tokens[t] * (size_t)H; /* first element of the token's row */
+            float *x = m->x + (size_t)r * (size_t)H;
+            for (int k = 0; k < H; k++)
+                x[k] = gp_ref_weight(m->w->embed, m->w->dtype, e + (size_t)k);
+        }
+        m->head_rows[i] = r - 1;
     }
-    m->step_B = B;
-    m->step_prefill = prefill;
+    m->step_B = (int)rows;
+    m->step_parts = b->n_parts;
+    m->step_prefill = pre > 0;
     return GP_OK;
+}
+
+gp_status gp_cpu_step_begin_batch(gp_cpu_model *m, const gp_batch *b)
+{
+    return gp_ref_step_begin(m, b, "gp_cpu_step_begin_batch");
+}
+
+/* One part per row of a decode step, in the model's parts array. */
+static gp_batch gp_ref_decode_batch(gp_cpu_model *m, int B, const int *seq_ids, const int32_t *tokens)
+{
+    int n = B < 0 ? 0 : B > m->max_seqs ? m->max_seqs : B;
+    for (int i = 0; i < n && seq_ids && tokens; i++)
+        m->parts[i] = (gp_batch_part){.seq = seq_ids[i], .kind = GP_BATCH_DECODE, .n = 1, .tokens = &tokens[i]};
+    /* an out-of-range B or a NULL array is refused by the check without reading the parts */
+    return (gp_batch){.n_parts = B, .parts = seq_ids && tokens ? m->parts : NULL};
 }
 
 gp_status gp_cpu_step_begin(gp_cpu_model *m, int B, const int *seq_ids, const int32_t *tokens)
 {
-    return gp_ref_step_begin(m, B, seq_ids, tokens, false);
+    if (!m)
+        GP_FAIL(GP_ERR_INVALID_ARG, "gp_cpu_step_begin: model is NULL");
+    if (m->step_B)
+        GP_FAIL(GP_ERR_STATE, "gp_cpu_step_begin: a step of %d rows is in progress: end or abort it first",
+                m->step_B);
+    gp_batch b = gp_ref_decode_batch(m, B, seq_ids, tokens);
+    return gp_ref_step_begin(m, &b, "gp_cpu_step_begin");
 }
 
-/* Closes the step: the LM head over the first n_head rows of resid into
- * logits [n_head][vocab] (a prefill step wants only the rows whose logits it
- * keeps, and puts them first), then every row's KV length advanced. */
+/* Closes the step: the LM head over the last rows of its first n_head parts
+ * into logits [n_head][vocab] (a prefill position puts the parts whose
+ * logits it keeps first), then every row's KV length advanced. */
 static gp_status gp_ref_step_finish(gp_cpu_model *m, gp_cpu_worker *wk, const gp_tensor_view *resid, int n_head,
                                     float *logits)
 {
@@ -675,9 +717,9 @@ static gp_status gp_ref_step_finish(gp_cpu_model *m, gp_cpu_worker *wk, const gp
     int B = m->step_B, H = c->hidden;
     GP_TRY(gp_ref_check_resid(m, resid, B, "head"));
     if (n_head > 0) {
-        for (int b = 0; b < n_head; b++)
-            gp_ref_rmsnorm(m->h + (size_t)b * H, gp_ref_row(resid, b), m->w->final_norm, m->w->dtype, H,
-                           c->norm_eps);
+        for (int i = 0; i < n_head; i++)
+            gp_ref_rmsnorm(m->h + (size_t)i * H, gp_ref_row(resid, m->head_rows[i]), m->w->final_norm,
+                           m->w->dtype, H, c->norm_eps);
         gp_ref_round(m, m->h, (size_t)n_head * H);
         gp_ref_matmul(wk, logits, m->w->lm_head, m->w->dtype, m->h, n_head, c->vocab, H);
     }
@@ -693,7 +735,7 @@ gp_status gp_cpu_step_end(gp_cpu_model *m, gp_cpu_worker *wk, const gp_tensor_vi
         GP_FAIL(GP_ERR_INVALID_ARG, "gp_cpu_step_end: model, worker and residual view are required");
     if (!m->step_B)
         GP_FAIL(GP_ERR_STATE, "gp_cpu_step_end without a step in progress");
-    return gp_ref_step_finish(m, wk, resid, logits ? m->step_B : 0, logits);
+    return gp_ref_step_finish(m, wk, resid, logits ? m->step_parts : 0, logits);
 }
 
 void gp_cpu_step_abort(gp_cpu_model *m)
@@ -702,14 +744,14 @@ void gp_cpu_step_abort(gp_cpu_model *m)
         m->step_B = 0;
 }
 
-/* The whole step on the model's own worker; the LM head runs over the first
- * n_head rows only (none for a prefill step that keeps no logits). */
-static gp_status gp_ref_step(gp_cpu_model *m, int B, const int *seq_ids, const int32_t *tokens, int n_head,
-                             float *logits, bool prefill)
+/* The whole step on the model's own worker; the LM head runs over the last
+ * rows of the first n_head parts only (none for a prefill position that
+ * keeps no logits). */
+static gp_status gp_ref_step(gp_cpu_model *m, const gp_batch *b, const char *who, int n_head, float *logits)
 {
-    GP_TRY(gp_ref_step_begin(m, B, seq_ids, tokens, prefill));
-    gp_stage_io io = {.b0 = 0, .nb = B};
-    gp_status st = gp_cpu_resid_view(m, 0, B, &io.resid);
+    GP_TRY(gp_ref_step_begin(m, b, who));
+    gp_stage_io io = {.b0 = 0, .nb = m->step_B};
+    gp_status st = gp_cpu_resid_view(m, 0, m->step_B, &io.resid);
     for (int l = 0; l < m->cfg.n_layers && st == GP_OK; l++) {
         io.layer = l;
         st = gp_cpu_attn_stage(m, m->worker, &io);
@@ -730,69 +772,70 @@ gp_status gp_cpu_decode_step(gp_cpu_model *m, int B, const int *seq_ids, const i
         GP_FAIL(GP_ERR_INVALID_ARG, "gp_cpu_decode_step: model is NULL");
     if (!logits)
         GP_FAIL(GP_ERR_INVALID_ARG, "gp_cpu_decode_step: logits must not be NULL");
-    return gp_ref_step(m, B, seq_ids, tokens, B, logits, false);
-}
-
-/* Everything a batched prefill is given, checked before anything changes, so
- * a refused call leaves every sequence as it was; *max_n receives the
- * longest prompt. */
-static gp_status gp_ref_prefill_check(gp_cpu_model *m, int S, const gp_prefill_seq *seqs, int *max_n)
-{
     if (m->step_B)
-        GP_FAIL(GP_ERR_STATE, "prefill while a step of %d sequences is in progress: end or abort it first",
+        GP_FAIL(GP_ERR_STATE, "gp_cpu_decode_step: a step of %d rows is in progress: end or abort it first",
                 m->step_B);
-    if (S < 1 || S > m->max_seqs)
-        GP_FAIL(GP_ERR_INVALID_ARG, "prefill of %d prompts: allowed 1..%d (max_seqs)", S, m->max_seqs);
-    if (!seqs)
-        GP_FAIL(GP_ERR_INVALID_ARG, "gp_cpu_prefill_batch: seqs is NULL");
-    unsigned stamp = gp_ref_next_stamp(m);
-    *max_n = 0;
-    for (int s = 0; s < S; s++) {
-        const gp_prefill_seq *p = &seqs[s];
-        GP_TRY(gp_ref_check_seq(m, p->seq));
-        if (m->seen[p->seq] == stamp)
-            GP_FAIL(GP_ERR_INVALID_ARG, "sequence id %d appears twice in one prefill (prompt %d): each "
-                    "sequence takes one prompt per call", p->seq, s);
-        m->seen[p->seq] = stamp;
-        if (p->n < 1)
-            GP_FAIL(GP_ERR_INVALID_ARG, "prompt length %d for sequence %d: allowed 1..%d", p->n, p->seq,
-                    m->max_context);
-        if (!p->tokens)
-            GP_FAIL(GP_ERR_INVALID_ARG, "prompt of sequence %d is NULL (%d tokens expected)", p->seq, p->n);
-        for (int i = 0; i < p->n; i++)
-            if (p->tokens[i] < 0 || p->tokens[i] >= m->cfg.vocab)
-                GP_FAIL(GP_ERR_INVALID_ARG, "token %d at prompt position %d of sequence %d is outside the "
-                        "vocabulary: allowed 0..%d", (int)p->tokens[i], i, p->seq, m->cfg.vocab - 1);
-        int len = gp_kv_len(m->kv, p->seq);
-        if ((long long)len + p->n > m->max_context)
-            GP_FAIL(GP_ERR_STATE, "prompt of %d tokens does not fit sequence %d: it holds %d tokens "
-                    "and max_context is %d", p->n, p->seq, len, m->max_context);
-        if (p->n > *max_n)
-            *max_n = p->n;
-    }
-    return GP_OK;
+    gp_batch b = gp_ref_decode_batch(m, B, seq_ids, tokens);
+    return gp_ref_step(m, &b, "gp_cpu_decode_step", B, logits);
 }
 
-/* Position by position: step i batches every prompt that has a token at i.
- * Rows of a batch never mix (gp_ref_pool_run, gp_ref_dot2), so each
- * prompt's logits are those of its own prefill bit for bit. */
+gp_status gp_cpu_run_batch(gp_cpu_model *m, const gp_batch *b, int32_t *next, float *logits)
+{
+    const char *who = "gp_cpu_run_batch";
+    if (!m)
+        GP_FAIL(GP_ERR_INVALID_ARG, "%s: model is NULL", who);
+    /* the logits the greedy tokens come from, kept or not: scratch taken
+     * before the step so that running out of it changes nothing */
+    float *lg = logits;
+    if (!lg && next) {
+        bool ok = true;
+        int n = b && b->n_parts > 0 && b->n_parts <= m->max_seqs ? b->n_parts : 1;
+        lg = gp_ref_alloc_floats((uint64_t)n * (uint64_t)m->cfg.vocab, &ok);
+        if (!ok)
+            GP_FAIL(GP_ERR_NO_MEMORY, "%s: out of host memory for %d x %d logits", who, n, m->cfg.vocab);
+    }
+    gp_status st = gp_ref_step(m, b, who, lg && b ? b->n_parts : 0, lg);
+    for (int i = 0; st == GP_OK && next && i < b->n_parts; i++)
+        next[i] = gp_argmax(lg + (size_t)i * (size_t)m->cfg.vocab, m->cfg.vocab);
+    if (lg != logits)
+        free(lg);
+    return st;
+}
+
+/* Position by position: step i batches every prompt that has a token at i,
+ * each a prefill part of one token. Rows of a batch never mix
+ * (gp_ref_pool_run, gp_ref_dot2), so each prompt's logits are those of its
+ * own prefill bit for bit. */
 gp_status gp_cpu_prefill_batch(gp_cpu_model *m, int S, const gp_prefill_seq *seqs, float *last_logits,
                                float *prompt_logits)
 {
+    const char *who = "gp_cpu_prefill_batch";
     if (!m)
-        GP_FAIL(GP_ERR_INVALID_ARG, "gp_cpu_prefill_batch: model is NULL");
-    int max_n;
-    GP_TRY(gp_ref_prefill_check(m, S, seqs, &max_n));
+        GP_FAIL(GP_ERR_INVALID_ARG, "%s: model is NULL", who);
+    if (m->step_B)
+        GP_FAIL(GP_ERR_STATE, "%s: a step of %d rows is in progress: end or abort it first", who, m->step_B);
+    /* everything is checked before anything changes, so a refused call
+     * leaves every sequence as it was */
+    int max_n = 0;
+    {
+        bool in_range = S >= 1 && S <= m->max_seqs && seqs;
+        for (int s = 0; in_range && s < S; s++) {
+            m->parts[s] = (gp_batch_part){.seq = seqs[s].seq, .kind = GP_BATCH_PREFILL, .n = seqs[s].n,
+                                          .tokens = seqs[s].tokens};
+            if (seqs[s].n > max_n)
+                max_n = seqs[s].n;
+        }
+        gp_batch all = {.n_parts = S, .parts = seqs ? m->parts : NULL}; /* parts read only when S is in range */
+        GP_TRY(gp_ref_batch_check(m, &all, who, false, NULL, NULL));
+    }
     const size_t V = (size_t)m->cfg.vocab;
     bool ok = true;
-    int *ids = malloc((size_t)S * sizeof *ids);           /* [S] sequence of each row of a step */
-    int *row_prompt = malloc((size_t)S * sizeof *row_prompt); /* [S] prompt of each row */
-    int32_t *toks = malloc((size_t)S * sizeof *toks);     /* [S] token of each row */
+    int *row_prompt = malloc((size_t)S * sizeof *row_prompt); /* [S] prompt of each part of a position */
     size_t *first = malloc((size_t)S * sizeof *first);    /* [S] prompt_logits row of each prompt's token 0 */
     float *lg = last_logits || prompt_logits ? gp_ref_alloc_floats((uint64_t)S * V, &ok) : NULL; /* [S][vocab] */
     gp_status st = GP_OK;
-    if (!ok || !ids || !row_prompt || !toks || !first) {
-        gp_set_error("prefill of %d prompts: out of host memory for its %d x %zu logits scratch", S, S, V);
+    if (!ok || !row_prompt || !first) {
+        gp_set_error("%s of %d prompts: out of host memory for its %d x %zu logits scratch", who, S, S, V);
         st = GP_ERR_NO_MEMORY;
     }
     /* room for whole prompts up front: no step can then run out of it midway */
@@ -803,7 +846,7 @@ gp_status gp_cpu_prefill_batch(gp_cpu_model *m, int S, const gp_prefill_seq *seq
         st = gp_kv_reserve(m->kv, seqs[s].seq, seqs[s].n);
     }
     for (int i = 0; i < max_n && st == GP_OK; i++) {
-        /* rows whose logits are kept first: the head runs over a leading range */
+        /* parts whose logits are kept first: the head runs over a leading range */
         int B = 0, n_head = 0;
         for (int pass = 0; pass < 2; pass++)
             for (int s = 0; s < S; s++) {
@@ -812,12 +855,13 @@ gp_status gp_cpu_prefill_batch(gp_cpu_model *m, int S, const gp_prefill_seq *seq
                 bool head = prompt_logits || (last_logits && i == seqs[s].n - 1);
                 if (head != (pass == 0))
                     continue;
-                ids[B] = seqs[s].seq;
-                toks[B] = seqs[s].tokens[i];
+                m->parts[B] = (gp_batch_part){.seq = seqs[s].seq, .kind = GP_BATCH_PREFILL, .n = 1,
+                                              .tokens = &seqs[s].tokens[i]};
                 row_prompt[B++] = s;
                 n_head += head;
             }
-        st = gp_ref_step(m, B, ids, toks, n_head, lg, true);
+        gp_batch pos = {.n_parts = B, .parts = m->parts};
+        st = gp_ref_step(m, &pos, who, n_head, lg);
         for (int b = 0; b < n_head && st == GP_OK; b++) {
             int s = row_prompt[b];
             const float *src = lg + (size_t)b * V;
@@ -827,7 +871,7 @@ gp_status gp_cpu_prefill_batch(gp_cpu_model *m, int S, const gp_prefill_seq *seq
                 memcpy(last_logits + (size_t)s * V, src, V * sizeof *src);
         }
     }
-    free(ids), free(row_prompt), free(toks), free(first), free(lg);
+    free(row_prompt), free(first), free(lg);
     return st;
 }
 

@@ -270,7 +270,7 @@ static gp_status open_cuda(gp_backend *b, const gp_host_weights *w)
     if (p->pipelined) {
         gp_split_info si;
         gp_exec x = gp_cuda_exec_get(b->cuda_exec);
-        x.ops->split_info(x.ctx, -1, &si);
+        x.session->split_info(x.ctx, -1, &si);
         used += snprintf(b->describe + used, sizeof b->describe - (size_t)used, "; pipelined steps on %d + %d "
                          "SMs%s", si.a_got, si.f_got,
                          si.partitioned ? "" : " (no green contexts: plain streams sharing every SM)");

@@ -1,6 +1,7 @@
-/* CPU executor: runs the pipeline's stages on the float32 reference, with a
- * worker (thread pool) per side standing in for the two SM partitions, so
- * the real scheduler runs end to end without a GPU. Stages finish inside the
+/* CPU executor: runs the pipeline's two-stage graph (attention -> FFN) on
+ * the float32 reference, with a worker (thread pool) per stage standing in
+ * for the two SM partitions, so the real scheduler runs end to end without
+ * a GPU. Stages finish inside the
  * call, so "issued" is "done" and payloads carry no event. The residual rows
  * of each micro-batch follow the views: an FFN stage updates the rows its
  * payload hands it, and the next attention stage of that micro-batch reads
@@ -12,14 +13,13 @@
 
 struct gp_cpu_exec {
     gp_cpu_model *model;   /* borrowed */
-    gp_cpu_worker *wa;     /* "partition A": attention stages */
-    gp_cpu_worker *wf;     /* "partition F": FFN stages and the head */
-    int a_threads, f_threads;
+    gp_cpu_worker *w[2];   /* per stage, the "partitions": [0] attention, [1] FFN and the head */
+    int threads[2];
     gp_step_plan plan;
     float *logits;         /* [max_seqs][vocab] when the caller wants none */
     uint64_t t0;           /* step start, host clock */
     gp_step_timing *dummy;
-    float *times;          /* [4][n_layers][GP_PIPE_MAX_MICRO] stage times of the current step */
+    float *times;          /* [2 stages][begin, end][n_layers][GP_PIPE_MAX_MICRO] stage times of the step */
     gp_tensor_view resid[GP_PIPE_MAX_MICRO]; /* where each micro-batch's residual rows are now */
 };
 
@@ -28,6 +28,7 @@ static float ms_since(const gp_cpu_exec *x)
     return (float)((gp_now_ns() - x->t0) / 1e6);
 }
 
+/* which: 2 * stage + (0 begin, 1 end) */
 static float *tslot(gp_cpu_exec *x, int which, int layer, int micro)
 {
     int L = gp_cpu_model_config(x->model)->n_layers;
@@ -48,29 +49,34 @@ static gp_status cx_step_begin(void *ctx, const gp_step_plan *plan, const int *s
     return st;
 }
 
-static gp_status cx_attn(void *ctx, int layer, int micro, gp_payload *out)
+static gp_status cx_attn(gp_cpu_exec *x, int layer, int micro, gp_payload *out)
 {
-    gp_cpu_exec *x = ctx;
     int b0 = x->plan.b0[micro], nb = x->plan.nb[micro];
     gp_stage_io io = {.layer = layer, .b0 = b0, .nb = nb, .resid = x->resid[micro]};
     *tslot(x, 0, layer, micro) = ms_since(x);
-    GP_TRY(gp_cpu_stage(x->model, x->wa, GP_STAGE_ATTN, &io));
+    GP_TRY(gp_cpu_stage(x->model, x->w[0], GP_STAGE_ATTN, &io));
     *tslot(x, 1, layer, micro) = ms_since(x);
     /* the FFN reads the f32 residual rows the attention stage added into */
     *out = (gp_payload){.tok_begin = b0, .tok_count = nb, .layer = layer, .micro = micro, .resid = io.resid};
     return GP_OK;
 }
 
-static gp_status cx_ffn(void *ctx, const gp_payload *in)
+static gp_status cx_ffn(gp_cpu_exec *x, const gp_payload *in)
 {
-    gp_cpu_exec *x = ctx;
     gp_stage_io io = {.layer = in->layer, .b0 = in->tok_begin, .nb = in->tok_count, .resid = in->resid};
     *tslot(x, 2, in->layer, in->micro) = ms_since(x);
-    GP_TRY(gp_cpu_stage(x->model, x->wf, GP_STAGE_FFN, &io));
+    GP_TRY(gp_cpu_stage(x->model, x->w[1], GP_STAGE_FFN, &io));
     *tslot(x, 3, in->layer, in->micro) = ms_since(x);
     /* ordered before attention(layer + 1, micro) by the runner */
     x->resid[in->micro] = in->resid;
     return GP_OK;
+}
+
+static gp_status cx_stage(void *ctx, int stage, int layer, int micro, const gp_payload *in, gp_payload *out)
+{
+    if (stage == 0)
+        return cx_attn(ctx, layer, micro, out);
+    return cx_ffn(ctx, in);
 }
 
 static gp_status cx_step_end(void *ctx, int32_t *next, float *logits, gp_step_timing *t)
@@ -90,17 +96,17 @@ static gp_status cx_step_end(void *ctx, int32_t *next, float *logits, gp_step_ti
                 memcpy((float *)dst.data + (size_t)i * dst.row_stride, (const float *)r->data + (size_t)i * r->row_stride,
                        sizeof(float) * (size_t)c->hidden);
     }
-    GP_TRY(gp_cpu_step_end(x->model, x->wf, &all, lg));
+    GP_TRY(gp_cpu_step_end(x->model, x->w[1], &all, lg));
     for (int b = 0; b < x->plan.B; b++)
         next[b] = gp_argmax(lg + (size_t)b * c->vocab, c->vocab);
     t->step_ms = ms_since(x);
     int M = x->plan.M;
     for (int l = 0; l < c->n_layers; l++)
         for (int m = 0; m < M; m++) {
-            t->attn_begin[l * M + m] = *tslot(x, 0, l, m);
-            t->attn_end[l * M + m] = *tslot(x, 1, l, m);
-            t->ffn_begin[l * M + m] = *tslot(x, 2, l, m);
-            t->ffn_end[l * M + m] = *tslot(x, 3, l, m);
+            for (int k = 0; k < 2; k++) {
+                t->begin[k][l * M + m] = *tslot(x, 2 * k, l, m);
+                t->end[k][l * M + m] = *tslot(x, 2 * k + 1, l, m);
+            }
         }
     return GP_OK;
 }
@@ -160,17 +166,21 @@ static gp_status cx_select(void *ctx, int index)
 static void cx_split_info(void *ctx, int index, gp_split_info *out)
 {
     gp_cpu_exec *x = ctx;
-    *out = (gp_split_info){.a_req = x->a_threads, .f_req = x->f_threads, .a_got = x->a_threads,
-                           .f_got = x->f_threads, .partitioned = true, .unit = "threads"};
+    *out = (gp_split_info){.a_req = x->threads[0], .f_req = x->threads[1], .a_got = x->threads[0],
+                           .f_got = x->threads[1], .partitioned = true, .unit = "threads"};
 }
 
-static const gp_exec_ops cpu_ops = {
+static const gp_step_ops cpu_step_ops = {
     .name = "cpu",
+    .graph = {.n_stages = 2, .names = {"attention", "FFN"}},
     .step_begin = cx_step_begin,
-    .attn = cx_attn,
-    .ffn = cx_ffn,
+    .stage = cx_stage,
     .step_end = cx_step_end,
     .abort_step = cx_abort,
+};
+
+static const gp_session_ops cpu_session_ops = {
+    .name = "cpu",
     .sequential_step = cx_sequential,
     .prefill = cx_prefill,
     .reset_seq = cx_reset_seq,
@@ -183,8 +193,8 @@ void gp_cpu_exec_destroy(gp_cpu_exec *x)
 {
     if (!x)
         return;
-    gp_cpu_worker_destroy(x->wa);
-    gp_cpu_worker_destroy(x->wf);
+    for (int i = 0; i < 2; i++)
+        gp_cpu_worker_destroy(x->w[i]);
     free(x->logits);
     free(x->times);
     free(x);
@@ -202,8 +212,8 @@ gp_status gp_cpu_exec_create(gp_cpu_model *model, int a_threads, int f_threads, 
     if (!x)
         GP_FAIL(GP_ERR_NO_MEMORY, "CPU executor: out of memory");
     x->model = model;
-    x->a_threads = a_threads;
-    x->f_threads = f_threads;
+    x->threads[0] = a_threads;
+    x->threads[1] = f_threads;
     const gp_config *c = gp_cpu_model_config(model);
     x->logits = malloc(sizeof(float) * (size_t)gp_cpu_model_max_seqs(model) * (size_t)c->vocab);
     x->times = calloc(4 * (size_t)c->n_layers * GP_PIPE_MAX_MICRO, sizeof(float));
@@ -212,10 +222,8 @@ gp_status gp_cpu_exec_create(gp_cpu_model *model, int a_threads, int f_threads, 
         gp_set_error("CPU executor: out of memory");
         st = GP_ERR_NO_MEMORY;
     }
-    if (st == GP_OK)
-        st = gp_cpu_worker_create(model, a_threads, &x->wa);
-    if (st == GP_OK)
-        st = gp_cpu_worker_create(model, f_threads, &x->wf);
+    for (int i = 0; i < 2 && st == GP_OK; i++)
+        st = gp_cpu_worker_create(model, x->threads[i], &x->w[i]);
     if (st != GP_OK) {
         gp_cpu_exec_destroy(x);
         return st;
@@ -226,5 +234,5 @@ gp_status gp_cpu_exec_create(gp_cpu_model *model, int a_threads, int f_threads, 
 
 gp_exec gp_cpu_exec_get(gp_cpu_exec *x)
 {
-    return (gp_exec){&cpu_ops, x};
+    return (gp_exec){.step = &cpu_step_ops, .session = &cpu_session_ops, .ctx = x};
 }

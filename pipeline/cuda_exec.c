@@ -376,10 +376,10 @@ static gp_status cx_step_end(void *ctx, int32_t *next, float *logits, gp_step_ti
     int M = x->plan.M;
     for (int l = 0; l < x->L; l++)
         for (int m = 0; m < M; m++) {
-            GP_TRY(elapsed(x, *evp(x, EV_A_BEGIN, l, m), &t->attn_begin[l * M + m]));
-            GP_TRY(elapsed(x, *evp(x, EV_A_DONE, l, m), &t->attn_end[l * M + m]));
-            GP_TRY(elapsed(x, *evp(x, EV_F_BEGIN, l, m), &t->ffn_begin[l * M + m]));
-            GP_TRY(elapsed(x, *evp(x, EV_F_DONE, l, m), &t->ffn_end[l * M + m]));
+            GP_TRY(elapsed(x, *evp(x, EV_A_BEGIN, l, m), &t->begin[0][l * M + m]));
+            GP_TRY(elapsed(x, *evp(x, EV_A_DONE, l, m), &t->end[0][l * M + m]));
+            GP_TRY(elapsed(x, *evp(x, EV_F_BEGIN, l, m), &t->begin[1][l * M + m]));
+            GP_TRY(elapsed(x, *evp(x, EV_F_DONE, l, m), &t->end[1][l * M + m]));
         }
     return GP_OK;
 }
@@ -475,13 +475,25 @@ gp_status gp_cuda_exec_set_fill_drain(gp_cuda_exec *x, gp_fill_drain f)
     return GP_OK;
 }
 
-static const gp_exec_ops cuda_ops = {
+/* The graph attention (partition A) -> FFN (partition F). */
+static gp_status cx_stage(void *ctx, int stage, int layer, int micro, const gp_payload *in, gp_payload *out)
+{
+    if (stage == 0)
+        return cx_attn(ctx, layer, micro, out);
+    return cx_ffn(ctx, in);
+}
+
+static const gp_step_ops cuda_step_ops = {
     .name = "cuda",
+    .graph = {.n_stages = 2, .names = {"attention", "FFN"}},
     .step_begin = cx_step_begin,
-    .attn = cx_attn,
-    .ffn = cx_ffn,
+    .stage = cx_stage,
     .step_end = cx_step_end,
     .abort_step = cx_abort,
+};
+
+static const gp_session_ops cuda_session_ops = {
+    .name = "cuda",
     .sequential_step = cx_sequential,
     .prefill = cx_prefill,
     .reset_seq = cx_reset_seq,
@@ -589,7 +601,7 @@ gp_status gp_cuda_exec_create(gp_engine *e, gp_green_pool *pool, bool use_graphs
 
 gp_exec gp_cuda_exec_get(gp_cuda_exec *x)
 {
-    return (gp_exec){&cuda_ops, x};
+    return (gp_exec){.step = &cuda_step_ops, .session = &cuda_session_ops, .ctx = x};
 }
 
 void *gp_cuda_exec_step_event(const gp_cuda_exec *x)

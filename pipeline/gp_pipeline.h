@@ -1,7 +1,9 @@
-/* greenpipe pipeline: the step runner that runs attention stages (producer
- * thread) and FFN stages (consumer thread) of M micro-batches through
- * per-layer rings, over an executor (CUDA partitions or CPU threads), and the
- * statistics of every step. Includes no CUDA header. */
+/* greenpipe pipeline: the step runner that runs a chain of N stages per
+ * (layer, micro-batch) of M micro-batches, one thread per stage and
+ * per-layer rings between consecutive stages, over an executor (CUDA
+ * partitions or CPU threads), and the statistics of every step. Attention ->
+ * ring -> FFN is the two-stage graph the executors of this folder run.
+ * Includes no CUDA header. */
 #ifndef GP_PIPELINE_H
 #define GP_PIPELINE_H
 
@@ -18,6 +20,7 @@ extern "C" {
 #endif
 
 #define GP_PIPE_MAX_MICRO 4
+#define GP_PIPE_MAX_STAGES 4
 
 /* ------------------------------------------------------------ executor */
 
@@ -33,11 +36,9 @@ typedef struct gp_step_plan {
 /* Stage times of one step in ms from the step's start, as the executor saw
  * them (device events for CUDA, the host clock for the CPU executor). */
 typedef struct gp_step_timing {
-    float step_ms;      /* start of the step to the end of its last stage */
-    float *attn_begin;  /* [n_layers][M] */
-    float *attn_end;    /* [n_layers][M] */
-    float *ffn_begin;   /* [n_layers][M] */
-    float *ffn_end;     /* [n_layers][M] */
+    float step_ms;                    /* start of the step to the end of its last stage */
+    float *begin[GP_PIPE_MAX_STAGES]; /* [n_layers][M] of each stage of the graph */
+    float *end[GP_PIPE_MAX_STAGES];   /* [n_layers][M] */
 } gp_step_timing;
 
 /* The SM split (or CPU threads) of one partition pair. */
@@ -48,28 +49,47 @@ typedef struct gp_split_info {
     const char *unit;   /* "SMs" or "threads" */
 } gp_split_info;
 
-/* The step backend: what the scheduler, greenpipe generate and the tests
- * need of an executor (docs/ARCHITECTURE.md section 2). Calls of one
- * pipelined step come in this order: step_begin (caller thread), then attn
- * from the producer thread and ffn from the consumer thread, interleaved,
- * then step_end (caller thread); abort_step instead of step_end when a stage
- * failed. attn(L, m) is called only once ffn(L-1, m) has returned, so an
- * executor can order attention of layer L after that FFN (a GPU-side event
- * wait). ffn reads exactly the views of the payload it is handed, wherever
- * they point, and the executor's next attention stage of that micro-batch
- * reads the residual rows where that FFN stage left them. */
-typedef struct gp_exec_ops {
+/* The chain of stages a pipelined step runs per (layer, micro-batch):
+ * stage 0 reads a micro-batch's residual rows where the executor keeps
+ * them, each later stage the payload of the stage before it. The first is
+ * the attention side of the statistics, the last the FFN side. */
+typedef struct gp_stage_graph {
+    int n_stages;                          /* 2..GP_PIPE_MAX_STAGES */
+    const char *names[GP_PIPE_MAX_STAGES]; /* for messages: "attention", "FFN" */
+} gp_stage_graph;
+
+/* The step protocol a gp_pipeline drives (docs/ARCHITECTURE.md section 2).
+ * Calls of one pipelined step come in this order: step_begin (caller
+ * thread), then stage(i, ...) from the thread of stage i, every stage's
+ * thread at once, then step_end (caller thread); abort_step instead of
+ * step_end when a stage failed. For each (layer L, micro-batch m): stage i
+ * is called after stage i-1 of (L, m) has returned, with its payload; stage
+ * 0 of (L, m) only once stage N-1 of (L-1, m) has returned, so an executor
+ * can order them on the device (an event wait). A stage reads exactly the
+ * views of the payload it is handed, wherever they point, and the
+ * executor's next stage 0 of that micro-batch reads the residual rows
+ * where its last stage left them. */
+typedef struct gp_step_ops {
     const char *name;
+    gp_stage_graph graph;
     /* Validate and upload the step's inputs, embed; plan says the micro-batches. */
     gp_status (*step_begin)(void *ctx, const gp_step_plan *plan, const int *seq_ids, const int32_t *tokens);
-    /* Issue attention of (layer, micro); fill out (rows, the views that cross, event). */
-    gp_status (*attn)(void *ctx, int layer, int micro, gp_payload *out);
-    /* Issue the FFN stage of the payload after its attention stage, over the payload's views. */
-    gp_status (*ffn)(void *ctx, const gp_payload *in);
-    /* Close the step (final norm, LM head, argmax after every FFN), wait for it:
-     * next[B], logits [B][vocab] (may be NULL), timing arrays sized by the plan. */
+    /* Issue stage `stage` of (layer, micro): in is the payload of stage - 1
+     * (NULL for stage 0), out receives what crosses to stage + 1 (rows, the
+     * views, the event that makes them ready; NULL for the last stage). */
+    gp_status (*stage)(void *ctx, int stage, int layer, int micro, const gp_payload *in, gp_payload *out);
+    /* Close the step (final norm, LM head, argmax after every last stage),
+     * wait for it: next[B], logits [B][vocab] (may be NULL), the timing
+     * arrays of each stage, sized by the plan. */
     gp_status (*step_end)(void *ctx, int32_t *next, float *logits, gp_step_timing *t);
     void (*abort_step)(void *ctx);
+} gp_step_ops;
+
+/* What greenpipe generate, the case study and the tests ask of an executor
+ * besides pipelined steps: whole steps and prompts, and the partition pairs
+ * the pipelined steps may run on. */
+typedef struct gp_session_ops {
+    const char *name;
     /* The sequential engine (no split, whole device): the reference row.
      * logits and step_ms may be NULL. */
     gp_status (*sequential_step)(void *ctx, int B, const int *seq_ids, const int32_t *tokens, int32_t *next,
@@ -89,10 +109,13 @@ typedef struct gp_exec_ops {
     int (*n_splits)(void *ctx);
     gp_status (*select_split)(void *ctx, int index); /* between steps only */
     void (*split_info)(void *ctx, int index, gp_split_info *out);
-} gp_exec_ops;
+} gp_session_ops;
 
+/* An executor: its two interfaces over one context. step is NULL for an
+ * executor that serves no pipelined steps. */
 typedef struct gp_exec {
-    const gp_exec_ops *ops;
+    const gp_step_ops *step;
+    const gp_session_ops *session;
     void *ctx;
 } gp_exec;
 
@@ -107,7 +130,8 @@ gp_pipeline_params gp_pipeline_default_params(void); /* M = 2, even split, ring 
 
 typedef struct gp_pipeline gp_pipeline; /* opaque */
 
-/* exec is borrowed and must outlive the pipeline; starts the two threads. */
+/* exec is borrowed and must outlive the pipeline; starts one thread per
+ * stage of its graph. */
 gp_status gp_pipeline_create(gp_exec exec, int n_layers, const gp_pipeline_params *p, gp_pipeline **out);
 void gp_pipeline_destroy(gp_pipeline *pl);
 /* Change M, sizes or ring depth between steps (rings are rebuilt if the depth
@@ -126,7 +150,9 @@ gp_status gp_pipeline_step(gp_pipeline *pl, int B, const int *seq_ids, const int
 /* ------------------------------------------------------------ statistics */
 
 /* One step, derived from the executor's stage times, the rings and the host
- * waits. Arrays are [n_layers][M] or [n_layers]. */
+ * waits. Arrays are [n_layers][M] or [n_layers]. Two-sided: attention is the
+ * graph's first stage, FFN its last, A->F the bytes its first stage hands
+ * on; the times of every stage are in gp_pipeline_last_timing. */
 typedef struct gp_step_stats {
     int B, M, n_layers;
     int nb[GP_PIPE_MAX_MICRO];
@@ -137,15 +163,15 @@ typedef struct gp_step_stats {
     float *ffn_ms;           /* [n_layers][M] FFN stage latency */
     double *a2f_bytes;       /* [n_layers] bytes crossing A->F, all micro-batches */
     double a2f_mb_per_token; /* average over layers of a2f_bytes / B / 1e6 */
-    /* backlog: payloads in the ring when the producer pushed (host side), and
+    /* backlog: payloads in a ring when a stage pushed into it (host side), and
      * stages ready but not yet started on the device (from stage times) */
     double ring_occupancy_mean;
     unsigned ring_occupancy_max;
     double attn_backlog_mean;   /* micro-batches ready for attention at each attention start */
     double ffn_backlog_mean;    /* payloads whose attention ended, at each FFN start */
     /* idle */
-    double producer_wait_ms;    /* host: blocked on a full ring or on the FFN it depends on */
-    double consumer_wait_ms;    /* host: blocked on an empty ring */
+    double producer_wait_ms;    /* host, first stage: blocked on a full ring or on the FFN it depends on */
+    double consumer_wait_ms;    /* host, last stage: blocked on an empty ring */
     double attn_idle_ms;        /* partition A: step time not covered by attention stages */
     double ffn_idle_ms;         /* partition F: step time not covered by FFN stages */
 } gp_step_stats;
@@ -189,7 +215,7 @@ void *gp_stats_report_json(const gp_stats_summary *s);
 /* ------------------------------------------------------------ rebalancer */
 
 /* Resizes the SM split between steps from windowed statistics, choosing only
- * among the executor's pooled pairs (gp_exec_ops.n_splits/split_info). */
+ * among the executor's pooled pairs (gp_session_ops.n_splits/split_info). */
 typedef enum gp_rebalance_policy {
     GP_REBALANCE_OFF = 0,
     GP_REBALANCE_RATIO = 1, /* attention share from the attention/FFN latency ratio, bounded: the sqrt
@@ -278,8 +304,9 @@ double gp_latency_fit_eval(const gp_latency_fit *f, double sms);
 
 /* ------------------------------------------------------------ executors */
 
-/* CPU executor: the float32 reference's stages, with worker threads standing
- * in for partitions (attention on a_threads, FFN on f_threads). Needs no GPU;
+/* CPU executor: the float32 reference's stages (attention -> FFN), with
+ * worker threads standing in for partitions (attention on a_threads, FFN on
+ * f_threads). Needs no GPU;
  * CI runs the real scheduler end to end on it. model is borrowed. */
 typedef struct gp_cpu_exec gp_cpu_exec;
 gp_status gp_cpu_exec_create(gp_cpu_model *model, int a_threads, int f_threads, gp_cpu_exec **out);
@@ -287,8 +314,8 @@ void gp_cpu_exec_destroy(gp_cpu_exec *x);
 gp_exec gp_cpu_exec_get(gp_cpu_exec *x);
 
 
-/* CUDA executor: stages of the engine on the pool's partition pairs (attention
- * on A, FFN and the head on F), graphs per stage when use_graphs. engine and
+/* CUDA executor: stages of the engine on the pool's partition pairs (the
+ * graph attention -> FFN: attention on A, FFN and the head on F), graphs per stage when use_graphs. engine and
  * pool are borrowed; the pool's pairs are the splits select_split chooses.
  * pool NULL: sequential steps and prefill only (n_splits 0; a pipelined step
  * is refused with GP_ERR_STATE). */
@@ -339,7 +366,7 @@ gp_status gp_cuda_exec_set_fill_drain(gp_cuda_exec *x, gp_fill_drain f);
 /* A step backend with the model it runs, made in one call: the float32 CPU
  * reference or the CUDA engine over a green-context pair, for greenpipe
  * generate and the tests that compare engines. Its gp_exec serves sequential
- * steps (ops.sequential_step) and, through a gp_pipeline, pipelined ones. */
+ * steps (session->sequential_step) and, through a gp_pipeline, pipelined ones. */
 typedef enum gp_backend_kind { GP_BACKEND_CPU = 0, GP_BACKEND_CUDA = 1 } gp_backend_kind;
 const char *gp_backend_kind_name(gp_backend_kind k); /* "cpu", "cuda" */
 gp_status gp_backend_kind_parse(const char *s, gp_backend_kind *out);

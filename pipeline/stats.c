@@ -41,54 +41,63 @@ static double backlog(const float *ready, const float *begin, int n)
     return (double)count / n;
 }
 
+/* Two-sided figures of a graph of N stages: attention is stage 0, FFN
+ * stage N - 1 (ready when stage N - 2 ended), A->F the bytes stage 0 hands
+ * on; the producer waits are stage 0's, the consumer waits the last
+ * stage's. With N = 2 that is the attention -> FFN graph itself. */
 void gp_stats_compute(gp_pipeline *pl, gp_step_stats *s)
 {
     const gp_step_plan *pn = &pl->plan;
     const gp_step_timing *t = &pl->timing;
-    const int L = pn->n_layers, M = pn->M, n = L * M;
+    const int L = pn->n_layers, M = pn->M, n = L * M, N = pl->graph.n_stages;
+    const float *a_b = t->begin[0], *a_e = t->end[0], *f_b = t->begin[N - 1], *f_e = t->end[N - 1];
     s->B = pn->B;
     s->M = M;
     s->n_layers = L;
     memcpy(s->nb, pn->nb, sizeof s->nb);
-    if (pl->exec.ops->split_info && pl->exec.ops->n_splits && pl->exec.ops->n_splits(pl->exec.ctx) > 0)
-        pl->exec.ops->split_info(pl->exec.ctx, -1, &s->split);
+    const gp_session_ops *so = pl->exec.session;
+    if (so && so->split_info && so->n_splits && so->n_splits(pl->exec.ctx) > 0)
+        so->split_info(pl->exec.ctx, -1, &s->split);
     s->step_ms = t->step_ms;
     s->tokens_per_s = t->step_ms > 0 ? pn->B / (t->step_ms / 1e3) : 0.0;
 
     double attn_sum = 0, ffn_sum = 0, mb = 0;
     float *ready = malloc(sizeof(float) * (size_t)n);
     for (int i = 0; i < n; i++) {
-        s->attn_ms[i] = t->attn_end[i] - t->attn_begin[i];
-        s->ffn_ms[i] = t->ffn_end[i] - t->ffn_begin[i];
+        s->attn_ms[i] = a_e[i] - a_b[i];
+        s->ffn_ms[i] = f_e[i] - f_b[i];
         attn_sum += s->attn_ms[i];
         ffn_sum += s->ffn_ms[i];
-        /* attention (l, m) may start once FFN (l-1, m) has ended */
+        /* stage 0 of (l, m) may start once the last stage of (l-1, m) has ended */
         if (ready)
-            ready[i] = i < M ? 0.0f : t->ffn_end[i - M];
+            ready[i] = i < M ? 0.0f : f_e[i - M];
     }
     for (int l = 0; l < L; l++) {
-        s->a2f_bytes[l] = pl->a2f_bytes[l];
-        mb += pl->a2f_bytes[l] / pn->B / 1e6;
+        s->a2f_bytes[l] = pl->edge_bytes[l];
+        mb += pl->edge_bytes[l] / pn->B / 1e6;
     }
     s->a2f_mb_per_token = mb / L;
-    s->attn_backlog_mean = ready ? backlog(ready, t->attn_begin, n) : 0.0;
-    s->ffn_backlog_mean = backlog(t->attn_end, t->ffn_begin, n);
+    s->attn_backlog_mean = ready ? backlog(ready, a_b, n) : 0.0;
+    s->ffn_backlog_mean = backlog(t->end[N - 2], f_b, n);
     free(ready);
     s->attn_idle_ms = fmax(0.0, t->step_ms - attn_sum);
     s->ffn_idle_ms = fmax(0.0, t->step_ms - ffn_sum);
 
     uint64_t occ = 0, pushes = 0, pop_wait = 0, push_wait = 0;
     unsigned occ_max = 0;
-    for (int l = 0; l < L; l++) {
-        gp_ring_stats rs;
-        gp_ring_stats_get(gp_ring_set_get(pl->rings, l), &rs);
-        occ += rs.occupancy_sum;
-        pushes += rs.pushes;
-        pop_wait += rs.pop_wait_ns;
-        push_wait += rs.push_wait_ns;
-        if (rs.occupancy_max > occ_max)
-            occ_max = rs.occupancy_max;
-    }
+    for (int e = 0; e < N - 1; e++)
+        for (int l = 0; l < L; l++) {
+            gp_ring_stats rs;
+            gp_ring_stats_get(gp_pipeline_ring(pl, e, l), &rs);
+            occ += rs.occupancy_sum;
+            pushes += rs.pushes;
+            if (e == 0)
+                push_wait += rs.push_wait_ns;
+            if (e == N - 2)
+                pop_wait += rs.pop_wait_ns;
+            if (rs.occupancy_max > occ_max)
+                occ_max = rs.occupancy_max;
+        }
     s->ring_occupancy_mean = pushes ? (double)occ / pushes : 0.0;
     s->ring_occupancy_max = occ_max;
     s->producer_wait_ms = (push_wait + pl->dep_wait_ns) / 1e6;

@@ -281,7 +281,7 @@ int gen_chat_converse(const gen_chat_env *e, FILE *in, FILE *out)
         }
         gen = g;
         if (full && held.n) {
-            e->x.ops->reset_seq(e->x.ctx, 0);
+            e->x.session->reset_seq(e->x.ctx, 0);
             held.n = 0;
         }
         gp_gen_out *go = NULL;

@@ -172,7 +172,7 @@ gp_status gp_gen_run(gp_exec x, gp_pipeline *pl, int vocab, const gp_gen_params 
     /* every prompt in one call: the backend batches them (the CUDA engine
      * in chunks of its prefill chunk) */
     st = p->prefill ? p->prefill(p->prefill_ctx, S, pf, l.next, l.logits, prompt_logits)
-                    : x.ops->prefill(x.ctx, S, pf, l.next, l.logits, prompt_logits);
+                    : x.session->prefill(x.ctx, S, pf, l.next, l.logits, prompt_logits);
     free(pf);
     double t1 = gp_now_s();
     stats->prefill_s = t1 - t0;
@@ -196,7 +196,7 @@ gp_status gp_gen_run(gp_exec x, gp_pipeline *pl, int vocab, const gp_gen_params 
         }
         if (t > 0) {
             st = pl ? gp_pipeline_step(pl, S, l.seq_ids, l.feed, l.next, l.logits)
-                    : x.ops->sequential_step(x.ctx, S, l.seq_ids, l.feed, l.next, l.logits, NULL);
+                    : x.session->sequential_step(x.ctx, S, l.seq_ids, l.feed, l.next, l.logits, NULL);
             if (st != GP_OK) {
                 stats->failed = "decode step";
                 goto done;

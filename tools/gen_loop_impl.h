@@ -21,7 +21,7 @@ typedef enum gp_gen_stop {
 } gp_gen_stop;
 const char *gp_gen_stop_name(gp_gen_stop r); /* "EOS", "stop token", "length", "stop string", "interrupted" */
 
-/* A prefill in place of the executor's (gp_exec_ops.prefill's contract),
+/* A prefill in place of the executor's (gp_session_ops.prefill's contract),
  * e.g. through stored prefixes. */
 typedef gp_status (*gp_gen_prefill_fn)(void *ctx, int S, const gp_prefill_seq *seqs, int32_t *next,
                                        float *last_logits, float *prompt_logits);
@@ -87,7 +87,7 @@ typedef struct gp_gen_stats {
  * the backend's argmax (its logits then stay on the device unless
  * res[].logits asks for them). out: NULL (the caller prints res[].tokens),
  * else each sequence's text goes there, sequence i as out's sequence i, and
- * is finished when it stops. prompt_logits: as gp_exec_ops.prefill's.
+ * is finished when it stops. prompt_logits: as gp_session_ops.prefill's.
  * vocab: the model's. Returns GP_OK (interrupted included) or the failure,
  * stats->failed naming its stage. */
 gp_status gp_gen_run(gp_exec x, gp_pipeline *pl, int vocab, const gp_gen_params *p, int S, const gp_gen_seq *seqs,

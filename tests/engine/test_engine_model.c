@@ -192,8 +192,8 @@ static void batch_vs_cpu(gp_dtype dt)
          * step's (ENGINE_TOL); test_prefill.c checks the batched prefill */
         int32_t tg, te;
         for (int i = 0; i < plen[s]; i++) {
-            GP_CHECK_OK(g.ops->sequential_step(g.ctx, 1, &s, &prompt[s][i], &tg, got + s * V, NULL));
-            GP_CHECK_OK(e.ops->sequential_step(e.ctx, 1, &s, &prompt[s][i], &te, eager + s * V, NULL));
+            GP_CHECK_OK(g.session->sequential_step(g.ctx, 1, &s, &prompt[s][i], &tg, got + s * V, NULL));
+            GP_CHECK_OK(e.session->sequential_step(e.ctx, 1, &s, &prompt[s][i], &te, eager + s * V, NULL));
         }
         worst = fmax(worst, gp_test_rel_err(got + s * V, ref + s * V, V));
         assert_memory_equal(got + s * V, eager + s * V, sizeof(float) * V);
@@ -201,8 +201,8 @@ static void batch_vs_cpu(gp_dtype dt)
     }
     for (int t = 0; t < STEPS; t++) {
         GP_CHECK_OK(gp_cpu_decode_step(cpu, NS, ids, feed, ref));
-        GP_CHECK_OK(g.ops->sequential_step(g.ctx, NS, ids, feed, next, got, NULL));
-        GP_CHECK_OK(e.ops->sequential_step(e.ctx, NS, ids, feed, next_e, eager, NULL));
+        GP_CHECK_OK(g.session->sequential_step(g.ctx, NS, ids, feed, next, got, NULL));
+        GP_CHECK_OK(e.session->sequential_step(e.ctx, NS, ids, feed, next_e, eager, NULL));
         assert_memory_equal(got, eager, sizeof(float) * NS * V);
         assert_memory_equal(next, next_e, sizeof next);
         for (int s = 0; s < NS; s++) {

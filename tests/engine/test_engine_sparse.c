@@ -182,14 +182,14 @@ static void check_masked(const char *spec)
                 p[s][i] = (int32_t)((13 * i + 7 * s + 1) % V);
             seqs[s] = (gp_prefill_seq){s, 3 + 2 * s, p[s]};
         }
-        GP_CHECK_OK(x.ops->prefill(x.ctx, MAX_B, seqs, next, NULL, NULL));
+        GP_CHECK_OK(x.session->prefill(x.ctx, MAX_B, seqs, next, NULL, NULL));
         lg[k] = malloc(sizeof(float) * (size_t)STEPS * MAX_B * V);
         const int sid[MAX_B] = {0, 1, 2, 3};
         for (int st = 0; st < STEPS; st++) {
             /* the engine is fed the reference's inputs: the comparison stays on one path */
             if (!k)
                 memcpy(in + st * MAX_B, st ? tk[0] + (st - 1) * MAX_B : next, sizeof next);
-            GP_CHECK_OK(x.ops->sequential_step(x.ctx, MAX_B, sid, in + st * MAX_B, tk[k] + st * MAX_B,
+            GP_CHECK_OK(x.session->sequential_step(x.ctx, MAX_B, sid, in + st * MAX_B, tk[k] + st * MAX_B,
                                                lg[k] + (size_t)st * MAX_B * V, NULL));
         }
         gp_backend_close(b);

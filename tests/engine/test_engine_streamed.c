@@ -322,7 +322,7 @@ static void run_pipelined(gp_device_weights *dw, gp_green_pool *pool, gp_placeme
     }
     const gp_prefill_seq seqs[MAX_B] = {{0, 7, p0}, {1, 4, p1}, {2, 9, p2}};
     int32_t next[MAX_B];
-    GP_CHECK_OK(ex.ops->prefill(ex.ctx, MAX_B, seqs, next, NULL, NULL));
+    GP_CHECK_OK(ex.session->prefill(ex.ctx, MAX_B, seqs, next, NULL, NULL));
     gp_pipeline *pl = NULL;
     GP_CHECK_OK(gp_pipeline_create(ex, gp_engine_config(e)->n_layers, NULL, &pl));
     const int ids[MAX_B] = {0, 1, 2};

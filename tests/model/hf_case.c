@@ -195,7 +195,7 @@ static float *run_backend(const hf_backend *be, const gp_host_weights *w, const 
     for (int s = 0; s < c->n_seqs; s++) {
         ids[s] = s;
         gp_prefill_seq ps = {s, c->prompt_len[s], c->prompts[s]};
-        GP_CHECK_OK(x.ops->prefill(x.ctx, 1, &ps, NULL, all + (size_t)s * c->steps * V, NULL));
+        GP_CHECK_OK(x.session->prefill(x.ctx, 1, &ps, NULL, all + (size_t)s * c->steps * V, NULL));
     }
     for (int t = 1; t < c->steps; t++) {
         for (int s = 0; s < c->n_seqs; s++)
@@ -203,7 +203,7 @@ static float *run_backend(const hf_backend *be, const gp_host_weights *w, const 
         if (pl)
             GP_CHECK_OK(gp_pipeline_step(pl, c->n_seqs, ids, feed, next, step));
         else
-            GP_CHECK_OK(x.ops->sequential_step(x.ctx, c->n_seqs, ids, feed, next, step, NULL));
+            GP_CHECK_OK(x.session->sequential_step(x.ctx, c->n_seqs, ids, feed, next, step, NULL));
         for (int s = 0; s < c->n_seqs; s++)
             memcpy(all + ((size_t)s * c->steps + t) * V, step + (size_t)s * V, sizeof(float) * V);
     }

@@ -148,7 +148,7 @@ static void run_model(const char *name)
     gp_backend *b;
     hf_backend_open(&run.be, &w, c.n, ctx, 16, &b);
     gp_exec x = gp_backend_exec(b);
-    GP_CHECK_OK(x.ops->prefill(x.ctx, c.n, seqs, next, last, all));
+    GP_CHECK_OK(x.session->prefill(x.ctx, c.n, seqs, next, last, all));
     gp_backend_close(b);
 
     double worst = 0.0;

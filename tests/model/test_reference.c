@@ -564,25 +564,25 @@ static void test_prefill_batch_bad_args(void **state)
     gp_prefill_seq q[4] = {{.seq = 1, .n = 2, .tokens = P0}, {.seq = 2, .n = 3, .tokens = P2}};
 
     GP_CHECK_FAIL(gp_cpu_prefill_batch(NULL, 1, q, l, NULL), GP_ERR_INVALID_ARG, "model is NULL");
-    GP_CHECK_FAIL(gp_cpu_prefill_batch(m, 0, q, l, NULL), GP_ERR_INVALID_ARG, "prefill of 0 prompts: allowed 1..3");
-    GP_CHECK_FAIL(gp_cpu_prefill_batch(m, 4, q, l, NULL), GP_ERR_INVALID_ARG, "prefill of 4 prompts: allowed 1..3");
-    GP_CHECK_FAIL(gp_cpu_prefill_batch(m, 2, NULL, l, NULL), GP_ERR_INVALID_ARG, "seqs is NULL");
+    GP_CHECK_FAIL(gp_cpu_prefill_batch(m, 0, q, l, NULL), GP_ERR_INVALID_ARG, "0 sequences, allowed 1..3");
+    GP_CHECK_FAIL(gp_cpu_prefill_batch(m, 4, q, l, NULL), GP_ERR_INVALID_ARG, "4 sequences, allowed 1..3");
+    GP_CHECK_FAIL(gp_cpu_prefill_batch(m, 2, NULL, l, NULL), GP_ERR_INVALID_ARG, "the parts must not be NULL");
     q[1].seq = 3;
-    GP_CHECK_FAIL(gp_cpu_prefill_batch(m, 2, q, l, NULL), GP_ERR_INVALID_ARG, "sequence id 3 is out of range: allowed 0..2");
+    GP_CHECK_FAIL(gp_cpu_prefill_batch(m, 2, q, l, NULL), GP_ERR_INVALID_ARG, "sequence id 3: allowed [0, 2]");
     q[1].seq = 1;
     GP_CHECK_FAIL(gp_cpu_prefill_batch(m, 2, q, l, NULL), GP_ERR_INVALID_ARG, "sequence id 1 appears twice");
     q[1] = (gp_prefill_seq){.seq = 2, .n = 0, .tokens = P2};
     GP_CHECK_FAIL(gp_cpu_prefill_batch(m, 2, q, l, NULL), GP_ERR_INVALID_ARG,
-                  "prompt length 0 for sequence 2: allowed 1..16");
+                  "prefill part of sequence 2 has 0 tokens, allowed at least 1");
     q[1] = (gp_prefill_seq){.seq = 2, .n = 3, .tokens = NULL};
-    GP_CHECK_FAIL(gp_cpu_prefill_batch(m, 2, q, l, NULL), GP_ERR_INVALID_ARG, "prompt of sequence 2 is NULL");
+    GP_CHECK_FAIL(gp_cpu_prefill_batch(m, 2, q, l, NULL), GP_ERR_INVALID_ARG, "tokens, which are NULL");
     q[1] = (gp_prefill_seq){.seq = 2, .n = 2, .tokens = bad_tok};
     GP_CHECK_FAIL(gp_cpu_prefill_batch(m, 2, q, l, NULL), GP_ERR_INVALID_ARG,
-                  "token 300 at prompt position 1 of sequence 2 is outside the vocabulary: allowed 0..255");
+                  "token 300 at position 1 of sequence 2's prefill part: allowed [0, 255]");
     /* 3 held + 14 > 16, after a prompt that fits */
     q[1] = (gp_prefill_seq){.seq = 0, .n = 14, .tokens = P2};
     GP_CHECK_FAIL(gp_cpu_prefill_batch(m, 2, q, l, NULL), GP_ERR_STATE,
-                  "prompt of 14 tokens does not fit sequence 0: it holds 3 tokens and max_context is 16");
+                  "14 tokens do not fit sequence 0: it holds 3 tokens and the max context is 16");
     /* a prompt that fits exactly is fine afterwards */
     q[0] = (gp_prefill_seq){.seq = 0, .n = 13, .tokens = P2};
     q[1] = (gp_prefill_seq){.seq = 1, .n = NP(P0), .tokens = P0};
@@ -670,7 +670,7 @@ static void test_context_full(void **state)
     gp_clear_error();
     assert_int_equal(gp_cpu_decode_step(m, 1, &s, &tok, l2), GP_ERR_STATE);
     printf("context full: %s\n", gp_last_error());
-    assert_non_null(strstr(gp_last_error(), "full"));
+    assert_non_null(strstr(gp_last_error(), "do not fit sequence 0: it holds 8 tokens"));
     assert_int_equal(gp_cpu_decode_step(m, 1, &s, &tok, l2), GP_ERR_STATE);
 
     /* a batch where one row is full fails as a whole and advances no row */
@@ -724,9 +724,9 @@ static void test_bad_args(void **state)
     expect_error(gp_cpu_decode_step(m, 2, ids, toks, l), GP_ERR_INVALID_ARG, "sequence id 2");
     ids[1] = 0;
     expect_error(gp_cpu_decode_step(m, 2, ids, toks, l), GP_ERR_INVALID_ARG, "twice");
-    expect_error(gp_cpu_decode_step(m, 3, ids, toks, l), GP_ERR_INVALID_ARG, "batch size 3");
+    expect_error(gp_cpu_decode_step(m, 3, ids, toks, l), GP_ERR_INVALID_ARG, "3 sequences, allowed 1..2");
     expect_error(gp_cpu_decode_step(m, 1, ids, toks, NULL), GP_ERR_INVALID_ARG, "NULL");
-    expect_error(gp_cpu_prefill(m, 1, 0, P1, NULL), GP_ERR_INVALID_ARG, "prompt length 0");
+    expect_error(gp_cpu_prefill(m, 1, 0, P1, NULL), GP_ERR_INVALID_ARG, "has 0 tokens, allowed at least 1");
     int32_t badp[2] = {1, 300};
     expect_error(gp_cpu_prefill(m, 1, 2, badp, NULL), GP_ERR_INVALID_ARG, "token 300");
     expect_error(gp_cpu_prefill(m, -1, 2, P1, NULL), GP_ERR_INVALID_ARG, "sequence id -1");

@@ -53,7 +53,7 @@ static void test_prefill_chunk(void **state)
     const int32_t a[3] = {1, 2, 3}, z[1] = {9};
     gp_prefill_seq seqs[2] = {{.seq = 1, .n = 3, .tokens = a}, {.seq = 0, .n = 1, .tokens = z}};
     int32_t next[2];
-    GP_CHECK_OK(x.ops->prefill(x.ctx, 2, seqs, next, NULL, NULL));
+    GP_CHECK_OK(x.session->prefill(x.ctx, 2, seqs, next, NULL, NULL));
     gp_backend_close(b);
 }
 

@@ -1,7 +1,9 @@
 /* The real scheduler end to end on the CPU executor: for every M and ring
  * depth, pipelined steps give the sequential step's logits and tokens bit for
- * bit; a failing stage stops the step cleanly and the pipeline stays usable;
- * the statistics and their reports are consistent. */
+ * bit, over its two-stage graph and over the three-stage graph of the relay
+ * (attention -> relay -> FFN); a failing stage of either stops the step
+ * cleanly and the pipeline stays usable; the statistics and their reports
+ * are consistent. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -43,8 +45,10 @@ static int teardown(void **state)
 
 /* Two models with the same prompts: one decoded by gp_cpu_decode_step, one
  * through the pipeline with params p; every step's logits and tokens equal.
- * relay: the FFN stages are handed copies of their payloads' rows in other
- * buffers (the originals poisoned), through tests/support/relay_exec. */
+ * relay: a third stage between attention and FFN hands the FFN stages
+ * copies of their payloads' rows in other buffers (the originals poisoned),
+ * through tests/support/relay_exec, which also checks the runner's order
+ * of every stage call; no ring holds more than its capacity. */
 static void run_equal_relay(const gp_pipeline_params *p, int a_threads, int f_threads, bool relay)
 {
     const int V = g_w.cfg.vocab;
@@ -85,6 +89,12 @@ static void run_equal_relay(const gp_pipeline_params *p, int a_threads, int f_th
         /* the FFN reads the fp32 residual rows: 4 bytes x hidden per token */
         for (int l = 0; l < st->n_layers; l++)
             assert_true(st->a2f_bytes[l] == (double)S * g_w.cfg.hidden * 4);
+        assert_true(st->ring_occupancy_max <= p->ring.depth - 1);
+        /* every stage of the graph has its times, the relay's too */
+        const gp_step_timing *tm = gp_pipeline_last_timing(pl);
+        for (int k = 0; k < st->n_layers * st->M; k++)
+            for (int i = 0; i < (relay ? 3 : 2); i++)
+                assert_true(tm->end[i][k] >= tm->begin[i][k]);
     }
     if (relay)
         assert_int_equal(relay_exec_relayed(rx), (long)STEPS * g_w.cfg.n_layers * p->micro_batches);
@@ -107,11 +117,15 @@ static void run_equal(const gp_pipeline_params *p, int a_threads, int f_threads)
  * logits are still the sequential step's bit for bit. */
 static void test_equal_relayed_copies(void **state)
 {
-    for (int M = 1; M <= 3; M++) {
-        gp_pipeline_params p = gp_pipeline_default_params();
-        p.micro_batches = M;
-        run_equal_relay(&p, 2, 1, true);
-    }
+    const unsigned depths[] = {2, 8}; /* 2: capacity 1, every stage but the last blocks on a full ring */
+    for (int M = 1; M <= GP_PIPE_MAX_MICRO; M++)
+        for (size_t d = 0; d < sizeof depths / sizeof depths[0]; d++) {
+            gp_pipeline_params p = gp_pipeline_default_params();
+            p.micro_batches = M;
+            p.ring.depth = depths[d];
+            p.ring.spin = d ? p.ring.spin : 0; /* and sleeps at once */
+            run_equal_relay(&p, 2, 1, true);
+        }
 }
 
 static void test_equal_every_m_and_depth(void **state)
@@ -168,43 +182,36 @@ typedef struct failing {
     bool fail_ffn;
     int aborts;
 } failing;
-static gp_exec_ops g_fail_ops;
+static gp_step_ops g_fail_ops;
 
 static gp_status f_begin(void *c, const gp_step_plan *p, const int *ids, const int32_t *t)
 {
     failing *f = c;
-    return f->inner.ops->step_begin(f->inner.ctx, p, ids, t);
+    return f->inner.step->step_begin(f->inner.ctx, p, ids, t);
 }
-static gp_status f_attn(void *c, int l, int m, gp_payload *out)
+static gp_status f_stage(void *c, int i, int l, int m, const gp_payload *in, gp_payload *out)
 {
     failing *f = c;
-    if (!f->fail_ffn && l == f->fail_layer && m == f->fail_micro)
-        GP_FAIL(GP_ERR_CUDA, "injected attention failure at layer %d micro-batch %d", l, m);
-    return f->inner.ops->attn(f->inner.ctx, l, m, out);
-}
-static gp_status f_ffn(void *c, const gp_payload *in)
-{
-    failing *f = c;
-    if (f->fail_ffn && in->layer == f->fail_layer && in->micro == f->fail_micro)
-        GP_FAIL(GP_ERR_CUDA, "injected FFN failure at layer %d micro-batch %d", in->layer, in->micro);
-    return f->inner.ops->ffn(f->inner.ctx, in);
+    if ((i == 1) == f->fail_ffn && l == f->fail_layer && m == f->fail_micro)
+        GP_FAIL(GP_ERR_CUDA, "injected %s failure at layer %d micro-batch %d", i ? "FFN" : "attention", l, m);
+    return f->inner.step->stage(f->inner.ctx, i, l, m, in, out);
 }
 static gp_status f_end(void *c, int32_t *next, float *lg, gp_step_timing *t)
 {
     failing *f = c;
-    return f->inner.ops->step_end(f->inner.ctx, next, lg, t);
+    return f->inner.step->step_end(f->inner.ctx, next, lg, t);
 }
 static void f_abort(void *c)
 {
     failing *f = c;
     f->aborts++;
-    f->inner.ops->abort_step(f->inner.ctx);
+    f->inner.step->abort_step(f->inner.ctx);
 }
 
 static void test_stage_failure(void **state)
 {
-    g_fail_ops = (gp_exec_ops){.name = "failing", .step_begin = f_begin, .attn = f_attn, .ffn = f_ffn,
-                               .step_end = f_end, .abort_step = f_abort};
+    g_fail_ops = (gp_step_ops){.name = "failing", .graph = {.n_stages = 2, .names = {"attention", "FFN"}},
+                               .step_begin = f_begin, .stage = f_stage, .step_end = f_end, .abort_step = f_abort};
     const int V = g_w.cfg.vocab;
     gp_cpu_model *ref, *pm;
     GP_CHECK_OK(gp_cpu_model_create(&g_w, S, CTX, 3, &ref));
@@ -214,9 +221,9 @@ static void test_stage_failure(void **state)
     failing f = {.inner = gp_cpu_exec_get(x)};
     gp_pipeline_params p = gp_pipeline_default_params();
     p.micro_batches = 2;
-    p.ring.depth = 2; /* capacity 1: the producer is blocked on a full ring when the consumer fails */
+    p.ring.depth = 2; /* capacity 1: the attention stage is blocked on a full ring when the FFN stage fails */
     gp_pipeline *pl;
-    GP_CHECK_OK(gp_pipeline_create((gp_exec){&g_fail_ops, &f}, g_w.cfg.n_layers, &p, &pl));
+    GP_CHECK_OK(gp_pipeline_create((gp_exec){.step = &g_fail_ops, .ctx = &f}, g_w.cfg.n_layers, &p, &pl));
     int ids[S];
     int32_t tok[S], next[S];
     float *lr = malloc(sizeof(float) * S * V), *lp = malloc(sizeof(float) * S * V);
@@ -246,6 +253,75 @@ static void test_stage_failure(void **state)
     gp_cpu_model_destroy(ref);
     gp_cpu_model_destroy(pm);
     free(lr), free(lp);
+}
+
+/* Three stages: a failure of any of them mid-step, with every ring full
+ * behind it, stops the step, names the stage, aborts the executor's step
+ * and leaves the sequences unchanged; the next step is the sequential
+ * step's bit for bit. */
+static void test_three_stage_failure(void **state)
+{
+    const int V = g_w.cfg.vocab;
+    gp_cpu_model *ref, *pm;
+    GP_CHECK_OK(gp_cpu_model_create(&g_w, S, CTX, 3, &ref));
+    GP_CHECK_OK(gp_cpu_model_create(&g_w, S, CTX, 3, &pm));
+    gp_cpu_exec *x;
+    GP_CHECK_OK(gp_cpu_exec_create(pm, 1, 1, &x));
+    relay_exec *rx;
+    GP_CHECK_OK(relay_exec_create(gp_cpu_exec_get(x), S, NULL, &rx));
+    gp_pipeline_params p = gp_pipeline_default_params();
+    p.micro_batches = 3;
+    p.ring.depth = 2;
+    gp_pipeline *pl;
+    GP_CHECK_OK(gp_pipeline_create(relay_exec_get(rx), g_w.cfg.n_layers, &p, &pl));
+    int ids[S];
+    int32_t tok[S], next[S];
+    float *lr = malloc(sizeof(float) * S * V), *lp = malloc(sizeof(float) * S * V);
+    for (int s = 0; s < S; s++)
+        ids[s] = s, tok[s] = (int32_t)(s * 7 % V);
+    const int L = g_w.cfg.n_layers;
+    const struct { int stage, layer, micro; const char *name; } cases[] = {
+        {0, 0, 2, "attention"}, {1, 0, 0, "relay"}, {1, L - 1, 1, "relay"}, {2, 1, 2, "FFN"}, {2, L - 1, 2, "FFN"},
+        {0, L - 1, 0, "attention"}};
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        relay_exec_fail_at(rx, cases[i].stage, cases[i].layer, cases[i].micro);
+        assert_int_equal(gp_pipeline_step(pl, S, ids, tok, next, lp), GP_ERR_CUDA);
+        char want[96];
+        snprintf(want, sizeof want, "%s stage failed: injected %s failure at layer %d micro-batch %d", cases[i].name,
+                 cases[i].name, cases[i].layer, cases[i].micro);
+        if (!strstr(gp_last_error(), want))
+            fail_msg("error '%s' lacks '%s'", gp_last_error(), want);
+        assert_null(gp_pipeline_last_stats(pl));
+    }
+    relay_exec_fail_at(rx, -1, 0, 0);
+    for (int t = 0; t < 2; t++) {
+        GP_CHECK_OK(gp_cpu_decode_step(ref, S, ids, tok, lr));
+        GP_CHECK_OK(gp_pipeline_step(pl, S, ids, tok, next, lp));
+        assert_memory_equal(lr, lp, sizeof(float) * S * V);
+        memcpy(tok, next, sizeof tok);
+    }
+    gp_pipeline_destroy(pl);
+    relay_exec_destroy(rx);
+    gp_cpu_exec_destroy(x);
+    gp_cpu_model_destroy(ref);
+    gp_cpu_model_destroy(pm);
+    free(lr), free(lp);
+}
+
+/* A graph the runner cannot run is refused when the pipeline is made. */
+static void test_graph_refused(void **state)
+{
+    gp_step_ops o = {.name = "one", .graph = {.n_stages = 1, .names = {"all"}}, .step_begin = f_begin,
+                     .stage = f_stage, .step_end = f_end, .abort_step = f_abort};
+    gp_pipeline *pl;
+    failing f = {0};
+    GP_CHECK_FAIL(gp_pipeline_create((gp_exec){.step = &o, .ctx = &f}, 2, NULL, &pl), GP_ERR_INVALID_ARG,
+                  "graph has 1 stages, allowed 2..4");
+    o.graph = (gp_stage_graph){.n_stages = 3, .names = {"a", NULL, "c"}};
+    GP_CHECK_FAIL(gp_pipeline_create((gp_exec){.step = &o, .ctx = &f}, 2, NULL, &pl), GP_ERR_INVALID_ARG,
+                  "stage 1 of the executor's graph has no name");
+    GP_CHECK_FAIL(gp_pipeline_create((gp_exec){.session = NULL, .ctx = &f}, 2, NULL, &pl), GP_ERR_INVALID_ARG,
+                  "serves no pipelined steps");
 }
 
 /* The window summary and both report forms over a few real steps. */
@@ -343,7 +419,7 @@ static void test_prefill_op(void **state)
                 GP_CHECK_OK(relay_exec_create(gp_cpu_exec_get(x), S, NULL, &rx));
             gp_exec e = relay ? relay_exec_get(rx) : gp_cpu_exec_get(x);
             int32_t next[S];
-            GP_CHECK_OK(e.ops->prefill(e.ctx, S, seqs, next, keep ? last : NULL, keep ? all : NULL));
+            GP_CHECK_OK(e.session->prefill(e.ctx, S, seqs, next, keep ? last : NULL, keep ? all : NULL));
             for (int s = 0; s < S; s++)
                 assert_int_equal(next[s], gp_argmax(ref_last + (size_t)s * V, V));
             if (keep) {
@@ -351,7 +427,7 @@ static void test_prefill_op(void **state)
                 assert_memory_equal(all, ref_all, T * V * sizeof(float));
             }
             seqs[1].seq = seqs[0].seq;
-            GP_CHECK_FAIL(e.ops->prefill(e.ctx, 2, seqs, next, NULL, NULL), GP_ERR_INVALID_ARG, "appears twice");
+            GP_CHECK_FAIL(e.session->prefill(e.ctx, 2, seqs, next, NULL, NULL), GP_ERR_INVALID_ARG, "appears twice");
             seqs[1].seq = S - 2;
             relay_exec_destroy(rx);
             gp_cpu_exec_destroy(x);
@@ -369,6 +445,8 @@ int main(void)
         cmocka_unit_test(test_equal_uneven_sizes),
         cmocka_unit_test(test_equal_relayed_copies),
         cmocka_unit_test(test_stage_failure),
+        cmocka_unit_test(test_three_stage_failure),
+        cmocka_unit_test(test_graph_refused),
         cmocka_unit_test(test_stats_and_reports),
         cmocka_unit_test(test_prefill_op),
     };

@@ -1,8 +1,9 @@
 /* The pipeline on the GPU: for M = 1..4, ring depths 2 and 4, the smallest,
  * a middle and the largest split and the unpartitioned fallback, with and
  * without stage graphs, with the fill and drain on the whole GPU or on the
- * partitions, and with every FFN stage handed a copy of its payload's rows
- * in other buffers (tests/support/relay_exec), pipelined decode steps give
+ * partitions, and with a relay stage between attention and FFN that hands
+ * every FFN stage a copy of its payload's rows in other buffers
+ * (tests/support/relay_exec: a three-stage graph), pipelined decode steps give
  * the sequential engine's greedy tokens and its logits within the engine's
  * tolerance. Skips without a GPU. */
 #include <setjmp.h>
@@ -132,10 +133,10 @@ static void run_model_relay(const fixture *fx, bool force_fallback, bool graphs,
     double worst = 0;
     int configs = 0;
     const unsigned depths[2] = {2, 4};
-    for (int pair = 0; pair < ex.ops->n_splits(ex.ctx); pair++) {
-        GP_CHECK_OK(ex.ops->select_split(ex.ctx, pair));
+    for (int pair = 0; pair < ex.session->n_splits(ex.ctx); pair++) {
+        GP_CHECK_OK(ex.session->select_split(ex.ctx, pair));
         gp_split_info si;
-        ex.ops->split_info(ex.ctx, pair, &si);
+        ex.session->split_info(ex.ctx, pair, &si);
         for (int M = 1; M <= GP_PIPE_MAX_MICRO; M++)
             for (int d = 0; d < 2; d++) {
                 gp_pipeline_params p = gp_pipeline_default_params();

@@ -125,13 +125,13 @@ static void brute_force(gp_sim_exec *x, int M, const gp_rebalance_params *rp, ru
     gp_step_plan pn;
     plan_of(M, &pn);
     float buf[4][LAYERS * GP_PIPE_MAX_MICRO];
-    gp_step_timing t = {.attn_begin = buf[0], .attn_end = buf[1], .ffn_begin = buf[2], .ffn_end = buf[3]};
+    gp_step_timing t = {.begin = {buf[0], buf[2]}, .end = {buf[1], buf[3]}};
     res->best = -1;
     res->best_ms = res->runner_up_ms = INFINITY;
-    assert_true(ex.ops->n_splits(ex.ctx) <= 32);
-    for (int i = 0; i < ex.ops->n_splits(ex.ctx); i++) {
+    assert_true(ex.session->n_splits(ex.ctx) <= 32);
+    for (int i = 0; i < ex.session->n_splits(ex.ctx); i++) {
         gp_split_info si;
-        ex.ops->split_info(ex.ctx, i, &si);
+        ex.session->split_info(ex.ctx, i, &si);
         double share = (double)si.a_got / (si.a_got + si.f_got);
         res->pair_ms[i] = INFINITY;
         if (share < rp->min_share || share > rp->max_share)
@@ -198,11 +198,11 @@ static void run(scenario *sc, gp_rebalance_policy pol, int start, run_result *re
     gp_rebalance_params rp = gp_rebalance_default_params();
     rp.policy = pol;
     brute_force(x, sc->M, &rp, res);
-    int n = ex.ops->n_splits(ex.ctx);
+    int n = ex.session->n_splits(ex.ctx);
     gp_split_info pairs[32];
     assert_true(n <= 32);
     for (int i = 0; i < n; i++)
-        ex.ops->split_info(ex.ctx, i, &pairs[i]);
+        ex.session->split_info(ex.ctx, i, &pairs[i]);
     gp_rebalancer *r;
     GP_CHECK_OK(gp_rebalancer_create(&rp, pairs, n, &r));
     gp_pipeline_params pp = gp_pipeline_default_params();
@@ -217,7 +217,7 @@ static void run(scenario *sc, gp_rebalance_policy pol, int start, run_result *re
     }
     assert_int_equal(n, N_PAIRS);
     int cur = start;
-    GP_CHECK_OK(ex.ops->select_split(ex.ctx, cur));
+    GP_CHECK_OK(ex.session->select_split(ex.ctx, cur));
     res->moves = 0;
     res->converged_at = -1;
     for (int s = 0; s < STEPS; s++) {
@@ -230,7 +230,7 @@ static void run(scenario *sc, gp_rebalance_policy pol, int start, run_result *re
         gp_rebalance_decision d;
         gp_rebalancer_observe(r, cur, st, &nx, &d);
         if (nx != cur) {
-            GP_CHECK_OK(ex.ops->select_split(ex.ctx, nx));
+            GP_CHECK_OK(ex.session->select_split(ex.ctx, nx));
             cur = nx;
             res->moves++;
         }

@@ -439,18 +439,18 @@ static void test_sim_timeline(void **state)
     gp_sim_exec *x = sim(1, &u, 2.0, 2.0, 0);
     gp_step_plan pn = {.B = 2, .M = 2, .b0 = {0, 1}, .nb = {1, 1}, .n_layers = 1};
     float b[4][GP_PIPE_MAX_MICRO];
-    gp_step_timing t = {.attn_begin = b[0], .attn_end = b[1], .ffn_begin = b[2], .ffn_end = b[3]};
+    gp_step_timing t = {.begin = {b[0], b[2]}, .end = {b[1], b[3]}};
     /* A0 alone [0, 1]; A1 and F0 together from 1, each at half speed: [1, 3];
      * F1 alone [3, 4] */
     GP_CHECK_OK(gp_sim_exec_timeline(x, 0, &pn, -1, &t));
-    NEAR(t.attn_begin[0], 0, 1e-6);
-    NEAR(t.attn_end[0], 1, 1e-6);
-    NEAR(t.attn_begin[1], 1, 1e-6);
-    NEAR(t.attn_end[1], 3, 1e-6);
-    NEAR(t.ffn_begin[0], 1, 1e-6);
-    NEAR(t.ffn_end[0], 3, 1e-6);
-    NEAR(t.ffn_begin[1], 3, 1e-6);
-    NEAR(t.ffn_end[1], 4, 1e-6);
+    NEAR(t.begin[0][0], 0, 1e-6);
+    NEAR(t.end[0][0], 1, 1e-6);
+    NEAR(t.begin[0][1], 1, 1e-6);
+    NEAR(t.end[0][1], 3, 1e-6);
+    NEAR(t.begin[1][0], 1, 1e-6);
+    NEAR(t.end[1][0], 3, 1e-6);
+    NEAR(t.begin[1][1], 3, 1e-6);
+    NEAR(t.end[1][1], 4, 1e-6);
     NEAR(t.step_ms, 4, 1e-6);
     gp_sim_exec_destroy(x);
 
@@ -464,7 +464,7 @@ static void test_sim_timeline(void **state)
             q.nb[m] = 1;
         }
         float c[4][5 * GP_PIPE_MAX_MICRO];
-        gp_step_timing tt = {.attn_begin = c[0], .attn_end = c[1], .ffn_begin = c[2], .ffn_end = c[3]};
+        gp_step_timing tt = {.begin = {c[0], c[2]}, .end = {c[1], c[3]}};
         GP_CHECK_OK(gp_sim_exec_timeline(y, 3, &q, -1, &tt));
         NEAR(tt.step_ms, gp_overlap_step_ms(5, M, 0.7, 1.3), 1e-4);
         gp_sim_exec_destroy(y);
@@ -476,18 +476,18 @@ static void test_sim_exec(void **state)
     unit_cost u = {.a = 2.0, .f = 3.0, .scale = true};
     gp_sim_exec *x = sim(3, &u, 1.2, 1.1, 5);
     gp_exec ex = gp_sim_exec_get(x);
-    assert_string_equal(ex.ops->name, "sim");
+    assert_string_equal(ex.session->name, "sim");
     /* pairs: A = 8..112 with F the rest */
-    assert_int_equal(ex.ops->n_splits(ex.ctx), 14);
+    assert_int_equal(ex.session->n_splits(ex.ctx), 14);
     gp_split_info si;
-    ex.ops->split_info(ex.ctx, 13, &si);
+    ex.session->split_info(ex.ctx, 13, &si);
     assert_int_equal(si.a_got, 112);
     assert_int_equal(si.f_got, 20);
     assert_true(si.partitioned);
-    assert_int_equal(ex.ops->select_split(ex.ctx, 14), GP_ERR_INVALID_ARG);
+    assert_int_equal(ex.session->select_split(ex.ctx, 14), GP_ERR_INVALID_ARG);
     HAS(gp_last_error(), "split 14");
-    GP_CHECK_OK(ex.ops->select_split(ex.ctx, 6));
-    ex.ops->split_info(ex.ctx, -1, &si);
+    GP_CHECK_OK(ex.session->select_split(ex.ctx, 6));
+    ex.session->split_info(ex.ctx, -1, &si);
     assert_int_equal(si.a_got, 56);
 
     /* the runner over it: statistics from the simulated timeline */
@@ -509,7 +509,7 @@ static void test_sim_exec(void **state)
     gp_step_plan pn;
     GP_CHECK_OK(gp_pipeline_plan(&pp, 3, 6, &pn));
     float b[4][3 * GP_PIPE_MAX_MICRO];
-    gp_step_timing t = {.attn_begin = b[0], .attn_end = b[1], .ffn_begin = b[2], .ffn_end = b[3]};
+    gp_step_timing t = {.begin = {b[0], b[2]}, .end = {b[1], b[3]}};
     GP_CHECK_OK(gp_sim_exec_timeline(x, 6, &pn, -1, &t));
     NEAR(st->step_ms, t.step_ms, 1e-5);
     for (int i = 0; i < 3 * 2; i++) {
@@ -521,7 +521,7 @@ static void test_sim_exec(void **state)
 
     /* the sequential engine: every stage on all 132 SMs, summed */
     float seq_ms = 0;
-    GP_CHECK_OK(ex.ops->sequential_step(ex.ctx, 6, seq, tok, next, NULL, &seq_ms));
+    GP_CHECK_OK(ex.session->sequential_step(ex.ctx, 6, seq, tok, next, NULL, &seq_ms));
     NEAR(seq_ms, 3 * (2.0 + 3.0) * 6 / 132, 1e-5);
 
     /* a cost model that fails stops the step with a message; the pipeline
@@ -538,7 +538,7 @@ static void test_sim_exec(void **state)
     /* logits without a vocabulary are refused */
     gp_sim_exec *y = sim(1, &u, 1, 1, 0);
     gp_exec ey = gp_sim_exec_get(y);
-    assert_int_equal(ey.ops->sequential_step(ey.ctx, 2, seq, tok, next, logits, NULL), GP_ERR_INVALID_ARG);
+    assert_int_equal(ey.session->sequential_step(ey.ctx, 2, seq, tok, next, logits, NULL), GP_ERR_INVALID_ARG);
     HAS(gp_last_error(), "vocab 0");
     gp_sim_exec_destroy(y);
 }
@@ -564,7 +564,7 @@ static void test_sim_params(void **state)
     p.groups = 0; /* 132 / 8 = 16 groups: 15 pairs */
     GP_CHECK_OK(gp_sim_exec_create(&p, &x));
     gp_exec ex = gp_sim_exec_get(x);
-    assert_int_equal(ex.ops->n_splits(ex.ctx), 15);
+    assert_int_equal(ex.session->n_splits(ex.ctx), 15);
     gp_sim_exec_destroy(x);
     /* explicit pairs */
     gp_split_info pairs[2] = {{.a_req = 30, .f_req = 70, .a_got = 30, .f_got = 70, .partitioned = true},
@@ -576,10 +576,10 @@ static void test_sim_params(void **state)
     p.n_pairs = 1;
     GP_CHECK_OK(gp_sim_exec_create(&p, &x));
     ex = gp_sim_exec_get(x);
-    assert_int_equal(ex.ops->n_splits(ex.ctx), 1);
+    assert_int_equal(ex.session->n_splits(ex.ctx), 1);
     /* a plan of the wrong depth is refused */
     gp_step_plan pn = {.B = 2, .M = 2, .b0 = {0, 1}, .nb = {1, 1}, .n_layers = 3};
-    assert_int_equal(ex.ops->step_begin(ex.ctx, &pn, NULL, NULL), GP_ERR_SHAPE);
+    assert_int_equal(ex.step->step_begin(ex.ctx, &pn, NULL, NULL), GP_ERR_SHAPE);
     HAS(gp_last_error(), "plan of 3 layers");
     gp_sim_exec_destroy(x);
 }

@@ -18,9 +18,9 @@ struct gp_sim_exec {
     gp_step_plan plan;      /* the step being run */
     bool in_step;
     /* issue flags of the current step, [n_layers][GP_PIPE_MAX_MICRO]: attention
-     * flags written by the producer thread and read by the consumer, FFN flags
-     * the other way round. The runner already orders each read after its
-     * write (ring push/pop, its FFN counter); release/acquire here keeps the
+     * flags written by the attention stage's thread and read by the FFN
+     * stage's, FFN flags the other way round. The runner already orders each
+     * read after its write (ring push/pop, its last-stage counter); release/acquire here keeps the
      * check self-contained and visible to ThreadSanitizer, which does not
      * see ck_ring's fences. */
     atomic_uchar *attn_issued, *ffn_issued;
@@ -133,7 +133,7 @@ static gp_status check_plan(const gp_sim_exec *x, const gp_step_plan *plan)
 
 gp_status gp_sim_exec_timeline(gp_sim_exec *x, int index, const gp_step_plan *plan, long step, gp_step_timing *t)
 {
-    if (!x || !t || !t->attn_begin || !t->attn_end || !t->ffn_begin || !t->ffn_end)
+    if (!x || !t || !t->begin[0] || !t->end[0] || !t->begin[1] || !t->end[1])
         GP_FAIL(GP_ERR_INVALID_ARG, "simulated executor: timeline needs the executor and four timing arrays");
     if (index < 0 || index >= x->n_pairs)
         GP_FAIL(GP_ERR_INVALID_ARG, "simulated executor: pair %d: allowed 0..%d", index, x->n_pairs - 1);
@@ -156,10 +156,10 @@ gp_status gp_sim_exec_timeline(gp_sim_exec *x, int index, const gp_step_plan *pl
     if (st == GP_OK) {
         const double off = x->p.begin_ms;
         for (int i = 0; i < n; i++) {
-            t->attn_begin[i] = (float)(off + ba[i]);
-            t->attn_end[i] = (float)(off + ea[i]);
-            t->ffn_begin[i] = (float)(off + bf[i]);
-            t->ffn_end[i] = (float)(off + ef[i]);
+            t->begin[0][i] = (float)(off + ba[i]);
+            t->end[0][i] = (float)(off + ea[i]);
+            t->begin[1][i] = (float)(off + bf[i]);
+            t->end[1][i] = (float)(off + ef[i]);
         }
         t->step_ms = (float)(off + total + x->p.end_ms);
     }
@@ -189,9 +189,8 @@ static gp_status sx_step_begin(void *ctx, const gp_step_plan *plan, const int *s
     return GP_OK;
 }
 
-static gp_status sx_attn(void *ctx, int layer, int micro, gp_payload *out)
+static gp_status sx_attn(gp_sim_exec *x, int layer, int micro, gp_payload *out)
 {
-    gp_sim_exec *x = ctx;
     const gp_step_plan *pn = &x->plan;
     if (!x->in_step)
         GP_FAIL(GP_ERR_STATE, "simulated executor: attention stage outside a step");
@@ -210,9 +209,8 @@ static gp_status sx_attn(void *ctx, int layer, int micro, gp_payload *out)
     return GP_OK;
 }
 
-static gp_status sx_ffn(void *ctx, const gp_payload *in)
+static gp_status sx_ffn(gp_sim_exec *x, const gp_payload *in)
 {
-    gp_sim_exec *x = ctx;
     const gp_step_plan *pn = &x->plan;
     if (!x->in_step || !in)
         GP_FAIL(GP_ERR_STATE, "simulated executor: FFN stage outside a step or without a payload");
@@ -224,6 +222,13 @@ static gp_status sx_ffn(void *ctx, const gp_payload *in)
                 in->layer, in->micro);
     atomic_store_explicit(&x->ffn_issued[in->layer * GP_PIPE_MAX_MICRO + in->micro], 1, memory_order_release);
     return GP_OK;
+}
+
+static gp_status sx_stage(void *ctx, int stage, int layer, int micro, const gp_payload *in, gp_payload *out)
+{
+    if (stage == 0)
+        return sx_attn(ctx, layer, micro, out);
+    return sx_ffn(ctx, in);
 }
 
 static gp_status fill_outputs(const gp_sim_exec *x, int B, int32_t *next, float *logits)
@@ -305,13 +310,17 @@ static void sx_split_info(void *ctx, int index, gp_split_info *out)
     *out = x->pairs[index];
 }
 
-static const gp_exec_ops sim_ops = {
+static const gp_step_ops sim_step_ops = {
     .name = "sim",
+    .graph = {.n_stages = 2, .names = {"attention", "FFN"}},
     .step_begin = sx_step_begin,
-    .attn = sx_attn,
-    .ffn = sx_ffn,
+    .stage = sx_stage,
     .step_end = sx_step_end,
     .abort_step = sx_abort,
+};
+
+static const gp_session_ops sim_session_ops = {
+    .name = "sim",
     .sequential_step = sx_sequential,
     .n_splits = sx_n_splits,
     .select_split = sx_select,
@@ -320,7 +329,7 @@ static const gp_exec_ops sim_ops = {
 
 gp_exec gp_sim_exec_get(gp_sim_exec *x)
 {
-    return (gp_exec){&sim_ops, x};
+    return (gp_exec){.step = &sim_step_ops, .session = &sim_session_ops, .ctx = x};
 }
 
 /* ------------------------------------------------------------ create */
