@@ -12,7 +12,7 @@
 #include <stdint.h>
 
 #include "gp_common.h"
-#include "gp_model.h"
+#include "gp_kvcache.h"
 
 #ifdef __cplusplus
 extern "C" {

@@ -7,6 +7,7 @@
 
 #include "cuda_util.cuh"
 #include "gp_attention.h"
+#include "gp_kvcache.h"
 
 /* grid (n, 2): x a position, y K (0) or V (1); each thread moves vectors of T. */
 template <typename T>

@@ -3,6 +3,7 @@
 #include <string.h>
 
 #include "gp_attention.h"
+#include "gp_kvcache.h"
 
 void gp_kv_copy_tokens_ref(const gp_kv_layout *l, uint16_t *k_pool, uint16_t *v_pool, const int32_t *table,
                            int pos0, int n, uint16_t *k_buf, uint16_t *v_buf, gp_kv_copy_dir dir)

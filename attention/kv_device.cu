@@ -8,6 +8,7 @@
 #include "cuda_util.cuh"
 #include "gp_attention.h"
 #include "kv_vmm.h"
+#include "gp_kvcache.h"
 
 /* Two staging buffers: the host may fill one while the GPU still copies the
  * other; only a host three uploads ahead would have to wait. */

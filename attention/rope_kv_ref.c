@@ -6,6 +6,7 @@
 #include <string.h>
 
 #include "gp_attention.h"
+#include "gp_reference.h"
 
 void gp_rope_kv_append_ref(gp_dtype dtype, const uint16_t *qkv, const uint16_t *bias, int B,
                            int n_heads, int n_kv_heads, int head_dim, const int32_t *positions,

@@ -18,6 +18,8 @@
 
 #include "gp_attention.h"
 #include "gp_green.h"
+#include "gp_kvcache.h"
+#include "gp_weights.h"
 
 #define GP_BENCH_NAME "gp_bench_attn"
 #include "bench_check.h"

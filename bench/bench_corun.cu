@@ -15,6 +15,7 @@
 #include "gp_green.h"
 #include "gp_model.h"
 #include "kernels.h"
+#include "gp_weights.h"
 
 #define MAX_SPLITS 16
 #define MAX_REPS 200

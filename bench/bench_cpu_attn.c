@@ -15,6 +15,7 @@
 #include <string.h>
 
 #include "bench_cpu.h"
+#include "gp_kvcache.h"
 #include "gp_tools.h"
 #include "gp_attention.h"
 

@@ -25,6 +25,7 @@
 #include "gp_sparse.h"
 #include "gp_streaming.h"
 #include "gp_tools.h"
+#include "gp_weights.h"
 
 typedef enum { ROW_DENSE, ROW_SPARSE, ROW_SPARSE_EAGER, ROW_CPU_FFN, ROW_STREAMED, ROW_STREAMED_CPU_FFN } row_kind;
 static const char *const row_name[] = {"dense", "sparse (GPU)", "sparse (GPU), eager", "sparse + cpu-ffn",

@@ -16,9 +16,12 @@
 
 #include "gp_attention.h"
 #include "gp_engine.h"
+#include "gp_kvcache.h"
 #include "gp_sparse.h"
+#include "gp_stage.h"
 #include "gp_streaming.h"
 #include "gp_tools.h"
+#include "gp_weights.h"
 
 typedef struct workload { int B, C; } workload;
 

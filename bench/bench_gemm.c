@@ -11,6 +11,7 @@
 #include "gemm_skinny.cuh"
 #include "gp_model.h"
 #include "kernels.h"
+#include "gp_weights.h"
 
 #define BENCH_COPIES 4   /* weight copies rotated per rep: >= 4 x 32 MiB, beyond the 50 MB L2 */
 #define BENCH_WARMUP 3

@@ -12,6 +12,7 @@
 
 #include "gp_engine.h"
 #include "gp_tools.h"
+#include "gp_weights.h"
 
 #define MAX_ROWS 16
 #define LINK_GBPS 55.0 /* pinned host-to-device on the H100 machine (DESIGN.md §4) */

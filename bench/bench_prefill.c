@@ -8,6 +8,8 @@
 #include <string.h>
 
 #include "gp_engine.h"
+#include "gp_stage.h"
+#include "gp_weights.h"
 
 #define MAX_ROWS 32
 #define GEMM_PEAK 800e12 /* FLOP/s: the §6 GEMM rate every report measures against */

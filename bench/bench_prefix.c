@@ -14,6 +14,7 @@
 #include "gp_engine.h"
 #include "gp_kvstore.h"
 #include "gp_tools.h"
+#include "gp_weights.h"
 
 #define NAME "gp_bench_prefix"
 #define MAX_ROWS 16

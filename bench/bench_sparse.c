@@ -16,6 +16,7 @@
 #include "gp_sparse.h"
 #include "gp_tools.h"
 #include "kernels.h"
+#include "gp_weights.h"
 
 #define GP_BENCH_NAME "gp_bench_sparse"
 #include "bench_check.h"

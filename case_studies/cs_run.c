@@ -12,7 +12,10 @@
 #include "cs_run.h"
 #include "gp_attention.h"
 #include "gp_engine.h"
+#include "gp_kvcache.h"
+#include "gp_stage.h"
 #include "gp_streaming.h"
+#include "gp_weights.h"
 
 static void row_error(gp_cs_row *r, gp_status st, const char *what)
 {

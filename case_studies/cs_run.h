@@ -5,6 +5,7 @@
 
 #include "gp_case_study.h"
 #include "gp_engine.h"
+#include "gp_weights.h"
 
 typedef struct cs_env {
     const gp_cs_options *o;

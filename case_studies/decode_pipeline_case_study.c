@@ -14,6 +14,7 @@
 #include "gp_build_info.h"
 #include "gp_engine.h"
 #include "gp_streaming.h"
+#include "gp_weights.h"
 
 #define PROG "decode_pipeline_case_study"
 

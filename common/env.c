@@ -2,7 +2,7 @@
  * process-wide settings live in the environment; everything a caller tunes
  * is a field of a params struct. The variables, and the file that reads
  * each:
- *   GP_REF_THREADS            1..16 threads of the CPU reference (model/ref_pool.c,
+ *   GP_REF_THREADS            1..16 threads of the CPU reference (reference/ref_pool.c,
  *                             at each pool creation)
  *   GP_DEVICE_WAIT_TIMEOUT_S  seconds a host wait on the device may take, 0 =
  *                             no limit (common/device_wait.c, once per process)

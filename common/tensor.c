@@ -113,10 +113,3 @@ gp_status gp_view_check(const gp_tensor_view *v, const char *who, const char *wh
     }
     return GP_OK;
 }
-
-const char *gp_stage_kind_name(gp_stage_kind k)
-{
-    static const char *const names[GP_STAGE_COUNT] = {"embed", "attn", "ffn", "qkv", "attn_core", "o_ffn_qkv",
-                                                      "head"};
-    return (unsigned)k < GP_STAGE_COUNT ? names[k] : "unknown";
-}

@@ -1,6 +1,6 @@
-/* CPU oracle of gp_argmax_rows: gp_argmax (model/reference.c) on each row, so
+/* CPU oracle of gp_argmax_rows: gp_argmax (reference/reference.c) on each row, so
  * the device kernel and the reference model share one definition. */
-#include "gp_model.h"
+#include "gp_reference.h"
 #include "kernels.h"
 
 void gp_argmax_rows_ref(const float *logits, int32_t *out, int B, int V)

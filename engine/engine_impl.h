@@ -7,7 +7,9 @@
 
 #include "gp_attention.h"
 #include "gp_engine.h"
+#include "gp_kvcache.h"
 #include "gp_sparse.h"
+#include "gp_weights.h"
 #include "kernels.h"
 
 #define GP_ENGINE_MAX_GRAPHS 64

@@ -10,6 +10,8 @@
 
 #include "gp_attention.h"
 #include "gp_model.h"
+#include "gp_stage.h"
+#include "gp_weights.h"
 #include "kernels.h" /* the GEMM context and its limits (GP_GEMM_TUNE_MAX_CANDIDATES, GP_GEMM_WORKSPACE_BYTES) */
 
 #ifdef __cplusplus

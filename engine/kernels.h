@@ -154,7 +154,7 @@ void gp_embed_ref(gp_dtype dt, const int32_t *tokens, const void *table, float *
 
 /* ---------------------------------------------------------------- argmax */
 
-/* out[b] = index of the largest logits[b][:], as gp_argmax (model/reference.c);
+/* out[b] = index of the largest logits[b][:], as gp_argmax (reference/reference.c);
  * the logits are fp32 in either engine dtype (the LM head's fp32 output):
  * the FIRST index on ties (+0 and -0 are equal), NaN never wins (NaNs are
  * skipped), a row of only NaNs gives 0. Deterministic.

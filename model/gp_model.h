@@ -1,5 +1,6 @@
-/* greenpipe model: Llama-family config, weights (synthetic or HF safetensors),
- * paged KV cache layout and the float32 CPU reference forward pass. */
+/* greenpipe model: what a Llama-family model is and where its weights come
+ * from: config and presets, architectures, host weights (synthetic or HF
+ * safetensors), the model source and identity, and the cost of a step. */
 #ifndef GP_MODEL_H
 #define GP_MODEL_H
 
@@ -229,6 +230,19 @@ gp_status gp_synth_host_rate(gp_dtype dtype, uint64_t sample_bytes, double *byte
 /* Element count of one tensor kind, and its uniform half-range. */
 uint64_t gp_synth_numel(const gp_config *cfg, gp_tensor_kind kind);
 float gp_synth_scale(const gp_config *cfg, gp_tensor_kind kind);
+/* The conversion of weights into a device dtype, on the host (no GPU
+ * needed; the upload's and gp_checkpoint_fill_tensor's): n elements of src
+ * (dtype from: F32, BF16 or F16; need not be aligned) into dst (dtype to:
+ * BF16 or F16), round to nearest even (a copy when from == to). A finite value
+ * that becomes inf in fp16 (|x| >= 65520; up to that it rounds to 65504) is
+ * GP_ERR_UNSUPPORTED naming what (the tensor), the element and its value and
+ * suggesting --dtype bf16; dst is then partly written. */
+gp_status gp_weights_convert(void *dst, gp_dtype to, const void *src, gp_dtype from, uint64_t n,
+                             const char *what);
+/* The synthetic generator for one tensor of dtype (F32, BF16 or F16): each
+ * value the generator's float rounded to dtype (F32: unrounded). */
+void gp_synth_fill_tensor_host(void *dst, gp_dtype dtype, uint64_t n, uint64_t seed,
+                               gp_tensor_kind kind, int layer, float scale);
 
 /* ---------------------------------------------------------- safetensors */
 
@@ -356,205 +370,6 @@ gp_status gp_checkpoint_identity(const gp_checkpoint *ck, gp_model_identity *out
  * context 256" into buf. */
 void gp_config_summary(const gp_config *cfg, char *buf, size_t cap);
 
-/* ---------------------------------------------------------- paged KV cache */
-
-/* Storage per layer: K and V each [n_blocks][block_size][n_kv_heads][head_dim].
- * A sequence's position p lives in block table[p / block_size], slot
- * p % block_size. Block ids are shared by all layers. */
-typedef struct gp_kv_layout {
-    int n_layers;
-    int n_kv_heads;
-    int head_dim;
-    int block_size;  /* tokens per block */
-    int n_blocks;    /* blocks in the pool */
-} gp_kv_layout;
-
-/* Element offset of (block, slot, kv_head, 0) inside one layer's K or V. */
-static inline GP_HD size_t gp_kv_offset(const gp_kv_layout *l, int block, int slot, int kv_head)
-{
-    return (((size_t)block * (size_t)l->block_size + (size_t)slot) * (size_t)l->n_kv_heads
-            + (size_t)kv_head) * (size_t)l->head_dim;
-}
-/* Elements in one layer's K (or V) pool. */
-uint64_t gp_kv_layer_elems(const gp_kv_layout *l);
-/* Every count positive and a full block table addressable by int positions;
- * who names the caller in the message. */
-gp_status gp_kv_layout_check(const gp_kv_layout *l, int max_seqs, int max_blocks_per_seq, const char *who);
-
-/* Host-side bookkeeping: block pool and per-sequence block tables. */
-typedef struct gp_kv_tables gp_kv_tables;
-gp_status gp_kv_tables_create(const gp_kv_layout *l, int max_seqs, int max_blocks_per_seq,
-                              gp_kv_tables **out);
-void gp_kv_tables_destroy(gp_kv_tables *t);
-/* Reserve room for n more tokens of seq (allocating blocks as needed);
- * GP_ERR_STATE with a message when the pool or the table is exhausted. */
-gp_status gp_kv_reserve(gp_kv_tables *t, int seq, int n);
-/* Advance the recorded length after the tokens were written. */
-gp_status gp_kv_advance(gp_kv_tables *t, int seq, int n);
-void gp_kv_release(gp_kv_tables *t, int seq);
-/* Shorten seq to its first len tokens (0 <= len <= its length): the blocks
- * that still hold them stay, with their contents; the rest are freed. */
-gp_status gp_kv_truncate(gp_kv_tables *t, int seq, int len);
-/* Offloaded KV (issue #18): from now on table entry i < per_seq of sequence
- * s is the fixed id first + s * per_seq + i (a block kept in host memory:
- * the sequence's oldest positions), never taken from the pool, which keeps
- * the ids below first for the rest. On fresh tables only (GP_ERR_STATE when
- * a sequence holds blocks); GP_ERR_INVALID_ARG unless first >= 0, 0 <=
- * per_seq <= max_blocks_per_seq and first + max_seqs x per_seq <= n_blocks. */
-gp_status gp_kv_tables_set_host(gp_kv_tables *t, int first, int per_seq);
-int gp_kv_len(const gp_kv_tables *t, int seq);
-const int32_t *gp_kv_block_table(const gp_kv_tables *t, int seq); /* [max_blocks_per_seq] */
-int gp_kv_max_blocks_per_seq(const gp_kv_tables *t);
-int gp_kv_free_blocks(const gp_kv_tables *t);
-const gp_kv_layout *gp_kv_tables_layout(const gp_kv_tables *t);
-
-/* ---------------------------------------------------------- CPU reference */
-
-typedef struct gp_cpu_model gp_cpu_model; /* opaque */
-
-/* Build a reference model over w (borrowed, must outlive it) with room for
- * max_seqs sequences of up to max_context tokens each. */
-gp_status gp_cpu_model_create(const gp_host_weights *w, int max_seqs, int max_context,
-                              int block_size, gp_cpu_model **out);
-void gp_cpu_model_destroy(gp_cpu_model *m);
-/* Host bytes of the KV cache gp_cpu_model_create allocates for these
- * arguments (float32 K and V of every layer); UINT64_MAX on overflow, 0 for
- * arguments it would refuse as out of range. */
-uint64_t gp_cpu_model_kv_bytes(const gp_config *cfg, int max_seqs, int max_context, int block_size);
-/* One decode step for B sequences: seq_ids[B] pick the sequences, tokens[B]
- * are their next input tokens; each sequence's position is its current cache
- * length. Appends K/V and writes logits[B][vocab]. Checked as a batch of B
- * decode parts by gp_batch_check before anything changes. */
-gp_status gp_cpu_decode_step(gp_cpu_model *m, int B, const int *seq_ids, const int32_t *tokens,
-                             float *logits);
-/* One forward over a mixed batch (gp_common.h's gp_batch: prefill parts
- * first, then decode parts; checked by gp_batch_check before anything
- * changes, so a refused batch leaves every sequence as it was). Every row's
- * K/V is appended at its sequence's length plus its index in its part; a
- * prefill row attends causally over its sequence's cache (the tokens it held
- * and this part's tokens up to its own), a decode row as a decode step. Rows
- * never mix, so a decode part's logits are bitwise gp_cpu_decode_step's and
- * a prefill part's bitwise gp_cpu_prefill_batch's, whatever else the batch
- * holds. logits [n_parts][vocab] (may be NULL): those after each part's last
- * row; next [n_parts] (may be NULL): their argmax. Sparsity masking (below)
- * applies to a batch of decode parts only: one with a prefill row stays
- * dense, as a prefill does. The per-row scratch grows to the batch's rows
- * (at most max_seqs x max_context). */
-gp_status gp_cpu_run_batch(gp_cpu_model *m, const gp_batch *b, int32_t *next, float *logits);
-/* Fill the caches of S sequences from their prompts (gp_prefill_seq:
- * distinct sequences, 1 <= S <= max_seqs; a sequence may already hold
- * tokens, its positions continue after them) as the exact reference: prompt
- * position by position, each position one forward over a one-token prefill
- * part of every prompt that has a token there, so every prompt's logits are
- * bitwise those of prefilling it alone. last_logits [S][vocab] (may be NULL): row s the logits
- * after seqs[s]'s last token; prompt_logits [sum of n][vocab] (may be NULL):
- * the logits at every prompt position, all of seqs[0]'s, then seqs[1]'s, ...
- * Everything (ids, lengths, tokens, room in max_context) is checked before
- * the cache changes: a refused call leaves every sequence as it was. */
-gp_status gp_cpu_prefill_batch(gp_cpu_model *m, int S, const gp_prefill_seq *seqs, float *last_logits,
-                               float *prompt_logits);
-/* One prompt: gp_cpu_prefill_batch with S = 1; the logits after its last
- * token go to last_logits [vocab] (may be NULL). */
-gp_status gp_cpu_prefill(gp_cpu_model *m, int seq, int n, const int32_t *prompt, float *last_logits);
-void gp_cpu_reset_seq(gp_cpu_model *m, int seq);
-const gp_config *gp_cpu_model_config(const gp_cpu_model *m);
-int gp_cpu_model_max_seqs(const gp_cpu_model *m);
-/* Round activations through dt exactly where the CUDA engine stores them in
- * its 16-bit compute dtype (normed inputs, QKV (the GEMM output; with a
- * bias v again after the bias is added, q and k after RoPE), RoPE'd q and k,
- * V, attention output,
- * gate/up, SwiGLU output, final norm); the residual stays fp32. GP_DTYPE_F32
- * (the default) rounds nothing: pure fp32, the HF oracle. BF16 or F16: the
- * engine's arithmetic of that dtype on the CPU, the tight oracle for the
- * whole GPU engine and the measure of its drift from HF. Other values are
- * ignored. */
-void gp_cpu_model_set_act_dtype(gp_cpu_model *m, gp_dtype dt);
-/* Threads of the model's own worker (the one gp_cpu_decode_step and the
- * prefills run on): 0 the default (online CPUs, at most 16, GP_REF_THREADS)
- * or 1..16. Results do not depend on it. Not during a step. */
-gp_status gp_cpu_model_set_threads(gp_cpu_model *m, int n_threads);
-/* The threads that worker obtained (a thread that cannot start makes it smaller). */
-int gp_cpu_model_threads(const gp_cpu_model *m);
-
-/* Activation sparsity (the thresholds come from sparse/'s gp_sparsity). Four projections per layer have their inputs thresholded,
- * numbered as sparse/'s gp_sparse_proj (model/ does not depend on sparse/,
- * so they are plain ints here): 0 q/k/v (input: the attention RMSNorm's
- * output, hidden wide), 1 o (the attention output, n_heads x head_dim),
- * 2 gate/up (the FFN RMSNorm's output, hidden), 3 down (the SwiGLU output,
- * ffn). */
-#define GP_CPU_PROJ_COUNT 4
-/* The largest decode batch that is masked: sparse/'s GP_SPARSE_MAX_B (the
- * sparse kernel's), which sparse/ asserts equal. */
-#define GP_CPU_SPARSE_MAX_B 16
-/* thresholds [n_layers][GP_CPU_PROJ_COUNT] (copied; each finite and >= 0,
- * the caller's duty: gp_sparsity_check), or NULL to turn masking off (the
- * default). When on, every decode step (gp_cpu_decode_step, and
- * gp_cpu_step_begin .. gp_cpu_step_end, and a batch of decode parts only)
- * whose batch has at most GP_CPU_SPARSE_MAX_B rows replaces each projection input x with 0 unless
- * |x| > t, the layer's threshold for that projection (sparse/gp_sparse.h's
- * rule; a NaN input counts as 0 too, as in the kernel), on the values the
- * matmul reads: after the activation rounding of
- * gp_cpu_model_set_act_dtype. The batch is the step's, not a stage's row
- * range, so any split into micro-batches masks alike. Prefill
- * (gp_cpu_prefill_batch, gp_cpu_prefill) stays dense. With every threshold
- * 0 the logits are bitwise those without masking (only exact zeros and
- * NaNs are replaced; see reference.c's gp_ref_mask). Not during a step. */
-void gp_cpu_model_set_sparsity(gp_cpu_model *m, const float *thresholds);
-/* A projection's input rows as the matmul is about to read them: after the
- * activation rounding, before masking. x is [rows][width] contiguous, valid
- * during the call only; proj as above; rows the stage's batch rows (one
- * prefill position's prompts in a prefill). */
-typedef void (*gp_cpu_capture_fn)(void *ctx, int layer, int proj, int rows, int width, const float *x);
-/* Call fn(ctx, ...) for every projection input of every step, prefill and
- * decode alike; NULL fn turns it off. Thread-safety: fn runs on the thread
- * that runs the stage, before the matmul is handed to the worker's pool
- * (never on a pool thread), once per matmul. gp_cpu_decode_step and the
- * prefills call it from their caller's thread, layer by layer in order;
- * stages over disjoint rows that run at the same time (the pipelined CPU
- * executor) call it from their threads at the same time, so fn must then be
- * thread-safe. Not during a step. */
-void gp_cpu_model_set_capture(gp_cpu_model *m, gp_cpu_capture_fn fn, void *ctx);
-
-/* A step as stages, for the pipeline's CPU executor: gp_cpu_step_begin
- * (a decode step) or gp_cpu_step_begin_batch (a mixed batch) (validate,
- * reserve KV, embed into the model's residual rows, gp_cpu_resid_view), then
- * per layer gp_cpu_stage(GP_STAGE_ATTN) and gp_cpu_stage(GP_STAGE_FFN) over
- * batch-row ranges (micro-batches), then gp_cpu_step_end (final norm and LM
- * head of each part's last residual row it is handed into logits
- * [n_parts][vocab] unless NULL, KV lengths advanced). A prefill part split
- * over micro-batches is causal as long as attention(L) of its earlier rows
- * runs before that of its later ones. A stage reads and
- * updates exactly the residual view in its gp_stage_io (host f32 [nb][hidden],
- * any row stride), so an executor may hand it rows that live elsewhere; its
- * other buffers are per-row scratch and the KV cache. Results are bitwise
- * those of gp_cpu_decode_step for any split into row ranges. Stages over
- * disjoint rows may run at the same time on different threads, each with its
- * own worker; for one row range the order attention(L) -> FFN(L) ->
- * attention(L+1) is the caller's duty. gp_cpu_step_abort drops a failed step
- * (reserved KV stays with its sequence). */
-typedef struct gp_cpu_worker gp_cpu_worker; /* opaque: a thread pool and scratch */
-/* n_threads 0: the default (online CPUs, at most 16, GP_REF_THREADS). */
-gp_status gp_cpu_worker_create(const gp_cpu_model *m, int n_threads, gp_cpu_worker **out);
-void gp_cpu_worker_destroy(gp_cpu_worker *wk);
-gp_status gp_cpu_step_begin(gp_cpu_model *m, int B, const int *seq_ids, const int32_t *tokens);
-gp_status gp_cpu_step_begin_batch(gp_cpu_model *m, const gp_batch *b);
-/* The model's own residual rows [b0, b0+nb) (where gp_cpu_step_begin embeds). */
-gp_status gp_cpu_resid_view(const gp_cpu_model *m, int b0, int nb, gp_tensor_view *out);
-/* kind GP_STAGE_ATTN or GP_STAGE_FFN; io->x and io->y empty. */
-gp_status gp_cpu_stage(gp_cpu_model *m, gp_cpu_worker *wk, gp_stage_kind kind, const gp_stage_io *io);
-/* resid: the step's residual rows, in batch order. */
-gp_status gp_cpu_step_end(gp_cpu_model *m, gp_cpu_worker *wk, const gp_tensor_view *resid, float *logits);
-void gp_cpu_step_abort(gp_cpu_model *m);
-/* Index of the largest value (first one on ties). */
-int32_t gp_argmax(const float *x, int n);
-
-/* Reference operations, also the oracles for the GPU kernels: weights of
- * dtype wdt (F32, BF16 or F16), widened exactly. */
-void gp_ref_rmsnorm(float *out, const float *x, const void *w, gp_dtype wdt, int n, float eps);
-void gp_ref_matvec(float *out, const void *w, gp_dtype wdt, const float *x, int rows, int cols);
-void gp_ref_rope(float *vec, int n_heads, int head_dim, int pos, const float *inv_freq);
-void gp_ref_swiglu(float *out, const float *gate, const float *up, int n);
-
 /* ---------------------------------------------------------- performance model */
 
 /* Read-only streaming and bf16 GEMM rate measured on the H100
@@ -570,152 +385,6 @@ typedef struct gp_step_cost {
     double bytes, flops, floor_ms;
 } gp_step_cost;
 void gp_step_floor(const gp_config *cfg, int B, double C, int M, gp_step_cost *out);
-
-/* ---------------------------------------------------------- device weights */
-
-/* Device weights are held as groups, one "attn" and one "ffn" per layer
- * (plus a "head" group: embed, final norm, lm_head). Each group has a ready
- * event and an in-use count: a stage calls gp_weight_group_acquire (marks it
- * in use and makes its stream wait on the ready event, never a synchronize),
- * computes, and calls gp_weight_group_release on every exit path. Resident
- * weights are ready at load. Streams are cudaStream_t passed as void*. */
-typedef struct gp_device_weights gp_device_weights; /* opaque */
-typedef enum gp_group_kind { GP_GROUP_ATTN = 0, GP_GROUP_FFN = 1, GP_GROUP_HEAD = 2 } gp_group_kind;
-typedef struct gp_weight_group gp_weight_group;     /* opaque */
-
-/* GP_ERR_NO_DEVICE with one readable line when there is no GPU/driver. */
-gp_status gp_cuda_available(void);
-/* Generate synthetic weights in place on the current device in dtype
- * (GP_DTYPE_BF16 or GP_DTYPE_F16; others GP_ERR_INVALID_ARG): the same
- * values as gp_synth_fill_host of that dtype (the generator's float rounded
- * to nearest even). */
-gp_status gp_device_weights_synthetic(const gp_config *cfg, gp_dtype dtype, uint64_t seed,
-                                      gp_device_weights **out);
-/* Upload host weights (e.g. from a checkpoint) of w->dtype (F32, BF16 or
- * F16) as device weights of dtype (BF16 or F16): copied when the dtypes are
- * equal, else converted on the host in bounded pinned chunks (round to
- * nearest even; no second host copy). A value that fp16 cannot hold (it
- * would round to inf) is GP_ERR_UNSUPPORTED naming the tensor and the value
- * and suggesting --dtype bf16. The q/k/v biases (bqkv) go up when the config
- * has them; tied embeddings keep one device copy (view lm_head == embed). */
-gp_status gp_device_weights_upload(const gp_host_weights *w, gp_dtype dtype, gp_device_weights **out);
-/* The 16-bit device dtype of dw (its view's dtype); GP_DTYPE_COUNT for NULL. */
-gp_dtype gp_device_weights_dtype(const gp_device_weights *dw);
-/* The weights src names on the device in dtype: BF16, F16 or GP_DTYPE_AUTO
- * (a checkpoint in its own 16-bit dtype, an fp32 one in bf16, synthetic
- * presets in bf16: gp_dtype_resolve_auto). Synthetic weights are generated
- * in place; a checkpoint is read into host memory, uploaded and freed. */
-gp_status gp_device_weights_load(const gp_model_source *src, gp_dtype dtype, gp_device_weights **out);
-void gp_device_weights_destroy(gp_device_weights *dw);
-/* How weights beyond VRAM stream (gp_device_weights_streamed). */
-typedef struct gp_weights_stream_params {
-    uint64_t budget_bytes; /* > 0: device bytes the weights may hold at once (--vram-budget) */
-    int prefetch_depth;    /* D >= 0 (default 2): streamed groups copied ahead of the one acquired */
-    int min_window;        /* >= 1 (default 3): layer groups one step holds at once, which the budget
-                              must fit: gp_weights_stream_window */
-    int keep_resident;     /* 1 (default): the budget beyond the head and a streaming reserve of
-                              (min_window + D) times the largest group keeps layer groups resident for
-                              good, spread over the order, and only the others stream; 0: every layer
-                              group streams, least recently used evicted (gp_streamer_params) */
-    int ffn_on_demand;     /* 0 (default) or 1: the FFN groups are on demand (gp_stream_group.on_demand):
-                              copied only when acquired, never kept nor prefetched; for the CPU-assisted
-                              FFN, whose decode steps do not read them */
-} gp_weights_stream_params;
-/* budget_bytes 0 (to be set), D 2, window 3, keep_resident 1, ffn_on_demand 0. */
-gp_weights_stream_params gp_weights_stream_default_params(void);
-/* The layer groups a step holds at once: 1 for sequential steps (attn l,
- * then ffn l); pipelined ones hold an attention group on the A side while
- * the F side holds up to attn l, ffn l and attn l + 1 (the o-ffn-qkv
- * placement): 3, and 4 when RoPE + KV append on the A side reads the q/k/v
- * bias too. */
-int gp_weights_stream_window(const gp_config *cfg, int pipelined);
-/* What can be checked of sp for cfg before any weight is read: the params,
- * the budget against the least it can stream in (the head group plus the
- * heaviest sp->min_window consecutive layer groups; GP_ERR_INVALID_ARG
- * naming those groups and their bytes) and, when a GPU is there, against its
- * free memory (GP_ERR_DEVICE_MEMORY). *min_bytes (may be NULL) receives that
- * least budget, also when the budget is refused. The streamed creates make
- * it first; callers refuse a budget with it before loading anything. */
-gp_status gp_weights_stream_check(const gp_config *cfg, const gp_weights_stream_params *sp, uint64_t *min_bytes);
-/* Weights beyond VRAM: host weights w (F32, BF16 or F16) converted to dtype
- * (BF16 or F16) into one pinned host copy laid out as the device groups
- * (cudaHostAlloc of every weight byte; failing that, GP_ERR_NO_MEMORY naming
- * the bytes needed and the host memory available, MemAvailable), and at
- * most sp->budget_bytes of them on the device at once: the head group
- * (embedding, final norm, lm_head) pinned there, the attn and ffn groups
- * kept or streamed by a gp_streamer over the CUDA backend in the order
- * attn 0, ffn 0, attn 1, ..., prefetching
- * sp->prefetch_depth streamed groups ahead of each acquire (with
- * sp->ffn_on_demand the ffn groups are neither kept nor prefetched: copied
- * only by their acquire, and the attn groups prefetched past them). A
- * budget below the head plus the heaviest sp->min_window consecutive layer
- * groups is GP_ERR_INVALID_ARG naming the groups and bytes; one above the
- * device's free memory GP_ERR_DEVICE_MEMORY. The view's layer pointers are valid only
- * between gp_weight_group_acquire and release of their group, and the
- * groups cannot be captured into CUDA graphs (the engine refuses
- * use_graphs). Acquires may come from two threads (the A and F sides). */
-gp_status gp_device_weights_streamed(const gp_host_weights *w, gp_dtype dtype, const gp_weights_stream_params *sp,
-                                     gp_device_weights **out);
-/* gp_device_weights_streamed of the weights src names, with no host copy
- * of the model beside the pinned one: filled tensor by tensor, synthetic
- * weights by the device generator (the values gp_device_weights_synthetic
- * writes) through a device staging buffer of the largest tensor, freed
- * before the streamer takes any of the budget; a checkpoint read from its
- * mapping (gp_checkpoint_check, then gp_checkpoint_fill_tensor: converted
- * per tensor, fp16 overflow refused naming the tensor). dtype BF16, F16 or
- * GP_DTYPE_AUTO, resolved as gp_device_weights_load resolves it. */
-gp_status gp_device_weights_streamed_load(const gp_model_source *src, gp_dtype dtype,
-                                          const gp_weights_stream_params *sp, gp_device_weights **out);
-int gp_device_weights_is_streamed(const gp_device_weights *dw);
-/* The VRAM budget of streamed weights; 0 when resident. */
-uint64_t gp_device_weights_budget(const gp_device_weights *dw);
-/* The parameters streamed weights were created with; budget 0 when resident. */
-gp_weights_stream_params gp_device_weights_stream_params(const gp_device_weights *dw);
-/* Budget bytes the streamer has not allocated yet (it allocates slots as
- * groups are first copied): what others must leave free on the device. */
-uint64_t gp_device_weights_budget_unheld(const gp_device_weights *dw);
-struct gp_streamer_stats; /* streaming/gp_streaming.h */
-/* Streaming statistics since the last reset (between steps only);
- * GP_ERR_STATE for resident weights. */
-gp_status gp_device_weights_stream_stats(gp_device_weights *dw, struct gp_streamer_stats *out, int reset);
-struct gp_stream_copy; /* streaming/gp_streaming.h */
-/* The group copies since the last gp_device_weights_stream_stats, with their
- * times relative to ref_event (a cudaEvent_t with timing, as void*, recorded
- * on this device after that statistics call, e.g. a step's start event):
- * gp_streamer_copy_log. Between steps only; GP_ERR_STATE for resident weights. */
-gp_status gp_device_weights_stream_copy_log(gp_device_weights *dw, void *ref_event, struct gp_stream_copy *out,
-                                            int cap, int *n);
-/* Device-pointer view in the engine layout (pointers are device addresses,
- * view->dtype the device dtype). */
-const gp_host_weights *gp_device_weights_view(const gp_device_weights *dw);
-gp_weight_group *gp_device_weights_group(gp_device_weights *dw, gp_group_kind kind, int layer);
-gp_status gp_weight_group_acquire(gp_weight_group *g, void *stream);
-/* Release, recording the group's last reader on stream (the stream the
- * stage's work on it was enqueued on): required for streamed groups, whose
- * slot is reused after that point; resident groups ignore stream. */
-gp_status gp_weight_group_release_on(gp_weight_group *g, void *stream);
-/* Resident groups only (a streamed group needs the stream: release_on). */
-void gp_weight_group_release(gp_weight_group *g);
-int gp_weight_group_in_use(const gp_weight_group *g);
-/* The conversion of weights into a device dtype, on the host (no GPU
- * needed; the upload's and gp_checkpoint_fill_tensor's): n elements of src
- * (dtype from: F32, BF16 or F16; need not be aligned) into dst (dtype to:
- * BF16 or F16), round to nearest even (a copy when from == to). A finite value
- * that becomes inf in fp16 (|x| >= 65520; up to that it rounds to 65504) is
- * GP_ERR_UNSUPPORTED naming what (the tensor), the element and its value and
- * suggesting --dtype bf16; dst is then partly written. */
-gp_status gp_weights_convert(void *dst, gp_dtype to, const void *src, gp_dtype from, uint64_t n,
-                             const char *what);
-/* Fill n values of tensor kind (layer) in dtype (BF16 or F16) on the
- * device: the generator kernel itself, exposed for tests; each value is the
- * generator's float rounded to nearest even, as gp_synth_fill_tensor_host.
- * dst is a device pointer. */
-gp_status gp_synth_fill_device(void *dst, gp_dtype dtype, uint64_t n, uint64_t seed, gp_tensor_kind kind,
-                               int layer, float scale, void *stream);
-/* The same generator on the host, for one tensor of dtype (F32, BF16 or
- * F16): each value the generator's float rounded to dtype (F32: unrounded). */
-void gp_synth_fill_tensor_host(void *dst, gp_dtype dtype, uint64_t n, uint64_t seed,
-                               gp_tensor_kind kind, int layer, float scale);
 
 #ifdef __cplusplus
 }

@@ -12,7 +12,9 @@
 #include "gp_green.h"
 #include "gp_kvstore.h"
 #include "gp_pipeline.h"
+#include "gp_reference.h"
 #include "gp_sparse.h"
+#include "gp_weights.h"
 
 struct gp_backend {
     gp_backend_params p;

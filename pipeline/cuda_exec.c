@@ -15,6 +15,8 @@
 #include "gp_engine.h"
 #include "gp_green.h"
 #include "gp_pipeline.h"
+#include "gp_stage.h"
+#include "gp_weights.h"
 
 /* Stage graphs of one step shape on one pair: [2 kinds][n_layers][M]. */
 typedef struct cx_graphs {

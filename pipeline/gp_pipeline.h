@@ -14,6 +14,8 @@
 #include "gp_common.h"
 #include "gp_model.h"
 #include "gp_queues.h"
+#include "gp_reference.h"
+#include "gp_stage.h"
 
 #ifdef __cplusplus
 extern "C" {

@@ -7,6 +7,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "gp_reference.h"
+#include "gp_stage.h"
 #include "sparse_impl.h"
 
 #define GP_CALIB_MAX_BATCH 256

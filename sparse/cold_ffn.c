@@ -63,7 +63,7 @@ int gp_cold_ffn_threads(const gp_cold_ffn *c)
     return gp_pool_threads(c->pool);
 }
 
-/* Exact widening as the CPU reference's (model/ref_ops.c): bf16 is a shift;
+/* Exact widening as the CPU reference's (reference/ref_ops.c): bf16 is a shift;
  * fp16's magnitude bits placed in a float and scaled by 2^112, inf/NaN
  * patched, branch-free so the loops vectorise. */
 static inline float gp_cold_widen(const uint16_t *w, size_t i, int f16)

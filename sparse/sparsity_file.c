@@ -11,6 +11,7 @@
 
 #include <jansson.h>
 
+#include "gp_reference.h"
 #include "gp_sparse.h"
 
 _Static_assert(GP_SPARSE_PROJ_COUNT == GP_CPU_PROJ_COUNT, "model/'s projection numbering is gp_sparse_proj's");

@@ -26,6 +26,7 @@
 #include "gp_model.h"
 #include "gp_pipeline.h"
 #include "gp_sparse.h"
+#include "gp_stage.h"
 #include "gp_tools.h"
 
 

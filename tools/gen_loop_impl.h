@@ -8,6 +8,7 @@
 
 #include "gen_text_impl.h"
 #include "gp_pipeline.h"
+#include "gp_stage.h"
 #include "gp_tools.h"
 
 /* Why a sequence stopped. */

@@ -5,7 +5,7 @@ set(GP_ATTN_TEST_DIR ${CMAKE_CURRENT_LIST_DIR})
 foreach(t kv_device kv_copy rope_kv decode_attn attn_steps prefill_attn)
   gp_add_test(attn_${t}
               SOURCES ${GP_ATTN_TEST_DIR}/test_${t}.c ${GP_ATTN_TEST_DIR}/attn_test_util.c
-              LIBS gp_attention GPU)
+              LIBS gp_attention gp_weights GPU)
 endforeach()
 # The kernel choice, its names and the checks of the params that steer it:
 # host logic only, no GPU needed.
@@ -14,7 +14,7 @@ gp_add_test(attn_choose SOURCES ${GP_ATTN_TEST_DIR}/test_attn_choose.c LIBS gp_a
 # The CPU partial decode attention and its log-sum-exp merge (issue #18):
 # host only, no GPU needed.
 gp_add_test(attn_cpu_attn SOURCES ${GP_ATTN_TEST_DIR}/test_cpu_attn.c ${GP_ATTN_TEST_DIR}/attn_test_util.c
-            LIBS gp_attention)
+            LIBS gp_attention gp_weights)
 
 # The same kernel checks with the choice forced (gp_decode_attn_params
 # kernel, set by --kernel): the automatic rule runs every head_dim 128 shape

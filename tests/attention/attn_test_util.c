@@ -1,6 +1,7 @@
 /* Shared helpers of the attention tests (see attn_test_util.h). */
 #include "attn_test_util.h"
 #include "gp_test_cuda.h"
+#include "gp_weights.h"
 
 #include <cuda_runtime_api.h>
 #include <math.h>

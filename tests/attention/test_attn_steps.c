@@ -15,6 +15,7 @@
 #include <cmocka.h>
 
 #include "attn_test_util.h"
+#include "gp_model.h"
 
 /* The bounds of test_decode_attn.c and test_rope_kv.c: fp16 (rounding 8x
  * finer than bf16) gets the bf16 ones / 4. */

@@ -16,6 +16,7 @@
 
 #include "attn_test_util.h"
 #include "gp_attention.h"
+#include "gp_kvcache.h"
 
 /* Float32 sums over at most a few hundred positions against double: the
  * worst element error relative to its row's largest |reference| value. */

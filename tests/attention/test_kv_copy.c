@@ -15,6 +15,7 @@
 #include <cmocka.h>
 
 #include "attn_test_util.h"
+#include "gp_kvcache.h"
 #include "gp_test.h"
 
 static uint64_t g_seed;

@@ -13,6 +13,7 @@
 #include <cmocka.h>
 
 #include "attn_test_util.h"
+#include "gp_model.h"
 #include "gp_test.h"
 
 /* bf16 stores of fp32 math vs the float reference: the rounding is <= 2^-8

@@ -7,6 +7,7 @@
 
 #include "gp_engine.h"
 #include "gp_sparse.h"
+#include "gp_weights.h"
 
 /* A model for the whole-engine tests: spec a preset (synthetic bf16 host
  * weights, seed 3) or a checkpoint directory, its host weights into *hw

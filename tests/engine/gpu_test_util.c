@@ -9,6 +9,7 @@
 
 #include "gp_model.h"
 #include "gp_test_cuda.h"
+#include "gp_weights.h"
 
 uint64_t gt_next(gt_rng *r)
 {

@@ -17,6 +17,7 @@
 
 #include "gp_common.h"
 #include "gp_model.h"
+#include "gp_weights.h"
 
 /* Bytes of poison after each device buffer, checked after every run. */
 #define GT_GUARD_BYTES 256

@@ -1,4 +1,4 @@
-/* gp_argmax_rows against gp_argmax (model/reference.c), exactly: deliberate
+/* gp_argmax_rows against gp_argmax (reference/reference.c), exactly: deliberate
  * ties (first index wins), NaNs (never win; all-NaN gives 0), infinities,
  * signed zeros, maximum at the last index. */
 #include "gpu_test_util.h"
@@ -7,7 +7,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 
-#include "gp_model.h"
+#include "gp_reference.h"
 #include "kernels.h"
 #include "gp_test_cuda.h"
 

@@ -21,6 +21,7 @@
 #include "gp_green.h"
 #include "gp_pipeline.h"
 #include "kernels.h"
+#include "gp_weights.h"
 
 /* The whole child, CUDA start-up and teardown included. */
 #define FAULT_CHILD_LIMIT_S 120.0

@@ -26,7 +26,9 @@
 #include "gp_engine.h"
 #include "gp_model.h"
 #include "gp_sparse.h"
+#include "gp_stage.h"
 #include "gp_streaming.h"
+#include "gp_weights.h"
 
 #define MAX_B 4
 #define CTX 64

@@ -16,7 +16,9 @@
 #include <string.h>
 
 #include "gp_engine.h"
+#include "gp_stage.h"
 #include "gp_test.h"
+#include "gp_weights.h"
 
 #include "gpu_test_util.h"
 

@@ -19,6 +19,8 @@
 
 #include "gp_engine.h"
 #include "hf_case.h"
+#include "gp_reference.h"
+#include "gp_weights.h"
 
 #include "engine_tol.h"
 

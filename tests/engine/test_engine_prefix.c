@@ -21,6 +21,7 @@
 #include "gp_engine.h"
 #include "gp_kvstore.h"
 #include "gp_test.h"
+#include "gp_weights.h"
 
 #include "engine_tol.h"
 #include "gpu_test_util.h"

@@ -15,6 +15,8 @@
 #include "gp_model.h"
 #include "gp_pipeline.h"
 #include "gp_sparse.h"
+#include "gp_stage.h"
+#include "gp_weights.h"
 
 #define MAX_B 4
 #define CTX 64

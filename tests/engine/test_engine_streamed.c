@@ -18,7 +18,9 @@
 #include "gp_green.h"
 #include "gp_model.h"
 #include "gp_pipeline.h"
+#include "gp_stage.h"
 #include "gp_streaming.h"
+#include "gp_weights.h"
 
 #define MAX_B 3
 #define CTX 64

@@ -20,6 +20,7 @@
 #include "gp_engine.h"
 #include "gp_green.h"
 #include "gp_pipeline.h"
+#include "gp_weights.h"
 
 /* A child gets this long, CUDA start-up and teardown included. */
 #define OOM_CHILD_LIMIT_S 120.0

@@ -17,7 +17,10 @@
 #include <string.h>
 
 #include "gp_engine.h"
+#include "gp_reference.h"
+#include "gp_stage.h"
 #include "gp_test.h"
+#include "gp_weights.h"
 
 #include "engine_tol.h"
 #include "gpu_test_util.h"

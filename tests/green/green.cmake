@@ -7,4 +7,4 @@ gp_add_test(green_plan SOURCES ${GP_GREEN_TEST_DIR}/test_split_plan.c LIBS gp_gr
 # Partitions observed through %smid: disjoint, of the sizes reported; the
 # forced fallback. Exits 77 (skipped) without a GPU.
 gp_add_test(green_smid SOURCES ${GP_GREEN_TEST_DIR}/test_green_smid.cu
-            LIBS gp_green gp_model_cuda GPU)
+            LIBS gp_green gp_weights GPU)

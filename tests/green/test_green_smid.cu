@@ -20,7 +20,7 @@ extern "C" { /* cmocka.h declares its functions without C linkage for C++ */
 
 #include "gp_green.h"
 #include "gp_test_cuda.h"
-#include "gp_model.h" /* gp_cuda_available */
+#include "gp_weights.h" /* gp_cuda_available */
 
 #define MAX_SMID 1024 /* %smid < %nsmid, which is far below this on any current GPU */
 

@@ -1,7 +1,7 @@
 # CPU reference: operations against double formulas and decode invariants
 # (no data needed), and agreement with HF transformers on the checkpoints in
 # tests/data made by tests/hf/make_reference.py (skips until they exist).
-gp_add_test(ref_ops SOURCES model/test_reference.c LIBS gp_model)
+gp_add_test(ref_ops SOURCES model/test_reference.c LIBS gp_reference)
 gp_add_test(ref_hf_logits SOURCES model/test_hf_logits.c model/hf_case.c LIBS gp_pipeline_cuda gp_dep_jansson)
 # One batched prefill of the prompts of each expected_prefill.json against
 # HF's logits at the kept positions: the CPU reference here; the same binary
@@ -18,4 +18,4 @@ set_tests_properties(engine_hf_prefill engine_hf_prefill_chunk16 engine_hf_prefi
                      LABELS gpu)
 # Activation sparsity in the reference (masked decode steps, the capture hook)
 # on the tiny preset and the tiny checkpoint.
-gp_add_test(ref_sparsity SOURCES model/test_ref_sparsity.c LIBS gp_model)
+gp_add_test(ref_sparsity SOURCES model/test_ref_sparsity.c LIBS gp_reference)

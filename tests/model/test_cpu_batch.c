@@ -15,6 +15,8 @@
 #include <string.h>
 
 #include "gp_model.h"
+#include "gp_reference.h"
+#include "gp_stage.h"
 
 #define N_SEQS 6
 #define MAX_CTX 48

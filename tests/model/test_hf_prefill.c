@@ -20,6 +20,9 @@
 
 #include "gp_engine.h"
 #include "hf_case.h"
+#include "gp_reference.h"
+#include "gp_stage.h"
+#include "gp_weights.h"
 
 /* expected_prefill.json: prompts, the positions whose logits HF kept, and
  * HF's greedy token after each prompt with its top-2 margin. */

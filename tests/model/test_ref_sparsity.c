@@ -6,6 +6,8 @@
 #include "gp_test.h"
 
 #include "gp_model.h"
+#include "gp_reference.h"
+#include "gp_stage.h"
 
 #define NPROJ GP_CPU_PROJ_COUNT
 

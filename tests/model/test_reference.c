@@ -14,6 +14,8 @@
 #include <string.h>
 
 #include "gp_model.h"
+#include "gp_reference.h"
+#include "gp_stage.h"
 
 /* ------------------------------------------------------------ helpers */
 

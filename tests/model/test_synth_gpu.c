@@ -18,6 +18,7 @@
 
 #include "gp_model.h"
 #include "gp_test_cuda.h"
+#include "gp_weights.h"
 
 static const gp_dtype dtypes[2] = { GP_DTYPE_BF16, GP_DTYPE_F16 };
 

@@ -29,14 +29,15 @@ list(TRANSFORM _gp_p_src PREPEND "${_gp_p_dir}/")
 get_target_property(_gp_pq_src gp_queues SOURCES)
 get_target_property(_gp_pq_dir gp_queues SOURCE_DIR)
 list(TRANSFORM _gp_pq_src PREPEND "${_gp_pq_dir}/")
-get_target_property(_gp_m_dir gp_model SOURCE_DIR)
-add_library(gp_pipeline_tsan_objs OBJECT ${_gp_p_src} ${_gp_pq_src}
-            ${_gp_m_dir}/reference.c ${_gp_m_dir}/ref_pool.c ${_gp_m_dir}/ref_ops.c)
-target_include_directories(gp_pipeline_tsan_objs PUBLIC ${_gp_p_dir} ${_gp_pq_dir} ${_gp_m_dir})
+get_target_property(_gp_r_src gp_reference SOURCES)
+get_target_property(_gp_r_dir gp_reference SOURCE_DIR)
+list(TRANSFORM _gp_r_src PREPEND "${_gp_r_dir}/")
+add_library(gp_pipeline_tsan_objs OBJECT ${_gp_p_src} ${_gp_pq_src} ${_gp_r_src})
+target_include_directories(gp_pipeline_tsan_objs PUBLIC ${_gp_p_dir} ${_gp_pq_dir} ${_gp_r_dir})
 target_compile_definitions(gp_pipeline_tsan_objs PUBLIC CK_USE_CC_BUILTINS=1 GP_RING_TSAN=1)
 target_compile_options(gp_pipeline_tsan_objs PUBLIC -fsanitize=thread -g -O1)
 target_link_options(gp_pipeline_tsan_objs INTERFACE -fsanitize=thread)
-target_link_libraries(gp_pipeline_tsan_objs PUBLIC gp_model gp_common gp_dep_ck gp_dep_jansson gp_dep_cmocka
+target_link_libraries(gp_pipeline_tsan_objs PUBLIC gp_model gp_kvcache gp_stage gp_common gp_dep_ck gp_dep_jansson gp_dep_cmocka
                       Threads::Threads m)
 # gp_pipeline_tsan_test(NAME SOURCE): NAME under TSan; the first report fails it (exit 66).
 function(gp_pipeline_tsan_test name src)

@@ -11,6 +11,7 @@
 #include "gp_engine.h"
 #include "gp_kvstore.h"
 #include "gp_pipeline.h"
+#include "gp_stage.h"
 #include "gp_test.h"
 
 static gp_model_source g_src;

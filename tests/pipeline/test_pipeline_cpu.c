@@ -17,6 +17,8 @@
 
 #include "gp_pipeline.h"
 #include "relay_exec.h"
+#include "gp_reference.h"
+#include "gp_stage.h"
 #include "gp_test.h"
 
 enum { S = 7, CTX = 40, STEPS = 5 };

@@ -23,7 +23,9 @@
 #include "gp_green.h"
 #include "gp_pipeline.h"
 #include "relay_exec.h"
+#include "gp_reference.h"
 #include "gp_test.h"
+#include "gp_weights.h"
 
 /* Same weights and inputs on the same GPU: what differs is cuBLASLt's choice
  * of kernel under another SM target and row count (fp32 summation order) and

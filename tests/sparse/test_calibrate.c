@@ -4,6 +4,7 @@
  * re-measured through the reference's capture hook. */
 #include "gp_test.h"
 
+#include "gp_reference.h"
 #include "gp_sparse.h"
 #include "sparse_impl.h"
 

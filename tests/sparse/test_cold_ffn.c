@@ -5,7 +5,9 @@
  * thresholds against its dense FFN, the bytes it reports, and refusals. */
 #include "gp_test.h"
 
+#include "gp_reference.h"
 #include "gp_sparse.h"
+#include "gp_stage.h"
 
 #define NPROJ GP_SPARSE_PROJ_COUNT
 

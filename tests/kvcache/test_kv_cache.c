@@ -1,4 +1,4 @@
-/* Tests of the paged KV cache bookkeeping (model/kv_cache.c): reserve,
+/* Tests of the paged KV cache bookkeeping (kvcache/kv_cache.c): reserve,
  * advance, release, truncate, exhaustion and block boundaries. */
 #include <stdarg.h>
 #include <stddef.h>
@@ -8,7 +8,7 @@
 
 #include <string.h>
 
-#include "gp_model.h"
+#include "gp_kvcache.h"
 
 #define BS 16
 

@@ -1,6 +1,6 @@
 /* Paged KV cache bookkeeping on the host: a pool of block ids shared by all
  * layers and, per sequence, a block table and a length. */
-#include "gp_model.h"
+#include "gp_kvcache.h"
 
 #include <limits.h>
 #include <stdlib.h>

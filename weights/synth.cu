@@ -6,6 +6,7 @@
 #include "gp_half.cuh"
 #include "gp_model.h"
 #include "synth_hash.h"
+#include "gp_weights.h"
 
 /* bf16: gp_synth_bf16, the kernel's output before fp16 existed (same bits);
  * fp16: the generator's float rounded to nearest even (__float2half_rn, the

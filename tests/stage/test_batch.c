@@ -9,7 +9,7 @@
 
 #include <cmocka.h>
 
-#include "gp_common.h"
+#include "gp_stage.h"
 
 static int lens[4] = {0, 5, 10, 2};
 

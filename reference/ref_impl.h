@@ -1,9 +1,11 @@
-/* Private to the float32 CPU reference (model/ref_*.c, reference.c): its
+/* Private to the float32 CPU reference (ref_*.c, reference.c): its
  * thread pool and the dot products shared by the operations and the model. */
 #ifndef GP_REF_IMPL_H
 #define GP_REF_IMPL_H
 
-#include "gp_model.h"
+#include "gp_kvcache.h"
+#include "gp_reference.h"
+#include "gp_stage.h"
 
 /* Matvec rows and attention heads are spread over a small thread pool
  * (online CPUs, at most 16; GP_REF_THREADS=N overrides). Results are bitwise

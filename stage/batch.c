@@ -1,6 +1,6 @@
-/* The one input check of a mixed batch (gp_common.h): decode steps,
+/* The one input check of a mixed batch (gp_stage.h): decode steps,
  * prefills and mixed batches of every executor are refused by it alike. */
-#include "gp_common.h"
+#include "gp_stage.h"
 
 static const char *kind_name(gp_batch_kind k)
 {

@@ -13,6 +13,7 @@
 #include "cuda_util.cuh"
 #include "gp_model.h"
 #include "gp_streaming.h"
+#include "gp_weights.h"
 
 struct gp_weight_group {
     gp_group_kind kind;

@@ -1,0 +1,70 @@
+/* greenpipe KV cache, host side: the paged layout of K and V and the block
+ * tables that map each sequence's positions to blocks. */
+#ifndef GP_KVCACHE_H
+#define GP_KVCACHE_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "gp_common.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* ---------------------------------------------------------- paged KV cache */
+
+/* Storage per layer: K and V each [n_blocks][block_size][n_kv_heads][head_dim].
+ * A sequence's position p lives in block table[p / block_size], slot
+ * p % block_size. Block ids are shared by all layers. */
+typedef struct gp_kv_layout {
+    int n_layers;
+    int n_kv_heads;
+    int head_dim;
+    int block_size;  /* tokens per block */
+    int n_blocks;    /* blocks in the pool */
+} gp_kv_layout;
+
+/* Element offset of (block, slot, kv_head, 0) inside one layer's K or V. */
+static inline GP_HD size_t gp_kv_offset(const gp_kv_layout *l, int block, int slot, int kv_head)
+{
+    return (((size_t)block * (size_t)l->block_size + (size_t)slot) * (size_t)l->n_kv_heads
+            + (size_t)kv_head) * (size_t)l->head_dim;
+}
+/* Elements in one layer's K (or V) pool. */
+uint64_t gp_kv_layer_elems(const gp_kv_layout *l);
+/* Every count positive and a full block table addressable by int positions;
+ * who names the caller in the message. */
+gp_status gp_kv_layout_check(const gp_kv_layout *l, int max_seqs, int max_blocks_per_seq, const char *who);
+
+/* Host-side bookkeeping: block pool and per-sequence block tables. */
+typedef struct gp_kv_tables gp_kv_tables;
+gp_status gp_kv_tables_create(const gp_kv_layout *l, int max_seqs, int max_blocks_per_seq,
+                              gp_kv_tables **out);
+void gp_kv_tables_destroy(gp_kv_tables *t);
+/* Reserve room for n more tokens of seq (allocating blocks as needed);
+ * GP_ERR_STATE with a message when the pool or the table is exhausted. */
+gp_status gp_kv_reserve(gp_kv_tables *t, int seq, int n);
+/* Advance the recorded length after the tokens were written. */
+gp_status gp_kv_advance(gp_kv_tables *t, int seq, int n);
+void gp_kv_release(gp_kv_tables *t, int seq);
+/* Shorten seq to its first len tokens (0 <= len <= its length): the blocks
+ * that still hold them stay, with their contents; the rest are freed. */
+gp_status gp_kv_truncate(gp_kv_tables *t, int seq, int len);
+/* Offloaded KV: from now on table entry i < per_seq of sequence
+ * s is the fixed id first + s * per_seq + i (a block kept in host memory:
+ * the sequence's oldest positions), never taken from the pool, which keeps
+ * the ids below first for the rest. On fresh tables only (GP_ERR_STATE when
+ * a sequence holds blocks); GP_ERR_INVALID_ARG unless first >= 0, 0 <=
+ * per_seq <= max_blocks_per_seq and first + max_seqs x per_seq <= n_blocks. */
+gp_status gp_kv_tables_set_host(gp_kv_tables *t, int first, int per_seq);
+int gp_kv_len(const gp_kv_tables *t, int seq);
+const int32_t *gp_kv_block_table(const gp_kv_tables *t, int seq); /* [max_blocks_per_seq] */
+int gp_kv_max_blocks_per_seq(const gp_kv_tables *t);
+int gp_kv_free_blocks(const gp_kv_tables *t);
+const gp_kv_layout *gp_kv_tables_layout(const gp_kv_tables *t);
+
+#ifdef __cplusplus
+}
+#endif
+#endif
