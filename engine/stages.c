@@ -73,14 +73,14 @@ static gp_status prefill_core_part(gp_engine *e, const gp_stage_io *io, const gp
     kv.lens = NULL;
     kv.n_rows = io->nb;
     const gp_prefill_seq_desc *seqs = (const gp_prefill_seq_desc *)(e->pf_d + 3 * (size_t)e->rows);
-    GP_TRY(gp_engine_kvoff_before_attn(e, io->layer, sc->stream));
+    GP_TRY(gp_kv_before_attn(e->km, io->layer, sc->stream));
     /* bqkv (NULL without q/k/v biases) is added in fp32 inside RoPE + KV append */
     STEP(gp_rope_kv_append(&kv, io->nb, c->n_heads, qkv->data, e->w->layers[io->layer].bqkv, e->inv_freq, e->q,
                            sc->stream),
          GP_K_ROPE);
     STEP(gp_prefill_attn(&kv, c->n_heads, e->q, attn->data, io->nb, seqs, e->pf_seqs, e->pf_max_q, sc->stream),
          GP_K_ATTN);
-    return gp_engine_kvoff_after_attn(e, io->layer, sc->stream);
+    return gp_kv_after_attn(e->km, io->layer, sc->stream);
 }
 
 /* RoPE and KV append of the rows' QKV, then decode attention into attn. */
@@ -99,18 +99,14 @@ static gp_status core_part(gp_engine *e, const gp_stage_io *io, const gp_tensor_
     uint16_t *q = e->q + (size_t)io->b0 * q_dim(c);
     gp_decode_attn_params ap = sc->ap;
     ap.force_splits = io->attn_splits;
-    if (e->ko && (io->b0 != 0 || io->nb != e->step_rows))
-        GP_FAIL(GP_ERR_UNSUPPORTED, "offloaded KV cache: attention of rows [%d, %d) of a %d-row step; each layer's "
-                "blocks are copied once for the whole step, so micro-batches (the pipelined engine) are not "
-                "supported", io->b0, io->b0 + io->nb, e->step_rows);
-    GP_TRY(gp_engine_kvoff_before_attn(e, io->layer, sc->stream));
+    GP_TRY(gp_kv_before_attn(e->km, io->layer, sc->stream));
     STEP(gp_rope_kv_append(&kv, io->nb, c->n_heads, qkv->data, e->w->layers[io->layer].bqkv, e->inv_freq, q,
                            sc->stream),
          GP_K_ROPE);
     STEP(gp_decode_attn(&kv, io->nb, c->n_heads, io->max_len, q, attn->data, sc->attn_ws, sc->attn_ws_bytes, &ap,
                         sc->stream),
          GP_K_ATTN);
-    return gp_engine_kvoff_after_attn(e, io->layer, sc->stream);
+    return gp_kv_after_attn(e->km, io->layer, sc->stream);
 }
 
 /* The O projection adds straight into the f32 residual (beta = 1). */

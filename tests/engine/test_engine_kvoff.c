@@ -147,10 +147,6 @@ static void test_refusals(void **state)
     GP_CHECK_FAIL(gp_engine_create(f->dw, &p, &e), GP_ERR_INVALID_ARG, "set use_graphs = false");
     p.use_graphs = false;
     GP_CHECK_OK(gp_engine_create(f->dw, &p, &e));
-    gp_prefix_params pp = gp_prefix_default_params();
-    pp.model = "x";
-    pp.store_bytes = 1 << 30;
-    GP_CHECK_FAIL(gp_engine_prefix_enable(e, &pp), GP_ERR_UNSUPPORTED, "offloaded KV cache");
     gp_engine_destroy(e);
     p = params(0);
     GP_CHECK_OK(gp_engine_create(f->dw, &p, &e));
