@@ -1,4 +1,4 @@
-/* Stored prefixes on the CUDA engine (issue #18): their params, the store
+/* Stored prefixes on the CUDA engine: their params, the store
  * and its pinned pool of block slots, the streams, buffers and events the
  * reload (engine_prefix_reload.c) and the store of blocks
  * (engine_prefix_store.c) use. */

@@ -28,7 +28,7 @@ static uint16_t *stage_buf(const gp_engine_prefix *px, int buf, gp_kvstore_part 
  * per part one strided copy for each run of blocks in consecutive slots
  * (a piece of block_tokens x row elements per block, payloads block_bytes
  * apart), since a copy per piece costs the link a quarter of its rate
- * (docs/PERFORMANCE.md, issue #18). */
+ * (docs/PERFORMANCE.md). */
 static gp_status be_load(void *ctx, int layer, int buf)
 {
     reload_be *b = ctx;

@@ -31,12 +31,12 @@ void gp_kv_memory_destroy(gp_kv_memory *m)
 
 gp_status gp_kv_memory_attach(gp_kv_memory *m, const gp_kv_hook_ops *ops, void *self)
 {
-    if (m->n_hooks > GP_KV_MAX_PROVIDERS)
-        GP_FAIL(GP_ERR_STATE, "KV memory: %d providers attached already, allowed at most %d", GP_KV_MAX_PROVIDERS,
-                GP_KV_MAX_PROVIDERS);
     /* the memory's own hook, if any, stays last */
     const bool own = m->n_hooks > 0 && m->hooks[m->n_hooks - 1].self == m;
-    int at = own ? m->n_hooks - 1 : m->n_hooks;
+    const int at = own ? m->n_hooks - 1 : m->n_hooks; /* the providers attached so far */
+    if (at >= GP_KV_MAX_PROVIDERS)
+        GP_FAIL(GP_ERR_STATE, "KV memory: %d providers attached already, allowed at most %d", at,
+                GP_KV_MAX_PROVIDERS);
     if (own)
         m->hooks[m->n_hooks] = m->hooks[at];
     m->hooks[at] = (gp_kv_hook){ops, self};

@@ -1,4 +1,4 @@
-/* Offloaded KV cache (issue #18, kv_vram_budget): an engine whose sequences'
+/* Offloaded KV cache (kv_vram_budget): an engine whose sequences'
  * oldest blocks live in host memory gives the resident engine's logits bit
  * for bit, through a batched prefill in several chunks (prompts inside their
  * host quota, across it and beyond it: write-backs and reads) and decode
