@@ -138,7 +138,7 @@ void gp_engine_destroy(gp_engine *e)
     gp_engine_cpu_ffn_free(e);
     gp_engine_sparse_free(e);
     gp_engine_prefix_free(e);
-    gp_engine_kvoff_free(e);
+    gp_kv_memory_destroy(e->km);
     gp_gemm_ctx_destroy(e->sc.gemm);
     gp_kv_device_destroy(e->kv);
     gp_kv_tables_destroy(e->tables);
@@ -283,10 +283,12 @@ gp_status gp_engine_create(gp_device_weights *dw, const gp_engine_params *p, gp_
             (st = gp_kv_tables_set_host(e->tables, plan.n_device, plan.host_blocks_per_seq)) != GP_OK ||
             (st = gp_kv_device_create_offload(&l, e->dtype, p->max_batch, e->max_blocks, plan.n_device,
                                               &e->kv)) != GP_OK ||
-            (st = gp_engine_kvoff_create(e, &plan)) != GP_OK)
+            (st = gp_kv_memory_create_offload(e->kv, &plan, p->max_batch, e->cfg.n_layers, p->block_size,
+                                              &e->km)) != GP_OK)
             goto fail;
     } else if ((st = gp_kv_tables_create(&l, p->max_batch, e->max_blocks, &e->tables)) != GP_OK ||
-               (st = gp_kv_device_create(&l, e->dtype, p->max_batch, e->max_blocks, &e->kv)) != GP_OK)
+               (st = gp_kv_device_create(&l, e->dtype, p->max_batch, e->max_blocks, &e->kv)) != GP_OK ||
+               (st = gp_kv_memory_create_resident(e->kv, p->max_batch, &e->km)) != GP_OK)
         goto fail;
     if ((st = gp_device_stream_create(&e->sc.stream, "engine stream")) != GP_OK ||
         (st = gp_device_event_create(&e->ev_begin, cudaEventDefault, "engine event ev_begin")) != GP_OK ||

@@ -11,6 +11,7 @@
 #include "gp_sparse.h"
 #include "gp_weights.h"
 #include "kernels.h"
+#include "kv_memory.h"
 
 #define GP_ENGINE_MAX_GRAPHS 64
 
@@ -104,20 +105,8 @@ struct gp_engine {
 
     gp_engine_sparse *sp;         /* NULL: dense projections */
     struct gp_engine_prefix *px;  /* stored prefixes (engine_prefix.c); NULL: off */
-    struct gp_engine_kvoff *ko;   /* offloaded KV (engine_kvoff.c); NULL: the whole cache on the device */
+    gp_kv_memory *km;             /* the KV memory (kv_memory.h): resident or offloaded, and its providers */
     struct gp_engine_cpu_ffn *cf; /* CPU-assisted FFN (engine_cpu_ffn.c); NULL: off */
-    /* [n_layers] or NULL: the prefill's first chunk makes the stream wait
-     * for pf_layer_wait[l] before layer l's attention (a reload's layer l
-     * written into the cache) */
-    cudaEvent_t *pf_layer_wait;
-    /* Called once by the next prefill when its first chunk's inputs are
-     * enqueued, before its first kernel (a reload beside it enqueues its
-     * copies here, behind the prefill's own uploads); clears itself. */
-    gp_status (*pf_hook)(struct gp_engine *e);
-    /* or NULL: the first chunk records pf_layer_mark[l * stride] (timing) on
-     * the stream right before layer l's attention, after its wait */
-    cudaEvent_t *pf_layer_mark;
-    int pf_layer_mark_stride;
     int step_rows;                /* rows of the decode step being run (gp_engine_step_prepare): the sparse
                                      decision is the step's, not a micro-batch's, as the CPU reference's */
     bool prefill_steps;           /* prompts run through decode steps (prefill_by_steps): dense */
@@ -140,23 +129,6 @@ struct gp_engine {
  * record after each kernel (tagged with its class); sum adds the gaps from
  * begin into acc per class; close frees them. */
 gp_status gp_engine_bd_open(gp_engine *e, int cap);
-/* engine_kvoff.c: the offloaded KV cache. create: its host blocks, streams
- * and events for plan; free: the engine's destroy. plan_call: what the
- * coming call (a decode step or a prefill chunk): begin, then per sequence
- * what it reads (positions [0, read_end)) and writes ([w0, w1)); before/after
- * attn: around a layer's RoPE + KV append and attention on stream s (the
- * layer's blocks copied in and waited for; written ones copied back, the
- * next layer's copy enqueued); fill_host: a benchmark context's offloaded
- * blocks of layer from its staging window. plan_begin and plan_seq need
- * e->ko; the others are no-ops when it is NULL. */
-typedef struct gp_engine_kvoff gp_engine_kvoff;
-gp_status gp_engine_kvoff_create(gp_engine *e, const gp_kv_offload_plan *plan);
-void gp_engine_kvoff_free(gp_engine *e);
-void gp_engine_kvoff_plan_begin(gp_engine *e);
-void gp_engine_kvoff_plan_seq(gp_engine *e, int seq, int read_end, int w0, int w1);
-gp_status gp_engine_kvoff_before_attn(gp_engine *e, int layer, cudaStream_t s);
-gp_status gp_engine_kvoff_after_attn(gp_engine *e, int layer, cudaStream_t s);
-gp_status gp_engine_kvoff_fill_host(gp_engine *e, int layer, cudaStream_t s);
 /* engine_prefix.c: frees e->px (the engine's destroy). */
 void gp_engine_prefix_free(gp_engine *e);
 /* engine_sparse.c: frees e->sp (the engine's destroy). */

@@ -1,4 +1,4 @@
-/* Stored prefixes on the CUDA engine (issue #18): their params, the store
+/* Stored prefixes on the CUDA engine: their params, the store
  * and its pinned pool of block slots, the streams, buffers and events the
  * reload (engine_prefix_reload.c) and the store of blocks
  * (engine_prefix_store.c) use. */
@@ -98,9 +98,9 @@ void gp_engine_prefix_free(gp_engine *e)
         cudaStreamDestroy(px->copy);
     if (px->write)
         cudaStreamDestroy(px->write);
+    gp_kv_memory_detach(e->km, px);
     free(px);
     e->px = NULL;
-    e->pf_layer_wait = NULL;
 }
 
 static gp_status check_params(const gp_engine *e, const gp_prefix_params *p)
@@ -181,14 +181,12 @@ gp_status gp_engine_prefix_enable(gp_engine *e, const gp_prefix_params *p)
         GP_FAIL(GP_ERR_INVALID_ARG, "gp_engine_prefix_enable: NULL %s", e ? "params" : "engine");
     if (e->px)
         GP_FAIL(GP_ERR_STATE, "stored prefixes are already on for this engine");
-    if (e->ko)
-        GP_FAIL(GP_ERR_UNSUPPORTED, "stored prefixes with an offloaded KV cache (--kv-vram-budget): the reload "
-                "writes the cache's device blocks only; not supported together");
     GP_TRY(check_params(e, p));
     gp_engine_prefix *px = calloc(1, sizeof *px);
     if (!px)
         GP_FAIL(GP_ERR_NO_MEMORY, "stored prefixes: out of host memory");
     px->p = *p;
+    px->e = e;
     snprintf(px->model, sizeof px->model, "%s (%s)", p->model, gp_dtype_name(e->dtype));
     e->px = px;
     gp_status st = prefix_alloc(e, px);

@@ -36,9 +36,15 @@ typedef struct gp_engine_prefix {
     cudaEvent_t ev_start, ev_done, *ev_layer; /* timing; ev_layer [n_layers] without */
     cudaEvent_t *tr;          /* [n_layers][GP_PREFIX_TR_COUNT] timing events of the last reload (gp_engine_prefix_trace) */
     bool traced;              /* the last prefill_prefix reloaded, so tr holds its times */
-    /* the reload in progress */
+    gp_engine *e;             /* the engine whose KV memory the reload writes */
+    int seq;                  /* the sequence being reloaded or stored */
+    /* the reload in progress, a provider on the KV memory's hooks: armed
+     * until the next call's begin_batch enqueues it; active through that
+     * call, whose layers wait for the reload's (later calls follow in stream
+     * order) */
     const void **payloads;    /* [max_prefix_blocks]: the matched blocks' host payloads */
     int n_matched;
+    bool armed, active;
     /* store */
     uint16_t *d_payload[GP_PREFIX_STORE_SLOTS]; /* device, block_bytes each */
     void *h_payload[GP_PREFIX_STORE_SLOTS];     /* pinned, block_bytes each */

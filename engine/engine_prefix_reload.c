@@ -28,7 +28,7 @@ static uint16_t *stage_buf(const gp_engine_prefix *px, int buf, gp_kvstore_part 
  * per part one strided copy for each run of blocks in consecutive slots
  * (a piece of block_tokens x row elements per block, payloads block_bytes
  * apart), since a copy per piece costs the link a quarter of its rate
- * (docs/PERFORMANCE.md, issue #18). */
+ * (docs/PERFORMANCE.md). */
 static gp_status be_load(void *ctx, int layer, int buf)
 {
     reload_be *b = ctx;
@@ -58,15 +58,17 @@ static gp_status be_process(void *ctx, int layer, int buf)
     return GP_OK;
 }
 
+/* Layer's reloaded tokens from buffer buf into the KV memory: a resident
+ * cache's device blocks, or an offloaded one's host blocks for positions
+ * below its host quota (what it copies into its window before attention). */
 static gp_status be_write(void *ctx, int layer, int buf)
 {
     reload_be *b = ctx;
     gp_engine_prefix *px = b->px;
     GP_CUDA_TRY(cudaEventRecord(px->tr[layer * GP_PREFIX_TR_COUNT + GP_PREFIX_TR_WRITE0], px->write));
-    GP_TRY(gp_kv_copy_tokens(gp_kv_device_layout(b->e->kv), gp_kv_device_k(b->e->kv, layer),
-                             gp_kv_device_v(b->e->kv, layer), px->d_table, 0, b->n_tokens,
-                             stage_buf(px, buf, GP_KVSTORE_K), stage_buf(px, buf, GP_KVSTORE_V), GP_KV_TO_CACHE,
-                             px->write));
+    GP_TRY(gp_kv_copy_tokens_mem(b->e->km, layer, px->seq, px->d_table, 0, b->n_tokens,
+                                 stage_buf(px, buf, GP_KVSTORE_K), stage_buf(px, buf, GP_KVSTORE_V), GP_KV_TO_CACHE,
+                                 px->write));
     GP_CUDA_TRY(cudaEventRecord(px->tr[layer * GP_PREFIX_TR_COUNT + GP_PREFIX_TR_WRITE1], px->write));
     return GP_OK;
 }
@@ -121,6 +123,7 @@ static gp_status begin_reload(gp_engine *e, int seq, int n_tokens)
 {
     gp_engine_prefix *px = e->px;
     GP_TRY(gp_kv_reserve(e->tables, seq, n_tokens));
+    px->seq = seq;
     memcpy(px->h_table, gp_kv_block_table(e->tables, seq), sizeof(int32_t) * (size_t)e->max_blocks);
     GP_CUDA_TRY(cudaEventRecord(px->ev_start, e->sc.stream));
     GP_CUDA_TRY(cudaStreamWaitEvent(px->copy, px->ev_start, 0));
@@ -128,8 +131,9 @@ static gp_status begin_reload(gp_engine *e, int seq, int n_tokens)
     return GP_OK;
 }
 
-/* The reload's copies and scatters: the table, then the lag-2 schedule. */
-static gp_status enqueue_reload(gp_engine *e)
+/* The reload's copies and scatters: the table, then the lag-2 schedule;
+ * without the per-layer overlap, stream s waits for all of it. */
+static gp_status enqueue_reload(gp_engine *e, cudaStream_t s)
 {
     gp_engine_prefix *px = e->px;
     GP_CUDA_TRY(cudaMemcpyAsync(px->d_table, px->h_table, sizeof(int32_t) * (size_t)e->max_blocks,
@@ -143,33 +147,64 @@ static gp_status enqueue_reload(gp_engine *e)
     rp.done = px->ev_done;
     GP_TRY(gp_kv_reload_run(&rp, NULL));
     if (!px->p.overlap)
-        GP_CUDA_TRY(cudaStreamWaitEvent(e->sc.stream, px->ev_done, 0));
+        GP_CUDA_TRY(cudaStreamWaitEvent(s, px->ev_done, 0));
     return GP_OK;
 }
 
-/* The prefill's hook (engine_impl.h): the suffix's inputs are uploaded, so
- * the reload's gigabytes queue behind them on the copy engine, not before. */
-static gp_status reload_hook(gp_engine *e)
+/* The reload as a provider on the KV memory's hooks (start loading, wait
+ * for layer l, finish). The next call's inputs are uploaded when its
+ * begin_batch runs, so the reload's gigabytes queue behind them on the copy
+ * engine, not before. */
+static gp_status reload_begin(void *self, const gp_kv_plan *plan, cudaStream_t s)
 {
-    e->pf_hook = NULL;
-    return enqueue_reload(e);
+    gp_engine_prefix *px = self;
+    (void)plan;
+    if (!px->armed)
+        return GP_OK;
+    px->armed = false;
+    px->active = true;
+    return enqueue_reload(px->e, s);
 }
 
-/* What can be checked before the store is touched. */
+/* Layer l of the call waits for layer l of the reload only; the trace marks
+ * when it passes. */
+static gp_status reload_before_attn(void *self, int layer, cudaStream_t s)
+{
+    gp_engine_prefix *px = self;
+    if (!px->active)
+        return GP_OK;
+    if (px->p.overlap)
+        GP_CUDA_TRY(cudaStreamWaitEvent(s, px->ev_layer[layer], 0));
+    GP_CUDA_TRY(cudaEventRecord(px->tr[(size_t)layer * GP_PREFIX_TR_COUNT + GP_PREFIX_TR_SUFFIX], s));
+    return GP_OK;
+}
+
+/* Later calls (chunks, steps) follow the first in stream order. */
+static gp_status reload_end(void *self, cudaStream_t s)
+{
+    gp_engine_prefix *px = self;
+    (void)s;
+    px->active = false;
+    return GP_OK;
+}
+
+static const gp_kv_hook_ops reload_hooks = {
+    .begin_batch = reload_begin, .before_attn = reload_before_attn, .end_batch = reload_end};
+
+static int seq_len(const void *ctx, int seq)
+{
+    return gp_kv_len((const gp_kv_tables *)ctx, seq);
+}
+
+/* What can be checked before the store is touched: the one input check of
+ * a prefill, and an empty sequence. */
 static gp_status check_prompt(const gp_engine *e, int seq, int n, const int32_t *prompt)
 {
-    if (seq < 0 || seq >= e->p.max_batch)
-        GP_FAIL(GP_ERR_INVALID_ARG, "sequence id %d: allowed [0, %d]", seq, e->p.max_batch - 1);
-    if (n < 1 || !prompt)
-        GP_FAIL(GP_ERR_INVALID_ARG, "prefill of sequence %d: prompt length %d, need at least 1 token%s", seq, n,
-                prompt ? "" : " (and tokens, which are NULL)");
-    if (n > e->p.max_context)
-        GP_FAIL(GP_ERR_STATE, "prompt of %d tokens does not fit sequence %d: the engine's max context is %d", n,
-                seq, e->p.max_context);
-    for (int i = 0; i < n; i++)
-        if (prompt[i] < 0 || prompt[i] >= e->cfg.vocab)
-            GP_FAIL(GP_ERR_INVALID_ARG, "token %d at prompt position %d of sequence %d: allowed [0, %d]", prompt[i],
-                    i, seq, e->cfg.vocab - 1);
+    const gp_batch_part part = {.seq = seq, .kind = GP_BATCH_PREFILL, .n = n, .tokens = prompt};
+    const gp_batch b = {.n_parts = 1, .parts = &part};
+    const gp_batch_limits lim = {.max_seqs = e->p.max_batch, .vocab = e->cfg.vocab,
+                                 .max_context = e->p.max_context, .seq_len = seq_len, .ctx = e->tables};
+    GP_TRY(gp_batch_check(&b, &lim, "prefill with a stored prefix", NULL, NULL));
     if (gp_kv_len(e->tables, seq) != 0)
         GP_FAIL(GP_ERR_STATE, "prefill with a stored prefix: sequence %d holds %d tokens; it must be empty", seq,
                 gp_kv_len(e->tables, seq));
@@ -215,28 +250,19 @@ gp_status gp_engine_prefill_prefix(gp_engine *e, int seq, int n, const int32_t *
             rc = begin_reload(e, seq, P);
         if (rc == GP_OK)
             rc = gp_kv_advance(e->tables, seq, P);
-        if (rc == GP_OK) {
-            /* a prefill through decode steps (a head size the prefill attention does not serve) has no
-               hooks: the reload goes first and it waits for all of it */
-            if (!gp_prefill_attn_supports(e->cfg.head_dim)) {
-                rc = enqueue_reload(e);
-                if (rc == GP_OK && px->p.overlap &&
-                    cudaStreamWaitEvent(e->sc.stream, px->ev_done, 0) != cudaSuccess)
-                    rc = gp_cuda_fail(cudaGetLastError(), "cudaStreamWaitEvent(the reload)", __FILE__, __LINE__);
-            } else {
-                e->pf_hook = reload_hook;
-                e->pf_layer_wait = px->p.overlap ? px->ev_layer : NULL;
-                e->pf_layer_mark = px->tr + GP_PREFIX_TR_SUFFIX;
-                e->pf_layer_mark_stride = GP_PREFIX_TR_COUNT;
-            }
+        bool attached = false;
+        if (rc == GP_OK) { /* the prefill's first call (a chunk, or a decode step) enqueues the reload */
+            px->armed = true;
+            rc = gp_kv_memory_attach(e->km, &reload_hooks, px);
+            attached = rc == GP_OK;
         }
         if (rc == GP_OK)
             rc = gp_engine_prefill(e, seq, n - P, prompt + P, next, last_logits);
-        if (rc == GP_OK && e->pf_hook) /* the prefill must have run it */
+        if (rc == GP_OK && px->armed) /* the prefill must have run it */
             rc = GP_ERR_STATE, gp_set_error("prefill with a stored prefix: the reload was never enqueued");
-        e->pf_hook = NULL;
-        e->pf_layer_wait = NULL;
-        e->pf_layer_mark = NULL;
+        if (attached)
+            gp_kv_memory_detach(e->km, px);
+        px->armed = px->active = false;
         px->traced = rc == GP_OK && gp_prefill_attn_supports(e->cfg.head_dim);
         /* the pins go only once every copy has read its host block */
         gp_status ws = rc == GP_OK ? gp_device_event_wait(px->ev_done, "the prefix reload") : GP_OK;

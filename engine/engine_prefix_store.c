@@ -7,8 +7,9 @@
 #include "cuda_util.cuh"
 #include "engine_prefix_impl.h"
 
-/* Gather block blk of the sequence whose table is on the device into
- * slot's device payload and copy it down, on the write stream. */
+/* Gather block blk of sequence px->seq, whose table is on the device, from
+ * the KV memory into slot's device payload and copy it down, on the write
+ * stream. */
 static gp_status enqueue_gather(gp_engine *e, int blk, int slot)
 {
     gp_engine_prefix *px = e->px;
@@ -19,8 +20,8 @@ static gp_status enqueue_gather(gp_engine *e, int blk, int slot)
         GP_TRY(gp_kvstore_part_range(&id, l, GP_KVSTORE_K, &ko, &bytes));
         GP_TRY(gp_kvstore_part_range(&id, l, GP_KVSTORE_V, &vo, &bytes));
         uint8_t *d = (uint8_t *)px->d_payload[slot];
-        GP_TRY(gp_kv_copy_tokens(gp_kv_device_layout(e->kv), gp_kv_device_k(e->kv, l), gp_kv_device_v(e->kv, l),
-                                 px->d_table, blk * bt, bt, d + ko, d + vo, GP_KV_FROM_CACHE, px->write));
+        GP_TRY(gp_kv_copy_tokens_mem(e->km, l, px->seq, px->d_table, blk * bt, bt, d + ko, d + vo, GP_KV_FROM_CACHE,
+                                     px->write));
     }
     GP_CUDA_TRY(cudaMemcpyAsync(px->h_payload[slot], px->d_payload[slot], px->block_bytes, cudaMemcpyDeviceToHost,
                                 px->write));
@@ -97,6 +98,7 @@ gp_status gp_engine_prefix_store_seq(gp_engine *e, int seq, int n, const int32_t
     s.blocks_present = present;
     if (rc == GP_OK && present < nb) {
         memcpy(px->h_table, gp_kv_block_table(e->tables, seq), sizeof(int32_t) * (size_t)e->max_blocks);
+        px->seq = seq;
         if (cudaEventRecord(px->ev_start, e->sc.stream) != cudaSuccess ||
             cudaStreamWaitEvent(px->write, px->ev_start, 0) != cudaSuccess ||
             cudaMemcpyAsync(px->d_table, px->h_table, sizeof(int32_t) * (size_t)e->max_blocks,

@@ -124,8 +124,12 @@ gp_status gp_engine_set_sparsity(gp_engine *e, const float *thresholds)
     for (int l = 0; l < L && st == GP_OK; l++) {
         gp_weight_group *g[2] = {gp_device_weights_group(e->dw, GP_GROUP_ATTN, l),
                                  gp_device_weights_group(e->dw, GP_GROUP_FFN, l)};
+        gp_group_tensors t[2];
+        memset(t, 0, sizeof t);
         for (int k = 0; k < 2 && st == GP_OK; k++)
-            st = gp_weight_group_acquire(g[k], e->sc.stream);
+            st = gp_weight_group_acquire(g[k], e->sc.stream, &t[k]);
+        const gp_layer_weights lw = {t[0].layer.attn_norm, t[0].layer.wqkv, t[0].layer.bqkv, t[0].layer.wo,
+                                     t[1].layer.ffn_norm, t[1].layer.w_gate_up, t[1].layer.w_down};
         for (int p = 0; p < P && st == GP_OK; p++) {
             if (!copy[p])
                 continue;
@@ -133,7 +137,7 @@ gp_status gp_engine_set_sparsity(gp_engine *e, const float *thresholds)
             gp_sparse_proj_shape(c, (gp_sparse_proj)p, &N, &K);
             void *dst = (char *)sp->arena + (size_t)l * layer_bytes + off[p];
             sp->wt[l * P + p] = dst;
-            st = gp_sparse_transpose(proj_weights(&e->w->layers[l], p), dst, N, K, e->sc.stream);
+            st = gp_sparse_transpose(proj_weights(&lw, p), dst, N, K, e->sc.stream);
         }
         for (int k = 0; k < 2; k++) {
             gp_status rs = gp_weight_group_release_on(g[k], e->sc.stream);

@@ -105,23 +105,19 @@ gp_status gp_engine_step_prepare(gp_engine *e, int B, const int *seq_ids, const 
         e->sp->served_steps++;
     gp_engine_cpu_ffn_begin(e);
     int ml = 0;
+    gp_kv_plan_reset(e->km);
     for (int i = 0; i < B; i++) {
         GP_TRY(gp_kv_reserve(e->tables, seq_ids[i], 1));
         int len = gp_kv_len(e->tables, seq_ids[i]) + 1;
         if (len > ml)
             ml = len;
-    }
-    if (e->ko) { /* each row reads its context and writes its new token's K/V */
-        gp_engine_kvoff_plan_begin(e);
-        for (int i = 0; i < B; i++) {
-            const int len = gp_kv_len(e->tables, seq_ids[i]) + 1;
-            gp_engine_kvoff_plan_seq(e, seq_ids[i], len, len - 1, len);
-        }
+        gp_kv_plan_add(e->km, seq_ids[i], len, len - 1, len); /* reads its context, writes its new token */
     }
     /* tok_h is free: the previous step ended with a host wait on its copy. */
     memcpy(e->tok_h, tokens, sizeof(int32_t) * (size_t)B);
     GP_CUDA_TRY(cudaMemcpyAsync(e->tok_d, e->tok_h, sizeof(int32_t) * (size_t)B, cudaMemcpyHostToDevice, s));
     GP_TRY(gp_kv_device_sync_tables(e->kv, e->tables, B, seq_ids, s));
+    GP_TRY(gp_kv_begin_batch(e->km, s));
     *max_len = ml;
     return GP_OK;
 }
@@ -130,6 +126,7 @@ gp_status gp_engine_step_finish(gp_engine *e, int B, const int *seq_ids, int32_t
                                 void *stream)
 {
     cudaStream_t s = (cudaStream_t)stream;
+    GP_TRY(gp_kv_end_batch(e->km, s));
     GP_CUDA_TRY(cudaMemcpyAsync(e->next_h, e->next_d, sizeof(int32_t) * (size_t)B, cudaMemcpyDeviceToHost, s));
     if (logits)
         GP_CUDA_TRY(cudaMemcpyAsync(logits, e->logits, sizeof(float) * (size_t)B * (size_t)e->cfg.vocab,
@@ -201,7 +198,7 @@ gp_status gp_engine_fill_context(gp_engine *e, int B, int C, uint64_t seed)
     for (int layer = 0; layer < l->n_layers; layer++) {
         GP_TRY(gp_synth_fill_device(gp_kv_device_k(e->kv, layer), e->dtype, n, seed, GP_T_WQKV, layer, 1.0f, e->sc.stream));
         GP_TRY(gp_synth_fill_device(gp_kv_device_v(e->kv, layer), e->dtype, n, seed, GP_T_WO, layer, 1.0f, e->sc.stream));
-        GP_TRY(gp_engine_kvoff_fill_host(e, layer, e->sc.stream)); /* before the next layer refills the window */
+        GP_TRY(gp_kv_filled_in_place(e->km, layer, e->sc.stream)); /* before the next layer refills the window */
     }
     GP_CUDA_TRY(cudaStreamSynchronize(e->sc.stream)); /* setup, not a step */
     return GP_OK;

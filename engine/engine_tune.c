@@ -12,7 +12,7 @@
 typedef struct tune_shape {
     int N, K;
     gp_gemm_out out;
-    size_t w_off; /* offsetof the weight in gp_layer_weights: read after the acquire, as a
+    size_t w_off; /* offsetof the weight in gp_layer_weights: read from what the acquire grants, as a
                      streamed group's address is known only then */
     gp_group_kind group;
 } tune_shape;
@@ -24,8 +24,9 @@ static gp_status tune_all(gp_engine *e, gp_gemm_ctx *ctx, int rows, const tune_s
         gp_weight_group *g = gp_device_weights_group(e->dw, s[i].group, 0);
         if (!g)
             return GP_ERR_INVALID_ARG;
-        GP_TRY(gp_weight_group_acquire(g, stream)); /* the weights may still be uploading */
-        const void *w = *(void *const *)((const char *)&e->w->layers[0] + s[i].w_off);
+        gp_group_tensors t;
+        GP_TRY(gp_weight_group_acquire(g, stream, &t)); /* the weights may still be uploading */
+        const void *w = *(void *const *)((const char *)&t.layer + s[i].w_off);
         gp_status st = gp_gemm_tune(ctx, e->dtype, rows, s[i].N, s[i].K, x, w, y, s[i].out,
                                     e->p.gemm_tune, TUNE_REPS, NULL);
         gp_status rs = gp_weight_group_release_on(g, stream);

@@ -305,13 +305,16 @@ typedef struct gp_cpu_ffn_stats {
 gp_status gp_engine_cpu_ffn_stats(gp_engine *e, gp_cpu_ffn_stats *out, int reset);
 
 /* ---------------------------------------------------- stored prefixes
- * Issue #18: the KV of whole blocks of prompts kept in a host store
+ * The KV of whole blocks of prompts kept in a host store
  * (kvstore/gp_kvstore.h: hash-chain keys, LRU in a pinned pool, optional
  * checksummed files), so that a prompt whose leading blocks were stored
  * before reloads their KV layer by layer (the lag-2 load / process / write
  * schedule of gp_kv_reload_run: copies on a copy stream into staging
- * buffers, scatters into the paged cache on a second stream, events only)
- * and prefills only the rest. */
+ * buffers, scatters into the KV memory on a second stream, events only)
+ * and prefills only the rest. With an offloaded KV cache the reloaded
+ * positions below a sequence's host quota go to its host blocks (what the
+ * cache copies in before each layer's attention), the rest to its device
+ * blocks. */
 typedef struct gp_prefix_params {
     /* Names the weights in the store's identity, so that blocks of other
      * weights never match: a checkpoint path, or a preset with its seed.

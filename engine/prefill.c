@@ -97,12 +97,9 @@ static gp_status upload_chunk(gp_engine *e, int buf, int S, const gp_prefill_seq
     e->pf_rows = n;
     e->pf_seqs = ns;
     e->pf_max_q = max_q;
-    if (e->ko) { /* each sequence of the chunk reads its context and writes the chunk's positions */
-        gp_engine_kvoff_plan_begin(e);
-        for (int i = 0; i < ns; i++)
-            gp_engine_kvoff_plan_seq(e, seqs[d[i].table_row].seq, d[i].pos0 + d[i].q_len, d[i].pos0,
-                                     d[i].pos0 + d[i].q_len);
-    }
+    gp_kv_plan_reset(e->km); /* each sequence of the chunk reads its context and writes the chunk's positions */
+    for (int i = 0; i < ns; i++)
+        gp_kv_plan_add(e->km, seqs[d[i].table_row].seq, d[i].pos0 + d[i].q_len, d[i].pos0, d[i].pos0 + d[i].q_len);
     GP_CUDA_TRY(cudaMemcpyAsync(e->pf_d, h, sizeof(int32_t) * e->pf_words, cudaMemcpyHostToDevice, e->sc.stream));
     GP_CUDA_TRY(cudaEventRecord(e->pf_ev[buf], e->sc.stream));
     return GP_OK;
@@ -130,10 +127,6 @@ static gp_status run_chunk(gp_engine *e, int S, const gp_prefill_seq *seqs, cons
     GP_TRY(gp_engine_stage(e, GP_STAGE_EMBED, &io, &e->sc));
     for (int l = 0; l < e->cfg.n_layers; l++) {
         io.layer = l;
-        if (e->pf_layer_wait && c0 == 0) /* later chunks follow the first in stream order */
-            GP_CUDA_TRY(cudaStreamWaitEvent(e->sc.stream, e->pf_layer_wait[l], 0));
-        if (e->pf_layer_mark && c0 == 0)
-            GP_CUDA_TRY(cudaEventRecord(e->pf_layer_mark[(size_t)l * (size_t)e->pf_layer_mark_stride], e->sc.stream));
         GP_TRY(gp_engine_stage(e, GP_STAGE_ATTN, &io, &e->sc));
         GP_TRY(gp_engine_stage(e, GP_STAGE_FFN, &io, &e->sc));
     }
@@ -195,9 +188,9 @@ static gp_status run_all(gp_engine *e, int S, const gp_prefill_seq *seqs, const 
     for (long long c0 = 0; c0 < total; c0 += chunk, buf ^= 1) {
         int n = total - c0 < chunk ? (int)(total - c0) : chunk;
         GP_TRY(upload_chunk(e, buf, S, seqs, off, len0, c0, n));
-        if (c0 == 0 && e->pf_hook)
-            GP_TRY(e->pf_hook(e));
+        GP_TRY(gp_kv_begin_batch(e->km, e->sc.stream)); /* behind the chunk's own uploads */
         GP_TRY(run_chunk(e, S, seqs, off, c0, n, prompt_logits));
+        GP_TRY(gp_kv_end_batch(e->km, e->sc.stream));
     }
     e->pf_rows = 0;
     gp_tensor_view last = gp_view_make(e->head_rows, S, e->cfg.hidden, GP_DTYPE_F32, e->device);

@@ -5,6 +5,7 @@
  * section 4. Nothing here synchronises. */
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 
 #include "cuda_util.cuh"
 #include "engine_impl.h"
@@ -30,23 +31,22 @@ static size_t q_dim(const gp_config *c)
 
 /* ------------------------------------------------------------ parts */
 
-static gp_status embed_part(gp_engine *e, int b0, int nb, bool prefill, const gp_tensor_view *resid,
-                            const gp_stage_ctx *sc)
+static gp_status embed_part(gp_engine *e, const gp_group_tensors *w, int b0, int nb, bool prefill,
+                            const gp_tensor_view *resid, const gp_stage_ctx *sc)
 {
     const gp_config *c = &e->cfg;
     gp_status st;
-    STEP(gp_embed(e->dtype, prefill ? e->pf_d + b0 : e->tok_d + b0, e->w->embed, resid->data, nb, c->hidden, c->vocab,
+    STEP(gp_embed(e->dtype, prefill ? e->pf_d + b0 : e->tok_d + b0, w->embed, resid->data, nb, c->hidden, c->vocab,
                   sc->stream),
          GP_K_EMBED);
     return GP_OK;
 }
 
 /* Attention norm of the residual rows into scratch, QKV projection into qkv. */
-static gp_status qkv_part(gp_engine *e, int layer, int b0, int nb, bool prefill, const gp_tensor_view *resid,
-                          const gp_tensor_view *qkv, const gp_stage_ctx *sc)
+static gp_status qkv_part(gp_engine *e, const gp_layer_weights *lw, int layer, int b0, int nb, bool prefill,
+                          const gp_tensor_view *resid, const gp_tensor_view *qkv, const gp_stage_ctx *sc)
 {
     const gp_config *c = &e->cfg;
-    const gp_layer_weights *lw = &e->w->layers[layer];
     uint16_t *h = e->h_attn + (size_t)b0 * (size_t)c->hidden;
     gp_status st;
     STEP(gp_rmsnorm_residual(e->dtype, resid->data, NULL, lw->attn_norm, h, nb, c->hidden, c->norm_eps,
@@ -60,7 +60,7 @@ static gp_status qkv_part(gp_engine *e, int layer, int b0, int nb, bool prefill,
 /* The prefill chunk's tokens: RoPE at each token's position and K/V into its
  * sequence's blocks, then causal attention of every token over its
  * sequence's cache, this chunk's K/V included. */
-static gp_status prefill_core_part(gp_engine *e, const gp_stage_io *io, const gp_tensor_view *qkv,
+static gp_status prefill_core_part(gp_engine *e, const gp_stage_io *io, const void *bqkv, const gp_tensor_view *qkv,
                                    const gp_tensor_view *attn, const gp_stage_ctx *sc)
 {
     const gp_config *c = &e->cfg;
@@ -73,22 +73,23 @@ static gp_status prefill_core_part(gp_engine *e, const gp_stage_io *io, const gp
     kv.lens = NULL;
     kv.n_rows = io->nb;
     const gp_prefill_seq_desc *seqs = (const gp_prefill_seq_desc *)(e->pf_d + 3 * (size_t)e->rows);
-    GP_TRY(gp_engine_kvoff_before_attn(e, io->layer, sc->stream));
+    GP_TRY(gp_kv_before_attn(e->km, io->layer, sc->stream));
     /* bqkv (NULL without q/k/v biases) is added in fp32 inside RoPE + KV append */
-    STEP(gp_rope_kv_append(&kv, io->nb, c->n_heads, qkv->data, e->w->layers[io->layer].bqkv, e->inv_freq, e->q,
+    STEP(gp_rope_kv_append(&kv, io->nb, c->n_heads, qkv->data, bqkv, e->inv_freq, e->q,
                            sc->stream),
          GP_K_ROPE);
     STEP(gp_prefill_attn(&kv, c->n_heads, e->q, attn->data, io->nb, seqs, e->pf_seqs, e->pf_max_q, sc->stream),
          GP_K_ATTN);
-    return gp_engine_kvoff_after_attn(e, io->layer, sc->stream);
+    return gp_kv_after_attn(e->km, io->layer, sc->stream);
 }
 
-/* RoPE and KV append of the rows' QKV, then decode attention into attn. */
-static gp_status core_part(gp_engine *e, const gp_stage_io *io, const gp_tensor_view *qkv,
+/* RoPE and KV append of the rows' QKV (plus bqkv: the layer's q/k/v bias
+ * or NULL), then decode attention into attn. */
+static gp_status core_part(gp_engine *e, const gp_stage_io *io, const void *bqkv, const gp_tensor_view *qkv,
                            const gp_tensor_view *attn, const gp_stage_ctx *sc)
 {
     if (io->prefill)
-        return prefill_core_part(e, io, qkv, attn, sc);
+        return prefill_core_part(e, io, bqkv, qkv, attn, sc);
     const gp_config *c = &e->cfg;
     gp_kv_view all, kv;
     gp_status st = gp_kv_device_view(e->kv, io->layer, &all);
@@ -99,36 +100,31 @@ static gp_status core_part(gp_engine *e, const gp_stage_io *io, const gp_tensor_
     uint16_t *q = e->q + (size_t)io->b0 * q_dim(c);
     gp_decode_attn_params ap = sc->ap;
     ap.force_splits = io->attn_splits;
-    if (e->ko && (io->b0 != 0 || io->nb != e->step_rows))
-        GP_FAIL(GP_ERR_UNSUPPORTED, "offloaded KV cache: attention of rows [%d, %d) of a %d-row step; each layer's "
-                "blocks are copied once for the whole step, so micro-batches (the pipelined engine) are not "
-                "supported", io->b0, io->b0 + io->nb, e->step_rows);
-    GP_TRY(gp_engine_kvoff_before_attn(e, io->layer, sc->stream));
-    STEP(gp_rope_kv_append(&kv, io->nb, c->n_heads, qkv->data, e->w->layers[io->layer].bqkv, e->inv_freq, q,
+    GP_TRY(gp_kv_before_attn(e->km, io->layer, sc->stream));
+    STEP(gp_rope_kv_append(&kv, io->nb, c->n_heads, qkv->data, bqkv, e->inv_freq, q,
                            sc->stream),
          GP_K_ROPE);
     STEP(gp_decode_attn(&kv, io->nb, c->n_heads, io->max_len, q, attn->data, sc->attn_ws, sc->attn_ws_bytes, &ap,
                         sc->stream),
          GP_K_ATTN);
-    return gp_engine_kvoff_after_attn(e, io->layer, sc->stream);
+    return gp_kv_after_attn(e->km, io->layer, sc->stream);
 }
 
 /* The O projection adds straight into the f32 residual (beta = 1). */
-static gp_status o_part(gp_engine *e, int layer, int nb, bool prefill, const gp_tensor_view *attn,
+static gp_status o_part(gp_engine *e, const void *wo, int layer, int nb, bool prefill, const gp_tensor_view *attn,
                         const gp_tensor_view *resid, const gp_stage_ctx *sc)
 {
     gp_status st;
-    STEP(gp_engine_sparse_proj(e, sc, prefill, layer, GP_SPARSE_O, nb, attn->data, e->w->layers[layer].wo,
+    STEP(gp_engine_sparse_proj(e, sc, prefill, layer, GP_SPARSE_O, nb, attn->data, wo,
                                resid->data, GP_GEMM_OUT_F32_ACC),
          GP_K_O);
     return GP_OK;
 }
 
-static gp_status ffn_part(gp_engine *e, int layer, int b0, int nb, bool prefill, const gp_tensor_view *resid,
-                          const gp_stage_ctx *sc)
+static gp_status ffn_part(gp_engine *e, const gp_layer_weights *lw, int layer, int b0, int nb, bool prefill,
+                          const gp_tensor_view *resid, const gp_stage_ctx *sc)
 {
     const gp_config *c = &e->cfg;
-    const gp_layer_weights *lw = &e->w->layers[layer];
     const size_t H = (size_t)c->hidden, F = (size_t)c->ffn;
     uint16_t *h = e->h_ffn + b0 * H, *gu = e->gu + b0 * 2 * F, *act = e->act + b0 * F;
     gp_status st;
@@ -156,17 +152,18 @@ static gp_status ffn_part(gp_engine *e, int layer, int b0, int nb, bool prefill,
     return GP_OK;
 }
 
-static gp_status head_part(gp_engine *e, int b0, int nb, const gp_tensor_view *resid, const gp_stage_ctx *sc)
+static gp_status head_part(gp_engine *e, const gp_group_tensors *w, int b0, int nb, const gp_tensor_view *resid,
+                           const gp_stage_ctx *sc)
 {
     const gp_config *c = &e->cfg;
     const size_t H = (size_t)c->hidden, V = (size_t)c->vocab;
     uint16_t *h = e->h_attn + b0 * H;
     gp_status st;
-    STEP(gp_rmsnorm_residual(e->dtype, resid->data, NULL, e->w->final_norm, h, nb, c->hidden, c->norm_eps,
+    STEP(gp_rmsnorm_residual(e->dtype, resid->data, NULL, w->final_norm, h, nb, c->hidden, c->norm_eps,
                              sc->stream),
          GP_K_HEAD);
     /* lm_head == embed for tied embeddings: the one device copy serves both */
-    STEP(gp_gemm(sc->gemm, e->dtype, nb, c->vocab, c->hidden, h, e->w->lm_head, e->logits + b0 * V,
+    STEP(gp_gemm(sc->gemm, e->dtype, nb, c->vocab, c->hidden, h, w->lm_head, e->logits + b0 * V,
                  GP_GEMM_OUT_F32),
          GP_K_HEAD);
     STEP(gp_argmax_rows(e->logits + b0 * V, e->next_d + b0, nb, c->vocab, sc->stream), GP_K_HEAD);
@@ -246,18 +243,32 @@ static gp_status check_io(const gp_engine *e, gp_stage_kind kind, const gp_stage
 
 /* ------------------------------------------------------------ stages */
 
+/* The groups a stage holds and the tensors they granted: cur the layer's
+ * (attention, FFN, or the head's), next layer + 1's attention. */
 typedef struct held_groups {
     gp_weight_group *g[3];
     int n;
+    gp_group_tensors cur, next;
 } held_groups;
 
-static gp_status hold(gp_engine *e, held_groups *h, gp_group_kind kind, int layer, const gp_stage_ctx *sc)
+static gp_status hold(gp_engine *e, held_groups *h, gp_group_kind kind, int layer, const gp_stage_ctx *sc,
+                      gp_group_tensors *into)
 {
     gp_weight_group *g = gp_device_weights_group(e->dw, kind, layer);
     if (!g)
         GP_FAIL(GP_ERR_INVALID_ARG, "no weight group of kind %d for layer %d", (int)kind, layer);
-    GP_TRY(gp_weight_group_acquire(g, sc->stream));
+    gp_group_tensors t;
+    GP_TRY(gp_weight_group_acquire(g, sc->stream, &t));
     h->g[h->n++] = g;
+    if (kind == GP_GROUP_HEAD) {
+        into->embed = t.embed, into->final_norm = t.final_norm, into->lm_head = t.lm_head;
+    } else if (kind == GP_GROUP_ATTN) {
+        into->layer.attn_norm = t.layer.attn_norm, into->layer.wqkv = t.layer.wqkv;
+        into->layer.bqkv = t.layer.bqkv, into->layer.wo = t.layer.wo;
+    } else {
+        into->layer.ffn_norm = t.layer.ffn_norm, into->layer.w_gate_up = t.layer.w_gate_up;
+        into->layer.w_down = t.layer.w_down;
+    }
     return GP_OK;
 }
 
@@ -267,43 +278,47 @@ static gp_status hold_groups(gp_engine *e, gp_stage_kind kind, int layer, bool p
 {
     switch (kind) {
     case GP_STAGE_EMBED:
-    case GP_STAGE_HEAD: return hold(e, h, GP_GROUP_HEAD, 0, sc);
+    case GP_STAGE_HEAD: return hold(e, h, GP_GROUP_HEAD, 0, sc, &h->cur);
     case GP_STAGE_ATTN:
-    case GP_STAGE_QKV: return hold(e, h, GP_GROUP_ATTN, layer, sc);
+    case GP_STAGE_QKV: return hold(e, h, GP_GROUP_ATTN, layer, sc, &h->cur);
     case GP_STAGE_FFN: /* the CPU-assisted FFN reads its hot cache and host copy instead */
-        return gp_engine_cpu_ffn_step(e, prefill) ? GP_OK : hold(e, h, GP_GROUP_FFN, layer, sc);
+        return gp_engine_cpu_ffn_step(e, prefill) ? GP_OK : hold(e, h, GP_GROUP_FFN, layer, sc, &h->cur);
     case GP_STAGE_ATTN_CORE: /* the KV cache and the RoPE table belong to the engine; the q/k/v bias
                                 added in RoPE + KV append is the layer's attention weights' */
-        return e->cfg.qkv_bias ? hold(e, h, GP_GROUP_ATTN, layer, sc) : GP_OK;
+        return e->cfg.qkv_bias ? hold(e, h, GP_GROUP_ATTN, layer, sc, &h->cur) : GP_OK;
     case GP_STAGE_O_FFN_QKV:
-        GP_TRY(hold(e, h, GP_GROUP_ATTN, layer, sc));
-        GP_TRY(hold(e, h, GP_GROUP_FFN, layer, sc));
-        return layer + 1 < e->cfg.n_layers ? hold(e, h, GP_GROUP_ATTN, layer + 1, sc) : GP_OK;
+        GP_TRY(hold(e, h, GP_GROUP_ATTN, layer, sc, &h->cur));
+        GP_TRY(hold(e, h, GP_GROUP_FFN, layer, sc, &h->cur));
+        return layer + 1 < e->cfg.n_layers ? hold(e, h, GP_GROUP_ATTN, layer + 1, sc, &h->next) : GP_OK;
     default: GP_FAIL(GP_ERR_INVALID_ARG, "stage kind %d: allowed 0..%d", (int)kind, GP_STAGE_COUNT - 1);
     }
 }
 
-static gp_status run_parts(gp_engine *e, gp_stage_kind kind, const gp_stage_io *io, const gp_stage_ctx *sc)
+static gp_status run_parts(gp_engine *e, gp_stage_kind kind, const gp_stage_io *io, const gp_stage_ctx *sc,
+                           const held_groups *h)
 {
     const int l = io->layer, b0 = io->b0, nb = io->nb;
+    const gp_layer_weights *lw = &h->cur.layer;
     gp_tensor_view qkv, attn;
     switch (kind) {
-    case GP_STAGE_EMBED: return embed_part(e, b0, nb, io->prefill, &io->resid, sc);
+    case GP_STAGE_EMBED: return embed_part(e, &h->cur, b0, nb, io->prefill, &io->resid, sc);
     case GP_STAGE_ATTN:
         /* the whole layer's attention on one context: QKV and attention output in scratch rows */
         GP_TRY(gp_engine_act_view(e, GP_ACT_QKV, b0, nb, &qkv));
         GP_TRY(gp_engine_act_view(e, GP_ACT_ATTN, b0, nb, &attn));
-        GP_TRY(qkv_part(e, l, b0, nb, io->prefill, &io->resid, &qkv, sc));
-        GP_TRY(core_part(e, io, &qkv, &attn, sc));
-        return o_part(e, l, nb, io->prefill, &attn, &io->resid, sc);
-    case GP_STAGE_FFN: return ffn_part(e, l, b0, nb, io->prefill, &io->resid, sc);
-    case GP_STAGE_QKV: return qkv_part(e, l, b0, nb, io->prefill, &io->resid, &io->y, sc);
-    case GP_STAGE_ATTN_CORE: return core_part(e, io, &io->x, &io->y, sc);
+        GP_TRY(qkv_part(e, lw, l, b0, nb, io->prefill, &io->resid, &qkv, sc));
+        GP_TRY(core_part(e, io, lw->bqkv, &qkv, &attn, sc));
+        return o_part(e, lw->wo, l, nb, io->prefill, &attn, &io->resid, sc);
+    case GP_STAGE_FFN: return ffn_part(e, lw, l, b0, nb, io->prefill, &io->resid, sc);
+    case GP_STAGE_QKV: return qkv_part(e, lw, l, b0, nb, io->prefill, &io->resid, &io->y, sc);
+    case GP_STAGE_ATTN_CORE: return core_part(e, io, lw->bqkv, &io->x, &io->y, sc);
     case GP_STAGE_O_FFN_QKV:
-        GP_TRY(o_part(e, l, nb, io->prefill, &io->x, &io->resid, sc));
-        GP_TRY(ffn_part(e, l, b0, nb, io->prefill, &io->resid, sc));
-        return l + 1 < e->cfg.n_layers ? qkv_part(e, l + 1, b0, nb, io->prefill, &io->resid, &io->y, sc) : GP_OK;
-    case GP_STAGE_HEAD: return head_part(e, b0, nb, &io->resid, sc);
+        GP_TRY(o_part(e, lw->wo, l, nb, io->prefill, &io->x, &io->resid, sc));
+        GP_TRY(ffn_part(e, lw, l, b0, nb, io->prefill, &io->resid, sc));
+        return l + 1 < e->cfg.n_layers
+                   ? qkv_part(e, &h->next.layer, l + 1, b0, nb, io->prefill, &io->resid, &io->y, sc)
+                   : GP_OK;
+    case GP_STAGE_HEAD: return head_part(e, &h->cur, b0, nb, &io->resid, sc);
     default: GP_FAIL(GP_ERR_INVALID_ARG, "stage kind %d: allowed 0..%d", (int)kind, GP_STAGE_COUNT - 1);
     }
 }
@@ -315,10 +330,12 @@ gp_status gp_engine_stage(gp_engine *e, gp_stage_kind kind, const gp_stage_io *i
     if ((unsigned)kind >= GP_STAGE_COUNT)
         GP_FAIL(GP_ERR_INVALID_ARG, "gp_engine_stage: stage kind %d, allowed 0..%d", (int)kind, GP_STAGE_COUNT - 1);
     GP_TRY(check_io(e, kind, io, sc));
-    held_groups h = {.n = 0};
+    held_groups h;
+    h.n = 0;
+    memset(&h.cur, 0, sizeof h.cur); /* a group not held grants nothing (ATTN_CORE without q/k/v bias) */
     gp_status st = hold_groups(e, kind, io->layer, io->prefill, sc, &h);
     if (st == GP_OK)
-        st = run_parts(e, kind, io, sc);
+        st = run_parts(e, kind, io, sc, &h);
     /* on every exit path; the stream records the groups' last reader (streamed weights) */
     while (h.n > 0) {
         gp_status rs = gp_weight_group_release_on(h.g[--h.n], sc->stream);

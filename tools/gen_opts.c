@@ -148,7 +148,7 @@ static void gen_usage(FILE *f)
             "                       GPU, its oldest live in pinned host memory and are copied in a layer\n"
             "                       ahead of each attention, into two staging buffers the budget also holds;\n"
             "                       eager steps. The split obtained is on the status line. Not with\n"
-            "                       --vram-budget or --kv-store-size\n"
+            "                       --vram-budget\n"
             "  --dump-logits FILE   write {\"tokens\": [[ids]], \"logits\": [[[vocab floats]]]}: the logits each\n"
             "                       generated token was chosen from\n"
             "  --dump-prompt-logits FILE\n"
@@ -587,13 +587,11 @@ int gen_parse_opts(int argc, char **argv, gen_mode mode, gen_opts *o)
                 "of the two\n", o->dump_prompt_logits);
         return 2;
     }
-    if (o->kv_vram_budget && (o->backend != GP_BACKEND_CUDA || o->pipelined || o->vram_budget ||
-                              o->kv_store_size)) {
+    if (o->kv_vram_budget && (o->backend != GP_BACKEND_CUDA || o->pipelined || o->vram_budget)) {
         gen_err("--kv-vram-budget offloads the CUDA engine's KV cache, for --backend "
-                "cuda --engine seq without --vram-budget and --kv-store-size; got %s%s%s; allowed: leave it out, or "
+                "cuda --engine seq without --vram-budget; got %s%s%s; allowed: leave it out, or "
                 "drop the others\n", o->backend != GP_BACKEND_CUDA ? "--backend cpu " : "",
-                o->pipelined ? "--engine pipelined " : "",
-                o->vram_budget ? "--vram-budget " : o->kv_store_size ? "--kv-store-size" : "");
+                o->pipelined ? "--engine pipelined " : "", o->vram_budget ? "--vram-budget" : "");
         return 2;
     }
     if (o->pipe_flag_given && !o->pipelined) {

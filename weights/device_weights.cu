@@ -5,7 +5,6 @@
  * beyond VRAM: a pinned host copy laid out as the groups (filled from host
  * weights, a checkpoint or the synthetic kernel), streamed by a gp_streamer. */
 #include <assert.h>
-#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -24,7 +23,7 @@ struct gp_weight_group {
     int in_use;         /* stages between acquire and release; __atomic builtins only */
     int sidx;           /* streamed: the group's index in dw->streamer (== its index in groups);
                            -1: resident (mem and ready above) */
-    void *at;           /* streamed: the slot the view's pointers name (dw->point_lock) */
+    gp_group_tensors t; /* resident (and the streamed head, pinned): what an acquire grants */
     gp_device_weights *owner;
 };
 
@@ -40,12 +39,6 @@ struct gp_device_weights {
     void *host_pinned;        /* every group laid out as on the device, cudaHostAlloc */
     uint64_t host_bytes, budget;
     gp_weights_stream_params sp;
-    /* A group's view pointers are set at its acquire, from the A and the F
-     * thread; under this lock and only when they change, so a stage reading
-     * its held group's pointers never races a write (a slot moves only while
-     * no stage holds the group). */
-    pthread_mutex_t point_lock;
-    bool point_lock_init;
 };
 
 /* Tensors inside a group start on 256-byte boundaries, as cudaMalloc's own. */
@@ -133,8 +126,6 @@ static void gp_dw_free(gp_device_weights *dw)
     /* the streamer waits for its copies and last readers before freeing slots */
     gp_streamer_destroy(dw->streamer);
     gp_stream_cuda_backend_destroy(&dw->backend);
-    if (dw->point_lock_init)
-        pthread_mutex_destroy(&dw->point_lock);
     if (dw->host_pinned)
         (void)cudaFreeHost(dw->host_pinned);
     for (int i = 0; dw->groups && i < dw->n_groups; i++) {
@@ -260,8 +251,7 @@ static gp_device_weights *gp_dw_shell(const gp_config *cfg, gp_dtype dtype, uint
     dw->n_groups = 2 * cfg->n_layers + 1;
     dw->groups = (gp_weight_group *)calloc((size_t)dw->n_groups, sizeof *dw->groups);
     dw->view.layers = (gp_layer_weights *)calloc((size_t)cfg->n_layers, sizeof *dw->view.layers);
-    dw->point_lock_init = pthread_mutex_init(&dw->point_lock, NULL) == 0;
-    if (!dw->groups || !dw->view.layers || !dw->point_lock_init) {
+    if (!dw->groups || !dw->view.layers) {
         gp_dw_free(dw);
         return NULL;
     }
@@ -278,20 +268,52 @@ static gp_device_weights *gp_dw_shell(const gp_config *cfg, gp_dtype dtype, uint
     return dw;
 }
 
-/* Points the view's tensors of group gi at base (a device slot laid out as
- * gp_dw_create lays out a group). */
+/* Where tensor kind lives among a group's granted tensors. */
+static void **gp_tensors_slot(gp_group_tensors *t, gp_tensor_kind k)
+{
+    switch (k) {
+    case GP_T_EMBED: return &t->embed;
+    case GP_T_FINAL_NORM: return &t->final_norm;
+    case GP_T_LM_HEAD: return &t->lm_head;
+    case GP_T_ATTN_NORM: return &t->layer.attn_norm;
+    case GP_T_WQKV: return &t->layer.wqkv;
+    case GP_T_WO: return &t->layer.wo;
+    case GP_T_FFN_NORM: return &t->layer.ffn_norm;
+    case GP_T_W_GATE_UP: return &t->layer.w_gate_up;
+    case GP_T_W_DOWN: return &t->layer.w_down;
+    case GP_T_BQKV: return &t->layer.bqkv;
+    }
+    return NULL;
+}
+
+/* The tensors of a group of kind at base (a device slot laid out as
+ * gp_dw_create lays out a group); the other groups' NULL. */
+static void gp_dw_group_tensors(const gp_config *cfg, gp_group_kind kind, void *base, gp_group_tensors *out)
+{
+    memset(out, 0, sizeof *out);
+    const gp_tensor_kind *kinds;
+    int nk = gp_group_kinds(cfg, kind, &kinds);
+    size_t off = 0;
+    for (int t = 0; t < nk; t++) {
+        uint64_t numel = gp_synth_numel(cfg, kinds[t]);
+        *gp_tensors_slot(out, kinds[t]) = (char *)base + off;
+        off = (off + (size_t)numel * 2u + GP_DW_ALIGN - 1) & ~(size_t)(GP_DW_ALIGN - 1);
+    }
+    if (kind == GP_GROUP_HEAD && cfg->tied_embeddings)
+        out->lm_head = out->embed;
+}
+
+/* Group gi stays at base for good (resident, or the streamed head): its
+ * tensors are granted by every acquire and named by the view. */
 static void gp_dw_point_group(gp_device_weights *dw, int gi, void *base)
 {
     const gp_config *cfg = &dw->view.cfg;
     gp_weight_group *g = &dw->groups[gi];
+    gp_dw_group_tensors(cfg, g->kind, base, &g->t);
     const gp_tensor_kind *kinds;
     int nk = gp_group_kinds(cfg, g->kind, &kinds);
-    size_t off = 0;
-    for (int t = 0; t < nk; t++) {
-        uint64_t numel = gp_synth_numel(cfg, kinds[t]);
-        *gp_view_slot(&dw->view, kinds[t], g->layer) = (char *)base + off;
-        off = (off + (size_t)numel * 2u + GP_DW_ALIGN - 1) & ~(size_t)(GP_DW_ALIGN - 1);
-    }
+    for (int t = 0; t < nk; t++)
+        *gp_view_slot(&dw->view, kinds[t], g->layer) = *gp_tensors_slot(&g->t, kinds[t]);
     if (g->kind == GP_GROUP_HEAD && cfg->tied_embeddings)
         dw->view.lm_head = dw->view.embed;
 }
@@ -651,8 +673,7 @@ static gp_status gp_dw_stream_start(gp_device_weights *dw, gp_device_weights **o
         }
     }
     /* the head is pinned in the budget: loaded at create, never moves */
-    dw->groups[n_groups - 1].at = gp_streamer_slot(dw->streamer, n_groups - 1);
-    gp_dw_point_group(dw, n_groups - 1, dw->groups[n_groups - 1].at);
+    gp_dw_point_group(dw, n_groups - 1, gp_streamer_slot(dw->streamer, n_groups - 1));
     free(sg);
     free(order);
     *out = dw;
@@ -928,11 +949,12 @@ extern "C" gp_weight_group *gp_device_weights_group(gp_device_weights *dw, gp_gr
     return &dw->groups[2 * layer + (kind == GP_GROUP_FFN)];
 }
 
-/* A streamed group: the streamer makes stream wait for its copy, then the
- * view's pointers of the group name its slot, so every kernel enqueued after
- * this call reads where the group is now; then the next groups of the order
- * are prefetched. Not under capture: a graph would bake this step's slot. */
-static gp_status gp_dw_acquire_streamed(gp_weight_group *g, void *stream)
+/* A streamed group: the streamer makes stream wait for its copy, and the
+ * caller is granted the tensors of the slot it is in now (the slot moves
+ * only while no one holds the group, so nothing shared is re-pointed); then
+ * the next groups of the order are prefetched. Not under capture: a graph
+ * would bake this step's slot. */
+static gp_status gp_dw_acquire_streamed(gp_weight_group *g, void *stream, gp_group_tensors *out)
 {
     gp_device_weights *dw = g->owner;
     cudaStreamCaptureStatus cap = cudaStreamCaptureStatusNone;
@@ -949,13 +971,12 @@ static gp_status gp_dw_acquire_streamed(gp_weight_group *g, void *stream)
         __atomic_fetch_sub(&g->in_use, 1, __ATOMIC_ACQ_REL);
         return st;
     }
-    void *slot = gp_streamer_slot(dw->streamer, g->sidx);
-    pthread_mutex_lock(&dw->point_lock);
-    if (g->at != slot) {
-        gp_dw_point_group(dw, g->sidx, slot);
-        g->at = slot;
+    if (out) {
+        if (g->kind == GP_GROUP_HEAD)
+            *out = g->t;
+        else
+            gp_dw_group_tensors(&dw->view.cfg, g->kind, gp_streamer_slot(dw->streamer, g->sidx), out);
     }
-    pthread_mutex_unlock(&dw->point_lock);
     if (g->kind != GP_GROUP_HEAD) {
         st = gp_streamer_advance(dw->streamer, g->sidx); /* order position == group index */
         if (st == GP_SOFT_FULL)
@@ -972,12 +993,12 @@ static gp_status gp_dw_acquire_streamed(gp_weight_group *g, void *stream)
     return GP_OK;
 }
 
-extern "C" gp_status gp_weight_group_acquire(gp_weight_group *g, void *stream)
+extern "C" gp_status gp_weight_group_acquire(gp_weight_group *g, void *stream, gp_group_tensors *out)
 {
     if (!g)
         GP_FAIL(GP_ERR_INVALID_ARG, "gp_weight_group_acquire: group is NULL");
     if (g->sidx >= 0)
-        return gp_dw_acquire_streamed(g, stream);
+        return gp_dw_acquire_streamed(g, stream, out);
     /* Counted before the wait is enqueued so an evictor that sees 0 knows no
      * stage holds or is about to hold the group; acq_rel pairs with release. */
     __atomic_fetch_add(&g->in_use, 1, __ATOMIC_ACQ_REL);
@@ -998,6 +1019,8 @@ extern "C" gp_status gp_weight_group_acquire(gp_weight_group *g, void *stream)
                      why);
         return st;
     }
+    if (out)
+        *out = g->t;
     return GP_OK;
 }
 

@@ -18,12 +18,23 @@ extern "C" {
 /* Device weights are held as groups, one "attn" and one "ffn" per layer
  * (plus a "head" group: embed, final norm, lm_head). Each group has a ready
  * event and an in-use count: a stage calls gp_weight_group_acquire (marks it
- * in use and makes its stream wait on the ready event, never a synchronize),
- * computes, and calls gp_weight_group_release on every exit path. Resident
- * weights are ready at load. Streams are cudaStream_t passed as void*. */
+ * in use, makes its stream wait on the ready event, never a synchronize, and
+ * grants the group's tensors), computes on what it was granted, and calls
+ * gp_weight_group_release on every exit path. Resident weights are ready at
+ * load. Streams are cudaStream_t passed as void*. */
 typedef struct gp_device_weights gp_device_weights; /* opaque */
 typedef enum gp_group_kind { GP_GROUP_ATTN = 0, GP_GROUP_FFN = 1, GP_GROUP_HEAD = 2 } gp_group_kind;
 typedef struct gp_weight_group gp_weight_group;     /* opaque */
+/* What an acquire grants: the group's tensors, device pointers valid until
+ * its release; each holder has its own, so two lanes (or two devices) hold
+ * views of their own. An attn group fills layer's attn_norm, wqkv, bqkv
+ * (NULL without q/k/v biases) and wo; an ffn group ffn_norm, w_gate_up and
+ * w_down; the head group embed, final_norm and lm_head (== embed when
+ * tied). Every other field is NULL. */
+typedef struct gp_group_tensors {
+    gp_layer_weights layer;
+    void *embed, *final_norm, *lm_head;
+} gp_group_tensors;
 
 /* GP_ERR_NO_DEVICE with one readable line when there is no GPU/driver. */
 gp_status gp_cuda_available(void);
@@ -92,8 +103,9 @@ gp_status gp_weights_stream_check(const gp_config *cfg, const gp_weights_stream_
  * only by their acquire, and the attn groups prefetched past them). A
  * budget below the head plus the heaviest sp->min_window consecutive layer
  * groups is GP_ERR_INVALID_ARG naming the groups and bytes; one above the
- * device's free memory GP_ERR_DEVICE_MEMORY. The view's layer pointers are valid only
- * between gp_weight_group_acquire and release of their group, and the
+ * device's free memory GP_ERR_DEVICE_MEMORY. A layer group's tensors are
+ * what its acquire grants, valid until the release (the view's layer
+ * pointers are NULL: a streamed group has no address of its own), and the
  * groups cannot be captured into CUDA graphs (the engine refuses
  * use_graphs). Acquires may come from two threads (the A and F sides). */
 gp_status gp_device_weights_streamed(const gp_host_weights *w, gp_dtype dtype, const gp_weights_stream_params *sp,
@@ -128,10 +140,14 @@ struct gp_stream_copy; /* streaming/gp_streaming.h */
 gp_status gp_device_weights_stream_copy_log(gp_device_weights *dw, void *ref_event, struct gp_stream_copy *out,
                                             int cap, int *n);
 /* Device-pointer view in the engine layout (pointers are device addresses,
- * view->dtype the device dtype). */
+ * view->dtype the device dtype): the config, dtype and bytes, and the
+ * tensors of groups that never move (resident weights, the streamed head);
+ * kernels read what gp_weight_group_acquire grants. */
 const gp_host_weights *gp_device_weights_view(const gp_device_weights *dw);
 gp_weight_group *gp_device_weights_group(gp_device_weights *dw, gp_group_kind kind, int layer);
-gp_status gp_weight_group_acquire(gp_weight_group *g, void *stream);
+/* Marks g in use, makes stream wait until its tensors are there and writes
+ * them into *out (may be NULL: readiness only). */
+gp_status gp_weight_group_acquire(gp_weight_group *g, void *stream, gp_group_tensors *out);
 /* Release, recording the group's last reader on stream (the stream the
  * stage's work on it was enqueued on): required for streamed groups, whose
  * slot is reused after that point; resident groups ignore stream. */

@@ -1,4 +1,4 @@
-/* Offloaded KV cache (issue #18, kv_vram_budget): an engine whose sequences'
+/* Offloaded KV cache (kv_vram_budget): an engine whose sequences'
  * oldest blocks live in host memory gives the resident engine's logits bit
  * for bit, through a batched prefill in several chunks (prompts inside their
  * host quota, across it and beyond it: write-backs and reads) and decode
@@ -149,10 +149,6 @@ static void test_refusals(void **state)
     GP_CHECK_FAIL(gp_engine_create(f->dw, &p, &e), GP_ERR_INVALID_ARG, "set use_graphs = false");
     p.use_graphs = false;
     GP_CHECK_OK(gp_engine_create(f->dw, &p, &e));
-    gp_prefix_params pp = gp_prefix_default_params();
-    pp.model = "x";
-    pp.store_bytes = 1 << 30;
-    GP_CHECK_FAIL(gp_engine_prefix_enable(e, &pp), GP_ERR_UNSUPPORTED, "offloaded KV cache");
     gp_engine_destroy(e);
     p = params(0);
     GP_CHECK_OK(gp_engine_create(f->dw, &p, &e));

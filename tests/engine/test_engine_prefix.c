@@ -1,11 +1,12 @@
-/* Stored prefixes on the engine (issue #18): a prompt whose leading blocks
+/* Stored prefixes on the engine: a prompt whose leading blocks
  * were stored gets, after the reload and the suffix prefill, the same logits
  * and decode steps bit for bit as the same prompt prefilled in two calls
  * (prefix, then the rest: the shapes the reuse runs), and within the engine
  * tolerance of one full prefill; with 2 and 3 staging buffers, with and
  * without the per-layer overlap, blocks that do not divide the cache's;
  * partial matches, the one-token rule, blocks in scattered pool slots, block files (reused by a second
- * engine, a truncated one a miss), eviction, refusals. Both engine dtypes.
+ * engine, a truncated one a miss), eviction, a reload into an offloaded KV cache (host and device blocks),
+ * refusals. Both engine dtypes.
  * Skips without a GPU. */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -174,6 +175,90 @@ static void test_reuse(void **state)
     reuse_case(f, 32, 3, false, 100); /* a partial last block is not stored */
     reuse_case(f, 24, 2, true, 96);   /* stored blocks across cache blocks */
     reuse_case(f, 16, 4, true, 149);  /* the longest reuse: all but the last token */
+}
+
+/* One reuse on an engine whose KV cache is offloaded at budget: a prompt
+ * of hq + 150 tokens (hq: the host quota) whose stored prefix ends 64
+ * tokens past the quota, so the reload writes host blocks and, when the
+ * quota leaves device blocks, device blocks; bitwise against the two-call
+ * reference on the same engine and on a resident one, and three decode
+ * steps after it. */
+static void offloaded_case(fixture *f, uint64_t budget, const gp_kv_offload_plan *plan)
+{
+    const int V = f->cfg.vocab, ctx = 2048, bt = 32;
+    const int hq = plan->host_blocks_per_seq * BLOCK, n = hq + 150 < ctx ? hq + 150 : ctx - 1;
+    const int P = (hq + 64 < n ? hq + 64 : n - 1) / bt * bt;
+    int32_t *t = gt_rand_ids(n, V);
+    gp_engine_params p = gp_engine_default_params();
+    p.max_batch = NSEQ;
+    p.max_context = ctx;
+    p.block_size = BLOCK;
+    p.use_graphs = false;
+    gp_engine *res, *e;
+    GP_CHECK_OK(gp_engine_create(f->dw, &p, &res));
+    p.kv_vram_budget = budget;
+    GP_CHECK_OK(gp_engine_create(f->dw, &p, &e));
+    assert_int_equal(gp_engine_kv_offload(e)->host_blocks_per_seq, plan->host_blocks_per_seq);
+    gp_prefix_params pp = params(bt, 2, true, 0, NULL);
+    pp.store_bytes = (uint64_t)(P / bt) * gp_engine_prefix_block_bytes(e, bt);
+    GP_CHECK_OK(gp_engine_prefix_enable(e, &pp));
+    GP_CHECK_OK(gp_engine_prefill(e, 0, P, t, NULL, NULL));
+    gp_prefix_store_stats ss;
+    GP_CHECK_OK(gp_engine_prefix_store_seq(e, 0, P, t, &ss));
+    assert_int_equal(ss.blocks_stored, P / bt);
+
+    float *ref = malloc(sizeof(float) * 4 * V), *res_ref = malloc(sizeof(float) * 4 * V),
+          *got = malloc(sizeof(float) * 4 * V);
+    int32_t nref = -1, nres = -2, ngot = -3;
+    two_calls(e, 1, t, P, n, ref, &nref);
+    two_calls(res, 1, t, P, n, res_ref, &nres);
+    gp_prefix_stats st;
+    GP_CHECK_OK(gp_engine_prefill_prefix(e, 2, n, t, &ngot, got, &st));
+    assert_int_equal(st.matched_tokens, P);
+    assert_memory_equal(got, ref, sizeof(float) * V);
+    assert_memory_equal(got, res_ref, sizeof(float) * V);
+    assert_int_equal(ngot, nref);
+    assert_int_equal(ngot, nres);
+    decode3(e, 1, nref, ref + V);
+    decode3(res, 1, nres, res_ref + V);
+    decode3(e, 2, ngot, got + V);
+    assert_memory_equal(got + V, ref + V, sizeof(float) * 3 * V);
+    assert_memory_equal(got + V, res_ref + V, sizeof(float) * 3 * V);
+    print_message("  offloaded KV, host quota %d tokens: reused %d of %d tokens bitwise\n", hq, P, n);
+    free(ref);
+    free(res_ref);
+    free(got);
+    free(t);
+    gp_engine_destroy(e);
+    gp_engine_destroy(res);
+}
+
+/* A stored prefix reloaded into an offloaded cache: at every split the
+ * budgets k/16 of the whole cache give (every block on the host, or the
+ * oldest half). */
+static void test_offloaded(void **state)
+{
+    fixture *f = *state;
+    gp_engine_params p = gp_engine_default_params();
+    p.max_batch = NSEQ;
+    p.max_context = 2048;
+    p.block_size = BLOCK;
+    p.kv_vram_budget = ~0ull;
+    gp_kv_offload_plan plan;
+    GP_CHECK_OK(gp_engine_kv_offload_plan(&f->cfg, &p, g_dt, &plan));
+    const uint64_t full = plan.full_bytes;
+    int seen = -1, runs = 0;
+    for (int k = 15; k >= 1; k--) {
+        p.kv_vram_budget = full * (uint64_t)k / 16;
+        if (gp_engine_kv_offload_plan(&f->cfg, &p, g_dt, &plan) != GP_OK)
+            break; /* below the least */
+        if (plan.host_blocks_per_seq == 0 || plan.host_blocks_per_seq == seen)
+            continue;
+        seen = plan.host_blocks_per_seq;
+        offloaded_case(f, p.kv_vram_budget, &plan);
+        runs++;
+    }
+    assert_true(runs > 0);
 }
 
 /* b shares 40 tokens with a: one 32-token block; a prompt of exactly the
@@ -359,6 +444,7 @@ int main(void)
         cmocka_unit_test(test_partial),
         cmocka_unit_test(test_fragmented),
         cmocka_unit_test(test_files_and_eviction),
+        cmocka_unit_test(test_offloaded),
         cmocka_unit_test(test_errors),
     };
     return GT_ENGINE_MAIN("engine_prefix", tests, setup, teardown, &g_dt);

@@ -265,8 +265,6 @@ gp_cli_test(gen_kv_vram_cpu 2 "--kv-vram-budget offloads the CUDA engine's KV ca
             generate --model tiny --prompt-ids 1 --steps 1 --kv-vram-budget 1G)
 gp_cli_test(gen_kv_vram_pipelined 2 "--kv-vram-budget offloads.*got --engine pipelined"
             generate --model tiny --prompt-ids 1 --steps 1 --backend cuda --engine pipelined --kv-vram-budget 1G)
-gp_cli_test(gen_kv_vram_store 2 "--kv-vram-budget offloads.*got --kv-store-size"
-            generate --model tiny --prompt-ids 1 --steps 1 --backend cuda --kv-vram-budget 1G --kv-store-size 1G)
 gp_cli_test(gen_kv_vram_junk 2 "--kv-vram-budget: '1x' is not a size"
             generate --model tiny --prompt-ids 1 --steps 1 --backend cuda --kv-vram-budget 1x)
 
