@@ -43,7 +43,7 @@ typedef struct gp_engine_params {
     /* Most prompt tokens one prefill forward takes (GEMMs at M = this many
      * rows; the step's activation buffers hold max(max_batch, prefill_chunk)
      * rows). 1..GP_ENGINE_MAX_PREFILL_CHUNK, default
-     * GP_ENGINE_DEFAULT_PREFILL_CHUNK (docs/PERFORMANCE.md, issue #15). */
+     * GP_ENGINE_DEFAULT_PREFILL_CHUNK (docs/PERFORMANCE.md, "Real prefill"). */
     int prefill_chunk;
     /* Offloaded KV cache (issue #18): 0 (default) keeps the whole cache on
      * the device. Else the device bytes the cache may take: each sequence's
@@ -227,7 +227,7 @@ bool gp_engine_sparse_on(const gp_engine *e);
 gp_status gp_engine_sparsity_stats(gp_engine *e, long *active, int reset);
 
 /* ------------------------------------------------------ CPU-assisted FFN
- * Issue #19 (--cpu-ffn): at small decode batch with sparsity on, each
+ * --cpu-ffn: at small decode batch with sparsity on, each
  * layer's FFN neurons split in two. The "hot" ones (gate row, up row, down
  * column) sit in a device cache of hot_per_layer slots per layer; the
  * "cold" ones are computed by CPU threads (gp_cold_ffn_run) from the FFN

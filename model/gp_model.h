@@ -395,7 +395,7 @@ void gp_kv_release(gp_kv_tables *t, int seq);
 /* Shorten seq to its first len tokens (0 <= len <= its length): the blocks
  * that still hold them stay, with their contents; the rest are freed. */
 gp_status gp_kv_truncate(gp_kv_tables *t, int seq, int len);
-/* Offloaded KV (issue #18): from now on table entry i < per_seq of sequence
+/* Offloaded KV: from now on table entry i < per_seq of sequence
  * s is the fixed id first + s * per_seq + i (a block kept in host memory:
  * the sequence's oldest positions), never taken from the pool, which keeps
  * the ids below first for the rest. On fresh tables only (GP_ERR_STATE when

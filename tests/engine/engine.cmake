@@ -37,7 +37,7 @@ gp_add_test(engine_prefill SOURCES ${GP_ENG_TESTS}/test_prefill.c ${GP_ENG_TESTS
 # even, fp16 range refusal) and --dtype auto; needs no GPU.
 gp_add_test(model_weights_convert SOURCES ${GP_ENG_TESTS}/test_weights_convert.c LIBS gp_model)
 
-# Weights beyond VRAM (issue #17): the engine over streamed weights at budgets
+# Weights beyond VRAM: the engine over streamed weights at budgets
 # forcing evictions, bitwise against resident weights (GPU).
 gp_add_test(engine_streamed SOURCES ${GP_ENG_TESTS}/test_engine_streamed.c LIBS gp_pipeline_cuda GPU)
 
@@ -46,21 +46,21 @@ gp_add_test(engine_streamed SOURCES ${GP_ENG_TESTS}/test_engine_streamed.c LIBS 
 gp_add_test(engine_sparse SOURCES ${GP_ENG_TESTS}/test_engine_sparse.c ${GP_ENG_TESTS}/engine_test_util.c
             LIBS gp_pipeline_cuda GPU)
 
-# Stored prefixes (issue #18, GPU): a reused prefix bitwise against the same
+# Stored prefixes (GPU): a reused prefix bitwise against the same
 # prompt prefilled in two calls, files, eviction, refusals.
 gp_add_test(engine_prefix SOURCES ${GP_ENG_TESTS}/test_engine_prefix.c ${GP_ENG_TESTS}/gpu_test_util.c
             LIBS gp_pipeline_cuda GPU)
 
-# Offloaded KV cache (issue #18, GPU): bitwise against the resident engine
+# Offloaded KV cache (GPU): bitwise against the resident engine
 # through chunked prefill and decode, the budget's split, refusals.
 gp_add_test(engine_kvoff SOURCES ${GP_ENG_TESTS}/test_engine_kvoff.c ${GP_ENG_TESTS}/gpu_test_util.c
             LIBS gp_pipeline_cuda GPU)
 
-# The host side of the CPU-assisted FFN (issue #19): the mask and add the
+# The host side of the CPU-assisted FFN: the mask and add the
 # kernels are held to, the step activity the hot-set tracker sees (no GPU).
 gp_add_test(engine_cpu_ffn_ref SOURCES ${GP_ENG_TESTS}/test_cpu_ffn_ref.c LIBS gp_engine_ref)
 
-# The CPU-assisted FFN in the engine (issue #19, GPU): its kernels against
+# The CPU-assisted FFN in the engine (GPU): its kernels against
 # their references; all hot against the sparse engine, half cold at
 # thresholds 0 against dense, a quarter hot (with reloads every step)
 # against the sparse engine; statistics, refusals.

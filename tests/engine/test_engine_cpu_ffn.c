@@ -1,4 +1,4 @@
-/* The CPU-assisted FFN in the CUDA engine (issue #19, gp_engine_set_cpu_ffn):
+/* The CPU-assisted FFN in the CUDA engine (gp_engine_set_cpu_ffn):
  * its two kernels bit for bit against their CPU references; then decode
  * logits, every engine fed the same prompts and the same step tokens:
  *  (a) every neuron hot, calibrated thresholds: the all-GPU sparse engine's

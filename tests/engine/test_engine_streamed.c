@@ -1,4 +1,4 @@
-/* Weights beyond VRAM (issue #17): the sequential engine over streamed
+/* Weights beyond VRAM: the sequential engine over streamed
  * weights (gp_device_weights_streamed) at a budget that forces evictions
  * every step, and at one that holds everything, against the same engine over
  * resident weights uploaded from the same host weights. Same kernels, same

@@ -260,7 +260,7 @@ add_test(NAME cli_gen_kv_store_cuda
          COMMAND python3 ${CMAKE_CURRENT_SOURCE_DIR}/tools/gen_kv_store.py $<TARGET_FILE:greenpipe> ${GP_DATA}/small-gqa)
 set_tests_properties(cli_gen_kv_store_cuda PROPERTIES SKIP_RETURN_CODE 77 LABELS gpu)
 
-# --kv-vram-budget (offloaded KV cache, issue #18): the cuda backend's sequential engine only, alone.
+# --kv-vram-budget (offloaded KV cache): the cuda backend's sequential engine only, alone.
 gp_cli_test(gen_kv_vram_cpu 2 "--kv-vram-budget offloads the CUDA engine's KV cache.*got --backend cpu"
             generate --model tiny --prompt-ids 1 --steps 1 --kv-vram-budget 1G)
 gp_cli_test(gen_kv_vram_pipelined 2 "--kv-vram-budget offloads.*got --engine pipelined"
@@ -270,7 +270,7 @@ gp_cli_test(gen_kv_vram_store 2 "--kv-vram-budget offloads.*got --kv-store-size"
 gp_cli_test(gen_kv_vram_junk 2 "--kv-vram-budget: '1x' is not a size"
             generate --model tiny --prompt-ids 1 --steps 1 --backend cuda --kv-vram-budget 1x)
 
-# --cpu-ffn (the CPU-assisted FFN, issue #19): cuda, --engine seq, with
+# --cpu-ffn (the CPU-assisted FFN): cuda, --engine seq, with
 # --sparsity, within --vram-budget when both are given; then end to end on
 # the GPU (skipped without one).
 gp_cli_test(gen_cpu_ffn_over_vram 2 "--cpu-ffn 1048576 bytes: the hot cache is part of --vram-budget .1048576"
