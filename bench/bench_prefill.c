@@ -8,6 +8,7 @@
 #include <string.h>
 
 #include "gp_engine.h"
+#include "kernels.h" /* GP_GEMM_TUNE_MAX_CANDIDATES */
 
 #define MAX_ROWS 32
 #define GEMM_PEAK 800e12 /* FLOP/s: the §6 GEMM rate every report measures against */

@@ -13,6 +13,7 @@
 #include "gp_attention.h"
 #include "gp_engine.h"
 #include "gp_streaming.h"
+#include "kernels.h" /* GP_GEMM_WORKSPACE_BYTES: the memory of each pair's GEMM contexts */
 
 static void row_error(gp_cs_row *r, gp_status st, const char *what)
 {

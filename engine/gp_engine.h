@@ -10,7 +10,6 @@
 
 #include "gp_attention.h"
 #include "gp_model.h"
-#include "kernels.h" /* the GEMM context and its limits (GP_GEMM_TUNE_MAX_CANDIDATES, GP_GEMM_WORKSPACE_BYTES) */
 
 #ifdef __cplusplus
 extern "C" {
