@@ -445,6 +445,72 @@ gp_status gp_engine_step_finish(gp_engine *e, int B, const int *seq_ids, int32_t
                                 void *stream);
 int gp_engine_max_batch(const gp_engine *e);
 
+/* ---------------------------------------------------------- feature table
+ * Which features of a run combine, decided in one place for every asker
+ * (greenpipe's options, gp_backend, the case study, the engine assembly):
+ * each refusal names the two features and the physical reason. Pure C
+ * (library gp_engine_features): programs that only parse options link it
+ * without the engine. */
+typedef enum gp_feature {
+    GP_FEAT_CPU = 0,        /* the float32 CPU reference */
+    GP_FEAT_CUDA,           /* the CUDA engine */
+    GP_FEAT_PIPELINED,      /* pipelined steps: attention and FFN on two partitions */
+    GP_FEAT_PIPE_SHAPE,     /* an SM split or a micro-batch count */
+    GP_FEAT_PREFILL_CHUNK,  /* a prefill chunk size */
+    GP_FEAT_STREAMED,       /* weights beyond VRAM, streamed within a budget */
+    GP_FEAT_KV_OFFLOAD,     /* an offloaded KV cache */
+    GP_FEAT_KV_STORE,       /* stored prefixes */
+    GP_FEAT_SPARSITY,       /* sparse decode projections */
+    GP_FEAT_SPARSITY_STATS, /* counts of the active inputs */
+    GP_FEAT_CPU_FFN,        /* the CPU-assisted FFN */
+    GP_FEAT_CPU_FFN_THREADS,/* its CPU threads */
+    GP_FEAT_CPU_THREADS,    /* the CPU reference's worker threads */
+    GP_FEAT_PROMPT_LOGITS,  /* logits of every prompt position */
+    GP_FEAT_COUNT
+} gp_feature;
+
+/* What a run asks for. Zero-initialised: the CPU reference, sequential
+ * steps, nothing else. */
+typedef struct gp_feature_set {
+    bool cuda;               /* the CUDA engine; false: the CPU reference */
+    bool pipelined;          /* pipelined steps */
+    bool pipe_shape;         /* an SM split or micro-batches given */
+    bool graphs;             /* CUDA graphs asked for (gp_features_graphs decides) */
+    bool prefill_chunk;      /* a prefill chunk size given */
+    uint64_t vram_budget;    /* streamed weights: the device bytes they may take; 0: resident */
+    uint64_t kv_vram_budget; /* offloaded KV: the device bytes of the cache; 0: all on the device */
+    uint64_t kv_store_bytes; /* stored prefixes: the host pool; 0: off */
+    bool sparsity;           /* a calibration's thresholds */
+    bool sparsity_stats;     /* counts of the active inputs asked for */
+    uint64_t cpu_ffn_budget; /* the CPU-assisted FFN's hot cache (device bytes); 0: off */
+    bool cpu_ffn_threads;    /* its threads given */
+    bool cpu_threads;        /* the CPU reference's worker threads given */
+    bool prompt_logits;      /* logits of every prompt position asked for */
+} gp_feature_set;
+
+/* GP_OK, or GP_ERR_UNSUPPORTED naming the first refused pair of the table
+ * (or the CPU-assisted FFN's cache against the VRAM budget, with the
+ * bytes) and why; GP_ERR_INVALID_ARG for NULL. */
+gp_status gp_features_check(const gp_feature_set *f);
+/* Whether steps are captured as CUDA graphs: asked for, on the CUDA engine,
+ * and nothing the run holds changes between steps what a graph would bake
+ * in. When not, *why (may be NULL) says why in a phrase ("streamed weights
+ * move between steps"); "" when graphs were not asked for. */
+bool gp_features_graphs(const gp_feature_set *f, const char **why);
+
+/* The table itself, for tests and reports: a refused pair (needs false: a
+ * and b do not combine) or a requirement (needs true: a needs b). */
+typedef struct gp_feature_rule {
+    gp_feature a, b;
+    bool needs;
+    const char *why; /* the physical reason */
+} gp_feature_rule;
+int gp_feature_rules(const gp_feature_rule **out);
+/* "streamed weights (vram_budget, --vram-budget)"; "?" out of range. */
+const char *gp_feature_name(gp_feature f);
+/* Bit 1 << k for each feature k the set holds. */
+uint32_t gp_features_mask(const gp_feature_set *f);
+
 #ifdef __cplusplus
 }
 #endif

@@ -8,6 +8,10 @@ foreach(t gemm rmsnorm embed argmax swiglu graph_capture)
               LIBS gp_engine_kernels GPU)
 endforeach()
 
+# The feature table: every rule, every pair, the combinations that must
+# work and the CUDA-graph decision; needs no GPU.
+gp_add_test(engine_features SOURCES ${GP_ENG_TESTS}/test_features.c LIBS gp_engine_features)
+
 # The whole engine against HF's logits and the CPU reference (GPU).
 gp_add_test(engine_model SOURCES ${GP_ENG_TESTS}/test_engine_model.c ${GP_ENG_TESTS}/../model/hf_case.c
             LIBS gp_pipeline_cuda gp_dep_jansson GPU)
