@@ -212,11 +212,20 @@ bool gp_engine_weights_streamed(const gp_engine *e);
  * (it would mask only exact zeros); one at 0 in every layer gets no
  * transposed copy. Where the sparse gate/up kernel serves, its split sum
  * applies the SwiGLU (one kernel fewer, the same bits).
- * On streamed weights no copy is made and every GPU projection stays
- * dense: the thresholds then serve only the CPU-assisted FFN
- * (gp_engine_set_cpu_ffn), and gp_engine_sparsity_stats counts nothing.
- * Captured step graphs are dropped. */
+ * On streamed weights the copies are made too, each group copied in once
+ * for it, and they are device memory beyond the streaming budget (as the
+ * CPU-assisted FFN's hot cache): they must fit beside the budget's slots
+ * still to be allocated, else GP_ERR_DEVICE_MEMORY with the bytes. Streamed
+ * weights whose FFN groups are on demand (the CPU-assisted FFN's setup)
+ * copy only the attention projections: the FFN's decode steps are the CPU-
+ * assisted FFN's (gp_engine_set_cpu_ffn). Captured step graphs are dropped. */
 gp_status gp_engine_set_sparsity(gp_engine *e, const float *thresholds);
+/* The device bytes gp_engine_set_sparsity takes for thresholds of cfg on
+ * sm_count SMs: the transposed copies and the two split workspaces;
+ * ffn_on_demand: without the FFN projections' copies. 0 for NULL or
+ * sm_count < 1. Pure arithmetic, no device. */
+uint64_t gp_engine_sparse_device_bytes(const gp_config *cfg, const float *thresholds, bool ffn_on_demand,
+                                       int sm_count);
 bool gp_engine_sparse_on(const gp_engine *e);
 /* Active inputs per layer and projection ([n_layers][4]) summed over the
  * sparse calls since the last reset: the union over each call's rows, so a
