@@ -12,6 +12,11 @@ endforeach()
 # work and the CUDA-graph decision; needs no GPU.
 gp_add_test(engine_features SOURCES ${GP_ENG_TESTS}/test_features.c LIBS gp_engine_features)
 
+# The device bytes of the sparse projections' transposed copies (what
+# gp_engine_set_sparsity weighs beside resident or streamed weights); needs
+# no GPU.
+gp_add_test(engine_sparse_bytes SOURCES ${GP_ENG_TESTS}/test_sparse_bytes.c LIBS gp_engine)
+
 # The whole engine against HF's logits and the CPU reference (GPU).
 gp_add_test(engine_model SOURCES ${GP_ENG_TESTS}/test_engine_model.c ${GP_ENG_TESTS}/../model/hf_case.c
             LIBS gp_pipeline_cuda gp_dep_jansson GPU)
