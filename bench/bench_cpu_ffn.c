@@ -12,7 +12,8 @@
  * that budget: the weights streamed (dense, eager), and the
  * CPU-assisted FFN on streamed weights whose FFN groups are on demand, its
  * hot cache the --cpu-ffn-budget part of SIZE and the weights the rest
- * (attention projections dense); with the bytes each step copied. */
+ * (the attention projections' transposed copies beside it); with the bytes
+ * each step copied. */
 #include <getopt.h>
 #include <inttypes.h>
 #include <stdio.h>
