@@ -35,13 +35,15 @@ static gp_status add_prefixes(gp_engine *e, const gp_prefix_params *pp)
 
 static gp_status check(const gp_device_weights *dw, const gp_assembly_params *p)
 {
-    if (!dw || !p || !p->features || !p->engine)
-        GP_FAIL(GP_ERR_INVALID_ARG, "gp_assemble_engine: weights, params, features and engine params are required");
+    if (!p || !p->features || !p->engine)
+        GP_FAIL(GP_ERR_INVALID_ARG, "gp_assemble_engine: params, features and engine params are required");
     const gp_feature_set *f = p->features;
     if (!f->cuda)
         GP_FAIL(GP_ERR_INVALID_ARG, "gp_assemble_engine: the features ask for the cpu backend; this assembles the "
                 "CUDA engine");
     GP_TRY(gp_features_check(f));
+    if (!dw)
+        GP_FAIL(GP_ERR_INVALID_ARG, "gp_assemble_engine: the device weights are NULL");
     if ((f->vram_budget != 0) != gp_device_weights_is_streamed(dw))
         GP_FAIL(GP_ERR_INVALID_ARG, "gp_assemble_engine: the features say the weights are %s, the device weights "
                 "are %s", f->vram_budget ? "streamed" : "resident",

@@ -50,6 +50,11 @@ gp_add_test(model_weights_convert SOURCES ${GP_ENG_TESTS}/test_weights_convert.c
 # forcing evictions, bitwise against resident weights (GPU).
 gp_add_test(engine_streamed SOURCES ${GP_ENG_TESTS}/test_engine_streamed.c LIBS gp_pipeline_cuda GPU)
 
+# The one engine assembly: argument checks and the feature table's refusals
+# on the host, then (GPU) the graph decision and sparse projections on
+# streamed weights.
+gp_add_test(engine_assemble SOURCES ${GP_ENG_TESTS}/test_assemble.c LIBS gp_pipeline_cuda GPU)
+
 # Activation sparsity in the engine (GPU): thresholds 0 against dense,
 # masking against the CPU reference, statistics, refusals.
 gp_add_test(engine_sparse SOURCES ${GP_ENG_TESTS}/test_engine_sparse.c ${GP_ENG_TESTS}/engine_test_util.c
