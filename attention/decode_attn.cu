@@ -85,7 +85,7 @@ static __device__ __forceinline__ void gp_attn_load_tile(const gp_attn_args &a,
  * tile's K/V loads are issued before the current tile's math, so HBM is not
  * idle while every CTA computes at the same time. Large batches run many
  * waves whose CTAs overlap each other anyway, and keep the longer tiles.
- * T: the 16-bit element type of q, K/V and out (model/gp_half.cuh). */
+ * T: the 16-bit element type of q, K/V and out (common/gp_half.cuh). */
 template <class T, int HD, int GT, bool PIPE>
 static __global__ void __launch_bounds__(GP_ATTN_THREADS)
 gp_decode_attn_kernel(const gp_attn_args a)

@@ -14,7 +14,7 @@
 #define GP_ATTN_AUTO_MAX_SPLITS 256
 
 /* q, k, v and out are 16-bit elements of dtype (the view's): the kernels'
- * template T (model/gp_half.cuh) reads them through casts. */
+ * template T (common/gp_half.cuh) reads them through casts. */
 typedef struct gp_attn_args {
     const void *q;           /* [B][n_heads][head_dim] */
     const void *k;           /* [n_blocks][block_size][n_kv][head_dim] */

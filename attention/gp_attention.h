@@ -38,7 +38,7 @@ uint64_t gp_kv_device_bytes(const gp_kv_layout *l, gp_dtype dtype, int max_seqs,
  * (not for use inside a step). max_seqs = most rows a step may have. */
 gp_status gp_kv_device_create(const gp_kv_layout *l, gp_dtype dtype, int max_seqs,
                               int max_blocks_per_seq, gp_kv_device **out);
-/* An offloaded cache (issue #18): block ids [0, n_device) are device
+/* An offloaded cache: block ids [0, n_device) are device
  * memory of their own; ids [n_device, l->n_blocks) of layer l's K and V are
  * a window onto staging buffer l % 2 (CUDA virtual memory: one physical
  * buffer mapped under every layer of that parity), which the caller fills
@@ -296,77 +296,6 @@ void gp_decode_attn_ref(gp_dtype dtype, const uint16_t *q, const uint16_t *k_cac
                         const uint16_t *v_cache, const int32_t *block_tables, int max_blocks,
                         const int32_t *lens, int B, int n_heads, int n_kv_heads, int head_dim,
                         int block_size, float *out);
-
-/* ------------------------------------------- CPU partial decode attention
- * Issue #18: the attention of a sequence's offloaded KV blocks computed on
- * the CPU where they live (pinned host memory), as a partial result that
- * merges with the GPU's partial over the other blocks by log-sum-exp. Pure
- * C (library gp_attention_cpu): no GPU is touched. */
-
-/* Most query heads per KV head, threads, and head_dim served. */
-#define GP_CPU_ATTN_MAX_GROUP 16
-#define GP_CPU_ATTN_MAX_HEAD_DIM 512
-
-typedef struct gp_cpu_attn_params {
-    /* 0 (default): the online CPUs up to GP_POOL_MAX_THREADS (gp_common.h); or 1..16. */
-    int n_threads;
-    /* Positions of one work item (a row's KV head over a run of positions),
-     * 16..4096, default 256: items are summed in a fixed order, so results
-     * depend on this, never on n_threads. Smaller spreads one long row over
-     * more threads; larger merges fewer partials. */
-    int chunk_positions;
-    /* 1 (default): the AVX2 (+F16C) loops where the CPU has them; 0: the
-     * plain loops. Both add in the same order without FMA: results are
-     * bitwise identical either way. */
-    int simd;
-} gp_cpu_attn_params;
-gp_cpu_attn_params gp_cpu_attn_default_params(void);
-
-/* A persistent thread pool and the scratch of its calls: workers sleep
- * between calls, so a layer pays a wake-up, not thread starts. One call at a
- * time per handle. */
-typedef struct gp_cpu_attn gp_cpu_attn; /* opaque */
-
-/* GP_ERR_INVALID_ARG naming the field, its value and what is allowed. */
-gp_status gp_cpu_attn_create(const gp_cpu_attn_params *p, gp_cpu_attn **out);
-void gp_cpu_attn_destroy(gp_cpu_attn *a); /* NULL is fine */
-int gp_cpu_attn_threads(const gp_cpu_attn *a);
-/* 1 when calls run the AVX2 loops (asked for and supported by this CPU). */
-int gp_cpu_attn_uses_simd(const gp_cpu_attn *a);
-
-/* Partial decode attention of B rows over host KV blocks. Row b attends to
- * its positions [0, lens[b]), position t in block block_tables[b][t /
- * block_size] slot t % block_size of one layer's pools (layout l: only
- * n_kv_heads, head_dim, block_size and n_blocks are read; every block a
- * row reaches must be in [0, n_blocks), checked).
- *   dtype   GP_DTYPE_BF16 or GP_DTYPE_F16: the elements of k_pool, v_pool
- *   k_pool, v_pool  host [n_blocks][block_size][n_kv_heads][head_dim]
- *   block_tables    host [B][max_blocks]; lens host [B], 0..max_blocks*block_size
- *   q       host float [B][n_heads][head_dim] (RoPE applied); query head h
- *           reads KV head h / (n_heads / n_kv_heads) (GQA, group <= 16)
- *   o       host float [B][n_heads][head_dim]: softmax(q K^T / sqrt(head_dim)) V
- *           over the row's positions (normalised within this partial)
- *   lse     host float [B][n_heads]: natural log of the sum over those
- *           positions of exp(q.k / sqrt(head_dim)); a row of length 0 gives
- *           o = 0 and lse = -inf (an empty partial, neutral in a merge)
- * head_dim a multiple of 16 up to GP_CPU_ATTN_MAX_HEAD_DIM. Scores and
- * sums are float32 with the 16-bit elements converted inline; results do
- * not depend on the thread count. The handle's scratch grows to the largest
- * call's (allocation only when a call needs more than any before it).
- * GP_ERR_INVALID_ARG naming the bad value, GP_ERR_NO_MEMORY. */
-gp_status gp_cpu_attn_partial(gp_cpu_attn *a, const gp_kv_layout *l, gp_dtype dtype, const uint16_t *k_pool,
-                              const uint16_t *v_pool, const int32_t *block_tables, int max_blocks,
-                              const int32_t *lens, int B, int n_heads, const float *q, float *o, float *lse);
-
-/* Merges two partials over disjoint position sets into the partial over
- * their union (softmax over the union, exactly up to float rounding):
- * per row and head, m = max(lse_a, lse_b), w = exp(lse - m),
- * o = (w_a o_a + w_b o_b) / (w_a + w_b), lse = m + log(w_a + w_b); two
- * empty partials (-inf) give o = 0, lse = -inf. o and lse may be o_a/lse_a
- * or o_b/lse_b (in place). Layouts as gp_cpu_attn_partial's, n_rows =
- * B x n_heads. GP_ERR_INVALID_ARG for NULL pointers or counts < 1. */
-gp_status gp_attn_merge_lse(int n_rows, int head_dim, const float *o_a, const float *lse_a, const float *o_b,
-                            const float *lse_b, float *o, float *lse);
 
 /* --------------------------------------------------------- prefill attention */
 

@@ -1,4 +1,4 @@
-/* The virtual memory of an offloaded KV cache (issue #18): every layer's K
+/* The virtual memory of an offloaded KV cache: every layer's K
  * and V pool is one address range whose device-resident blocks are memory of
  * its own and whose offloaded blocks are a window onto staging buffer
  * layer % 2, so the attention kernels read a layer's offloaded blocks where

@@ -56,7 +56,7 @@ static __device__ __forceinline__ void gp_ldsm_x4_t(unsigned addr, uint32_t &r0,
 }
 
 /* The mma.sync products and the packing of pairs depend on the element
- * type: gp_half_traits (model/gp_half.cuh). */
+ * type: gp_half_traits (common/gp_half.cuh). */
 
 /* The transpose of an 8x8 b16 matrix held one pair per lane (lane holds row
  * lane/4, columns 2(lane%4) and +1; so does the result). */

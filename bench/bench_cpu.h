@@ -1,4 +1,4 @@
-/* Helpers of the CPU benchmarks (gp_bench_cold_ffn, gp_bench_cpu_attn):
+/* Helpers of the CPU benchmarks (gp_bench_cold_ffn):
  * the host's read bandwidth they measure beside their own rates (T threads
  * streaming through a large buffer) and the random numbers of their data. */
 #ifndef GP_BENCH_CPU_H

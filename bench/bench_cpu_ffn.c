@@ -1,4 +1,4 @@
-/* gp_bench_cpu_ffn: decode steps with the CPU-assisted FFN (issue #19)
+/* gp_bench_cpu_ffn: decode steps with the CPU-assisted FFN
  * beside the engines it stands between: per batch B at context C, the dense
  * engine, the all-GPU sparse engine (graphs, and eager as the CPU-assisted
  * steps run), and the sparse engine with the cold neurons on the CPU at the
@@ -9,10 +9,11 @@
  * it), wall ms/step and tokens/s, the CPU's ms and bytes per step and the
  * hot hit rate. The device keeps the dense FFN weights too: the hot cache
  * is extra. With --vram-budget SIZE two rows more per batch, beyond VRAM at
- * that budget: the weights streamed (issue #17, dense, eager), and the
+ * that budget: the weights streamed (dense, eager), and the
  * CPU-assisted FFN on streamed weights whose FFN groups are on demand, its
  * hot cache the --cpu-ffn-budget part of SIZE and the weights the rest
- * (attention projections dense); with the bytes each step copied. */
+ * (the attention projections' transposed copies beside it); with the bytes
+ * each step copied. */
 #include <getopt.h>
 #include <inttypes.h>
 #include <stdio.h>

@@ -5,7 +5,7 @@
 add_executable(gp_bench_decode ${CMAKE_CURRENT_LIST_DIR}/bench_decode.c)
 target_link_libraries(gp_bench_decode PRIVATE gp_engine gp_tools)
 
-# Decode with the CPU-assisted FFN (issue #19) beside dense and all-GPU sparse.
+# Decode with the CPU-assisted FFN beside dense and all-GPU sparse.
 add_executable(gp_bench_cpu_ffn ${CMAKE_CURRENT_LIST_DIR}/bench_cpu_ffn.c)
 target_link_libraries(gp_bench_cpu_ffn PRIVATE gp_engine gp_tools)
 
@@ -26,11 +26,11 @@ target_link_libraries(gp_bench_corun PRIVATE gp_green gp_engine_kernels)
 add_executable(gp_bench_prefill ${CMAKE_CURRENT_LIST_DIR}/bench_prefill.c)
 target_link_libraries(gp_bench_prefill PRIVATE gp_engine)
 
-# Time to first token with a stored prefix (issue #18): reload + suffix
+# Time to first token with a stored prefix: reload + suffix
 # prefill against prefilling the whole prompt.
 add_executable(gp_bench_prefix ${CMAKE_CURRENT_LIST_DIR}/bench_prefix.c)
 target_link_libraries(gp_bench_prefix PRIVATE gp_engine gp_tools gp_dep_jansson)
 
-# Decode with an offloaded KV cache (issue #18) beside the resident engine.
+# Decode with an offloaded KV cache beside the resident engine.
 add_executable(gp_bench_kvoff ${CMAKE_CURRENT_LIST_DIR}/bench_kvoff.c)
 target_link_libraries(gp_bench_kvoff PRIVATE gp_engine gp_tools)

@@ -1,4 +1,4 @@
-/* gp_bench_kvoff: decode with an offloaded KV cache (issue #18) beside the
+/* gp_bench_kvoff: decode with an offloaded KV cache beside the
  * resident engine, on synthetic weights and random contexts: per workload
  * B:C, the resident engine (CUDA graphs, then eager) and the engine whose
  * sequences keep about --share of their context in host memory, streamed a

@@ -10,6 +10,7 @@
 #include "gp_engine.h"
 #include "gp_stage.h"
 #include "gp_weights.h"
+#include "kernels.h" /* GP_GEMM_TUNE_MAX_CANDIDATES */
 
 #define MAX_ROWS 32
 #define GEMM_PEAK 800e12 /* FLOP/s: the §6 GEMM rate every report measures against */

@@ -1,4 +1,4 @@
-/* gp_bench_prefix: time to first token with a stored prefix (issue #18)
+/* gp_bench_prefix: time to first token with a stored prefix
  * against prefilling the whole prompt, on synthetic weights: per prefix
  * length P, one engine; the full prefill of P + suffix tokens, the store of
  * P's blocks, then prefills that reload P (layer-wise, lag 2) and prefill

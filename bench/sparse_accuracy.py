@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""What activation sparsity costs in accuracy on checkpoints (issue #19).
+"""What activation sparsity costs in accuracy on checkpoints.
 
 For each checkpoint and sparsity S: `greenpipe calibrate` (random ids), then
 `greenpipe generate --backend cpu` (the float32 reference, masking as the

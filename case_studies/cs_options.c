@@ -10,7 +10,8 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "gp_engine.h" /* GP_GEMM_TUNE_MAX_CANDIDATES: header only, nothing of the engine is linked */
+#include "gp_engine.h" /* header only, nothing of the engine is linked */
+#include "kernels.h"   /* GP_GEMM_TUNE_MAX_CANDIDATES: header only */
 #include "gp_model.h"
 #include "gp_queues.h"
 #include "gp_tools.h" /* gp_parse_size: --vram-budget takes the sizes greenpipe generate does */

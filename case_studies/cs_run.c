@@ -16,6 +16,7 @@
 #include "gp_stage.h"
 #include "gp_streaming.h"
 #include "gp_weights.h"
+#include "kernels.h" /* GP_GEMM_WORKSPACE_BYTES: the memory of each pair's GEMM contexts */
 
 static void row_error(gp_cs_row *r, gp_status st, const char *what)
 {
@@ -358,8 +359,7 @@ gp_status cs_run_pipelined(cs_workload_run *wr, int pair, int M, unsigned depth,
 void cs_workload_close(cs_workload_run *wr)
 {
     gp_pipeline_destroy(wr->pipe);
-    gp_cuda_exec_destroy(wr->exec);
-    gp_engine_destroy(wr->engine);
+    gp_assembly_close(&wr->as);
     gp_stats_window_destroy(wr->window);
     free(wr->ids);
     free(wr->tok);
@@ -373,8 +373,6 @@ gp_engine_params cs_engine_params(const gp_cs_options *o, const gp_cs_workload *
     p.max_batch = w->B;
     /* contexts restart at C every repeat; the warm-up runs before the first */
     p.max_context = w->C + (o->warmup ? o->warmup_steps : 0) + o->steps + 1;
-    /* streamed weights move between steps; graphs would bake one step's addresses */
-    p.use_graphs = o->vram_budget == 0;
     /* seq and split rows alike: the comparison stays fair; a profile's row
      * measured with tuned GEMMs sets its workload's (gp_cs_workload) */
     p.gemm_tune = w->gemm_tune > 0 ? w->gemm_tune : o->gemm_tune;
@@ -424,9 +422,15 @@ gp_status cs_workload_open(cs_env *env, const gp_cs_workload *w, cs_workload_run
     if (p.max_context > env->cfg.max_context)
         GP_FAIL(GP_ERR_INVALID_ARG, "workload %s: context %d plus %d steps exceeds the model's %d positions",
                 w->label, w->C, p.max_context - w->C, env->cfg.max_context);
-    gp_status st = gp_engine_create(env->dw, &p, &wr->engine);
-    if (st == GP_OK)
-        st = gp_cuda_exec_create(wr->engine, env->pool, env->o->vram_budget == 0, &wr->exec);
+    /* every row asks for the same: the CUDA engine with graphs, pipelined
+     * where the pool has pairs, on streamed weights with --vram-budget; the
+     * assembly decides whether graphs can be used */
+    gp_feature_set f = {.cuda = true, .pipelined = env->pool != NULL, .graphs = true,
+                        .vram_budget = env->o->vram_budget};
+    gp_assembly_params ap = {.features = &f, .engine = &p, .pool = env->pool};
+    gp_status st = gp_assemble_engine(env->dw, &ap, &wr->as);
+    wr->engine = wr->as.engine;
+    wr->exec = wr->as.exec;
     if (st == GP_OK)
         st = gp_pipeline_create(gp_cuda_exec_get(wr->exec), env->cfg.n_layers, NULL, &wr->pipe);
     if (st == GP_OK)

@@ -20,8 +20,9 @@ typedef struct cs_env {
 typedef struct cs_workload_run {
     cs_env *env;
     const gp_cs_workload *w;
-    gp_engine *engine;
-    gp_cuda_exec *exec;
+    gp_assembly as;          /* the engine and its executor (gp_assemble_engine) */
+    gp_engine *engine;       /* as.engine */
+    gp_cuda_exec *exec;      /* as.exec */
     gp_pipeline *pipe;
     gp_stats_window *window;
     gp_rebalancer *reb;      /* during a row with --rebalance */

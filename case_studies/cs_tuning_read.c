@@ -11,7 +11,7 @@
 #include <string.h>
 
 #include "cs_tuning_impl.h"
-#include "gp_engine.h" /* GP_GEMM_TUNE_MAX_CANDIDATES: header only */
+#include "kernels.h" /* GP_GEMM_TUNE_MAX_CANDIDATES: header only */
 
 typedef struct rd {
     const char *path;

@@ -1,7 +1,7 @@
 /* decode_pipeline_case_study's defaults and usage text: the one place that
  * says what every flag accepts and what it defaults to. */
 #include "cs_impl.h"
-#include "gp_engine.h" /* GP_GEMM_TUNE_MAX_CANDIDATES for the usage text */
+#include "kernels.h" /* GP_GEMM_TUNE_MAX_CANDIDATES for the usage text */
 
 #include <string.h>
 

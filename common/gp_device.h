@@ -65,7 +65,7 @@ typedef enum gp_device_api {
 gp_status gp_device_fail(gp_device_api api, int code, int held, const char *call,
                          const char *text, const char *name, const char *file, int line);
 
-/* gp_device_fail for a CUDA runtime call (the macros in model/cuda_util.cuh
+/* gp_device_fail for a CUDA runtime call (the macros in cuda_util.cuh
  * use it). */
 gp_status gp_cuda_fail(cudaError_t e, const char *call, const char *file, int line);
 
@@ -117,7 +117,7 @@ gp_status gp_device_wait_limit_s(double *seconds);
  * gp_pdl_enabled then answers 0) the decode path's kernels launch with
  * cudaLaunchAttributeProgrammaticStreamSerialization, so a kernel's CTAs are
  * scheduled while the previous kernel on the stream drains and wait for it
- * in griddepcontrol.wait (model/gp_launch.cuh) before touching memory; a
+ * in griddepcontrol.wait (gp_launch.cuh) before touching memory; a
  * chain of small kernels no longer pays each launch after the last CTA of
  * the one before. Read once per process; engines check it at create. */
 gp_status gp_pdl_check(void);

@@ -1,5 +1,5 @@
 /* Checks for the cuBLAS(Lt) calls of the engine folder (CUDA runtime calls
- * use model/cuda_util.cuh, included here): a failure becomes a gp_status plus
+ * use common/cuda_util.cuh, included here): a failure becomes a gp_status plus
  * a message naming the call, file and line. */
 #ifndef GP_ENGINE_CUDA_CHECK_H
 #define GP_ENGINE_CUDA_CHECK_H

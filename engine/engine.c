@@ -224,17 +224,15 @@ gp_status gp_engine_create(gp_device_weights *dw, const gp_engine_params *p, gp_
     GP_TRY(gp_dtype_check_half(dt, "gp_engine_create (the device weights' dtype)"));
     GP_TRY(check_params(&w->cfg, p));
     GP_TRY(gp_pdl_check()); /* a bad $GP_PDL is refused here, not silently read as off */
-    if (p->kv_vram_budget && p->use_graphs)
-        GP_FAIL(GP_ERR_INVALID_ARG, "gp_engine_create: the KV cache is offloaded (kv_vram_budget %llu), and its "
-                "copies change with every step's contexts, which a CUDA graph would bake in; set use_graphs = false "
-                "(eager steps)", (unsigned long long)p->kv_vram_budget);
-    if (p->kv_vram_budget && gp_device_weights_is_streamed(dw))
-        GP_FAIL(GP_ERR_UNSUPPORTED, "gp_engine_create: an offloaded KV cache beside streamed weights (both a "
-                "--vram-budget and a --kv-vram-budget) is not supported: both would queue on the one "
-                "host-to-device copy engine, untested");
-    if (p->use_graphs && gp_device_weights_is_streamed(dw))
-        GP_FAIL(GP_ERR_INVALID_ARG, "gp_engine_create: the weights are streamed (a VRAM budget), and a CUDA graph "
-                "would bake this step's weight addresses; set use_graphs = false (eager steps)");
+    /* the feature table decides what combines, and whether graphs can be used */
+    const gp_feature_set f = {.cuda = true, .graphs = p->use_graphs,
+                              .vram_budget = gp_device_weights_budget(dw), /* 0: resident */
+                              .kv_vram_budget = p->kv_vram_budget};
+    GP_TRY(gp_features_check(&f));
+    const char *eager_why = NULL;
+    if (p->use_graphs && !gp_features_graphs(&f, &eager_why))
+        GP_FAIL(GP_ERR_INVALID_ARG, "gp_engine_create: use_graphs: %s; set use_graphs = false (eager steps)",
+                eager_why);
     uint64_t need = gp_engine_device_bytes(&w->cfg, p);
     /* streamed weights allocate their slots later, as groups are first copied */
     const uint64_t unheld = gp_device_weights_budget_unheld(dw);

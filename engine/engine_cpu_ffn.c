@@ -1,4 +1,4 @@
-/* The CPU-assisted FFN (issue #19, gp_engine_set_cpu_ffn): per layer a
+/* The CPU-assisted FFN (gp_engine_set_cpu_ffn): per layer a
  * device cache of the hot neurons' weights, the cold neurons on CPU threads
  * fed through a side stream and a host callback, and the hot-set tracker
  * fed with each step's activity and reloaded between steps.

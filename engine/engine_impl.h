@@ -36,14 +36,12 @@ enum { GP_K_EMBED, GP_K_ATTN_NORM, GP_K_QKV, GP_K_ROPE, GP_K_ATTN, GP_K_O, GP_K_
 typedef struct gp_engine_sparse {
     float *t;              /* host [n_layers][GP_SPARSE_PROJ_COUNT] */
     void **wt;             /* host [n_layers][GP_SPARSE_PROJ_COUNT]: device rows of W^T in arena */
-    void *arena;           /* device: every transposed projection */
+    void *arena;           /* device: every transposed projection (NULL: none has a copy) */
     size_t arena_bytes;
     int *active;           /* device [n_layers][GP_SPARSE_PROJ_COUNT]: active inputs summed over calls */
     float *ws[2];          /* device split partials: [0] the attention projections', [1] the FFN's, so
                               the A and F sides of a split never share one */
     size_t ws_bytes;       /* each */
-    bool dense;            /* streamed weights: thresholds only (for the CPU-assisted FFN), no
-                              transposed copies, every GPU projection dense */
     long served_steps;     /* decode steps the sparse path served since the last statistics reset:
                               a projection run dense (threshold 0) counts all its inputs once each */
 } gp_engine_sparse;

@@ -19,7 +19,7 @@ typedef struct gp_gemm_entry {
     gp_gemm_out out_type;
     unsigned align_w, align_x, align_y; /* pointer alignment classes (bytes, <= 256) */
     cublasLtMatmulDesc_t desc;
-    cublasLtMatrixLayout_t lay_w, lay_x, lay_y; /* A = W, B = x, C = D = y (see gp_gemm_bf16) */
+    cublasLtMatrixLayout_t lay_w, lay_x, lay_y; /* A = W, B = x, C = D = y (see gp_gemm) */
     cublasLtMatmulAlgo_t algo;
     size_t algo_ws;                             /* workspace bytes the algo uses */
     int skinny;                                 /* 1: served by the skinny kernel (plan) */

@@ -12,7 +12,6 @@
 #include "gp_model.h"
 #include "gp_stage.h"
 #include "gp_weights.h"
-#include "kernels.h" /* the GEMM context and its limits (GP_GEMM_TUNE_MAX_CANDIDATES, GP_GEMM_WORKSPACE_BYTES) */
 
 #ifdef __cplusplus
 extern "C" {
@@ -45,7 +44,7 @@ typedef struct gp_engine_params {
     /* Most prompt tokens one prefill forward takes (GEMMs at M = this many
      * rows; the step's activation buffers hold max(max_batch, prefill_chunk)
      * rows). 1..GP_ENGINE_MAX_PREFILL_CHUNK, default
-     * GP_ENGINE_DEFAULT_PREFILL_CHUNK (docs/PERFORMANCE.md, issue #15). */
+     * GP_ENGINE_DEFAULT_PREFILL_CHUNK (docs/PERFORMANCE.md, "Real prefill"). */
     int prefill_chunk;
     /* Offloaded KV cache (issue #18): 0 (default) keeps the whole cache on
      * the device. Else the device bytes the cache may take: each sequence's
@@ -215,11 +214,20 @@ bool gp_engine_weights_streamed(const gp_engine *e);
  * (it would mask only exact zeros); one at 0 in every layer gets no
  * transposed copy. Where the sparse gate/up kernel serves, its split sum
  * applies the SwiGLU (one kernel fewer, the same bits).
- * On streamed weights no copy is made and every GPU projection stays
- * dense: the thresholds then serve only the CPU-assisted FFN
- * (gp_engine_set_cpu_ffn), and gp_engine_sparsity_stats counts nothing.
- * Captured step graphs are dropped. */
+ * On streamed weights the copies are made too, each group copied in once
+ * for it, and they are device memory beyond the streaming budget (as the
+ * CPU-assisted FFN's hot cache): they must fit beside the budget's slots
+ * still to be allocated, else GP_ERR_DEVICE_MEMORY with the bytes. Streamed
+ * weights whose FFN groups are on demand (the CPU-assisted FFN's setup)
+ * copy only the attention projections: the FFN's decode steps are the CPU-
+ * assisted FFN's (gp_engine_set_cpu_ffn). Captured step graphs are dropped. */
 gp_status gp_engine_set_sparsity(gp_engine *e, const float *thresholds);
+/* The device bytes gp_engine_set_sparsity takes for thresholds of cfg on
+ * sm_count SMs: the transposed copies and the two split workspaces;
+ * ffn_on_demand: without the FFN projections' copies. 0 for NULL or
+ * sm_count < 1. Pure arithmetic, no device. */
+uint64_t gp_engine_sparse_device_bytes(const gp_config *cfg, const float *thresholds, bool ffn_on_demand,
+                                       int sm_count);
 bool gp_engine_sparse_on(const gp_engine *e);
 /* Active inputs per layer and projection ([n_layers][4]) summed over the
  * sparse calls since the last reset: the union over each call's rows, so a
@@ -229,7 +237,7 @@ bool gp_engine_sparse_on(const gp_engine *e);
 gp_status gp_engine_sparsity_stats(gp_engine *e, long *active, int reset);
 
 /* ------------------------------------------------------ CPU-assisted FFN
- * Issue #19 (--cpu-ffn): at small decode batch with sparsity on, each
+ * --cpu-ffn: at small decode batch with sparsity on, each
  * layer's FFN neurons split in two. The "hot" ones (gate row, up row, down
  * column) sit in a device cache of hot_per_layer slots per layer; the
  * "cold" ones are computed by CPU threads (gp_cold_ffn_run) from the FFN
@@ -450,6 +458,72 @@ gp_status gp_engine_step_prepare(gp_engine *e, int B, const int *seq_ids, const 
 gp_status gp_engine_step_finish(gp_engine *e, int B, const int *seq_ids, int32_t *next, float *logits,
                                 void *stream);
 int gp_engine_max_batch(const gp_engine *e);
+
+/* ---------------------------------------------------------- feature table
+ * Which features of a run combine, decided in one place for every asker
+ * (greenpipe's options, gp_backend, the case study, the engine assembly):
+ * each refusal names the two features and the physical reason. Pure C
+ * (library gp_engine_features): programs that only parse options link it
+ * without the engine. */
+typedef enum gp_feature {
+    GP_FEAT_CPU = 0,        /* the float32 CPU reference */
+    GP_FEAT_CUDA,           /* the CUDA engine */
+    GP_FEAT_PIPELINED,      /* pipelined steps: attention and FFN on two partitions */
+    GP_FEAT_PIPE_SHAPE,     /* an SM split or a micro-batch count */
+    GP_FEAT_PREFILL_CHUNK,  /* a prefill chunk size */
+    GP_FEAT_STREAMED,       /* weights beyond VRAM, streamed within a budget */
+    GP_FEAT_KV_OFFLOAD,     /* an offloaded KV cache */
+    GP_FEAT_KV_STORE,       /* stored prefixes */
+    GP_FEAT_SPARSITY,       /* sparse decode projections */
+    GP_FEAT_SPARSITY_STATS, /* counts of the active inputs */
+    GP_FEAT_CPU_FFN,        /* the CPU-assisted FFN */
+    GP_FEAT_CPU_FFN_THREADS,/* its CPU threads */
+    GP_FEAT_CPU_THREADS,    /* the CPU reference's worker threads */
+    GP_FEAT_PROMPT_LOGITS,  /* logits of every prompt position */
+    GP_FEAT_COUNT
+} gp_feature;
+
+/* What a run asks for. Zero-initialised: the CPU reference, sequential
+ * steps, nothing else. */
+typedef struct gp_feature_set {
+    bool cuda;               /* the CUDA engine; false: the CPU reference */
+    bool pipelined;          /* pipelined steps */
+    bool pipe_shape;         /* an SM split or micro-batches given */
+    bool graphs;             /* CUDA graphs asked for (gp_features_graphs decides) */
+    bool prefill_chunk;      /* a prefill chunk size given */
+    uint64_t vram_budget;    /* streamed weights: the device bytes they may take; 0: resident */
+    uint64_t kv_vram_budget; /* offloaded KV: the device bytes of the cache; 0: all on the device */
+    uint64_t kv_store_bytes; /* stored prefixes: the host pool; 0: off */
+    bool sparsity;           /* a calibration's thresholds */
+    bool sparsity_stats;     /* counts of the active inputs asked for */
+    uint64_t cpu_ffn_budget; /* the CPU-assisted FFN's hot cache (device bytes); 0: off */
+    bool cpu_ffn_threads;    /* its threads given */
+    bool cpu_threads;        /* the CPU reference's worker threads given */
+    bool prompt_logits;      /* logits of every prompt position asked for */
+} gp_feature_set;
+
+/* GP_OK, or GP_ERR_UNSUPPORTED naming the first refused pair of the table
+ * (or the CPU-assisted FFN's cache against the VRAM budget, with the
+ * bytes) and why; GP_ERR_INVALID_ARG for NULL. */
+gp_status gp_features_check(const gp_feature_set *f);
+/* Whether steps are captured as CUDA graphs: asked for, on the CUDA engine,
+ * and nothing the run holds changes between steps what a graph would bake
+ * in. When not, *why (may be NULL) says why in a phrase ("streamed weights
+ * move between steps"); "" when graphs were not asked for. */
+bool gp_features_graphs(const gp_feature_set *f, const char **why);
+
+/* The table itself, for tests and reports: a refused pair (needs false: a
+ * and b do not combine) or a requirement (needs true: a needs b). */
+typedef struct gp_feature_rule {
+    gp_feature a, b;
+    bool needs;
+    const char *why; /* the physical reason */
+} gp_feature_rule;
+int gp_feature_rules(const gp_feature_rule **out);
+/* "streamed weights (vram_budget, --vram-budget)"; "?" out of range. */
+const char *gp_feature_name(gp_feature f);
+/* Bit 1 << k for each feature k the set holds. */
+uint32_t gp_features_mask(const gp_feature_set *f);
 
 #ifdef __cplusplus
 }

@@ -34,7 +34,6 @@ typedef struct gp_gemm_ctx gp_gemm_ctx; /* opaque */
 
 typedef enum gp_gemm_out {
     GP_GEMM_OUT_HALF = 0,    /* y = x . W^T, of the inputs' 16-bit dtype (activations) */
-    GP_GEMM_OUT_BF16 = GP_GEMM_OUT_HALF, /* the same (its name from when bf16 was the only one) */
     GP_GEMM_OUT_F32 = 1,     /* y = x . W^T, fp32 (logits) */
     GP_GEMM_OUT_F32_ACC = 2, /* y += x . W^T into fp32 y (beta = 1): the O and down
                                 projections adding into the fp32 residual stream */
@@ -84,20 +83,13 @@ int gp_gemm_is_skinny(const gp_gemm_ctx *ctx, int M, int N, int K, const void *x
  * way the result is deterministic (same bits for the same inputs). */
 gp_status gp_gemm(gp_gemm_ctx *ctx, gp_dtype dt, int M, int N, int K, const void *x, const void *w,
                   void *y, gp_gemm_out out_type);
-/* gp_gemm with dt = GP_DTYPE_BF16. */
-static inline gp_status gp_gemm_bf16(gp_gemm_ctx *ctx, int M, int N, int K, const void *x,
-                                     const void *w, void *y, gp_gemm_out out_type)
-{
-    return gp_gemm(ctx, GP_DTYPE_BF16, M, N, K, x, w, y, out_type);
-}
-
 /* Timed choice among cuBLASLt's candidates, for a context whose SM budget is
  * a partition: the heuristic ranks algorithms for the whole device, and on a
  * partition (SM count target) its first pick can be a wave-quantized tiling.
  * Times up to max_candidates (1..GP_GEMM_TUNE_MAX_CANDIDATES) of the
  * heuristic's candidates for this shape on the context's stream, each a
  * warm-up call and reps (1..100) timed calls, and caches the one with the
- * smallest median, so later gp_gemm_bf16 calls of the shape (and graphs
+ * smallest median, so later gp_gemm calls of the shape (and graphs
  * captured after this) use it; a (dtype, shape) is tuned once per context (until
  * gp_gemm_set_sm_count_target empties the cache). Not capturable (it synchronises the stream;
  * GP_ERR_INVALID_ARG while the stream captures). y is only a target: for

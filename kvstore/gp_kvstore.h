@@ -169,7 +169,7 @@ gp_status gp_kvstore_file_path(const char *dir, uint64_t key, char *buf, size_t 
 
 /* ---------------------------------------------------------------- reload
  * The lag-2 layer-wise reload of a matched prefix into the paged cache
- * (issue #18): iteration i = 0 .. n_layers + 1 enqueues write(i - 2),
+ * (docs/PERFORMANCE.md, "KV cache beyond VRAM"): iteration i = 0 .. n_layers + 1 enqueues write(i - 2),
  * process(i - 1), load(i) (those in 0..n_layers-1), so while layer i is
  * copied from host memory, layer i - 1 is processed and layer i - 2 is
  * scattered into the cache, each layer in staging buffer layer % n_buffers.

@@ -28,9 +28,10 @@ struct gp_backend {
     gp_cpu_exec *cpu_exec;
     /* cuda */
     gp_device_weights *dw;
-    gp_engine *engine;
+    gp_assembly as;                  /* the engine and its executor */
+    gp_engine *engine;               /* as.engine */
     gp_green_pool *pool;
-    gp_cuda_exec *cuda_exec;
+    gp_cuda_exec *cuda_exec;         /* as.exec */
 };
 
 const char *gp_backend_kind_name(gp_backend_kind k)
@@ -58,17 +59,15 @@ gp_backend_params gp_backend_default_params(gp_backend_kind kind)
                                .prefill_chunk = 0};
 }
 
-/* The stored-prefix settings among themselves: the store is the cuda
- * engine's, and a dir or a block size mean nothing without its pool. */
+/* The stored-prefix settings among themselves: a dir or a block size mean
+ * nothing without the store's pool (which backend holds a store is the
+ * feature table's). */
 static gp_status check_kv_store_flags(const gp_backend_params *p)
 {
     const char *given = p->kv_store_bytes ? "--kv-store-size" : p->kv_store_dir ? "--kv-store"
                         : p->kv_store_block ? "--kv-store-block" : NULL;
     if (!given)
         return GP_OK;
-    if (p->kind != GP_BACKEND_CUDA)
-        GP_FAIL(GP_ERR_UNSUPPORTED, "%s backend: stored prefixes (%s) are reloaded into the cuda engine's paged "
-                "cache; allowed: the cuda backend", gp_backend_kind_name(p->kind), given);
     if (!p->kv_store_bytes)
         GP_FAIL(GP_ERR_INVALID_ARG, "backend: %s without a store: give kv_store_bytes (--kv-store-size), which "
                 "turns stored prefixes on", given);
@@ -126,43 +125,36 @@ static gp_status check_params(const gp_backend_params *p)
     if (p->prefill_chunk < 0 || p->prefill_chunk > GP_ENGINE_MAX_PREFILL_CHUNK)
         GP_FAIL(GP_ERR_INVALID_ARG, "backend: prefill_chunk %d: allowed 0 (the engine's default) or 1..%d",
                 p->prefill_chunk, GP_ENGINE_MAX_PREFILL_CHUNK);
-    if (p->kind == GP_BACKEND_CPU && p->prefill_chunk != 0)
-        GP_FAIL(GP_ERR_INVALID_ARG, "cpu backend: prefill_chunk %d applies to the cuda backend only (the CPU "
-                "reference prefills position by position); allowed 0", p->prefill_chunk);
     if (p->kind == GP_BACKEND_CUDA && p->dtype != GP_DTYPE_AUTO && !gp_dtype_is_half(p->dtype))
         GP_FAIL(GP_ERR_INVALID_ARG, "cuda backend: dtype %s; allowed bf16, fp16 or auto", gp_dtype_name(p->dtype));
     if (p->kind == GP_BACKEND_CPU && p->dtype != GP_DTYPE_F32 && !gp_dtype_is_half(p->dtype))
         GP_FAIL(GP_ERR_INVALID_ARG, "cpu backend: activation dtype %s; allowed fp32 (no rounding), bf16, fp16",
                 gp_dtype_name(p->dtype));
-    if (p->cpu_ffn_budget && (p->kind != GP_BACKEND_CUDA || p->pipelined || !p->sparse_thresholds))
-        GP_FAIL(GP_ERR_INVALID_ARG, "backend: the CPU-assisted FFN (cpu_ffn_budget %llu bytes) needs the cuda "
-                "backend's sequential steps and sparse thresholds; got %s%s%s",
-                (unsigned long long)p->cpu_ffn_budget, p->kind != GP_BACKEND_CUDA ? "the cpu backend " : "",
-                p->pipelined ? "pipelined steps " : "", !p->sparse_thresholds ? "no thresholds" : "");
-    if (p->cpu_ffn_budget && p->vram_budget && p->cpu_ffn_budget >= p->vram_budget)
-        GP_FAIL(GP_ERR_INVALID_ARG, "backend: the CPU-assisted FFN's hot cache (cpu_ffn_budget %llu bytes) is part "
-                "of the VRAM budget (%llu bytes) and leaves nothing for the streamed weights; allowed: a cache "
-                "below the budget", (unsigned long long)p->cpu_ffn_budget, (unsigned long long)p->vram_budget);
-    if (p->sparse_thresholds && p->vram_budget && p->kind == GP_BACKEND_CUDA && !p->cpu_ffn_budget)
-        GP_FAIL(GP_ERR_INVALID_ARG, "backend: sparse thresholds on streamed weights (vram_budget %llu bytes) serve "
-                "only the CPU-assisted FFN (there is no room for the transposed copies); give cpu_ffn_budget too, "
-                "or resident weights", (unsigned long long)p->vram_budget);
-    if (p->kv_vram_budget && (p->kind != GP_BACKEND_CUDA || p->pipelined))
-        GP_FAIL(GP_ERR_INVALID_ARG, "backend: an offloaded KV cache (kv_vram_budget %llu bytes) applies to the cuda "
-                "backend's sequential steps only", (unsigned long long)p->kv_vram_budget);
-    if (p->vram_budget && p->kind != GP_BACKEND_CUDA)
-        GP_FAIL(GP_ERR_INVALID_ARG, "backend: a VRAM budget (%llu bytes) applies to the cuda backend only",
-                (unsigned long long)p->vram_budget);
-    if (p->cpu_threads && p->kind != GP_BACKEND_CPU)
-        GP_FAIL(GP_ERR_INVALID_ARG, "backend: cpu_threads %d sets the CPU reference's worker; the cuda backend "
-                "computes on the GPU; allowed 0", p->cpu_threads);
     if (p->cpu_threads < 0 || p->cpu_threads > GP_POOL_MAX_THREADS)
         GP_FAIL(GP_ERR_INVALID_ARG, "cpu backend: cpu_threads %d; allowed 0 (the default) or 1..%d", p->cpu_threads,
                 GP_POOL_MAX_THREADS);
     if (p->kind == GP_BACKEND_CPU && (p->attn_units < 1 || p->ffn_units < 1))
         GP_FAIL(GP_ERR_INVALID_ARG, "cpu backend: %d attention and %d FFN threads; each side needs at least 1",
                 p->attn_units, p->ffn_units);
-    return check_kv_store_flags(p);
+    GP_TRY(check_kv_store_flags(p));
+    gp_feature_set f;
+    gp_backend_features(p, &f);
+    return gp_features_check(&f);
+}
+
+void gp_backend_features(const gp_backend_params *p, gp_feature_set *out)
+{
+    *out = (gp_feature_set){.cuda = p->kind == GP_BACKEND_CUDA,
+                            .pipelined = p->pipelined,
+                            .graphs = p->use_graphs,
+                            .prefill_chunk = p->prefill_chunk != 0,
+                            .vram_budget = p->vram_budget,
+                            .kv_vram_budget = p->kv_vram_budget,
+                            .kv_store_bytes = p->kv_store_bytes,
+                            .sparsity = p->sparse_thresholds != NULL,
+                            .cpu_ffn_budget = p->cpu_ffn_budget,
+                            .cpu_ffn_threads = p->cpu_ffn_threads != 0,
+                            .cpu_threads = p->cpu_threads != 0};
 }
 
 static gp_status open_cpu(gp_backend *b, const gp_host_weights *w)
@@ -192,21 +184,9 @@ static gp_status open_cpu(gp_backend *b, const gp_host_weights *w)
     return GP_OK;
 }
 
-/* The engine over dw (already on the device), with pipelined steps a pool
- * of the one requested pair, and the executor over them. */
-/* The CPU-assisted FFN over host weights w at the budget's hot capacity. */
-static gp_status open_cpu_ffn(gp_backend *b, const gp_host_weights *w)
-{
-    const gp_backend_params *p = &b->p;
-    int H = 0;
-    bool all_hot = false;
-    GP_TRY(gp_hotset_capacity(&b->cfg, gp_engine_dtype(b->engine), p->cpu_ffn_budget, &H, &all_hot));
-    gp_cpu_ffn_params cp = gp_cpu_ffn_default_params();
-    cp.hot_per_layer = H;
-    cp.n_threads = p->cpu_ffn_threads;
-    return gp_engine_set_cpu_ffn(b->engine, w, p->cpu_ffn_calib, &cp);
-}
-
+/* The engine and its executor over dw (already on the device), with
+ * pipelined steps over a pool of the one requested pair: gp_assemble_engine,
+ * which decides about CUDA graphs. */
 static gp_status open_cuda(gp_backend *b, const gp_host_weights *w)
 {
     const gp_backend_params *p = &b->p;
@@ -214,31 +194,9 @@ static gp_status open_cuda(gp_backend *b, const gp_host_weights *w)
     ep.max_batch = p->n_seqs;
     ep.max_context = p->max_context;
     ep.block_size = p->block_size;
-    /* streamed weights move between steps: eager only (the describe line says so) */
-    const bool streamed = gp_device_weights_is_streamed(b->dw);
-    const bool graphs = p->use_graphs && !streamed && !p->kv_vram_budget;
-    ep.use_graphs = graphs;
-    ep.kv_vram_budget = p->kv_vram_budget; /* offloaded KV copies change every step: eager, as streamed weights */
     if (p->prefill_chunk)
         ep.prefill_chunk = p->prefill_chunk;
-    GP_TRY(gp_engine_create(b->dw, &ep, &b->engine));
-    if (p->sparse_thresholds)
-        GP_TRY(gp_engine_set_sparsity(b->engine, p->sparse_thresholds));
-    if (p->cpu_ffn_budget)
-        GP_TRY(open_cpu_ffn(b, w));
-    if (p->kv_store_bytes) {
-        gp_prefix_params pp = gp_prefix_default_params();
-        pp.model = b->kv_model;
-        pp.store_bytes = p->kv_store_bytes;
-        pp.dir = p->kv_store_dir;
-        pp.block_tokens = kv_block_tokens(p);
-        gp_status st = gp_engine_prefix_enable(b->engine, &pp);
-        if (st != GP_OK) { /* the identity's name is ours: say which weights it named */
-            char why[512];
-            snprintf(why, sizeof why, "%s", gp_last_error());
-            GP_FAIL(st, "stored prefixes of '%.200s': %s", b->kv_model, why);
-        }
-    }
+    const bool streamed = gp_device_weights_is_streamed(b->dw);
     if (p->pipelined) {
         gp_green_pool_params gpp = gp_green_pool_default_params();
         gp_split_req req = {.attn_sms = p->attn_units, .ffn_sms = p->ffn_units};
@@ -246,7 +204,21 @@ static gp_status open_cuda(gp_backend *b, const gp_host_weights *w)
         gpp.n_splits = 1;
         GP_TRY(gp_green_pool_create(&gpp, &b->pool));
     }
-    GP_TRY(gp_cuda_exec_create(b->engine, b->pool, graphs, &b->cuda_exec));
+    gp_feature_set f;
+    gp_backend_features(p, &f);
+    gp_prefix_params pp = gp_prefix_default_params();
+    pp.model = b->kv_model;
+    pp.store_bytes = p->kv_store_bytes;
+    pp.dir = p->kv_store_dir;
+    pp.block_tokens = kv_block_tokens(p);
+    gp_assembly_params ap = {.features = &f, .engine = &ep, .sparse_thresholds = p->sparse_thresholds,
+                             .cpu_ffn_weights = p->cpu_ffn_budget ? w : NULL, .cpu_ffn_calib = p->cpu_ffn_calib,
+                             .cpu_ffn_threads = p->cpu_ffn_threads, .prefix = p->kv_store_bytes ? &pp : NULL,
+                             .pool = b->pool};
+    GP_TRY(gp_assemble_engine(b->dw, &ap, &b->as));
+    b->engine = b->as.engine;
+    b->cuda_exec = b->as.exec;
+    const bool graphs = b->as.graphs;
     b->dtype = gp_engine_dtype(b->engine);
     int used;
     if (streamed)
@@ -268,7 +240,7 @@ static gp_status open_cuda(gp_backend *b, const gp_host_weights *w)
                          cs.hot_per_layer, b->cfg.ffn, cs.hot_bytes / 1e9,
                          streamed ? "within the VRAM budget; the FFN weights stream only for prefill"
                                   : "beside the dense weights",
-                         streamed ? "; attention projections dense (no room for their transposed copies)" : "");
+                         streamed ? "; the attention projections' transposed copies beside the budget" : "");
     if (p->pipelined) {
         gp_split_info si;
         gp_exec x = gp_cuda_exec_get(b->cuda_exec);
@@ -437,9 +409,8 @@ void gp_backend_close(gp_backend *b)
 {
     if (!b)
         return;
-    gp_cuda_exec_destroy(b->cuda_exec);
+    gp_assembly_close(&b->as);
     gp_green_pool_destroy(b->pool);
-    gp_engine_destroy(b->engine);
     gp_device_weights_destroy(b->dw);
     gp_cpu_exec_destroy(b->cpu_exec);
     gp_cpu_model_destroy(b->cpu);

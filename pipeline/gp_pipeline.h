@@ -363,6 +363,43 @@ gp_status gp_fill_drain_parse(const char *s, gp_fill_drain *out);
 gp_status gp_cuda_exec_set_fill_drain(gp_cuda_exec *x, gp_fill_drain f);
 
 
+/* ------------------------------------------------------------ engine assembly */
+
+/* The CUDA engine and its executor as every program assembles them
+ * (gp_backend, the case study, tools through gp_backend): the features are
+ * checked (gp_features_check, engine/gp_engine.h), steps are captured as CUDA
+ * graphs where gp_features_graphs allows it (the one place that decides),
+ * the engine gets features->kv_vram_budget, then its sparsity, CPU-assisted
+ * FFN and stored prefixes as the features ask, and the executor runs it
+ * sequentially or, with pool, pipelined on pool's pairs. Everything a
+ * pointer names is borrowed for the call, except dw and pool, borrowed for
+ * the assembly's life. */
+typedef struct gp_feature_set gp_feature_set;     /* engine/gp_engine.h */
+typedef struct gp_engine_params gp_engine_params; /* engine/gp_engine.h */
+typedef struct gp_prefix_params gp_prefix_params; /* engine/gp_engine.h */
+typedef struct gp_assembly_params {
+    const gp_feature_set *features;   /* what the run asks for; cuda must be set */
+    const gp_engine_params *engine;   /* sizes and tuning; use_graphs and kv_vram_budget are the features' */
+    const float *sparse_thresholds;   /* [n_layers][4] with features->sparsity, else NULL */
+    const gp_host_weights *cpu_ffn_weights; /* with features->cpu_ffn_budget (packed once, not kept), else NULL */
+    const struct gp_sparsity *cpu_ffn_calib; /* chooses the first hot set; may be NULL */
+    int cpu_ffn_threads;              /* 0: the online CPUs up to 16 */
+    const gp_prefix_params *prefix;   /* with features->kv_store_bytes, else NULL */
+    gp_green_pool *pool;              /* partitions of pipelined steps; NULL: sequential steps and prefill */
+} gp_assembly_params;
+typedef struct gp_assembly {
+    gp_engine *engine;
+    gp_cuda_exec *exec;
+    bool graphs;           /* steps captured as CUDA graphs */
+    const char *eager_why; /* when not: why ("" when graphs were not asked for) */
+} gp_assembly;
+/* GP_ERR_UNSUPPORTED from the feature table, GP_ERR_INVALID_ARG where the
+ * params disagree with the features, or the engine's own statuses; on
+ * failure nothing is left assembled. */
+struct gp_device_weights; /* weights/gp_weights.h */
+gp_status gp_assemble_engine(struct gp_device_weights *dw, const gp_assembly_params *p, gp_assembly *out);
+void gp_assembly_close(gp_assembly *a); /* NULL and a closed one are fine */
+
 /* ------------------------------------------------------------ backends */
 
 /* A step backend with the model it runs, made in one call: the float32 CPU
@@ -406,9 +443,10 @@ typedef struct gp_backend_params {
                               (sparse/gp_sparse.h; borrowed until open returns): decode steps of at most 16 rows
                               mask each projection's small inputs (gp_engine_set_sparsity on the cuda backend;
                               gp_cpu_model_set_sparsity on the cpu one); prefill stays dense. With vram_budget
-                              they serve only the CPU-assisted FFN, which is then required. */
+                              the transposed copies are device memory beside the budget. */
     /* CUDA only: stored prefixes (gp_engine_prefix_enable; gp_backend_prefill_prefix reuses them).
-     * The CPU backend refuses each with GP_ERR_UNSUPPORTED naming its flag. */
+     * The CPU backend refuses a store (the feature table); a dir or block without one is
+     * GP_ERR_INVALID_ARG. */
     uint64_t kv_store_bytes; /* 0 (default): off. Else the store's pinned host pool (--kv-store-size),
                               rounded down to whole blocks; at least one block */
     const char *kv_store_dir; /* block files (--kv-store DIR; borrowed until open returns); NULL (default):
@@ -437,6 +475,9 @@ typedef struct gp_backend_params {
                               cuda one's host copy for --cpu-ffn), in bytes; fn NULL (default): none */
 } gp_backend_params;
 gp_backend_params gp_backend_default_params(gp_backend_kind kind);
+/* The features p asks for, as the feature table reads them (gp_features_check,
+ * which every open asks before anything loads). */
+void gp_backend_features(const gp_backend_params *p, gp_feature_set *out);
 
 /* The host memory the cpu backend of p takes for src, known before anything
  * loads: *weights the host weights (every parameter in *dtype, which

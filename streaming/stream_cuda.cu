@@ -11,18 +11,9 @@
 #include <nvtx3/nvToolsExt.h>
 #include <nvtx3/nvToolsExtCudaRt.h>
 
+#include "cuda_util.cuh"
 #include "gp_device.h"
 #include "gp_streaming.h"
-
-/* gp_cuda_fail is the single mapper (common/); these are the two-line
- * wrappers model/cuda_util.cuh has, kept here since streaming/ sits below
- * model/ in the dependency order. */
-#define SC_TRY(call)                                                                             \
-    do {                                                                                         \
-        cudaError_t sc_e_ = (call);                                                              \
-        if (sc_e_ != cudaSuccess)                                                                \
-            return gp_cuda_fail(sc_e_, #call, __FILE__, __LINE__);                               \
-    } while (0)
 
 /* Timing pairs recorded between two collects before the oldest finished ones
  * are folded in without waiting; a caller that never collects stops timing
@@ -122,7 +113,7 @@ static gp_status sc_copy_waits(gp_stream_cuda *b, void *const *wait, int n_wait)
 {
     for (int i = 0; i < n_wait; i++)
         if (wait[i])
-            SC_TRY(cudaStreamWaitEvent(b->copy, (cudaEvent_t)wait[i], 0));
+            GP_CUDA_TRY(cudaStreamWaitEvent(b->copy, (cudaEvent_t)wait[i], 0));
     return GP_OK;
 }
 
@@ -249,20 +240,20 @@ static gp_status sc_copy_enqueue(gp_stream_cuda *b, void *slot, const void *host
     /* After the waits: the pair times the copy engine's work, not the
      * readers it waited for. */
     if (t)
-        SC_TRY(cudaEventRecord(t->start, b->copy));
+        GP_CUDA_TRY(cudaEventRecord(t->start, b->copy));
     for (uint64_t off = 0; off < bytes; off += chunk_bytes) {
         uint64_t n = bytes - off < chunk_bytes ? bytes - off : chunk_bytes;
-        SC_TRY(cudaMemcpyAsync((char *)slot + off, (const char *)host + off, (size_t)n,
+        GP_CUDA_TRY(cudaMemcpyAsync((char *)slot + off, (const char *)host + off, (size_t)n,
                                cudaMemcpyHostToDevice, b->copy));
     }
     if (t) {
-        SC_TRY(cudaEventRecord(t->end, b->copy));
+        GP_CUDA_TRY(cudaEventRecord(t->end, b->copy));
         t->kind = kind;
         t->layer = layer;
         t->bytes = bytes;
         b->copies.n_timed++;
     }
-    SC_TRY(cudaEventRecord((cudaEvent_t)ready, b->copy));
+    GP_CUDA_TRY(cudaEventRecord((cudaEvent_t)ready, b->copy));
     return GP_OK;
 }
 
@@ -295,7 +286,7 @@ static gp_status sc_copy_h2d(void *be, void *slot, const void *host, uint64_t by
 static gp_status sc_capturing(void *stream, int *active)
 {
     cudaStreamCaptureStatus cap = cudaStreamCaptureStatusNone;
-    SC_TRY(cudaStreamIsCapturing((cudaStream_t)stream, &cap));
+    GP_CUDA_TRY(cudaStreamIsCapturing((cudaStream_t)stream, &cap));
     *active = cap == cudaStreamCaptureStatusActive;
     return GP_OK;
 }
@@ -309,7 +300,7 @@ static gp_status sc_stream_wait(void *be, void *stream, void *marker, gp_stream_
      * become an event-wait node (as gp_weight_group_acquire does). A graph
      * replays without this call, so it is not timed. */
     if (cap) {
-        SC_TRY(cudaStreamWaitEvent((cudaStream_t)stream, (cudaEvent_t)marker, cudaEventWaitExternal));
+        GP_CUDA_TRY(cudaStreamWaitEvent((cudaStream_t)stream, (cudaEvent_t)marker, cudaEventWaitExternal));
         return GP_OK;
     }
     /* A pair around the wait on the compute stream: start completes when
@@ -318,10 +309,10 @@ static gp_status sc_stream_wait(void *be, void *stream, void *marker, gp_stream_
     sc_timing *t = NULL;
     GP_TRY(sc_timing_slot(b, &b->stalls, false, &t));
     if (t)
-        SC_TRY(cudaEventRecord(t->start, (cudaStream_t)stream));
-    SC_TRY(cudaStreamWaitEvent((cudaStream_t)stream, (cudaEvent_t)marker, 0));
+        GP_CUDA_TRY(cudaEventRecord(t->start, (cudaStream_t)stream));
+    GP_CUDA_TRY(cudaStreamWaitEvent((cudaStream_t)stream, (cudaEvent_t)marker, 0));
     if (t) {
-        SC_TRY(cudaEventRecord(t->end, (cudaStream_t)stream));
+        GP_CUDA_TRY(cudaEventRecord(t->end, (cudaStream_t)stream));
         t->kind = sc_kind_index((int)kind);
         t->layer = -1;
         t->bytes = 0;
@@ -338,9 +329,9 @@ static gp_status sc_marker_record(void *be, void *stream, void *marker)
     /* Inside a capture, an external record node: the copy stream, outside
      * the graph, waits on it when the graph runs. */
     if (cap)
-        SC_TRY(cudaEventRecordWithFlags((cudaEvent_t)marker, (cudaStream_t)stream, cudaEventRecordExternal));
+        GP_CUDA_TRY(cudaEventRecordWithFlags((cudaEvent_t)marker, (cudaStream_t)stream, cudaEventRecordExternal));
     else
-        SC_TRY(cudaEventRecord((cudaEvent_t)marker, (cudaStream_t)stream));
+        GP_CUDA_TRY(cudaEventRecord((cudaEvent_t)marker, (cudaStream_t)stream));
     return GP_OK;
 }
 
@@ -353,7 +344,7 @@ static gp_status sc_marker_query(void *be, void *marker, int *done)
         (void)cudaGetLastError(); /* not an error: leave nothing for a launch check */
         return GP_OK;
     }
-    SC_TRY(e);
+    GP_CUDA_TRY(e);
     return GP_OK;
 }
 
@@ -378,7 +369,7 @@ static gp_status sc_pairs_sum(sc_pairs *p)
     for (int i = 0; i < p->n_timed; i++) {
         const sc_timing *t = &p->t[(p->head + i) % SC_MAX_TIMED];
         float ms = 0.0f;
-        SC_TRY(cudaEventElapsedTime(&ms, t->start, t->end));
+        GP_CUDA_TRY(cudaEventElapsedTime(&ms, t->start, t->end));
         p->folded_s[sc_kind_index(t->kind)] += (double)ms * 1e-3;
     }
     p->head = 0;
@@ -416,7 +407,7 @@ static gp_status sc_collect(void *be, double *copy_s, double waited_s[GP_STREAM_
     /* A new interval: its log starts empty, timed against a new epoch. */
     b->log_head = 0;
     b->log_n = 0;
-    SC_TRY(cudaEventRecord(b->epoch, b->copy));
+    GP_CUDA_TRY(cudaEventRecord(b->epoch, b->copy));
     return GP_OK;
 }
 
@@ -430,7 +421,7 @@ static gp_status sc_copy_log(void *be, void *ref, gp_stream_copy *out, int cap, 
     GP_TRY(gp_device_event_wait((cudaEvent_t)ref, "the copy log's reference event"));
     GP_TRY(sc_pairs_wait(&b->copies, true, "the last timed weight streaming copy"));
     float ref_ms = 0.0f;
-    SC_TRY(cudaEventElapsedTime(&ref_ms, b->epoch, (cudaEvent_t)ref));
+    GP_CUDA_TRY(cudaEventElapsedTime(&ref_ms, b->epoch, (cudaEvent_t)ref));
     int total = b->log_n + b->copies.n_timed, skip = total > cap ? total - cap : 0, k = 0;
     for (int i = skip; i < b->log_n; i++) {
         const sc_logged *e = &b->log[(b->log_head + i) % SC_LOG_MAX];
@@ -440,8 +431,8 @@ static gp_status sc_copy_log(void *be, void *ref, gp_stream_copy *out, int cap, 
     for (int i = skip > b->log_n ? skip - b->log_n : 0; i < b->copies.n_timed; i++) {
         const sc_timing *t = &b->copies.t[(b->copies.head + i) % SC_MAX_TIMED];
         float at0 = 0.0f, at1 = 0.0f;
-        SC_TRY(cudaEventElapsedTime(&at0, b->epoch, t->start));
-        SC_TRY(cudaEventElapsedTime(&at1, b->epoch, t->end));
+        GP_CUDA_TRY(cudaEventElapsedTime(&at0, b->epoch, t->start));
+        GP_CUDA_TRY(cudaEventElapsedTime(&at1, b->epoch, t->end));
         out[k++] = (gp_stream_copy){(gp_stream_kind)t->kind, t->layer, t->bytes, (double)at0 - ref_ms,
                                     (double)at1 - ref_ms};
     }
@@ -491,13 +482,13 @@ extern "C" gp_status gp_stream_cuda_backend_create(int device, gp_stream_backend
     if (gp_device_faulted())
         GP_FAIL(GP_ERR_DEVICE_FAULT, "gp_stream_cuda_backend_create: the device already had a sticky error");
     int n = 0;
-    SC_TRY(cudaGetDeviceCount(&n));
+    GP_CUDA_TRY(cudaGetDeviceCount(&n));
     if (device < 0 || device >= n)
         GP_FAIL(GP_ERR_INVALID_ARG, "gp_stream_cuda_backend_create: device %d: 0 to %d are present", device,
                 n - 1);
-    SC_TRY(cudaSetDevice(device));
+    GP_CUDA_TRY(cudaSetDevice(device));
     int pools = 0;
-    SC_TRY(cudaDeviceGetAttribute(&pools, cudaDevAttrMemoryPoolsSupported, device));
+    GP_CUDA_TRY(cudaDeviceGetAttribute(&pools, cudaDevAttrMemoryPoolsSupported, device));
     if (!pools)
         GP_FAIL(GP_ERR_UNSUPPORTED, "gp_stream_cuda_backend_create: device %d has no stream-ordered "
                 "memory pools (cudaMallocAsync)", device);
@@ -575,8 +566,8 @@ extern "C" gp_status gp_stream_cuda_backend_mem(const gp_stream_backend *bk, uin
         GP_FAIL(GP_ERR_INVALID_ARG, "gp_stream_cuda_backend_mem: not a CUDA streaming backend, or NULL out");
     gp_stream_cuda *b = (gp_stream_cuda *)bk->be;
     uint64_t u = 0, r = 0;
-    SC_TRY(cudaMemPoolGetAttribute(b->pool, cudaMemPoolAttrUsedMemHigh, &u));
-    SC_TRY(cudaMemPoolGetAttribute(b->pool, cudaMemPoolAttrReservedMemHigh, &r));
+    GP_CUDA_TRY(cudaMemPoolGetAttribute(b->pool, cudaMemPoolAttrUsedMemHigh, &u));
+    GP_CUDA_TRY(cudaMemPoolGetAttribute(b->pool, cudaMemPoolAttrReservedMemHigh, &r));
     *used_high = (uint64_t)u;
     *reserved_high = (uint64_t)r;
     return GP_OK;

@@ -811,7 +811,7 @@ static int gen_main(int argc, char **argv, gen_mode mode)
         exit_code = rc;
         goto out;
     }
-    if (o.sparsity && o.backend == GP_BACKEND_CUDA && !o.vram_budget &&
+    if (o.sparsity && o.backend == GP_BACKEND_CUDA &&
         (rc = sparsity_summary(b, cfg, steps_run, o.sparsity_stats)) != 0)
         goto out;
     if (o.cpu_ffn) {

@@ -110,8 +110,8 @@ static void gen_usage(FILE *f)
             "  --sparsity FILE.json activation sparsity (a greenpipe calibrate file for this model): decode\n"
             "                       steps of at most 16 sequences drop each projection's inputs at or\n"
             "                       below the layer's threshold and read only the other inputs' weights\n"
-            "                       (cuda: a transposed copy of the projections beside resident weights;\n"
-            "                       with --vram-budget only through --cpu-ffn; cpu: the reference masks\n"
+            "                       (cuda: a transposed copy of the projections on the device, beside\n"
+            "                       resident weights or beside --vram-budget; cpu: the reference masks\n"
             "                       alike); prefill stays dense\n"
             "  --cpu-ffn SIZE       cuda, --engine seq, with --sparsity: the CPU-assisted FFN: per layer the\n"
             "                       FFN neurons a SIZE-byte device cache holds (as --vram-budget: 512M,\n"
@@ -120,7 +120,8 @@ static void gen_usage(FILE *f)
             "                       active. On resident weights the dense ones stay on the device too\n"
             "                       (the cache is extra VRAM); with --vram-budget the cache is part of\n"
             "                       that budget (SIZE below it), the FFN weights stay in host memory\n"
-            "                       (copied only for prefill) and the attention projections run dense.\n"
+            "                       (copied only for prefill) and only the attention projections get\n"
+            "                       transposed copies (beside the budget).\n"
             "                       One stderr line of its statistics at the end\n"
             "  --cpu-ffn-threads N  with --cpu-ffn: CPU threads, 1..16; default the online CPUs up to 16\n"
             "  --sparsity-stats FILE.json\n"
@@ -148,7 +149,7 @@ static void gen_usage(FILE *f)
             "                       GPU, its oldest live in pinned host memory and are copied in a layer\n"
             "                       ahead of each attention, into two staging buffers the budget also holds;\n"
             "                       eager steps. The split obtained is on the status line. Not with\n"
-            "                       --vram-budget\n"
+            "                       --vram-budget; with --kv-store-size a stored prefix reloads into it\n"
             "  --dump-logits FILE   write {\"tokens\": [[ids]], \"logits\": [[[vocab floats]]]}: the logits each\n"
             "                       generated token was chosen from\n"
             "  --dump-prompt-logits FILE\n"
@@ -257,6 +258,25 @@ static int generate_chat_refusals(const gen_opts *o, const bool *seen)
         return 2;
     }
     return -1;
+}
+
+/* What the options ask of the engine, as the feature table reads them. */
+static gp_feature_set gen_features(const gen_opts *o)
+{
+    return (gp_feature_set){.cuda = o->backend == GP_BACKEND_CUDA,
+                            .pipelined = o->pipelined,
+                            .pipe_shape = o->pipe_flag_given,
+                            .graphs = true,
+                            .prefill_chunk = o->prefill_chunk != 0,
+                            .vram_budget = o->vram_budget,
+                            .kv_vram_budget = o->kv_vram_budget,
+                            .kv_store_bytes = o->kv_store_size,
+                            .sparsity = o->sparsity != NULL,
+                            .sparsity_stats = o->sparsity_stats != NULL,
+                            .cpu_ffn_budget = o->cpu_ffn,
+                            .cpu_ffn_threads = o->cpu_ffn_threads != 0,
+                            .cpu_threads = o->threads != 0,
+                            .prompt_logits = o->dump_prompt_logits != NULL};
 }
 
 /* gp_parse_size, and where a unit was given the bytes it meant on stderr:
@@ -509,12 +529,6 @@ int gen_parse_opts(int argc, char **argv, gen_mode mode, gen_opts *o)
                 "allowed: --stop with --prompt or --prompt-file\n", o->stops[0]);
         return 2;
     }
-    if (o->threads && o->backend != GP_BACKEND_CPU) {
-        gen_err("--threads %ld sets the cpu backend's worker threads; --backend cuda "
-                "computes on the GPU (its CPU-assisted FFN takes --cpu-ffn-threads); allowed: leave it out, or "
-                "use --backend cpu\n", o->threads);
-        return 2;
-    }
     /* auto is the default on both backends: on cpu it means the checkpoint's own values in float32 */
     if (o->dtype_given && o->dtype != GP_DTYPE_AUTO && o->backend != GP_BACKEND_CUDA) {
         gen_err("--dtype %s applies to --backend cuda only (the cpu backend is the "
@@ -522,44 +536,9 @@ int gen_parse_opts(int argc, char **argv, gen_mode mode, gen_opts *o)
                 "or use --backend cuda\n", gp_dtype_flag_name(o->dtype));
         return 2;
     }
-    if (o->prefill_chunk && o->backend != GP_BACKEND_CUDA) {
-        gen_err("--prefill-chunk %ld applies to --backend cuda only (the cpu backend "
-                "prefills position by position); allowed: leave it out, or use --backend cuda\n", o->prefill_chunk);
-        return 2;
-    }
-    if (o->vram_budget && o->backend != GP_BACKEND_CUDA) {
-        gen_err("--vram-budget applies to --backend cuda only (the cpu backend holds "
-                "the weights in host memory); allowed: leave it out, or use --backend cuda\n");
-        return 2;
-    }
-    if (o->sparsity_stats && (!o->sparsity || o->backend != GP_BACKEND_CUDA)) {
-        gen_err("--sparsity-stats writes what the cuda backend counted under "
-                "--sparsity; give --sparsity FILE.json and --backend cuda\n");
-        return 2;
-    }
-    if (o->cpu_ffn && (!o->sparsity || o->backend != GP_BACKEND_CUDA || o->pipelined)) {
-        gen_err("--cpu-ffn splits the sparse FFN of the cuda engine's sequential steps "
-                "between the GPU and the CPU; give --sparsity FILE.json, --backend cuda and --engine seq\n");
-        return 2;
-    }
-    if (o->cpu_ffn && o->vram_budget && o->cpu_ffn >= o->vram_budget) {
-        gen_err("--cpu-ffn %llu bytes: the hot cache is part of --vram-budget (%llu "
-                "bytes), which must leave room for the streamed weights; allowed: below the budget\n",
-                (unsigned long long)o->cpu_ffn, (unsigned long long)o->vram_budget);
-        return 2;
-    }
-    if (o->cpu_ffn_threads && !o->cpu_ffn) {
-        gen_err("--cpu-ffn-threads applies to --cpu-ffn; give --cpu-ffn SIZE too\n");
-        return 2;
-    }
-    if (o->sparsity && o->vram_budget && !o->cpu_ffn) {
-        gen_err("--sparsity reads a transposed copy of resident weights; with "
-                "--vram-budget it applies only through --cpu-ffn SIZE (give it, or drop --vram-budget)\n");
-        return 2;
-    }
-    if (o->sparsity_stats && o->vram_budget) {
-        gen_err("--sparsity-stats counts the sparse GPU projections, which streamed "
-                "weights (--vram-budget) do not run; the --cpu-ffn line reports the FFN's activity\n");
+    gp_feature_set f = gen_features(o);
+    if (gp_features_check(&f) != GP_OK) {
+        gen_err("%s\n", gp_last_error());
         return 2;
     }
     if (o->dump_logits && o->dump_prompt_logits && !strcmp(o->dump_logits, o->dump_prompt_logits)) {
@@ -574,28 +553,6 @@ int gen_parse_opts(int argc, char **argv, gen_mode mode, gen_opts *o)
         else
             gen_err("--kv-store-block %ld needs --kv-store-size SIZE (the store's host "
                     "pool, which turns stored prefixes on); allowed: both, or neither\n", o->kv_store_block);
-        return 2;
-    }
-    if (o->kv_store_size && o->backend != GP_BACKEND_CUDA) {
-        gen_err("--kv-store-size applies to --backend cuda only (stored prefixes are "
-                "reloaded into the CUDA engine's paged cache); allowed: leave it out, or use --backend cuda\n");
-        return 2;
-    }
-    if (o->kv_store_size && o->dump_prompt_logits) {
-        gen_err("--dump-prompt-logits '%s' does not combine with --kv-store-size: "
-                "prompt positions reloaded from the store are not recomputed and have no logits; allowed: one "
-                "of the two\n", o->dump_prompt_logits);
-        return 2;
-    }
-    if (o->kv_vram_budget && (o->backend != GP_BACKEND_CUDA || o->pipelined || o->vram_budget)) {
-        gen_err("--kv-vram-budget offloads the CUDA engine's KV cache, for --backend "
-                "cuda --engine seq without --vram-budget; got %s%s%s; allowed: leave it out, or "
-                "drop the others\n", o->backend != GP_BACKEND_CUDA ? "--backend cpu " : "",
-                o->pipelined ? "--engine pipelined " : "", o->vram_budget ? "--vram-budget" : "");
-        return 2;
-    }
-    if (o->pipe_flag_given && !o->pipelined) {
-        gen_err("--sm-split and --micro-batches apply to --engine pipelined only\n");
         return 2;
     }
     if (o->split_given && (o->split.attn_sms < 1 || o->split.ffn_sms == 0)) {

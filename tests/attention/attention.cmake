@@ -11,11 +11,6 @@ endforeach()
 # host logic only, no GPU needed.
 gp_add_test(attn_choose SOURCES ${GP_ATTN_TEST_DIR}/test_attn_choose.c LIBS gp_attention)
 
-# The CPU partial decode attention and its log-sum-exp merge (issue #18):
-# host only, no GPU needed.
-gp_add_test(attn_cpu_attn SOURCES ${GP_ATTN_TEST_DIR}/test_cpu_attn.c ${GP_ATTN_TEST_DIR}/attn_test_util.c
-            LIBS gp_attention gp_weights)
-
 # The same kernel checks with the choice forced (gp_decode_attn_params
 # kernel, set by --kernel): the automatic rule runs every head_dim 128 shape
 # with groups <= 8 on the tensor-core kernels and the others on the

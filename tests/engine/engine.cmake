@@ -8,6 +8,15 @@ foreach(t gemm rmsnorm embed argmax swiglu graph_capture)
               LIBS gp_engine_kernels GPU)
 endforeach()
 
+# The feature table: every rule, every pair, the combinations that must
+# work and the CUDA-graph decision; needs no GPU.
+gp_add_test(engine_features SOURCES ${GP_ENG_TESTS}/test_features.c LIBS gp_engine_features)
+
+# The device bytes of the sparse projections' transposed copies (what
+# gp_engine_set_sparsity weighs beside resident or streamed weights); needs
+# no GPU.
+gp_add_test(engine_sparse_bytes SOURCES ${GP_ENG_TESTS}/test_sparse_bytes.c LIBS gp_engine)
+
 # The whole engine against HF's logits and the CPU reference (GPU).
 gp_add_test(engine_model SOURCES ${GP_ENG_TESTS}/test_engine_model.c ${GP_ENG_TESTS}/../model/hf_case.c
             LIBS gp_pipeline_cuda gp_dep_jansson GPU)
@@ -37,30 +46,35 @@ gp_add_test(engine_prefill SOURCES ${GP_ENG_TESTS}/test_prefill.c ${GP_ENG_TESTS
 # even, fp16 range refusal) and --dtype auto; needs no GPU.
 gp_add_test(model_weights_convert SOURCES ${GP_ENG_TESTS}/test_weights_convert.c LIBS gp_model)
 
-# Weights beyond VRAM (issue #17): the engine over streamed weights at budgets
+# Weights beyond VRAM: the engine over streamed weights at budgets
 # forcing evictions, bitwise against resident weights (GPU).
 gp_add_test(engine_streamed SOURCES ${GP_ENG_TESTS}/test_engine_streamed.c LIBS gp_pipeline_cuda GPU)
+
+# The one engine assembly: argument checks and the feature table's refusals
+# on the host, then (GPU) the graph decision and sparse projections on
+# streamed weights.
+gp_add_test(engine_assemble SOURCES ${GP_ENG_TESTS}/test_assemble.c LIBS gp_pipeline_cuda GPU)
 
 # Activation sparsity in the engine (GPU): thresholds 0 against dense,
 # masking against the CPU reference, statistics, refusals.
 gp_add_test(engine_sparse SOURCES ${GP_ENG_TESTS}/test_engine_sparse.c ${GP_ENG_TESTS}/engine_test_util.c
             LIBS gp_pipeline_cuda GPU)
 
-# Stored prefixes (issue #18, GPU): a reused prefix bitwise against the same
+# Stored prefixes (GPU): a reused prefix bitwise against the same
 # prompt prefilled in two calls, files, eviction, refusals.
 gp_add_test(engine_prefix SOURCES ${GP_ENG_TESTS}/test_engine_prefix.c ${GP_ENG_TESTS}/gpu_test_util.c
             LIBS gp_pipeline_cuda GPU)
 
-# Offloaded KV cache (issue #18, GPU): bitwise against the resident engine
+# Offloaded KV cache (GPU): bitwise against the resident engine
 # through chunked prefill and decode, the budget's split, refusals.
 gp_add_test(engine_kvoff SOURCES ${GP_ENG_TESTS}/test_engine_kvoff.c ${GP_ENG_TESTS}/gpu_test_util.c
             LIBS gp_pipeline_cuda GPU)
 
-# The host side of the CPU-assisted FFN (issue #19): the mask and add the
+# The host side of the CPU-assisted FFN: the mask and add the
 # kernels are held to, the step activity the hot-set tracker sees (no GPU).
 gp_add_test(engine_cpu_ffn_ref SOURCES ${GP_ENG_TESTS}/test_cpu_ffn_ref.c LIBS gp_engine_ref)
 
-# The CPU-assisted FFN in the engine (issue #19, GPU): its kernels against
+# The CPU-assisted FFN in the engine (GPU): its kernels against
 # their references; all hot against the sparse engine, half cold at
 # thresholds 0 against dense, a quarter hot (with reloads every step)
 # against the sparse engine; statistics, refusals.

@@ -10,8 +10,8 @@
 #define ENGINE_TOL 1e-3
 /* The same for the fp16 engine against the reference rounding in fp16: its
  * roundings are 8x finer than bf16's, so summation order and the rare
- * rounding flip stay well inside the same bound (not yet measured on a GPU
- * when written: the fp16 path is new with issue #16). */
+ * rounding flip stay well inside the same bound (a bound by that argument,
+ * not by a GPU measurement). */
 #define ENGINE_TOL_F16 1e-3
 /* Logits of sequences whose prompt went through the prefill attention: it
  * rounds the probabilities to bf16 before p.v (as FlashAttention-2 does;

@@ -176,7 +176,7 @@ static int cublas_child(void *arg, gt_report *r)
           "memset");
     gp_status st;
     double dt;
-    TIMED(r, "GEMM before the trap", gp_gemm_bf16(g, M, N, K, x, w, y, GP_GEMM_OUT_BF16), st, dt);
+    TIMED(r, "GEMM before the trap", gp_gemm(g, GP_DTYPE_BF16, M, N, K, x, w, y, GP_GEMM_OUT_HALF), st, dt);
     GT_CK(st == GP_OK && cudaStreamSynchronize(s) == cudaSuccess, "the GEMM before the trap failed");
 
     /* GP_FAULT_TRAP=1: this gate launches the trapping kernel */
@@ -184,7 +184,7 @@ static int cublas_child(void *arg, gt_report *r)
     struct timespec ts = {0, 200 * 1000 * 1000}; /* let the trap land */
     nanosleep(&ts, NULL);
 
-    TIMED(r, "GEMM on the dead context", gp_gemm_bf16(g, M, N, K, x, w, y, GP_GEMM_OUT_BF16), st, dt);
+    TIMED(r, "GEMM on the dead context", gp_gemm(g, GP_DTYPE_BF16, M, N, K, x, w, y, GP_GEMM_OUT_HALF), st, dt);
     GT_CK(st == GP_ERR_DEVICE_FAULT || st == GP_OK, "expected %s (or a launch that cuBLASLt reported as done)",
           gp_status_str(GP_ERR_DEVICE_FAULT));
     if (st == GP_OK)
@@ -197,7 +197,7 @@ static int cublas_child(void *arg, gt_report *r)
     GT_CK(ce != cudaSuccess && st == GP_ERR_DEVICE_FAULT, "the stream synchronised without error after a trap");
     GT_CK(gp_device_faulted(), "the sticky flag is not set");
 
-    TIMED(r, "GEMM after the fault was seen", gp_gemm_bf16(g, M, N, K, x, w, y, GP_GEMM_OUT_BF16), st, dt);
+    TIMED(r, "GEMM after the fault was seen", gp_gemm(g, GP_DTYPE_BF16, M, N, K, x, w, y, GP_GEMM_OUT_HALF), st, dt);
     GT_CK(st == GP_ERR_DEVICE_FAULT || st == GP_OK, "unexpected status");
     double t0 = gp_now_s();
     gp_device_free(x);

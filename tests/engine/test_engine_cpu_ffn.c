@@ -1,4 +1,4 @@
-/* The CPU-assisted FFN in the CUDA engine (issue #19, gp_engine_set_cpu_ffn):
+/* The CPU-assisted FFN in the CUDA engine (gp_engine_set_cpu_ffn):
  * its two kernels bit for bit against their CPU references; then decode
  * logits, every engine fed the same prompts and the same step tokens:
  *  (a) every neuron hot, calibrated thresholds: the all-GPU sparse engine's
@@ -10,9 +10,9 @@
  *  (d) as (c) with a reload every step from a cold start: the same bound
  *      while neurons move between the cache and the CPU, and the counts;
  *  (e) as (d) on streamed weights with FFN groups on demand (the attention
- *      projections dense there, so against resident weights whose qkv and o
- *      thresholds are 0): the same bound, and no FFN group copied in the
- *      decode steps;
+ *      projections sparse there too, from their transposed copies beside
+ *      the budget): against the resident engine, the same bound, and no FFN
+ *      group copied in the decode steps;
  * with use_graphs on (qualifying steps run eager), and the refusals. Models:
  * tiny (synthetic) and the small-gqa checkpoint, bf16. Skips without a GPU. */
 #include "gp_test.h"
@@ -190,13 +190,8 @@ static void check_model(const char *spec)
     assert_true(st.swaps > 0);
     assert_int_equal(st.swap_bytes, (uint64_t)st.swaps * gp_hotset_neuron_bytes(c, GP_DTYPE_BF16));
 
-    /* (e) streamed weights: against resident ones with the attention projections unmasked */
-    gp_sparsity spa;
-    GP_CHECK_OK(gp_sparsity_thresholds_zero(c, &spa));
-    for (int l = 0; l < c->n_layers; l++)
-        for (int q = GP_SPARSE_GATE_UP; q <= GP_SPARSE_DOWN; q++)
-            spa.thresholds[l * GP_SPARSE_PROJ_COUNT + q] = sp.thresholds[l * GP_SPARSE_PROJ_COUNT + q];
-    logits_of(dw, &hw, &spa, F / 4, NULL, &p, false, sparse, NULL);
+    /* (e) streamed weights: against resident ones, every projection masked alike */
+    logits_of(dw, &hw, &sp, F / 4, NULL, &p, false, sparse, NULL);
     gp_weights_stream_params wsp = gp_weights_stream_default_params();
     wsp.budget_bytes = (uint64_t)1 << 30;
     wsp.ffn_on_demand = 1;
@@ -235,7 +230,6 @@ static void check_model(const char *spec)
     assert_int_equal(ss.bytes_streamed, 0);
     gp_engine_destroy(e);
     gp_device_weights_destroy(sw);
-    gp_sparsity_free(&spa);
 
     gp_sparsity_free(&sp);
     gp_sparsity_free(&sp0);

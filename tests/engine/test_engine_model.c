@@ -71,7 +71,7 @@ static void test_hf_gqa_pipelined(void **s)
 static void test_vs_hf_tiny(void **s) { hf_check("tiny", HF_BF16_DRIFT_TOL, &graph_be, NULL, false); }
 static void test_vs_hf_gqa(void **s) { hf_check("small-gqa", HF_BF16_DRIFT_TOL, &graph_be, NULL, false); }
 
-/* fp16 (issue #16): the fp16 checkpoint in its own dtype against HF,
+/* fp16: the fp16 checkpoint in its own dtype against HF,
  * identical tokens and HF_F16_TOL, prefill and decode, graphs, eager and
  * pipelined; auto picks fp16 for it. */
 static void test_vs_hf_tiny_fp16_graph(void **s)

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The CPU-assisted FFN (issue #19) on the GPU machine: engine_cpu_ffn (hot
+# The CPU-assisted FFN on the GPU machine: engine_cpu_ffn (hot
 # and cold against the all-GPU sparse engine, reloads, streamed weights with
 # FFN groups on demand) and the generate end-to-end test, compute-sanitizer
 # memcheck on engine_cpu_ffn unless GP_CPU_FFN_SAN=0, then gp_bench_cpu_ffn

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Issue #16 on the GPU machine: every test (both dtypes, the HF checkpoints of
+# The bf16 and fp16 engines on the GPU machine: every test (both dtypes, the HF checkpoints of
 # each family), the benchmarks in bf16 and fp16 on llama3-8b's shape, the
 # case study's default run and generate on a checkpoint with a tokenizer.
 # Logs under $OUT.

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Offloaded KV cache (issue #18) on the GPU machine: engine_kvoff (bitwise
+# Offloaded KV cache on the GPU machine: engine_kvoff (bitwise
 # against the resident engine through chunked prefill and decode, every block
 # on the host and half of them) and, unless GP_KVOFF_SAN=0, compute-sanitizer
 # memcheck and synccheck on it; then gp_bench_kvoff at B = 8 and 64 with half

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Prefill on the GPU machine (issue #15): the correctness tests, compute-
+# Prefill on the GPU machine: the correctness tests, compute-
 # sanitizer over the prefill tests, and gp_bench_prefill beside the PyTorch
 # peer (../shared/probes/torch_prefill_peer.py, carried as .peer/ because the
 # device copy holds only the repository). Logs under $OUT.

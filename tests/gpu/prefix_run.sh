@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Stored prefixes (issue #18) on the GPU machine: the token-row copy kernel
+# Stored prefixes on the GPU machine: the token-row copy kernel
 # against its oracle and engine_prefix (reuse bitwise against two-call
 # prefills, files, eviction, refusals), both under compute-sanitizer memcheck
 # unless GP_PREFIX_SAN=0 (racecheck and synccheck on the copy kernel too);

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Activation sparsity (issue #19) on the GPU machine: the sparse GEMV test
+# Activation sparsity on the GPU machine: the sparse GEMV test
 # against its CPU oracle (both dtypes) and engine_sparse (thresholds 0
 # against dense, S = 0.5 masks against the CPU reference); gp_bench_sparse on
 # the Llama-3-8B projections; llama3-8b calibrated by greenpipe calibrate

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Weight streaming (issue #17) on the GPU machine: the streaming tests
+# Weight streaming on the GPU machine: the streaming tests
 # (the CUDA backend's included), gp_bench_stream at several prefetch depths,
 # chunk sizes and budgets, and compute-sanitizer on the backend's test.
 # Logs under $OUT.

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Weights beyond VRAM where they do not fit (issue #17's 70B target) and where
+# Weights beyond VRAM where they do not fit (the 70B shape) and where
 # compute outweighs the copies: gp_bench_decode on llama3-8b at B = 1024
 # with 1.5-2.1 GB streamed per step, beside the resident engine, and the
 # llama3-70b shape at 16G. GP_70B_LAYERS=N (default 40) measures its first N

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Weights beyond VRAM (issue #17) on the GPU machine: engine_streamed (bitwise
+# Weights beyond VRAM on the GPU machine: engine_streamed (bitwise
 # against resident weights, sequential and pipelined), greenpipe generate
 # resident vs --vram-budget, seq and pipelined (same tokens and logits dump),
 # gp_bench_decode at 4G and 8G with the resident row beside each (and 8G

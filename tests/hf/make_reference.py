@@ -44,7 +44,7 @@ STEPS = 6
 # kernel: one short of it, exactly it, one past it), one token, and long ones
 # where max_position_embeddings allows (2100 passes the default prefill chunk
 # of 2048 and long-gqa's original_max_position_embeddings of 1024).
-PREFILL_SEED = 15  # issue #15; token ids come from splitmix64 streams, not torch
+PREFILL_SEED = 15  # token ids come from splitmix64 streams, not torch
 # Positions whose logits are kept: around the tile edge and the last two.
 PREFILL_POSITIONS = (0, 14, 15, 16, 17)
 

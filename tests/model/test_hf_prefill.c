@@ -105,7 +105,7 @@ typedef struct run_cfg {
 } run_cfg;
 
 /* The CUDA engine's bound for checkpoint name: an fp16 checkpoint run in
- * fp16 (issue #16: HF_F16_TOL); anything else g_run.tol. */
+ * fp16 (HF_F16_TOL); anything else g_run.tol. */
 static double tol_for(const run_cfg *r, const char *name)
 {
     bool f16_run = r->be.dtype == GP_DTYPE_F16 || r->be.dtype == GP_DTYPE_F32; /* F32: auto */

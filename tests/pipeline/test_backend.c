@@ -30,8 +30,8 @@ static void test_prefill_chunk(void **state)
     gp_backend_params p = gp_backend_default_params(GP_BACKEND_CPU);
     assert_int_equal(p.prefill_chunk, 0);
     p.prefill_chunk = 64;
-    GP_CHECK_FAIL(gp_backend_open(&g_src, &p, &b), GP_ERR_INVALID_ARG,
-                  "cpu backend: prefill_chunk 64 applies to the cuda backend only");
+    GP_CHECK_FAIL(gp_backend_open(&g_src, &p, &b), GP_ERR_UNSUPPORTED,
+                  "the cpu backend (--backend cpu) with a prefill chunk (prefill_chunk, --prefill-chunk)");
     assert_null(b);
     printf("cpu backend, prefill_chunk 64: %s\n", gp_last_error());
     p.prefill_chunk = -1;
@@ -58,8 +58,8 @@ static void test_prefill_chunk(void **state)
     gp_backend_close(b);
 }
 
-/* Stored prefixes are the cuda engine's: the cpu backend refuses each
- * setting by its flag, a dir or block size without a pool is refused for
+/* Stored prefixes are the cuda engine's: the cpu backend refuses a store
+ * (the feature table), a dir or block size without a pool is refused for
  * either kind, all before any device is looked for. */
 static void test_kv_store_flags(void **state)
 {
@@ -70,15 +70,16 @@ static void test_kv_store_flags(void **state)
     assert_int_equal(p.kv_store_block, 0);
     p.kv_store_bytes = 1 << 20;
     GP_CHECK_FAIL(gp_backend_open(&g_src, &p, &b), GP_ERR_UNSUPPORTED,
-                  "cpu backend: stored prefixes (--kv-store-size) are reloaded into the cuda engine's paged cache");
+                  "the cpu backend (--backend cpu) with stored prefixes (kv_store_bytes, --kv-store-size): stored "
+                  "prefixes are reloaded into the CUDA engine's paged device cache");
     assert_null(b);
     printf("cpu backend, kv_store_bytes: %s\n", gp_last_error());
     p.kv_store_bytes = 0;
     p.kv_store_dir = "/tmp/blocks";
-    GP_CHECK_FAIL(gp_backend_open(&g_src, &p, &b), GP_ERR_UNSUPPORTED, "stored prefixes (--kv-store)");
+    GP_CHECK_FAIL(gp_backend_open(&g_src, &p, &b), GP_ERR_INVALID_ARG, "--kv-store without a store");
     p.kv_store_dir = NULL;
     p.kv_store_block = 16;
-    GP_CHECK_FAIL(gp_backend_open(&g_src, &p, &b), GP_ERR_UNSUPPORTED, "stored prefixes (--kv-store-block)");
+    GP_CHECK_FAIL(gp_backend_open(&g_src, &p, &b), GP_ERR_INVALID_ARG, "--kv-store-block without a store");
 
     gp_backend_params c = gp_backend_default_params(GP_BACKEND_CUDA);
     c.kv_store_dir = "/tmp/blocks";

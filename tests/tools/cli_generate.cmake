@@ -20,7 +20,7 @@ gp_cli_test(gen_stop_ids 2 "--stop 'END' matches generated text, and --prompt-id
 # (through bash: CMake drops an empty list element)
 add_test(NAME cli_gen_stop_empty
          COMMAND bash -c "bash ${CMAKE_CURRENT_SOURCE_DIR}/tools/cli_expect.sh 2 \"--stop '': an empty stop string would end every sequence before its first token\" -- $<TARGET_FILE:greenpipe> generate --model tiny --prompt hi --steps 1 --stop ''")
-gp_cli_test(gen_threads_cuda 2 "--threads 2 sets the cpu backend's worker threads. --backend cuda computes on the GPU"
+gp_cli_test(gen_threads_cuda 2 "the cuda backend .--backend cuda. with the reference.s worker threads .cpu_threads, --threads.: they size the CPU reference.s worker"
             generate --model tiny --prompt-ids 1 --steps 1 --backend cuda --threads 2)
 gp_cli_test(gen_threads_range 2 "--threads: 17 is out of range. allowed: .1, 16."
             generate --model tiny --prompt-ids 1 --steps 1 --threads 17)

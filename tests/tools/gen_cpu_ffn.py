@@ -8,9 +8,9 @@ its statistics at the end, and its greedy tokens mostly agree with the
 all-GPU sparse run's (each side masks its own roundings, so a near-tie may
 flip; test_engine_cpu_ffn.c holds the logits to a bound). Then beyond VRAM:
 --vram-budget 144K with --cpu-ffn 24K inside it (the FFN weights on demand,
-the attention projections dense), against the resident --cpu-ffn run of a
-calibration whose qkv and o thresholds are 0: the status line says so and
-the tokens mostly agree."""
+the attention projections' transposed copies beside the budget), against the
+resident --cpu-ffn run of a calibration whose qkv and o thresholds are 0: the
+status line says so and the tokens mostly agree."""
 import json
 import os
 import re
@@ -57,7 +57,7 @@ def main():
                "--sparsity", cal_ffn, "--cpu-ffn", "24K", "--cpu-ffn-threads", "2"]
         resident, _ = run(exe, ffn)
         streamed, serr = run(exe, ffn + ["--vram-budget", "144K"])
-    if "within the VRAM budget" not in serr or "attention projections dense" not in serr:
+    if "within the VRAM budget" not in serr or "transposed copies beside the budget" not in serr:
         fail("no streamed split on the status line:\n" + serr)
     if not re.search(r"cpu-ffn: 32 of 128 neurons per layer hot .*; (\d+) step\(s\) with a CPU share", serr):
         fail("no cpu-ffn statistics line on streamed weights:\n" + serr)

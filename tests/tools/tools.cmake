@@ -51,7 +51,7 @@ add_test(NAME cli_pipelined_same_logits
 add_test(NAME cli_prefill_batched_same
          COMMAND python3 ${CMAKE_CURRENT_SOURCE_DIR}/tools/prefill_same.py $<TARGET_FILE:greenpipe> ${GP_DATA}/small-gqa)
 gp_cli_test(gen_bad_engine 2 "--engine 'fast': allowed seq, pipelined" generate --model tiny --prompt-ids 1 --steps 1 --engine fast)
-gp_cli_test(gen_split_needs_pipelined 2 "apply to --engine pipelined only" generate --model tiny --prompt-ids 1 --steps 1 --sm-split 1:1)
+gp_cli_test(gen_split_needs_pipelined 2 "an SM split or micro-batches .--sm-split, --micro-batches. without pipelined steps .--engine pipelined.: an SM split and micro-batches shape pipelined steps" generate --model tiny --prompt-ids 1 --steps 1 --sm-split 1:1)
 gp_cli_test(gen_micro_too_many 2 "--micro-batches 3: each needs a sequence and there are 2" generate --model tiny --prompt-ids "1$<SEMICOLON>2" --steps 1 --engine pipelined --micro-batches 3)
 gp_cli_test(gen_micro_range 2 "--micro-batches: 5 is out of range" generate --model tiny --prompt-ids 1 --steps 1 --engine pipelined --micro-batches 5)
 gp_cli_test(gen_split_zero 2 "--sm-split 0:1: each side needs at least one thread" generate --model tiny --prompt-ids 1 --steps 1 --engine pipelined --sm-split 0:1)
@@ -114,7 +114,7 @@ gp_cli_ckpt_test(inspect_missing_tensor 1 "not loadable: .*tensor 'model.layers.
 gp_cli_ckpt_test(generate_missing_tensor 1 "loading the model: .*tensor 'model.layers.0.mlp.down_proj.weight' is missing"
                  generate --prompt-ids 1 --steps 1 --model ${GP_BAD_CKPT}/missing_tensor)
 gp_cli_test(gen_positional 2 "unexpected argument 'extra'" generate --model tiny --prompt-ids 1 --steps 1 extra)
-gp_cli_test(gen_prefill_chunk_cpu 2 "--prefill-chunk 64 applies to --backend cuda only .* allowed: leave it out, or use --backend cuda"
+gp_cli_test(gen_prefill_chunk_cpu 2 "the cpu backend .--backend cpu. with a prefill chunk .prefill_chunk, --prefill-chunk.: the CPU reference prefills position by position"
             generate --model tiny --prompt-ids 1 --steps 1 --prefill-chunk 64)
 gp_cli_test(gen_dtype_cpu 2 "--dtype fp16 applies to --backend cuda only .* allowed on cpu: auto .the default., or use --backend cuda"
             generate --model tiny --prompt-ids 1 --steps 1 --dtype fp16)
@@ -122,7 +122,7 @@ gp_cli_test(gen_dtype_junk 2 "dtype 'fp8' is not known. allowed .any case.: auto
             generate --model tiny --prompt-ids 1 --steps 1 --backend cuda --dtype fp8)
 gp_cli_test(gen_vram_budget_junk 2 "--vram-budget: '4Q' is not a size. expected a size in bytes > 0"
             generate --model tiny --prompt-ids 1 --steps 1 --backend cuda --vram-budget 4Q)
-gp_cli_test(gen_vram_budget_cpu 2 "--vram-budget applies to --backend cuda only"
+gp_cli_test(gen_vram_budget_cpu 2 "the cpu backend .--backend cpu. with streamed weights .vram_budget, --vram-budget.: the CPU reference holds every weight in host memory"
             generate --model tiny --prompt-ids 1 --steps 1 --vram-budget 4G)
 gp_cli_test(gen_vram_budget_small 2 "--vram-budget: streaming the weights of config tiny .* below the minimum working set"
             generate --model tiny --prompt-ids 1 --steps 1 --backend cuda --vram-budget 4K)
@@ -217,11 +217,15 @@ gp_cli_test(gen_sparsity_missing 2 "--sparsity /nonexistent/cal.json: /nonexiste
             generate --model tiny --prompt-ids 1,2 --steps 2 --sparsity /nonexistent/cal.json)
 gp_cli_test(gen_sparsity_flag 2 "--sparsity '--steps': looks like a flag, not a file"
             generate --model tiny --prompt-ids 1,2 --sparsity --steps 2)
-gp_cli_test(gen_sparsity_vram 2 "--sparsity reads a transposed copy of resident weights. with --vram-budget it applies only through --cpu-ffn SIZE"
+# sparse projections on streamed weights combine (with their statistics, and
+# beside the CPU-assisted FFN): refused only later, by the missing file
+gp_cli_test(gen_sparsity_vram 2 "--sparsity cal.json: cal.json: not found"
             generate --model tiny --prompt-ids 1,2 --steps 2 --backend cuda --vram-budget 1G --sparsity cal.json)
-gp_cli_test(gen_sparsity_stats_vram 2 "--sparsity-stats counts the sparse GPU projections, which streamed weights"
+gp_cli_test(gen_sparsity_stats_vram 2 "--sparsity cal.json: cal.json: not found"
             generate --model tiny --prompt-ids 1,2 --steps 2 --backend cuda --vram-budget 1G --sparsity cal.json --cpu-ffn 1M --sparsity-stats s.json)
-gp_cli_test(gen_sparsity_stats_alone 2 "--sparsity-stats writes what the cuda backend counted under --sparsity"
+gp_cli_test(gen_sparsity_stats_alone 2 "sparsity statistics .--sparsity-stats. without sparse projections .sparse_thresholds, --sparsity.: they count the inputs"
+            generate --model tiny --prompt-ids 1,2 --steps 2 --backend cuda --sparsity-stats s.json)
+gp_cli_test(gen_sparsity_stats_cpu 2 "the cpu backend .--backend cpu. with sparsity statistics .--sparsity-stats.: the active inputs are counted by the CUDA engine.s sparse kernels"
             generate --model tiny --prompt-ids 1,2 --steps 2 --sparsity-stats s.json)
 
 # ---- greenpipe generate --kv-store-size (stored prefixes, cuda): refusals
@@ -231,9 +235,9 @@ gp_cli_test(gen_kv_store_dir_alone 2 "--kv-store '/tmp/gp-blocks' needs --kv-sto
             generate --model tiny --prompt-ids 1 --steps 1 --backend cuda --kv-store /tmp/gp-blocks)
 gp_cli_test(gen_kv_store_block_alone 2 "--kv-store-block 64 needs --kv-store-size SIZE .* allowed: both, or neither"
             generate --model tiny --prompt-ids 1 --steps 1 --backend cuda --kv-store-block 64)
-gp_cli_test(gen_kv_store_cpu 2 "--kv-store-size applies to --backend cuda only .* allowed: leave it out, or use --backend cuda"
+gp_cli_test(gen_kv_store_cpu 2 "the cpu backend .--backend cpu. with stored prefixes .kv_store_bytes, --kv-store-size.: stored prefixes are reloaded into the CUDA engine.s paged device cache"
             generate --model tiny --prompt-ids 1 --steps 1 --kv-store-size 1G)
-gp_cli_test(gen_kv_store_dump_prompt 2 "--dump-prompt-logits 'p.json' does not combine with --kv-store-size: prompt positions reloaded from the store are not recomputed"
+gp_cli_test(gen_kv_store_dump_prompt 2 "prompt logits .--dump-prompt-logits. with stored prefixes .kv_store_bytes, --kv-store-size.: prompt positions reloaded from the store are not recomputed"
             generate --model tiny --prompt-ids 1 --steps 1 --backend cuda --kv-store-size 1G --dump-prompt-logits p.json)
 gp_cli_test(gen_kv_store_size_zero 2 "--kv-store-size: '0' is zero. expected a size in bytes > 0"
             generate --model tiny --prompt-ids 1 --steps 1 --backend cuda --kv-store-size 0)
@@ -260,28 +264,31 @@ add_test(NAME cli_gen_kv_store_cuda
          COMMAND python3 ${CMAKE_CURRENT_SOURCE_DIR}/tools/gen_kv_store.py $<TARGET_FILE:greenpipe> ${GP_DATA}/small-gqa)
 set_tests_properties(cli_gen_kv_store_cuda PROPERTIES SKIP_RETURN_CODE 77 LABELS gpu)
 
-# --kv-vram-budget (offloaded KV cache, issue #18): the cuda backend's sequential engine only, alone.
-gp_cli_test(gen_kv_vram_cpu 2 "--kv-vram-budget offloads the CUDA engine's KV cache.*got --backend cpu"
+# --kv-vram-budget (offloaded KV cache): the cuda backend's sequential engine, not beside streamed
+# weights; a stored prefix reloads into it (refused here only by the prompt, shorter than a block).
+gp_cli_test(gen_kv_vram_cpu 2 "the cpu backend .--backend cpu. with an offloaded KV cache .kv_vram_budget, --kv-vram-budget.: the CPU reference.s KV cache is in host memory already"
             generate --model tiny --prompt-ids 1 --steps 1 --kv-vram-budget 1G)
-gp_cli_test(gen_kv_vram_pipelined 2 "--kv-vram-budget offloads.*got --engine pipelined"
+gp_cli_test(gen_kv_vram_pipelined 2 "an offloaded KV cache .kv_vram_budget, --kv-vram-budget. with pipelined steps .--engine pipelined.: the offloaded blocks are copied in ahead of each layer.s attention"
             generate --model tiny --prompt-ids 1 --steps 1 --backend cuda --engine pipelined --kv-vram-budget 1G)
+gp_cli_test(gen_kv_vram_streamed 2 "an offloaded KV cache .kv_vram_budget, --kv-vram-budget. with streamed weights .vram_budget, --vram-budget.: both cross the one host-to-device link"
+            generate --model tiny --prompt-ids 1 --steps 1 --backend cuda --kv-vram-budget 1G --vram-budget 1G)
 gp_cli_test(gen_kv_vram_junk 2 "--kv-vram-budget: '1x' is not a size"
             generate --model tiny --prompt-ids 1 --steps 1 --backend cuda --kv-vram-budget 1x)
 
-# --cpu-ffn (the CPU-assisted FFN, issue #19): cuda, --engine seq, with
+# --cpu-ffn (the CPU-assisted FFN): cuda, --engine seq, with
 # --sparsity, within --vram-budget when both are given; then end to end on
 # the GPU (skipped without one).
-gp_cli_test(gen_cpu_ffn_over_vram 2 "--cpu-ffn 1048576 bytes: the hot cache is part of --vram-budget .1048576"
+gp_cli_test(gen_cpu_ffn_over_vram 2 "the CPU-assisted FFN .cpu_ffn_budget, --cpu-ffn. of 1048576 bytes within streamed weights .vram_budget, --vram-budget. of 1048576 bytes: the hot cache is part of the VRAM budget"
             generate --model tiny --prompt-ids 1 --steps 1 --backend cuda --sparsity cal.json --cpu-ffn 1M --vram-budget 1M)
-gp_cli_test(gen_cpu_ffn_no_sparsity 2 "--cpu-ffn splits the sparse FFN of the cuda engine's sequential steps"
+gp_cli_test(gen_cpu_ffn_no_sparsity 2 "the CPU-assisted FFN .cpu_ffn_budget, --cpu-ffn. without sparse projections .sparse_thresholds, --sparsity.: its hot and cold neurons are the calibration.s"
             generate --model tiny --prompt-ids 1 --steps 1 --backend cuda --cpu-ffn 1M)
-gp_cli_test(gen_cpu_ffn_cpu 2 "--cpu-ffn splits .* give --sparsity FILE.json, --backend cuda and --engine seq"
+gp_cli_test(gen_cpu_ffn_cpu 2 "the cpu backend .--backend cpu. with the CPU-assisted FFN .cpu_ffn_budget, --cpu-ffn.: it splits the CUDA engine.s FFN between the GPU and CPU threads"
             generate --model tiny --prompt-ids 1 --steps 1 --sparsity cal.json --cpu-ffn 1M)
-gp_cli_test(gen_cpu_ffn_pipelined 2 "--cpu-ffn splits"
+gp_cli_test(gen_cpu_ffn_pipelined 2 "the CPU-assisted FFN .cpu_ffn_budget, --cpu-ffn. with pipelined steps .--engine pipelined.: every layer.s FFN waits for the CPU threads"
             generate --model tiny --prompt-ids 1 --steps 1 --backend cuda --engine pipelined --sparsity cal.json --cpu-ffn 1M)
 gp_cli_test(gen_cpu_ffn_size_junk 2 "--cpu-ffn: '1Mi' is not a size"
             generate --model tiny --prompt-ids 1 --steps 1 --backend cuda --sparsity cal.json --cpu-ffn 1Mi)
-gp_cli_test(gen_cpu_ffn_threads_alone 2 "--cpu-ffn-threads applies to --cpu-ffn"
+gp_cli_test(gen_cpu_ffn_threads_alone 2 "the CPU-assisted FFN.s threads .cpu_ffn_threads, --cpu-ffn-threads. without the CPU-assisted FFN"
             generate --model tiny --prompt-ids 1 --steps 1 --backend cuda --sparsity cal.json --cpu-ffn-threads 2)
 gp_cli_test(gen_cpu_ffn_threads_range 2 "--cpu-ffn-threads: 17 is out of range"
             generate --model tiny --prompt-ids 1 --steps 1 --backend cuda --sparsity cal.json --cpu-ffn 1M --cpu-ffn-threads 17)

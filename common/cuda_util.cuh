@@ -1,6 +1,7 @@
-/* The CUDA runtime checks of every folder (model, attention, engine,
- * pipeline): a failing call becomes a gp_status with a message naming the
- * call, CUDA's reason, file and line. C-includable (the runtime's C API). */
+/* The CUDA runtime checks of every folder (streaming, model, attention,
+ * engine, pipeline, sparse, ffn): a failing call becomes a gp_status with a
+ * message naming the call, CUDA's reason, file and line. C-includable (the
+ * runtime's C API). */
 #ifndef GP_CUDA_UTIL_CUH
 #define GP_CUDA_UTIL_CUH
 

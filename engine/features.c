@@ -1,0 +1,135 @@
+/* The feature table: which features of a run combine, each refusal with the
+ * physical reason, and whether its steps can be captured as CUDA graphs. */
+#include <stdio.h>
+
+#include "gp_engine.h"
+
+#define BIT(k) (1u << (k))
+
+static const char *const names[GP_FEAT_COUNT] = {
+    [GP_FEAT_CPU] = "the cpu backend (--backend cpu)",
+    [GP_FEAT_CUDA] = "the cuda backend (--backend cuda)",
+    [GP_FEAT_PIPELINED] = "pipelined steps (--engine pipelined)",
+    [GP_FEAT_PIPE_SHAPE] = "an SM split or micro-batches (--sm-split, --micro-batches)",
+    [GP_FEAT_PREFILL_CHUNK] = "a prefill chunk (prefill_chunk, --prefill-chunk)",
+    [GP_FEAT_STREAMED] = "streamed weights (vram_budget, --vram-budget)",
+    [GP_FEAT_KV_OFFLOAD] = "an offloaded KV cache (kv_vram_budget, --kv-vram-budget)",
+    [GP_FEAT_KV_STORE] = "stored prefixes (kv_store_bytes, --kv-store-size)",
+    [GP_FEAT_SPARSITY] = "sparse projections (sparse_thresholds, --sparsity)",
+    [GP_FEAT_SPARSITY_STATS] = "sparsity statistics (--sparsity-stats)",
+    [GP_FEAT_CPU_FFN] = "the CPU-assisted FFN (cpu_ffn_budget, --cpu-ffn)",
+    [GP_FEAT_CPU_FFN_THREADS] = "the CPU-assisted FFN's threads (cpu_ffn_threads, --cpu-ffn-threads)",
+    [GP_FEAT_CPU_THREADS] = "the reference's worker threads (cpu_threads, --threads)",
+    [GP_FEAT_PROMPT_LOGITS] = "prompt logits (--dump-prompt-logits)",
+};
+
+/* Checked in this order; the first that applies is the refusal. */
+static const gp_feature_rule rules[] = {
+    {GP_FEAT_CPU, GP_FEAT_PREFILL_CHUNK, false,
+     "the CPU reference prefills position by position; a chunk sizes the CUDA engine's prefill forwards"},
+    {GP_FEAT_CPU, GP_FEAT_STREAMED, false,
+     "the CPU reference holds every weight in host memory; a VRAM budget bounds what the CUDA engine keeps on "
+     "the GPU"},
+    {GP_FEAT_CPU, GP_FEAT_KV_OFFLOAD, false,
+     "the CPU reference's KV cache is in host memory already; offloading moves the CUDA engine's device blocks "
+     "to the host"},
+    {GP_FEAT_CPU, GP_FEAT_KV_STORE, false, "stored prefixes are reloaded into the CUDA engine's paged device cache"},
+    {GP_FEAT_CPU, GP_FEAT_CPU_FFN, false,
+     "it splits the CUDA engine's FFN between the GPU and CPU threads; the CPU reference runs the whole FFN on "
+     "the CPU"},
+    {GP_FEAT_CPU, GP_FEAT_SPARSITY_STATS, false,
+     "the active inputs are counted by the CUDA engine's sparse kernels; the CPU reference masks without "
+     "counting"},
+    {GP_FEAT_CUDA, GP_FEAT_CPU_THREADS, false,
+     "they size the CPU reference's worker; the CUDA engine computes on the GPU (the CPU-assisted FFN takes "
+     "--cpu-ffn-threads)"},
+    {GP_FEAT_PIPE_SHAPE, GP_FEAT_PIPELINED, true,
+     "an SM split and micro-batches shape pipelined steps; a sequential step runs whole on every SM"},
+    {GP_FEAT_CPU_FFN, GP_FEAT_SPARSITY, true,
+     "its hot and cold neurons are the calibration's; without thresholds every neuron is active and none can "
+     "be left to the CPU"},
+    {GP_FEAT_CPU_FFN_THREADS, GP_FEAT_CPU_FFN, true, "they compute the CPU-assisted FFN's cold neurons"},
+    {GP_FEAT_SPARSITY_STATS, GP_FEAT_SPARSITY, true, "they count the inputs the sparse projections read"},
+    {GP_FEAT_CPU_FFN, GP_FEAT_PIPELINED, false,
+     "every layer's FFN waits for the CPU threads' cold neurons; in a pipeline that wait would hold the FFN "
+     "partition and, through the ring, the attention partition behind it"},
+    {GP_FEAT_KV_OFFLOAD, GP_FEAT_PIPELINED, false,
+     "the offloaded blocks are copied in ahead of each layer's attention and written back after it, in the "
+     "order of one stream; the attention partition of a pipeline runs several micro-batches of a layer "
+     "before the next layer's copies could be ordered behind them"},
+    {GP_FEAT_KV_OFFLOAD, GP_FEAT_STREAMED, false,
+     "both cross the one host-to-device link every step, each planned as if it had the link alone: the weight "
+     "prefetch window and the KV copies would delay each other by their sum"},
+    {GP_FEAT_PROMPT_LOGITS, GP_FEAT_KV_STORE, false,
+     "prompt positions reloaded from the store are not recomputed and have no logits"},
+};
+
+int gp_feature_rules(const gp_feature_rule **out)
+{
+    if (out)
+        *out = rules;
+    return (int)(sizeof rules / sizeof rules[0]);
+}
+
+const char *gp_feature_name(gp_feature f)
+{
+    return (int)f >= 0 && f < GP_FEAT_COUNT ? names[f] : "?";
+}
+
+uint32_t gp_features_mask(const gp_feature_set *f)
+{
+    uint32_t m = BIT(f->cuda ? GP_FEAT_CUDA : GP_FEAT_CPU);
+    const bool on[GP_FEAT_COUNT] = {
+        [GP_FEAT_PIPELINED] = f->pipelined,
+        [GP_FEAT_PIPE_SHAPE] = f->pipe_shape,
+        [GP_FEAT_PREFILL_CHUNK] = f->prefill_chunk,
+        [GP_FEAT_STREAMED] = f->vram_budget != 0,
+        [GP_FEAT_KV_OFFLOAD] = f->kv_vram_budget != 0,
+        [GP_FEAT_KV_STORE] = f->kv_store_bytes != 0,
+        [GP_FEAT_SPARSITY] = f->sparsity,
+        [GP_FEAT_SPARSITY_STATS] = f->sparsity_stats,
+        [GP_FEAT_CPU_FFN] = f->cpu_ffn_budget != 0,
+        [GP_FEAT_CPU_FFN_THREADS] = f->cpu_ffn_threads,
+        [GP_FEAT_CPU_THREADS] = f->cpu_threads,
+        [GP_FEAT_PROMPT_LOGITS] = f->prompt_logits,
+    };
+    for (int k = 0; k < GP_FEAT_COUNT; k++)
+        m |= on[k] ? BIT(k) : 0;
+    return m;
+}
+
+gp_status gp_features_check(const gp_feature_set *f)
+{
+    if (!f)
+        GP_FAIL(GP_ERR_INVALID_ARG, "gp_features_check: the feature set is NULL");
+    const uint32_t m = gp_features_mask(f);
+    for (size_t i = 0; i < sizeof rules / sizeof rules[0]; i++) {
+        const gp_feature_rule *r = &rules[i];
+        const bool a = m & BIT(r->a), b = m & BIT(r->b);
+        if (r->needs && a && !b)
+            GP_FAIL(GP_ERR_UNSUPPORTED, "%s without %s: %s", names[r->a], names[r->b], r->why);
+        if (!r->needs && a && b)
+            GP_FAIL(GP_ERR_UNSUPPORTED, "%s with %s: %s", names[r->a], names[r->b], r->why);
+    }
+    if (f->cpu_ffn_budget && f->vram_budget && f->cpu_ffn_budget >= f->vram_budget)
+        GP_FAIL(GP_ERR_UNSUPPORTED, "%s of %llu bytes within %s of %llu bytes: the hot cache is part of the VRAM "
+                "budget and would leave nothing for the streamed weights; allowed: a cache below the budget",
+                names[GP_FEAT_CPU_FFN], (unsigned long long)f->cpu_ffn_budget, names[GP_FEAT_STREAMED],
+                (unsigned long long)f->vram_budget);
+    return GP_OK;
+}
+
+bool gp_features_graphs(const gp_feature_set *f, const char **why)
+{
+    const char *w = NULL;
+    if (!f || !f->graphs || !f->cuda)
+        w = "";
+    else if (f->vram_budget)
+        w = "a CUDA graph bakes in one step's weight addresses, and streamed weights move between steps";
+    else if (f->kv_vram_budget)
+        w = "a CUDA graph bakes in one step's copies, and an offloaded KV cache's copies change with every "
+            "step's contexts";
+    if (why)
+        *why = w ? w : "";
+    return w == NULL;
+}
