@@ -39,14 +39,15 @@ gp_status gp_batch_check(const gp_batch *b, const gp_batch_limits *lim, const ch
             GP_FAIL(GP_ERR_INVALID_ARG, "%s: %s part of sequence %d has %d tokens, allowed %s%s", who,
                     kind_name(p->kind), p->seq, p->n, p->kind == GP_BATCH_DECODE ? "1" : "at least 1",
                     p->tokens ? "" : " (and tokens, which are NULL)");
-        for (int t = 0; t < p->n; t++)
-            if (p->tokens[t] < 0 || p->tokens[t] >= lim->vocab)
-                GP_FAIL(GP_ERR_INVALID_ARG, "%s: token %d at position %d of sequence %d's %s part: allowed [0, %d]",
-                        who, p->tokens[t], t, p->seq, kind_name(p->kind), lim->vocab - 1);
+        /* room first: a part longer than it never has its tokens read */
         const int len = lim->seq_len ? lim->seq_len(lim->ctx, p->seq) : 0;
         if ((long long)len + p->n > lim->max_context)
             GP_FAIL(GP_ERR_STATE, "%s: %d tokens do not fit sequence %d: it holds %d tokens and the max context "
                     "is %d", who, p->n, p->seq, len, lim->max_context);
+        for (int t = 0; t < p->n; t++)
+            if (p->tokens[t] < 0 || p->tokens[t] >= lim->vocab)
+                GP_FAIL(GP_ERR_INVALID_ARG, "%s: token %d at position %d of sequence %d's %s part: allowed [0, %d]",
+                        who, p->tokens[t], t, p->seq, kind_name(p->kind), lim->vocab - 1);
         total += p->n;
         if (p->kind == GP_BATCH_PREFILL)
             pre += p->n;

@@ -42,6 +42,9 @@ static int setup(void **state)
     fixture *f = calloc(1, sizeof *f);
     gt_config_hd128(&f->cfg); /* head_dim 128: the tensor-core prefill attention runs */
     gp_config *c = &f->cfg;
+    /* eight layers: an offloaded cache's four staging windows (each one
+     * layer's offloaded blocks) then fit below the whole cache */
+    c->n_layers = 8;
     gt_weights_synth(c, 99, g_dt, &f->w, &f->dw);
     srand((unsigned)gt_seed("engine_prefix"));
     for (int i = 0; i < LEN; i++) {
