@@ -1,6 +1,6 @@
-/* The sequential CUDA engine: owns the step's device buffers, runs a decode
- * step as embed → (attention, FFN) per layer → head on all SMs, eagerly or
- * as a CUDA graph replayed per (batch, attention splits) shape. */
+/* The CUDA engine's model state (weights view, KV tables and pools, the RoPE
+ * table, the model-wide features) and its default lane on every SM: sizing,
+ * parameter checks, creation and destruction. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>

@@ -1,6 +1,7 @@
-/* Decode steps of the sequential engine: input checks, KV bookkeeping, the
- * step body (eager or a replayed CUDA graph), and the benchmark
- * helpers (synthetic context, event timing, per-kernel breakdown). */
+/* Decode steps on a lane (the default lane's is the sequential engine's):
+ * the one input check, KV bookkeeping, the step body (eager or a replayed
+ * CUDA graph per lane), and the benchmark helpers (synthetic context, event
+ * timing, per-kernel breakdown). */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
