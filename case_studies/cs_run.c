@@ -264,7 +264,7 @@ gp_status cs_run_seq(cs_workload_run *wr, gp_cs_row *r)
     r->split = (gp_split_info){.a_got = wr->env->sm_count, .f_got = wr->env->sm_count, .partitioned = false,
                                .unit = "SMs"};
     gp_attn_kernel k;
-    if (gp_engine_attn_kernel(wr->engine, gp_engine_whole_ctx(wr->engine), wr->w->B, wr->w->C + 1, &k) == GP_OK)
+    if (gp_lane_attn_kernel(gp_engine_lane(wr->engine), wr->w->B, wr->w->C + 1, &k) == GP_OK)
         snprintf(r->attn_kernel, sizeof r->attn_kernel, "%s", gp_attn_kernel_name(k));
     nvtxRangePushA("seq");
     gp_status st = time_config(wr, seq_step, r);

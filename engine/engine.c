@@ -1,6 +1,6 @@
-/* The sequential CUDA engine: owns the step's device buffers, runs a decode
- * step as embed → (attention, FFN) per layer → head on all SMs, eagerly or
- * as a CUDA graph replayed per (batch, attention splits) shape. */
+/* The CUDA engine's model state (weights view, KV tables and pools, the RoPE
+ * table, the model-wide features) and its default lane on every SM: sizing,
+ * parameter checks, creation and destruction. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -121,88 +121,33 @@ gp_dtype gp_engine_dtype(const gp_engine *e)
     return e->dtype;
 }
 
-static void free_graphs(gp_engine *e)
-{
-    for (int i = 0; i < e->n_graphs; i++)
-        cudaGraphExecDestroy(e->graphs[i].exec);
-    e->n_graphs = 0;
-}
-
 void gp_engine_destroy(gp_engine *e)
 {
     if (!e)
         return;
-    if (e->sc.stream)
-        cudaStreamSynchronize(e->sc.stream);
-    free_graphs(e);
+    while (e->lanes) /* lanes the caller left: theirs before the state they run over */
+        gp_lane_destroy(e->lanes);
+    if (e->lane.stream)
+        cudaStreamSynchronize(e->lane.stream);
+    gp_engine_drop_graphs(e);
     gp_engine_cpu_ffn_free(e);
     gp_engine_sparse_free(e);
     gp_engine_prefix_free(e);
     gp_kv_memory_destroy(e->km);
-    gp_gemm_ctx_destroy(e->sc.gemm);
+    gp_lane_free(&e->lane);
+    pthread_mutex_destroy(&e->kv_lock);
     gp_kv_device_destroy(e->kv);
     gp_kv_tables_destroy(e->tables);
-    void *dev[] = {e->inv_freq, e->resid, e->h_attn, e->h_ffn, e->qkv, e->q, e->attn, e->gu, e->act,
-                   e->logits, e->tok_d, e->next_d, e->sc.attn_ws, e->tune_x, e->tune_y, e->pf_d, e->head_rows};
-    for (size_t i = 0; i < sizeof dev / sizeof dev[0]; i++)
-        gp_device_free(dev[i]);
-    gp_pinned_free(e->tok_h);
-    gp_pinned_free(e->next_h);
-    for (int i = 0; i < 2; i++) {
-        gp_pinned_free(e->pf_h[i]);
-        if (e->pf_ev[i]) cudaEventDestroy(e->pf_ev[i]);
-    }
-    if (e->ev_pf_begin) cudaEventDestroy(e->ev_pf_begin);
-    if (e->ev_pf_end) cudaEventDestroy(e->ev_pf_end);
-    if (e->ev_begin) cudaEventDestroy(e->ev_begin);
-    if (e->ev_end) cudaEventDestroy(e->ev_end);
-    if (e->ev_done) cudaEventDestroy(e->ev_done);
-    if (e->sc.stream)
-        cudaStreamDestroy(e->sc.stream);
+    gp_device_free(e->inv_freq);
     free(e);
 }
 
-static gp_status alloc_buffers(gp_engine *e)
+/* The RoPE table, shared by every lane. */
+static gp_status alloc_inv_freq(gp_engine *e)
 {
     const gp_config *c = &e->cfg;
-    /* R: activation rows (decode rows or prefill tokens); S: sequences */
-    size_t R = (size_t)e->rows, S = (size_t)e->p.max_batch, H = (size_t)c->hidden, QD = (size_t)c->n_heads * c->head_dim;
-    size_t F = (size_t)c->ffn;
-    /* Each through gp_device_alloc: an out-of-memory message names the buffer
-     * and its bytes, and the caller's destroy frees those already made. */
     GP_TRY(gp_device_alloc((void **)&e->inv_freq, sizeof(float) * (size_t)c->head_dim / 2,
                            "engine inv_freq [head_dim/2] fp32"));
-    GP_TRY(gp_device_alloc((void **)&e->resid, sizeof(float) * R * H, "engine residual [rows][hidden] fp32"));
-    /* 16-bit activations (2 bytes in either engine dtype) */
-    GP_TRY(gp_device_alloc((void **)&e->h_attn, 2 * R * H, "engine h_attn [rows][hidden] 16-bit"));
-    GP_TRY(gp_device_alloc((void **)&e->h_ffn, 2 * R * H, "engine h_ffn [rows][hidden] 16-bit"));
-    GP_TRY(gp_device_alloc((void **)&e->qkv, 2 * R * (size_t)gp_config_qkv_rows(c),
-                           "engine qkv [rows][qkv_rows] 16-bit"));
-    GP_TRY(gp_device_alloc((void **)&e->q, 2 * R * QD, "engine q [rows][n_heads*head_dim] 16-bit"));
-    GP_TRY(gp_device_alloc((void **)&e->attn, 2 * R * QD, "engine attn [rows][n_heads*head_dim] 16-bit"));
-    GP_TRY(gp_device_alloc((void **)&e->gu, 2 * R * 2 * F, "engine gate_up [rows][2*ffn] 16-bit"));
-    GP_TRY(gp_device_alloc((void **)&e->act, 2 * R * F, "engine act [rows][ffn] 16-bit"));
-    GP_TRY(gp_device_alloc((void **)&e->logits, sizeof(float) * S * (size_t)c->vocab,
-                           "engine logits [max_batch][vocab] fp32"));
-    GP_TRY(gp_device_alloc((void **)&e->tok_d, sizeof(int32_t) * S, "engine tokens [max_batch]"));
-    GP_TRY(gp_device_alloc((void **)&e->next_d, sizeof(int32_t) * S, "engine next tokens [max_batch]"));
-    GP_TRY(gp_pinned_alloc((void **)&e->tok_h, sizeof(int32_t) * S, "engine pinned tokens [max_batch]"));
-    GP_TRY(gp_pinned_alloc((void **)&e->next_h, sizeof(int32_t) * S, "engine pinned next tokens [max_batch]"));
-    GP_TRY(gp_device_alloc((void **)&e->head_rows, sizeof(float) * S * H,
-                           "engine prefill last rows [max_batch][hidden] fp32"));
-    e->pf_words = 3 * R + S * sizeof(gp_prefill_seq_desc) / sizeof(int32_t);
-    GP_TRY(gp_device_alloc((void **)&e->pf_d, sizeof(int32_t) * e->pf_words,
-                           "engine prefill chunk inputs [3 x rows + 4 x max_batch] int32"));
-    for (int i = 0; i < 2; i++) {
-        GP_TRY(gp_pinned_alloc((void **)&e->pf_h[i], sizeof(int32_t) * e->pf_words,
-                               "engine pinned prefill chunk inputs [3 x rows + 4 x max_batch] int32"));
-        GP_TRY(gp_device_event_create(&e->pf_ev[i], cudaEventDisableTiming, "engine prefill upload event"));
-    }
-    GP_TRY(gp_device_event_create(&e->ev_pf_begin, cudaEventDefault, "engine event ev_pf_begin"));
-    GP_TRY(gp_device_event_create(&e->ev_pf_end, cudaEventDefault, "engine event ev_pf_end"));
-    GP_TRY(attn_ws_bytes(c, &e->p, &e->sc.attn_ws_bytes));
-    if (e->sc.attn_ws_bytes)
-        GP_TRY(gp_device_alloc(&e->sc.attn_ws, e->sc.attn_ws_bytes, "decode-attention split workspace"));
     float *inv = malloc(sizeof(float) * (size_t)c->head_dim / 2);
     if (!inv)
         GP_FAIL(GP_ERR_NO_MEMORY, "inv_freq: out of host memory");
@@ -262,7 +207,7 @@ gp_status gp_engine_create(gp_device_weights *dw, const gp_engine_params *p, gp_
     e->dw = dw;
     e->w = w;
     e->max_blocks = blocks_per_seq(p);
-    e->rows = act_rows(p);
+    pthread_mutex_init(&e->kv_lock, NULL);
     gp_status st = GP_OK;
     cudaError_t ce = cudaGetDevice(&e->device);
     if (ce == cudaSuccess)
@@ -288,16 +233,16 @@ gp_status gp_engine_create(gp_device_weights *dw, const gp_engine_params *p, gp_
                (st = gp_kv_device_create(&l, e->dtype, p->max_batch, e->max_blocks, &e->kv)) != GP_OK ||
                (st = gp_kv_memory_create_resident(e->kv, p->max_batch, &e->km)) != GP_OK)
         goto fail;
-    if ((st = gp_device_stream_create(&e->sc.stream, "engine stream")) != GP_OK ||
-        (st = gp_device_event_create(&e->ev_begin, cudaEventDefault, "engine event ev_begin")) != GP_OK ||
-        (st = gp_device_event_create(&e->ev_end, cudaEventDefault, "engine event ev_end")) != GP_OK ||
-        (st = gp_device_event_create(&e->ev_done, cudaEventDisableTiming, "engine event ev_done")) != GP_OK)
+    gp_lane *ln = &e->lane;
+    ln->e = e;
+    ln->own_stream = true;
+    if ((st = gp_device_stream_create(&ln->stream, "engine stream")) != GP_OK ||
+        (st = gp_gemm_ctx_create(ln->stream, 0, &ln->gemm)) != GP_OK ||
+        (st = gp_gemm_set_skinny_max_m(ln->gemm, p->gemm_skinny_max_m)) != GP_OK ||
+        (st = gp_lane_alloc(ln, act_rows(p))) != GP_OK || (st = alloc_inv_freq(e)) != GP_OK)
         goto fail;
-    if ((st = gp_gemm_ctx_create(e->sc.stream, 0, &e->sc.gemm)) != GP_OK ||
-        (st = gp_gemm_set_skinny_max_m(e->sc.gemm, p->gemm_skinny_max_m)) != GP_OK || (st = alloc_buffers(e)) != GP_OK)
-        goto fail;
-    e->sc.ap = attn_params(p);
-    e->sc.ap.sm_count = e->sm_count;
+    ln->ap = attn_params(p);
+    ln->ap.sm_count = e->sm_count;
     *out = e;
     return GP_OK;
 fail:

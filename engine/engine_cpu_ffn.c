@@ -108,8 +108,8 @@ void gp_engine_cpu_ffn_free(gp_engine *e)
     if (!cf)
         return;
     /* no step or callback still uses them */
-    if (e->sc.stream)
-        (void)cudaStreamSynchronize(e->sc.stream);
+    if (e->lane.stream)
+        (void)cudaStreamSynchronize(e->lane.stream);
     if (cf->side) {
         (void)cudaStreamSynchronize(cf->side);
         cudaStreamDestroy(cf->side);
@@ -186,9 +186,9 @@ static gp_status fill_cache(gp_engine *e, gp_engine_cpu_ffn *cf)
             memcpy(stage + ((size_t)2 * cf->H + s) * row, nw + 2 * row, row * 2);
         }
         cudaError_t ce = cudaMemcpyAsync(layer_wh(cf, l), stage, cf->layer_elems * 2, cudaMemcpyHostToDevice,
-                                         e->sc.stream);
+                                         e->lane.stream);
         if (ce == cudaSuccess)
-            ce = cudaStreamSynchronize(e->sc.stream); /* before the staging is refilled */
+            ce = cudaStreamSynchronize(e->lane.stream); /* before the staging is refilled */
         if (ce != cudaSuccess)
             st = gp_cuda_fail(ce, "cudaMemcpyAsync (cpu-ffn hot cache)", __FILE__, __LINE__);
     }
@@ -359,10 +359,9 @@ bool gp_engine_cpu_ffn_on(const gp_engine *e)
     return e && e->cf;
 }
 
-bool gp_engine_cpu_ffn_step(const gp_engine *e, bool prefill)
+bool gp_engine_cpu_ffn_step(const gp_engine *e, int step_rows)
 {
-    return e->cf && e->sp && !prefill && !e->prefill_steps && e->step_rows >= 1 &&
-           e->step_rows <= e->cf->max_b;
+    return e->cf && e->sp && step_rows >= 1 && step_rows <= e->cf->max_b;
 }
 
 /* The cold neurons of one layer on the CPU. A host callback: no CUDA calls;
@@ -390,15 +389,15 @@ static void CUDART_CB cold_callback(void *arg)
     cf->cpu_bytes += s.bytes;
 }
 
-gp_status gp_engine_cpu_ffn_part(gp_engine *e, const gp_stage_ctx *sc, int layer, int b0, int nb, const void *h,
-                                 float *resid)
+gp_status gp_engine_cpu_ffn_part(gp_engine *e, const gp_lane *sc, int layer, int b0, int nb, int step_rows,
+                                 const void *h, float *resid)
 {
     gp_engine_cpu_ffn *cf = e->cf;
     cudaStream_t s = sc->stream;
-    if (b0 != 0 || nb != e->step_rows)
+    if (b0 != 0 || nb != step_rows)
         GP_FAIL(GP_ERR_UNSUPPORTED, "cpu-ffn: the FFN of rows [%d, %d) of a %d-row step; the CPU share and the "
                 "activity are per step, so micro-batches (the pipelined engine) are not supported", b0, b0 + nb,
-                e->step_rows);
+                step_rows);
     enum cudaStreamCaptureStatus cs = cudaStreamCaptureStatusNone;
     GP_CUDA_TRY(cudaStreamIsCapturing(s, &cs));
     if (cs != cudaStreamCaptureStatusNone)
@@ -452,9 +451,9 @@ void gp_engine_cpu_ffn_begin(gp_engine *e)
 static gp_status apply_swaps(gp_engine *e, gp_engine_cpu_ffn *cf)
 {
     const size_t row = (size_t)cf->Hd * 2;
-    cudaStream_t s = cf->all_pinned ? cf->copy : e->sc.stream;
+    cudaStream_t s = cf->all_pinned ? cf->copy : e->lane.stream;
     if (cf->all_pinned) { /* the cache's last readers: the step just waited for */
-        GP_CUDA_TRY(cudaEventRecord(cf->step_end, e->sc.stream));
+        GP_CUDA_TRY(cudaEventRecord(cf->step_end, e->lane.stream));
         GP_CUDA_TRY(cudaStreamWaitEvent(s, cf->step_end, 0));
     }
     for (int l = 0; l < cf->L; l++) {

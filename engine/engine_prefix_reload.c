@@ -125,7 +125,7 @@ static gp_status begin_reload(gp_engine *e, int seq, int n_tokens)
     GP_TRY(gp_kv_reserve(e->tables, seq, n_tokens));
     px->seq = seq;
     memcpy(px->h_table, gp_kv_block_table(e->tables, seq), sizeof(int32_t) * (size_t)e->max_blocks);
-    GP_CUDA_TRY(cudaEventRecord(px->ev_start, e->sc.stream));
+    GP_CUDA_TRY(cudaEventRecord(px->ev_start, e->lane.stream));
     GP_CUDA_TRY(cudaStreamWaitEvent(px->copy, px->ev_start, 0));
     GP_CUDA_TRY(cudaStreamWaitEvent(px->write, px->ev_start, 0));
     return GP_OK;
@@ -245,7 +245,7 @@ gp_status gp_engine_prefill_prefix(gp_engine *e, int seq, int n, const int32_t *
         px->n_matched = matched;
         const int P = matched * bt;
         if (rc == GP_OK)
-            rc = gp_device_step_gate(e->sc.stream);
+            rc = gp_device_step_gate(e->lane.stream);
         if (rc == GP_OK)
             rc = begin_reload(e, seq, P);
         if (rc == GP_OK)
@@ -281,7 +281,7 @@ gp_status gp_engine_prefill_prefix(gp_engine *e, int seq, int n, const int32_t *
                              (uint64_t)gp_dtype_size(e->dtype) * (uint64_t)e->cfg.n_layers;
             s.reload_ms = gp_engine_prefix_elapsed(px->ev_start, px->ev_done);
             s.suffix_ms = gp_engine_last_prefill_ms(e);
-            s.ttft_ms = gp_engine_prefix_elapsed(px->ev_start, e->ev_pf_end);
+            s.ttft_ms = gp_engine_prefix_elapsed(px->ev_start, e->lane.ev_pf_end);
         }
     } else {
         rc = gp_engine_prefill(e, seq, n, prompt, next, last_logits);
@@ -310,7 +310,7 @@ gp_status gp_engine_prefix_trace(gp_engine *e, gp_prefix_trace_layer *layers, fl
                                             gp_engine_prefix_elapsed(px->ev_start, t[GP_PREFIX_TR_WRITE0]), gp_engine_prefix_elapsed(px->ev_start, t[GP_PREFIX_TR_WRITE1]),
                                             gp_engine_prefix_elapsed(px->ev_start, t[GP_PREFIX_TR_SUFFIX])};
     }
-    *first_token = gp_engine_prefix_elapsed(px->ev_start, e->ev_pf_end);
+    *first_token = gp_engine_prefix_elapsed(px->ev_start, e->lane.ev_pf_end);
     return GP_OK;
 }
 

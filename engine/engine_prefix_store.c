@@ -99,7 +99,7 @@ gp_status gp_engine_prefix_store_seq(gp_engine *e, int seq, int n, const int32_t
     if (rc == GP_OK && present < nb) {
         memcpy(px->h_table, gp_kv_block_table(e->tables, seq), sizeof(int32_t) * (size_t)e->max_blocks);
         px->seq = seq;
-        if (cudaEventRecord(px->ev_start, e->sc.stream) != cudaSuccess ||
+        if (cudaEventRecord(px->ev_start, e->lane.stream) != cudaSuccess ||
             cudaStreamWaitEvent(px->write, px->ev_start, 0) != cudaSuccess ||
             cudaMemcpyAsync(px->d_table, px->h_table, sizeof(int32_t) * (size_t)e->max_blocks,
                             cudaMemcpyHostToDevice, px->write) != cudaSuccess)

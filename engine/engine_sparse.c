@@ -73,8 +73,8 @@ void gp_engine_sparse_free(gp_engine *e)
     gp_engine_sparse *sp = e->sp;
     if (!sp)
         return;
-    if (e->sc.stream)
-        (void)cudaStreamSynchronize(e->sc.stream); /* no step still reads them */
+    if (e->lane.stream)
+        (void)cudaStreamSynchronize(e->lane.stream); /* no step still reads them */
     gp_device_free(sp->arena);
     gp_device_free(sp->active);
     gp_device_free(sp->ws[0]);
@@ -92,9 +92,7 @@ gp_status gp_engine_set_sparsity(gp_engine *e, const float *thresholds)
     const gp_config *c = &e->cfg;
     const int L = c->n_layers, P = GP_SPARSE_PROJ_COUNT;
     /* captured steps baked the projections they launched */
-    for (int i = 0; i < e->n_graphs; i++)
-        cudaGraphExecDestroy(e->graphs[i].exec);
-    e->n_graphs = 0;
+    gp_engine_drop_graphs(e);
     gp_engine_cpu_ffn_free(e); /* its masks were the old thresholds' */
     gp_engine_sparse_free(e);
     if (!thresholds)
@@ -146,7 +144,7 @@ gp_status gp_engine_set_sparsity(gp_engine *e, const float *thresholds)
     for (int i = 0; i < 2 && st == GP_OK && pl.ws; i++)
         st = gp_device_alloc((void **)&sp->ws[i], pl.ws, "sparse split partials");
     if (st == GP_OK)
-        st = cuda_ok(cudaMemsetAsync(sp->active, 0, sizeof(int) * (size_t)L * P, e->sc.stream),
+        st = cuda_ok(cudaMemsetAsync(sp->active, 0, sizeof(int) * (size_t)L * P, e->lane.stream),
                              "cudaMemsetAsync (active-input counters)");
     /* the dense weights are read once, group by group, under their in-use
      * marks (streamed groups are copied in for it) */
@@ -159,7 +157,7 @@ gp_status gp_engine_set_sparsity(gp_engine *e, const float *thresholds)
         gp_group_tensors t[2];
         memset(t, 0, sizeof t);
         for (int k = 0; k < 2 && st == GP_OK; k++)
-            if (use[k] && (st = gp_weight_group_acquire(g[k], e->sc.stream, &t[k])) == GP_OK)
+            if (use[k] && (st = gp_weight_group_acquire(g[k], e->lane.stream, &t[k])) == GP_OK)
                 held[k] = true;
         const gp_layer_weights lw = {t[0].layer.attn_norm, t[0].layer.wqkv, t[0].layer.bqkv, t[0].layer.wo,
                                      t[1].layer.ffn_norm, t[1].layer.w_gate_up, t[1].layer.w_down};
@@ -170,16 +168,16 @@ gp_status gp_engine_set_sparsity(gp_engine *e, const float *thresholds)
             gp_sparse_proj_shape(c, (gp_sparse_proj)p, &N, &K);
             void *dst = (char *)sp->arena + (size_t)l * pl.layer_bytes + pl.off[p];
             sp->wt[l * P + p] = dst;
-            st = gp_sparse_transpose(proj_weights(&lw, p), dst, N, K, e->sc.stream);
+            st = gp_sparse_transpose(proj_weights(&lw, p), dst, N, K, e->lane.stream);
         }
         for (int k = 0; k < 2; k++) {
-            gp_status rs = held[k] ? gp_weight_group_release_on(g[k], e->sc.stream) : GP_OK;
+            gp_status rs = held[k] ? gp_weight_group_release_on(g[k], e->lane.stream) : GP_OK;
             if (st == GP_OK)
                 st = rs;
         }
     }
     if (st == GP_OK)
-        st = cuda_ok(cudaStreamSynchronize(e->sc.stream), "cudaStreamSynchronize (transposes)");
+        st = cuda_ok(cudaStreamSynchronize(e->lane.stream), "cudaStreamSynchronize (transposes)");
     if (st != GP_OK) {
         char why[768];
         snprintf(why, sizeof why, "%s", gp_last_error());
@@ -204,7 +202,7 @@ gp_status gp_engine_sparsity_stats(gp_engine *e, long *active, int reset)
     int *h = malloc(sizeof(int) * n);
     if (!h)
         GP_FAIL(GP_ERR_NO_MEMORY, "gp_engine_sparsity_stats: out of host memory");
-    gp_status st = cuda_ok(cudaStreamSynchronize(e->sc.stream), "cudaStreamSynchronize (statistics)");
+    gp_status st = cuda_ok(cudaStreamSynchronize(e->lane.stream), "cudaStreamSynchronize (statistics)");
     if (st == GP_OK)
         st = cuda_ok(cudaMemcpy(h, e->sp->active, sizeof(int) * n, cudaMemcpyDeviceToHost),
                              "cudaMemcpy (active-input counters)");
@@ -223,19 +221,18 @@ gp_status gp_engine_sparsity_stats(gp_engine *e, long *active, int reset)
     return st;
 }
 
-bool gp_engine_sparse_serves(const gp_engine *e, bool prefill, int nb)
+bool gp_engine_sparse_serves(const gp_engine *e, int step_rows, int nb)
 {
-    return e->sp && !prefill && !e->prefill_steps && e->step_rows <= GP_SPARSE_MAX_B &&
-           nb <= GP_SPARSE_MAX_B;
+    return e->sp && step_rows >= 1 && step_rows <= GP_SPARSE_MAX_B && nb <= GP_SPARSE_MAX_B;
 }
 
-bool gp_engine_sparse_fused_swiglu(const gp_engine *e, bool prefill, int layer, int nb)
+bool gp_engine_sparse_fused_swiglu(const gp_engine *e, int step_rows, int layer, int nb)
 {
     const int i = layer * GP_SPARSE_PROJ_COUNT + GP_SPARSE_GATE_UP;
-    return gp_engine_sparse_serves(e, prefill, nb) && e->sp->t[i] > 0.0f && e->sp->wt[i];
+    return gp_engine_sparse_serves(e, step_rows, nb) && e->sp->t[i] > 0.0f && e->sp->wt[i];
 }
 
-gp_status gp_engine_sparse_gate_up_swiglu(gp_engine *e, const gp_stage_ctx *sc, int layer, int nb, const void *h,
+gp_status gp_engine_sparse_gate_up_swiglu(gp_engine *e, const gp_lane *sc, int layer, int nb, const void *h,
                                           void *act)
 {
     const int i = layer * GP_SPARSE_PROJ_COUNT + GP_SPARSE_GATE_UP;
@@ -245,13 +242,13 @@ gp_status gp_engine_sparse_gate_up_swiglu(gp_engine *e, const gp_stage_ctx *sc, 
                           e->sp->ws[1], e->sp->ws_bytes, sc->ap.sm_count, e->sp->active + i, sc->stream);
 }
 
-gp_status gp_engine_sparse_proj(gp_engine *e, const gp_stage_ctx *sc, bool prefill, int layer, int p, int nb,
+gp_status gp_engine_sparse_proj(gp_engine *e, const gp_lane *sc, int step_rows, int layer, int p, int nb,
                                 const void *x, const void *w, void *y, gp_gemm_out out)
 {
     int N, K;
     gp_sparse_proj_shape(&e->cfg, (gp_sparse_proj)p, &N, &K);
     const int i = layer * GP_SPARSE_PROJ_COUNT + p;
-    if (!gp_engine_sparse_serves(e, prefill, nb) || !(e->sp->t[i] > 0.0f) || !e->sp->wt[i])
+    if (!gp_engine_sparse_serves(e, step_rows, nb) || !(e->sp->t[i] > 0.0f) || !e->sp->wt[i])
         return gp_gemm(sc->gemm, e->dtype, nb, N, K, x, w, y, out);
     const int side = p == GP_SPARSE_GATE_UP || p == GP_SPARSE_DOWN;
     return gp_sparse_gemv(e->dtype, nb, N, K, x, e->sp->wt[i], e->sp->t[i], y, (int)out, e->sp->ws[side],

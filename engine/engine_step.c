@@ -1,6 +1,7 @@
-/* Decode steps of the sequential engine: input checks, KV bookkeeping, the
- * step body (eager or a replayed CUDA graph), and the benchmark
- * helpers (synthetic context, event timing, per-kernel breakdown). */
+/* Decode steps on a lane (the default lane's is the sequential engine's):
+ * the one input check, KV bookkeeping, the step body (eager or a replayed
+ * CUDA graph per lane), and the benchmark helpers (synthetic context, event
+ * timing, per-kernel breakdown). */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -8,30 +9,30 @@
 #include "cuda_util.cuh"
 #include "engine_impl.h"
 
-/* The sequential step: every stage on the whole GPU over all B rows, the
- * residual in the engine's own rows. */
-static gp_status step_body(gp_engine *e, int B, int max_len, int splits)
+/* The sequential step: every stage on the lane over all B rows, the
+ * residual in the lane's own rows. */
+static gp_status step_body(gp_lane *lane, int B, int max_len, int splits)
 {
-    gp_stage_io io = {.b0 = 0, .nb = B, .max_len = max_len, .attn_splits = splits};
-    GP_TRY(gp_engine_act_view(e, GP_ACT_RESID, 0, B, &io.resid));
-    GP_TRY(gp_engine_stage(e, GP_STAGE_EMBED, &io, &e->sc));
-    for (int l = 0; l < e->cfg.n_layers; l++) {
+    gp_stage_io io = {.b0 = 0, .nb = B, .max_len = max_len, .attn_splits = splits, .batch = &lane->batch};
+    GP_TRY(gp_lane_act_view(lane, GP_ACT_RESID, 0, B, &io.resid));
+    GP_TRY(gp_stage_run(lane, GP_STAGE_EMBED, &io));
+    for (int l = 0; l < lane->e->cfg.n_layers; l++) {
         io.layer = l;
-        GP_TRY(gp_engine_stage(e, GP_STAGE_ATTN, &io, &e->sc));
-        GP_TRY(gp_engine_stage(e, GP_STAGE_FFN, &io, &e->sc));
+        GP_TRY(gp_stage_run(lane, GP_STAGE_ATTN, &io));
+        GP_TRY(gp_stage_run(lane, GP_STAGE_FFN, &io));
     }
-    return gp_engine_stage(e, GP_STAGE_HEAD, &io, &e->sc);
+    return gp_stage_run(lane, GP_STAGE_HEAD, &io);
 }
 
 /* Capture the step body for (B, splits) into a graph; the attention split
  * count is fixed so every replay runs the captured launch configuration
  * (the kernels read lengths from device memory, so any context fits). */
-static gp_status capture(gp_engine *e, int B, int max_len, int splits, cudaGraphExec_t *exec)
+static gp_status capture(gp_lane *lane, int B, int max_len, int splits, cudaGraphExec_t *exec)
 {
     cudaGraph_t graph = NULL;
-    GP_CUDA_TRY(cudaStreamBeginCapture(e->sc.stream, cudaStreamCaptureModeThreadLocal));
-    gp_status st = step_body(e, B, max_len, splits);
-    cudaError_t ce = cudaStreamEndCapture(e->sc.stream, &graph);
+    GP_CUDA_TRY(cudaStreamBeginCapture(lane->stream, cudaStreamCaptureModeThreadLocal));
+    gp_status st = step_body(lane, B, max_len, splits);
+    cudaError_t ce = cudaStreamEndCapture(lane->stream, &graph);
     if (st != GP_OK) {
         if (graph)
             cudaGraphDestroy(graph);
@@ -46,116 +47,151 @@ static gp_status capture(gp_engine *e, int B, int max_len, int splits, cudaGraph
     return st;
 }
 
-static gp_status launch(gp_engine *e, int B, int max_len)
+static gp_status launch(gp_lane *lane, int B, int max_len)
 {
+    gp_engine *e = lane->e;
     int splits = 1;
-    GP_TRY(gp_engine_attn_splits(e, &e->sc, B, max_len, &splits));
-    /* steps with a CPU share run eager: host callbacks and per-layer copies */
-    if (!e->p.use_graphs || e->bd_ev || gp_engine_cpu_ffn_step(e, false))
-        return step_body(e, B, max_len, splits);
+    GP_TRY(gp_lane_attn_splits(lane, B, max_len, &splits));
+    /* steps with a CPU share run eager: host callbacks and per-layer copies; so do prompt tokens run
+       through steps with sparsity on (dense, unlike the graph of their shape) */
+    if (!e->p.use_graphs || lane->bd_ev || gp_engine_cpu_ffn_step(e, lane->batch.sparse_rows) ||
+        (e->sp && lane->batch.sparse_rows == 0))
+        return step_body(lane, B, max_len, splits);
     gp_graph_entry *g = NULL;
-    for (int i = 0; i < e->n_graphs && !g; i++)
-        if (e->graphs[i].B == B && e->graphs[i].splits == splits)
-            g = &e->graphs[i];
+    for (int i = 0; i < lane->n_graphs && !g; i++)
+        if (lane->graphs[i].B == B && lane->graphs[i].splits == splits)
+            g = &lane->graphs[i];
     if (!g) {
-        if (e->n_graphs == GP_ENGINE_MAX_GRAPHS) { /* many shapes: start over rather than grow */
-            for (int i = 0; i < e->n_graphs; i++)
-                cudaGraphExecDestroy(e->graphs[i].exec);
-            e->n_graphs = 0;
+        if (lane->n_graphs == GP_ENGINE_MAX_GRAPHS) { /* many shapes: start over rather than grow */
+            for (int i = 0; i < lane->n_graphs; i++)
+                cudaGraphExecDestroy(lane->graphs[i].exec);
+            lane->n_graphs = 0;
         }
-        g = &e->graphs[e->n_graphs];
-        GP_TRY(gp_engine_tune_gemms(e, &e->sc, B));
-        GP_TRY(capture(e, B, max_len, splits, &g->exec));
+        g = &lane->graphs[lane->n_graphs];
+        GP_TRY(gp_lane_tune_gemms(lane, B));
+        GP_TRY(capture(lane, B, max_len, splits, &g->exec));
         g->B = B;
         g->splits = splits;
-        e->n_graphs++;
+        lane->n_graphs++;
     }
-    GP_CUDA_TRY(cudaGraphLaunch(g->exec, e->sc.stream));
+    GP_CUDA_TRY(cudaGraphLaunch(g->exec, lane->stream));
     return GP_OK;
 }
 
-static gp_status check_step(const gp_engine *e, int B, const int *seq_ids, const int32_t *tokens)
+/* The step's rows as decode parts, through the one input check. */
+static gp_status check_step(const gp_lane *lane, int B, const int *seq_ids, const int32_t *tokens)
 {
-    if (B < 1 || B > e->p.max_batch)
-        GP_FAIL(GP_ERR_INVALID_ARG, "batch %d: allowed [1, %d] (the engine's max batch)", B, e->p.max_batch);
+    const gp_engine *e = lane->e;
+    if (B < 1 || B > e->p.max_batch || !seq_ids || !tokens)
+        GP_FAIL(GP_ERR_INVALID_ARG, "decode step: batch %d: allowed [1, %d] (the engine's max batch)%s", B,
+                e->p.max_batch, seq_ids && tokens ? "" : ", with sequence ids and tokens (NULL)");
+    for (int i = 0; i < B; i++)
+        lane->parts[i] = (gp_batch_part){.seq = seq_ids[i], .kind = GP_BATCH_DECODE, .n = 1, .tokens = &tokens[i]};
+    const gp_batch b = {.n_parts = B, .parts = lane->parts};
+    const gp_batch_limits lim = gp_lane_limits(lane, 0);
+    return gp_batch_check(&b, &lim, "decode step", NULL, NULL);
+}
+
+/* Opens the decode step's batch on the lane: KV room, tokens and step
+ * tables uploaded on stream s. */
+static gp_status lane_prepare(gp_lane *lane, int B, const int *seq_ids, const int32_t *tokens, cudaStream_t s,
+                              bool dense, int *max_len)
+{
+    gp_engine *e = lane->e;
+    GP_TRY(gp_device_step_gate(s)); /* fails fast after a sticky error; GP_FAULT_TRAP */
+    GP_TRY(check_step(lane, B, seq_ids, tokens));
+    lane->batch = (gp_stage_batch){.rows = B, .sparse_rows = dense ? 0 : B, .tokens = lane->tok_d,
+                                   .logits = lane->logits, .next = lane->next_d};
+    if (e->sp && gp_engine_sparse_serves(e, lane->batch.sparse_rows, B))
+        e->sp->served_steps++;
+    gp_engine_cpu_ffn_begin(e);
+    int ml = 0;
+    lane->batch.km = gp_lane_kv_memory(lane);
+    gp_kv_plan_reset(lane->batch.km);
     for (int i = 0; i < B; i++) {
-        if (seq_ids[i] < 0 || seq_ids[i] >= e->p.max_batch)
-            GP_FAIL(GP_ERR_INVALID_ARG, "sequence id %d: allowed [0, %d]", seq_ids[i], e->p.max_batch - 1);
-        for (int j = 0; j < i; j++)
-            if (seq_ids[j] == seq_ids[i])
-                GP_FAIL(GP_ERR_INVALID_ARG, "sequence id %d appears twice in one step", seq_ids[i]);
-        if (tokens[i] < 0 || tokens[i] >= e->cfg.vocab)
-            GP_FAIL(GP_ERR_INVALID_ARG, "token %d of sequence %d: allowed [0, %d]", tokens[i], seq_ids[i],
-                    e->cfg.vocab - 1);
-        if (gp_kv_len(e->tables, seq_ids[i]) + 1 > e->p.max_context)
-            GP_FAIL(GP_ERR_STATE, "sequence %d is full: %d tokens, the engine's max context is %d",
-                    seq_ids[i], gp_kv_len(e->tables, seq_ids[i]), e->p.max_context);
+        GP_TRY(gp_engine_kv_reserve(e, seq_ids[i], 1));
+        int len = gp_kv_len(e->tables, seq_ids[i]) + 1;
+        if (len > ml)
+            ml = len;
+        gp_kv_plan_add(lane->batch.km, seq_ids[i], len, len - 1, len); /* reads its context, writes its new token */
     }
+    /* tok_h is free: the previous step ended with a host wait on its copy. */
+    memcpy(lane->tok_h, tokens, sizeof(int32_t) * (size_t)B);
+    GP_CUDA_TRY(cudaMemcpyAsync(lane->tok_d, lane->tok_h, sizeof(int32_t) * (size_t)B, cudaMemcpyHostToDevice, s));
+    if (lane->tab_d) { /* a lane's own step tables */
+        int32_t *lens = lane->next_h; /* free until the step's results come back */
+        for (int i = 0; i < B; i++)
+            lens[i] = gp_kv_len(e->tables, seq_ids[i]) + 1;
+        GP_TRY(gp_lane_upload_tables(lane, B, seq_ids, lens, &lane->batch));
+    } else {
+        GP_TRY(gp_kv_device_sync_tables(e->kv, e->tables, B, seq_ids, s));
+    }
+    GP_TRY(gp_kv_begin_batch(lane->batch.km, s));
+    *max_len = ml;
     return GP_OK;
+}
+
+static gp_status lane_finish(gp_lane *lane, int B, const int *seq_ids, int32_t *next, float *logits,
+                             cudaStream_t s)
+{
+    gp_engine *e = lane->e;
+    GP_TRY(gp_kv_end_batch(lane->batch.km, s));
+    GP_CUDA_TRY(cudaMemcpyAsync(lane->next_h, lane->next_d, sizeof(int32_t) * (size_t)B, cudaMemcpyDeviceToHost, s));
+    if (logits)
+        GP_CUDA_TRY(cudaMemcpyAsync(logits, lane->logits, sizeof(float) * (size_t)B * (size_t)e->cfg.vocab,
+                           cudaMemcpyDeviceToHost, s));
+    GP_CUDA_TRY(cudaEventRecord(lane->ev_done, s));
+    /* the step's result is needed on the host; bounded, so a hung device is an error */
+    GP_TRY(gp_device_event_wait(lane->ev_done, "the end of the decode step"));
+    memcpy(next, lane->next_h, sizeof(int32_t) * (size_t)B);
+    for (int i = 0; i < B; i++)
+        GP_TRY(gp_engine_kv_advance(e, seq_ids[i], 1));
+    return gp_engine_cpu_ffn_end(e); /* the step's activity is on the host now */
 }
 
 gp_status gp_engine_step_prepare(gp_engine *e, int B, const int *seq_ids, const int32_t *tokens, void *stream,
                                  int *max_len)
 {
-    cudaStream_t s = (cudaStream_t)stream;
-    GP_TRY(gp_device_step_gate(s)); /* fails fast after a sticky error; GP_FAULT_TRAP */
-    GP_TRY(check_step(e, B, seq_ids, tokens));
-    e->step_rows = B;
-    if (e->sp && gp_engine_sparse_serves(e, false, B))
-        e->sp->served_steps++;
-    gp_engine_cpu_ffn_begin(e);
-    int ml = 0;
-    gp_kv_plan_reset(e->km);
-    for (int i = 0; i < B; i++) {
-        GP_TRY(gp_kv_reserve(e->tables, seq_ids[i], 1));
-        int len = gp_kv_len(e->tables, seq_ids[i]) + 1;
-        if (len > ml)
-            ml = len;
-        gp_kv_plan_add(e->km, seq_ids[i], len, len - 1, len); /* reads its context, writes its new token */
-    }
-    /* tok_h is free: the previous step ended with a host wait on its copy. */
-    memcpy(e->tok_h, tokens, sizeof(int32_t) * (size_t)B);
-    GP_CUDA_TRY(cudaMemcpyAsync(e->tok_d, e->tok_h, sizeof(int32_t) * (size_t)B, cudaMemcpyHostToDevice, s));
-    GP_TRY(gp_kv_device_sync_tables(e->kv, e->tables, B, seq_ids, s));
-    GP_TRY(gp_kv_begin_batch(e->km, s));
-    *max_len = ml;
-    return GP_OK;
+    return lane_prepare(&e->lane, B, seq_ids, tokens, (cudaStream_t)stream, false, max_len);
 }
 
 gp_status gp_engine_step_finish(gp_engine *e, int B, const int *seq_ids, int32_t *next, float *logits,
                                 void *stream)
 {
-    cudaStream_t s = (cudaStream_t)stream;
-    GP_TRY(gp_kv_end_batch(e->km, s));
-    GP_CUDA_TRY(cudaMemcpyAsync(e->next_h, e->next_d, sizeof(int32_t) * (size_t)B, cudaMemcpyDeviceToHost, s));
-    if (logits)
-        GP_CUDA_TRY(cudaMemcpyAsync(logits, e->logits, sizeof(float) * (size_t)B * (size_t)e->cfg.vocab,
-                           cudaMemcpyDeviceToHost, s));
-    GP_CUDA_TRY(cudaEventRecord(e->ev_done, s));
-    /* the step's result is needed on the host; bounded, so a hung device is an error */
-    GP_TRY(gp_device_event_wait(e->ev_done, "the end of the decode step"));
-    memcpy(next, e->next_h, sizeof(int32_t) * (size_t)B);
-    for (int i = 0; i < B; i++)
-        GP_TRY(gp_kv_advance(e->tables, seq_ids[i], 1));
-    return gp_engine_cpu_ffn_end(e); /* the step's activity is on the host now */
+    return lane_finish(&e->lane, B, seq_ids, next, logits, (cudaStream_t)stream);
+}
+
+gp_status gp_lane_step(gp_lane *lane, int B, const int *seq_ids, const int32_t *tokens, int32_t *next,
+                       float *logits, bool dense)
+{
+    int max_len = 0;
+    cudaStream_t s = lane->stream;
+    GP_TRY(lane_prepare(lane, B, seq_ids, tokens, s, dense, &max_len));
+    GP_CUDA_TRY(cudaEventRecord(lane->ev_begin, s));
+    GP_TRY(launch(lane, B, max_len));
+    GP_CUDA_TRY(cudaEventRecord(lane->ev_end, s));
+    return lane_finish(lane, B, seq_ids, next, logits, s);
+}
+
+gp_status gp_lane_decode_step(gp_lane *lane, int B, const int *seq_ids, const int32_t *tokens, int32_t *next,
+                              float *logits)
+{
+    if (!lane)
+        GP_FAIL(GP_ERR_INVALID_ARG, "gp_lane_decode_step: lane is NULL");
+    GP_TRY(gp_lane_check_features(lane, "gp_lane_decode_step"));
+    return gp_lane_step(lane, B, seq_ids, tokens, next, logits, false);
 }
 
 gp_status gp_engine_decode_step(gp_engine *e, int B, const int *seq_ids, const int32_t *tokens,
                                 int32_t *next, float *logits)
 {
-    int max_len = 0;
-    cudaStream_t s = e->sc.stream;
-    GP_TRY(gp_engine_step_prepare(e, B, seq_ids, tokens, s, &max_len));
-    GP_CUDA_TRY(cudaEventRecord(e->ev_begin, s));
-    GP_TRY(launch(e, B, max_len));
-    GP_CUDA_TRY(cudaEventRecord(e->ev_end, s));
-    return gp_engine_step_finish(e, B, seq_ids, next, logits, s);
+    return gp_lane_step(&e->lane, B, seq_ids, tokens, next, logits, false);
 }
 
 float gp_engine_last_step_ms(const gp_engine *e)
 {
     float ms = 0.0f;
-    if (cudaEventElapsedTime(&ms, e->ev_begin, e->ev_end) != cudaSuccess) {
+    if (cudaEventElapsedTime(&ms, e->lane.ev_begin, e->lane.ev_end) != cudaSuccess) {
         (void)cudaGetLastError();
         return -1.0f;
     }
@@ -164,7 +200,7 @@ float gp_engine_last_step_ms(const gp_engine *e)
 
 void *gp_engine_last_step_event(const gp_engine *e)
 {
-    return e ? (void *)e->ev_begin : NULL;
+    return e ? (void *)e->lane.ev_begin : NULL;
 }
 
 void gp_engine_reset_seq(gp_engine *e, int seq)
@@ -196,11 +232,11 @@ gp_status gp_engine_fill_context(gp_engine *e, int B, int C, uint64_t seed)
     const gp_kv_layout *l = gp_kv_device_layout(e->kv);
     uint64_t n = gp_kv_layer_elems(l);
     for (int layer = 0; layer < l->n_layers; layer++) {
-        GP_TRY(gp_synth_fill_device(gp_kv_device_k(e->kv, layer), e->dtype, n, seed, GP_T_WQKV, layer, 1.0f, e->sc.stream));
-        GP_TRY(gp_synth_fill_device(gp_kv_device_v(e->kv, layer), e->dtype, n, seed, GP_T_WO, layer, 1.0f, e->sc.stream));
-        GP_TRY(gp_kv_filled_in_place(e->km, layer, e->sc.stream)); /* before the next layer refills the window */
+        GP_TRY(gp_synth_fill_device(gp_kv_device_k(e->kv, layer), e->dtype, n, seed, GP_T_WQKV, layer, 1.0f, e->lane.stream));
+        GP_TRY(gp_synth_fill_device(gp_kv_device_v(e->kv, layer), e->dtype, n, seed, GP_T_WO, layer, 1.0f, e->lane.stream));
+        GP_TRY(gp_kv_filled_in_place(e->km, layer, e->lane.stream)); /* before the next layer refills the window */
     }
-    GP_CUDA_TRY(cudaStreamSynchronize(e->sc.stream)); /* setup, not a step */
+    GP_CUDA_TRY(cudaStreamSynchronize(e->lane.stream)); /* setup, not a step */
     return GP_OK;
 }
 
@@ -227,7 +263,7 @@ gp_status gp_engine_time_steps(gp_engine *e, int B, int warmup, int n_steps, flo
             t0 = gp_now_s(); /* each step ends with its tokens on the host: the previous one is done */
         st = gp_engine_decode_step(e, B, ids, tok, next, NULL);
         if (st == GP_OK && i >= warmup) {
-            cudaError_t ce = cudaEventElapsedTime(&ms[i - warmup], e->ev_begin, e->ev_end);
+            cudaError_t ce = cudaEventElapsedTime(&ms[i - warmup], e->lane.ev_begin, e->lane.ev_end);
             if (ce != cudaSuccess) {
                 gp_set_error("cudaEventElapsedTime: %s", cudaGetErrorString(ce));
                 st = GP_ERR_CUDA;
@@ -244,42 +280,42 @@ out:
     return st;
 }
 
-gp_status gp_engine_bd_open(gp_engine *e, int cap)
+gp_status gp_engine_bd_open(gp_lane *lane, int cap)
 {
-    e->bd_ev = calloc((size_t)cap, sizeof(cudaEvent_t));
-    e->bd_class = calloc((size_t)cap, sizeof(int));
-    e->bd_cap = 0;
-    e->bd_n = 0;
-    if (!e->bd_ev || !e->bd_class)
+    lane->bd_ev = calloc((size_t)cap, sizeof(cudaEvent_t));
+    lane->bd_class = calloc((size_t)cap, sizeof(int));
+    lane->bd_cap = 0;
+    lane->bd_n = 0;
+    if (!lane->bd_ev || !lane->bd_class)
         GP_FAIL(GP_ERR_NO_MEMORY, "breakdown: out of host memory for %d events", cap);
-    for (; e->bd_cap < cap; e->bd_cap++)
-        GP_TRY(gp_device_event_create(&e->bd_ev[e->bd_cap], cudaEventDefault, "breakdown event"));
+    for (; lane->bd_cap < cap; lane->bd_cap++)
+        GP_TRY(gp_device_event_create(&lane->bd_ev[lane->bd_cap], cudaEventDefault, "breakdown event"));
     return GP_OK;
 }
 
-gp_status gp_engine_bd_sum(gp_engine *e, cudaEvent_t begin, float acc[GP_K_COUNT])
+gp_status gp_engine_bd_sum(gp_lane *lane, cudaEvent_t begin, float acc[GP_K_COUNT])
 {
-    if (e->bd_n == e->bd_cap)
-        GP_FAIL(GP_ERR_STATE, "breakdown: all %d events were used, later kernels went untimed", e->bd_cap);
+    if (lane->bd_n == lane->bd_cap)
+        GP_FAIL(GP_ERR_STATE, "breakdown: all %d events were used, later kernels went untimed", lane->bd_cap);
     cudaEvent_t prev = begin;
-    for (int i = 0; i < e->bd_n; i++) {
+    for (int i = 0; i < lane->bd_n; i++) {
         float dt = 0;
-        GP_CUDA_TRY(cudaEventElapsedTime(&dt, prev, e->bd_ev[i]));
-        acc[e->bd_class[i]] += dt;
-        prev = e->bd_ev[i];
+        GP_CUDA_TRY(cudaEventElapsedTime(&dt, prev, lane->bd_ev[i]));
+        acc[lane->bd_class[i]] += dt;
+        prev = lane->bd_ev[i];
     }
     return GP_OK;
 }
 
-void gp_engine_bd_close(gp_engine *e)
+void gp_engine_bd_close(gp_lane *lane)
 {
-    for (int i = 0; i < e->bd_cap; i++)
-        cudaEventDestroy(e->bd_ev[i]);
-    free(e->bd_ev);
-    free(e->bd_class);
-    e->bd_ev = NULL;
-    e->bd_class = NULL;
-    e->bd_cap = e->bd_n = 0;
+    for (int i = 0; i < lane->bd_cap; i++)
+        cudaEventDestroy(lane->bd_ev[i]);
+    free(lane->bd_ev);
+    free(lane->bd_class);
+    lane->bd_ev = NULL;
+    lane->bd_class = NULL;
+    lane->bd_cap = lane->bd_n = 0;
 }
 
 gp_status gp_engine_breakdown(gp_engine *e, int B, gp_step_breakdown *out)
@@ -287,7 +323,7 @@ gp_status gp_engine_breakdown(gp_engine *e, int B, gp_step_breakdown *out)
     memset(out, 0, sizeof *out);
     float acc[GP_K_COUNT] = {0};
     gp_status st =
-        gp_engine_bd_open(e, GP_BD_MARKS_EMBED + GP_BD_MARKS_LAYER * e->cfg.n_layers + GP_BD_MARKS_HEAD + 1);
+        gp_engine_bd_open(&e->lane, GP_BD_MARKS_EMBED + GP_BD_MARKS_LAYER * e->cfg.n_layers + GP_BD_MARKS_HEAD + 1);
     int *ids = malloc(sizeof(int) * (size_t)B);
     int32_t *tok = malloc(sizeof(int32_t) * (size_t)B), *next = malloc(sizeof(int32_t) * (size_t)B);
     if (st == GP_OK && (!ids || !tok || !next)) {
@@ -305,8 +341,8 @@ gp_status gp_engine_breakdown(gp_engine *e, int B, gp_step_breakdown *out)
     free(tok);
     free(next);
     if (st == GP_OK)
-        st = gp_engine_bd_sum(e, e->ev_begin, acc);
-    gp_engine_bd_close(e);
+        st = gp_engine_bd_sum(&e->lane, e->lane.ev_begin, acc);
+    gp_engine_bd_close(&e->lane);
     if (st != GP_OK)
         return st;
     *out = (gp_step_breakdown){acc[GP_K_EMBED], acc[GP_K_ATTN_NORM], acc[GP_K_QKV], acc[GP_K_ROPE],

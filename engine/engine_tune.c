@@ -1,4 +1,4 @@
-/* gp_engine_tune_gemms: the opt-in timed choice of cuBLASLt algorithms for a
+/* gp_lane_tune_gemms: the opt-in timed choice of cuBLASLt algorithms for a
  * step shape's layer GEMMs, on the GEMM context (and so the SM partition)
  * that will run them. Why: on a partition the heuristic's first pick was up
  * to 1.9x slower than the fastest candidate (docs/PERFORMANCE.md). */
@@ -37,12 +37,12 @@ static gp_status tune_all(gp_engine *e, gp_gemm_ctx *ctx, int rows, const tune_s
     return GP_OK;
 }
 
-gp_status gp_engine_tune_gemms(gp_engine *e, gp_stage_ctx *sc, int rows)
+gp_status gp_lane_tune_gemms(gp_lane *lane, int rows)
 {
-    if (!e || !sc)
-        GP_FAIL(GP_ERR_INVALID_ARG, "gp_engine_tune_gemms: engine %p, stage context %p",
-                (void *)e, (void *)sc);
-    gp_gemm_ctx *ctx = sc->gemm;
+    if (!lane)
+        GP_FAIL(GP_ERR_INVALID_ARG, "gp_lane_tune_gemms: lane is NULL");
+    gp_engine *e = lane->e;
+    gp_gemm_ctx *ctx = lane->gemm;
     if (e->p.gemm_tune == 0 || rows < 1)
         return GP_OK;
     const gp_config *c = &e->cfg;
@@ -59,26 +59,26 @@ gp_status gp_engine_tune_gemms(gp_engine *e, gp_stage_ctx *sc, int rows)
         max_k = (size_t)s[i].K > max_k ? (size_t)s[i].K : max_k;
         max_n = (size_t)s[i].N > max_n ? (size_t)s[i].N : max_n;
     }
-    /* scratch, not the engine's activations: O and down accumulate into
+    /* the lane's scratch, not its activations: O and down accumulate into
      * their output at every timed call. Grown once to the largest rows seen;
      * a shape already tuned on ctx costs a cache lookup only. */
     cudaStream_t stream = (cudaStream_t)gp_gemm_stream(ctx);
-    if ((size_t)rows > e->tune_rows) {
+    if ((size_t)rows > lane->tune_rows) {
         gp_status st;
-        gp_device_free(e->tune_x);
-        gp_device_free(e->tune_y);
-        e->tune_x = NULL, e->tune_y = NULL, e->tune_rows = 0;
+        gp_device_free(lane->tune_x);
+        gp_device_free(lane->tune_y);
+        lane->tune_x = NULL, lane->tune_y = NULL, lane->tune_rows = 0;
         const size_t xn = (size_t)rows * max_k;
-        if ((st = gp_device_alloc((void **)&e->tune_x, xn * sizeof(uint16_t), "GEMM tuning input"))
+        if ((st = gp_device_alloc((void **)&lane->tune_x, xn * sizeof(uint16_t), "GEMM tuning input"))
                 != GP_OK
-            || (st = gp_device_alloc((void **)&e->tune_y, (size_t)rows * max_n * sizeof(float),
+            || (st = gp_device_alloc((void **)&lane->tune_y, (size_t)rows * max_n * sizeof(float),
                                      "GEMM tuning output")) != GP_OK)
             return st;
         /* random inputs: tensor-core power, and so clocks, depend on the data;
          * filled before any other context's stream reads them */
-        GP_TRY(gp_synth_fill_device(e->tune_x, e->dtype, xn, 0x7475u, GP_T_EMBED, 0, 1.0f, stream));
+        GP_TRY(gp_synth_fill_device(lane->tune_x, e->dtype, xn, 0x7475u, GP_T_EMBED, 0, 1.0f, stream));
         GP_CUDA_TRY(cudaStreamSynchronize(stream));
-        e->tune_rows = (size_t)rows;
+        lane->tune_rows = (size_t)rows;
     }
-    return tune_all(e, ctx, rows, s, n, e->tune_x, e->tune_y, stream);
+    return tune_all(e, ctx, rows, s, n, lane->tune_x, lane->tune_y, stream);
 }

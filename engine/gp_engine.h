@@ -143,33 +143,49 @@ typedef struct gp_step_breakdown {
 gp_status gp_engine_breakdown(gp_engine *e, int B, gp_step_breakdown *out);
 
 
-/* ------------------------------------------------------------ stages
- * The one stage API (docs/ARCHITECTURE.md section 2). A runner opens a step
- * with gp_engine_step_prepare, launches stages with gp_engine_stage on the
- * contexts it chooses, ordering them with events, and closes the step with
- * gp_engine_step_finish. A stage reads and writes exactly the views of its
- * gp_stage_io (device views of the engine's device, contiguous rows: f32
- * residual [nb][hidden], QKV rows [nb][(n_heads + 2 n_kv_heads) head_dim]
- * and attention output [nb][n_heads head_dim] of the engine dtype
- * (gp_engine_dtype); a view of another dtype is refused); besides them it
- * uses the rows' tokens, KV cache, per-row scratch and, for HEAD, the rows'
- * logits and next tokens, all owned by the engine. Each stage marks its
- * weight groups in use, makes its stream wait on their ready events, launches
- * and releases them on every exit path; it never synchronises, so it can be
- * captured into a graph. */
+/* ------------------------------------------------------------ lanes and stages
+ * An engine is a model state (weights, KV cache, the RoPE table and the
+ * model-wide features: sparsity, CPU-assisted FFN, stored prefixes,
+ * offloaded KV), shared by every lane, plus its default lane. A lane is
+ * what one execution resource owns: its stream, GEMM context with an SM
+ * target, decode-attention workspace and parameters for its SMs, the
+ * scratch of its stages, and (a lane with rows) its activations, batch
+ * inputs and outputs, graph cache and timing events. Many lanes run over
+ * one model state on one device: each opens its own batches.
+ *
+ * The one stage API (docs/ARCHITECTURE.md section 2): a runner opens a
+ * batch (gp_engine_step_prepare, or a lane's prefill / mixed batch),
+ * launches stages with gp_stage_run on the lanes it chooses, ordering them
+ * with events, and closes it (gp_engine_step_finish). A stage reads and
+ * writes exactly the views of its gp_stage_io (device views of the
+ * engine's device, contiguous rows: f32 residual [nb][hidden], QKV rows
+ * [nb][(n_heads + 2 n_kv_heads) head_dim] and attention output [nb][n_heads
+ * head_dim] of the engine dtype (gp_engine_dtype); a view of another dtype
+ * is refused); the rows' tokens, positions, table rows and sequence
+ * descriptors, and the head's logits and next tokens, come from the batch
+ * the io names (NULL: the default lane's); scratch is the running lane's.
+ * Each stage marks its weight groups in use, makes its stream wait on their
+ * ready events, launches and releases them on every exit path; it never
+ * synchronises, so it can be captured into a graph. */
+typedef struct gp_lane gp_lane; /* opaque */
+typedef struct gp_stage_batch gp_stage_batch; /* opaque: a lane's open batch */
 
-/* Where stages run: a stream, a GEMM context with an SM target and the
- * decode-attention parameters for that many SMs. */
-typedef struct gp_stage_ctx gp_stage_ctx; /* opaque */
-/* A context on stream (cudaStream_t, e.g. a green-context partition's) for
- * sm_count SMs; 0: the whole device. The attention workspace is the
- * engine's: contexts whose attention stages may overlap need their own
- * engine. */
-gp_status gp_engine_stage_ctx_create(gp_engine *e, void *stream, int sm_count, gp_stage_ctx **out);
-void gp_stage_ctx_destroy(gp_stage_ctx *sc); /* NULL is ignored; not the engine's own */
-/* The engine's own context: its stream, every SM (the sequential step's). */
-gp_stage_ctx *gp_engine_whole_ctx(gp_engine *e);
-void *gp_stage_ctx_stream(const gp_stage_ctx *sc);
+/* A lane over e's model state on stream (cudaStream_t, e.g. a green-context
+ * partition's; NULL: a stream of its own) for sm_count SMs (0: the whole
+ * device). rows 0: no activations of its own: it runs stages over views it
+ * is handed (the pipeline's partitions) and borrows the default lane's
+ * buffers, so its stages must not overlap the default lane's on the same
+ * rows. rows >= 1: its own activations, scratch, attention workspace and
+ * batch staging for batches of up to rows rows (at most max(max_batch,
+ * prefill_chunk)), for prefills and decode steps of its own
+ * (gp_lane_prefill_batch, gp_lane_decode_step, gp_lane_run_batch). */
+gp_status gp_lane_create(gp_engine *e, void *stream, int sm_count, int rows, gp_lane **out);
+/* NULL and the engine's own lane are ignored. Lanes left at
+ * gp_engine_destroy go with their engine (their handles then dangle). */
+void gp_lane_destroy(gp_lane *lane);
+/* The engine's default lane: its stream, every SM (the sequential step's). */
+gp_lane *gp_engine_lane(gp_engine *e);
+void *gp_lane_stream(const gp_lane *lane);
 
 /* The engine's step activations, for runners that hand them between stages;
  * rows = max(max_batch, prefill_chunk) (decode rows or a prefill chunk's tokens). */
@@ -178,28 +194,29 @@ typedef enum gp_act {
     GP_ACT_QKV,       /* engine dtype [rows][qkv rows]: QKV projection output */
     GP_ACT_ATTN,      /* engine dtype [rows][n_heads head_dim]: attention output */
 } gp_act;
-/* Rows [b0, b0+nb) of one of them. */
+/* Rows [b0, b0+nb) of one of the default lane's activations. */
 gp_status gp_engine_act_view(const gp_engine *e, gp_act which, int b0, int nb, gp_tensor_view *out);
+/* The same of a lane with rows of its own. */
+gp_status gp_lane_act_view(const gp_lane *lane, gp_act which, int b0, int nb, gp_tensor_view *out);
 
-gp_status gp_engine_stage(gp_engine *e, gp_stage_kind kind, const gp_stage_io *io, gp_stage_ctx *sc);
+gp_status gp_stage_run(gp_lane *lane, gp_stage_kind kind, const gp_stage_io *io);
 
 /* The decode-attention context splits the heuristic picks for rows rows at
- * context max_len on sc's SMs, for gp_stage_io.attn_splits. */
-gp_status gp_engine_attn_splits(const gp_engine *e, const gp_stage_ctx *sc, int rows, int max_len, int *out);
+ * context max_len on lane's SMs, for gp_stage_io.attn_splits. */
+gp_status gp_lane_attn_splits(const gp_lane *lane, int rows, int max_len, int *out);
 /* The decode-attention kernel the stages run for rows rows at context
- * max_len on sc's SMs (the splits the heuristic picks), for reports. */
-gp_status gp_engine_attn_kernel(const gp_engine *e, const gp_stage_ctx *sc, int rows, int max_len,
-                                gp_attn_kernel *out);
+ * max_len on lane's SMs (the splits the heuristic picks), for reports. */
+gp_status gp_lane_attn_kernel(const gp_lane *lane, int rows, int max_len, gp_attn_kernel *out);
 
 /* Opt-in timed cuBLASLt choice (params gemm_tune = N > 0): time up to N
  * candidates of each layer GEMM (QKV, O, gate+up, down) for rows-row
- * batches on sc's stream, i.e. on its partition, and keep the fastest
- * (gp_gemm_tune); later launches on sc use it. Layer 0's weights, scratch
+ * batches on lane's stream, i.e. on its partition, and keep the fastest
+ * (gp_gemm_tune); later launches on the lane use it. Layer 0's weights, scratch
  * activations; not capturable, so call it before capturing a step shape. A
  * no-op with gemm_tune 0, and for shapes the skinny kernel serves. The LM
  * head is left to the heuristic (its output alone would need B x vocab x 4
  * bytes of scratch). */
-gp_status gp_engine_tune_gemms(gp_engine *e, gp_stage_ctx *sc, int rows);
+gp_status gp_lane_tune_gemms(gp_lane *lane, int rows);
 /* True when the engine's weights are streamed (gp_device_weights_streamed):
  * eager steps only. */
 bool gp_engine_weights_streamed(const gp_engine *e);
@@ -458,6 +475,30 @@ gp_status gp_engine_step_prepare(gp_engine *e, int B, const int *seq_ids, const 
 gp_status gp_engine_step_finish(gp_engine *e, int B, const int *seq_ids, int32_t *next, float *logits,
                                 void *stream);
 int gp_engine_max_batch(const gp_engine *e);
+
+/* A lane's own batches (a lane with rows, or the default lane): as
+ * gp_engine_prefill_batch and gp_engine_decode_step, on the lane's stream
+ * with its buffers, over the shared model state; the host waits at the end
+ * of each call. Lanes of one engine may run concurrently on the device
+ * (their batches interleaved without host waits between their launches);
+ * their calls must name distinct sequences, and the host bookkeeping of the
+ * KV cache is not thread-safe: one host thread drives the lanes. Features
+ * with per-step state of their own (offloaded KV, CPU-assisted FFN, stored
+ * prefixes) run on the default lane only. */
+gp_status gp_lane_prefill_batch(gp_lane *lane, int S, const gp_prefill_seq *seqs, int32_t *next,
+                                float *last_logits);
+gp_status gp_lane_decode_step(gp_lane *lane, int B, const int *seq_ids, const int32_t *tokens, int32_t *next,
+                              float *logits);
+/* One forward over a mixed batch (stage/gp_stage.h gp_batch: prefill
+ * parts, then decode parts): embedding, per layer norm + QKV over all rows,
+ * RoPE + KV append of every row at its position, the prefill attention over
+ * the prefill rows and the decode attention over the decode rows, O and FFN
+ * over all rows; the head over each part's last row. next [n_parts] (may be
+ * NULL): each part's greedy token; logits (host [n_parts][vocab], may be
+ * NULL) the logits it was chosen from. Checked by gp_batch_check before any
+ * work: at most the lane's rows tokens, at most max_batch parts. The
+ * sequences then hold their new tokens. The host waits at the end. */
+gp_status gp_lane_run_batch(gp_lane *lane, const gp_batch *b, int32_t *next, float *logits);
 
 /* ---------------------------------------------------------- feature table
  * Which features of a run combine, decided in one place for every asker

@@ -89,16 +89,22 @@ void gp_kv_memory_fini(gp_kv_memory *m);
 gp_status gp_kv_memory_attach(gp_kv_memory *m, const gp_kv_hook_ops *ops, void *self);
 void gp_kv_memory_detach(gp_kv_memory *m, const void *self);
 
-/* The coming call's plan: reset, then one span per sequence. */
-static inline void gp_kv_plan_reset(gp_kv_memory *m) { m->plan.n = 0; }
+/* The coming call's plan: reset, then one span per sequence. A NULL
+ * memory (a batch that drives no hooks) takes no plan and runs no hook. */
+static inline void gp_kv_plan_reset(gp_kv_memory *m)
+{
+    if (m)
+        m->plan.n = 0;
+}
 static inline void gp_kv_plan_add(gp_kv_memory *m, int seq, int read_end, int w0, int w1)
 {
-    m->plan.spans[m->plan.n++] = (gp_kv_span){seq, read_end, w0, w1};
+    if (m)
+        m->plan.spans[m->plan.n++] = (gp_kv_span){seq, read_end, w0, w1};
 }
 
 static inline gp_status gp_kv_begin_batch(gp_kv_memory *m, cudaStream_t s)
 {
-    for (int i = 0; i < m->n_hooks; i++)
+    for (int i = 0; m && i < m->n_hooks; i++)
         if (m->hooks[i].ops->begin_batch)
             GP_TRY(m->hooks[i].ops->begin_batch(m->hooks[i].self, &m->plan, s));
     return GP_OK;
@@ -106,7 +112,7 @@ static inline gp_status gp_kv_begin_batch(gp_kv_memory *m, cudaStream_t s)
 
 static inline gp_status gp_kv_before_attn(gp_kv_memory *m, int layer, cudaStream_t s)
 {
-    for (int i = 0; i < m->n_hooks; i++)
+    for (int i = 0; m && i < m->n_hooks; i++)
         if (m->hooks[i].ops->before_attn)
             GP_TRY(m->hooks[i].ops->before_attn(m->hooks[i].self, layer, s));
     return GP_OK;
@@ -114,7 +120,7 @@ static inline gp_status gp_kv_before_attn(gp_kv_memory *m, int layer, cudaStream
 
 static inline gp_status gp_kv_after_attn(gp_kv_memory *m, int layer, cudaStream_t s)
 {
-    for (int i = 0; i < m->n_hooks; i++)
+    for (int i = 0; m && i < m->n_hooks; i++)
         if (m->hooks[i].ops->after_attn)
             GP_TRY(m->hooks[i].ops->after_attn(m->hooks[i].self, layer, s));
     return GP_OK;
@@ -122,7 +128,7 @@ static inline gp_status gp_kv_after_attn(gp_kv_memory *m, int layer, cudaStream_
 
 static inline gp_status gp_kv_end_batch(gp_kv_memory *m, cudaStream_t s)
 {
-    for (int i = 0; i < m->n_hooks; i++)
+    for (int i = 0; m && i < m->n_hooks; i++)
         if (m->hooks[i].ops->end_batch)
             GP_TRY(m->hooks[i].ops->end_batch(m->hooks[i].self, s));
     return GP_OK;

@@ -29,7 +29,7 @@ typedef struct cx_graphs {
 #define CX_GRAPH_SETS 6
 
 typedef struct cx_pair {
-    gp_stage_ctx *a, *f;   /* on the pool's streams, GEMM contexts with the obtained SM targets */
+    gp_lane *a, *f;        /* lanes on the pool's streams, GEMM contexts with the obtained SM targets */
     gp_split_info info;
 } cx_pair;
 
@@ -96,11 +96,11 @@ static bool on_whole(const gp_cuda_exec *x, int ffn, int layer, int m)
 
 /* Where a stage runs: its partition, or the whole GPU (the engine's own
  * context) for the fill's and the drain's stages. */
-static gp_stage_ctx *stage_ctx(gp_cuda_exec *x, int ffn, int layer, int m)
+static gp_lane *stage_ctx(gp_cuda_exec *x, int ffn, int layer, int m)
 {
     cx_pair *p = &x->pairs[x->cur];
     if (on_whole(x, ffn, layer, m))
-        return gp_engine_whole_ctx(x->e);
+        return gp_engine_lane(x->e);
     return ffn ? p->f : p->a;
 }
 
@@ -145,12 +145,12 @@ static bool io_same(const gp_stage_io *a, const gp_stage_io *b)
 /* Launches the stage of (ffn, layer, m) over io on its stream (eager). */
 static gp_status run_stage(gp_cuda_exec *x, int ffn, int layer, int m, gp_stage_kind kind, const gp_stage_io *io)
 {
-    return gp_engine_stage(x->e, kind, io, stage_ctx(x, ffn, layer, m));
+    return gp_stage_run(stage_ctx(x, ffn, layer, m), kind, io);
 }
 
 static gp_status capture_stage(gp_cuda_exec *x, int ffn, int layer, int m, cudaGraphExec_t *out)
 {
-    cudaStream_t s = gp_stage_ctx_stream(stage_ctx(x, ffn, layer, m));
+    cudaStream_t s = gp_lane_stream(stage_ctx(x, ffn, layer, m));
     gp_stage_io io;
     gp_stage_kind kind = home_io(x, ffn, layer, m, &io);
     cudaGraph_t graph = NULL;
@@ -195,13 +195,13 @@ static gp_status graphs_for_step(gp_cuda_exec *x)
          * its own partition, before the capture fixes them */
         const cx_pair *p = &x->pairs[x->cur];
         for (int m = 0; m < pn->M; m++) {
-            GP_TRY(gp_engine_tune_gemms(x->e, p->a, pn->nb[m]));
-            GP_TRY(gp_engine_tune_gemms(x->e, p->f, pn->nb[m]));
+            GP_TRY(gp_lane_tune_gemms(p->a, pn->nb[m]));
+            GP_TRY(gp_lane_tune_gemms(p->f, pn->nb[m]));
         }
         if (x->fill_drain == GP_FILL_DRAIN_WHOLE) { /* A(0, 0), the last FFN, QKVO_F's QKV(0) */
             const int rows[3] = {pn->nb[0], pn->nb[pn->M - 1], pn->B};
             for (int i = 0; i < 3; i++)
-                GP_TRY(gp_engine_tune_gemms(x->e, gp_engine_whole_ctx(x->e), rows[i]));
+                GP_TRY(gp_lane_tune_gemms(gp_engine_lane(x->e), rows[i]));
         }
         for (int l = 0; l < x->L; l++)
             for (int m = 0; m < pn->M; m++)
@@ -230,34 +230,34 @@ static gp_status cx_step_begin(void *ctx, const gp_step_plan *plan, const int *s
     cx_pair *p = &x->pairs[x->cur];
     x->plan = *plan;
     /* the fill: uploads and embedding where A(0, 0) runs, which follows them */
-    gp_stage_ctx *fill = stage_ctx(x, 0, 0, 0);
-    void *fs = gp_stage_ctx_stream(fill);
+    gp_lane *fill = stage_ctx(x, 0, 0, 0);
+    void *fs = gp_lane_stream(fill);
     memcpy(x->seq_ids, seq_ids, sizeof(int) * (size_t)plan->B);
     GP_TRY(gp_engine_step_prepare(x->e, plan->B, seq_ids, tokens, fs, &x->max_len));
     for (int m = 0; m < GP_PIPE_MAX_MICRO; m++) {
         x->splits[m] = 0;
         if (m >= plan->M)
             continue;
-        GP_TRY(gp_engine_attn_splits(x->e, p->a, plan->nb[m], x->max_len, &x->splits[m]));
+        GP_TRY(gp_lane_attn_splits(p->a, plan->nb[m], x->max_len, &x->splits[m]));
         GP_TRY(gp_engine_act_view(x->e, GP_ACT_RESID, plan->b0[m], plan->nb[m], &x->home_resid[m]));
         GP_TRY(gp_engine_act_view(x->e, GP_ACT_QKV, plan->b0[m], plan->nb[m], &x->home_qkv[m]));
         GP_TRY(gp_engine_act_view(x->e, GP_ACT_ATTN, plan->b0[m], plan->nb[m], &x->home_attn[m]));
         x->resid[m] = x->home_resid[m];
     }
-    GP_TRY(gp_engine_attn_splits(x->e, gp_engine_whole_ctx(x->e), plan->nb[0], x->max_len, &x->whole_splits));
+    GP_TRY(gp_lane_attn_splits(gp_engine_lane(x->e), plan->nb[0], x->max_len, &x->whole_splits));
     x->g = NULL;
     if (x->use_graphs)
         GP_TRY(graphs_for_step(x));
     GP_CUDA_TRY(cudaEventRecord(x->ev_step_begin, (cudaStream_t)fs));
     gp_stage_io io = {.b0 = 0, .nb = plan->B};
     GP_TRY(gp_engine_act_view(x->e, GP_ACT_RESID, 0, plan->B, &io.resid));
-    GP_TRY(gp_engine_stage(x->e, GP_STAGE_EMBED, &io, fill));
+    GP_TRY(gp_stage_run(fill, GP_STAGE_EMBED, &io));
     /* QKVO_F: layer 0's projection has no FFN stage before it; it runs once
      * for the whole batch here, where the first attention stage runs (F has
      * nothing to overlap it with yet). */
     if (x->place == GP_PLACE_QKVO_F) {
         GP_TRY(gp_engine_act_view(x->e, GP_ACT_QKV, 0, plan->B, &io.y));
-        GP_TRY(gp_engine_stage(x->e, GP_STAGE_QKV, &io, fill));
+        GP_TRY(gp_stage_run(fill, GP_STAGE_QKV, &io));
     }
     return GP_OK;
 }
@@ -277,7 +277,7 @@ static gp_status launch(gp_cuda_exec *x, int ffn, int layer, int m, gp_stage_kin
     if (!x->g || !io_same(io, &home))
         st = run_stage(x, ffn, layer, m, kind, io);
     else {
-        cudaStream_t s = gp_stage_ctx_stream(stage_ctx(x, ffn, layer, m));
+        cudaStream_t s = gp_lane_stream(stage_ctx(x, ffn, layer, m));
         cudaError_t ce = cudaGraphLaunch(*gslot(x, x->g, ffn, layer, m), s);
         if (ce != cudaSuccess) {
             char what[96];
@@ -293,7 +293,7 @@ static gp_status launch(gp_cuda_exec *x, int ffn, int layer, int m, gp_stage_kin
 static gp_status cx_attn(void *ctx, int layer, int m, gp_payload *out)
 {
     gp_cuda_exec *x = ctx;
-    cudaStream_t s = gp_stage_ctx_stream(stage_ctx(x, 0, layer, m));
+    cudaStream_t s = gp_lane_stream(stage_ctx(x, 0, layer, m));
     if (layer > 0) /* the residual rows are the previous FFN's output */
         GP_CUDA_TRY(cudaStreamWaitEvent(s, *evp(x, EV_F_DONE, layer - 1, m), 0));
     else if (m == 1 && on_whole(x, 0, 0, 0)) /* after the fill: uploads, embedding, A(0, 0) */
@@ -319,7 +319,7 @@ static gp_status cx_ffn(void *ctx, const gp_payload *in)
 {
     gp_cuda_exec *x = ctx;
     int l = in->layer, m = in->micro;
-    cudaStream_t s = gp_stage_ctx_stream(stage_ctx(x, 1, l, m));
+    cudaStream_t s = gp_lane_stream(stage_ctx(x, 1, l, m));
     GP_CUDA_TRY(cudaStreamWaitEvent(s, (cudaEvent_t)in->event, 0));
     /* the drain leaves F's stream: it follows the FFN stage issued before it,
      * so the two never share SMs (and the head sees every row) */
@@ -338,7 +338,7 @@ static gp_status cx_ffn(void *ctx, const gp_payload *in)
 /* The head over the step's residual rows: one launch when they lie in batch
  * order in one buffer (always, unless stages were handed other buffers),
  * else one per micro-batch. */
-static gp_status head(gp_cuda_exec *x, gp_stage_ctx *sc)
+static gp_status head(gp_cuda_exec *x, gp_lane *sc)
 {
     const gp_step_plan *pn = &x->plan;
     bool one = true;
@@ -349,11 +349,11 @@ static gp_status head(gp_cuda_exec *x, gp_stage_ctx *sc)
     if (one) {
         gp_stage_io io = {.b0 = 0, .nb = pn->B, .resid = x->resid[0]};
         io.resid.rows = pn->B;
-        return gp_engine_stage(x->e, GP_STAGE_HEAD, &io, sc);
+        return gp_stage_run(sc, GP_STAGE_HEAD, &io);
     }
     for (int m = 0; m < pn->M; m++) {
         gp_stage_io io = {.b0 = pn->b0[m], .nb = pn->nb[m], .resid = x->resid[m]};
-        GP_TRY(gp_engine_stage(x->e, GP_STAGE_HEAD, &io, sc));
+        GP_TRY(gp_stage_run(sc, GP_STAGE_HEAD, &io));
     }
     return GP_OK;
 }
@@ -369,8 +369,8 @@ static gp_status cx_step_end(void *ctx, int32_t *next, float *logits, gp_step_ti
     gp_cuda_exec *x = ctx;
     /* the head follows the last FFN stage on its stream (F ran them in order;
      * the drain's stage waited for F's last one) */
-    gp_stage_ctx *sc = stage_ctx(x, 1, x->L - 1, x->plan.M - 1);
-    cudaStream_t s = gp_stage_ctx_stream(sc);
+    gp_lane *sc = stage_ctx(x, 1, x->L - 1, x->plan.M - 1);
+    cudaStream_t s = gp_lane_stream(sc);
     GP_TRY(head(x, sc));
     GP_CUDA_TRY(cudaEventRecord(x->ev_step_end, s));
     GP_TRY(gp_engine_step_finish(x->e, x->plan.B, x->seq_ids, next, logits, s));
@@ -393,10 +393,10 @@ static void cx_abort(void *ctx)
     gp_cuda_exec *x = ctx;
     if (x->n_pairs > 0) {
         cx_pair *p = &x->pairs[x->cur];
-        (void)cudaStreamSynchronize(gp_stage_ctx_stream(p->a));
-        (void)cudaStreamSynchronize(gp_stage_ctx_stream(p->f));
+        (void)cudaStreamSynchronize(gp_lane_stream(p->a));
+        (void)cudaStreamSynchronize(gp_lane_stream(p->f));
     }
-    (void)cudaStreamSynchronize(gp_stage_ctx_stream(gp_engine_whole_ctx(x->e)));
+    (void)cudaStreamSynchronize(gp_lane_stream(gp_engine_lane(x->e)));
     (void)cudaGetLastError();
 }
 
@@ -451,7 +451,7 @@ gp_status gp_cuda_exec_attn_kernel(gp_cuda_exec *x, int pair, int rows, int max_
     if (!x || pair < -1 || pair >= x->n_pairs || x->n_pairs == 0 || !name)
         GP_FAIL(GP_ERR_INVALID_ARG, "gp_cuda_exec_attn_kernel: pair %d of %d", pair, x ? x->n_pairs : 0);
     gp_attn_kernel k;
-    GP_TRY(gp_engine_attn_kernel(x->e, x->pairs[pair < 0 ? x->cur : pair].a, rows, max_len, &k));
+    GP_TRY(gp_lane_attn_kernel(x->pairs[pair < 0 ? x->cur : pair].a, rows, max_len, &k));
     *name = gp_attn_kernel_name(k);
     return GP_OK;
 }
@@ -510,17 +510,17 @@ void gp_cuda_exec_destroy(gp_cuda_exec *x)
         return;
     for (int i = 0; i < x->n_pairs && x->pairs; i++) {
         if (x->pairs[i].a)
-            cudaStreamSynchronize(gp_stage_ctx_stream(x->pairs[i].a));
+            cudaStreamSynchronize(gp_lane_stream(x->pairs[i].a));
         if (x->pairs[i].f)
-            cudaStreamSynchronize(gp_stage_ctx_stream(x->pairs[i].f));
+            cudaStreamSynchronize(gp_lane_stream(x->pairs[i].f));
     }
     for (int i = 0; i < CX_GRAPH_SETS; i++) {
         free_set(x, &x->sets[i]);
         free(x->sets[i].exec);
     }
     for (int i = 0; i < x->n_pairs && x->pairs; i++) {
-        gp_stage_ctx_destroy(x->pairs[i].a);
-        gp_stage_ctx_destroy(x->pairs[i].f);
+        gp_lane_destroy(x->pairs[i].a);
+        gp_lane_destroy(x->pairs[i].f);
     }
     for (size_t i = 0; x->ev && i < 4 * (size_t)x->L * GP_PIPE_MAX_MICRO; i++)
         if (x->ev[i])
@@ -538,8 +538,8 @@ void gp_cuda_exec_destroy(gp_cuda_exec *x)
 static gp_status make_pair(gp_cuda_exec *x, const gp_green_pair *gp, cx_pair *p)
 {
     int a_sms = gp->partitioned ? gp->attn_sms : 0, f_sms = gp->partitioned ? gp->ffn_sms : 0;
-    GP_TRY(gp_engine_stage_ctx_create(x->e, gp->attn_stream, a_sms, &p->a));
-    GP_TRY(gp_engine_stage_ctx_create(x->e, gp->ffn_stream, f_sms, &p->f));
+    GP_TRY(gp_lane_create(x->e, gp->attn_stream, a_sms, 0, &p->a));
+    GP_TRY(gp_lane_create(x->e, gp->ffn_stream, f_sms, 0, &p->f));
     p->info = (gp_split_info){.a_req = gp->plan.attn_sms, .f_req = gp->plan.ffn_sms, .a_got = gp->attn_sms,
                               .f_got = gp->ffn_sms, .partitioned = gp->partitioned != 0, .unit = "SMs"};
     return GP_OK;

@@ -42,9 +42,11 @@ typedef struct gp_stage_io {
     gp_tensor_view x;     /* activation input rows (the engine dtype on the GPU, f32 on the CPU) */
     gp_tensor_view resid; /* f32 residual rows: read, and updated in place */
     gp_tensor_view y;     /* activation output rows */
-    bool prefill;         /* CUDA engine: the rows are the tokens of the prefill chunk the engine
-                             set up (gp_engine_prefill_batch), several per sequence, attended
-                             causally; false: one decode row per sequence */
+    /* CUDA engine: the batch the rows belong to, as the lane that opened it
+     * uploaded it (its prefill-chunk and decode rows, positions, table rows,
+     * sequence descriptors); NULL: the batch open on the engine's default
+     * lane. Executors that run no device batch leave it NULL. */
+    const struct gp_stage_batch *batch;
 } gp_stage_io;
 
 /* One prompt of a batched prefill: n tokens appended to sequence seq, which

@@ -227,7 +227,7 @@ static void test_errors(void **state)
     GP_CHECK_FAIL(gp_engine_prefill_batch(e, 2, two, NULL, NULL, NULL), GP_ERR_INVALID_ARG, "appears twice");
     GP_CHECK_FAIL(gp_engine_prefill_batch(e, 0, two, NULL, NULL, NULL), GP_ERR_INVALID_ARG, "0 prompts");
     gp_prefill_seq p = {.seq = 0, .n = 0, .tokens = bad};
-    GP_CHECK_FAIL(gp_engine_prefill_batch(e, 1, &p, NULL, NULL, NULL), GP_ERR_INVALID_ARG, "prompt length 0");
+    GP_CHECK_FAIL(gp_engine_prefill_batch(e, 1, &p, NULL, NULL, NULL), GP_ERR_INVALID_ARG, "has 0 tokens");
     p.n = 3;
     GP_CHECK_FAIL(gp_engine_prefill_batch(e, 1, &p, NULL, NULL, NULL), GP_ERR_INVALID_ARG, "token 512");
     p.seq = NS;
@@ -236,7 +236,7 @@ static void test_errors(void **state)
     gp_prefill_seq pre = {.seq = 1, .n = 300, .tokens = f->prompts[4]};
     GP_CHECK_OK(gp_engine_prefill_batch(e, 1, &pre, NULL, NULL, NULL));
     GP_CHECK_OK(gp_engine_prefill_batch(fresh, 1, &pre, NULL, NULL, NULL));
-    GP_CHECK_FAIL(gp_engine_prefill_batch(e, 2, two, NULL, NULL, NULL), GP_ERR_STATE, "does not fit sequence 1");
+    GP_CHECK_FAIL(gp_engine_prefill_batch(e, 2, two, NULL, NULL, NULL), GP_ERR_STATE, "fit sequence 1");
     float *a = malloc(sizeof(float) * 2 * V), *b = malloc(sizeof(float) * 2 * V);
     two[1].n = 1000;
     GP_CHECK_OK(gp_engine_prefill_batch(e, 2, two, NULL, a, NULL));
