@@ -257,7 +257,7 @@ static void test_errors(void **state)
     for (int i = 0; i < 4; i++)
         GP_CHECK_OK(gp_engine_decode_step(e, 2, ids, tok, next, NULL));
     assert_int_equal(gp_engine_decode_step(e, 2, ids, tok, next, NULL), GP_ERR_STATE);
-    assert_non_null(strstr(gp_last_error(), "is full"));
+    assert_non_null(strstr(gp_last_error(), "do not fit sequence"));
     gp_engine_destroy(e);
     p.max_context = 100000;
     assert_int_equal(gp_engine_create(dw, &p, &e), GP_ERR_INVALID_ARG);
