@@ -9,12 +9,12 @@
 #   git worktree add --detach .before REV; echo REV > .before/.gp-commit
 # then carry [".deps", ".before"].
 #   tests/gpu/ab_bench.sh [ROUNDS [SET...]]   (default 3 rounds of every set; logs and summary.txt in $OUT)
-# SET: core (decode, best split, prefill, prefix TTFT), stream, sparse; builds are incremental, so a
+# SET: decode, split, prefill, prefix, stream, sparse, or core (the first four); builds are incremental, so a
 # second call on a warm machine goes straight to the timings.
 set -uo pipefail
 source "$(dirname "$0")/gpu_env.sh"
 rounds=${1:-3}; shift || true
-sets=" ${*:-core stream sparse} "
+sets=" ${*:-core stream sparse} "; sets=${sets/ core / decode split prefill prefix }
 has() { [[ $sets == *" $1 "* ]]; }
 benches=(gp_bench_decode gp_bench_prefill gp_bench_prefix decode_pipeline_case_study greenpipe)
 gp_build "${benches[@]}"
@@ -32,15 +32,15 @@ fi
 for i in $(seq "$rounds"); do
   for side in before after; do
     o="$out/${side}_$i"
-    if has core; then
-      timeout 120 "$(bin $side gp_bench_decode)" --workloads 8:1024,1024:384 > "$o.decode.md" 2>&1
-      timeout 200 "$(bin $side decode_pipeline_case_study)" --workload large --sm-splits seq,24 --micro-batches 2 \
-        --placement qkvo-f --gemm-tune 16 --repeat 3 --steps 6 --no-progress > "$o.split.md" 2>&1
-      timeout 120 "$(bin $side gp_bench_prefill)" --workloads 1:2048,1:8192 --repeats 5 > "$o.prefill.md" 2>&1
-      timeout 120 "$(bin $side gp_bench_prefix)" --prefix 8192 --suffix 256 --repeats 5 > "$o.prefix.md" 2>&1
-    fi
-    has stream && timeout 200 "$(bin $side gp_bench_decode)" --workloads 1:1024,8:1024 --repeat 10 \
-      --vram-budget 8G > "$o.stream.md" 2>&1
+    has decode && timeout 120 "$(bin $side gp_bench_decode)" --workloads 8:1024,1024:384 > "$o.decode.md" 2>&1
+    has split && timeout 200 "$(bin $side decode_pipeline_case_study)" --workload large --sm-splits seq,24 \
+      --micro-batches 2 --placement qkvo-f --gemm-tune 16 --repeat 3 --steps 6 --no-progress > "$o.split.md" 2>&1
+    has prefill && timeout 120 "$(bin $side gp_bench_prefill)" --workloads 1:2048,1:8192 --repeats 5 \
+      > "$o.prefill.md" 2>&1
+    has prefix && timeout 120 "$(bin $side gp_bench_prefix)" --prefix 8192 --suffix 256 --repeats 5 \
+      > "$o.prefix.md" 2>&1
+    has stream && timeout 200 "$(bin $side gp_bench_decode)" --workloads 1:1024 --repeat 10 --vram-budget 8G \
+      > "$o.stream.md" 2>&1
     has sparse && [[ -s $out/cal.json ]] && timeout 120 "$(bin $side gp_bench_decode)" --workloads 1:1024 \
       --sparsity "$out/cal.json" > "$o.sparse.md" 2>&1
     echo "round $i $side done"
