@@ -46,7 +46,7 @@ typedef struct gp_engine_params {
      * rows). 1..GP_ENGINE_MAX_PREFILL_CHUNK, default
      * GP_ENGINE_DEFAULT_PREFILL_CHUNK (docs/PERFORMANCE.md, "Real prefill"). */
     int prefill_chunk;
-    /* Offloaded KV cache (issue #18): 0 (default) keeps the whole cache on
+    /* Offloaded KV cache: 0 (default) keeps the whole cache on
      * the device. Else the device bytes the cache may take: each sequence's
      * newest blocks stay there, its oldest live in pinned host memory and
      * are copied, a layer ahead, into one of two staging buffers as large
