@@ -41,15 +41,7 @@ static gp_status upload_rows(gp_lane *lane, const gp_batch *b, const int *len0, 
     bt->max_q = max_q;
     bt->decode_table0 = ns;
     bt->sparse_rows = 0; /* every projection dense: the sparse kernels serve decode steps */
-    bt->tokens = lane->pf_d;
-    bt->positions = lane->pf_d + R;
-    bt->table_rows = lane->pf_d + 2 * R;
-    bt->seqs = (const gp_prefill_seq_desc *)(lane->pf_d + 3 * R);
-    bt->logits = lane->logits;
-    bt->next = lane->next_d;
-    GP_CUDA_TRY(cudaMemcpyAsync(lane->pf_d, h, sizeof(int32_t) * lane->pf_words, cudaMemcpyHostToDevice,
-                                lane->stream));
-    GP_CUDA_TRY(cudaEventRecord(lane->pf_ev[0], lane->stream));
+    GP_TRY(gp_lane_upload_staged(lane, 0));
     *max_len = ml;
     return GP_OK;
 }
@@ -62,13 +54,7 @@ static gp_status forward(gp_lane *lane, const gp_batch *b, int max_len)
     gp_stage_io io = {.b0 = 0, .nb = bt->rows, .max_len = max_len, .batch = bt};
     if (bt->rows > bt->prefill_rows)
         GP_TRY(gp_lane_attn_splits(lane, bt->rows - bt->prefill_rows, max_len, &io.attn_splits));
-    GP_TRY(gp_lane_act_view(lane, GP_ACT_RESID, 0, bt->rows, &io.resid));
-    GP_TRY(gp_stage_run(lane, GP_STAGE_EMBED, &io));
-    for (int l = 0; l < e->cfg.n_layers; l++) {
-        io.layer = l;
-        GP_TRY(gp_stage_run(lane, GP_STAGE_ATTN, &io));
-        GP_TRY(gp_stage_run(lane, GP_STAGE_FFN, &io));
-    }
+    GP_TRY(gp_lane_forward(lane, &io));
     const size_t H = (size_t)e->cfg.hidden;
     int row = 0;
     for (int i = 0; i < b->n_parts; i++) {

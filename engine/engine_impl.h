@@ -186,6 +186,15 @@ void gp_engine_drop_graphs(gp_engine *e);
  * after the call, on lane's stream: the KV cache's (the default lane) or
  * the lane's own; b's table pointers set to match. */
 gp_status gp_lane_upload_tables(gp_lane *lane, int S, const int *seq_ids, const int32_t *lens, gp_stage_batch *b);
+/* The rows [io->b0, io->b0 + io->nb) of the lane's open batch through the
+ * embedding and every layer (ATTN, FFN), their residual in the lane's own
+ * rows (io->resid set to them); the head is the caller's. */
+gp_status gp_lane_forward(gp_lane *lane, gp_stage_io *io);
+/* Staging buffer buf (tokens [rows], positions [rows], step-table rows
+ * [rows], sequence descriptors, as the lane's pf_h lays them out) uploaded
+ * on the lane's stream, and the open batch's row pointers set to the device
+ * copy and its outputs to the lane's. */
+gp_status gp_lane_upload_staged(gp_lane *lane, int buf);
 /* Layer's KV view with b's step tables. */
 gp_status gp_lane_kv_view(const gp_engine *e, const gp_stage_batch *b, int layer, gp_kv_view *out);
 /* A lane's decode step: dense forces every projection dense (prompt tokens

@@ -14,13 +14,7 @@
 static gp_status step_body(gp_lane *lane, int B, int max_len, int splits)
 {
     gp_stage_io io = {.b0 = 0, .nb = B, .max_len = max_len, .attn_splits = splits, .batch = &lane->batch};
-    GP_TRY(gp_lane_act_view(lane, GP_ACT_RESID, 0, B, &io.resid));
-    GP_TRY(gp_stage_run(lane, GP_STAGE_EMBED, &io));
-    for (int l = 0; l < lane->e->cfg.n_layers; l++) {
-        io.layer = l;
-        GP_TRY(gp_stage_run(lane, GP_STAGE_ATTN, &io));
-        GP_TRY(gp_stage_run(lane, GP_STAGE_FFN, &io));
-    }
+    GP_TRY(gp_lane_forward(lane, &io));
     return gp_stage_run(lane, GP_STAGE_HEAD, &io);
 }
 

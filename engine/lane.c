@@ -334,3 +334,31 @@ gp_status gp_lane_attn_kernel(const gp_lane *lane, int rows, int max_len, gp_att
     const gp_config *c = &lane->e->cfg;
     return gp_decode_attn_kernel(rows, c->n_heads, c->n_kv_heads, c->head_dim, max_len, &lane->ap, out);
 }
+
+gp_status gp_lane_forward(gp_lane *lane, gp_stage_io *io)
+{
+    GP_TRY(gp_lane_act_view(lane, GP_ACT_RESID, io->b0, io->nb, &io->resid));
+    GP_TRY(gp_stage_run(lane, GP_STAGE_EMBED, io));
+    for (int l = 0; l < lane->e->cfg.n_layers; l++) {
+        io->layer = l;
+        GP_TRY(gp_stage_run(lane, GP_STAGE_ATTN, io));
+        GP_TRY(gp_stage_run(lane, GP_STAGE_FFN, io));
+    }
+    return GP_OK;
+}
+
+gp_status gp_lane_upload_staged(gp_lane *lane, int buf)
+{
+    const size_t R = (size_t)lane->rows;
+    gp_stage_batch *bt = &lane->batch;
+    bt->tokens = lane->pf_d;
+    bt->positions = lane->pf_d + R;
+    bt->table_rows = lane->pf_d + 2 * R;
+    bt->seqs = (const gp_prefill_seq_desc *)(lane->pf_d + 3 * R);
+    bt->logits = lane->logits;
+    bt->next = lane->next_d;
+    GP_CUDA_TRY(cudaMemcpyAsync(lane->pf_d, lane->pf_h[buf], sizeof(int32_t) * lane->pf_words,
+                                cudaMemcpyHostToDevice, lane->stream));
+    GP_CUDA_TRY(cudaEventRecord(lane->pf_ev[buf], lane->stream));
+    return GP_OK;
+}

@@ -87,19 +87,11 @@ static gp_status upload_chunk(gp_lane *lane, int buf, int S, const gp_prefill_se
     bt->max_q = max_q;
     bt->decode_table0 = S;
     bt->sparse_rows = 0; /* prompt rows: dense */
-    bt->tokens = lane->pf_d;
-    bt->positions = lane->pf_d + R;
-    bt->table_rows = lane->pf_d + 2 * R;
-    bt->seqs = (const gp_prefill_seq_desc *)(lane->pf_d + 3 * R);
-    bt->logits = lane->logits;
-    bt->next = lane->next_d;
     bt->km = gp_lane_kv_memory(lane);
     gp_kv_plan_reset(bt->km); /* each sequence of the chunk reads its context and writes the chunk's positions */
     for (int i = 0; i < ns; i++)
         gp_kv_plan_add(bt->km, seqs[d[i].table_row].seq, d[i].pos0 + d[i].q_len, d[i].pos0, d[i].pos0 + d[i].q_len);
-    GP_CUDA_TRY(cudaMemcpyAsync(lane->pf_d, h, sizeof(int32_t) * lane->pf_words, cudaMemcpyHostToDevice,
-                                lane->stream));
-    GP_CUDA_TRY(cudaEventRecord(lane->pf_ev[buf], lane->stream));
+    GP_TRY(gp_lane_upload_staged(lane, buf));
     return GP_OK;
 }
 
@@ -123,13 +115,7 @@ static gp_status run_chunk(gp_lane *lane, int S, const gp_prefill_seq *seqs, con
 {
     gp_engine *e = lane->e;
     gp_stage_io io = {.b0 = 0, .nb = n, .batch = &lane->batch};
-    GP_TRY(gp_lane_act_view(lane, GP_ACT_RESID, 0, n, &io.resid));
-    GP_TRY(gp_stage_run(lane, GP_STAGE_EMBED, &io));
-    for (int l = 0; l < e->cfg.n_layers; l++) {
-        io.layer = l;
-        GP_TRY(gp_stage_run(lane, GP_STAGE_ATTN, &io));
-        GP_TRY(gp_stage_run(lane, GP_STAGE_FFN, &io));
-    }
+    GP_TRY(gp_lane_forward(lane, &io));
     const size_t H = (size_t)e->cfg.hidden;
     for (int s = 0; s < S; s++) {
         long long last = off[s] + seqs[s].n - 1;
