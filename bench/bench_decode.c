@@ -214,7 +214,7 @@ out:
 }
 
 /* The host-to-device link the streamed rows are held against: pinned
- * copies on the H100 machine (DESIGN.md §4, gp_bench_stream). */
+ * copies on the H100 machine (docs/ARCHITECTURE.md §6, gp_bench_stream). */
 #define GP_BENCH_LINK_GBPS 55.0
 
 typedef struct bench_row {

@@ -4,7 +4,7 @@
  * sequences keep about --share of their context in host memory, streamed a
  * layer ahead of its attention; device-event medians, tokens/s, the bytes
  * copied in per step and the link floor they set (bytes / 55 GB/s,
- * DESIGN.md §4). */
+ * docs/ARCHITECTURE.md §6). */
 #include <getopt.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -15,7 +15,7 @@
 #include "gp_weights.h"
 
 #define MAX_ROWS 16
-#define LINK_GBPS 55.0 /* pinned host-to-device on the H100 machine (DESIGN.md §4) */
+#define LINK_GBPS 55.0 /* pinned host-to-device on the H100 machine (docs/ARCHITECTURE.md §6) */
 
 static void usage(FILE *f)
 {

@@ -1,6 +1,6 @@
 /* gp_bench_prefill: times the engine's batched, chunked prefill (B prompts of
  * T tokens, synthetic weights) with device events, reports model TFLOP/s
- * counted as ../shared/probes/torch_prefill_peer.py counts them against
+ * counted as the PyTorch prefill peer counts them (model_flops) against
  * 800 TFLOP/s (docs/ARCHITECTURE.md §6), and where the time goes. */
 #include <getopt.h>
 #include <stdio.h>

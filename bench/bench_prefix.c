@@ -3,7 +3,7 @@
  * length P, one engine; the full prefill of P + suffix tokens, the store of
  * P's blocks, then prefills that reload P (layer-wise, lag 2) and prefill
  * only the suffix; device-event medians, the reload's rate against the
- * link's 55 GB/s (DESIGN.md §4), and the suffix alone after its prefix (the
+ * link's 55 GB/s (docs/ARCHITECTURE.md §6), and the suffix alone after its prefix (the
  * floor the overlap of reload and suffix can approach). */
 #include <getopt.h>
 #include <jansson.h>
@@ -18,7 +18,7 @@
 
 #define NAME "gp_bench_prefix"
 #define MAX_ROWS 16
-#define LINK_GBPS 55.0 /* pinned host-to-device on the H100 machine (DESIGN.md §4) */
+#define LINK_GBPS 55.0 /* pinned host-to-device on the H100 machine (docs/ARCHITECTURE.md §6) */
 
 static void usage(FILE *f)
 {

@@ -3,7 +3,7 @@
  * projections, per batch and sparsity: median of device-event timed calls
  * on rotated weight copies (beyond L2), the measured active fraction (the
  * union over the batch rows of independent uniform inputs: 1 - s^B), and
- * the read floor of the active weights at 3.1 TB/s (DESIGN.md §5).
+ * the read floor of the active weights at 3.1 TB/s (docs/ARCHITECTURE.md §5).
  * Usage: gp_bench_sparse [--dtype bf16|fp16] [--reps N] [--batches 1,8,16]
  *                        [--sparsity 0,0.25,0.4,0.5] */
 #include <getopt.h>

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Prefill on the GPU machine: the correctness tests, compute-
 # sanitizer over the prefill tests, and gp_bench_prefill beside the PyTorch
-# peer (../shared/probes/torch_prefill_peer.py, carried as .peer/ because the
+# peer (its script carried as .peer/torch_prefill_peer.py, because the
 # device copy holds only the repository). Logs under $OUT.
 #   tests/gpu/prefill_run.sh tests      build, run the GPU tests that prefill
 #   tests/gpu/prefill_run.sh sanitize   compute-sanitizer memcheck on them, racecheck on the kernel test
