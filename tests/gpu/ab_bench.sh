@@ -24,7 +24,9 @@ bin() { # side name -> path
   local root=.; [[ $1 == before ]] && root=.before
   find "$root/$b" -type f -name "$2" -perm -u+x | head -1
 }
-{ nvidia-smi -L; echo "after $(git rev-parse --short HEAD) before $(cat .before/.gp-commit 2>/dev/null)"; } > "$out/summary.txt"
+# each side names the commit its build was made from (the device copy may hold no git checkout)
+{ nvidia-smi -L; echo "after: $("$(bin after greenpipe)" --version) before: $("$(bin before greenpipe)" --version)"; } \
+  > "$out/summary.txt"
 if has sparse; then
   timeout 400 "$(bin after greenpipe)" calibrate --model llama3-8b --sparsity 0.5 --tokens 8 --seq-len 8 \
     --out "$out/cal.json" > "$out/cal.log" 2>&1 || { echo "calibration failed"; tail -3 "$out/cal.log"; }
