@@ -481,8 +481,10 @@ int gp_engine_max_batch(const gp_engine *e);
  * with its buffers, over the shared model state; the host waits at the end
  * of each call. Lanes of one engine may run concurrently on the device
  * (their batches interleaved without host waits between their launches);
- * their calls must name distinct sequences, and the host bookkeeping of the
- * KV cache is not thread-safe: one host thread drives the lanes. Features
+ * their calls must name distinct sequences. Lanes may be driven from
+ * several host threads, each on its own sequences: the KV tables' reserve
+ * and advance are taken under the model state's lock; the engine's other
+ * calls (settings, stored prefixes, destroy) must not run beside them. Features
  * with per-step state of their own (offloaded KV, CPU-assisted FFN, stored
  * prefixes) run on the default lane only. */
 gp_status gp_lane_prefill_batch(gp_lane *lane, int S, const gp_prefill_seq *seqs, int32_t *next,
