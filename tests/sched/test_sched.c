@@ -1,0 +1,349 @@
+/* The request scheduler on the CPU reference (tiny preset, synthetic
+ * weights): requests of different lengths arriving at different steps, under
+ * the chunked and the prefill-first policy, with and without a block budget
+ * that forces preemption, and with cancellation, each give bitwise the greedy
+ * tokens of running the request alone (the reference's rows never mix). */
+#include "gp_test.h"
+
+#include "gp_model.h"
+#include "gp_reference.h"
+#include "gp_sched.h"
+#include "sched_cpu.h"
+
+#define N_REQ 10
+#define MAX_SEQS 4
+#define MAX_CTX 48
+#define BLOCK 4
+#define MAX_GEN 16
+
+static gp_host_weights g_w;
+static uint64_t g_rng = 7;
+
+typedef struct req {
+    gp_sched_request r;
+    int32_t prompt[MAX_CTX];
+    int32_t stop;
+    int arrival;             /* step at which it is submitted */
+    int32_t want[MAX_GEN];   /* the tokens of running it alone */
+    int n_want;
+    gp_sched_finish want_finish;
+    int32_t got[MAX_GEN];    /* from the step events */
+    int n_got;
+} req;
+
+static int rnd(int n)
+{
+    return (int)(gp_test_uniform(&g_rng) * n) % n;
+}
+
+/* Greedy alone: gp_cpu_prefill, then gp_cpu_decode_step per token. */
+static void run_alone(gp_cpu_model *m, req *q)
+{
+    const int V = g_w.cfg.vocab, seq = 0;
+    float *lg = malloc(sizeof(float) * (size_t)V);
+    gp_cpu_reset_seq(m, seq);
+    GP_CHECK_OK(gp_cpu_prefill(m, seq, q->r.n_prompt, q->prompt, lg));
+    q->n_want = 0;
+    q->want_finish = GP_SCHED_LENGTH;
+    for (;;) {
+        int32_t t = gp_argmax(lg, V);
+        q->want[q->n_want++] = t;
+        if (q->r.n_stop && t == q->stop) {
+            q->want_finish = GP_SCHED_STOP;
+            break;
+        }
+        if (q->n_want == q->r.max_tokens)
+            break;
+        GP_CHECK_OK(gp_cpu_decode_step(m, 1, &seq, &t, lg));
+    }
+    free(lg);
+}
+
+static void make_requests(req *q, int n)
+{
+    gp_cpu_model *m;
+    GP_CHECK_OK(gp_cpu_model_create(&g_w, 1, MAX_CTX, BLOCK, &m));
+    for (int i = 0; i < n; i++) {
+        memset(&q[i], 0, sizeof(q[i]));
+        q[i].r.id = 1000 + (uint64_t)i;
+        q[i].r.n_prompt = 1 + rnd(24);
+        q[i].r.max_tokens = 1 + rnd(MAX_GEN);
+        for (int k = 0; k < q[i].r.n_prompt; k++)
+            q[i].prompt[k] = rnd(g_w.cfg.vocab);
+        q[i].r.prompt = q[i].prompt;
+        q[i].arrival = rnd(12);
+        run_alone(m, &q[i]);
+        if (i % 3 == 1 && q[i].n_want > 2) { /* a stop id it meets on its way */
+            q[i].stop = q[i].want[q[i].n_want / 2];
+            q[i].r.stop_ids = &q[i].stop;
+            q[i].r.n_stop = 1;
+            run_alone(m, &q[i]);
+        }
+    }
+    gp_cpu_model_destroy(m);
+}
+
+static int setup(void **state)
+{
+    (void)state;
+    gp_config cfg;
+    if (gp_config_preset("tiny", &cfg) != GP_OK || gp_host_weights_alloc(&cfg, GP_DTYPE_BF16, &g_w) != GP_OK ||
+        gp_synth_fill_host(&g_w, 1234) != GP_OK) {
+        fprintf(stderr, "setup: %s\n", gp_last_error());
+        return -1;
+    }
+    return 0;
+}
+
+static int teardown(void **state)
+{
+    (void)state;
+    gp_host_weights_free(&g_w);
+    return 0;
+}
+
+static gp_sched_config config(gp_sched_policy p, int budget, int total_blocks)
+{
+    return (gp_sched_config){.policy = p, .token_budget = budget, .max_seqs = MAX_SEQS, .vocab = g_w.cfg.vocab,
+                             .max_context = MAX_CTX, .block_size = BLOCK, .total_blocks = total_blocks};
+}
+
+/* Records the step's events per request and checks the block count. */
+static void collect(gp_sched *s, req *q, int n, int n_ev)
+{
+    int m;
+    const gp_sched_event *ev = gp_sched_events(s, &m);
+    assert_int_equal(m, n_ev);
+    for (int e = 0; e < m; e++) {
+        int i = (int)(ev[e].id - 1000);
+        assert_true(i >= 0 && i < n && q[i].n_got < MAX_GEN);
+        q[i].got[q[i].n_got++] = ev[e].token;
+    }
+    gp_sched_stats st;
+    gp_sched_get_stats(s, &st);
+    assert_true(st.free_blocks >= 0 && st.free_blocks <= st.total_blocks);
+    assert_true(st.running <= MAX_SEQS);
+}
+
+/* Submits each request at its arrival step and steps until all finish;
+ * returns the preemptions. */
+static long long run_all(gp_sched_policy p, int budget, int total_blocks, req *q, int n)
+{
+    gp_cpu_model *m;
+    GP_CHECK_OK(gp_cpu_model_create(&g_w, MAX_SEQS, MAX_CTX, BLOCK, &m));
+    gp_sched_ops ops = gp_sched_cpu_ops(m);
+    gp_sched *s;
+    gp_sched_config cfg = config(p, budget, total_blocks);
+    GP_CHECK_OK(gp_sched_create(&cfg, &ops, &s));
+    for (int i = 0; i < n; i++)
+        q[i].n_got = 0;
+    gp_sched_stats st;
+    int step = 0;
+    for (;; step++) {
+        assert_true(step < 2000);
+        for (int i = 0; i < n; i++)
+            if (q[i].arrival == step)
+                GP_CHECK_OK(gp_sched_submit(s, &q[i].r));
+        int n_ev;
+        GP_CHECK_OK(gp_sched_step(s, &n_ev));
+        collect(s, q, n, n_ev);
+        gp_sched_get_stats(s, &st);
+        if (step >= 12 && st.waiting == 0 && st.running == 0)
+            break;
+    }
+    for (int i = 0; i < n; i++) {
+        gp_sched_result res;
+        GP_CHECK_OK(gp_sched_result_of(s, q[i].r.id, &res));
+        assert_int_equal(res.finish, q[i].want_finish);
+        assert_int_equal(res.n_tokens, q[i].n_want);
+        assert_memory_equal(res.tokens, q[i].want, sizeof(int32_t) * (size_t)q[i].n_want);
+        assert_int_equal(q[i].n_got, q[i].n_want);
+        assert_memory_equal(q[i].got, q[i].want, sizeof(int32_t) * (size_t)q[i].n_want);
+        GP_CHECK_OK(gp_sched_release(s, q[i].r.id));
+    }
+    assert_int_equal(st.free_blocks, total_blocks);
+    printf("%s budget %d blocks %d: %d steps, %lld prefill and %lld decode rows, %lld preemptions\n",
+           p == GP_SCHED_CHUNKED ? "chunked" : "prefill-first", budget, total_blocks, step + 1,
+           st.prefill_tokens, st.decode_tokens, st.preemptions);
+    gp_sched_destroy(s);
+    gp_cpu_model_destroy(m);
+    return st.preemptions;
+}
+
+static void test_policies_match_alone(void **state)
+{
+    (void)state;
+    req q[N_REQ];
+    make_requests(q, N_REQ);
+    const int ample = MAX_SEQS * MAX_CTX / BLOCK;
+    assert_int_equal(run_all(GP_SCHED_CHUNKED, 8, ample, q, N_REQ), 0);
+    assert_int_equal(run_all(GP_SCHED_CHUNKED, 1, ample, q, N_REQ), 0);
+    assert_int_equal(run_all(GP_SCHED_CHUNKED, 64, ample, q, N_REQ), 0);
+    assert_int_equal(run_all(GP_SCHED_PREFILL_FIRST, 16, ample, q, N_REQ), 0);
+    assert_int_equal(run_all(GP_SCHED_PREFILL_FIRST, 5, ample, q, N_REQ), 0);
+}
+
+static void test_preemption_loses_nothing(void **state)
+{
+    (void)state;
+    req q[N_REQ];
+    make_requests(q, N_REQ);
+    int most = 0; /* the blocks of the largest request: every one fits alone */
+    for (int i = 0; i < N_REQ; i++) {
+        int b = (q[i].r.n_prompt + q[i].r.max_tokens - 1 + BLOCK - 1) / BLOCK;
+        most = b > most ? b : most;
+    }
+    for (int i = 0; i < N_REQ; i++) /* all at once: the most contention */
+        q[i].arrival = i % 2;
+    long long pc = run_all(GP_SCHED_CHUNKED, 16, most, q, N_REQ);
+    long long pf = run_all(GP_SCHED_PREFILL_FIRST, 16, most, q, N_REQ);
+    assert_true(pc > 0);
+    assert_true(pf > 0);
+}
+
+static void test_cancel_frees_blocks(void **state)
+{
+    (void)state;
+    req q[4];
+    make_requests(q, 4);
+    for (int i = 0; i < 4; i++) {
+        q[i].arrival = 0;
+        q[i].r.n_prompt = 6; /* long enough answers to cancel one mid-decode */
+        q[i].r.max_tokens = 12;
+        q[i].r.n_stop = 0;
+    }
+    gp_cpu_model *m;
+    GP_CHECK_OK(gp_cpu_model_create(&g_w, 1, MAX_CTX, BLOCK, &m));
+    for (int i = 0; i < 4; i++)
+        run_alone(m, &q[i]);
+    gp_cpu_model_destroy(m);
+    GP_CHECK_OK(gp_cpu_model_create(&g_w, MAX_SEQS, MAX_CTX, BLOCK, &m));
+    gp_sched_ops ops = gp_sched_cpu_ops(m);
+    gp_sched *s;
+    gp_sched_config cfg = config(GP_SCHED_CHUNKED, 8, 64);
+    GP_CHECK_OK(gp_sched_create(&cfg, &ops, &s));
+    for (int i = 0; i < 4; i++)
+        GP_CHECK_OK(gp_sched_submit(s, &q[i].r));
+    gp_sched_result res;
+    do { /* until request 1 decodes */
+        GP_CHECK_OK(gp_sched_step(s, NULL));
+        GP_CHECK_OK(gp_sched_result_of(s, q[1].r.id, &res));
+    } while (res.n_tokens < 3);
+    gp_sched_stats before, after;
+    gp_sched_get_stats(s, &before);
+    GP_CHECK_OK(gp_sched_cancel(s, q[1].r.id));
+    gp_sched_get_stats(s, &after);
+    /* prompt 6 + 2 tokens fed back: 8 tokens, 2 blocks of 4 */
+    assert_int_equal(after.free_blocks, before.free_blocks + 2);
+    assert_int_equal(after.running, before.running - 1);
+    GP_CHECK_OK(gp_sched_result_of(s, q[1].r.id, &res));
+    assert_int_equal(res.finish, GP_SCHED_CANCELLED);
+    assert_int_equal(res.n_tokens, 3);
+    assert_memory_equal(res.tokens, q[1].want, sizeof(int32_t) * 3);
+    GP_CHECK_OK(gp_sched_cancel(s, q[1].r.id)); /* finished: left as it is */
+    for (int k = 0; k < 100; k++)
+        GP_CHECK_OK(gp_sched_step(s, NULL));
+    gp_sched_get_stats(s, &after);
+    assert_int_equal(after.free_blocks, 64);
+    assert_int_equal(after.running + after.waiting, 0);
+    for (int i = 0; i < 4; i++) {
+        if (i == 1)
+            continue;
+        GP_CHECK_OK(gp_sched_result_of(s, q[i].r.id, &res));
+        assert_int_equal(res.finish, GP_SCHED_LENGTH);
+        assert_int_equal(res.n_tokens, q[i].n_want);
+        assert_memory_equal(res.tokens, q[i].want, sizeof(int32_t) * (size_t)q[i].n_want);
+    }
+    /* a waiting request cancelled before it runs */
+    q[0].r.id = 77;
+    GP_CHECK_OK(gp_sched_submit(s, &q[0].r));
+    GP_CHECK_OK(gp_sched_cancel(s, 77));
+    GP_CHECK_OK(gp_sched_result_of(s, 77, &res));
+    assert_int_equal(res.finish, GP_SCHED_CANCELLED);
+    assert_int_equal(res.n_tokens, 0);
+    gp_sched_get_stats(s, &after);
+    assert_int_equal(after.waiting, 0);
+    gp_sched_destroy(s);
+    gp_cpu_model_destroy(m);
+}
+
+static gp_status fail_batch(void *ctx, const gp_batch *b, float *logits)
+{
+    (void)ctx, (void)b, (void)logits;
+    GP_FAIL(GP_ERR_INVALID_ARG, "backend refuses");
+}
+
+static void no_reset(void *ctx, int seq)
+{
+    (void)ctx, (void)seq;
+}
+
+static void test_bad_inputs(void **state)
+{
+    (void)state;
+    gp_sched_ops ops = {.run_batch = fail_batch, .reset_seq = no_reset};
+    gp_sched *s;
+    gp_sched_config cfg = config(GP_SCHED_CHUNKED, 0, 8);
+    GP_CHECK_FAIL(gp_sched_create(&cfg, &ops, &s), GP_ERR_INVALID_ARG, "token_budget 0");
+    cfg = config(GP_SCHED_CHUNKED, 4, 8);
+    cfg.block_size = 0;
+    GP_CHECK_FAIL(gp_sched_create(&cfg, &ops, &s), GP_ERR_INVALID_ARG, "block_size 0");
+    cfg = config((gp_sched_policy)7, 4, 8);
+    GP_CHECK_FAIL(gp_sched_create(&cfg, &ops, &s), GP_ERR_INVALID_ARG, "policy 7");
+    cfg = config(GP_SCHED_CHUNKED, 4, 8);
+    cfg.max_seqs = 0;
+    GP_CHECK_FAIL(gp_sched_create(&cfg, &ops, &s), GP_ERR_INVALID_ARG, "max_seqs 0");
+    gp_sched_ops none = {0};
+    GP_CHECK_FAIL(gp_sched_create(&cfg, &none, &s), GP_ERR_INVALID_ARG, "ops.run_batch");
+    cfg = config(GP_SCHED_CHUNKED, 4, 8);
+    GP_CHECK_OK(gp_sched_create(&cfg, &ops, &s));
+
+    int32_t p[4] = {1, 2, 3, 4};
+    gp_sched_request r = {.id = 5, .prompt = p, .n_prompt = 0, .max_tokens = 4};
+    GP_CHECK_FAIL(gp_sched_submit(s, &r), GP_ERR_INVALID_ARG, "empty prompt");
+    r.n_prompt = 4;
+    r.max_tokens = 0;
+    GP_CHECK_FAIL(gp_sched_submit(s, &r), GP_ERR_INVALID_ARG, "max_tokens 0");
+    r.max_tokens = MAX_CTX;
+    GP_CHECK_FAIL(gp_sched_submit(s, &r), GP_ERR_INVALID_ARG, "exceeds the context of 48");
+    r.max_tokens = 40; /* 43 tokens cached: 11 blocks of 4, 8 held */
+    GP_CHECK_FAIL(gp_sched_submit(s, &r), GP_ERR_INVALID_ARG, "needs up to 11 KV blocks");
+    r.max_tokens = 4;
+    p[2] = g_w.cfg.vocab;
+    GP_CHECK_FAIL(gp_sched_submit(s, &r), GP_ERR_INVALID_ARG, "prompt[2] = 256");
+    p[2] = 3;
+    r.n_stop = 1;
+    GP_CHECK_FAIL(gp_sched_submit(s, &r), GP_ERR_INVALID_ARG, "stop_ids NULL");
+    r.n_stop = 0;
+    GP_CHECK_OK(gp_sched_submit(s, &r));
+    GP_CHECK_FAIL(gp_sched_submit(s, &r), GP_ERR_INVALID_ARG, "id 5 is already held");
+    GP_CHECK_FAIL(gp_sched_cancel(s, 6), GP_ERR_INVALID_ARG, "no request with id 6");
+    GP_CHECK_FAIL(gp_sched_release(s, 5), GP_ERR_INVALID_ARG, "has not finished");
+
+    /* a failed batch runs no token and gives its blocks back */
+    GP_CHECK_FAIL(gp_sched_step(s, NULL), GP_ERR_INVALID_ARG, "backend refuses");
+    gp_sched_stats st;
+    gp_sched_get_stats(s, &st);
+    assert_int_equal(st.free_blocks, 8);
+    assert_int_equal(st.steps, 0);
+    gp_sched_result res;
+    GP_CHECK_OK(gp_sched_result_of(s, 5, &res));
+    assert_int_equal(res.finish, GP_SCHED_RUNNING);
+    assert_int_equal(res.n_tokens, 0);
+    GP_CHECK_OK(gp_sched_cancel(s, 5));
+    GP_CHECK_OK(gp_sched_release(s, 5));
+    gp_sched_get_stats(s, &st);
+    assert_int_equal(st.running + st.waiting, 0);
+    gp_sched_destroy(s);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_policies_match_alone),
+        cmocka_unit_test(test_preemption_loses_nothing),
+        cmocka_unit_test(test_cancel_frees_blocks),
+        cmocka_unit_test(test_bad_inputs),
+    };
+    return cmocka_run_group_tests(tests, setup, teardown);
+}
