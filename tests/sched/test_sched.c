@@ -108,6 +108,56 @@ static gp_sched_config config(gp_sched_policy p, int budget, int total_blocks)
                              .max_context = MAX_CTX, .block_size = BLOCK, .total_blocks = total_blocks};
 }
 
+/* The backend as the scheduler sees it, checked at every batch: rows within
+ * the budget, at most MAX_SEQS parts, prefill-first batches never mixed, and
+ * the blocks the sequences' caches really hold within the block budget. */
+typedef struct checked {
+    gp_sched_ops cpu;
+    gp_sched_config cfg;
+    int len[MAX_SEQS];
+    int mixed_batches, samples;
+} checked;
+
+static gp_status checked_run(void *ctx, const gp_batch *b, float *logits)
+{
+    checked *c = ctx;
+    int rows = 0, pre = 0, dec = 0, blocks = 0;
+    assert_true(b->n_parts >= 1 && b->n_parts <= MAX_SEQS);
+    for (int i = 0; i < b->n_parts; i++) {
+        rows += b->parts[i].n;
+        pre += b->parts[i].kind == GP_BATCH_PREFILL;
+        dec += b->parts[i].kind == GP_BATCH_DECODE;
+    }
+    assert_true(rows <= c->cfg.token_budget);
+    if (c->cfg.policy == GP_SCHED_PREFILL_FIRST)
+        assert_true(pre == 0 || dec == 0);
+    c->mixed_batches += pre && dec;
+    gp_status st = c->cpu.run_batch(c->cpu.ctx, b, logits);
+    if (st == GP_OK)
+        for (int i = 0; i < b->n_parts; i++)
+            c->len[b->parts[i].seq] += b->parts[i].n;
+    for (int q = 0; q < MAX_SEQS; q++)
+        blocks += (c->len[q] + BLOCK - 1) / BLOCK;
+    assert_true(blocks <= c->cfg.total_blocks);
+    return st;
+}
+
+static void checked_reset(void *ctx, int seq)
+{
+    checked *c = ctx;
+    c->len[seq] = 0;
+    c->cpu.reset_seq(c->cpu.ctx, seq);
+}
+
+/* Greedy, counting the calls of each request (its sample_ctx). */
+static int32_t checked_sample(void *ctx, const float *logits, int vocab, void *sample_ctx)
+{
+    checked *c = ctx;
+    c->samples++;
+    (*(int *)sample_ctx)++;
+    return gp_argmax(logits, vocab);
+}
+
 /* Records the step's events per request and checks the block count. */
 static void collect(gp_sched *s, req *q, int n, int n_ev)
 {
@@ -131,12 +181,16 @@ static long long run_all(gp_sched_policy p, int budget, int total_blocks, req *q
 {
     gp_cpu_model *m;
     GP_CHECK_OK(gp_cpu_model_create(&g_w, MAX_SEQS, MAX_CTX, BLOCK, &m));
-    gp_sched_ops ops = gp_sched_cpu_ops(m);
-    gp_sched *s;
     gp_sched_config cfg = config(p, budget, total_blocks);
+    checked c = {.cpu = gp_sched_cpu_ops(m), .cfg = cfg};
+    gp_sched_ops ops = {.run_batch = checked_run, .reset_seq = checked_reset, .sample = checked_sample, .ctx = &c};
+    gp_sched *s;
     GP_CHECK_OK(gp_sched_create(&cfg, &ops, &s));
-    for (int i = 0; i < n; i++)
+    int sampled[N_REQ] = {0};
+    for (int i = 0; i < n; i++) {
         q[i].n_got = 0;
+        q[i].r.sample_ctx = &sampled[i];
+    }
     gp_sched_stats st;
     int step = 0;
     for (;; step++) {
@@ -159,12 +213,15 @@ static long long run_all(gp_sched_policy p, int budget, int total_blocks, req *q
         assert_memory_equal(res.tokens, q[i].want, sizeof(int32_t) * (size_t)q[i].n_want);
         assert_int_equal(q[i].n_got, q[i].n_want);
         assert_memory_equal(q[i].got, q[i].want, sizeof(int32_t) * (size_t)q[i].n_want);
+        assert_int_equal(sampled[i], q[i].n_want);
         GP_CHECK_OK(gp_sched_release(s, q[i].r.id));
     }
     assert_int_equal(st.free_blocks, total_blocks);
-    printf("%s budget %d blocks %d: %d steps, %lld prefill and %lld decode rows, %lld preemptions\n",
-           p == GP_SCHED_CHUNKED ? "chunked" : "prefill-first", budget, total_blocks, step + 1,
-           st.prefill_tokens, st.decode_tokens, st.preemptions);
+    printf("%s budget %d blocks %d: %d steps (%d mixing prefill and decode), %lld prefill and %lld decode "
+           "rows, %lld preemptions\n", p == GP_SCHED_CHUNKED ? "chunked" : "prefill-first", budget, total_blocks,
+           step + 1, c.mixed_batches, st.prefill_tokens, st.decode_tokens, st.preemptions);
+    if (p == GP_SCHED_CHUNKED && budget > 1)
+        assert_true(c.mixed_batches > 0);
     gp_sched_destroy(s);
     gp_cpu_model_destroy(m);
     return st.preemptions;
