@@ -13,6 +13,8 @@
 extern "C" {
 #endif
 
+/* One caller at a time: a server serializes submit, cancel and step (its
+ * event loop) around one scheduler. */
 typedef struct gp_sched gp_sched; /* opaque */
 
 /* What the scheduler drives: one mixed batch per step, and the reset of a
@@ -62,7 +64,7 @@ typedef struct gp_sched_request {
     const int32_t *prompt;    /* [n_prompt] */
     int n_prompt;             /* >= 1 */
     int max_tokens;           /* >= 1; n_prompt + max_tokens <= max_context */
-    const int32_t *stop_ids;  /* [n_stop]: generating one of them ends the request (it is kept) */
+    const int32_t *stop_ids;  /* [n_stop]: EOS and stop ids; generating one ends the request (it is kept) */
     int n_stop;
     void *sample_ctx;         /* handed to ops.sample (borrowed until the request finishes) */
 } gp_sched_request;
@@ -94,7 +96,9 @@ typedef struct gp_sched_event {
 /* One engine batch: schedule by the policy, run it, sample the parts that
  * reached their last pending token. *n_events (may be NULL) receives the
  * events of this step (gp_sched_events). A step with nothing to run does
- * nothing. A failed batch changes no request. */
+ * nothing. A failed batch (the backend's status is returned) runs no token
+ * and gives its blocks back; requests it admitted stay running with an empty
+ * cache, those it preempted stay queued, so the next step goes on. */
 gp_status gp_sched_step(gp_sched *s, int *n_events);
 /* The events of the last step; valid until the next step. */
 const gp_sched_event *gp_sched_events(const gp_sched *s, int *n);

@@ -171,6 +171,16 @@ static void commit_part(gp_sched *s, int i)
         finish(s, r, why);
 }
 
+static void swap_parts(gp_sched *s, int i, int j)
+{
+    gp_batch_part p = s->parts[i];
+    s->parts[i] = s->parts[j], s->parts[j] = p;
+    rq *r = s->part_rq[i];
+    s->part_rq[i] = s->part_rq[j], s->part_rq[j] = r;
+    int b = s->part_blk[i];
+    s->part_blk[i] = s->part_blk[j], s->part_blk[j] = b;
+}
+
 gp_status gp_sched_step(gp_sched *s, int *n_events)
 {
     if (!s)
@@ -187,20 +197,14 @@ gp_status gp_sched_step(gp_sched *s, int *n_events)
     }
     if (s->n_parts == 0)
         return GP_OK;
-    /* The batch is the prefill parts, then the decode parts. */
-    gp_batch_part tmp_p;
-    rq *tmp_r;
-    int tmp_b, n_pre = 0;
-    for (int i = 0; i < s->n_parts; i++) {
-        if (s->parts[i].kind != GP_BATCH_PREFILL)
-            continue;
-        for (int j = i; j > n_pre; j--) { /* stable: keeps the order within each kind */
-            tmp_p = s->parts[j], s->parts[j] = s->parts[j - 1], s->parts[j - 1] = tmp_p;
-            tmp_r = s->part_rq[j], s->part_rq[j] = s->part_rq[j - 1], s->part_rq[j - 1] = tmp_r;
-            tmp_b = s->part_blk[j], s->part_blk[j] = s->part_blk[j - 1], s->part_blk[j - 1] = tmp_b;
+    /* The batch is the prefill parts, then the decode parts, each kind in
+     * the order planned. */
+    for (int i = 0, n_pre = 0; i < s->n_parts; i++)
+        if (s->parts[i].kind == GP_BATCH_PREFILL) {
+            for (int j = i; j > n_pre; j--)
+                swap_parts(s, j, j - 1);
+            n_pre++;
         }
-        n_pre++;
-    }
     gp_batch b = {.n_parts = s->n_parts, .parts = s->parts};
     gp_status st = s->ops.run_batch(s->ops.ctx, &b, s->logits);
     if (st != GP_OK) {
