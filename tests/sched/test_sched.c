@@ -15,6 +15,7 @@
 #define MAX_CTX 48
 #define BLOCK 4
 #define MAX_GEN 16
+#define SLOTS_MAX 8 /* sequence slots of the random configurations */
 
 static gp_host_weights g_w;
 static uint64_t g_rng = 7;
@@ -29,6 +30,7 @@ typedef struct req {
     gp_sched_finish want_finish;
     int32_t got[MAX_GEN];    /* from the step events */
     int n_got;
+    int cancelled;           /* cancelled by the random schedule */
 } req;
 
 static int rnd(int n)
@@ -114,7 +116,7 @@ static gp_sched_config config(gp_sched_policy p, int budget, int total_blocks)
 typedef struct checked {
     gp_sched_ops cpu;
     gp_sched_config cfg;
-    int len[MAX_SEQS];
+    int len[SLOTS_MAX];
     int mixed_batches, samples;
 } checked;
 
@@ -122,7 +124,7 @@ static gp_status checked_run(void *ctx, const gp_batch *b, float *logits)
 {
     checked *c = ctx;
     int rows = 0, pre = 0, dec = 0, blocks = 0;
-    assert_true(b->n_parts >= 1 && b->n_parts <= MAX_SEQS);
+    assert_true(b->n_parts >= 1 && b->n_parts <= c->cfg.max_seqs);
     for (int i = 0; i < b->n_parts; i++) {
         rows += b->parts[i].n;
         pre += b->parts[i].kind == GP_BATCH_PREFILL;
@@ -136,8 +138,8 @@ static gp_status checked_run(void *ctx, const gp_batch *b, float *logits)
     if (st == GP_OK)
         for (int i = 0; i < b->n_parts; i++)
             c->len[b->parts[i].seq] += b->parts[i].n;
-    for (int q = 0; q < MAX_SEQS; q++)
-        blocks += (c->len[q] + BLOCK - 1) / BLOCK;
+    for (int q = 0; q < c->cfg.max_seqs; q++)
+        blocks += (c->len[q] + c->cfg.block_size - 1) / c->cfg.block_size;
     assert_true(blocks <= c->cfg.total_blocks);
     return st;
 }
@@ -172,59 +174,112 @@ static void collect(gp_sched *s, req *q, int n, int n_ev)
     gp_sched_stats st;
     gp_sched_get_stats(s, &st);
     assert_true(st.free_blocks >= 0 && st.free_blocks <= st.total_blocks);
-    assert_true(st.running <= MAX_SEQS);
+    assert_true(st.running <= SLOTS_MAX);
 }
 
-/* Submits each request at its arrival step and steps until all finish;
- * returns the preemptions. */
-static long long run_all(gp_sched_policy p, int budget, int total_blocks, req *q, int n)
+/* Submits each request at its arrival step, cancels a random running or
+ * waiting one every cancel_every steps (0: never), and steps until all
+ * finish. A request that finished gives its tokens alone bitwise, a
+ * cancelled one a prefix of them. */
+static void run_cfg(const gp_sched_config *cfg, req *q, int n, int cancel_every, checked *c, gp_sched_stats *st)
 {
     gp_cpu_model *m;
-    GP_CHECK_OK(gp_cpu_model_create(&g_w, MAX_SEQS, MAX_CTX, BLOCK, &m));
-    gp_sched_config cfg = config(p, budget, total_blocks);
-    checked c = {.cpu = gp_sched_cpu_ops(m), .cfg = cfg};
-    gp_sched_ops ops = {.run_batch = checked_run, .reset_seq = checked_reset, .sample = checked_sample, .ctx = &c};
+    GP_CHECK_OK(gp_cpu_model_create(&g_w, cfg->max_seqs, MAX_CTX, BLOCK, &m));
+    *c = (checked){.cpu = gp_sched_cpu_ops(m), .cfg = *cfg};
+    gp_sched_ops ops = {.run_batch = checked_run, .reset_seq = checked_reset, .sample = checked_sample, .ctx = c};
     gp_sched *s;
-    GP_CHECK_OK(gp_sched_create(&cfg, &ops, &s));
+    GP_CHECK_OK(gp_sched_create(cfg, &ops, &s));
     int sampled[N_REQ] = {0};
     for (int i = 0; i < n; i++) {
-        q[i].n_got = 0;
+        q[i].n_got = q[i].cancelled = 0;
         q[i].r.sample_ctx = &sampled[i];
     }
-    gp_sched_stats st;
     int step = 0;
     for (;; step++) {
         assert_true(step < 2000);
         for (int i = 0; i < n; i++)
             if (q[i].arrival == step)
                 GP_CHECK_OK(gp_sched_submit(s, &q[i].r));
+        if (cancel_every && step % cancel_every == cancel_every - 1) {
+            int i = rnd(n);
+            gp_sched_result res;
+            if (q[i].arrival <= step && gp_sched_result_of(s, q[i].r.id, &res) == GP_OK &&
+                res.finish == GP_SCHED_RUNNING) {
+                GP_CHECK_OK(gp_sched_cancel(s, q[i].r.id));
+                q[i].cancelled = 1;
+            }
+        }
         int n_ev;
         GP_CHECK_OK(gp_sched_step(s, &n_ev));
         collect(s, q, n, n_ev);
-        gp_sched_get_stats(s, &st);
-        if (step >= 12 && st.waiting == 0 && st.running == 0)
+        gp_sched_get_stats(s, st);
+        if (step >= 12 && st->waiting == 0 && st->running == 0)
             break;
     }
     for (int i = 0; i < n; i++) {
         gp_sched_result res;
         GP_CHECK_OK(gp_sched_result_of(s, q[i].r.id, &res));
-        assert_int_equal(res.finish, q[i].want_finish);
-        assert_int_equal(res.n_tokens, q[i].n_want);
-        assert_memory_equal(res.tokens, q[i].want, sizeof(int32_t) * (size_t)q[i].n_want);
-        assert_int_equal(q[i].n_got, q[i].n_want);
-        assert_memory_equal(q[i].got, q[i].want, sizeof(int32_t) * (size_t)q[i].n_want);
-        assert_int_equal(sampled[i], q[i].n_want);
+        int want_n = q[i].cancelled ? res.n_tokens : q[i].n_want;
+        assert_int_equal(res.finish, q[i].cancelled ? GP_SCHED_CANCELLED : q[i].want_finish);
+        assert_true(res.n_tokens == want_n && want_n <= q[i].n_want);
+        assert_memory_equal(res.tokens, q[i].want, sizeof(int32_t) * (size_t)want_n);
+        assert_int_equal(q[i].n_got, want_n);
+        assert_memory_equal(q[i].got, q[i].want, sizeof(int32_t) * (size_t)want_n);
+        assert_int_equal(sampled[i], want_n);
         GP_CHECK_OK(gp_sched_release(s, q[i].r.id));
     }
-    assert_int_equal(st.free_blocks, total_blocks);
-    printf("%s budget %d blocks %d: %d steps (%d mixing prefill and decode), %lld prefill and %lld decode "
-           "rows, %lld preemptions\n", p == GP_SCHED_CHUNKED ? "chunked" : "prefill-first", budget, total_blocks,
-           step + 1, c.mixed_batches, st.prefill_tokens, st.decode_tokens, st.preemptions);
-    if (p == GP_SCHED_CHUNKED && budget > 1)
-        assert_true(c.mixed_batches > 0);
+    assert_int_equal(st->free_blocks, cfg->total_blocks);
+    st->steps = step + 1;
     gp_sched_destroy(s);
     gp_cpu_model_destroy(m);
+}
+
+/* run_cfg with MAX_SEQS slots and blocks of BLOCK tokens, no cancellation;
+ * returns the preemptions. */
+static long long run_all(gp_sched_policy p, int budget, int total_blocks, req *q, int n)
+{
+    gp_sched_config cfg = config(p, budget, total_blocks);
+    checked c;
+    gp_sched_stats st;
+    run_cfg(&cfg, q, n, 0, &c, &st);
+    printf("%s budget %d blocks %d: %lld steps (%d mixing prefill and decode), %lld prefill and %lld decode "
+           "rows, %lld preemptions\n", p == GP_SCHED_CHUNKED ? "chunked" : "prefill-first", budget, total_blocks,
+           st.steps, c.mixed_batches, st.prefill_tokens, st.decode_tokens, st.preemptions);
+    if (p == GP_SCHED_CHUNKED && budget > 1)
+        assert_true(c.mixed_batches > 0);
     return st.preemptions;
+}
+
+/* Random slots, budgets, block sizes and block budgets (each request still
+ * fits alone), random arrivals and cancellations. */
+static void test_random_configurations(void **state)
+{
+    (void)state;
+    long long preempted = 0, steps = 0;
+    int cancelled = 0;
+    for (int round = 0; round < 40; round++) {
+        req q[N_REQ];
+        make_requests(q, N_REQ);
+        gp_sched_config cfg = config(rnd(2) ? GP_SCHED_CHUNKED : GP_SCHED_PREFILL_FIRST, 1 + rnd(40), 0);
+        cfg.max_seqs = 1 + rnd(SLOTS_MAX);
+        cfg.block_size = 1 << rnd(4);
+        int most = 0;
+        for (int i = 0; i < N_REQ; i++) {
+            int b = (q[i].r.n_prompt + q[i].r.max_tokens - 1 + cfg.block_size - 1) / cfg.block_size;
+            most = b > most ? b : most;
+        }
+        cfg.total_blocks = most + rnd(2 * most);
+        checked c;
+        gp_sched_stats st;
+        run_cfg(&cfg, q, N_REQ, 3 + rnd(10), &c, &st);
+        preempted += st.preemptions;
+        steps += st.steps;
+        for (int i = 0; i < N_REQ; i++)
+            cancelled += q[i].cancelled;
+    }
+    printf("40 random configurations: %lld steps, %lld preemptions, %d cancellations\n", steps, preempted,
+           cancelled);
+    assert_true(preempted > 0 && cancelled > 0);
 }
 
 static void test_policies_match_alone(void **state)
@@ -400,6 +455,7 @@ int main(void)
         cmocka_unit_test(test_policies_match_alone),
         cmocka_unit_test(test_preemption_loses_nothing),
         cmocka_unit_test(test_cancel_frees_blocks),
+        cmocka_unit_test(test_random_configurations),
         cmocka_unit_test(test_bad_inputs),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
