@@ -1,13 +1,15 @@
 /* The request scheduler on the CPU reference (tiny preset, synthetic
  * weights): requests of different lengths arriving at different steps, under
  * the chunked and the prefill-first policy, with and without a block budget
- * that forces preemption, and with cancellation, each give bitwise the greedy
- * tokens of running the request alone (the reference's rows never mix). */
+ * that forces preemption, with cancellation, greedy or sampled from each
+ * request's own seed, each give bitwise the tokens of running the request
+ * alone (the reference's rows never mix). */
 #include "gp_test.h"
 
 #include "gp_model.h"
 #include "gp_reference.h"
 #include "gp_sched.h"
+#include "gp_tools.h"
 #include "sched_cpu.h"
 
 #define N_REQ 10
@@ -19,6 +21,8 @@
 
 static gp_host_weights g_w;
 static uint64_t g_rng = 7;
+static gp_sample_params g_sample; /* of every request made; zero: greedy */
+static gp_sampler g_sampler;
 
 typedef struct req {
     gp_sched_request r;
@@ -31,6 +35,8 @@ typedef struct req {
     int32_t got[MAX_GEN];    /* from the step events */
     int n_got;
     int cancelled;           /* cancelled by the random schedule */
+    gp_sample_params sp;
+    uint64_t seed;
 } req;
 
 static int rnd(int n)
@@ -38,17 +44,28 @@ static int rnd(int n)
     return (int)(gp_test_uniform(&g_rng) * n) % n;
 }
 
-/* Greedy alone: gp_cpu_prefill, then gp_cpu_decode_step per token. */
+/* A request's sampler state: its parameters, its own random stream, and the
+ * calls it got. */
+typedef struct rq_sampling {
+    gp_sample_params p;
+    gp_rng rng;
+    int calls;
+} rq_sampling;
+
+/* Alone: gp_cpu_prefill, then gp_cpu_decode_step per token, sampled from a
+ * fresh stream of the request's seed (greedy at temperature 0). */
 static void run_alone(gp_cpu_model *m, req *q)
 {
     const int V = g_w.cfg.vocab, seq = 0;
     float *lg = malloc(sizeof(float) * (size_t)V);
+    gp_rng rng;
+    gp_rng_seed(&rng, q->seed, 0);
     gp_cpu_reset_seq(m, seq);
     GP_CHECK_OK(gp_cpu_prefill(m, seq, q->r.n_prompt, q->prompt, lg));
     q->n_want = 0;
     q->want_finish = GP_SCHED_LENGTH;
     for (;;) {
-        int32_t t = gp_argmax(lg, V);
+        int32_t t = gp_sample(&g_sampler, &q->sp, lg, &rng);
         q->want[q->n_want++] = t;
         if (q->r.n_stop && t == q->stop) {
             q->want_finish = GP_SCHED_STOP;
@@ -74,6 +91,8 @@ static void make_requests(req *q, int n)
             q[i].prompt[k] = rnd(g_w.cfg.vocab);
         q[i].r.prompt = q[i].prompt;
         q[i].arrival = rnd(12);
+        q[i].sp = g_sample;
+        q[i].seed = 500 + (uint64_t)i;
         run_alone(m, &q[i]);
         if (i % 3 == 1 && q[i].n_want > 2) { /* a stop id it meets on its way */
             q[i].stop = q[i].want[q[i].n_want / 2];
@@ -90,7 +109,7 @@ static int setup(void **state)
     (void)state;
     gp_config cfg;
     if (gp_config_preset("tiny", &cfg) != GP_OK || gp_host_weights_alloc(&cfg, GP_DTYPE_BF16, &g_w) != GP_OK ||
-        gp_synth_fill_host(&g_w, 1234) != GP_OK) {
+        gp_synth_fill_host(&g_w, 1234) != GP_OK || gp_sampler_init(&g_sampler, cfg.vocab) != GP_OK) {
         fprintf(stderr, "setup: %s\n", gp_last_error());
         return -1;
     }
@@ -101,6 +120,7 @@ static int teardown(void **state)
 {
     (void)state;
     gp_host_weights_free(&g_w);
+    gp_sampler_free(&g_sampler);
     return 0;
 }
 
@@ -151,13 +171,15 @@ static void checked_reset(void *ctx, int seq)
     c->cpu.reset_seq(c->cpu.ctx, seq);
 }
 
-/* Greedy, counting the calls of each request (its sample_ctx). */
+/* The request's own sampler (its sample_ctx), counting its calls. */
 static int32_t checked_sample(void *ctx, const float *logits, int vocab, void *sample_ctx)
 {
     checked *c = ctx;
+    rq_sampling *rs = sample_ctx;
+    assert_int_equal(vocab, g_sampler.vocab);
     c->samples++;
-    (*(int *)sample_ctx)++;
-    return gp_argmax(logits, vocab);
+    rs->calls++;
+    return gp_sample(&g_sampler, &rs->p, logits, &rs->rng);
 }
 
 /* Records the step's events per request and checks the block count. */
@@ -189,9 +211,11 @@ static void run_cfg(const gp_sched_config *cfg, req *q, int n, int cancel_every,
     gp_sched_ops ops = {.run_batch = checked_run, .reset_seq = checked_reset, .sample = checked_sample, .ctx = c};
     gp_sched *s;
     GP_CHECK_OK(gp_sched_create(cfg, &ops, &s));
-    int sampled[N_REQ] = {0};
+    rq_sampling sampled[N_REQ];
     for (int i = 0; i < n; i++) {
         q[i].n_got = q[i].cancelled = 0;
+        sampled[i] = (rq_sampling){.p = q[i].sp};
+        gp_rng_seed(&sampled[i].rng, q[i].seed, 0);
         q[i].r.sample_ctx = &sampled[i];
     }
     int step = 0;
@@ -225,7 +249,7 @@ static void run_cfg(const gp_sched_config *cfg, req *q, int n, int cancel_every,
         assert_memory_equal(res.tokens, q[i].want, sizeof(int32_t) * (size_t)want_n);
         assert_int_equal(q[i].n_got, want_n);
         assert_memory_equal(q[i].got, q[i].want, sizeof(int32_t) * (size_t)want_n);
-        assert_int_equal(sampled[i], want_n);
+        assert_int_equal(sampled[i].calls, want_n);
         GP_CHECK_OK(gp_sched_release(s, q[i].r.id));
     }
     assert_int_equal(st->free_blocks, cfg->total_blocks);
@@ -379,6 +403,40 @@ static void test_cancel_frees_blocks(void **state)
     gp_cpu_model_destroy(m);
 }
 
+/* Per-request sampling with its own seed: each request draws from its own
+ * stream once per token, so its tokens are those of running it alone with
+ * that seed, whatever the batch, the preemptions and the policy. */
+static void test_seeded_sampling_matches_alone(void **state)
+{
+    (void)state;
+    g_sample = (gp_sample_params){.temperature = 0.9, .top_k = 40, .top_p = 0.95};
+    req q[N_REQ];
+    make_requests(q, N_REQ);
+    g_sample = (gp_sample_params){0};
+    int most = 0, differs = 0;
+    for (int i = 0; i < N_REQ; i++) {
+        int b = (q[i].r.n_prompt + q[i].r.max_tokens - 1 + BLOCK - 1) / BLOCK;
+        most = b > most ? b : most;
+        q[i].arrival = i % 3;
+    }
+    long long pc = run_all(GP_SCHED_CHUNKED, 6, most, q, N_REQ);
+    long long pf = run_all(GP_SCHED_PREFILL_FIRST, 12, most + 2, q, N_REQ);
+    assert_true(pc + pf > 0);
+    /* the draws matter: greedy gives other tokens for some request */
+    gp_cpu_model *m;
+    GP_CHECK_OK(gp_cpu_model_create(&g_w, 1, MAX_CTX, BLOCK, &m));
+    for (int i = 0; i < N_REQ; i++) {
+        req g = q[i];
+        g.sp = (gp_sample_params){0};
+        g.r.n_stop = 0;
+        run_alone(m, &g);
+        differs += memcmp(g.want, q[i].want, sizeof(int32_t) * (size_t)(g.n_want < q[i].n_want ? g.n_want
+                                                                                             : q[i].n_want)) != 0;
+    }
+    gp_cpu_model_destroy(m);
+    assert_true(differs > 0);
+}
+
 static gp_status fail_batch(void *ctx, const gp_batch *b, float *logits)
 {
     (void)ctx, (void)b, (void)logits;
@@ -456,6 +514,7 @@ int main(void)
         cmocka_unit_test(test_preemption_loses_nothing),
         cmocka_unit_test(test_cancel_frees_blocks),
         cmocka_unit_test(test_random_configurations),
+        cmocka_unit_test(test_seeded_sampling_matches_alone),
         cmocka_unit_test(test_bad_inputs),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
