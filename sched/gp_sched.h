@@ -1,0 +1,127 @@
+/* greenpipe request scheduler: a queue of generation requests run by
+ * continuous batching over any backend that runs mixed batches, with a
+ * per-step token budget, KV block admission and preemption by recompute. */
+#ifndef GP_SCHED_H
+#define GP_SCHED_H
+
+#include <stdint.h>
+
+#include "gp_common.h"
+#include "gp_stage.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* One caller at a time: a server serializes submit, cancel and step (its
+ * event loop) around one scheduler. */
+typedef struct gp_sched gp_sched; /* opaque */
+
+/* What the scheduler drives: one mixed batch per step, and the reset of a
+ * sequence slot it gives back. The CPU reference and the CUDA engine each
+ * plug in through this table. */
+typedef struct gp_sched_ops {
+    /* Run b (prefill parts first, then decode parts; sequence ids in
+     * [0, max_seqs)) and write the logits after each part's last token to
+     * logits [b->n_parts][vocab]. A failed batch leaves every sequence as it
+     * was. */
+    gp_status (*run_batch)(void *ctx, const gp_batch *b, float *logits);
+    /* Empty sequence seq's cache (its slot is handed to another request). */
+    void (*reset_seq)(void *ctx, int seq);
+    /* The next token of a request from its logits [vocab]; sample_ctx is the
+     * request's own (its sampling parameters and seed). NULL: greedy, the
+     * first largest logit. */
+    int32_t (*sample)(void *ctx, const float *logits, int vocab, void *sample_ctx);
+    void *ctx;
+} gp_sched_ops;
+
+typedef enum gp_sched_policy {
+    /* Every running decode row first, then prefill chunks of partly
+     * prefilled and waiting requests until the token budget is used
+     * (Sarathi-Serve, vLLM v1): decodes never stall behind a long prompt. */
+    GP_SCHED_CHUNKED = 0,
+    /* Whole pending prompts while any wait (up to the budget; a prompt
+     * longer than the whole budget in chunks), decode rows otherwise. */
+    GP_SCHED_PREFILL_FIRST,
+} gp_sched_policy;
+
+typedef struct gp_sched_config {
+    gp_sched_policy policy;
+    int token_budget; /* tokens of one step at most: >= 1 */
+    int max_seqs;     /* the backend's sequence slots: the most requests running, and parts of a batch */
+    int vocab;
+    int max_context;  /* tokens per sequence */
+    int block_size;   /* tokens per KV block: >= 1 */
+    int total_blocks; /* KV blocks the backend holds for all sequences: >= 1 */
+} gp_sched_config;
+
+gp_status gp_sched_create(const gp_sched_config *cfg, const gp_sched_ops *ops, gp_sched **out);
+void gp_sched_destroy(gp_sched *s);
+
+/* One generation request; everything is copied by gp_sched_submit. */
+typedef struct gp_sched_request {
+    uint64_t id;              /* unique among the requests the scheduler holds */
+    const int32_t *prompt;    /* [n_prompt] */
+    int n_prompt;             /* >= 1 */
+    int max_tokens;           /* >= 1; n_prompt + max_tokens <= max_context */
+    const int32_t *stop_ids;  /* [n_stop]: EOS and stop ids; generating one ends the request (it is kept) */
+    int n_stop;
+    void *sample_ctx;         /* handed to ops.sample (borrowed until the request finishes) */
+} gp_sched_request;
+
+/* Queue r at the tail (FIFO). Refused before anything changes: a message
+ * names the bad value and what is allowed. */
+gp_status gp_sched_submit(gp_sched *s, const gp_sched_request *r);
+
+/* End request id (waiting or running) at once: its sequence is reset and its
+ * blocks are free before the call returns. A finished request is left as it
+ * is. */
+gp_status gp_sched_cancel(gp_sched *s, uint64_t id);
+
+typedef enum gp_sched_finish {
+    GP_SCHED_RUNNING = 0, /* not finished (waiting or running) */
+    GP_SCHED_LENGTH,      /* max_tokens generated */
+    GP_SCHED_STOP,        /* a stop id generated */
+    GP_SCHED_CANCELLED,
+} gp_sched_finish;
+const char *gp_sched_finish_name(gp_sched_finish f); /* "running", "length", "stop", "cancelled" */
+
+/* A token a request generated in the last step; finish is set on its last. */
+typedef struct gp_sched_event {
+    uint64_t id;
+    int32_t token;
+    gp_sched_finish finish;
+} gp_sched_event;
+
+/* One engine batch: schedule by the policy, run it, sample the parts that
+ * reached their last pending token. *n_events (may be NULL) receives the
+ * events of this step (gp_sched_events). A step with nothing to run does
+ * nothing. A failed batch (the backend's status is returned) runs no token
+ * and gives its blocks back; requests it admitted stay running with an empty
+ * cache, those it preempted stay queued, so the next step goes on. */
+gp_status gp_sched_step(gp_sched *s, int *n_events);
+/* The events of the last step; valid until the next step. */
+const gp_sched_event *gp_sched_events(const gp_sched *s, int *n);
+
+typedef struct gp_sched_result {
+    const int32_t *tokens; /* [n_tokens] generated so far; valid until the request is released */
+    int n_tokens;
+    gp_sched_finish finish;
+    int preemptions;       /* times its sequence was taken back and recomputed */
+} gp_sched_result;
+gp_status gp_sched_result_of(const gp_sched *s, uint64_t id, gp_sched_result *out);
+/* Forget a finished request (its id may be submitted again). */
+gp_status gp_sched_release(gp_sched *s, uint64_t id);
+
+typedef struct gp_sched_stats {
+    int waiting, running;
+    int free_blocks, total_blocks;
+    long long steps, preemptions;
+    long long prefill_tokens, decode_tokens; /* rows run */
+} gp_sched_stats;
+void gp_sched_get_stats(const gp_sched *s, gp_sched_stats *out);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

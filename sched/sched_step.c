@@ -1,0 +1,227 @@
+/* One scheduler step: the policy builds a mixed batch under the token
+ * budget, the sequence slots and the free KV blocks (preempting the newest
+ * request when a decode row finds none), the backend runs it, and the parts
+ * that reached their last pending token are sampled. */
+#include <stdlib.h>
+
+#include "sched_impl.h"
+
+static int blocks_for(const gp_sched *s, int len)
+{
+    return (len + s->cfg.block_size - 1) / s->cfg.block_size;
+}
+
+static int prefilling(const rq *r)
+{
+    return r->computed < r->prefill_end;
+}
+
+/* Recompute: r's cache is dropped and it goes back to the head of the queue
+ * with every token it holds (prompt and generated) as its prompt, so its
+ * greedy output is what it would have been. */
+static void preempt(gp_sched *s, rq *r)
+{
+    gp_sched_release_slot(s, r);
+    r->state = RQ_WAITING;
+    r->prefill_end = r->n_all;
+    r->preemptions++;
+    s->stats.preemptions++;
+    gp_sched_list_push_head(&s->waiting, r);
+}
+
+static void add_part(gp_sched *s, rq *r, gp_batch_kind kind, int n, int blk)
+{
+    int i = s->n_parts++;
+    s->parts[i] = (gp_batch_part){.seq = r->seq, .kind = kind, .n = n, .tokens = r->all + r->computed};
+    s->part_rq[i] = r;
+    s->part_blk[i] = blk;
+    r->nblk += blk;
+    s->free_blocks -= blk;
+    s->budget_left -= n;
+}
+
+/* A decode row for every running request past its prefill, oldest first,
+ * while budget and slots last. A row whose next token needs a block when
+ * none is free preempts the newest running request until one is (itself,
+ * last: every request after it is gone by then). */
+static void plan_decodes(gp_sched *s)
+{
+    rq *r = s->running.head;
+    while (r && s->budget_left > 0 && s->n_parts < s->cfg.max_seqs) {
+        if (prefilling(r)) {
+            r = r->next;
+            continue;
+        }
+        int need = blocks_for(s, r->computed + 1) - r->nblk;
+        while (need > s->free_blocks && r->state == RQ_RUNNING)
+            preempt(s, s->running.tail);
+        if (r->state != RQ_RUNNING)
+            return;
+        add_part(s, r, GP_BATCH_DECODE, 1, need);
+        r = r->next;
+    }
+}
+
+/* A prefill chunk of r: as many of its pending tokens as the budget and the
+ * free blocks allow; whole_only takes the whole rest or nothing, except as
+ * the step's first part (a prompt longer than the budget goes in chunks). */
+static int plan_chunk(gp_sched *s, rq *r, int whole_only)
+{
+    int rest = r->prefill_end - r->computed;
+    int n = rest < s->budget_left ? rest : s->budget_left;
+    long long room = ((long long)r->nblk + s->free_blocks) * s->cfg.block_size - r->computed;
+    if (n > room)
+        n = (int)room;
+    if (n <= 0 || (whole_only && n < rest && s->n_parts > 0))
+        return 0;
+    int need = blocks_for(s, r->computed + n) - r->nblk;
+    if (need < 0)
+        need = 0;
+    if (r->state == RQ_WAITING) { /* admit it into a free slot */
+        int seq = 0;
+        while (s->slot[seq])
+            seq++;
+        gp_sched_list_unlink(&s->waiting, r);
+        gp_sched_list_push_tail(&s->running, r);
+        s->slot[seq] = r;
+        r->seq = seq;
+        r->state = RQ_RUNNING;
+    }
+    add_part(s, r, GP_BATCH_PREFILL, n, need);
+    return 1;
+}
+
+/* Partly prefilled running requests first, then the queue in FIFO order
+ * (the first that does not fit stops it, so none overtakes another). */
+static void plan_prefills(gp_sched *s, int whole_only)
+{
+    for (rq *r = s->running.head; r && s->budget_left > 0 && s->n_parts < s->cfg.max_seqs; r = r->next)
+        if (prefilling(r))
+            plan_chunk(s, r, whole_only);
+    while (s->waiting.head && s->budget_left > 0 && s->n_parts < s->cfg.max_seqs &&
+           s->running.n < s->cfg.max_seqs)
+        if (!plan_chunk(s, s->waiting.head, whole_only))
+            break;
+}
+
+static void plan(gp_sched *s)
+{
+    s->n_parts = 0;
+    s->budget_left = s->cfg.token_budget;
+    if (s->cfg.policy == GP_SCHED_CHUNKED) {
+        plan_decodes(s);
+        plan_prefills(s, 0);
+    } else {
+        plan_prefills(s, 1);
+        if (s->n_parts == 0)
+            plan_decodes(s);
+    }
+}
+
+/* Undo a plan's reservations (its admissions stand: they hold no blocks). */
+static void unplan(gp_sched *s)
+{
+    for (int i = 0; i < s->n_parts; i++) {
+        s->part_rq[i]->nblk -= s->part_blk[i];
+        s->free_blocks += s->part_blk[i];
+    }
+    s->n_parts = 0;
+}
+
+static int32_t greedy(const float *x, int n)
+{
+    int best = 0;
+    for (int i = 1; i < n; i++)
+        if (x[i] > x[best])
+            best = i;
+    return best;
+}
+
+static void finish(gp_sched *s, rq *r, gp_sched_finish why)
+{
+    gp_sched_release_slot(s, r);
+    r->state = RQ_DONE;
+    r->finish = why;
+}
+
+/* Part i ran: its tokens are in the cache; at its request's last pending
+ * token the next one is sampled and the request may finish. */
+static void commit_part(gp_sched *s, int i)
+{
+    rq *r = s->part_rq[i];
+    r->computed += s->parts[i].n;
+    if (s->parts[i].kind == GP_BATCH_PREFILL)
+        s->stats.prefill_tokens += s->parts[i].n;
+    else
+        s->stats.decode_tokens++;
+    if (r->computed < r->n_all)
+        return;
+    const float *lg = s->logits + (size_t)i * (size_t)s->cfg.vocab;
+    int32_t t = s->ops.sample ? s->ops.sample(s->ops.ctx, lg, s->cfg.vocab, r->sample_ctx)
+                              : greedy(lg, s->cfg.vocab);
+    r->all[r->n_all++] = t;
+    gp_sched_finish why = GP_SCHED_RUNNING;
+    for (int k = 0; k < r->n_stop; k++)
+        if (r->stop[k] == t)
+            why = GP_SCHED_STOP;
+    if (why == GP_SCHED_RUNNING && r->n_all - r->n_prompt >= r->max_tokens)
+        why = GP_SCHED_LENGTH;
+    s->events[s->n_events++] = (gp_sched_event){.id = r->id, .token = t, .finish = why};
+    if (why != GP_SCHED_RUNNING)
+        finish(s, r, why);
+}
+
+static void swap_parts(gp_sched *s, int i, int j)
+{
+    gp_batch_part p = s->parts[i];
+    s->parts[i] = s->parts[j], s->parts[j] = p;
+    rq *r = s->part_rq[i];
+    s->part_rq[i] = s->part_rq[j], s->part_rq[j] = r;
+    int b = s->part_blk[i];
+    s->part_blk[i] = s->part_blk[j], s->part_blk[j] = b;
+}
+
+gp_status gp_sched_step(gp_sched *s, int *n_events)
+{
+    if (!s)
+        GP_FAIL(GP_ERR_INVALID_ARG, "gp_sched_step: scheduler must be non-NULL");
+    s->n_events = 0;
+    if (n_events)
+        *n_events = 0;
+    plan(s);
+    /* Every request alone fits the blocks (gp_sched_submit), so a step that
+     * found room for none gives the oldest room by preempting the newest. */
+    while (s->n_parts == 0 && s->running.n > 0) {
+        preempt(s, s->running.tail);
+        plan(s);
+    }
+    if (s->n_parts == 0)
+        return GP_OK;
+    /* The batch is the prefill parts, then the decode parts, each kind in
+     * the order planned. */
+    for (int i = 0, n_pre = 0; i < s->n_parts; i++)
+        if (s->parts[i].kind == GP_BATCH_PREFILL) {
+            for (int j = i; j > n_pre; j--)
+                swap_parts(s, j, j - 1);
+            n_pre++;
+        }
+    gp_batch b = {.n_parts = s->n_parts, .parts = s->parts};
+    gp_status st = s->ops.run_batch(s->ops.ctx, &b, s->logits);
+    if (st != GP_OK) {
+        unplan(s);
+        return st;
+    }
+    s->stats.steps++;
+    for (int i = 0; i < s->n_parts; i++)
+        commit_part(s, i);
+    s->n_parts = 0;
+    if (n_events)
+        *n_events = s->n_events;
+    return GP_OK;
+}
+
+const gp_sched_event *gp_sched_events(const gp_sched *s, int *n)
+{
+    *n = s->n_events;
+    return s->events;
+}

@@ -1,0 +1,4 @@
+# The request scheduler on the CPU reference: continuous batching under both
+# policies, preemption, cancellation, seeded sampling (tools' sampler) and bad
+# inputs, against each request run alone.
+gp_add_test(sched_cpu SOURCES sched/test_sched.c support/sched_cpu.c LIBS gp_sched gp_reference gp_tools)
