@@ -49,8 +49,6 @@ static uint64_t seq_bytes(const gp_config *c)
     return 4 * (uint64_t)c->vocab + 4 * 2 + 4 * (uint64_t)c->hidden + sizeof(gp_prefill_seq_desc);
 }
 
-static gp_decode_attn_params attn_params(const gp_engine_params *p);
-
 static gp_status check_params(const gp_config *c, const gp_engine_params *p)
 {
     if (p->max_batch < 1 || p->max_batch > 65536)
@@ -69,12 +67,11 @@ static gp_status check_params(const gp_config *c, const gp_engine_params *p)
     if (p->gemm_skinny_max_m < 0 || p->gemm_skinny_max_m > GP_GEMM_SKINNY_MAX_M)
         GP_FAIL(GP_ERR_INVALID_ARG, "gemm_skinny_max_m %d: allowed [0, %d] (0: cuBLASLt for every GEMM)",
                 p->gemm_skinny_max_m, GP_GEMM_SKINNY_MAX_M);
-    gp_decode_attn_params ap = attn_params(p);
+    gp_decode_attn_params ap = gp_engine_attn_params(p);
     return gp_decode_attn_params_check(&ap);
 }
 
-/* The engine's decode-attention parameters on every SM of the device. */
-static gp_decode_attn_params attn_params(const gp_engine_params *p)
+gp_decode_attn_params gp_engine_attn_params(const gp_engine_params *p)
 {
     gp_decode_attn_params ap = gp_decode_attn_default_params();
     ap.kernel = p->attn_kernel;
@@ -83,9 +80,9 @@ static gp_decode_attn_params attn_params(const gp_engine_params *p)
     return ap;
 }
 
-static gp_status attn_ws_bytes(const gp_config *c, const gp_engine_params *p, size_t *bytes)
+gp_status gp_engine_attn_ws_bytes(const gp_config *c, const gp_engine_params *p, size_t *bytes)
 {
-    gp_decode_attn_params ap = attn_params(p);
+    gp_decode_attn_params ap = gp_engine_attn_params(p);
     return gp_decode_attn_workspace_max(p->max_batch, c->n_heads, c->n_kv_heads, c->head_dim,
                                         p->max_context, &ap, bytes);
 }
@@ -96,7 +93,7 @@ uint64_t gp_engine_device_bytes(const gp_config *c, const gp_engine_params *p)
         return 0;
     gp_kv_layout l = kv_layout(c, p);
     size_t ws = 0;
-    if (attn_ws_bytes(c, p, &ws) != GP_OK)
+    if (gp_engine_attn_ws_bytes(c, p, &ws) != GP_OK)
         return 0;
     /* the same bytes in either 16-bit dtype */
     uint64_t kv = gp_kv_device_bytes(&l, GP_DTYPE_BF16, p->max_batch, blocks_per_seq(p));
@@ -241,7 +238,7 @@ gp_status gp_engine_create(gp_device_weights *dw, const gp_engine_params *p, gp_
         (st = gp_gemm_set_skinny_max_m(ln->gemm, p->gemm_skinny_max_m)) != GP_OK ||
         (st = gp_lane_alloc(ln, act_rows(p))) != GP_OK || (st = alloc_inv_freq(e)) != GP_OK)
         goto fail;
-    ln->ap = attn_params(p);
+    ln->ap = gp_engine_attn_params(p);
     ln->ap.sm_count = e->sm_count;
     *out = e;
     return GP_OK;

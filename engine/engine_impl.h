@@ -176,6 +176,12 @@ static inline const gp_stage_batch *gp_lane_batch_of(const gp_lane *lane, const 
     return io->batch ? io->batch : &lane->e->lane.batch;
 }
 
+/* The decode-attention parameters of p (engine.c), before a lane sets its
+ * SM count, and the split workspace they need at most over every SM count:
+ * what gp_engine_device_bytes counts and each lane allocates. */
+gp_decode_attn_params gp_engine_attn_params(const gp_engine_params *p);
+gp_status gp_engine_attn_ws_bytes(const gp_config *c, const gp_engine_params *p, size_t *bytes);
+
 /* Lane internals (lane.c): buffers of rows activation rows (the default
  * lane's included), their release, and dropping every lane's captured
  * graphs (they baked the projections a new sparsity changes). */

@@ -10,10 +10,7 @@
 /* The lane's decode-attention parameters for its SMs. */
 static gp_decode_attn_params lane_attn_params(const gp_engine *e, int sm_count)
 {
-    gp_decode_attn_params ap = gp_decode_attn_default_params();
-    ap.kernel = e->p.attn_kernel;
-    ap.stream_warps_cap = e->p.attn_stream_warps_cap;
-    ap.kv_evict_first = e->p.attn_kv_evict_first;
+    gp_decode_attn_params ap = gp_engine_attn_params(&e->p);
     ap.sm_count = sm_count ? sm_count : e->sm_count;
     return ap;
 }
@@ -74,10 +71,7 @@ gp_status gp_lane_alloc(gp_lane *lane, int rows)
     GP_TRY(gp_device_event_create(&lane->ev_begin, cudaEventDefault, "lane event ev_begin"));
     GP_TRY(gp_device_event_create(&lane->ev_end, cudaEventDefault, "lane event ev_end"));
     GP_TRY(gp_device_event_create(&lane->ev_done, cudaEventDisableTiming, "lane event ev_done"));
-    gp_decode_attn_params ap = lane_attn_params(e, 0);
-    ap.sm_count = gp_decode_attn_default_params().sm_count; /* the bound over every SM count */
-    GP_TRY(gp_decode_attn_workspace_max(e->p.max_batch, c->n_heads, c->n_kv_heads, c->head_dim, e->p.max_context,
-                                        &ap, &lane->attn_ws_bytes));
+    GP_TRY(gp_engine_attn_ws_bytes(c, &e->p, &lane->attn_ws_bytes));
     if (lane->attn_ws_bytes)
         GP_TRY(gp_device_alloc(&lane->attn_ws, lane->attn_ws_bytes, "decode-attention split workspace"));
     return GP_OK;
