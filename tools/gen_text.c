@@ -132,6 +132,21 @@ gp_status gp_gen_out_create(const gp_tokenizer *t, int n_seqs, FILE *f, gp_gen_o
     return GP_OK;
 }
 
+/* *buf of *cap bytes holds len; make room for n more and a terminator
+ * (doubling, so appends stay linear), sequence s named on failure. */
+static gp_status reserve_text(char **buf, size_t *cap, size_t len, size_t n, int s)
+{
+    if (len + n + 1 <= *cap)
+        return GP_OK;
+    size_t c = (len + n + 1) * 2;
+    char *p = realloc(*buf, c);
+    if (!p)
+        GP_FAIL(GP_ERR_NO_MEMORY, "out of memory for %zu bytes of sequence %d's text", c, s);
+    *buf = p;
+    *cap = c;
+    return GP_OK;
+}
+
 /* One decoded piece of sequence s: written now when it is the only
  * sequence, else kept for its line. */
 static gp_status emit(gp_gen_out *o, int s, const char *piece, size_t n)
@@ -143,14 +158,7 @@ static gp_status emit(gp_gen_out *o, int s, const char *piece, size_t n)
         fflush(o->f); /* streaming: the reader sees each token as it arrives */
         return GP_OK;
     }
-    if (o->len[s] + n + 1 > o->cap[s]) {
-        size_t cap = (o->len[s] + n + 1) * 2;
-        char *p = realloc(o->text[s], cap);
-        if (!p)
-            GP_FAIL(GP_ERR_NO_MEMORY, "out of memory for %zu bytes of sequence %d's text", cap, s);
-        o->text[s] = p;
-        o->cap[s] = cap;
-    }
+    GP_TRY(reserve_text(&o->text[s], &o->cap[s], o->len[s], n, s));
     memcpy(o->text[s] + o->len[s], piece, n);
     o->len[s] += n;
     return GP_OK;
@@ -190,14 +198,7 @@ static gp_status feed(gp_gen_out *o, int s, const char *piece, size_t n, bool fi
         return GP_OK;
     if (!o->n_stops)
         return emit(o, s, piece, n);
-    if (o->plen[s] + n + 1 > o->pcap[s]) {
-        size_t cap = (o->plen[s] + n + 1) * 2;
-        char *p = realloc(o->pend[s], cap);
-        if (!p)
-            GP_FAIL(GP_ERR_NO_MEMORY, "out of memory for %zu bytes of sequence %d's text", cap, s);
-        o->pend[s] = p;
-        o->pcap[s] = cap;
-    }
+    GP_TRY(reserve_text(&o->pend[s], &o->pcap[s], o->plen[s], n, s));
     char *pend = o->pend[s];
     if (n)
         memcpy(pend + o->plen[s], piece, n);
