@@ -30,6 +30,11 @@ gp_find_dep(GP_CMOCKA cmocka.h cmocka libcmocka-dev)
 gp_find_dep(GP_PCRE2 pcre2.h pcre2-8 libpcre2-dev)
 gp_find_dep(GP_UTF8PROC utf8proc.h utf8proc libutf8proc-dev)
 
+# Serving: the HTTP server of greenpipe serve (libmicrohttpd) and the HTTP
+# client of greenpipe bench-serve (libcurl's multi interface).
+gp_find_dep(GP_MHD microhttpd.h microhttpd libmicrohttpd-dev)
+gp_find_dep(GP_CURL curl/curl.h curl libcurl4-openssl-dev)
+
 if(NOT TARGET CUDA::cublasLt OR NOT TARGET CUDA::cudart_static)
   message(FATAL_ERROR "greenpipe: the CUDA toolkit lacks cudart_static or cuBLASLt")
 endif()

@@ -4,6 +4,7 @@
 #ifndef GP_SCHED_H
 #define GP_SCHED_H
 
+#include <stdbool.h>
 #include <stdint.h>
 
 #include "gp_common.h"
@@ -32,6 +33,16 @@ typedef struct gp_sched_ops {
      * request's own (its sampling parameters and seed). NULL: greedy, the
      * first largest logit. */
     int32_t (*sample)(void *ctx, const float *logits, int vocab, void *sample_ctx);
+    /* Automatic prefix caching (gp_sched_config.prefix_cache needs all
+     * three). A handle names a block of KV the backend keeps (>= 0).
+     * retain_block: keep block index (full: tokens [index x block_size,
+     * (index + 1) x block_size)) of sequence seq alive past seq's reset.
+     * drop_block: the cache let go of handle (evicted). attach_blocks: empty
+     * sequence seq starts with the blocks handles[0..n) as its first
+     * n x block_size tokens (their KV as it was retained). */
+    gp_status (*retain_block)(void *ctx, int seq, int index, int *handle);
+    void (*drop_block)(void *ctx, int handle);
+    gp_status (*attach_blocks)(void *ctx, int seq, const int *handles, int n);
     void *ctx;
 } gp_sched_ops;
 
@@ -53,6 +64,7 @@ typedef struct gp_sched_config {
     int max_context;  /* tokens per sequence */
     int block_size;   /* tokens per KV block: >= 1 */
     int total_blocks; /* KV blocks the backend holds for all sequences: >= 1 */
+    bool prefix_cache; /* keep full blocks by their token chain for later requests (needs the ops' three) */
 } gp_sched_config;
 
 gp_status gp_sched_create(const gp_sched_config *cfg, const gp_sched_ops *ops, gp_sched **out);
@@ -108,6 +120,7 @@ typedef struct gp_sched_result {
     int n_tokens;
     gp_sched_finish finish;
     int preemptions;       /* times its sequence was taken back and recomputed */
+    int cached_tokens;     /* prompt tokens its first admission took from the prefix cache */
 } gp_sched_result;
 gp_status gp_sched_result_of(const gp_sched *s, uint64_t id, gp_sched_result *out);
 /* Forget a finished request (its id may be submitted again). */
@@ -118,6 +131,8 @@ typedef struct gp_sched_stats {
     int free_blocks, total_blocks;
     long long steps, preemptions;
     long long prefill_tokens, decode_tokens; /* rows run */
+    int cached_blocks;     /* blocks the prefix cache holds that no running request uses */
+    long long prefix_query_tokens, prefix_hit_tokens; /* prompt tokens looked up at admission, and found */
 } gp_sched_stats;
 void gp_sched_get_stats(const gp_sched *s, gp_sched_stats *out);
 

@@ -99,6 +99,8 @@ gp_progress_cb gp_cli_progress_cb(gp_cli_progress *p);
 int gp_cmd_inspect(int argc, char **argv);
 int gp_cmd_generate(int argc, char **argv);
 int gp_cmd_chat(int argc, char **argv);
+int gp_cmd_serve(int argc, char **argv);
+int gp_cmd_bench_serve(int argc, char **argv);
 int gp_cmd_devices(int argc, char **argv);
 int gp_cmd_tokenize(int argc, char **argv);
 int gp_cmd_calibrate(int argc, char **argv);

@@ -1,5 +1,5 @@
-/* The greenpipe command: dispatches to inspect, generate, chat, devices, tokenize and
- * calibrate; says its version. */
+/* The greenpipe command: dispatches to inspect, generate, chat, serve,
+ * bench-serve, devices, tokenize and calibrate; says its version. */
 #include <stdio.h>
 #include <string.h>
 
@@ -15,6 +15,10 @@ static void usage(FILE *f)
             "  generate [opts]    prefill prompts, then greedy-decode (see greenpipe generate --help)\n"
             "  chat [opts]        a conversation through the model's chat template, a message per line of\n"
             "                     standard input (see greenpipe chat --help)\n"
+            "  serve [opts]       an OpenAI-compatible HTTP server with continuous batching\n"
+            "                     (see greenpipe serve --help)\n"
+            "  bench-serve [opts] load a server with requests; TTFT, TPOT, ITL, throughput, goodput\n"
+            "                     (see greenpipe bench-serve --help)\n"
             "  devices            list CUDA devices, or say why none is usable\n"
             "  tokenize [opts]    text to token ids, or ids to text (see greenpipe tokenize --help)\n"
             "  calibrate [opts]   activation-sparsity thresholds of a model on the CPU reference\n"
@@ -35,6 +39,10 @@ int main(int argc, char **argv)
         return gp_cmd_generate(argc - 1, argv + 1);
     if (!strcmp(cmd, "chat"))
         return gp_cmd_chat(argc - 1, argv + 1);
+    if (!strcmp(cmd, "serve"))
+        return gp_cmd_serve(argc - 1, argv + 1);
+    if (!strcmp(cmd, "bench-serve"))
+        return gp_cmd_bench_serve(argc - 1, argv + 1);
     if (!strcmp(cmd, "devices"))
         return gp_cmd_devices(argc - 1, argv + 1);
     if (!strcmp(cmd, "tokenize"))
@@ -53,7 +61,7 @@ int main(int argc, char **argv)
         usage(stdout);
         return 0;
     }
-    fprintf(stderr, "greenpipe: unknown command '%s'; allowed: inspect, generate, chat, devices, tokenize, calibrate, version\n", cmd);
+    fprintf(stderr, "greenpipe: unknown command '%s'; allowed: inspect, generate, chat, serve, bench-serve, devices, tokenize, calibrate, version\n", cmd);
     usage(stderr);
     return 2;
 }

