@@ -151,6 +151,15 @@ static void cx_reset_seq(void *ctx, int seq)
     gp_cpu_reset_seq(((gp_cpu_exec *)ctx)->model, seq);
 }
 
+static gp_status cx_run_batch(void *ctx, const gp_batch *b, int32_t *next, float *logits, float *step_ms)
+{
+    uint64_t t0 = gp_now_ns();
+    GP_TRY(gp_cpu_run_batch(((gp_cpu_exec *)ctx)->model, b, next, logits));
+    if (step_ms)
+        *step_ms = (float)((gp_now_ns() - t0) / 1e6);
+    return GP_OK;
+}
+
 static int cx_n_splits(void *ctx)
 {
     return 1;
@@ -184,6 +193,7 @@ static const gp_session_ops cpu_session_ops = {
     .sequential_step = cx_sequential,
     .prefill = cx_prefill,
     .reset_seq = cx_reset_seq,
+    .run_batch = cx_run_batch,
     .n_splits = cx_n_splits,
     .select_split = cx_select,
     .split_info = cx_split_info,

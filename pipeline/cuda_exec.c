@@ -421,6 +421,15 @@ static void cx_reset_seq(void *ctx, int seq)
     gp_engine_reset_seq(((gp_cuda_exec *)ctx)->e, seq);
 }
 
+static gp_status cx_run_batch(void *ctx, const gp_batch *b, int32_t *next, float *logits, float *step_ms)
+{
+    gp_cuda_exec *x = ctx;
+    GP_TRY(gp_lane_run_batch(gp_engine_lane(x->e), b, next, logits));
+    if (step_ms)
+        *step_ms = gp_engine_last_step_ms(x->e);
+    return GP_OK;
+}
+
 static int cx_n_splits(void *ctx)
 {
     return ((gp_cuda_exec *)ctx)->n_pairs;
@@ -499,6 +508,7 @@ static const gp_session_ops cuda_session_ops = {
     .sequential_step = cx_sequential,
     .prefill = cx_prefill,
     .reset_seq = cx_reset_seq,
+    .run_batch = cx_run_batch,
     .n_splits = cx_n_splits,
     .select_split = cx_select,
     .split_info = cx_split_info,

@@ -106,6 +106,21 @@ typedef struct gp_session_ops {
     gp_status (*prefill)(void *ctx, int S, const gp_prefill_seq *seqs, int32_t *next, float *last_logits,
                          float *prompt_logits);
     void (*reset_seq)(void *ctx, int seq); /* forget seq's tokens; NULL like prefill */
+    /* One forward over a mixed batch (gp_stage.h: prefill chunks, then decode
+     * rows; checked by gp_batch_check before anything changes): next
+     * [n_parts] (may be NULL) each part's greedy token, logits
+     * [n_parts][vocab] (may be NULL) the logits after each part's last
+     * token, step_ms (may be NULL) its time. NULL like prefill. */
+    gp_status (*run_batch)(void *ctx, const gp_batch *b, int32_t *next, float *logits, float *step_ms);
+    /* Shared KV blocks, for a prefix cache (NULL where the executor has
+     * none). A handle names a block the executor keeps (>= 0).
+     * retain_block: keep full block index of sequence seq past seq's reset;
+     * drop_block: let a retained block go; attach_blocks: empty sequence seq
+     * starts with the retained blocks handles[0..n) as its first n x
+     * block_size tokens. */
+    gp_status (*retain_block)(void *ctx, int seq, int index, int *handle);
+    void (*drop_block)(void *ctx, int handle);
+    gp_status (*attach_blocks)(void *ctx, int seq, const int *handles, int n);
     /* Partition pairs this executor holds; index -1 in split_info is the one
      * in force. May be NULL (one fixed pair). */
     int (*n_splits)(void *ctx);

@@ -71,11 +71,7 @@ struct gp_gen_out {
     char **text;      /* [n_seqs] held text (several sequences) */
     size_t *len, *cap;
     long unknown;
-    const char *const *stops; /* [n_stops], borrowed */
-    int n_stops;
-    char **pend;      /* [n_seqs] decoded text not yet emitted: it may begin a stop string */
-    size_t *plen, *pcap;
-    bool *stopped;    /* [n_seqs] a stop string was found */
+    gp_stop_text **stop; /* [n_seqs] each sequence's text through the stop strings */
 };
 
 void gp_gen_out_free(gp_gen_out *o)
@@ -87,13 +83,10 @@ void gp_gen_out_free(gp_gen_out *o)
             gp_detok_free(o->detok[s]);
         if (o->text)
             free(o->text[s]);
-        if (o->pend)
-            free(o->pend[s]);
+        if (o->stop)
+            gp_stop_text_free(o->stop[s]);
     }
-    free(o->pend);
-    free(o->plen);
-    free(o->pcap);
-    free(o->stopped);
+    free(o->stop);
     free(o->detok);
     free(o->text);
     free(o->len);
@@ -113,16 +106,15 @@ gp_status gp_gen_out_create(const gp_tokenizer *t, int n_seqs, FILE *f, gp_gen_o
     o->text = calloc((size_t)n_seqs, sizeof *o->text);
     o->len = calloc((size_t)n_seqs, sizeof *o->len);
     o->cap = calloc((size_t)n_seqs, sizeof *o->cap);
-    o->pend = calloc((size_t)n_seqs, sizeof *o->pend);
-    o->plen = calloc((size_t)n_seqs, sizeof *o->plen);
-    o->pcap = calloc((size_t)n_seqs, sizeof *o->pcap);
-    o->stopped = calloc((size_t)n_seqs, sizeof *o->stopped);
-    if (!o->detok || !o->text || !o->len || !o->cap || !o->pend || !o->plen || !o->pcap || !o->stopped) {
+    o->stop = calloc((size_t)n_seqs, sizeof *o->stop);
+    if (!o->detok || !o->text || !o->len || !o->cap || !o->stop) {
         gp_gen_out_free(o);
         GP_FAIL(GP_ERR_NO_MEMORY, "out of memory for the text output of %d sequences", n_seqs);
     }
     for (int s = 0; s < n_seqs; s++) {
         gp_status st = gp_detok_create(t, true, &o->detok[s]); /* BOS and other specials print nothing */
+        if (st == GP_OK)
+            st = gp_stop_text_create(NULL, 0, &o->stop[s]);
         if (st != GP_OK) {
             gp_gen_out_free(o);
             return st;
@@ -132,23 +124,9 @@ gp_status gp_gen_out_create(const gp_tokenizer *t, int n_seqs, FILE *f, gp_gen_o
     return GP_OK;
 }
 
-/* *buf of *cap bytes holds len; make room for n more and a terminator
- * (doubling, so appends stay linear), sequence s named on failure. */
-static gp_status reserve_text(char **buf, size_t *cap, size_t len, size_t n, int s)
-{
-    if (len + n + 1 <= *cap)
-        return GP_OK;
-    size_t c = (len + n + 1) * 2;
-    char *p = realloc(*buf, c);
-    if (!p)
-        GP_FAIL(GP_ERR_NO_MEMORY, "out of memory for %zu bytes of sequence %d's text", c, s);
-    *buf = p;
-    *cap = c;
-    return GP_OK;
-}
-
 /* One decoded piece of sequence s: written now when it is the only
- * sequence, else kept for its line. */
+ * sequence, else kept for its line (its buffer doubling, so appends stay
+ * linear). */
 static gp_status emit(gp_gen_out *o, int s, const char *piece, size_t n)
 {
     if (!n)
@@ -158,7 +136,14 @@ static gp_status emit(gp_gen_out *o, int s, const char *piece, size_t n)
         fflush(o->f); /* streaming: the reader sees each token as it arrives */
         return GP_OK;
     }
-    GP_TRY(reserve_text(&o->text[s], &o->cap[s], o->len[s], n, s));
+    if (o->len[s] + n + 1 > o->cap[s]) {
+        size_t c = (o->len[s] + n + 1) * 2;
+        char *p = realloc(o->text[s], c);
+        if (!p)
+            GP_FAIL(GP_ERR_NO_MEMORY, "out of memory for %zu bytes of sequence %d's text", c, s);
+        o->text[s] = p;
+        o->cap[s] = c;
+    }
     memcpy(o->text[s] + o->len[s], piece, n);
     o->len[s] += n;
     return GP_OK;
@@ -166,67 +151,27 @@ static gp_status emit(gp_gen_out *o, int s, const char *piece, size_t n)
 
 gp_status gp_gen_out_set_stops(gp_gen_out *o, const char *const *stops, int n)
 {
-    for (int i = 0; i < n; i++)
-        if (!stops[i] || !stops[i][0])
-            GP_FAIL(GP_ERR_INVALID_ARG, "stop string %d is empty; allowed: a non-empty text", i);
-    o->stops = stops;
-    o->n_stops = n;
+    for (int s = 0; s < o->n_seqs; s++) {
+        gp_stop_text *t;
+        GP_TRY(gp_stop_text_create(stops, n, &t));
+        gp_stop_text_free(o->stop[s]);
+        o->stop[s] = t;
+    }
     return GP_OK;
 }
 
 bool gp_gen_out_stopped(const gp_gen_out *o, int s)
 {
-    return o->stopped[s];
+    return gp_stop_text_stopped(o->stop[s]);
 }
 
-/* First occurrence of needle[m] in hay[n], or -1. */
-static long find(const char *hay, size_t n, const char *needle, size_t m)
-{
-    for (size_t i = 0; m <= n && i <= n - m; i++)
-        if (!memcmp(hay + i, needle, m))
-            return (long)i;
-    return -1;
-}
-
-/* Decoded text of sequence s through the stop strings: written up to the
- * first stop string (which ends the sequence's text), except a tail that
- * could still become the start of one, held until more text (or, final,
- * the end) settles it. */
+/* Decoded text of sequence s through the stop strings. */
 static gp_status feed(gp_gen_out *o, int s, const char *piece, size_t n, bool final)
 {
-    if (o->stopped[s])
-        return GP_OK;
-    if (!o->n_stops)
-        return emit(o, s, piece, n);
-    GP_TRY(reserve_text(&o->pend[s], &o->pcap[s], o->plen[s], n, s));
-    char *pend = o->pend[s];
-    if (n)
-        memcpy(pend + o->plen[s], piece, n);
-    size_t len = o->plen[s] += n;
-    long first = -1;
-    for (int i = 0; i < o->n_stops; i++) {
-        long at = find(pend, len, o->stops[i], strlen(o->stops[i]));
-        if (at >= 0 && (first < 0 || at < first))
-            first = at;
-    }
-    if (first >= 0) {
-        o->stopped[s] = true;
-        o->plen[s] = 0;
-        return emit(o, s, pend, (size_t)first);
-    }
-    size_t hold = 0;
-    for (int i = 0; !final && i < o->n_stops; i++) {
-        size_t m = strlen(o->stops[i]);
-        for (size_t k = m - 1 < len ? m - 1 : len; k > hold; k--)
-            if (!memcmp(pend + len - k, o->stops[i], k)) {
-                hold = k;
-                break;
-            }
-    }
-    GP_TRY(emit(o, s, pend, len - hold));
-    memmove(pend, pend + len - hold, hold);
-    o->plen[s] = hold;
-    return GP_OK;
+    const char *text;
+    size_t len;
+    GP_TRY(gp_stop_text_feed(o->stop[s], piece, n, final, &text, &len));
+    return emit(o, s, text, len);
 }
 
 gp_status gp_gen_out_push(gp_gen_out *o, int s, int32_t id)

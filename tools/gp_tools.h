@@ -105,6 +105,23 @@ int gp_cmd_devices(int argc, char **argv);
 int gp_cmd_tokenize(int argc, char **argv);
 int gp_cmd_calibrate(int argc, char **argv);
 
+/* ------------------------------------------------------------ stop strings */
+
+/* Text that arrives in pieces (a detokenizer's), cut at stop strings: it
+ * ends where the first occurrence of any of them begins; the stop string
+ * and what follows are dropped. Text that could be the start of one is held
+ * back until the following text settles it. */
+typedef struct gp_stop_text gp_stop_text;
+/* stops[n] are copied; each must be non-empty (GP_ERR_INVALID_ARG naming
+ * its index). n = 0 lets every piece through as it is. */
+gp_status gp_stop_text_create(const char *const *stops, int n, gp_stop_text **out);
+void gp_stop_text_free(gp_stop_text *t);
+/* Feed piece[n]; final: no more text follows (nothing is held back).
+ * text and len: what is let through now, valid until the next call. */
+gp_status gp_stop_text_feed(gp_stop_text *t, const char *piece, size_t n, bool final, const char **text,
+                            size_t *len);
+bool gp_stop_text_stopped(const gp_stop_text *t); /* a stop string was found: later text is dropped */
+
 /* ------------------------------------------------------------ sampling */
 
 /* Token sampling on the host from one step's fp32 logits: temperature,
