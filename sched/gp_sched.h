@@ -81,6 +81,11 @@ typedef struct gp_sched_request {
     void *sample_ctx;         /* handed to ops.sample (borrowed until the request finishes) */
 } gp_sched_request;
 
+/* The checks gp_sched_submit makes of r against c, for a caller that
+ * refuses a request before handing it over (any thread): GP_ERR_INVALID_ARG
+ * naming the bad value and what is allowed. */
+gp_status gp_sched_check_request(const gp_sched_config *c, const gp_sched_request *r);
+
 /* Queue r at the tail (FIFO). Refused before anything changes: a message
  * names the bad value and what is allowed. */
 gp_status gp_sched_submit(gp_sched *s, const gp_sched_request *r);

@@ -1,5 +1,6 @@
 /* The scheduler's requests: creation, submission with its checks,
  * cancellation, results and the lists they live on. */
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -138,38 +139,45 @@ static int find(const gp_sched *s, uint64_t id)
     return -1;
 }
 
-static gp_status check_tokens(const gp_sched *s, const int32_t *t, int n, uint64_t id, const char *what)
+static gp_status check_tokens(const gp_sched_config *c, const int32_t *t, int n, const char *what)
 {
     for (int i = 0; i < n; i++)
-        if (t[i] < 0 || t[i] >= s->cfg.vocab)
-            GP_FAIL(GP_ERR_INVALID_ARG, "gp_sched_submit: request %llu: %s[%d] = %d, allowed [0, %d)",
-                    (unsigned long long)id, what, i, (int)t[i], s->cfg.vocab);
+        if (t[i] < 0 || t[i] >= c->vocab)
+            GP_FAIL(GP_ERR_INVALID_ARG, "%s[%d] = %d, allowed [0, %d)", what, i, (int)t[i], c->vocab);
     return GP_OK;
+}
+
+gp_status gp_sched_check_request(const gp_sched_config *c, const gp_sched_request *r)
+{
+    if (!r->prompt || r->n_prompt < 1)
+        GP_FAIL(GP_ERR_INVALID_ARG, "empty prompt (%d tokens), allowed >= 1 token", r->n_prompt);
+    if (r->max_tokens < 1)
+        GP_FAIL(GP_ERR_INVALID_ARG, "max_tokens %d, allowed >= 1", r->max_tokens);
+    if ((long long)r->n_prompt + r->max_tokens > c->max_context)
+        GP_FAIL(GP_ERR_INVALID_ARG, "the prompt's %d tokens + max_tokens %d exceed the context of %d tokens",
+                r->n_prompt, r->max_tokens, c->max_context);
+    /* The last token generated is never fed back, so the cache holds one less. */
+    long long kv = (long long)r->n_prompt + r->max_tokens - 1;
+    long long blocks = (kv + c->block_size - 1) / c->block_size;
+    if (blocks > c->total_blocks)
+        GP_FAIL(GP_ERR_INVALID_ARG, "the prompt's %d tokens + max_tokens %d need up to %lld KV blocks of %d "
+                "tokens, the backend holds %d", r->n_prompt, r->max_tokens, blocks, c->block_size,
+                c->total_blocks);
+    if (r->n_stop < 0 || (r->n_stop > 0 && !r->stop_ids))
+        GP_FAIL(GP_ERR_INVALID_ARG, "n_stop %d with stop_ids %s; allowed n_stop >= 0 and stop_ids non-NULL "
+                "when n_stop > 0", r->n_stop, r->stop_ids ? "set" : "NULL");
+    GP_TRY(check_tokens(c, r->prompt, r->n_prompt, "prompt"));
+    return check_tokens(c, r->stop_ids, r->n_stop, "stop_ids");
 }
 
 static gp_status check_request(const gp_sched *s, const gp_sched_request *r)
 {
     unsigned long long id = (unsigned long long)r->id;
-    if (!r->prompt || r->n_prompt < 1)
-        GP_FAIL(GP_ERR_INVALID_ARG, "gp_sched_submit: request %llu: empty prompt (n_prompt %d), allowed >= 1 "
-                "tokens", id, r->n_prompt);
-    if (r->max_tokens < 1)
-        GP_FAIL(GP_ERR_INVALID_ARG, "gp_sched_submit: request %llu: max_tokens %d, allowed >= 1", id,
-                r->max_tokens);
-    if ((long long)r->n_prompt + r->max_tokens > s->cfg.max_context)
-        GP_FAIL(GP_ERR_INVALID_ARG, "gp_sched_submit: request %llu: prompt %d + max_tokens %d exceeds the "
-                "context of %d tokens", id, r->n_prompt, r->max_tokens, s->cfg.max_context);
-    /* The last token generated is never fed back, so the cache holds one less. */
-    long long kv = (long long)r->n_prompt + r->max_tokens - 1;
-    long long blocks = (kv + s->cfg.block_size - 1) / s->cfg.block_size;
-    if (blocks > s->cfg.total_blocks)
-        GP_FAIL(GP_ERR_INVALID_ARG, "gp_sched_submit: request %llu: needs up to %lld KV blocks of %d tokens, "
-                "the backend holds %d", id, blocks, s->cfg.block_size, s->cfg.total_blocks);
-    if (r->n_stop < 0 || (r->n_stop > 0 && !r->stop_ids))
-        GP_FAIL(GP_ERR_INVALID_ARG, "gp_sched_submit: request %llu: n_stop %d with stop_ids %s; allowed "
-                "n_stop >= 0 and stop_ids non-NULL when n_stop > 0", id, r->n_stop, r->stop_ids ? "set" : "NULL");
-    GP_TRY(check_tokens(s, r->prompt, r->n_prompt, r->id, "prompt"));
-    GP_TRY(check_tokens(s, r->stop_ids, r->n_stop, r->id, "stop_ids"));
+    if (gp_sched_check_request(&s->cfg, r) != GP_OK) {
+        char msg[512];
+        snprintf(msg, sizeof msg, "%s", gp_last_error());
+        GP_FAIL(GP_ERR_INVALID_ARG, "gp_sched_submit: request %llu: %s", id, msg);
+    }
     if (find(s, r->id) >= 0)
         GP_FAIL(GP_ERR_INVALID_ARG, "gp_sched_submit: request id %llu is already held (release it first)", id);
     return GP_OK;
