@@ -154,13 +154,13 @@ gp_status gp_sched_check_request(const gp_sched_config *c, const gp_sched_reques
     if (r->max_tokens < 1)
         GP_FAIL(GP_ERR_INVALID_ARG, "max_tokens %d, allowed >= 1", r->max_tokens);
     if ((long long)r->n_prompt + r->max_tokens > c->max_context)
-        GP_FAIL(GP_ERR_INVALID_ARG, "the prompt's %d tokens + max_tokens %d exceed the context of %d tokens",
+        GP_FAIL(GP_ERR_INVALID_ARG, "a prompt of %d tokens + max_tokens %d exceeds the context of %d tokens",
                 r->n_prompt, r->max_tokens, c->max_context);
     /* The last token generated is never fed back, so the cache holds one less. */
     long long kv = (long long)r->n_prompt + r->max_tokens - 1;
     long long blocks = (kv + c->block_size - 1) / c->block_size;
     if (blocks > c->total_blocks)
-        GP_FAIL(GP_ERR_INVALID_ARG, "the prompt's %d tokens + max_tokens %d need up to %lld KV blocks of %d "
+        GP_FAIL(GP_ERR_INVALID_ARG, "a prompt of %d tokens + max_tokens %d needs up to %lld KV blocks of %d "
                 "tokens, the backend holds %d", r->n_prompt, r->max_tokens, blocks, c->block_size,
                 c->total_blocks);
     if (r->n_stop < 0 || (r->n_stop > 0 && !r->stop_ids))
