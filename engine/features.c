@@ -21,6 +21,7 @@ static const char *const names[GP_FEAT_COUNT] = {
     [GP_FEAT_CPU_FFN_THREADS] = "the CPU-assisted FFN's threads (cpu_ffn_threads, --cpu-ffn-threads)",
     [GP_FEAT_CPU_THREADS] = "the reference's worker threads (cpu_threads, --threads)",
     [GP_FEAT_PROMPT_LOGITS] = "prompt logits (--dump-prompt-logits)",
+    [GP_FEAT_PREFIX_CACHE] = "the prefix cache (serve's default; --no-prefix-cache turns it off)",
 };
 
 /* Checked in this order; the first that applies is the refusal. */
@@ -62,6 +63,10 @@ static const gp_feature_rule rules[] = {
      "prefetch window and the KV copies would delay each other by their sum"},
     {GP_FEAT_PROMPT_LOGITS, GP_FEAT_KV_STORE, false,
      "prompt positions reloaded from the store are not recomputed and have no logits"},
+    {GP_FEAT_PREFIX_CACHE, GP_FEAT_KV_OFFLOAD, false,
+     "an offloaded sequence's oldest blocks live in host memory at that sequence's own place and are copied "
+     "into its part of a staging window each layer; a block shared by several sequences would have to be "
+     "in each one's place at once"},
 };
 
 int gp_feature_rules(const gp_feature_rule **out)
@@ -92,6 +97,7 @@ uint32_t gp_features_mask(const gp_feature_set *f)
         [GP_FEAT_CPU_FFN_THREADS] = f->cpu_ffn_threads,
         [GP_FEAT_CPU_THREADS] = f->cpu_threads,
         [GP_FEAT_PROMPT_LOGITS] = f->prompt_logits,
+        [GP_FEAT_PREFIX_CACHE] = f->prefix_cache,
     };
     for (int k = 0; k < GP_FEAT_COUNT; k++)
         m |= on[k] ? BIT(k) : 0;

@@ -523,6 +523,7 @@ typedef enum gp_feature {
     GP_FEAT_CPU_FFN_THREADS,/* its CPU threads */
     GP_FEAT_CPU_THREADS,    /* the CPU reference's worker threads */
     GP_FEAT_PROMPT_LOGITS,  /* logits of every prompt position */
+    GP_FEAT_PREFIX_CACHE,   /* KV blocks shared between requests by their token chain (serving) */
     GP_FEAT_COUNT
 } gp_feature;
 
@@ -543,6 +544,7 @@ typedef struct gp_feature_set {
     bool cpu_ffn_threads;    /* its threads given */
     bool cpu_threads;        /* the CPU reference's worker threads given */
     bool prompt_logits;      /* logits of every prompt position asked for */
+    bool prefix_cache;       /* automatic prefix caching (greenpipe serve) */
 } gp_feature_set;
 
 /* GP_OK, or GP_ERR_UNSUPPORTED naming the first refused pair of the table

@@ -35,11 +35,15 @@ gp_serve_params gp_serve_default_params(void);
 struct gp_tokenizer;
 struct gp_chat_template;
 typedef struct gp_serve_env {
-    gp_exec exec;                        /* its session's run_batch and reset_seq */
+    gp_exec exec;                        /* its session's run_batch and reset_seq (and the shared-block
+                                            ops for the prefix cache) */
     const gp_config *cfg;
     int max_seqs, max_context, block_size; /* the backend's */
+    int max_rows;                        /* tokens one batch may hold (the token budget's bound); 0: any */
     const struct gp_tokenizer *tok;      /* NULL: token ids only (no text in or out) */
-    const struct gp_chat_template *chat; /* NULL: /v1/chat/completions is refused */
+    const struct gp_chat_template *chat; /* NULL: chat prompts are refused */
+    const int32_t *chat_stop_ids;        /* [n_chat_stop_ids] the template's end-of-turn ids */
+    int n_chat_stop_ids;
     const gp_eos_ids *eos;               /* the checkpoint's EOS ids; NULL: none */
 } gp_serve_env;
 
@@ -122,6 +126,7 @@ struct gp_chat_msg;
 gp_status gp_serve_chat_prompt(const gp_serve *s, const struct gp_chat_msg *msgs, size_t n, int32_t **ids,
                                int *n_ids);
 const char *gp_serve_model_name(const gp_serve *s);
+bool gp_serve_prefix_cache_on(const gp_serve *s); /* asked for, and the executor shares KV blocks */
 int gp_serve_max_context(const gp_serve *s);
 int gp_serve_vocab(const gp_serve *s);
 

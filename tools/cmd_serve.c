@@ -1,3 +1,395 @@
-/* placeholder */
+/* greenpipe serve: an OpenAI-compatible HTTP server over one backend. The
+ * server listens before the model loads (/health says 503 until it is
+ * ready); requests run by continuous batching on the serving core. */
+#include <getopt.h>
+#include <inttypes.h>
+#include <libgen.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "gen_chat_impl.h"
+#include "gp_engine.h"
+#include "gp_http.h"
+#include "gp_serve.h"
 #include "gp_tools.h"
-int gp_cmd_serve(int argc, char **argv) { (void)argc; (void)argv; return 2; }
+
+#define PROG "greenpipe serve"
+
+typedef struct serve_opts {
+    const char *model;
+    uint64_t seed;
+    bool seed_given;
+    gp_backend_kind backend;
+    gp_dtype dtype;
+    bool dtype_given;
+    long threads, prefill_chunk, block_size, max_batch, max_context, kv_blocks;
+    uint64_t vram_budget, kv_vram_budget;
+    const char *chat_template;
+    const char *served_name;
+    gp_serve_params sp;
+    bool budget_given;
+    gp_http_params hp;
+    uint64_t max_body;
+} serve_opts;
+
+static void usage(FILE *f)
+{
+    fprintf(f,
+            "usage: greenpipe serve --model DIR|PRESET [options]\n"
+            "An OpenAI-compatible HTTP server: POST /v1/completions (prompt as text or token ids),\n"
+            "POST /v1/chat/completions (the model's chat template), both with \"stream\": true as\n"
+            "server-sent events; GET /v1/models, GET /health (503 while loading, 200 when ready),\n"
+            "GET /metrics (Prometheus text). Requests join and leave the running batch at every step\n"
+            "(continuous batching); each step holds at most --max-num-batched-tokens tokens.\n"
+            "Server:\n"
+            "  --host ADDR          address to bind (IPv4 or IPv6); default 127.0.0.1 (this machine only)\n"
+            "  --port N             TCP port, 0..65535; default 8000; 0 picks a free one (printed)\n"
+            "  --api-key KEY        require \"Authorization: Bearer KEY\" on /v1/ routes; default none\n"
+            "  --served-model-name NAME\n"
+            "                       the model id requests name; default the checkpoint directory's name or\n"
+            "                       the preset's\n"
+            "  --max-waiting N      requests queued beside the running ones, 1..1000000; beyond, 429 with\n"
+            "                       Retry-After; default 1024\n"
+            "  --timeout S          seconds a connection may stay idle (a slow or half-sent request),\n"
+            "                       1..3600; default 30\n"
+            "  --max-body SIZE      request body bytes at most (413 beyond), as --vram-budget's sizes;\n"
+            "                       default 4M\n"
+            "Scheduling:\n"
+            "  --max-batch N        sequences running at once (the backend's slots), 1..4096; default 16\n"
+            "  --max-context N      tokens per sequence, prompt and answer, 2..the model's; default the\n"
+            "                       model's max context\n"
+            "  --max-num-batched-tokens N\n"
+            "                       tokens of one step at most (decode rows and prefill chunks), >= 1;\n"
+            "                       default 2048. cuda: the engine's step holds this many rows\n"
+            "  --schedule chunked|prefill-first\n"
+            "                       chunked (default): every running decode first, then prefill chunks up\n"
+            "                       to the budget (Sarathi-Serve, vLLM v1); prefill-first: whole prompts\n"
+            "                       while any wait, decodes otherwise (the older baseline)\n"
+            "  --kv-blocks N        KV blocks admission counts against; default all the backend holds\n"
+            "                       (--max-batch x --max-context / --block-size); fewer forces preemption\n"
+            "  --no-prefix-cache    do not keep full KV blocks of finished and running requests for later\n"
+            "                       requests with the same prefix (default: kept, LRU evicted)\n"
+            "Engine (as greenpipe generate's):\n"
+            "  --backend cpu|cuda   default cpu (the float32 reference)\n"
+            "  --dtype auto|bf16|fp16  cuda only; default auto\n"
+            "  --threads N          cpu: reference threads, 1..%d\n"
+            "  --prefill-chunk N    cuda: rows of the engine's step, 1..%d; default --max-num-batched-tokens\n"
+            "  --vram-budget SIZE   cuda: weights streamed beyond VRAM within SIZE device bytes\n"
+            "  --kv-vram-budget SIZE\n"
+            "                       cuda: an offloaded KV cache of at most SIZE device bytes (with\n"
+            "                       --no-prefix-cache: an offloaded block lives at its sequence's own place)\n"
+            "  --block-size N       KV block size in tokens, 1..1024; default 16\n"
+            "  --chat-template NAME the chat template (%s); default: the one\n"
+            "                       tokenizer_config.json names; without one, chat requests are refused\n"
+            "  --seed S             seed of a preset's synthetic weights; default 0\n"
+            "SIGINT or SIGTERM stops the server: running requests end as cancelled.\n",
+            GP_POOL_MAX_THREADS, GP_ENGINE_MAX_PREFILL_CHUNK, gp_chat_template_names());
+}
+
+static int bad(const char *fmt, const char *a)
+{
+    fprintf(stderr, PROG ": ");
+    fprintf(stderr, fmt, a);
+    fputc('\n', stderr);
+    return 2;
+}
+
+static int parse(int argc, char **argv, serve_opts *o)
+{
+    static const struct option longopts[] = {
+        {"model", required_argument, NULL, 'm'},       {"host", required_argument, NULL, 'H'},
+        {"port", required_argument, NULL, 'p'},        {"api-key", required_argument, NULL, 'k'},
+        {"served-model-name", required_argument, NULL, 'N'}, {"max-waiting", required_argument, NULL, 'w'},
+        {"timeout", required_argument, NULL, 'T'},     {"max-body", required_argument, NULL, 'y'},
+        {"max-batch", required_argument, NULL, 'b'},   {"max-context", required_argument, NULL, 'X'},
+        {"max-num-batched-tokens", required_argument, NULL, 't'}, {"schedule", required_argument, NULL, 'S'},
+        {"kv-blocks", required_argument, NULL, 'K'},   {"no-prefix-cache", no_argument, NULL, 'n'},
+        {"backend", required_argument, NULL, 'B'},     {"dtype", required_argument, NULL, 'D'},
+        {"threads", required_argument, NULL, 'j'},     {"prefill-chunk", required_argument, NULL, 'c'},
+        {"vram-budget", required_argument, NULL, 'V'}, {"kv-vram-budget", required_argument, NULL, 'O'},
+        {"block-size", required_argument, NULL, 'z'},  {"chat-template", required_argument, NULL, 'U'},
+        {"seed", required_argument, NULL, 's'},       {"help", no_argument, NULL, 'h'},
+        {NULL, 0, NULL, 0},
+    };
+    *o = (serve_opts){.model = GP_DEFAULT_PRESET, .backend = GP_BACKEND_CPU, .block_size = 16, .max_batch = 16,
+                      .sp = gp_serve_default_params(), .hp = gp_http_default_params()};
+    o->max_body = o->hp.max_body;
+    optind = 1;
+    opterr = 0;
+    bool seen[128] = {false};
+    int c;
+    long v;
+    while ((c = getopt_long(argc, argv, ":h", longopts, NULL)) != -1) {
+        gp_status st = GP_OK;
+        if (c > 0 && c < 128 && c != 'h' && c != ':' && c != '?') {
+            if (seen[c])
+                return bad("%s given more than once; each option may be given once", argv[optind - 1]);
+            seen[c] = true;
+        }
+        switch (c) {
+        case 'm': o->model = optarg; break;
+        case 'H': o->hp.host = optarg; break;
+        case 'p':
+            if ((st = gp_parse_long(optarg, 0, 65535, "--port", &v)) == GP_OK)
+                o->hp.port = (int)v;
+            break;
+        case 'k':
+            if (!optarg[0])
+                return bad("--api-key '%s': an empty key would let every request in; allowed: a non-empty text",
+                           optarg);
+            o->hp.api_key = optarg;
+            break;
+        case 'N':
+            if (!optarg[0])
+                return bad("--served-model-name '%s': allowed a non-empty name", optarg);
+            o->served_name = optarg;
+            break;
+        case 'w':
+            if ((st = gp_parse_long(optarg, 1, 1000000, "--max-waiting", &v)) == GP_OK)
+                o->sp.max_waiting = (int)v;
+            break;
+        case 'T':
+            if ((st = gp_parse_long(optarg, 1, 3600, "--timeout", &v)) == GP_OK)
+                o->hp.timeout_s = (int)v;
+            break;
+        case 'y': st = gp_parse_size(optarg, "--max-body", &o->max_body); break;
+        case 'b': st = gp_parse_long(optarg, 1, 4096, "--max-batch", &o->max_batch); break;
+        case 'X': st = gp_parse_long(optarg, 2, INT32_MAX, "--max-context", &o->max_context); break;
+        case 't':
+            if ((st = gp_parse_long(optarg, 1, GP_ENGINE_MAX_PREFILL_CHUNK, "--max-num-batched-tokens", &v)) == GP_OK)
+                o->sp.token_budget = (int)v;
+            o->budget_given = true;
+            break;
+        case 'S':
+            if (!strcmp(optarg, "chunked"))
+                o->sp.policy = GP_SCHED_CHUNKED;
+            else if (!strcmp(optarg, "prefill-first"))
+                o->sp.policy = GP_SCHED_PREFILL_FIRST;
+            else
+                return bad("--schedule '%s': allowed chunked, prefill-first", optarg);
+            break;
+        case 'K': st = gp_parse_long(optarg, 1, INT32_MAX, "--kv-blocks", &o->kv_blocks); break;
+        case 'n': o->sp.prefix_cache = false; break;
+        case 'B':
+            if (gp_backend_kind_parse(optarg, &o->backend) != GP_OK)
+                return bad("--backend '%s' is not available; allowed: cpu, cuda", optarg);
+            break;
+        case 'D':
+            if ((st = gp_dtype_parse(optarg, GP_DTYPE_ALLOW_AUTO, &o->dtype)) == GP_OK)
+                o->dtype_given = true;
+            break;
+        case 'j': st = gp_parse_long(optarg, 1, GP_POOL_MAX_THREADS, "--threads", &o->threads); break;
+        case 'c': st = gp_parse_long(optarg, 1, GP_ENGINE_MAX_PREFILL_CHUNK, "--prefill-chunk", &o->prefill_chunk); break;
+        case 'V': st = gp_parse_size(optarg, "--vram-budget", &o->vram_budget); break;
+        case 'O': st = gp_parse_size(optarg, "--kv-vram-budget", &o->kv_vram_budget); break;
+        case 'z': st = gp_parse_long(optarg, 1, 1024, "--block-size", &o->block_size); break;
+        case 'U': o->chat_template = optarg; break;
+        case 's': st = gp_parse_u64(optarg, "--seed", &o->seed); o->seed_given = true; break;
+        case 'h': usage(stdout); return 0;
+        case ':':
+            fprintf(stderr, PROG ": %s needs a value\n", argv[optind - 1]);
+            usage(stderr);
+            return 2;
+        default:
+            fprintf(stderr, PROG ": unknown option '%s'\n", argv[optind - 1]);
+            usage(stderr);
+            return 2;
+        }
+        if (st != GP_OK) {
+            fprintf(stderr, PROG ": %s\n", gp_last_error());
+            return 2;
+        }
+    }
+    if (optind < argc) {
+        fprintf(stderr, PROG ": unexpected argument '%s'\n", argv[optind]);
+        usage(stderr);
+        return 2;
+    }
+    if (o->max_body > (uint64_t)1 << 30)
+        return bad("--max-body %s: allowed at most 1G (a body is held in memory whole)", "");
+    o->hp.max_body = (size_t)o->max_body;
+    if (o->backend != GP_BACKEND_CUDA) {
+        const char *cuda_only = o->dtype_given && o->dtype != GP_DTYPE_AUTO ? "--dtype"
+                                : o->prefill_chunk                     ? "--prefill-chunk"
+                                : o->vram_budget                       ? "--vram-budget"
+                                : o->kv_vram_budget                    ? "--kv-vram-budget"
+                                                                       : NULL;
+        if (cuda_only)
+            return bad("%s applies to --backend cuda only", cuda_only);
+    } else if (o->threads) {
+        return bad("%s applies to --backend cpu only (the cuda engine runs on the GPU)", "--threads");
+    }
+    if (o->prefill_chunk && o->budget_given && o->sp.token_budget > o->prefill_chunk &&
+        o->sp.token_budget > o->max_batch) {
+        fprintf(stderr, PROG ": --max-num-batched-tokens %d exceeds the rows of the engine's step, max(--max-batch "
+                "%ld, --prefill-chunk %ld); allowed: at most that, or leave --prefill-chunk out (it follows the "
+                "budget)\n", o->sp.token_budget, o->max_batch, o->prefill_chunk);
+        return 2;
+    }
+    gp_feature_set f = {.cuda = o->backend == GP_BACKEND_CUDA, .graphs = true,
+                        .prefill_chunk = o->prefill_chunk != 0, .vram_budget = o->vram_budget,
+                        .kv_vram_budget = o->kv_vram_budget, .prefix_cache = o->sp.prefix_cache};
+    if (gp_features_check(&f) != GP_OK) {
+        fprintf(stderr, PROG ": %s\n", gp_last_error());
+        return 2;
+    }
+    return -1;
+}
+
+static volatile sig_atomic_t g_stop;
+static void on_signal(int sig)
+{
+    (void)sig;
+    g_stop = 1;
+}
+
+/* The model's text side: tokenizer, EOS ids, chat template (optional unless
+ * named). Presets have none: token ids only. Returns -1 to go on, else the
+ * exit code. */
+static int load_text(const serve_opts *o, const gp_model_source *src, gp_tokenizer **tok, gp_eos_ids *eos,
+                     gen_chat *chat, bool *has_chat)
+{
+    gp_status st;
+    *has_chat = false;
+    if (src->synthetic) {
+        if (o->chat_template)
+            return bad("--chat-template: --model %s is a preset (synthetic weights) without a tokenizer", o->model);
+        fprintf(stderr, PROG ": --model %s is a preset without a tokenizer: prompts must be token ids, and "
+                "chat requests are refused\n", o->model);
+        return -1;
+    }
+    if ((st = gp_tokenizer_load_dir(src->path, tok)) != GP_OK) {
+        fprintf(stderr, PROG ": serving needs the checkpoint's tokenizer: %s\n", gp_last_error());
+        return gp_input_exit_code(st);
+    }
+    if ((st = gp_eos_load_dir(src->path, src->cfg.vocab, eos)) != GP_OK) {
+        fprintf(stderr, PROG ": the checkpoint's EOS ids: %s\n", gp_last_error());
+        return gp_input_exit_code(st);
+    }
+    if ((st = gen_chat_setup(*tok, src->path, o->chat_template, chat)) != GP_OK) {
+        if (o->chat_template) {
+            fprintf(stderr, PROG ": --chat-template: %s\n", gp_last_error());
+            return 2;
+        }
+        fprintf(stderr, PROG ": no chat template (%s): chat requests are refused\n", gp_last_error());
+        return -1;
+    }
+    *has_chat = true;
+    return -1;
+}
+
+int gp_cmd_serve(int argc, char **argv)
+{
+    serve_opts o;
+    int rc = parse(argc, argv, &o);
+    if (rc >= 0)
+        return rc;
+    gp_model_source src;
+    gp_status st;
+    if ((st = gp_model_source_resolve(o.model, o.seed, &src)) != GP_OK)
+        return bad("--model: %s", gp_last_error());
+    if (o.seed_given && !src.synthetic)
+        return bad("--seed: --model %s is a checkpoint; --seed seeds a preset's synthetic weights (a request "
+                   "seeds its own sampling)", o.model);
+    const gp_config *cfg = &src.cfg;
+    if (o.max_context > cfg->max_context) {
+        fprintf(stderr, PROG ": --max-context %ld is beyond the model's max context %d; allowed: 2..%d\n",
+                o.max_context, cfg->max_context, cfg->max_context);
+        return 2;
+    }
+    int context = o.max_context ? (int)o.max_context : cfg->max_context;
+    long long all_blocks = (long long)o.max_batch * ((context + o.block_size - 1) / o.block_size);
+    if (o.kv_blocks > all_blocks) {
+        fprintf(stderr, PROG ": --kv-blocks %ld exceeds the %lld blocks --max-batch %ld x --max-context %d holds "
+                "in blocks of %ld; allowed 1..%lld\n", o.kv_blocks, all_blocks, o.max_batch, context, o.block_size,
+                all_blocks);
+        return 2;
+    }
+    o.sp.kv_blocks = (int)o.kv_blocks;
+    char name[256];
+    if (o.served_name)
+        snprintf(name, sizeof name, "%s", o.served_name);
+    else {
+        char path[4096];
+        snprintf(path, sizeof path, "%s", src.synthetic ? o.model : src.path);
+        snprintf(name, sizeof name, "%s", basename(path));
+    }
+    o.sp.model_name = name;
+
+    /* listening first: a load balancer sees 503 while the model loads */
+    gp_http *http = NULL;
+    if ((st = gp_http_start(&o.hp, &http)) != GP_OK) {
+        fprintf(stderr, PROG ": cannot listen on %s:%d: %s\n", o.hp.host, o.hp.port, gp_last_error());
+        return 1;
+    }
+    fprintf(stderr, PROG ": listening on http://%s%s%s:%d (loading the model)\n", strchr(o.hp.host, ':') ? "[" : "",
+            o.hp.host, strchr(o.hp.host, ':') ? "]" : "", gp_http_port(http));
+    struct sigaction sa = {.sa_handler = on_signal};
+    sigemptyset(&sa.sa_mask);
+    sigaction(SIGINT, &sa, NULL);
+    sigaction(SIGTERM, &sa, NULL);
+    signal(SIGPIPE, SIG_IGN);
+
+    int exit_code = 1;
+    gp_tokenizer *tok = NULL;
+    gp_eos_ids eos = {0};
+    gen_chat chat = {0};
+    bool has_chat = false;
+    gp_backend *b = NULL;
+    gp_serve *core = NULL;
+    if ((rc = load_text(&o, &src, &tok, &eos, &chat, &has_chat)) >= 0) {
+        exit_code = rc;
+        goto out;
+    }
+    gp_backend_params bp = gp_backend_default_params(o.backend);
+    bp.n_seqs = (int)o.max_batch;
+    bp.max_context = context;
+    bp.block_size = (int)o.block_size;
+    bp.cpu_threads = (int)o.threads;
+    bp.vram_budget = o.vram_budget;
+    bp.kv_vram_budget = o.kv_vram_budget;
+    /* cuda: the engine's step rows hold the budget */
+    bp.prefill_chunk = o.backend == GP_BACKEND_CUDA ? (int)(o.prefill_chunk ? o.prefill_chunk : o.sp.token_budget) : 0;
+    if (o.dtype_given && o.backend == GP_BACKEND_CUDA)
+        bp.dtype = o.dtype;
+    if ((st = gp_backend_check_budget(&bp, cfg)) != GP_OK) {
+        fprintf(stderr, PROG ": --vram-budget: %s\n", gp_last_error());
+        exit_code = 2;
+        goto out;
+    }
+    double t0 = gp_now_s();
+    if ((st = gp_backend_open(&src, &bp, &b)) != GP_OK) {
+        fprintf(stderr, PROG ": loading the model: %s: %s\n", gp_status_str(st), gp_last_error());
+        goto out;
+    }
+    int max_rows = o.backend == GP_BACKEND_CUDA ? (bp.prefill_chunk > bp.n_seqs ? bp.prefill_chunk : bp.n_seqs) : 0;
+    gp_serve_env env = {.exec = gp_backend_exec(b), .cfg = gp_backend_config(b), .max_seqs = bp.n_seqs,
+                        .max_context = context, .block_size = bp.block_size, .max_rows = max_rows, .tok = tok,
+                        .chat = has_chat ? chat.tpl : NULL, .chat_stop_ids = chat.stop_ids,
+                        .n_chat_stop_ids = chat.n_stop_ids, .eos = tok ? &eos : NULL};
+    if ((st = gp_serve_create(&env, &o.sp, &core)) != GP_OK) {
+        fprintf(stderr, PROG ": %s\n", gp_last_error());
+        exit_code = st == GP_ERR_INVALID_ARG ? 2 : 1;
+        goto out;
+    }
+    gp_http_set_core(http, core);
+    gp_serve_stats ss;
+    gp_serve_get_stats(core, &ss);
+    fprintf(stderr, PROG ": ready in %.2f s: model '%s', backend %s; %ld sequences of %d tokens, %d KV blocks of "
+            "%ld, %d tokens per step (%s), prefix cache %s\n", gp_now_s() - t0, name, gp_backend_describe(b),
+            o.max_batch, context, ss.kv_blocks_total, o.block_size, o.sp.token_budget,
+            o.sp.policy == GP_SCHED_CHUNKED ? "chunked" : "prefill-first", gp_serve_prefix_cache_on(core)
+                ? "on" : o.sp.prefix_cache ? "off (the backend shares no KV blocks)" : "off");
+    while (!g_stop)
+        pause();
+    fprintf(stderr, PROG ": stopping\n");
+    exit_code = 0;
+out:
+    gp_http_stop(http);
+    gp_serve_destroy(core);
+    gp_backend_close(b);
+    gp_tokenizer_free(tok);
+    return exit_code;
+}
