@@ -207,6 +207,29 @@ gp_status gp_engine_truncate_seq(gp_engine *e, int seq, int len)
     return gp_kv_truncate(e->tables, seq, len);
 }
 
+gp_status gp_engine_kv_retain_block(gp_engine *e, int seq, int index, int *handle)
+{
+    pthread_mutex_lock(&e->kv_lock);
+    gp_status st = gp_kv_block_retain(e->tables, seq, index, handle);
+    pthread_mutex_unlock(&e->kv_lock);
+    return st;
+}
+
+void gp_engine_kv_drop_block(gp_engine *e, int handle)
+{
+    pthread_mutex_lock(&e->kv_lock);
+    (void)gp_kv_block_drop(e->tables, handle); /* a handle this engine gave out: nothing to report */
+    pthread_mutex_unlock(&e->kv_lock);
+}
+
+gp_status gp_engine_kv_attach(gp_engine *e, int seq, const int *handles, int n)
+{
+    pthread_mutex_lock(&e->kv_lock);
+    gp_status st = gp_kv_attach(e->tables, seq, handles, n);
+    pthread_mutex_unlock(&e->kv_lock);
+    return st;
+}
+
 gp_status gp_engine_fill_context(gp_engine *e, int B, int C, uint64_t seed)
 {
     if (B < 1 || B > e->p.max_batch)

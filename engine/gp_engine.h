@@ -114,6 +114,15 @@ void gp_engine_reset_seq(gp_engine *e, int seq);
 /* Shorten sequence seq to its first len tokens, keeping their K/V (e.g. to
  * decode again from a prefilled context); GP_ERR_INVALID_ARG beyond its length. */
 gp_status gp_engine_truncate_seq(gp_engine *e, int seq, int len);
+/* Shared KV blocks (a serving prefix cache; kvcache/gp_kvcache.h's
+ * gp_kv_block_retain, gp_kv_block_drop, gp_kv_attach on the engine's
+ * tables, under its KV lock): a handle is a block of the paged pool, kept
+ * while any sequence or retain holds it. The kernels read a block through
+ * each sequence's table, so several sequences read one block as they would
+ * their own. An offloaded cache refuses (GP_ERR_UNSUPPORTED, its reason). */
+gp_status gp_engine_kv_retain_block(gp_engine *e, int seq, int index, int *handle);
+void gp_engine_kv_drop_block(gp_engine *e, int handle);
+gp_status gp_engine_kv_attach(gp_engine *e, int seq, const int *handles, int n);
 /* Device time of the last gp_engine_decode_step (its events), or -1. */
 float gp_engine_last_step_ms(const gp_engine *e);
 /* The event that last step's time starts from (cudaEvent_t as void*, with
