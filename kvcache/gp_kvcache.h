@@ -53,14 +53,15 @@ gp_status gp_kv_advance(gp_kv_tables *t, int seq, int n);
 void gp_kv_release(gp_kv_tables *t, int seq);
 /* Shorten seq to its first len tokens (0 <= len <= its length): the blocks
  * that still hold them stay, with their contents; the others lose the
- * sequence's reference, as in gp_kv_release. */
+ * sequence's reference, as in gp_kv_release. GP_ERR_STATE when len ends
+ * inside a block others share (the sequence would write over their
+ * tokens). */
 gp_status gp_kv_truncate(gp_kv_tables *t, int seq, int len);
 /* Shared blocks (prefix caching). Every pool block counts its holders: the
  * table entries that name it and the retains; it is free at 0. Sharing is
- * sound for full blocks only, whose K/V no sequence writes again (a
- * sequence appends past its length, and gp_kv_truncate of a shared block
- * leaves its contents to the other holders; a caller that rewrites a shared
- * block's positions must not).
+ * sound for full blocks only, whose K/V no sequence writes again: a
+ * sequence appends past its length, and gp_kv_truncate refuses to cut into
+ * a shared block.
  * gp_kv_block_retain: *block = full block index of seq (its tokens
  * [index x block_size, (index + 1) x block_size) written), one more reference.
  * gp_kv_block_drop: one reference less. gp_kv_attach: empty seq starts with

@@ -199,6 +199,10 @@ gp_status gp_kv_truncate(gp_kv_tables *t, int seq, int len)
                 t->len[seq]);
     int bs = t->layout.block_size, keep = (len + bs - 1) / bs;
     int32_t *table = t->tables + (size_t)seq * (size_t)t->max_blocks_per_seq;
+    if (len % bs && keep > t->host_per_seq && t->ref[table[keep - 1]] > 1)
+        GP_FAIL(GP_ERR_STATE, "gp_kv_truncate: seq %d: length %d ends inside block %d, which %d holders share; the "
+                "sequence would write its next tokens over theirs (truncate to a multiple of %d there)", seq, len,
+                table[keep - 1], t->ref[table[keep - 1]], bs);
     for (int i = t->n_seq_blocks[seq] - 1; i >= keep; i--) {
         if (i >= t->host_per_seq)
             gp_kv_unref(t, table[i]);

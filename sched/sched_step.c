@@ -78,7 +78,7 @@ static int chunk_len(const gp_sched *s, const rq *r, int start, int nblk, int av
     return n;
 }
 
-/* Waiting r into sequence slot seq: its cached leading blocks attached
+/* Waiting r into a free sequence slot: its cached leading blocks attached
  * (hit of them, or none when the backend refuses), and the prefill chunk
  * that follows them; 0 (nothing changed) when none fits. */
 static int admit(gp_sched *s, rq *r, int whole_only)

@@ -309,8 +309,11 @@ static void test_shared_blocks(void **state)
     assert_int_equal(gp_kv_reserve(t, 1, 1), GP_OK);
     assert_int_equal(gp_kv_advance(t, 1, 1), GP_OK);
     assert_int_equal(gp_kv_free_blocks(t), 5);
-    /* truncating into a shared block keeps it for the others */
-    assert_int_equal(gp_kv_truncate(t, 1, 3), GP_OK);
+    /* cutting into a shared block is refused; to its end, it stays for the others */
+    assert_int_equal(gp_kv_truncate(t, 1, BS + 3), GP_ERR_STATE);
+    assert_non_null(strstr(gp_last_error(), "inside block 1, which 2 holders share"));
+    assert_int_equal(gp_kv_len(t, 1), 2 * BS + 1);
+    assert_int_equal(gp_kv_truncate(t, 1, BS), GP_OK);
     assert_int_equal(gp_kv_free_blocks(t), 6);
     gp_kv_release(t, 1);
     gp_kv_release(t, 2);

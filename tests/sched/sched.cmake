@@ -3,4 +3,4 @@
 # inputs, against each request run alone; and automatic prefix caching
 # (white-box: its invariants after every step).
 gp_add_test(sched_cpu SOURCES sched/test_sched.c support/sched_cpu.c LIBS gp_sched gp_reference gp_tools)
-gp_add_test(sched_prefix SOURCES sched/test_prefix.c support/sched_cpu.c LIBS gp_sched gp_reference)
+gp_add_test(sched_prefix SOURCES sched/test_prefix.c support/sched_cpu.c LIBS gp_sched gp_reference gp_kvcache)

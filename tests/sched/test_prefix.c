@@ -4,9 +4,11 @@
  * both policies, tight block budgets (eviction, preemption), cancellation
  * and forced hash collisions; the blocks reused are those expected, in LRU
  * order, and the block accounting is exact after every step (gp_sched_check
- * white-box, the adapter's copies one per cache entry). */
+ * white-box, the adapter's copies one per cache entry, and over the KV block
+ * tables with shared blocks the scheduler's free count is the pool's). */
 #include "gp_test.h"
 
+#include "gp_kvcache.h"
 #include "gp_model.h"
 #include "gp_reference.h"
 #include "gp_sched.h"
@@ -474,6 +476,88 @@ static void test_random_configurations(void **state)
     assert_true(hits > 0 && preempted > 0);
 }
 
+/* A backend of block tables alone, as the CUDA engine keeps them: a batch
+ * reserves and advances its sequences (its next token a function of the
+ * part's last one), retained blocks are shared pool blocks. */
+static gp_status tables_run(void *ctx, const gp_batch *b, float *logits)
+{
+    gp_kv_tables *t = ctx;
+    const int V = g_w.cfg.vocab;
+    for (int i = 0; i < b->n_parts; i++) {
+        const gp_batch_part *p = &b->parts[i];
+        GP_TRY(gp_kv_reserve(t, p->seq, p->n));
+        GP_TRY(gp_kv_advance(t, p->seq, p->n));
+        for (int v = 0; v < V; v++)
+            logits[(size_t)i * (size_t)V + (size_t)v] = v == (p->tokens[p->n - 1] * 7 + 3) % V;
+    }
+    return GP_OK;
+}
+
+static void tables_reset(void *ctx, int seq)
+{
+    gp_kv_release(ctx, seq);
+}
+
+static gp_status tables_retain(void *ctx, int seq, int index, int *handle)
+{
+    return gp_kv_block_retain(ctx, seq, index, handle);
+}
+
+static void tables_drop(void *ctx, int handle)
+{
+    assert_int_equal(gp_kv_block_drop(ctx, handle), GP_OK);
+}
+
+static gp_status tables_attach(void *ctx, int seq, const int *handles, int n)
+{
+    return gp_kv_attach(ctx, seq, handles, n);
+}
+
+/* Over the KV block tables with reference counts, under preemption and
+ * eviction: after every step the pool's free blocks are the scheduler's. */
+static void test_kv_tables_backend(void **state)
+{
+    (void)state;
+    req q[MAX_REQ];
+    make_groups(q, MAX_REQ, 3, 19, 8);
+    long long hits = 0, preempted = 0;
+    for (int p = 0; p < 2; p++) {
+        gp_sched_config cfg = config(p ? GP_SCHED_PREFILL_FIRST : GP_SCHED_CHUNKED, 16, 0, true);
+        cfg.total_blocks = most_blocks(q, MAX_REQ, BLOCK) + 4;
+        gp_kv_layout l = {.n_layers = 1, .n_kv_heads = 1, .head_dim = 1, .block_size = BLOCK,
+                          .n_blocks = cfg.total_blocks};
+        gp_kv_tables *t;
+        GP_CHECK_OK(gp_kv_tables_create(&l, MAX_SEQS, MAX_CTX / BLOCK, &t));
+        gp_sched_ops ops = {.run_batch = tables_run, .reset_seq = tables_reset, .retain_block = tables_retain,
+                            .drop_block = tables_drop, .attach_blocks = tables_attach, .ctx = t};
+        gp_sched *s;
+        GP_CHECK_OK(gp_sched_create(&cfg, &ops, &s));
+        gp_sched_stats st;
+        for (int step = 0;; step++) {
+            assert_true(step < 3000);
+            for (int i = 0; i < MAX_REQ; i++)
+                if (q[i].arrival == step)
+                    GP_CHECK_OK(gp_sched_submit(s, &q[i].r));
+            GP_CHECK_OK(gp_sched_step(s, NULL));
+            GP_CHECK_OK(gp_sched_check(s));
+            gp_sched_get_stats(s, &st);
+            assert_int_equal(gp_kv_free_blocks(t), st.free_blocks);
+            if (step >= 8 && st.waiting == 0 && st.running == 0)
+                break;
+        }
+        hits += st.prefix_hit_tokens;
+        preempted += st.preemptions;
+        for (int i = 0; i < MAX_REQ; i++)
+            GP_CHECK_OK(gp_sched_release(s, q[i].r.id));
+        gp_sched_evict_cached(s);
+        assert_int_equal(gp_kv_free_blocks(t), cfg.total_blocks);
+        gp_sched_destroy(s);
+        gp_kv_tables_destroy(t);
+    }
+    printf("over block tables: %lld tokens from the cache, %lld preemptions\n", hits, preempted);
+    assert_true(hits > 0 && preempted > 0);
+}
+
 static gp_status fail_batch(void *ctx, const gp_batch *b, float *logits)
 {
     (void)ctx, (void)b, (void)logits;
@@ -550,6 +634,7 @@ int main(void)
         cmocka_unit_test(test_cancel_shared),
         cmocka_unit_test(test_collision_is_miss),
         cmocka_unit_test(test_random_configurations),
+        cmocka_unit_test(test_kv_tables_backend),
         cmocka_unit_test(test_bad_inputs_and_copies),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
