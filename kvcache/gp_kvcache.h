@@ -1,5 +1,6 @@
-/* greenpipe KV cache, host side: the paged layout of K and V and the block
- * tables that map each sequence's positions to blocks. */
+/* greenpipe KV cache, host side: the paged layout of K and V, the block
+ * tables that map each sequence's positions to blocks, and blocks shared
+ * between sequences by reference counts. */
 #ifndef GP_KVCACHE_H
 #define GP_KVCACHE_H
 
@@ -47,10 +48,29 @@ void gp_kv_tables_destroy(gp_kv_tables *t);
 gp_status gp_kv_reserve(gp_kv_tables *t, int seq, int n);
 /* Advance the recorded length after the tokens were written. */
 gp_status gp_kv_advance(gp_kv_tables *t, int seq, int n);
+/* Empty seq: each of its blocks loses the reference its table entry holds
+ * (a block goes back to the pool when none is left). */
 void gp_kv_release(gp_kv_tables *t, int seq);
 /* Shorten seq to its first len tokens (0 <= len <= its length): the blocks
- * that still hold them stay, with their contents; the rest are freed. */
+ * that still hold them stay, with their contents; the others lose the
+ * sequence's reference, as in gp_kv_release. GP_ERR_STATE when len ends
+ * inside a block others share (the sequence would write over their
+ * tokens). */
 gp_status gp_kv_truncate(gp_kv_tables *t, int seq, int len);
+/* Shared blocks (prefix caching). Every pool block counts its holders: the
+ * table entries that name it and the retains; it is free at 0. Sharing is
+ * sound for full blocks only, whose K/V no sequence writes again: a
+ * sequence appends past its length, and gp_kv_truncate refuses to cut into
+ * a shared block.
+ * gp_kv_block_retain: *block = full block index of seq (its tokens
+ * [index x block_size, (index + 1) x block_size) written), one more reference.
+ * gp_kv_block_drop: one reference less. gp_kv_attach: empty seq starts with
+ * blocks[0..n) (each held) as its first n table entries, one more reference
+ * each, its length n x block_size. An offloaded cache (gp_kv_tables_set_host)
+ * shares nothing: GP_ERR_UNSUPPORTED. */
+gp_status gp_kv_block_retain(gp_kv_tables *t, int seq, int index, int *block);
+gp_status gp_kv_block_drop(gp_kv_tables *t, int block);
+gp_status gp_kv_attach(gp_kv_tables *t, int seq, const int *blocks, int n);
 /* Offloaded KV: from now on table entry i < per_seq of sequence
  * s is the fixed id first + s * per_seq + i (a block kept in host memory:
  * the sequence's oldest positions), never taken from the pool, which keeps
@@ -61,7 +81,7 @@ gp_status gp_kv_tables_set_host(gp_kv_tables *t, int first, int per_seq);
 int gp_kv_len(const gp_kv_tables *t, int seq);
 const int32_t *gp_kv_block_table(const gp_kv_tables *t, int seq); /* [max_blocks_per_seq] */
 int gp_kv_max_blocks_per_seq(const gp_kv_tables *t);
-int gp_kv_free_blocks(const gp_kv_tables *t);
+int gp_kv_free_blocks(const gp_kv_tables *t); /* pool blocks no one holds */
 const gp_kv_layout *gp_kv_tables_layout(const gp_kv_tables *t);
 
 #ifdef __cplusplus

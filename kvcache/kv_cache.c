@@ -1,5 +1,7 @@
 /* Paged KV cache bookkeeping on the host: a pool of block ids shared by all
- * layers and, per sequence, a block table and a length. */
+ * layers, per sequence a block table and a length, and a reference count per
+ * pool block so full blocks can be shared between sequences and kept past
+ * their sequence (prefix caching). */
 #include "gp_kvcache.h"
 
 #include <limits.h>
@@ -12,6 +14,7 @@ struct gp_kv_tables {
     int max_blocks_per_seq;
     int32_t *free_ids;  /* [n_blocks]: stack of free block ids, top at n_free-1 */
     int n_free;
+    int *ref;           /* [n_blocks]: table entries plus retains holding each pool block; 0: free */
     int32_t *tables;    /* [max_seqs][max_blocks_per_seq]: block ids, -1 unused */
     int *n_seq_blocks;  /* [max_seqs]: leading entries of the table in use */
     int *len;           /* [max_seqs]: tokens written (advanced) */
@@ -74,8 +77,9 @@ gp_status gp_kv_tables_create(const gp_kv_layout *l, int max_seqs, int max_block
         t->n_seq_blocks = calloc((size_t)max_seqs, sizeof *t->n_seq_blocks);
         t->len = calloc((size_t)max_seqs, sizeof *t->len);
         t->reserved = calloc((size_t)max_seqs, sizeof *t->reserved);
+        t->ref = calloc((size_t)l->n_blocks, sizeof *t->ref);
     }
-    if (!t || !t->free_ids || !t->tables || !t->n_seq_blocks || !t->len || !t->reserved) {
+    if (!t || !t->free_ids || !t->tables || !t->n_seq_blocks || !t->len || !t->reserved || !t->ref) {
         gp_kv_tables_destroy(t);
         GP_FAIL(GP_ERR_NO_MEMORY, "gp_kv_tables_create: cannot allocate tables for %d blocks "
                 "and %d x %d entries", l->n_blocks, max_seqs, max_blocks_per_seq);
@@ -102,6 +106,7 @@ void gp_kv_tables_destroy(gp_kv_tables *t)
     free(t->n_seq_blocks);
     free(t->len);
     free(t->reserved);
+    free(t->ref);
     free(t);
 }
 
@@ -138,7 +143,12 @@ gp_status gp_kv_reserve(gp_kv_tables *t, int seq, int n)
     int32_t *table = t->tables + (size_t)seq * (size_t)t->max_blocks_per_seq;
     for (int i = 0; i < need; i++) {
         int at = t->n_seq_blocks[seq]++;
-        table[at] = at < t->host_per_seq ? t->host_first + seq * t->host_per_seq + at : t->free_ids[--t->n_free];
+        if (at < t->host_per_seq) {
+            table[at] = t->host_first + seq * t->host_per_seq + at;
+        } else {
+            table[at] = t->free_ids[--t->n_free];
+            t->ref[table[at]] = 1;
+        }
     }
     if (end > t->reserved[seq])
         t->reserved[seq] = (int)end;
@@ -158,6 +168,13 @@ gp_status gp_kv_advance(gp_kv_tables *t, int seq, int n)
     return GP_OK;
 }
 
+/* A pool block loses one holder; the last one gives it back to the pool. */
+static void gp_kv_unref(gp_kv_tables *t, int32_t block)
+{
+    if (--t->ref[block] == 0)
+        t->free_ids[t->n_free++] = block;
+}
+
 void gp_kv_release(gp_kv_tables *t, int seq)
 {
     if (!t || seq < 0 || seq >= t->max_seqs)
@@ -166,7 +183,7 @@ void gp_kv_release(gp_kv_tables *t, int seq)
     /* Reverse order so a reserve right after gets the same ids back. */
     for (int i = t->n_seq_blocks[seq] - 1; i >= 0; i--) {
         if (i >= t->host_per_seq)
-            t->free_ids[t->n_free++] = table[i];
+            gp_kv_unref(t, table[i]);
         table[i] = -1;
     }
     t->n_seq_blocks[seq] = 0;
@@ -182,14 +199,85 @@ gp_status gp_kv_truncate(gp_kv_tables *t, int seq, int len)
                 t->len[seq]);
     int bs = t->layout.block_size, keep = (len + bs - 1) / bs;
     int32_t *table = t->tables + (size_t)seq * (size_t)t->max_blocks_per_seq;
+    if (len % bs && keep > t->host_per_seq && t->ref[table[keep - 1]] > 1)
+        GP_FAIL(GP_ERR_STATE, "gp_kv_truncate: seq %d: length %d ends inside block %d, which %d holders share; the "
+                "sequence would write its next tokens over theirs (truncate to a multiple of %d there)", seq, len,
+                table[keep - 1], t->ref[table[keep - 1]], bs);
     for (int i = t->n_seq_blocks[seq] - 1; i >= keep; i--) {
         if (i >= t->host_per_seq)
-            t->free_ids[t->n_free++] = table[i];
+            gp_kv_unref(t, table[i]);
         table[i] = -1;
     }
     t->n_seq_blocks[seq] = keep;
     t->len[seq] = len;
     t->reserved[seq] = len;
+    return GP_OK;
+}
+
+/* Host ids are not shared: an offloaded block is staged, layer by layer,
+ * into a device window at its own sequence's place (first + seq x per_seq +
+ * entry), so another sequence's table cannot name it. */
+static gp_status gp_kv_refuse_host(const gp_kv_tables *t, const char *fn, int seq)
+{
+    GP_FAIL(GP_ERR_UNSUPPORTED, "%s: seq %d: the cache is offloaded (the first %d blocks of each sequence are "
+            "host blocks, staged into a device window at their own sequence's place), so its blocks cannot be "
+            "shared between sequences", fn, seq, t->host_per_seq);
+}
+
+gp_status gp_kv_block_retain(gp_kv_tables *t, int seq, int index, int *block)
+{
+    GP_TRY(gp_kv_check_seq(t, "gp_kv_block_retain", seq));
+    if (!block)
+        GP_FAIL(GP_ERR_INVALID_ARG, "gp_kv_block_retain: block must be non-NULL");
+    int bs = t->layout.block_size;
+    if (index < 0 || (int64_t)(index + 1) * bs > t->len[seq])
+        GP_FAIL(GP_ERR_INVALID_ARG, "gp_kv_block_retain: seq %d of length %d: block %d, allowed [0, %d) (its "
+                "full blocks of %d tokens)", seq, t->len[seq], index, t->len[seq] / bs, bs);
+    if (t->host_per_seq > 0)
+        return gp_kv_refuse_host(t, "gp_kv_block_retain", seq);
+    int32_t id = t->tables[(size_t)seq * (size_t)t->max_blocks_per_seq + (size_t)index];
+    t->ref[id]++;
+    *block = id;
+    return GP_OK;
+}
+
+static gp_status gp_kv_check_held(const gp_kv_tables *t, const char *fn, int block)
+{
+    if (block < 0 || block >= t->layout.n_blocks || t->ref[block] == 0)
+        GP_FAIL(GP_ERR_INVALID_ARG, "%s: block %d is not a held block of the pool (ids [0, %d) with a reference)",
+                fn, block, t->layout.n_blocks);
+    return GP_OK;
+}
+
+gp_status gp_kv_block_drop(gp_kv_tables *t, int block)
+{
+    if (!t)
+        GP_FAIL(GP_ERR_INVALID_ARG, "gp_kv_block_drop: tables are NULL");
+    GP_TRY(gp_kv_check_held(t, "gp_kv_block_drop", block));
+    gp_kv_unref(t, block);
+    return GP_OK;
+}
+
+gp_status gp_kv_attach(gp_kv_tables *t, int seq, const int *blocks, int n)
+{
+    GP_TRY(gp_kv_check_seq(t, "gp_kv_attach", seq));
+    if (t->n_seq_blocks[seq] || t->len[seq])
+        GP_FAIL(GP_ERR_STATE, "gp_kv_attach: seq %d holds %d tokens in %d blocks; attach to an empty sequence",
+                seq, t->len[seq], t->n_seq_blocks[seq]);
+    if (n < 0 || n > t->max_blocks_per_seq || (n > 0 && !blocks))
+        GP_FAIL(GP_ERR_INVALID_ARG, "gp_kv_attach: seq %d: %d blocks%s, allowed 0..%d blocks, non-NULL", seq, n,
+                blocks ? "" : " (NULL)", t->max_blocks_per_seq);
+    if (n > 0 && t->host_per_seq > 0)
+        return gp_kv_refuse_host(t, "gp_kv_attach", seq);
+    for (int i = 0; i < n; i++)
+        GP_TRY(gp_kv_check_held(t, "gp_kv_attach", blocks[i]));
+    int32_t *table = t->tables + (size_t)seq * (size_t)t->max_blocks_per_seq;
+    for (int i = 0; i < n; i++) {
+        table[i] = blocks[i];
+        t->ref[blocks[i]]++;
+    }
+    t->n_seq_blocks[seq] = n;
+    t->len[seq] = t->reserved[seq] = n * t->layout.block_size;
     return GP_OK;
 }
 
@@ -200,6 +288,9 @@ gp_status gp_kv_tables_set_host(gp_kv_tables *t, int first, int per_seq)
     for (int s = 0; s < t->max_seqs; s++)
         if (t->n_seq_blocks[s])
             GP_FAIL(GP_ERR_STATE, "gp_kv_tables_set_host: sequence %d holds blocks; call it on fresh tables", s);
+    for (int b = 0; b < t->layout.n_blocks; b++)
+        if (t->ref[b])
+            GP_FAIL(GP_ERR_STATE, "gp_kv_tables_set_host: block %d is retained; call it on fresh tables", b);
     if (first < 0 || per_seq < 0 || per_seq > t->max_blocks_per_seq ||
         (int64_t)first + (int64_t)t->max_seqs * per_seq > t->layout.n_blocks)
         GP_FAIL(GP_ERR_INVALID_ARG, "gp_kv_tables_set_host: first id %d, %d host blocks per sequence: allowed "

@@ -63,6 +63,19 @@ gp_status gp_cpu_prefill_batch(gp_cpu_model *m, int S, const gp_prefill_seq *seq
  * token go to last_logits [vocab] (may be NULL). */
 gp_status gp_cpu_prefill(gp_cpu_model *m, int seq, int n, const int32_t *prompt, float *last_logits);
 void gp_cpu_reset_seq(gp_cpu_model *m, int seq);
+/* A sequence's K/V copied out and in (prefix caching over the reference):
+ * k and v are [n_layers][n][n_kv_heads x head_dim] float32, the values the
+ * cache holds (RoPE'd K, activation rounding as set). gp_cpu_kv_read copies
+ * positions [p, p + n) of seq (within its length) out; gp_cpu_kv_write
+ * copies them in (within its length); gp_cpu_seq_set_len makes seq len
+ * tokens long (0..max_context): shorter drops the tail, longer adds
+ * positions whose K/V is unset until written. Positions are those of the
+ * sequence, so K copied between sequences at the same positions is the
+ * K each would compute. Checked before anything changes; GP_ERR_STATE
+ * during a step. */
+gp_status gp_cpu_kv_read(gp_cpu_model *m, int seq, int p, int n, float *k, float *v);
+gp_status gp_cpu_kv_write(gp_cpu_model *m, int seq, int p, int n, const float *k, const float *v);
+gp_status gp_cpu_seq_set_len(gp_cpu_model *m, int seq, int len);
 const gp_config *gp_cpu_model_config(const gp_cpu_model *m);
 int gp_cpu_model_max_seqs(const gp_cpu_model *m);
 /* Round activations through dt exactly where the CUDA engine stores them in

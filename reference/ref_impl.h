@@ -3,6 +3,8 @@
 #ifndef GP_REF_IMPL_H
 #define GP_REF_IMPL_H
 
+#include <stdbool.h>
+
 #include "gp_kvcache.h"
 #include "gp_reference.h"
 #include "gp_stage.h"
@@ -41,5 +43,15 @@ float gp_ref_dot_f32(const float *w, const float *x, int n);
 void gp_ref_dot2_f32(const float *w, const float *x0, const float *x1, int n, float *o0, float *o1);
 /* Element i of a weight tensor of dtype wdt, as float (exact). */
 float gp_ref_weight(const void *w, gp_dtype wdt, size_t i);
+
+/* A model's KV cache, for the copies in and out of it (ref_kv.c). */
+typedef struct gp_ref_kv {
+    gp_kv_tables *kv;
+    float *k, *v;       /* [n_layers][layer_elems] */
+    size_t layer_elems; /* of one layer's K (or V) pool */
+    int max_seqs, max_context;
+    bool stepping;      /* a step is in progress: its sequences' lengths are about to move */
+} gp_ref_kv;
+gp_ref_kv gp_ref_kv_of(gp_cpu_model *m);
 
 #endif

@@ -888,6 +888,12 @@ void gp_cpu_reset_seq(gp_cpu_model *m, int seq)
     gp_kv_release(m->kv, seq);
 }
 
+gp_ref_kv gp_ref_kv_of(gp_cpu_model *m)
+{
+    return (gp_ref_kv){.kv = m->kv, .k = m->k_cache, .v = m->v_cache, .layer_elems = m->layer_elems,
+                       .max_seqs = m->max_seqs, .max_context = m->max_context, .stepping = m->step_B != 0};
+}
+
 const gp_config *gp_cpu_model_config(const gp_cpu_model *m)
 {
     return &m->cfg;

@@ -1,6 +1,7 @@
 /* greenpipe request scheduler: a queue of generation requests run by
  * continuous batching over any backend that runs mixed batches, with a
- * per-step token budget, KV block admission and preemption by recompute. */
+ * per-step token budget, KV block admission, preemption by recompute and
+ * automatic prefix caching. */
 #ifndef GP_SCHED_H
 #define GP_SCHED_H
 
@@ -34,12 +35,18 @@ typedef struct gp_sched_ops {
      * first largest logit. */
     int32_t (*sample)(void *ctx, const float *logits, int vocab, void *sample_ctx);
     /* Automatic prefix caching (gp_sched_config.prefix_cache needs all
-     * three). A handle names a block of KV the backend keeps (>= 0).
-     * retain_block: keep block index (full: tokens [index x block_size,
-     * (index + 1) x block_size)) of sequence seq alive past seq's reset.
-     * drop_block: the cache let go of handle (evicted). attach_blocks: empty
-     * sequence seq starts with the blocks handles[0..n) as its first
-     * n x block_size tokens (their KV as it was retained). */
+     * three). A handle names a full block of KV the backend keeps alive for
+     * the scheduler's cache (>= 0). retain_block: keep block index (its
+     * tokens [index x block_size, (index + 1) x block_size), computed) of
+     * running sequence seq alive past seq's reset, as *handle; the sequence
+     * goes on using it, and never writes its positions again. drop_block:
+     * the cache let go of handle (evicted, or the scheduler destroyed).
+     * attach_blocks: empty sequence seq starts with handles[0..n) (n >= 1)
+     * as its first n x block_size tokens, their KV as it was retained; a
+     * refusal leaves seq empty. A failed retain leaves the block private to
+     * its request (and that request's later blocks uncached); a failed
+     * attach is a miss (the tokens are computed): the cache is never
+     * needed for a correct result. */
     gp_status (*retain_block)(void *ctx, int seq, int index, int *handle);
     void (*drop_block)(void *ctx, int handle);
     gp_status (*attach_blocks)(void *ctx, int seq, const int *handles, int n);
@@ -64,7 +71,14 @@ typedef struct gp_sched_config {
     int max_context;  /* tokens per sequence */
     int block_size;   /* tokens per KV block: >= 1 */
     int total_blocks; /* KV blocks the backend holds for all sequences: >= 1 */
-    bool prefix_cache; /* keep full blocks by their token chain for later requests (needs the ops' three) */
+    /* Keep full blocks by the hash chain of their tokens (prompt and
+     * generated) for later requests whose tokens start alike: a block is
+     * free, private to one running request, or a cache entry shared by
+     * n >= 0 of them. An admission attaches the longest run of cached
+     * leading blocks (leaving one token to compute); entries no request
+     * uses are evicted least recently used first when a block is needed.
+     * Needs the ops' three. */
+    bool prefix_cache;
 } gp_sched_config;
 
 gp_status gp_sched_create(const gp_sched_config *cfg, const gp_sched_ops *ops, gp_sched **out);
@@ -85,6 +99,10 @@ typedef struct gp_sched_request {
  * refuses a request before handing it over (any thread): GP_ERR_INVALID_ARG
  * naming the bad value and what is allowed. */
 gp_status gp_sched_check_request(const gp_sched_config *c, const gp_sched_request *r);
+
+/* Evict every cached block no running request uses (drop_block each), so
+ * that free_blocks counts them again. */
+void gp_sched_evict_cached(gp_sched *s);
 
 /* Queue r at the tail (FIFO). Refused before anything changes: a message
  * names the bad value and what is allowed. */
@@ -115,7 +133,8 @@ typedef struct gp_sched_event {
  * events of this step (gp_sched_events). A step with nothing to run does
  * nothing. A failed batch (the backend's status is returned) runs no token
  * and gives its blocks back; requests it admitted stay running with an empty
- * cache, those it preempted stay queued, so the next step goes on. */
+ * cache (or the cached blocks attached), those it preempted stay queued, so
+ * the next step goes on. */
 gp_status gp_sched_step(gp_sched *s, int *n_events);
 /* The events of the last step; valid until the next step. */
 const gp_sched_event *gp_sched_events(const gp_sched *s, int *n);
@@ -125,7 +144,7 @@ typedef struct gp_sched_result {
     int n_tokens;
     gp_sched_finish finish;
     int preemptions;       /* times its sequence was taken back and recomputed */
-    int cached_tokens;     /* prompt tokens its first admission took from the prefix cache */
+    int cached_tokens;     /* prompt tokens its first admission took from the prefix cache (whole blocks) */
 } gp_sched_result;
 gp_status gp_sched_result_of(const gp_sched *s, uint64_t id, gp_sched_result *out);
 /* Forget a finished request (its id may be submitted again). */
@@ -133,11 +152,13 @@ gp_status gp_sched_release(gp_sched *s, uint64_t id);
 
 typedef struct gp_sched_stats {
     int waiting, running;
-    int free_blocks, total_blocks;
+    int free_blocks, total_blocks; /* free: neither a request's nor cached */
     long long steps, preemptions;
     long long prefill_tokens, decode_tokens; /* rows run */
-    int cached_blocks;     /* blocks the prefix cache holds that no running request uses */
-    long long prefix_query_tokens, prefix_hit_tokens; /* prompt tokens looked up at admission, and found */
+    int cached_blocks;     /* blocks the prefix cache holds that no running request uses (evictable) */
+    /* tokens to prefill at each admission (a readmission after preemption
+     * too), and those of them attached from the cache: the hit rate */
+    long long prefix_query_tokens, prefix_hit_tokens;
 } gp_sched_stats;
 void gp_sched_get_stats(const gp_sched *s, gp_sched_stats *out);
 

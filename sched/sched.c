@@ -49,7 +49,9 @@ void gp_sched_release_slot(gp_sched *s, rq *r)
     s->ops.reset_seq(s->ops.ctx, r->seq);
     s->slot[r->seq] = NULL;
     r->seq = -1;
-    s->free_blocks += r->nblk;
+    s->free_blocks += r->nblk - r->n_shared;
+    if (s->pc)
+        gp_sched_prefix_release(s, r);
     r->nblk = 0;
     r->computed = 0;
     gp_sched_list_unlink(&s->running, r);
@@ -84,6 +86,12 @@ gp_status gp_sched_create(const gp_sched_config *cfg, const gp_sched_ops *ops, g
     if (cfg->block_size < 1 || cfg->total_blocks < 1)
         GP_FAIL(GP_ERR_INVALID_ARG, "gp_sched_create: block_size %d, total_blocks %d, allowed >= 1 each",
                 cfg->block_size, cfg->total_blocks);
+    if (cfg->prefix_cache) {
+        const char *missing = !ops->retain_block ? "retain_block" : !ops->drop_block ? "drop_block"
+                            : !ops->attach_blocks ? "attach_blocks" : NULL;
+        if (missing)
+            GP_FAIL(GP_ERR_INVALID_ARG, "gp_sched_create: prefix_cache needs ops.%s (NULL)", missing);
+    }
     gp_sched *s = calloc(1, sizeof(*s));
     if (!s)
         GP_FAIL(GP_ERR_NO_MEMORY, "gp_sched_create: out of host memory");
@@ -102,6 +110,13 @@ gp_status gp_sched_create(const gp_sched_config *cfg, const gp_sched_ops *ops, g
                 cfg->max_seqs, cfg->vocab);
     }
     s->free_blocks = cfg->total_blocks;
+    if (cfg->prefix_cache) {
+        gp_status st = gp_sched_prefix_create(s);
+        if (st != GP_OK) {
+            gp_sched_destroy(s);
+            return st;
+        }
+    }
     *out = s;
     return GP_OK;
 }
@@ -111,6 +126,7 @@ static void rq_free(rq *r)
     if (r) {
         free(r->all);
         free(r->stop);
+        free(r->ent);
         free(r);
     }
 }
@@ -119,6 +135,7 @@ void gp_sched_destroy(gp_sched *s)
 {
     if (!s)
         return;
+    gp_sched_prefix_destroy(s);
     for (int i = 0; i < s->n_reqs; i++)
         rq_free(s->reqs[i]);
     free(s->reqs);
@@ -200,8 +217,10 @@ gp_status gp_sched_submit(gp_sched *s, const gp_sched_request *r)
     if (q) {
         q->all = malloc(sizeof(int32_t) * ((size_t)r->n_prompt + (size_t)r->max_tokens));
         q->stop = malloc(sizeof(int32_t) * ((size_t)r->n_stop + 1));
+        if (s->pc)
+            q->ent = malloc(sizeof(int) * (size_t)((r->n_prompt + r->max_tokens) / s->cfg.block_size + 1));
     }
-    if (!q || !q->all || !q->stop) {
+    if (!q || !q->all || !q->stop || (s->pc && !q->ent)) {
         rq_free(q);
         GP_FAIL(GP_ERR_NO_MEMORY, "gp_sched_submit: out of host memory for request %llu",
                 (unsigned long long)r->id);
@@ -248,6 +267,7 @@ gp_status gp_sched_result_of(const gp_sched *s, uint64_t id, gp_sched_result *ou
     out->n_tokens = r->n_all - r->n_prompt;
     out->finish = r->finish;
     out->preemptions = r->preemptions;
+    out->cached_tokens = r->cached_tokens;
     return GP_OK;
 }
 
@@ -271,4 +291,5 @@ void gp_sched_get_stats(const gp_sched *s, gp_sched_stats *out)
     out->running = s->running.n;
     out->free_blocks = s->free_blocks;
     out->total_blocks = s->cfg.total_blocks;
+    out->cached_blocks = s->pc ? s->pc->n_lru : 0;
 }

@@ -1,7 +1,10 @@
 /* The scheduler's private state: requests, the waiting queue, the running
- * list in admission order, sequence slots and the free-block count. */
+ * list in admission order, sequence slots, the free-block count and the
+ * prefix cache. */
 #ifndef GP_SCHED_IMPL_H
 #define GP_SCHED_IMPL_H
+
+#include <stdbool.h>
 
 #include "gp_sched.h"
 
@@ -22,10 +25,42 @@ typedef struct rq {
     int seq;          /* slot while running, else -1 */
     int computed;     /* tokens in its cache */
     int prefill_end;  /* tokens to prefill before it decodes: n_all when (re)admitted */
-    int nblk;         /* KV blocks it holds */
+    int nblk;         /* KV blocks its sequence holds, the shared ones among them */
     int preemptions;
+    /* prefix cache (when on): its full blocks [0, n_hashed) were looked up
+     * or entered; ent[i] the cache entry block i shares, or -1 (private) */
+    int *ent;         /* [blocks of n_prompt + max_tokens] */
+    int n_hashed, n_shared;
+    uint64_t tail_key, tail_serial; /* the chain after block n_hashed - 1 */
+    bool uncached;    /* a retain failed: its later blocks stay private */
+    int cached_tokens;
     struct rq *prev, *next; /* in the waiting queue or the running list */
 } rq;
+
+/* A cache entry: one full KV block the backend keeps (handle), named by its
+ * chain key and checked by its parent entry and its tokens. */
+typedef struct pc_entry {
+    uint64_t key;     /* H(parent's key, tokens) & key_mask */
+    uint64_t serial;  /* unique for the scheduler's life: a child names its parent by it */
+    uint64_t parent;  /* serial of the entry of the block before; 0: the first block */
+    int handle;
+    int ref;          /* running requests sharing it; 0: on the LRU list, evictable */
+    int hnext;        /* next entry of its hash bucket, or of the free list; -1: none */
+    int lprev, lnext; /* the LRU list (ref 0), head evicted first; -1: none */
+} pc_entry;
+
+typedef struct gp_sched_prefix {
+    pc_entry *e;      /* [total_blocks]: an entry holds a block, so never more */
+    int32_t *tokens;  /* [total_blocks][block_size]: entry i's tokens */
+    int *bucket;      /* [n_buckets]: first entry of each key's bucket, -1: none */
+    int n_buckets;    /* a power of two */
+    int free_head, n_entries;
+    int lru_head, lru_tail, n_lru;
+    uint64_t next_serial;
+    uint64_t key_mask; /* all ones; a test clears bits to force collisions */
+    int *match;       /* [blocks of max_context]: entries the last lookup found */
+    int *handles;     /* [blocks of max_context]: their handles, for attach_blocks */
+} gp_sched_prefix;
 
 typedef struct rq_list {
     rq *head, *tail;
@@ -40,7 +75,8 @@ struct gp_sched {
     rq_list waiting; /* FIFO; preempted requests go back to its head */
     rq_list running; /* admission order: the tail is the newest */
     rq **slot;       /* [max_seqs]: the running request of each sequence slot */
-    int free_blocks;
+    int free_blocks;  /* neither a request's nor the prefix cache's */
+    gp_sched_prefix *pc; /* NULL: prefix caching off */
     /* the step being built: parts, their requests, blocks each reserved */
     gp_batch_part *parts;
     rq **part_rq;
@@ -57,5 +93,28 @@ void gp_sched_list_push_tail(rq_list *l, rq *r);
 void gp_sched_list_push_head(rq_list *l, rq *r);
 /* Give back r's slot (its sequence reset) and blocks; r leaves the running list. */
 void gp_sched_release_slot(gp_sched *s, rq *r);
+
+/* Prefix cache (prefix.c). Every physical block is free, private to one
+ * running request, or a cache entry shared by ref >= 0 of them. */
+gp_status gp_sched_prefix_create(gp_sched *s);
+/* Drops every entry (ops.drop_block), shared or not. */
+void gp_sched_prefix_destroy(gp_sched *s);
+/* Blocks a request may take: free ones and evictable entries. */
+int gp_sched_blocks_avail(const gp_sched *s);
+/* n free blocks taken, evicting the least recently used entries first as needed (n <= avail). */
+void gp_sched_take_blocks(gp_sched *s, int n);
+/* The leading cached full blocks of waiting r's tokens to prefill, leaving
+ * one to compute, into pc->match; *lru_hits of them are evictable now. */
+int gp_sched_prefix_match(gp_sched *s, const rq *r, int *lru_hits);
+/* Empty sequence seq starts with the n blocks matched: r's first n blocks,
+ * computed; GP_OK or the backend's refusal (nothing changed). */
+gp_status gp_sched_prefix_attach(gp_sched *s, rq *r, int seq, int n);
+/* r's blocks that became full enter the cache (or match an equal entry). */
+void gp_sched_prefix_register(gp_sched *s, rq *r);
+/* r lets go of its entries (the last block's first onto the LRU list). */
+void gp_sched_prefix_release(gp_sched *s, rq *r);
+/* Every invariant of the block accounting, the cache and the lists, in
+ * O(blocks + requests): GP_ERR_STATE naming the first one broken. For tests. */
+gp_status gp_sched_check(const gp_sched *s);
 
 #endif

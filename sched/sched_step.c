@@ -36,7 +36,7 @@ static void add_part(gp_sched *s, rq *r, gp_batch_kind kind, int n, int blk)
     s->part_rq[i] = r;
     s->part_blk[i] = blk;
     r->nblk += blk;
-    s->free_blocks -= blk;
+    gp_sched_take_blocks(s, blk);
     s->budget_left -= n;
 }
 
@@ -53,7 +53,7 @@ static void plan_decodes(gp_sched *s)
             continue;
         }
         int need = blocks_for(s, r->computed + 1) - r->nblk;
-        while (need > s->free_blocks && r->state == RQ_RUNNING)
+        while (need > gp_sched_blocks_avail(s) && r->state == RQ_RUNNING)
             preempt(s, s->running.tail);
         if (r->state != RQ_RUNNING)
             return;
@@ -62,31 +62,65 @@ static void plan_decodes(gp_sched *s)
     }
 }
 
-/* A prefill chunk of r: as many of its pending tokens as the budget and the
- * free blocks allow; whole_only takes the whole rest or nothing, except as
- * the step's first part (a prompt longer than the budget goes in chunks). */
-static int plan_chunk(gp_sched *s, rq *r, int whole_only)
+/* Tokens of r's next prefill chunk when it starts at position start,
+ * holding nblk blocks, with avail more to take; whole_only takes the whole
+ * rest or nothing, except as the step's first part (a prompt longer than the
+ * budget goes in chunks). */
+static int chunk_len(const gp_sched *s, const rq *r, int start, int nblk, int avail, int whole_only)
 {
-    int rest = r->prefill_end - r->computed;
+    int rest = r->prefill_end - start;
     int n = rest < s->budget_left ? rest : s->budget_left;
-    long long room = ((long long)r->nblk + s->free_blocks) * s->cfg.block_size - r->computed;
+    long long room = ((long long)nblk + avail) * s->cfg.block_size - start;
     if (n > room)
         n = (int)room;
     if (n <= 0 || (whole_only && n < rest && s->n_parts > 0))
         return 0;
+    return n;
+}
+
+/* Waiting r into a free sequence slot: its cached leading blocks attached
+ * (hit of them, or none when the backend refuses), and the prefill chunk
+ * that follows them; 0 (nothing changed) when none fits. */
+static int admit(gp_sched *s, rq *r, int whole_only)
+{
+    int seq = 0, hit = 0, lru_hits = 0;
+    while (s->slot[seq])
+        seq++;
+    if (s->pc)
+        hit = gp_sched_prefix_match(s, r, &lru_hits);
+    int avail = gp_sched_blocks_avail(s);
+    int n = chunk_len(s, r, hit * s->cfg.block_size, hit, avail - lru_hits, whole_only);
+    if (n > 0 && hit > 0 && gp_sched_prefix_attach(s, r, seq, hit) != GP_OK) {
+        hit = 0; /* the backend kept none: compute them */
+        n = chunk_len(s, r, 0, 0, avail, whole_only);
+    }
+    if (n <= 0)
+        return 0;
+    if (s->pc) {
+        s->stats.prefix_query_tokens += r->prefill_end;
+        s->stats.prefix_hit_tokens += hit * s->cfg.block_size;
+        if (r->preemptions == 0)
+            r->cached_tokens = hit * s->cfg.block_size;
+    }
+    gp_sched_list_unlink(&s->waiting, r);
+    gp_sched_list_push_tail(&s->running, r);
+    s->slot[seq] = r;
+    r->seq = seq;
+    r->state = RQ_RUNNING;
+    return n;
+}
+
+/* A prefill chunk of r: as many of its pending tokens as the budget and the
+ * blocks allow (a waiting r is admitted first). */
+static int plan_chunk(gp_sched *s, rq *r, int whole_only)
+{
+    int n = r->state == RQ_WAITING ? admit(s, r, whole_only)
+                                   : chunk_len(s, r, r->computed, r->nblk, gp_sched_blocks_avail(s), whole_only);
+    if (n <= 0)
+        return 0;
     int need = blocks_for(s, r->computed + n) - r->nblk;
     if (need < 0)
         need = 0;
-    if (r->state == RQ_WAITING) { /* admit it into a free slot */
-        int seq = 0;
-        while (s->slot[seq])
-            seq++;
-        gp_sched_list_unlink(&s->waiting, r);
-        gp_sched_list_push_tail(&s->running, r);
-        s->slot[seq] = r;
-        r->seq = seq;
-        r->state = RQ_RUNNING;
-    }
     add_part(s, r, GP_BATCH_PREFILL, n, need);
     return 1;
 }
@@ -118,7 +152,8 @@ static void plan(gp_sched *s)
     }
 }
 
-/* Undo a plan's reservations (its admissions stand: they hold no blocks). */
+/* Undo a plan's reservations (its admissions stand, with the cached blocks
+ * they attached; entries evicted for it stay evicted, their blocks free). */
 static void unplan(gp_sched *s)
 {
     for (int i = 0; i < s->n_parts; i++) {
@@ -150,6 +185,8 @@ static void commit_part(gp_sched *s, int i)
 {
     rq *r = s->part_rq[i];
     r->computed += s->parts[i].n;
+    if (s->pc)
+        gp_sched_prefix_register(s, r);
     if (s->parts[i].kind == GP_BATCH_PREFILL)
         s->stats.prefill_tokens += s->parts[i].n;
     else

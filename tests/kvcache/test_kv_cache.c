@@ -1,5 +1,6 @@
 /* Tests of the paged KV cache bookkeeping (kvcache/kv_cache.c): reserve,
- * advance, release, truncate, exhaustion and block boundaries. */
+ * advance, release, truncate, exhaustion, block boundaries and blocks shared
+ * by reference counts. */
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -267,6 +268,108 @@ static void test_host_blocks(void **state)
     gp_kv_tables_destroy(t);
 }
 
+/* A retained full block outlives its sequence, attaches to others, and goes
+ * back to the pool with its last holder; the free count stays exact. */
+static void test_shared_blocks(void **state)
+{
+    (void)state;
+    gp_kv_layout l = layout(8);
+    gp_kv_tables *t;
+    assert_int_equal(gp_kv_tables_create(&l, 3, 4, &t), GP_OK);
+    assert_int_equal(gp_kv_reserve(t, 0, 2 * BS + 3), GP_OK); /* blocks 0, 1, 2 */
+    assert_int_equal(gp_kv_advance(t, 0, 2 * BS + 3), GP_OK);
+    int b0, b1, b;
+    assert_int_equal(gp_kv_block_retain(t, 0, 2, &b), GP_ERR_INVALID_ARG); /* partly written */
+    assert_non_null(strstr(gp_last_error(), "block 2, allowed [0, 2)"));
+    assert_int_equal(gp_kv_block_retain(t, 0, -1, &b), GP_ERR_INVALID_ARG);
+    assert_int_equal(gp_kv_block_retain(t, 0, 0, NULL), GP_ERR_INVALID_ARG);
+    assert_int_equal(gp_kv_block_retain(t, 0, 0, &b0), GP_OK);
+    assert_int_equal(gp_kv_block_retain(t, 0, 1, &b1), GP_OK);
+    assert_int_equal(b0, 0);
+    assert_int_equal(b1, 1);
+    gp_kv_release(t, 0); /* the retained two stay held */
+    assert_int_equal(gp_kv_free_blocks(t), 6);
+
+    int both[2] = {b0, b1};
+    assert_int_equal(gp_kv_attach(t, 1, both, 2), GP_OK);
+    assert_int_equal(gp_kv_attach(t, 2, both, 1), GP_OK);
+    assert_int_equal(gp_kv_len(t, 1), 2 * BS);
+    assert_int_equal(gp_kv_len(t, 2), BS);
+    assert_memory_equal(gp_kv_block_table(t, 1), both, sizeof both);
+    assert_int_equal(gp_kv_free_blocks(t), 6);
+    assert_int_equal(gp_kv_attach(t, 1, both, 1), GP_ERR_STATE); /* not empty */
+    assert_non_null(strstr(gp_last_error(), "seq 1 holds 32 tokens"));
+    int bad[1] = {5}; /* free, not held */
+    assert_int_equal(gp_kv_attach(t, 0, bad, 1), GP_ERR_INVALID_ARG);
+    assert_non_null(strstr(gp_last_error(), "block 5"));
+    assert_int_equal(gp_kv_attach(t, 0, both, 5), GP_ERR_INVALID_ARG);
+    assert_int_equal(gp_kv_len(t, 0), 0);
+
+    /* seq 1 grows past the shared blocks into a block of its own */
+    assert_int_equal(gp_kv_reserve(t, 1, 1), GP_OK);
+    assert_int_equal(gp_kv_advance(t, 1, 1), GP_OK);
+    assert_int_equal(gp_kv_free_blocks(t), 5);
+    /* cutting into a shared block is refused; to its end, it stays for the others */
+    assert_int_equal(gp_kv_truncate(t, 1, BS + 3), GP_ERR_STATE);
+    assert_non_null(strstr(gp_last_error(), "inside block 1, which 2 holders share"));
+    assert_int_equal(gp_kv_len(t, 1), 2 * BS + 1);
+    assert_int_equal(gp_kv_truncate(t, 1, BS), GP_OK);
+    assert_int_equal(gp_kv_free_blocks(t), 6);
+    gp_kv_release(t, 1);
+    gp_kv_release(t, 2);
+    assert_int_equal(gp_kv_free_blocks(t), 6); /* the retains still hold both */
+    assert_int_equal(gp_kv_block_drop(t, b1), GP_OK);
+    assert_int_equal(gp_kv_free_blocks(t), 7);
+    assert_int_equal(gp_kv_block_drop(t, b1), GP_ERR_INVALID_ARG); /* dropped twice */
+    assert_int_equal(gp_kv_block_drop(t, 8), GP_ERR_INVALID_ARG);
+    assert_int_equal(gp_kv_block_drop(t, b0), GP_OK);
+    assert_int_equal(gp_kv_free_blocks(t), 8);
+    /* every id is back once: a full reservation takes all 8 distinct ones */
+    assert_int_equal(gp_kv_reserve(t, 0, 4 * BS), GP_OK);
+    assert_int_equal(gp_kv_reserve(t, 1, 4 * BS), GP_OK);
+    assert_int_equal(gp_kv_free_blocks(t), 0);
+    int seen = 0;
+    for (int s = 0; s < 2; s++)
+        for (int i = 0; i < 4; i++)
+            seen |= 1 << gp_kv_block_table(t, s)[i];
+    assert_int_equal(seen, 0xff);
+    gp_kv_tables_destroy(t);
+}
+
+/* An offloaded cache's blocks are staged per sequence: sharing is refused,
+ * with the reason, and nothing changes. */
+static void test_host_refuses_sharing(void **state)
+{
+    (void)state;
+    gp_kv_layout l = {.n_layers = 1, .n_kv_heads = 1, .head_dim = 4, .block_size = 4, .n_blocks = 16};
+    gp_kv_tables *t = NULL;
+    assert_int_equal(gp_kv_tables_create(&l, 2, 5, &t), GP_OK);
+    assert_int_equal(gp_kv_tables_set_host(t, 10, 3), GP_OK);
+    assert_int_equal(gp_kv_reserve(t, 0, 20), GP_OK);
+    assert_int_equal(gp_kv_advance(t, 0, 20), GP_OK);
+    int b = -1;
+    assert_int_equal(gp_kv_block_retain(t, 0, 3, &b), GP_ERR_UNSUPPORTED);
+    assert_non_null(strstr(gp_last_error(), "offloaded"));
+    assert_int_equal(b, -1);
+    int blocks[1] = {0};
+    assert_int_equal(gp_kv_attach(t, 1, blocks, 1), GP_ERR_UNSUPPORTED);
+    assert_int_equal(gp_kv_len(t, 1), 0);
+    assert_int_equal(gp_kv_attach(t, 1, NULL, 0), GP_OK);
+    gp_kv_tables_destroy(t);
+
+    /* retained blocks make tables not fresh */
+    assert_int_equal(gp_kv_tables_create(&l, 2, 5, &t), GP_OK);
+    assert_int_equal(gp_kv_reserve(t, 0, 4), GP_OK);
+    assert_int_equal(gp_kv_advance(t, 0, 4), GP_OK);
+    assert_int_equal(gp_kv_block_retain(t, 0, 0, &b), GP_OK);
+    gp_kv_release(t, 0);
+    assert_int_equal(gp_kv_tables_set_host(t, 10, 2), GP_ERR_STATE);
+    assert_non_null(strstr(gp_last_error(), "retained"));
+    assert_int_equal(gp_kv_block_drop(t, b), GP_OK);
+    assert_int_equal(gp_kv_tables_set_host(t, 10, 2), GP_OK);
+    gp_kv_tables_destroy(t);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -277,6 +380,8 @@ int main(void)
         cmocka_unit_test(test_exhaustion_unchanged),
         cmocka_unit_test(test_block_boundaries),
         cmocka_unit_test(test_host_blocks),
+        cmocka_unit_test(test_shared_blocks),
+        cmocka_unit_test(test_host_refuses_sharing),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -1,0 +1,641 @@
+/* Automatic prefix caching on the CPU reference (tiny preset, synthetic
+ * weights): requests sharing long prefixes, arriving over many steps, give
+ * bitwise the tokens of running each alone, with the cache on as off, under
+ * both policies, tight block budgets (eviction, preemption), cancellation
+ * and forced hash collisions; the blocks reused are those expected, in LRU
+ * order, and the block accounting is exact after every step (gp_sched_check
+ * white-box, the adapter's copies one per cache entry, and over the KV block
+ * tables with shared blocks the scheduler's free count is the pool's). */
+#include "gp_test.h"
+
+#include "gp_kvcache.h"
+#include "gp_model.h"
+#include "gp_reference.h"
+#include "gp_sched.h"
+#include "sched_cpu.h"
+#include "sched_impl.h"
+
+#define MAX_REQ 16
+#define MAX_SEQS 4
+#define MAX_CTX 64
+#define BLOCK 4
+#define MAX_GEN 12
+
+static gp_host_weights g_w;
+static uint64_t g_rng = 11;
+
+typedef struct req {
+    gp_sched_request r;
+    int32_t prompt[MAX_CTX];
+    int arrival;           /* step at which it is submitted */
+    int32_t want[MAX_GEN]; /* greedy tokens of running it alone */
+    int n_want;
+    int32_t got[MAX_GEN];  /* from the step events */
+    int n_got;
+    int cancelled;
+} req;
+
+static int rnd(int n)
+{
+    return (int)(gp_test_uniform(&g_rng) * n) % n;
+}
+
+static int setup(void **state)
+{
+    (void)state;
+    gp_config cfg;
+    if (gp_config_preset("tiny", &cfg) != GP_OK || gp_host_weights_alloc(&cfg, GP_DTYPE_BF16, &g_w) != GP_OK ||
+        gp_synth_fill_host(&g_w, 1234) != GP_OK) {
+        fprintf(stderr, "setup: %s\n", gp_last_error());
+        return -1;
+    }
+    return 0;
+}
+
+static int teardown(void **state)
+{
+    (void)state;
+    gp_host_weights_free(&g_w);
+    return 0;
+}
+
+/* Alone and greedy: gp_cpu_prefill, then one gp_cpu_decode_step per token. */
+static void run_alone(req *q)
+{
+    gp_cpu_model *m;
+    GP_CHECK_OK(gp_cpu_model_create(&g_w, 1, MAX_CTX, BLOCK, &m));
+    float *lg = malloc(sizeof(float) * (size_t)g_w.cfg.vocab);
+    int seq = 0;
+    GP_CHECK_OK(gp_cpu_prefill(m, seq, q->r.n_prompt, q->prompt, lg));
+    for (q->n_want = 0;;) {
+        int32_t t = gp_argmax(lg, g_w.cfg.vocab);
+        q->want[q->n_want++] = t;
+        if (q->n_want == q->r.max_tokens)
+            break;
+        GP_CHECK_OK(gp_cpu_decode_step(m, 1, &seq, &t, lg));
+    }
+    free(lg);
+    gp_cpu_model_destroy(m);
+}
+
+static void set_request(req *q, uint64_t id, int n_prompt, int max_tokens)
+{
+    q->r = (gp_sched_request){.id = id, .prompt = q->prompt, .n_prompt = n_prompt, .max_tokens = max_tokens};
+}
+
+/* n requests in groups, each a group's shared prefix of prefix_len tokens
+ * and a suffix of its own, arriving over spread steps. */
+static void make_groups(req *q, int n, int groups, int prefix_len, int spread)
+{
+    int32_t prefix[8][MAX_CTX];
+    for (int g = 0; g < groups; g++)
+        for (int k = 0; k < prefix_len; k++)
+            prefix[g][k] = rnd(g_w.cfg.vocab);
+    for (int i = 0; i < n; i++) {
+        memset(&q[i], 0, sizeof(q[i]));
+        int suffix = 1 + rnd(8);
+        memcpy(q[i].prompt, prefix[i % groups], sizeof(int32_t) * (size_t)prefix_len);
+        for (int k = 0; k < suffix; k++)
+            q[i].prompt[prefix_len + k] = rnd(g_w.cfg.vocab);
+        set_request(&q[i], 1000 + (uint64_t)i, prefix_len + suffix, 1 + rnd(MAX_GEN));
+        q[i].arrival = rnd(spread);
+        run_alone(&q[i]);
+    }
+}
+
+static gp_sched_config config(gp_sched_policy p, int budget, int total_blocks, bool cache)
+{
+    return (gp_sched_config){.policy = p, .token_budget = budget, .max_seqs = MAX_SEQS, .vocab = g_w.cfg.vocab,
+                             .max_context = MAX_CTX, .block_size = BLOCK, .total_blocks = total_blocks,
+                             .prefix_cache = cache};
+}
+
+/* The blocks of the largest request: every one fits alone. */
+static int most_blocks(const req *q, int n, int block_size)
+{
+    int most = 0;
+    for (int i = 0; i < n; i++) {
+        int b = (q[i].r.n_prompt + q[i].r.max_tokens - 1 + block_size - 1) / block_size;
+        most = b > most ? b : most;
+    }
+    return most;
+}
+
+/* A scheduler over the CPU reference, with the adapter's retained copies
+ * when the config caches prefixes. */
+typedef struct bench {
+    gp_cpu_model *m;
+    gp_sched_cpu_cache *c;
+    gp_sched *s;
+} bench;
+
+static void bench_open(bench *b, const gp_sched_config *cfg)
+{
+    GP_CHECK_OK(gp_cpu_model_create(&g_w, cfg->max_seqs, MAX_CTX, BLOCK, &b->m));
+    b->c = NULL;
+    gp_sched_ops ops = gp_sched_cpu_ops(b->m);
+    if (cfg->prefix_cache) {
+        GP_CHECK_OK(gp_sched_cpu_cache_create(b->m, cfg->block_size, &b->c));
+        ops = gp_sched_cpu_cache_ops(b->c);
+    }
+    GP_CHECK_OK(gp_sched_create(cfg, &ops, &b->s));
+}
+
+/* Exact accounting: the invariants, and one adapter copy per cache entry. */
+static void bench_check(const bench *b)
+{
+    GP_CHECK_OK(gp_sched_check(b->s));
+    if (b->c)
+        assert_int_equal(gp_sched_cpu_cache_held(b->c), b->s->pc->n_entries);
+}
+
+/* Dropping the cache gives every block back, in the scheduler and in the
+ * adapter. */
+static void bench_close(bench *b)
+{
+    gp_sched_stats st;
+    gp_sched_evict_cached(b->s);
+    gp_sched_get_stats(b->s, &st);
+    assert_int_equal(st.running + st.waiting, 0);
+    assert_int_equal(st.free_blocks, st.total_blocks);
+    assert_int_equal(st.cached_blocks, 0);
+    if (b->c)
+        assert_int_equal(gp_sched_cpu_cache_held(b->c), 0);
+    bench_check(b);
+    gp_sched_destroy(b->s);
+    gp_sched_cpu_cache_destroy(b->c);
+    gp_cpu_model_destroy(b->m);
+}
+
+static void collect(gp_sched *s, req *q, int n, int n_ev)
+{
+    int m;
+    const gp_sched_event *ev = gp_sched_events(s, &m);
+    assert_int_equal(m, n_ev);
+    for (int e = 0; e < m; e++)
+        for (int i = 0; i < n; i++)
+            if (q[i].r.id == ev[e].id) {
+                assert_true(q[i].n_got < MAX_GEN);
+                q[i].got[q[i].n_got++] = ev[e].token;
+            }
+}
+
+/* A running request that shares a cache entry with another one, or NULL. */
+static rq *sharing(const gp_sched *s)
+{
+    for (rq *r = s->running.head; r; r = r->next)
+        for (int b = 0; b < r->n_hashed; b++)
+            if (r->ent[b] >= 0 && s->pc->e[r->ent[b]].ref > 1)
+                return r;
+    return NULL;
+}
+
+/* Submits each request at its arrival, cancels a request sharing blocks
+ * every cancel_every steps (0: never), steps until all finish, checking the
+ * accounting at every step; each finished request gives its tokens alone,
+ * a cancelled one a prefix of them. */
+static void run(const gp_sched_config *cfg, req *q, int n, int cancel_every, gp_sched_stats *st)
+{
+    bench b;
+    bench_open(&b, cfg);
+    int last = 0;
+    for (int i = 0; i < n; i++) {
+        q[i].n_got = q[i].cancelled = 0;
+        last = q[i].arrival > last ? q[i].arrival : last;
+    }
+    for (int step = 0;; step++) {
+        assert_true(step < 3000);
+        for (int i = 0; i < n; i++)
+            if (q[i].arrival == step)
+                GP_CHECK_OK(gp_sched_submit(b.s, &q[i].r));
+        rq *victim = cancel_every && step % cancel_every == cancel_every - 1 ? sharing(b.s) : NULL;
+        if (victim) {
+            for (int i = 0; i < n; i++)
+                q[i].cancelled |= q[i].r.id == victim->id;
+            GP_CHECK_OK(gp_sched_cancel(b.s, victim->id));
+            bench_check(&b);
+        }
+        int n_ev;
+        GP_CHECK_OK(gp_sched_step(b.s, &n_ev));
+        collect(b.s, q, n, n_ev);
+        bench_check(&b);
+        gp_sched_get_stats(b.s, st);
+        if (step >= last && st->waiting == 0 && st->running == 0)
+            break;
+    }
+    for (int i = 0; i < n; i++) {
+        gp_sched_result res;
+        GP_CHECK_OK(gp_sched_result_of(b.s, q[i].r.id, &res));
+        int want_n = q[i].cancelled ? res.n_tokens : q[i].n_want;
+        assert_int_equal(res.finish, q[i].cancelled ? GP_SCHED_CANCELLED : GP_SCHED_LENGTH);
+        assert_true(res.n_tokens == want_n && want_n <= q[i].n_want);
+        assert_memory_equal(res.tokens, q[i].want, sizeof(int32_t) * (size_t)want_n);
+        assert_int_equal(q[i].n_got, want_n);
+        assert_memory_equal(q[i].got, q[i].want, sizeof(int32_t) * (size_t)want_n);
+        assert_true(res.cached_tokens % cfg->block_size == 0 && res.cached_tokens < q[i].r.n_prompt);
+        assert_true(cfg->prefix_cache || res.cached_tokens == 0);
+        GP_CHECK_OK(gp_sched_release(b.s, q[i].r.id));
+    }
+    bench_close(&b);
+}
+
+static void print_run(const char *what, const gp_sched_config *cfg, const gp_sched_stats *st)
+{
+    printf("%s %s budget %d blocks %d cache %d: %lld steps, %lld prefill rows, %lld preemptions, hits %lld of "
+           "%lld tokens\n", what, cfg->policy == GP_SCHED_CHUNKED ? "chunked" : "prefill-first", cfg->token_budget,
+           cfg->total_blocks, cfg->prefix_cache, st->steps, st->prefill_tokens, st->preemptions,
+           st->prefix_hit_tokens, st->prefix_query_tokens);
+}
+
+/* Groups sharing long prefixes, arrivals spread over steps: the same tokens
+ * with the cache as without (both bitwise those alone), fewer rows
+ * prefilled, under both policies and several budgets. */
+static void test_shared_prefixes(void **state)
+{
+    (void)state;
+    req q[12];
+    make_groups(q, 12, 3, 22, 24);
+    const int ample = MAX_SEQS * MAX_CTX / BLOCK;
+    const struct { gp_sched_policy p; int budget; } runs[] = {
+        {GP_SCHED_CHUNKED, 6}, {GP_SCHED_CHUNKED, 16}, {GP_SCHED_CHUNKED, 64},
+        {GP_SCHED_PREFILL_FIRST, 12}, {GP_SCHED_PREFILL_FIRST, 64},
+    };
+    for (size_t k = 0; k < sizeof runs / sizeof runs[0]; k++) {
+        gp_sched_stats off, on;
+        gp_sched_config cfg = config(runs[k].p, runs[k].budget, ample, false);
+        run(&cfg, q, 12, 0, &off);
+        print_run("shared prefixes", &cfg, &off);
+        cfg.prefix_cache = true;
+        run(&cfg, q, 12, 0, &on);
+        print_run("shared prefixes", &cfg, &on);
+        assert_int_equal(off.prefix_query_tokens + off.prefix_hit_tokens + off.cached_blocks, 0);
+        assert_true(on.prefix_hit_tokens > 0 && on.prefix_hit_tokens < on.prefix_query_tokens);
+        assert_int_equal(on.prefill_tokens, off.prefill_tokens - on.prefix_hit_tokens);
+    }
+}
+
+/* Submits q alone and steps until it finishes; its tokens are those alone. */
+static gp_sched_result serve_one(bench *b, req *q)
+{
+    q->n_got = 0;
+    GP_CHECK_OK(gp_sched_submit(b->s, &q->r));
+    gp_sched_result res;
+    do {
+        int n_ev;
+        GP_CHECK_OK(gp_sched_step(b->s, &n_ev));
+        collect(b->s, q, 1, n_ev);
+        bench_check(b);
+        GP_CHECK_OK(gp_sched_result_of(b->s, q->r.id, &res));
+    } while (res.finish == GP_SCHED_RUNNING);
+    assert_int_equal(res.n_tokens, q->n_want);
+    assert_memory_equal(res.tokens, q->want, sizeof(int32_t) * (size_t)q->n_want);
+    assert_memory_equal(q->got, q->want, sizeof(int32_t) * (size_t)q->n_want);
+    return res;
+}
+
+/* A second identical prompt reuses all but its last block's worth (at least
+ * one token is computed); a prompt that continues a finished request's
+ * prompt and answer reuses the blocks its answer filled. */
+static void test_identical_prompt(void **state)
+{
+    (void)state;
+    for (int n_prompt = 22; n_prompt <= 24; n_prompt += 2) {
+        bench b;
+        gp_sched_config cfg = config(GP_SCHED_CHUNKED, 8, 64, true);
+        bench_open(&b, &cfg);
+        req a, a2, c;
+        memset(&a, 0, sizeof a);
+        for (int k = 0; k < n_prompt; k++)
+            a.prompt[k] = rnd(g_w.cfg.vocab);
+        set_request(&a, 1, n_prompt, 10);
+        run_alone(&a);
+        a2 = a;
+        a2.r.id = 2;
+        a2.r.prompt = a2.prompt;
+        gp_sched_result ra = serve_one(&b, &a), ra2 = serve_one(&b, &a2);
+        assert_int_equal(ra.cached_tokens, 0);
+        assert_int_equal(ra2.cached_tokens, (n_prompt - 1) / BLOCK * BLOCK); /* 20 of 22, 20 of 24 */
+        gp_sched_stats st;
+        gp_sched_get_stats(b.s, &st);
+        assert_int_equal(st.prefix_query_tokens, 2 * n_prompt);
+        assert_int_equal(st.prefix_hit_tokens, ra2.cached_tokens);
+        /* the cache holds a's prompt and the fed-back answer: n_prompt + 9 tokens */
+        assert_int_equal(st.cached_blocks, (n_prompt + 9) / BLOCK);
+        /* the next turn: a's prompt, its answer and a new question */
+        memset(&c, 0, sizeof c);
+        memcpy(c.prompt, a.prompt, sizeof(int32_t) * (size_t)n_prompt);
+        memcpy(c.prompt + n_prompt, a.want, sizeof(int32_t) * 10);
+        for (int k = 0; k < 5; k++)
+            c.prompt[n_prompt + 10 + k] = rnd(g_w.cfg.vocab);
+        set_request(&c, 3, n_prompt + 15, 4);
+        run_alone(&c);
+        gp_sched_result rc = serve_one(&b, &c);
+        assert_int_equal(rc.cached_tokens, (n_prompt + 9) / BLOCK * BLOCK);
+        printf("prompt %d: the same again reuses %d tokens, the next turn %d of %d\n", n_prompt, ra2.cached_tokens,
+               rc.cached_tokens, c.r.n_prompt);
+        for (uint64_t id = 1; id <= 3; id++)
+            GP_CHECK_OK(gp_sched_release(b.s, id));
+        bench_close(&b);
+    }
+}
+
+/* Eight blocks, one request at a time: entries no request uses are evicted
+ * least recently used first, a chain's tail before its head, only when no
+ * free block is left; the reuse that follows is exactly what survived. */
+static void test_lru_eviction(void **state)
+{
+    (void)state;
+    gp_sched_config cfg = config(GP_SCHED_CHUNKED, 64, 8, true);
+    cfg.max_seqs = 1;
+    bench b;
+    bench_open(&b, &cfg);
+    req r[6];
+    const int len[3] = {12, 12, 16}; /* A, B, C: 3, 3 and 4 full blocks, one answer token each */
+    for (int i = 0; i < 6; i++) {
+        memset(&r[i], 0, sizeof r[i]);
+        if (i < 3)
+            for (int k = 0; k < len[i]; k++)
+                r[i].prompt[k] = rnd(g_w.cfg.vocab);
+        else /* D, E, F: A, B and C again */
+            memcpy(r[i].prompt, r[i - 3].prompt, sizeof r[i].prompt);
+        set_request(&r[i], 10 + (uint64_t)i, len[i % 3], 1);
+        run_alone(&r[i]);
+    }
+    /* The LRU list, head first, and the free blocks after each:
+     * A: A2 A1 A0, 5 free.  B: A2 A1 A0 B2 B1 B0, 2 free.
+     * C takes 2 free and evicts A2, A1: A0 B2 B1 B0 C3 C2 C1 C0.
+     * D hits A0, evicts B2 B1 for its 2 blocks: B0 C3 C2 C1 C0 D2 D1 A0.
+     * E hits B0, evicts C3 C2: C1 C0 D2 D1 A0 E2 E1 B0.
+     * F hits C0 C1 (8 tokens), evicts D2 D1 for its last 2 blocks. */
+    const int want_cached[6] = {0, 0, 0, 4, 4, 8}, want_free[6] = {5, 2, 0, 0, 0, 0};
+    for (int i = 0; i < 6; i++) {
+        gp_sched_result res = serve_one(&b, &r[i]);
+        gp_sched_stats st;
+        gp_sched_get_stats(b.s, &st);
+        assert_int_equal(res.cached_tokens, want_cached[i]);
+        assert_int_equal(st.free_blocks, want_free[i]);
+        assert_int_equal(st.cached_blocks, 8 - want_free[i]);
+    }
+    for (int i = 0; i < 6; i++)
+        GP_CHECK_OK(gp_sched_release(b.s, r[i].r.id));
+    bench_close(&b);
+}
+
+/* All at once on the blocks of the largest request: preemption releases
+ * shared blocks, readmission reattaches what is still cached, nothing is
+ * lost and no block leaks. */
+static void test_preemption_with_shared_blocks(void **state)
+{
+    (void)state;
+    req q[12];
+    make_groups(q, 12, 2, 17, 2);
+    int most = most_blocks(q, 12, BLOCK);
+    for (int p = 0; p < 2; p++) {
+        gp_sched_config cfg = config(p ? GP_SCHED_PREFILL_FIRST : GP_SCHED_CHUNKED, 16, most + 2, true);
+        gp_sched_stats st;
+        run(&cfg, q, 12, 0, &st);
+        print_run("preemption", &cfg, &st);
+        assert_true(st.preemptions > 0);
+        assert_true(st.prefix_hit_tokens > 0);
+    }
+}
+
+/* Requests cancelled while they share blocks with others: the others go on
+ * with those blocks, the cancelled one's references are gone at once. */
+static void test_cancel_shared(void **state)
+{
+    (void)state;
+    req q[12];
+    make_groups(q, 12, 2, 20, 6);
+    int cancelled = 0;
+    for (int p = 0; p < 2; p++) {
+        gp_sched_config cfg = config(p ? GP_SCHED_PREFILL_FIRST : GP_SCHED_CHUNKED, 12, MAX_SEQS * MAX_CTX / BLOCK,
+                                     true);
+        gp_sched_stats st;
+        run(&cfg, q, 12, 3, &st);
+        for (int i = 0; i < 12; i++)
+            cancelled += q[i].cancelled;
+    }
+    printf("%d requests cancelled while sharing blocks\n", cancelled);
+    assert_true(cancelled > 0);
+}
+
+/* Every key forced equal (the key mask a test hook): a lookup that finds
+ * another block's key compares the tokens and the chain, so a different
+ * prompt misses, and the same prompt still hits. */
+static void test_collision_is_miss(void **state)
+{
+    (void)state;
+    gp_sched_config cfg = config(GP_SCHED_CHUNKED, 8, 64, true);
+    bench b;
+    bench_open(&b, &cfg);
+    b.s->pc->key_mask = 0;
+    req r[4];
+    for (int i = 0; i < 4; i++) {
+        memset(&r[i], 0, sizeof r[i]);
+        for (int k = 0; k < 13; k++)
+            r[i].prompt[k] = rnd(g_w.cfg.vocab);
+        set_request(&r[i], 20 + (uint64_t)i, 13, 3);
+    }
+    /* r1's first block is r0's, its second differs, its third is r0's again:
+     * a chain that differs once never matches after */
+    memcpy(r[1].prompt, r[0].prompt, sizeof(int32_t) * 4);
+    memcpy(r[1].prompt + 8, r[0].prompt + 8, sizeof(int32_t) * 4);
+    memcpy(r[3].prompt, r[0].prompt, sizeof(int32_t) * 13);
+    const int want_cached[4] = {0, 4, 0, 12};
+    for (int i = 0; i < 4; i++) {
+        run_alone(&r[i]);
+        gp_sched_result res = serve_one(&b, &r[i]);
+        assert_int_equal(res.cached_tokens, want_cached[i]);
+    }
+    for (int i = 0; i < 4; i++)
+        GP_CHECK_OK(gp_sched_release(b.s, r[i].r.id));
+    bench_close(&b);
+}
+
+/* Random slots, budgets, block sizes and block budgets, groups of shared
+ * prefixes, random cancellations. */
+static void test_random_configurations(void **state)
+{
+    (void)state;
+    long long hits = 0, preempted = 0;
+    for (int round = 0; round < 16; round++) {
+        req q[MAX_REQ];
+        make_groups(q, MAX_REQ, 1 + rnd(4), 4 + rnd(30), 1 + rnd(30));
+        gp_sched_config cfg = config(rnd(2) ? GP_SCHED_CHUNKED : GP_SCHED_PREFILL_FIRST, 1 + rnd(40), 0, true);
+        cfg.max_seqs = 1 + rnd(MAX_SEQS);
+        cfg.block_size = 1 << rnd(4);
+        int most = most_blocks(q, MAX_REQ, cfg.block_size);
+        cfg.total_blocks = most + rnd(2 * most);
+        gp_sched_stats st;
+        run(&cfg, q, MAX_REQ, rnd(2) ? 0 : 2 + rnd(8), &st);
+        hits += st.prefix_hit_tokens;
+        preempted += st.preemptions;
+    }
+    printf("16 random configurations: %lld tokens from the cache, %lld preemptions\n", hits, preempted);
+    assert_true(hits > 0 && preempted > 0);
+}
+
+/* A backend of block tables alone, as the CUDA engine keeps them: a batch
+ * reserves and advances its sequences (its next token a function of the
+ * part's last one), retained blocks are shared pool blocks. */
+static gp_status tables_run(void *ctx, const gp_batch *b, float *logits)
+{
+    gp_kv_tables *t = ctx;
+    const int V = g_w.cfg.vocab;
+    for (int i = 0; i < b->n_parts; i++) {
+        const gp_batch_part *p = &b->parts[i];
+        GP_TRY(gp_kv_reserve(t, p->seq, p->n));
+        GP_TRY(gp_kv_advance(t, p->seq, p->n));
+        for (int v = 0; v < V; v++)
+            logits[(size_t)i * (size_t)V + (size_t)v] = v == (p->tokens[p->n - 1] * 7 + 3) % V;
+    }
+    return GP_OK;
+}
+
+static void tables_reset(void *ctx, int seq)
+{
+    gp_kv_release(ctx, seq);
+}
+
+static gp_status tables_retain(void *ctx, int seq, int index, int *handle)
+{
+    return gp_kv_block_retain(ctx, seq, index, handle);
+}
+
+static void tables_drop(void *ctx, int handle)
+{
+    assert_int_equal(gp_kv_block_drop(ctx, handle), GP_OK);
+}
+
+static gp_status tables_attach(void *ctx, int seq, const int *handles, int n)
+{
+    return gp_kv_attach(ctx, seq, handles, n);
+}
+
+/* Over the KV block tables with reference counts, under preemption and
+ * eviction: after every step the pool's free blocks are the scheduler's. */
+static void test_kv_tables_backend(void **state)
+{
+    (void)state;
+    req q[MAX_REQ];
+    make_groups(q, MAX_REQ, 3, 19, 8);
+    long long hits = 0, preempted = 0;
+    for (int p = 0; p < 2; p++) {
+        gp_sched_config cfg = config(p ? GP_SCHED_PREFILL_FIRST : GP_SCHED_CHUNKED, 16, 0, true);
+        cfg.total_blocks = most_blocks(q, MAX_REQ, BLOCK) + 4;
+        gp_kv_layout l = {.n_layers = 1, .n_kv_heads = 1, .head_dim = 1, .block_size = BLOCK,
+                          .n_blocks = cfg.total_blocks};
+        gp_kv_tables *t;
+        GP_CHECK_OK(gp_kv_tables_create(&l, MAX_SEQS, MAX_CTX / BLOCK, &t));
+        gp_sched_ops ops = {.run_batch = tables_run, .reset_seq = tables_reset, .retain_block = tables_retain,
+                            .drop_block = tables_drop, .attach_blocks = tables_attach, .ctx = t};
+        gp_sched *s;
+        GP_CHECK_OK(gp_sched_create(&cfg, &ops, &s));
+        gp_sched_stats st;
+        for (int step = 0;; step++) {
+            assert_true(step < 3000);
+            for (int i = 0; i < MAX_REQ; i++)
+                if (q[i].arrival == step)
+                    GP_CHECK_OK(gp_sched_submit(s, &q[i].r));
+            GP_CHECK_OK(gp_sched_step(s, NULL));
+            GP_CHECK_OK(gp_sched_check(s));
+            gp_sched_get_stats(s, &st);
+            assert_int_equal(gp_kv_free_blocks(t), st.free_blocks);
+            if (step >= 8 && st.waiting == 0 && st.running == 0)
+                break;
+        }
+        hits += st.prefix_hit_tokens;
+        preempted += st.preemptions;
+        for (int i = 0; i < MAX_REQ; i++)
+            GP_CHECK_OK(gp_sched_release(s, q[i].r.id));
+        gp_sched_evict_cached(s);
+        assert_int_equal(gp_kv_free_blocks(t), cfg.total_blocks);
+        gp_sched_destroy(s);
+        gp_kv_tables_destroy(t);
+    }
+    printf("over block tables: %lld tokens from the cache, %lld preemptions\n", hits, preempted);
+    assert_true(hits > 0 && preempted > 0);
+}
+
+static gp_status fail_batch(void *ctx, const gp_batch *b, float *logits)
+{
+    (void)ctx, (void)b, (void)logits;
+    GP_FAIL(GP_ERR_INVALID_ARG, "backend refuses");
+}
+
+static void no_reset(void *ctx, int seq)
+{
+    (void)ctx, (void)seq;
+}
+
+static gp_status no_retain(void *ctx, int seq, int index, int *handle)
+{
+    (void)ctx, (void)seq, (void)index, (void)handle;
+    return GP_OK;
+}
+
+/* The cache needs its three ops; the reference's copy calls check their
+ * arguments, and a copy carries K/V bitwise. */
+static void test_bad_inputs_and_copies(void **state)
+{
+    (void)state;
+    gp_sched_ops ops = {.run_batch = fail_batch, .reset_seq = no_reset, .retain_block = no_retain};
+    gp_sched_config cfg = config(GP_SCHED_CHUNKED, 4, 8, true);
+    gp_sched *s;
+    GP_CHECK_FAIL(gp_sched_create(&cfg, &ops, &s), GP_ERR_INVALID_ARG, "prefix_cache needs ops.drop_block");
+    ops.retain_block = NULL;
+    GP_CHECK_FAIL(gp_sched_create(&cfg, &ops, &s), GP_ERR_INVALID_ARG, "ops.retain_block");
+    cfg.prefix_cache = false;
+    GP_CHECK_OK(gp_sched_create(&cfg, &ops, &s));
+    gp_sched_destroy(s);
+
+    gp_cpu_model *m;
+    GP_CHECK_OK(gp_cpu_model_create(&g_w, 2, MAX_CTX, BLOCK, &m));
+    const gp_config *c = gp_cpu_model_config(m);
+    size_t row = (size_t)c->n_kv_heads * (size_t)c->head_dim, n = (size_t)c->n_layers * 6 * row;
+    float *k = malloc(sizeof(float) * n), *v = malloc(sizeof(float) * n);
+    int32_t prompt[9];
+    for (int i = 0; i < 9; i++)
+        prompt[i] = rnd(g_w.cfg.vocab);
+    GP_CHECK_OK(gp_cpu_prefill(m, 0, 9, prompt, NULL));
+    GP_CHECK_FAIL(gp_cpu_kv_read(m, 0, 4, 6, k, v), GP_ERR_INVALID_ARG, "positions [4, 4 + 6)");
+    GP_CHECK_FAIL(gp_cpu_kv_read(m, 2, 0, 1, k, v), GP_ERR_INVALID_ARG, "seq 2");
+    GP_CHECK_FAIL(gp_cpu_kv_read(m, 0, 0, 1, k, NULL), GP_ERR_INVALID_ARG, "non-NULL");
+    GP_CHECK_FAIL(gp_cpu_kv_write(m, 1, 0, 1, k, v), GP_ERR_INVALID_ARG, "length 0");
+    GP_CHECK_FAIL(gp_cpu_seq_set_len(m, 1, MAX_CTX + 1), GP_ERR_INVALID_ARG, "length 65");
+    /* positions [2, 8) of seq 0 into seq 1, the rest prefilled there: the
+     * next token's logits are bitwise those of seq 0 */
+    GP_CHECK_OK(gp_cpu_kv_read(m, 0, 2, 6, k, v));
+    GP_CHECK_OK(gp_cpu_prefill(m, 1, 2, prompt, NULL));
+    GP_CHECK_OK(gp_cpu_seq_set_len(m, 1, 8));
+    GP_CHECK_OK(gp_cpu_kv_write(m, 1, 2, 6, k, v));
+    GP_CHECK_OK(gp_cpu_prefill(m, 1, 1, prompt + 8, NULL));
+    const int V = g_w.cfg.vocab, seqs[2] = {0, 1};
+    const int32_t next[2] = {7, 7};
+    float *lg = malloc(sizeof(float) * 2 * (size_t)V);
+    GP_CHECK_OK(gp_cpu_decode_step(m, 2, seqs, next, lg));
+    assert_memory_equal(lg, lg + V, sizeof(float) * (size_t)V);
+    GP_CHECK_OK(gp_cpu_seq_set_len(m, 1, 3)); /* shorter: the tail is gone */
+    GP_CHECK_FAIL(gp_cpu_kv_read(m, 1, 3, 1, k, v), GP_ERR_INVALID_ARG, "length 3");
+    free(lg);
+    free(k);
+    free(v);
+    gp_cpu_model_destroy(m);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_shared_prefixes),
+        cmocka_unit_test(test_identical_prompt),
+        cmocka_unit_test(test_lru_eviction),
+        cmocka_unit_test(test_preemption_with_shared_blocks),
+        cmocka_unit_test(test_cancel_shared),
+        cmocka_unit_test(test_collision_is_miss),
+        cmocka_unit_test(test_random_configurations),
+        cmocka_unit_test(test_kv_tables_backend),
+        cmocka_unit_test(test_bad_inputs_and_copies),
+    };
+    return cmocka_run_group_tests(tests, setup, teardown);
+}
