@@ -151,6 +151,21 @@ static void cx_reset_seq(void *ctx, int seq)
     gp_cpu_reset_seq(((gp_cpu_exec *)ctx)->model, seq);
 }
 
+static gp_status cx_retain_block(void *ctx, int seq, int index, int *handle)
+{
+    return gp_cpu_kv_retain_block(((gp_cpu_exec *)ctx)->model, seq, index, handle);
+}
+
+static void cx_drop_block(void *ctx, int handle)
+{
+    (void)gp_cpu_kv_drop_block(((gp_cpu_exec *)ctx)->model, handle); /* a handle it gave out */
+}
+
+static gp_status cx_attach_blocks(void *ctx, int seq, const int *handles, int n)
+{
+    return gp_cpu_kv_attach(((gp_cpu_exec *)ctx)->model, seq, handles, n);
+}
+
 static gp_status cx_run_batch(void *ctx, const gp_batch *b, int32_t *next, float *logits, float *step_ms)
 {
     uint64_t t0 = gp_now_ns();
@@ -194,6 +209,9 @@ static const gp_session_ops cpu_session_ops = {
     .prefill = cx_prefill,
     .reset_seq = cx_reset_seq,
     .run_batch = cx_run_batch,
+    .retain_block = cx_retain_block,
+    .drop_block = cx_drop_block,
+    .attach_blocks = cx_attach_blocks,
     .n_splits = cx_n_splits,
     .select_split = cx_select,
     .split_info = cx_split_info,

@@ -63,19 +63,17 @@ gp_status gp_cpu_prefill_batch(gp_cpu_model *m, int S, const gp_prefill_seq *seq
  * token go to last_logits [vocab] (may be NULL). */
 gp_status gp_cpu_prefill(gp_cpu_model *m, int seq, int n, const int32_t *prompt, float *last_logits);
 void gp_cpu_reset_seq(gp_cpu_model *m, int seq);
-/* A sequence's K/V copied out and in (prefix caching over the reference):
- * k and v are [n_layers][n][n_kv_heads x head_dim] float32, the values the
- * cache holds (RoPE'd K, activation rounding as set). gp_cpu_kv_read copies
- * positions [p, p + n) of seq (within its length) out; gp_cpu_kv_write
- * copies them in (within its length); gp_cpu_seq_set_len makes seq len
- * tokens long (0..max_context): shorter drops the tail, longer adds
- * positions whose K/V is unset until written. Positions are those of the
- * sequence, so K copied between sequences at the same positions is the
- * K each would compute. Checked before anything changes; GP_ERR_STATE
- * during a step. */
-gp_status gp_cpu_kv_read(gp_cpu_model *m, int seq, int p, int n, float *k, float *v);
-gp_status gp_cpu_kv_write(gp_cpu_model *m, int seq, int p, int n, const float *k, const float *v);
-gp_status gp_cpu_seq_set_len(gp_cpu_model *m, int seq, int len);
+/* KV blocks shared between sequences (prefix caching over the reference;
+ * kvcache/gp_kvcache.h's gp_kv_block_retain, gp_kv_block_drop, gp_kv_attach
+ * on the reference's paged cache): a handle is a pool block, kept while a
+ * sequence or a retain holds it. The reference computes each position's K/V
+ * alone, so an attached block holds bitwise what a prefill would write.
+ * GP_ERR_STATE during a step. gp_cpu_kv_blocks: the pool's free and total
+ * blocks. */
+gp_status gp_cpu_kv_retain_block(gp_cpu_model *m, int seq, int index, int *handle);
+gp_status gp_cpu_kv_drop_block(gp_cpu_model *m, int handle);
+gp_status gp_cpu_kv_attach(gp_cpu_model *m, int seq, const int *handles, int n);
+void gp_cpu_kv_blocks(gp_cpu_model *m, int *free_blocks, int *total);
 const gp_config *gp_cpu_model_config(const gp_cpu_model *m);
 int gp_cpu_model_max_seqs(const gp_cpu_model *m);
 /* Round activations through dt exactly where the CUDA engine stores them in

@@ -121,36 +121,34 @@ static int most_blocks(const req *q, int n, int block_size)
     return most;
 }
 
-/* A scheduler over the CPU reference, with the adapter's retained copies
- * when the config caches prefixes. */
+/* A scheduler over the CPU reference, sharing its KV blocks when the
+ * config caches prefixes. */
 typedef struct bench {
     gp_cpu_model *m;
-    gp_sched_cpu_cache *c;
     gp_sched *s;
 } bench;
 
 static void bench_open(bench *b, const gp_sched_config *cfg)
 {
-    GP_CHECK_OK(gp_cpu_model_create(&g_w, cfg->max_seqs, MAX_CTX, BLOCK, &b->m));
-    b->c = NULL;
-    gp_sched_ops ops = gp_sched_cpu_ops(b->m);
-    if (cfg->prefix_cache) {
-        GP_CHECK_OK(gp_sched_cpu_cache_create(b->m, cfg->block_size, &b->c));
-        ops = gp_sched_cpu_cache_ops(b->c);
-    }
+    GP_CHECK_OK(gp_cpu_model_create(&g_w, cfg->max_seqs, MAX_CTX, cfg->block_size, &b->m));
+    gp_sched_ops ops = cfg->prefix_cache ? gp_sched_cpu_share_ops(b->m) : gp_sched_cpu_ops(b->m);
     GP_CHECK_OK(gp_sched_create(cfg, &ops, &b->s));
 }
 
-/* Exact accounting: the invariants, and one adapter copy per cache entry. */
+/* Exact accounting: the invariants, and the reference's pool using as many
+ * blocks as the scheduler counts used. */
 static void bench_check(const bench *b)
 {
     GP_CHECK_OK(gp_sched_check(b->s));
-    if (b->c)
-        assert_int_equal(gp_sched_cpu_cache_held(b->c), b->s->pc->n_entries);
+    gp_sched_stats st;
+    gp_sched_get_stats(b->s, &st);
+    int pool_free, pool_total;
+    gp_cpu_kv_blocks(b->m, &pool_free, &pool_total);
+    assert_int_equal(pool_total - pool_free, st.total_blocks - st.free_blocks);
 }
 
 /* Dropping the cache gives every block back, in the scheduler and in the
- * adapter. */
+ * reference's pool. */
 static void bench_close(bench *b)
 {
     gp_sched_stats st;
@@ -159,11 +157,8 @@ static void bench_close(bench *b)
     assert_int_equal(st.running + st.waiting, 0);
     assert_int_equal(st.free_blocks, st.total_blocks);
     assert_int_equal(st.cached_blocks, 0);
-    if (b->c)
-        assert_int_equal(gp_sched_cpu_cache_held(b->c), 0);
     bench_check(b);
     gp_sched_destroy(b->s);
-    gp_sched_cpu_cache_destroy(b->c);
     gp_cpu_model_destroy(b->m);
 }
 
@@ -467,6 +462,9 @@ static void test_random_configurations(void **state)
         cfg.block_size = 1 << rnd(4);
         int most = most_blocks(q, MAX_REQ, cfg.block_size);
         cfg.total_blocks = most + rnd(2 * most);
+        int pool = cfg.max_seqs * ((MAX_CTX + cfg.block_size - 1) / cfg.block_size); /* the reference's */
+        if (cfg.total_blocks > pool)
+            cfg.total_blocks = pool;
         gp_sched_stats st;
         run(&cfg, q, MAX_REQ, rnd(2) ? 0 : 2 + rnd(8), &st);
         hits += st.prefix_hit_tokens;
@@ -590,37 +588,35 @@ static void test_bad_inputs_and_copies(void **state)
     GP_CHECK_OK(gp_sched_create(&cfg, &ops, &s));
     gp_sched_destroy(s);
 
+    /* blocks 0 and 1 of seq 0 shared with seq 1, its last token prefilled
+     * there: the next token's logits are bitwise those of seq 0 */
     gp_cpu_model *m;
     GP_CHECK_OK(gp_cpu_model_create(&g_w, 2, MAX_CTX, BLOCK, &m));
-    const gp_config *c = gp_cpu_model_config(m);
-    size_t row = (size_t)c->n_kv_heads * (size_t)c->head_dim, n = (size_t)c->n_layers * 6 * row;
-    float *k = malloc(sizeof(float) * n), *v = malloc(sizeof(float) * n);
-    int32_t prompt[9];
-    for (int i = 0; i < 9; i++)
+    int32_t prompt[2 * BLOCK + 1];
+    for (int i = 0; i < 2 * BLOCK + 1; i++)
         prompt[i] = rnd(g_w.cfg.vocab);
-    GP_CHECK_OK(gp_cpu_prefill(m, 0, 9, prompt, NULL));
-    GP_CHECK_FAIL(gp_cpu_kv_read(m, 0, 4, 6, k, v), GP_ERR_INVALID_ARG, "positions [4, 4 + 6)");
-    GP_CHECK_FAIL(gp_cpu_kv_read(m, 2, 0, 1, k, v), GP_ERR_INVALID_ARG, "seq 2");
-    GP_CHECK_FAIL(gp_cpu_kv_read(m, 0, 0, 1, k, NULL), GP_ERR_INVALID_ARG, "non-NULL");
-    GP_CHECK_FAIL(gp_cpu_kv_write(m, 1, 0, 1, k, v), GP_ERR_INVALID_ARG, "length 0");
-    GP_CHECK_FAIL(gp_cpu_seq_set_len(m, 1, MAX_CTX + 1), GP_ERR_INVALID_ARG, "length 65");
-    /* positions [2, 8) of seq 0 into seq 1, the rest prefilled there: the
-     * next token's logits are bitwise those of seq 0 */
-    GP_CHECK_OK(gp_cpu_kv_read(m, 0, 2, 6, k, v));
-    GP_CHECK_OK(gp_cpu_prefill(m, 1, 2, prompt, NULL));
-    GP_CHECK_OK(gp_cpu_seq_set_len(m, 1, 8));
-    GP_CHECK_OK(gp_cpu_kv_write(m, 1, 2, 6, k, v));
-    GP_CHECK_OK(gp_cpu_prefill(m, 1, 1, prompt + 8, NULL));
+    GP_CHECK_OK(gp_cpu_prefill(m, 0, 2 * BLOCK + 1, prompt, NULL));
+    int h[2], pool_free, pool_total;
+    GP_CHECK_FAIL(gp_cpu_kv_retain_block(m, 0, 2, &h[0]), GP_ERR_INVALID_ARG, "");
+    GP_CHECK_FAIL(gp_cpu_kv_retain_block(m, 2, 0, &h[0]), GP_ERR_INVALID_ARG, "seq 2");
+    GP_CHECK_OK(gp_cpu_kv_retain_block(m, 0, 0, &h[0]));
+    GP_CHECK_OK(gp_cpu_kv_retain_block(m, 0, 1, &h[1]));
+    GP_CHECK_OK(gp_cpu_kv_attach(m, 1, h, 2));
+    GP_CHECK_FAIL(gp_cpu_kv_attach(m, 1, h, 2), GP_ERR_STATE, "");
+    GP_CHECK_OK(gp_cpu_prefill(m, 1, 1, prompt + 2 * BLOCK, NULL));
     const int V = g_w.cfg.vocab, seqs[2] = {0, 1};
     const int32_t next[2] = {7, 7};
     float *lg = malloc(sizeof(float) * 2 * (size_t)V);
     GP_CHECK_OK(gp_cpu_decode_step(m, 2, seqs, next, lg));
     assert_memory_equal(lg, lg + V, sizeof(float) * (size_t)V);
-    GP_CHECK_OK(gp_cpu_seq_set_len(m, 1, 3)); /* shorter: the tail is gone */
-    GP_CHECK_FAIL(gp_cpu_kv_read(m, 1, 3, 1, k, v), GP_ERR_INVALID_ARG, "length 3");
     free(lg);
-    free(k);
-    free(v);
+    /* every holder gone: the pool is whole again */
+    gp_cpu_reset_seq(m, 0);
+    gp_cpu_reset_seq(m, 1);
+    GP_CHECK_OK(gp_cpu_kv_drop_block(m, h[0]));
+    GP_CHECK_OK(gp_cpu_kv_drop_block(m, h[1]));
+    gp_cpu_kv_blocks(m, &pool_free, &pool_total);
+    assert_int_equal(pool_free, pool_total);
     gp_cpu_model_destroy(m);
 }
 
