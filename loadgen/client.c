@@ -9,6 +9,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 
 #include <jansson.h>
 
@@ -148,10 +149,13 @@ static char *request_body(const gp_lg_params *p, const gp_lg_prompt *q)
     } else {
         prompt = json_array();
         for (int i = 0; prompt && i < q->n_ids; i++)
-            if (json_array_append_new(prompt, json_integer(q->ids[i])))
-                break;
+            if (json_array_append_new(prompt, json_integer(q->ids[i]))) {
+                json_decref(prompt);
+                prompt = NULL;
+            }
     }
-    json_t *b = json_pack("{s:s, s:o?, s:i, s:f, s:b, s:{s:b}, s:b}", "model", p->model, "prompt", prompt,
+    /* "s:o" takes prompt's reference, and fails on NULL */
+    json_t *b = json_pack("{s:s, s:o, s:i, s:f, s:b, s:{s:b}, s:b}", "model", p->model, "prompt", prompt,
                           "max_tokens", q->max_tokens, "temperature", 0.0, "stream", 1, "stream_options",
                           "include_usage", 1, "ignore_eos", 1);
     char *text = b ? json_dumps(b, JSON_COMPACT) : NULL;
@@ -306,6 +310,30 @@ static gp_status drive(run *r, double *duration_s)
     return GP_OK;
 }
 
+/* Each request in flight holds a connection: the file limit is raised to
+ * fit them (up to its hard limit), or the run is refused before it starts
+ * rather than failing requests for want of a descriptor. */
+#define LG_SPARE_FDS 64
+static gp_status fit_fd_limit(int in_flight)
+{
+    struct rlimit rl;
+    if (getrlimit(RLIMIT_NOFILE, &rl))
+        return GP_OK;
+    rlim_t need = (rlim_t)in_flight + LG_SPARE_FDS;
+    if (rl.rlim_cur != RLIM_INFINITY && rl.rlim_cur < need) {
+        rl.rlim_cur = rl.rlim_max == RLIM_INFINITY || rl.rlim_max > need ? need : rl.rlim_max;
+        setrlimit(RLIMIT_NOFILE, &rl);
+        getrlimit(RLIMIT_NOFILE, &rl);
+    }
+    if (rl.rlim_cur != RLIM_INFINITY && rl.rlim_cur < need)
+        GP_FAIL(GP_ERR_INVALID_ARG,
+                "%d requests in flight need %llu open files, and the limit is %llu; allowed: --max-concurrency at "
+                "most %llu, or a higher ulimit -n",
+                in_flight, (unsigned long long)need, (unsigned long long)rl.rlim_cur,
+                (unsigned long long)(rl.rlim_cur > LG_SPARE_FDS ? rl.rlim_cur - LG_SPARE_FDS : 0));
+    return GP_OK;
+}
+
 gp_status gp_lg_run(const gp_lg_params *p, const gp_lg_dataset *d, gp_lg_outcome **out, double *duration_s)
 {
     if (!p->model || !p->base_url || !p->endpoint || p->endpoint[0] != '/')
@@ -314,6 +342,7 @@ gp_status gp_lg_run(const gp_lg_params *p, const gp_lg_dataset *d, gp_lg_outcome
         GP_FAIL(GP_ERR_INVALID_ARG, "max_concurrency %d, request timeout %g s, max event %zu; allowed: >= 0, > 0, > 0",
                 p->max_concurrency, p->request_timeout_s, p->max_event);
     run r = {.p = p, .d = d, .n = gp_lg_dataset_size(d)};
+    GP_TRY(fit_fd_limit(p->max_concurrency > 0 && p->max_concurrency < r.n ? p->max_concurrency : r.n));
     r.o = calloc((size_t)r.n, sizeof *r.o);
     r.arrive = malloc((size_t)r.n * sizeof *r.arrive);
     r.reqs = calloc((size_t)r.n, sizeof *r.reqs);

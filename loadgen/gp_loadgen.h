@@ -187,7 +187,10 @@ gp_lg_params gp_lg_default_params(void);
  * this thread over one curl multi handle; time each chunk on
  * CLOCK_MONOTONIC. *out[gp_lg_dataset_size(d)] (free with
  * gp_lg_outcomes_free), *duration_s from the first send to the last end.
- * A request's failure is its outcome's, not the call's. */
+ * A request's failure is its outcome's, not the call's. Each request in
+ * flight holds a connection: the open-file limit is raised to fit them,
+ * GP_ERR_INVALID_ARG naming the largest max_concurrency that fits when its
+ * hard limit is too low. */
 gp_status gp_lg_run(const gp_lg_params *p, const gp_lg_dataset *d, gp_lg_outcome **out, double *duration_s);
 
 /* ------------------------------------------------------------ report */

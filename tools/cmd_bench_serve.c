@@ -193,11 +193,16 @@ static int check_dataset_flags(const bench_opts *o)
         int id;
         int ds_mask; /* bit per ds_kind the flag applies to */
     } only[] = {
-        {O_IN_LEN, 1 << DS_RANDOM},        {O_OUT_LEN, 1 << DS_RANDOM},
-        {O_RANGE_RATIO, 1 << DS_RANDOM},   {O_GROUPS, 1 << DS_SHARED_PREFIX},
-        {O_PER_GROUP, 1 << DS_SHARED_PREFIX}, {O_PREFIX_LEN, 1 << DS_SHARED_PREFIX},
-        {O_QUESTION_LEN, 1 << DS_SHARED_PREFIX}, {O_PREFIX_OUT_LEN, 1 << DS_SHARED_PREFIX},
-        {O_DATASET_PATH, 1 << DS_JSONL},   {O_VOCAB, (1 << DS_RANDOM) | (1 << DS_SHARED_PREFIX)},
+        {O_IN_LEN, 1 << DS_RANDOM},
+        {O_OUT_LEN, 1 << DS_RANDOM},
+        {O_RANGE_RATIO, 1 << DS_RANDOM},
+        {O_GROUPS, 1 << DS_SHARED_PREFIX},
+        {O_PER_GROUP, 1 << DS_SHARED_PREFIX},
+        {O_PREFIX_LEN, 1 << DS_SHARED_PREFIX},
+        {O_QUESTION_LEN, 1 << DS_SHARED_PREFIX},
+        {O_PREFIX_OUT_LEN, 1 << DS_SHARED_PREFIX},
+        {O_DATASET_PATH, 1 << DS_JSONL},
+        {O_VOCAB, (1 << DS_RANDOM) | (1 << DS_SHARED_PREFIX)},
         {O_NUM_PROMPTS, (1 << DS_RANDOM) | (1 << DS_JSONL)},
     };
     for (size_t i = 0; i < sizeof only / sizeof only[0]; i++) {
@@ -450,9 +455,10 @@ static int bench(const bench_opts *o, char *args)
         fflush(stdout);
         gp_lg_outcome *out = NULL;
         double dur = 0.0;
-        if (gp_lg_run(&p, d, &out, &dur) != GP_OK) {
+        gp_status st = gp_lg_run(&p, d, &out, &dur);
+        if (st != GP_OK) {
             fprintf(stderr, PROG ": %s\n", gp_last_error());
-            rc = 1;
+            rc = st == GP_ERR_INVALID_ARG ? 2 : 1;
         } else {
             rc = report(o, &info, out, gp_lg_dataset_size(d), dur);
         }

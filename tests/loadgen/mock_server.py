@@ -6,7 +6,8 @@ events with known delays (--ttft before the first, --itl between the
 others), each event written in two pieces so clients see events split; the
 last chunk carries finish_reason and usage, then "data: [DONE]".
 Failures on purpose: every --fail-every-th request is a 500, every
---truncate-every-th stream ends without [DONE]. GET /stats tells what it
+--truncate-every-th stream ends without [DONE], every --drop-every-th
+connection closes after the first token. GET /stats tells what it
 saw: requests, the most in flight at once, the bodies' prompts."""
 import argparse
 import json
@@ -98,12 +99,13 @@ class Handler(BaseHTTPRequestHandler):
             st.in_flight += 1
             st.max_in_flight = max(st.max_in_flight, st.in_flight)
         try:
-            self.stream(body, truncate=bool(a.truncate_every and k % a.truncate_every == 0))
+            self.stream(body, truncate=bool(a.truncate_every and k % a.truncate_every == 0),
+                        drop=bool(a.drop_every and k % a.drop_every == 0))
         finally:
             with st.lock:
                 st.in_flight -= 1
 
-    def stream(self, body, truncate):
+    def stream(self, body, truncate, drop):
         a = self.server.state.args
         n = body["max_tokens"]
         prompt = body["prompt"]
@@ -121,6 +123,9 @@ class Handler(BaseHTTPRequestHandler):
                 chunk["usage"] = {"prompt_tokens": n_prompt, "completion_tokens": n,
                                   "total_tokens": n_prompt + n}
             self.event(chunk)
+            if drop:  # the chunked body never ends: the client sees the connection cut
+                self.close_connection = True
+                return
         if not truncate:
             self.event(b"[DONE]")
         self.chunk(b"")
@@ -134,6 +139,7 @@ def main():
     ap.add_argument("--itl", type=float, default=0.02)
     ap.add_argument("--fail-every", type=int, default=0)
     ap.add_argument("--truncate-every", type=int, default=0)
+    ap.add_argument("--drop-every", type=int, default=0)
     ap.add_argument("--api-key")
     args = ap.parse_args()
     ThreadingHTTPServer.request_queue_size = 256  # all clients may connect at once

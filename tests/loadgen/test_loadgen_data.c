@@ -50,7 +50,8 @@ static void test_random_dataset(void **state)
         assert_true(gp_lg_dataset_get(d, i).n_ids == 100 && gp_lg_dataset_get(d, i).max_tokens == 20);
     gp_lg_dataset_destroy(d);
     p.range_ratio = 1.0;
-    GP_CHECK_FAIL(gp_lg_dataset_random(&p, &d), GP_ERR_INVALID_ARG, "--random-range-ratio 1 is out of range; allowed: [0, 1)");
+    GP_CHECK_FAIL(gp_lg_dataset_random(&p, &d), GP_ERR_INVALID_ARG,
+                  "--random-range-ratio 1 is out of range; allowed: [0, 1)");
     p.range_ratio = 0;
     p.vocab = 0;
     GP_CHECK_FAIL(gp_lg_dataset_random(&p, &d), GP_ERR_INVALID_ARG, "--vocab 0 is out of range");

@@ -47,7 +47,8 @@ static void test_pcts_parse(void **state)
     GP_CHECK_OK(gp_lg_pcts_parse("50,90,99.9", p, &n));
     assert_int_equal(n, 3);
     NEAR(p[2], 99.9, 1e-12);
-    GP_CHECK_FAIL(gp_lg_pcts_parse("0", p, &n), GP_ERR_INVALID_ARG, "'0' is not a percentile; allowed: numbers in (0, 100]");
+    GP_CHECK_FAIL(gp_lg_pcts_parse("0", p, &n), GP_ERR_INVALID_ARG,
+                  "'0' is not a percentile; allowed: numbers in (0, 100]");
     GP_CHECK_FAIL(gp_lg_pcts_parse("50,101", p, &n), GP_ERR_INVALID_ARG, "'101'");
     GP_CHECK_FAIL(gp_lg_pcts_parse("p99", p, &n), GP_ERR_INVALID_ARG, "'p99'");
     GP_CHECK_FAIL(gp_lg_pcts_parse("", p, &n), GP_ERR_INVALID_ARG, "no percentile given");
