@@ -241,13 +241,16 @@ typedef struct run {
     const gp_lg_dataset *d;
     gp_lg_outcome *o;
     double *arrive; /* [n] seconds from the start */
-    req *reqs;      /* [n] */
+    req *slots;     /* [cap] the requests in flight */
+    int *free_slots; /* [cap] a stack of the slots not in flight */
+    int cap, n_free;
     char *url;
     CURLM *multi;
-    int n, arrived, launched, finished, failed, in_flight, next_report;
+    int n, arrived, launched, finished, in_flight;
+    gp_progress_run progress;
 } run;
 
-static gp_status pump(run *r, uint64_t t0)
+static gp_status pump(run *r)
 {
     int running;
     CURLMcode mc = curl_multi_perform(r->multi, &running);
@@ -262,26 +265,20 @@ static gp_status pump(run *r, uint64_t t0)
         curl_easy_getinfo(m->easy_handle, CURLINFO_PRIVATE, (char **)&q);
         CURLcode rc = m->data.result;
         curl_multi_remove_handle(r->multi, m->easy_handle);
-        gp_lg_outcome *o = q->o;
         req_finish(q, rc);
-        r->failed += !o->ok;
+        r->free_slots[r->n_free++] = (int)(q - r->slots);
         r->in_flight--;
         r->finished++;
     }
-    if (r->p->progress && r->finished >= r->next_report) {
-        fprintf(r->p->progress, "greenpipe bench-serve: %d/%d requests done (%d failed), %.1f s\n", r->finished,
-                r->n, r->failed, (double)(gp_now_ns() - t0) * 1e-9);
-        r->next_report = r->finished + (r->n + 9) / 10;
-    }
+    gp_progress_update(&r->progress, (uint64_t)r->finished);
     return GP_OK;
 }
 
 static gp_status drive(run *r, double *duration_s)
 {
     const gp_lg_params *p = r->p;
-    int cap = p->max_concurrency > 0 ? p->max_concurrency : r->n;
+    int cap = r->cap;
     uint64_t t0 = gp_now_ns();
-    r->next_report = (r->n + 9) / 10;
     while (r->finished < r->n) {
         double now = (double)(gp_now_ns() - t0) * 1e-9;
         while (r->arrived < r->n && r->arrive[r->arrived] <= now)
@@ -289,11 +286,12 @@ static gp_status drive(run *r, double *duration_s)
         while (r->launched < r->arrived && r->in_flight < cap) {
             int i = r->launched;
             gp_lg_prompt q = gp_lg_dataset_get(r->d, i);
-            GP_TRY(req_start(&r->reqs[i], p, r->url, &q, &r->o[i], r->multi, t0));
+            GP_TRY(req_start(&r->slots[r->free_slots[r->n_free - 1]], p, r->url, &q, &r->o[i], r->multi, t0));
+            r->n_free--;
             r->launched++;
             r->in_flight++;
         }
-        GP_TRY(pump(r, t0));
+        GP_TRY(pump(r));
         if (r->finished == r->n || (r->launched < r->arrived && r->in_flight < cap))
             continue;
         /* Sleep until a socket is ready or the next arrival is due. */
@@ -342,25 +340,33 @@ gp_status gp_lg_run(const gp_lg_params *p, const gp_lg_dataset *d, gp_lg_outcome
         GP_FAIL(GP_ERR_INVALID_ARG, "max_concurrency %d, request timeout %g s, max event %zu; allowed: >= 0, > 0, > 0",
                 p->max_concurrency, p->request_timeout_s, p->max_event);
     run r = {.p = p, .d = d, .n = gp_lg_dataset_size(d)};
-    GP_TRY(fit_fd_limit(p->max_concurrency > 0 && p->max_concurrency < r.n ? p->max_concurrency : r.n));
+    r.cap = p->max_concurrency > 0 && p->max_concurrency < r.n ? p->max_concurrency : r.n;
+    GP_TRY(fit_fd_limit(r.cap));
     r.o = calloc((size_t)r.n, sizeof *r.o);
     r.arrive = malloc((size_t)r.n * sizeof *r.arrive);
-    r.reqs = calloc((size_t)r.n, sizeof *r.reqs);
+    r.slots = calloc((size_t)r.cap + 1, sizeof *r.slots);
+    r.free_slots = malloc(((size_t)r.cap + 1) * sizeof *r.free_slots);
+    for (int i = 0; r.free_slots && i < r.cap; i++)
+        r.free_slots[r.n_free++] = r.cap - 1 - i;
     r.url = gp_lg_url(p->base_url, p->endpoint);
     r.multi = curl_multi_init();
     gp_status st = GP_ERR_NO_MEMORY;
-    if (!r.o || !r.arrive || !r.reqs || !r.url || !r.multi)
+    if (!r.o || !r.arrive || !r.slots || !r.free_slots || !r.url || !r.multi)
         gp_set_error("a run of %d requests: out of memory", r.n);
-    else if ((st = gp_lg_arrivals(p->request_rate, p->burstiness, p->seed, r.n, r.arrive)) == GP_OK)
+    else if ((st = gp_lg_arrivals(p->request_rate, p->burstiness, p->seed, r.n, r.arrive)) == GP_OK) {
+        gp_progress_begin(&r.progress, &p->progress, "sending requests", "requests", (uint64_t)r.n);
         st = drive(&r, duration_s);
-    for (int i = 0; r.reqs && i < r.n; i++)
-        if (r.reqs[i].easy) {
-            curl_multi_remove_handle(r.multi, r.reqs[i].easy);
-            req_free(&r.reqs[i]);
+        gp_progress_end(&r.progress, (uint64_t)r.finished);
+    }
+    for (int i = 0; r.slots && i < r.cap; i++)
+        if (r.slots[i].easy) {
+            curl_multi_remove_handle(r.multi, r.slots[i].easy);
+            req_free(&r.slots[i]);
         }
     curl_multi_cleanup(r.multi);
     free(r.url);
-    free(r.reqs);
+    free(r.slots);
+    free(r.free_slots);
     free(r.arrive);
     if (st != GP_OK) {
         gp_lg_outcomes_free(r.o, r.n);

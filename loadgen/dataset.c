@@ -83,14 +83,11 @@ static void len_bounds(int len, double r, int *lo, int *hi)
         *hi = *lo;
 }
 
-#define LG_MAX_LEN (1 << 24)
-#define LG_MAX_PROMPTS (1 << 24)
-
 gp_status gp_lg_dataset_random(const gp_lg_random_params *p, gp_lg_dataset **out)
 {
-    GP_TRY(check_count("--num-prompts", p->num_prompts, 1, LG_MAX_PROMPTS));
-    GP_TRY(check_count("--random-input-len", p->input_len, 1, LG_MAX_LEN));
-    GP_TRY(check_count("--random-output-len", p->output_len, 1, LG_MAX_LEN));
+    GP_TRY(check_count("--num-prompts", p->num_prompts, 1, GP_LG_MAX_PROMPTS));
+    GP_TRY(check_count("--random-input-len", p->input_len, 1, GP_LG_MAX_LEN));
+    GP_TRY(check_count("--random-output-len", p->output_len, 1, GP_LG_MAX_LEN));
     GP_TRY(check_count("--vocab", p->vocab, 1, INT32_MAX));
     if (!(p->range_ratio >= 0.0 && p->range_ratio < 1.0))
         GP_FAIL(GP_ERR_INVALID_ARG, "--random-range-ratio %g is out of range; allowed: [0, 1)", p->range_ratio);
@@ -127,11 +124,11 @@ gp_status gp_lg_dataset_random(const gp_lg_random_params *p, gp_lg_dataset **out
 
 gp_status gp_lg_dataset_shared_prefix(const gp_lg_shared_prefix_params *p, gp_lg_dataset **out)
 {
-    GP_TRY(check_count("--prefix-groups", p->groups, 1, LG_MAX_PROMPTS));
-    GP_TRY(check_count("--requests-per-group", p->per_group, 1, LG_MAX_PROMPTS / p->groups));
-    GP_TRY(check_count("--prefix-len", p->prefix_len, 1, LG_MAX_LEN));
-    GP_TRY(check_count("--question-len", p->question_len, 1, LG_MAX_LEN));
-    GP_TRY(check_count("--prefix-output-len", p->output_len, 1, LG_MAX_LEN));
+    GP_TRY(check_count("--prefix-groups", p->groups, 1, GP_LG_MAX_PROMPTS));
+    GP_TRY(check_count("--requests-per-group", p->per_group, 1, GP_LG_MAX_PROMPTS / p->groups));
+    GP_TRY(check_count("--prefix-len", p->prefix_len, 1, GP_LG_MAX_LEN));
+    GP_TRY(check_count("--question-len", p->question_len, 1, GP_LG_MAX_LEN));
+    GP_TRY(check_count("--prefix-output-len", p->output_len, 1, GP_LG_MAX_LEN));
     GP_TRY(check_count("--vocab", p->vocab, 1, INT32_MAX));
     int n = p->groups * p->per_group, len = p->prefix_len + p->question_len;
     gp_lg_dataset *d;
@@ -191,13 +188,13 @@ static gp_status parse_line(const char *path, long lineno, const char *text, siz
         gp_set_error("%s:%ld: no \"prompt\"; %s", path, lineno, form);
     } else if (!mt) {
         gp_set_error("%s:%ld: no \"max_tokens\"; %s", path, lineno, form);
-    } else if (!json_is_integer(mt) || json_integer_value(mt) < 1 || json_integer_value(mt) > LG_MAX_LEN) {
-        gp_set_error("%s:%ld: \"max_tokens\" must be an integer in [1, %d]; %s", path, lineno, LG_MAX_LEN, form);
+    } else if (!json_is_integer(mt) || json_integer_value(mt) < 1 || json_integer_value(mt) > GP_LG_MAX_LEN) {
+        gp_set_error("%s:%ld: \"max_tokens\" must be an integer in [1, %d]; %s", path, lineno, GP_LG_MAX_LEN, form);
     } else if (json_is_string(prompt)) {
         st = json_string_length(prompt) ? GP_OK : GP_ERR_FORMAT;
         if (st != GP_OK)
             gp_set_error("%s:%ld: an empty \"prompt\"; %s", path, lineno, form);
-    } else if (json_is_array(prompt) && json_array_size(prompt) > 0 && json_array_size(prompt) <= LG_MAX_LEN) {
+    } else if (json_is_array(prompt) && json_array_size(prompt) > 0 && json_array_size(prompt) <= GP_LG_MAX_LEN) {
         st = GP_OK;
         size_t i;
         json_t *v;
@@ -211,7 +208,7 @@ static gp_status parse_line(const char *path, long lineno, const char *text, siz
         }
     } else {
         gp_set_error("%s:%ld: \"prompt\" must be a non-empty string or array of at most %d token ids; %s", path,
-                     lineno, LG_MAX_LEN, form);
+                     lineno, GP_LG_MAX_LEN, form);
     }
     if (st != GP_OK) {
         json_decref(j);
@@ -245,8 +242,8 @@ static gp_status read_lines(const char *path, int limit, jsonl_line **lines, int
             sp++;
         if (sp == len)
             continue;
-        if (n == LG_MAX_PROMPTS) {
-            gp_set_error("%s:%ld: more than %d prompts", path, lineno, LG_MAX_PROMPTS);
+        if (n == GP_LG_MAX_PROMPTS) {
+            gp_set_error("%s:%ld: more than %d prompts", path, lineno, GP_LG_MAX_PROMPTS);
             st = GP_ERR_FORMAT;
             break;
         }

@@ -91,6 +91,10 @@ gp_status gp_lg_arrivals(double rate, double burstiness, uint64_t seed, int n, d
 
 typedef struct gp_lg_dataset gp_lg_dataset; /* opaque */
 
+/* Bounds of every dataset: prompts, and tokens of a prompt or an answer. */
+#define GP_LG_MAX_PROMPTS (1 << 20)
+#define GP_LG_MAX_LEN (1 << 24)
+
 /* One prompt: ids (n_ids > 0) or text (NULL when ids). */
 typedef struct gp_lg_prompt {
     const int32_t *ids;
@@ -178,7 +182,7 @@ typedef struct gp_lg_params {
     uint64_t seed;            /* arrivals' seed; default 0 */
     double request_timeout_s; /* one request's whole time at most; default 21600 (vLLM's 6 h) */
     size_t max_event;         /* one SSE event's bytes at most; default 1 MiB */
-    FILE *progress;           /* a line per tenth of the requests done; NULL: quiet */
+    gp_progress_cb progress;  /* "sending requests": requests finished of all */
 } gp_lg_params;
 gp_lg_params gp_lg_default_params(void);
 

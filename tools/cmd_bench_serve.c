@@ -228,16 +228,16 @@ static int check_dataset_flags(const bench_opts *o)
 static int parse_numbers(bench_opts *o)
 {
     int rc = 0;
-    rc = rc ? rc : get_long(o, O_NUM_PROMPTS, 1, 1L << 24, o->ds == DS_JSONL ? 0 : 1000, &o->num_prompts);
+    rc = rc ? rc : get_long(o, O_NUM_PROMPTS, 1, GP_LG_MAX_PROMPTS, o->ds == DS_JSONL ? 0 : 1000, &o->num_prompts);
     rc = rc ? rc : get_long(o, O_VOCAB, 1, INT32_MAX, 0, &o->vocab);
-    rc = rc ? rc : get_long(o, O_IN_LEN, 1, 1L << 24, 1024, &o->in_len);
-    rc = rc ? rc : get_long(o, O_OUT_LEN, 1, 1L << 24, 128, &o->out_len);
-    rc = rc ? rc : get_long(o, O_GROUPS, 1, 1L << 24, 32, &o->groups);
-    rc = rc ? rc : get_long(o, O_PER_GROUP, 1, 1L << 24, 16, &o->per_group);
-    rc = rc ? rc : get_long(o, O_PREFIX_LEN, 1, 1L << 24, 2048, &o->prefix_len);
-    rc = rc ? rc : get_long(o, O_QUESTION_LEN, 1, 1L << 24, 256, &o->question_len);
-    rc = rc ? rc : get_long(o, O_PREFIX_OUT_LEN, 1, 1L << 24, 128, &o->prefix_out_len);
-    rc = rc ? rc : get_long(o, O_MAX_CONCURRENCY, 1, 1L << 24, 0, &o->max_concurrency);
+    rc = rc ? rc : get_long(o, O_IN_LEN, 1, GP_LG_MAX_LEN, 1024, &o->in_len);
+    rc = rc ? rc : get_long(o, O_OUT_LEN, 1, GP_LG_MAX_LEN, 128, &o->out_len);
+    rc = rc ? rc : get_long(o, O_GROUPS, 1, GP_LG_MAX_PROMPTS, 32, &o->groups);
+    rc = rc ? rc : get_long(o, O_PER_GROUP, 1, GP_LG_MAX_PROMPTS, 16, &o->per_group);
+    rc = rc ? rc : get_long(o, O_PREFIX_LEN, 1, GP_LG_MAX_LEN, 2048, &o->prefix_len);
+    rc = rc ? rc : get_long(o, O_QUESTION_LEN, 1, GP_LG_MAX_LEN, 256, &o->question_len);
+    rc = rc ? rc : get_long(o, O_PREFIX_OUT_LEN, 1, GP_LG_MAX_LEN, 128, &o->prefix_out_len);
+    rc = rc ? rc : get_long(o, O_MAX_CONCURRENCY, 1, GP_LG_MAX_PROMPTS, 0, &o->max_concurrency);
     rc = rc ? rc : get_double(o, O_RANGE_RATIO, 0.0, 1.0, "[0, 1)", false, 0.0, &o->range_ratio);
     rc = rc ? rc : get_double(o, O_RATE, 0.0, INFINITY, "(0, inf)", true, INFINITY, &o->rate);
     rc = rc ? rc : get_double(o, O_BURSTINESS, 0.0, 1e6, "(0, 1e6]", false, 1.0, &o->burstiness);
@@ -325,9 +325,6 @@ static gp_status make_dataset(const bench_opts *o, int vocab, gp_lg_dataset **d)
         return gp_lg_dataset_random(&p, d);
     }
     if (o->ds == DS_SHARED_PREFIX) {
-        if (o->groups * o->per_group > (1L << 24))
-            GP_FAIL(GP_ERR_INVALID_ARG, "--prefix-groups %ld x --requests-per-group %ld requests; allowed: at most %ld",
-                    o->groups, o->per_group, 1L << 24);
         gp_lg_shared_prefix_params p = {(int)o->groups,       (int)o->per_group,      (int)o->prefix_len,
                                         (int)o->question_len, (int)o->prefix_out_len, vocab,
                                         o->seed};
@@ -440,7 +437,9 @@ static int bench(const bench_opts *o, char *args)
     p.max_concurrency = (int)o->max_concurrency;
     p.seed = o->seed;
     p.request_timeout_s = o->request_timeout;
-    p.progress = stderr;
+    gp_cli_progress cp;
+    gp_cli_progress_init(&cp, stderr, PROG);
+    p.progress = gp_cli_progress_cb(&cp);
     gp_lg_run_info info = {p.base_url, p.endpoint, p.model, DS_NAMES[o->ds], gp_lg_dataset_size(d), p.request_rate,
                            p.burstiness, p.max_concurrency, p.seed, o->slo, args};
     if (!rc) {
