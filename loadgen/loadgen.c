@@ -1,2 +1,0 @@
-/* placeholder */
-#include "gp_common.h"
