@@ -24,10 +24,13 @@ typedef struct gp_sched gp_sched; /* opaque */
  * plug in through this table. */
 typedef struct gp_sched_ops {
     /* Run b (prefill parts first, then decode parts; sequence ids in
-     * [0, max_seqs)) and write the logits after each part's last token to
-     * logits [b->n_parts][vocab]. A failed batch leaves every sequence as it
-     * was. */
-    gp_status (*run_batch)(void *ctx, const gp_batch *b, float *logits);
+     * [0, max_seqs)): each part's greedy token (the first largest logit
+     * after its last token) to next [b->n_parts], and, when logits is not
+     * NULL, those logits to logits [b->n_parts][vocab]. logits is NULL when
+     * every part the step samples belongs to a greedy request, so a GPU
+     * backend copies n_parts ids, not n_parts x vocab floats. A failed batch
+     * leaves every sequence as it was. */
+    gp_status (*run_batch)(void *ctx, const gp_batch *b, int32_t *next, float *logits);
     /* Empty sequence seq's cache (its slot is handed to another request). */
     void (*reset_seq)(void *ctx, int seq);
     /* The next token of a request from its logits [vocab]; sample_ctx is the
@@ -93,6 +96,8 @@ typedef struct gp_sched_request {
     const int32_t *stop_ids;  /* [n_stop]: EOS and stop ids; generating one ends the request (it is kept) */
     int n_stop;
     void *sample_ctx;         /* handed to ops.sample (borrowed until the request finishes) */
+    bool greedy;              /* its tokens are the backend's greedy ones (run_batch's next): no logits, no
+                                 ops.sample */
 } gp_sched_request;
 
 /* The checks gp_sched_submit makes of r against c, for a caller that

@@ -104,7 +104,8 @@ gp_status gp_sched_create(const gp_sched_config *cfg, const gp_sched_ops *ops, g
     s->part_blk = calloc(ms, sizeof(*s->part_blk));
     s->events = calloc(ms, sizeof(*s->events));
     s->logits = malloc(sizeof(float) * ms * (size_t)cfg->vocab);
-    if (!s->slot || !s->parts || !s->part_rq || !s->part_blk || !s->events || !s->logits) {
+    s->next = malloc(sizeof(int32_t) * ms);
+    if (!s->slot || !s->parts || !s->part_rq || !s->part_blk || !s->events || !s->logits || !s->next) {
         gp_sched_destroy(s);
         GP_FAIL(GP_ERR_NO_MEMORY, "gp_sched_create: out of host memory for %d slots of vocab %d",
                 cfg->max_seqs, cfg->vocab);
@@ -145,6 +146,7 @@ void gp_sched_destroy(gp_sched *s)
     free(s->part_blk);
     free(s->events);
     free(s->logits);
+    free(s->next);
     free(s);
 }
 
@@ -233,6 +235,7 @@ gp_status gp_sched_submit(gp_sched *s, const gp_sched_request *r)
     q->max_tokens = r->max_tokens;
     q->n_stop = r->n_stop;
     q->sample_ctx = r->sample_ctx;
+    q->greedy = r->greedy;
     q->state = RQ_WAITING;
     q->seq = -1;
     s->reqs[s->n_reqs++] = q;

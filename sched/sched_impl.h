@@ -20,6 +20,7 @@ typedef struct rq {
     int32_t *stop;    /* [n_stop] */
     int n_stop;
     void *sample_ctx;
+    bool greedy;
     rq_state state;
     gp_sched_finish finish;
     int seq;          /* slot while running, else -1 */
@@ -83,6 +84,7 @@ struct gp_sched {
     int *part_blk;
     int n_parts, budget_left;
     float *logits; /* [max_seqs][vocab] */
+    int32_t *next; /* [max_seqs] the backend's greedy tokens */
     gp_sched_event *events;
     int n_events;
     gp_sched_stats stats;

@@ -194,8 +194,9 @@ static void commit_part(gp_sched *s, int i)
     if (r->computed < r->n_all)
         return;
     const float *lg = s->logits + (size_t)i * (size_t)s->cfg.vocab;
-    int32_t t = s->ops.sample ? s->ops.sample(s->ops.ctx, lg, s->cfg.vocab, r->sample_ctx)
-                              : greedy(lg, s->cfg.vocab);
+    int32_t t = r->greedy       ? s->next[i]
+                : s->ops.sample ? s->ops.sample(s->ops.ctx, lg, s->cfg.vocab, r->sample_ctx)
+                                : greedy(lg, s->cfg.vocab);
     r->all[r->n_all++] = t;
     gp_sched_finish why = GP_SCHED_RUNNING;
     for (int k = 0; k < r->n_stop; k++)
@@ -243,7 +244,12 @@ gp_status gp_sched_step(gp_sched *s, int *n_events)
             n_pre++;
         }
     gp_batch b = {.n_parts = s->n_parts, .parts = s->parts};
-    gp_status st = s->ops.run_batch(s->ops.ctx, &b, s->logits);
+    bool want_logits = false; /* a part sampled this step for a request that is not greedy */
+    for (int i = 0; i < s->n_parts && !want_logits; i++) {
+        const rq *r = s->part_rq[i];
+        want_logits = !r->greedy && r->computed + s->parts[i].n >= r->n_all;
+    }
+    gp_status st = s->ops.run_batch(s->ops.ctx, &b, s->next, want_logits ? s->logits : NULL);
     if (st != GP_OK) {
         unplan(s);
         return st;

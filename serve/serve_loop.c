@@ -6,11 +6,11 @@
 
 #include "serve_impl.h"
 
-static gp_status op_run_batch(void *ctx, const gp_batch *b, float *logits)
+static gp_status op_run_batch(void *ctx, const gp_batch *b, int32_t *next, float *logits)
 {
     gp_serve *s = ctx;
     uint64_t t0 = gp_now_ns();
-    gp_status st = s->env.exec.session->run_batch(s->env.exec.ctx, b, NULL, logits, NULL);
+    gp_status st = s->env.exec.session->run_batch(s->env.exec.ctx, b, next, logits, NULL);
     s->run_seconds += (gp_now_ns() - t0) / 1e9;
     return st;
 }
@@ -188,7 +188,8 @@ void *gp_serve_loop(void *arg)
                 continue;
             gp_sched_request q = {.id = r->id, .prompt = r->prompt, .n_prompt = r->n_prompt,
                                   .max_tokens = r->max_tokens, .stop_ids = r->stop_ids,
-                                  .n_stop = r->n_stop_ids, .sample_ctx = r};
+                                  .n_stop = r->n_stop_ids, .sample_ctx = r,
+                                  .greedy = r->sample.temperature == 0.0};
             if (gp_sched_submit(s->sched, &q) != GP_OK) { /* checked at submit: only memory fails here */
                 gp_serve_deliver(s, r, "", 0, NULL, 0, GP_SERVE_ERROR, gp_last_error());
                 finish_req(s, r);

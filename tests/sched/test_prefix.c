@@ -477,7 +477,7 @@ static void test_random_configurations(void **state)
 /* A backend of block tables alone, as the CUDA engine keeps them: a batch
  * reserves and advances its sequences (its next token a function of the
  * part's last one), retained blocks are shared pool blocks. */
-static gp_status tables_run(void *ctx, const gp_batch *b, float *logits)
+static gp_status tables_run(void *ctx, const gp_batch *b, int32_t *next, float *logits)
 {
     gp_kv_tables *t = ctx;
     const int V = g_w.cfg.vocab;
@@ -485,8 +485,9 @@ static gp_status tables_run(void *ctx, const gp_batch *b, float *logits)
         const gp_batch_part *p = &b->parts[i];
         GP_TRY(gp_kv_reserve(t, p->seq, p->n));
         GP_TRY(gp_kv_advance(t, p->seq, p->n));
-        for (int v = 0; v < V; v++)
-            logits[(size_t)i * (size_t)V + (size_t)v] = v == (p->tokens[p->n - 1] * 7 + 3) % V;
+        next[i] = (p->tokens[p->n - 1] * 7 + 3) % V;
+        for (int v = 0; logits && v < V; v++)
+            logits[(size_t)i * (size_t)V + (size_t)v] = v == next[i];
     }
     return GP_OK;
 }
@@ -556,9 +557,9 @@ static void test_kv_tables_backend(void **state)
     assert_true(hits > 0 && preempted > 0);
 }
 
-static gp_status fail_batch(void *ctx, const gp_batch *b, float *logits)
+static gp_status fail_batch(void *ctx, const gp_batch *b, int32_t *next, float *logits)
 {
-    (void)ctx, (void)b, (void)logits;
+    (void)ctx, (void)b, (void)next, (void)logits;
     GP_FAIL(GP_ERR_INVALID_ARG, "backend refuses");
 }
 

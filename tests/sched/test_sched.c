@@ -140,7 +140,7 @@ typedef struct checked {
     int mixed_batches, samples;
 } checked;
 
-static gp_status checked_run(void *ctx, const gp_batch *b, float *logits)
+static gp_status checked_run(void *ctx, const gp_batch *b, int32_t *next, float *logits)
 {
     checked *c = ctx;
     int rows = 0, pre = 0, dec = 0, blocks = 0;
@@ -154,7 +154,7 @@ static gp_status checked_run(void *ctx, const gp_batch *b, float *logits)
     if (c->cfg.policy == GP_SCHED_PREFILL_FIRST)
         assert_true(pre == 0 || dec == 0);
     c->mixed_batches += pre && dec;
-    gp_status st = c->cpu.run_batch(c->cpu.ctx, b, logits);
+    gp_status st = c->cpu.run_batch(c->cpu.ctx, b, next, logits);
     if (st == GP_OK)
         for (int i = 0; i < b->n_parts; i++)
             c->len[b->parts[i].seq] += b->parts[i].n;
@@ -217,6 +217,9 @@ static void run_cfg(const gp_sched_config *cfg, req *q, int n, int cancel_every,
         sampled[i] = (rq_sampling){.p = q[i].sp};
         gp_rng_seed(&sampled[i].rng, q[i].seed, 0);
         q[i].r.sample_ctx = &sampled[i];
+        /* half the greedy requests take the backend's greedy token, the
+         * rest the argmax of their logits: the same tokens */
+        q[i].r.greedy = q[i].sp.temperature == 0.0 && i % 2 == 0;
     }
     int step = 0;
     for (;; step++) {
@@ -249,7 +252,7 @@ static void run_cfg(const gp_sched_config *cfg, req *q, int n, int cancel_every,
         assert_memory_equal(res.tokens, q[i].want, sizeof(int32_t) * (size_t)want_n);
         assert_int_equal(q[i].n_got, want_n);
         assert_memory_equal(q[i].got, q[i].want, sizeof(int32_t) * (size_t)want_n);
-        assert_int_equal(sampled[i].calls, want_n);
+        assert_int_equal(sampled[i].calls, q[i].r.greedy ? 0 : want_n);
         GP_CHECK_OK(gp_sched_release(s, q[i].r.id));
     }
     assert_int_equal(st->free_blocks, cfg->total_blocks);
@@ -437,9 +440,9 @@ static void test_seeded_sampling_matches_alone(void **state)
     assert_true(differs > 0);
 }
 
-static gp_status fail_batch(void *ctx, const gp_batch *b, float *logits)
+static gp_status fail_batch(void *ctx, const gp_batch *b, int32_t *next, float *logits)
 {
-    (void)ctx, (void)b, (void)logits;
+    (void)ctx, (void)b, (void)next, (void)logits;
     GP_FAIL(GP_ERR_INVALID_ARG, "backend refuses");
 }
 

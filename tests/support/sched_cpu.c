@@ -2,9 +2,9 @@
  * gp_cpu_reset_seq), and its shared KV blocks for prefix caching. */
 #include "sched_cpu.h"
 
-static gp_status cpu_run_batch(void *ctx, const gp_batch *b, float *logits)
+static gp_status cpu_run_batch(void *ctx, const gp_batch *b, int32_t *next, float *logits)
 {
-    return gp_cpu_run_batch(ctx, b, NULL, logits);
+    return gp_cpu_run_batch(ctx, b, next, logits);
 }
 
 static void cpu_reset_seq(void *ctx, int seq)
