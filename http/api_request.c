@@ -5,6 +5,7 @@
 
 #include <jansson.h>
 #include <limits.h>
+#include <math.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -102,11 +103,11 @@ static bool get_int(parse_ctx *c, const char *key, long long lo, long long hi, c
 static bool parse_model(parse_ctx *c)
 {
     json_t *v = field(c, "model");
-    if (!v || !c->lim->model)
+    if (!v)
         return true;
     if (!json_is_string(v))
         return bad_type(c, "model", v, "a string naming the served model");
-    if (strcmp(json_string_value(v), c->lim->model) != 0) {
+    if (c->lim->model && strcmp(json_string_value(v), c->lim->model) != 0) {
         /* 404 with model_not_found would be OpenAI's; vLLM and the issue ask 400. */
         gp_api_error_set(c->err, BAD_REQUEST, INVALID, "model",
                          "model: '%.128s' is not served here; allowed: '%s' (or leave \"model\" out)",
@@ -165,8 +166,8 @@ static bool parse_sampling(parse_ctx *c)
     static const char *const penalties[] = {"presence_penalty", "frequency_penalty"};
     for (size_t i = 0; i < sizeof penalties / sizeof penalties[0]; i++) {
         double p = 0.0;
-        if (!get_number(c, penalties[i], -2.0, false, 2.0, "0 (greenpipe has no presence or frequency penalty)",
-                        &p))
+        if (!get_number(c, penalties[i], -HUGE_VAL, false, HUGE_VAL,
+                        "0 (greenpipe has no presence or frequency penalty)", &p))
             return false;
         if (p != 0.0) {
             gp_api_error_set(c->err, BAD_REQUEST, INVALID, penalties[i],

@@ -36,7 +36,7 @@ void gp_api_error_set(gp_api_error *e, int status, const char *type, const char 
 
 /* What a body is checked against before any work. */
 typedef struct gp_api_limits {
-    const char *model;  /* the served model's id: any other "model" is a 400 */
+    const char *model;  /* the served model's id: any other "model" is a 400 (NULL: any name) */
     int vocab;          /* token ids in prompts lie in [0, vocab) */
     int max_context;    /* max_tokens <= max_context - 1 (the prompt's own length is the core's check) */
     int max_stops;      /* most stop strings (default 16) */

@@ -166,6 +166,8 @@ static void test_unsupported(void **state)
     expect_bad("{\"prompt\": \"hi\", \"frequency_penalty\": -1}", "frequency_penalty",
                "frequency_penalty: -1 is not supported", NULL);
     expect_bad("{\"prompt\": \"hi\", \"frequency_penalty\": \"x\"}", "frequency_penalty", "got a string", NULL);
+    expect_bad("{\"prompt\": \"hi\", \"presence_penalty\": 3}", "presence_penalty",
+               "presence_penalty: 3 is not supported", NULL);
     expect_bad("{\"prompt\": \"hi\", \"logit_bias\": {\"5\": 10}}", "logit_bias",
                "logit_bias: a non-empty object is not supported", NULL);
 }
