@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Fuzzes the model-file parsers (safetensors, config.json, the shard index)
-# with clang's libFuzzer under ASan+UBSan for a bounded time per target.
+# and the HTTP API's request parser (api) with clang's libFuzzer under
+# ASan+UBSan for a bounded time per target.
 # Prints one line per target; on a crash, leak or timeout prints the input's
 # path and a hex dump, keeps the scratch folder, and exits non-zero.
 # Knobs: FUZZ_SECONDS (per target, default 20), FUZZ_TARGETS (default all),
@@ -10,7 +11,7 @@ cd "$(dirname "$0")/.."
 repo=$PWD
 
 secs=${FUZZ_SECONDS:-20}
-targets=${FUZZ_TARGETS:-"safetensors config index"}
+targets=${FUZZ_TARGETS:-"safetensors config index api"}
 case $secs in '' | *[!0-9]*) echo "fuzz: FUZZ_SECONDS='$secs' must be a whole number of seconds" >&2; exit 2 ;; esac
 
 sudo_cmd=""
@@ -58,9 +59,13 @@ start=$(date +%s)
 san="-fsanitize=address,undefined -fno-sanitize-recover=all"
 cflags="-std=gnu11 -g -O1 -fno-omit-frame-pointer -Wall -Wextra -Wno-unused-parameter $san
         -I$repo/common -I$repo/model -I$repo/tests/fuzz $(pkg-config --cflags jansson)"
+# The request parser's headers reach the serving core's (types only).
+for dir in chat http serve pipeline sched tools queues reference stage; do cflags="$cflags -I$repo/$dir"; done
 libs="$(pkg-config --libs jansson) -lm -lpthread"
 # checkpoint.c (the index parser) needs config, safetensors and host weights.
 lib_srcs="common/status.c common/tensor.c common/read_file.c common/progress.c common/measure.c model/safetensors.c model/config.c model/arch.c model/checkpoint.c model/weights.c model/synth.c"
+# The request parser: chat messages and jansson, no model code.
+lib_srcs="$lib_srcs chat/messages.c http/api_request.c http/api_response.c http/api_utf8.c"
 objs=()
 for src in $lib_srcs; do
   obj="$work/$(basename "$src" .c).o"

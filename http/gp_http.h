@@ -36,59 +36,72 @@ void gp_api_error_set(gp_api_error *e, int status, const char *type, const char 
 
 /* What a body is checked against before any work. */
 typedef struct gp_api_limits {
-    const char *model;  /* the served model's id: any other "model" is a 400 */
+    const char *model;  /* the served model's id: any other "model" is a 400 (NULL: any name) */
     int vocab;          /* token ids in prompts lie in [0, vocab) */
     int max_context;    /* max_tokens <= max_context - 1 (the prompt's own length is the core's check) */
     int max_stops;      /* most stop strings (default 16) */
 } gp_api_limits;
 
 /* A parsed /v1/completions or /v1/chat/completions body. Unknown fields are
- * ignored as OpenAI does; known fields of the wrong type or range are 400s. */
+ * ignored as OpenAI does; known fields of the wrong type or range are 400s,
+ * and a known field given as null counts as not given. Every string points
+ * into json, which the request owns. */
 typedef struct gp_api_request {
     gp_api_kind kind;
-    /* completions: the prompt as text or as token ids (exactly one set) */
-    char *prompt_text;
+    /* completions: the prompt as text or as token ids (exactly one set); a
+     * one-element array (["text"] or [[ids]]) is that one prompt */
+    const char *prompt_text;
     size_t prompt_len;
     int32_t *prompt_ids;
     int n_prompt_ids;
-    /* chat: the messages (contents point into the parsed body, kept alive by json) */
+    /* chat: the messages */
     gp_chat_msg *messages;
     size_t n_messages;
-    int max_tokens;        /* 0: not given (up to the context's end) */
+    int max_tokens;        /* chat: max_completion_tokens, else max_tokens, else 0 (up to the context's
+                              end); completions: max_tokens, else OpenAI's default of 16 */
     gp_sample_params sample; /* temperature default 1 as OpenAI; top_p 1; top_k 0 (vLLM's field); min_p 0 */
     uint64_t seed;
     bool seed_given;
-    char **stops;          /* "stop": a string or an array of strings */
+    const char **stops;    /* "stop": a string or an array of strings, each non-empty */
     int n_stops;
     bool stream;
-    bool include_usage;    /* stream_options.include_usage (the last chunk carries usage either way) */
+    bool include_usage;    /* stream_options.include_usage: a last chunk with usage and no choices */
     bool ignore_eos;       /* vLLM's extension */
     void *json;            /* the parsed body (json_t *), owned */
 } gp_api_request;
+#define GP_API_COMPLETION_DEFAULT_MAX_TOKENS 16
 
 /* Parse and check body[len] of kind against lim. GP_OK, or GP_ERR_INVALID_ARG
  * with err filled (status 400: malformed JSON, wrong types, unknown model,
- * max_tokens beyond the context, out-of-range sampling values, n != 1, ...). */
+ * max_tokens beyond the context, out-of-range sampling values, n != 1, ...;
+ * the table is docs/RELIABILITY.md's), or GP_ERR_NO_MEMORY (status 500);
+ * gp_last_error() holds err's message too. On failure out holds nothing. */
 gp_status gp_api_parse(gp_api_kind kind, const char *body, size_t len, const gp_api_limits *lim,
                        gp_api_request *out, gp_api_error *err);
 void gp_api_request_free(gp_api_request *r);
 
 /* ------------------------------------------------------------ responses (malloc'd JSON text) */
+/* Text of any bytes is accepted: invalid UTF-8 becomes U+FFFD (JSON must be
+ * UTF-8). NULL only when out of memory. */
 
 /* A whole (non-streamed) response: "text_completion" with choices[0].text, or
  * "chat.completion" with choices[0].message {role: assistant, content}. */
 char *gp_api_response_json(gp_api_kind kind, const char *id, const char *model, long long created,
                            const char *text, size_t len, const char *finish_reason, const gp_serve_usage *u);
 /* One stream chunk ("text_completion" / "chat.completion.chunk"): the text
- * delta (chat: the first chunk's delta also has role "assistant"),
- * finish_reason NULL while running, usage NULL except on the last chunk. */
+ * delta (chat: the first chunk's delta also has role "assistant"; a later
+ * empty delta is {}), finish_reason NULL while running, and "usage" where u
+ * is not NULL. text NULL: the chunk that stream_options.include_usage asks
+ * for after the last one, "choices": [] and usage u. */
 char *gp_api_chunk_json(gp_api_kind kind, const char *id, const char *model, long long created, bool first,
                         const char *text, size_t len, const char *finish_reason, const gp_serve_usage *u);
 /* GET /v1/models: {"object": "list", "data": [{"id", "object": "model", "created", "owned_by": "greenpipe",
  * "max_model_len"}]}. */
 char *gp_api_models_json(const char *model, long long created, int max_context);
 /* GET /metrics in Prometheus' text format (version 0.0.4), names prefixed
- * "greenpipe:" and labelled model_name as vLLM's. */
+ * "greenpipe:" and labelled model_name as vLLM's (Content-Type
+ * "text/plain; version=0.0.4; charset=utf-8"). Histogram bounds are taken up
+ * to the first that is not above the one before (or not above 0). */
 char *gp_api_metrics_text(const gp_serve_stats *st, const char *model);
 
 /* ------------------------------------------------------------ server */

@@ -165,10 +165,44 @@ def index():
     put(t, "bad_truncated", '{"weight_map": {"a": "x.safe')
 
 
+# ------------------------------------------------------------ API requests
+
+def api():
+    """The first byte picks the endpoint: 'p' /v1/completions, 'c' chat."""
+    t = "api"
+    msgs = [{"role": "system", "content": "Be brief."}, {"role": "user", "content": "Hi \u00e9"}]
+    put(t, "valid_prompt", "p" + json.dumps({"model": "tiny", "prompt": "Once upon", "max_tokens": 8}))
+    put(t, "valid_prompt_ids", "p" + json.dumps({"prompt": [1, 2, 255], "temperature": 0, "seed": 7}))
+    put(t, "valid_prompt_batch_of_one", "p" + json.dumps({"prompt": [[5, 6]], "stop": []}))
+    put(t, "valid_all_fields", "p" + json.dumps({
+        "model": "tiny", "prompt": ["x"], "max_tokens": 127, "temperature": 0.7, "top_p": 0.9,
+        "top_k": -1, "min_p": 0.1, "seed": -5, "stop": ["\n", "END"], "stream": True,
+        "stream_options": {"include_usage": True}, "ignore_eos": True, "n": 1, "echo": False,
+        "logprobs": None, "best_of": 1, "presence_penalty": 0, "frequency_penalty": 0.0,
+        "user": "u", "logit_bias": {}, "extra": [1, {"a": None}]}))
+    put(t, "valid_chat", "c" + json.dumps({"model": "tiny", "messages": msgs, "stream": True}))
+    put(t, "valid_chat_limits", "c" + json.dumps({"messages": msgs[1:], "max_completion_tokens": 5,
+                                                 "max_tokens": 9, "stop": "x", "top_k": 40}))
+    put(t, "bad_not_json", 'p{"prompt": "hi",')
+    put(t, "bad_array_body", "p[1, 2]")
+    put(t, "bad_several_prompts", "p" + json.dumps({"prompt": ["a", "b"]}))
+    put(t, "bad_token", "p" + json.dumps({"prompt": [1, 256]}))
+    put(t, "bad_types", "p" + json.dumps({"prompt": "hi", "max_tokens": "8", "temperature": "x"}))
+    put(t, "bad_ranges", "p" + json.dumps({"prompt": "hi", "temperature": -1, "top_p": 0, "max_tokens": 500}))
+    put(t, "bad_stops", "p" + json.dumps({"prompt": "hi", "stop": ["a", "", "c", "d", "e"]}))
+    put(t, "bad_unsupported", "p" + json.dumps({"prompt": "hi", "n": 2, "echo": True, "logprobs": 3}))
+    put(t, "bad_model", "c" + json.dumps({"model": "gpt-4", "messages": msgs}))
+    put(t, "bad_role", "c" + json.dumps({"messages": [{"role": "tool", "content": "x"}]}))
+    put(t, "bad_content_parts", "c" + json.dumps({"messages": [{"role": "user", "content": [{"type": "text"}]}]}))
+    put(t, "bad_invalid_utf8", b'p{"prompt": "\xff\xfe"}')
+    put(t, "bad_nested", "c" + '{"messages":' + "[" * 60 + "]" * 60 + "}")
+
+
 if __name__ == "__main__":
     safetensors()
     config()
     index()
+    api()
     for t in sorted(os.listdir(OUT)):
         files = os.listdir(os.path.join(OUT, t))
         size = sum(os.path.getsize(os.path.join(OUT, t, f)) for f in files)
