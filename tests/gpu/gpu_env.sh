@@ -6,6 +6,14 @@
 cd "$(dirname "${BASH_SOURCE[1]}")/../.."
 deps=$PWD/.deps/root/usr
 export LD_LIBRARY_PATH=$deps/lib/x86_64-linux-gnu CMAKE_PREFIX_PATH=$deps
+# libcurl's development package carries headers and a link to a runtime of
+# its own distribution; the machine's own libcurl.so.4 (same soname) serves
+# in its place, its dependencies being the machine's
+if [[ -L $deps/lib/x86_64-linux-gnu/libcurl.so && ! -e $deps/lib/x86_64-linux-gnu/libcurl.so ]]; then
+  for sys in /usr/lib/x86_64-linux-gnu/libcurl.so.4 /lib/x86_64-linux-gnu/libcurl.so.4; do
+    [[ -e $sys ]] && { ln -sf "$sys" "$deps/lib/x86_64-linux-gnu/libcurl.so"; break; }
+  done
+fi
 out=${OUT:-$PWD/gpu-logs}; mkdir -p "$out"
 b=build-gpu
 gp_build() {
