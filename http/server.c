@@ -236,6 +236,7 @@ static gp_status check_params(const gp_http_params *p, struct sockaddr_storage *
 static void free_server(gp_http *h)
 {
     pthread_cond_destroy(&h->wake_cv);
+    pthread_cond_destroy(&h->wake_done_cv);
     pthread_mutex_destroy(&h->wake_mu);
     pthread_mutex_destroy(&h->lock);
     free(h->host);
@@ -273,6 +274,7 @@ gp_status gp_http_start(const gp_http_params *p, gp_http **out)
     pthread_mutex_init(&h->lock, NULL);
     pthread_mutex_init(&h->wake_mu, NULL);
     pthread_cond_init(&h->wake_cv, NULL);
+    pthread_cond_init(&h->wake_done_cv, NULL);
     if (pthread_create(&h->waker, NULL, gp_http_waker, h) != 0) {
         free_server(h);
         GP_FAIL(GP_ERR_NO_MEMORY, "http server: cannot start its waker thread");

@@ -50,6 +50,8 @@ void gp_http_conn_end(gp_http_conn *c)
                 *p = c->wake_next;
                 break;
             }
+    while (h->waking) /* c may be in the batch being signalled */
+        pthread_cond_wait(&h->wake_done_cv, &h->wake_mu);
     pthread_mutex_unlock(&h->wake_mu);
     pthread_mutex_lock(&h->lock);
     if (c->prev)
@@ -79,23 +81,38 @@ static bool grow(char **buf, size_t *cap, size_t need)
     return true;
 }
 
+/* Batches of at most this many are signalled without wake_mu, so the
+ * engine thread queueing the next step's news never waits for them. */
+#define GP_HTTP_WAKE_BATCH 256
+
 void *gp_http_waker(void *arg)
 {
     gp_http *h = arg;
+    gp_http_conn *batch[GP_HTTP_WAKE_BATCH];
     pthread_mutex_lock(&h->wake_mu);
     while (!h->wake_stop) {
         if (!h->wake_head) {
             pthread_cond_wait(&h->wake_cv, &h->wake_mu);
             continue;
         }
-        /* wake_mu held throughout: gp_http_conn_end cannot free one of these */
-        for (gp_http_conn *c = h->wake_head; c; c = c->wake_next) {
-            pthread_mutex_lock(&c->mu);
-            pthread_cond_signal(&c->cv);
-            pthread_mutex_unlock(&c->mu);
+        /* Unqueued before the signal: news arriving after it queues the
+         * connection again instead of being missed. */
+        int n = 0;
+        while (h->wake_head && n < GP_HTTP_WAKE_BATCH) {
+            gp_http_conn *c = h->wake_head;
+            h->wake_head = c->wake_next;
             c->wake_queued = false;
+            batch[n++] = c;
         }
-        h->wake_head = NULL;
+        h->waking = true;
+        pthread_mutex_unlock(&h->wake_mu);
+        /* The news was written under c->mu before c was queued, and a waiter
+         * checks it under c->mu before it sleeps: no signal is lost. */
+        for (int i = 0; i < n; i++)
+            pthread_cond_signal(&batch[i]->cv);
+        pthread_mutex_lock(&h->wake_mu);
+        h->waking = false;
+        pthread_cond_broadcast(&h->wake_done_cv);
     }
     pthread_mutex_unlock(&h->wake_mu);
     return NULL;

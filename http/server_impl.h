@@ -32,8 +32,10 @@ struct gp_http {
      * engine one wake-up instead of one per stream. */
     pthread_t waker;
     pthread_mutex_t wake_mu;    /* guards the fields below and every conn's wake_* */
-    pthread_cond_t wake_cv;
+    pthread_cond_t wake_cv;     /* the waker's: news or stop */
+    pthread_cond_t wake_done_cv; /* a batch is signalled */
     gp_http_conn *wake_head;    /* connections to wake, through wake_next */
+    bool waking;                /* the waker signals a batch it took, without wake_mu */
     bool wake_stop;
 };
 

@@ -86,7 +86,7 @@ static void reply_free(reply *r)
     free(r->head.p);
 }
 
-static CURL *request_new(int port, const char *method, const char *path, const char *body, const char *auth,
+static CURL *request_new(int port, const char *method, const char *path, const char *body, const char *header,
                          reply *r, struct curl_slist **hl)
 {
     char url[256];
@@ -101,19 +101,19 @@ static CURL *request_new(int port, const char *method, const char *path, const c
     curl_easy_setopt(e, CURLOPT_HEADERFUNCTION, buf_write);
     curl_easy_setopt(e, CURLOPT_HEADERDATA, &r->head);
     *hl = curl_slist_append(NULL, "Content-Type: application/json");
-    if (auth)
-        *hl = curl_slist_append(*hl, auth);
+    if (header)
+        *hl = curl_slist_append(*hl, header);
     curl_easy_setopt(e, CURLOPT_HTTPHEADER, *hl);
     if (body)
         curl_easy_setopt(e, CURLOPT_POSTFIELDS, body);
     return e;
 }
 
-static reply request(int port, const char *method, const char *path, const char *body, const char *auth)
+static reply request(int port, const char *method, const char *path, const char *body, const char *header)
 {
     reply r = {0};
     struct curl_slist *hl;
-    CURL *e = request_new(port, method, path, body, auth, &r, &hl);
+    CURL *e = request_new(port, method, path, body, header, &r, &hl);
     r.rc = curl_easy_perform(e);
     curl_easy_getinfo(e, CURLINFO_RESPONSE_CODE, &r.status);
     curl_slist_free_all(hl);
@@ -328,6 +328,10 @@ static void test_refusals(void **state)
     strcpy(big + sizeof big - 3, "\"}");
     reply r = request(f->port, "POST", "/v1/completions", big, NULL);
     check_error(&r, 413, "1024");
+    reply_free(&r);
+    /* chunked, so no length up front: the connection closes once over the cap */
+    r = request(f->port, "POST", "/v1/completions", big, "Transfer-Encoding: chunked");
+    assert_int_not_equal(r.status, 200);
     reply_free(&r);
 
     /* the core's refusals: a prompt beyond the context, a full queue, a dead backend */
