@@ -118,7 +118,7 @@ static enum MHD_Result answer_get(gp_http *h, struct MHD_Connection *mc, route r
                                NULL, NULL);
     gp_serve_stats st;
     gp_serve_get_stats(core, &st);
-    return gp_http_respond(mc, 200, "text/plain; version=0.0.4",
+    return gp_http_respond(mc, 200, "text/plain; version=0.0.4; charset=utf-8",
                            gp_api_metrics_text(&st, gp_serve_model_name(core)), NULL, NULL);
 }
 

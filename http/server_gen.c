@@ -200,6 +200,14 @@ static bool out_append(gp_http_conn *c, const char *a, size_t n)
     return true;
 }
 
+/* One SSE event of json j (taken; NULL: out of memory). */
+static bool out_event(gp_http_conn *c, char *j)
+{
+    bool ok = j && out_append(c, "data: ", 6) && out_append(c, j, strlen(j)) && out_append(c, "\n\n", 2);
+    free(j);
+    return ok;
+}
+
 /* Take what arrived since the last call and format it as SSE events. */
 static bool stream_fill(gp_http_conn *c)
 {
@@ -215,14 +223,18 @@ static bool stream_fill(gp_http_conn *c)
     if (!ok)
         return false;
     const char *model = gp_serve_model_name(c->core);
-    if (n || fin != GP_SERVE_RUNNING) {
+    bool end = fin != GP_SERVE_RUNNING;
+    /* the last chunk carries the usage: the finish chunk, or the usage
+     * chunk after it when the client asked for one */
+    if (n || end) {
         char *j = gp_api_chunk_json(c->kind, c->id, model, c->created, !c->first_sent, c->take, n,
-                                    gp_serve_finish_name(fin), fin != GP_SERVE_RUNNING ? &u : NULL);
-        ok = j && out_append(c, "data: ", 6) && out_append(c, j, strlen(j)) && out_append(c, "\n\n", 2);
-        free(j);
+                                    gp_serve_finish_name(fin), end && !c->include_usage ? &u : NULL);
+        ok = out_event(c, j);
         c->first_sent = true;
     }
-    if (ok && fin != GP_SERVE_RUNNING) {
+    if (ok && end && c->include_usage)
+        ok = out_event(c, gp_api_chunk_json(c->kind, c->id, model, c->created, false, NULL, 0, NULL, &u));
+    if (ok && end) {
         ok = out_append(c, "data: [DONE]\n\n", 14);
         c->done_sent = true;
         set_timeout(c, (unsigned)c->h->p.timeout_s);
@@ -351,6 +363,7 @@ enum MHD_Result gp_http_generate(gp_http *h, gp_http_conn *c)
             .cb = on_event, .user = c,
         };
         c->stream = req.stream;
+        c->include_usage = req.include_usage;
         set_timeout(c, 0);
         st = gp_serve_submit(core, &sr, &c->req_id);
         c->submitted = st == GP_OK;

@@ -55,6 +55,7 @@ struct gp_http_conn {
     gp_serve *core;             /* the core it was submitted to */
     uint64_t req_id;
     bool submitted, stream;
+    bool include_usage;         /* a last chunk of usage alone, after the one with finish_reason */
     char id[32];
     long long created;
 

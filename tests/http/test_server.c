@@ -142,15 +142,23 @@ static void check_error(const reply *r, long status, const char *needle)
     json_decref(j);
 }
 
-/* A stream's events: its text, the last chunk's finish_reason and usage,
- * whether [DONE] came last and the chat role came first. */
+/* A stream's events: its text, the finish_reason and usage, whether the
+ * usage came on the finish chunk or on a chunk of its own after it, whether
+ * [DONE] came last and the chat role first. */
 typedef struct stream {
     char text[4096];
     char finish[32];
     int prompt_tokens, completion_tokens;
-    bool done, role, finish_before_last;
+    bool done, role, usage_on_finish, usage_chunk;
     int events;
 } stream;
+
+static void take_usage(stream *s, const json_t *u)
+{
+    assert_true(json_is_object(u));
+    s->prompt_tokens = (int)json_integer_value(json_object_get(u, "prompt_tokens"));
+    s->completion_tokens = (int)json_integer_value(json_object_get(u, "completion_tokens"));
+}
 
 static stream parse_stream(const char *body, bool chat)
 {
@@ -167,25 +175,31 @@ static stream parse_stream(const char *body, bool chat)
             p = end + 2;
             continue;
         }
-        assert_true(s.finish[0] == 0);
+        assert_false(s.usage_chunk);
         json_t *j = json_loadb(p, (size_t)(end - p), 0, NULL);
         assert_non_null(j);
-        json_t *c = json_array_get(json_object_get(j, "choices"), 0);
-        json_t *d = chat ? json_object_get(c, "delta") : c;
-        const char *t = json_string_value(json_object_get(d, chat ? "content" : "text"));
-        if (t)
-            strncat(s.text, t, sizeof s.text - strlen(s.text) - 1);
-        if (chat && s.events == 0)
-            s.role = json_string_value(json_object_get(d, "role")) != NULL;
-        const char *fin = json_string_value(json_object_get(c, "finish_reason"));
-        json_t *u = json_object_get(j, "usage");
-        if (fin) {
-            snprintf(s.finish, sizeof s.finish, "%s", fin);
-            assert_true(json_is_object(u));
-            s.prompt_tokens = (int)json_integer_value(json_object_get(u, "prompt_tokens"));
-            s.completion_tokens = (int)json_integer_value(json_object_get(u, "completion_tokens"));
+        json_t *choices = json_object_get(j, "choices"), *u = json_object_get(j, "usage");
+        if (json_array_size(choices) == 0) {
+            assert_true(s.finish[0] != 0);
+            take_usage(&s, u);
+            s.usage_chunk = true;
         } else {
-            assert_false(json_is_object(u));
+            assert_true(s.finish[0] == 0);
+            json_t *c = json_array_get(choices, 0);
+            json_t *d = chat ? json_object_get(c, "delta") : c;
+            const char *t = json_string_value(json_object_get(d, chat ? "content" : "text"));
+            if (t)
+                strncat(s.text, t, sizeof s.text - strlen(s.text) - 1);
+            if (chat && s.events == 0)
+                s.role = json_string_value(json_object_get(d, "role")) != NULL;
+            const char *fin = json_string_value(json_object_get(c, "finish_reason"));
+            if (fin)
+                snprintf(s.finish, sizeof s.finish, "%s", fin);
+            if (json_is_object(u)) {
+                assert_non_null(fin);
+                take_usage(&s, u);
+                s.usage_on_finish = true;
+            }
         }
         s.events++;
         json_decref(j);
@@ -408,6 +422,17 @@ static void test_stream(void **state)
     assert_string_equal(s.text, "1 97 98 99 ");
     assert_string_equal(s.finish, "stop");
     assert_int_equal(s.prompt_tokens, 4);
+    assert_int_equal(s.completion_tokens, 4);
+    assert_true(s.usage_on_finish && !s.usage_chunk);
+    assert_true(s.done);
+    reply_free(&r);
+
+    r = request(f->port, "POST", "/v1/completions",
+                "{\"prompt\": \"abc\", \"stream\": true, \"stream_options\": {\"include_usage\": true}}", NULL);
+    assert_int_equal(r.status, 200);
+    s = parse_stream(r.body.p, false);
+    assert_string_equal(s.text, "1 97 98 99 ");
+    assert_true(!s.usage_on_finish && s.usage_chunk);
     assert_int_equal(s.completion_tokens, 4);
     assert_true(s.done);
     reply_free(&r);
