@@ -3,6 +3,7 @@
 #include <arpa/inet.h>
 #include <errno.h>
 #include <netinet/in.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -14,6 +15,7 @@
 /* Connection threads run the handlers, the JSON formatting and a blocking
  * wait; a small stack keeps a thousand of them cheap. */
 #define GP_HTTP_STACK_BYTES (512u << 10)
+#define GP_HTTP_DROP_FACTOR 16
 
 gp_http_params gp_http_default_params(void)
 {
@@ -122,6 +124,20 @@ static enum MHD_Result answer_get(gp_http *h, struct MHD_Connection *mc, route r
                            gp_api_metrics_text(&st, gp_serve_model_name(core)), NULL, NULL);
 }
 
+/* A body over the cap is read and dropped up to this many bytes, so a
+ * client that sends it all before it reads sees the 413 instead of a reset. */
+static size_t drop_limit(const gp_http *h)
+{
+    return h->p.max_body > SIZE_MAX / GP_HTTP_DROP_FACTOR ? SIZE_MAX : h->p.max_body * GP_HTTP_DROP_FACTOR;
+}
+
+static enum MHD_Result respond_too_big(const gp_http *h, struct MHD_Connection *mc, unsigned long long length)
+{
+    char msg[256];
+    snprintf(msg, sizeof msg, "request body of %llu bytes is over the limit of %zu bytes", length, h->p.max_body);
+    return gp_http_respond_error(mc, 413, NULL, msg);
+}
+
 /* The first call of a request has its headers only: everything that can
  * be refused from them is refused here, before any of the body is read. */
 static enum MHD_Result first_call(gp_http *h, struct MHD_Connection *mc, const char *url, const char *method,
@@ -153,15 +169,19 @@ static enum MHD_Result first_call(gp_http *h, struct MHD_Connection *mc, const c
         return answer_get(h, mc, r, core);
     if (!core)
         return gp_http_respond_error(mc, 503, NULL, "the model is still loading");
+    /* A body known to be over the cap is refused now when the client waits
+     * for "100 Continue" (it sends none of it) or when it is too long to
+     * drop; any other is dropped as it arrives and refused at its end. */
     const char *cl = MHD_lookup_connection_value(mc, MHD_HEADER_KIND, MHD_HTTP_HEADER_CONTENT_LENGTH);
-    if (cl && strtoull(cl, NULL, 10) > h->p.max_body) {
-        char msg[256];
-        snprintf(msg, sizeof msg, "request body of %.24s bytes is over the limit of %zu bytes", cl, h->p.max_body);
-        return gp_http_respond_error(mc, 413, NULL, msg);
-    }
+    const char *expect = MHD_lookup_connection_value(mc, MHD_HEADER_KIND, MHD_HTTP_HEADER_EXPECT);
+    unsigned long long length = cl ? strtoull(cl, NULL, 10) : 0;
+    bool over = length > h->p.max_body;
+    if (over && ((expect && strcasecmp(expect, "100-continue") == 0) || length > drop_limit(h)))
+        return respond_too_big(h, mc, length);
     gp_http_conn *c = gp_http_conn_new(h, mc, r == ROUTE_CHAT ? GP_API_CHAT : GP_API_COMPLETION);
     if (!c)
         return MHD_NO;
+    c->too_big = over;
     *con_cls = c;
     return MHD_YES;
 }
@@ -174,11 +194,13 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *mc, const ch
     if (!c)
         return first_call(h, mc, url, method, con_cls);
     if (*upload_size) {
-        /* A body without Content-Length (chunked) is only known too big
-         * here, after the answer can no longer be sent: the connection closes. */
         size_t n = *upload_size;
-        if (n > h->p.max_body - c->len)
-            return MHD_NO;
+        *upload_size = 0;
+        if (c->too_big || n > h->p.max_body - c->len) {
+            c->too_big = true;
+            c->len += n;
+            return c->len <= drop_limit(h) ? MHD_YES : MHD_NO;
+        }
         if (c->len + n > c->cap) {
             size_t cap = c->cap ? c->cap : 4096;
             while (cap < c->len + n)
@@ -190,9 +212,10 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *mc, const ch
         }
         memcpy(c->body + c->len, upload, n);
         c->len += n;
-        *upload_size = 0;
         return MHD_YES;
     }
+    if (c->too_big)
+        return respond_too_big(h, mc, c->len);
     return gp_http_generate(h, c);
 }
 

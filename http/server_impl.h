@@ -51,6 +51,7 @@ struct gp_http_conn {
     gp_api_kind kind;
     char *body;                 /* [cap] bytes, len received */
     size_t len, cap;
+    bool too_big;               /* over max_body: the rest is counted in len and dropped */
 
     gp_serve *core;             /* the core it was submitted to */
     uint64_t req_id;

@@ -239,7 +239,7 @@ static bool raw_wait_closed(int fd, int timeout_ms)
 
 static void raw_post(int fd, const char *path, const char *body)
 {
-    char req[2048];
+    char req[4096];
     snprintf(req, sizeof req,
              "POST %s HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: %zu\r\n\r\n%s", path,
              strlen(body), body);
@@ -340,13 +340,31 @@ static void test_refusals(void **state)
     big[sizeof big - 1] = 0;
     memcpy(big, "{\"prompt\": \"", 12);
     strcpy(big + sizeof big - 3, "\"}");
-    reply r = request(f->port, "POST", "/v1/completions", big, NULL);
-    check_error(&r, 413, "1024");
-    reply_free(&r);
-    /* chunked, so no length up front: the connection closes once over the cap */
-    r = request(f->port, "POST", "/v1/completions", big, "Transfer-Encoding: chunked");
+    /* a body over the cap: dropped and refused at its end; refused at once
+     * when the client waits for 100 Continue; chunked (no length up front) */
+    static const char *const ways[] = {NULL, "Expect: 100-continue", "Transfer-Encoding: chunked"};
+    for (int i = 0; i < 3; i++) {
+        reply r = request(f->port, "POST", "/v1/completions", big, ways[i]);
+        check_error(&r, 413, "1024");
+        reply_free(&r);
+    }
+    /* a client that sends it all before it reads still gets the answer */
+    int fd = raw_connect(f->port);
+    raw_post(fd, "/v1/completions", big);
+    char got[1024] = "";
+    size_t n = 0;
+    for (ssize_t k; n < 12 && (k = recv(fd, got + n, sizeof got - 1 - n, 0)) > 0;)
+        n += (size_t)k;
+    close(fd);
+    assert_memory_equal(got, "HTTP/1.1 413", 12);
+    /* beyond what is worth dropping, refused at once */
+    char *huge = malloc(20000);
+    memset(huge, ' ', 20000);
+    memcpy(huge + 20000 - 3, "{}", 3);
+    reply r = request(f->port, "POST", "/v1/completions", huge, NULL);
     assert_int_not_equal(r.status, 200);
     reply_free(&r);
+    free(huge);
 
     /* the core's refusals: a prompt beyond the context, a full queue, a dead backend */
     char longp[CTX + 64];
