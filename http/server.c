@@ -8,6 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
+#include <sys/resource.h>
 #include <time.h>
 
 #include "server_impl.h"
@@ -16,6 +17,9 @@
  * wait; a small stack keeps a thousand of them cheap. */
 #define GP_HTTP_STACK_BYTES (512u << 10)
 #define GP_HTTP_DROP_FACTOR 16
+/* Files a serving process holds besides its connections: the model's,
+ * standard streams, the listening socket, libraries'. */
+#define GP_HTTP_SPARE_FILES 64
 
 gp_http_params gp_http_default_params(void)
 {
@@ -276,11 +280,34 @@ static void stop_waker(gp_http *h)
     pthread_join(h->waker, NULL);
 }
 
+/* Every connection holds a socket: the open-file limit must have room for
+ * max_connections beside the process's other files. The soft limit is
+ * raised as far as the hard one allows; short of that the start is refused. */
+static gp_status fit_open_files(int max_connections)
+{
+    struct rlimit rl;
+    if (getrlimit(RLIMIT_NOFILE, &rl) != 0)
+        return GP_OK;
+    rlim_t need = (rlim_t)max_connections + GP_HTTP_SPARE_FILES;
+    if (rl.rlim_cur != RLIM_INFINITY && rl.rlim_cur < need) {
+        rlim_t cur = rl.rlim_cur;
+        rl.rlim_cur = rl.rlim_max == RLIM_INFINITY || rl.rlim_max >= need ? need : rl.rlim_max;
+        if (setrlimit(RLIMIT_NOFILE, &rl) != 0)
+            rl.rlim_cur = cur;
+        if (rl.rlim_cur < need)
+            GP_FAIL(GP_ERR_INVALID_ARG, "http max_connections %d needs %llu open files, the limit is %llu (ulimit -n): "
+                    "allowed up to %lld connections, or raise the limit", max_connections, (unsigned long long)need,
+                    (unsigned long long)rl.rlim_cur, (long long)rl.rlim_cur - GP_HTTP_SPARE_FILES);
+    }
+    return GP_OK;
+}
+
 gp_status gp_http_start(const gp_http_params *p, gp_http **out)
 {
     *out = NULL;
     struct sockaddr_storage sa;
     GP_TRY(check_params(p, &sa));
+    GP_TRY(fit_open_files(p->max_connections));
     gp_http *h = calloc(1, sizeof *h);
     if (!h)
         GP_FAIL(GP_ERR_NO_MEMORY, "http server: out of host memory");

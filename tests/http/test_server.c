@@ -6,6 +6,7 @@
 #include <arpa/inet.h>
 #include <curl/curl.h>
 #include <jansson.h>
+#include <limits.h>
 #include <netinet/in.h>
 #include <poll.h>
 #include <pthread.h>
@@ -641,6 +642,9 @@ static void test_bad_params(void **state)
     p = gp_http_default_params();
     p.timeout_s = 0;
     GP_CHECK_FAIL(gp_http_start(&p, &h), GP_ERR_INVALID_ARG, "timeout_s");
+    p = gp_http_default_params();
+    p.max_connections = INT_MAX - 64;
+    GP_CHECK_FAIL(gp_http_start(&p, &h), GP_ERR_INVALID_ARG, "ulimit -n");
     assert_null(h);
     gp_http_stop(NULL);
 
