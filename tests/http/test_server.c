@@ -26,13 +26,17 @@ typedef struct fixture {
     int port;
 } fixture;
 
-static int start(fixture *f, int step_us, const char *api_key, bool set_core)
+/* The idle timeout of most servers here: long enough that a loaded machine
+ * never cuts a client that is merely slow to be scheduled. */
+#define TIMEOUT_S 10
+
+static int start(fixture *f, int step_us, const char *api_key, bool set_core, int timeout_s)
 {
     f->core = gp_serve_fake_create(MODEL, CTX, step_us, true);
     gp_http_params p = gp_http_default_params();
     p.port = 0;
     p.max_body = 1024;
-    p.timeout_s = 1;
+    p.timeout_s = timeout_s;
     p.api_key = api_key;
     if (gp_http_start(&p, &f->h) != GP_OK)
         return -1;
@@ -46,7 +50,15 @@ static int setup(void **state)
 {
     fixture *f = calloc(1, sizeof *f);
     *state = f;
-    return start(f, 1000, NULL, true);
+    return start(f, 1000, NULL, true, TIMEOUT_S);
+}
+
+/* A server whose idle timeout (1 s) the tests of timeouts wait out. */
+static int setup_short(void **state)
+{
+    fixture *f = calloc(1, sizeof *f);
+    *state = f;
+    return start(f, 1000, NULL, true, 1);
 }
 
 static int teardown(void **state)
@@ -252,7 +264,7 @@ static void raw_post(int fd, const char *path, const char *body)
 static void test_health_before_and_after_core(void **state)
 {
     fixture f = {0};
-    assert_int_equal(start(&f, 1000, NULL, false), 0);
+    assert_int_equal(start(&f, 1000, NULL, false, TIMEOUT_S), 0);
     reply r = request(f.port, "GET", "/health", NULL, NULL);
     assert_int_equal(r.status, 503);
     assert_non_null(strstr(r.body.p, "\"loading\""));
@@ -305,7 +317,7 @@ static void test_routes(void **state)
 static void test_api_key(void **state)
 {
     fixture f = {0};
-    assert_int_equal(start(&f, 1000, "sekret", true), 0);
+    assert_int_equal(start(&f, 1000, "sekret", true, TIMEOUT_S), 0);
     const char *body = "{\"prompt\": \"hi\"}";
     reply r = request(f.port, "GET", "/v1/models", NULL, NULL);
     check_error(&r, 401, "Bearer");
@@ -478,7 +490,7 @@ static size_t write_abort(char *p, size_t sz, size_t n, void *u)
 static void test_disconnect_mid_stream(void **state)
 {
     fixture f = {0};
-    assert_int_equal(start(&f, 10000, NULL, true), 0);
+    assert_int_equal(start(&f, 10000, NULL, true, TIMEOUT_S), 0);
     reply r = {0};
     struct curl_slist *hl;
     CURL *e = request_new(f.port, "POST", "/v1/completions",
@@ -570,7 +582,7 @@ static void test_long_generation(void **state)
 static void test_stop_in_flight(void **state)
 {
     fixture f = {0};
-    assert_int_equal(start(&f, 1000, NULL, true), 0);
+    assert_int_equal(start(&f, 1000, NULL, true, TIMEOUT_S), 0);
     gp_serve_fake_set_mode(f.core, GP_SERVE_FAKE_PAUSE);
     bg b[2] = {{.port = f.port, .body = "{\"prompt\": \"hi\"}"},
               {.port = f.port, .body = "{\"prompt\": \"hi\", \"stream\": true}"}};
@@ -698,8 +710,8 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_stream, setup, teardown),
         cmocka_unit_test(test_disconnect_mid_stream),
         cmocka_unit_test_setup_teardown(test_disconnect_while_waiting, setup, teardown),
-        cmocka_unit_test_setup_teardown(test_slow_client, setup, teardown),
-        cmocka_unit_test_setup_teardown(test_long_generation, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_slow_client, setup_short, teardown),
+        cmocka_unit_test_setup_teardown(test_long_generation, setup_short, teardown),
         cmocka_unit_test(test_stop_in_flight),
         cmocka_unit_test_setup_teardown(test_concurrent_streams, setup, teardown),
         cmocka_unit_test(test_bad_params),
