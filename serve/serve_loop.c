@@ -205,8 +205,11 @@ void *gp_serve_loop(void *arg)
         gp_sched_get_stats(s->sched, &ss);
         s->sched_waiting = ss.waiting;
         s->sched_running = ss.running;
-        if (ss.waiting + ss.running == 0)
+        if (ss.waiting + ss.running == 0) {
+            s->run_seconds = 0;
+            update_stats(s, (gp_now_ns() - t0) / 1e9); /* cancellations gave blocks back */
             continue;
+        }
         pthread_mutex_unlock(&s->mu);
         s->run_seconds = 0;
         int n_ev = 0;

@@ -70,13 +70,9 @@ gp_status gp_stop_text_feed(gp_stop_text *t, const char *piece, size_t n, bool f
     *len = 0;
     if (t->stopped)
         return GP_OK;
-    if (!t->n) { /* nothing to look for: the piece as it is */
-        *text = n ? piece : "";
-        *len = n;
-        return GP_OK;
-    }
-    /* the previous call's output is gone from pend, only the held tail stays;
-     * doubling keeps appends linear */
+    /* the held tail and the piece: the previous call's output is no longer
+     * needed, and the piece is the caller's (copied, so what is let through
+     * stays valid after the caller frees it); doubling keeps appends linear */
     if (t->plen + n + 1 > t->pcap) {
         size_t c = (t->plen + n + 1) * 2;
         char *p = realloc(t->pend, c);
@@ -88,6 +84,12 @@ gp_status gp_stop_text_feed(gp_stop_text *t, const char *piece, size_t n, bool f
     if (n)
         memcpy(t->pend + t->plen, piece, n);
     size_t all = t->plen + n;
+    if (!t->n) { /* nothing to look for: the piece as it is */
+        t->plen = 0;
+        *text = t->pend;
+        *len = all;
+        return GP_OK;
+    }
     long first = -1;
     for (int i = 0; i < t->n; i++) {
         long at = find(t->pend, all, t->stops[i], t->lens[i]);

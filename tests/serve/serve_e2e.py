@@ -304,7 +304,7 @@ def check_disconnect(srv):
     """A stream closed after its first chunk: the request is cancelled and
     its blocks are free (no prefix cache on this server)."""
     s = socket.create_connection(("127.0.0.1", srv.port))
-    body = json.dumps({"model": NAME, "prompt": "the end is near", "max_tokens": 400, "stream": True,
+    body = json.dumps({"model": NAME, "prompt": "the end is near", "max_tokens": 40, "stream": True,
                        "ignore_eos": True})
     s.sendall(("POST /v1/completions HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
                "Content-Length: %d\r\n\r\n%s" % (len(body), body)).encode())
