@@ -411,7 +411,8 @@ gp_status gp_api_parse(gp_api_kind kind, const char *body, size_t len, const gp_
     bool ok = parse_body(&c, body ? body : "", body ? len : 0) && parse_model(&c) &&
               (kind == GP_API_CHAT ? parse_messages(&c) : parse_prompt(&c)) && parse_max_tokens(&c) &&
               parse_sampling(&c) && parse_stops(&c) && parse_stream(&c) && parse_unsupported(&c) &&
-              get_bool(&c, c.root, "ignore_eos", "ignore_eos", &out->ignore_eos);
+              get_bool(&c, c.root, "ignore_eos", "ignore_eos", &out->ignore_eos) &&
+              get_bool(&c, c.root, "return_token_ids", "return_token_ids", &out->return_token_ids);
     if (ok)
         return GP_OK;
     gp_api_request_free(out);

@@ -71,21 +71,36 @@ static json_t *head_json(const char *id, const char *object, const char *model, 
                      (json_int_t)created, "model", str_or_null(model));
 }
 
-/* One choice: {"index": 0, key: content, "logprobs": null, "finish_reason"}. */
-static json_t *choice_json(const char *key, json_t *content, const char *finish_reason)
+/* One choice: {"index": 0, key: content, "logprobs": null, "finish_reason"},
+ * and "token_ids" with ids. */
+static json_t *choice_json(const char *key, json_t *content, const char *finish_reason, const gp_api_ids *ids)
 {
-    return json_pack("{s:i, s:o, s:n, s:o}", "index", 0, key, content, "logprobs", "finish_reason",
-                     str_or_null(finish_reason));
+    json_t *c = json_pack("{s:i, s:o, s:n, s:o}", "index", 0, key, content, "logprobs", "finish_reason",
+                          str_or_null(finish_reason));
+    if (c && ids) {
+        json_t *a = json_array();
+        for (int i = 0; a && i < ids->n; i++)
+            if (json_array_append_new(a, json_integer(ids->ids[i])) != 0) {
+                json_decref(a);
+                a = NULL;
+            }
+        if (json_object_set_new(c, "token_ids", a) != 0) {
+            json_decref(c);
+            c = NULL;
+        }
+    }
+    return c;
 }
 
 char *gp_api_response_json(gp_api_kind kind, const char *id, const char *model, long long created,
-                           const char *text, size_t len, const char *finish_reason, const gp_serve_usage *u)
+                           const char *text, size_t len, const char *finish_reason, const gp_serve_usage *u,
+                           const gp_api_ids *ids)
 {
     bool chat = kind == GP_API_CHAT;
     json_t *o = head_json(id, chat ? "chat.completion" : "text_completion", model, created);
     json_t *content = chat ? json_pack("{s:s, s:o}", "role", "assistant", "content", text_json(text, len))
                            : text_json(text, len);
-    json_t *choice = choice_json(chat ? "message" : "text", content, finish_reason);
+    json_t *choice = choice_json(chat ? "message" : "text", content, finish_reason, ids);
     if (!o || json_object_set_new(o, "choices", json_pack("[o]", choice)) != 0 ||
         json_object_set_new(o, "usage", usage_json(u)) != 0) {
         json_decref(o);
@@ -95,7 +110,8 @@ char *gp_api_response_json(gp_api_kind kind, const char *id, const char *model, 
 }
 
 char *gp_api_chunk_json(gp_api_kind kind, const char *id, const char *model, long long created, bool first,
-                        const char *text, size_t len, const char *finish_reason, const gp_serve_usage *u)
+                        const char *text, size_t len, const char *finish_reason, const gp_serve_usage *u,
+                        const gp_api_ids *ids)
 {
     bool chat = kind == GP_API_CHAT;
     json_t *o = head_json(id, chat ? "chat.completion.chunk" : "text_completion", model, created);
@@ -109,9 +125,9 @@ char *gp_api_chunk_json(gp_api_kind kind, const char *id, const char *model, lon
             json_decref(delta);
             delta = NULL;
         }
-        choices = json_pack("[o]", choice_json("delta", delta, finish_reason));
+        choices = json_pack("[o]", choice_json("delta", delta, finish_reason, ids));
     } else {
-        choices = json_pack("[o]", choice_json("text", text_json(text, len), finish_reason));
+        choices = json_pack("[o]", choice_json("text", text_json(text, len), finish_reason, ids));
     }
     if (!o || json_object_set_new(o, "choices", choices) != 0 ||
         (u && json_object_set_new(o, "usage", usage_json(u)) != 0)) {

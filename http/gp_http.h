@@ -67,6 +67,7 @@ typedef struct gp_api_request {
     bool stream;
     bool include_usage;    /* stream_options.include_usage: a last chunk with usage and no choices */
     bool ignore_eos;       /* vLLM's extension */
+    bool return_token_ids; /* vLLM's extension: each choice also carries "token_ids", the ids generated */
     void *json;            /* the parsed body (json_t *), owned */
 } gp_api_request;
 #define GP_API_COMPLETION_DEFAULT_MAX_TOKENS 16
@@ -82,19 +83,27 @@ void gp_api_request_free(gp_api_request *r);
 
 /* ------------------------------------------------------------ responses (malloc'd JSON text) */
 /* Text of any bytes is accepted: invalid UTF-8 becomes U+FFFD (JSON must be
- * UTF-8). NULL only when out of memory. */
+ * UTF-8). NULL only when out of memory. ids (may be NULL): the choice also
+ * carries "token_ids" (vLLM's return_token_ids), the ids the text came from
+ * (a model without a tokenizer streams ids alone). */
+typedef struct gp_api_ids {
+    const int32_t *ids;
+    int n;
+} gp_api_ids;
 
 /* A whole (non-streamed) response: "text_completion" with choices[0].text, or
  * "chat.completion" with choices[0].message {role: assistant, content}. */
 char *gp_api_response_json(gp_api_kind kind, const char *id, const char *model, long long created,
-                           const char *text, size_t len, const char *finish_reason, const gp_serve_usage *u);
+                           const char *text, size_t len, const char *finish_reason, const gp_serve_usage *u,
+                           const gp_api_ids *ids);
 /* One stream chunk ("text_completion" / "chat.completion.chunk"): the text
  * delta (chat: the first chunk's delta also has role "assistant"; a later
  * empty delta is {}), finish_reason NULL while running, and "usage" where u
  * is not NULL. text NULL: the chunk that stream_options.include_usage asks
  * for after the last one, "choices": [] and usage u. */
 char *gp_api_chunk_json(gp_api_kind kind, const char *id, const char *model, long long created, bool first,
-                        const char *text, size_t len, const char *finish_reason, const gp_serve_usage *u);
+                        const char *text, size_t len, const char *finish_reason, const gp_serve_usage *u,
+                        const gp_api_ids *ids);
 /* GET /v1/models: {"object": "list", "data": [{"id", "object": "model", "created", "owned_by": "greenpipe",
  * "max_model_len"}]}. */
 char *gp_api_models_json(const char *model, long long created, int max_context);

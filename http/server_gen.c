@@ -63,7 +63,7 @@ void gp_http_conn_end(gp_http_conn *c)
     pthread_mutex_unlock(&h->lock);
     pthread_cond_destroy(&c->cv);
     pthread_mutex_destroy(&c->mu);
-    free(c->body), free(c->text), free(c->error), free(c->take), free(c->out);
+    free(c->body), free(c->text), free(c->error), free(c->take), free(c->out), free(c->ids), free(c->take_ids);
     free(c);
 }
 
@@ -131,6 +131,18 @@ static void on_event(void *user, const gp_serve_event *ev)
             c->text_lost = true;
         }
     }
+    if (ev->n_tokens) {
+        size_t cap = (size_t)c->ids_cap * sizeof *c->ids;
+        char *buf = (char *)c->ids;
+        if (grow(&buf, &cap, (size_t)(c->n_ids + ev->n_tokens) * sizeof *c->ids)) {
+            c->ids = (int32_t *)buf;
+            c->ids_cap = (int)(cap / sizeof *c->ids);
+            memcpy(c->ids + c->n_ids, ev->tokens, (size_t)ev->n_tokens * sizeof *c->ids);
+            c->n_ids += ev->n_tokens;
+        } else {
+            c->text_lost = true;
+        }
+    }
     c->usage = ev->usage;
     if (ev->finish != GP_SERVE_RUNNING) {
         c->finish = ev->finish;
@@ -166,7 +178,7 @@ static bool wait_events(gp_http_conn *c, bool whole)
 {
     pthread_mutex_lock(&c->mu);
     for (;;) {
-        if (c->finish != GP_SERVE_RUNNING || (!whole && c->text_len))
+        if (c->finish != GP_SERVE_RUNNING || (!whole && (c->text_len || c->n_ids)))
             break;
         if (atomic_load(&c->h->stopping) || peer_gone(c->mc)) {
             pthread_mutex_unlock(&c->mu);
@@ -213,10 +225,19 @@ static bool stream_fill(gp_http_conn *c)
 {
     pthread_mutex_lock(&c->mu);
     size_t n = c->text_len;
-    bool ok = !c->text_lost && grow(&c->take, &c->take_cap, n + 1);
+    int n_ids = c->n_ids;
+    size_t ids_cap = (size_t)c->take_ids_cap * sizeof *c->take_ids;
+    char *ids_buf = (char *)c->take_ids;
+    bool ok = !c->text_lost && grow(&c->take, &c->take_cap, n + 1) &&
+              grow(&ids_buf, &ids_cap, (size_t)n_ids * sizeof *c->ids + 1);
+    c->take_ids = (int32_t *)ids_buf;
+    c->take_ids_cap = (int)(ids_cap / sizeof *c->take_ids);
     if (ok && n)
         memcpy(c->take, c->text, n);
+    if (ok && n_ids)
+        memcpy(c->take_ids, c->ids, (size_t)n_ids * sizeof *c->ids);
     c->text_len = 0;
+    c->n_ids = 0;
     gp_serve_finish fin = c->finish;
     gp_serve_usage u = c->usage;
     pthread_mutex_unlock(&c->mu);
@@ -225,15 +246,19 @@ static bool stream_fill(gp_http_conn *c)
     const char *model = gp_serve_model_name(c->core);
     bool end = fin != GP_SERVE_RUNNING;
     /* the last chunk carries the usage: the finish chunk, or the usage
-     * chunk after it when the client asked for one */
-    if (n || end) {
+     * chunk after it when the client asked for one. A step's token is a
+     * chunk even when its text is not settled yet (empty), so a client
+     * counts and times tokens as they come. */
+    if (n || n_ids || end) {
+        gp_api_ids ids = {.ids = c->take_ids, .n = n_ids};
         char *j = gp_api_chunk_json(c->kind, c->id, model, c->created, !c->first_sent, c->take, n,
-                                    gp_serve_finish_name(fin), end && !c->include_usage ? &u : NULL);
+                                    gp_serve_finish_name(fin), end && !c->include_usage ? &u : NULL,
+                                    c->want_ids ? &ids : NULL);
         ok = out_event(c, j);
         c->first_sent = true;
     }
     if (ok && end && c->include_usage)
-        ok = out_event(c, gp_api_chunk_json(c->kind, c->id, model, c->created, false, NULL, 0, NULL, &u));
+        ok = out_event(c, gp_api_chunk_json(c->kind, c->id, model, c->created, false, NULL, 0, NULL, &u, NULL));
     if (ok && end) {
         ok = out_append(c, "data: [DONE]\n\n", 14);
         c->done_sent = true;
@@ -289,7 +314,8 @@ static enum MHD_Result answer_whole(gp_http_conn *c)
     return gp_http_respond(c->mc, 200, "application/json",
                            gp_api_response_json(c->kind, c->id, gp_serve_model_name(c->core), c->created,
                                                 c->text ? c->text : "", c->text_len,
-                                                gp_serve_finish_name(c->finish), &c->usage),
+                                                gp_serve_finish_name(c->finish), &c->usage,
+                                                c->want_ids ? &(gp_api_ids){.ids = c->ids, .n = c->n_ids} : NULL),
                            NULL, NULL);
 }
 
@@ -364,6 +390,7 @@ enum MHD_Result gp_http_generate(gp_http *h, gp_http_conn *c)
         };
         c->stream = req.stream;
         c->include_usage = req.include_usage;
+        c->want_ids = req.return_token_ids || !gp_serve_has_tokenizer(core);
         set_timeout(c, 0);
         st = gp_serve_submit(core, &sr, &c->req_id);
         c->submitted = st == GP_OK;

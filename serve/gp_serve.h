@@ -127,6 +127,7 @@ gp_status gp_serve_chat_prompt(const gp_serve *s, const struct gp_chat_msg *msgs
                                int *n_ids);
 const char *gp_serve_model_name(const gp_serve *s);
 bool gp_serve_prefix_cache_on(const gp_serve *s); /* asked for, and the executor shares KV blocks */
+bool gp_serve_has_tokenizer(const gp_serve *s);   /* text in and out; without: token ids only */
 int gp_serve_max_context(const gp_serve *s);
 int gp_serve_vocab(const gp_serve *s);
 
@@ -149,6 +150,11 @@ typedef struct gp_serve_stats {
     long long preemptions, steps;
     double step_seconds;                  /* engine time in steps */
     double host_seconds;                  /* scheduling and delivery around them */
+    /* Steps of decode rows only (the steady state a decode benchmark
+     * measures): their count, rows, time in the backend, and the sum over
+     * their rows of the context each attended to. */
+    long long decode_steps, decode_rows, decode_context;
+    double decode_seconds;
     double uptime_seconds;
     gp_serve_hist ttft, tpot, e2e;        /* time to first token, per output token after it, whole request */
 } gp_serve_stats;

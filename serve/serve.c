@@ -151,8 +151,10 @@ gp_status gp_serve_create(const gp_serve_env *env, const gp_serve_params *p, gp_
     s->next_id = 1;
     gp_sched_ops ops = gp_serve_sched_ops(s);
     gp_status st = GP_OK;
-    if (!s->model_name)
+    if (!s->model_name || !(s->seq_len = calloc((size_t)env->max_seqs, sizeof *s->seq_len))) {
+        gp_set_error("out of memory for the serving core of %d sequences", env->max_seqs);
         st = GP_ERR_NO_MEMORY;
+    }
     if (st == GP_OK)
         st = gp_sampler_init(&s->sampler, env->cfg->vocab);
     if (st == GP_OK)
@@ -197,6 +199,7 @@ void gp_serve_destroy(gp_serve *s)
     }
     gp_sched_destroy(s->sched);
     gp_sampler_free(&s->sampler);
+    free(s->seq_len);
     free(s->model_name);
     free(s);
 }
@@ -339,6 +342,11 @@ gp_status gp_serve_chat_prompt(const gp_serve *s, const gp_chat_msg *msgs, size_
 const char *gp_serve_model_name(const gp_serve *s)
 {
     return s->model_name;
+}
+
+bool gp_serve_has_tokenizer(const gp_serve *s)
+{
+    return s->env.tok != NULL;
 }
 
 bool gp_serve_prefix_cache_on(const gp_serve *s)

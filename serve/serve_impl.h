@@ -58,7 +58,10 @@ struct gp_serve {
     gp_sampler sampler;    /* the engine thread's */
     float *logits_scratch;
     double run_seconds;    /* inside the backend's run_batch during the current step */
+    int *seq_len;          /* [max_seqs] tokens each backend sequence holds (the engine thread's) */
     gp_serve_stats st;     /* under mu */
+    long long decode_steps, decode_rows, decode_context; /* the engine thread's; copied into st */
+    double decode_seconds;
     uint64_t t_start;
 };
 

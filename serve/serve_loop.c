@@ -11,14 +11,31 @@ static gp_status op_run_batch(void *ctx, const gp_batch *b, int32_t *next, float
     gp_serve *s = ctx;
     uint64_t t0 = gp_now_ns();
     gp_status st = s->env.exec.session->run_batch(s->env.exec.ctx, b, next, logits, NULL);
-    s->run_seconds += (gp_now_ns() - t0) / 1e9;
-    return st;
+    double dt = (gp_now_ns() - t0) / 1e9;
+    s->run_seconds += dt;
+    if (st != GP_OK)
+        return st;
+    bool decode_only = true;
+    long long context = 0;
+    for (int i = 0; i < b->n_parts; i++) {
+        s->seq_len[b->parts[i].seq] += b->parts[i].n;
+        decode_only &= b->parts[i].kind == GP_BATCH_DECODE;
+        context += s->seq_len[b->parts[i].seq];
+    }
+    if (decode_only) { /* under no lock: the engine thread's own until update_stats */
+        s->decode_steps++;
+        s->decode_rows += b->n_parts;
+        s->decode_context += context;
+        s->decode_seconds += dt;
+    }
+    return GP_OK;
 }
 
 static void op_reset_seq(void *ctx, int seq)
 {
     gp_serve *s = ctx;
     s->env.exec.session->reset_seq(s->env.exec.ctx, seq);
+    s->seq_len[seq] = 0;
 }
 
 static int32_t op_sample(void *ctx, const float *logits, int vocab, void *sample_ctx)
@@ -44,7 +61,9 @@ static void op_drop(void *ctx, int handle)
 static gp_status op_attach(void *ctx, int seq, const int *handles, int n)
 {
     gp_serve *s = ctx;
-    return s->env.exec.session->attach_blocks(s->env.exec.ctx, seq, handles, n);
+    GP_TRY(s->env.exec.session->attach_blocks(s->env.exec.ctx, seq, handles, n));
+    s->seq_len[seq] = n * s->env.block_size;
+    return GP_OK;
 }
 
 gp_sched_ops gp_serve_sched_ops(gp_serve *s)
@@ -164,6 +183,10 @@ static void update_stats(gp_serve *s, double turn_s)
     s->st.prefix_query_tokens = ss.prefix_query_tokens;
     s->st.prefix_hit_tokens = ss.prefix_hit_tokens;
     s->st.step_seconds += s->run_seconds;
+    s->st.decode_steps = s->decode_steps;
+    s->st.decode_rows = s->decode_rows;
+    s->st.decode_context = s->decode_context;
+    s->st.decode_seconds = s->decode_seconds;
     s->st.host_seconds += turn_s - s->run_seconds;
 }
 

@@ -385,7 +385,23 @@ int gp_cmd_serve(int argc, char **argv)
                 ? "on" : o.sp.prefix_cache ? "off (the backend shares no KV blocks)" : "off");
     while (!g_stop)
         pause();
-    fprintf(stderr, PROG ": stopping\n");
+    gp_serve_get_stats(core, &ss);
+    fprintf(stderr, PROG ": stopping after %lld requests (%lld stop, %lld length, %lld cancelled, %lld failed), %lld "
+            "prompt and %lld generated tokens, %lld preemptions, %lld of %lld prompt tokens from the prefix cache\n",
+            ss.requests_finished[GP_SERVE_STOP] + ss.requests_finished[GP_SERVE_LENGTH] +
+                ss.requests_finished[GP_SERVE_CANCELLED] + ss.requests_finished[GP_SERVE_ERROR],
+            ss.requests_finished[GP_SERVE_STOP], ss.requests_finished[GP_SERVE_LENGTH],
+            ss.requests_finished[GP_SERVE_CANCELLED], ss.requests_finished[GP_SERVE_ERROR], ss.prompt_tokens,
+            ss.generation_tokens, ss.preemptions, ss.prefix_hit_tokens, ss.prefix_query_tokens);
+    if (ss.steps > 0)
+        fprintf(stderr, PROG ": %lld steps: %.3f ms in the backend and %.3f ms of scheduling and delivery a step "
+                "(%.2f%%); %lld decode-only steps: %.1f rows at a mean context of %.0f tokens, %.3f ms a step, %.0f "
+                "tokens/s\n", ss.steps, ss.step_seconds * 1e3 / ss.steps, ss.host_seconds * 1e3 / ss.steps,
+                100.0 * ss.host_seconds / (ss.step_seconds > 0 ? ss.step_seconds : 1), ss.decode_steps,
+                ss.decode_steps ? (double)ss.decode_rows / ss.decode_steps : 0.0,
+                ss.decode_rows ? (double)ss.decode_context / ss.decode_rows : 0.0,
+                ss.decode_steps ? ss.decode_seconds * 1e3 / ss.decode_steps : 0.0,
+                ss.decode_seconds > 0 ? ss.decode_rows / ss.decode_seconds : 0.0);
     exit_code = 0;
 out:
     gp_http_stop(http);

@@ -66,7 +66,7 @@ static void check_request(const gp_api_request *r, gp_api_kind kind)
     FUZZ_REQUIRE(!r->include_usage || r->stream, "include_usage without stream");
     gp_serve_usage u = {1, 1, 0};
     if (text)
-        check_json(gp_api_response_json(kind, "cmpl-fuzz", lim.model, 0, text, len, "stop", &u), "the response");
+        check_json(gp_api_response_json(kind, "cmpl-fuzz", lim.model, 0, text, len, "stop", &u, NULL), "the response");
 }
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
@@ -75,7 +75,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         return 0;
     gp_api_kind kind = (data[0] & 1) ? GP_API_CHAT : GP_API_COMPLETION;
     /* Any bytes as generated text, as a tokenizer's pieces can be. */
-    check_json(gp_api_chunk_json(kind, "cmpl-fuzz", lim.model, 0, true, (const char *)data, size, NULL, NULL),
+    check_json(gp_api_chunk_json(kind, "cmpl-fuzz", lim.model, 0, true, (const char *)data, size, NULL, NULL, NULL),
                "a chunk of the input's bytes");
     gp_api_request r;
     gp_api_error e;

@@ -326,7 +326,7 @@ static void test_responses(void **state)
 {
     (void)state;
     const gp_serve_usage u = {.prompt_tokens = 5, .completion_tokens = 3, .cached_tokens = 2};
-    json_t *o = load(gp_api_response_json(GP_API_COMPLETION, "cmpl-1", "tiny", 1700000000, "abc", 3, "length", &u));
+    json_t *o = load(gp_api_response_json(GP_API_COMPLETION, "cmpl-1", "tiny", 1700000000, "abc", 3, "length", &u, NULL));
     check_head(o, "cmpl-1", "text_completion");
     json_t *ch = choice0(o);
     assert_string_equal(json_string_value(json_object_get(ch, "text")), "abc");
@@ -334,7 +334,7 @@ static void test_responses(void **state)
     check_usage(json_object_get(o, "usage"), 5, 3, 2);
     json_decref(o);
 
-    o = load(gp_api_response_json(GP_API_CHAT, "chatcmpl-2", "tiny", 1700000000, "Hi \"x\"\n", 7, "stop", &u));
+    o = load(gp_api_response_json(GP_API_CHAT, "chatcmpl-2", "tiny", 1700000000, "Hi \"x\"\n", 7, "stop", &u, NULL));
     check_head(o, "chatcmpl-2", "chat.completion");
     ch = choice0(o);
     json_t *m = json_object_get(ch, "message");
@@ -350,14 +350,14 @@ static void test_chunks(void **state)
     (void)state;
     const gp_serve_usage u = {.prompt_tokens = 4, .completion_tokens = 9, .cached_tokens = 0};
     /* completions: text deltas, finish_reason null until the last */
-    json_t *o = load(gp_api_chunk_json(GP_API_COMPLETION, "cmpl-3", "tiny", 1700000000, true, "ab", 2, NULL, NULL));
+    json_t *o = load(gp_api_chunk_json(GP_API_COMPLETION, "cmpl-3", "tiny", 1700000000, true, "ab", 2, NULL, NULL, NULL));
     check_head(o, "cmpl-3", "text_completion");
     json_t *ch = choice0(o);
     assert_string_equal(json_string_value(json_object_get(ch, "text")), "ab");
     assert_true(json_is_null(json_object_get(ch, "finish_reason")));
     assert_null(json_object_get(o, "usage"));
     json_decref(o);
-    o = load(gp_api_chunk_json(GP_API_COMPLETION, "cmpl-3", "tiny", 1700000000, false, "", 0, "stop", &u));
+    o = load(gp_api_chunk_json(GP_API_COMPLETION, "cmpl-3", "tiny", 1700000000, false, "", 0, "stop", &u, NULL));
     ch = choice0(o);
     assert_string_equal(json_string_value(json_object_get(ch, "text")), "");
     assert_string_equal(json_string_value(json_object_get(ch, "finish_reason")), "stop");
@@ -365,25 +365,25 @@ static void test_chunks(void **state)
     json_decref(o);
 
     /* chat: role in the first delta only, {} for an empty later delta */
-    o = load(gp_api_chunk_json(GP_API_CHAT, "chatcmpl-4", "tiny", 1700000000, true, "", 0, NULL, NULL));
+    o = load(gp_api_chunk_json(GP_API_CHAT, "chatcmpl-4", "tiny", 1700000000, true, "", 0, NULL, NULL, NULL));
     check_head(o, "chatcmpl-4", "chat.completion.chunk");
     json_t *d = json_object_get(choice0(o), "delta");
     assert_string_equal(json_string_value(json_object_get(d, "role")), "assistant");
     assert_string_equal(json_string_value(json_object_get(d, "content")), "");
     json_decref(o);
-    o = load(gp_api_chunk_json(GP_API_CHAT, "chatcmpl-4", "tiny", 1700000000, false, "Hel", 3, NULL, NULL));
+    o = load(gp_api_chunk_json(GP_API_CHAT, "chatcmpl-4", "tiny", 1700000000, false, "Hel", 3, NULL, NULL, NULL));
     d = json_object_get(choice0(o), "delta");
     assert_null(json_object_get(d, "role"));
     assert_string_equal(json_string_value(json_object_get(d, "content")), "Hel");
     json_decref(o);
-    o = load(gp_api_chunk_json(GP_API_CHAT, "chatcmpl-4", "tiny", 1700000000, false, "", 0, "length", NULL));
+    o = load(gp_api_chunk_json(GP_API_CHAT, "chatcmpl-4", "tiny", 1700000000, false, "", 0, "length", NULL, NULL));
     ch = choice0(o);
     assert_int_equal(json_object_size(json_object_get(ch, "delta")), 0);
     assert_string_equal(json_string_value(json_object_get(ch, "finish_reason")), "length");
     json_decref(o);
 
     /* the include_usage chunk: no choices, usage */
-    o = load(gp_api_chunk_json(GP_API_CHAT, "chatcmpl-4", "tiny", 1700000000, false, NULL, 0, NULL, &u));
+    o = load(gp_api_chunk_json(GP_API_CHAT, "chatcmpl-4", "tiny", 1700000000, false, NULL, 0, NULL, &u, NULL));
     check_head(o, "chatcmpl-4", "chat.completion.chunk");
     assert_true(json_is_array(json_object_get(o, "choices")));
     assert_int_equal(json_array_size(json_object_get(o, "choices")), 0);
@@ -458,14 +458,14 @@ static void test_utf8(void **state)
     /* Text with any bytes still makes every response, with U+FFFD in place. */
     const gp_serve_usage u = {1, 1, 0};
     json_t *o = load(gp_api_response_json(GP_API_COMPLETION, "cmpl-5", "tiny", 1700000000, "ok\xE2\x82", 4, "stop",
-                                          &u));
+                                          &u, NULL));
     assert_string_equal(json_string_value(json_object_get(choice0(o), "text")), "ok" FFFD);
     json_decref(o);
-    o = load(gp_api_chunk_json(GP_API_CHAT, "chatcmpl-6", "tiny", 1700000000, false, "\xFF\xFE", 2, NULL, NULL));
+    o = load(gp_api_chunk_json(GP_API_CHAT, "chatcmpl-6", "tiny", 1700000000, false, "\xFF\xFE", 2, NULL, NULL, NULL));
     assert_string_equal(json_string_value(json_object_get(json_object_get(choice0(o), "delta"), "content")),
                         FFFD FFFD);
     json_decref(o);
-    o = load(gp_api_chunk_json(GP_API_COMPLETION, "cmpl-7", "tiny", 1700000000, false, "a\0b", 3, NULL, NULL));
+    o = load(gp_api_chunk_json(GP_API_COMPLETION, "cmpl-7", "tiny", 1700000000, false, "a\0b", 3, NULL, NULL, NULL));
     json_t *t = json_object_get(choice0(o), "text");
     assert_int_equal(json_string_length(t), 3);
     json_decref(o);

@@ -250,6 +250,12 @@ int gp_serve_vocab(const gp_serve *s)
     return FAKE_VOCAB;
 }
 
+bool gp_serve_has_tokenizer(const gp_serve *s)
+{
+    (void)s;
+    return true;
+}
+
 const char *gp_serve_finish_name(gp_serve_finish f)
 {
     static const char *names[] = {NULL, "stop", "length", "cancelled", "error"};
