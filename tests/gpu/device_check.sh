@@ -11,12 +11,7 @@
 #             the GPU tests (matching REGEX if given)
 #   hf-data   remake the HF reference data (tests/hf/make_reference.py)
 set -uo pipefail
-cd "$(dirname "$0")/../.."
-out=${OUT:-$PWD/gpu-logs}
-mkdir -p "$out"
-deps=$PWD/.deps/root/usr
-export LD_LIBRARY_PATH=$deps/lib/x86_64-linux-gnu${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
-export CMAKE_PREFIX_PATH=$deps
+source "$(dirname "$0")/gpu_env.sh" # the repository root, the carried packages, $out
 nvidia-smi > "$out/nvidia-smi.txt" 2>&1
 git rev-parse HEAD >> "$out/nvidia-smi.txt" 2>&1
 status=0
