@@ -5,7 +5,7 @@
 # $b, log in $out/build.log; on failure print the errors and exit.
 cd "$(dirname "${BASH_SOURCE[1]}")/../.."
 deps=$PWD/.deps/root/usr
-export LD_LIBRARY_PATH=$deps/lib/x86_64-linux-gnu CMAKE_PREFIX_PATH=$deps
+export LD_LIBRARY_PATH=$deps/lib/x86_64-linux-gnu${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH} CMAKE_PREFIX_PATH=$deps
 # libcurl's development package carries headers and a link to a runtime of
 # its own distribution; the machine's own libcurl.so.4 (same soname) serves
 # in its place, its dependencies being the machine's
