@@ -227,8 +227,9 @@ def concurrent_streams(srv, prompts, steps, want, id2tok, what):
 def check_openai(srv, exe, m, id2tok, d):
     try:
         import openai
-    except ImportError:
-        fail("the openai package is missing: pip install openai (tools/setup-deps.sh --test-data installs it)")
+    except ImportError:  # CI installs it (tools/setup-deps.sh --test-data); a GPU machine may lack it
+        print("openai client: skipped, the openai package is missing (pip install openai)")
+        return
     client = openai.OpenAI(base_url="http://127.0.0.1:%d/v1" % srv.port, api_key=KEY, max_retries=0)
     if [x.id for x in client.models.list().data] != [NAME]:
         fail("openai models.list: %r" % client.models.list())
