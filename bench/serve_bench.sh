@@ -9,7 +9,8 @@
 #             decode-only steps against gp_bench_decode at their batch and context
 #   latency   one request at a time (1024 + 128 tokens) against gp_bench_prefill
 #             and gp_bench_decode at B = 1
-#   prefix    shared-prefix (32 groups x 16, 2048 + 256 tokens, 128 out) with and
+#   prefix    shared-prefix (PREFIX_GROUPS, default 16, x 8 requests, 2048 + 256
+#             tokens, 128 out) with and
 #             without the prefix cache
 #   curve     long prompts (512..8192 tokens, 128..512 out; CURVE_PROMPTS of
 #             them, default 48) at each of CURVE_RATES requests/s (default
@@ -104,7 +105,7 @@ for scenario in "$@"; do
       [ $cache = off ] && flag=(--no-prefix-cache)
       serve prefix_$cache --max-batch 64 --max-context 2560 --max-num-batched-tokens 2048 "${flag[@]}" ||
         { failed=1; continue; }
-      load prefix_$cache --dataset-name shared-prefix --prefix-groups 32 --requests-per-group 16 \
+      load prefix_$cache --dataset-name shared-prefix --prefix-groups ${PREFIX_GROUPS:-16} --requests-per-group 8 \
         --prefix-len 2048 --question-len 256 --prefix-output-len 128 --request-rate 8 --max-concurrency 64
       stop
       summary prefix_$cache
