@@ -3,7 +3,7 @@
 # §8), sets $out ($OUT, else gpu-logs) and $b (build-gpu), and defines
 # gp_build [TARGET...]: configure and build everything (or the targets) into
 # $b, log in $out/build.log; on failure print the errors and exit.
-cd "$(dirname "${BASH_SOURCE[1]}")/../.."
+cd "$(dirname "${BASH_SOURCE[0]}")/../.."
 deps=$PWD/.deps/root/usr
 export LD_LIBRARY_PATH=$deps/lib/x86_64-linux-gnu${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH} CMAKE_PREFIX_PATH=$deps
 # libcurl's development package carries headers and a link to a runtime of
