@@ -9,12 +9,12 @@
 #             decode-only steps against gp_bench_decode at their batch and context
 #   latency   one request at a time (1024 + 128 tokens) against gp_bench_prefill
 #             and gp_bench_decode at B = 1
-#   prefix    shared-prefix (PREFIX_GROUPS, default 16, x 8 requests, 2048 + 256
-#             tokens, 128 out) with and
+#   prefix    shared-prefix (PREFIX_GROUPS, default 32, x 16 requests, 2048 + 256
+#             tokens, 128 out, PREFIX_RATE requests/s, default 16) with and
 #             without the prefix cache
 #   curve     long prompts (512..8192 tokens, 128..512 out; CURVE_PROMPTS of
-#             them, default 48) at each of CURVE_RATES requests/s (default
-#             0.5 1 2 4), chunked and prefill-first
+#             them, default 32) at each of CURVE_RATES requests/s (default
+#             1 2 4 6 8), chunked and prefill-first
 # Each bench-serve run writes OUT_DIR/NAME.txt (its report) and NAME.json; each
 # server OUT_DIR/NAME.serve.log (its status lines, the shutdown summary last).
 # A scenario that fails is reported and the next one runs.
@@ -105,8 +105,9 @@ for scenario in "$@"; do
       [ $cache = off ] && flag=(--no-prefix-cache)
       serve prefix_$cache --max-batch 64 --max-context 2560 --max-num-batched-tokens 2048 "${flag[@]}" ||
         { failed=1; continue; }
-      load prefix_$cache --dataset-name shared-prefix --prefix-groups ${PREFIX_GROUPS:-16} --requests-per-group 8 \
-        --prefix-len 2048 --question-len 256 --prefix-output-len 128 --request-rate 8 --max-concurrency 64
+      load prefix_$cache --dataset-name shared-prefix --prefix-groups ${PREFIX_GROUPS:-32} --requests-per-group 16 \
+        --prefix-len 2048 --question-len 256 --prefix-output-len 128 --request-rate ${PREFIX_RATE:-16} \
+        --max-concurrency 64
       stop
       summary prefix_$cache
     done
@@ -119,11 +120,11 @@ r = random.Random(1)
 for _ in range(int(sys.argv[1])):
     n = r.randint(512, 8192)
     print(json.dumps({"prompt": [r.randrange(128256) for _ in range(n)], "max_tokens": r.randint(128, 512)}))
-' "${CURVE_PROMPTS:-48}" >"$out/long_prompts.jsonl"
+' "${CURVE_PROMPTS:-32}" >"$out/long_prompts.jsonl"
     for policy in chunked prefill-first; do
       serve curve_$policy --max-batch 32 --max-context 8704 --max-num-batched-tokens 2048 --schedule $policy ||
         { failed=1; continue; }
-      for rate in ${CURVE_RATES:-0.5 1 2 4}; do
+      for rate in ${CURVE_RATES:-1 2 4 6 8}; do
         load curve_${policy}_$rate --dataset-path "$out/long_prompts.jsonl" --request-rate "$rate" --seed 1 \
           --goodput ttft:2000 tpot:50
       done
