@@ -12,7 +12,7 @@
 #   prefix    shared-prefix (PREFIX_GROUPS, default 32, x 16 requests, 2048 + 256
 #             tokens, 128 out, PREFIX_RATE requests/s, default 16) with and
 #             without the prefix cache
-#   curve     long prompts (512..8192 tokens, 128..512 out; CURVE_PROMPTS of
+#   curve     long prompts (512..7680 tokens, 128..512 out; CURVE_PROMPTS of
 #             them, default 32) at each of CURVE_RATES requests/s (default
 #             1 2 4 6 8), chunked and prefill-first
 # Each bench-serve run writes OUT_DIR/NAME.txt (its report) and NAME.json; each
@@ -113,16 +113,17 @@ for scenario in "$@"; do
     done
     ;;
   curve)
-    # prompts of 512..8192 random ids, answers of 128..512 tokens, uniform
+    # prompts of 512..7680 random ids, answers of 128..512 tokens, uniform: the
+    # longest fits the preset's context of 8192
     python3 -c '
 import json, random, sys
 r = random.Random(1)
 for _ in range(int(sys.argv[1])):
-    n = r.randint(512, 8192)
+    n = r.randint(512, 7680)
     print(json.dumps({"prompt": [r.randrange(128256) for _ in range(n)], "max_tokens": r.randint(128, 512)}))
 ' "${CURVE_PROMPTS:-32}" >"$out/long_prompts.jsonl"
     for policy in chunked prefill-first; do
-      serve curve_$policy --max-batch 32 --max-context 8704 --max-num-batched-tokens 2048 --schedule $policy ||
+      serve curve_$policy --max-batch 32 --max-context 8192 --max-num-batched-tokens 2048 --schedule $policy ||
         { failed=1; continue; }
       for rate in ${CURVE_RATES:-1 2 4 6 8}; do
         load curve_${policy}_$rate --dataset-path "$out/long_prompts.jsonl" --request-rate "$rate" --seed 1 \
