@@ -60,7 +60,7 @@ stop() {
 load() {
   local name=$1
   shift
-  "$gp" bench-serve --base-url "http://127.0.0.1:$port" --ready-timeout 900 --vocab $vocab \
+  "$gp" bench-serve --base-url "http://127.0.0.1:$port" --ready-timeout 900 \
     --result-json "$out/$name.json" "$@" >"$out/$name.txt" 2>&1 || {
     echo "serve_bench: $name: bench-serve failed (see $out/$name.txt)" >&2
     failed=1
@@ -77,7 +77,7 @@ for scenario in "$@"; do
   case $scenario in
   overhead)
     serve overhead --max-batch 256 --max-context 1280 --max-num-batched-tokens 2048 || { failed=1; continue; }
-    load overhead --random-input-len 1024 --random-output-len 256 --num-prompts 1024 --max-concurrency 256
+    load overhead --vocab $vocab --random-input-len 1024 --random-output-len 256 --num-prompts 1024 --max-concurrency 256
     stop
     summary overhead
     # the reference rows at the decode-only steps' mean batch and context
@@ -92,7 +92,7 @@ for scenario in "$@"; do
     ;;
   latency)
     serve latency --max-batch 16 --max-context 2048 --max-num-batched-tokens 2048 || { failed=1; continue; }
-    load latency --random-input-len 1024 --random-output-len 128 --num-prompts 16 --max-concurrency 1
+    load latency --vocab $vocab --random-input-len 1024 --random-output-len 128 --num-prompts 16 --max-concurrency 1
     stop
     summary latency
     "$benchdir/gp_bench_prefill" --workloads 1:1024 2>&1 | tee "$out/latency.prefill.txt"
@@ -105,7 +105,7 @@ for scenario in "$@"; do
       [ $cache = off ] && flag=(--no-prefix-cache)
       serve prefix_$cache --max-batch 64 --max-context 2560 --max-num-batched-tokens 2048 "${flag[@]}" ||
         { failed=1; continue; }
-      load prefix_$cache --dataset-name shared-prefix --prefix-groups ${PREFIX_GROUPS:-32} --requests-per-group 16 \
+      load prefix_$cache --vocab $vocab --dataset-name shared-prefix --prefix-groups ${PREFIX_GROUPS:-32} --requests-per-group 16 \
         --prefix-len 2048 --question-len 256 --prefix-output-len 128 --request-rate ${PREFIX_RATE:-16} \
         --max-concurrency 64
       stop
@@ -120,8 +120,8 @@ import json, random, sys
 r = random.Random(1)
 for _ in range(int(sys.argv[1])):
     n = r.randint(512, 7680)
-    print(json.dumps({"prompt": [r.randrange(128256) for _ in range(n)], "max_tokens": r.randint(128, 512)}))
-' "${CURVE_PROMPTS:-32}" >"$out/long_prompts.jsonl"
+    print(json.dumps({"prompt": [r.randrange(int(sys.argv[2])) for _ in range(n)], "max_tokens": r.randint(128, 512)}))
+' "${CURVE_PROMPTS:-32}" "$vocab" >"$out/long_prompts.jsonl"
     for policy in chunked prefill-first; do
       serve curve_$policy --max-batch 32 --max-context 8192 --max-num-batched-tokens 2048 --schedule $policy ||
         { failed=1; continue; }
