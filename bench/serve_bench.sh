@@ -13,8 +13,9 @@
 #             tokens, 128 out, PREFIX_RATE requests/s, default 16) with and
 #             without the prefix cache
 #   curve     long prompts (512..7680 tokens, 128..512 out; CURVE_PROMPTS of
-#             them, default 32) at each of CURVE_RATES requests/s (default
-#             1 2 4 6 8), chunked and prefill-first
+#             them, default 48) at each of CURVE_RATES requests/s (default
+#             2 4 6 8 10), chunked and prefill-first, no prefix cache (the
+#             same prompts come at every rate)
 # Each bench-serve run writes OUT_DIR/NAME.txt (its report) and NAME.json; each
 # server OUT_DIR/NAME.serve.log (its status lines, the shutdown summary last).
 # A scenario that fails is reported and the next one runs.
@@ -121,11 +122,12 @@ r = random.Random(1)
 for _ in range(int(sys.argv[1])):
     n = r.randint(512, 7680)
     print(json.dumps({"prompt": [r.randrange(int(sys.argv[2])) for _ in range(n)], "max_tokens": r.randint(128, 512)}))
-' "${CURVE_PROMPTS:-32}" "$vocab" >"$out/long_prompts.jsonl"
+' "${CURVE_PROMPTS:-48}" "$vocab" >"$out/long_prompts.jsonl"
     for policy in chunked prefill-first; do
-      serve curve_$policy --max-batch 32 --max-context 8192 --max-num-batched-tokens 2048 --schedule $policy ||
+      serve curve_$policy --max-batch 32 --max-context 8192 --max-num-batched-tokens 2048 --schedule $policy \
+        --no-prefix-cache ||
         { failed=1; continue; }
-      for rate in ${CURVE_RATES:-1 2 4 6 8}; do
+      for rate in ${CURVE_RATES:-2 4 6 8 10}; do
         load curve_${policy}_$rate --dataset-path "$out/long_prompts.jsonl" --request-rate "$rate" --seed 1 \
           --goodput ttft:2000 tpot:50
       done
