@@ -137,9 +137,9 @@ char *gp_api_chunk_json(gp_api_kind kind, const char *id, const char *model, lon
     return dump(o);
 }
 
-char *gp_api_models_json(const char *model, long long created, int max_context)
+char *gp_api_models_json(const char *model, long long created, int max_context, int vocab)
 {
-    return dump(json_pack("{s:s, s:[{s:o, s:s, s:I, s:s, s:i}]}", "object", "list", "data", "id", str_or_null(model),
-                          "object", "model", "created", (json_int_t)created, "owned_by", "greenpipe",
-                          "max_model_len", max_context));
+    return dump(json_pack("{s:s, s:[{s:o, s:s, s:I, s:s, s:i, s:i}]}", "object", "list", "data", "id",
+                          str_or_null(model), "object", "model", "created", (json_int_t)created, "owned_by",
+                          "greenpipe", "max_model_len", max_context, "vocab_size", vocab));
 }

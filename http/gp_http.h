@@ -105,8 +105,8 @@ char *gp_api_chunk_json(gp_api_kind kind, const char *id, const char *model, lon
                         const char *text, size_t len, const char *finish_reason, const gp_serve_usage *u,
                         const gp_api_ids *ids);
 /* GET /v1/models: {"object": "list", "data": [{"id", "object": "model", "created", "owned_by": "greenpipe",
- * "max_model_len"}]}. */
-char *gp_api_models_json(const char *model, long long created, int max_context);
+ * "max_model_len", "vocab_size"}]} (vocab_size: the ids a token-id prompt may hold, for load generators). */
+char *gp_api_models_json(const char *model, long long created, int max_context, int vocab);
 /* GET /metrics in Prometheus' text format (version 0.0.4), names prefixed
  * "greenpipe:" and labelled model_name as vLLM's (Content-Type
  * "text/plain; version=0.0.4; charset=utf-8"). Histogram bounds are taken up

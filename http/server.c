@@ -120,7 +120,7 @@ static enum MHD_Result answer_get(gp_http *h, struct MHD_Connection *mc, route r
     if (r == ROUTE_MODELS)
         return gp_http_respond(mc, 200, "application/json",
                                gp_api_models_json(gp_serve_model_name(core), h->started,
-                                                  gp_serve_max_context(core)),
+                                                  gp_serve_max_context(core), gp_serve_vocab(core)),
                                NULL, NULL);
     gp_serve_stats st;
     gp_serve_get_stats(core, &st);

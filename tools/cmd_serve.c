@@ -57,6 +57,8 @@ static void usage(FILE *f)
             "                       1..3600; default 30\n"
             "  --max-body SIZE      request body bytes at most (413 beyond), as --vram-budget's sizes;\n"
             "                       default 4M\n"
+            "  --max-connections N  open connections at most, 1..1000000; default 1024 (the open-file\n"
+            "                       limit is raised to fit them, or the server refuses to start)\n"
             "Scheduling:\n"
             "  --max-batch N        sequences running at once (the backend's slots), 1..4096; default 16\n"
             "  --max-context N      tokens per sequence, prompt and answer, 2..the model's; default the\n"
@@ -111,7 +113,8 @@ static int parse(int argc, char **argv, serve_opts *o)
         {"threads", required_argument, NULL, 'j'},     {"prefill-chunk", required_argument, NULL, 'c'},
         {"vram-budget", required_argument, NULL, 'V'}, {"kv-vram-budget", required_argument, NULL, 'O'},
         {"block-size", required_argument, NULL, 'z'},  {"chat-template", required_argument, NULL, 'U'},
-        {"seed", required_argument, NULL, 's'},       {"help", no_argument, NULL, 'h'},
+        {"seed", required_argument, NULL, 's'},       {"max-connections", required_argument, NULL, 'C'},
+        {"help", no_argument, NULL, 'h'},
         {NULL, 0, NULL, 0},
     };
     *o = (serve_opts){.model = GP_DEFAULT_PRESET, .backend = GP_BACKEND_CPU, .block_size = 16, .max_batch = 16,
@@ -156,6 +159,10 @@ static int parse(int argc, char **argv, serve_opts *o)
                 o->hp.timeout_s = (int)v;
             break;
         case 'y': st = gp_parse_size(optarg, "--max-body", &o->max_body); break;
+        case 'C':
+            if ((st = gp_parse_long(optarg, 1, 1000000, "--max-connections", &v)) == GP_OK)
+                o->hp.max_connections = (int)v;
+            break;
         case 'b': st = gp_parse_long(optarg, 1, 4096, "--max-batch", &o->max_batch); break;
         case 'X': st = gp_parse_long(optarg, 2, INT32_MAX, "--max-context", &o->max_context); break;
         case 't':

@@ -394,7 +394,7 @@ static void test_chunks(void **state)
 static void test_models_and_errors(void **state)
 {
     (void)state;
-    json_t *o = load(gp_api_models_json("tiny", 1700000000, 128));
+    json_t *o = load(gp_api_models_json("tiny", 1700000000, 128, 256));
     assert_string_equal(json_string_value(json_object_get(o, "object")), "list");
     json_t *d = json_object_get(o, "data");
     assert_int_equal(json_array_size(d), 1);
@@ -404,6 +404,7 @@ static void test_models_and_errors(void **state)
     assert_int_equal(json_integer_value(json_object_get(m, "created")), 1700000000);
     assert_string_equal(json_string_value(json_object_get(m, "owned_by")), "greenpipe");
     assert_int_equal(json_integer_value(json_object_get(m, "max_model_len")), 128);
+    assert_int_equal(json_integer_value(json_object_get(m, "vocab_size")), 256);
     json_decref(o);
 
     gp_api_error e;

@@ -9,6 +9,8 @@ tests/tools/gen_chat.py, starts `greenpipe serve` on an ephemeral port of
   composition (8 slots, 16 tokens a step: prefill chunks mixed with decodes),
   the stream framed as server-sent events ending in data: [DONE], usage in
   the last chunk;
+- prompts sharing a long prefix take its blocks from the prefix cache, with
+  generate's outputs;
 - the official openai client drives completions and chat, streamed and not,
   with the same text as generate (and generate --chat);
 - under a KV budget too small for the load, requests are preempted and
@@ -351,10 +353,20 @@ def main():
                               "--max-body", "1M"], key=KEY)
         try:
             concurrent_streams(srv, prompts, steps, want, id2tok, "64 clients")
+            # a long shared prefix: later requests take its blocks from the
+            # prefix cache, and their outputs stay generate's
+            base = srv.metric("greenpipe:prefix_cache_hits_total")
+            shared = ["the end is near, hello world, ask the sea and the stone ring %d: " % i for i in range(8)]
+            want_shared = generate(exe, m, shared, steps, d=d)
+            concurrent_streams(srv, shared[:1], steps, want_shared[:1], id2tok, "shared prefix, first")
+            concurrent_streams(srv, shared[1:], steps, want_shared[1:], id2tok, "shared prefix, the rest")
+            hits = srv.metric("greenpipe:prefix_cache_hits_total") - base
+            if hits < 16 * 7:
+                fail("shared prefix: %d prompt tokens from the prefix cache, wanted at least a block each" % hits)
             check_openai(srv, exe, m, id2tok, d)
             check_bad_requests(srv)
-            print("64 concurrent streams, openai client, bad requests: ok; %d preemptions" %
-                  srv.metric("greenpipe:num_preemptions_total"))
+            print("64 concurrent streams, shared prefixes (%d tokens from the cache), openai client, bad requests: ok; "
+                  "%d preemptions" % (hits, srv.metric("greenpipe:num_preemptions_total")))
         finally:
             srv.stop()
 
