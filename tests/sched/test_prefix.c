@@ -43,9 +43,7 @@ static int rnd(int n)
 static int setup(void **state)
 {
     (void)state;
-    gp_config cfg;
-    if (gp_config_preset("tiny", &cfg) != GP_OK || gp_host_weights_alloc(&cfg, GP_DTYPE_BF16, &g_w) != GP_OK ||
-        gp_synth_fill_host(&g_w, 1234) != GP_OK) {
+    if (gp_sched_cpu_tiny_weights(&g_w) != GP_OK) {
         fprintf(stderr, "setup: %s\n", gp_last_error());
         return -1;
     }

@@ -31,8 +31,8 @@ import threading
 import time
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "tools"))
-from gen_chat import EOT, IM_END, tokenizer_json  # noqa: E402
-from gen_text import U2B, copy_checkpoint  # noqa: E402
+from gen_chat import EOT, IM_END, chat_checkpoint  # noqa: E402
+from gen_text import U2B  # noqa: E402
 
 BACKEND = sys.argv[3] if len(sys.argv) > 3 else "cpu"
 NAME = "e2e-model"
@@ -333,17 +333,8 @@ def main():
                                            stderr=subprocess.DEVNULL).returncode != 0:
         print("no usable GPU: skipped")
         sys.exit(77)
-    templates = json.load(open(os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "chat",
-                                            "templates.json")))
     with tempfile.TemporaryDirectory() as d:
-        m = copy_checkpoint(ckpt, d)
-        tj, id2tok = tokenizer_json()
-        with open(os.path.join(m, "tokenizer.json"), "w") as f:
-            json.dump(tj, f, ensure_ascii=False)
-        with open(os.path.join(m, "generation_config.json"), "w") as f:
-            json.dump({"eos_token_id": EOT}, f)
-        with open(os.path.join(m, "tokenizer_config.json"), "w") as f:
-            json.dump({"chat_template": templates["qwen2"]["template"], "eos_token": "<|im_end|>"}, f)
+        m, _, id2tok = chat_checkpoint(ckpt, d)
 
         steps = 10
         prompts = prompts_for(64)

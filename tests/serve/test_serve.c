@@ -15,6 +15,7 @@
 #include "gp_reference.h"
 #include "gp_serve.h"
 #include "gp_tools.h"
+#include "sched_cpu.h"
 
 #define N_REQ 24
 #define N_THREADS 4
@@ -333,9 +334,7 @@ static void test_refusals(void **state)
 static int setup(void **state)
 {
     (void)state;
-    gp_config cfg;
-    if (gp_config_preset("tiny", &cfg) != GP_OK || gp_host_weights_alloc(&cfg, GP_DTYPE_BF16, &g_w) != GP_OK ||
-        gp_synth_fill_host(&g_w, 1234) != GP_OK || gp_sampler_init(&g_sampler, cfg.vocab) != GP_OK) {
+    if (gp_sched_cpu_tiny_weights(&g_w) != GP_OK || gp_sampler_init(&g_sampler, g_w.cfg.vocab) != GP_OK) {
         fprintf(stderr, "setup: %s\n", gp_last_error());
         return -1;
     }

@@ -12,6 +12,17 @@ static void cpu_reset_seq(void *ctx, int seq)
     gp_cpu_reset_seq(ctx, seq);
 }
 
+gp_status gp_sched_cpu_tiny_weights(gp_host_weights *w)
+{
+    gp_config cfg;
+    GP_TRY(gp_config_preset("tiny", &cfg));
+    GP_TRY(gp_host_weights_alloc(&cfg, GP_DTYPE_BF16, w));
+    gp_status st = gp_synth_fill_host(w, 1234);
+    if (st != GP_OK)
+        gp_host_weights_free(w);
+    return st;
+}
+
 gp_sched_ops gp_sched_cpu_ops(gp_cpu_model *m)
 {
     return (gp_sched_ops){.run_batch = cpu_run_batch, .reset_seq = cpu_reset_seq, .sample = NULL, .ctx = m};

@@ -7,6 +7,11 @@
 #include "gp_reference.h"
 #include "gp_sched.h"
 
+/* The weights the scheduler's and the serving core's tests run: the tiny
+ * preset's, synthetic bf16 from seed 1234. GP_OK, or the failure's status
+ * with its message. Free with gp_host_weights_free. */
+gp_status gp_sched_cpu_tiny_weights(gp_host_weights *w);
+
 /* ops for model m (borrowed); greedy sampling; no prefix caching. */
 gp_sched_ops gp_sched_cpu_ops(gp_cpu_model *m);
 

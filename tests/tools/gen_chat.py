@@ -49,6 +49,25 @@ def render(msgs):
     return out + "<|im_start|>assistant\n"
 
 
+def chat_checkpoint(ckpt, d):
+    """ckpt copied into d/model with the ChatML tokenizer, EOS <|endoftext|>
+    and Qwen2's chat template, and into d/bare the same without
+    tokenizer_config.json. Returns (model dir, bare dir, id -> token)."""
+    templates = json.load(open(os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "chat",
+                                            "templates.json")))
+    m = copy_checkpoint(ckpt, d)
+    tj, id2tok = tokenizer_json()
+    with open(os.path.join(m, "tokenizer.json"), "w") as f:
+        json.dump(tj, f, ensure_ascii=False)
+    with open(os.path.join(m, "generation_config.json"), "w") as f:
+        json.dump({"eos_token_id": EOT}, f)
+    bare = os.path.join(d, "bare")
+    shutil.copytree(m, bare)
+    with open(os.path.join(m, "tokenizer_config.json"), "w") as f:
+        json.dump({"chat_template": templates["qwen2"]["template"], "eos_token": "<|im_end|>"}, f)
+    return m, bare, id2tok
+
+
 def fail(msg):
     sys.exit("FAIL: " + msg)
 
@@ -81,19 +100,8 @@ def main():
                                            stderr=subprocess.DEVNULL).returncode != 0:
         print("no usable GPU: skipped")
         sys.exit(77)
-    templates = json.load(open(os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "chat",
-                                            "templates.json")))
     with tempfile.TemporaryDirectory() as d:
-        m = copy_checkpoint(ckpt, d)
-        tj, id2tok = tokenizer_json()
-        with open(os.path.join(m, "tokenizer.json"), "w") as f:
-            json.dump(tj, f, ensure_ascii=False)
-        with open(os.path.join(m, "generation_config.json"), "w") as f:
-            json.dump({"eos_token_id": EOT}, f)
-        bare = os.path.join(d, "bare")  # the same without tokenizer_config.json
-        shutil.copytree(m, bare)
-        with open(os.path.join(m, "tokenizer_config.json"), "w") as f:
-            json.dump({"chat_template": templates["qwen2"]["template"], "eos_token": "<|im_end|>"}, f)
+        m, bare, id2tok = chat_checkpoint(ckpt, d)
         tok = lambda text: [int(v) for v in run(exe, ["tokenize", "--model", m, "--text", text])[0].split()]
 
         # generate --chat: the rendering of --system and the prompt, no BOS added
