@@ -106,6 +106,7 @@ static gp_status text_of(gp_serve *s, sreq *r, int32_t id, bool final, const cha
     if (st == GP_OK && final && (st = gp_detok_flush(r->detok, &tail, &nt)) == GP_OK && nt) {
         char *both = realloc(piece, n + nt);
         if (!both) {
+            gp_set_error("out of memory for %zu bytes of request %llu's text", n + nt, (unsigned long long)r->id);
             st = GP_ERR_NO_MEMORY;
         } else {
             memcpy(both + n, tail, nt);

@@ -99,6 +99,14 @@ static int bad(const char *fmt, const char *a)
     return 2;
 }
 
+static const char *flag_name(const struct option *opts, int val)
+{
+    for (; opts->name; opts++)
+        if (opts->val == val)
+            return opts->name;
+    return "?";
+}
+
 static int parse(int argc, char **argv, serve_opts *o)
 {
     static const struct option longopts[] = {
@@ -129,7 +137,7 @@ static int parse(int argc, char **argv, serve_opts *o)
         gp_status st = GP_OK;
         if (c > 0 && c < 128 && c != 'h' && c != ':' && c != '?') {
             if (seen[c])
-                return bad("%s given more than once; each option may be given once", argv[optind - 1]);
+                return bad("--%s given more than once; each option may be given once", flag_name(longopts, c));
             seen[c] = true;
         }
         switch (c) {
@@ -215,8 +223,11 @@ static int parse(int argc, char **argv, serve_opts *o)
         usage(stderr);
         return 2;
     }
-    if (o->max_body > (uint64_t)1 << 30)
-        return bad("--max-body %s: allowed at most 1G (a body is held in memory whole)", "");
+    if (o->max_body > (uint64_t)1 << 30) {
+        fprintf(stderr, PROG ": --max-body %" PRIu64 " bytes: allowed at most 1G (a body is held in memory whole)\n",
+                o->max_body);
+        return 2;
+    }
     o->hp.max_body = (size_t)o->max_body;
     if (o->backend != GP_BACKEND_CUDA) {
         const char *cuda_only = o->dtype_given && o->dtype != GP_DTYPE_AUTO ? "--dtype"

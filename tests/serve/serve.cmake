@@ -10,3 +10,16 @@ add_test(NAME cli_serve
 add_test(NAME cli_serve_cuda
          COMMAND python3 ${CMAKE_CURRENT_SOURCE_DIR}/serve/serve_e2e.py $<TARGET_FILE:greenpipe> ${GP_DATA}/small-gqa cuda)
 set_tests_properties(cli_serve_cuda PROPERTIES SKIP_RETURN_CODE 77 LABELS gpu)
+
+# greenpipe serve's refusals, before anything listens or loads.
+gp_cli_test(serve_help 0 "OpenAI-compatible HTTP server" serve --help)
+gp_cli_test(serve_bad_port 2 "--port: 70000 is out of range. allowed: .0, 65535." serve --model tiny --port 70000)
+gp_cli_test(serve_bad_schedule 2 "--schedule 'fifo': allowed chunked, prefill-first" serve --model tiny --schedule fifo)
+gp_cli_test(serve_twice 2 "--port given more than once" serve --model tiny --port 1 --port 2)
+gp_cli_test(serve_empty_key 2 "--api-key '': an empty key would let every request in" serve --model tiny --api-key=)
+gp_cli_test(serve_cuda_only 2 "--dtype applies to --backend cuda only" serve --model tiny --dtype bf16)
+gp_cli_test(serve_max_context 2 "--max-context 100000 is beyond the model's max context 256" serve --model tiny --max-context 100000)
+gp_cli_test(serve_kv_blocks 2 "--kv-blocks 100000 exceeds the 256 blocks --max-batch 16" serve --model tiny --kv-blocks 100000)
+gp_cli_test(serve_prefix_offload 2 "the prefix cache .* with an offloaded KV cache .*: an offloaded sequence's oldest blocks"
+            serve --model tiny --backend cuda --kv-vram-budget 1G)
+gp_cli_test(serve_max_body 2 "--max-body 2147483648 bytes: allowed at most 1G" serve --model tiny --max-body 2G)
