@@ -8,18 +8,12 @@ void chat_put(chat_buf *b, const char *s, size_t n)
 {
     if (b->oom)
         return;
-    if (b->len + n + 1 > b->cap) {
-        size_t cap = b->cap ? b->cap : 256;
-        while (cap < b->len + n + 1)
-            cap *= 2;
-        char *p = realloc(b->p, cap);
-        if (!p) {
-            b->oom = true;
-            return;
-        }
-        b->p = p;
-        b->cap = cap;
+    char *p = gp_grow(b->p, &b->cap, b->len + n + 1);
+    if (!p) {
+        b->oom = true;
+        return;
     }
+    b->p = p;
     memcpy(b->p + b->len, s, n);
     b->len += n;
     b->p[b->len] = '\0';

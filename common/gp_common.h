@@ -197,6 +197,12 @@ static inline uint64_t gp_fnv1a_u64(uint64_t h, uint64_t v)
 
 /* ---------------------------------------------------------------- files */
 
+/* A buffer of *cap bytes with room for need (>= 1) bytes: buf itself when
+ * it has it, else reallocated to the first doubling of *cap (at least 256
+ * bytes) that holds need, so appends stay linear, and *cap updated. NULL
+ * when out of memory, buf and *cap then left as they were. */
+void *gp_grow(void *buf, size_t *cap, size_t need);
+
 /* Reads the whole file at path into a new buffer with a NUL after its len
  * bytes (so text can be parsed in place); *out is freed by the caller. Files
  * longer than cap bytes are refused before anything is read, because a

@@ -205,15 +205,10 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *mc, const ch
             c->len += n;
             return c->len <= drop_limit(h) ? MHD_YES : MHD_NO;
         }
-        if (c->len + n > c->cap) {
-            size_t cap = c->cap ? c->cap : 4096;
-            while (cap < c->len + n)
-                cap *= 2;
-            char *b = realloc(c->body, cap);
-            if (!b)
-                return MHD_NO;
-            c->body = b, c->cap = cap;
-        }
+        char *b = gp_grow(c->body, &c->cap, c->len + n);
+        if (!b)
+            return MHD_NO;
+        c->body = b;
         memcpy(c->body + c->len, upload, n);
         c->len += n;
         return MHD_YES;

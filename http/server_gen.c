@@ -67,19 +67,6 @@ void gp_http_conn_end(gp_http_conn *c)
     free(c);
 }
 
-static bool grow(char **buf, size_t *cap, size_t need)
-{
-    if (need <= *cap)
-        return true;
-    size_t n = *cap ? *cap : 256;
-    while (n < need)
-        n *= 2;
-    char *b = realloc(*buf, n);
-    if (!b)
-        return false;
-    *buf = b, *cap = n;
-    return true;
-}
 
 /* Batches of at most this many are signalled without wake_mu, so the
  * engine thread queueing the next step's news never waits for them. */
@@ -124,7 +111,9 @@ static void on_event(void *user, const gp_serve_event *ev)
     gp_http_conn *c = user;
     pthread_mutex_lock(&c->mu);
     if (ev->len) {
-        if (grow(&c->text, &c->text_cap, c->text_len + ev->len)) {
+        char *text = gp_grow(c->text, &c->text_cap, c->text_len + ev->len);
+        if (text) {
+            c->text = text;
             memcpy(c->text + c->text_len, ev->text, ev->len);
             c->text_len += ev->len;
         } else {
@@ -132,12 +121,10 @@ static void on_event(void *user, const gp_serve_event *ev)
         }
     }
     if (ev->n_tokens) {
-        size_t cap = (size_t)c->ids_cap * sizeof *c->ids;
-        char *buf = (char *)c->ids;
-        if (grow(&buf, &cap, (size_t)(c->n_ids + ev->n_tokens) * sizeof *c->ids)) {
-            c->ids = (int32_t *)buf;
-            c->ids_cap = (int)(cap / sizeof *c->ids);
-            memcpy(c->ids + c->n_ids, ev->tokens, (size_t)ev->n_tokens * sizeof *c->ids);
+        int32_t *ids = gp_grow(c->ids, &c->ids_cap, (size_t)(c->n_ids + ev->n_tokens) * sizeof *ids);
+        if (ids) {
+            c->ids = ids;
+            memcpy(c->ids + c->n_ids, ev->tokens, (size_t)ev->n_tokens * sizeof *ids);
             c->n_ids += ev->n_tokens;
         } else {
             c->text_lost = true;
@@ -205,8 +192,10 @@ static void set_timeout(gp_http_conn *c, unsigned s)
 
 static bool out_append(gp_http_conn *c, const char *a, size_t n)
 {
-    if (!grow(&c->out, &c->out_cap, c->out_len + n))
+    char *out = gp_grow(c->out, &c->out_cap, c->out_len + n);
+    if (!out)
         return false;
+    c->out = out;
     memcpy(c->out + c->out_len, a, n);
     c->out_len += n;
     return true;
@@ -226,12 +215,13 @@ static bool stream_fill(gp_http_conn *c)
     pthread_mutex_lock(&c->mu);
     size_t n = c->text_len;
     int n_ids = c->n_ids;
-    size_t ids_cap = (size_t)c->take_ids_cap * sizeof *c->take_ids;
-    char *ids_buf = (char *)c->take_ids;
-    bool ok = !c->text_lost && grow(&c->take, &c->take_cap, n + 1) &&
-              grow(&ids_buf, &ids_cap, (size_t)n_ids * sizeof *c->ids + 1);
-    c->take_ids = (int32_t *)ids_buf;
-    c->take_ids_cap = (int)(ids_cap / sizeof *c->take_ids);
+    char *take = c->text_lost ? NULL : gp_grow(c->take, &c->take_cap, n + 1);
+    if (take)
+        c->take = take;
+    int32_t *take_ids = take ? gp_grow(c->take_ids, &c->take_ids_cap, (size_t)n_ids * sizeof *take_ids + 1) : NULL;
+    if (take_ids)
+        c->take_ids = take_ids;
+    bool ok = take_ids != NULL;
     if (ok && n)
         memcpy(c->take, c->text, n);
     if (ok && n_ids)

@@ -65,10 +65,11 @@ struct gp_http_conn {
     char *text;                 /* [text_cap] settled text not yet taken (stream) or all of it */
     size_t text_len, text_cap;
     bool text_lost;             /* an append failed for memory: the request ends in an error */
-    int32_t *ids;               /* [ids_cap] generated ids not yet taken (stream) or all of them */
-    int n_ids, ids_cap;
-    int32_t *take_ids;          /* [take_ids_cap] ids copied out of ids */
-    int take_ids_cap;
+    int32_t *ids;               /* [n_ids] generated ids not yet taken (stream) or all of them */
+    int n_ids;
+    size_t ids_cap;             /* bytes */
+    int32_t *take_ids;          /* ids copied out of ids */
+    size_t take_ids_cap;        /* bytes */
     bool want_ids;              /* choices carry "token_ids": asked for, or the model has no tokenizer */
     gp_serve_finish finish;     /* GP_SERVE_RUNNING until the last event */
     gp_serve_usage usage;

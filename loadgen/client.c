@@ -39,7 +39,7 @@ typedef struct req {
     bool done, failed;
     int chunks;                          /* token chunks */
     int usage_prompt, usage_completion;  /* -1 until a usage object names them */
-    int itl_cap;
+    size_t itl_cap; /* bytes */
 } req;
 
 /* The first reason a request fails is its reason, cut to the outcome's size. */
@@ -61,14 +61,10 @@ __attribute__((format(printf, 2, 3))) static void fail(req *r, const char *fmt, 
 static bool push_itl(req *r, double gap)
 {
     gp_lg_outcome *o = r->o;
-    if (o->n_itl == r->itl_cap) {
-        int nc = r->itl_cap ? r->itl_cap * 2 : 64;
-        double *n = realloc(o->itl, (size_t)nc * sizeof *n);
-        if (!n)
-            return false;
-        o->itl = n;
-        r->itl_cap = nc;
-    }
+    double *itl = gp_grow(o->itl, &r->itl_cap, (size_t)(o->n_itl + 1) * sizeof *itl);
+    if (!itl)
+        return false;
+    o->itl = itl;
     o->itl[o->n_itl++] = gap;
     return true;
 }

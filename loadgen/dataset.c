@@ -226,7 +226,8 @@ static gp_status read_lines(const char *path, int limit, jsonl_line **lines, int
     if (!f)
         GP_FAIL(GP_ERR_IO, "--dataset-path %s: %s", path, strerror(errno));
     jsonl_line *v = NULL;
-    int n = 0, cap = 0;
+    int n = 0;
+    size_t cap = 0; /* bytes of v */
     char *buf = NULL;
     size_t bcap = 0;
     ssize_t got;
@@ -247,17 +248,13 @@ static gp_status read_lines(const char *path, int limit, jsonl_line **lines, int
             st = GP_ERR_FORMAT;
             break;
         }
-        if (n == cap) {
-            int nc = cap ? cap * 2 : 64;
-            jsonl_line *nv = realloc(v, (size_t)nc * sizeof *nv);
-            if (!nv) {
-                gp_set_error("%s: out of memory at line %ld", path, lineno);
-                st = GP_ERR_NO_MEMORY;
-                break;
-            }
-            v = nv;
-            cap = nc;
+        jsonl_line *nv = gp_grow(v, &cap, (size_t)(n + 1) * sizeof *nv);
+        if (!nv) {
+            gp_set_error("%s: out of memory at line %ld", path, lineno);
+            st = GP_ERR_NO_MEMORY;
+            break;
         }
+        v = nv;
         if ((st = parse_line(path, lineno, buf, len, &v[n])) != GP_OK)
             break;
         n++;

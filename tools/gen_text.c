@@ -125,8 +125,7 @@ gp_status gp_gen_out_create(const gp_tokenizer *t, int n_seqs, FILE *f, gp_gen_o
 }
 
 /* One decoded piece of sequence s: written now when it is the only
- * sequence, else kept for its line (its buffer doubling, so appends stay
- * linear). */
+ * sequence, else kept for its line. */
 static gp_status emit(gp_gen_out *o, int s, const char *piece, size_t n)
 {
     if (!n)
@@ -136,14 +135,10 @@ static gp_status emit(gp_gen_out *o, int s, const char *piece, size_t n)
         fflush(o->f); /* streaming: the reader sees each token as it arrives */
         return GP_OK;
     }
-    if (o->len[s] + n + 1 > o->cap[s]) {
-        size_t c = (o->len[s] + n + 1) * 2;
-        char *p = realloc(o->text[s], c);
-        if (!p)
-            GP_FAIL(GP_ERR_NO_MEMORY, "out of memory for %zu bytes of sequence %d's text", c, s);
-        o->text[s] = p;
-        o->cap[s] = c;
-    }
+    char *p = gp_grow(o->text[s], &o->cap[s], o->len[s] + n + 1);
+    if (!p)
+        GP_FAIL(GP_ERR_NO_MEMORY, "out of memory for %zu bytes of sequence %d's text", o->len[s] + n + 1, s);
+    o->text[s] = p;
     memcpy(o->text[s] + o->len[s], piece, n);
     o->len[s] += n;
     return GP_OK;

@@ -54,6 +54,16 @@ bool gp_stop_text_stopped(const gp_stop_text *t)
     return t->stopped;
 }
 
+/* Room for need bytes in the held text. */
+static gp_status hold_room(gp_stop_text *t, size_t need)
+{
+    char *p = gp_grow(t->pend, &t->pcap, need);
+    if (!p)
+        GP_FAIL(GP_ERR_NO_MEMORY, "out of memory for %zu bytes of text held at a stop string", need);
+    t->pend = p;
+    return GP_OK;
+}
+
 /* First occurrence of needle[m] in hay[n], or -1. */
 static long find(const char *hay, size_t n, const char *needle, size_t m)
 {
@@ -72,15 +82,8 @@ gp_status gp_stop_text_feed(gp_stop_text *t, const char *piece, size_t n, bool f
         return GP_OK;
     /* the held tail and the piece: the previous call's output is no longer
      * needed, and the piece is the caller's (copied, so what is let through
-     * stays valid after the caller frees it); doubling keeps appends linear */
-    if (t->plen + n + 1 > t->pcap) {
-        size_t c = (t->plen + n + 1) * 2;
-        char *p = realloc(t->pend, c);
-        if (!p)
-            GP_FAIL(GP_ERR_NO_MEMORY, "out of memory for %zu bytes of text held at a stop string", c);
-        t->pend = p;
-        t->pcap = c;
-    }
+     * stays valid after the caller frees it) */
+    GP_TRY(hold_room(t, t->plen + n + 1));
     if (n)
         memcpy(t->pend + t->plen, piece, n);
     size_t all = t->plen + n;
@@ -115,14 +118,7 @@ gp_status gp_stop_text_feed(gp_stop_text *t, const char *piece, size_t n, bool f
     /* the text let through goes out of a copy past the held tail, so the
      * tail can move to the front of pend for the next call */
     size_t emit = all - hold;
-    if (all + emit + 1 > t->pcap) {
-        size_t c = (all + emit + 1) * 2;
-        char *p = realloc(t->pend, c);
-        if (!p)
-            GP_FAIL(GP_ERR_NO_MEMORY, "out of memory for %zu bytes of text held at a stop string", c);
-        t->pend = p;
-        t->pcap = c;
-    }
+    GP_TRY(hold_room(t, all + emit + 1));
     memcpy(t->pend + all, t->pend, emit);
     memmove(t->pend, t->pend + emit, hold);
     t->plen = hold;
