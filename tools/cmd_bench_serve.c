@@ -124,8 +124,6 @@ typedef struct bench_opts {
     gp_lg_slo slo;
 } bench_opts;
 
-static const char *flag_name(int id) { return OPTS[id - 1].name; }
-
 static int bad(void)
 {
     fprintf(stderr, PROG ": %s\n", gp_last_error());
@@ -135,7 +133,7 @@ static int bad(void)
 static int get_long(const bench_opts *o, int id, long lo, long hi, long dflt, long *out)
 {
     char flag[48];
-    snprintf(flag, sizeof flag, "--%s", flag_name(id));
+    snprintf(flag, sizeof flag, "--%s", gp_opt_name(OPTS, id));
     *out = dflt;
     return o->val[id] ? gp_arg_long(PROG, o->val[id], lo, hi, flag, out) : 0;
 }
@@ -150,7 +148,7 @@ static int get_double(const bench_opts *o, int id, double lo, double hi, const c
     if (!t)
         return 0;
     char flag[48];
-    snprintf(flag, sizeof flag, "--%s", flag_name(id));
+    snprintf(flag, sizeof flag, "--%s", gp_opt_name(OPTS, id));
     if (allow_inf && !strcmp(t, "inf")) {
         *out = INFINITY;
         return 0;
@@ -213,7 +211,7 @@ static int check_dataset_flags(const bench_opts *o)
             if (only[i].ds_mask & (1 << k))
                 snprintf(allowed + strlen(allowed), sizeof allowed - strlen(allowed), "%s%s", allowed[0] ? ", " : "",
                          DS_NAMES[k]);
-        fprintf(stderr, PROG ": --%s applies to --dataset-name %s, not %s%s\n", flag_name(only[i].id), allowed,
+        fprintf(stderr, PROG ": --%s applies to --dataset-name %s, not %s%s\n", gp_opt_name(OPTS, only[i].id), allowed,
                 DS_NAMES[o->ds],
                 only[i].id == O_NUM_PROMPTS ? " (its count is --prefix-groups x --requests-per-group)" : "");
         return 2;
@@ -283,7 +281,7 @@ static int parse_args(int argc, char **argv, bench_opts *o)
             return 2;
         }
         if (o->val[c] && c != O_GOODPUT) {
-            fprintf(stderr, PROG ": --%s given more than once\n", flag_name(c));
+            fprintf(stderr, PROG ": --%s given more than once\n", gp_opt_name(OPTS, c));
             return 2;
         }
         if (c == O_GOODPUT && o->val[c]) {

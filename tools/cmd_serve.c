@@ -99,14 +99,6 @@ static int bad(const char *fmt, const char *a)
     return 2;
 }
 
-static const char *flag_name(const struct option *opts, int val)
-{
-    for (; opts->name; opts++)
-        if (opts->val == val)
-            return opts->name;
-    return "?";
-}
-
 static int parse(int argc, char **argv, serve_opts *o)
 {
     static const struct option longopts[] = {
@@ -137,7 +129,7 @@ static int parse(int argc, char **argv, serve_opts *o)
         gp_status st = GP_OK;
         if (c > 0 && c < 128 && c != 'h' && c != ':' && c != '?') {
             if (seen[c])
-                return bad("--%s given more than once; each option may be given once", flag_name(longopts, c));
+                return bad("--%s given more than once; each option may be given once", gp_opt_name(longopts, c));
             seen[c] = true;
         }
         switch (c) {

@@ -24,14 +24,6 @@ void gen_err(const char *fmt, ...)
     va_end(ap);
 }
 
-static const char *flag_name(const struct option *opts, int val)
-{
-    for (; opts->name; opts++)
-        if (opts->val == val)
-            return opts->name;
-    return "?";
-}
-
 static void gen_usage(FILE *f)
 {
     fprintf(f,
@@ -335,7 +327,7 @@ int gen_parse_opts(int argc, char **argv, gen_mode mode, gen_opts *o)
         if (c > 0 && c < 128 && c != 'h' && c != ':' && c != '?' && c != 'T' && c != 'o') { /* --prompt, --stop repeat */
             if (seen[c]) {
                 gen_err("--%s given more than once; each option may be given once\n",
-                        flag_name(longopts, c));
+                        gp_opt_name(longopts, c));
                 usage(stderr);
                 return 2;
             }

@@ -50,6 +50,10 @@ gp_status gp_check_out_dir(const char *path, const char *flag);
  * failures (GP_ERR_IO, GP_ERR_NO_MEMORY), 2 for the user's or the
  * checkpoint's (a wrong path, a malformed file). */
 int gp_input_exit_code(gp_status st);
+/* The long name of option val in getopt_long's table opts ("?" when none),
+ * for a program's messages about a flag given by either form. */
+struct option;
+const char *gp_opt_name(const struct option *opts, int val);
 /* A whole finite decimal number ("0.7", "1e-3"); ranges are the caller's. */
 gp_status gp_parse_double(const char *text, const char *flag, double *out);
 

@@ -3,6 +3,7 @@
 #include "gp_tools.h"
 
 #include <ctype.h>
+#include <getopt.h>
 #include <errno.h>
 #include <limits.h>
 #include <math.h>
@@ -222,4 +223,12 @@ gp_status gp_parse_prompts(const char *text, gp_prompts *out)
 int gp_input_exit_code(gp_status st)
 {
     return st == GP_ERR_IO || st == GP_ERR_NO_MEMORY ? 1 : 2;
+}
+
+const char *gp_opt_name(const struct option *opts, int val)
+{
+    for (; opts->name; opts++)
+        if (opts->val == val)
+            return opts->name;
+    return "?";
 }
