@@ -326,12 +326,13 @@ static gp_status prompt_ids(gp_serve *core, const gp_api_request *r, int32_t **i
     return gp_serve_tokenize(core, r->prompt_text, r->prompt_len, true, ids, n);
 }
 
-static uint64_t splitmix(uint64_t z)
+/* A request without a seed gets one of its own: the first draw of stream n
+ * of the server's seed. */
+static uint64_t request_seed(const gp_http *h, uint64_t n)
 {
-    z += 0x9e3779b97f4a7c15ull;
-    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
-    z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
-    return z ^ (z >> 31);
+    gp_rng r;
+    gp_rng_seed(&r, h->seed_base, n);
+    return gp_rng_next(&r);
 }
 
 /* The status a refusal of the core maps to. */
@@ -373,7 +374,7 @@ enum MHD_Result gp_http_generate(gp_http *h, gp_http_conn *c)
     if (st == GP_OK) {
         gp_serve_request sr = {
             .prompt = ids, .n_prompt = n_ids, .max_tokens = req.max_tokens, .sample = req.sample,
-            .seed = req.seed_given ? req.seed : splitmix(h->seed_base + n),
+            .seed = req.seed_given ? req.seed : request_seed(h, n),
             .stops = (const char *const *)req.stops, .n_stops = req.n_stops,
             .ignore_eos = req.ignore_eos, .chat = c->kind == GP_API_CHAT, .skip_special = true,
             .cb = on_event, .user = c,
