@@ -30,6 +30,9 @@ typedef struct gp_serve_params {
     const char *model_name; /* the id requests name and responses carry (copied) */
 } gp_serve_params;
 gp_serve_params gp_serve_default_params(void);
+/* The KV blocks a backend of max_seqs sequences of max_context tokens holds
+ * in blocks of block_size: kv_blocks' bound and its default. */
+long long gp_serve_kv_blocks(int max_seqs, int max_context, int block_size);
 
 /* What the core runs on; everything is borrowed for the core's life. */
 struct gp_tokenizer;

@@ -15,6 +15,11 @@ gp_serve_params gp_serve_default_params(void)
                              .kv_blocks = 0, .prefix_cache = true, .model_name = "greenpipe"};
 }
 
+long long gp_serve_kv_blocks(int max_seqs, int max_context, int block_size)
+{
+    return (long long)max_seqs * ((max_context + block_size - 1) / block_size);
+}
+
 const char *gp_serve_finish_name(gp_serve_finish f)
 {
     switch (f) {
@@ -122,8 +127,7 @@ gp_status gp_serve_create(const gp_serve_env *env, const gp_serve_params *p, gp_
         GP_FAIL(GP_ERR_INVALID_ARG, "max waiting requests %d: allowed >= 1", p->max_waiting);
     if (p->policy != GP_SCHED_CHUNKED && p->policy != GP_SCHED_PREFILL_FIRST)
         GP_FAIL(GP_ERR_INVALID_ARG, "schedule policy %d: allowed chunked or prefill-first", (int)p->policy);
-    int per_seq = (env->max_context + env->block_size - 1) / env->block_size;
-    long long all = (long long)env->max_seqs * per_seq;
+    long long all = gp_serve_kv_blocks(env->max_seqs, env->max_context, env->block_size);
     if (p->kv_blocks < 0 || p->kv_blocks > all)
         GP_FAIL(GP_ERR_INVALID_ARG, "KV blocks %d: allowed 0 (all: %lld) up to %lld, what %d sequences of %d "
                 "tokens in blocks of %d hold", p->kv_blocks, all, all, env->max_seqs, env->max_context,

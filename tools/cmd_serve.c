@@ -311,7 +311,7 @@ int gp_cmd_serve(int argc, char **argv)
         return 2;
     }
     int context = o.max_context ? (int)o.max_context : cfg->max_context;
-    long long all_blocks = (long long)o.max_batch * ((context + o.block_size - 1) / o.block_size);
+    long long all_blocks = gp_serve_kv_blocks((int)o.max_batch, context, (int)o.block_size);
     if (o.kv_blocks > all_blocks) {
         fprintf(stderr, PROG ": --kv-blocks %ld exceeds the %lld blocks --max-batch %ld x --max-context %d holds "
                 "in blocks of %ld; allowed 1..%lld\n", o.kv_blocks, all_blocks, o.max_batch, context, o.block_size,
