@@ -32,7 +32,7 @@ import time
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "tools"))
 from gen_chat import EOT, IM_END, chat_checkpoint  # noqa: E402
-from gen_text import U2B  # noqa: E402
+from gen_text import U2B, skip_without_gpu  # noqa: E402
 
 BACKEND = sys.argv[3] if len(sys.argv) > 3 else "cpu"
 NAME = "e2e-model"
@@ -329,10 +329,8 @@ def check_disconnect(srv):
 
 def main():
     exe, ckpt = sys.argv[1], sys.argv[2]
-    if BACKEND != "cpu" and subprocess.run([exe, "devices"], stdout=subprocess.DEVNULL,
-                                           stderr=subprocess.DEVNULL).returncode != 0:
-        print("no usable GPU: skipped")
-        sys.exit(77)
+    if BACKEND != "cpu":
+        skip_without_gpu(exe)
     with tempfile.TemporaryDirectory() as d:
         m, _, id2tok = chat_checkpoint(ckpt, d)
 

@@ -23,7 +23,7 @@ import sys
 import tempfile
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from gen_text import U2B, copy_checkpoint  # noqa: E402
+from gen_text import U2B, copy_checkpoint, skip_without_gpu  # noqa: E402
 from gen_text import tokenizer_json as gen_text_tokenizer  # noqa: E402
 
 IM_START, IM_END, EOT = 0, 1, 2  # <|im_start|>, <|im_end|>, <|endoftext|>
@@ -96,10 +96,8 @@ def turn_ids(err, turn, what):
 
 def main():
     exe, ckpt = sys.argv[1], sys.argv[2]
-    if BACKEND != "cpu" and subprocess.run([exe, "devices"], stdout=subprocess.DEVNULL,
-                                           stderr=subprocess.DEVNULL).returncode != 0:
-        print("no usable GPU: skipped")
-        sys.exit(77)
+    if BACKEND != "cpu":
+        skip_without_gpu(exe)
     with tempfile.TemporaryDirectory() as d:
         m, bare, id2tok = chat_checkpoint(ckpt, d)
         tok = lambda text: [int(v) for v in run(exe, ["tokenize", "--model", m, "--text", text])[0].split()]

@@ -18,6 +18,8 @@ import subprocess
 import sys
 import tempfile
 
+from gen_text import skip_without_gpu
+
 PROMPTS = "5,17,42,7;11,200,2;3,3,9,1,4"
 STEPS = 12
 
@@ -36,9 +38,7 @@ def run(exe, args):
 
 def main():
     exe = sys.argv[1]
-    if subprocess.run([exe, "devices"], stdout=subprocess.PIPE, stderr=subprocess.PIPE).returncode != 0:
-        print("no usable GPU: skipped")
-        sys.exit(77)
+    skip_without_gpu(exe)
     with tempfile.TemporaryDirectory() as d:
         cal = os.path.join(d, "cal.json")
         run(exe, ["calibrate", "--model", "tiny", "--sparsity", "0.5", "--tokens", "256", "--out", cal])

@@ -11,6 +11,8 @@ import subprocess
 import sys
 import tempfile
 
+from gen_text import skip_without_gpu
+
 # prompt 1 shares its first 8 tokens (2 blocks of 4) with prompt 0; prompt 2 none
 PROMPTS = "5,17,42,7,99,3,8,1,60,4;5,17,42,7,99,3,8,1,61;11,200,2"
 BLOCK = 4
@@ -43,9 +45,7 @@ def expect(cond, what, err):
 
 def main():
     exe, ckpt = sys.argv[1], sys.argv[2]
-    if subprocess.run([exe, "devices"], stdout=subprocess.PIPE, stderr=subprocess.PIPE).returncode != 0:
-        print("no usable GPU: skipped")
-        sys.exit(77)
+    skip_without_gpu(exe)
     with open(os.path.join(ckpt, "config.json")) as f:
         c = json.load(f)
     kv_heads = c.get("num_key_value_heads", c["num_attention_heads"])

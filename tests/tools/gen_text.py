@@ -109,6 +109,13 @@ def fail(msg):
     sys.exit("FAIL: " + msg)
 
 
+def skip_without_gpu(exe):
+    """Exit 77 (CTest's skip code) when greenpipe finds no usable GPU."""
+    if subprocess.run([exe, "devices"], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL).returncode != 0:
+        print("no usable GPU: skipped")
+        sys.exit(77)
+
+
 BACKEND = sys.argv[3] if len(sys.argv) > 3 else "cpu"
 
 
@@ -128,10 +135,7 @@ def dump(path):
 def main():
     exe, ckpt = sys.argv[1], sys.argv[2]
     if BACKEND != "cpu":
-        r = subprocess.run([exe, "devices"], stdout=subprocess.PIPE, stderr=subprocess.PIPE)
-        if r.returncode != 0:
-            print("no usable GPU: skipped")
-            sys.exit(77)
+        skip_without_gpu(exe)
     with tempfile.TemporaryDirectory() as d:
         m = copy_checkpoint(ckpt, d)
         tj, id2tok = tokenizer_json()
