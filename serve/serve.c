@@ -57,7 +57,6 @@ static void table_add(gp_serve *s, sreq *r)
     unsigned k = slot_of(r->id);
     r->next = s->table[k];
     s->table[k] = r;
-    s->n_live++;
 }
 
 void gp_serve_unlink(gp_serve *s, sreq *r)
@@ -65,7 +64,6 @@ void gp_serve_unlink(gp_serve *s, sreq *r)
     for (sreq **p = &s->table[slot_of(r->id)]; *p; p = &(*p)->next)
         if (*p == r) {
             *p = r->next;
-            s->n_live--;
             return;
         }
 }

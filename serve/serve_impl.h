@@ -52,11 +52,9 @@ struct gp_serve {
     int n_inbox;
     sreq *cancels;         /* marked cancel, not yet taken out of the scheduler */
     sreq *table[1 << SERVE_TABLE_BITS]; /* every request held, by id */
-    int n_live;
     uint64_t next_id;
     int sched_waiting, sched_running; /* the scheduler's, after the last step (under mu) */
     gp_sampler sampler;    /* the engine thread's */
-    float *logits_scratch;
     double run_seconds;    /* inside the backend's run_batch during the current step */
     int *seq_len;          /* [max_seqs] tokens each backend sequence holds (the engine thread's) */
     gp_serve_stats st;     /* under mu */
