@@ -74,8 +74,8 @@ typedef struct gp_serve_usage {
 
 /* One delivery to a request: the tokens of one step. text/len is the text
  * that settled with them (may be empty: a token can end inside a UTF-8
- * character or a possible stop string), tokens/n_tokens the ids (a stop
- * string's and later tokens are not reported). The last event of a request
+ * character or a possible stop string), tokens/n_tokens the ids generated
+ * (the one that completes a stop string included: none follow it). The last event of a request
  * has finish != GP_SERVE_RUNNING and its usage; after it the request is gone. */
 typedef struct gp_serve_event {
     uint64_t id;
