@@ -442,6 +442,36 @@ typedef struct gp_prefix_store_stats {
 gp_status gp_engine_prefix_store_seq(gp_engine *e, int seq, int n, const int32_t *tokens,
                                      gp_prefix_store_stats *st);
 
+/* The host tier behind a scheduler's prefix cache (serving): blocks the
+ * device cache evicts are kept in the store, and a later request whose
+ * prompt continues past its device hits with stored blocks reloads them
+ * layer by layer beside its mixed batch. The store's blocks are the paged
+ * cache's (block_tokens = the engine's block_size), named by the
+ * scheduler's chain keys, which start from gp_engine_host_seed (the store's
+ * chain seed, gp_kvstore_seed of its identity), so that they are the keys
+ * gp_engine_prefill_prefix computes. A resident KV memory only: the feature
+ * table refuses a prefix cache with an offloaded one. GP_ERR_STATE without
+ * stored prefixes, or with blocks of another size.
+ *   offload: retained block handle's KV goes into the store under key
+ *     (tokens: its block_tokens tokens) unless held: a gather and a
+ *     device-to-host copy on the copy-side stream, waited for; a put the
+ *     pool refuses (pinned blocks fill it) is GP_SOFT_FULL.
+ *   lookup: the longest run of keys[0..n) the store holds (tokens: theirs),
+ *     at most what one batch's reload stages beside the loads already
+ *     waiting, into *held, pinned until the next load.
+ *   load: sequence seq, holding only attached blocks (or none), appends the
+ *     first n (<= held) blocks of the last lookup as computed tokens, their
+ *     blocks reserved now; the next gp_lane_run_batch copies them in with
+ *     one lag-2 reload for every load waiting (a provider on the KV
+ *     memory's hooks: the batch's layer l waits for layer l only); the
+ *     lookup's other pins go (n = 0: all). A batch that fails leaves the
+ *     loads waiting for the next; gp_engine_reset_seq drops seq's. The pins
+ *     go once the copies completed. */
+uint64_t gp_engine_host_seed(const gp_engine *e);
+gp_status gp_engine_host_offload(gp_engine *e, int handle, uint64_t key, const int32_t *tokens);
+gp_status gp_engine_host_lookup(gp_engine *e, const uint64_t *keys, const int32_t *tokens, int n, int *held);
+gp_status gp_engine_host_load(gp_engine *e, int seq, int n);
+
 /* ------------------------------------------------------ offloaded KV
  * How kv_vram_budget splits the cache: whole blocks per sequence, device
  * blocks ids [0, n_device), the host ones each sequence's first

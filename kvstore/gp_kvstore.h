@@ -40,6 +40,11 @@ gp_status gp_kvstore_identity_check(const gp_kvstore_identity *id);
 /* The chain's seed for id (also the identity hash in block files). */
 uint64_t gp_kvstore_seed(const gp_kvstore_identity *id);
 
+/* The key of the block of tokens[0..block_size) after the block keyed prev
+ * (the seed for the first): one link of the chain, for a caller that keeps
+ * its own chain (a scheduler's prefix cache keyed like the store). */
+uint64_t gp_kvstore_next_key(uint64_t prev, const int32_t *tokens, int block_size);
+
 /* keys[0..n_tokens / block_size): one key per whole block; a partial last
  * block has none. *n_keys (may be NULL) gets the count. GP_ERR_INVALID_ARG
  * for a bad identity, n_tokens < 0, or NULL tokens/keys with blocks to hash. */

@@ -38,6 +38,14 @@ uint64_t gp_kvstore_seed(const gp_kvstore_identity *id)
     return gp_fnv1a_u32(h, (uint32_t)id->block_size);
 }
 
+uint64_t gp_kvstore_next_key(uint64_t prev, const int32_t *tokens, int block_size)
+{
+    uint64_t h = gp_fnv1a_u64(GP_FNV1A_OFFSET, prev);
+    for (int i = 0; i < block_size; i++)
+        h = gp_fnv1a_u32(h, (uint32_t)tokens[i]);
+    return h;
+}
+
 gp_status gp_kvstore_chain(const gp_kvstore_identity *id, const int32_t *tokens, int n_tokens,
                            uint64_t *keys, int *n_keys)
 {
@@ -49,13 +57,8 @@ gp_status gp_kvstore_chain(const gp_kvstore_identity *id, const int32_t *tokens,
         GP_FAIL(GP_ERR_INVALID_ARG, "kv store: %s is NULL with %d whole blocks to hash", tokens ? "keys" : "tokens",
                 nb);
     uint64_t prev = gp_kvstore_seed(id);
-    for (int b = 0; b < nb; b++) {
-        uint64_t h = gp_fnv1a_u64(GP_FNV1A_OFFSET, prev);
-        const int32_t *t = tokens + (size_t)b * id->block_size;
-        for (int i = 0; i < id->block_size; i++)
-            h = gp_fnv1a_u32(h, (uint32_t)t[i]);
-        keys[b] = prev = h;
-    }
+    for (int b = 0; b < nb; b++)
+        keys[b] = prev = gp_kvstore_next_key(prev, tokens + (size_t)b * id->block_size, id->block_size);
     if (n_keys)
         *n_keys = nb;
     return GP_OK;

@@ -121,6 +121,14 @@ typedef struct gp_session_ops {
     gp_status (*retain_block)(void *ctx, int seq, int index, int *handle);
     void (*drop_block)(void *ctx, int handle);
     gp_status (*attach_blocks)(void *ctx, int seq, const int *handles, int n);
+    /* A host tier behind the prefix cache (NULL where the executor has
+     * none; GP_ERR_STATE where its backend holds no store): the engine's
+     * gp_engine_host_seed, _offload, _lookup and _load, whose contract the
+     * scheduler's host ops (sched/gp_sched.h) follow. */
+    uint64_t (*host_seed)(void *ctx);
+    gp_status (*host_offload)(void *ctx, int handle, uint64_t key, const int32_t *tokens);
+    gp_status (*host_lookup)(void *ctx, const uint64_t *keys, const int32_t *tokens, int n, int *held);
+    gp_status (*host_load)(void *ctx, int seq, int n);
     /* Partition pairs this executor holds; index -1 in split_info is the one
      * in force. May be NULL (one fixed pair). */
     int (*n_splits)(void *ctx);

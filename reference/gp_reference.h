@@ -74,6 +74,16 @@ gp_status gp_cpu_kv_retain_block(gp_cpu_model *m, int seq, int index, int *handl
 gp_status gp_cpu_kv_drop_block(gp_cpu_model *m, int handle);
 gp_status gp_cpu_kv_attach(gp_cpu_model *m, int seq, const int *handles, int n);
 void gp_cpu_kv_blocks(gp_cpu_model *m, int *free_blocks, int *total);
+/* A host tier's copies (a prefix cache's evicted blocks kept in a
+ * gp_kvstore, dtype_bytes 4): one block's KV in the store's payload layout
+ * (kvstore/gp_kvstore.h: per layer K then V, each [block_size][n_kv_heads]
+ * [head_dim] float). read_block: retained block handle into payload;
+ * append_blocks: sequence seq, holding a whole number of blocks, takes n
+ * more filled from payloads[0..n) as computed tokens (nothing changed on
+ * failure: GP_ERR_NO_MEMORY without n free blocks, GP_ERR_INVALID_ARG past
+ * max_context). GP_ERR_STATE during a step. */
+gp_status gp_cpu_kv_read_block(gp_cpu_model *m, int handle, void *payload);
+gp_status gp_cpu_kv_append_blocks(gp_cpu_model *m, int seq, const void *const *payloads, int n);
 const gp_config *gp_cpu_model_config(const gp_cpu_model *m);
 int gp_cpu_model_max_seqs(const gp_cpu_model *m);
 /* Round activations through dt exactly where the CUDA engine stores them in

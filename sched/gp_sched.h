@@ -53,6 +53,23 @@ typedef struct gp_sched_ops {
     gp_status (*retain_block)(void *ctx, int seq, int index, int *handle);
     void (*drop_block)(void *ctx, int handle);
     gp_status (*attach_blocks)(void *ctx, int seq, const int *handles, int n);
+    /* A host tier behind the prefix cache (optional: all three or none;
+     * needs the three above). Blocks are named by the cache's chain keys
+     * (gp_sched_config.chain_seed). host_offload: the cache is about to drop
+     * handle (evicted): keep its KV under key (tokens: its block_size tokens)
+     * if the tier has room; a failure loses only that block's reuse.
+     * host_lookup: the longest run of keys[0..n) the tier holds (tokens:
+     * theirs, n x block_size), at most as many as one host_load takes, into
+     * *held, pinned until the next host_load. host_load: sequence seq, which
+     * holds only its attached blocks (or none), appends the first n (<= held)
+     * blocks of the last lookup as computed tokens; their KV may arrive with
+     * the next run_batch (layer by layer), which runs it however that batch
+     * ends (a failed one leaves it pending for the next), and a reset of seq
+     * before then drops it. The lookup's other pins go; n = 0 lets all go.
+     * A failed load appends nothing: the tokens are computed. */
+    gp_status (*host_offload)(void *ctx, int handle, uint64_t key, const int32_t *tokens);
+    gp_status (*host_lookup)(void *ctx, const uint64_t *keys, const int32_t *tokens, int n, int *held);
+    gp_status (*host_load)(void *ctx, int seq, int n);
     void *ctx;
 } gp_sched_ops;
 
@@ -82,6 +99,10 @@ typedef struct gp_sched_config {
      * uses are evicted least recently used first when a block is needed.
      * Needs the ops' three. */
     bool prefix_cache;
+    /* The seed of the cache's key chain (gp_kvstore_next_key from it): a
+     * host tier's store seed (gp_kvstore_seed), so that a block's key is
+     * the store's; any value without a tier. */
+    uint64_t chain_seed;
 } gp_sched_config;
 
 gp_status gp_sched_create(const gp_sched_config *cfg, const gp_sched_ops *ops, gp_sched **out);
@@ -149,7 +170,8 @@ typedef struct gp_sched_result {
     int n_tokens;
     gp_sched_finish finish;
     int preemptions;       /* times its sequence was taken back and recomputed */
-    int cached_tokens;     /* prompt tokens its first admission took from the prefix cache (whole blocks) */
+    int cached_tokens;     /* prompt tokens its first admission took from the prefix cache and the host
+                              tier (whole blocks) */
 } gp_sched_result;
 gp_status gp_sched_result_of(const gp_sched *s, uint64_t id, gp_sched_result *out);
 /* Forget a finished request (its id may be submitted again). */
@@ -164,6 +186,10 @@ typedef struct gp_sched_stats {
     /* tokens to prefill at each admission (a readmission after preemption
      * too), and those of them attached from the cache: the hit rate */
     long long prefix_query_tokens, prefix_hit_tokens;
+    /* The host tier: tokens admissions loaded from it (beyond the device
+     * hits above), blocks offloaded into it on eviction, and offloads that
+     * failed (those blocks' KV was lost to later requests). */
+    long long prefix_host_hit_tokens, host_offloaded_blocks, host_offload_failures;
 } gp_sched_stats;
 void gp_sched_get_stats(const gp_sched *s, gp_sched_stats *out);
 

@@ -5,6 +5,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "gp_kvstore.h"
 #include "sched_impl.h"
 
 static int blocks_for(const gp_sched *s, int len)
@@ -27,7 +28,8 @@ gp_status gp_sched_prefix_create(gp_sched *s)
     pc->bucket = malloc(sizeof(int) * (size_t)pc->n_buckets);
     pc->match = malloc(sizeof(int) * (size_t)most);
     pc->handles = malloc(sizeof(int) * (size_t)most);
-    if (!pc->e || !pc->tokens || !pc->bucket || !pc->match || !pc->handles)
+    pc->keys = malloc(sizeof(uint64_t) * (size_t)most);
+    if (!pc->e || !pc->tokens || !pc->bucket || !pc->match || !pc->handles || !pc->keys)
         GP_FAIL(GP_ERR_NO_MEMORY, "gp_sched_create: out of host memory for a prefix cache of %d blocks of %d "
                 "tokens", total, bs);
     for (int i = 0; i < pc->n_buckets; i++)
@@ -43,7 +45,7 @@ gp_status gp_sched_prefix_create(gp_sched *s)
 
 static int *bucket_of(gp_sched_prefix *pc, uint64_t key)
 {
-    return &pc->bucket[key & (uint64_t)(pc->n_buckets - 1)];
+    return &pc->bucket[key & pc->key_mask & (uint64_t)(pc->n_buckets - 1)];
 }
 
 static void lru_unlink(gp_sched_prefix *pc, int i)
@@ -73,12 +75,20 @@ static void lru_push_tail(gp_sched_prefix *pc, int i)
     pc->n_lru++;
 }
 
-/* The least recently used entry leaves the cache; its block is free. */
+/* The least recently used entry leaves the cache (into the host tier, when
+ * there is one); its block is free. */
 static void evict(gp_sched *s)
 {
     gp_sched_prefix *pc = s->pc;
     int i = pc->lru_head;
     lru_unlink(pc, i);
+    if (s->ops.host_offload) {
+        if (s->ops.host_offload(s->ops.ctx, pc->e[i].handle, pc->e[i].key,
+                                pc->tokens + (size_t)i * (size_t)s->cfg.block_size) == GP_OK)
+            s->stats.host_offloaded_blocks++;
+        else
+            s->stats.host_offload_failures++;
+    }
     int *p = bucket_of(pc, pc->e[i].key);
     while (*p != i)
         p = &pc->e[*p].hnext;
@@ -104,6 +114,7 @@ void gp_sched_prefix_destroy(gp_sched *s)
     free(pc->bucket);
     free(pc->match);
     free(pc->handles);
+    free(pc->keys);
     free(pc);
     s->pc = NULL;
 }
@@ -133,7 +144,7 @@ static const int32_t *tokens_of(const gp_sched_prefix *pc, int i, int bs)
 
 static uint64_t chain_key(const gp_sched *s, uint64_t parent_key, const int32_t *t)
 {
-    return gp_fnv1a(parent_key, t, sizeof(int32_t) * (size_t)s->cfg.block_size) & s->pc->key_mask;
+    return gp_kvstore_next_key(parent_key, t, s->cfg.block_size);
 }
 
 /* The entry of a block with these tokens after the parent entry; a key
@@ -143,7 +154,7 @@ static int find(const gp_sched *s, uint64_t key, uint64_t parent, const int32_t 
     gp_sched_prefix *pc = s->pc;
     int bs = s->cfg.block_size;
     for (int i = *bucket_of(pc, key); i >= 0; i = pc->e[i].hnext)
-        if (pc->e[i].key == key && pc->e[i].parent == parent &&
+        if (((pc->e[i].key ^ key) & pc->key_mask) == 0 && pc->e[i].parent == parent &&
             memcmp(tokens_of(pc, i, bs), t, sizeof(int32_t) * (size_t)bs) == 0)
             return i;
     return -1;
@@ -153,7 +164,7 @@ int gp_sched_prefix_match(gp_sched *s, const rq *r, int *lru_hits)
 {
     gp_sched_prefix *pc = s->pc;
     int bs = s->cfg.block_size, most = (r->prefill_end - 1) / bs, n = 0;
-    uint64_t key = GP_FNV1A_OFFSET, serial = 0;
+    uint64_t key = s->cfg.chain_seed, serial = 0;
     *lru_hits = 0;
     for (; n < most; n++) {
         const int32_t *t = r->all + (size_t)n * (size_t)bs;
@@ -166,6 +177,30 @@ int gp_sched_prefix_match(gp_sched *s, const rq *r, int *lru_hits)
         *lru_hits += pc->e[i].ref == 0;
     }
     return n;
+}
+
+int gp_sched_prefix_host_lookup(gp_sched *s, const rq *r, int hit, int max)
+{
+    gp_sched_prefix *pc = s->pc;
+    int bs = s->cfg.block_size, most = (r->prefill_end - 1) / bs - hit, held = 0;
+    if (most > max)
+        most = max;
+    if (most <= 0)
+        return 0;
+    uint64_t key = hit > 0 ? pc->e[pc->match[hit - 1]].key : s->cfg.chain_seed;
+    for (int k = 0; k < most; k++)
+        pc->keys[k] = key = chain_key(s, key, r->all + (size_t)(hit + k) * (size_t)bs);
+    if (s->ops.host_lookup(s->ops.ctx, pc->keys, r->all + (size_t)hit * (size_t)bs, most, &held) != GP_OK)
+        return 0; /* a tier that cannot look is a miss */
+    return held < 0 ? 0 : held > most ? most : held;
+}
+
+gp_status gp_sched_prefix_host_load(gp_sched *s, rq *r, int hit, int n)
+{
+    GP_TRY(s->ops.host_load(s->ops.ctx, r->seq, n));
+    r->nblk = hit + n;
+    r->computed = (hit + n) * s->cfg.block_size;
+    return GP_OK;
 }
 
 gp_status gp_sched_prefix_attach(gp_sched *s, rq *r, int seq, int n)
@@ -195,7 +230,7 @@ void gp_sched_prefix_register(gp_sched *s, rq *r)
     if (r->uncached)
         return;
     if (r->n_hashed == 0)
-        r->tail_key = GP_FNV1A_OFFSET, r->tail_serial = 0;
+        r->tail_key = s->cfg.chain_seed, r->tail_serial = 0;
     for (; r->n_hashed < r->computed / bs; r->n_hashed++) {
         int b = r->n_hashed;
         const int32_t *t = r->all + (size_t)b * (size_t)bs;

@@ -92,6 +92,11 @@ gp_status gp_sched_create(const gp_sched_config *cfg, const gp_sched_ops *ops, g
         if (missing)
             GP_FAIL(GP_ERR_INVALID_ARG, "gp_sched_create: prefix_cache needs ops.%s (NULL)", missing);
     }
+    int tier = !!ops->host_offload + !!ops->host_lookup + !!ops->host_load;
+    if (tier && (tier < 3 || !cfg->prefix_cache))
+        GP_FAIL(GP_ERR_INVALID_ARG, "gp_sched_create: a host tier needs ops.host_offload, host_lookup and host_load "
+                "together (%d of 3 given) and prefix_cache (%s): it keeps the blocks the device cache evicts",
+                tier, cfg->prefix_cache ? "on" : "off");
     gp_sched *s = calloc(1, sizeof(*s));
     if (!s)
         GP_FAIL(GP_ERR_NO_MEMORY, "gp_sched_create: out of host memory");

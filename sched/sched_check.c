@@ -54,7 +54,7 @@ static gp_status check_cache(const gp_sched *s, const int *refs, int *entries)
     for (int b = 0; b < pc->n_buckets; b++)
         for (int i = pc->bucket[b]; i >= 0; i = pc->e[i].hnext, n++) {
             const pc_entry *e = &pc->e[i];
-            if (n >= s->cfg.total_blocks || (e->key & (uint64_t)(pc->n_buckets - 1)) != (uint64_t)b)
+            if (n >= s->cfg.total_blocks || (e->key & pc->key_mask & (uint64_t)(pc->n_buckets - 1)) != (uint64_t)b)
                 BROKEN("hash bucket %d holds entry %d of another bucket or loops", b, i);
             if (e->ref != refs[i])
                 BROKEN("entry %d counts %d references, %d requests share it", i, e->ref, refs[i]);

@@ -41,7 +41,7 @@ typedef struct rq {
 /* A cache entry: one full KV block the backend keeps (handle), named by its
  * chain key and checked by its parent entry and its tokens. */
 typedef struct pc_entry {
-    uint64_t key;     /* H(parent's key, tokens) & key_mask */
+    uint64_t key;     /* gp_kvstore_next_key(parent's key, tokens); compared under key_mask */
     uint64_t serial;  /* unique for the scheduler's life: a child names its parent by it */
     uint64_t parent;  /* serial of the entry of the block before; 0: the first block */
     int handle;
@@ -61,6 +61,7 @@ typedef struct gp_sched_prefix {
     uint64_t key_mask; /* all ones; a test clears bits to force collisions */
     int *match;       /* [blocks of max_context]: entries the last lookup found */
     int *handles;     /* [blocks of max_context]: their handles, for attach_blocks */
+    uint64_t *keys;   /* [blocks of max_context]: the chain past the last match, for host_lookup */
 } gp_sched_prefix;
 
 typedef struct rq_list {
@@ -108,6 +109,13 @@ void gp_sched_take_blocks(gp_sched *s, int n);
 /* The leading cached full blocks of waiting r's tokens to prefill, leaving
  * one to compute, into pc->match; *lru_hits of them are evictable now. */
 int gp_sched_prefix_match(gp_sched *s, const rq *r, int *lru_hits);
+/* With a host tier: the blocks after the hit device blocks that the tier
+ * holds (pinned until gp_sched_prefix_host_load), at most max. */
+int gp_sched_prefix_host_lookup(gp_sched *s, const rq *r, int hit, int max);
+/* Running r on seq, holding its hit attached blocks, takes the n looked-up
+ * blocks (n = 0: lets the lookup go); GP_OK or the tier's refusal (nothing
+ * appended). */
+gp_status gp_sched_prefix_host_load(gp_sched *s, rq *r, int hit, int n);
 /* Empty sequence seq starts with the n blocks matched: r's first n blocks,
  * computed; GP_OK or the backend's refusal (nothing changed). */
 gp_status gp_sched_prefix_attach(gp_sched *s, rq *r, int seq, int n);

@@ -79,28 +79,52 @@ static int chunk_len(const gp_sched *s, const rq *r, int start, int nblk, int av
 }
 
 /* Waiting r into a free sequence slot: its cached leading blocks attached
- * (hit of them, or none when the backend refuses), and the prefill chunk
- * that follows them; 0 (nothing changed) when none fits. */
+ * (hit of them, or none when the backend refuses), then those the host
+ * tier holds after them (host, leaving a block for the chunk), and the
+ * prefill chunk that follows; 0 (nothing changed) when none fits. */
 static int admit(gp_sched *s, rq *r, int whole_only)
 {
-    int seq = 0, hit = 0, lru_hits = 0;
+    int seq = 0, hit = 0, lru_hits = 0, host = 0, bs = s->cfg.block_size;
     while (s->slot[seq])
         seq++;
     if (s->pc)
         hit = gp_sched_prefix_match(s, r, &lru_hits);
     int avail = gp_sched_blocks_avail(s);
-    int n = chunk_len(s, r, hit * s->cfg.block_size, hit, avail - lru_hits, whole_only);
+    bool looked = s->ops.host_lookup && avail - lru_hits > 1;
+    if (looked)
+        host = gp_sched_prefix_host_lookup(s, r, hit, avail - lru_hits - 1);
+    int n = chunk_len(s, r, (hit + host) * bs, hit + host, avail - lru_hits - host, whole_only);
     if (n > 0 && hit > 0 && gp_sched_prefix_attach(s, r, seq, hit) != GP_OK) {
-        hit = 0; /* the backend kept none: compute them */
+        hit = host = 0; /* the backend kept none: compute them (the tier's blocks follow them) */
         n = chunk_len(s, r, 0, 0, avail, whole_only);
     }
-    if (n <= 0)
+    if (n > 0 && host > 0) {
+        gp_sched_take_blocks(s, host);
+        r->seq = seq;
+        looked = false;
+        if (gp_sched_prefix_host_load(s, r, hit, host) != GP_OK) {
+            s->free_blocks += host;
+            host = 0;
+            n = chunk_len(s, r, hit * bs, hit, gp_sched_blocks_avail(s), whole_only);
+        }
+    }
+    if (looked) /* the lookup's pins go */
+        (void)s->ops.host_load(s->ops.ctx, seq, 0);
+    if (n <= 0) {
+        if (hit > 0) { /* attached, then the tier's load failed and the longer rest fits no more */
+            s->ops.reset_seq(s->ops.ctx, seq);
+            gp_sched_prefix_release(s, r);
+            r->nblk = r->computed = 0;
+            r->seq = -1;
+        }
         return 0;
+    }
     if (s->pc) {
         s->stats.prefix_query_tokens += r->prefill_end;
-        s->stats.prefix_hit_tokens += hit * s->cfg.block_size;
+        s->stats.prefix_hit_tokens += hit * bs;
+        s->stats.prefix_host_hit_tokens += host * bs;
         if (r->preemptions == 0)
-            r->cached_tokens = hit * s->cfg.block_size;
+            r->cached_tokens = (hit + host) * bs;
     }
     gp_sched_list_unlink(&s->waiting, r);
     gp_sched_list_push_tail(&s->running, r);

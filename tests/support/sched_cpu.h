@@ -20,4 +20,20 @@ gp_sched_ops gp_sched_cpu_ops(gp_cpu_model *m);
  * gp_cpu_kv_attach). The scheduler's block size must be the model's. */
 gp_sched_ops gp_sched_cpu_share_ops(gp_cpu_model *m);
 
+/* A host tier over the reference for the scheduler's host ops: a
+ * gp_kvstore (malloc'd payloads) of capacity_blocks blocks of the model's
+ * block size, offloads read from the reference's blocks
+ * (gp_cpu_kv_read_block), loads appended at once (gp_cpu_kv_append_blocks).
+ * Its ops are gp_sched_cpu_share_ops' and the three host ops (ctx: the
+ * tier); the scheduler's chain_seed must be gp_sched_cpu_tier_seed. Fault
+ * injection for tests: fail_lookup / fail_load / fail_offload make the
+ * next that many calls of each fail (GP_ERR_IO). */
+typedef struct gp_sched_cpu_tier gp_sched_cpu_tier;
+gp_status gp_sched_cpu_tier_create(gp_cpu_model *m, int capacity_blocks, gp_sched_cpu_tier **out);
+void gp_sched_cpu_tier_destroy(gp_sched_cpu_tier *t);
+uint64_t gp_sched_cpu_tier_seed(const gp_sched_cpu_tier *t);
+gp_sched_ops gp_sched_cpu_tier_ops(gp_sched_cpu_tier *t);
+struct gp_kvstore *gp_sched_cpu_tier_store(gp_sched_cpu_tier *t);
+void gp_sched_cpu_tier_fail(gp_sched_cpu_tier *t, int fail_lookup, int fail_load, int fail_offload);
+
 #endif
