@@ -67,6 +67,7 @@ void gp_engine_prefix_free(gp_engine *e)
         cudaStreamSynchronize(px->copy);
     if (px->write)
         cudaStreamSynchronize(px->write);
+    gp_engine_host_free(e);
     gp_kvstore_destroy(px->store); /* returns every slot before the pool goes */
     gp_pinned_free(px->pool);
     free(px->used);
@@ -144,7 +145,13 @@ static gp_status prefix_alloc(gp_engine *e, gp_engine_prefix *px)
     px->payloads = calloc((size_t)px->max_prefix_blocks, sizeof *px->payloads);
     px->ev_layer = calloc((size_t)e->cfg.n_layers, sizeof *px->ev_layer);
     px->tr = calloc((size_t)e->cfg.n_layers * GP_PREFIX_TR_COUNT, sizeof *px->tr);
-    if (!px->used || !px->payloads || !px->ev_layer || !px->tr)
+    gp_prefix_tier *t = &px->tier;
+    t->looked = calloc((size_t)px->max_prefix_blocks, sizeof *t->looked);
+    t->keys = calloc((size_t)px->max_prefix_blocks, sizeof *t->keys);
+    t->payloads = calloc((size_t)px->max_prefix_blocks, sizeof *t->payloads);
+    t->segs = calloc((size_t)e->p.max_batch, sizeof *t->segs);
+    if (!px->used || !px->payloads || !px->ev_layer || !px->tr || !t->looked || !t->keys || !t->payloads ||
+        !t->segs)
         GP_FAIL(GP_ERR_NO_MEMORY, "stored prefixes: out of host memory for %d slots", px->n_slots);
     GP_TRY(gp_pinned_alloc((void **)&px->pool, (size_t)slots * px->block_bytes, "the stored-prefix pool"));
     px->stage_half = (size_t)px->max_prefix_blocks * (size_t)p->block_tokens * row;
@@ -152,6 +159,9 @@ static gp_status prefix_alloc(gp_engine *e, gp_engine_prefix *px)
                            "the prefix reload's staging buffers"));
     GP_TRY(gp_device_alloc((void **)&px->d_table, sizeof(int32_t) * (size_t)e->max_blocks, "a reload block table"));
     GP_TRY(gp_pinned_alloc((void **)&px->h_table, sizeof(int32_t) * (size_t)e->max_blocks, "a reload block table"));
+    const size_t tables = sizeof(int32_t) * (size_t)e->max_blocks * (size_t)e->p.max_batch;
+    GP_TRY(gp_device_alloc((void **)&t->d_tables, tables, "the host tier's block tables"));
+    GP_TRY(gp_pinned_alloc((void **)&t->h_tables, tables, "the host tier's block tables"));
     for (int i = 0; i < GP_PREFIX_STORE_SLOTS; i++) {
         GP_TRY(gp_device_alloc((void **)&px->d_payload[i], px->block_bytes, "a stored block's gather"));
         GP_TRY(gp_pinned_alloc(&px->h_payload[i], px->block_bytes, "a stored block's copy"));

@@ -15,6 +15,29 @@
  * scatter's (write stream), and the suffix passing its wait for the layer. */
 enum { GP_PREFIX_TR_LOAD0, GP_PREFIX_TR_LOAD1, GP_PREFIX_TR_WRITE0, GP_PREFIX_TR_WRITE1, GP_PREFIX_TR_SUFFIX, GP_PREFIX_TR_COUNT };
 
+/* One sequence's part of a reload: n_tokens staged tokens written at
+ * positions [pos0, pos0 + n_tokens) of seq through its device table. */
+typedef struct gp_prefix_reload_seg {
+    int seq, pos0, n_tokens;
+    const int32_t *d_table;
+} gp_prefix_reload_seg;
+
+/* The host tier's state (engine_host_tier.c): the last lookup's pins, and
+ * the loads waiting for the next batch, in staging order. */
+typedef struct gp_prefix_tier {
+    uint64_t *looked;          /* [max_prefix_blocks]: keys the last lookup pinned */
+    int n_looked;
+    uint64_t *keys;            /* [max_prefix_blocks]: the waiting loads' blocks, pinned */
+    const void **payloads;     /* [max_prefix_blocks]: their host payloads */
+    int n_blocks;
+    gp_prefix_reload_seg *segs; /* [max_batch] */
+    int n_segs;
+    int32_t *d_tables, *h_tables; /* device and pinned [max_batch][max_blocks]: the segments' tables */
+    bool hooked;               /* a provider on the KV memory's hooks */
+    bool enqueued;             /* the loads are enqueued: their pins go once ev_done completes */
+    bool active;               /* the current call's layers wait for the reload's */
+} gp_prefix_tier;
+
 typedef struct gp_engine_prefix {
     gp_prefix_params p;
     char model[512];          /* the identity's name: the caller's, the dtype added */
@@ -49,10 +72,24 @@ typedef struct gp_engine_prefix {
     uint16_t *d_payload[GP_PREFIX_STORE_SLOTS]; /* device, block_bytes each */
     void *h_payload[GP_PREFIX_STORE_SLOTS];     /* pinned, block_bytes each */
     cudaEvent_t ev_stored[GP_PREFIX_STORE_SLOTS];
+    gp_prefix_tier tier;
 } gp_engine_prefix;
 
 /* The store's identity of e's KV for model (the name with the dtype added) in blocks of block_tokens. */
 gp_kvstore_identity gp_engine_prefix_identity(const gp_engine *e, const char *model, int block_tokens);
+/* Enqueue the lag-2 reload of payloads[0..n_blocks) into segs[0..n_segs)
+ * (their tokens in the same order) on the copy and write streams, which
+ * already wait for whatever must precede it; ev_layer[l] completes with
+ * layer l written, ev_done with all of it. */
+gp_status gp_engine_prefix_reload(gp_engine *e, const gp_prefix_reload_seg *segs, int n_segs,
+                                  const void *const *payloads, int n_blocks);
+/* Gather the block at table entry blk of px->d_table (px->seq's positions
+ * blk x block_tokens ..) into store slot slot and copy it down, on the write
+ * stream, ev_stored[slot] recorded after. */
+gp_status gp_engine_prefix_gather(gp_engine *e, int blk, int slot);
+/* The host tier's part of gp_engine_reset_seq and of freeing the prefixes. */
+void gp_engine_host_forget_seq(gp_engine *e, int seq);
+void gp_engine_host_free(gp_engine *e);
 /* ms from a to b (both recorded, with timing), or -1. */
 float gp_engine_prefix_elapsed(cudaEvent_t a, cudaEvent_t b);
 

@@ -11,7 +11,10 @@
 typedef struct reload_be {
     gp_engine *e;
     gp_engine_prefix *px;
-    int n_tokens; /* matched tokens */
+    const gp_prefix_reload_seg *segs; /* where the staged tokens go, in staging order */
+    int n_segs;
+    const void *const *payloads;      /* [n_blocks]: the host blocks, in staging order */
+    int n_blocks;
 } reload_be;
 
 static cudaStream_t stage_stream(const gp_engine_prefix *px, gp_kv_reload_stage s)
@@ -24,7 +27,7 @@ static uint16_t *stage_buf(const gp_engine_prefix *px, int buf, gp_kvstore_part 
     return px->stage + ((size_t)buf * 2 + (size_t)part) * px->stage_half;
 }
 
-/* Layer's K and V of every matched block into buffer buf, in token order:
+/* Layer's K and V of every block into buffer buf, in staging order:
  * per part one strided copy for each run of blocks in consecutive slots
  * (a piece of block_tokens x row elements per block, payloads block_bytes
  * apart), since a copy per piece costs the link a quarter of its rate
@@ -34,14 +37,14 @@ static gp_status be_load(void *ctx, int layer, int buf)
     reload_be *b = ctx;
     gp_engine_prefix *px = b->px;
     gp_kvstore_identity id = gp_engine_prefix_identity(b->e, px->model, px->p.block_tokens);
-    const uint8_t *const *pl = (const uint8_t *const *)px->payloads;
+    const uint8_t *const *pl = (const uint8_t *const *)b->payloads;
     GP_CUDA_TRY(cudaEventRecord(px->tr[layer * GP_PREFIX_TR_COUNT + GP_PREFIX_TR_LOAD0], px->copy));
     for (int part = 0; part < 2; part++) {
         uint64_t off = 0, bytes = 0;
         GP_TRY(gp_kvstore_part_range(&id, layer, (gp_kvstore_part)part, &off, &bytes));
         uint8_t *dst = (uint8_t *)stage_buf(px, buf, (gp_kvstore_part)part);
-        for (int i = 0, run; i < px->n_matched; i += run) {
-            for (run = 1; i + run < px->n_matched && pl[i + run] == pl[i + run - 1] + px->block_bytes; run++)
+        for (int i = 0, run; i < b->n_blocks; i += run) {
+            for (run = 1; i + run < b->n_blocks && pl[i + run] == pl[i + run - 1] + px->block_bytes; run++)
                 ;
             GP_CUDA_TRY(cudaMemcpy2DAsync(dst + (size_t)i * bytes, bytes, pl[i] + off, px->block_bytes, bytes,
                                           (size_t)run, cudaMemcpyHostToDevice, px->copy));
@@ -58,17 +61,24 @@ static gp_status be_process(void *ctx, int layer, int buf)
     return GP_OK;
 }
 
-/* Layer's reloaded tokens from buffer buf into the KV memory: a resident
- * cache's device blocks, or an offloaded one's host blocks for positions
- * below its host quota (what it copies into its window before attention). */
+/* Layer's reloaded tokens from buffer buf into the KV memory, each segment
+ * at its sequence's positions: a resident cache's device blocks, or an
+ * offloaded one's host blocks for positions below its host quota (what it
+ * copies into its window before attention). */
 static gp_status be_write(void *ctx, int layer, int buf)
 {
     reload_be *b = ctx;
     gp_engine_prefix *px = b->px;
+    const size_t row = (size_t)b->e->cfg.n_kv_heads * (size_t)b->e->cfg.head_dim;
     GP_CUDA_TRY(cudaEventRecord(px->tr[layer * GP_PREFIX_TR_COUNT + GP_PREFIX_TR_WRITE0], px->write));
-    GP_TRY(gp_kv_copy_tokens_mem(b->e->km, layer, px->seq, px->d_table, 0, b->n_tokens,
-                                 stage_buf(px, buf, GP_KVSTORE_K), stage_buf(px, buf, GP_KVSTORE_V), GP_KV_TO_CACHE,
-                                 px->write));
+    size_t off = 0;
+    for (int i = 0; i < b->n_segs; i++) {
+        const gp_prefix_reload_seg *g = &b->segs[i];
+        GP_TRY(gp_kv_copy_tokens_mem(b->e->km, layer, g->seq, g->d_table, g->pos0, g->n_tokens,
+                                     stage_buf(px, buf, GP_KVSTORE_K) + off * row,
+                                     stage_buf(px, buf, GP_KVSTORE_V) + off * row, GP_KV_TO_CACHE, px->write));
+        off += (size_t)g->n_tokens;
+    }
     GP_CUDA_TRY(cudaEventRecord(px->tr[layer * GP_PREFIX_TR_COUNT + GP_PREFIX_TR_WRITE1], px->write));
     return GP_OK;
 }
@@ -131,6 +141,20 @@ static gp_status begin_reload(gp_engine *e, int seq, int n_tokens)
     return GP_OK;
 }
 
+gp_status gp_engine_prefix_reload(gp_engine *e, const gp_prefix_reload_seg *segs, int n_segs,
+                                  const void *const *payloads, int n_blocks)
+{
+    gp_engine_prefix *px = e->px;
+    reload_be be = {.e = e, .px = px, .segs = segs, .n_segs = n_segs, .payloads = payloads, .n_blocks = n_blocks};
+    gp_kv_reload_params rp = gp_kv_reload_default_params();
+    rp.n_layers = e->cfg.n_layers;
+    rp.n_buffers = px->p.n_buffers;
+    rp.ops = &reload_ops;
+    rp.be = &be;
+    rp.done = px->ev_done;
+    return gp_kv_reload_run(&rp, NULL);
+}
+
 /* The reload's copies and scatters: the table, then the lag-2 schedule;
  * without the per-layer overlap, stream s waits for all of it. */
 static gp_status enqueue_reload(gp_engine *e, cudaStream_t s)
@@ -138,14 +162,9 @@ static gp_status enqueue_reload(gp_engine *e, cudaStream_t s)
     gp_engine_prefix *px = e->px;
     GP_CUDA_TRY(cudaMemcpyAsync(px->d_table, px->h_table, sizeof(int32_t) * (size_t)e->max_blocks,
                                 cudaMemcpyHostToDevice, px->write));
-    reload_be be = {.e = e, .px = px, .n_tokens = px->n_matched * px->p.block_tokens};
-    gp_kv_reload_params rp = gp_kv_reload_default_params();
-    rp.n_layers = e->cfg.n_layers;
-    rp.n_buffers = px->p.n_buffers;
-    rp.ops = &reload_ops;
-    rp.be = &be;
-    rp.done = px->ev_done;
-    GP_TRY(gp_kv_reload_run(&rp, NULL));
+    const gp_prefix_reload_seg seg = {.seq = px->seq, .d_table = px->d_table, .pos0 = 0,
+                                      .n_tokens = px->n_matched * px->p.block_tokens};
+    GP_TRY(gp_engine_prefix_reload(e, &seg, 1, px->payloads, px->n_matched));
     if (!px->p.overlap)
         GP_CUDA_TRY(cudaStreamWaitEvent(s, px->ev_done, 0));
     return GP_OK;
@@ -222,6 +241,9 @@ gp_status gp_engine_prefill_prefix(gp_engine *e, int seq, int n, const int32_t *
         *st = s;
     GP_TRY(check_prompt(e, seq, n, prompt));
     gp_engine_prefix *px = e->px;
+    if (px && (px->tier.n_segs || px->tier.n_looked || px->tier.enqueued))
+        GP_FAIL(GP_ERR_STATE, "prefill with a stored prefix: the host tier's loads are in progress on the same "
+                "staging buffers; run the batch that takes them first");
     const int bt = px ? px->p.block_tokens : 1;
     int want = px ? (n - 1) / bt : 0, matched = 0;
     uint64_t *keys = NULL;

@@ -7,7 +7,7 @@
 #include <string.h>
 
 #include "cuda_util.cuh"
-#include "engine_impl.h"
+#include "engine_prefix_impl.h"
 
 /* The sequential step: every stage on the lane over all B rows, the
  * residual in the lane's own rows. */
@@ -199,6 +199,7 @@ void *gp_engine_last_step_event(const gp_engine *e)
 
 void gp_engine_reset_seq(gp_engine *e, int seq)
 {
+    gp_engine_host_forget_seq(e, seq);
     gp_kv_release(e->tables, seq);
 }
 

@@ -464,9 +464,10 @@ gp_status gp_engine_prefix_store_seq(gp_engine *e, int seq, int n, const int32_t
  *     blocks reserved now; the next gp_lane_run_batch copies them in with
  *     one lag-2 reload for every load waiting (a provider on the KV
  *     memory's hooks: the batch's layer l waits for layer l only); the
- *     lookup's other pins go (n = 0: all). A batch that fails leaves the
- *     loads waiting for the next; gp_engine_reset_seq drops seq's. The pins
- *     go once the copies completed. */
+ *     lookup's other pins go (n = 0: all). A batch that fails before its
+ *     first layer leaves the loads waiting for the next; gp_engine_reset_seq
+ *     drops seq's. The pins go once the copies completed, before the batch
+ *     returns. */
 uint64_t gp_engine_host_seed(const gp_engine *e);
 gp_status gp_engine_host_offload(gp_engine *e, int handle, uint64_t key, const int32_t *tokens);
 gp_status gp_engine_host_lookup(gp_engine *e, const uint64_t *keys, const int32_t *tokens, int n, int *held);

@@ -117,6 +117,12 @@ char *gp_api_metrics_text(const gp_serve_stats *st, const char *model)
     counter(&m, "prefix_cache_queries_total", "Prompt tokens looked up in the prefix cache.",
             st->prefix_query_tokens);
     counter(&m, "prefix_cache_hits_total", "Prompt tokens found in the prefix cache.", st->prefix_hit_tokens);
+    counter(&m, "prefix_cache_host_hits_total", "Prompt tokens beyond the device hits loaded from the host store.",
+            st->prefix_host_hit_tokens);
+    counter(&m, "kv_host_offloaded_blocks_total", "Evicted prefix-cache blocks kept in the host store.",
+            st->host_offloaded_blocks);
+    counter(&m, "kv_host_offload_failures_total", "Evicted prefix-cache blocks the host store could not keep.",
+            st->host_offload_failures);
     head(&m, "request_success_total", "counter", "Requests finished, by finish reason.");
     for (int r = GP_SERVE_STOP; r <= GP_SERVE_ERROR; r++)
         fprintf(f, "greenpipe:request_success_total{%s,finished_reason=\"%s\"} %lld\n", label, reasons[r],

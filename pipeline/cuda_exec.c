@@ -436,6 +436,26 @@ static gp_status cx_attach_blocks(void *ctx, int seq, const int *handles, int n)
     return gp_engine_kv_attach(((gp_cuda_exec *)ctx)->e, seq, handles, n);
 }
 
+static uint64_t cx_host_seed(void *ctx)
+{
+    return gp_engine_host_seed(((gp_cuda_exec *)ctx)->e);
+}
+
+static gp_status cx_host_offload(void *ctx, int handle, uint64_t key, const int32_t *tokens)
+{
+    return gp_engine_host_offload(((gp_cuda_exec *)ctx)->e, handle, key, tokens);
+}
+
+static gp_status cx_host_lookup(void *ctx, const uint64_t *keys, const int32_t *tokens, int n, int *held)
+{
+    return gp_engine_host_lookup(((gp_cuda_exec *)ctx)->e, keys, tokens, n, held);
+}
+
+static gp_status cx_host_load(void *ctx, int seq, int n)
+{
+    return gp_engine_host_load(((gp_cuda_exec *)ctx)->e, seq, n);
+}
+
 static gp_status cx_run_batch(void *ctx, const gp_batch *b, int32_t *next, float *logits, float *step_ms)
 {
     gp_cuda_exec *x = ctx;
@@ -527,6 +547,10 @@ static const gp_session_ops cuda_session_ops = {
     .retain_block = cx_retain_block,
     .drop_block = cx_drop_block,
     .attach_blocks = cx_attach_blocks,
+    .host_seed = cx_host_seed,
+    .host_offload = cx_host_offload,
+    .host_lookup = cx_host_lookup,
+    .host_load = cx_host_load,
     .n_splits = cx_n_splits,
     .select_split = cx_select,
     .split_info = cx_split_info,

@@ -27,6 +27,10 @@ typedef struct gp_serve_params {
     int kv_blocks;          /* KV blocks the scheduler admits against; 0 (default): every block the
                                backend holds (max_seqs x max_context / block_size) */
     bool prefix_cache;      /* automatic prefix caching (--no-prefix-cache turns it off); default on */
+    /* The backend's host store behind the prefix cache (--kv-store-size):
+     * evicted blocks are kept there and reloaded layer by layer. Needs
+     * prefix_cache and an executor with the host ops; default off. */
+    bool host_tier;
     const char *model_name; /* the id requests name and responses carry (copied) */
 } gp_serve_params;
 gp_serve_params gp_serve_default_params(void);
@@ -150,6 +154,8 @@ typedef struct gp_serve_stats {
     long long requests_finished[5];       /* by gp_serve_finish (index 0 unused) */
     long long prompt_tokens, generation_tokens;
     long long prefix_hit_tokens, prefix_query_tokens; /* hit rate = hit / query */
+    long long prefix_host_hit_tokens;     /* of the queried, those loaded from the host tier */
+    long long host_offloaded_blocks, host_offload_failures; /* evicted blocks kept in the host tier, or lost */
     long long preemptions, steps;
     double step_seconds;                  /* engine time in steps */
     double host_seconds;                  /* scheduling and delivery around them */

@@ -132,6 +132,11 @@ gp_status gp_serve_create(const gp_serve_env *env, const gp_serve_params *p, gp_
                 env->block_size);
     const gp_session_ops *so = env->exec.session;
     bool share = so->retain_block && so->drop_block && so->attach_blocks;
+    if (p->host_tier && (!p->prefix_cache || !share || !so->host_seed || !so->host_offload || !so->host_lookup ||
+                         !so->host_load))
+        GP_FAIL(GP_ERR_UNSUPPORTED, "a host store behind the prefix cache: %s", !p->prefix_cache
+                ? "the prefix cache is off, and the store keeps only the blocks it evicts"
+                : "the executor has no shared KV blocks or no host store ops");
     gp_serve *s = calloc(1, sizeof *s);
     if (!s)
         GP_FAIL(GP_ERR_NO_MEMORY, "out of memory for the serving core");
@@ -144,7 +149,8 @@ gp_status gp_serve_create(const gp_serve_env *env, const gp_serve_params *p, gp_
                                 .vocab = env->cfg->vocab, .max_context = env->max_context,
                                 .block_size = env->block_size,
                                 .total_blocks = p->kv_blocks ? p->kv_blocks : (int)all,
-                                .prefix_cache = s->p.prefix_cache};
+                                .prefix_cache = s->p.prefix_cache,
+                                .chain_seed = p->host_tier ? so->host_seed(env->exec.ctx) : 0};
     memcpy(s->st.ttft.le, TTFT_LE, sizeof TTFT_LE);
     memcpy(s->st.tpot.le, TPOT_LE, sizeof TPOT_LE);
     memcpy(s->st.e2e.le, E2E_LE, sizeof E2E_LE);

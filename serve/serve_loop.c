@@ -66,6 +66,26 @@ static gp_status op_attach(void *ctx, int seq, const int *handles, int n)
     return GP_OK;
 }
 
+static gp_status op_host_offload(void *ctx, int handle, uint64_t key, const int32_t *tokens)
+{
+    gp_serve *s = ctx;
+    return s->env.exec.session->host_offload(s->env.exec.ctx, handle, key, tokens);
+}
+
+static gp_status op_host_lookup(void *ctx, const uint64_t *keys, const int32_t *tokens, int n, int *held)
+{
+    gp_serve *s = ctx;
+    return s->env.exec.session->host_lookup(s->env.exec.ctx, keys, tokens, n, held);
+}
+
+static gp_status op_host_load(void *ctx, int seq, int n)
+{
+    gp_serve *s = ctx;
+    GP_TRY(s->env.exec.session->host_load(s->env.exec.ctx, seq, n));
+    s->seq_len[seq] += n * s->env.block_size;
+    return GP_OK;
+}
+
 gp_sched_ops gp_serve_sched_ops(gp_serve *s)
 {
     gp_sched_ops o = {.run_batch = op_run_batch, .reset_seq = op_reset_seq, .sample = op_sample, .ctx = s};
@@ -73,6 +93,11 @@ gp_sched_ops gp_serve_sched_ops(gp_serve *s)
         o.retain_block = op_retain;
         o.drop_block = op_drop;
         o.attach_blocks = op_attach;
+    }
+    if (s->p.host_tier) {
+        o.host_offload = op_host_offload;
+        o.host_lookup = op_host_lookup;
+        o.host_load = op_host_load;
     }
     return o;
 }
@@ -183,6 +208,9 @@ static void update_stats(gp_serve *s, double turn_s)
     s->st.steps = ss.steps;
     s->st.prefix_query_tokens = ss.prefix_query_tokens;
     s->st.prefix_hit_tokens = ss.prefix_hit_tokens;
+    s->st.prefix_host_hit_tokens = ss.prefix_host_hit_tokens;
+    s->st.host_offloaded_blocks = ss.host_offloaded_blocks;
+    s->st.host_offload_failures = ss.host_offload_failures;
     s->st.step_seconds += s->run_seconds;
     s->st.decode_steps = s->decode_steps;
     s->st.decode_rows = s->decode_rows;

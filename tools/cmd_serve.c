@@ -26,7 +26,8 @@ typedef struct serve_opts {
     gp_dtype dtype;
     bool dtype_given;
     long threads, prefill_chunk, block_size, max_batch, max_context, kv_blocks;
-    uint64_t vram_budget, kv_vram_budget;
+    uint64_t vram_budget, kv_vram_budget, kv_store_size;
+    const char *kv_store_dir;
     const char *chat_template;
     const char *served_name;
     gp_serve_params sp;
@@ -74,6 +75,11 @@ static void usage(FILE *f)
             "                       (--max-batch x --max-context / --block-size); fewer forces preemption\n"
             "  --no-prefix-cache    do not keep full KV blocks of finished and running requests for later\n"
             "                       requests with the same prefix (default: kept, LRU evicted)\n"
+            "  --kv-store-size SIZE cuda: keep the blocks the prefix cache evicts in a pinned host store of\n"
+            "                       SIZE bytes (LRU), so a later request reloads them layer by layer\n"
+            "                       beside its batch instead of computing them; default off\n"
+            "  --kv-store DIR       with --kv-store-size: also keep the stored blocks as files in DIR\n"
+            "                       (reused by later runs of the same model, dtype and --block-size)\n"
             "Engine (as greenpipe generate's):\n"
             "  --backend cpu|cuda   default cpu (the float32 reference)\n"
             "  --dtype auto|bf16|fp16  cuda only; default auto\n"
@@ -114,6 +120,7 @@ static int parse(int argc, char **argv, serve_opts *o)
         {"vram-budget", required_argument, NULL, 'V'}, {"kv-vram-budget", required_argument, NULL, 'O'},
         {"block-size", required_argument, NULL, 'z'},  {"chat-template", required_argument, NULL, 'U'},
         {"seed", required_argument, NULL, 's'},       {"max-connections", required_argument, NULL, 'C'},
+        {"kv-store-size", required_argument, NULL, 'Z'}, {"kv-store", required_argument, NULL, 'Y'},
         {"help", no_argument, NULL, 'h'},
         {NULL, 0, NULL, 0},
     };
@@ -192,6 +199,8 @@ static int parse(int argc, char **argv, serve_opts *o)
         case 'c': st = gp_parse_long(optarg, 1, GP_ENGINE_MAX_PREFILL_CHUNK, "--prefill-chunk", &o->prefill_chunk); break;
         case 'V': st = gp_parse_size(optarg, "--vram-budget", &o->vram_budget); break;
         case 'O': st = gp_parse_size(optarg, "--kv-vram-budget", &o->kv_vram_budget); break;
+        case 'Z': st = gp_parse_size(optarg, "--kv-store-size", &o->kv_store_size); break;
+        case 'Y': o->kv_store_dir = optarg; break;
         case 'z': st = gp_parse_long(optarg, 1, 1024, "--block-size", &o->block_size); break;
         case 'U': o->chat_template = optarg; break;
         case 's': st = gp_parse_u64(optarg, "--seed", &o->seed); o->seed_given = true; break;
@@ -239,9 +248,17 @@ static int parse(int argc, char **argv, serve_opts *o)
                 "budget)\n", o->sp.token_budget, o->max_batch, o->prefill_chunk);
         return 2;
     }
+    if (o->kv_store_dir && !o->kv_store_size)
+        return bad("--kv-store %s without --kv-store-size: the files back a host store, which the size turns on",
+                   o->kv_store_dir);
+    if (o->kv_store_size && !o->sp.prefix_cache)
+        return bad("%s with --no-prefix-cache: the host store keeps the blocks the prefix cache evicts",
+                   "--kv-store-size");
+    o->sp.host_tier = o->kv_store_size != 0;
     gp_feature_set f = {.cuda = o->backend == GP_BACKEND_CUDA, .graphs = true,
                         .prefill_chunk = o->prefill_chunk != 0, .vram_budget = o->vram_budget,
-                        .kv_vram_budget = o->kv_vram_budget, .prefix_cache = o->sp.prefix_cache};
+                        .kv_vram_budget = o->kv_vram_budget, .kv_store_bytes = o->kv_store_size,
+                        .prefix_cache = o->sp.prefix_cache};
     if (gp_features_check(&f) != GP_OK) {
         fprintf(stderr, PROG ": %s\n", gp_last_error());
         return 2;
@@ -365,8 +382,11 @@ int gp_cmd_serve(int argc, char **argv)
     bp.prefill_chunk = o.backend == GP_BACKEND_CUDA ? (int)(o.prefill_chunk ? o.prefill_chunk : o.sp.token_budget) : 0;
     if (o.dtype_given && o.backend == GP_BACKEND_CUDA)
         bp.dtype = o.dtype;
-    if ((st = gp_backend_check_budget(&bp, cfg)) != GP_OK) {
-        fprintf(stderr, PROG ": --vram-budget: %s\n", gp_last_error());
+    bp.kv_store_bytes = o.kv_store_size; /* the store's blocks are the cache's: a block moves whole */
+    bp.kv_store_dir = o.kv_store_dir;
+    bp.kv_store_block = o.kv_store_size ? bp.block_size : 0;
+    if ((st = gp_backend_check_budget(&bp, cfg)) != GP_OK || (st = gp_backend_check_kv_store(&bp, cfg)) != GP_OK) {
+        fprintf(stderr, PROG ": %s\n", gp_last_error());
         exit_code = 2;
         goto out;
     }
@@ -389,20 +409,23 @@ int gp_cmd_serve(int argc, char **argv)
     gp_serve_stats ss;
     gp_serve_get_stats(core, &ss);
     fprintf(stderr, PROG ": ready in %.2f s: model '%s', backend %s; %ld sequences of %d tokens, %d KV blocks of "
-            "%ld, %d tokens per step (%s), prefix cache %s\n", gp_now_s() - t0, name, gp_backend_describe(b),
+            "%ld, %d tokens per step (%s), prefix cache %s%s\n", gp_now_s() - t0, name, gp_backend_describe(b),
             o.max_batch, context, ss.kv_blocks_total, o.block_size, o.sp.token_budget,
             o.sp.policy == GP_SCHED_CHUNKED ? "chunked" : "prefill-first", gp_serve_prefix_cache_on(core)
-                ? "on" : o.sp.prefix_cache ? "off (the backend shares no KV blocks)" : "off");
+                ? "on" : o.sp.prefix_cache ? "off (the backend shares no KV blocks)" : "off",
+            o.sp.host_tier ? ", the host store behind it" : "");
     while (!g_stop)
         pause();
     gp_serve_get_stats(core, &ss);
     fprintf(stderr, PROG ": stopping after %lld requests (%lld stop, %lld length, %lld cancelled, %lld failed), %lld "
-            "prompt and %lld generated tokens, %lld preemptions, %lld of %lld prompt tokens from the prefix cache\n",
+            "prompt and %lld generated tokens, %lld preemptions, %lld of %lld prompt tokens from the prefix cache "
+            "(%lld of them loaded from the host store; %lld blocks offloaded into it, %lld lost)\n",
             ss.requests_finished[GP_SERVE_STOP] + ss.requests_finished[GP_SERVE_LENGTH] +
                 ss.requests_finished[GP_SERVE_CANCELLED] + ss.requests_finished[GP_SERVE_ERROR],
             ss.requests_finished[GP_SERVE_STOP], ss.requests_finished[GP_SERVE_LENGTH],
             ss.requests_finished[GP_SERVE_CANCELLED], ss.requests_finished[GP_SERVE_ERROR], ss.prompt_tokens,
-            ss.generation_tokens, ss.preemptions, ss.prefix_hit_tokens, ss.prefix_query_tokens);
+            ss.generation_tokens, ss.preemptions, ss.prefix_hit_tokens + ss.prefix_host_hit_tokens,
+            ss.prefix_query_tokens, ss.prefix_host_hit_tokens, ss.host_offloaded_blocks, ss.host_offload_failures);
     if (ss.steps > 0)
         fprintf(stderr, PROG ": %lld steps: %.3f ms in the backend and %.3f ms of scheduling and delivery a step "
                 "(%.2f%%); %lld decode-only steps: %.1f rows at a mean context of %.0f tokens, %.3f ms a step, %.0f "

@@ -80,3 +80,9 @@ gp_add_test(engine_cpu_ffn_ref SOURCES ${GP_ENG_TESTS}/test_cpu_ffn_ref.c LIBS g
 # against the sparse engine; statistics, refusals.
 gp_add_test(engine_cpu_ffn SOURCES ${GP_ENG_TESTS}/test_engine_cpu_ffn.c ${GP_ENG_TESTS}/engine_test_util.c
             LIBS gp_pipeline_cuda GPU)
+
+# The host tier behind a prefix cache (GPU): blocks offloaded and loaded
+# back, reloaded with a mixed batch, bitwise against the same batch
+# computed; waiting loads, resets, pins, refusals.
+gp_add_test(engine_host_tier SOURCES ${GP_ENG_TESTS}/test_engine_host_tier.c ${GP_ENG_TESTS}/gpu_test_util.c
+            LIBS gp_pipeline_cuda GPU)

@@ -23,3 +23,9 @@ gp_cli_test(serve_kv_blocks 2 "--kv-blocks 100000 exceeds the 256 blocks --max-b
 gp_cli_test(serve_prefix_offload 2 "the prefix cache .* with an offloaded KV cache .*: an offloaded sequence's oldest blocks"
             serve --model tiny --backend cuda --kv-vram-budget 1G)
 gp_cli_test(serve_max_body 2 "--max-body 2147483648 bytes: allowed at most 1G" serve --model tiny --max-body 2G)
+gp_cli_test(serve_store_cpu 2 "stored prefixes .* are reloaded into the CUDA engine's paged device cache"
+            serve --model tiny --kv-store-size 1G)
+gp_cli_test(serve_store_no_cache 2 "--kv-store-size with --no-prefix-cache: the host store keeps the blocks the prefix cache evicts"
+            serve --model tiny --backend cuda --kv-store-size 1G --no-prefix-cache)
+gp_cli_test(serve_store_dir_alone 2 "--kv-store /tmp without --kv-store-size"
+            serve --model tiny --backend cuda --kv-store /tmp)

@@ -16,6 +16,9 @@ tests/tools/gen_chat.py, starts `greenpipe serve` on an ephemeral port of
 - under a KV budget too small for the load, requests are preempted and
   recomputed with no request lost and no output changed;
 - a client that disconnects mid-stream frees its request and KV blocks;
+- cuda: with a host store behind the prefix cache (--kv-store-size), a
+  shared prefix evicted from the device by other requests is loaded back
+  from the store, with generate's outputs;
 - bad requests get OpenAI error objects with the right status.
 cuda: exit 77 (skipped) without a usable GPU."""
 import http.client
@@ -327,6 +330,29 @@ def check_disconnect(srv):
     fail("disconnect: the request still runs or holds KV blocks 30 s after the client left")
 
 
+def check_host_store(exe, m, prompts, want, id2tok, d):
+    """A shared prefix cached, evicted by 16 other requests (into the store),
+    then loaded back for the rest of its group: outputs stay generate's."""
+    steps = 10
+    srv = Server(exe, m, ["--max-batch", "8", "--max-num-batched-tokens", "16", "--max-context", "128",
+                          "--block-size", "4", "--kv-blocks", "48", "--kv-store-size", "64M"])
+    try:
+        shared = ["the end is near, hello world, ask the sea and the stone ring %d: " % i for i in range(8)]
+        want_shared = generate(exe, m, shared, steps, d=d)
+        concurrent_streams(srv, shared[:1], steps, want_shared[:1], id2tok, "host store, first")
+        concurrent_streams(srv, prompts[:16], steps, want[:16], id2tok, "host store, evicting")
+        off = srv.metric("greenpipe:kv_host_offloaded_blocks_total")
+        for i in range(1, 8):  # one at a time: the first reloads, the rest share its device blocks
+            concurrent_streams(srv, shared[i:i + 1], steps, want_shared[i:i + 1], id2tok, "host store, again")
+        host = srv.metric("greenpipe:prefix_cache_host_hits_total")
+        if off < 1 or host < 4:
+            fail("host store: %d blocks offloaded, %d prompt tokens loaded back; wanted both" % (off, host))
+        print("host store: %d blocks offloaded, %d prompt tokens loaded back layer by layer, outputs unchanged"
+              % (off, host))
+    finally:
+        srv.stop()
+
+
 def main():
     exe, ckpt = sys.argv[1], sys.argv[2]
     if BACKEND != "cpu":
@@ -371,6 +397,8 @@ def main():
             print("tiny KV budget: %d preemptions, every output unchanged; disconnect frees its blocks" % pre)
         finally:
             srv.stop()
+        if BACKEND == "cuda":
+            check_host_store(exe, m, prompts, want, id2tok, d)
     print("ok")
 
 
