@@ -476,6 +476,57 @@ static void test_reload_after_eviction(void **state)
     bench_close(&b);
 }
 
+/* Prefill-first, two slots: P's blocks are evicted into the tier by Q, R
+ * and S; then X and Y arrive together, Y continuing P's prompt. Y's load
+ * fails after X took part of the budget, and Y's whole prompt no longer
+ * fits beside X: Y waits, holding nothing, and runs alone next. */
+static void test_failed_load_waits(void **state)
+{
+    (void)state;
+    gp_sched_config cfg = config(GP_SCHED_PREFILL_FIRST, 16, 8);
+    cfg.max_seqs = 2;
+    bench b;
+    bench_open(&b, &cfg, 16);
+    req r[6]; /* P, Q, R, S, X, Y */
+    const int len[6] = {13, 13, 13, 13, 5, 14};
+    for (int i = 0; i < 6; i++) {
+        memset(&r[i], 0, sizeof r[i]);
+        for (int k = 0; k < len[i]; k++)
+            r[i].prompt[k] = rnd(g_w.cfg.vocab);
+        set_request(&r[i], 30 + (uint64_t)i, len[i], 2);
+    }
+    memcpy(r[5].prompt, r[0].prompt, sizeof(int32_t) * 12);
+    for (int i = 0; i < 6; i++)
+        run_alone(&r[i]);
+    for (int i = 0; i < 4; i++)
+        serve_one(&b, &r[i]);
+    gp_sched_cpu_tier_fail(b.tier, 0, ALWAYS, 0);
+    GP_CHECK_OK(gp_sched_submit(b.s, &r[4].r));
+    GP_CHECK_OK(gp_sched_submit(b.s, &r[5].r));
+    gp_sched_result res;
+    do {
+        int n_ev;
+        GP_CHECK_OK(gp_sched_step(b.s, &n_ev));
+        collect(b.s, &r[4], 2, n_ev);
+        bench_check(&b);
+        GP_CHECK_OK(gp_sched_result_of(b.s, r[5].r.id, &res));
+    } while (res.finish == GP_SCHED_RUNNING);
+    gp_sched_stats st;
+    gp_sched_get_stats(b.s, &st);
+    assert_int_equal(st.prefix_host_hit_tokens, 0);
+    /* Y found P's blocks beside X and alone, and both loads failed */
+    assert_int_equal(store_stats(&b).hit_blocks, 6);
+    for (int i = 4; i < 6; i++) {
+        GP_CHECK_OK(gp_sched_result_of(b.s, r[i].r.id, &res));
+        assert_int_equal(res.n_tokens, 2);
+        assert_memory_equal(res.tokens, r[i].want, sizeof(int32_t) * 2);
+        assert_memory_equal(r[i].got, r[i].want, sizeof(int32_t) * 2);
+    }
+    for (int i = 0; i < 6; i++)
+        GP_CHECK_OK(gp_sched_release(b.s, r[i].r.id));
+    bench_close(&b);
+}
+
 /* Groups taking turns on few device blocks, both policies: blocks come
  * back from the tier, the tokens are those alone, and the results' cached
  * tokens count the host hits (all of the hits when no request was
@@ -588,6 +639,7 @@ int main(void)
         cmocka_unit_test(test_ref_kv_round_trip),
         cmocka_unit_test(test_tier_ops_needed),
         cmocka_unit_test(test_reload_after_eviction),
+        cmocka_unit_test(test_failed_load_waits),
         cmocka_unit_test(test_tier_shared_prefixes),
         cmocka_unit_test(test_tier_faults),
         cmocka_unit_test(test_small_tier),
