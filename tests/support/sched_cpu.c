@@ -93,11 +93,13 @@ gp_status gp_sched_cpu_tier_create(gp_cpu_model *m, int capacity_blocks, gp_sche
     t->payload = malloc((size_t)bytes);
     t->held = malloc(sizeof(uint64_t) * (size_t)t->most);
     t->payloads = malloc(sizeof(void *) * (size_t)t->most);
-    gp_status st = t->payload && t->held && t->payloads ? gp_kvstore_create(&p, &t->store) : GP_ERR_NO_MEMORY;
+    if (!t->payload || !t->held || !t->payloads) {
+        gp_sched_cpu_tier_destroy(t);
+        GP_FAIL(GP_ERR_NO_MEMORY, "gp_sched_cpu_tier_create: out of host memory for a block of %llu bytes",
+                (unsigned long long)bytes);
+    }
+    gp_status st = gp_kvstore_create(&p, &t->store);
     if (st != GP_OK) {
-        if (st == GP_ERR_NO_MEMORY)
-            gp_set_error("gp_sched_cpu_tier_create: out of host memory for a block of %llu bytes",
-                         (unsigned long long)bytes);
         gp_sched_cpu_tier_destroy(t);
         return st;
     }
