@@ -180,14 +180,13 @@ typedef struct plan {
 } plan;
 
 /* Cancels the requests this step admitted (waiting before it, in was[])
- * when the step loaded blocks from the tier; how many. */
-static int cancel_loaded(bench *b, req *q, const bool *was, long long host_before)
+ * with cached blocks when the step loaded blocks from the tier. */
+static void cancel_loaded(bench *b, req *q, const bool *was, long long host_before)
 {
     gp_sched_stats st;
     gp_sched_get_stats(b->s, &st);
     if (st.prefix_host_hit_tokens == host_before)
-        return 0;
-    int n = 0;
+        return;
     for (int i = 0; i < N_REQ; i++) {
         gp_sched_result res;
         if (!was[i] || gp_sched_result_of(b->s, q[i].r.id, &res) != GP_OK || res.finish != GP_SCHED_RUNNING ||
@@ -196,9 +195,7 @@ static int cancel_loaded(bench *b, req *q, const bool *was, long long host_befor
         q[i].cancelled = 1;
         GP_CHECK_OK(gp_sched_cancel(b->s, q[i].r.id));
         bench_check(b);
-        n++;
     }
-    return n;
 }
 
 /* Submits each request at its arrival and steps until all finish, checking
