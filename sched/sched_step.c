@@ -110,13 +110,13 @@ static int admit(gp_sched *s, rq *r, int whole_only)
     }
     if (looked) /* the lookup's pins go */
         (void)s->ops.host_load(s->ops.ctx, seq, 0);
-    if (n <= 0) {
-        if (hit > 0) { /* attached, then the tier's load failed and the longer rest fits no more */
+    if (n <= 0) { /* none fits, or the tier's load failed and the longer rest fits no more */
+        if (hit > 0) { /* attached: let them go */
             s->ops.reset_seq(s->ops.ctx, seq);
             gp_sched_prefix_release(s, r);
             r->nblk = r->computed = 0;
-            r->seq = -1;
         }
+        r->seq = -1; /* the failed load's slot is not its */
         return 0;
     }
     if (s->pc) {

@@ -1,6 +1,13 @@
 /* The scheduler's backend ops over the CPU reference (gp_cpu_run_batch and
- * gp_cpu_reset_seq), and its shared KV blocks for prefix caching. */
+ * gp_cpu_reset_seq), its shared KV blocks for prefix caching, and a host
+ * tier of blocks copied out of and back into its cache. */
 #include "sched_cpu.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+#include "gp_kvstore.h"
+#include "ref_impl.h"
 
 static gp_status cpu_run_batch(void *ctx, const gp_batch *b, int32_t *next, float *logits)
 {
@@ -50,4 +57,169 @@ gp_sched_ops gp_sched_cpu_share_ops(gp_cpu_model *m)
     o.drop_block = cpu_drop;
     o.attach_blocks = cpu_attach;
     return o;
+}
+
+struct gp_sched_cpu_tier {
+    gp_cpu_model *m;
+    gp_kvstore *store;
+    uint64_t seed;           /* the store's chain seed */
+    float *payload;          /* one block: an offload's copy on its way into the store */
+    uint64_t *held;          /* [blocks of a sequence]: the keys the last lookup pinned */
+    int n_held, most;        /* most: blocks of a sequence, what one load can take */
+    const void **payloads;   /* [most]: a load's */
+    int fail_lookup, fail_load, fail_offload;
+};
+
+gp_status gp_sched_cpu_tier_create(gp_cpu_model *m, int capacity_blocks, gp_sched_cpu_tier **out)
+{
+    if (!m || !out || capacity_blocks < 1)
+        GP_FAIL(GP_ERR_INVALID_ARG, "gp_sched_cpu_tier_create: model %s, out %s, capacity %d blocks: allowed a "
+                "model, out and at least 1 block", m ? "set" : "NULL", out ? "set" : "NULL", capacity_blocks);
+    const gp_config *cfg = gp_cpu_model_config(m);
+    gp_kv_tables *kv = gp_ref_kv_of(m).kv;
+    gp_kvstore_params p = gp_kvstore_default_params();
+    p.id = (gp_kvstore_identity){.model = "sched_cpu tier", .n_layers = cfg->n_layers,
+                                 .n_kv_heads = cfg->n_kv_heads, .head_dim = cfg->head_dim, .dtype_bytes = 4,
+                                 .block_size = gp_kv_tables_layout(kv)->block_size};
+    uint64_t bytes;
+    GP_TRY(gp_kvstore_block_bytes(&p.id, &bytes));
+    p.capacity_bytes = bytes * (uint64_t)capacity_blocks;
+    gp_sched_cpu_tier *t = calloc(1, sizeof(*t));
+    if (!t)
+        GP_FAIL(GP_ERR_NO_MEMORY, "gp_sched_cpu_tier_create: out of host memory");
+    t->m = m;
+    t->seed = gp_kvstore_seed(&p.id);
+    t->most = gp_kv_max_blocks_per_seq(kv);
+    t->payload = malloc((size_t)bytes);
+    t->held = malloc(sizeof(uint64_t) * (size_t)t->most);
+    t->payloads = malloc(sizeof(void *) * (size_t)t->most);
+    if (!t->payload || !t->held || !t->payloads) {
+        gp_sched_cpu_tier_destroy(t);
+        GP_FAIL(GP_ERR_NO_MEMORY, "gp_sched_cpu_tier_create: out of host memory for a block of %llu bytes",
+                (unsigned long long)bytes);
+    }
+    gp_status st = gp_kvstore_create(&p, &t->store);
+    if (st != GP_OK) {
+        gp_sched_cpu_tier_destroy(t);
+        return st;
+    }
+    *out = t;
+    return GP_OK;
+}
+
+void gp_sched_cpu_tier_destroy(gp_sched_cpu_tier *t)
+{
+    if (!t)
+        return;
+    gp_kvstore_destroy(t->store);
+    free(t->payload);
+    free(t->held);
+    free(t->payloads);
+    free(t);
+}
+
+uint64_t gp_sched_cpu_tier_seed(const gp_sched_cpu_tier *t)
+{
+    return t->seed;
+}
+
+struct gp_kvstore *gp_sched_cpu_tier_store(gp_sched_cpu_tier *t)
+{
+    return t->store;
+}
+
+void gp_sched_cpu_tier_fail(gp_sched_cpu_tier *t, int fail_lookup, int fail_load, int fail_offload)
+{
+    t->fail_lookup = fail_lookup;
+    t->fail_load = fail_load;
+    t->fail_offload = fail_offload;
+}
+
+/* An injected failure: the next *left calls of this op fail. */
+static gp_status injected(int *left, const char *op)
+{
+    if (*left <= 0)
+        return GP_OK;
+    --*left;
+    GP_FAIL(GP_ERR_IO, "sched_cpu tier: %s fails (injected, %d more to come)", op, *left);
+}
+
+/* A block already held is only touched (the match and release); another
+ * is copied out of the reference and put. */
+static gp_status tier_offload(void *ctx, int handle, uint64_t key, const int32_t *tokens)
+{
+    gp_sched_cpu_tier *t = ctx;
+    int held;
+    GP_TRY(injected(&t->fail_offload, "host_offload"));
+    GP_TRY(gp_kvstore_match(t->store, &key, tokens, 1, &held));
+    if (held)
+        return gp_kvstore_release(t->store, &key, 1);
+    GP_TRY(gp_cpu_kv_read_block(t->m, handle, t->payload));
+    return gp_kvstore_put(t->store, key, tokens, t->payload);
+}
+
+static gp_status tier_lookup(void *ctx, const uint64_t *keys, const int32_t *tokens, int n, int *held)
+{
+    gp_sched_cpu_tier *t = ctx;
+    GP_TRY(injected(&t->fail_lookup, "host_lookup"));
+    int matched;
+    GP_TRY(gp_kvstore_match(t->store, keys, tokens, n < t->most ? n : t->most, &matched));
+    memcpy(t->held, keys, sizeof(uint64_t) * (size_t)matched);
+    *held = t->n_held = matched;
+    return GP_OK;
+}
+
+/* The first n pinned blocks appended at once. Every pin goes whatever the
+ * outcome: after a failed load the scheduler calls no other to let them go. */
+static gp_status tier_load(void *ctx, int seq, int n)
+{
+    gp_sched_cpu_tier *t = ctx;
+    gp_status st = GP_OK;
+    if (n < 0 || n > t->n_held) {
+        gp_set_error("sched_cpu tier: host_load of %d blocks into seq %d, allowed 0..%d (the lookup's)", n, seq,
+                     t->n_held);
+        st = GP_ERR_INVALID_ARG;
+    } else if (n > 0) {
+        st = injected(&t->fail_load, "host_load");
+        for (int i = 0; i < n && st == GP_OK; i++)
+            st = gp_kvstore_get(t->store, t->held[i], &t->payloads[i]);
+        if (st == GP_OK)
+            st = gp_cpu_kv_append_blocks(t->m, seq, t->payloads, n);
+    }
+    if (t->n_held)
+        (void)gp_kvstore_release(t->store, t->held, t->n_held); /* pinned by the lookup: cannot fail */
+    t->n_held = 0;
+    return st;
+}
+
+static gp_status tier_run_batch(void *ctx, const gp_batch *b, int32_t *next, float *logits)
+{
+    return cpu_run_batch(((gp_sched_cpu_tier *)ctx)->m, b, next, logits);
+}
+
+static void tier_reset_seq(void *ctx, int seq)
+{
+    cpu_reset_seq(((gp_sched_cpu_tier *)ctx)->m, seq);
+}
+
+static gp_status tier_retain(void *ctx, int seq, int index, int *handle)
+{
+    return cpu_retain(((gp_sched_cpu_tier *)ctx)->m, seq, index, handle);
+}
+
+static void tier_drop(void *ctx, int handle)
+{
+    cpu_drop(((gp_sched_cpu_tier *)ctx)->m, handle);
+}
+
+static gp_status tier_attach(void *ctx, int seq, const int *handles, int n)
+{
+    return cpu_attach(((gp_sched_cpu_tier *)ctx)->m, seq, handles, n);
+}
+
+gp_sched_ops gp_sched_cpu_tier_ops(gp_sched_cpu_tier *t)
+{
+    return (gp_sched_ops){.run_batch = tier_run_batch, .reset_seq = tier_reset_seq, .retain_block = tier_retain,
+                          .drop_block = tier_drop, .attach_blocks = tier_attach, .host_offload = tier_offload,
+                          .host_lookup = tier_lookup, .host_load = tier_load, .ctx = t};
 }
