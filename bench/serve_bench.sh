@@ -12,6 +12,11 @@
 #   prefix    shared-prefix (PREFIX_GROUPS, default 32, x 16 requests, 2048 + 256
 #             tokens, 128 out, PREFIX_RATE requests/s, default 16) with and
 #             without the prefix cache
+#   tier      the shared-prefix load of prefix (TIER_RATE requests/s, default 8)
+#             with a device KV cache too small for every group's prefix
+#             (--kv-blocks TIER_BLOCKS, default 4096): prefix cache off, on,
+#             and on with the host store behind it (--kv-store-size
+#             TIER_STORE, default 16G)
 #   curve     long prompts (512..7680 tokens, 128..512 out; CURVE_PROMPTS of
 #             them, default 48) at each of CURVE_RATES requests/s (default
 #             2 4 6 8 10), chunked and prefill-first, no prefix cache (the
@@ -21,7 +26,7 @@
 # A scenario that fails is reported and the next one runs.
 set -uo pipefail
 if [ $# -lt 4 ]; then
-  sed -n '2,20p' "$0" | sed 's/^# \{0,1\}//'
+  sed -n '2,25p' "$0" | sed 's/^# \{0,1\}//'
   exit 2
 fi
 gp=$1 benchdir=$2 out=$3
@@ -113,6 +118,20 @@ for scenario in "$@"; do
       summary prefix_$cache
     done
     ;;
+  tier)
+    for mode in off device host; do
+      flag=()
+      [ $mode = off ] && flag=(--no-prefix-cache)
+      [ $mode = host ] && flag=(--kv-store-size "${TIER_STORE:-16G}")
+      serve tier_$mode --max-batch 32 --max-context 2560 --max-num-batched-tokens 2048 \
+        --kv-blocks "${TIER_BLOCKS:-4096}" "${flag[@]}" || { failed=1; continue; }
+      load tier_$mode --vocab $vocab --dataset-name shared-prefix --prefix-groups ${PREFIX_GROUPS:-32} \
+        --requests-per-group 16 --prefix-len 2048 --question-len 256 --prefix-output-len 128 \
+        --request-rate ${TIER_RATE:-8} --max-concurrency 32 --seed 1
+      stop
+      summary tier_$mode
+    done
+    ;;
   curve)
     # prompts of 512..7680 random ids, answers of 128..512 tokens, uniform: the
     # longest fits the preset's context of 8192
@@ -136,7 +155,7 @@ for _ in range(int(sys.argv[1])):
     done
     ;;
   *)
-    echo "serve_bench: unknown scenario '$scenario'; allowed: overhead, latency, prefix, curve" >&2
+    echo "serve_bench: unknown scenario '$scenario'; allowed: overhead, latency, prefix, tier, curve" >&2
     failed=1
     ;;
   esac
