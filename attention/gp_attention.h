@@ -87,6 +87,13 @@ gp_dtype gp_kv_device_dtype(const gp_kv_device *kv);
  * gp_kv_device_dtype; NULL when layer is out of range. */
 void *gp_kv_device_k(const gp_kv_device *kv, int layer);
 void *gp_kv_device_v(const gp_kv_device *kv, int layer);
+/* Block `block`'s K and V of every layer to host memory: payload gets them
+ * layer-major (layer 0 K, layer 0 V, layer 1 K, ...; each
+ * [block_size][n_kv_heads][head_dim], the stored-prefix payload layout), as
+ * one strided copy on stream, the pools lying layer after layer; pinned
+ * payload memory makes it asynchronous. GP_ERR_INVALID_ARG for a block
+ * outside the pool. */
+gp_status gp_kv_device_copy_block_out(const gp_kv_device *kv, int block, void *payload, void *stream);
 int32_t *gp_kv_device_block_tables(const gp_kv_device *kv); /* device [max_seqs][max_blocks_per_seq] */
 int32_t *gp_kv_device_lens(const gp_kv_device *kv);         /* device [max_seqs] */
 int32_t *gp_kv_device_positions(const gp_kv_device *kv);    /* device [max_seqs] */

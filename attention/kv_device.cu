@@ -402,6 +402,18 @@ extern "C" void *gp_kv_device_v(const gp_kv_device *kv, int layer)
     return kv->pools + (size_t)(2 * layer + 1) * (size_t)kv->layer_elems;
 }
 
+extern "C" gp_status gp_kv_device_copy_block_out(const gp_kv_device *kv, int block, void *payload, void *stream)
+{
+    if (!kv || !payload || block < 0 || block >= kv->layout.n_blocks)
+        GP_FAIL(GP_ERR_INVALID_ARG, "copying a KV block out: block %d%s; allowed [0, %d) and a payload", block,
+                payload ? "" : " without a payload", kv ? kv->layout.n_blocks : 0);
+    const size_t piece = gp_kv_offset(&kv->layout, 1, 0, 0) * sizeof(uint16_t); /* one layer's K of a block */
+    GP_CUDA_TRY(cudaMemcpy2DAsync(payload, piece, kv->pools + gp_kv_offset(&kv->layout, block, 0, 0),
+                                  kv->layer_elems * sizeof(uint16_t), piece, 2 * (size_t)kv->layout.n_layers,
+                                  cudaMemcpyDeviceToHost, (cudaStream_t)stream));
+    return GP_OK;
+}
+
 extern "C" int32_t *gp_kv_device_block_tables(const gp_kv_device *kv)
 {
     return kv ? kv->d_tables : NULL;

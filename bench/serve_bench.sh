@@ -12,11 +12,11 @@
 #   prefix    shared-prefix (PREFIX_GROUPS, default 32, x 16 requests, 2048 + 256
 #             tokens, 128 out, PREFIX_RATE requests/s, default 16) with and
 #             without the prefix cache
-#   tier      the shared-prefix load of prefix (TIER_RATE requests/s, default 8)
-#             with a device KV cache too small for every group's prefix
-#             (--kv-blocks TIER_BLOCKS, default 4096): prefix cache off, on,
-#             and on with the host store behind it (--kv-store-size
-#             TIER_STORE, default 16G)
+#   tier      shared-prefix (TIER_GROUPS, default 64, x 4 requests, 2048 + 256
+#             tokens, 128 out, TIER_RATE requests/s, default 8) with a device
+#             KV cache too small for the groups' prefixes (--kv-blocks
+#             TIER_BLOCKS, default 3072): prefix cache off, on, and on with
+#             the host store behind it (--kv-store-size TIER_STORE, default 32G)
 #   curve     long prompts (512..7680 tokens, 128..512 out; CURVE_PROMPTS of
 #             them, default 48) at each of CURVE_RATES requests/s (default
 #             2 4 6 8 10), chunked and prefill-first, no prefix cache (the
@@ -122,11 +122,11 @@ for scenario in "$@"; do
     for mode in off device host; do
       flag=()
       [ $mode = off ] && flag=(--no-prefix-cache)
-      [ $mode = host ] && flag=(--kv-store-size "${TIER_STORE:-16G}")
+      [ $mode = host ] && flag=(--kv-store-size "${TIER_STORE:-32G}")
       serve tier_$mode --max-batch 32 --max-context 2560 --max-num-batched-tokens 2048 \
-        --kv-blocks "${TIER_BLOCKS:-4096}" "${flag[@]}" || { failed=1; continue; }
-      load tier_$mode --vocab $vocab --dataset-name shared-prefix --prefix-groups ${PREFIX_GROUPS:-32} \
-        --requests-per-group 16 --prefix-len 2048 --question-len 256 --prefix-output-len 128 \
+        --kv-blocks "${TIER_BLOCKS:-3072}" "${flag[@]}" || { failed=1; continue; }
+      load tier_$mode --vocab $vocab --dataset-name shared-prefix --prefix-groups ${TIER_GROUPS:-64} \
+        --requests-per-group 4 --prefix-len 2048 --question-len 256 --prefix-output-len 128 \
         --request-rate ${TIER_RATE:-8} --max-concurrency 32 --seed 1
       stop
       summary tier_$mode

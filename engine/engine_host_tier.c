@@ -16,6 +16,9 @@ static gp_status tier_of(gp_engine *e, const char *what, gp_engine_prefix **out)
         GP_FAIL(GP_ERR_INVALID_ARG, "host tier %s: engine is NULL", what);
     if (!e->px)
         GP_FAIL(GP_ERR_STATE, "host tier %s: stored prefixes are off for this engine (--kv-store-size)", what);
+    if (e->km->offload)
+        GP_FAIL(GP_ERR_UNSUPPORTED, "host tier %s: the KV cache is offloaded; the tier moves blocks of a resident "
+                "cache", what);
     if (e->px->p.block_tokens != e->p.block_size)
         GP_FAIL(GP_ERR_STATE, "host tier %s: stored blocks of %d tokens, KV blocks of %d; a block moves between "
                 "the cache and the store only when they are equal", what, e->px->p.block_tokens, e->p.block_size);
@@ -53,33 +56,36 @@ uint64_t gp_engine_host_seed(const gp_engine *e)
     return gp_kvstore_seed(&id);
 }
 
+typedef struct offload_fill {
+    gp_engine *e;
+    int block;
+} offload_fill;
+
+/* The block straight into the store's pinned slot: one strided copy. */
+static gp_status fill_block(void *ctx, void *dst)
+{
+    offload_fill *f = ctx;
+    gp_engine_prefix *px = f->e->px;
+    GP_TRY(gp_kv_device_copy_block_out(f->e->kv, f->block, dst, px->write));
+    GP_CUDA_TRY(cudaEventRecord(px->ev_stored[0], px->write));
+    return gp_device_event_wait(px->ev_stored[0], "a block offloaded to the host tier");
+}
+
 gp_status gp_engine_host_offload(gp_engine *e, int handle, uint64_t key, const int32_t *tokens)
 {
     gp_engine_prefix *px;
     GP_TRY(tier_of(e, "offload", &px));
-    const int n_blocks = gp_kv_device_layout(e->kv)->n_blocks;
-    if (handle < 0 || handle >= n_blocks || !tokens)
-        GP_FAIL(GP_ERR_INVALID_ARG, "host tier offload: block %d%s; allowed a retained block in [0, %d) and its "
-                "tokens", handle, tokens ? "" : " without tokens", n_blocks);
+    if (!tokens)
+        GP_FAIL(GP_ERR_INVALID_ARG, "host tier offload of block %d: its tokens are NULL", handle);
     GP_TRY(settle(px));
-    int present = 0;
-    GP_TRY(gp_kvstore_match(px->store, &key, tokens, 1, &present));
-    if (present) /* held already: the match touched it */
-        return gp_kvstore_release(px->store, &key, 1);
-    /* the block as table entry 0, after whatever the compute stream still does with it */
-    px->h_table[0] = handle;
-    px->seq = 0;
+    /* after whatever the compute stream still does with the block */
     GP_CUDA_TRY(cudaEventRecord(px->ev_start, e->lane.stream));
     GP_CUDA_TRY(cudaStreamWaitEvent(px->write, px->ev_start, 0));
-    GP_CUDA_TRY(cudaMemcpyAsync(px->d_table, px->h_table, sizeof(int32_t), cudaMemcpyHostToDevice, px->write));
-    gp_status st = gp_engine_prefix_gather(e, 0, 0);
-    if (st == GP_OK)
-        st = gp_device_event_wait(px->ev_stored[0], "a block offloaded to the host tier");
-    if (st != GP_OK) {
+    offload_fill f = {.e = e, .block = handle};
+    gp_status st = gp_kvstore_put_with(px->store, key, tokens, fill_block, &f);
+    if (st != GP_OK && st != GP_SOFT_FULL)
         cudaStreamSynchronize(px->write);
-        return st;
-    }
-    return gp_kvstore_put(px->store, key, tokens, px->h_payload[0]);
+    return st;
 }
 
 gp_status gp_engine_host_lookup(gp_engine *e, const uint64_t *keys, const int32_t *tokens, int n, int *held)

@@ -83,10 +83,6 @@ gp_kvstore_identity gp_engine_prefix_identity(const gp_engine *e, const char *mo
  * layer l written, ev_done with all of it. */
 gp_status gp_engine_prefix_reload(gp_engine *e, const gp_prefix_reload_seg *segs, int n_segs,
                                   const void *const *payloads, int n_blocks);
-/* Gather the block at table entry blk of px->d_table (px->seq's positions
- * blk x block_tokens ..) into store slot slot and copy it down, on the write
- * stream, ev_stored[slot] recorded after. */
-gp_status gp_engine_prefix_gather(gp_engine *e, int blk, int slot);
 /* The host tier's part of gp_engine_reset_seq and of freeing the prefixes. */
 void gp_engine_host_forget_seq(gp_engine *e, int seq);
 void gp_engine_host_free(gp_engine *e);

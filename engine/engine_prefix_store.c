@@ -7,7 +7,10 @@
 #include "cuda_util.cuh"
 #include "engine_prefix_impl.h"
 
-gp_status gp_engine_prefix_gather(gp_engine *e, int blk, int slot)
+/* Gather block blk of sequence px->seq, whose table is on the device, from
+ * the KV memory into slot's device payload and copy it down, on the write
+ * stream. */
+static gp_status enqueue_gather(gp_engine *e, int blk, int slot)
 {
     gp_engine_prefix *px = e->px;
     const int bt = px->p.block_tokens;
@@ -48,7 +51,7 @@ static gp_status store_blocks(gp_engine *e, const uint64_t *keys, const int32_t 
                               gp_prefix_store_stats *s)
 {
     for (int b = first; b < nb; b++) {
-        GP_TRY(gp_engine_prefix_gather(e, b, b % GP_PREFIX_STORE_SLOTS));
+        GP_TRY(enqueue_gather(e, b, b % GP_PREFIX_STORE_SLOTS));
         if (b > first)
             GP_TRY(put_block(e, keys, tokens, b - 1, s));
     }

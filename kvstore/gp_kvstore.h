@@ -110,6 +110,14 @@ void gp_kvstore_destroy(gp_kvstore *s);
  * when only pinned blocks could make room: the block is not held in memory
  * (its file is still written), `put_refused` counts; the caller goes on. */
 gp_status gp_kvstore_put(gp_kvstore *s, uint64_t key, const int32_t *tokens, const void *payload);
+/* gp_kvstore_put with the payload written in place, saving a copy:
+ * fill(ctx, dst) writes the block's payload bytes into the store's memory
+ * (a device-to-host copy waited for), under the store's mutex; it is not
+ * called for a key already held. A failing fill stores nothing and its
+ * status is returned; a put refused for room writes no file (nothing was
+ * filled). */
+gp_status gp_kvstore_put_with(gp_kvstore *s, uint64_t key, const int32_t *tokens,
+                              gp_status (*fill)(void *ctx, void *dst), void *ctx);
 
 /* *matched = how many leading blocks of keys[0..n_blocks) are held, each
  * key's stored tokens compared with tokens[i * block_size ..] (the prompt's

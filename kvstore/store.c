@@ -249,10 +249,10 @@ static bool same_tokens(const gp_kvstore *s, const kvs_entry *e, const int32_t *
     return memcmp(e->tokens, tokens, sizeof(int32_t) * (size_t)s->id.block_size) == 0;
 }
 
-gp_status gp_kvstore_put(gp_kvstore *s, uint64_t key, const int32_t *tokens, const void *payload)
+/* A put of payload, or of what fill writes in place. */
+static gp_status put(gp_kvstore *s, uint64_t key, const int32_t *tokens, const void *payload,
+                     gp_status (*fill)(void *ctx, void *dst), void *ctx)
 {
-    if (!s || !tokens || !payload)
-        GP_FAIL(GP_ERR_INVALID_ARG, "kv store put: %s is NULL", !s ? "store" : !tokens ? "tokens" : "payload");
     gp_status rc = GP_OK;
     pthread_mutex_lock(&s->mu);
     s->st.puts++;
@@ -264,7 +264,7 @@ gp_status gp_kvstore_put(gp_kvstore *s, uint64_t key, const int32_t *tokens, con
             s->st.collisions++;
         goto out;
     }
-    if (s->dir)
+    if (s->dir && payload)
         kvs_file_write(s, key, tokens, payload);
     if (!make_room(s)) {
         s->st.put_refused++;
@@ -281,11 +281,33 @@ gp_status gp_kvstore_put(gp_kvstore *s, uint64_t key, const int32_t *tokens, con
         rc = GP_ERR_NO_MEMORY;
         goto out;
     }
-    memcpy(e->payload, payload, (size_t)s->block_bytes);
+    if (payload) {
+        memcpy(e->payload, payload, (size_t)s->block_bytes);
+    } else if ((rc = fill(ctx, e->payload)) != GP_OK) {
+        entry_free(s, e);
+        goto out;
+    } else if (s->dir) {
+        kvs_file_write(s, key, tokens, e->payload);
+    }
     insert(s, e);
 out:
     pthread_mutex_unlock(&s->mu);
     return rc;
+}
+
+gp_status gp_kvstore_put(gp_kvstore *s, uint64_t key, const int32_t *tokens, const void *payload)
+{
+    if (!s || !tokens || !payload)
+        GP_FAIL(GP_ERR_INVALID_ARG, "kv store put: %s is NULL", !s ? "store" : !tokens ? "tokens" : "payload");
+    return put(s, key, tokens, payload, NULL, NULL);
+}
+
+gp_status gp_kvstore_put_with(gp_kvstore *s, uint64_t key, const int32_t *tokens,
+                              gp_status (*fill)(void *ctx, void *dst), void *ctx)
+{
+    if (!s || !tokens || !fill)
+        GP_FAIL(GP_ERR_INVALID_ARG, "kv store put: %s is NULL", !s ? "store" : !tokens ? "tokens" : "fill");
+    return put(s, key, tokens, NULL, fill, ctx);
 }
 
 /* The block of key from its file into memory, or NULL (a miss, counted and,

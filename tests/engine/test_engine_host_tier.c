@@ -234,7 +234,7 @@ static void test_errors(void **state)
     e = tier_engine(f, BLOCK);
     offload(e, 0, f->a);
     keys_of(e, f->a, keys);
-    GP_CHECK_FAIL(gp_engine_host_offload(e, -1, keys[0], f->a), GP_ERR_INVALID_ARG, "block -1");
+    GP_CHECK_FAIL(gp_engine_host_offload(e, -1, keys[0] ^ 1, f->a), GP_ERR_INVALID_ARG, "block -1");
     GP_CHECK_OK(gp_engine_host_lookup(e, keys, f->a, NB, &held));
     GP_CHECK_FAIL(gp_engine_host_load(e, 3, NB + 1), GP_ERR_INVALID_ARG, "allowed 0..5 blocks");
     assert_int_equal(pinned(e), 0); /* a refused load lets the lookup go */

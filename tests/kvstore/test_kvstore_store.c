@@ -1,7 +1,9 @@
 /* The memory store: matches of leading whole blocks, collisions as misses,
- * LRU eviction that spares pinned blocks, release, the allocator hook,
- * statistics and refused parameters. */
+ * LRU eviction that spares pinned blocks, release, the allocator hook, puts
+ * filled in place, statistics and refused parameters. */
 #include <pthread.h>
+#include <stdlib.h>
+#include <unistd.h>
 
 #include "kvs_test_util.h"
 
@@ -173,6 +175,77 @@ static void test_allocator_hook(void **state)
     assert_int_equal(c.frees, 3);
 }
 
+typedef struct fill_ctx {
+    uint64_t key;
+    int calls;
+    gp_status rc;
+} fill_ctx;
+
+static gp_status fill(void *ctx, void *dst)
+{
+    fill_ctx *f = ctx;
+    f->calls++;
+    if (f->rc != GP_OK)
+        GP_FAIL(f->rc, "the test's fill fails");
+    kvs_test_payload(f->key, dst);
+    return GP_OK;
+}
+
+/* put_with: filled in place as put would copy; not called for a held key
+ * nor without room; a failing fill stores nothing; with a dir the file
+ * holds the filled payload. */
+static void test_put_with(void **state)
+{
+    (void)state;
+    char dir[] = "/tmp/gp_kvs_put_with_XXXXXX";
+    assert_non_null(mkdtemp(dir));
+    gp_kvstore *s = kvs_test_store(2, dir);
+    int32_t t[3 * KVS_BS];
+    prompt(t, 3 * KVS_BS, 7);
+    fill_ctx f = {.key = 11};
+    GP_CHECK_OK(gp_kvstore_put_with(s, 11, t, fill, &f));
+    assert_int_equal(f.calls, 1);
+    GP_CHECK_OK(gp_kvstore_put_with(s, 11, t, fill, &f)); /* held: only touched */
+    assert_int_equal(f.calls, 1);
+    int m = 0;
+    uint64_t k = 11;
+    GP_CHECK_OK(gp_kvstore_match(s, &k, t, 1, &m));
+    const void *pl = NULL;
+    unsigned char want[KVS_BLOCK];
+    kvs_test_payload(11, want);
+    GP_CHECK_OK(gp_kvstore_get(s, 11, &pl));
+    assert_memory_equal(pl, want, KVS_BLOCK);
+    f = (fill_ctx){.key = 12, .rc = GP_ERR_IO};
+    GP_CHECK_FAIL(gp_kvstore_put_with(s, 12, t + KVS_BS, fill, &f), GP_ERR_IO, "the test's fill fails");
+    assert_false(held(s, 12, t + KVS_BS));
+    f = (fill_ctx){.key = 12};
+    GP_CHECK_OK(gp_kvstore_put_with(s, 12, t + KVS_BS, fill, &f));
+    uint64_t k2 = 12;
+    GP_CHECK_OK(gp_kvstore_match(s, &k2, t + KVS_BS, 1, &m));
+    f = (fill_ctx){.key = 13};
+    assert_int_equal(gp_kvstore_put_with(s, 13, t + 2 * KVS_BS, fill, &f), GP_SOFT_FULL); /* both pinned */
+    assert_int_equal(f.calls, 0);
+    GP_CHECK_OK(gp_kvstore_release(s, &k, 1));
+    GP_CHECK_OK(gp_kvstore_release(s, &k2, 1));
+    gp_kvstore_destroy(s);
+    /* a second store over the dir finds the filled block in its file */
+    s = kvs_test_store(2, dir);
+    k = 11;
+    GP_CHECK_OK(gp_kvstore_match(s, &k, t, 1, &m));
+    assert_int_equal(m, 1);
+    GP_CHECK_OK(gp_kvstore_get(s, 11, &pl));
+    assert_memory_equal(pl, want, KVS_BLOCK);
+    GP_CHECK_OK(gp_kvstore_release(s, &k, 1));
+    GP_CHECK_FAIL(gp_kvstore_put_with(s, 14, t, NULL, NULL), GP_ERR_INVALID_ARG, "fill is NULL");
+    gp_kvstore_destroy(s);
+    char path[256];
+    for (uint64_t key = 11; key <= 13; key++) {
+        gp_kvstore_file_path(dir, key, path, sizeof path);
+        unlink(path);
+    }
+    rmdir(dir);
+}
+
 static void test_params_refused(void **state)
 {
     gp_kvstore_params p = gp_kvstore_default_params();
@@ -262,7 +335,7 @@ int main(void)
         cmocka_unit_test(test_match_blocks),      cmocka_unit_test(test_collision),
         cmocka_unit_test(test_lru_order),         cmocka_unit_test(test_pinned_never_evicted),
         cmocka_unit_test(test_allocator_hook),    cmocka_unit_test(test_params_refused),
-        cmocka_unit_test(test_two_threads),
+        cmocka_unit_test(test_two_threads),       cmocka_unit_test(test_put_with),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
