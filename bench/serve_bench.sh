@@ -13,7 +13,7 @@
 #             tokens, 128 out, PREFIX_RATE requests/s, default 16) with and
 #             without the prefix cache
 #   tier      shared-prefix (TIER_GROUPS, default 64, x 4 requests, 2048 + 256
-#             tokens, 128 out, TIER_RATE requests/s, default 8) with a device
+#             tokens, 128 out, at each of TIER_RATES requests/s, default 8 16) with a device
 #             KV cache too small for the groups' prefixes (--kv-blocks
 #             TIER_BLOCKS, default 3072): prefix cache off, on, and on with
 #             the host store behind it (--kv-store-size TIER_STORE, default 32G)
@@ -125,9 +125,11 @@ for scenario in "$@"; do
       [ $mode = host ] && flag=(--kv-store-size "${TIER_STORE:-32G}")
       serve tier_$mode --max-batch 32 --max-context 2560 --max-num-batched-tokens 2048 \
         --kv-blocks "${TIER_BLOCKS:-3072}" "${flag[@]}" || { failed=1; continue; }
-      load tier_$mode --vocab $vocab --dataset-name shared-prefix --prefix-groups ${TIER_GROUPS:-64} \
-        --requests-per-group 4 --prefix-len 2048 --question-len 256 --prefix-output-len 128 \
-        --request-rate ${TIER_RATE:-8} --max-concurrency 32 --seed 1
+      for rate in ${TIER_RATES:-8 16}; do
+        load tier_${mode}_$rate --vocab $vocab --dataset-name shared-prefix --prefix-groups ${TIER_GROUPS:-64} \
+          --requests-per-group 4 --prefix-len 2048 --question-len 256 --prefix-output-len 128 \
+          --request-rate "$rate" --max-concurrency 32 --seed 1 --goodput ttft:1000 tpot:50
+      done
       stop
       summary tier_$mode
     done
