@@ -16,7 +16,8 @@
 #             tokens, 128 out, at each of TIER_RATES requests/s, default 8 16) with a device
 #             KV cache too small for the groups' prefixes (--kv-blocks
 #             TIER_BLOCKS, default 3072): prefix cache off, on, and on with
-#             the host store behind it (--kv-store-size TIER_STORE, default 32G)
+#             the host store behind it (--kv-store-size TIER_STORE, default 32G);
+#             each rate on the same server draws its own prompts (--seed RATE)
 #   curve     long prompts (512..7680 tokens, 128..512 out; CURVE_PROMPTS of
 #             them, default 48) at each of CURVE_RATES requests/s (default
 #             2 4 6 8 10), chunked and prefill-first, no prefix cache (the
@@ -128,7 +129,7 @@ for scenario in "$@"; do
       for rate in ${TIER_RATES:-8 16}; do
         load tier_${mode}_$rate --vocab $vocab --dataset-name shared-prefix --prefix-groups ${TIER_GROUPS:-64} \
           --requests-per-group 4 --prefix-len 2048 --question-len 256 --prefix-output-len 128 \
-          --request-rate "$rate" --max-concurrency 32 --seed 1 --goodput ttft:1000 tpot:50
+          --request-rate "$rate" --max-concurrency 32 --seed "$rate" --goodput ttft:1000 tpot:50
       done
       stop
       summary tier_$mode
