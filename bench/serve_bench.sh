@@ -13,7 +13,8 @@
 #             tokens, 128 out, PREFIX_RATE requests/s, default 16) with and
 #             without the prefix cache
 #   tier      shared-prefix (TIER_GROUPS, default 64, x 4 requests, 2048 + 256
-#             tokens, 128 out, at each of TIER_RATES requests/s, default 8 16) with a device
+#             tokens, TIER_OUT out, default 128, at each of TIER_RATES
+#             requests/s, default 8 16) with a device
 #             KV cache too small for the groups' prefixes (--kv-blocks
 #             TIER_BLOCKS, default 3072): prefix cache off, on, and on with
 #             the host store behind it (--kv-store-size TIER_STORE, default 32G);
@@ -128,7 +129,7 @@ for scenario in "$@"; do
         --kv-blocks "${TIER_BLOCKS:-3072}" "${flag[@]}" || { failed=1; continue; }
       for rate in ${TIER_RATES:-8 16}; do
         load tier_${mode}_$rate --vocab $vocab --dataset-name shared-prefix --prefix-groups ${TIER_GROUPS:-64} \
-          --requests-per-group 4 --prefix-len 2048 --question-len 256 --prefix-output-len 128 \
+          --requests-per-group 4 --prefix-len 2048 --question-len 256 --prefix-output-len ${TIER_OUT:-128} \
           --request-rate "$rate" --max-concurrency 32 --seed "$rate" --goodput ttft:1000 tpot:50
       done
       stop
