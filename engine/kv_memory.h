@@ -56,7 +56,7 @@ typedef struct gp_kv_memory_ops {
     void (*destroy)(gp_kv_memory *m);
 } gp_kv_memory_ops;
 
-/* At most this many providers beside the memory (one reload at a time today). */
+/* At most this many providers beside the memory (a prompt's reload and the host tier's). */
 #define GP_KV_MAX_PROVIDERS 3
 
 struct gp_kv_memory {
