@@ -3,7 +3,7 @@
 # inputs, against each request run alone; and automatic prefix caching
 # (white-box: its invariants after every step), with a host tier behind it.
 gp_add_test(sched_cpu SOURCES sched/test_sched.c support/sched_cpu.c LIBS gp_sched gp_reference gp_kvstore gp_tools)
-gp_add_test(sched_prefix SOURCES sched/test_prefix.c support/sched_cpu.c LIBS gp_sched gp_reference gp_kvstore
-            gp_kvcache)
-gp_add_test(sched_host_tier SOURCES sched/test_host_tier.c support/sched_cpu.c
+gp_add_test(sched_prefix SOURCES sched/test_prefix.c support/sched_cpu.c support/sched_reqs.c
+            LIBS gp_sched gp_reference gp_kvstore gp_kvcache)
+gp_add_test(sched_host_tier SOURCES sched/test_host_tier.c support/sched_cpu.c support/sched_reqs.c
             LIBS gp_sched gp_reference gp_kvstore gp_kvcache)

@@ -14,97 +14,19 @@
 #include "ref_impl.h"
 #include "sched_cpu.h"
 #include "sched_impl.h"
+#include "sched_reqs.h"
 
 #define MAX_SEQS 4
-#define MAX_CTX 64
+#define MAX_CTX GP_SREQ_MAX_CTX
 #define BLOCK 4
-#define MAX_GEN 10
 #define N_REQ 12
 #define ALWAYS (1 << 30) /* fault injection: every call fails */
 
-static gp_host_weights g_w;
-static uint64_t g_rng = 23;
-
-typedef struct req {
-    gp_sched_request r;
-    int32_t prompt[MAX_CTX];
-    int arrival;           /* step at which it is submitted */
-    int32_t want[MAX_GEN]; /* greedy tokens of running it alone */
-    int n_want;
-    int32_t got[MAX_GEN];  /* from the step events */
-    int n_got;
-    int cancelled;
-} req;
-
-static int rnd(int n)
-{
-    return (int)(gp_test_uniform(&g_rng) * n) % n;
-}
-
-static int setup(void **state)
-{
-    (void)state;
-    if (gp_sched_cpu_tiny_weights(&g_w) != GP_OK) {
-        fprintf(stderr, "setup: %s\n", gp_last_error());
-        return -1;
-    }
-    return 0;
-}
-
-static int teardown(void **state)
-{
-    (void)state;
-    gp_host_weights_free(&g_w);
-    return 0;
-}
-
-/* Alone and greedy: gp_cpu_prefill, then one gp_cpu_decode_step per token. */
-static void run_alone(req *q)
-{
-    gp_cpu_model *m;
-    GP_CHECK_OK(gp_cpu_model_create(&g_w, 1, MAX_CTX, BLOCK, &m));
-    float *lg = malloc(sizeof(float) * (size_t)g_w.cfg.vocab);
-    int seq = 0;
-    GP_CHECK_OK(gp_cpu_prefill(m, seq, q->r.n_prompt, q->prompt, lg));
-    for (q->n_want = 0;;) {
-        int32_t t = gp_argmax(lg, g_w.cfg.vocab);
-        q->want[q->n_want++] = t;
-        if (q->n_want == q->r.max_tokens)
-            break;
-        GP_CHECK_OK(gp_cpu_decode_step(m, 1, &seq, &t, lg));
-    }
-    free(lg);
-    gp_cpu_model_destroy(m);
-}
-
-static void set_request(req *q, uint64_t id, int n_prompt, int max_tokens)
-{
-    q->r = (gp_sched_request){.id = id, .prompt = q->prompt, .n_prompt = n_prompt, .max_tokens = max_tokens};
-}
-
-/* n requests, request i of group i % groups: the group's prefix of
- * prefix_len tokens and a suffix of its own, arriving over spread steps. */
-static void make_groups(req *q, int n, int groups, int prefix_len, int spread)
-{
-    int32_t prefix[8][MAX_CTX];
-    for (int g = 0; g < groups; g++)
-        for (int k = 0; k < prefix_len; k++)
-            prefix[g][k] = rnd(g_w.cfg.vocab);
-    for (int i = 0; i < n; i++) {
-        memset(&q[i], 0, sizeof(q[i]));
-        int suffix = 1 + rnd(8);
-        memcpy(q[i].prompt, prefix[i % groups], sizeof(int32_t) * (size_t)prefix_len);
-        for (int k = 0; k < suffix; k++)
-            q[i].prompt[prefix_len + k] = rnd(g_w.cfg.vocab);
-        set_request(&q[i], 100 + (uint64_t)i, prefix_len + suffix, 1 + rnd(MAX_GEN));
-        q[i].arrival = i * spread / n;
-        run_alone(&q[i]);
-    }
-}
+static gp_sreq_env g_env = {.rng = 23, .block = BLOCK, .max_gen = 10, .even_arrivals = true};
 
 static gp_sched_config config(gp_sched_policy p, int budget, int total_blocks)
 {
-    return (gp_sched_config){.policy = p, .token_budget = budget, .max_seqs = MAX_SEQS, .vocab = g_w.cfg.vocab,
+    return (gp_sched_config){.policy = p, .token_budget = budget, .max_seqs = MAX_SEQS, .vocab = g_env.w.cfg.vocab,
                              .max_context = MAX_CTX, .block_size = BLOCK, .total_blocks = total_blocks,
                              .prefix_cache = true};
 }
@@ -118,7 +40,7 @@ typedef struct bench {
 
 static void bench_open(bench *b, gp_sched_config *cfg, int tier_blocks)
 {
-    GP_CHECK_OK(gp_cpu_model_create(&g_w, cfg->max_seqs, MAX_CTX, cfg->block_size, &b->m));
+    GP_CHECK_OK(gp_cpu_model_create(&g_env.w, cfg->max_seqs, MAX_CTX, cfg->block_size, &b->m));
     GP_CHECK_OK(gp_sched_cpu_tier_create(b->m, tier_blocks, &b->tier));
     cfg->chain_seed = gp_sched_cpu_tier_seed(b->tier);
     gp_sched_ops ops = gp_sched_cpu_tier_ops(b->tier);
@@ -132,43 +54,22 @@ static gp_kvstore_stats store_stats(const bench *b)
     return st;
 }
 
-/* The invariants, the reference's pool using as many blocks as the
- * scheduler counts used, and no store block left pinned. */
-static void bench_check(const bench *b)
+/* Exact accounting, and no store block left pinned; ctx: the bench, as
+ * gp_sreq_serve_one calls it. */
+static void bench_check(const void *ctx)
 {
-    GP_CHECK_OK(gp_sched_check(b->s));
-    gp_sched_stats st;
-    gp_sched_get_stats(b->s, &st);
-    int pool_free, pool_total;
-    gp_cpu_kv_blocks(b->m, &pool_free, &pool_total);
-    assert_int_equal(pool_total - pool_free, st.total_blocks - st.free_blocks);
+    const bench *b = ctx;
+    gp_sreq_check_pool(b->s, b->m);
     assert_int_equal(store_stats(b).blocks_pinned, 0);
 }
 
 static void bench_close(bench *b)
 {
-    gp_sched_stats st;
-    gp_sched_evict_cached(b->s);
-    gp_sched_get_stats(b->s, &st);
-    assert_int_equal(st.running + st.waiting, 0);
-    assert_int_equal(st.free_blocks, st.total_blocks);
+    gp_sreq_check_emptied(b->s);
     bench_check(b);
     gp_sched_destroy(b->s);
     gp_sched_cpu_tier_destroy(b->tier);
     gp_cpu_model_destroy(b->m);
-}
-
-static void collect(gp_sched *s, req *q, int n, int n_ev)
-{
-    int m;
-    const gp_sched_event *ev = gp_sched_events(s, &m);
-    assert_int_equal(m, n_ev);
-    for (int e = 0; e < m; e++)
-        for (int i = 0; i < n; i++)
-            if (q[i].r.id == ev[e].id) {
-                assert_true(q[i].n_got < MAX_GEN);
-                q[i].got[q[i].n_got++] = ev[e].token;
-            }
 }
 
 /* How a run goes: the tier's size, its injected failures, and whether a
@@ -181,7 +82,7 @@ typedef struct plan {
 
 /* Cancels the requests this step admitted (waiting before it, in was[])
  * with cached blocks when the step loaded blocks from the tier. */
-static void cancel_loaded(bench *b, req *q, const bool *was, long long host_before)
+static void cancel_loaded(bench *b, gp_sreq *q, const bool *was, long long host_before)
 {
     gp_sched_stats st;
     gp_sched_get_stats(b->s, &st);
@@ -198,79 +99,73 @@ static void cancel_loaded(bench *b, req *q, const bool *was, long long host_befo
     }
 }
 
-/* Submits each request at its arrival and steps until all finish, checking
- * after every step; each finished request gives its tokens alone (a
- * cancelled one a prefix of them). *cached: the results' cached tokens. */
-static void run(gp_sched_config *cfg, req *q, const plan *p, gp_sched_stats *st, gp_kvstore_stats *kst,
-                long long *cached)
+/* Three groups of 6-block prefixes taking turns on 11 device blocks: a
+ * group's blocks are evicted by the next ones and come back from the tier. */
+static void workload(gp_sreq *q)
 {
-    bench b;
-    bench_open(&b, cfg, p->tier_blocks);
-    gp_sched_cpu_tier_fail(b.tier, p->fail_lookup, p->fail_load, p->fail_offload);
-    int last = 0;
-    for (int i = 0; i < N_REQ; i++) {
-        q[i].n_got = q[i].cancelled = 0;
-        last = q[i].arrival > last ? q[i].arrival : last;
-    }
-    for (int step = 0;; step++) {
-        assert_true(step < 3000);
-        for (int i = 0; i < N_REQ; i++)
-            if (q[i].arrival == step)
-                GP_CHECK_OK(gp_sched_submit(b.s, &q[i].r));
-        bool was[N_REQ] = {false};
-        for (const rq *r = b.s->waiting.head; r; r = r->next)
-            for (int i = 0; i < N_REQ; i++)
-                was[i] |= q[i].r.id == r->id && r->preemptions == 0;
-        gp_sched_get_stats(b.s, st);
-        long long host_before = st->prefix_host_hit_tokens;
-        int n_ev;
-        GP_CHECK_OK(gp_sched_step(b.s, &n_ev));
-        collect(b.s, q, N_REQ, n_ev);
-        bench_check(&b);
-        if (p->cancel_loaded)
-            cancel_loaded(&b, q, was, host_before);
-        gp_sched_get_stats(b.s, st);
-        if (step >= last && st->waiting == 0 && st->running == 0)
-            break;
-    }
-    *cached = 0;
-    for (int i = 0; i < N_REQ; i++) {
-        gp_sched_result res;
-        GP_CHECK_OK(gp_sched_result_of(b.s, q[i].r.id, &res));
-        int want_n = q[i].cancelled ? res.n_tokens : q[i].n_want;
-        assert_int_equal(res.finish, q[i].cancelled ? GP_SCHED_CANCELLED : GP_SCHED_LENGTH);
-        assert_true(res.n_tokens == want_n && want_n <= q[i].n_want);
-        assert_memory_equal(res.tokens, q[i].want, sizeof(int32_t) * (size_t)want_n);
-        assert_int_equal(q[i].n_got, want_n);
-        assert_memory_equal(q[i].got, q[i].want, sizeof(int32_t) * (size_t)want_n);
-        assert_true(res.cached_tokens % cfg->block_size == 0 && res.cached_tokens < q[i].r.n_prompt);
-        *cached += res.cached_tokens;
-        GP_CHECK_OK(gp_sched_release(b.s, q[i].r.id));
-    }
-    *kst = store_stats(&b);
-    bench_close(&b);
+    gp_sreq_make_groups(&g_env, q, N_REQ, 3, 24, 36);
 }
 
-static void print_run(const char *what, const gp_sched_config *cfg, const gp_sched_stats *st,
-                      const gp_kvstore_stats *kst)
+/* What a run gave: the scheduler's and the store's stats at its end, and
+ * the results' cached tokens. */
+typedef struct outcome {
+    gp_sched_stats st;
+    gp_kvstore_stats kst;
+    long long cached;
+} outcome;
+
+static void print_run(const char *what, const gp_sched_config *cfg, const outcome *o)
 {
+    const gp_sched_stats *st = &o->st;
     printf("%s %s: %lld steps, %lld preemptions, hits %lld device + %lld host of %lld tokens, %lld offloaded, "
            "%lld offloads failed, store %llu evictions\n", what,
            cfg->policy == GP_SCHED_CHUNKED ? "chunked" : "prefill-first", st->steps, st->preemptions,
            st->prefix_hit_tokens, st->prefix_host_hit_tokens, st->prefix_query_tokens, st->host_offloaded_blocks,
-           st->host_offload_failures, (unsigned long long)kst->evictions);
+           st->host_offload_failures, (unsigned long long)o->kst.evictions);
 }
 
-/* Three groups of 6-block prefixes taking turns on 11 device blocks: a
- * group's blocks are evicted by the next ones and come back from the tier. */
-static void workload(req *q)
+/* The workload under policy p (0 chunked, else prefill-first) on 11 device
+ * blocks: submits each request at its arrival and steps until all finish,
+ * checking after every step; each finished request gives its tokens alone
+ * (a cancelled one a prefix of them). Printed as what. */
+static outcome run(int policy, gp_sreq *q, const plan *p, const char *what)
 {
-    make_groups(q, N_REQ, 3, 24, 36);
-}
-
-static gp_sched_config tight(int p)
-{
-    return config(p ? GP_SCHED_PREFILL_FIRST : GP_SCHED_CHUNKED, 16, 11);
+    gp_sched_config cfg = config(policy ? GP_SCHED_PREFILL_FIRST : GP_SCHED_CHUNKED, 16, 11);
+    outcome o = {.cached = 0};
+    bench b;
+    bench_open(&b, &cfg, p->tier_blocks);
+    gp_sched_cpu_tier_fail(b.tier, p->fail_lookup, p->fail_load, p->fail_offload);
+    int last = gp_sreq_reset(q, N_REQ);
+    for (int step = 0;; step++) {
+        assert_true(step < 3000);
+        gp_sreq_submit_arrivals(b.s, q, N_REQ, step);
+        bool was[N_REQ] = {false};
+        for (const rq *r = b.s->waiting.head; r; r = r->next)
+            for (int i = 0; i < N_REQ; i++)
+                was[i] |= q[i].r.id == r->id && r->preemptions == 0;
+        gp_sched_get_stats(b.s, &o.st);
+        long long host_before = o.st.prefix_host_hit_tokens;
+        int n_ev;
+        GP_CHECK_OK(gp_sched_step(b.s, &n_ev));
+        gp_sreq_collect(b.s, q, N_REQ, n_ev);
+        bench_check(&b);
+        if (p->cancel_loaded)
+            cancel_loaded(&b, q, was, host_before);
+        gp_sched_get_stats(b.s, &o.st);
+        if (step >= last && o.st.waiting == 0 && o.st.running == 0)
+            break;
+    }
+    for (int i = 0; i < N_REQ; i++) {
+        gp_sched_result res;
+        GP_CHECK_OK(gp_sched_result_of(b.s, q[i].r.id, &res));
+        gp_sreq_check_result(&q[i], &res, cfg.block_size);
+        o.cached += res.cached_tokens;
+        GP_CHECK_OK(gp_sched_release(b.s, q[i].r.id));
+    }
+    o.kst = store_stats(&b);
+    bench_close(&b);
+    print_run(what, &cfg, &o);
+    return o;
 }
 
 /* ---------------------------------------------------------------- tests */
@@ -283,14 +178,14 @@ static void test_ref_kv_round_trip(void **state)
 {
     (void)state;
     gp_cpu_model *m;
-    GP_CHECK_OK(gp_cpu_model_create(&g_w, 3, MAX_CTX, BLOCK, &m));
-    const gp_config *c = &g_w.cfg;
+    GP_CHECK_OK(gp_cpu_model_create(&g_env.w, 3, MAX_CTX, BLOCK, &m));
+    const gp_config *c = &g_env.w.cfg;
     const int V = c->vocab, n = 2 * BLOCK + 1;
     const size_t elems = (size_t)BLOCK * (size_t)c->n_kv_heads * (size_t)c->head_dim;
     const size_t floats = 2 * (size_t)c->n_layers * elems;
     int32_t prompt[2 * BLOCK + 1];
     for (int i = 0; i < n; i++)
-        prompt[i] = rnd(V);
+        prompt[i] = gp_sreq_rnd(&g_env, V);
     float *lg = malloc(sizeof(float) * 2 * (size_t)V), *pay[2];
     for (int i = 0; i < 2; i++)
         pay[i] = malloc(sizeof(float) * floats);
@@ -336,7 +231,7 @@ static void test_ref_kv_round_trip(void **state)
     /* seq 2 full twice (its first fill retained): fewer free blocks than a table */
     int32_t fill[MAX_CTX], kept[MAX_CTX / BLOCK];
     for (int i = 0; i < MAX_CTX; i++)
-        fill[i] = rnd(V);
+        fill[i] = gp_sreq_rnd(&g_env, V);
     GP_CHECK_OK(gp_cpu_prefill(m, 2, MAX_CTX, fill, NULL));
     for (int i = 0; i < MAX_CTX / BLOCK; i++)
         GP_CHECK_OK(gp_cpu_kv_retain_block(m, 2, i, &kept[i]));
@@ -401,7 +296,7 @@ static void test_tier_ops_needed(void **state)
     (void)state;
     gp_cpu_model *m;
     gp_sched_cpu_tier *t;
-    GP_CHECK_OK(gp_cpu_model_create(&g_w, MAX_SEQS, MAX_CTX, BLOCK, &m));
+    GP_CHECK_OK(gp_cpu_model_create(&g_env.w, MAX_SEQS, MAX_CTX, BLOCK, &m));
     GP_CHECK_FAIL(gp_sched_cpu_tier_create(m, 0, &t), GP_ERR_INVALID_ARG, "capacity 0 blocks");
     GP_CHECK_OK(gp_sched_cpu_tier_create(m, 4, &t));
     gp_sched_ops ops = gp_sched_cpu_tier_ops(t);
@@ -416,24 +311,6 @@ static void test_tier_ops_needed(void **state)
     gp_cpu_model_destroy(m);
 }
 
-/* Submits q alone and steps until it finishes; its tokens are those alone. */
-static gp_sched_result serve_one(bench *b, req *q)
-{
-    q->n_got = 0;
-    GP_CHECK_OK(gp_sched_submit(b->s, &q->r));
-    gp_sched_result res;
-    do {
-        int n_ev;
-        GP_CHECK_OK(gp_sched_step(b->s, &n_ev));
-        collect(b->s, q, 1, n_ev);
-        bench_check(b);
-        GP_CHECK_OK(gp_sched_result_of(b->s, q->r.id, &res));
-    } while (res.finish == GP_SCHED_RUNNING);
-    assert_memory_equal(res.tokens, q->want, sizeof(int32_t) * (size_t)q->n_want);
-    assert_memory_equal(q->got, q->want, sizeof(int32_t) * (size_t)q->n_want);
-    return res;
-}
-
 /* One slot, 8 device blocks, prompts A, B, C of 13 tokens (3 full blocks
  * each, one answer token): C's admission evicts A's last two blocks (the
  * LRU head) into the tier, so A again attaches its first block from the
@@ -446,21 +323,16 @@ static void test_reload_after_eviction(void **state)
     cfg.max_seqs = 1;
     bench b;
     bench_open(&b, &cfg, 16);
-    req r[4];
-    for (int i = 0; i < 4; i++) {
-        memset(&r[i], 0, sizeof r[i]);
-        if (i < 3)
-            for (int k = 0; k < 13; k++)
-                r[i].prompt[k] = rnd(g_w.cfg.vocab);
-        else
-            memcpy(r[i].prompt, r[0].prompt, sizeof r[i].prompt);
-        set_request(&r[i], 10 + (uint64_t)i, 13, 1);
-        run_alone(&r[i]);
+    gp_sreq r[4];
+    for (int i = 0; i < 3; i++) {
+        gp_sreq_random(&g_env, &r[i], 10 + (uint64_t)i, 13, 1);
+        gp_sreq_run_alone(&g_env, &r[i]);
     }
+    gp_sreq_again(&r[3], &r[0], 13);
     const int want_cached[4] = {0, 0, 0, 12};
     const long long want_offloaded[4] = {0, 0, 2, 4}, want_host[4] = {0, 0, 0, 8};
     for (int i = 0; i < 4; i++) {
-        gp_sched_result res = serve_one(&b, &r[i]);
+        gp_sched_result res = gp_sreq_serve_one(b.s, &r[i], bench_check, &b);
         gp_sched_stats st;
         gp_sched_get_stats(b.s, &st);
         assert_int_equal(res.cached_tokens, want_cached[i]);
@@ -484,19 +356,15 @@ static void test_failed_load_waits(void **state)
     cfg.max_seqs = 2;
     bench b;
     bench_open(&b, &cfg, 16);
-    req r[6]; /* P, Q, R, S, X, Y */
+    gp_sreq r[6]; /* P, Q, R, S, X, Y */
     const int len[6] = {13, 13, 13, 13, 5, 14};
-    for (int i = 0; i < 6; i++) {
-        memset(&r[i], 0, sizeof r[i]);
-        for (int k = 0; k < len[i]; k++)
-            r[i].prompt[k] = rnd(g_w.cfg.vocab);
-        set_request(&r[i], 30 + (uint64_t)i, len[i], 2);
-    }
+    for (int i = 0; i < 6; i++)
+        gp_sreq_random(&g_env, &r[i], 30 + (uint64_t)i, len[i], 2);
     memcpy(r[5].prompt, r[0].prompt, sizeof(int32_t) * 12);
     for (int i = 0; i < 6; i++)
-        run_alone(&r[i]);
+        gp_sreq_run_alone(&g_env, &r[i]);
     for (int i = 0; i < 4; i++)
-        serve_one(&b, &r[i]);
+        gp_sreq_serve_one(b.s, &r[i], bench_check, &b);
     gp_sched_cpu_tier_fail(b.tier, 0, ALWAYS, 0);
     GP_CHECK_OK(gp_sched_submit(b.s, &r[4].r));
     GP_CHECK_OK(gp_sched_submit(b.s, &r[5].r));
@@ -504,7 +372,7 @@ static void test_failed_load_waits(void **state)
     do {
         int n_ev;
         GP_CHECK_OK(gp_sched_step(b.s, &n_ev));
-        collect(b.s, &r[4], 2, n_ev);
+        gp_sreq_collect(b.s, &r[4], 2, n_ev);
         bench_check(&b);
         GP_CHECK_OK(gp_sched_result_of(b.s, r[5].r.id, &res));
     } while (res.finish == GP_SCHED_RUNNING);
@@ -531,21 +399,16 @@ static void test_failed_load_waits(void **state)
 static void test_tier_shared_prefixes(void **state)
 {
     (void)state;
-    req q[N_REQ];
+    gp_sreq q[N_REQ];
     workload(q);
     for (int p = 0; p < 2; p++) {
-        gp_sched_config cfg = tight(p);
-        plan pl = {.tier_blocks = 64};
-        gp_sched_stats st;
-        gp_kvstore_stats kst;
-        long long cached;
-        run(&cfg, q, &pl, &st, &kst, &cached);
-        print_run("shared prefixes", &cfg, &st, &kst);
-        assert_true(st.prefix_host_hit_tokens > 0 && st.host_offloaded_blocks > 0);
-        assert_int_equal(st.host_offload_failures, 0);
-        assert_true(cached <= st.prefix_hit_tokens + st.prefix_host_hit_tokens);
-        if (st.preemptions == 0)
-            assert_int_equal(cached, st.prefix_hit_tokens + st.prefix_host_hit_tokens);
+        outcome o = run(p, q, &(plan){.tier_blocks = 64}, "shared prefixes");
+        const gp_sched_stats *st = &o.st;
+        assert_true(st->prefix_host_hit_tokens > 0 && st->host_offloaded_blocks > 0);
+        assert_int_equal(st->host_offload_failures, 0);
+        assert_true(o.cached <= st->prefix_hit_tokens + st->prefix_host_hit_tokens);
+        if (st->preemptions == 0)
+            assert_int_equal(o.cached, st->prefix_hit_tokens + st->prefix_host_hit_tokens);
     }
 }
 
@@ -555,7 +418,7 @@ static void test_tier_shared_prefixes(void **state)
 static void test_tier_faults(void **state)
 {
     (void)state;
-    req q[N_REQ];
+    gp_sreq q[N_REQ];
     workload(q);
     const plan plans[] = {
         {.tier_blocks = 64, .fail_lookup = ALWAYS},
@@ -565,25 +428,20 @@ static void test_tier_faults(void **state)
     };
     for (int p = 0; p < 2; p++)
         for (size_t k = 0; k < sizeof plans / sizeof plans[0]; k++) {
-            gp_sched_config cfg = tight(p);
-            gp_sched_stats st;
-            gp_kvstore_stats kst;
-            long long cached;
-            run(&cfg, q, &plans[k], &st, &kst, &cached);
-            print_run(k == 0 ? "lookups fail" : k == 1 ? "loads fail" : k == 2 ? "offloads fail" : "a few fail", &cfg,
-                      &st, &kst);
+            outcome o = run(p, q, &plans[k],
+                            k == 0 ? "lookups fail" : k == 1 ? "loads fail" : k == 2 ? "offloads fail" : "a few fail");
             if (k < 3)
-                assert_int_equal(st.prefix_host_hit_tokens, 0);
+                assert_int_equal(o.st.prefix_host_hit_tokens, 0);
             if (k == 2) {
-                assert_int_equal(st.host_offloaded_blocks, 0);
-                assert_true(st.host_offload_failures > 0);
-                assert_int_equal(kst.puts, 0);
+                assert_int_equal(o.st.host_offloaded_blocks, 0);
+                assert_true(o.st.host_offload_failures > 0);
+                assert_int_equal(o.kst.puts, 0);
             } else {
-                assert_int_equal(st.host_offload_failures, k == 3 ? 3 : 0);
-                assert_true(st.host_offloaded_blocks > 0);
+                assert_int_equal(o.st.host_offload_failures, k == 3 ? 3 : 0);
+                assert_true(o.st.host_offloaded_blocks > 0);
             }
             if (k == 1)
-                assert_true(kst.hit_blocks > 0); /* found, then the load failed */
+                assert_true(o.kst.hit_blocks > 0); /* found, then the load failed */
         }
 }
 
@@ -592,18 +450,12 @@ static void test_tier_faults(void **state)
 static void test_small_tier(void **state)
 {
     (void)state;
-    req q[N_REQ];
+    gp_sreq q[N_REQ];
     workload(q);
     for (int p = 0; p < 2; p++) {
-        gp_sched_config cfg = tight(p);
-        plan pl = {.tier_blocks = 3};
-        gp_sched_stats st;
-        gp_kvstore_stats kst;
-        long long cached;
-        run(&cfg, q, &pl, &st, &kst, &cached);
-        print_run("3-block tier", &cfg, &st, &kst);
-        assert_true(kst.evictions > 0);
-        assert_true(kst.blocks_held <= 3);
+        outcome o = run(p, q, &(plan){.tier_blocks = 3}, "3-block tier");
+        assert_true(o.kst.evictions > 0);
+        assert_true(o.kst.blocks_held <= 3);
     }
 }
 
@@ -612,17 +464,11 @@ static void test_small_tier(void **state)
 static void test_cancel_after_load(void **state)
 {
     (void)state;
-    req q[N_REQ];
+    gp_sreq q[N_REQ];
     workload(q);
     int cancelled = 0;
     for (int p = 0; p < 2; p++) {
-        gp_sched_config cfg = tight(p);
-        plan pl = {.tier_blocks = 64, .cancel_loaded = true};
-        gp_sched_stats st;
-        gp_kvstore_stats kst;
-        long long cached;
-        run(&cfg, q, &pl, &st, &kst, &cached);
-        print_run("cancel after load", &cfg, &st, &kst);
+        run(p, q, &(plan){.tier_blocks = 64, .cancel_loaded = true}, "cancel after load");
         for (int i = 0; i < N_REQ; i++)
             cancelled += q[i].cancelled;
     }
@@ -642,5 +488,9 @@ int main(void)
         cmocka_unit_test(test_small_tier),
         cmocka_unit_test(test_cancel_after_load),
     };
-    return cmocka_run_group_tests(tests, setup, teardown);
+    if (gp_sreq_env_load(&g_env) != 0)
+        return 1;
+    int failed = cmocka_run_group_tests(tests, NULL, NULL);
+    gp_sreq_env_free(&g_env);
+    return failed;
 }

@@ -14,102 +14,24 @@
 #include "gp_sched.h"
 #include "sched_cpu.h"
 #include "sched_impl.h"
+#include "sched_reqs.h"
 
 #define MAX_REQ 16
 #define MAX_SEQS 4
-#define MAX_CTX 64
+#define MAX_CTX GP_SREQ_MAX_CTX
 #define BLOCK 4
-#define MAX_GEN 12
 
-static gp_host_weights g_w;
-static uint64_t g_rng = 11;
-
-typedef struct req {
-    gp_sched_request r;
-    int32_t prompt[MAX_CTX];
-    int arrival;           /* step at which it is submitted */
-    int32_t want[MAX_GEN]; /* greedy tokens of running it alone */
-    int n_want;
-    int32_t got[MAX_GEN];  /* from the step events */
-    int n_got;
-    int cancelled;
-} req;
-
-static int rnd(int n)
-{
-    return (int)(gp_test_uniform(&g_rng) * n) % n;
-}
-
-static int setup(void **state)
-{
-    (void)state;
-    if (gp_sched_cpu_tiny_weights(&g_w) != GP_OK) {
-        fprintf(stderr, "setup: %s\n", gp_last_error());
-        return -1;
-    }
-    return 0;
-}
-
-static int teardown(void **state)
-{
-    (void)state;
-    gp_host_weights_free(&g_w);
-    return 0;
-}
-
-/* Alone and greedy: gp_cpu_prefill, then one gp_cpu_decode_step per token. */
-static void run_alone(req *q)
-{
-    gp_cpu_model *m;
-    GP_CHECK_OK(gp_cpu_model_create(&g_w, 1, MAX_CTX, BLOCK, &m));
-    float *lg = malloc(sizeof(float) * (size_t)g_w.cfg.vocab);
-    int seq = 0;
-    GP_CHECK_OK(gp_cpu_prefill(m, seq, q->r.n_prompt, q->prompt, lg));
-    for (q->n_want = 0;;) {
-        int32_t t = gp_argmax(lg, g_w.cfg.vocab);
-        q->want[q->n_want++] = t;
-        if (q->n_want == q->r.max_tokens)
-            break;
-        GP_CHECK_OK(gp_cpu_decode_step(m, 1, &seq, &t, lg));
-    }
-    free(lg);
-    gp_cpu_model_destroy(m);
-}
-
-static void set_request(req *q, uint64_t id, int n_prompt, int max_tokens)
-{
-    q->r = (gp_sched_request){.id = id, .prompt = q->prompt, .n_prompt = n_prompt, .max_tokens = max_tokens};
-}
-
-/* n requests in groups, each a group's shared prefix of prefix_len tokens
- * and a suffix of its own, arriving over spread steps. */
-static void make_groups(req *q, int n, int groups, int prefix_len, int spread)
-{
-    int32_t prefix[8][MAX_CTX];
-    for (int g = 0; g < groups; g++)
-        for (int k = 0; k < prefix_len; k++)
-            prefix[g][k] = rnd(g_w.cfg.vocab);
-    for (int i = 0; i < n; i++) {
-        memset(&q[i], 0, sizeof(q[i]));
-        int suffix = 1 + rnd(8);
-        memcpy(q[i].prompt, prefix[i % groups], sizeof(int32_t) * (size_t)prefix_len);
-        for (int k = 0; k < suffix; k++)
-            q[i].prompt[prefix_len + k] = rnd(g_w.cfg.vocab);
-        set_request(&q[i], 1000 + (uint64_t)i, prefix_len + suffix, 1 + rnd(MAX_GEN));
-        q[i].arrival = rnd(spread);
-        run_alone(&q[i]);
-    }
-}
+static gp_sreq_env g_env = {.rng = 11, .block = BLOCK, .max_gen = 12};
 
 static gp_sched_config config(gp_sched_policy p, int budget, int total_blocks, bool cache)
 {
-    return (gp_sched_config){.policy = p, .token_budget = budget, .max_seqs = MAX_SEQS, .vocab = g_w.cfg.vocab,
+    return (gp_sched_config){.policy = p, .token_budget = budget, .max_seqs = MAX_SEQS, .vocab = g_env.w.cfg.vocab,
                              .max_context = MAX_CTX, .block_size = BLOCK, .total_blocks = total_blocks,
                              .prefix_cache = cache};
 }
 
 /* The blocks of the largest request: every one fits alone. */
-static int most_blocks(const req *q, int n, int block_size)
+static int most_blocks(const gp_sreq *q, int n, int block_size)
 {
     int most = 0;
     for (int i = 0; i < n; i++) {
@@ -128,49 +50,26 @@ typedef struct bench {
 
 static void bench_open(bench *b, const gp_sched_config *cfg)
 {
-    GP_CHECK_OK(gp_cpu_model_create(&g_w, cfg->max_seqs, MAX_CTX, cfg->block_size, &b->m));
+    GP_CHECK_OK(gp_cpu_model_create(&g_env.w, cfg->max_seqs, MAX_CTX, cfg->block_size, &b->m));
     gp_sched_ops ops = cfg->prefix_cache ? gp_sched_cpu_share_ops(b->m) : gp_sched_cpu_ops(b->m);
     GP_CHECK_OK(gp_sched_create(cfg, &ops, &b->s));
 }
 
-/* Exact accounting: the invariants, and the reference's pool using as many
- * blocks as the scheduler counts used. */
-static void bench_check(const bench *b)
+/* Exact accounting; ctx: the bench, as gp_sreq_serve_one calls it. */
+static void bench_check(const void *ctx)
 {
-    GP_CHECK_OK(gp_sched_check(b->s));
-    gp_sched_stats st;
-    gp_sched_get_stats(b->s, &st);
-    int pool_free, pool_total;
-    gp_cpu_kv_blocks(b->m, &pool_free, &pool_total);
-    assert_int_equal(pool_total - pool_free, st.total_blocks - st.free_blocks);
+    const bench *b = ctx;
+    gp_sreq_check_pool(b->s, b->m);
 }
 
 /* Dropping the cache gives every block back, in the scheduler and in the
  * reference's pool. */
 static void bench_close(bench *b)
 {
-    gp_sched_stats st;
-    gp_sched_evict_cached(b->s);
-    gp_sched_get_stats(b->s, &st);
-    assert_int_equal(st.running + st.waiting, 0);
-    assert_int_equal(st.free_blocks, st.total_blocks);
-    assert_int_equal(st.cached_blocks, 0);
+    gp_sreq_check_emptied(b->s);
     bench_check(b);
     gp_sched_destroy(b->s);
     gp_cpu_model_destroy(b->m);
-}
-
-static void collect(gp_sched *s, req *q, int n, int n_ev)
-{
-    int m;
-    const gp_sched_event *ev = gp_sched_events(s, &m);
-    assert_int_equal(m, n_ev);
-    for (int e = 0; e < m; e++)
-        for (int i = 0; i < n; i++)
-            if (q[i].r.id == ev[e].id) {
-                assert_true(q[i].n_got < MAX_GEN);
-                q[i].got[q[i].n_got++] = ev[e].token;
-            }
 }
 
 /* A running request that shares a cache entry with another one, or NULL. */
@@ -187,20 +86,14 @@ static rq *sharing(const gp_sched *s)
  * every cancel_every steps (0: never), steps until all finish, checking the
  * accounting at every step; each finished request gives its tokens alone,
  * a cancelled one a prefix of them. */
-static void run(const gp_sched_config *cfg, req *q, int n, int cancel_every, gp_sched_stats *st)
+static void run(const gp_sched_config *cfg, gp_sreq *q, int n, int cancel_every, gp_sched_stats *st)
 {
     bench b;
     bench_open(&b, cfg);
-    int last = 0;
-    for (int i = 0; i < n; i++) {
-        q[i].n_got = q[i].cancelled = 0;
-        last = q[i].arrival > last ? q[i].arrival : last;
-    }
+    int last = gp_sreq_reset(q, n);
     for (int step = 0;; step++) {
         assert_true(step < 3000);
-        for (int i = 0; i < n; i++)
-            if (q[i].arrival == step)
-                GP_CHECK_OK(gp_sched_submit(b.s, &q[i].r));
+        gp_sreq_submit_arrivals(b.s, q, n, step);
         rq *victim = cancel_every && step % cancel_every == cancel_every - 1 ? sharing(b.s) : NULL;
         if (victim) {
             for (int i = 0; i < n; i++)
@@ -210,7 +103,7 @@ static void run(const gp_sched_config *cfg, req *q, int n, int cancel_every, gp_
         }
         int n_ev;
         GP_CHECK_OK(gp_sched_step(b.s, &n_ev));
-        collect(b.s, q, n, n_ev);
+        gp_sreq_collect(b.s, q, n, n_ev);
         bench_check(&b);
         gp_sched_get_stats(b.s, st);
         if (step >= last && st->waiting == 0 && st->running == 0)
@@ -219,13 +112,7 @@ static void run(const gp_sched_config *cfg, req *q, int n, int cancel_every, gp_
     for (int i = 0; i < n; i++) {
         gp_sched_result res;
         GP_CHECK_OK(gp_sched_result_of(b.s, q[i].r.id, &res));
-        int want_n = q[i].cancelled ? res.n_tokens : q[i].n_want;
-        assert_int_equal(res.finish, q[i].cancelled ? GP_SCHED_CANCELLED : GP_SCHED_LENGTH);
-        assert_true(res.n_tokens == want_n && want_n <= q[i].n_want);
-        assert_memory_equal(res.tokens, q[i].want, sizeof(int32_t) * (size_t)want_n);
-        assert_int_equal(q[i].n_got, want_n);
-        assert_memory_equal(q[i].got, q[i].want, sizeof(int32_t) * (size_t)want_n);
-        assert_true(res.cached_tokens % cfg->block_size == 0 && res.cached_tokens < q[i].r.n_prompt);
+        gp_sreq_check_result(&q[i], &res, cfg->block_size);
         assert_true(cfg->prefix_cache || res.cached_tokens == 0);
         GP_CHECK_OK(gp_sched_release(b.s, q[i].r.id));
     }
@@ -246,8 +133,8 @@ static void print_run(const char *what, const gp_sched_config *cfg, const gp_sch
 static void test_shared_prefixes(void **state)
 {
     (void)state;
-    req q[12];
-    make_groups(q, 12, 3, 22, 24);
+    gp_sreq q[12];
+    gp_sreq_make_groups(&g_env, q, 12, 3, 22, 24);
     const int ample = MAX_SEQS * MAX_CTX / BLOCK;
     const struct { gp_sched_policy p; int budget; } runs[] = {
         {GP_SCHED_CHUNKED, 6}, {GP_SCHED_CHUNKED, 16}, {GP_SCHED_CHUNKED, 64},
@@ -267,25 +154,6 @@ static void test_shared_prefixes(void **state)
     }
 }
 
-/* Submits q alone and steps until it finishes; its tokens are those alone. */
-static gp_sched_result serve_one(bench *b, req *q)
-{
-    q->n_got = 0;
-    GP_CHECK_OK(gp_sched_submit(b->s, &q->r));
-    gp_sched_result res;
-    do {
-        int n_ev;
-        GP_CHECK_OK(gp_sched_step(b->s, &n_ev));
-        collect(b->s, q, 1, n_ev);
-        bench_check(b);
-        GP_CHECK_OK(gp_sched_result_of(b->s, q->r.id, &res));
-    } while (res.finish == GP_SCHED_RUNNING);
-    assert_int_equal(res.n_tokens, q->n_want);
-    assert_memory_equal(res.tokens, q->want, sizeof(int32_t) * (size_t)q->n_want);
-    assert_memory_equal(q->got, q->want, sizeof(int32_t) * (size_t)q->n_want);
-    return res;
-}
-
 /* A second identical prompt reuses all but its last block's worth (at least
  * one token is computed); a prompt that continues a finished request's
  * prompt and answer reuses the blocks its answer filled. */
@@ -296,16 +164,12 @@ static void test_identical_prompt(void **state)
         bench b;
         gp_sched_config cfg = config(GP_SCHED_CHUNKED, 8, 64, true);
         bench_open(&b, &cfg);
-        req a, a2, c;
-        memset(&a, 0, sizeof a);
-        for (int k = 0; k < n_prompt; k++)
-            a.prompt[k] = rnd(g_w.cfg.vocab);
-        set_request(&a, 1, n_prompt, 10);
-        run_alone(&a);
-        a2 = a;
-        a2.r.id = 2;
-        a2.r.prompt = a2.prompt;
-        gp_sched_result ra = serve_one(&b, &a), ra2 = serve_one(&b, &a2);
+        gp_sreq a, a2, c;
+        gp_sreq_random(&g_env, &a, 1, n_prompt, 10);
+        gp_sreq_run_alone(&g_env, &a);
+        gp_sreq_again(&a2, &a, 2);
+        gp_sched_result ra = gp_sreq_serve_one(b.s, &a, bench_check, &b);
+        gp_sched_result ra2 = gp_sreq_serve_one(b.s, &a2, bench_check, &b);
         assert_int_equal(ra.cached_tokens, 0);
         assert_int_equal(ra2.cached_tokens, (n_prompt - 1) / BLOCK * BLOCK); /* 20 of 22, 20 of 24 */
         gp_sched_stats st;
@@ -319,10 +183,10 @@ static void test_identical_prompt(void **state)
         memcpy(c.prompt, a.prompt, sizeof(int32_t) * (size_t)n_prompt);
         memcpy(c.prompt + n_prompt, a.want, sizeof(int32_t) * 10);
         for (int k = 0; k < 5; k++)
-            c.prompt[n_prompt + 10 + k] = rnd(g_w.cfg.vocab);
-        set_request(&c, 3, n_prompt + 15, 4);
-        run_alone(&c);
-        gp_sched_result rc = serve_one(&b, &c);
+            c.prompt[n_prompt + 10 + k] = gp_sreq_rnd(&g_env, g_env.w.cfg.vocab);
+        gp_sreq_set(&c, 3, n_prompt + 15, 4);
+        gp_sreq_run_alone(&g_env, &c);
+        gp_sched_result rc = gp_sreq_serve_one(b.s, &c, bench_check, &b);
         assert_int_equal(rc.cached_tokens, (n_prompt + 9) / BLOCK * BLOCK);
         printf("prompt %d: the same again reuses %d tokens, the next turn %d of %d\n", n_prompt, ra2.cached_tokens,
                rc.cached_tokens, c.r.n_prompt);
@@ -342,18 +206,14 @@ static void test_lru_eviction(void **state)
     cfg.max_seqs = 1;
     bench b;
     bench_open(&b, &cfg);
-    req r[6];
+    gp_sreq r[6];
     const int len[3] = {12, 12, 16}; /* A, B, C: 3, 3 and 4 full blocks, one answer token each */
-    for (int i = 0; i < 6; i++) {
-        memset(&r[i], 0, sizeof r[i]);
-        if (i < 3)
-            for (int k = 0; k < len[i]; k++)
-                r[i].prompt[k] = rnd(g_w.cfg.vocab);
-        else /* D, E, F: A, B and C again */
-            memcpy(r[i].prompt, r[i - 3].prompt, sizeof r[i].prompt);
-        set_request(&r[i], 10 + (uint64_t)i, len[i % 3], 1);
-        run_alone(&r[i]);
+    for (int i = 0; i < 3; i++) {
+        gp_sreq_random(&g_env, &r[i], 10 + (uint64_t)i, len[i], 1);
+        gp_sreq_run_alone(&g_env, &r[i]);
     }
+    for (int i = 3; i < 6; i++) /* D, E, F: A, B and C again */
+        gp_sreq_again(&r[i], &r[i - 3], 10 + (uint64_t)i);
     /* The LRU list, head first, and the free blocks after each:
      * A: A2 A1 A0, 5 free.  B: A2 A1 A0 B2 B1 B0, 2 free.
      * C takes 2 free and evicts A2, A1: A0 B2 B1 B0 C3 C2 C1 C0.
@@ -362,7 +222,7 @@ static void test_lru_eviction(void **state)
      * F hits C0 C1 (8 tokens), evicts D2 D1 for its last 2 blocks. */
     const int want_cached[6] = {0, 0, 0, 4, 4, 8}, want_free[6] = {5, 2, 0, 0, 0, 0};
     for (int i = 0; i < 6; i++) {
-        gp_sched_result res = serve_one(&b, &r[i]);
+        gp_sched_result res = gp_sreq_serve_one(b.s, &r[i], bench_check, &b);
         gp_sched_stats st;
         gp_sched_get_stats(b.s, &st);
         assert_int_equal(res.cached_tokens, want_cached[i]);
@@ -380,8 +240,8 @@ static void test_lru_eviction(void **state)
 static void test_preemption_with_shared_blocks(void **state)
 {
     (void)state;
-    req q[12];
-    make_groups(q, 12, 2, 17, 2);
+    gp_sreq q[12];
+    gp_sreq_make_groups(&g_env, q, 12, 2, 17, 2);
     int most = most_blocks(q, 12, BLOCK);
     for (int p = 0; p < 2; p++) {
         gp_sched_config cfg = config(p ? GP_SCHED_PREFILL_FIRST : GP_SCHED_CHUNKED, 16, most + 2, true);
@@ -398,8 +258,8 @@ static void test_preemption_with_shared_blocks(void **state)
 static void test_cancel_shared(void **state)
 {
     (void)state;
-    req q[12];
-    make_groups(q, 12, 2, 20, 6);
+    gp_sreq q[12];
+    gp_sreq_make_groups(&g_env, q, 12, 2, 20, 6);
     int cancelled = 0;
     for (int p = 0; p < 2; p++) {
         gp_sched_config cfg = config(p ? GP_SCHED_PREFILL_FIRST : GP_SCHED_CHUNKED, 12, MAX_SEQS * MAX_CTX / BLOCK,
@@ -423,13 +283,9 @@ static void test_collision_is_miss(void **state)
     bench b;
     bench_open(&b, &cfg);
     b.s->pc->key_mask = 0;
-    req r[4];
-    for (int i = 0; i < 4; i++) {
-        memset(&r[i], 0, sizeof r[i]);
-        for (int k = 0; k < 13; k++)
-            r[i].prompt[k] = rnd(g_w.cfg.vocab);
-        set_request(&r[i], 20 + (uint64_t)i, 13, 3);
-    }
+    gp_sreq r[4];
+    for (int i = 0; i < 4; i++)
+        gp_sreq_random(&g_env, &r[i], 20 + (uint64_t)i, 13, 3);
     /* r1's first block is r0's, its second differs, its third is r0's again:
      * a chain that differs once never matches after */
     memcpy(r[1].prompt, r[0].prompt, sizeof(int32_t) * 4);
@@ -437,8 +293,8 @@ static void test_collision_is_miss(void **state)
     memcpy(r[3].prompt, r[0].prompt, sizeof(int32_t) * 13);
     const int want_cached[4] = {0, 4, 0, 12};
     for (int i = 0; i < 4; i++) {
-        run_alone(&r[i]);
-        gp_sched_result res = serve_one(&b, &r[i]);
+        gp_sreq_run_alone(&g_env, &r[i]);
+        gp_sched_result res = gp_sreq_serve_one(b.s, &r[i], bench_check, &b);
         assert_int_equal(res.cached_tokens, want_cached[i]);
     }
     for (int i = 0; i < 4; i++)
@@ -453,18 +309,20 @@ static void test_random_configurations(void **state)
     (void)state;
     long long hits = 0, preempted = 0;
     for (int round = 0; round < 16; round++) {
-        req q[MAX_REQ];
-        make_groups(q, MAX_REQ, 1 + rnd(4), 4 + rnd(30), 1 + rnd(30));
-        gp_sched_config cfg = config(rnd(2) ? GP_SCHED_CHUNKED : GP_SCHED_PREFILL_FIRST, 1 + rnd(40), 0, true);
-        cfg.max_seqs = 1 + rnd(MAX_SEQS);
-        cfg.block_size = 1 << rnd(4);
+        gp_sreq q[MAX_REQ];
+        int groups = 1 + gp_sreq_rnd(&g_env, 4), prefix_len = 4 + gp_sreq_rnd(&g_env, 30);
+        gp_sreq_make_groups(&g_env, q, MAX_REQ, groups, prefix_len, 1 + gp_sreq_rnd(&g_env, 30));
+        gp_sched_policy policy = gp_sreq_rnd(&g_env, 2) ? GP_SCHED_CHUNKED : GP_SCHED_PREFILL_FIRST;
+        gp_sched_config cfg = config(policy, 1 + gp_sreq_rnd(&g_env, 40), 0, true);
+        cfg.max_seqs = 1 + gp_sreq_rnd(&g_env, MAX_SEQS);
+        cfg.block_size = 1 << gp_sreq_rnd(&g_env, 4);
         int most = most_blocks(q, MAX_REQ, cfg.block_size);
-        cfg.total_blocks = most + rnd(2 * most);
+        cfg.total_blocks = most + gp_sreq_rnd(&g_env, 2 * most);
         int pool = cfg.max_seqs * ((MAX_CTX + cfg.block_size - 1) / cfg.block_size); /* the reference's */
         if (cfg.total_blocks > pool)
             cfg.total_blocks = pool;
         gp_sched_stats st;
-        run(&cfg, q, MAX_REQ, rnd(2) ? 0 : 2 + rnd(8), &st);
+        run(&cfg, q, MAX_REQ, gp_sreq_rnd(&g_env, 2) ? 0 : 2 + gp_sreq_rnd(&g_env, 8), &st);
         hits += st.prefix_hit_tokens;
         preempted += st.preemptions;
     }
@@ -478,7 +336,7 @@ static void test_random_configurations(void **state)
 static gp_status tables_run(void *ctx, const gp_batch *b, int32_t *next, float *logits)
 {
     gp_kv_tables *t = ctx;
-    const int V = g_w.cfg.vocab;
+    const int V = g_env.w.cfg.vocab;
     for (int i = 0; i < b->n_parts; i++) {
         const gp_batch_part *p = &b->parts[i];
         GP_TRY(gp_kv_reserve(t, p->seq, p->n));
@@ -515,8 +373,8 @@ static gp_status tables_attach(void *ctx, int seq, const int *handles, int n)
 static void test_kv_tables_backend(void **state)
 {
     (void)state;
-    req q[MAX_REQ];
-    make_groups(q, MAX_REQ, 3, 19, 8);
+    gp_sreq q[MAX_REQ];
+    gp_sreq_make_groups(&g_env, q, MAX_REQ, 3, 19, 8);
     long long hits = 0, preempted = 0;
     for (int p = 0; p < 2; p++) {
         gp_sched_config cfg = config(p ? GP_SCHED_PREFILL_FIRST : GP_SCHED_CHUNKED, 16, 0, true);
@@ -590,10 +448,10 @@ static void test_bad_inputs_and_copies(void **state)
     /* blocks 0 and 1 of seq 0 shared with seq 1, its last token prefilled
      * there: the next token's logits are bitwise those of seq 0 */
     gp_cpu_model *m;
-    GP_CHECK_OK(gp_cpu_model_create(&g_w, 2, MAX_CTX, BLOCK, &m));
+    GP_CHECK_OK(gp_cpu_model_create(&g_env.w, 2, MAX_CTX, BLOCK, &m));
     int32_t prompt[2 * BLOCK + 1];
     for (int i = 0; i < 2 * BLOCK + 1; i++)
-        prompt[i] = rnd(g_w.cfg.vocab);
+        prompt[i] = gp_sreq_rnd(&g_env, g_env.w.cfg.vocab);
     GP_CHECK_OK(gp_cpu_prefill(m, 0, 2 * BLOCK + 1, prompt, NULL));
     int h[2], pool_free, pool_total;
     GP_CHECK_FAIL(gp_cpu_kv_retain_block(m, 0, 2, &h[0]), GP_ERR_INVALID_ARG, "");
@@ -603,7 +461,7 @@ static void test_bad_inputs_and_copies(void **state)
     GP_CHECK_OK(gp_cpu_kv_attach(m, 1, h, 2));
     GP_CHECK_FAIL(gp_cpu_kv_attach(m, 1, h, 2), GP_ERR_STATE, "");
     GP_CHECK_OK(gp_cpu_prefill(m, 1, 1, prompt + 2 * BLOCK, NULL));
-    const int V = g_w.cfg.vocab, seqs[2] = {0, 1};
+    const int V = g_env.w.cfg.vocab, seqs[2] = {0, 1};
     const int32_t next[2] = {7, 7};
     float *lg = malloc(sizeof(float) * 2 * (size_t)V);
     GP_CHECK_OK(gp_cpu_decode_step(m, 2, seqs, next, lg));
@@ -632,5 +490,9 @@ int main(void)
         cmocka_unit_test(test_kv_tables_backend),
         cmocka_unit_test(test_bad_inputs_and_copies),
     };
-    return cmocka_run_group_tests(tests, setup, teardown);
+    if (gp_sreq_env_load(&g_env) != 0)
+        return 1;
+    int failed = cmocka_run_group_tests(tests, NULL, NULL);
+    gp_sreq_env_free(&g_env);
+    return failed;
 }
