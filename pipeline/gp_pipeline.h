@@ -129,6 +129,11 @@ typedef struct gp_session_ops {
     gp_status (*host_offload)(void *ctx, int handle, uint64_t key, const int32_t *tokens);
     gp_status (*host_lookup)(void *ctx, const uint64_t *keys, const int32_t *tokens, int n, int *held);
     gp_status (*host_load)(void *ctx, int seq, int n);
+    /* A prefill lane beside run_batch's (NULL where the executor has none):
+     * the scheduler's prefill_launch and prefill_poll (sched/gp_sched.h,
+     * GP_SCHED_PD_MUX). */
+    gp_status (*prefill_launch)(void *ctx, const gp_batch *b, int32_t *next, float *logits);
+    gp_status (*prefill_poll)(void *ctx, bool wait, bool *done);
     /* Partition pairs this executor holds; index -1 in split_info is the one
      * in force. May be NULL (one fixed pair). */
     int (*n_splits)(void *ctx);

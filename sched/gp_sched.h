@@ -70,6 +70,17 @@ typedef struct gp_sched_ops {
     gp_status (*host_offload)(void *ctx, int handle, uint64_t key, const int32_t *tokens);
     gp_status (*host_lookup)(void *ctx, const uint64_t *keys, const int32_t *tokens, int n, int *held);
     gp_status (*host_load)(void *ctx, int seq, int n);
+    /* A prefill lane beside the one run_batch runs on (GP_SCHED_PD_MUX needs
+     * both): prefill_launch starts b (prefill parts only, distinct from any
+     * sequence of the run_batch calls made before it completes) and returns
+     * at once; b, its tokens, next [b->n_parts] and logits (NULL, or
+     * [b->n_parts][vocab]) stay the scheduler's until it completes, when
+     * they hold what run_batch would give. prefill_poll: *done tells whether
+     * the launched batch completed (wait: block until it has); once done it
+     * returns the batch's status (a failed batch leaves its sequences as
+     * they were) and the lane is free for the next launch. */
+    gp_status (*prefill_launch)(void *ctx, const gp_batch *b, int32_t *next, float *logits);
+    gp_status (*prefill_poll)(void *ctx, bool wait, bool *done);
     void *ctx;
 } gp_sched_ops;
 
@@ -81,6 +92,14 @@ typedef enum gp_sched_policy {
     /* Whole pending prompts while any wait (up to the budget; a prompt
      * longer than the whole budget in chunks), decode rows otherwise. */
     GP_SCHED_PREFILL_FIRST,
+    /* Prefill and decode on two lanes at once (PD-multiplexing: the
+     * backend's two SM partitions): every step runs the decode rows of the
+     * requests past their prefill (run_batch), while one batch of prefill
+     * chunks up to the token budget runs on the prefill lane
+     * (prefill_launch), launched when the lane is free and polled at every
+     * step; a request decodes from the step after its last chunk completed.
+     * Decode rows never wait for a prefill, nor count against the budget. */
+    GP_SCHED_PD_MUX,
 } gp_sched_policy;
 
 typedef struct gp_sched_config {
@@ -135,8 +154,9 @@ void gp_sched_evict_cached(gp_sched *s);
 gp_status gp_sched_submit(gp_sched *s, const gp_sched_request *r);
 
 /* End request id (waiting or running) at once: its sequence is reset and its
- * blocks are free before the call returns. A finished request is left as it
- * is. */
+ * blocks are free before the call returns (under GP_SCHED_PD_MUX, a request
+ * in the prefill batch in flight first waits for that batch). A finished
+ * request is left as it is. */
 gp_status gp_sched_cancel(gp_sched *s, uint64_t id);
 
 typedef enum gp_sched_finish {
@@ -190,6 +210,9 @@ typedef struct gp_sched_stats {
      * hits above), blocks offloaded into it on eviction, and offloads that
      * failed (those blocks' KV was lost to later requests). */
     long long prefix_host_hit_tokens, host_offloaded_blocks, host_offload_failures;
+    /* GP_SCHED_PD_MUX: prefill batches launched, and steps whose decode
+     * rows ran while one was in flight (the overlap the two lanes give). */
+    long long prefill_batches, overlapped_steps;
 } gp_sched_stats;
 void gp_sched_get_stats(const gp_sched *s, gp_sched_stats *out);
 

@@ -36,4 +36,17 @@ gp_sched_ops gp_sched_cpu_tier_ops(gp_sched_cpu_tier *t);
 struct gp_kvstore *gp_sched_cpu_tier_store(gp_sched_cpu_tier *t);
 void gp_sched_cpu_tier_fail(gp_sched_cpu_tier *t, int fail_lookup, int fail_load, int fail_offload);
 
+/* Two lanes over the reference, for GP_SCHED_PD_MUX: gp_sched_cpu_ops' (or,
+ * with share, gp_sched_cpu_share_ops') and a prefill lane whose launched
+ * batch completes after a seeded random 0..max_lag polls without wait (a
+ * waiting poll completes it at once); it runs on the reference when it
+ * completes, so decode batches launched meanwhile run before it, as on two
+ * lanes of a GPU. ctx: the double. */
+typedef struct gp_sched_cpu_pd gp_sched_cpu_pd;
+gp_status gp_sched_cpu_pd_create(gp_cpu_model *m, bool share, uint64_t seed, int max_lag, gp_sched_cpu_pd **out);
+void gp_sched_cpu_pd_destroy(gp_sched_cpu_pd *p);
+gp_sched_ops gp_sched_cpu_pd_ops(gp_sched_cpu_pd *p);
+/* Batches launched, and polls that found one still running. */
+void gp_sched_cpu_pd_counts(const gp_sched_cpu_pd *p, int *launched, int *pending_polls);
+
 #endif
