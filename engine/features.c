@@ -22,6 +22,7 @@ static const char *const names[GP_FEAT_COUNT] = {
     [GP_FEAT_CPU_THREADS] = "the reference's worker threads (cpu_threads, --threads)",
     [GP_FEAT_PROMPT_LOGITS] = "prompt logits (--dump-prompt-logits)",
     [GP_FEAT_PREFIX_CACHE] = "the prefix cache (serve's default; --no-prefix-cache turns it off)",
+    [GP_FEAT_PD_LANES] = "prefill and decode lanes (--pd-split)",
 };
 
 /* Checked in this order; the first that applies is the refusal. */
@@ -63,6 +64,26 @@ static const gp_feature_rule rules[] = {
      "prefetch window and the KV copies would delay each other by their sum"},
     {GP_FEAT_PROMPT_LOGITS, GP_FEAT_KV_STORE, false,
      "prompt positions reloaded from the store are not recomputed and have no logits"},
+    {GP_FEAT_PD_LANES, GP_FEAT_CPU, false,
+     "the lanes are two SM partitions of the GPU; on the CPU reference --schedule pd-mux runs its two lanes in "
+     "turn"},
+    {GP_FEAT_PD_LANES, GP_FEAT_PIPELINED, false,
+     "both cut the GPU into two partitions, one for attention and FFN of a step, the other for prefill and "
+     "decode batches; one split at a time"},
+    {GP_FEAT_PD_LANES, GP_FEAT_KV_OFFLOAD, false,
+     "the offloaded cache copies each layer's blocks into one staging window per call, which the two lanes' "
+     "calls would share"},
+    {GP_FEAT_PD_LANES, GP_FEAT_KV_STORE, false,
+     "the host store reloads through per-layer hooks of the default lane's calls; the two lanes run theirs "
+     "without hooks"},
+    {GP_FEAT_PD_LANES, GP_FEAT_STREAMED, false,
+     "both lanes read every layer's weights at once; a streaming window sized for one step's groups would "
+     "have to hold both lanes'"},
+    {GP_FEAT_PD_LANES, GP_FEAT_CPU_FFN, false,
+     "the CPU-assisted FFN keeps one step's host staging and activity, which the two lanes would share"},
+    {GP_FEAT_PD_LANES, GP_FEAT_SPARSITY, false,
+     "the sparse projections' split workspaces are the model state's, one per side, which the two lanes "
+     "would share"},
     {GP_FEAT_PREFIX_CACHE, GP_FEAT_KV_OFFLOAD, false,
      "an offloaded sequence's oldest blocks live in host memory at that sequence's own place and are copied "
      "into its part of a staging window each layer; a block shared by several sequences would have to be "
@@ -98,6 +119,7 @@ uint32_t gp_features_mask(const gp_feature_set *f)
         [GP_FEAT_CPU_THREADS] = f->cpu_threads,
         [GP_FEAT_PROMPT_LOGITS] = f->prompt_logits,
         [GP_FEAT_PREFIX_CACHE] = f->prefix_cache,
+        [GP_FEAT_PD_LANES] = f->pd_lanes,
     };
     for (int k = 0; k < GP_FEAT_COUNT; k++)
         m |= on[k] ? BIT(k) : 0;

@@ -32,6 +32,7 @@ struct gp_backend {
     gp_engine *engine;               /* as.engine */
     gp_green_pool *pool;
     gp_cuda_exec *cuda_exec;         /* as.exec */
+    gp_pd_exec *pd_exec;             /* with pd_lanes: the session the backend serves */
 };
 
 const char *gp_backend_kind_name(gp_backend_kind k)
@@ -151,6 +152,7 @@ void gp_backend_features(const gp_backend_params *p, gp_feature_set *out)
                             .vram_budget = p->vram_budget,
                             .kv_vram_budget = p->kv_vram_budget,
                             .kv_store_bytes = p->kv_store_bytes,
+                            .pd_lanes = p->pd_lanes,
                             .sparsity = p->sparse_thresholds != NULL,
                             .cpu_ffn_budget = p->cpu_ffn_budget,
                             .cpu_ffn_threads = p->cpu_ffn_threads != 0,
@@ -197,7 +199,7 @@ static gp_status open_cuda(gp_backend *b, const gp_host_weights *w)
     if (p->prefill_chunk)
         ep.prefill_chunk = p->prefill_chunk;
     const bool streamed = gp_device_weights_is_streamed(b->dw);
-    if (p->pipelined) {
+    if (p->pipelined || p->pd_lanes) {
         gp_green_pool_params gpp = gp_green_pool_default_params();
         gp_split_req req = {.attn_sms = p->attn_units, .ffn_sms = p->ffn_units};
         gpp.splits = &req;
@@ -214,10 +216,12 @@ static gp_status open_cuda(gp_backend *b, const gp_host_weights *w)
     gp_assembly_params ap = {.features = &f, .engine = &ep, .sparse_thresholds = p->sparse_thresholds,
                              .cpu_ffn_weights = p->cpu_ffn_budget ? w : NULL, .cpu_ffn_calib = p->cpu_ffn_calib,
                              .cpu_ffn_threads = p->cpu_ffn_threads, .prefix = p->kv_store_bytes ? &pp : NULL,
-                             .pool = b->pool};
+                             .pool = p->pipelined ? b->pool : NULL};
     GP_TRY(gp_assemble_engine(b->dw, &ap, &b->as));
     b->engine = b->as.engine;
     b->cuda_exec = b->as.exec;
+    if (p->pd_lanes)
+        GP_TRY(gp_pd_exec_create(b->engine, gp_green_pool_pair(b->pool, 0), ep.prefill_chunk, &b->pd_exec));
     const bool graphs = b->as.graphs;
     b->dtype = gp_engine_dtype(b->engine);
     int used;
@@ -241,12 +245,12 @@ static gp_status open_cuda(gp_backend *b, const gp_host_weights *w)
                          streamed ? "within the VRAM budget; the FFN weights stream only for prefill"
                                   : "beside the dense weights",
                          streamed ? "; the attention projections' transposed copies beside the budget" : "");
-    if (p->pipelined) {
+    if (p->pipelined || p->pd_lanes) {
         gp_split_info si;
-        gp_exec x = gp_cuda_exec_get(b->cuda_exec);
+        gp_exec x = gp_backend_exec(b);
         x.session->split_info(x.ctx, -1, &si);
-        used += snprintf(b->describe + used, sizeof b->describe - (size_t)used, "; pipelined steps on %d + %d "
-                         "SMs%s", si.a_got, si.f_got,
+        used += snprintf(b->describe + used, sizeof b->describe - (size_t)used, "; %s on %d + %d SMs%s",
+                         p->pipelined ? "pipelined steps" : "decode and prefill lanes", si.a_got, si.f_got,
                          si.partitioned ? "" : " (no green contexts: plain streams sharing every SM)");
     }
     const gp_kv_offload_plan *ko = gp_engine_kv_offload(b->engine);
@@ -409,6 +413,7 @@ void gp_backend_close(gp_backend *b)
 {
     if (!b)
         return;
+    gp_pd_exec_destroy(b->pd_exec); /* its lanes before their engine */
     gp_assembly_close(&b->as);
     gp_green_pool_destroy(b->pool);
     gp_device_weights_destroy(b->dw);
@@ -421,7 +426,9 @@ void gp_backend_close(gp_backend *b)
 
 gp_exec gp_backend_exec(gp_backend *b)
 {
-    return b->cuda_exec ? gp_cuda_exec_get(b->cuda_exec) : gp_cpu_exec_get(b->cpu_exec);
+    return b->pd_exec     ? gp_pd_exec_get(b->pd_exec)
+           : b->cuda_exec ? gp_cuda_exec_get(b->cuda_exec)
+                          : gp_cpu_exec_get(b->cpu_exec);
 }
 
 const gp_config *gp_backend_config(const gp_backend *b)

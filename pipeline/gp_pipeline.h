@@ -391,6 +391,19 @@ gp_status gp_fill_drain_parse(const char *s, gp_fill_drain *out);
 gp_status gp_cuda_exec_set_fill_drain(gp_cuda_exec *x, gp_fill_drain f);
 
 
+/* The prefill/decode executor: two lanes over engine's model state and KV
+ * cache, the decode lane (max_batch rows) on pair's A stream and the
+ * prefill lane (prefill_rows rows) on its F stream; its session runs
+ * run_batch on the decode lane and the scheduler's prefill batches
+ * (prefill_launch, prefill_poll) on the prefill lane from a thread of its
+ * own, so both partitions work at once. engine and pair are borrowed. The
+ * engine's features must let lanes run (the feature table's pd_lanes). */
+typedef struct gp_green_pair gp_green_pair;
+typedef struct gp_pd_exec gp_pd_exec;
+gp_status gp_pd_exec_create(gp_engine *engine, const gp_green_pair *pair, int prefill_rows, gp_pd_exec **out);
+void gp_pd_exec_destroy(gp_pd_exec *x);
+gp_exec gp_pd_exec_get(gp_pd_exec *x);
+
 /* ------------------------------------------------------------ engine assembly */
 
 /* The CUDA engine and its executor as every program assembles them
@@ -452,6 +465,9 @@ typedef struct gp_backend_params {
     int attn_units, ffn_units;
     bool pipelined;        /* serve pipelined steps (default off: sequential steps and prefill only;
                               the CUDA backend then makes no partition pair) */
+    bool pd_lanes;         /* CUDA: prefill and decode lanes instead (gp_pd_exec; greenpipe serve
+                              --pd-split D:P): the decode lane on attn_units SMs, the prefill lane
+                              (prefill_chunk rows) on ffn_units; default off */
     bool use_graphs;       /* CUDA: replay steps and stages as graphs (default on) */
     gp_dtype dtype;        /* CUDA: the engine dtype, GP_DTYPE_BF16 or GP_DTYPE_F16, or
                               GP_DTYPE_AUTO (the default: --dtype auto, gp_dtype_resolve_auto of

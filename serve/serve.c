@@ -123,8 +123,11 @@ gp_status gp_serve_create(const gp_serve_env *env, const gp_serve_params *p, gp_
                 p->token_budget, env->max_rows > 0 ? env->max_rows : 1 << 30);
     if (p->max_waiting < 1)
         GP_FAIL(GP_ERR_INVALID_ARG, "max waiting requests %d: allowed >= 1", p->max_waiting);
-    if (p->policy != GP_SCHED_CHUNKED && p->policy != GP_SCHED_PREFILL_FIRST)
-        GP_FAIL(GP_ERR_INVALID_ARG, "schedule policy %d: allowed chunked or prefill-first", (int)p->policy);
+    if (p->policy != GP_SCHED_CHUNKED && p->policy != GP_SCHED_PREFILL_FIRST && p->policy != GP_SCHED_PD_MUX)
+        GP_FAIL(GP_ERR_INVALID_ARG, "schedule policy %d: allowed chunked, prefill-first or pd-mux", (int)p->policy);
+    if (p->policy == GP_SCHED_PD_MUX && (!env->exec.session->prefill_launch || !env->exec.session->prefill_poll))
+        GP_FAIL(GP_ERR_UNSUPPORTED, "schedule pd-mux: the executor (%s) has no prefill lane beside its decode lane",
+                env->exec.session->name ? env->exec.session->name : "?");
     long long all = gp_serve_kv_blocks(env->max_seqs, env->max_context, env->block_size);
     if (p->kv_blocks < 0 || p->kv_blocks > all)
         GP_FAIL(GP_ERR_INVALID_ARG, "KV blocks %d: allowed 0 (all: %lld) up to %lld, what %d sequences of %d "

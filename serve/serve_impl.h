@@ -57,6 +57,7 @@ struct gp_serve {
     gp_sampler sampler;    /* the engine thread's */
     double run_seconds;    /* inside the backend's run_batch during the current step */
     int *seq_len;          /* [max_seqs] tokens each backend sequence holds (the engine thread's) */
+    const gp_batch *pf_batch; /* the prefill lane's batch in flight (pd-mux), the scheduler's */
     gp_serve_stats st;     /* under mu */
     long long decode_steps, decode_rows, decode_context; /* the engine thread's; copied into st */
     double decode_seconds;

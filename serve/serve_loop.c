@@ -86,6 +86,24 @@ static gp_status op_host_load(void *ctx, int seq, int n)
     return GP_OK;
 }
 
+static gp_status op_prefill_launch(void *ctx, const gp_batch *b, int32_t *next, float *logits)
+{
+    gp_serve *s = ctx;
+    GP_TRY(s->env.exec.session->prefill_launch(s->env.exec.ctx, b, next, logits));
+    s->pf_batch = b; /* the scheduler's until it is done */
+    return GP_OK;
+}
+
+static gp_status op_prefill_poll(void *ctx, bool wait, bool *done)
+{
+    gp_serve *s = ctx;
+    gp_status st = s->env.exec.session->prefill_poll(s->env.exec.ctx, wait, done);
+    if (*done && st == GP_OK)
+        for (int i = 0; i < s->pf_batch->n_parts; i++)
+            s->seq_len[s->pf_batch->parts[i].seq] += s->pf_batch->parts[i].n;
+    return st;
+}
+
 gp_sched_ops gp_serve_sched_ops(gp_serve *s)
 {
     gp_sched_ops o = {.run_batch = op_run_batch, .reset_seq = op_reset_seq, .sample = op_sample, .ctx = s};
@@ -93,6 +111,10 @@ gp_sched_ops gp_serve_sched_ops(gp_serve *s)
         o.retain_block = op_retain;
         o.drop_block = op_drop;
         o.attach_blocks = op_attach;
+    }
+    if (s->p.policy == GP_SCHED_PD_MUX) {
+        o.prefill_launch = op_prefill_launch;
+        o.prefill_poll = op_prefill_poll;
     }
     if (s->p.host_tier) {
         o.host_offload = op_host_offload;
@@ -211,6 +233,8 @@ static void update_stats(gp_serve *s, double turn_s)
     s->st.prefix_host_hit_tokens = ss.prefix_host_hit_tokens;
     s->st.host_offloaded_blocks = ss.host_offloaded_blocks;
     s->st.host_offload_failures = ss.host_offload_failures;
+    s->st.prefill_batches = ss.prefill_batches;
+    s->st.overlapped_steps = ss.overlapped_steps;
     s->st.step_seconds += s->run_seconds;
     s->st.decode_steps = s->decode_steps;
     s->st.decode_rows = s->decode_rows;

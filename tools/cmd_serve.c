@@ -12,6 +12,7 @@
 
 #include "gen_chat_impl.h"
 #include "gp_engine.h"
+#include "gp_green.h"
 #include "gp_http.h"
 #include "gp_serve.h"
 #include "gp_tools.h"
@@ -27,6 +28,8 @@ typedef struct serve_opts {
     bool dtype_given;
     long threads, prefill_chunk, block_size, max_batch, max_context, kv_blocks;
     uint64_t vram_budget, kv_vram_budget, kv_store_size;
+    gp_split_req pd_split;
+    bool pd_split_given;
     const char *kv_store_dir;
     const char *chat_template;
     const char *served_name;
@@ -67,10 +70,14 @@ static void usage(FILE *f)
             "  --max-num-batched-tokens N\n"
             "                       tokens of one step at most (decode rows and prefill chunks), >= 1;\n"
             "                       default 2048. cuda: the engine's step holds this many rows\n"
-            "  --schedule chunked|prefill-first\n"
+            "  --schedule chunked|prefill-first|pd-mux\n"
             "                       chunked (default): every running decode first, then prefill chunks up\n"
             "                       to the budget (Sarathi-Serve, vLLM v1); prefill-first: whole prompts\n"
-            "                       while any wait, decodes otherwise (the older baseline)\n"
+            "                       while any wait, decodes otherwise (the older baseline); pd-mux: decode\n"
+            "                       rows every step on one lane while a batch of prefill chunks up to the\n"
+            "                       budget runs on another (cuda: --pd-split; cpu: the two in turn)\n"
+            "  --pd-split D:P       cuda, with pd-mux: the decode lane on D SMs and the prefill lane on P\n"
+            "                       (green-context partitions; P may be left out for the rest), e.g. 32\n"
             "  --kv-blocks N        KV blocks admission counts against; default all the backend holds\n"
             "                       (--max-batch x --max-context / --block-size); fewer forces preemption\n"
             "  --no-prefix-cache    do not keep full KV blocks of finished and running requests for later\n"
@@ -121,6 +128,7 @@ static int parse(int argc, char **argv, serve_opts *o)
         {"block-size", required_argument, NULL, 'z'},  {"chat-template", required_argument, NULL, 'U'},
         {"seed", required_argument, NULL, 's'},       {"max-connections", required_argument, NULL, 'C'},
         {"kv-store-size", required_argument, NULL, 'Z'}, {"kv-store", required_argument, NULL, 'Y'},
+        {"pd-split", required_argument, NULL, 'P'},
         {"help", no_argument, NULL, 'h'},
         {NULL, 0, NULL, 0},
     };
@@ -182,8 +190,10 @@ static int parse(int argc, char **argv, serve_opts *o)
                 o->sp.policy = GP_SCHED_CHUNKED;
             else if (!strcmp(optarg, "prefill-first"))
                 o->sp.policy = GP_SCHED_PREFILL_FIRST;
+            else if (!strcmp(optarg, "pd-mux"))
+                o->sp.policy = GP_SCHED_PD_MUX;
             else
-                return bad("--schedule '%s': allowed chunked, prefill-first", optarg);
+                return bad("--schedule '%s': allowed chunked, prefill-first, pd-mux", optarg);
             break;
         case 'K': st = gp_parse_long(optarg, 1, INT32_MAX, "--kv-blocks", &o->kv_blocks); break;
         case 'n': o->sp.prefix_cache = false; break;
@@ -201,6 +211,10 @@ static int parse(int argc, char **argv, serve_opts *o)
         case 'O': st = gp_parse_size(optarg, "--kv-vram-budget", &o->kv_vram_budget); break;
         case 'Z': st = gp_parse_size(optarg, "--kv-store-size", &o->kv_store_size); break;
         case 'Y': o->kv_store_dir = optarg; break;
+        case 'P':
+            if ((st = gp_split_parse(optarg, &o->pd_split)) == GP_OK)
+                o->pd_split_given = true;
+            break;
         case 'z': st = gp_parse_long(optarg, 1, 1024, "--block-size", &o->block_size); break;
         case 'U': o->chat_template = optarg; break;
         case 's': st = gp_parse_u64(optarg, "--seed", &o->seed); o->seed_given = true; break;
@@ -255,10 +269,15 @@ static int parse(int argc, char **argv, serve_opts *o)
         return bad("%s with --no-prefix-cache: the host store keeps the blocks the prefix cache evicts",
                    "--kv-store-size");
     o->sp.host_tier = o->kv_store_size != 0;
+    if (o->pd_split_given && o->sp.policy != GP_SCHED_PD_MUX)
+        return bad("%s: the two lanes run the pd-mux schedule's batches; give --schedule pd-mux", "--pd-split");
+    if (o->sp.policy == GP_SCHED_PD_MUX && o->backend == GP_BACKEND_CUDA && !o->pd_split_given)
+        return bad("%s on cuda needs --pd-split D:P, the decode lane's and the prefill lane's SMs",
+                   "--schedule pd-mux");
     gp_feature_set f = {.cuda = o->backend == GP_BACKEND_CUDA, .graphs = true,
                         .prefill_chunk = o->prefill_chunk != 0, .vram_budget = o->vram_budget,
                         .kv_vram_budget = o->kv_vram_budget, .kv_store_bytes = o->kv_store_size,
-                        .prefix_cache = o->sp.prefix_cache};
+                        .prefix_cache = o->sp.prefix_cache, .pd_lanes = o->pd_split_given};
     if (gp_features_check(&f) != GP_OK) {
         fprintf(stderr, PROG ": %s\n", gp_last_error());
         return 2;
@@ -382,6 +401,11 @@ int gp_cmd_serve(int argc, char **argv)
     bp.prefill_chunk = o.backend == GP_BACKEND_CUDA ? (int)(o.prefill_chunk ? o.prefill_chunk : o.sp.token_budget) : 0;
     if (o.dtype_given && o.backend == GP_BACKEND_CUDA)
         bp.dtype = o.dtype;
+    if (o.pd_split_given) {
+        bp.pd_lanes = true;
+        bp.attn_units = o.pd_split.attn_sms;
+        bp.ffn_units = o.pd_split.ffn_sms;
+    }
     bp.kv_store_bytes = o.kv_store_size; /* the store's blocks are the cache's: a block moves whole */
     bp.kv_store_dir = o.kv_store_dir;
     bp.kv_store_block = o.kv_store_size ? bp.block_size : 0;
@@ -411,7 +435,8 @@ int gp_cmd_serve(int argc, char **argv)
     fprintf(stderr, PROG ": ready in %.2f s: model '%s', backend %s; %ld sequences of %d tokens, %d KV blocks of "
             "%ld, %d tokens per step (%s), prefix cache %s%s\n", gp_now_s() - t0, name, gp_backend_describe(b),
             o.max_batch, context, ss.kv_blocks_total, o.block_size, o.sp.token_budget,
-            o.sp.policy == GP_SCHED_CHUNKED ? "chunked" : "prefill-first", gp_serve_prefix_cache_on(core)
+            o.sp.policy == GP_SCHED_CHUNKED ? "chunked" : o.sp.policy == GP_SCHED_PD_MUX ? "pd-mux" : "prefill-first",
+            gp_serve_prefix_cache_on(core)
                 ? "on" : o.sp.prefix_cache ? "off (the backend shares no KV blocks)" : "off",
             o.sp.host_tier ? ", the host store behind it" : "");
     while (!g_stop)
@@ -426,6 +451,9 @@ int gp_cmd_serve(int argc, char **argv)
             ss.requests_finished[GP_SERVE_CANCELLED], ss.requests_finished[GP_SERVE_ERROR], ss.prompt_tokens,
             ss.generation_tokens, ss.preemptions, ss.prefix_hit_tokens + ss.prefix_host_hit_tokens,
             ss.prefix_query_tokens, ss.prefix_host_hit_tokens, ss.host_offloaded_blocks, ss.host_offload_failures);
+    if (o.sp.policy == GP_SCHED_PD_MUX)
+        fprintf(stderr, PROG ": pd-mux: %lld prefill-lane batches; %lld of %lld decode steps ran beside one\n",
+                ss.prefill_batches, ss.overlapped_steps, ss.steps);
     if (ss.steps > 0)
         fprintf(stderr, PROG ": %lld steps: %.3f ms in the backend and %.3f ms of scheduling and delivery a step "
                 "(%.2f%%); %lld decode-only steps: %.1f rows at a mean context of %.0f tokens, %.3f ms a step, %.0f "

@@ -86,3 +86,8 @@ gp_add_test(engine_cpu_ffn SOURCES ${GP_ENG_TESTS}/test_engine_cpu_ffn.c ${GP_EN
 # computed; waiting loads, resets, pins, refusals.
 gp_add_test(engine_host_tier SOURCES ${GP_ENG_TESTS}/test_engine_host_tier.c ${GP_ENG_TESTS}/gpu_test_util.c
             LIBS gp_pipeline_cuda GPU)
+
+# Prefill and decode lanes (GPU): a prefill batch on one partition beside
+# decode steps on the other gives bitwise the batches run in order.
+gp_add_test(engine_pd SOURCES ${GP_ENG_TESTS}/test_engine_pd.c ${GP_ENG_TESTS}/gpu_test_util.c
+            LIBS gp_pipeline_cuda GPU)

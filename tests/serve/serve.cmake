@@ -30,3 +30,7 @@ gp_cli_test(serve_store_no_cache 2 "--kv-store-size with --no-prefix-cache: the 
             serve --model tiny --backend cuda --kv-store-size 1G --no-prefix-cache)
 gp_cli_test(serve_store_dir_alone 2 "--kv-store /tmp without --kv-store-size"
             serve --model tiny --backend cuda --kv-store /tmp)
+gp_cli_test(serve_pd_no_split 2 "--schedule pd-mux on cuda needs --pd-split D:P" serve --model tiny --backend cuda --schedule pd-mux)
+gp_cli_test(serve_pd_split_alone 2 "--pd-split: the two lanes run the pd-mux schedule's batches" serve --model tiny --pd-split 32)
+gp_cli_test(serve_pd_cpu 2 "prefill and decode lanes .* with the cpu backend" serve --model tiny --pd-split 32 --schedule pd-mux)
+gp_cli_test(serve_pd_store 2 "prefill and decode lanes .* with stored prefixes" serve --model tiny --backend cuda --pd-split 32 --schedule pd-mux --kv-store-size 1G)

@@ -16,6 +16,8 @@ tests/tools/gen_chat.py, starts `greenpipe serve` on an ephemeral port of
 - under a KV budget too small for the load, requests are preempted and
   recomputed with no request lost and no output changed;
 - a client that disconnects mid-stream frees its request and KV blocks;
+- --schedule pd-mux (cuda: the decode lane on 32 SMs, the prefill lane on
+  the rest; cpu: the two lanes in turn) gives generate's outputs;
 - cuda: with a host store behind the prefix cache (--kv-store-size), a
   shared prefix evicted from the device by other requests is loaded back
   from the store, with generate's outputs;
@@ -330,6 +332,18 @@ def check_disconnect(srv):
     fail("disconnect: the request still runs or holds KV blocks 30 s after the client left")
 
 
+def check_pd_mux(exe, m, prompts, want, id2tok):
+    """32 concurrent streams, decode rows on one lane while prefill chunks
+    run on the other: outputs stay generate's."""
+    args = ["--max-batch", "8", "--max-num-batched-tokens", "16", "--max-context", "256", "--schedule", "pd-mux"]
+    srv = Server(exe, m, args + (["--pd-split", "32"] if BACKEND == "cuda" else []))
+    try:
+        concurrent_streams(srv, prompts[:32], 10, want[:32], id2tok, "pd-mux")
+    finally:
+        srv.stop()
+    print("pd-mux: 32 concurrent streams with generate's outputs")
+
+
 def check_host_store(exe, m, prompts, want, id2tok, d):
     """A shared prefix cached, evicted by 16 other requests (into the store),
     then loaded back for the rest of its group: outputs stay generate's."""
@@ -397,6 +411,7 @@ def main():
             print("tiny KV budget: %d preemptions, every output unchanged; disconnect frees its blocks" % pre)
         finally:
             srv.stop()
+        check_pd_mux(exe, m, prompts, want, id2tok)
         if BACKEND == "cuda":
             check_host_store(exe, m, prompts, want, id2tok, d)
     print("ok")
