@@ -23,12 +23,17 @@
 #             them, default 48) at each of CURVE_RATES requests/s (default
 #             2 4 6 8 10), chunked and prefill-first, no prefix cache (the
 #             same prompts come at every rate)
+#   pd        the curve's prompts at each of PD_RATES requests/s (default
+#             2 4 6) on each of PD_CONFIGS (default chunked 32 48 64:
+#             chunked prefill, then pd-mux with the decode lane on that many
+#             SMs and the prefill lane on the rest); goodput under TTFT <= 2 s
+#             and TPOT <= 40 ms
 # Each bench-serve run writes OUT_DIR/NAME.txt (its report) and NAME.json; each
 # server OUT_DIR/NAME.serve.log (its status lines, the shutdown summary last).
 # A scenario that fails is reported and the next one runs.
 set -uo pipefail
 if [ $# -lt 4 ]; then
-  sed -n '2,25p' "$0" | sed 's/^# \{0,1\}//'
+  sed -n '2,29p' "$0" | sed 's/^# \{0,1\}//'
   exit 2
 fi
 gp=$1 benchdir=$2 out=$3
@@ -77,7 +82,19 @@ load() {
 }
 
 summary() {
-  grep -E "ready in|stopping after|steps:" "$out/$1.serve.log"
+  grep -E "ready in|stopping after|steps:|pd-mux:" "$out/$1.serve.log"
+}
+
+# long_prompts: 512..7680 random ids, answers of 128..512 tokens, uniform
+# (the longest fits the preset's context of 8192), CURVE_PROMPTS of them
+long_prompts() {
+  python3 -c '
+import json, random, sys
+r = random.Random(1)
+for _ in range(int(sys.argv[1])):
+    n = r.randint(512, 7680)
+    print(json.dumps({"prompt": [r.randrange(int(sys.argv[2])) for _ in range(n)], "max_tokens": r.randint(128, 512)}))
+' "${CURVE_PROMPTS:-48}" "$vocab" >"$out/long_prompts.jsonl"
 }
 
 for scenario in "$@"; do
@@ -137,15 +154,7 @@ for scenario in "$@"; do
     done
     ;;
   curve)
-    # prompts of 512..7680 random ids, answers of 128..512 tokens, uniform: the
-    # longest fits the preset's context of 8192
-    python3 -c '
-import json, random, sys
-r = random.Random(1)
-for _ in range(int(sys.argv[1])):
-    n = r.randint(512, 7680)
-    print(json.dumps({"prompt": [r.randrange(int(sys.argv[2])) for _ in range(n)], "max_tokens": r.randint(128, 512)}))
-' "${CURVE_PROMPTS:-48}" "$vocab" >"$out/long_prompts.jsonl"
+    long_prompts
     for policy in chunked prefill-first; do
       serve curve_$policy --max-batch 32 --max-context 8192 --max-num-batched-tokens 2048 --schedule $policy \
         --no-prefix-cache ||
@@ -158,8 +167,23 @@ for _ in range(int(sys.argv[1])):
       summary curve_$policy
     done
     ;;
+  pd)
+    long_prompts
+    for cfg in ${PD_CONFIGS:-chunked 32 48 64}; do
+      flag=(--schedule chunked)
+      [ $cfg != chunked ] && flag=(--schedule pd-mux --pd-split "$cfg")
+      serve pd_$cfg --max-batch 32 --max-context 8192 --max-num-batched-tokens 2048 --no-prefix-cache "${flag[@]}" ||
+        { failed=1; continue; }
+      for rate in ${PD_RATES:-2 4 6}; do
+        load pd_${cfg}_$rate --dataset-path "$out/long_prompts.jsonl" --request-rate "$rate" --seed 1 \
+          --goodput ttft:2000 tpot:40
+      done
+      stop
+      summary pd_$cfg
+    done
+    ;;
   *)
-    echo "serve_bench: unknown scenario '$scenario'; allowed: overhead, latency, prefix, tier, curve" >&2
+    echo "serve_bench: unknown scenario '$scenario'; allowed: overhead, latency, prefix, tier, curve, pd" >&2
     failed=1
     ;;
   esac
