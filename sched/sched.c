@@ -68,6 +68,25 @@ const char *gp_sched_finish_name(gp_sched_finish f)
     return "?";
 }
 
+static bool batch_alloc(sched_batch *b, size_t ms, int vocab)
+{
+    b->parts = calloc(ms, sizeof(*b->parts));
+    b->rq = calloc(ms, sizeof(*b->rq));
+    b->blk = calloc(ms, sizeof(*b->blk));
+    b->next = malloc(sizeof(int32_t) * ms);
+    b->logits = malloc(sizeof(float) * ms * (size_t)vocab);
+    return b->parts && b->rq && b->blk && b->next && b->logits;
+}
+
+static void batch_free(sched_batch *b)
+{
+    free(b->parts);
+    free(b->rq);
+    free(b->blk);
+    free(b->next);
+    free(b->logits);
+}
+
 gp_status gp_sched_create(const gp_sched_config *cfg, const gp_sched_ops *ops, gp_sched **out)
 {
     if (!cfg || !ops || !out)
@@ -75,9 +94,12 @@ gp_status gp_sched_create(const gp_sched_config *cfg, const gp_sched_ops *ops, g
     *out = NULL;
     if (!ops->run_batch || !ops->reset_seq)
         GP_FAIL(GP_ERR_INVALID_ARG, "gp_sched_create: ops.run_batch and ops.reset_seq are required");
-    if (cfg->policy != GP_SCHED_CHUNKED && cfg->policy != GP_SCHED_PREFILL_FIRST)
-        GP_FAIL(GP_ERR_INVALID_ARG, "gp_sched_create: policy %d is neither GP_SCHED_CHUNKED nor "
-                "GP_SCHED_PREFILL_FIRST", (int)cfg->policy);
+    if (cfg->policy != GP_SCHED_CHUNKED && cfg->policy != GP_SCHED_PREFILL_FIRST && cfg->policy != GP_SCHED_PD_MUX)
+        GP_FAIL(GP_ERR_INVALID_ARG, "gp_sched_create: policy %d; allowed GP_SCHED_CHUNKED, GP_SCHED_PREFILL_FIRST, "
+                "GP_SCHED_PD_MUX", (int)cfg->policy);
+    if (cfg->policy == GP_SCHED_PD_MUX && (!ops->prefill_launch || !ops->prefill_poll))
+        GP_FAIL(GP_ERR_INVALID_ARG, "gp_sched_create: GP_SCHED_PD_MUX needs ops.prefill_launch and prefill_poll "
+                "(a prefill lane beside run_batch's)");
     if (cfg->token_budget < 1)
         GP_FAIL(GP_ERR_INVALID_ARG, "gp_sched_create: token_budget %d, allowed >= 1", cfg->token_budget);
     if (cfg->max_seqs < 1 || cfg->vocab < 1 || cfg->max_context < 2)
@@ -104,13 +126,11 @@ gp_status gp_sched_create(const gp_sched_config *cfg, const gp_sched_ops *ops, g
     s->ops = *ops;
     size_t ms = (size_t)cfg->max_seqs;
     s->slot = calloc(ms, sizeof(*s->slot));
-    s->parts = calloc(ms, sizeof(*s->parts));
-    s->part_rq = calloc(ms, sizeof(*s->part_rq));
-    s->part_blk = calloc(ms, sizeof(*s->part_blk));
     s->events = calloc(ms, sizeof(*s->events));
-    s->logits = malloc(sizeof(float) * ms * (size_t)cfg->vocab);
-    s->next = malloc(sizeof(int32_t) * ms);
-    if (!s->slot || !s->parts || !s->part_rq || !s->part_blk || !s->events || !s->logits || !s->next) {
+    bool ok = s->slot && s->events && batch_alloc(&s->b, ms, cfg->vocab);
+    if (ok && cfg->policy == GP_SCHED_PD_MUX)
+        ok = batch_alloc(&s->pf, ms, cfg->vocab);
+    if (!ok) {
         gp_sched_destroy(s);
         GP_FAIL(GP_ERR_NO_MEMORY, "gp_sched_create: out of host memory for %d slots of vocab %d",
                 cfg->max_seqs, cfg->vocab);
@@ -141,17 +161,15 @@ void gp_sched_destroy(gp_sched *s)
 {
     if (!s)
         return;
+    gp_sched_pd_wait(s); /* the lane's batch still writes the cache the blocks below name */
     gp_sched_prefix_destroy(s);
     for (int i = 0; i < s->n_reqs; i++)
         rq_free(s->reqs[i]);
     free(s->reqs);
     free(s->slot);
-    free(s->parts);
-    free(s->part_rq);
-    free(s->part_blk);
+    batch_free(&s->b);
+    batch_free(&s->pf);
     free(s->events);
-    free(s->logits);
-    free(s->next);
     free(s);
 }
 
@@ -254,6 +272,10 @@ gp_status gp_sched_cancel(gp_sched *s, uint64_t id)
     if (i < 0)
         GP_FAIL(GP_ERR_INVALID_ARG, "gp_sched_cancel: no request with id %llu", (unsigned long long)id);
     rq *r = s->reqs[i];
+    if (r->pending) { /* its prefill runs on the lane: the sequence is reset once it is done */
+        gp_sched_pd_wait(s);
+        gp_sched_pd_forget(s, r);
+    }
     if (r->state == RQ_WAITING)
         gp_sched_list_unlink(&s->waiting, r);
     else if (r->state == RQ_RUNNING)

@@ -25,8 +25,9 @@ static gp_status check_requests(const gp_sched *s, int *private_blocks, int *ref
         }
         if (r->seq < 0 || r->seq >= s->cfg.max_seqs || s->slot[r->seq] != r)
             BROKEN("running request %llu: seq %d is not its slot", id, r->seq);
-        if (r->nblk != (r->computed + bs - 1) / bs)
-            BROKEN("request %llu holds %d blocks for %d tokens of blocks of %d", id, r->nblk, r->computed, bs);
+        if (r->nblk != (r->computed + r->pending + bs - 1) / bs)
+            BROKEN("request %llu holds %d blocks for %d tokens (%d of them on the prefill lane) of blocks of %d", id,
+                   r->nblk, r->computed + r->pending, r->pending, bs);
         int shared = 0;
         if (r->n_hashed > r->computed / bs)
             BROKEN("request %llu: %d blocks hashed of %d full", id, r->n_hashed, r->computed / bs);

@@ -34,6 +34,7 @@ typedef struct rq {
     int n_hashed, n_shared;
     uint64_t tail_key, tail_serial; /* the chain after block n_hashed - 1 */
     bool uncached;    /* a retain failed: its later blocks stay private */
+    int pending;      /* tokens of its part in the prefill batch in flight (GP_SCHED_PD_MUX), else 0 */
     int cached_tokens;
     struct rq *prev, *next; /* in the waiting queue or the running list */
 } rq;
@@ -64,6 +65,17 @@ typedef struct gp_sched_prefix {
     uint64_t *keys;   /* [blocks of max_context]: the chain past the last match, for host_lookup */
 } gp_sched_prefix;
 
+/* A batch being planned or run: its parts, each part's request and the
+ * blocks it took for it, and what the backend gives back. */
+typedef struct sched_batch {
+    gp_batch_part *parts; /* [max_seqs] */
+    rq **rq;              /* [max_seqs]; NULL: a part whose request was cancelled in flight */
+    int *blk;             /* [max_seqs] */
+    int n;
+    int32_t *next;        /* [max_seqs] the backend's greedy tokens */
+    float *logits;        /* [max_seqs][vocab] */
+} sched_batch;
+
 typedef struct rq_list {
     rq *head, *tail;
     int n;
@@ -79,13 +91,13 @@ struct gp_sched {
     rq **slot;       /* [max_seqs]: the running request of each sequence slot */
     int free_blocks;  /* neither a request's nor the prefix cache's */
     gp_sched_prefix *pc; /* NULL: prefix caching off */
-    /* the step being built: parts, their requests, blocks each reserved */
-    gp_batch_part *parts;
-    rq **part_rq;
-    int *part_blk;
-    int n_parts, budget_left;
-    float *logits; /* [max_seqs][vocab] */
-    int32_t *next; /* [max_seqs] the backend's greedy tokens */
+    sched_batch b;   /* the step being built (under PD-mux: its decode rows) */
+    int budget_left;
+    /* GP_SCHED_PD_MUX: the prefill lane's batch, launched (in flight) or
+     * completed with pf_status and not yet committed (pf_done) */
+    sched_batch pf;
+    bool pf_inflight, pf_done;
+    gp_status pf_status;
     gp_sched_event *events;
     int n_events;
     gp_sched_stats stats;
@@ -96,6 +108,27 @@ void gp_sched_list_push_tail(rq_list *l, rq *r);
 void gp_sched_list_push_head(rq_list *l, rq *r);
 /* Give back r's slot (its sequence reset) and blocks; r leaves the running list. */
 void gp_sched_release_slot(gp_sched *s, rq *r);
+/* Planning, running and committing batches (sched_step.c), shared by the
+ * two-lane step (sched_pd.c). plan_decodes: a decode row of every running
+ * request past its prefill; plan_prefills: chunks up to budget_left
+ * (whole_only: whole prompts but for the first part); unplan: give a batch's
+ * blocks back; commit: its parts ran (sampling where a request's pending
+ * tokens end); run: run_batch then commit, or unplan on failure. */
+void gp_sched_plan_decodes(gp_sched *s, sched_batch *b);
+void gp_sched_plan_prefills(gp_sched *s, sched_batch *b, int whole_only);
+void gp_sched_unplan(gp_sched *s, sched_batch *b);
+void gp_sched_commit(gp_sched *s, sched_batch *b);
+bool gp_sched_wants_logits(const sched_batch *b);
+gp_status gp_sched_run(gp_sched *s, sched_batch *b);
+/* Preempt the newest running request whose prefill is not on the lane. */
+void gp_sched_preempt_newest(gp_sched *s);
+/* One GP_SCHED_PD_MUX step (sched_pd.c). */
+gp_status gp_sched_step_pd(gp_sched *s);
+/* The prefill lane's batch in flight, waited for (GP_SCHED_PD_MUX): its
+ * result is kept for the next step to commit. */
+void gp_sched_pd_wait(gp_sched *s);
+/* Drop cancelled r's part from the completed prefill batch. */
+void gp_sched_pd_forget(gp_sched *s, const rq *r);
 
 /* Prefix cache (prefix.c). Every physical block is free, private to one
  * running request, or a cache entry shared by ref >= 0 of them. */

@@ -1,7 +1,8 @@
 /* One scheduler step: the policy builds a mixed batch under the token
  * budget, the sequence slots and the free KV blocks (preempting the newest
  * request when a decode row finds none), the backend runs it, and the parts
- * that reached their last pending token are sampled. */
+ * that reached their last pending token are sampled; the planning and
+ * commits the two-lane policy (sched_pd.c) shares. */
 #include <stdlib.h>
 
 #include "sched_impl.h"
@@ -29,35 +30,45 @@ static void preempt(gp_sched *s, rq *r)
     gp_sched_list_push_head(&s->waiting, r);
 }
 
-static void add_part(gp_sched *s, rq *r, gp_batch_kind kind, int n, int blk)
+static void add_part(gp_sched *s, sched_batch *b, rq *r, gp_batch_kind kind, int n, int blk)
 {
-    int i = s->n_parts++;
-    s->parts[i] = (gp_batch_part){.seq = r->seq, .kind = kind, .n = n, .tokens = r->all + r->computed};
-    s->part_rq[i] = r;
-    s->part_blk[i] = blk;
+    int i = b->n++;
+    b->parts[i] = (gp_batch_part){.seq = r->seq, .kind = kind, .n = n, .tokens = r->all + r->computed};
+    b->rq[i] = r;
+    b->blk[i] = blk;
     r->nblk += blk;
     gp_sched_take_blocks(s, blk);
     s->budget_left -= n;
 }
 
+void gp_sched_preempt_newest(gp_sched *s)
+{
+    rq *r = s->running.tail;
+    while (r && r->pending) /* its prefill runs on the lane */
+        r = r->prev;
+    if (r)
+        preempt(s, r);
+}
+
 /* A decode row for every running request past its prefill, oldest first,
  * while budget and slots last. A row whose next token needs a block when
  * none is free preempts the newest running request until one is (itself,
- * last: every request after it is gone by then). */
-static void plan_decodes(gp_sched *s)
+ * last: every request after it is gone by then, but for those whose prefill
+ * runs on the lane). */
+void gp_sched_plan_decodes(gp_sched *s, sched_batch *b)
 {
     rq *r = s->running.head;
-    while (r && s->budget_left > 0 && s->n_parts < s->cfg.max_seqs) {
+    while (r && s->budget_left > 0 && b->n < s->cfg.max_seqs) {
         if (prefilling(r)) {
             r = r->next;
             continue;
         }
         int need = blocks_for(s, r->computed + 1) - r->nblk;
         while (need > gp_sched_blocks_avail(s) && r->state == RQ_RUNNING)
-            preempt(s, s->running.tail);
+            gp_sched_preempt_newest(s);
         if (r->state != RQ_RUNNING)
             return;
-        add_part(s, r, GP_BATCH_DECODE, 1, need);
+        add_part(s, b, r, GP_BATCH_DECODE, 1, need);
         r = r->next;
     }
 }
@@ -66,14 +77,15 @@ static void plan_decodes(gp_sched *s)
  * holding nblk blocks, with avail more to take; whole_only takes the whole
  * rest or nothing, except as the step's first part (a prompt longer than the
  * budget goes in chunks). */
-static int chunk_len(const gp_sched *s, const rq *r, int start, int nblk, int avail, int whole_only)
+static int chunk_len(const gp_sched *s, const sched_batch *b, const rq *r, int start, int nblk, int avail,
+                     int whole_only)
 {
     int rest = r->prefill_end - start;
     int n = rest < s->budget_left ? rest : s->budget_left;
     long long room = ((long long)nblk + avail) * s->cfg.block_size - start;
     if (n > room)
         n = (int)room;
-    if (n <= 0 || (whole_only && n < rest && s->n_parts > 0))
+    if (n <= 0 || (whole_only && n < rest && b->n > 0))
         return 0;
     return n;
 }
@@ -82,7 +94,7 @@ static int chunk_len(const gp_sched *s, const rq *r, int start, int nblk, int av
  * (hit of them, or none when the backend refuses), then those the host
  * tier holds after them (host, leaving a block for the chunk), and the
  * prefill chunk that follows; 0 (nothing changed) when none fits. */
-static int admit(gp_sched *s, rq *r, int whole_only)
+static int admit(gp_sched *s, const sched_batch *b, rq *r, int whole_only)
 {
     int seq = 0, hit = 0, lru_hits = 0, host = 0, bs = s->cfg.block_size;
     while (s->slot[seq])
@@ -93,10 +105,10 @@ static int admit(gp_sched *s, rq *r, int whole_only)
     bool looked = s->ops.host_lookup && avail - lru_hits > 1;
     if (looked)
         host = gp_sched_prefix_host_lookup(s, r, hit, avail - lru_hits - 1);
-    int n = chunk_len(s, r, (hit + host) * bs, hit + host, avail - lru_hits - host, whole_only);
+    int n = chunk_len(s, b, r, (hit + host) * bs, hit + host, avail - lru_hits - host, whole_only);
     if (n > 0 && hit > 0 && gp_sched_prefix_attach(s, r, seq, hit) != GP_OK) {
         hit = host = 0; /* the backend kept none: compute them (the tier's blocks follow them) */
-        n = chunk_len(s, r, 0, 0, avail, whole_only);
+        n = chunk_len(s, b, r, 0, 0, avail, whole_only);
     }
     if (n > 0 && host > 0) {
         gp_sched_take_blocks(s, host);
@@ -105,7 +117,7 @@ static int admit(gp_sched *s, rq *r, int whole_only)
         if (gp_sched_prefix_host_load(s, r, hit, host) != GP_OK) {
             s->free_blocks += host;
             host = 0;
-            n = chunk_len(s, r, hit * bs, hit, gp_sched_blocks_avail(s), whole_only);
+            n = chunk_len(s, b, r, hit * bs, hit, gp_sched_blocks_avail(s), whole_only);
         }
     }
     if (looked) /* the lookup's pins go */
@@ -136,55 +148,55 @@ static int admit(gp_sched *s, rq *r, int whole_only)
 
 /* A prefill chunk of r: as many of its pending tokens as the budget and the
  * blocks allow (a waiting r is admitted first). */
-static int plan_chunk(gp_sched *s, rq *r, int whole_only)
+static int plan_chunk(gp_sched *s, sched_batch *b, rq *r, int whole_only)
 {
-    int n = r->state == RQ_WAITING ? admit(s, r, whole_only)
-                                   : chunk_len(s, r, r->computed, r->nblk, gp_sched_blocks_avail(s), whole_only);
+    int n = r->state == RQ_WAITING ? admit(s, b, r, whole_only)
+                                   : chunk_len(s, b, r, r->computed, r->nblk, gp_sched_blocks_avail(s), whole_only);
     if (n <= 0)
         return 0;
     int need = blocks_for(s, r->computed + n) - r->nblk;
     if (need < 0)
         need = 0;
-    add_part(s, r, GP_BATCH_PREFILL, n, need);
+    add_part(s, b, r, GP_BATCH_PREFILL, n, need);
     return 1;
 }
 
-/* Partly prefilled running requests first, then the queue in FIFO order
- * (the first that does not fit stops it, so none overtakes another). */
-static void plan_prefills(gp_sched *s, int whole_only)
+/* Partly prefilled running requests first (but those whose prefill runs on
+ * the lane), then the queue in FIFO order (the first that does not fit stops
+ * it, so none overtakes another). */
+void gp_sched_plan_prefills(gp_sched *s, sched_batch *b, int whole_only)
 {
-    for (rq *r = s->running.head; r && s->budget_left > 0 && s->n_parts < s->cfg.max_seqs; r = r->next)
-        if (prefilling(r))
-            plan_chunk(s, r, whole_only);
-    while (s->waiting.head && s->budget_left > 0 && s->n_parts < s->cfg.max_seqs &&
-           s->running.n < s->cfg.max_seqs)
-        if (!plan_chunk(s, s->waiting.head, whole_only))
+    for (rq *r = s->running.head; r && s->budget_left > 0 && b->n < s->cfg.max_seqs; r = r->next)
+        if (prefilling(r) && !r->pending)
+            plan_chunk(s, b, r, whole_only);
+    while (s->waiting.head && s->budget_left > 0 && b->n < s->cfg.max_seqs && s->running.n < s->cfg.max_seqs)
+        if (!plan_chunk(s, b, s->waiting.head, whole_only))
             break;
 }
 
 static void plan(gp_sched *s)
 {
-    s->n_parts = 0;
+    s->b.n = 0;
     s->budget_left = s->cfg.token_budget;
     if (s->cfg.policy == GP_SCHED_CHUNKED) {
-        plan_decodes(s);
-        plan_prefills(s, 0);
+        gp_sched_plan_decodes(s, &s->b);
+        gp_sched_plan_prefills(s, &s->b, 0);
     } else {
-        plan_prefills(s, 1);
-        if (s->n_parts == 0)
-            plan_decodes(s);
+        gp_sched_plan_prefills(s, &s->b, 1);
+        if (s->b.n == 0)
+            gp_sched_plan_decodes(s, &s->b);
     }
 }
 
-/* Undo a plan's reservations (its admissions stand, with the cached blocks
- * they attached; entries evicted for it stay evicted, their blocks free). */
-static void unplan(gp_sched *s)
+void gp_sched_unplan(gp_sched *s, sched_batch *b)
 {
-    for (int i = 0; i < s->n_parts; i++) {
-        s->part_rq[i]->nblk -= s->part_blk[i];
-        s->free_blocks += s->part_blk[i];
-    }
-    s->n_parts = 0;
+    for (int i = 0; i < b->n; i++)
+        if (b->rq[i]) {
+            b->rq[i]->nblk -= b->blk[i];
+            b->rq[i]->pending = 0;
+            s->free_blocks += b->blk[i];
+        }
+    b->n = 0;
 }
 
 static int32_t greedy(const float *x, int n)
@@ -205,20 +217,21 @@ static void finish(gp_sched *s, rq *r, gp_sched_finish why)
 
 /* Part i ran: its tokens are in the cache; at its request's last pending
  * token the next one is sampled and the request may finish. */
-static void commit_part(gp_sched *s, int i)
+static void commit_part(gp_sched *s, sched_batch *b, int i)
 {
-    rq *r = s->part_rq[i];
-    r->computed += s->parts[i].n;
+    rq *r = b->rq[i];
+    r->computed += b->parts[i].n;
+    r->pending = 0;
     if (s->pc)
         gp_sched_prefix_register(s, r);
-    if (s->parts[i].kind == GP_BATCH_PREFILL)
-        s->stats.prefill_tokens += s->parts[i].n;
+    if (b->parts[i].kind == GP_BATCH_PREFILL)
+        s->stats.prefill_tokens += b->parts[i].n;
     else
         s->stats.decode_tokens++;
     if (r->computed < r->n_all)
         return;
-    const float *lg = s->logits + (size_t)i * (size_t)s->cfg.vocab;
-    int32_t t = r->greedy       ? s->next[i]
+    const float *lg = b->logits + (size_t)i * (size_t)s->cfg.vocab;
+    int32_t t = r->greedy       ? b->next[i]
                 : s->ops.sample ? s->ops.sample(s->ops.ctx, lg, s->cfg.vocab, r->sample_ctx)
                                 : greedy(lg, s->cfg.vocab);
     r->all[r->n_all++] = t;
@@ -233,14 +246,58 @@ static void commit_part(gp_sched *s, int i)
         finish(s, r, why);
 }
 
-static void swap_parts(gp_sched *s, int i, int j)
+static void swap_parts(sched_batch *b, int i, int j)
 {
-    gp_batch_part p = s->parts[i];
-    s->parts[i] = s->parts[j], s->parts[j] = p;
-    rq *r = s->part_rq[i];
-    s->part_rq[i] = s->part_rq[j], s->part_rq[j] = r;
-    int b = s->part_blk[i];
-    s->part_blk[i] = s->part_blk[j], s->part_blk[j] = b;
+    gp_batch_part p = b->parts[i];
+    b->parts[i] = b->parts[j], b->parts[j] = p;
+    rq *r = b->rq[i];
+    b->rq[i] = b->rq[j], b->rq[j] = r;
+    int k = b->blk[i];
+    b->blk[i] = b->blk[j], b->blk[j] = k;
+}
+
+void gp_sched_commit(gp_sched *s, sched_batch *b)
+{
+    for (int i = 0; i < b->n; i++)
+        if (b->rq[i])
+            commit_part(s, b, i);
+    b->n = 0;
+}
+
+bool gp_sched_wants_logits(const sched_batch *b)
+{
+    for (int i = 0; i < b->n; i++) {
+        const rq *r = b->rq[i];
+        if (r && !r->greedy && r->computed + b->parts[i].n >= r->n_all)
+            return true;
+    }
+    return false;
+}
+
+/* The batch is the prefill parts, then the decode parts, each kind in the
+ * order planned. */
+static void order_parts(sched_batch *b)
+{
+    for (int i = 0, n_pre = 0; i < b->n; i++)
+        if (b->parts[i].kind == GP_BATCH_PREFILL) {
+            for (int j = i; j > n_pre; j--)
+                swap_parts(b, j, j - 1);
+            n_pre++;
+        }
+}
+
+gp_status gp_sched_run(gp_sched *s, sched_batch *b)
+{
+    order_parts(b);
+    const gp_batch g = {.n_parts = b->n, .parts = b->parts};
+    gp_status st = s->ops.run_batch(s->ops.ctx, &g, b->next, gp_sched_wants_logits(b) ? b->logits : NULL);
+    if (st != GP_OK) {
+        gp_sched_unplan(s, b);
+        return st;
+    }
+    s->stats.steps++;
+    gp_sched_commit(s, b);
+    return GP_OK;
 }
 
 gp_status gp_sched_step(gp_sched *s, int *n_events)
@@ -250,41 +307,23 @@ gp_status gp_sched_step(gp_sched *s, int *n_events)
     s->n_events = 0;
     if (n_events)
         *n_events = 0;
-    plan(s);
-    /* Every request alone fits the blocks (gp_sched_submit), so a step that
-     * found room for none gives the oldest room by preempting the newest. */
-    while (s->n_parts == 0 && s->running.n > 0) {
-        preempt(s, s->running.tail);
+    gp_status st;
+    if (s->cfg.policy == GP_SCHED_PD_MUX) {
+        st = gp_sched_step_pd(s);
+    } else {
         plan(s);
-    }
-    if (s->n_parts == 0)
-        return GP_OK;
-    /* The batch is the prefill parts, then the decode parts, each kind in
-     * the order planned. */
-    for (int i = 0, n_pre = 0; i < s->n_parts; i++)
-        if (s->parts[i].kind == GP_BATCH_PREFILL) {
-            for (int j = i; j > n_pre; j--)
-                swap_parts(s, j, j - 1);
-            n_pre++;
+        /* Every request alone fits the blocks (gp_sched_submit), so a step
+         * that found room for none gives the oldest room by preempting the
+         * newest. */
+        while (s->b.n == 0 && s->running.n > 0) {
+            gp_sched_preempt_newest(s);
+            plan(s);
         }
-    gp_batch b = {.n_parts = s->n_parts, .parts = s->parts};
-    bool want_logits = false; /* a part sampled this step for a request that is not greedy */
-    for (int i = 0; i < s->n_parts && !want_logits; i++) {
-        const rq *r = s->part_rq[i];
-        want_logits = !r->greedy && r->computed + s->parts[i].n >= r->n_all;
+        st = s->b.n ? gp_sched_run(s, &s->b) : GP_OK;
     }
-    gp_status st = s->ops.run_batch(s->ops.ctx, &b, s->next, want_logits ? s->logits : NULL);
-    if (st != GP_OK) {
-        unplan(s);
-        return st;
-    }
-    s->stats.steps++;
-    for (int i = 0; i < s->n_parts; i++)
-        commit_part(s, i);
-    s->n_parts = 0;
     if (n_events)
         *n_events = s->n_events;
-    return GP_OK;
+    return st;
 }
 
 const gp_sched_event *gp_sched_events(const gp_sched *s, int *n)

@@ -1,0 +1,113 @@
+/* Prefill and decode on two lanes at once (GP_SCHED_PD_MUX): each step the
+ * decode rows run on run_batch's lane while one batch of prefill chunks runs
+ * on the prefill lane, launched when the lane is free and committed at the
+ * first step that finds it done. */
+#include <limits.h>
+
+#include "sched_impl.h"
+
+void gp_sched_pd_wait(gp_sched *s)
+{
+    if (!s->pf_inflight)
+        return;
+    bool done = false;
+    gp_status st = s->ops.prefill_poll(s->ops.ctx, true, &done);
+    if (st == GP_OK && !done) {
+        gp_set_error("the prefill lane's poll with wait returned before its batch completed");
+        st = GP_ERR_STATE;
+    }
+    s->pf_inflight = false;
+    s->pf_done = true;
+    s->pf_status = st;
+}
+
+void gp_sched_pd_forget(gp_sched *s, const rq *r)
+{
+    for (int i = 0; i < s->pf.n; i++)
+        if (s->pf.rq[i] == r) {
+            s->pf.rq[i]->pending = 0;
+            s->pf.rq[i] = NULL; /* its blocks go with its slot */
+        }
+}
+
+/* A completed prefill batch: its parts commit (their requests may sample
+ * their first token), or on failure give their blocks back. */
+static gp_status settle(gp_sched *s)
+{
+    if (!s->pf_done)
+        return GP_OK;
+    s->pf_done = false;
+    if (s->pf_status == GP_OK)
+        gp_sched_commit(s, &s->pf);
+    else
+        gp_sched_unplan(s, &s->pf);
+    return s->pf_status;
+}
+
+/* Chunks up to the token budget onto the free prefill lane. */
+static gp_status launch(gp_sched *s)
+{
+    s->pf.n = 0;
+    s->budget_left = s->cfg.token_budget;
+    gp_sched_plan_prefills(s, &s->pf, 0);
+    if (s->pf.n == 0)
+        return GP_OK;
+    for (int i = 0; i < s->pf.n; i++)
+        s->pf.rq[i]->pending = s->pf.parts[i].n;
+    const gp_batch g = {.n_parts = s->pf.n, .parts = s->pf.parts};
+    gp_status st = s->ops.prefill_launch(s->ops.ctx, &g, s->pf.next,
+                                         gp_sched_wants_logits(&s->pf) ? s->pf.logits : NULL);
+    if (st != GP_OK) {
+        gp_sched_unplan(s, &s->pf);
+        return st;
+    }
+    s->pf_inflight = true;
+    s->stats.prefill_batches++;
+    return GP_OK;
+}
+
+static bool decodes_ready(const gp_sched *s)
+{
+    for (const rq *r = s->running.head; r; r = r->next)
+        if (r->computed >= r->prefill_end)
+            return true;
+    return false;
+}
+
+static void plan_decodes(gp_sched *s)
+{
+    s->b.n = 0;
+    s->budget_left = INT_MAX; /* decode rows run on their own lane, beside the prefill budget */
+    gp_sched_plan_decodes(s, &s->b);
+}
+
+gp_status gp_sched_step_pd(gp_sched *s)
+{
+    if (s->pf_inflight) { /* blocks only when no decode row could run meanwhile */
+        bool done = false;
+        gp_status st = s->ops.prefill_poll(s->ops.ctx, !decodes_ready(s), &done);
+        if (done || st != GP_OK) {
+            s->pf_inflight = false;
+            s->pf_done = true;
+            s->pf_status = st;
+        }
+    }
+    gp_status pst = settle(s);
+    /* the decode rows take their blocks before the prefill chunks, as in
+     * chunked prefill, and run after the launch so that both lanes work */
+    plan_decodes(s);
+    gp_status lst = s->pf_inflight ? GP_OK : launch(s);
+    /* Every request alone fits the blocks (gp_sched_submit): a step that
+     * found room for nothing gives the oldest room by preempting the newest. */
+    while (lst == GP_OK && s->b.n == 0 && !s->pf_inflight && s->running.n > 0) {
+        gp_sched_preempt_newest(s);
+        plan_decodes(s);
+        lst = launch(s);
+    }
+    if (s->b.n > 0) {
+        bool beside = s->pf_inflight;
+        GP_TRY(gp_sched_run(s, &s->b));
+        s->stats.overlapped_steps += beside;
+    }
+    return pst != GP_OK ? pst : lst;
+}
