@@ -29,7 +29,7 @@ typedef struct plan {
     bool cache;
     int lag;          /* the lane's most polls before a batch completes */
     int cancel_every; /* a random unfinished request every that many steps (0: none) */
-    bool cancel_lane; /* and, at every step, one whose prefill batch is in flight */
+    int cancel_lane;  /* one whose prefill batch is in flight every that many steps (0: none) */
     int fail;         /* the first that many prefill batches fail */
 } plan;
 
@@ -144,7 +144,7 @@ static outcome run(gp_sreq *q, const plan *p, uint64_t seed)
         bench_check(&b);
         if (p->cancel_every && step % p->cancel_every == p->cancel_every - 1)
             cancel(&b, &q[(int)(gp_test_uniform(&rng) * N_REQ)]);
-        if (p->cancel_lane)
+        if (p->cancel_lane && step % p->cancel_lane == 0)
             o.lane_cancels += cancel_in_lane(&b, q, &rng);
         gp_sched_get_stats(b.s, &o.st);
         if (step >= last && o.st.waiting == 0 && o.st.running == 0)
@@ -327,14 +327,15 @@ static void test_pd_cancel(void **state)
     for (int cache = 0; cache < 2; cache++)
         for (int lag = 0; lag <= 3; lag++) {
             plan p = {.policy = GP_SCHED_PD_MUX, .budget = 8, .blocks = lag % 2 ? most_blocks(q) + 2 : 96,
-                      .cache = cache, .lag = lag, .cancel_every = 5, .cancel_lane = lag > 1};
+                      .cache = cache, .lag = lag, .cancel_every = 5, .cancel_lane = lag > 1 ? 4 : 0};
             lane_cancels += run(q, &p, 40 + (uint64_t)lag).lane_cancels;
         }
     assert_true(lane_cancels > 0);
 }
 
-/* Prefill batches that fail (the first few, or every one for a while)
- * leave their requests to be tried again: the tokens are still alone's. */
+/* Prefill batches that fail (the first few, or every one for a while, with
+ * cancellations waiting for failing batches) leave their requests to be
+ * tried again: the tokens are still alone's. */
 static void test_pd_failed_prefill(void **state)
 {
     (void)state;
@@ -345,7 +346,8 @@ static void test_pd_failed_prefill(void **state)
     for (int cache = 0; cache < 2; cache++)
         for (size_t k = 0; k < sizeof fails / sizeof fails[0]; k++) {
             plan p = {.policy = GP_SCHED_PD_MUX, .budget = 8, .blocks = k == 1 ? most_blocks(q) + 2 : 96,
-                      .cache = cache, .lag = (int)k + 1, .fail = fails[k], .cancel_every = k == 2 ? 7 : 0};
+                      .cache = cache, .lag = (int)k + 1, .fail = fails[k], .cancel_every = k == 2 ? 7 : 0,
+                      .cancel_lane = k == 2 ? 5 : 0};
             outcome o = run(q, &p, 60 + k);
             failed += o.failed_steps;
             assert_true(o.launched > fails[k]);
