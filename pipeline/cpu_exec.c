@@ -6,6 +6,7 @@
  * of each micro-batch follow the views: an FFN stage updates the rows its
  * payload hands it, and the next attention stage of that micro-batch reads
  * those rows. */
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -21,6 +22,10 @@ struct gp_cpu_exec {
     gp_step_timing *dummy;
     float *times;          /* [2 stages][begin, end][n_layers][GP_PIPE_MAX_MICRO] stage times of the step */
     gp_tensor_view resid[GP_PIPE_MAX_MICRO]; /* where each micro-batch's residual rows are now */
+    /* the prefill lane: its batch ran at launch, the poll reports it */
+    bool lane_busy;
+    gp_status lane_status;
+    char lane_error[256]; /* the batch's message, which calls before the poll may overwrite */
 };
 
 static float ms_since(const gp_cpu_exec *x)
@@ -175,6 +180,33 @@ static gp_status cx_run_batch(void *ctx, const gp_batch *b, int32_t *next, float
     return GP_OK;
 }
 
+/* One set of threads: the batch runs at once, in launch order with the
+ * decode batches, and its poll finds it done. */
+static gp_status cx_prefill_launch(void *ctx, const gp_batch *b, int32_t *next, float *logits)
+{
+    gp_cpu_exec *x = ctx;
+    if (x->lane_busy)
+        GP_FAIL(GP_ERR_STATE, "CPU executor: prefill_launch while the last launched batch awaits its poll");
+    x->lane_status = gp_cpu_run_batch(x->model, b, next, logits);
+    if (x->lane_status != GP_OK)
+        snprintf(x->lane_error, sizeof x->lane_error, "%s", gp_last_error());
+    x->lane_busy = true;
+    return GP_OK;
+}
+
+static gp_status cx_prefill_poll(void *ctx, bool wait, bool *done)
+{
+    (void)wait;
+    gp_cpu_exec *x = ctx;
+    if (!x->lane_busy)
+        GP_FAIL(GP_ERR_STATE, "CPU executor: prefill_poll with no batch launched");
+    x->lane_busy = false;
+    *done = true;
+    if (x->lane_status != GP_OK)
+        gp_set_error("%s", x->lane_error);
+    return x->lane_status;
+}
+
 static int cx_n_splits(void *ctx)
 {
     return 1;
@@ -212,6 +244,8 @@ static const gp_session_ops cpu_session_ops = {
     .retain_block = cx_retain_block,
     .drop_block = cx_drop_block,
     .attach_blocks = cx_attach_blocks,
+    .prefill_launch = cx_prefill_launch,
+    .prefill_poll = cx_prefill_poll,
     .n_splits = cx_n_splits,
     .select_split = cx_select,
     .split_info = cx_split_info,

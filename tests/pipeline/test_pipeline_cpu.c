@@ -3,7 +3,7 @@
  * bit, over its two-stage graph and over the three-stage graph of the relay
  * (attention -> relay -> FFN); a failing stage of either stops the step
  * cleanly and the pipeline stays usable; the statistics and their reports
- * are consistent. */
+ * are consistent; the executor's prefill lane reports the batch it ran. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -439,6 +439,39 @@ static void test_prefill_op(void **state)
     free(ref_last), free(ref_all), free(last), free(all);
 }
 
+/* The executor's prefill lane runs its batch at launch, as run_batch
+ * would, and the poll reports it done with its status and message; a poll
+ * or a launch out of turn is refused. */
+static void test_prefill_lane(void **state)
+{
+    const gp_batch_part parts[2] = {{.seq = 4, .kind = GP_BATCH_PREFILL, .n = 5, .tokens = g_prompt[3]},
+                                    {.seq = 1, .kind = GP_BATCH_PREFILL, .n = 3, .tokens = g_prompt[1]}};
+    const gp_batch b = {.n_parts = 2, .parts = parts};
+    int32_t want[2], next[2];
+    gp_cpu_model *ref, *pm;
+    GP_CHECK_OK(gp_cpu_model_create(&g_w, S, CTX, 3, &ref));
+    GP_CHECK_OK(gp_cpu_model_create(&g_w, S, CTX, 3, &pm));
+    GP_CHECK_OK(gp_cpu_run_batch(ref, &b, want, NULL));
+    gp_cpu_exec *x;
+    GP_CHECK_OK(gp_cpu_exec_create(pm, 1, 1, &x));
+    gp_exec e = gp_cpu_exec_get(x);
+    bool done = false;
+    GP_CHECK_FAIL(e.session->prefill_poll(e.ctx, false, &done), GP_ERR_STATE, "no batch launched");
+    GP_CHECK_OK(e.session->prefill_launch(e.ctx, &b, next, NULL));
+    GP_CHECK_FAIL(e.session->prefill_launch(e.ctx, &b, next, NULL), GP_ERR_STATE, "awaits its poll");
+    GP_CHECK_OK(e.session->prefill_poll(e.ctx, false, &done));
+    assert_true(done);
+    assert_memory_equal(next, want, sizeof want);
+    const gp_batch_part bad = {.seq = S, .kind = GP_BATCH_PREFILL, .n = 1, .tokens = g_prompt[0]};
+    GP_CHECK_OK(e.session->prefill_launch(e.ctx, &(gp_batch){.n_parts = 1, .parts = &bad}, next, NULL));
+    GP_CHECK_FAIL(e.session->prefill_poll(e.ctx, true, &done), GP_ERR_INVALID_ARG, "sequence id 7");
+    assert_true(done);
+    GP_CHECK_FAIL(e.session->prefill_poll(e.ctx, true, &done), GP_ERR_STATE, "no batch launched");
+    gp_cpu_exec_destroy(x);
+    gp_cpu_model_destroy(pm);
+    gp_cpu_model_destroy(ref);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -451,6 +484,7 @@ int main(void)
         cmocka_unit_test(test_graph_refused),
         cmocka_unit_test(test_stats_and_reports),
         cmocka_unit_test(test_prefill_op),
+        cmocka_unit_test(test_prefill_lane),
     };
     return cmocka_run_group_tests_name("pipeline on the CPU executor", tests, setup, teardown) ? 1 : 0;
 }

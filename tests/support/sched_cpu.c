@@ -1,10 +1,10 @@
 /* The scheduler's backend ops over the CPU reference (gp_cpu_run_batch and
- * gp_cpu_reset_seq), its shared KV blocks for prefix caching, and a host
- * tier of blocks copied out of and back into its cache. */
+ * gp_cpu_reset_seq), its shared KV blocks for prefix caching, a host tier of
+ * blocks copied out of and back into its cache, and a prefill lane that
+ * completes late. */
 #include "sched_cpu.h"
 
-#include <stdlib.h>
-#include <string.h>
+#include "gp_test.h"
 
 #include "gp_kvstore.h"
 #include "ref_impl.h"
@@ -222,4 +222,176 @@ gp_sched_ops gp_sched_cpu_tier_ops(gp_sched_cpu_tier *t)
     return (gp_sched_ops){.run_batch = tier_run_batch, .reset_seq = tier_reset_seq, .retain_block = tier_retain,
                           .drop_block = tier_drop, .attach_blocks = tier_attach, .host_offload = tier_offload,
                           .host_lookup = tier_lookup, .host_load = tier_load, .ctx = t};
+}
+
+struct gp_sched_cpu_pd {
+    gp_cpu_model *m;
+    bool share;
+    uint64_t rng;           /* the lags' stream */
+    int max_lag;
+    gp_batch_part *parts;   /* [max_seqs]: the launched batch's; their tokens stay the caller's */
+    gp_batch b;
+    int32_t *next;          /* the caller's, filled on completion */
+    float *logits;
+    bool in_flight;
+    int lag;                /* polls without wait before it completes */
+    int fail;               /* injected: the next that many batches fail */
+    const char *broken;     /* a use of a sequence in flight: every later call fails with it */
+    int seq_broken;
+    int launched, pending_polls;
+};
+
+gp_status gp_sched_cpu_pd_create(gp_cpu_model *m, bool share, uint64_t seed, int max_lag, gp_sched_cpu_pd **out)
+{
+    if (!m || !out || max_lag < 0)
+        GP_FAIL(GP_ERR_INVALID_ARG, "gp_sched_cpu_pd_create: model %s, out %s, max_lag %d: allowed a model, out "
+                "and a lag >= 0", m ? "set" : "NULL", out ? "set" : "NULL", max_lag);
+    gp_sched_cpu_pd *p = calloc(1, sizeof(*p));
+    if (p)
+        p->parts = malloc(sizeof(gp_batch_part) * (size_t)gp_cpu_model_max_seqs(m));
+    if (!p || !p->parts) {
+        gp_sched_cpu_pd_destroy(p);
+        GP_FAIL(GP_ERR_NO_MEMORY, "gp_sched_cpu_pd_create: out of host memory");
+    }
+    *p = (gp_sched_cpu_pd){.m = m, .share = share, .rng = seed, .max_lag = max_lag, .parts = p->parts};
+    *out = p;
+    return GP_OK;
+}
+
+void gp_sched_cpu_pd_destroy(gp_sched_cpu_pd *p)
+{
+    if (!p)
+        return;
+    free(p->parts);
+    free(p);
+}
+
+void gp_sched_cpu_pd_counts(const gp_sched_cpu_pd *p, int *launched, int *pending_polls)
+{
+    *launched = p->launched;
+    *pending_polls = p->pending_polls;
+}
+
+void gp_sched_cpu_pd_fail(gp_sched_cpu_pd *p, int n)
+{
+    p->fail = n;
+}
+
+int gp_sched_cpu_pd_in_flight(const gp_sched_cpu_pd *p, int *seqs)
+{
+    if (!p->in_flight)
+        return 0;
+    for (int i = 0; seqs && i < p->b.n_parts; i++)
+        seqs[i] = p->parts[i].seq;
+    return p->b.n_parts;
+}
+
+static bool pd_holds(const gp_sched_cpu_pd *p, int seq)
+{
+    for (int i = 0; p->in_flight && i < p->b.n_parts; i++)
+        if (p->parts[i].seq == seq)
+            return true;
+    return false;
+}
+
+/* The lane's contract broken earlier (reset_seq cannot answer): fail now. */
+static gp_status pd_unbroken(const gp_sched_cpu_pd *p)
+{
+    if (p->broken)
+        GP_FAIL(GP_ERR_STATE, "sched_cpu pd: %s seq %d while its prefill batch was in flight", p->broken,
+                p->seq_broken);
+    return GP_OK;
+}
+
+static gp_status pd_run_batch(void *ctx, const gp_batch *b, int32_t *next, float *logits)
+{
+    gp_sched_cpu_pd *p = ctx;
+    GP_TRY(pd_unbroken(p));
+    for (int i = 0; i < b->n_parts; i++)
+        if (pd_holds(p, b->parts[i].seq))
+            GP_FAIL(GP_ERR_STATE, "sched_cpu pd: run_batch part %d on seq %d, which the prefill batch in flight "
+                    "holds", i, b->parts[i].seq);
+    return cpu_run_batch(p->m, b, next, logits);
+}
+
+static void pd_reset_seq(void *ctx, int seq)
+{
+    gp_sched_cpu_pd *p = ctx;
+    if (pd_holds(p, seq) && !p->broken) {
+        p->broken = "reset_seq of";
+        p->seq_broken = seq;
+    }
+    cpu_reset_seq(p->m, seq);
+}
+
+static gp_status pd_retain(void *ctx, int seq, int index, int *handle)
+{
+    return cpu_retain(((gp_sched_cpu_pd *)ctx)->m, seq, index, handle);
+}
+
+static void pd_drop(void *ctx, int handle)
+{
+    cpu_drop(((gp_sched_cpu_pd *)ctx)->m, handle);
+}
+
+static gp_status pd_attach(void *ctx, int seq, const int *handles, int n)
+{
+    return cpu_attach(((gp_sched_cpu_pd *)ctx)->m, seq, handles, n);
+}
+
+/* Nothing runs yet: the batch waits for the poll that completes it. */
+static gp_status pd_launch(void *ctx, const gp_batch *b, int32_t *next, float *logits)
+{
+    gp_sched_cpu_pd *p = ctx;
+    GP_TRY(pd_unbroken(p));
+    if (p->in_flight)
+        GP_FAIL(GP_ERR_STATE, "sched_cpu pd: prefill_launch while batch %d is in flight (poll it done first)",
+                p->launched);
+    int most = gp_cpu_model_max_seqs(p->m);
+    if (b->n_parts < 1 || b->n_parts > most)
+        GP_FAIL(GP_ERR_INVALID_ARG, "sched_cpu pd: prefill_launch of %d parts, allowed 1..%d", b->n_parts, most);
+    for (int i = 0; i < b->n_parts; i++)
+        if (b->parts[i].kind != GP_BATCH_PREFILL)
+            GP_FAIL(GP_ERR_INVALID_ARG, "sched_cpu pd: prefill_launch part %d is a decode part, allowed prefill "
+                    "parts only", i);
+    memcpy(p->parts, b->parts, sizeof(gp_batch_part) * (size_t)b->n_parts);
+    p->b = (gp_batch){.n_parts = b->n_parts, .parts = p->parts};
+    p->next = next;
+    p->logits = logits;
+    p->lag = (int)(gp_test_uniform(&p->rng) * (p->max_lag + 1));
+    p->in_flight = true;
+    p->launched++;
+    return GP_OK;
+}
+
+static gp_status pd_poll(void *ctx, bool wait, bool *done)
+{
+    gp_sched_cpu_pd *p = ctx;
+    GP_TRY(pd_unbroken(p));
+    if (!p->in_flight)
+        GP_FAIL(GP_ERR_STATE, "sched_cpu pd: prefill_poll with no batch launched");
+    *done = wait || p->lag == 0;
+    if (!*done) {
+        p->lag--;
+        p->pending_polls++;
+        return GP_OK;
+    }
+    p->in_flight = false;
+    if (p->fail > 0) {
+        p->fail--;
+        GP_FAIL(GP_ERR_IO, "sched_cpu pd: prefill batch %d fails (injected, %d more to come)", p->launched, p->fail);
+    }
+    return cpu_run_batch(p->m, &p->b, p->next, p->logits);
+}
+
+gp_sched_ops gp_sched_cpu_pd_ops(gp_sched_cpu_pd *p)
+{
+    gp_sched_ops o = {.run_batch = pd_run_batch, .reset_seq = pd_reset_seq, .prefill_launch = pd_launch,
+                      .prefill_poll = pd_poll, .ctx = p};
+    if (p->share) {
+        o.retain_block = pd_retain;
+        o.drop_block = pd_drop;
+        o.attach_blocks = pd_attach;
+    }
+    return o;
 }

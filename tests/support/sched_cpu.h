@@ -48,5 +48,14 @@ void gp_sched_cpu_pd_destroy(gp_sched_cpu_pd *p);
 gp_sched_ops gp_sched_cpu_pd_ops(gp_sched_cpu_pd *p);
 /* Batches launched, and polls that found one still running. */
 void gp_sched_cpu_pd_counts(const gp_sched_cpu_pd *p, int *launched, int *pending_polls);
+/* Fault injection: the next n prefill batches fail (GP_ERR_IO) when they
+ * complete, their sequences as they were. */
+void gp_sched_cpu_pd_fail(gp_sched_cpu_pd *p, int n);
+/* The parts of the launched batch that awaits its completing poll (0:
+ * none), their sequences into seqs [max_seqs] (may be NULL): until it
+ * completes the reference's pool lacks the blocks the scheduler counts for
+ * it. A run_batch on one of its sequences fails (GP_ERR_STATE), and so does
+ * every call after a reset_seq of one. */
+int gp_sched_cpu_pd_in_flight(const gp_sched_cpu_pd *p, int *seqs);
 
 #endif
