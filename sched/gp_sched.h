@@ -97,8 +97,9 @@ typedef enum gp_sched_policy {
      * requests past their prefill (run_batch), while one batch of prefill
      * chunks up to the token budget runs on the prefill lane
      * (prefill_launch), launched when the lane is free and polled at every
-     * step; a request decodes from the step after its last chunk completed.
-     * Decode rows never wait for a prefill, nor count against the budget. */
+     * step; a request joins the decode rows in the step that finds its last
+     * chunk completed. Decode rows never wait for a prefill, nor count
+     * against the budget. */
     GP_SCHED_PD_MUX,
 } gp_sched_policy;
 
@@ -211,7 +212,8 @@ typedef struct gp_sched_stats {
      * failed (those blocks' KV was lost to later requests). */
     long long prefix_host_hit_tokens, host_offloaded_blocks, host_offload_failures;
     /* GP_SCHED_PD_MUX: prefill batches launched, and steps whose decode
-     * rows ran while one was in flight (the overlap the two lanes give). */
+     * rows ran while one was launched and not yet found done (the overlap
+     * the two lanes give, where the backend runs them at once). */
     long long prefill_batches, overlapped_steps;
 } gp_sched_stats;
 void gp_sched_get_stats(const gp_sched *s, gp_sched_stats *out);

@@ -126,7 +126,7 @@ gp_status gp_sched_create(const gp_sched_config *cfg, const gp_sched_ops *ops, g
     s->ops = *ops;
     size_t ms = (size_t)cfg->max_seqs;
     s->slot = calloc(ms, sizeof(*s->slot));
-    s->events = calloc(ms, sizeof(*s->events));
+    s->events = calloc(2 * ms, sizeof(*s->events)); /* pd-mux: a request's first token and its next */
     bool ok = s->slot && s->events && batch_alloc(&s->b, ms, cfg->vocab);
     if (ok && cfg->policy == GP_SCHED_PD_MUX)
         ok = batch_alloc(&s->pf, ms, cfg->vocab);

@@ -96,6 +96,7 @@ struct gp_sched {
     /* GP_SCHED_PD_MUX: the prefill lane's batch, launched (in flight) or
      * completed with pf_status and not yet committed (pf_done) */
     sched_batch pf;
+    gp_batch pf_batch; /* what the lane was handed: valid until it is done */
     bool pf_inflight, pf_done;
     gp_status pf_status;
     gp_sched_event *events;

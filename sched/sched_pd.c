@@ -54,8 +54,8 @@ static gp_status launch(gp_sched *s)
         return GP_OK;
     for (int i = 0; i < s->pf.n; i++)
         s->pf.rq[i]->pending = s->pf.parts[i].n;
-    const gp_batch g = {.n_parts = s->pf.n, .parts = s->pf.parts};
-    gp_status st = s->ops.prefill_launch(s->ops.ctx, &g, s->pf.next,
+    s->pf_batch = (gp_batch){.n_parts = s->pf.n, .parts = s->pf.parts};
+    gp_status st = s->ops.prefill_launch(s->ops.ctx, &s->pf_batch, s->pf.next,
                                          gp_sched_wants_logits(&s->pf) ? s->pf.logits : NULL);
     if (st != GP_OK) {
         gp_sched_unplan(s, &s->pf);
