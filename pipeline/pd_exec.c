@@ -14,6 +14,7 @@
 struct gp_pd_exec {
     gp_engine *e;          /* borrowed */
     gp_lane *decode, *prefill;
+    int prefill_rows;
     gp_split_info info;
     pthread_t worker;
     pthread_mutex_t mu;
@@ -56,6 +57,12 @@ static gp_status px_launch(void *ctx, const gp_batch *b, int32_t *next, float *l
     if (!b || b->n_parts < 1 || b->n_parts > gp_engine_max_batch(x->e))
         GP_FAIL(GP_ERR_INVALID_ARG, "prefill lane: a batch of %d parts; allowed 1..%d", b ? b->n_parts : 0,
                 gp_engine_max_batch(x->e));
+    long long tokens = 0; /* the lane's own check runs on its thread: the size is checked here, up front */
+    for (int i = 0; i < b->n_parts; i++)
+        tokens += b->parts[i].n;
+    if (tokens > x->prefill_rows)
+        GP_FAIL(GP_ERR_INVALID_ARG, "prefill lane: a batch of %lld tokens; allowed at most %d (its rows)", tokens,
+                x->prefill_rows);
     pthread_mutex_lock(&x->mu);
     bool busy = x->launched;
     if (!busy) {
@@ -163,6 +170,7 @@ gp_status gp_pd_exec_create(gp_engine *e, const gp_green_pair *pair, int prefill
         GP_FAIL(GP_ERR_NO_MEMORY, "prefill/decode executor: out of host memory");
     }
     x->e = e;
+    x->prefill_rows = prefill_rows;
     pthread_mutex_init(&x->mu, NULL);
     pthread_cond_init(&x->cv, NULL);
     int d_sms = pair->partitioned ? pair->attn_sms : 0, p_sms = pair->partitioned ? pair->ffn_sms : 0;

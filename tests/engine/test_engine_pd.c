@@ -22,7 +22,7 @@
 
 #include "gpu_test_util.h"
 
-enum { NSEQ = 6, NDEC = 4, CTX = 40, LONG = 300, STEPS = 5 };
+enum { NSEQ = 6, NDEC = 4, CTX = 40, LONG = 250, STEPS = 5, PREFILL_ROWS = 512 };
 static gp_dtype g_dt = GP_DTYPE_BF16;
 
 typedef struct fixture {
@@ -126,10 +126,15 @@ static void test_concurrent_bitwise(void **state)
     gp_green_pool *pool;
     GP_CHECK_OK(gp_green_pool_create(&gpp, &pool));
     gp_pd_exec *pd;
-    GP_CHECK_OK(gp_pd_exec_create(e, gp_green_pool_pair(pool, 0), 512, &pd));
+    GP_CHECK_OK(gp_pd_exec_create(e, gp_green_pool_pair(pool, 0), PREFILL_ROWS, &pd));
     const gp_exec x = gp_pd_exec_get(pd);
     bool done;
     GP_CHECK_FAIL(x.session->prefill_poll(x.ctx, false, &done), GP_ERR_STATE, "nothing launched");
+    gp_batch_part big[3];
+    for (int i = 0; i < 3; i++)
+        big[i] = (gp_batch_part){.seq = i, .kind = GP_BATCH_PREFILL, .n = LONG, .tokens = f->ids + i * LONG};
+    const gp_batch bb = {.n_parts = 3, .parts = big}; /* refused at launch, not on the lane's thread */
+    GP_CHECK_FAIL(x.session->prefill_launch(x.ctx, &bb, NULL, NULL), GP_ERR_INVALID_ARG, "750 tokens");
 
     run_out o[2];
     for (int i = 0; i < 2; i++)
