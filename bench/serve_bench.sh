@@ -26,8 +26,8 @@
 #   pd        the curve's prompts at each of PD_RATES requests/s (default
 #             2 4 6) on each of PD_CONFIGS (default chunked 32 48 64:
 #             chunked prefill, then pd-mux with the decode lane on that many
-#             SMs and the prefill lane on the rest); goodput under TTFT <= 2 s
-#             and TPOT <= 40 ms
+#             SMs and the prefill lane on the rest; a w after the count adds
+#             --pd-idle-whole); goodput under TTFT <= 2 s and TPOT <= 40 ms
 # Each bench-serve run writes OUT_DIR/NAME.txt (its report) and NAME.json; each
 # server OUT_DIR/NAME.serve.log (its status lines, the shutdown summary last).
 # A scenario that fails is reported and the next one runs.
@@ -171,7 +171,8 @@ for scenario in "$@"; do
     long_prompts
     for cfg in ${PD_CONFIGS:-chunked 32 48 64}; do
       flag=(--schedule chunked)
-      [ $cfg != chunked ] && flag=(--schedule pd-mux --pd-split "$cfg")
+      [ $cfg != chunked ] && flag=(--schedule pd-mux --pd-split "${cfg%w}")
+      [ "${cfg%w}" != "$cfg" ] && flag+=(--pd-idle-whole)
       serve pd_$cfg --max-batch 32 --max-context 8192 --max-num-batched-tokens 2048 --no-prefix-cache "${flag[@]}" ||
         { failed=1; continue; }
       for rate in ${PD_RATES:-2 4 6}; do

@@ -138,6 +138,9 @@ static gp_status check_params(const gp_backend_params *p)
         GP_FAIL(GP_ERR_INVALID_ARG, "cpu backend: %d attention and %d FFN threads; each side needs at least 1",
                 p->attn_units, p->ffn_units);
     GP_TRY(check_kv_store_flags(p));
+    if (p->pd_idle_whole && !p->pd_lanes)
+        GP_FAIL(GP_ERR_INVALID_ARG, "backend: pd_idle_whole (--pd-idle-whole) without pd_lanes (--pd-split): it "
+                "says where the decode lane's rows run while the prefill lane is idle");
     gp_feature_set f;
     gp_backend_features(p, &f);
     return gp_features_check(&f);
@@ -220,8 +223,10 @@ static gp_status open_cuda(gp_backend *b, const gp_host_weights *w)
     GP_TRY(gp_assemble_engine(b->dw, &ap, &b->as));
     b->engine = b->as.engine;
     b->cuda_exec = b->as.exec;
-    if (p->pd_lanes)
+    if (p->pd_lanes) {
         GP_TRY(gp_pd_exec_create(b->engine, gp_green_pool_pair(b->pool, 0), ep.prefill_chunk, &b->pd_exec));
+        gp_pd_exec_set_idle_whole(b->pd_exec, p->pd_idle_whole);
+    }
     const bool graphs = b->as.graphs;
     b->dtype = gp_engine_dtype(b->engine);
     int used;
@@ -249,9 +254,10 @@ static gp_status open_cuda(gp_backend *b, const gp_host_weights *w)
         gp_split_info si;
         gp_exec x = gp_backend_exec(b);
         x.session->split_info(x.ctx, -1, &si);
-        used += snprintf(b->describe + used, sizeof b->describe - (size_t)used, "; %s on %d + %d SMs%s",
+        used += snprintf(b->describe + used, sizeof b->describe - (size_t)used, "; %s on %d + %d SMs%s%s",
                          p->pipelined ? "pipelined steps" : "decode and prefill lanes", si.a_got, si.f_got,
-                         si.partitioned ? "" : " (no green contexts: plain streams sharing every SM)");
+                         si.partitioned ? "" : " (no green contexts: plain streams sharing every SM)",
+                         p->pd_idle_whole ? ", decode on every SM while the prefill lane is idle" : "");
     }
     const gp_kv_offload_plan *ko = gp_engine_kv_offload(b->engine);
     if (ko && used < (int)sizeof b->describe)

@@ -403,6 +403,9 @@ typedef struct gp_pd_exec gp_pd_exec;
 gp_status gp_pd_exec_create(gp_engine *engine, const gp_green_pair *pair, int prefill_rows, gp_pd_exec **out);
 void gp_pd_exec_destroy(gp_pd_exec *x);
 gp_exec gp_pd_exec_get(gp_pd_exec *x);
+/* on: the decode rows run on the engine's own lane, every SM, while no
+ * prefill batch runs (the partition only beside one); default off. */
+void gp_pd_exec_set_idle_whole(gp_pd_exec *x, bool on);
 
 /* ------------------------------------------------------------ engine assembly */
 
@@ -468,6 +471,8 @@ typedef struct gp_backend_params {
     bool pd_lanes;         /* CUDA: prefill and decode lanes instead (gp_pd_exec; greenpipe serve
                               --pd-split D:P): the decode lane on attn_units SMs, the prefill lane
                               (prefill_chunk rows) on ffn_units; default off */
+    bool pd_idle_whole;    /* with pd_lanes: decode on every SM while no prefill batch runs
+                              (gp_pd_exec_set_idle_whole; --pd-idle-whole); default off */
     bool use_graphs;       /* CUDA: replay steps and stages as graphs (default on) */
     gp_dtype dtype;        /* CUDA: the engine dtype, GP_DTYPE_BF16 or GP_DTYPE_F16, or
                               GP_DTYPE_AUTO (the default: --dtype auto, gp_dtype_resolve_auto of

@@ -15,6 +15,7 @@ struct gp_pd_exec {
     gp_engine *e;          /* borrowed */
     gp_lane *decode, *prefill;
     int prefill_rows;
+    bool idle_whole;       /* decode on the engine's own lane (every SM) while no prefill batch runs */
     gp_split_info info;
     pthread_t worker;
     pthread_mutex_t mu;
@@ -102,12 +103,18 @@ static gp_status px_poll(void *ctx, bool wait, bool *done)
     return st;
 }
 
-/* The decode rows on the decode lane (max_batch rows). */
+/* The decode rows on the decode lane (max_batch rows), or with idle_whole
+ * on every SM while the prefill lane is idle (the launch runs on this
+ * thread, so the lane cannot start a batch under the step). */
 static gp_status px_run_batch(void *ctx, const gp_batch *b, int32_t *next, float *logits, float *step_ms)
 {
     gp_pd_exec *x = ctx;
     uint64_t t0 = gp_now_ns();
-    GP_TRY(gp_lane_run_batch(x->decode, b, next, logits));
+    pthread_mutex_lock(&x->mu);
+    bool busy = x->launched && !x->done;
+    pthread_mutex_unlock(&x->mu);
+    bool whole = x->idle_whole && !busy;
+    GP_TRY(gp_lane_run_batch(whole ? gp_engine_lane(x->e) : x->decode, b, next, logits));
     if (step_ms)
         *step_ms = (float)((gp_now_ns() - t0) / 1e6);
     return GP_OK;
@@ -212,6 +219,11 @@ void gp_pd_exec_destroy(gp_pd_exec *x)
     pthread_cond_destroy(&x->cv);
     free(x->parts);
     free(x);
+}
+
+void gp_pd_exec_set_idle_whole(gp_pd_exec *x, bool on)
+{
+    x->idle_whole = on;
 }
 
 gp_exec gp_pd_exec_get(gp_pd_exec *x)

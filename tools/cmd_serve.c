@@ -29,7 +29,7 @@ typedef struct serve_opts {
     long threads, prefill_chunk, block_size, max_batch, max_context, kv_blocks;
     uint64_t vram_budget, kv_vram_budget, kv_store_size;
     gp_split_req pd_split;
-    bool pd_split_given;
+    bool pd_split_given, pd_idle_whole;
     const char *kv_store_dir;
     const char *chat_template;
     const char *served_name;
@@ -78,6 +78,8 @@ static void usage(FILE *f)
             "                       budget runs on another (cuda: --pd-split; cpu: the two in turn)\n"
             "  --pd-split D:P       cuda, with pd-mux: the decode lane on D SMs and the prefill lane on P\n"
             "                       (green-context partitions; P may be left out for the rest), e.g. 32\n"
+            "  --pd-idle-whole      with --pd-split: the decode rows run on every SM while the prefill lane\n"
+            "                       is idle (the decode partition only beside a prefill batch)\n"
             "  --kv-blocks N        KV blocks admission counts against; default all the backend holds\n"
             "                       (--max-batch x --max-context / --block-size); fewer forces preemption\n"
             "  --no-prefix-cache    do not keep full KV blocks of finished and running requests for later\n"
@@ -128,7 +130,7 @@ static int parse(int argc, char **argv, serve_opts *o)
         {"block-size", required_argument, NULL, 'z'},  {"chat-template", required_argument, NULL, 'U'},
         {"seed", required_argument, NULL, 's'},       {"max-connections", required_argument, NULL, 'C'},
         {"kv-store-size", required_argument, NULL, 'Z'}, {"kv-store", required_argument, NULL, 'Y'},
-        {"pd-split", required_argument, NULL, 'P'},
+        {"pd-split", required_argument, NULL, 'P'},   {"pd-idle-whole", no_argument, NULL, 'W'},
         {"help", no_argument, NULL, 'h'},
         {NULL, 0, NULL, 0},
     };
@@ -211,6 +213,7 @@ static int parse(int argc, char **argv, serve_opts *o)
         case 'O': st = gp_parse_size(optarg, "--kv-vram-budget", &o->kv_vram_budget); break;
         case 'Z': st = gp_parse_size(optarg, "--kv-store-size", &o->kv_store_size); break;
         case 'Y': o->kv_store_dir = optarg; break;
+        case 'W': o->pd_idle_whole = true; break;
         case 'P':
             if ((st = gp_split_parse(optarg, &o->pd_split)) == GP_OK)
                 o->pd_split_given = true;
@@ -269,6 +272,8 @@ static int parse(int argc, char **argv, serve_opts *o)
         return bad("%s with --no-prefix-cache: the host store keeps the blocks the prefix cache evicts",
                    "--kv-store-size");
     o->sp.host_tier = o->kv_store_size != 0;
+    if (o->pd_idle_whole && !o->pd_split_given)
+        return bad("%s: it places the decode rows of --pd-split's lanes; give --pd-split D:P", "--pd-idle-whole");
     if (o->pd_split_given && o->sp.policy != GP_SCHED_PD_MUX)
         return bad("%s: the two lanes run the pd-mux schedule's batches; give --schedule pd-mux", "--pd-split");
     if (o->sp.policy == GP_SCHED_PD_MUX && o->backend == GP_BACKEND_CUDA && !o->pd_split_given)
@@ -403,6 +408,7 @@ int gp_cmd_serve(int argc, char **argv)
         bp.dtype = o.dtype;
     if (o.pd_split_given) {
         bp.pd_lanes = true;
+        bp.pd_idle_whole = o.pd_idle_whole;
         bp.attn_units = o.pd_split.attn_sms;
         bp.ffn_units = o.pd_split.ffn_sms;
     }

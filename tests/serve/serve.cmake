@@ -34,3 +34,4 @@ gp_cli_test(serve_pd_no_split 2 "--schedule pd-mux on cuda needs --pd-split D:P"
 gp_cli_test(serve_pd_split_alone 2 "--pd-split: the two lanes run the pd-mux schedule's batches" serve --model tiny --pd-split 32)
 gp_cli_test(serve_pd_cpu 2 "prefill and decode lanes .* with the cpu backend" serve --model tiny --pd-split 32 --schedule pd-mux)
 gp_cli_test(serve_pd_store 2 "prefill and decode lanes .* with stored prefixes" serve --model tiny --backend cuda --pd-split 32 --schedule pd-mux --kv-store-size 1G)
+gp_cli_test(serve_pd_idle_alone 2 "--pd-idle-whole: it places the decode rows of --pd-split's lanes" serve --model tiny --pd-idle-whole)

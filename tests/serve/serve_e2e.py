@@ -17,7 +17,8 @@ tests/tools/gen_chat.py, starts `greenpipe serve` on an ephemeral port of
   recomputed with no request lost and no output changed;
 - a client that disconnects mid-stream frees its request and KV blocks;
 - --schedule pd-mux (cuda: the decode lane on 32 SMs, the prefill lane on
-  the rest; cpu: the two lanes in turn) gives generate's outputs;
+  the rest, with and without --pd-idle-whole; cpu: the two lanes in turn)
+  gives generate's outputs;
 - cuda: with a host store behind the prefix cache (--kv-store-size), a
   shared prefix evicted from the device by other requests is loaded back
   from the store, with generate's outputs;
@@ -336,12 +337,14 @@ def check_pd_mux(exe, m, prompts, want, id2tok):
     """32 concurrent streams, decode rows on one lane while prefill chunks
     run on the other: outputs stay generate's."""
     args = ["--max-batch", "8", "--max-num-batched-tokens", "16", "--max-context", "256", "--schedule", "pd-mux"]
-    srv = Server(exe, m, args + (["--pd-split", "32"] if BACKEND == "cuda" else []))
-    try:
-        concurrent_streams(srv, prompts[:32], 10, want[:32], id2tok, "pd-mux")
-    finally:
-        srv.stop()
-    print("pd-mux: 32 concurrent streams with generate's outputs")
+    variants = [["--pd-split", "32"], ["--pd-split", "32", "--pd-idle-whole"]] if BACKEND == "cuda" else [[]]
+    for v in variants:
+        srv = Server(exe, m, args + v)
+        try:
+            concurrent_streams(srv, prompts[:32], 10, want[:32], id2tok, "pd-mux " + " ".join(v))
+        finally:
+            srv.stop()
+    print("pd-mux: 32 concurrent streams with generate's outputs (%s)" % ", ".join(" ".join(v) or "cpu" for v in variants))
 
 
 def check_host_store(exe, m, prompts, want, id2tok, d):
