@@ -60,7 +60,7 @@ gp_sched_ops gp_sched_cpu_share_ops(gp_cpu_model *m)
 }
 
 struct gp_sched_cpu_tier {
-    gp_cpu_model *m;
+    gp_cpu_model *m; /* first: model_of */
     gp_kvstore *store;
     uint64_t seed;           /* the store's chain seed */
     float *payload;          /* one block: an offload's copy on its way into the store */
@@ -192,40 +192,47 @@ static gp_status tier_load(void *ctx, int seq, int n)
     return st;
 }
 
-static gp_status tier_run_batch(void *ctx, const gp_batch *b, int32_t *next, float *logits)
+/* The decode ops of a double whose first member is its model (the tier's
+ * and the two lanes'). */
+static gp_cpu_model *model_of(void *ctx)
 {
-    return cpu_run_batch(((gp_sched_cpu_tier *)ctx)->m, b, next, logits);
+    return *(gp_cpu_model **)ctx;
 }
 
-static void tier_reset_seq(void *ctx, int seq)
+static gp_status via_run_batch(void *ctx, const gp_batch *b, int32_t *next, float *logits)
 {
-    cpu_reset_seq(((gp_sched_cpu_tier *)ctx)->m, seq);
+    return cpu_run_batch(model_of(ctx), b, next, logits);
 }
 
-static gp_status tier_retain(void *ctx, int seq, int index, int *handle)
+static void via_reset_seq(void *ctx, int seq)
 {
-    return cpu_retain(((gp_sched_cpu_tier *)ctx)->m, seq, index, handle);
+    cpu_reset_seq(model_of(ctx), seq);
 }
 
-static void tier_drop(void *ctx, int handle)
+static gp_status via_retain(void *ctx, int seq, int index, int *handle)
 {
-    cpu_drop(((gp_sched_cpu_tier *)ctx)->m, handle);
+    return cpu_retain(model_of(ctx), seq, index, handle);
 }
 
-static gp_status tier_attach(void *ctx, int seq, const int *handles, int n)
+static void via_drop(void *ctx, int handle)
 {
-    return cpu_attach(((gp_sched_cpu_tier *)ctx)->m, seq, handles, n);
+    cpu_drop(model_of(ctx), handle);
+}
+
+static gp_status via_attach(void *ctx, int seq, const int *handles, int n)
+{
+    return cpu_attach(model_of(ctx), seq, handles, n);
 }
 
 gp_sched_ops gp_sched_cpu_tier_ops(gp_sched_cpu_tier *t)
 {
-    return (gp_sched_ops){.run_batch = tier_run_batch, .reset_seq = tier_reset_seq, .retain_block = tier_retain,
-                          .drop_block = tier_drop, .attach_blocks = tier_attach, .host_offload = tier_offload,
+    return (gp_sched_ops){.run_batch = via_run_batch, .reset_seq = via_reset_seq, .retain_block = via_retain,
+                          .drop_block = via_drop, .attach_blocks = via_attach, .host_offload = tier_offload,
                           .host_lookup = tier_lookup, .host_load = tier_load, .ctx = t};
 }
 
 struct gp_sched_cpu_pd {
-    gp_cpu_model *m;
+    gp_cpu_model *m; /* first: model_of */
     bool share;
     uint64_t rng;           /* the lags' stream */
     int max_lag;
@@ -324,21 +331,6 @@ static void pd_reset_seq(void *ctx, int seq)
     cpu_reset_seq(p->m, seq);
 }
 
-static gp_status pd_retain(void *ctx, int seq, int index, int *handle)
-{
-    return cpu_retain(((gp_sched_cpu_pd *)ctx)->m, seq, index, handle);
-}
-
-static void pd_drop(void *ctx, int handle)
-{
-    cpu_drop(((gp_sched_cpu_pd *)ctx)->m, handle);
-}
-
-static gp_status pd_attach(void *ctx, int seq, const int *handles, int n)
-{
-    return cpu_attach(((gp_sched_cpu_pd *)ctx)->m, seq, handles, n);
-}
-
 /* Nothing runs yet: the batch waits for the poll that completes it. */
 static gp_status pd_launch(void *ctx, const gp_batch *b, int32_t *next, float *logits)
 {
@@ -389,9 +381,9 @@ gp_sched_ops gp_sched_cpu_pd_ops(gp_sched_cpu_pd *p)
     gp_sched_ops o = {.run_batch = pd_run_batch, .reset_seq = pd_reset_seq, .prefill_launch = pd_launch,
                       .prefill_poll = pd_poll, .ctx = p};
     if (p->share) {
-        o.retain_block = pd_retain;
-        o.drop_block = pd_drop;
-        o.attach_blocks = pd_attach;
+        o.retain_block = via_retain;
+        o.drop_block = via_drop;
+        o.attach_blocks = via_attach;
     }
     return o;
 }
