@@ -112,6 +112,13 @@ gp_status gp_engine_host_lookup(gp_engine *e, const uint64_t *keys, const int32_
     return GP_OK;
 }
 
+/* The provider's self is the tier, not px, so that it detaches apart from
+ * a prompt's reload (gp_engine_prefill_prefix), whose self is px. */
+static gp_engine_prefix *px_of(gp_prefix_tier *t)
+{
+    return (gp_engine_prefix *)((char *)t - offsetof(gp_engine_prefix, tier));
+}
+
 static gp_status reload_begin(void *self, const gp_kv_plan *plan, cudaStream_t s);
 static gp_status reload_before_attn(void *self, int layer, cudaStream_t s);
 static gp_status reload_end(void *self, cudaStream_t s);
@@ -218,7 +225,7 @@ void gp_engine_host_free(gp_engine *e)
 static gp_status reload_begin(void *self, const gp_kv_plan *plan, cudaStream_t s)
 {
     gp_prefix_tier *t = self;
-    gp_engine_prefix *px = (gp_engine_prefix *)((char *)t - offsetof(gp_engine_prefix, tier));
+    gp_engine_prefix *px = px_of(t);
     gp_engine *e = px->e;
     (void)plan;
     t->active = false;
@@ -249,7 +256,7 @@ static gp_status reload_before_attn(void *self, int layer, cudaStream_t s)
     gp_prefix_tier *t = self;
     if (!t->active)
         return GP_OK;
-    gp_engine_prefix *px = (gp_engine_prefix *)((char *)t - offsetof(gp_engine_prefix, tier));
+    gp_engine_prefix *px = px_of(t);
     GP_CUDA_TRY(cudaStreamWaitEvent(s, px->ev_layer[layer], 0));
     return GP_OK;
 }
@@ -262,5 +269,5 @@ static gp_status reload_end(void *self, cudaStream_t s)
     gp_prefix_tier *t = self;
     (void)s;
     t->active = false;
-    return settle((gp_engine_prefix *)((char *)t - offsetof(gp_engine_prefix, tier)));
+    return settle(px_of(t));
 }

@@ -65,6 +65,12 @@ typedef struct gp_sched_prefix {
     uint64_t *keys;   /* [blocks of max_context]: the chain past the last match, for host_lookup */
 } gp_sched_prefix;
 
+/* Running r has prompt tokens still to compute before it decodes. */
+static inline bool gp_sched_prefilling(const rq *r)
+{
+    return r->computed < r->prefill_end;
+}
+
 /* A batch being planned or run: its parts, each part's request and the
  * blocks it took for it, and what the backend gives back. */
 typedef struct sched_batch {

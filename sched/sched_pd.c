@@ -6,6 +6,14 @@
 
 #include "sched_impl.h"
 
+/* The lane's batch ended with st: kept for the next step to commit. */
+static void found_done(gp_sched *s, gp_status st)
+{
+    s->pf_inflight = false;
+    s->pf_done = true;
+    s->pf_status = st;
+}
+
 void gp_sched_pd_wait(gp_sched *s)
 {
     if (!s->pf_inflight)
@@ -16,9 +24,7 @@ void gp_sched_pd_wait(gp_sched *s)
         gp_set_error("the prefill lane's poll with wait returned before its batch completed");
         st = GP_ERR_STATE;
     }
-    s->pf_inflight = false;
-    s->pf_done = true;
-    s->pf_status = st;
+    found_done(s, st);
 }
 
 void gp_sched_pd_forget(gp_sched *s, const rq *r)
@@ -69,7 +75,7 @@ static gp_status launch(gp_sched *s)
 static bool decodes_ready(const gp_sched *s)
 {
     for (const rq *r = s->running.head; r; r = r->next)
-        if (r->computed >= r->prefill_end)
+        if (!gp_sched_prefilling(r))
             return true;
     return false;
 }
@@ -86,11 +92,8 @@ gp_status gp_sched_step_pd(gp_sched *s)
     if (s->pf_inflight) { /* blocks only when no decode row could run meanwhile */
         bool done = false;
         gp_status st = s->ops.prefill_poll(s->ops.ctx, !decodes_ready(s), &done);
-        if (done || st != GP_OK) {
-            s->pf_inflight = false;
-            s->pf_done = true;
-            s->pf_status = st;
-        }
+        if (done || st != GP_OK)
+            found_done(s, st);
     }
     gp_status pst = settle(s);
     /* the decode rows take their blocks before the prefill chunks, as in

@@ -12,11 +12,6 @@ static int blocks_for(const gp_sched *s, int len)
     return (len + s->cfg.block_size - 1) / s->cfg.block_size;
 }
 
-static int prefilling(const rq *r)
-{
-    return r->computed < r->prefill_end;
-}
-
 /* Recompute: r's cache is dropped and it goes back to the head of the queue
  * with every token it holds (prompt and generated) as its prompt, so its
  * greedy output is what it would have been. */
@@ -59,7 +54,7 @@ void gp_sched_plan_decodes(gp_sched *s, sched_batch *b)
 {
     rq *r = s->running.head;
     while (r && s->budget_left > 0 && b->n < s->cfg.max_seqs) {
-        if (prefilling(r)) {
+        if (gp_sched_prefilling(r)) {
             r = r->next;
             continue;
         }
@@ -167,7 +162,7 @@ static int plan_chunk(gp_sched *s, sched_batch *b, rq *r, int whole_only)
 void gp_sched_plan_prefills(gp_sched *s, sched_batch *b, int whole_only)
 {
     for (rq *r = s->running.head; r && s->budget_left > 0 && b->n < s->cfg.max_seqs; r = r->next)
-        if (prefilling(r) && !r->pending)
+        if (gp_sched_prefilling(r) && !r->pending)
             plan_chunk(s, b, r, whole_only);
     while (s->waiting.head && s->budget_left > 0 && b->n < s->cfg.max_seqs && s->running.n < s->cfg.max_seqs)
         if (!plan_chunk(s, b, s->waiting.head, whole_only))
