@@ -134,6 +134,10 @@ typedef struct gp_session_ops {
      * GP_SCHED_PD_MUX). */
     gp_status (*prefill_launch)(void *ctx, const gp_batch *b, int32_t *next, float *logits);
     gp_status (*prefill_poll)(void *ctx, bool wait, bool *done);
+    /* The planner of an adaptive prefill lane (NULL where the executor has
+     * none): the scheduler's pd_plan (sched/gp_sched.h); a lane choice
+     * selects its pair before it returns. */
+    gp_status (*pd_plan)(void *ctx, const gp_pd_plan_in *in, gp_pd_plan *out);
     /* Partition pairs this executor holds; index -1 in split_info is the one
      * in force. May be NULL (one fixed pair). */
     int (*n_splits)(void *ctx);
@@ -391,21 +395,185 @@ gp_status gp_fill_drain_parse(const char *s, gp_fill_drain *out);
 gp_status gp_cuda_exec_set_fill_drain(gp_cuda_exec *x, gp_fill_drain f);
 
 
+/* ------------------------------------------------------------ prefill and decode lanes */
+
+/* The latency model of prefill and decode on two SM partitions: step times
+ * measured per partition pair (gp_pd_exec_profile at start-up, or a profile
+ * file), fitted by least squares, and the planner that chooses, each time
+ * the prefill lane is free, where the waiting prefill goes (gp_pd_plan). */
+#define GP_PD_MAX_SPLITS 16
+#define GP_PD_WHOLE (-1) /* the split index of every SM: no partition */
+
+typedef enum gp_pd_kind {
+    GP_PD_DECODE = 0, /* decode rows on a pair's decode partition, or on every SM */
+    GP_PD_PREFILL,    /* a prefill batch on a pair's prefill partition, or on every SM */
+    GP_PD_MIXED,      /* decode rows and prefill tokens in one batch on every SM (chunked prefill's step) */
+} gp_pd_kind;
+const char *gp_pd_kind_name(gp_pd_kind k); /* "decode", "prefill", "mixed" */
+gp_status gp_pd_kind_parse(const char *s, gp_pd_kind *out);
+
+/* One measured step. */
+typedef struct gp_pd_sample {
+    gp_pd_kind kind;
+    int split;         /* the profile's split index, or GP_PD_WHOLE (always for MIXED) */
+    bool corun;        /* measured while the pair's other partition worked (DECODE beside a prefill
+                          batch, PREFILL beside decode steps); false with GP_PD_WHOLE */
+    int rows;          /* decode rows (DECODE, MIXED); 0 for PREFILL */
+    long long context; /* the decode rows' contexts summed (DECODE, MIXED); 0 for PREFILL */
+    int tokens;        /* prefill tokens (PREFILL, MIXED), a fresh prompt's; 0 for DECODE */
+    float ms;          /* the step's time (device events) */
+} gp_pd_sample;
+
+/* What a profile was measured on, and its samples. */
+typedef struct gp_pd_profile {
+    char device[128]; /* the GPU ("NVIDIA H100 80GB HBM3") */
+    char model[128];  /* the model and dtype it ran ("llama3-8b bf16") */
+    int n_splits;
+    int decode_sms[GP_PD_MAX_SPLITS];  /* each pair's decode partition, obtained SMs */
+    int prefill_sms[GP_PD_MAX_SPLITS]; /* its prefill partition */
+    int n_samples, cap_samples;
+    gp_pd_sample *samples;             /* owned; gp_pd_profile_free */
+} gp_pd_profile;
+/* Appends s (checked: kind, split in range or WHOLE, counts >= 0, ms > 0). */
+gp_status gp_pd_profile_add(gp_pd_profile *p, const gp_pd_sample *s);
+void gp_pd_profile_free(gp_pd_profile *p); /* frees the samples and zeroes p */
+/* JSON: {"format": "greenpipe-pd-profile", "version": 1, "device", "model",
+ * "splits": [{"decode_sms", "prefill_sms"}], "samples": [{"kind", "split"
+ * (-1: every SM), "corun", "rows", "context", "tokens", "ms"}]}. A bad file
+ * is GP_ERR_INVALID_ARG naming the path and the bad field. */
+gp_status gp_pd_profile_save(const gp_pd_profile *p, const char *path);
+gp_status gp_pd_profile_load(const char *path, gp_pd_profile *out);
+
+/* The fitted model, per (kind, split, corun):
+ *   DECODE  ms = c0 + c1 rows + c2 context
+ *   PREFILL ms = c0 + c1 tokens
+ *   MIXED   ms = c0 + c1 rows + c2 context + c3 tokens
+ * Every split needs DECODE and PREFILL samples beside the other side
+ * (corun) and alone; every SM (GP_PD_WHOLE) needs DECODE, PREFILL and
+ * MIXED; each with more distinct points than coefficients. A missing set
+ * is GP_ERR_INVALID_ARG naming it ("split 1 (32:100): prefill beside
+ * decode: 1 distinct point; 2 needed"). */
+typedef struct gp_pd_model gp_pd_model; /* opaque */
+gp_status gp_pd_model_fit(const gp_pd_profile *p, gp_pd_model **out); /* p is copied */
+void gp_pd_model_destroy(gp_pd_model *m);
+const gp_pd_profile *gp_pd_model_profile(const gp_pd_model *m);
+/* The predicted step in ms, never below the smallest sample of its set; -1
+ * for a set the model does not hold (corun with GP_PD_WHOLE, a bad split). */
+float gp_pd_model_predict(const gp_pd_model *m, gp_pd_kind kind, int split, bool corun, int rows,
+                          long long context, int tokens);
+/* The largest |predicted - measured| / measured over a set's samples. */
+float gp_pd_model_fit_error(const gp_pd_model *m, gp_pd_kind kind, int split, bool corun);
+
+typedef struct gp_pd_planner_params {
+    float tpot_ms;   /* the decode step to stay under (greenpipe serve --pd-tpot-ms); default 40 */
+    int hysteresis;  /* launches in a row that must choose a smaller decode partition before the
+                        planner takes one (a larger one is taken at once: it protects the TPOT); a
+                        prediction near the target would otherwise flip the partition launch by launch
+                        and the inter-token time with it; default 3 (--pd-hysteresis), >= 1 */
+    int lane_tokens; /* the prefill lane's rows: a lane batch's most tokens (the executor's prefill rows) */
+    bool mixed;      /* mixed batches on every SM are candidates (default on; --pd-no-mixed) */
+} gp_pd_planner_params;
+gp_pd_planner_params gp_pd_planner_default_params(void); /* lane_tokens 0: must be set */
+
+/* One launch's choice. */
+typedef struct gp_pd_choice {
+    gp_pd_run run;
+    int split;            /* GP_PD_RUN_LANE: the pair, or GP_PD_WHOLE (no decode rows: every SM prefills);
+                             GP_PD_RUN_MIXED: GP_PD_WHOLE */
+    int tokens;           /* the batch's most prefill tokens, >= 1 */
+    float decode_ms;      /* predicted decode step beside it (0 without decode rows) */
+    float prefill_tok_s;  /* predicted prefill tokens per second */
+    bool meets_tpot;      /* decode_ms <= tpot_ms (true without decode rows) */
+} gp_pd_choice;
+
+/* The rule, each launch (in->decode_rows and in->decode_context describe
+ * the step's decode rows; n = min(lane_tokens, token_budget, backlog)):
+ *  - no decode rows: GP_PD_RUN_LANE on GP_PD_WHOLE, n tokens;
+ *  - else every pair s is a candidate with decode_ms = DECODE(s, corun) and
+ *    prefill rate n / PREFILL(s, corun, n); with mixed on, the mixed batch
+ *    of the most tokens m <= min(token_budget, backlog) whose MIXED step
+ *    stays under tpot_ms is one too (decode_ms = that step, rate m / it);
+ *    the candidate with the highest prefill rate among those under tpot_ms
+ *    wins; none under it: the one of the smallest decode_ms (meets_tpot
+ *    false);
+ *  - hysteresis: a lane choice whose decode partition is smaller than the
+ *    last lane choice's is replaced by the last one until it has come
+ *    hysteresis launches in a row. */
+typedef struct gp_pd_planner gp_pd_planner; /* opaque */
+gp_status gp_pd_planner_create(const gp_pd_model *m, const gp_pd_planner_params *p, gp_pd_planner **out);
+void gp_pd_planner_destroy(gp_pd_planner *pl);
+gp_status gp_pd_planner_choose(gp_pd_planner *pl, const gp_pd_plan_in *in, gp_pd_choice *out);
+
 /* The prefill/decode executor: two lanes over engine's model state and KV
- * cache, the decode lane (max_batch rows) on pair's A stream and the
- * prefill lane (prefill_rows rows) on its F stream; its session runs
- * run_batch on the decode lane and the scheduler's prefill batches
- * (prefill_launch, prefill_poll) on the prefill lane from a thread of its
- * own, so both partitions work at once. engine and pair are borrowed. The
- * engine's features must let lanes run (the feature table's pd_lanes). */
+ * cache on each of n_pairs green pairs (the decode lane, max_batch rows, on
+ * the pair's A stream; the prefill lane, prefill_rows rows, on its F
+ * stream), and a prefill lane on every SM; its session runs run_batch on
+ * the selected pair's decode lane and the scheduler's prefill batches
+ * (prefill_launch, prefill_poll) on its prefill lane from a thread of its
+ * own, so both partitions work at once. Decode-only batches replay a CUDA
+ * graph per (lane, batch size). engine and pairs are borrowed. The engine's
+ * features must let lanes run (the feature table's pd_lanes). */
 typedef struct gp_green_pair gp_green_pair;
 typedef struct gp_pd_exec gp_pd_exec;
-gp_status gp_pd_exec_create(gp_engine *engine, const gp_green_pair *pair, int prefill_rows, gp_pd_exec **out);
+typedef struct gp_pd_exec_params {
+    int prefill_rows; /* the prefill lanes' rows (the engine's prefill chunk), >= 1 */
+    bool idle_whole;  /* decode on the engine's own lane, every SM, while no prefill batch runs;
+                         default off (--pd-idle-whole; always on with a planner) */
+} gp_pd_exec_params;
+gp_status gp_pd_exec_create(gp_engine *engine, const gp_green_pair *const *pairs, int n_pairs,
+                            const gp_pd_exec_params *p, gp_pd_exec **out);
 void gp_pd_exec_destroy(gp_pd_exec *x);
 gp_exec gp_pd_exec_get(gp_pd_exec *x);
-/* on: the decode rows run on the engine's own lane, every SM, while no
- * prefill batch runs (the partition only beside one); default off. */
-void gp_pd_exec_set_idle_whole(gp_pd_exec *x, bool on);
+
+/* What gp_pd_exec_profile measures: decode steps of rows x context on each
+ * pair's decode partition alone and beside a prefill batch of
+ * lane_tokens on its prefill partition (and that batch's time beside
+ * them), prefill batches alone, and on every SM decode steps, prefill
+ * batches and mixed batches. reps: repetitions of each point (the median
+ * is kept). */
+typedef struct gp_pd_profile_params {
+    int rows[4], n_rows;          /* decode rows; default 1, 16, 64 (at most max_batch - 1) */
+    int context[4], n_context;    /* tokens per decode row; default 512, 2048 */
+    int tokens[4], n_tokens;      /* prefill tokens; default prefill_rows / 4 and prefill_rows */
+    int reps;                     /* default 3 */
+} gp_pd_profile_params;
+gp_pd_profile_params gp_pd_profile_default_params(int prefill_rows, int max_batch);
+/* Measures on the executor's lanes with synthetic contexts (every sequence
+ * is reset before it returns; call it before serving). out is filled (free
+ * it with gp_pd_profile_free). */
+gp_status gp_pd_exec_profile(gp_pd_exec *x, const gp_pd_profile_params *pp, gp_pd_profile *out);
+/* Turns the adaptive plan on: the session's pd_plan asks a planner over m
+ * (borrowed; the pairs must be the profile's, in its order) and selects
+ * the pair it chooses. */
+gp_status gp_pd_exec_set_planner(gp_pd_exec *x, const gp_pd_model *m, const gp_pd_planner_params *p);
+
+/* Where each lane's time went since create. */
+typedef struct gp_pd_lane_time {
+    double busy_s;       /* device time of its batches (events) */
+    long long batches;   /* batches (decode steps, prefill batches) it ran */
+    long long rows;      /* rows (tokens) they held */
+} gp_pd_lane_time;
+typedef struct gp_pd_exec_stats {
+    int n_splits;
+    struct {
+        int decode_sms, prefill_sms;
+        double selected_s;       /* wall time this pair was the selected one */
+        gp_pd_lane_time decode, prefill;
+    } split[GP_PD_MAX_SPLITS];
+    gp_pd_lane_time whole_decode;  /* decode-only batches on every SM */
+    gp_pd_lane_time whole_mixed;   /* batches with prefill rows on every SM (mixed) */
+    gp_pd_lane_time whole_prefill; /* prefill batches on every SM's prefill lane */
+    long long split_changes;
+    double wall_s;                 /* since create */
+} gp_pd_exec_stats;
+void gp_pd_exec_get_stats(gp_pd_exec *x, gp_pd_exec_stats *out);
+
+/* Records every lane batch (host clock begin and end, its lane, rows and
+ * split) from now on, up to max_events (then the newest are dropped and
+ * counted); write_trace writes them as a Chrome trace-event JSON file
+ * (Perfetto and chrome://tracing open it): one track per lane. */
+gp_status gp_pd_exec_trace_start(gp_pd_exec *x, size_t max_events);
+gp_status gp_pd_exec_write_trace(gp_pd_exec *x, const char *path);
 
 /* ------------------------------------------------------------ engine assembly */
 
@@ -472,7 +640,16 @@ typedef struct gp_backend_params {
                               --pd-split D:P): the decode lane on attn_units SMs, the prefill lane
                               (prefill_chunk rows) on ffn_units; default off */
     bool pd_idle_whole;    /* with pd_lanes: decode on every SM while no prefill batch runs
-                              (gp_pd_exec_set_idle_whole; --pd-idle-whole); default off */
+                              (gp_pd_exec_params.idle_whole; --pd-idle-whole); default off */
+    /* with pd_lanes: the adaptive split (--pd-split auto). n_pd_splits > 0: a pair per entry of
+       pd_decode_sms (the decode partition's SMs, the prefill partition the rest; --pd-splits),
+       a planner over a profile loaded from pd_profile_path, or else measured at open (and
+       written to pd_profile_save when not NULL), with pd_planner's targets; 0 (default): the
+       one static pair attn_units:ffn_units */
+    int n_pd_splits;
+    int pd_decode_sms[GP_PD_MAX_SPLITS];
+    const char *pd_profile_path, *pd_profile_save; /* borrowed until open returns */
+    gp_pd_planner_params pd_planner;
     bool use_graphs;       /* CUDA: replay steps and stages as graphs (default on) */
     gp_dtype dtype;        /* CUDA: the engine dtype, GP_DTYPE_BF16 or GP_DTYPE_F16, or
                               GP_DTYPE_AUTO (the default: --dtype auto, gp_dtype_resolve_auto of
@@ -590,6 +767,11 @@ gp_status gp_backend_prefill_prefix(gp_backend *b, int seq, int n, const int32_t
 gp_status gp_backend_prefix_store_seq(gp_backend *b, int seq, int n, const int32_t *tokens,
                                       gp_prefix_store_stats *st);
 gp_status gp_backend_kvstore_stats(gp_backend *b, gp_kvstore_stats *out, bool reset);
+/* The prefill/decode executor of a backend opened with pd_lanes, or NULL:
+ * its statistics, trace and model (gp_pd_exec_*). */
+gp_pd_exec *gp_backend_pd_exec(gp_backend *b);
+/* Its planner's model (with n_pd_splits), or NULL. */
+const gp_pd_model *gp_backend_pd_model(const gp_backend *b);
 
 #ifdef __cplusplus
 }

@@ -81,6 +81,15 @@ typedef struct gp_sched_ops {
      * they were) and the lane is free for the next launch. */
     gp_status (*prefill_launch)(void *ctx, const gp_batch *b, int32_t *next, float *logits);
     gp_status (*prefill_poll)(void *ctx, bool wait, bool *done);
+    /* Optional with GP_SCHED_PD_MUX: the planner of an adaptive backend,
+     * asked each step that finds the prefill lane free and prompt tokens
+     * waiting (gp_pd_plan_in, gp_stage.h). GP_PD_RUN_LANE: a batch of at
+     * most plan.tokens is launched on the lane (the backend has selected
+     * its partitions); GP_PD_RUN_MIXED: chunks of at most plan.tokens join
+     * the step's decode rows in one run_batch. NULL: every batch goes to
+     * the lane, token_budget tokens at most. A failed plan fails the step
+     * before anything runs. */
+    gp_status (*pd_plan)(void *ctx, const gp_pd_plan_in *in, gp_pd_plan *out);
     void *ctx;
 } gp_sched_ops;
 
@@ -215,6 +224,8 @@ typedef struct gp_sched_stats {
      * rows ran while one was launched and not yet found done (the overlap
      * the two lanes give, where the backend runs them at once). */
     long long prefill_batches, overlapped_steps;
+    /* With ops.pd_plan: steps whose prefill chunks ran in the decode rows' batch instead. */
+    long long mixed_steps;
 } gp_sched_stats;
 void gp_sched_get_stats(const gp_sched *s, gp_sched_stats *out);
 

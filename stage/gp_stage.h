@@ -83,6 +83,29 @@ typedef struct gp_batch {
     const gp_batch_part *parts; /* [n_parts]: the prefill parts, then the decode parts */
 } gp_batch;
 
+/* Where the prefill waiting goes, asked of a backend with two lanes
+ * (prefill and decode on two SM partitions) each time its prefill lane is
+ * free and prompt tokens wait: the backend's planner sees the decode rows
+ * the step will run and the backlog, and answers with the kind of batch
+ * and the most prefill tokens it may hold. */
+typedef struct gp_pd_plan_in {
+    int decode_rows;            /* decode rows of this step */
+    long long decode_context;   /* their contexts summed (tokens each reads) */
+    long long backlog_tokens;   /* prompt tokens still to compute, every running and waiting request's */
+    int token_budget;           /* the scheduler's tokens per batch */
+} gp_pd_plan_in;
+
+typedef enum gp_pd_run {
+    GP_PD_RUN_LANE = 0, /* a prefill batch on the prefill lane, beside the decode rows (on the split the
+                           planner selected) */
+    GP_PD_RUN_MIXED,    /* the prefill chunks ride in the decode rows' batch (chunked prefill's step) */
+} gp_pd_run;
+
+typedef struct gp_pd_plan {
+    gp_pd_run run;
+    int tokens; /* most prefill tokens of the batch: 1..token_budget */
+} gp_pd_plan;
+
 /* What a batch is checked against: the sequence ids, vocabulary and context
  * of the model state that runs it, and each sequence's current length. */
 typedef struct gp_batch_limits {
