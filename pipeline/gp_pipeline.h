@@ -51,6 +51,16 @@ typedef struct gp_split_info {
     const char *unit;   /* "SMs" or "threads" */
 } gp_split_info;
 
+/* One lane's account: a kind of batch on one partition. */
+typedef struct gp_lane_busy {
+    char lane[16];       /* what it ran: "decode", "prefill" or "mixed" (decode rows and prefill chunks) */
+    char partition[16];  /* its SMs: "32:100" (a pair's: decode SMs, prefill SMs) or "all" */
+    double busy_s;       /* device time of its batches */
+    double selected_s;   /* a pair's lanes: wall time the pair was the selected one; "all": 0 */
+    long long batches, rows;
+} gp_lane_busy;
+#define GP_MAX_LANE_TIMES 40
+
 /* The chain of stages a pipelined step runs per (layer, micro-batch):
  * stage 0 reads a micro-batch's residual rows where the executor keeps
  * them, each later stage the payload of the stage before it. The first is
@@ -138,6 +148,10 @@ typedef struct gp_session_ops {
      * none): the scheduler's pd_plan (sched/gp_sched.h); a lane choice
      * selects its pair before it returns. */
     gp_status (*pd_plan)(void *ctx, const gp_pd_plan_in *in, gp_pd_plan *out);
+    /* Where the executor's lanes spent their time since it was made (NULL
+     * where it keeps no account): at most cap entries to out, returns how
+     * many it has. */
+    int (*lane_times)(void *ctx, gp_lane_busy *out, int cap);
     /* Partition pairs this executor holds; index -1 in split_info is the one
      * in force. May be NULL (one fixed pair). */
     int (*n_splits)(void *ctx);

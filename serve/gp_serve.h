@@ -167,6 +167,9 @@ typedef struct gp_serve_stats {
     double decode_seconds;
     double uptime_seconds;
     gp_serve_hist ttft, tpot, e2e;        /* time to first token, per output token after it, whole request */
+    /* The executor's lanes (session op lane_times; prefill and decode lanes): n_lanes of them. */
+    gp_lane_busy lanes[GP_MAX_LANE_TIMES];
+    int n_lanes;
 } gp_serve_stats;
 void gp_serve_get_stats(gp_serve *s, gp_serve_stats *out);
 
