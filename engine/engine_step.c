@@ -182,14 +182,19 @@ gp_status gp_engine_decode_step(gp_engine *e, int B, const int *seq_ids, const i
     return gp_lane_step(&e->lane, B, seq_ids, tokens, next, logits, false);
 }
 
-float gp_engine_last_step_ms(const gp_engine *e)
+float gp_lane_last_ms(const gp_lane *lane)
 {
     float ms = 0.0f;
-    if (cudaEventElapsedTime(&ms, e->lane.ev_begin, e->lane.ev_end) != cudaSuccess) {
+    if (!lane || cudaEventElapsedTime(&ms, lane->ev_begin, lane->ev_end) != cudaSuccess) {
         (void)cudaGetLastError();
         return -1.0f;
     }
     return ms;
+}
+
+float gp_engine_last_step_ms(const gp_engine *e)
+{
+    return gp_lane_last_ms(&e->lane);
 }
 
 void *gp_engine_last_step_event(const gp_engine *e)

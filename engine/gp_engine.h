@@ -195,6 +195,9 @@ void gp_lane_destroy(gp_lane *lane);
 /* The engine's default lane: its stream, every SM (the sequential step's). */
 gp_lane *gp_engine_lane(gp_engine *e);
 void *gp_lane_stream(const gp_lane *lane);
+/* Device time of the lane's last decode step or batch (first kernel to
+ * last, its events), or -1. */
+float gp_lane_last_ms(const gp_lane *lane);
 
 /* The engine's step activations, for runners that hand them between stages;
  * rows = max(max_batch, prefill_chunk) (decode rows or a prefill chunk's tokens). */
@@ -515,6 +518,7 @@ gp_status gp_engine_step_prepare(gp_engine *e, int B, const int *seq_ids, const 
 gp_status gp_engine_step_finish(gp_engine *e, int B, const int *seq_ids, int32_t *next, float *logits,
                                 void *stream);
 int gp_engine_max_batch(const gp_engine *e);
+int gp_engine_max_context(const gp_engine *e); /* tokens per sequence */
 
 /* A lane's own batches (a lane with rows, or the default lane): as
  * gp_engine_prefill_batch and gp_engine_decode_step, on the lane's stream

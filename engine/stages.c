@@ -377,3 +377,8 @@ int gp_engine_max_batch(const gp_engine *e)
 {
     return e->p.max_batch;
 }
+
+int gp_engine_max_context(const gp_engine *e)
+{
+    return e->p.max_context;
+}

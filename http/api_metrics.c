@@ -67,6 +67,29 @@ static void histogram(metrics_out *m, const char *name, const char *help, const 
     fprintf(m->f, "\ngreenpipe:%s_count{%s} %lld\n", name, m->label, h->count);
 }
 
+/* One counter per lane account (the labels lane and partition are the
+ * executor's own words: no escaping needed); nothing without lanes. */
+static void lane_counters(metrics_out *m, const gp_serve_stats *st)
+{
+    static const char *const names[3] = {"lane_busy_seconds_total", "lane_batches_total",
+                                         "lane_selected_seconds_total"};
+    static const char *const helps[3] = {
+        "Device seconds of each lane's batches, by what it ran and on which SMs (decode SMs:prefill SMs, or all).",
+        "Batches each lane ran.", "Wall seconds a partition pair was the selected one (all: 0)."};
+    if (st->n_lanes == 0)
+        return;
+    for (int k = 0; k < 3; k++) {
+        head(m, names[k], "counter", helps[k]);
+        for (int i = 0; i < st->n_lanes; i++) {
+            const gp_lane_busy *l = &st->lanes[i];
+            fprintf(m->f, "greenpipe:%s{%s,lane=\"%s\",partition=\"%s\"} ", names[k], m->label, l->lane,
+                    l->partition);
+            num(m->f, k == 0 ? l->busy_s : k == 1 ? (double)l->batches : l->selected_s);
+            fputc('\n', m->f);
+        }
+    }
+}
+
 /* model_name="..." with the label value escaped as the format requires
  * (backslash, double quote, newline) and made valid UTF-8. */
 static char *model_label(const char *model)
@@ -140,6 +163,7 @@ char *gp_api_metrics_text(const gp_serve_stats *st, const char *model)
     histogram(&m, "time_per_output_token_seconds", "Time per output token after the first, in seconds.",
               &st->tpot);
     histogram(&m, "e2e_request_latency_seconds", "End-to-end request latency in seconds.", &st->e2e);
+    lane_counters(&m, st);
     bool ok = !ferror(f);
     ok = fclose(f) == 0 && ok;
     free(label);

@@ -33,6 +33,8 @@ struct gp_backend {
     gp_green_pool *pool;
     gp_cuda_exec *cuda_exec;         /* as.exec */
     gp_pd_exec *pd_exec;             /* with pd_lanes: the session the backend serves */
+    gp_pd_model *pd_model;           /* with n_pd_splits: its planner's */
+    double pd_profile_s;             /* the time its profile took to measure or load */
 };
 
 const char *gp_backend_kind_name(gp_backend_kind k)
@@ -63,6 +65,32 @@ gp_backend_params gp_backend_default_params(gp_backend_kind kind)
 /* The stored-prefix settings among themselves: a dir or a block size mean
  * nothing without the store's pool (which backend holds a store is the
  * feature table's). */
+/* The adaptive split's params, before anything loads. */
+static gp_status check_pd_flags(const gp_backend_params *p)
+{
+    if (p->n_pd_splits < 0 || p->n_pd_splits > GP_PD_MAX_SPLITS)
+        GP_FAIL(GP_ERR_INVALID_ARG, "backend: %d candidate splits (--pd-splits); allowed 1..%d", p->n_pd_splits,
+                GP_PD_MAX_SPLITS);
+    if (p->n_pd_splits > 0 && !p->pd_lanes)
+        GP_FAIL(GP_ERR_INVALID_ARG, "backend: candidate splits without pd_lanes: the adaptive split chooses among "
+                "the prefill and decode lanes' pairs");
+    if ((p->pd_profile_path || p->pd_profile_save) && p->n_pd_splits == 0)
+        GP_FAIL(GP_ERR_INVALID_ARG, "backend: a pd profile (--pd-profile, --pd-profile-save) is the adaptive "
+                "split's (--pd-split auto)");
+    if (p->pd_profile_path && p->pd_profile_save)
+        GP_FAIL(GP_ERR_INVALID_ARG, "backend: --pd-profile loads a profile and --pd-profile-save writes a measured "
+                "one; give one of them");
+    for (int i = 0; i < p->n_pd_splits; i++)
+        for (int j = 0; j < i; j++)
+            if (p->pd_decode_sms[i] == p->pd_decode_sms[j])
+                GP_FAIL(GP_ERR_INVALID_ARG, "backend: decode SMs %d twice in the candidate splits (--pd-splits)",
+                        p->pd_decode_sms[i]);
+    if (p->n_pd_splits > 0 && (p->pd_planner.tpot_ms <= 0 || p->pd_planner.hysteresis < 1))
+        GP_FAIL(GP_ERR_INVALID_ARG, "backend: TPOT target %g ms (> 0) and hysteresis %d (>= 1) of the adaptive split",
+                p->pd_planner.tpot_ms, p->pd_planner.hysteresis);
+    return GP_OK;
+}
+
 static gp_status check_kv_store_flags(const gp_backend_params *p)
 {
     const char *given = p->kv_store_bytes ? "--kv-store-size" : p->kv_store_dir ? "--kv-store"
@@ -141,6 +169,7 @@ static gp_status check_params(const gp_backend_params *p)
     if (p->pd_idle_whole && !p->pd_lanes)
         GP_FAIL(GP_ERR_INVALID_ARG, "backend: pd_idle_whole (--pd-idle-whole) without pd_lanes (--pd-split): it "
                 "says where the decode lane's rows run while the prefill lane is idle");
+    GP_TRY(check_pd_flags(p));
     gp_feature_set f;
     gp_backend_features(p, &f);
     return gp_features_check(&f);
@@ -189,6 +218,38 @@ static gp_status open_cpu(gp_backend *b, const gp_host_weights *w)
     return GP_OK;
 }
 
+/* The prefill and decode lanes on every pair of the pool and, for the
+ * adaptive split, the planner over a profile loaded or measured now. */
+static gp_status open_pd(gp_backend *b, int prefill_rows)
+{
+    const gp_backend_params *p = &b->p;
+    const gp_green_pair *pairs[GP_PD_MAX_SPLITS];
+    int n = gp_green_pool_size(b->pool);
+    for (int i = 0; i < n; i++)
+        pairs[i] = gp_green_pool_pair(b->pool, i);
+    gp_pd_exec_params xp = {.prefill_rows = prefill_rows, .idle_whole = p->pd_idle_whole};
+    GP_TRY(gp_pd_exec_create(b->engine, pairs, n, &xp, &b->pd_exec));
+    if (p->n_pd_splits == 0)
+        return GP_OK;
+    gp_pd_profile prof;
+    uint64_t t0 = gp_now_ns();
+    if (p->pd_profile_path) {
+        GP_TRY(gp_pd_profile_load(p->pd_profile_path, &prof));
+    } else {
+        gp_pd_profile_params pp = gp_pd_profile_default_params(prefill_rows, p->n_seqs);
+        GP_TRY(gp_pd_exec_profile(b->pd_exec, &pp, &prof));
+    }
+    b->pd_profile_s = (gp_now_ns() - t0) / 1e9;
+    gp_status st = p->pd_profile_save ? gp_pd_profile_save(&prof, p->pd_profile_save) : GP_OK;
+    if (st == GP_OK)
+        st = gp_pd_model_fit(&prof, &b->pd_model);
+    gp_pd_profile_free(&prof);
+    GP_TRY(st);
+    gp_pd_planner_params pl = p->pd_planner;
+    pl.lane_tokens = prefill_rows;
+    return gp_pd_exec_set_planner(b->pd_exec, b->pd_model, &pl);
+}
+
 /* The engine and its executor over dw (already on the device), with
  * pipelined steps over a pool of the one requested pair: gp_assemble_engine,
  * which decides about CUDA graphs. */
@@ -204,9 +265,11 @@ static gp_status open_cuda(gp_backend *b, const gp_host_weights *w)
     const bool streamed = gp_device_weights_is_streamed(b->dw);
     if (p->pipelined || p->pd_lanes) {
         gp_green_pool_params gpp = gp_green_pool_default_params();
-        gp_split_req req = {.attn_sms = p->attn_units, .ffn_sms = p->ffn_units};
-        gpp.splits = &req;
-        gpp.n_splits = 1;
+        gp_split_req req[GP_PD_MAX_SPLITS] = {{.attn_sms = p->attn_units, .ffn_sms = p->ffn_units}};
+        for (int i = 0; i < p->n_pd_splits; i++)
+            req[i] = (gp_split_req){.attn_sms = p->pd_decode_sms[i], .ffn_sms = GP_SPLIT_REST};
+        gpp.splits = req;
+        gpp.n_splits = p->n_pd_splits > 0 ? p->n_pd_splits : 1;
         GP_TRY(gp_green_pool_create(&gpp, &b->pool));
     }
     gp_feature_set f;
@@ -223,10 +286,8 @@ static gp_status open_cuda(gp_backend *b, const gp_host_weights *w)
     GP_TRY(gp_assemble_engine(b->dw, &ap, &b->as));
     b->engine = b->as.engine;
     b->cuda_exec = b->as.exec;
-    if (p->pd_lanes) {
-        GP_TRY(gp_pd_exec_create(b->engine, gp_green_pool_pair(b->pool, 0), ep.prefill_chunk, &b->pd_exec));
-        gp_pd_exec_set_idle_whole(b->pd_exec, p->pd_idle_whole);
-    }
+    if (p->pd_lanes)
+        GP_TRY(open_pd(b, ep.prefill_chunk));
     const bool graphs = b->as.graphs;
     b->dtype = gp_engine_dtype(b->engine);
     int used;
@@ -250,7 +311,19 @@ static gp_status open_cuda(gp_backend *b, const gp_host_weights *w)
                          streamed ? "within the VRAM budget; the FFN weights stream only for prefill"
                                   : "beside the dense weights",
                          streamed ? "; the attention projections' transposed copies beside the budget" : "");
-    if (p->pipelined || p->pd_lanes) {
+    if (b->pd_model) {
+        gp_exec x = gp_backend_exec(b);
+        char list[GP_PD_MAX_SPLITS * 12] = "";
+        for (int i = 0, n = 0; i < x.session->n_splits(x.ctx); i++) {
+            gp_split_info si;
+            x.session->split_info(x.ctx, i, &si);
+            n += snprintf(list + n, sizeof list - (size_t)n, "%s%d:%d", i ? ", " : "", si.a_got, si.f_got);
+        }
+        used += snprintf(b->describe + used, sizeof b->describe - (size_t)used, "; decode and prefill lanes, the "
+                         "split chosen per prefill launch (TPOT target %g ms) among %s, every SM%s; profile %s in "
+                         "%.1f s", p->pd_planner.tpot_ms, list, p->pd_planner.mixed ? " and mixed batches" : "",
+                         p->pd_profile_path ? "loaded" : "measured", b->pd_profile_s);
+    } else if (p->pipelined || p->pd_lanes) {
         gp_split_info si;
         gp_exec x = gp_backend_exec(b);
         x.session->split_info(x.ctx, -1, &si);
@@ -420,6 +493,7 @@ void gp_backend_close(gp_backend *b)
     if (!b)
         return;
     gp_pd_exec_destroy(b->pd_exec); /* its lanes before their engine */
+    gp_pd_model_destroy(b->pd_model);
     gp_assembly_close(&b->as);
     gp_green_pool_destroy(b->pool);
     gp_device_weights_destroy(b->dw);
@@ -428,6 +502,16 @@ void gp_backend_close(gp_backend *b)
     if (b->own_w.arena)
         gp_host_weights_free(&b->own_w);
     free(b);
+}
+
+gp_pd_exec *gp_backend_pd_exec(gp_backend *b)
+{
+    return b ? b->pd_exec : NULL;
+}
+
+const gp_pd_model *gp_backend_pd_model(const gp_backend *b)
+{
+    return b ? b->pd_model : NULL;
 }
 
 gp_exec gp_backend_exec(gp_backend *b)

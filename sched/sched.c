@@ -100,6 +100,9 @@ gp_status gp_sched_create(const gp_sched_config *cfg, const gp_sched_ops *ops, g
     if (cfg->policy == GP_SCHED_PD_MUX && (!ops->prefill_launch || !ops->prefill_poll))
         GP_FAIL(GP_ERR_INVALID_ARG, "gp_sched_create: GP_SCHED_PD_MUX needs ops.prefill_launch and prefill_poll "
                 "(a prefill lane beside run_batch's)");
+    if (ops->pd_plan && cfg->policy != GP_SCHED_PD_MUX)
+        GP_FAIL(GP_ERR_INVALID_ARG, "gp_sched_create: ops.pd_plan plans the prefill lane's batches; it needs "
+                "GP_SCHED_PD_MUX");
     if (cfg->token_budget < 1)
         GP_FAIL(GP_ERR_INVALID_ARG, "gp_sched_create: token_budget %d, allowed >= 1", cfg->token_budget);
     if (cfg->max_seqs < 1 || cfg->vocab < 1 || cfg->max_context < 2)

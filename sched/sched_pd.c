@@ -1,7 +1,8 @@
 /* Prefill and decode on two lanes at once (GP_SCHED_PD_MUX): each step the
  * decode rows run on run_batch's lane while one batch of prefill chunks runs
  * on the prefill lane, launched when the lane is free and committed at the
- * first step that finds it done. */
+ * first step that finds it done; an adaptive backend's planner may put the
+ * chunks into the decode rows' batch instead. */
 #include <limits.h>
 
 #include "sched_impl.h"
@@ -50,11 +51,51 @@ static gp_status settle(gp_sched *s)
     return s->pf_status;
 }
 
-/* Chunks up to the token budget onto the free prefill lane. */
-static gp_status launch(gp_sched *s)
+/* Prompt tokens still to compute: running requests' (not on the lane)
+ * and waiting ones' (a prefix-cache hit may shorten the latter). */
+static long long backlog(const gp_sched *s)
+{
+    long long n = 0;
+    for (const rq *r = s->running.head; r; r = r->next)
+        if (gp_sched_prefilling(r) && !r->pending)
+            n += r->prefill_end - r->computed;
+    for (const rq *r = s->waiting.head; r; r = r->next)
+        n += r->n_all;
+    return n;
+}
+
+/* The planner's choice for the prefill waiting (without a planner: the
+ * lane, the whole budget). GP_PD_RUN_MIXED plans the chunks into the decode
+ * rows' batch here. */
+static gp_status ask(gp_sched *s, gp_pd_plan *plan)
+{
+    *plan = (gp_pd_plan){.run = GP_PD_RUN_LANE, .tokens = s->cfg.token_budget};
+    long long waiting = s->ops.pd_plan ? backlog(s) : 0;
+    if (waiting == 0)
+        return GP_OK;
+    gp_pd_plan_in in = {.decode_rows = s->b.n, .backlog_tokens = waiting, .token_budget = s->cfg.token_budget};
+    for (int i = 0; i < s->b.n; i++)
+        in.decode_context += s->b.rq[i]->computed + 1;
+    GP_TRY(s->ops.pd_plan(s->ops.ctx, &in, plan));
+    if ((plan->run != GP_PD_RUN_LANE && plan->run != GP_PD_RUN_MIXED) || plan->tokens < 1 ||
+        plan->tokens > s->cfg.token_budget)
+        GP_FAIL(GP_ERR_STATE, "the prefill planner answered run %d with %d tokens; allowed lane (%d) or mixed (%d), "
+                "1..%d tokens (the budget)", (int)plan->run, plan->tokens, GP_PD_RUN_LANE, GP_PD_RUN_MIXED,
+                s->cfg.token_budget);
+    if (plan->run == GP_PD_RUN_MIXED) {
+        s->budget_left = plan->tokens;
+        int before = s->b.n;
+        gp_sched_plan_prefills(s, &s->b, 0);
+        s->stats.mixed_steps += s->b.n > before;
+    }
+    return GP_OK;
+}
+
+/* Chunks up to the planned tokens onto the free prefill lane. */
+static gp_status launch(gp_sched *s, int tokens)
 {
     s->pf.n = 0;
-    s->budget_left = s->cfg.token_budget;
+    s->budget_left = tokens;
     gp_sched_plan_prefills(s, &s->pf, 0);
     if (s->pf.n == 0)
         return GP_OK;
@@ -70,6 +111,21 @@ static gp_status launch(gp_sched *s)
     s->pf_inflight = true;
     s->stats.prefill_batches++;
     return GP_OK;
+}
+
+/* The free lane's turn: the planner's choice, then the lane's batch. */
+static gp_status feed(gp_sched *s)
+{
+    if (s->pf_inflight)
+        return GP_OK;
+    gp_pd_plan plan;
+    gp_status st = ask(s, &plan);
+    if (st != GP_OK) {
+        gp_sched_unplan(s, &s->b);
+        s->b.n = 0;
+        return st;
+    }
+    return plan.run == GP_PD_RUN_LANE ? launch(s, plan.tokens) : GP_OK;
 }
 
 static bool decodes_ready(const gp_sched *s)
@@ -99,13 +155,13 @@ gp_status gp_sched_step_pd(gp_sched *s)
     /* the decode rows take their blocks before the prefill chunks, as in
      * chunked prefill, and run after the launch so that both lanes work */
     plan_decodes(s);
-    gp_status lst = s->pf_inflight ? GP_OK : launch(s);
+    gp_status lst = feed(s);
     /* Every request alone fits the blocks (gp_sched_submit): a step that
      * found room for nothing gives the oldest room by preempting the newest. */
     while (lst == GP_OK && s->b.n == 0 && !s->pf_inflight && s->running.n > 0) {
         gp_sched_preempt_newest(s);
         plan_decodes(s);
-        lst = launch(s);
+        lst = feed(s);
     }
     if (s->b.n > 0) {
         bool beside = s->pf_inflight;

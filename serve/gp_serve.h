@@ -157,6 +157,7 @@ typedef struct gp_serve_stats {
     long long prefix_host_hit_tokens;     /* of the queried, those loaded from the host tier */
     long long host_offloaded_blocks, host_offload_failures; /* evicted blocks kept in the host tier, or lost */
     long long prefill_batches, overlapped_steps; /* pd-mux: prefill-lane batches, decode steps beside one */
+    long long mixed_steps;                /* pd-mux, adaptive: steps whose prefill chunks rode with the decode rows */
     long long preemptions, steps;
     double step_seconds;                  /* engine time in steps */
     double host_seconds;                  /* scheduling and delivery around them */

@@ -383,4 +383,8 @@ void gp_serve_get_stats(gp_serve *s, gp_serve_stats *out)
     out->running = s->sched_running;
     out->uptime_seconds = (gp_now_ns() - s->t_start) / 1e9;
     pthread_mutex_unlock(&s->mu);
+    const gp_session_ops *so = s->env.exec.session;
+    out->n_lanes = so->lane_times ? so->lane_times(s->env.exec.ctx, out->lanes, GP_MAX_LANE_TIMES) : 0;
+    if (out->n_lanes > GP_MAX_LANE_TIMES)
+        out->n_lanes = GP_MAX_LANE_TIMES;
 }

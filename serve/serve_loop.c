@@ -104,6 +104,12 @@ static gp_status op_prefill_poll(void *ctx, bool wait, bool *done)
     return st;
 }
 
+static gp_status op_pd_plan(void *ctx, const gp_pd_plan_in *in, gp_pd_plan *out)
+{
+    gp_serve *s = ctx;
+    return s->env.exec.session->pd_plan(s->env.exec.ctx, in, out);
+}
+
 gp_sched_ops gp_serve_sched_ops(gp_serve *s)
 {
     gp_sched_ops o = {.run_batch = op_run_batch, .reset_seq = op_reset_seq, .sample = op_sample, .ctx = s};
@@ -115,6 +121,8 @@ gp_sched_ops gp_serve_sched_ops(gp_serve *s)
     if (s->p.policy == GP_SCHED_PD_MUX) {
         o.prefill_launch = op_prefill_launch;
         o.prefill_poll = op_prefill_poll;
+        if (s->env.exec.session->pd_plan)
+            o.pd_plan = op_pd_plan;
     }
     if (s->p.host_tier) {
         o.host_offload = op_host_offload;
@@ -235,6 +243,7 @@ static void update_stats(gp_serve *s, double turn_s)
     s->st.host_offload_failures = ss.host_offload_failures;
     s->st.prefill_batches = ss.prefill_batches;
     s->st.overlapped_steps = ss.overlapped_steps;
+    s->st.mixed_steps = ss.mixed_steps;
     s->st.step_seconds += s->run_seconds;
     s->st.decode_steps = s->decode_steps;
     s->st.decode_rows = s->decode_rows;

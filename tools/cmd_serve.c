@@ -18,6 +18,8 @@
 #include "gp_tools.h"
 
 #define PROG "greenpipe serve"
+/* Lane batches a --pd-trace holds (24 bytes each); later ones are counted as dropped. */
+#define PD_TRACE_EVENTS (1 << 21)
 
 typedef struct serve_opts {
     const char *model;
@@ -30,6 +32,11 @@ typedef struct serve_opts {
     uint64_t vram_budget, kv_vram_budget, kv_store_size;
     gp_split_req pd_split;
     bool pd_split_given, pd_idle_whole;
+    bool pd_auto;                         /* --pd-split auto */
+    long pd_splits[GP_PD_MAX_SPLITS];     /* --pd-splits: candidate decode SMs */
+    int n_pd_splits;
+    gp_pd_planner_params pd_planner;
+    const char *pd_profile, *pd_profile_save, *pd_trace;
     const char *kv_store_dir;
     const char *chat_template;
     const char *served_name;
@@ -76,10 +83,29 @@ static void usage(FILE *f)
             "                       while any wait, decodes otherwise (the older baseline); pd-mux: decode\n"
             "                       rows every step on one lane while a batch of prefill chunks up to the\n"
             "                       budget runs on another (cuda: --pd-split; cpu: the two in turn)\n"
-            "  --pd-split D:P       cuda, with pd-mux: the decode lane on D SMs and the prefill lane on P\n"
-            "                       (green-context partitions; P may be left out for the rest), e.g. 32\n"
-            "  --pd-idle-whole      with --pd-split: the decode rows run on every SM while the prefill lane\n"
-            "                       is idle (the decode partition only beside a prefill batch)\n"
+            "  --pd-split D:P|auto  cuda, with pd-mux: the decode lane on D SMs and the prefill lane on P\n"
+            "                       (green-context partitions; P may be left out for the rest), e.g. 32;\n"
+            "                       auto: each time the prefill lane is free, a planner picks the pair whose\n"
+            "                       decode partition is the fewest SMs that keep the decode step under\n"
+            "                       --pd-tpot-ms beside the prefill, every SM to prefill while nothing\n"
+            "                       decodes, or the chunks in the decode rows' batch (mixed) where that\n"
+            "                       prefills faster; decode on every SM while the lane is idle\n"
+            "  --pd-idle-whole      with --pd-split D:P: the decode rows run on every SM while the prefill\n"
+            "                       lane is idle (the decode partition only beside a prefill batch)\n"
+            "  --pd-splits D1,D2,.. with --pd-split auto: the candidate decode partitions' SMs (each pair's\n"
+            "                       prefill partition the rest), at most %d; default 16,32,48,64\n"
+            "  --pd-tpot-ms MS      with --pd-split auto: the decode step to stay under; default 40\n"
+            "  --pd-hysteresis N    with --pd-split auto: launches in a row that must choose a smaller decode\n"
+            "                       partition before it is taken (a larger one is taken at once), 1..1000;\n"
+            "                       default 3\n"
+            "  --pd-no-mixed        with --pd-split auto: never put prefill chunks in the decode batch\n"
+            "  --pd-profile FILE    with --pd-split auto: the latency profile to fit (a --pd-profile-save\n"
+            "                       file of the same GPU, model and splits) instead of measuring one at\n"
+            "                       start-up (about half a minute)\n"
+            "  --pd-profile-save FILE\n"
+            "                       with --pd-split auto: write the profile measured at start-up\n"
+            "  --pd-trace FILE      with --pd-split: write every lane batch at shutdown as a Chrome\n"
+            "                       trace-event file (Perfetto opens it), one track per lane\n"
             "  --kv-blocks N        KV blocks admission counts against; default all the backend holds\n"
             "                       (--max-batch x --max-context / --block-size); fewer forces preemption\n"
             "  --no-prefix-cache    do not keep full KV blocks of finished and running requests for later\n"
@@ -103,7 +129,7 @@ static void usage(FILE *f)
             "                       tokenizer_config.json names; without one, chat requests are refused\n"
             "  --seed S             seed of a preset's synthetic weights; default 0\n"
             "SIGINT or SIGTERM stops the server: running requests end as cancelled.\n",
-            GP_POOL_MAX_THREADS, GP_ENGINE_MAX_PREFILL_CHUNK, gp_chat_template_names());
+            GP_PD_MAX_SPLITS, GP_POOL_MAX_THREADS, GP_ENGINE_MAX_PREFILL_CHUNK, gp_chat_template_names());
 }
 
 static int bad(const char *fmt, const char *a)
@@ -131,11 +157,16 @@ static int parse(int argc, char **argv, serve_opts *o)
         {"seed", required_argument, NULL, 's'},       {"max-connections", required_argument, NULL, 'C'},
         {"kv-store-size", required_argument, NULL, 'Z'}, {"kv-store", required_argument, NULL, 'Y'},
         {"pd-split", required_argument, NULL, 'P'},   {"pd-idle-whole", no_argument, NULL, 'W'},
+        {"pd-splits", required_argument, NULL, 'L'},  {"pd-tpot-ms", required_argument, NULL, 'q'},
+        {"pd-hysteresis", required_argument, NULL, 'e'}, {"pd-no-mixed", no_argument, NULL, 'x'},
+        {"pd-profile", required_argument, NULL, 'F'}, {"pd-profile-save", required_argument, NULL, 'G'},
+        {"pd-trace", required_argument, NULL, 'R'},
         {"help", no_argument, NULL, 'h'},
         {NULL, 0, NULL, 0},
     };
     *o = (serve_opts){.model = GP_DEFAULT_PRESET, .backend = GP_BACKEND_CPU, .block_size = 16, .max_batch = 16,
-                      .sp = gp_serve_default_params(), .hp = gp_http_default_params()};
+                      .sp = gp_serve_default_params(), .hp = gp_http_default_params(),
+                      .pd_splits = {16, 32, 48, 64}, .n_pd_splits = 4, .pd_planner = gp_pd_planner_default_params()};
     o->max_body = o->hp.max_body;
     optind = 1;
     opterr = 0;
@@ -215,9 +246,28 @@ static int parse(int argc, char **argv, serve_opts *o)
         case 'Y': o->kv_store_dir = optarg; break;
         case 'W': o->pd_idle_whole = true; break;
         case 'P':
-            if ((st = gp_split_parse(optarg, &o->pd_split)) == GP_OK)
+            o->pd_auto = !strcmp(optarg, "auto");
+            if (o->pd_auto || (st = gp_split_parse(optarg, &o->pd_split)) == GP_OK)
                 o->pd_split_given = true;
             break;
+        case 'L':
+            st = gp_parse_long_list(optarg, 1, 4096, "--pd-splits", o->pd_splits, GP_PD_MAX_SPLITS, &o->n_pd_splits);
+            break;
+        case 'q': {
+            double ms = 0;
+            if ((st = gp_parse_double(optarg, "--pd-tpot-ms", &ms)) == GP_OK && (ms <= 0 || ms > 60000))
+                return bad("--pd-tpot-ms %s: allowed a number of milliseconds in (0, 60000]", optarg);
+            o->pd_planner.tpot_ms = (float)ms;
+            break;
+        }
+        case 'e':
+            if ((st = gp_parse_long(optarg, 1, 1000, "--pd-hysteresis", &v)) == GP_OK)
+                o->pd_planner.hysteresis = (int)v;
+            break;
+        case 'x': o->pd_planner.mixed = false; break;
+        case 'F': st = gp_parse_path(optarg, "--pd-profile"); o->pd_profile = optarg; break;
+        case 'G': st = gp_check_out_file(optarg, "--pd-profile-save"); o->pd_profile_save = optarg; break;
+        case 'R': st = gp_check_out_file(optarg, "--pd-trace"); o->pd_trace = optarg; break;
         case 'z': st = gp_parse_long(optarg, 1, 1024, "--block-size", &o->block_size); break;
         case 'U': o->chat_template = optarg; break;
         case 's': st = gp_parse_u64(optarg, "--seed", &o->seed); o->seed_given = true; break;
@@ -274,10 +324,22 @@ static int parse(int argc, char **argv, serve_opts *o)
     o->sp.host_tier = o->kv_store_size != 0;
     if (o->pd_idle_whole && !o->pd_split_given)
         return bad("%s: it places the decode rows of --pd-split's lanes; give --pd-split D:P", "--pd-idle-whole");
+    if (o->pd_idle_whole && o->pd_auto)
+        return bad("%s with --pd-split auto: the adaptive split already decodes on every SM while the prefill "
+                   "lane is idle", "--pd-idle-whole");
+    static const char auto_only[] = "LqexFG";
+    for (const char *k = auto_only; *k; k++)
+        if (seen[(int)*k] && !o->pd_auto)
+            return bad("--%s tunes the adaptive split; give --pd-split auto", gp_opt_name(longopts, *k));
+    if (o->pd_profile && o->pd_profile_save)
+        return bad("%s: --pd-profile loads a profile, --pd-profile-save writes a measured one; give one",
+                   "--pd-profile-save");
+    if (o->pd_trace && !o->pd_split_given)
+        return bad("%s traces the prefill and decode lanes; give --pd-split", "--pd-trace");
     if (o->pd_split_given && o->sp.policy != GP_SCHED_PD_MUX)
         return bad("%s: the two lanes run the pd-mux schedule's batches; give --schedule pd-mux", "--pd-split");
     if (o->sp.policy == GP_SCHED_PD_MUX && o->backend == GP_BACKEND_CUDA && !o->pd_split_given)
-        return bad("%s on cuda needs --pd-split D:P, the decode lane's and the prefill lane's SMs",
+        return bad("%s on cuda needs --pd-split D:P (the decode lane's and the prefill lane's SMs) or auto",
                    "--schedule pd-mux");
     gp_feature_set f = {.cuda = o->backend == GP_BACKEND_CUDA, .graphs = true,
                         .prefill_chunk = o->prefill_chunk != 0, .vram_budget = o->vram_budget,
@@ -412,6 +474,14 @@ int gp_cmd_serve(int argc, char **argv)
         bp.attn_units = o.pd_split.attn_sms;
         bp.ffn_units = o.pd_split.ffn_sms;
     }
+    if (o.pd_auto) {
+        bp.n_pd_splits = o.n_pd_splits;
+        for (int i = 0; i < o.n_pd_splits; i++)
+            bp.pd_decode_sms[i] = (int)o.pd_splits[i];
+        bp.pd_profile_path = o.pd_profile;
+        bp.pd_profile_save = o.pd_profile_save;
+        bp.pd_planner = o.pd_planner;
+    }
     bp.kv_store_bytes = o.kv_store_size; /* the store's blocks are the cache's: a block moves whole */
     bp.kv_store_dir = o.kv_store_dir;
     bp.kv_store_block = o.kv_store_size ? bp.block_size : 0;
@@ -423,6 +493,10 @@ int gp_cmd_serve(int argc, char **argv)
     double t0 = gp_now_s();
     if ((st = gp_backend_open(&src, &bp, &b)) != GP_OK) {
         fprintf(stderr, PROG ": loading the model: %s: %s\n", gp_status_str(st), gp_last_error());
+        goto out;
+    }
+    if (o.pd_trace && (st = gp_pd_exec_trace_start(gp_backend_pd_exec(b), PD_TRACE_EVENTS)) != GP_OK) {
+        fprintf(stderr, PROG ": %s\n", gp_last_error());
         goto out;
     }
     int max_rows = o.backend == GP_BACKEND_CUDA ? (bp.prefill_chunk > bp.n_seqs ? bp.prefill_chunk : bp.n_seqs) : 0;
@@ -458,8 +532,19 @@ int gp_cmd_serve(int argc, char **argv)
             ss.generation_tokens, ss.preemptions, ss.prefix_hit_tokens + ss.prefix_host_hit_tokens,
             ss.prefix_query_tokens, ss.prefix_host_hit_tokens, ss.host_offloaded_blocks, ss.host_offload_failures);
     if (o.sp.policy == GP_SCHED_PD_MUX)
-        fprintf(stderr, PROG ": pd-mux: %lld prefill-lane batches; %lld of %lld decode steps ran beside one\n",
-                ss.prefill_batches, ss.overlapped_steps, ss.steps);
+        fprintf(stderr, PROG ": pd-mux: %lld prefill-lane batches; %lld of %lld decode steps ran beside one; %lld "
+                "steps ran prefill chunks with their decode rows (mixed)\n", ss.prefill_batches, ss.overlapped_steps,
+                ss.steps, ss.mixed_steps);
+    for (int i = 0; i < ss.n_lanes; i++) {
+        const gp_lane_busy *l = &ss.lanes[i];
+        if (l->batches == 0 && l->selected_s == 0)
+            continue;
+        fprintf(stderr, PROG ": lane %s on %s: busy %.2f s (%.1f%% of %.1f s up", l->lane, l->partition, l->busy_s,
+                100.0 * l->busy_s / (ss.uptime_seconds > 0 ? ss.uptime_seconds : 1), ss.uptime_seconds);
+        if (strcmp(l->partition, "all"))
+            fprintf(stderr, ", %.1f s selected", l->selected_s);
+        fprintf(stderr, "), %lld batches, %lld rows\n", l->batches, l->rows);
+    }
     if (ss.steps > 0)
         fprintf(stderr, PROG ": %lld steps: %.3f ms in the backend and %.3f ms of scheduling and delivery a step "
                 "(%.2f%%); %lld decode-only steps: %.1f rows at a mean context of %.0f tokens, %.3f ms a step, %.0f "
@@ -473,6 +558,14 @@ int gp_cmd_serve(int argc, char **argv)
 out:
     gp_http_stop(http);
     gp_serve_destroy(core);
+    if (exit_code == 0 && o.pd_trace) { /* the lanes are idle once the core has stopped */
+        if (gp_pd_exec_write_trace(gp_backend_pd_exec(b), o.pd_trace) == GP_OK) {
+            fprintf(stderr, PROG ": the lanes' trace is in %s\n", o.pd_trace);
+        } else {
+            fprintf(stderr, PROG ": %s\n", gp_last_error());
+            exit_code = 1;
+        }
+    }
     gp_backend_close(b);
     gp_tokenizer_free(tok);
     return exit_code;

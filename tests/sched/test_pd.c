@@ -31,6 +31,8 @@ typedef struct plan {
     int cancel_every; /* a random unfinished request every that many steps (0: none) */
     int cancel_lane;  /* one whose prefill batch is in flight every that many steps (0: none) */
     int fail;         /* the first that many prefill batches fail */
+    bool planner;     /* the double's planner: lane or mixed at random (ops.pd_plan) */
+    int fail_plans;   /* the first that many plans fail */
 } plan;
 
 /* What a run gave. */
@@ -58,6 +60,7 @@ static void bench_open(bench *b, const plan *p, uint64_t seed)
     if (p->policy == GP_SCHED_PD_MUX) {
         GP_CHECK_OK(gp_sched_cpu_pd_create(b->m, p->cache, seed, p->lag, &b->pd));
         gp_sched_cpu_pd_fail(b->pd, p->fail);
+        gp_sched_cpu_pd_planner(b->pd, p->planner, p->fail_plans);
         ops = gp_sched_cpu_pd_ops(b->pd);
     }
     GP_CHECK_OK(gp_sched_create(&cfg, &ops, &b->s));
@@ -159,7 +162,7 @@ static outcome run(gp_sreq *q, const plan *p, uint64_t seed)
     if (b.pd) {
         gp_sched_cpu_pd_counts(b.pd, &o.launched, &o.pending_polls);
         assert_int_equal(o.launched, o.st.prefill_batches);
-        assert_true(o.failed_steps <= p->fail);
+        assert_true(o.failed_steps <= p->fail + p->fail_plans);
     } else {
         assert_int_equal(o.st.prefill_batches, 0);
         assert_int_equal(o.st.overlapped_steps, 0);
@@ -264,6 +267,10 @@ static void test_lane_double(void **state)
     GP_CHECK_FAIL(gp_sched_create(&cfg, &one, &s), GP_ERR_INVALID_ARG, "prefill");
     one.prefill_launch = ops.prefill_launch;
     GP_CHECK_FAIL(gp_sched_create(&cfg, &one, &s), GP_ERR_INVALID_ARG, "prefill");
+    gp_sched_cpu_pd_planner(pd, true, 0);
+    gp_sched_ops planned = gp_sched_cpu_pd_ops(pd);
+    cfg.policy = GP_SCHED_CHUNKED; /* a planner plans the lane's batches: the one-lane policies refuse it */
+    GP_CHECK_FAIL(gp_sched_create(&cfg, &planned, &s), GP_ERR_INVALID_ARG, "pd_plan");
     gp_sched_cpu_pd_destroy(pd);
     gp_cpu_model_destroy(ref);
     gp_cpu_model_destroy(m);
@@ -296,6 +303,42 @@ static void test_pd_alone(void **state)
                     assert_memory_equal(q[i].got, chunked[i], sizeof(int32_t) * (size_t)q[i].n_want);
             }
         }
+}
+
+/* A planner that sends the prefill to the lane or into the decode rows'
+ * batch at random, with any token cap: the outputs are still chunked
+ * prefill's, under tight and ample blocks, with cancellations and failed
+ * plans (the step fails before anything runs; the next goes on). */
+static void test_pd_planned(void **state)
+{
+    (void)state;
+    gp_sreq q[N_REQ];
+    workload(q);
+    for (int cache = 0; cache < 2; cache++) {
+        plan p = {.policy = GP_SCHED_CHUNKED, .budget = 16, .blocks = 96, .cache = cache};
+        run(q, &p, 1);
+        int32_t chunked[N_REQ][GP_SREQ_MAX_GEN];
+        for (int i = 0; i < N_REQ; i++)
+            memcpy(chunked[i], q[i].got, sizeof(int32_t) * (size_t)q[i].n_got);
+        p.policy = GP_SCHED_PD_MUX;
+        p.planner = true;
+        for (int k = 0; k < 4; k++) {
+            p.lag = k;
+            p.blocks = k % 2 ? most_blocks(q) + 2 : 96;
+            p.fail_plans = k == 2 ? 3 : 0;
+            outcome o = run(q, &p, 300 + (uint64_t)k);
+            assert_true(o.st.prefill_batches > 0 && o.st.mixed_steps > 0);
+            if (k == 2)
+                assert_true(o.failed_steps == 3);
+            for (int i = 0; i < N_REQ; i++)
+                assert_memory_equal(q[i].got, chunked[i], sizeof(int32_t) * (size_t)q[i].n_want);
+        }
+        p.lag = 2;
+        p.blocks = 96;
+        p.fail_plans = 0;
+        p.cancel_every = 7;
+        run(q, &p, 400);
+    }
 }
 
 /* Blocks for little more than the largest request: preemption by
@@ -360,6 +403,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_lane_double),
         cmocka_unit_test(test_pd_alone),
+        cmocka_unit_test(test_pd_planned),
         cmocka_unit_test(test_pd_tight_blocks),
         cmocka_unit_test(test_pd_cancel),
         cmocka_unit_test(test_pd_failed_prefill),

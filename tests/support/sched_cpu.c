@@ -246,6 +246,9 @@ struct gp_sched_cpu_pd {
     const char *broken;     /* a use of a sequence in flight: every later call fails with it */
     int seq_broken;
     int launched, pending_polls;
+    bool planner;           /* answer pd_plan: lane or mixed at random, 1..budget tokens */
+    int fail_plans;         /* injected: the next that many plans fail */
+    int plans, mixed_plans;
 };
 
 gp_status gp_sched_cpu_pd_create(gp_cpu_model *m, bool share, uint64_t seed, int max_lag, gp_sched_cpu_pd **out)
@@ -376,10 +379,45 @@ static gp_status pd_poll(void *ctx, bool wait, bool *done)
     return cpu_run_batch(p->m, &p->b, p->next, p->logits);
 }
 
+/* The planner's contract: asked only while the lane is free, with prompt
+ * tokens waiting. */
+static gp_status pd_plan(void *ctx, const gp_pd_plan_in *in, gp_pd_plan *out)
+{
+    gp_sched_cpu_pd *p = ctx;
+    GP_TRY(pd_unbroken(p));
+    if (p->in_flight || in->backlog_tokens < 1 || in->decode_rows < 0 || in->token_budget < 1 ||
+        (in->decode_rows == 0) != (in->decode_context == 0))
+        GP_FAIL(GP_ERR_STATE, "sched_cpu pd: pd_plan asked with %s, %d decode rows of %lld context, a backlog of "
+                "%lld, a budget of %d", p->in_flight ? "a batch in flight" : "the lane free", in->decode_rows,
+                in->decode_context, in->backlog_tokens, in->token_budget);
+    p->plans++;
+    if (p->fail_plans > 0) {
+        p->fail_plans--;
+        GP_FAIL(GP_ERR_IO, "sched_cpu pd: injected plan failure");
+    }
+    bool mixed = gp_test_uniform(&p->rng) < 0.5;
+    p->mixed_plans += mixed;
+    *out = (gp_pd_plan){.run = mixed ? GP_PD_RUN_MIXED : GP_PD_RUN_LANE,
+                        .tokens = 1 + (int)(gp_test_uniform(&p->rng) * in->token_budget)};
+    return GP_OK;
+}
+
+void gp_sched_cpu_pd_planner(gp_sched_cpu_pd *p, bool on, int fail_plans)
+{
+    p->planner = on;
+    p->fail_plans = fail_plans;
+}
+
+void gp_sched_cpu_pd_plans(const gp_sched_cpu_pd *p, int *plans, int *mixed)
+{
+    *plans = p->plans;
+    *mixed = p->mixed_plans;
+}
+
 gp_sched_ops gp_sched_cpu_pd_ops(gp_sched_cpu_pd *p)
 {
     gp_sched_ops o = {.run_batch = pd_run_batch, .reset_seq = pd_reset_seq, .prefill_launch = pd_launch,
-                      .prefill_poll = pd_poll, .ctx = p};
+                      .prefill_poll = pd_poll, .pd_plan = p->planner ? pd_plan : NULL, .ctx = p};
     if (p->share) {
         o.retain_block = via_retain;
         o.drop_block = via_drop;

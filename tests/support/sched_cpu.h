@@ -57,5 +57,11 @@ void gp_sched_cpu_pd_fail(gp_sched_cpu_pd *p, int n);
  * it. A run_batch on one of its sequences fails (GP_ERR_STATE), and so does
  * every call after a reset_seq of one. */
 int gp_sched_cpu_pd_in_flight(const gp_sched_cpu_pd *p, int *seqs);
+/* A planner (ops.pd_plan, from the next gp_sched_cpu_pd_ops): each plan
+ * the lane or a mixed batch at random, of 1..budget tokens, checking it is
+ * asked only while the lane is free; the first fail_plans plans fail
+ * (GP_ERR_IO). plans: plans asked, mixed: those answered mixed. */
+void gp_sched_cpu_pd_planner(gp_sched_cpu_pd *p, bool on, int fail_plans);
+void gp_sched_cpu_pd_plans(const gp_sched_cpu_pd *p, int *plans, int *mixed);
 
 #endif

@@ -1,0 +1,280 @@
+/* The prefill/decode lanes' start-up profile: decode steps, prefill batches
+ * and mixed batches timed on each pair's partitions and on every SM, alone
+ * and side by side, over synthetic contexts, as samples for the latency
+ * model (gp_pd_model_fit). */
+#include <cuda_runtime_api.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "pd_exec_impl.h"
+
+#define ROOM 1024 /* decode steps a profile point may add to its rows' contexts */
+
+gp_pd_profile_params gp_pd_profile_default_params(int prefill_rows, int max_batch)
+{
+    gp_pd_profile_params p = {.reps = 3};
+    const int rows[] = {1, 16, 64};
+    for (int i = 0; i < 3; i++)
+        if (rows[i] <= max_batch - 1)
+            p.rows[p.n_rows++] = rows[i];
+    if (p.n_rows > 0 && p.n_rows < 3 && max_batch - 1 > p.rows[p.n_rows - 1])
+        p.rows[p.n_rows++] = max_batch - 1; /* a third batch size where the defaults do not fit */
+    p.context[0] = 512;
+    p.context[1] = 2048;
+    p.n_context = 2;
+    p.tokens[0] = prefill_rows / 4 > 0 ? prefill_rows / 4 : 1;
+    p.n_tokens = 1;
+    if (prefill_rows > p.tokens[0])
+        p.tokens[p.n_tokens++] = prefill_rows;
+    return p;
+}
+
+static int cmp_float(const void *a, const void *b)
+{
+    float x = *(const float *)a, y = *(const float *)b;
+    return (x > y) - (x < y);
+}
+
+static float median(float *v, int n)
+{
+    qsort(v, (size_t)n, sizeof *v, cmp_float);
+    return n % 2 ? v[n / 2] : 0.5f * (v[n / 2 - 1] + v[n / 2]);
+}
+
+/* One profile's working state. */
+typedef struct prof {
+    gp_pd_exec *x;
+    const gp_pd_profile_params *pp;
+    gp_pd_profile *out;
+    int pseq;                 /* the prefill batches' sequence: max_batch - 1 */
+    int R, len, len0;         /* the decode rows (sequences 0..R-1), their length now and at the point's start */
+    int *ids;
+    int32_t *tok, *next, *prompt;
+    float *ms;                /* [cap] */
+    int cap;
+    gp_batch_part *parts;     /* [max_batch] */
+} prof;
+
+static gp_status add(prof *p, gp_pd_kind kind, int split, bool corun, int rows, long long ctx, int tokens, float ms)
+{
+    gp_pd_sample s = {.kind = kind, .split = split, .corun = corun, .rows = rows, .context = ctx, .tokens = tokens,
+                      .ms = ms};
+    return gp_pd_profile_add(p->out, &s);
+}
+
+static gp_status decode_step(prof *p, gp_lane *lane, float *ms)
+{
+    GP_TRY(gp_lane_decode_step(lane, p->R, p->ids, p->tok, p->next, NULL));
+    p->len++;
+    *ms = gp_lane_last_ms(lane);
+    return GP_OK;
+}
+
+/* A fresh prompt of n tokens on the prefill sequence, as a batch. */
+static gp_batch prompt_batch(prof *p, int n, bool with_decode)
+{
+    gp_engine_reset_seq(p->x->e, p->pseq);
+    p->parts[0] = (gp_batch_part){.seq = p->pseq, .kind = GP_BATCH_PREFILL, .n = n, .tokens = p->prompt};
+    int np = 1;
+    for (int i = 0; with_decode && i < p->R; i++)
+        p->parts[np++] = (gp_batch_part){.seq = i, .kind = GP_BATCH_DECODE, .n = 1, .tokens = &p->tok[i]};
+    return (gp_batch){.n_parts = np, .parts = p->parts};
+}
+
+/* Decode steps alone on lane (the first captures its graph). */
+static gp_status decode_alone(prof *p, gp_lane *lane, int split)
+{
+    float ms;
+    GP_TRY(decode_step(p, lane, &ms));
+    int n = 2 * p->pp->reps + 1;
+    long long ctx = (long long)p->R * (p->len + n / 2 + 1);
+    for (int i = 0; i < n; i++)
+        GP_TRY(decode_step(p, lane, &p->ms[i]));
+    return add(p, GP_PD_DECODE, split, false, p->R, ctx, 0, median(p->ms, n));
+}
+
+/* Prefill batches of each size on pair i's prefill lane while decode steps
+ * run on its decode lane; a step counts when it began after the first and
+ * ended before the batch did. */
+static gp_status corun(prof *p, int i)
+{
+    gp_pd_exec *x = p->x;
+    px_pair *pr = &x->pairs[i];
+    gp_pd_lane_time scratch = {0};
+    int nd = 0;
+    long long ctx = 0;
+    float pf[16];
+    for (int t = p->pp->n_tokens - 1; t >= 0; t--) {
+        int n = p->pp->tokens[t];
+        for (int r = 0; r < p->pp->reps; r++) {
+            gp_batch b = prompt_batch(p, n, false);
+            GP_TRY(gp_px_launch_on(x, pr->prefill, &scratch, 2 * i + 1, &b, NULL, NULL));
+            bool done = false;
+            gp_status st = GP_OK;
+            for (int k = 0; !done && st == GP_OK; k++) {
+                float ms;
+                long long c = (long long)p->R * (p->len + 1);
+                if (p->len + 1 >= p->len0 + ROOM)
+                    break; /* the point's room is used up: the batch is waited for below */
+                st = decode_step(p, pr->decode, &ms);
+                if (st == GP_OK)
+                    st = gp_px_poll(x, false, &done);
+                if (st == GP_OK && !done && k > 0 && nd < p->cap) {
+                    p->ms[nd++] = ms;
+                    ctx += c;
+                }
+            }
+            if (!done) { /* the batch ends before its result is read, whatever happened to the steps */
+                gp_status wst = gp_px_poll(x, true, &done);
+                st = st != GP_OK ? st : wst;
+            }
+            GP_TRY(st);
+            pf[r] = gp_lane_last_ms(pr->prefill);
+        }
+        GP_TRY(add(p, GP_PD_PREFILL, i, true, 0, 0, n, median(pf, p->pp->reps)));
+    }
+    return nd ? add(p, GP_PD_DECODE, i, true, p->R, ctx / nd, 0, median(p->ms, nd)) : GP_OK;
+}
+
+static gp_status mixed(prof *p)
+{
+    gp_lane *lane = gp_engine_lane(p->x->e);
+    for (int t = 0; t < p->pp->n_tokens; t++) {
+        int n = p->pp->tokens[t];
+        long long ctx = (long long)p->R * (p->len + 1);
+        for (int r = 0; r < p->pp->reps; r++) {
+            gp_batch b = prompt_batch(p, n, true);
+            GP_TRY(gp_lane_run_batch(lane, &b, NULL, NULL));
+            p->len++;
+            p->ms[r] = gp_lane_last_ms(lane);
+        }
+        GP_TRY(add(p, GP_PD_MIXED, GP_PD_WHOLE, false, p->R, ctx, n, median(p->ms, p->pp->reps)));
+    }
+    return GP_OK;
+}
+
+static gp_status prefill_alone(prof *p, gp_lane *lane, int split)
+{
+    for (int t = 0; t < p->pp->n_tokens; t++) {
+        int n = p->pp->tokens[t];
+        for (int r = 0; r < p->pp->reps + 1; r++) { /* the first warms the lane's GEMM choices */
+            gp_batch b = prompt_batch(p, n, false);
+            GP_TRY(gp_lane_run_batch(lane, &b, NULL, NULL));
+            if (r > 0)
+                p->ms[r - 1] = gp_lane_last_ms(lane);
+        }
+        GP_TRY(add(p, GP_PD_PREFILL, split, false, 0, 0, n, median(p->ms, p->pp->reps)));
+    }
+    return GP_OK;
+}
+
+static gp_status check(const gp_pd_exec *x, const gp_pd_profile_params *pp)
+{
+    const int mb = gp_engine_max_batch(x->e), mc = gp_engine_max_context(x->e);
+    if (mb < 2)
+        GP_FAIL(GP_ERR_INVALID_ARG, "pd profile: max batch %d; at least 2 (decode rows and a prefill sequence)", mb);
+    if (pp->n_rows < 1 || pp->n_rows > 4 || pp->n_context < 1 || pp->n_context > 4 || pp->n_tokens < 1 ||
+        pp->n_tokens > 4 || pp->reps < 1 || pp->reps > 15)
+        GP_FAIL(GP_ERR_INVALID_ARG, "pd profile: %d rows, %d contexts, %d token counts (1..4 each), %d reps (1..15)",
+                pp->n_rows, pp->n_context, pp->n_tokens, pp->reps);
+    for (int i = 0; i < pp->n_rows; i++)
+        if (pp->rows[i] < 1 || pp->rows[i] > mb - 1)
+            GP_FAIL(GP_ERR_INVALID_ARG, "pd profile: %d decode rows; allowed 1..%d (max batch less the prefill "
+                    "sequence)", pp->rows[i], mb - 1);
+    for (int i = 0; i < pp->n_context; i++)
+        if (pp->context[i] < 1 || pp->context[i] + ROOM > mc)
+            GP_FAIL(GP_ERR_INVALID_ARG, "pd profile: context %d; allowed 1..%d (max context less %d tokens of "
+                    "decode steps)", pp->context[i], mc - ROOM, ROOM);
+    for (int i = 0; i < pp->n_tokens; i++)
+        if (pp->tokens[i] < 1 || pp->tokens[i] > x->prefill_rows || pp->tokens[i] > mc)
+            GP_FAIL(GP_ERR_INVALID_ARG, "pd profile: %d prefill tokens; allowed 1..%d (the prefill lanes' rows)",
+                    pp->tokens[i], x->prefill_rows < mc ? x->prefill_rows : mc);
+    return GP_OK;
+}
+
+static void describe(const gp_pd_exec *x, gp_pd_profile *out)
+{
+    struct cudaDeviceProp prop;
+    int dev = 0;
+    if (cudaGetDevice(&dev) == cudaSuccess && cudaGetDeviceProperties(&prop, dev) == cudaSuccess)
+        snprintf(out->device, sizeof out->device, "%s", prop.name);
+    else
+        (void)cudaGetLastError();
+    snprintf(out->model, sizeof out->model, "%.100s %s", gp_engine_config(x->e)->name,
+             gp_dtype_flag_name(gp_engine_dtype(x->e)));
+    out->n_splits = x->n_pairs;
+    for (int i = 0; i < x->n_pairs; i++) {
+        out->decode_sms[i] = x->pairs[i].info.a_got;
+        out->prefill_sms[i] = x->pairs[i].info.f_got;
+    }
+}
+
+static gp_status run(prof *p)
+{
+    gp_pd_exec *x = p->x;
+    const gp_pd_profile_params *pp = p->pp;
+    for (int c = 0; c < pp->n_context; c++)
+        for (int r = 0; r < pp->n_rows; r++) {
+            p->R = pp->rows[r];
+            p->len = p->len0 = pp->context[c];
+            GP_TRY(gp_engine_fill_context(x->e, p->R, p->len, 1234u + (uint64_t)c));
+            GP_TRY(decode_alone(p, gp_engine_lane(x->e), GP_PD_WHOLE));
+            for (int i = 0; i < x->n_pairs; i++)
+                GP_TRY(decode_alone(p, x->pairs[i].decode, i));
+            for (int i = 0; i < x->n_pairs; i++)
+                GP_TRY(corun(p, i));
+            GP_TRY(mixed(p));
+        }
+    GP_TRY(prefill_alone(p, x->whole_prefill, GP_PD_WHOLE));
+    for (int i = 0; i < x->n_pairs; i++)
+        GP_TRY(prefill_alone(p, x->pairs[i].prefill, i));
+    return GP_OK;
+}
+
+gp_status gp_pd_exec_profile(gp_pd_exec *x, const gp_pd_profile_params *pp, gp_pd_profile *out)
+{
+    memset(out, 0, sizeof *out);
+    GP_TRY(check(x, pp));
+    if (x->launched)
+        GP_FAIL(GP_ERR_STATE, "pd profile: a prefill batch is in flight; profile before serving");
+    const int mb = gp_engine_max_batch(x->e);
+    prof p = {.x = x, .pp = pp, .out = out, .pseq = mb - 1, .cap = 4096};
+    p.ids = malloc(sizeof *p.ids * (size_t)mb);
+    p.tok = malloc(sizeof *p.tok * (size_t)mb);
+    p.next = malloc(sizeof *p.next * (size_t)mb);
+    p.prompt = malloc(sizeof *p.prompt * (size_t)x->prefill_rows);
+    p.ms = malloc(sizeof *p.ms * (size_t)p.cap);
+    p.parts = malloc(sizeof *p.parts * (size_t)mb);
+    gp_status st = GP_OK;
+    if (!p.ids || !p.tok || !p.next || !p.prompt || !p.ms || !p.parts) {
+        gp_set_error("pd profile: out of host memory");
+        st = GP_ERR_NO_MEMORY;
+    } else {
+        const int vocab = gp_engine_config(x->e)->vocab;
+        for (int i = 0; i < mb; i++) {
+            p.ids[i] = i;
+            p.tok[i] = (int32_t)(1 + i % (vocab - 1));
+        }
+        for (int i = 0; i < x->prefill_rows; i++)
+            p.prompt[i] = (int32_t)(1 + (i * 7919) % (vocab - 1));
+        describe(x, out);
+        st = run(&p);
+    }
+    for (int i = 0; i < mb; i++)
+        gp_engine_reset_seq(x->e, i);
+    pthread_mutex_lock(&x->mu); /* the profile's batches are not the server's */
+    for (int i = 0; i < x->n_pairs; i++)
+        x->pairs[i].t_decode = x->pairs[i].t_prefill = (gp_pd_lane_time){0};
+    x->whole_decode = x->whole_mixed = x->whole_prefill_t = (gp_pd_lane_time){0};
+    x->n_ev = x->dropped = 0;
+    pthread_mutex_unlock(&x->mu);
+    free(p.ids);
+    free(p.tok);
+    free(p.next);
+    free(p.prompt);
+    free(p.ms);
+    free(p.parts);
+    if (st != GP_OK)
+        gp_pd_profile_free(out);
+    return st;
+}
