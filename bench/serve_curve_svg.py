@@ -8,6 +8,7 @@ the policies chunked and prefill-first, plots TTFT, TPOT and ITL (p50 solid,
 p99 dashed) and request goodput against the request rate, and prints the
 table on stdout. Plain SVG: no plotting package needed."""
 import glob
+import html
 import json
 import math
 import os
@@ -76,9 +77,9 @@ def panel(x0, y0, w, h, title, ylabel, rows, keys, log=False, series=POLICIES):
     fx = lambda x: 50 + (x - xmin) / (xmax - xmin) * (w - 60)
     fy = lambda y: h - 35 - ((math.log10(y) if log else y) - ymin) / (ymax - ymin) * (h - 60)
     out.append('<rect x="50" y="25" width="%d" height="%d" fill="none" stroke="#888"/>' % (w - 60, h - 60))
-    out.append('<text x="%d" y="15" font-size="13" text-anchor="middle">%s</text>' % (w / 2, title))
+    out.append('<text x="%d" y="15" font-size="13" text-anchor="middle">%s</text>' % (w / 2, html.escape(title)))
     out.append('<text x="12" y="%d" font-size="11" transform="rotate(-90 12 %d)" text-anchor="middle">%s</text>'
-               % (h / 2, h / 2, ylabel))
+               % (h / 2, h / 2, html.escape(ylabel)))
     out.append('<text x="%d" y="%d" font-size="11" text-anchor="middle">request rate (req/s)</text>'
                % (w / 2, h - 5))
     for x in sorted(set(xs)):
@@ -112,7 +113,7 @@ def legend(x, y, series, step, per_row=None):
         lx, ly = x + (i % per_row) * step, y + (i // per_row) * 18
         out.append('<line x1="%d" x2="%d" y1="%d" y2="%d" stroke="%s" stroke-width="2"/>' % (
             lx, lx + 30, ly - 4, ly - 4, color))
-        out.append('<text x="%d" y="%d" font-size="12">%s</text>' % (lx + 36, ly, policy))
+        out.append('<text x="%d" y="%d" font-size="12">%s</text>' % (lx + 36, ly, html.escape(policy)))
     return out
 
 
