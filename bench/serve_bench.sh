@@ -67,8 +67,8 @@ vocab=${SERVE_VOCAB:-128256}
 failed=0
 
 # serve NAME SERVE_ARGS...: start a server; sets $port and $pid. It waits
-# $serve_wait seconds for "listening": the adaptive split measures its latency
-# profile before it listens (tens of seconds on an H100).
+# $serve_wait seconds for "listening": the adaptive split may measure its
+# latency profile before it listens (tens of seconds on an H100).
 serve_wait=60
 serve() {
   local name=$1
@@ -148,9 +148,9 @@ ready() {
 }
 
 # policy_flags NAME: the server flags of a policy into $pflags (see the
-# header; pdauto's profile file into $profile); 1 for a name that is none. Pd-mux and prefill-first keep a
-# 2048-token budget: pd-mux's prefill batch is that many rows, the figure the
-# static splits were measured at.
+# header; pdauto's profile file into $profile); 1 for a name that is none.
+# Pd-mux and prefill-first keep a 2048-token budget: pd-mux's prefill batch
+# is that many rows, the figure the static splits were measured at.
 pd_profile_shape='' pd_saved=' '
 policy_flags() {
   local name=$1
