@@ -23,21 +23,41 @@
 #             them, default 48) at each of CURVE_RATES requests/s (default
 #             2 4 6 8 10), chunked and prefill-first, no prefix cache (the
 #             same prompts come at every rate)
-#   pd        the curve's prompts at each of PD_RATES requests/s (default
-#             2 4 6) on each of PD_CONFIGS (default chunked 32 48 64:
-#             chunked prefill, then pd-mux with the decode lane on that many
-#             SMs and the prefill lane on the rest; a w after the count adds
-#             --pd-idle-whole); goodput under TTFT <= 2 s and TPOT <= 40 ms
+#   pd        every scheduling policy side by side on long prompts (PD_PROMPTS,
+#             default 64, of PD_MIN_PROMPT..PD_MAX_PROMPT tokens, default
+#             1024..16384, answers PD_MIN_OUT..PD_MAX_OUT, default 128..512,
+#             uniform) at each of PD_RATES requests/s (default 0.5 1 1.5 2),
+#             Poisson arrivals, no prefix cache; goodput under TTFT <= 2 s and
+#             TPOT <= 40 ms. One server per policy of PD_POLICIES (default
+#             prefill-first chunked512 chunked1024 chunked2048 pd32w pd48w
+#             pdauto: chunkedN chunked prefill at a budget of N tokens; pdD
+#             pd-mux with the decode lane on D SMs and the prefill lane on the
+#             rest, a w after it adding --pd-idle-whole; pdauto the adaptive
+#             split, PD_AUTO_FLAGS added, its latency profile saved to
+#             OUT_DIR/pd_profile.json by the first such server of the run and
+#             loaded by the later ones, its trace OUT_DIR/<scenario>_auto.trace.json).
+#             Around each rate /metrics is scraped: NAME.lanes.json holds each
+#             lane counter's increase over the rate and its wall time. Then
+#             bench/serve_policies.py writes <scenario>_report.md and
+#             <scenario>_goodput.svg
+#   pd-short  the same policies on short prompts (PDS_PROMPTS, default 256, of
+#             PDS_MIN_PROMPT..PDS_MAX_PROMPT tokens, default 64..1024, answers
+#             PDS_MIN_OUT..PDS_MAX_OUT, default 32..256) at each of PDS_RATES
+#             requests/s (default 8 16 24); goodput under TTFT <= 500 ms and
+#             TPOT <= 40 ms
+#   (PD_MAX_BATCH, PD_MAX_CONTEXT, PDS_MAX_BATCH, PDS_MAX_CONTEXT override the
+#   servers' sizes, e.g. for a smoke run on the cpu backend and the tiny preset)
 # Each bench-serve run writes OUT_DIR/NAME.txt (its report) and NAME.json; each
 # server OUT_DIR/NAME.serve.log (its status lines, the shutdown summary last).
 # A scenario that fails is reported and the next one runs.
 set -uo pipefail
 if [ $# -lt 4 ]; then
-  sed -n '2,29p' "$0" | sed 's/^# \{0,1\}//'
+  sed -n '2,52p' "$0" | sed 's/^# \{0,1\}//'
   exit 2
 fi
 gp=$1 benchdir=$2 out=$3
 shift 3
+here=$(cd "$(dirname "$0")" && pwd)
 mkdir -p "$out"
 # the engine and model (SERVE_BACKEND, SERVE_MODEL, SERVE_VOCAB: for a smoke
 # run of the script on the cpu backend and a small preset)
@@ -46,14 +66,17 @@ model=${SERVE_MODEL:-llama3-8b}
 vocab=${SERVE_VOCAB:-128256}
 failed=0
 
-# serve NAME SERVE_ARGS...: start a server; sets $port and $pid
+# serve NAME SERVE_ARGS...: start a server; sets $port and $pid. It waits
+# $serve_wait seconds for "listening": the adaptive split may measure its
+# latency profile before it listens (tens of seconds on an H100).
+serve_wait=60
 serve() {
   local name=$1
   shift
   "$gp" serve --backend "$backend" --model "$model" --port 0 "$@" 2>"$out/$name.serve.log" &
   pid=$!
   port=
-  for _ in $(seq 600); do
+  for _ in $(seq $((serve_wait * 10))); do
     port=$(sed -n 's/.*listening on http:\/\/127\.0\.0\.1:\([0-9]*\).*/\1/p' "$out/$name.serve.log" | head -1)
     [ -n "$port" ] && return 0
     kill -0 $pid 2>/dev/null || break
@@ -82,19 +105,136 @@ load() {
 }
 
 summary() {
-  grep -E "ready in|stopping after|steps:|pd-mux:" "$out/$1.serve.log"
+  grep -E "ready in|stopping after|steps:|pd-mux:|serve: lane " "$out/$1.serve.log"
 }
 
-# long_prompts: 512..7680 random ids, answers of 128..512 tokens, uniform
-# (the longest fits the preset's context of 8192), CURVE_PROMPTS of them
-long_prompts() {
+# prompts FILE N MIN MAX OUT_MIN OUT_MAX: N prompts of MIN..MAX random ids
+# with answers of OUT_MIN..OUT_MAX tokens, uniform, as bench-serve's JSONL;
+# seeded, so every rate and policy gets the same prompts
+prompts() {
   python3 -c '
 import json, random, sys
+n, lo, hi, olo, ohi, vocab = map(int, sys.argv[1:])
 r = random.Random(1)
-for _ in range(int(sys.argv[1])):
-    n = r.randint(512, 7680)
-    print(json.dumps({"prompt": [r.randrange(int(sys.argv[2])) for _ in range(n)], "max_tokens": r.randint(128, 512)}))
-' "${CURVE_PROMPTS:-48}" "$vocab" >"$out/long_prompts.jsonl"
+for _ in range(n):
+    k = r.randint(lo, hi)
+    print(json.dumps({"prompt": [r.randrange(vocab) for _ in range(k)], "max_tokens": r.randint(olo, ohi)}))
+' "$2" "$3" "$4" "$5" "$6" "$vocab" >"$1"
+}
+
+# long_prompts: 512..7680 tokens, answers of 128..512 (the longest fits the
+# preset's context of 8192), CURVE_PROMPTS of them
+long_prompts() {
+  prompts "$out/long_prompts.jsonl" "${CURVE_PROMPTS:-48}" 512 7680 128 512
+}
+
+# scrape FILE: the server's /metrics into FILE, then the time after it on
+# stdout (a lane counter's increase between two scrapes is over that wall time)
+scrape() {
+  curl -sf --max-time 30 "http://127.0.0.1:$port/metrics" >"$1" || rm -f "$1"
+  date +%s.%N
+}
+
+# ready: wait for /health to answer 200 (the server listens while it loads,
+# and the adaptive split may measure its profile then), so the first scrape
+# sees the counters of a ready server
+ready() {
+  for _ in $(seq 900); do
+    curl -sf --max-time 10 -o /dev/null "http://127.0.0.1:$port/health" && return 0
+    kill -0 "$pid" 2>/dev/null || return 1
+    sleep 1
+  done
+  return 1
+}
+
+# policy_flags NAME: the server flags of a policy into $pflags (see the
+# header; pdauto's profile file into $profile); 1 for a name that is none.
+# Pd-mux and prefill-first keep a 2048-token budget: pd-mux's prefill batch
+# is that many rows, the figure the static splits were measured at.
+pd_profile_shape='' pd_saved=' '
+policy_flags() {
+  local name=$1
+  pflags=(--max-num-batched-tokens 2048)
+  if [ "$name" = prefill-first ]; then
+    pflags+=(--schedule prefill-first)
+  elif [[ $name =~ ^chunked([0-9]+)$ ]]; then
+    pflags=(--schedule chunked --max-num-batched-tokens "${BASH_REMATCH[1]}")
+  elif [[ $name =~ ^pd([0-9]+)(w?)$ ]]; then
+    pflags+=(--schedule pd-mux --pd-split "${BASH_REMATCH[1]}")
+    [ -n "${BASH_REMATCH[2]}" ] && pflags+=(--pd-idle-whole)
+  elif [ "$name" = pdauto ]; then
+    # The profile measures the lanes, not the workload: the first adaptive
+    # server of the run saves it and later ones of the same rows and context
+    # load it (they start in seconds); one of another shape (pd-short's 256
+    # rows against pd's 24) measures its own, beside it.
+    pflags+=(--schedule pd-mux --pd-split auto --pd-tpot-ms "$slo_tpot" --pd-trace "$out/${scen}_auto.trace.json")
+    if [ -z "$pd_profile_shape" ] || [ "$pd_profile_shape" = "$shape" ]; then
+      profile=$out/pd_profile.json
+    else
+      profile=$out/pd_profile_$shape.json
+    fi
+    if [[ $pd_saved == *" $profile "* ]]; then
+      pflags+=(--pd-profile "$profile")
+    else
+      rm -f "$profile"
+      pflags+=(--pd-profile-save "$profile")
+    fi
+    # shellcheck disable=SC2206 # word splitting wanted: flags
+    pflags+=(${PD_AUTO_FLAGS:-})
+  else
+    return 1
+  fi
+}
+
+# policies SCENARIO PROMPTS RATES MAX_BATCH MAX_CONTEXT TTFT_MS TPOT_MS: one
+# server per policy of $PD_POLICIES, every rate on that warm server, the
+# lanes' counters around each rate; then the report of every row written
+policies() {
+  local file=$2 rates=$3 batch=$4 ctx=$5 ttft=$6 name rate run t0 t1
+  scen=$1 slo_tpot=$7 shape=${4}x$5
+  for name in ${PD_POLICIES:-prefill-first chunked512 chunked1024 chunked2048 pd32w pd48w pdauto}; do
+    policy_flags "$name" || {
+      echo "serve_bench: unknown policy '$name'; allowed: prefill-first, chunkedN, pdD, pdDw, pdauto" >&2
+      failed=1
+      continue
+    }
+    serve_wait=60
+    [ "$name" = pdauto ] && serve_wait=600
+    serve "${scen}_$name" --max-batch "$batch" --max-context "$ctx" --no-prefix-cache "${pflags[@]}" ||
+      { failed=1; continue; }
+    ready || {
+      echo "serve_bench: ${scen}_$name: the server did not become ready:" >&2
+      cat "$out/${scen}_$name.serve.log" >&2
+      failed=1
+      stop
+      continue
+    }
+    if [ "$name" = pdauto ] && [ -s "$profile" ] && [[ $pd_saved != *" $profile "* ]]; then
+      pd_saved+="$profile "
+      pd_profile_shape=${pd_profile_shape:-$shape}
+    fi
+    for rate in $rates; do
+      run=${scen}_${name}_$rate
+      kill -0 "$pid" 2>/dev/null || {
+        echo "serve_bench: ${scen}_$name: the server exited (see $out/${scen}_$name.serve.log)" >&2
+        failed=1
+        break
+      }
+      t0=$(scrape "$out/$run.metrics0")
+      load "$run" --dataset-path "$file" --request-rate "$rate" --seed 1 --goodput "ttft:$ttft" "tpot:$slo_tpot"
+      t1=$(scrape "$out/$run.metrics1")
+      if [ -f "$out/$run.metrics0" ] && [ -f "$out/$run.metrics1" ]; then
+        python3 "$here/serve_policies.py" --lanes "$out/$run.metrics0" "$out/$run.metrics1" "$t0" "$t1" \
+          >"$out/$run.lanes.json" || failed=1
+      else
+        echo "serve_bench: $run: /metrics not scraped; no lane counters" >&2
+      fi
+    done
+    stop
+    summary "${scen}_$name"
+  done
+  python3 "$here/serve_policies.py" "$out" "$scen" "$out/${scen}_goodput.svg" | tee "$out/${scen}_report.md" ||
+    failed=1
 }
 
 for scenario in "$@"; do
@@ -168,23 +308,37 @@ for scenario in "$@"; do
     done
     ;;
   pd)
-    long_prompts
-    for cfg in ${PD_CONFIGS:-chunked 32 48 64}; do
-      flag=(--schedule chunked)
-      [ $cfg != chunked ] && flag=(--schedule pd-mux --pd-split "${cfg%w}")
-      [ "${cfg%w}" != "$cfg" ] && flag+=(--pd-idle-whole)
-      serve pd_$cfg --max-batch 32 --max-context 8192 --max-num-batched-tokens 2048 --no-prefix-cache "${flag[@]}" ||
-        { failed=1; continue; }
-      for rate in ${PD_RATES:-2 4 6}; do
-        load pd_${cfg}_$rate --dataset-path "$out/long_prompts.jsonl" --request-rate "$rate" --seed 1 \
-          --goodput ttft:2000 tpot:40
-      done
-      stop
-      summary pd_$cfg
-    done
+    # llama3-8b: a 16k prompt is ~0.6-1 s of prefill on the whole H100, the
+    # mean prompt ~8.7k tokens. The curve's 4096-token mean saturated chunked
+    # prefill near 3.5 requests/s (about a third of its prefill-only rate: the
+    # decode rows take the rest); twice the tokens, attending further, puts the
+    # knee near 1-1.5 requests/s. 0.5 is the lightly loaded row, 2 beyond the
+    # knee, where the queue shows in TTFT. KV: 32 layers x 8 heads x 128 x 2
+    # (K, V) x 2 bytes = 128 KiB a token, 2.06 GiB a sequence at 16896 tokens;
+    # 24 of them are 49.5 GiB, beside 15 GiB of weights and the step's and the
+    # lanes' workspaces within the 79 GiB of an H100. The queue of 64 requests
+    # is not bounded by it: at 2 requests/s about 8 decode at once.
+    lo=${PD_MIN_PROMPT:-1024} hi=${PD_MAX_PROMPT:-16384} olo=${PD_MIN_OUT:-128} ohi=${PD_MAX_OUT:-512}
+    prompts "$out/pd_prompts.jsonl" "${PD_PROMPTS:-64}" "$lo" "$hi" "$olo" "$ohi"
+    policies pd "$out/pd_prompts.jsonl" "${PD_RATES:-0.5 1 1.5 2}" "${PD_MAX_BATCH:-24}" \
+      "${PD_MAX_CONTEXT:-$((hi + ohi))}" 2000 40
+    ;;
+  pd-short)
+    # Short prompts (mean 544 tokens, ~15 ms of prefill) and answers (mean
+    # 144): decode bound. At 8 requests/s about 20 streams decode at once, at
+    # 16 about 40 and at 24 about 60-70, with a prompt arriving every 40 ms,
+    # i.e. beside nearly every decode step: where chunked prefill's chunks
+    # stretch TPOT and a split lane would not. TTFT <= 500 ms is a few dozen
+    # steps of queue over a prefill of tens of ms (an interactive chat's
+    # bound); TPOT <= 40 ms as in pd. 256 sequences of 1280 tokens are
+    # 40 GiB of KV; 256 requests fill them at 24 requests/s for ~10 s.
+    lo=${PDS_MIN_PROMPT:-64} hi=${PDS_MAX_PROMPT:-1024} olo=${PDS_MIN_OUT:-32} ohi=${PDS_MAX_OUT:-256}
+    prompts "$out/pd-short_prompts.jsonl" "${PDS_PROMPTS:-256}" "$lo" "$hi" "$olo" "$ohi"
+    policies pd-short "$out/pd-short_prompts.jsonl" "${PDS_RATES:-8 16 24}" "${PDS_MAX_BATCH:-256}" \
+      "${PDS_MAX_CONTEXT:-$((hi + ohi))}" 500 40
     ;;
   *)
-    echo "serve_bench: unknown scenario '$scenario'; allowed: overhead, latency, prefix, tier, curve, pd" >&2
+    echo "serve_bench: unknown scenario '$scenario'; allowed: overhead, latency, prefix, tier, curve, pd, pd-short" >&2
     failed=1
     ;;
   esac
