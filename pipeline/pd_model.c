@@ -16,6 +16,7 @@
 #define PD_MAX_COEF 4
 
 static const char *const kind_names[] = {"decode", "prefill", "mixed"};
+#define KINDS_ALLOWED "allowed decode, prefill, mixed"
 #define N_KINDS ((int)(sizeof kind_names / sizeof kind_names[0]))
 
 const char *gp_pd_kind_name(gp_pd_kind k)
@@ -32,7 +33,7 @@ gp_status gp_pd_kind_parse(const char *s, gp_pd_kind *out)
             *out = (gp_pd_kind)k;
             return GP_OK;
         }
-    GP_FAIL(GP_ERR_INVALID_ARG, "pd kind '%s': allowed decode, prefill, mixed", s ? s : "(null)");
+    GP_FAIL(GP_ERR_INVALID_ARG, "pd kind '%s': " KINDS_ALLOWED, s ? s : "(null)");
 }
 
 /* ------------------------------------------------------------ profile */
@@ -53,7 +54,7 @@ static gp_status check_splits(const gp_pd_profile *p, const char *who)
 static gp_status check_sample(const gp_pd_profile *p, const gp_pd_sample *s, const char *who)
 {
     if ((unsigned)s->kind >= (unsigned)N_KINDS)
-        GP_FAIL(GP_ERR_INVALID_ARG, "%s.kind: %d: allowed decode, prefill, mixed", who, (int)s->kind);
+        GP_FAIL(GP_ERR_INVALID_ARG, "%s.kind: %d: " KINDS_ALLOWED, who, (int)s->kind);
     if (s->split != GP_PD_WHOLE && (s->split < 0 || s->split >= p->n_splits))
         GP_FAIL(GP_ERR_INVALID_ARG, "%s.split: %d: allowed -1 (every SM) or 0..%d", who, s->split, p->n_splits - 1);
     if (s->kind == GP_PD_MIXED && s->split != GP_PD_WHOLE)
@@ -97,27 +98,33 @@ void gp_pd_profile_free(gp_pd_profile *p)
     *p = (gp_pd_profile){0};
 }
 
+/* The checks a profile made in memory gets before it is saved or fitted,
+ * the same as a loaded one. */
+static gp_status check_profile(const gp_pd_profile *p, const char *who)
+{
+    GP_TRY(check_splits(p, who));
+    if (p->n_samples < 0 || (p->n_samples > 0 && !p->samples))
+        GP_FAIL(GP_ERR_INVALID_ARG, "%s: %d samples at %p", who, p->n_samples, (void *)p->samples);
+    for (int i = 0; i < p->n_samples; i++) {
+        char where[96];
+        snprintf(where, sizeof where, "%s: samples[%d]", who, i);
+        GP_TRY(check_sample(p, &p->samples[i], where));
+    }
+    return GP_OK;
+}
+
 gp_status gp_pd_profile_save(const gp_pd_profile *p, const char *path)
 {
     if (!p || !path)
         GP_FAIL(GP_ERR_INVALID_ARG, "pd profile save: %s is NULL", p ? "path" : "profile");
-    GP_TRY(check_splits(p, "pd profile save"));
+    GP_TRY(check_profile(p, "pd profile save"));
     if (strnlen(p->device, sizeof p->device) == sizeof p->device ||
         strnlen(p->model, sizeof p->model) == sizeof p->model)
-        GP_FAIL(GP_ERR_INVALID_ARG, "pd profile save: device or model is not a terminated string of < %zu bytes",
+        GP_FAIL(GP_ERR_INVALID_ARG, "pd profile save %s: device or model: no terminating NUL in %zu bytes", path,
                 sizeof p->device);
-    for (int i = 0; i < p->n_samples; i++) {
-        char who[48];
-        snprintf(who, sizeof who, "pd profile save: samples[%d]", i);
-        GP_TRY(check_sample(p, &p->samples[i], who));
-    }
-    json_t *root = json_object(), *splits = json_array(), *samples = json_array();
     json_t *device = json_string(p->device), *model = json_string(p->model);
-    bool ok = root && splits && samples && device && model &&
-              !json_object_set_new(root, "format", json_string(PD_FORMAT)) &&
-              !json_object_set_new(root, "version", json_integer(PD_VERSION)) &&
-              !json_object_set(root, "device", device) && !json_object_set(root, "model", model) &&
-              !json_object_set(root, "splits", splits) && !json_object_set(root, "samples", samples);
+    json_t *splits = json_array(), *samples = json_array();
+    bool ok = splits && samples;
     for (int s = 0; ok && s < p->n_splits; s++)
         ok = !json_array_append_new(splits, json_pack("{s:i, s:i}", "decode_sms", p->decode_sms[s], "prefill_sms",
                                                       p->prefill_sms[s]));
@@ -130,10 +137,17 @@ gp_status gp_pd_profile_save(const gp_pd_profile *p, const char *path)
                                                        "rows", s->rows, "context", (json_int_t)s->context,
                                                        "tokens", s->tokens, "ms", (double)s->ms));
     }
+    json_t *root = ok && device && model ? json_pack("{s:s, s:i, s:O, s:O, s:O, s:O}", "format", PD_FORMAT, "version",
+                                                     PD_VERSION, "device", device, "model", model, "splits", splits,
+                                                     "samples", samples)
+                                         : NULL;
     gp_status st = GP_OK;
-    if (!ok) {
-        gp_set_error("pd profile save %s: device and model must be UTF-8 text (or out of memory)", path);
+    if (!device || !model) {
+        gp_set_error("pd profile save %s: %s: not UTF-8 text", path, !device ? "device" : "model");
         st = GP_ERR_INVALID_ARG;
+    } else if (!root) {
+        gp_set_error("pd profile save %s: out of memory", path);
+        st = GP_ERR_NO_MEMORY;
     } else if (json_dump_file(root, path, JSON_INDENT(1)) != 0) {
         gp_set_error("pd profile save %s: cannot write the file", path);
         st = GP_ERR_IO;
@@ -229,7 +243,7 @@ static gp_status load_sample(json_t *o, const char *path, const char *where, con
     if (!kind)
         return GP_ERR_INVALID_ARG;
     if (gp_pd_kind_parse(json_string_value(kind), &s->kind) != GP_OK)
-        GP_FAIL(GP_ERR_INVALID_ARG, "pd profile %s: %s.kind: \"%s\": allowed decode, prefill, mixed", path, where,
+        GP_FAIL(GP_ERR_INVALID_ARG, "pd profile %s: %s.kind: \"%s\": " KINDS_ALLOWED, path, where,
                 json_string_value(kind));
     json_t *corun, *ms;
     long long split, rows, context, tokens;
@@ -463,14 +477,7 @@ gp_status gp_pd_model_fit(const gp_pd_profile *p, gp_pd_model **out)
     if (!p || !out)
         GP_FAIL(GP_ERR_INVALID_ARG, "pd model fit: %s is NULL", p ? "out" : "profile");
     *out = NULL;
-    GP_TRY(check_splits(p, "pd model fit"));
-    if (p->n_samples < 0 || (p->n_samples > 0 && !p->samples))
-        GP_FAIL(GP_ERR_INVALID_ARG, "pd model fit: %d samples at %p", p->n_samples, (void *)p->samples);
-    for (int i = 0; i < p->n_samples; i++) {
-        char who[48];
-        snprintf(who, sizeof who, "pd model fit: samples[%d]", i);
-        GP_TRY(check_sample(p, &p->samples[i], who));
-    }
+    GP_TRY(check_profile(p, "pd model fit"));
     gp_pd_model *m = calloc(1, sizeof *m);
     gp_pd_sample *copy = p->n_samples ? malloc((size_t)p->n_samples * sizeof *copy) : NULL;
     if (!m || (p->n_samples && !copy)) {
