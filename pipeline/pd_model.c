@@ -590,26 +590,29 @@ static gp_pd_choice lane_choice(const gp_pd_planner *pl, const gp_pd_plan_in *in
                           .prefill_tok_s = 1000.0f * (float)n / f, .meets_tpot = d <= pl->p.tpot_ms};
 }
 
+static float mixed_ms(const gp_pd_model *m, const gp_pd_plan_in *in, int tokens)
+{
+    return gp_pd_model_predict(m, GP_PD_MIXED, GP_PD_WHOLE, false, in->decode_rows, in->decode_context, tokens);
+}
+
 /* The mixed batch of the most tokens m <= cap whose step stays under the
- * target, or m = 0 when even one token does not. The line is solved for m
- * and the clamped prediction walked down from there: the clamp at the
- * smallest sample and float rounding can each put the solution a little
- * high. */
+ * target, or m = 0 when even one token does not. The line is solved for m,
+ * then the prediction the choice reports (float, clamped at the smallest
+ * sample) decides: it can differ from the line by a rounding at the edge,
+ * or by the clamp, which a walk down from there meets. */
 static gp_pd_choice mixed_choice(const gp_pd_planner *pl, const gp_pd_plan_in *in, int cap)
 {
     const gp_pd_model *m = pl->m;
+    const double *c = m->whole[GP_PD_MIXED].coef;
     float tpot = pl->p.tpot_ms;
-    int rows = in->decode_rows;
-    long long ctx = in->decode_context;
-    const pd_set *set = &m->whole[GP_PD_MIXED];
-    double x[PD_MAX_COEF];
-    features(GP_PD_MIXED, rows, ctx, 0, x);
-    double base = set->coef[0] + set->coef[1] * x[1] + set->coef[2] * x[2], per_token = set->coef[3];
-    double solved = per_token > 0 ? floor((tpot - base) / per_token) : cap;
+    double base = c[0] + c[1] * in->decode_rows + c[2] * (double)in->decode_context;
+    double solved = c[3] > 0 ? floor((tpot - base) / c[3]) : cap; /* a line flat in tokens: all or none */
     int tokens = solved < 0 ? 0 : solved > cap ? cap : (int)solved;
-    float ms = 0;
-    while (tokens > 0 && (ms = gp_pd_model_predict(m, GP_PD_MIXED, GP_PD_WHOLE, false, rows, ctx, tokens)) > tpot)
+    while (tokens < cap && mixed_ms(m, in, tokens + 1) <= tpot)
+        tokens++;
+    while (tokens > 0 && mixed_ms(m, in, tokens) > tpot)
         tokens--;
+    float ms = tokens ? mixed_ms(m, in, tokens) : 0;
     return (gp_pd_choice){.run = GP_PD_RUN_MIXED, .split = GP_PD_WHOLE, .tokens = tokens, .decode_ms = ms,
                           .prefill_tok_s = tokens ? 1000.0f * (float)tokens / ms : 0, .meets_tpot = true};
 }
