@@ -10,6 +10,8 @@ gp_add_test(pipeline_rebalance SOURCES pipeline/test_rebalance.c support/sim_exe
 
 # The rebalancer's formulas, fit and decision rules, and the simulated executor.
 gp_add_test(pipeline_rebalance_units SOURCES pipeline/test_rebalance_units.c support/sim_exec.c LIBS gp_pipeline)
+# The prefill/decode latency model (fit, profile file) and the planner's rule (no GPU).
+gp_add_test(pipeline_pd_model SOURCES pipeline/test_pd_model.c LIBS gp_pipeline)
 
 # Everything below is ThreadSanitizer only, left out of a GP_SANITIZE build
 # (one sanitizer runtime per process); the normal build runs it.
