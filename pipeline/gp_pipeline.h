@@ -454,7 +454,8 @@ void gp_pd_profile_free(gp_pd_profile *p); /* frees the samples and zeroes p */
 /* JSON: {"format": "greenpipe-pd-profile", "version": 1, "device", "model",
  * "splits": [{"decode_sms", "prefill_sms"}], "samples": [{"kind", "split"
  * (-1: every SM), "corun", "rows", "context", "tokens", "ms"}]}. A bad file
- * is GP_ERR_INVALID_ARG naming the path and the bad field. */
+ * is GP_ERR_INVALID_ARG naming the path and the bad field; one that cannot
+ * be opened GP_ERR_IO. */
 gp_status gp_pd_profile_save(const gp_pd_profile *p, const char *path);
 gp_status gp_pd_profile_load(const char *path, gp_pd_profile *out);
 
@@ -464,9 +465,9 @@ gp_status gp_pd_profile_load(const char *path, gp_pd_profile *out);
  *   MIXED   ms = c0 + c1 rows + c2 context + c3 tokens
  * Every split needs DECODE and PREFILL samples beside the other side
  * (corun) and alone; every SM (GP_PD_WHOLE) needs DECODE, PREFILL and
- * MIXED; each with more distinct points than coefficients. A missing set
- * is GP_ERR_INVALID_ARG naming it ("split 1 (32:100): prefill beside
- * decode: 1 distinct point; 2 needed"). */
+ * MIXED; each with at least as many distinct points as coefficients. A
+ * missing set is GP_ERR_INVALID_ARG naming it ("split 1 (32:100): prefill
+ * beside decode: 1 distinct point; 2 needed"). */
 typedef struct gp_pd_model gp_pd_model; /* opaque */
 gp_status gp_pd_model_fit(const gp_pd_profile *p, gp_pd_model **out); /* p is copied */
 void gp_pd_model_destroy(gp_pd_model *m);
@@ -548,7 +549,8 @@ gp_exec gp_pd_exec_get(gp_pd_exec *x);
 typedef struct gp_pd_profile_params {
     int rows[4], n_rows;          /* decode rows; default 1, 16, 64 (at most max_batch - 1) */
     int context[4], n_context;    /* tokens per decode row; default 512, 2048 */
-    int tokens[4], n_tokens;      /* prefill tokens; default prefill_rows / 4 and prefill_rows */
+    int tokens[4], n_tokens;      /* prefill tokens, ascending; default 64, prefill_rows / 4 and prefill_rows
+                                     (a short prompt's point: predictions never go below a set's smallest sample) */
     int reps;                     /* default 3 */
 } gp_pd_profile_params;
 gp_pd_profile_params gp_pd_profile_default_params(int prefill_rows, int max_batch);

@@ -22,10 +22,10 @@ gp_pd_profile_params gp_pd_profile_default_params(int prefill_rows, int max_batc
     p.context[0] = 512;
     p.context[1] = 2048;
     p.n_context = 2;
-    p.tokens[0] = prefill_rows / 4 > 0 ? prefill_rows / 4 : 1;
-    p.n_tokens = 1;
-    if (prefill_rows > p.tokens[0])
-        p.tokens[p.n_tokens++] = prefill_rows;
+    const int tokens[3] = {64, prefill_rows / 4, prefill_rows};
+    for (int i = 0; i < 3; i++)
+        if (tokens[i] >= 1 && tokens[i] <= prefill_rows && (p.n_tokens == 0 || tokens[i] > p.tokens[p.n_tokens - 1]))
+            p.tokens[p.n_tokens++] = tokens[i];
     return p;
 }
 
@@ -93,47 +93,61 @@ static gp_status decode_alone(prof *p, gp_lane *lane, int split)
     return add(p, GP_PD_DECODE, split, false, p->R, ctx, 0, median(p->ms, n));
 }
 
-/* Prefill batches of each size on pair i's prefill lane while decode steps
- * run on its decode lane; a step counts when it began after the first and
- * ended before the batch did. */
-static gp_status corun(prof *p, int i)
+/* One prefill batch of n tokens on pair i's prefill lane with decode steps
+ * on its decode lane until it ends: the steps that began after the first
+ * and ended before the batch did go to p->ms (from *nd on, their summed
+ * contexts to *ctx), the batch's time to *pf_ms. */
+static gp_status corun_once(prof *p, int i, int n, int *nd, long long *ctx, float *pf_ms)
 {
     gp_pd_exec *x = p->x;
     px_pair *pr = &x->pairs[i];
     gp_pd_lane_time scratch = {0};
+    gp_batch b = prompt_batch(p, n, false);
+    GP_TRY(gp_px_launch_on(x, pr->prefill, &scratch, 2 * i + 1, &b, NULL, NULL));
+    bool done = false;
+    gp_status st = GP_OK;
+    for (int k = 0; !done && st == GP_OK && p->len + 1 < p->len0 + ROOM; k++) {
+        float ms;
+        long long c = (long long)p->R * (p->len + 1);
+        st = decode_step(p, pr->decode, &ms);
+        if (st == GP_OK)
+            st = gp_px_poll(x, false, &done);
+        if (st == GP_OK && !done && k > 0 && *nd < p->cap) {
+            p->ms[(*nd)++] = ms;
+            *ctx += c;
+        }
+    }
+    if (!done) { /* the batch ends before its result is read, whatever happened to the steps */
+        gp_status wst = gp_px_poll(x, true, &done);
+        st = st != GP_OK ? st : wst;
+    }
+    GP_TRY(st);
+    *pf_ms = gp_lane_last_ms(pr->prefill);
+    return GP_OK;
+}
+
+/* Prefill batches of each size on pair i's prefill lane beside decode
+ * steps, reps of each, and more of the largest (up to MAX_LAUNCHES) until
+ * MIN_STEPS decode steps ran wholly beside one. */
+#define MIN_STEPS 3
+#define MAX_LAUNCHES 50
+static gp_status corun(prof *p, int i)
+{
     int nd = 0;
     long long ctx = 0;
-    float pf[16];
+    float pf[MAX_LAUNCHES];
     for (int t = p->pp->n_tokens - 1; t >= 0; t--) {
-        int n = p->pp->tokens[t];
-        for (int r = 0; r < p->pp->reps; r++) {
-            gp_batch b = prompt_batch(p, n, false);
-            GP_TRY(gp_px_launch_on(x, pr->prefill, &scratch, 2 * i + 1, &b, NULL, NULL));
-            bool done = false;
-            gp_status st = GP_OK;
-            for (int k = 0; !done && st == GP_OK; k++) {
-                float ms;
-                long long c = (long long)p->R * (p->len + 1);
-                if (p->len + 1 >= p->len0 + ROOM)
-                    break; /* the point's room is used up: the batch is waited for below */
-                st = decode_step(p, pr->decode, &ms);
-                if (st == GP_OK)
-                    st = gp_px_poll(x, false, &done);
-                if (st == GP_OK && !done && k > 0 && nd < p->cap) {
-                    p->ms[nd++] = ms;
-                    ctx += c;
-                }
-            }
-            if (!done) { /* the batch ends before its result is read, whatever happened to the steps */
-                gp_status wst = gp_px_poll(x, true, &done);
-                st = st != GP_OK ? st : wst;
-            }
-            GP_TRY(st);
-            pf[r] = gp_lane_last_ms(pr->prefill);
-        }
-        GP_TRY(add(p, GP_PD_PREFILL, i, true, 0, 0, n, median(pf, p->pp->reps)));
+        int n = p->pp->tokens[t], r = 0;
+        bool largest = t == p->pp->n_tokens - 1;
+        for (; r < p->pp->reps || (largest && nd < MIN_STEPS && r < MAX_LAUNCHES); r++)
+            GP_TRY(corun_once(p, i, n, &nd, &ctx, &pf[r]));
+        GP_TRY(add(p, GP_PD_PREFILL, i, true, 0, 0, n, median(pf, r)));
     }
-    return nd ? add(p, GP_PD_DECODE, i, true, p->R, ctx / nd, 0, median(p->ms, nd)) : GP_OK;
+    if (nd == 0)
+        GP_FAIL(GP_ERR_STATE, "pd profile: split %s, %d decode rows at %d tokens: no decode step ran wholly beside "
+                "%d prefill batches of %d tokens (the batch is shorter than two steps); profile larger batches",
+                p->x->pairs[i].name, p->R, p->len0, MAX_LAUNCHES, p->pp->tokens[p->pp->n_tokens - 1]);
+    return add(p, GP_PD_DECODE, i, true, p->R, ctx / nd, 0, median(p->ms, nd));
 }
 
 static gp_status mixed(prof *p)
@@ -185,6 +199,10 @@ static gp_status check(const gp_pd_exec *x, const gp_pd_profile_params *pp)
         if (pp->context[i] < 1 || pp->context[i] + ROOM > mc)
             GP_FAIL(GP_ERR_INVALID_ARG, "pd profile: context %d; allowed 1..%d (max context less %d tokens of "
                     "decode steps)", pp->context[i], mc - ROOM, ROOM);
+    for (int i = 1; i < pp->n_tokens; i++)
+        if (pp->tokens[i] <= pp->tokens[i - 1])
+            GP_FAIL(GP_ERR_INVALID_ARG, "pd profile: prefill tokens %d after %d; allowed ascending", pp->tokens[i],
+                    pp->tokens[i - 1]);
     for (int i = 0; i < pp->n_tokens; i++)
         if (pp->tokens[i] < 1 || pp->tokens[i] > x->prefill_rows || pp->tokens[i] > mc)
             GP_FAIL(GP_ERR_INVALID_ARG, "pd profile: %d prefill tokens; allowed 1..%d (the prefill lanes' rows)",
@@ -197,7 +215,7 @@ static void describe(const gp_pd_exec *x, gp_pd_profile *out)
     struct cudaDeviceProp prop;
     int dev = 0;
     if (cudaGetDevice(&dev) == cudaSuccess && cudaGetDeviceProperties(&prop, dev) == cudaSuccess)
-        snprintf(out->device, sizeof out->device, "%s", prop.name);
+        snprintf(out->device, sizeof out->device, "%.127s", prop.name);
     else
         (void)cudaGetLastError();
     snprintf(out->model, sizeof out->model, "%.100s %s", gp_engine_config(x->e)->name,

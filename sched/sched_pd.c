@@ -82,8 +82,8 @@ static gp_status ask(gp_sched *s, gp_pd_plan *plan)
         GP_FAIL(GP_ERR_STATE, "the prefill planner answered run %d with %d tokens; allowed lane (%d) or mixed (%d), "
                 "1..%d tokens (the budget)", (int)plan->run, plan->tokens, GP_PD_RUN_LANE, GP_PD_RUN_MIXED,
                 s->cfg.token_budget);
-    if (plan->run == GP_PD_RUN_MIXED) {
-        s->budget_left = plan->tokens;
+    if (plan->run == GP_PD_RUN_MIXED) { /* the batch's rows, decode rows and chunks, stay within the budget */
+        s->budget_left = plan->tokens < s->cfg.token_budget - s->b.n ? plan->tokens : s->cfg.token_budget - s->b.n;
         int before = s->b.n;
         gp_sched_plan_prefills(s, &s->b, 0);
         s->stats.mixed_steps += s->b.n > before;

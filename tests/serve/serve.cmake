@@ -37,9 +37,9 @@ gp_cli_test(serve_pd_store 2 "prefill and decode lanes .* with stored prefixes" 
 gp_cli_test(serve_pd_idle_alone 2 "--pd-idle-whole: it places the decode rows of --pd-split's lanes" serve --model tiny --pd-idle-whole)
 gp_cli_test(serve_pd_auto_idle 2 "--pd-idle-whole with --pd-split auto: the adaptive split already decodes on every SM"
             serve --model tiny --backend cuda --schedule pd-mux --pd-split auto --pd-idle-whole)
-gp_cli_test(serve_pd_splits_static 2 "--pd-splits tunes the adaptive split; give --pd-split auto"
+gp_cli_test(serve_pd_splits_static 2 "--pd-splits tunes the adaptive split. give --pd-split auto"
             serve --model tiny --backend cuda --schedule pd-mux --pd-split 32 --pd-splits 16,32)
-gp_cli_test(serve_pd_tpot_static 2 "--pd-tpot-ms tunes the adaptive split; give --pd-split auto"
+gp_cli_test(serve_pd_tpot_static 2 "--pd-tpot-ms tunes the adaptive split. give --pd-split auto"
             serve --model tiny --backend cuda --schedule pd-mux --pd-split 32 --pd-tpot-ms 30)
 gp_cli_test(serve_pd_tpot_bad 2 "--pd-tpot-ms 0: allowed a number of milliseconds in \\(0, 60000\\]"
             serve --model tiny --backend cuda --schedule pd-mux --pd-split auto --pd-tpot-ms 0)
@@ -48,7 +48,7 @@ gp_cli_test(serve_pd_hysteresis_bad 2 "--pd-hysteresis"
 gp_cli_test(serve_pd_profile_both 2 "--pd-profile loads a profile, --pd-profile-save writes a measured one"
             serve --model tiny --backend cuda --schedule pd-mux --pd-split auto --pd-profile /tmp/a.json
             --pd-profile-save /tmp/gp_pd_b.json)
-gp_cli_test(serve_pd_trace_alone 2 "--pd-trace traces the prefill and decode lanes; give --pd-split"
+gp_cli_test(serve_pd_trace_alone 2 "--pd-trace traces the prefill and decode lanes. give --pd-split"
             serve --model tiny --backend cuda --pd-trace /tmp/gp_pd_trace.json)
 gp_cli_test(serve_pd_splits_bad 2 "--pd-splits"
             serve --model tiny --backend cuda --schedule pd-mux --pd-split auto --pd-splits 16,x)
