@@ -236,7 +236,7 @@ static gp_status open_pd(gp_backend *b, int prefill_rows)
     if (p->pd_profile_path) {
         GP_TRY(gp_pd_profile_load(p->pd_profile_path, &prof));
     } else {
-        gp_pd_profile_params pp = gp_pd_profile_default_params(prefill_rows, p->n_seqs);
+        gp_pd_profile_params pp = gp_pd_profile_default_params(prefill_rows, p->n_seqs, p->max_context);
         GP_TRY(gp_pd_exec_profile(b->pd_exec, &pp, &prof));
     }
     b->pd_profile_s = (gp_now_ns() - t0) / 1e9;

@@ -548,12 +548,14 @@ gp_exec gp_pd_exec_get(gp_pd_exec *x);
  * is kept). */
 typedef struct gp_pd_profile_params {
     int rows[4], n_rows;          /* decode rows; default 1, 16, 64 (at most max_batch - 1) */
-    int context[4], n_context;    /* tokens per decode row; default 512, 2048 */
+    int context[4], n_context;    /* tokens per decode row; default 512, 2048 (where the max context less
+                                     the decode steps' room, min(1024, max context / 2), is below 2048:
+                                     a quarter of that and all of it) */
     int tokens[4], n_tokens;      /* prefill tokens, ascending; default 64, prefill_rows / 4 and prefill_rows
                                      (a short prompt's point: predictions never go below a set's smallest sample) */
     int reps;                     /* default 3 */
 } gp_pd_profile_params;
-gp_pd_profile_params gp_pd_profile_default_params(int prefill_rows, int max_batch);
+gp_pd_profile_params gp_pd_profile_default_params(int prefill_rows, int max_batch, int max_context);
 /* Measures on the executor's lanes with synthetic contexts (every sequence
  * is reset before it returns; call it before serving). out is filled (free
  * it with gp_pd_profile_free). */

@@ -8,9 +8,13 @@
 
 #include "pd_exec_impl.h"
 
-#define ROOM 1024 /* decode steps a profile point may add to its rows' contexts */
+/* Decode steps a profile point may add to its rows' contexts. */
+static int room(int max_context)
+{
+    return max_context / 2 < 1024 ? max_context / 2 : 1024;
+}
 
-gp_pd_profile_params gp_pd_profile_default_params(int prefill_rows, int max_batch)
+gp_pd_profile_params gp_pd_profile_default_params(int prefill_rows, int max_batch, int max_context)
 {
     gp_pd_profile_params p = {.reps = 3};
     const int rows[] = {1, 16, 64};
@@ -19,9 +23,16 @@ gp_pd_profile_params gp_pd_profile_default_params(int prefill_rows, int max_batc
             p.rows[p.n_rows++] = rows[i];
     if (p.n_rows > 0 && p.n_rows < 3 && max_batch - 1 > p.rows[p.n_rows - 1])
         p.rows[p.n_rows++] = max_batch - 1; /* a third batch size where the defaults do not fit */
-    p.context[0] = 512;
-    p.context[1] = 2048;
-    p.n_context = 2;
+    const int most = max_context - room(max_context); /* a point's context; short models scale it down */
+    if (most >= 2048) {
+        p.context[p.n_context++] = 512;
+        p.context[p.n_context++] = 2048;
+    } else {
+        if (most / 4 >= 1)
+            p.context[p.n_context++] = most / 4;
+        if (most >= 1)
+            p.context[p.n_context++] = most;
+    }
     const int tokens[3] = {64, prefill_rows / 4, prefill_rows};
     for (int i = 0; i < 3; i++)
         if (tokens[i] >= 1 && tokens[i] <= prefill_rows && (p.n_tokens == 0 || tokens[i] > p.tokens[p.n_tokens - 1]))
@@ -106,7 +117,7 @@ static gp_status corun_once(prof *p, int i, int n, int *nd, long long *ctx, floa
     GP_TRY(gp_px_launch_on(x, pr->prefill, &scratch, 2 * i + 1, &b, NULL, NULL));
     bool done = false;
     gp_status st = GP_OK;
-    for (int k = 0; !done && st == GP_OK && p->len + 1 < p->len0 + ROOM; k++) {
+    for (int k = 0; !done && st == GP_OK && p->len + 1 < p->len0 + room(gp_engine_max_context(p->x->e)); k++) {
         float ms;
         long long c = (long long)p->R * (p->len + 1);
         st = decode_step(p, pr->decode, &ms);
@@ -196,9 +207,9 @@ static gp_status check(const gp_pd_exec *x, const gp_pd_profile_params *pp)
             GP_FAIL(GP_ERR_INVALID_ARG, "pd profile: %d decode rows; allowed 1..%d (max batch less the prefill "
                     "sequence)", pp->rows[i], mb - 1);
     for (int i = 0; i < pp->n_context; i++)
-        if (pp->context[i] < 1 || pp->context[i] + ROOM > mc)
+        if (pp->context[i] < 1 || pp->context[i] + room(mc) > mc)
             GP_FAIL(GP_ERR_INVALID_ARG, "pd profile: context %d; allowed 1..%d (max context less %d tokens of "
-                    "decode steps)", pp->context[i], mc - ROOM, ROOM);
+                    "decode steps)", pp->context[i], mc - room(mc), room(mc));
     for (int i = 1; i < pp->n_tokens; i++)
         if (pp->tokens[i] <= pp->tokens[i - 1])
             GP_FAIL(GP_ERR_INVALID_ARG, "pd profile: prefill tokens %d after %d; allowed ascending", pp->tokens[i],

@@ -220,7 +220,7 @@ static void test_adaptive(void **state)
     gp_green_pool *pool;
     gp_pd_exec *pd = make_pd(e, &pool);
     const gp_exec x = gp_pd_exec_get(pd);
-    gp_pd_profile_params pp = gp_pd_profile_default_params(PREFILL_ROWS, NSEQ);
+    gp_pd_profile_params pp = gp_pd_profile_default_params(PREFILL_ROWS, NSEQ, 2048);
     assert_int_equal(pp.n_rows, 2); /* 1 and max batch - 1 */
     pp.context[0] = 64;
     pp.context[1] = 512;

@@ -337,11 +337,15 @@ def check_pd_mux(exe, m, prompts, want, id2tok):
     """32 concurrent streams, decode rows on one lane while prefill chunks
     run on the other: outputs stay generate's."""
     args = ["--max-batch", "8", "--max-num-batched-tokens", "16", "--max-context", "256", "--schedule", "pd-mux"]
-    variants = [["--pd-split", "32"], ["--pd-split", "32", "--pd-idle-whole"]] if BACKEND == "cuda" else [[]]
+    variants = [["--pd-split", "32"], ["--pd-split", "32", "--pd-idle-whole"],
+                ["--pd-split", "auto", "--pd-splits", "32,64"]] if BACKEND == "cuda" else [[]]
     for v in variants:
         srv = Server(exe, m, args + v)
         try:
             concurrent_streams(srv, prompts[:32], 10, want[:32], id2tok, "pd-mux " + " ".join(v))
+            if "auto" in v:  # the planner's lanes kept their accounts
+                if srv.metric("greenpipe:lane_batches_total") < 0:
+                    fail("pd-mux auto: a negative lane batch count")
         finally:
             srv.stop()
     print("pd-mux: 32 concurrent streams with generate's outputs (%s)" % ", ".join(" ".join(v) or "cpu" for v in variants))
