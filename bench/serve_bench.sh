@@ -318,10 +318,13 @@ for scenario in "$@"; do
     # 24 of them are 49.5 GiB, beside 15 GiB of weights and the step's and the
     # lanes' workspaces within the 79 GiB of an H100. The queue of 64 requests
     # is not bounded by it: at 2 requests/s about 8 decode at once.
+    # The llama3-8b shape with Llama 3.1's 128k context (llama3-8b's is 8192).
+    model=${SERVE_MODEL:-llama3.1-8b}
     lo=${PD_MIN_PROMPT:-1024} hi=${PD_MAX_PROMPT:-16384} olo=${PD_MIN_OUT:-128} ohi=${PD_MAX_OUT:-512}
     prompts "$out/pd_prompts.jsonl" "${PD_PROMPTS:-64}" "$lo" "$hi" "$olo" "$ohi"
     policies pd "$out/pd_prompts.jsonl" "${PD_RATES:-0.5 1 1.5 2}" "${PD_MAX_BATCH:-24}" \
       "${PD_MAX_CONTEXT:-$((hi + ohi))}" 2000 40
+    model=${SERVE_MODEL:-llama3-8b}
     ;;
   pd-short)
     # Short prompts (mean 544 tokens, ~15 ms of prefill) and answers (mean

@@ -79,7 +79,7 @@ static const char *allowed(int opt)
     case OPT_MICRO: return "a comma-separated list of distinct integers 1..4, e.g. 1,2,4";
     case OPT_PLACEMENT: return "qkvo-a, qkvo-f or both, comma-separated (each once)";
     case OPT_DEPTH: return "a comma-separated list of at most 8 distinct powers of two 2..4096, e.g. 4,8";
-    case OPT_MODEL: return "a preset (tiny, llama3.2-1b, llama3-8b, llama3-70b) or a checkpoint directory "
+    case OPT_MODEL: return "a preset (tiny, llama3.2-1b, llama3-8b, llama3.1-8b, llama3-70b) or a checkpoint directory "
                            "holding config.json";
     case OPT_STEPS: return "an integer 1..100000";
     case OPT_WARMUP: return "--warmup or --warmup=N with N an integer 1..1000";

@@ -78,7 +78,7 @@ void gp_cs_usage(FILE *f)
         "                       (random K/V, instant) or prefill (a real batched prefill\n"
         "                       of C random tokens per sequence, once per workload; each\n"
         "                       repeat decodes again from it). Default: random.\n"
-        "  --model NAME|DIR     a preset (tiny, llama3.2-1b, llama3-8b, llama3-70b) with\n"
+        "  --model NAME|DIR     a preset (tiny, llama3.2-1b, llama3-8b, llama3.1-8b, llama3-70b) with\n"
         "                       synthetic weights, or a Hugging Face checkpoint directory\n"
         "                       (config.json + safetensors). Default: llama3-8b.\n"
         "  --vram-budget SIZE   weights beyond VRAM: every weight in pinned host memory\n"

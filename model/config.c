@@ -35,6 +35,13 @@ static const gp_config gp_presets[] = {
         .tied_embeddings = false, .max_context = 8192,
     },
     {
+        .name = "llama3.1-8b", .n_layers = 32, .hidden = 4096, .n_heads = 32, .n_kv_heads = 8,
+        .head_dim = 128, .ffn = 14336, .vocab = 128256, .norm_eps = 1e-5f, .rope_theta = 500000.0f,
+        .rope_scaling = { .type = GP_ROPE_LLAMA3, .factor = 8.0f, .low_freq_factor = 1.0f,
+                          .high_freq_factor = 4.0f, .original_max_pos = 8192 },
+        .tied_embeddings = false, .max_context = 131072,
+    },
+    {
         .name = "llama3-70b", .n_layers = 80, .hidden = 8192, .n_heads = 64, .n_kv_heads = 8,
         .head_dim = 128, .ffn = 28672, .vocab = 128256, .norm_eps = 1e-5f, .rope_theta = 500000.0f,
         .rope_scaling = { .type = GP_ROPE_DEFAULT },
@@ -44,7 +51,7 @@ static const gp_config gp_presets[] = {
 
 const char *gp_config_preset_names(void)
 {
-    return "tiny, llama3.2-1b, llama3-8b, llama3-70b";
+    return "tiny, llama3.2-1b, llama3-8b, llama3.1-8b, llama3-70b";
 }
 
 gp_status gp_config_preset(const char *name, gp_config *out)

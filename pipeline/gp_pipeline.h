@@ -547,7 +547,7 @@ gp_exec gp_pd_exec_get(gp_pd_exec *x);
  * batches and mixed batches. reps: repetitions of each point (the median
  * is kept). */
 typedef struct gp_pd_profile_params {
-    int rows[4], n_rows;          /* decode rows; default 1, 16, 64 (at most max_batch - 1) */
+    int rows[4], n_rows;          /* decode rows; default 1, 16, 64 (at most max_batch - 1 and prefill_rows - 1) */
     int context[4], n_context;    /* tokens per decode row; default 512, 2048 (where the max context less
                                      the decode steps' room, min(1024, max context / 2), is below 2048:
                                      a quarter of that and all of it) */

@@ -18,20 +18,21 @@ gp_pd_profile_params gp_pd_profile_default_params(int prefill_rows, int max_batc
 {
     gp_pd_profile_params p = {.reps = 3};
     const int rows[] = {1, 16, 64};
+    const int most = max_batch - 1 < prefill_rows - 1 ? max_batch - 1 : prefill_rows - 1;
     for (int i = 0; i < 3; i++)
-        if (rows[i] <= max_batch - 1)
+        if (rows[i] <= most)
             p.rows[p.n_rows++] = rows[i];
-    if (p.n_rows > 0 && p.n_rows < 3 && max_batch - 1 > p.rows[p.n_rows - 1])
-        p.rows[p.n_rows++] = max_batch - 1; /* a third batch size where the defaults do not fit */
-    const int most = max_context - room(max_context); /* a point's context; short models scale it down */
-    if (most >= 2048) {
+    if (p.n_rows > 0 && p.n_rows < 3 && most > p.rows[p.n_rows - 1])
+        p.rows[p.n_rows++] = most; /* a third batch size where the defaults do not fit */
+    const int longest = max_context - room(max_context); /* a point's context; short models scale it down */
+    if (longest >= 2048) {
         p.context[p.n_context++] = 512;
         p.context[p.n_context++] = 2048;
     } else {
-        if (most / 4 >= 1)
-            p.context[p.n_context++] = most / 4;
-        if (most >= 1)
-            p.context[p.n_context++] = most;
+        if (longest / 4 >= 1)
+            p.context[p.n_context++] = longest / 4;
+        if (longest >= 1)
+            p.context[p.n_context++] = longest;
     }
     const int tokens[3] = {64, prefill_rows / 4, prefill_rows};
     for (int i = 0; i < 3; i++)
@@ -164,8 +165,8 @@ static gp_status corun(prof *p, int i)
 static gp_status mixed(prof *p)
 {
     gp_lane *lane = gp_engine_lane(p->x->e);
-    for (int t = 0; t < p->pp->n_tokens; t++) {
-        int n = p->pp->tokens[t];
+    for (int t = 0; t < p->pp->n_tokens; t++) { /* the decode rows and the chunk share the batch's rows */
+        int n = p->pp->tokens[t] < p->x->prefill_rows - p->R ? p->pp->tokens[t] : p->x->prefill_rows - p->R;
         long long ctx = (long long)p->R * (p->len + 1);
         for (int r = 0; r < p->pp->reps; r++) {
             gp_batch b = prompt_batch(p, n, true);
@@ -203,9 +204,10 @@ static gp_status check(const gp_pd_exec *x, const gp_pd_profile_params *pp)
         GP_FAIL(GP_ERR_INVALID_ARG, "pd profile: %d rows, %d contexts, %d token counts (1..4 each), %d reps (1..15)",
                 pp->n_rows, pp->n_context, pp->n_tokens, pp->reps);
     for (int i = 0; i < pp->n_rows; i++)
-        if (pp->rows[i] < 1 || pp->rows[i] > mb - 1)
+        if (pp->rows[i] < 1 || pp->rows[i] > mb - 1 || pp->rows[i] > x->prefill_rows - 1)
             GP_FAIL(GP_ERR_INVALID_ARG, "pd profile: %d decode rows; allowed 1..%d (max batch less the prefill "
-                    "sequence)", pp->rows[i], mb - 1);
+                    "sequence, and a mixed batch's rows less one prompt token)", pp->rows[i],
+                    mb - 1 < x->prefill_rows - 1 ? mb - 1 : x->prefill_rows - 1);
     for (int i = 0; i < pp->n_context; i++)
         if (pp->context[i] < 1 || pp->context[i] + room(mc) > mc)
             GP_FAIL(GP_ERR_INVALID_ARG, "pd profile: context %d; allowed 1..%d (max context less %d tokens of "

@@ -124,9 +124,9 @@ static void test_preset_unknown(void **state)
 {
     (void)state;
     gp_config c;
-    assert_string_equal(gp_config_preset_names(), "tiny, llama3.2-1b, llama3-8b, llama3-70b");
+    assert_string_equal(gp_config_preset_names(), "tiny, llama3.2-1b, llama3-8b, llama3.1-8b, llama3-70b");
     assert_int_equal(gp_config_preset("llama2-7b", &c), GP_ERR_NOT_FOUND);
-    assert_error_mentions("llama2-7b", "tiny, llama3.2-1b, llama3-8b, llama3-70b");
+    assert_error_mentions("llama2-7b", "tiny, llama3.2-1b, llama3-8b, llama3.1-8b, llama3-70b");
     assert_int_equal(gp_config_preset(NULL, &c), GP_ERR_INVALID_ARG);
 }
 
