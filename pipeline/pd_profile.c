@@ -105,60 +105,59 @@ static gp_status decode_alone(prof *p, gp_lane *lane, int split)
     return add(p, GP_PD_DECODE, split, false, p->R, ctx, 0, median(p->ms, n));
 }
 
-/* One prefill batch of n tokens on pair i's prefill lane with decode steps
- * on its decode lane until it ends: the steps that began after the first
- * and ended before the batch did go to p->ms (from *nd on, their summed
- * contexts to *ctx), the batch's time to *pf_ms. */
-static gp_status corun_once(prof *p, int i, int n, int *nd, long long *ctx, float *pf_ms)
+/* Prefill batches of each size back to back on pair i's prefill lane (the
+ * next launched as soon as a step finds one done) while decode steps run
+ * on its decode lane: reps batch times of each size, and, beside the
+ * largest, 2 reps + 1 decode steps that ended with a batch still running
+ * (a step a batch ended under ran partly alone; the first may have begun
+ * before the batch). */
+static gp_status corun(prof *p, int i)
 {
     gp_pd_exec *x = p->x;
     px_pair *pr = &x->pairs[i];
     gp_pd_lane_time scratch = {0};
-    gp_batch b = prompt_batch(p, n, false);
-    GP_TRY(gp_px_launch_on(x, pr->prefill, &scratch, 2 * i + 1, &b, NULL, NULL));
-    bool done = false;
-    gp_status st = GP_OK;
-    for (int k = 0; !done && st == GP_OK && p->len + 1 < p->len0 + room(gp_engine_max_context(p->x->e)); k++) {
-        float ms;
-        long long c = (long long)p->R * (p->len + 1);
-        st = decode_step(p, pr->decode, &ms);
-        if (st == GP_OK)
-            st = gp_px_poll(x, false, &done);
-        if (st == GP_OK && !done && k > 0 && *nd < p->cap) {
-            p->ms[(*nd)++] = ms;
-            *ctx += c;
-        }
-    }
-    if (!done) { /* the batch ends before its result is read, whatever happened to the steps */
-        gp_status wst = gp_px_poll(x, true, &done);
-        st = st != GP_OK ? st : wst;
-    }
-    GP_TRY(st);
-    *pf_ms = gp_lane_last_ms(pr->prefill);
-    return GP_OK;
-}
-
-/* Prefill batches of each size on pair i's prefill lane beside decode
- * steps, reps of each, and more of the largest (up to MAX_LAUNCHES) until
- * MIN_STEPS decode steps ran wholly beside one. */
-#define MIN_STEPS 3
-#define MAX_LAUNCHES 50
-static gp_status corun(prof *p, int i)
-{
+    const int want_steps = 2 * p->pp->reps + 1, room_end = p->len0 + room(gp_engine_max_context(x->e));
     int nd = 0;
     long long ctx = 0;
-    float pf[MAX_LAUNCHES];
+    float pf[16];
     for (int t = p->pp->n_tokens - 1; t >= 0; t--) {
-        int n = p->pp->tokens[t], r = 0;
-        bool largest = t == p->pp->n_tokens - 1;
-        for (; r < p->pp->reps || (largest && nd < MIN_STEPS && r < MAX_LAUNCHES); r++)
-            GP_TRY(corun_once(p, i, n, &nd, &ctx, &pf[r]));
-        GP_TRY(add(p, GP_PD_PREFILL, i, true, 0, 0, n, median(pf, r)));
+        const int n = p->pp->tokens[t];
+        const bool largest = t == p->pp->n_tokens - 1;
+        int np = 0;
+        bool done = true, more = true;
+        gp_status st = GP_OK;
+        for (int k = 0; more && st == GP_OK; k++) {
+            if (p->len + 1 >= room_end) {
+                gp_set_error("pd profile: split %s, %d decode rows from %d tokens: %d of %d batch times and %d of %d "
+                             "decode steps beside them when the decode rows' room (%d tokens) ran out", pr->name,
+                             p->R, p->len0, np, p->pp->reps, nd, largest ? want_steps : 0, room_end - p->len0);
+                st = GP_ERR_STATE;
+                break;
+            }
+            if (done) {
+                gp_batch b = prompt_batch(p, n, false);
+                if ((st = gp_px_launch_on(x, pr->prefill, &scratch, 2 * i + 1, &b, NULL, NULL)) != GP_OK)
+                    break;
+            }
+            float ms;
+            long long c = (long long)p->R * (p->len + 1);
+            if ((st = decode_step(p, pr->decode, &ms)) == GP_OK && (st = gp_px_poll(x, false, &done)) == GP_OK) {
+                if (done && np < (int)(sizeof pf / sizeof pf[0]))
+                    pf[np++] = gp_lane_last_ms(pr->prefill);
+                else if (largest && k > 0 && nd < p->cap) {
+                    p->ms[nd++] = ms;
+                    ctx += c;
+                }
+            }
+            more = np < p->pp->reps || (largest && nd < want_steps);
+        }
+        if (!done) { /* the batch ends before its result is read, whatever happened to the steps */
+            gp_status wst = gp_px_poll(x, true, &done);
+            st = st != GP_OK ? st : wst;
+        }
+        GP_TRY(st);
+        GP_TRY(add(p, GP_PD_PREFILL, i, true, 0, 0, n, median(pf, np)));
     }
-    if (nd == 0)
-        GP_FAIL(GP_ERR_STATE, "pd profile: split %s, %d decode rows at %d tokens: no decode step ran wholly beside "
-                "%d prefill batches of %d tokens (the batch is shorter than two steps); profile larger batches",
-                p->x->pairs[i].name, p->R, p->len0, MAX_LAUNCHES, p->pp->tokens[p->pp->n_tokens - 1]);
     return add(p, GP_PD_DECODE, i, true, p->R, ctx / nd, 0, median(p->ms, nd));
 }
 
