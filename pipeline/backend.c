@@ -85,9 +85,11 @@ static gp_status check_pd_flags(const gp_backend_params *p)
             if (p->pd_decode_sms[i] == p->pd_decode_sms[j])
                 GP_FAIL(GP_ERR_INVALID_ARG, "backend: decode SMs %d twice in the candidate splits (--pd-splits)",
                         p->pd_decode_sms[i]);
-    if (p->n_pd_splits > 0 && (p->pd_planner.tpot_ms <= 0 || p->pd_planner.hysteresis < 1))
-        GP_FAIL(GP_ERR_INVALID_ARG, "backend: TPOT target %g ms (> 0) and hysteresis %d (>= 1) of the adaptive split",
-                p->pd_planner.tpot_ms, p->pd_planner.hysteresis);
+    if (p->n_pd_splits > 0 && (p->pd_planner.tpot_ms <= 0 || p->pd_planner.hysteresis < 1 ||
+                               p->pd_planner.window < 1 || p->pd_planner.window > 100000))
+        GP_FAIL(GP_ERR_INVALID_ARG, "backend: TPOT target %g ms (> 0), window %d (1..100000) and hysteresis %d "
+                "(>= 1) of the adaptive split", p->pd_planner.tpot_ms, p->pd_planner.window,
+                p->pd_planner.hysteresis);
     return GP_OK;
 }
 

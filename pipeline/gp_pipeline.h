@@ -480,7 +480,11 @@ float gp_pd_model_predict(const gp_pd_model *m, gp_pd_kind kind, int split, bool
 float gp_pd_model_fit_error(const gp_pd_model *m, gp_pd_kind kind, int split, bool corun);
 
 typedef struct gp_pd_planner_params {
-    float tpot_ms;   /* the decode step to stay under (greenpipe serve --pd-tpot-ms); default 40 */
+    float tpot_ms;   /* the decode step to stay under on average (greenpipe serve --pd-tpot-ms); default 40 */
+    int window;      /* decode steps that average (--pd-tpot-window): a candidate's step may spend the
+                        slack the last window - 1 observed steps left under tpot_ms (gp_pd_planner_observe),
+                        as a request's TPOT is the mean of its steps; 1: every step under tpot_ms;
+                        default 32, 1..100000 */
     int hysteresis;  /* launches in a row that must choose a smaller decode partition before the
                         planner takes one (a larger one is taken at once: it protects the TPOT); a
                         prediction near the target would otherwise flip the partition launch by launch
@@ -513,11 +517,17 @@ typedef struct gp_pd_choice {
  *    false);
  *  - hysteresis: a lane choice whose decode partition is smaller than the
  *    last lane choice's is replaced by the last one until it has come
- *    hysteresis launches in a row. */
+ *    hysteresis launches in a row.
+ * "Under tpot_ms" is under the step limit: tpot_ms plus the slack the
+ * observed steps of the window left (tpot_ms - each); a lane candidate's
+ * steps, ceil(PREFILL / DECODE) of them, share it. */
 typedef struct gp_pd_planner gp_pd_planner; /* opaque */
 gp_status gp_pd_planner_create(const gp_pd_model *m, const gp_pd_planner_params *p, gp_pd_planner **out);
 void gp_pd_planner_destroy(gp_pd_planner *pl);
 gp_status gp_pd_planner_choose(gp_pd_planner *pl, const gp_pd_plan_in *in, gp_pd_choice *out);
+/* A decode step's time as the rows saw it (the executor's run_batch), into
+ * the window. */
+void gp_pd_planner_observe(gp_pd_planner *pl, float ms);
 
 /* The prefill/decode executor: two lanes over engine's model state and KV
  * cache on each of n_pairs green pairs (the decode lane, max_batch rows, on

@@ -547,11 +547,16 @@ struct gp_pd_planner {
      * partition the rows need, and the pair in use stays the one chosen. */
     int last_split;
     int smaller_streak;
+    /* The decode steps observed last (a ring of p.window - 1), whose slack
+     * under the target the next step may spend. */
+    float *obs;
+    int n_obs, next_obs;
+    double obs_sum;
 };
 
 gp_pd_planner_params gp_pd_planner_default_params(void)
 {
-    return (gp_pd_planner_params){.tpot_ms = 40.0f, .hysteresis = 3, .lane_tokens = 0, .mixed = true};
+    return (gp_pd_planner_params){.tpot_ms = 40.0f, .window = 32, .hysteresis = 3, .lane_tokens = 0, .mixed = true};
 }
 
 gp_status gp_pd_planner_create(const gp_pd_model *m, const gp_pd_planner_params *p, gp_pd_planner **out)
@@ -561,12 +566,18 @@ gp_status gp_pd_planner_create(const gp_pd_model *m, const gp_pd_planner_params 
     *out = NULL;
     if (!(p->tpot_ms > 0) || !isfinite(p->tpot_ms))
         GP_FAIL(GP_ERR_INVALID_ARG, "pd planner: tpot_ms %g: must be a finite time > 0", (double)p->tpot_ms);
+    if (p->window < 1 || p->window > 100000)
+        GP_FAIL(GP_ERR_INVALID_ARG, "pd planner: window %d: allowed 1..100000 decode steps", p->window);
     if (p->hysteresis < 1)
         GP_FAIL(GP_ERR_INVALID_ARG, "pd planner: hysteresis %d: must be >= 1 (1: none)", p->hysteresis);
     if (p->lane_tokens < 1)
         GP_FAIL(GP_ERR_INVALID_ARG, "pd planner: lane_tokens %d: must be >= 1 (the prefill lane's rows)",
                 p->lane_tokens);
     gp_pd_planner *pl = calloc(1, sizeof *pl);
+    if (pl && p->window > 1 && !(pl->obs = calloc((size_t)p->window - 1, sizeof *pl->obs))) {
+        free(pl);
+        pl = NULL;
+    }
     if (!pl)
         GP_FAIL(GP_ERR_NO_MEMORY, "pd planner: out of memory");
     pl->m = m;
@@ -578,16 +589,45 @@ gp_status gp_pd_planner_create(const gp_pd_model *m, const gp_pd_planner_params 
 
 void gp_pd_planner_destroy(gp_pd_planner *pl)
 {
+    if (pl)
+        free(pl->obs);
     free(pl);
 }
 
-/* Pair s's lane candidate for n tokens beside the step's decode rows. */
+void gp_pd_planner_observe(gp_pd_planner *pl, float ms)
+{
+    const int cap = pl->p.window - 1;
+    if (cap == 0 || !(ms >= 0) || !isfinite(ms))
+        return;
+    if (pl->n_obs == cap)
+        pl->obs_sum -= pl->obs[pl->next_obs];
+    else
+        pl->n_obs++;
+    pl->obs[pl->next_obs] = ms;
+    pl->obs_sum += ms;
+    pl->next_obs = (pl->next_obs + 1) % cap;
+}
+
+/* The longest next decode step that keeps the mean of the window (it and
+ * the steps observed last) under the target: the target plus the slack
+ * the observed steps left (negative where they ran over). */
+static float step_limit(const gp_pd_planner *pl)
+{
+    return pl->p.tpot_ms + (float)(pl->p.tpot_ms * pl->n_obs - pl->obs_sum);
+}
+
+/* Pair s's lane candidate for n tokens beside the step's decode rows: its
+ * batch lasts k = ceil(prefill / decode) decode steps, which share the
+ * slack. */
 static gp_pd_choice lane_choice(const gp_pd_planner *pl, const gp_pd_plan_in *in, int s, int n)
 {
     float d = gp_pd_model_predict(pl->m, GP_PD_DECODE, s, true, in->decode_rows, in->decode_context, 0);
     float f = gp_pd_model_predict(pl->m, GP_PD_PREFILL, s, true, 0, 0, n);
+    float k = d > 0 ? ceilf(f / d) : 1;
+    k = k < 1 ? 1 : k;
+    float limit = pl->p.tpot_ms + (step_limit(pl) - pl->p.tpot_ms) / k;
     return (gp_pd_choice){.run = GP_PD_RUN_LANE, .split = s, .tokens = n, .decode_ms = d,
-                          .prefill_tok_s = 1000.0f * (float)n / f, .meets_tpot = d <= pl->p.tpot_ms};
+                          .prefill_tok_s = 1000.0f * (float)n / f, .meets_tpot = d <= limit};
 }
 
 static float mixed_ms(const gp_pd_model *m, const gp_pd_plan_in *in, int tokens)
@@ -596,7 +636,7 @@ static float mixed_ms(const gp_pd_model *m, const gp_pd_plan_in *in, int tokens)
 }
 
 /* The mixed batch of the most tokens m <= cap whose step stays under the
- * target, or m = 0 when even one token does not. The line is solved for m,
+ * step limit, or m = 0 when even one token does not. The line is solved for m,
  * then the prediction the choice reports (float, clamped at the smallest
  * sample) decides: it can differ from the line by a rounding at the edge,
  * or by the clamp, which a walk down from there meets. */
@@ -604,7 +644,7 @@ static gp_pd_choice mixed_choice(const gp_pd_planner *pl, const gp_pd_plan_in *i
 {
     const gp_pd_model *m = pl->m;
     const double *c = m->whole[GP_PD_MIXED].coef;
-    float tpot = pl->p.tpot_ms;
+    float tpot = step_limit(pl);
     double base = c[0] + c[1] * in->decode_rows + c[2] * (double)in->decode_context;
     double solved = c[3] > 0 ? floor((tpot - base) / c[3]) : cap; /* a line flat in tokens: all or none */
     int tokens = solved < 0 ? 0 : solved > cap ? cap : (int)solved;

@@ -94,7 +94,10 @@ static void usage(FILE *f)
             "                       lane is idle (the decode partition only beside a prefill batch)\n"
             "  --pd-splits D1,D2,.. with --pd-split auto: the candidate decode partitions' SMs (each pair's\n"
             "                       prefill partition the rest), at most %d; default 16,32,48,64\n"
-            "  --pd-tpot-ms MS      with --pd-split auto: the decode step to stay under; default 40\n"
+            "  --pd-tpot-ms MS      with --pd-split auto: the decode step to stay under on average; default 40\n"
+            "  --pd-tpot-window N   with --pd-split auto: the decode steps that average: a step may spend\n"
+            "                       the slack the last N - 1 left under --pd-tpot-ms (a request's TPOT is\n"
+            "                       the mean of its steps), 1..100000; 1: every step under it; default 32\n"
             "  --pd-hysteresis N    with --pd-split auto: launches in a row that must choose a smaller decode\n"
             "                       partition before it is taken (a larger one is taken at once), 1..1000;\n"
             "                       default 3\n"
@@ -160,7 +163,7 @@ static int parse(int argc, char **argv, serve_opts *o)
         {"pd-splits", required_argument, NULL, 'L'},  {"pd-tpot-ms", required_argument, NULL, 'q'},
         {"pd-hysteresis", required_argument, NULL, 'e'}, {"pd-no-mixed", no_argument, NULL, 'x'},
         {"pd-profile", required_argument, NULL, 'F'}, {"pd-profile-save", required_argument, NULL, 'G'},
-        {"pd-trace", required_argument, NULL, 'R'},
+        {"pd-trace", required_argument, NULL, 'R'},   {"pd-tpot-window", required_argument, NULL, 'i'},
         {"help", no_argument, NULL, 'h'},
         {NULL, 0, NULL, 0},
     };
@@ -265,6 +268,10 @@ static int parse(int argc, char **argv, serve_opts *o)
                 o->pd_planner.hysteresis = (int)v;
             break;
         case 'x': o->pd_planner.mixed = false; break;
+        case 'i':
+            if ((st = gp_parse_long(optarg, 1, 100000, "--pd-tpot-window", &v)) == GP_OK)
+                o->pd_planner.window = (int)v;
+            break;
         case 'F': st = gp_parse_path(optarg, "--pd-profile"); o->pd_profile = optarg; break;
         case 'G': st = gp_check_out_file(optarg, "--pd-profile-save"); o->pd_profile_save = optarg; break;
         case 'R': st = gp_check_out_file(optarg, "--pd-trace"); o->pd_trace = optarg; break;
@@ -327,7 +334,7 @@ static int parse(int argc, char **argv, serve_opts *o)
     if (o->pd_idle_whole && o->pd_auto)
         return bad("%s with --pd-split auto: the adaptive split already decodes on every SM while the prefill "
                    "lane is idle", "--pd-idle-whole");
-    static const char auto_only[] = "LqexFG";
+    static const char auto_only[] = "LqexFGi";
     for (const char *k = auto_only; *k; k++)
         if (seen[(int)*k] && !o->pd_auto)
             return bad("--%s tunes the adaptive split; give --pd-split auto", gp_opt_name(longopts, *k));

@@ -631,6 +631,43 @@ static int mixed_brute(const gp_pd_model *m, float tpot, int rows, long long ctx
     return best;
 }
 
+/* The window: steps observed over the target take the slack away (no
+ * candidate meets it), steps under it give slack (the heavy batch's mixed
+ * step, over the bare target, meets it); window 1 ignores observations. */
+static void test_window(void **state)
+{
+    (void)state;
+    gp_pd_model *m = fit(0.0);
+    gp_pd_planner_params pp = gp_pd_planner_default_params();
+    assert_int_equal(pp.window, 32);
+    pp.tpot_ms = 30;
+    pp.lane_tokens = 2048;
+    pp.window = 0;
+    gp_pd_planner *pl = NULL;
+    GP_CHECK_FAIL(gp_pd_planner_create(m, &pp, &pl), GP_ERR_INVALID_ARG, "window 0");
+    pp.window = 32;
+    GP_CHECK_OK(gp_pd_planner_create(m, &pp, &pl));
+    assert_true(choose(pl, SMALL, 64, 4096).meets_tpot);
+    for (int i = 0; i < 40; i++)
+        gp_pd_planner_observe(pl, 60.0f);
+    gp_pd_choice c = choose(pl, SMALL, 64, 4096);
+    assert_false(c.meets_tpot);
+    for (int i = 0; i < 31; i++) /* the ring holds 31: these replace every slow one */
+        gp_pd_planner_observe(pl, 0.0f);
+    c = choose(pl, HEAVY, 2048, 4096);
+    assert_true(c.meets_tpot);
+    if (c.run == GP_PD_RUN_MIXED)
+        assert_int_equal(c.tokens, mixed_brute(m, 30 + 31 * 30, HEAVY, 2048));
+    gp_pd_planner_destroy(pl);
+    pp.window = 1;
+    GP_CHECK_OK(gp_pd_planner_create(m, &pp, &pl));
+    for (int i = 0; i < 8; i++)
+        gp_pd_planner_observe(pl, 60.0f);
+    assert_true(choose(pl, SMALL, 64, 4096).meets_tpot);
+    gp_pd_planner_destroy(pl);
+    gp_pd_model_destroy(m);
+}
+
 static void test_token_bounds(void **state)
 {
     (void)state;
@@ -732,6 +769,7 @@ int main(void)
         cmocka_unit_test(test_partition),
         cmocka_unit_test(test_mixed),
         cmocka_unit_test(test_token_bounds),
+        cmocka_unit_test(test_window),
         cmocka_unit_test(test_hysteresis),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
