@@ -519,8 +519,9 @@ typedef struct gp_pd_choice {
  *    last lane choice's is replaced by the last one until it has come
  *    hysteresis launches in a row.
  * "Under tpot_ms" is under the step limit: tpot_ms plus the slack the
- * observed steps of the window left (tpot_ms - each); a lane candidate's
- * steps, ceil(PREFILL / DECODE) of them, share it. */
+ * observed steps of the window left (the sum of tpot_ms - each, where
+ * positive); a lane candidate's steps, ceil(PREFILL / DECODE) of them,
+ * share it. */
 typedef struct gp_pd_planner gp_pd_planner; /* opaque */
 gp_status gp_pd_planner_create(const gp_pd_model *m, const gp_pd_planner_params *p, gp_pd_planner **out);
 void gp_pd_planner_destroy(gp_pd_planner *pl);

@@ -610,10 +610,14 @@ void gp_pd_planner_observe(gp_pd_planner *pl, float ms)
 
 /* The longest next decode step that keeps the mean of the window (it and
  * the steps observed last) under the target: the target plus the slack
- * the observed steps left (negative where they ran over). */
+ * the observed steps left, never below the target itself (steps over it
+ * are not paid back by starving the prefill: a step at the target keeps
+ * the mean from growing, and a limit below the decode step alone would
+ * leave no candidate under it). */
 static float step_limit(const gp_pd_planner *pl)
 {
-    return pl->p.tpot_ms + (float)(pl->p.tpot_ms * pl->n_obs - pl->obs_sum);
+    double slack = pl->p.tpot_ms * pl->n_obs - pl->obs_sum;
+    return pl->p.tpot_ms + (slack > 0 ? (float)slack : 0.0f);
 }
 
 /* Pair s's lane candidate for n tokens beside the step's decode rows: its
