@@ -236,6 +236,19 @@ gp_status gp_engine_kv_attach(gp_engine *e, int seq, const int *handles, int n)
     return st;
 }
 
+gp_status gp_engine_fill_seq_len(gp_engine *e, int seq, int C)
+{
+    if (seq < 0 || seq >= e->p.max_batch || C < 0 || C >= e->p.max_context)
+        GP_FAIL(GP_ERR_INVALID_ARG, "sequence %d of %d tokens: allowed sequences [0, %d), [0, %d] tokens", seq, C,
+                e->p.max_batch, e->p.max_context - 1);
+    gp_kv_release(e->tables, seq);
+    if (C > 0) {
+        GP_TRY(gp_kv_reserve(e->tables, seq, C));
+        GP_TRY(gp_kv_advance(e->tables, seq, C));
+    }
+    return GP_OK;
+}
+
 gp_status gp_engine_fill_context(gp_engine *e, int B, int C, uint64_t seed)
 {
     if (B < 1 || B > e->p.max_batch)
@@ -243,13 +256,8 @@ gp_status gp_engine_fill_context(gp_engine *e, int B, int C, uint64_t seed)
     if (C < 0 || C >= e->p.max_context)
         GP_FAIL(GP_ERR_INVALID_ARG, "context %d: allowed [0, %d] (one token must still fit)", C,
                 e->p.max_context - 1);
-    for (int s = 0; s < B; s++) {
-        gp_kv_release(e->tables, s);
-        if (C > 0) {
-            GP_TRY(gp_kv_reserve(e->tables, s, C));
-            GP_TRY(gp_kv_advance(e->tables, s, C));
-        }
-    }
+    for (int s = 0; s < B; s++)
+        GP_TRY(gp_engine_fill_seq_len(e, s, C));
     /* Random K/V everywhere (never zeros: they would hide unread slots and
      * can run faster than real data). */
     const gp_kv_layout *l = gp_kv_device_layout(e->kv);

@@ -134,6 +134,10 @@ void *gp_engine_last_step_event(const gp_engine *e);
 /* Benchmark support: give sequences 0..B-1 a context of C tokens of random
  * K/V (no prefill) so a step's cost equals that of a real C-token context. */
 gp_status gp_engine_fill_context(gp_engine *e, int B, int C, uint64_t seed);
+/* The same for one sequence, its K/V what its blocks hold (random after
+ * gp_engine_fill_context): a prompt chunk after them costs what a later
+ * chunk of a long prompt does. */
+gp_status gp_engine_fill_seq_len(gp_engine *e, int seq, int C);
 
 /* Time n_steps decode steps of sequences 0..B-1 with device events (after
  * warmup steps), feeding each step's greedy tokens to the next; ms[n_steps]

@@ -434,7 +434,9 @@ typedef struct gp_pd_sample {
                           batch, PREFILL beside decode steps); false with GP_PD_WHOLE */
     int rows;          /* decode rows (DECODE, MIXED); 0 for PREFILL */
     long long context; /* the decode rows' contexts summed (DECODE, MIXED); 0 for PREFILL */
-    int tokens;        /* prefill tokens (PREFILL, MIXED), a fresh prompt's; 0 for DECODE */
+    int tokens;        /* prefill tokens (PREFILL, MIXED); 0 for DECODE */
+    int position;      /* tokens their sequence held before (PREFILL, MIXED: a later chunk of a long
+                          prompt attends over them); 0 for DECODE */
     float ms;          /* the step's time (device events) */
 } gp_pd_sample;
 
@@ -453,7 +455,7 @@ gp_status gp_pd_profile_add(gp_pd_profile *p, const gp_pd_sample *s);
 void gp_pd_profile_free(gp_pd_profile *p); /* frees the samples and zeroes p */
 /* JSON: {"format": "greenpipe-pd-profile", "version": 1, "device", "model",
  * "splits": [{"decode_sms", "prefill_sms"}], "samples": [{"kind", "split"
- * (-1: every SM), "corun", "rows", "context", "tokens", "ms"}]}. A bad file
+ * (-1: every SM), "corun", "rows", "context", "tokens", "position", "ms"}]}. A bad file
  * is GP_ERR_INVALID_ARG naming the path and the bad field; one that cannot
  * be opened GP_ERR_IO. */
 gp_status gp_pd_profile_save(const gp_pd_profile *p, const char *path);
@@ -461,8 +463,11 @@ gp_status gp_pd_profile_load(const char *path, gp_pd_profile *out);
 
 /* The fitted model, per (kind, split, corun):
  *   DECODE  ms = c0 + c1 rows + c2 context
- *   PREFILL ms = c0 + c1 tokens
- *   MIXED   ms = c0 + c1 rows + c2 context + c3 tokens
+ *   PREFILL ms = c0 + c1 tokens + c2 a
+ *   MIXED   ms = c0 + c1 rows + c2 context + c3 tokens + c4 a
+ * where a = tokens x (position + tokens / 2), the prompt tokens' attention
+ * pairs (several prompt sizes at position 0 pin c2 as well as later
+ * chunks);
  * Every split needs DECODE and PREFILL samples beside the other side
  * (corun) and alone; every SM (GP_PD_WHOLE) needs DECODE, PREFILL and
  * MIXED; each with at least as many distinct points as coefficients. A
@@ -473,7 +478,10 @@ gp_status gp_pd_model_fit(const gp_pd_profile *p, gp_pd_model **out); /* p is co
 void gp_pd_model_destroy(gp_pd_model *m);
 const gp_pd_profile *gp_pd_model_profile(const gp_pd_model *m);
 /* The predicted step in ms, never below the smallest sample of its set; -1
- * for a set the model does not hold (corun with GP_PD_WHOLE, a bad split). */
+ * for a set the model does not hold (corun with GP_PD_WHOLE, a bad split).
+ * predict: prompt tokens at position 0. */
+float gp_pd_model_predict_at(const gp_pd_model *m, gp_pd_kind kind, int split, bool corun, int rows,
+                             long long context, int tokens, int position);
 float gp_pd_model_predict(const gp_pd_model *m, gp_pd_kind kind, int split, bool corun, int rows,
                           long long context, int tokens);
 /* The largest |predicted - measured| / measured over a set's samples. */
@@ -562,8 +570,12 @@ typedef struct gp_pd_profile_params {
     int context[4], n_context;    /* tokens per decode row; default 512, 2048 (where the max context less
                                      the decode steps' room, min(1024, max context / 2), is below 2048:
                                      a quarter of that and all of it) */
-    int tokens[4], n_tokens;      /* prefill tokens, ascending; default 64, prefill_rows / 4 and prefill_rows
-                                     (a short prompt's point: predictions never go below a set's smallest sample) */
+    int tokens[4], n_tokens;      /* prefill tokens, ascending; default 64, top / 4 and top, top the smaller of
+                                     prefill_rows and max_context - 1 (a short prompt's point: predictions
+                                     never go below a set's smallest sample) */
+    int position;                 /* the largest prompt measured again after this many tokens (a later chunk
+                                     of a long prompt); 0: not; default min(8192, the max context less the
+                                     largest prompt and one), 0 where that is below 1024 */
     int reps;                     /* default 3 */
 } gp_pd_profile_params;
 gp_pd_profile_params gp_pd_profile_default_params(int prefill_rows, int max_batch, int max_context);

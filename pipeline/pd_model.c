@@ -13,7 +13,7 @@
 
 #define PD_FORMAT "greenpipe-pd-profile"
 #define PD_VERSION 1
-#define PD_MAX_COEF 4
+#define PD_MAX_COEF 5
 
 static const char *const kind_names[] = {"decode", "prefill", "mixed"};
 #define KINDS_ALLOWED "allowed decode, prefill, mixed"
@@ -62,9 +62,12 @@ static gp_status check_sample(const gp_pd_profile *p, const gp_pd_sample *s, con
                 s->split);
     if (s->corun && s->split == GP_PD_WHOLE)
         GP_FAIL(GP_ERR_INVALID_ARG, "%s.corun: true with split -1: allowed only with a pair's split (>= 0)", who);
-    if (s->rows < 0 || s->context < 0 || s->tokens < 0)
-        GP_FAIL(GP_ERR_INVALID_ARG, "%s: rows %d, context %lld, tokens %d: each must be >= 0", who, s->rows,
-                s->context, s->tokens);
+    if (s->rows < 0 || s->context < 0 || s->tokens < 0 || s->position < 0)
+        GP_FAIL(GP_ERR_INVALID_ARG, "%s: rows %d, context %lld, tokens %d, position %d: each must be >= 0", who,
+                s->rows, s->context, s->tokens, s->position);
+    if (s->kind == GP_PD_DECODE && s->position != 0)
+        GP_FAIL(GP_ERR_INVALID_ARG, "%s.position: %d with kind decode: allowed 0 (a prompt's position)", who,
+                s->position);
     if (!(s->ms > 0) || !isfinite(s->ms))
         GP_FAIL(GP_ERR_INVALID_ARG, "%s.ms: %g: must be a finite time > 0", who, (double)s->ms);
     return GP_OK;
@@ -132,10 +135,11 @@ gp_status gp_pd_profile_save(const gp_pd_profile *p, const char *path)
         const gp_pd_sample *s = &p->samples[i];
         /* ms goes through double exactly, and jansson writes reals with 17
          * significant digits, so the float comes back bit for bit. */
-        ok = !json_array_append_new(samples, json_pack("{s:s, s:i, s:b, s:i, s:I, s:i, s:f}", "kind",
+        ok = !json_array_append_new(samples, json_pack("{s:s, s:i, s:b, s:i, s:I, s:i, s:i, s:f}", "kind",
                                                        kind_names[s->kind], "split", s->split, "corun", s->corun,
                                                        "rows", s->rows, "context", (json_int_t)s->context,
-                                                       "tokens", s->tokens, "ms", (double)s->ms));
+                                                       "tokens", s->tokens, "position", s->position, "ms",
+                                                       (double)s->ms));
     }
     json_t *root = ok && device && model ? json_pack("{s:s, s:i, s:O, s:O, s:O, s:O}", "format", PD_FORMAT, "version",
                                                      PD_VERSION, "device", device, "model", model, "splits", splits,
@@ -246,12 +250,14 @@ static gp_status load_sample(json_t *o, const char *path, const char *where, con
         GP_FAIL(GP_ERR_INVALID_ARG, "pd profile %s: %s.kind: \"%s\": " KINDS_ALLOWED, path, where,
                 json_string_value(kind));
     json_t *corun, *ms;
-    long long split, rows, context, tokens;
+    long long split, rows, context, tokens, position;
     if (!(corun = member(o, "corun", JSON_TRUE, path, where)) ||
         !int_member(o, "split", INT_MIN, INT_MAX, path, where, &split) ||
         !int_member(o, "rows", 0, INT_MAX, path, where, &rows) ||
         !int_member(o, "context", 0, LLONG_MAX, path, where, &context) ||
-        !int_member(o, "tokens", 0, INT_MAX, path, where, &tokens) || !(ms = member(o, "ms", JSON_REAL, path, where)))
+        !int_member(o, "tokens", 0, INT_MAX, path, where, &tokens) ||
+        !int_member(o, "position", 0, INT_MAX, path, where, &position) ||
+        !(ms = member(o, "ms", JSON_REAL, path, where)))
         return GP_ERR_INVALID_ARG;
     double t = json_number_value(ms);
     if (!(fabs(t) <= FLT_MAX))
@@ -261,6 +267,7 @@ static gp_status load_sample(json_t *o, const char *path, const char *where, con
     s->rows = (int)rows;
     s->context = context;
     s->tokens = (int)tokens;
+    s->position = (int)position;
     s->ms = (float)t;
     char who[4352]; /* a path of PATH_MAX and the field */
     snprintf(who, sizeof who, "pd profile %s: %s", path, where);
@@ -336,11 +343,14 @@ struct gp_pd_model {
 
 static int n_coef(gp_pd_kind k)
 {
-    return k == GP_PD_DECODE ? 3 : k == GP_PD_PREFILL ? 2 : 4;
+    return k == GP_PD_DECODE ? 3 : k == GP_PD_PREFILL ? 3 : 5;
 }
 
-/* The inputs the kind's step time is linear in, constant term first. */
-static void features(gp_pd_kind k, int rows, long long context, int tokens, double *x)
+/* The inputs the kind's step time is linear in, constant term first. A
+ * prompt's tokens attend over the position before them and causally over
+ * one another: tokens x (position + tokens / 2) pairs, one term, so that
+ * prompts of several sizes at position 0 pin it as well as later chunks. */
+static void features(gp_pd_kind k, int rows, long long context, int tokens, int position, double *x)
 {
     int n = 0;
     x[n++] = 1.0;
@@ -348,8 +358,10 @@ static void features(gp_pd_kind k, int rows, long long context, int tokens, doub
         x[n++] = rows;
         x[n++] = (double)context;
     }
-    if (k != GP_PD_DECODE)
+    if (k != GP_PD_DECODE) {
         x[n++] = tokens;
+        x[n++] = (double)tokens * (position + tokens / 2.0);
+    }
 }
 
 /* The set of (kind, split, corun), or NULL where the model holds none. */
@@ -402,11 +414,11 @@ static gp_status fit_set(const gp_pd_profile *p, gp_pd_kind kind, int split, boo
         const gp_pd_sample *s = &p->samples[i];
         if (!in_set(s, kind, split, corun))
             continue;
-        features(kind, s->rows, s->context, s->tokens, x);
+        features(kind, s->rows, s->context, s->tokens, s->position, x);
         bool seen = false;
         for (int k = 0; k < i && !seen; k++) {
             const gp_pd_sample *o = &p->samples[k];
-            features(kind, o->rows, o->context, o->tokens, y);
+            features(kind, o->rows, o->context, o->tokens, o->position, y);
             seen = in_set(o, kind, split, corun) && !memcmp(x, y, (size_t)n * sizeof *x);
         }
         distinct += !seen;
@@ -422,7 +434,7 @@ static gp_status fit_set(const gp_pd_profile *p, gp_pd_kind kind, int split, boo
         const gp_pd_sample *s = &p->samples[i];
         if (!in_set(s, kind, split, corun))
             continue;
-        features(kind, s->rows, s->context, s->tokens, x);
+        features(kind, s->rows, s->context, s->tokens, s->position, x);
         for (int j = 0; j < n; j++) {
             for (int k = 0; k < n; k++)
                 a[j][k] += x[j] / scale[j] * x[k] / scale[k];
@@ -466,7 +478,7 @@ static gp_status fit_set(const gp_pd_profile *p, gp_pd_kind kind, int split, boo
         const gp_pd_sample *s = &p->samples[i];
         if (!in_set(s, kind, split, corun))
             continue;
-        features(kind, s->rows, s->context, s->tokens, x);
+        features(kind, s->rows, s->context, s->tokens, s->position, x);
         out->fit_error = fmaxf(out->fit_error, (float)(fabs((float)set_eval(out, x) - s->ms) / s->ms));
     }
     return GP_OK;
@@ -518,15 +530,21 @@ const gp_pd_profile *gp_pd_model_profile(const gp_pd_model *m)
     return m ? &m->profile : NULL;
 }
 
+float gp_pd_model_predict_at(const gp_pd_model *m, gp_pd_kind kind, int split, bool corun, int rows,
+                             long long context, int tokens, int position)
+{
+    const pd_set *set = m ? find_set(m, kind, split, corun) : NULL;
+    if (!set || rows < 0 || context < 0 || tokens < 0 || position < 0)
+        return -1.0f;
+    double x[PD_MAX_COEF];
+    features(kind, rows, context, tokens, position, x);
+    return (float)set_eval(set, x);
+}
+
 float gp_pd_model_predict(const gp_pd_model *m, gp_pd_kind kind, int split, bool corun, int rows, long long context,
                           int tokens)
 {
-    const pd_set *set = m ? find_set(m, kind, split, corun) : NULL;
-    if (!set || rows < 0 || context < 0 || tokens < 0)
-        return -1.0f;
-    double x[PD_MAX_COEF];
-    features(kind, rows, context, tokens, x);
-    return (float)set_eval(set, x);
+    return gp_pd_model_predict_at(m, kind, split, corun, rows, context, tokens, 0);
 }
 
 float gp_pd_model_fit_error(const gp_pd_model *m, gp_pd_kind kind, int split, bool corun)
@@ -626,7 +644,7 @@ static float step_limit(const gp_pd_planner *pl)
 static gp_pd_choice lane_choice(const gp_pd_planner *pl, const gp_pd_plan_in *in, int s, int n)
 {
     float d = gp_pd_model_predict(pl->m, GP_PD_DECODE, s, true, in->decode_rows, in->decode_context, 0);
-    float f = gp_pd_model_predict(pl->m, GP_PD_PREFILL, s, true, 0, 0, n);
+    float f = gp_pd_model_predict_at(pl->m, GP_PD_PREFILL, s, true, 0, 0, n, in->prefill_position);
     float k = d > 0 ? ceilf(f / d) : 1;
     k = k < 1 ? 1 : k;
     float limit = pl->p.tpot_ms + (step_limit(pl) - pl->p.tpot_ms) / k;
@@ -636,29 +654,31 @@ static gp_pd_choice lane_choice(const gp_pd_planner *pl, const gp_pd_plan_in *in
 
 static float mixed_ms(const gp_pd_model *m, const gp_pd_plan_in *in, int tokens)
 {
-    return gp_pd_model_predict(m, GP_PD_MIXED, GP_PD_WHOLE, false, in->decode_rows, in->decode_context, tokens);
+    return gp_pd_model_predict_at(m, GP_PD_MIXED, GP_PD_WHOLE, false, in->decode_rows, in->decode_context, tokens,
+                                  in->prefill_position);
 }
 
 /* The mixed batch of the most tokens m <= cap whose step stays under the
- * step limit, or m = 0 when even one token does not. The line is solved for m,
- * then the prediction the choice reports (float, clamped at the smallest
- * sample) decides: it can differ from the line by a rounding at the edge,
- * or by the clamp, which a walk down from there meets. */
+ * step limit, or m = 0 when even one token does not: a bisection, the
+ * predicted step growing with its tokens (a fit that does not is walked
+ * down from the bisection's answer). */
 static gp_pd_choice mixed_choice(const gp_pd_planner *pl, const gp_pd_plan_in *in, int cap)
 {
     const gp_pd_model *m = pl->m;
-    const double *c = m->whole[GP_PD_MIXED].coef;
-    float tpot = step_limit(pl);
-    double base = c[0] + c[1] * in->decode_rows + c[2] * (double)in->decode_context;
-    double solved = c[3] > 0 ? floor((tpot - base) / c[3]) : cap; /* a line flat in tokens: all or none */
-    int tokens = solved < 0 ? 0 : solved > cap ? cap : (int)solved;
-    while (tokens < cap && mixed_ms(m, in, tokens + 1) <= tpot)
-        tokens++;
-    while (tokens > 0 && mixed_ms(m, in, tokens) > tpot)
-        tokens--;
-    float ms = tokens ? mixed_ms(m, in, tokens) : 0;
-    return (gp_pd_choice){.run = GP_PD_RUN_MIXED, .split = GP_PD_WHOLE, .tokens = tokens, .decode_ms = ms,
-                          .prefill_tok_s = tokens ? 1000.0f * (float)tokens / ms : 0, .meets_tpot = true};
+    float limit = step_limit(pl);
+    int lo = 0, hi = cap; /* mixed_ms(lo) <= limit (or lo = 0), the answer in [lo, hi] */
+    while (lo < hi) {
+        int mid = lo + (hi - lo + 1) / 2;
+        if (mixed_ms(m, in, mid) <= limit)
+            lo = mid;
+        else
+            hi = mid - 1;
+    }
+    while (lo > 0 && mixed_ms(m, in, lo) > limit)
+        lo--;
+    float ms = lo ? mixed_ms(m, in, lo) : 0;
+    return (gp_pd_choice){.run = GP_PD_RUN_MIXED, .split = GP_PD_WHOLE, .tokens = lo, .decode_ms = ms,
+                          .prefill_tok_s = lo ? 1000.0f * (float)lo / ms : 0, .meets_tpot = true};
 }
 
 /* Whether a beats b: under the target before over it; under it, the higher
@@ -684,6 +704,8 @@ gp_status gp_pd_planner_choose(gp_pd_planner *pl, const gp_pd_plan_in *in, gp_pd
                 "pd planner choose: %d decode rows of %lld context tokens: need rows >= 0, context >= 0, "
                 "and no context without rows",
                 in->decode_rows, in->decode_context);
+    if (in->prefill_position < 0)
+        GP_FAIL(GP_ERR_INVALID_ARG, "pd planner choose: prefill position %d: must be >= 0", in->prefill_position);
     if (in->backlog_tokens < 1 || in->token_budget < 1)
         GP_FAIL(GP_ERR_INVALID_ARG, "pd planner choose: backlog %lld tokens, budget %d: both must be >= 1",
                 in->backlog_tokens, in->token_budget);
@@ -691,7 +713,7 @@ gp_status gp_pd_planner_choose(gp_pd_planner *pl, const gp_pd_plan_in *in, gp_pd
     int cap = in->backlog_tokens < in->token_budget ? (int)in->backlog_tokens : in->token_budget;
     int n = cap < pl->p.lane_tokens ? cap : pl->p.lane_tokens;
     if (in->decode_rows == 0) {
-        float f = gp_pd_model_predict(m, GP_PD_PREFILL, GP_PD_WHOLE, false, 0, 0, n);
+        float f = gp_pd_model_predict_at(m, GP_PD_PREFILL, GP_PD_WHOLE, false, 0, 0, n, in->prefill_position);
         *out = (gp_pd_choice){.run = GP_PD_RUN_LANE, .split = GP_PD_WHOLE, .tokens = n, .decode_ms = 0,
                               .prefill_tok_s = 1000.0f * (float)n / f, .meets_tpot = true};
         return GP_OK;

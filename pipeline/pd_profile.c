@@ -34,10 +34,15 @@ gp_pd_profile_params gp_pd_profile_default_params(int prefill_rows, int max_batc
         if (longest >= 1)
             p.context[p.n_context++] = longest;
     }
-    const int tokens[3] = {64, prefill_rows / 4, prefill_rows};
+    const int top = prefill_rows < max_context - 1 ? prefill_rows : max_context - 1; /* a prompt fits its sequence */
+    const int tokens[3] = {64, top / 4, top};
     for (int i = 0; i < 3; i++)
-        if (tokens[i] >= 1 && tokens[i] <= prefill_rows && (p.n_tokens == 0 || tokens[i] > p.tokens[p.n_tokens - 1]))
+        if (tokens[i] >= 1 && tokens[i] <= top && (p.n_tokens == 0 || tokens[i] > p.tokens[p.n_tokens - 1]))
             p.tokens[p.n_tokens++] = tokens[i];
+    if (p.n_tokens > 0) { /* the largest prompt again late in a long one, where the context allows */
+        int late = max_context - 1 - p.tokens[p.n_tokens - 1];
+        p.position = late >= 1024 ? (late < 8192 ? late : 8192) : 0;
+    }
     return p;
 }
 
@@ -67,10 +72,11 @@ typedef struct prof {
     gp_batch_part *parts;     /* [max_batch] */
 } prof;
 
-static gp_status add(prof *p, gp_pd_kind kind, int split, bool corun, int rows, long long ctx, int tokens, float ms)
+static gp_status add(prof *p, gp_pd_kind kind, int split, bool corun, int rows, long long ctx, int tokens,
+                     int position, float ms)
 {
     gp_pd_sample s = {.kind = kind, .split = split, .corun = corun, .rows = rows, .context = ctx, .tokens = tokens,
-                      .ms = ms};
+                      .position = position, .ms = ms};
     return gp_pd_profile_add(p->out, &s);
 }
 
@@ -82,15 +88,33 @@ static gp_status decode_step(prof *p, gp_lane *lane, float *ms)
     return GP_OK;
 }
 
-/* A fresh prompt of n tokens on the prefill sequence, as a batch. */
-static gp_batch prompt_batch(prof *p, int n, bool with_decode)
+/* The prompts each prefill point runs: every size at position 0, largest
+ * first, then the largest again after pp->position tokens (a later chunk
+ * of a long prompt). */
+static int n_prompts(const prof *p)
+{
+    return p->pp->n_tokens + (p->pp->position > 0);
+}
+
+static void prompt_at(const prof *p, int k, int *n, int *pos)
+{
+    const int nt = p->pp->n_tokens;
+    *n = p->pp->tokens[k < nt ? nt - 1 - k : nt - 1];
+    *pos = k < nt ? 0 : p->pp->position;
+}
+
+/* A prompt of n tokens after pos tokens on the prefill sequence, as a batch
+ * (with the decode rows: a mixed batch). */
+static gp_status prompt_batch(prof *p, int n, int pos, bool with_decode, gp_batch *b)
 {
     gp_engine_reset_seq(p->x->e, p->pseq);
+    GP_TRY(gp_engine_fill_seq_len(p->x->e, p->pseq, pos));
     p->parts[0] = (gp_batch_part){.seq = p->pseq, .kind = GP_BATCH_PREFILL, .n = n, .tokens = p->prompt};
     int np = 1;
     for (int i = 0; with_decode && i < p->R; i++)
         p->parts[np++] = (gp_batch_part){.seq = i, .kind = GP_BATCH_DECODE, .n = 1, .tokens = &p->tok[i]};
-    return (gp_batch){.n_parts = np, .parts = p->parts};
+    *b = (gp_batch){.n_parts = np, .parts = p->parts};
+    return GP_OK;
 }
 
 /* Decode steps alone on lane (the first captures its graph). */
@@ -102,15 +126,15 @@ static gp_status decode_alone(prof *p, gp_lane *lane, int split)
     long long ctx = (long long)p->R * (p->len + n / 2 + 1);
     for (int i = 0; i < n; i++)
         GP_TRY(decode_step(p, lane, &p->ms[i]));
-    return add(p, GP_PD_DECODE, split, false, p->R, ctx, 0, median(p->ms, n));
+    return add(p, GP_PD_DECODE, split, false, p->R, ctx, 0, 0, median(p->ms, n));
 }
 
-/* Prefill batches of each size back to back on pair i's prefill lane (the
- * next launched as soon as a step finds one done) while decode steps run
- * on its decode lane: reps batch times of each size, and, beside the
- * largest, 2 reps + 1 decode steps that ended with a batch still running
- * (a step a batch ended under ran partly alone; the first may have begun
- * before the batch). */
+/* Prefill batches of each prompt back to back on pair i's prefill lane
+ * (the next launched as soon as a step finds one done) while decode steps
+ * run on its decode lane: reps batch times of each, and, beside the first
+ * (the largest), 2 reps + 1 decode steps that ended with a batch still
+ * running (a step a batch ended under ran partly alone; the first may have
+ * begun before the batch). */
 static gp_status corun(prof *p, int i)
 {
     gp_pd_exec *x = p->x;
@@ -120,23 +144,25 @@ static gp_status corun(prof *p, int i)
     int nd = 0;
     long long ctx = 0;
     float pf[16];
-    for (int t = p->pp->n_tokens - 1; t >= 0; t--) {
-        const int n = p->pp->tokens[t];
-        const bool largest = t == p->pp->n_tokens - 1;
+    for (int k = 0; k < n_prompts(p); k++) {
+        int n, pos;
+        prompt_at(p, k, &n, &pos);
+        const bool first = k == 0;
         int np = 0;
         bool done = true, more = true;
         gp_status st = GP_OK;
-        for (int k = 0; more && st == GP_OK; k++) {
+        for (int step = 0; more && st == GP_OK; step++) {
             if (p->len + 1 >= room_end) {
                 gp_set_error("pd profile: split %s, %d decode rows from %d tokens: %d of %d batch times and %d of %d "
                              "decode steps beside them when the decode rows' room (%d tokens) ran out", pr->name,
-                             p->R, p->len0, np, p->pp->reps, nd, largest ? want_steps : 0, room_end - p->len0);
+                             p->R, p->len0, np, p->pp->reps, nd, first ? want_steps : 0, room_end - p->len0);
                 st = GP_ERR_STATE;
                 break;
             }
             if (done) {
-                gp_batch b = prompt_batch(p, n, false);
-                if ((st = gp_px_launch_on(x, pr->prefill, &scratch, 2 * i + 1, &b, NULL, NULL)) != GP_OK)
+                gp_batch b;
+                if ((st = prompt_batch(p, n, pos, false, &b)) != GP_OK ||
+                    (st = gp_px_launch_on(x, pr->prefill, &scratch, 2 * i + 1, &b, NULL, NULL)) != GP_OK)
                     break;
             }
             float ms;
@@ -144,51 +170,57 @@ static gp_status corun(prof *p, int i)
             if ((st = decode_step(p, pr->decode, &ms)) == GP_OK && (st = gp_px_poll(x, false, &done)) == GP_OK) {
                 if (done && np < (int)(sizeof pf / sizeof pf[0]))
                     pf[np++] = gp_lane_last_ms(pr->prefill);
-                else if (largest && k > 0 && nd < p->cap) {
+                else if (!done && first && step > 0 && nd < p->cap) {
                     p->ms[nd++] = ms;
                     ctx += c;
                 }
             }
-            more = np < p->pp->reps || (largest && nd < want_steps);
+            more = np < p->pp->reps || (first && nd < want_steps);
         }
         if (!done) { /* the batch ends before its result is read, whatever happened to the steps */
             gp_status wst = gp_px_poll(x, true, &done);
             st = st != GP_OK ? st : wst;
         }
         GP_TRY(st);
-        GP_TRY(add(p, GP_PD_PREFILL, i, true, 0, 0, n, median(pf, np)));
+        GP_TRY(add(p, GP_PD_PREFILL, i, true, 0, 0, n, pos, median(pf, np)));
     }
-    return add(p, GP_PD_DECODE, i, true, p->R, ctx / nd, 0, median(p->ms, nd));
+    return add(p, GP_PD_DECODE, i, true, p->R, ctx / nd, 0, 0, median(p->ms, nd));
 }
 
 static gp_status mixed(prof *p)
 {
     gp_lane *lane = gp_engine_lane(p->x->e);
-    for (int t = 0; t < p->pp->n_tokens; t++) { /* the decode rows and the chunk share the batch's rows */
-        int n = p->pp->tokens[t] < p->x->prefill_rows - p->R ? p->pp->tokens[t] : p->x->prefill_rows - p->R;
+    for (int k = 0; k < n_prompts(p); k++) {
+        int n, pos;
+        prompt_at(p, k, &n, &pos);
+        if (n > p->x->prefill_rows - p->R) /* the decode rows and the chunk share the batch's rows */
+            n = p->x->prefill_rows - p->R;
         long long ctx = (long long)p->R * (p->len + 1);
         for (int r = 0; r < p->pp->reps; r++) {
-            gp_batch b = prompt_batch(p, n, true);
+            gp_batch b;
+            GP_TRY(prompt_batch(p, n, pos, true, &b));
             GP_TRY(gp_lane_run_batch(lane, &b, NULL, NULL));
             p->len++;
             p->ms[r] = gp_lane_last_ms(lane);
         }
-        GP_TRY(add(p, GP_PD_MIXED, GP_PD_WHOLE, false, p->R, ctx, n, median(p->ms, p->pp->reps)));
+        GP_TRY(add(p, GP_PD_MIXED, GP_PD_WHOLE, false, p->R, ctx, n, pos, median(p->ms, p->pp->reps)));
     }
     return GP_OK;
 }
 
 static gp_status prefill_alone(prof *p, gp_lane *lane, int split)
 {
-    for (int t = 0; t < p->pp->n_tokens; t++) {
-        int n = p->pp->tokens[t];
+    for (int k = 0; k < n_prompts(p); k++) {
+        int n, pos;
+        prompt_at(p, k, &n, &pos);
         for (int r = 0; r < p->pp->reps + 1; r++) { /* the first warms the lane's GEMM choices */
-            gp_batch b = prompt_batch(p, n, false);
+            gp_batch b;
+            GP_TRY(prompt_batch(p, n, pos, false, &b));
             GP_TRY(gp_lane_run_batch(lane, &b, NULL, NULL));
             if (r > 0)
                 p->ms[r - 1] = gp_lane_last_ms(lane);
         }
-        GP_TRY(add(p, GP_PD_PREFILL, split, false, 0, 0, n, median(p->ms, p->pp->reps)));
+        GP_TRY(add(p, GP_PD_PREFILL, split, false, 0, 0, n, pos, median(p->ms, p->pp->reps)));
     }
     return GP_OK;
 }
@@ -219,6 +251,9 @@ static gp_status check(const gp_pd_exec *x, const gp_pd_profile_params *pp)
         if (pp->tokens[i] < 1 || pp->tokens[i] > x->prefill_rows || pp->tokens[i] > mc)
             GP_FAIL(GP_ERR_INVALID_ARG, "pd profile: %d prefill tokens; allowed 1..%d (the prefill lanes' rows)",
                     pp->tokens[i], x->prefill_rows < mc ? x->prefill_rows : mc);
+    if (pp->n_tokens > 0 && (pp->position < 0 || pp->position + pp->tokens[pp->n_tokens - 1] > mc - 1))
+        GP_FAIL(GP_ERR_INVALID_ARG, "pd profile: position %d; allowed 0..%d (the largest prompt after it fits the "
+                "max context)", pp->position, mc - 1 - pp->tokens[pp->n_tokens - 1]);
     return GP_OK;
 }
 

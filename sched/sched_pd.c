@@ -76,6 +76,11 @@ static gp_status ask(gp_sched *s, gp_pd_plan *plan)
     gp_pd_plan_in in = {.decode_rows = s->b.n, .backlog_tokens = waiting, .token_budget = s->cfg.token_budget};
     for (int i = 0; i < s->b.n; i++)
         in.decode_context += s->b.rq[i]->computed + 1;
+    for (const rq *r = s->running.head; r; r = r->next)
+        if (gp_sched_prefilling(r) && !r->pending) { /* the chunk planned first */
+            in.prefill_position = r->computed;
+            break;
+        }
     GP_TRY(s->ops.pd_plan(s->ops.ctx, &in, plan));
     if ((plan->run != GP_PD_RUN_LANE && plan->run != GP_PD_RUN_MIXED) || plan->tokens < 1 ||
         plan->tokens > s->cfg.token_budget)

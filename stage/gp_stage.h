@@ -92,6 +92,8 @@ typedef struct gp_pd_plan_in {
     int decode_rows;            /* decode rows of this step */
     long long decode_context;   /* their contexts summed (tokens each reads) */
     long long backlog_tokens;   /* prompt tokens still to compute, every running and waiting request's */
+    int prefill_position;       /* where the next chunk starts: the tokens its sequence holds (the first
+                                   request still prefilling; 0 for one not yet admitted) */
     int token_budget;           /* the scheduler's tokens per batch */
 } gp_pd_plan_in;
 

@@ -386,6 +386,7 @@ static gp_status pd_plan(void *ctx, const gp_pd_plan_in *in, gp_pd_plan *out)
     gp_sched_cpu_pd *p = ctx;
     GP_TRY(pd_unbroken(p));
     if (p->in_flight || in->backlog_tokens < 1 || in->decode_rows < 0 || in->token_budget < 1 ||
+        in->prefill_position < 0 ||
         (in->decode_rows == 0) != (in->decode_context == 0))
         GP_FAIL(GP_ERR_STATE, "sched_cpu pd: pd_plan asked with %s, %d decode rows of %lld context, a backlog of "
                 "%lld, a budget of %d", p->in_flight ? "a batch in flight" : "the lane free", in->decode_rows,
