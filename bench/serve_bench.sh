@@ -33,7 +33,8 @@
 #             pdauto: chunkedN chunked prefill at a budget of N tokens; pdD
 #             pd-mux with the decode lane on D SMs and the prefill lane on the
 #             rest, a w after it adding --pd-idle-whole; pdauto the adaptive
-#             split, PD_AUTO_FLAGS added, its latency profile saved to
+#             split aiming at PD_AUTO_TPOT ms a step (default three quarters
+#             of the SLO's TPOT), PD_AUTO_FLAGS added, its latency profile saved to
 #             OUT_DIR/pd_profile.json by the first such server of the run and
 #             loaded by the later ones, its trace OUT_DIR/<scenario>_auto.trace.json).
 #             Around each rate /metrics is scraped: NAME.lanes.json holds each
@@ -52,7 +53,7 @@
 # A scenario that fails is reported and the next one runs.
 set -uo pipefail
 if [ $# -lt 4 ]; then
-  sed -n '2,52p' "$0" | sed 's/^# \{0,1\}//'
+  sed -n '2,53p' "$0" | sed 's/^# \{0,1\}//'
   exit 2
 fi
 gp=$1 benchdir=$2 out=$3
@@ -167,7 +168,11 @@ policy_flags() {
     # server of the run saves it and later ones of the same rows and context
     # load it (they start in seconds); one of another shape (pd-short's 256
     # rows against pd's 24) measures its own, beside it.
-    pflags+=(--schedule pd-mux --pd-split auto --pd-tpot-ms "$slo_tpot" --pd-trace "$out/${scen}_auto.trace.json")
+    # The planner aims below the SLO (PD_AUTO_TPOT ms, default three quarters
+    # of it): a request's TPOT is the mean of its steps, and a planner whose
+    # steps average the SLO itself leaves half the requests over it.
+    pflags+=(--schedule pd-mux --pd-split auto --pd-tpot-ms "${PD_AUTO_TPOT:-$((slo_tpot * 3 / 4))}"
+      --pd-trace "$out/${scen}_auto.trace.json")
     if [ -z "$pd_profile_shape" ] || [ "$pd_profile_shape" = "$shape" ]; then
       profile=$out/pd_profile.json
     else

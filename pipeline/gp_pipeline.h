@@ -489,7 +489,7 @@ float gp_pd_model_fit_error(const gp_pd_model *m, gp_pd_kind kind, int split, bo
 
 typedef struct gp_pd_planner_params {
     float tpot_ms;   /* the decode step to stay under on average (greenpipe serve --pd-tpot-ms); default 40 */
-    int window;      /* decode steps that average (--pd-tpot-window): a candidate's step may spend the
+    int window;      /* decode steps that average (--pd-tpot-window): a mixed batch's step may spend the
                         slack the last window - 1 observed steps left under tpot_ms (gp_pd_planner_observe),
                         as a request's TPOT is the mean of its steps; 1: every step under tpot_ms;
                         default 32, 1..100000 */
@@ -526,10 +526,10 @@ typedef struct gp_pd_choice {
  *  - hysteresis: a lane choice whose decode partition is smaller than the
  *    last lane choice's is replaced by the last one until it has come
  *    hysteresis launches in a row.
- * "Under tpot_ms" is under the step limit: tpot_ms plus the slack the
- * observed steps of the window left (the sum of tpot_ms - each, where
- * positive); a lane candidate's steps, ceil(PREFILL / DECODE) of them,
- * share it. */
+ * For the mixed batch "under tpot_ms" is under the step limit: tpot_ms
+ * plus the slack the observed steps of the window left (the sum of tpot_ms
+ * - each, where positive); a lane candidate is held to tpot_ms itself (its
+ * rows stay on the partition for every step of its batch). */
 typedef struct gp_pd_planner gp_pd_planner; /* opaque */
 gp_status gp_pd_planner_create(const gp_pd_model *m, const gp_pd_planner_params *p, gp_pd_planner **out);
 void gp_pd_planner_destroy(gp_pd_planner *pl);
@@ -567,9 +567,9 @@ gp_exec gp_pd_exec_get(gp_pd_exec *x);
  * is kept). */
 typedef struct gp_pd_profile_params {
     int rows[4], n_rows;          /* decode rows; default 1, 16, 64 (at most max_batch - 1 and prefill_rows - 1) */
-    int context[4], n_context;    /* tokens per decode row; default 512, 2048 (where the max context less
-                                     the decode steps' room, min(1024, max context / 2), is below 2048:
-                                     a quarter of that and all of it) */
+    int context[4], n_context;    /* tokens per decode row; default 512, 2048 and, where it fits, 8192
+                                     (where the max context less the decode steps' room, min(1024, max
+                                     context / 2), is below 2048: a quarter of that and all of it) */
     int tokens[4], n_tokens;      /* prefill tokens, ascending; default 64, top / 4 and top, top the smaller of
                                      prefill_rows and max_context - 1 (a short prompt's point: predictions
                                      never go below a set's smallest sample) */

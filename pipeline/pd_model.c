@@ -638,18 +638,16 @@ static float step_limit(const gp_pd_planner *pl)
     return pl->p.tpot_ms + (slack > 0 ? (float)slack : 0.0f);
 }
 
-/* Pair s's lane candidate for n tokens beside the step's decode rows: its
- * batch lasts k = ceil(prefill / decode) decode steps, which share the
- * slack. */
+/* Pair s's lane candidate for n tokens beside the step's decode rows, held
+ * to the bare target: it keeps the rows on its partition for every step of
+ * its batch, and a narrow partition's prediction is the least sure (its
+ * decode step beside a prefill grows fastest with the rows' contexts). */
 static gp_pd_choice lane_choice(const gp_pd_planner *pl, const gp_pd_plan_in *in, int s, int n)
 {
     float d = gp_pd_model_predict(pl->m, GP_PD_DECODE, s, true, in->decode_rows, in->decode_context, 0);
     float f = gp_pd_model_predict_at(pl->m, GP_PD_PREFILL, s, true, 0, 0, n, in->prefill_position);
-    float k = d > 0 ? ceilf(f / d) : 1;
-    k = k < 1 ? 1 : k;
-    float limit = pl->p.tpot_ms + (step_limit(pl) - pl->p.tpot_ms) / k;
     return (gp_pd_choice){.run = GP_PD_RUN_LANE, .split = s, .tokens = n, .decode_ms = d,
-                          .prefill_tok_s = 1000.0f * (float)n / f, .meets_tpot = d <= limit};
+                          .prefill_tok_s = 1000.0f * (float)n / f, .meets_tpot = d <= pl->p.tpot_ms};
 }
 
 static float mixed_ms(const gp_pd_model *m, const gp_pd_plan_in *in, int tokens)

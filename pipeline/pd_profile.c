@@ -25,9 +25,12 @@ gp_pd_profile_params gp_pd_profile_default_params(int prefill_rows, int max_batc
     if (p.n_rows > 0 && p.n_rows < 3 && most > p.rows[p.n_rows - 1])
         p.rows[p.n_rows++] = most; /* a third batch size where the defaults do not fit */
     const int longest = max_context - room(max_context); /* a point's context; short models scale it down */
-    if (longest >= 2048) {
+    if (longest >= 2048) { /* long contexts too where the server takes them: the narrow partitions' steps grow
+                              fastest with them */
         p.context[p.n_context++] = 512;
         p.context[p.n_context++] = 2048;
+        if (longest >= 8192)
+            p.context[p.n_context++] = 8192;
     } else {
         if (longest / 4 >= 1)
             p.context[p.n_context++] = longest / 4;
