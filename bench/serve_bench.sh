@@ -36,7 +36,8 @@
 #             split aiming at PD_AUTO_TPOT ms a step (default three quarters
 #             of the SLO's TPOT), PD_AUTO_FLAGS added, its latency profile saved to
 #             OUT_DIR/pd_profile.json by the first such server of the run and
-#             loaded by the later ones, its trace OUT_DIR/<scenario>_auto.trace.json).
+#             loaded by the later ones (or PD_PROFILE loaded by every one), its
+#             trace OUT_DIR/<scenario>_auto.trace.json).
 #             Around each rate /metrics is scraped: NAME.lanes.json holds each
 #             lane counter's increase over the rate and its wall time. Then
 #             bench/serve_policies.py writes <scenario>_report.md and
@@ -53,7 +54,7 @@
 # A scenario that fails is reported and the next one runs.
 set -uo pipefail
 if [ $# -lt 4 ]; then
-  sed -n '2,53p' "$0" | sed 's/^# \{0,1\}//'
+  sed -n '2,54p' "$0" | sed 's/^# \{0,1\}//'
   exit 2
 fi
 gp=$1 benchdir=$2 out=$3
@@ -173,16 +174,21 @@ policy_flags() {
     # steps average the SLO itself leaves half the requests over it.
     pflags+=(--schedule pd-mux --pd-split auto --pd-tpot-ms "${PD_AUTO_TPOT:-$((slo_tpot * 3 / 4))}"
       --pd-trace "$out/${scen}_auto.trace.json")
-    if [ -z "$pd_profile_shape" ] || [ "$pd_profile_shape" = "$shape" ]; then
-      profile=$out/pd_profile.json
-    else
-      profile=$out/pd_profile_$shape.json
-    fi
-    if [[ $pd_saved == *" $profile "* ]]; then
+    profile=${PD_PROFILE:-}
+    if [ -n "$profile" ]; then
       pflags+=(--pd-profile "$profile")
     else
-      rm -f "$profile"
-      pflags+=(--pd-profile-save "$profile")
+      if [ -z "$pd_profile_shape" ] || [ "$pd_profile_shape" = "$shape" ]; then
+        profile=$out/pd_profile.json
+      else
+        profile=$out/pd_profile_$shape.json
+      fi
+      if [[ $pd_saved == *" $profile "* ]]; then
+        pflags+=(--pd-profile "$profile")
+      else
+        rm -f "$profile"
+        pflags+=(--pd-profile-save "$profile")
+      fi
     fi
     # shellcheck disable=SC2206 # word splitting wanted: flags
     pflags+=(${PD_AUTO_FLAGS:-})
