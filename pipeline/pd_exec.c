@@ -22,7 +22,8 @@ void gp_px_account(gp_pd_exec *x, gp_pd_lane_time *acct, int track, const gp_lan
         x->dropped++;
         return;
     }
-    x->ev[x->n_ev++] = (px_event){.t0 = t0, .t1 = t1, .track = track, .rows = rows};
+    const char *what = acct == &x->whole_mixed ? "mixed" : track % 2 ? "prefill" : "decode";
+    x->ev[x->n_ev++] = (px_event){.t0 = t0, .t1 = t1, .track = track, .rows = rows, .what = what};
 }
 
 static int batch_rows(const gp_batch *b)

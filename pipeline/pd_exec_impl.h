@@ -23,6 +23,7 @@ typedef struct px_event {
     uint64_t t0, t1;      /* host clock, ns */
     int track;            /* px_track */
     int rows;
+    const char *what;     /* "decode", "prefill" or "mixed" */
 } px_event;
 
 struct gp_pd_exec {

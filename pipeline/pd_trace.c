@@ -52,10 +52,7 @@ static json_t *trace_json(const gp_pd_exec *x)
         t0 = x->ev[i].t0 < t0 ? x->ev[i].t0 : t0;
     for (size_t i = 0; i < x->n_ev && !bad; i++) {
         const px_event *e = &x->ev[i];
-        const char *what = e->track % 2 == 0 ? "decode" : "prefill";
-        if (e->track == px_track_whole(x))
-            what = "decode or mixed";
-        bad |= add(arr, json_pack("{s:s, s:s, s:f, s:f, s:i, s:i, s:{s:i}}", "name", what, "ph", "X", "ts",
+        bad |= add(arr, json_pack("{s:s, s:s, s:f, s:f, s:i, s:i, s:{s:i}}", "name", e->what, "ph", "X", "ts",
                                   (e->t0 - t0) / 1e3, "dur", (e->t1 - e->t0) / 1e3, "pid", 1, "tid", e->track,
                                   "args", "rows", e->rows));
     }
