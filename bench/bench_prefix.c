@@ -40,18 +40,6 @@ static void usage(FILE *f)
             gp_config_preset_names(), GP_PREFIX_DEFAULT_BLOCK_TOKENS, GP_KV_RELOAD_MAX_BUFFERS);
 }
 
-static int cmp_double(const void *a, const void *b)
-{
-    double x = *(const double *)a, y = *(const double *)b;
-    return (x > y) - (x < y);
-}
-
-static double median(double *v, int n)
-{
-    qsort(v, (size_t)n, sizeof *v, cmp_double);
-    return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
-}
-
 #define CK(call)                                                                                        \
     do {                                                                                               \
         gp_status s_ = (call);                                                                         \
@@ -183,7 +171,7 @@ static int run_row(gp_device_weights *dw, const gp_config *c, int P, const opts 
     }
     double m[S_COUNT];
     for (int k = 0; k < S_COUNT; k++)
-        m[k] = median(smp + (size_t)k * o->repeats, o->repeats);
+        m[k] = gp_median_d(smp + (size_t)k * o->repeats, o->repeats);
     double diff = 0.0, ref = 0.0; /* the two paths' logits: other chunk shapes, so rounding differs */
     for (int v = 0; v < V; v++) {
         double d = lf[v] - lr[v], a = lf[v] < 0 ? -lf[v] : lf[v];

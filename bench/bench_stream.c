@@ -45,18 +45,6 @@ static long parse_long(const char *s, const char *flag, long lo, long hi)
     return v;
 }
 
-static int cmp_d(const void *a, const void *b)
-{
-    double x = *(const double *)a, y = *(const double *)b;
-    return x < y ? -1 : x > y;
-}
-
-static double median(double *v, int n)
-{
-    qsort(v, (size_t)n, sizeof *v, cmp_d);
-    return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
-}
-
 int main(int argc, char **argv)
 {
     long n_groups = 32, group_mib = 218, budget_mib = -1, depth = 2, steps = 5, chunk_mib = 32;
@@ -176,7 +164,7 @@ int main(int argc, char **argv)
     uint64_t used_high = 0, reserved_high = 0;
     GP(gp_stream_cuda_backend_mem(&be, &used_high, &reserved_high));
     printf("median: copy %.2f GB/s, wall %.2f GB/s; pool used high %.0f MiB, reserved high %.0f MiB\n",
-           median(gb, (int)steps), median(wgb, (int)steps), (double)used_high / (double)MIB,
+           gp_median_d(gb, (int)steps), gp_median_d(wgb, (int)steps), (double)used_high / (double)MIB,
            (double)reserved_high / (double)MIB);
     gp_streamer_destroy(s);
     gp_stream_cuda_backend_destroy(&be);
@@ -208,7 +196,7 @@ int main(int argc, char **argv)
             plain[k] = ms > 0.0f ? (double)done / (ms * 1e-3) / 1e9 : 0.0;
     }
     printf("plain cudaMemcpyAsync, %ld MiB chunks, same bytes per step: median %.2f GB/s\n", chunk_mib,
-           median(plain, (int)steps));
+           gp_median_d(plain, (int)steps));
 
     CK(cudaFree(dev));
     CK(cudaFree(sink));

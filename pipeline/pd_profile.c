@@ -49,18 +49,6 @@ gp_pd_profile_params gp_pd_profile_default_params(int prefill_rows, int max_batc
     return p;
 }
 
-static int cmp_float(const void *a, const void *b)
-{
-    float x = *(const float *)a, y = *(const float *)b;
-    return (x > y) - (x < y);
-}
-
-static float median(float *v, int n)
-{
-    qsort(v, (size_t)n, sizeof *v, cmp_float);
-    return n % 2 ? v[n / 2] : 0.5f * (v[n / 2 - 1] + v[n / 2]);
-}
-
 /* One profile's working state. */
 typedef struct prof {
     gp_pd_exec *x;
@@ -129,7 +117,7 @@ static gp_status decode_alone(prof *p, gp_lane *lane, int split)
     long long ctx = (long long)p->R * (p->len + n / 2 + 1);
     for (int i = 0; i < n; i++)
         GP_TRY(decode_step(p, lane, &p->ms[i]));
-    return add(p, GP_PD_DECODE, split, false, p->R, ctx, 0, 0, median(p->ms, n));
+    return add(p, GP_PD_DECODE, split, false, p->R, ctx, 0, 0, gp_median_f(p->ms, n));
 }
 
 /* Prefill batches of each prompt back to back on pair i's prefill lane
@@ -185,9 +173,9 @@ static gp_status corun(prof *p, int i)
             st = st != GP_OK ? st : wst;
         }
         GP_TRY(st);
-        GP_TRY(add(p, GP_PD_PREFILL, i, true, 0, 0, n, pos, median(pf, np)));
+        GP_TRY(add(p, GP_PD_PREFILL, i, true, 0, 0, n, pos, gp_median_f(pf, np)));
     }
-    return add(p, GP_PD_DECODE, i, true, p->R, ctx / nd, 0, 0, median(p->ms, nd));
+    return add(p, GP_PD_DECODE, i, true, p->R, ctx / nd, 0, 0, gp_median_f(p->ms, nd));
 }
 
 static gp_status mixed(prof *p)
@@ -206,7 +194,7 @@ static gp_status mixed(prof *p)
             p->len++;
             p->ms[r] = gp_lane_last_ms(lane);
         }
-        GP_TRY(add(p, GP_PD_MIXED, GP_PD_WHOLE, false, p->R, ctx, n, pos, median(p->ms, p->pp->reps)));
+        GP_TRY(add(p, GP_PD_MIXED, GP_PD_WHOLE, false, p->R, ctx, n, pos, gp_median_f(p->ms, p->pp->reps)));
     }
     return GP_OK;
 }
@@ -223,7 +211,7 @@ static gp_status prefill_alone(prof *p, gp_lane *lane, int split)
             if (r > 0)
                 p->ms[r - 1] = gp_lane_last_ms(lane);
         }
-        GP_TRY(add(p, GP_PD_PREFILL, split, false, 0, 0, n, pos, median(p->ms, p->pp->reps)));
+        GP_TRY(add(p, GP_PD_PREFILL, split, false, 0, 0, n, pos, gp_median_f(p->ms, p->pp->reps)));
     }
     return GP_OK;
 }
