@@ -232,8 +232,8 @@ static void write_markdown(const report *r, FILE *f)
     for (int s = 0; s < ns; s++)
         fprintf(f, "%s%d:%d", s ? ", " : "", p->decode_sms[s], p->prefill_sms[s]);
     fprintf(f, ".\n\nEvery figure is the fitted latency model's prediction at the profile's points (ms), not a "
-               "measured sample; a decode point is its rows x each row's context (the rows' contexts summed over "
-               "the rows, rounded).\n\n");
+               "measured sample; a decode point is its rows x each row's context (the profile's summed context "
+               "divided by the rows, rounded).\n\n");
 
     fprintf(f, "## Decode steps\n\n");
     fprintf(f, "| decode point | split | every SM | alone | beside a prefill batch | beside / every SM |\n");
