@@ -69,3 +69,36 @@ gp_add_test(cs_profile SOURCES case_studies/test_cs_profile.c LIBS gp_cs_tuning 
 target_compile_definitions(cs_profile PRIVATE
                            GP_CS_SHIPPED_PROFILE="${PROJECT_SOURCE_DIR}/case_studies/profiles/h100-sxm.json")
 # ---- END tuning ----
+# ---- BEGIN pd ----
+# The prefill/decode case study's report: a synthetic profile where no split
+# pays and one where a split does, the JSON, and the committed H100 profile.
+gp_add_test(cs_pd_report SOURCES case_studies/test_cs_pd_report.c LIBS gp_cs_pd gp_dep_jansson)
+target_compile_definitions(cs_pd_report PRIVATE
+                           GP_PD_H100_PROFILE="${PROJECT_SOURCE_DIR}/docs/pd_profile_h100_llama3.1-8b.json")
+# The program: the committed profile's verdict, a missing profile, --profile
+# with measuring flags, and without a GPU one plain line.
+function(gp_pd_cli_test name code regex)
+  add_test(NAME pd_case_study_${name}
+           COMMAND bash ${CMAKE_CURRENT_LIST_DIR}/../tools/cli_expect.sh ${code} ${regex} --
+                   $<TARGET_FILE:pd_case_study> ${ARGN})
+endfunction()
+set(GP_PD_H100 ${PROJECT_SOURCE_DIR}/docs/pd_profile_h100_llama3.1-8b.json)
+# The committed profile's count: the 16:116 pair loses to the mixed batch, the
+# 64:68 pair wins it (docs/PERFORMANCE.md, the adaptive split).
+gp_pd_cli_test(h100 0 "16 rows x 2053: split 64:68 pays 1[.]2[0-9]x over the mixed batch" --profile ${GP_PD_H100})
+gp_pd_cli_test(h100_narrow 0 "[|] 16 rows x 2053 [|] 16:116 [|] 73[.][0-9] [|] .* [|] 0[.]9[0-9]x [|]" --profile ${GP_PD_H100})
+gp_pd_cli_test(h100_overall 0 "^Overall: a split pays at 9 of the 9 decode points" --profile ${GP_PD_H100})
+gp_pd_cli_test(missing_profile "1|2" "/nonexistent/pd_profile[.]json" --profile /nonexistent/pd_profile.json)
+gp_pd_cli_test(profile_and_model 2 "--profile loads a profile. --model is for measuring one"
+               --profile ${GP_PD_H100} --model tiny)
+gp_pd_cli_test(profile_and_splits 2 "--profile loads a profile. --splits is for measuring one"
+               --profile ${GP_PD_H100} --splits 16,32)
+gp_pd_cli_test(nothing 2 "give --profile FILE .no GPU. or --model" --markdown /dev/null)
+gp_pd_cli_test(bad_batch 2 "--max-batch" --model tiny --max-batch 1)
+gp_pd_cli_test(bad_splits 2 "--splits" --model tiny --splits 16,x)
+gp_pd_cli_test(bad_dtype 2 "--dtype 'fp32': not a dtype. allowed: auto, bf16 or fp16" --model tiny --dtype fp32)
+gp_pd_cli_test(unwritable_json 2 "--json" --profile ${GP_PD_H100} --json /nonexistent/dir/r.json)
+gp_pd_cli_test(context_beyond 2 "--max-context 16896 is beyond the model's max context 256" --model tiny)
+gp_pd_cli_test(no_gpu "0|1" "^pd_case_study: no CUDA GPU usable: |no split pays|pays .*x over the mixed batch"
+               --model tiny --max-batch 4 --max-context 256 --prefill-chunk 64)
+# ---- END pd ----
