@@ -20,14 +20,11 @@ typedef struct prefill_point {
     int tokens, position;
 } prefill_point;
 
-/* Per decode point and split. */
-typedef struct decode_cell {
+/* Per point and split: a decode step or a prefill batch alone on the
+ * split's partition and beside the other side's work. */
+typedef struct split_cell {
     double alone, beside;
-} decode_cell;
-
-typedef struct prefill_cell {
-    double alone, beside;
-} prefill_cell;
+} split_cell;
 
 typedef struct work_cell {
     double prefill, decode, steps, mixed_alt, pays;
@@ -39,9 +36,9 @@ typedef struct report {
     decode_point decode[MAX_POINTS];
     prefill_point prefill[MAX_POINTS];
     double decode_whole[MAX_POINTS];
-    decode_cell dcell[MAX_POINTS][GP_PD_MAX_SPLITS];
+    split_cell dcell[MAX_POINTS][GP_PD_MAX_SPLITS];
     double prefill_whole[MAX_POINTS];
-    prefill_cell pcell[MAX_POINTS][GP_PD_MAX_SPLITS];
+    split_cell pcell[MAX_POINTS][GP_PD_MAX_SPLITS];
     int prompt;        /* the work-done table's prompt: the largest at position 0 */
     double mixed[MAX_POINTS];     /* MIXED(rows, context, prompt - rows) */
     int mixed_tokens[MAX_POINTS];
@@ -221,6 +218,17 @@ static gp_status compute(const gp_pd_model *m, report *r)
 
 /* ------------------------------------------------------------ markdown */
 
+/* One point's rows of the decode or prefill table: a row per split. */
+static void cell_rows(FILE *f, const gp_pd_profile *p, const char *point, double whole, const split_cell *cells)
+{
+    char sp[32];
+    for (int s = 0; s < p->n_splits; s++) {
+        split_name(p, s, sp, sizeof sp);
+        fprintf(f, "| %s | %s | %.1f | %.1f | %.1f | %.2fx |\n", point, sp, whole, cells[s].alone, cells[s].beside,
+                cells[s].beside / whole);
+    }
+}
+
 static void write_markdown(const report *r, FILE *f)
 {
     const gp_pd_profile *p = r->p;
@@ -240,11 +248,7 @@ static void write_markdown(const report *r, FILE *f)
     fprintf(f, "|---|---|---:|---:|---:|---:|\n");
     for (int i = 0; i < r->n_decode; i++) {
         point_text(&r->decode[i], pt, sizeof pt);
-        for (int s = 0; s < ns; s++) {
-            split_name(p, s, sp, sizeof sp);
-            fprintf(f, "| %s | %s | %.1f | %.1f | %.1f | %.2fx |\n", pt, sp, r->decode_whole[i], r->dcell[i][s].alone,
-                    r->dcell[i][s].beside, r->dcell[i][s].beside / r->decode_whole[i]);
-        }
+        cell_rows(f, p, pt, r->decode_whole[i], r->dcell[i]);
     }
 
     fprintf(f, "\n## Prefill batches\n\n");
@@ -256,11 +260,7 @@ static void write_markdown(const report *r, FILE *f)
             snprintf(q, sizeof q, "%d tokens after %d", r->prefill[i].tokens, r->prefill[i].position);
         else
             snprintf(q, sizeof q, "%d tokens", r->prefill[i].tokens);
-        for (int s = 0; s < ns; s++) {
-            split_name(p, s, sp, sizeof sp);
-            fprintf(f, "| %s | %s | %.1f | %.1f | %.1f | %.2fx |\n", q, sp, r->prefill_whole[i], r->pcell[i][s].alone,
-                    r->pcell[i][s].beside, r->pcell[i][s].beside / r->prefill_whole[i]);
-        }
+        cell_rows(f, p, q, r->prefill_whole[i], r->pcell[i]);
     }
 
     fprintf(f, "\n## Work done: a %d-token prompt beside the decode rows\n\n", r->prompt);
@@ -307,6 +307,22 @@ static void set(json_t *obj, const char *key, json_t *v, bool *ok)
         *ok = false;
 }
 
+/* One point's splits of the decode or prefill table into per (NULL: *ok
+ * is cleared). */
+static void cells_json(const gp_pd_profile *p, double whole, const split_cell *cells, json_t *per, bool *ok)
+{
+    for (int s = 0; *ok && per && s < p->n_splits; s++) {
+        json_t *o = split_obj(p, s);
+        add(per, o, ok);
+        if (o) {
+            set(o, "alone_ms", json_real(cells[s].alone), ok);
+            set(o, "beside_ms", json_real(cells[s].beside), ok);
+            set(o, "beside_vs_every_sm", json_real(cells[s].beside / whole), ok);
+        }
+    }
+    *ok = *ok && per;
+}
+
 static json_t *build_json(const report *r)
 {
     const gp_pd_profile *p = r->p;
@@ -335,31 +351,13 @@ static json_t *build_json(const report *r)
         add(dec, json_pack("{s:i, s:I, s:i, s:f, s:o*}", "rows", r->decode[i].rows, "context",
                            (json_int_t)r->decode[i].context, "context_per_row", per_row(&r->decode[i]),
                            "every_sm_ms", r->decode_whole[i], "splits", per), &ok);
-        for (int s = 0; ok && per && s < ns; s++) {
-            json_t *o = split_obj(p, s);
-            add(per, o, &ok);
-            if (o) {
-                set(o, "alone_ms", json_real(r->dcell[i][s].alone), &ok);
-                set(o, "beside_ms", json_real(r->dcell[i][s].beside), &ok);
-                set(o, "beside_vs_every_sm", json_real(r->dcell[i][s].beside / r->decode_whole[i]), &ok);
-            }
-        }
-        ok = ok && per;
+        cells_json(p, r->decode_whole[i], r->dcell[i], per, &ok);
     }
     for (int i = 0; ok && i < r->n_prefill; i++) {
         json_t *per = json_array();
         add(pre, json_pack("{s:i, s:i, s:f, s:o*}", "tokens", r->prefill[i].tokens, "position",
                            r->prefill[i].position, "every_sm_ms", r->prefill_whole[i], "splits", per), &ok);
-        for (int s = 0; ok && per && s < ns; s++) {
-            json_t *o = split_obj(p, s);
-            add(per, o, &ok);
-            if (o) {
-                set(o, "alone_ms", json_real(r->pcell[i][s].alone), &ok);
-                set(o, "beside_ms", json_real(r->pcell[i][s].beside), &ok);
-                set(o, "beside_vs_every_sm", json_real(r->pcell[i][s].beside / r->prefill_whole[i]), &ok);
-            }
-        }
-        ok = ok && per;
+        cells_json(p, r->prefill_whole[i], r->pcell[i], per, &ok);
     }
     for (int i = 0; ok && i < r->n_decode; i++) {
         json_t *per = json_array();
