@@ -116,8 +116,9 @@ static gp_status px_launch(void *ctx, const gp_batch *b, int32_t *next, float *l
     bool whole = x->to_whole;
     x->to_whole = false;
     px_pair *p = &x->pairs[x->cur];
-    return whole ? gp_px_launch_on(x, x->whole_prefill, &x->whole_prefill_t, px_track_whole(x) + 1, b, next, logits)
-                 : gp_px_launch_on(x, p->prefill, &p->t_prefill, 2 * x->cur + 1, b, next, logits);
+    return whole ? gp_px_launch_on(x, x->whole_prefill, &x->whole_prefill_t, px_track(x, GP_PD_WHOLE, true), b, next,
+                                   logits)
+                 : gp_px_launch_on(x, p->prefill, &p->t_prefill, px_track(x, x->cur, true), b, next, logits);
 }
 
 static gp_status px_poll(void *ctx, bool wait, bool *done)
@@ -164,7 +165,7 @@ static gp_status px_run_batch(void *ctx, const gp_batch *b, int32_t *next, float
     GP_TRY(decode_only(x, lane, b, next, logits));
     pthread_mutex_lock(&x->mu);
     gp_px_account(x, whole ? (mixed ? &x->whole_mixed : &x->whole_decode) : &p->t_decode,
-                  whole ? px_track_whole(x) : 2 * x->cur, lane, t0, batch_rows(b));
+                  px_track(x, whole ? GP_PD_WHOLE : x->cur, false), lane, t0, batch_rows(b));
     pthread_mutex_unlock(&x->mu);
     const float ms = (float)((gp_now_ns() - t0) / 1e6);
     if (x->planner) /* the planner's window and corrections: the steps its choices led to */

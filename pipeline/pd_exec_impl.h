@@ -62,11 +62,12 @@ struct gp_pd_exec {
 };
 
 /* Trace tracks: pair i's decode lane 2i, its prefill lane 2i + 1, then the
- * engine's own lane (decode and mixed batches on every SM) and the prefill
- * lane on every SM. */
-static inline int px_track_whole(const gp_pd_exec *x)
+ * engine's own lane (decode and mixed batches on every SM, pair
+ * GP_PD_WHOLE) and the prefill lane on every SM: a prefill lane's track is
+ * odd. */
+static inline int px_track(const gp_pd_exec *x, int pair, bool prefill)
 {
-    return 2 * x->n_pairs;
+    return 2 * (pair == GP_PD_WHOLE ? x->n_pairs : pair) + prefill;
 }
 
 /* Adds a finished batch to acct and the trace; under mu. */

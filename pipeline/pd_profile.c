@@ -130,7 +130,7 @@ static gp_status corun(prof *p, int i)
 {
     gp_pd_exec *x = p->x;
     px_pair *pr = &x->pairs[i];
-    gp_pd_lane_time scratch = {0};
+    gp_pd_lane_time scratch = {0}; /* the profile's batches are not the server's: its accounts stay untouched */
     const int want_steps = 2 * p->pp->reps + 1, room_end = p->len0 + room(gp_engine_max_context(x->e));
     int nd = 0;
     long long ctx = 0;
@@ -153,7 +153,7 @@ static gp_status corun(prof *p, int i)
             if (done) {
                 gp_batch b;
                 if ((st = prompt_batch(p, n, pos, false, &b)) != GP_OK ||
-                    (st = gp_px_launch_on(x, pr->prefill, &scratch, 2 * i + 1, &b, NULL, NULL)) != GP_OK)
+                    (st = gp_px_launch_on(x, pr->prefill, &scratch, px_track(x, i, true), &b, NULL, NULL)) != GP_OK)
                     break;
             }
             float ms;
@@ -318,12 +318,6 @@ gp_status gp_pd_exec_profile(gp_pd_exec *x, const gp_pd_profile_params *pp, gp_p
     }
     for (int i = 0; i < mb; i++)
         gp_engine_reset_seq(x->e, i);
-    pthread_mutex_lock(&x->mu); /* the profile's batches are not the server's */
-    for (int i = 0; i < x->n_pairs; i++)
-        x->pairs[i].t_decode = x->pairs[i].t_prefill = (gp_pd_lane_time){0};
-    x->whole_decode = x->whole_mixed = x->whole_prefill_t = (gp_pd_lane_time){0};
-    x->n_ev = x->dropped = 0;
-    pthread_mutex_unlock(&x->mu);
     free(p.ids);
     free(p.tok);
     free(p.next);

@@ -29,10 +29,10 @@ static int add(json_t *arr, json_t *o)
 
 static void track_name(const gp_pd_exec *x, int track, char *out, size_t n)
 {
-    if (track < 2 * x->n_pairs)
+    if (track < px_track(x, GP_PD_WHOLE, false))
         snprintf(out, n, "%s %s SMs", track % 2 ? "prefill" : "decode", x->pairs[track / 2].name);
     else
-        snprintf(out, n, "%s", track == px_track_whole(x) ? "decode and mixed, every SM" : "prefill, every SM");
+        snprintf(out, n, "%s", track % 2 ? "prefill, every SM" : "decode and mixed, every SM");
 }
 
 static json_t *trace_json(const gp_pd_exec *x)
@@ -40,7 +40,7 @@ static json_t *trace_json(const gp_pd_exec *x)
     json_t *arr = json_array();
     int bad = !arr;
     char name[64];
-    for (int t = 0; t <= px_track_whole(x) + 1 && !bad; t++) {
+    for (int t = 0; t <= px_track(x, GP_PD_WHOLE, true) && !bad; t++) {
         track_name(x, t, name, sizeof name);
         bad |= add(arr, json_pack("{s:s, s:s, s:i, s:i, s:{s:s}}", "name", "thread_name", "ph", "M", "pid", 1,
                                   "tid", t, "args", "name", name));
