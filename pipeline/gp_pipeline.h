@@ -534,15 +534,9 @@ typedef struct gp_pd_planner gp_pd_planner; /* opaque */
 gp_status gp_pd_planner_create(const gp_pd_model *m, const gp_pd_planner_params *p, gp_pd_planner **out);
 void gp_pd_planner_destroy(gp_pd_planner *pl);
 gp_status gp_pd_planner_choose(gp_pd_planner *pl, const gp_pd_plan_in *in, gp_pd_choice *out);
-/* A decode step's time as the rows saw it (the executor's run_batch): into
- * the window, and, for a step on pair split's decode partition (beside its
- * prefill batch) or a mixed batch (split GP_PD_WHOLE, mixed true), into
- * that candidate's correction: a running ratio (weight 1/4, within 0.5..4)
- * of the observed step to the profile's prediction at the last choice that
- * ran there, by which its later predictions are scaled (serving is not the
- * profile's synthetic points: later chunks, other contexts, the other
- * lane's own load). */
-void gp_pd_planner_observe(gp_pd_planner *pl, int split, bool mixed, float ms);
+/* A decode step's time as the rows saw it (the executor's run_batch), into
+ * the window the mixed batch's step limit averages over. */
+void gp_pd_planner_observe(gp_pd_planner *pl, float ms);
 
 /* The prefill/decode executor: two lanes over engine's model state and KV
  * cache on each of n_pairs green pairs (the decode lane, max_batch rows, on

@@ -168,8 +168,8 @@ static gp_status px_run_batch(void *ctx, const gp_batch *b, int32_t *next, float
                   px_track(x, whole ? GP_PD_WHOLE : x->cur, false), lane, t0, batch_rows(b));
     pthread_mutex_unlock(&x->mu);
     const float ms = (float)((gp_now_ns() - t0) / 1e6);
-    if (x->planner) /* the planner's window and corrections: the steps its choices led to */
-        gp_pd_planner_observe(x->planner, whole ? GP_PD_WHOLE : x->cur, mixed, ms);
+    if (x->planner) /* the planner's window: the steps its choices led to */
+        gp_pd_planner_observe(x->planner, ms);
     if (step_ms)
         *step_ms = ms;
     return GP_OK;

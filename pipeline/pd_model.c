@@ -570,19 +570,7 @@ struct gp_pd_planner {
     float *obs;
     int n_obs, next_obs;
     double obs_sum;
-    /* Online correction of the profile's predictions (serving differs from
-     * the profile's synthetic points: later chunks, other contexts, the
-     * other lane's own load): per pair, and for the mixed batch, a running
-     * ratio of the observed decode step to the one predicted at the last
-     * choice that ran there. */
-    float corr[GP_PD_MAX_SPLITS], corr_mixed;
-    float pred[GP_PD_MAX_SPLITS], pred_mixed; /* the last choice's predicted decode step there; 0: none */
 };
-
-/* The correction's weight of each new observation, and its bounds. */
-#define CORR_WEIGHT 0.25f
-#define CORR_MIN 0.5f
-#define CORR_MAX 4.0f
 
 gp_pd_planner_params gp_pd_planner_default_params(void)
 {
@@ -613,9 +601,6 @@ gp_status gp_pd_planner_create(const gp_pd_model *m, const gp_pd_planner_params 
     pl->m = m;
     pl->p = *p;
     pl->last_split = GP_PD_WHOLE;
-    pl->corr_mixed = 1.0f;
-    for (int i = 0; i < GP_PD_MAX_SPLITS; i++)
-        pl->corr[i] = 1.0f;
     *out = pl;
     return GP_OK;
 }
@@ -627,22 +612,10 @@ void gp_pd_planner_destroy(gp_pd_planner *pl)
     free(pl);
 }
 
-static void correct(float *corr, float pred, float ms)
-{
-    if (!(pred > 0))
-        return;
-    float r = ms / pred, c = (1 - CORR_WEIGHT) * *corr + CORR_WEIGHT * r;
-    *corr = c < CORR_MIN ? CORR_MIN : c > CORR_MAX ? CORR_MAX : c;
-}
-
-void gp_pd_planner_observe(gp_pd_planner *pl, int split, bool mixed, float ms)
+void gp_pd_planner_observe(gp_pd_planner *pl, float ms)
 {
     if (!(ms >= 0) || !isfinite(ms))
         return;
-    if (mixed)
-        correct(&pl->corr_mixed, pl->pred_mixed, ms);
-    else if (split >= 0 && split < pl->m->profile.n_splits)
-        correct(&pl->corr[split], pl->pred[split], ms);
     const int cap = pl->p.window - 1;
     if (cap == 0)
         return;
@@ -673,7 +646,7 @@ static float step_limit(const gp_pd_planner *pl)
  * decode step beside a prefill grows fastest with the rows' contexts). */
 static gp_pd_choice lane_choice(const gp_pd_planner *pl, const gp_pd_plan_in *in, int s, int n)
 {
-    float d = pl->corr[s] * gp_pd_model_predict(pl->m, GP_PD_DECODE, s, true, in->decode_rows, in->decode_context, 0);
+    float d = gp_pd_model_predict(pl->m, GP_PD_DECODE, s, true, in->decode_rows, in->decode_context, 0);
     float f = gp_pd_model_predict_at(pl->m, GP_PD_PREFILL, s, true, 0, 0, n, in->prefill_position);
     return (gp_pd_choice){.run = GP_PD_RUN_LANE, .split = s, .tokens = n, .decode_ms = d,
                           .prefill_tok_s = 1000.0f * (float)n / f, .meets_tpot = d <= pl->p.tpot_ms};
@@ -681,7 +654,7 @@ static gp_pd_choice lane_choice(const gp_pd_planner *pl, const gp_pd_plan_in *in
 
 static float mixed_ms(const gp_pd_planner *pl, const gp_pd_plan_in *in, int tokens)
 {
-    return pl->corr_mixed * gp_pd_model_predict_at(pl->m, GP_PD_MIXED, GP_PD_WHOLE, false, in->decode_rows,
+    return gp_pd_model_predict_at(pl->m, GP_PD_MIXED, GP_PD_WHOLE, false, in->decode_rows,
                                                    in->decode_context, tokens, in->prefill_position);
 }
 
@@ -764,9 +737,6 @@ gp_status gp_pd_planner_choose(gp_pd_planner *pl, const gp_pd_plan_in *in, gp_pd
             pl->last_split = best.split;
             pl->smaller_streak = 0;
         }
-        pl->pred[best.split] = best.decode_ms / pl->corr[best.split]; /* the profile's, before the correction */
-    } else if (best.run == GP_PD_RUN_MIXED) {
-        pl->pred_mixed = best.decode_ms / pl->corr_mixed;
     }
     *out = best;
     return GP_OK;

@@ -657,12 +657,12 @@ static void test_window(void **state)
     GP_CHECK_OK(gp_pd_planner_create(m, &pp, &pl));
     assert_true(choose(pl, SMALL, 64, 4096).meets_tpot);
     for (int i = 0; i < 40; i++)
-        gp_pd_planner_observe(pl, GP_PD_WHOLE, false, 60.0f);
+        gp_pd_planner_observe(pl, 60.0f);
     gp_pd_choice c = choose(pl, SMALL, 64, 4096);
     assert_true(c.meets_tpot);
     assert_int_equal(c.tokens, 64);
     for (int i = 0; i < 31; i++) /* the ring holds 31: these replace every slow one */
-        gp_pd_planner_observe(pl, GP_PD_WHOLE, false, 0.0f);
+        gp_pd_planner_observe(pl, 0.0f);
     c = choose(pl, HEAVY, 2048, 4096);
     assert_true(c.meets_tpot);
     if (c.run == GP_PD_RUN_MIXED)
@@ -671,7 +671,7 @@ static void test_window(void **state)
     pp.window = 1;
     GP_CHECK_OK(gp_pd_planner_create(m, &pp, &pl));
     for (int i = 0; i < 8; i++)
-        gp_pd_planner_observe(pl, GP_PD_WHOLE, false, 60.0f);
+        gp_pd_planner_observe(pl, 60.0f);
     assert_true(choose(pl, SMALL, 64, 4096).meets_tpot);
     gp_pd_planner_destroy(pl);
     gp_pd_model_destroy(m);
@@ -713,45 +713,6 @@ static void test_token_bounds(void **state)
                         gp_pd_planner_destroy(pl);
                     }
     assert_true(mixed_seen > 0 && lane_seen > 0);
-    gp_pd_model_destroy(m);
-}
-
-/* The online correction: a pair whose decode steps run four times the
- * profile's prediction is soon over the target and left; a mixed batch
- * observed at twice its prediction loses to a lane until observed at its
- * prediction again; observations of
- * another pair or of whole decode steps correct nothing. */
-static void test_correction(void **state)
-{
-    (void)state;
-    gp_pd_model *m = fit(0.0);
-    gp_pd_planner *pl = planner(m, 30, 1, true);
-    gp_pd_choice c = choose(pl, SMALL, LONG_BACKLOG);
-    assert_true(c.run == GP_PD_RUN_LANE && c.split == 0);
-    const float d0 = c.decode_ms;
-    for (int i = 0; i < 4; i++) { /* neither another pair's steps nor whole ones move pair 0's */
-        gp_pd_planner_observe(pl, 1, false, 100.0f);
-        gp_pd_planner_observe(pl, GP_PD_WHOLE, false, 100.0f);
-    }
-    c = choose(pl, SMALL, LONG_BACKLOG);
-    assert_true(c.run == GP_PD_RUN_LANE && c.split == 0 && fabs(c.decode_ms - d0) < 1e-4);
-    for (int i = 0; i < 16; i++)
-        gp_pd_planner_observe(pl, 0, false, 4 * d0);
-    c = choose(pl, SMALL, LONG_BACKLOG);
-    assert_false(c.run == GP_PD_RUN_LANE && c.split == 0);
-    c = choose(pl, SMALL, 64, 4096);
-    assert_int_equal(c.run, GP_PD_RUN_MIXED);
-    const float m0 = c.decode_ms;
-    for (int i = 0; i < 16; i++)
-        gp_pd_planner_observe(pl, GP_PD_WHOLE, true, 2 * m0);
-    c = choose(pl, SMALL, 64, 4096); /* twice as slow, the mixed batch now loses to a lane */
-    assert_int_equal(c.run, GP_PD_RUN_LANE);
-    for (int i = 0; i < 16; i++) /* and back */
-        gp_pd_planner_observe(pl, GP_PD_WHOLE, true, m0);
-    c = choose(pl, SMALL, 64, 4096);
-    assert_int_equal(c.run, GP_PD_RUN_MIXED);
-    assert_true(fabsf(c.decode_ms - m0) < 0.02f * m0);
-    gp_pd_planner_destroy(pl);
     gp_pd_model_destroy(m);
 }
 
@@ -818,7 +779,6 @@ int main(void)
         cmocka_unit_test(test_mixed),
         cmocka_unit_test(test_token_bounds),
         cmocka_unit_test(test_window),
-        cmocka_unit_test(test_correction),
         cmocka_unit_test(test_hysteresis),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
