@@ -3,7 +3,8 @@
  * wall time, and reports each against the floor of docs/ARCHITECTURE.md §5
  * and a per-kernel breakdown. --vram-budget streams the weights (the
  * resident row beside each), --sparsity FILE.json runs a calibration's
- * sparse projections (the dense row beside each). With --attn it instead
+ * sparse projections (the dense row beside each, then the same with every
+ * projection sparse on every step). With --attn it instead
  * times RoPE+KV append and decode attention alone, replayed from CUDA graphs
  * as in the engine (no host launch cost), per split count. */
 #include <getopt.h>
@@ -221,18 +222,24 @@ typedef struct bench_row {
     int ok;
     double wall_ms;
     double density[GP_SPARSE_PROJ_COUNT]; /* sparse rows: the union's share of active inputs, mean over layers */
+    double sparse_share[GP_SPARSE_PROJ_COUNT]; /* sparse rows: the share of steps that ran the sparse kernel */
     gp_streamer_stats ss; /* streamed weights: warm-up and timed steps */
     char breakdown[512];
 } bench_row;
 
 /* The mean over layers of each projection's active share over `steps`
  * steps (the union over the batch rows), from the engine's counters. */
-static gp_status sparse_density(gp_engine *e, const gp_config *cfg, int steps, double *density)
+static gp_status sparse_density(gp_engine *e, const gp_config *cfg, int steps, double *density, double *share)
 {
     long *a = calloc((size_t)cfg->n_layers * GP_SPARSE_PROJ_COUNT, sizeof(long));
     if (!a)
         GP_FAIL(GP_ERR_NO_MEMORY, "out of host memory");
-    gp_status st = gp_engine_sparsity_stats(e, a, 1);
+    long ns[GP_SPARSE_PROJ_COUNT], nd[GP_SPARSE_PROJ_COUNT];
+    gp_status st = gp_engine_sparse_steps(e, ns, nd);
+    for (int p = 0; st == GP_OK && p < GP_SPARSE_PROJ_COUNT; p++)
+        share[p] = ns[p] + nd[p] > 0 ? (double)ns[p] / (double)(ns[p] + nd[p]) : 0.0;
+    if (st == GP_OK)
+        st = gp_engine_sparsity_stats(e, a, 1);
     if (st == GP_OK)
         gp_sparse_density(cfg, a, steps, NULL, density, NULL);
     free(a);
@@ -270,11 +277,13 @@ static gp_status prefill_context(gp_engine *e, const gp_config *cfg, int B, int 
 }
 
 static int time_row(gp_device_weights *dw, const gp_config *cfg, const workload *w, int warmup, int repeat,
-                    int graphs, const float *thresholds, int real_context, const char *label, bench_row *r)
+                    int graphs, const float *thresholds, bool sparse_always, int real_context, const char *label,
+                    bench_row *r)
 {
     memset(r, 0, sizeof *r);
     const bool streamed = gp_device_weights_is_streamed(dw);
     gp_engine_params p = gp_engine_default_params();
+    p.sparse_always = sparse_always;
     p.max_batch = w->B;
     p.max_context = w->C + warmup + repeat + 2;
     p.use_graphs = graphs;
@@ -293,7 +302,7 @@ static int time_row(gp_device_weights *dw, const gp_config *cfg, const workload 
     if (st == GP_OK && streamed)
         st = gp_device_weights_stream_stats(dw, &r->ss, 1);
     if (st == GP_OK && thresholds && w->B <= GP_SPARSE_MAX_B)
-        st = sparse_density(e, cfg, warmup + repeat, r->density);
+        st = sparse_density(e, cfg, warmup + repeat, r->density, r->sparse_share);
     if (st == GP_OK)
         st = gp_engine_breakdown(e, w->B, &bd);
     if (st != GP_OK) {
@@ -537,21 +546,29 @@ int main(int argc, char **argv)
         snprintf(label, sizeof label, "streamed, budget %.2f GiB", budget / 1073741824.0);
     if (spf)
         snprintf(label, sizeof label, "sparse, S = %.2f", sp_thr.target);
-    char sparse_lines[32][160];
+    char label_always[128];
+    snprintf(label_always, sizeof label_always, "%s, every step", label);
+    char sparse_lines[32][2][256];
     memset(sparse_lines, 0, sizeof sparse_lines);
     int failed = 0;
     for (int i = 0; i < n_w; i++) {
         bench_row r;
-        if (dw_res && time_row(dw_res, &cfg, &w[i], warmup, repeat, graphs_asked, NULL, 0, "resident", &r) != 0)
+        if (dw_res && time_row(dw_res, &cfg, &w[i], warmup, repeat, graphs_asked, NULL, false, 0, "resident", &r) != 0)
             failed = 1;
-        if (spf && time_row(dw, &cfg, &w[i], warmup, repeat, graphs, NULL, 1, "dense", &r) != 0)
+        if (spf && time_row(dw, &cfg, &w[i], warmup, repeat, graphs, NULL, false, 1, "dense", &r) != 0)
             failed = 1;
-        failed |= time_row(dw, &cfg, &w[i], warmup, repeat, graphs, spf ? sp_thr.thresholds : NULL, spf != NULL,
-                           label, &r);
-        if (spf && r.ok)
-            snprintf(sparse_lines[i], sizeof sparse_lines[i], "| %d | %d | %.3f | %.3f | %.3f | %.3f |", w[i].B,
-                     w[i].C, r.density[0], r.density[1], r.density[2], r.density[3]);
-        snprintf(breakdowns[i], sizeof breakdowns[i], "%s", r.breakdown);
+        /* with a calibration: the per-step choice, then every projection sparse on every step */
+        for (int a = 0; a < (spf ? 2 : 1); a++) {
+            failed |= time_row(dw, &cfg, &w[i], warmup, repeat, graphs, spf ? sp_thr.thresholds : NULL, a == 1,
+                               spf != NULL, a ? label_always : label, &r);
+            if (spf && r.ok)
+                snprintf(sparse_lines[i][a], sizeof sparse_lines[i][a],
+                         "| %d | %d | %s | %.3f | %.3f | %.3f | %.3f | %.2f | %.2f | %.2f | %.2f |", w[i].B, w[i].C,
+                         a ? "every step" : "chosen", r.density[0], r.density[1], r.density[2], r.density[3],
+                         r.sparse_share[0], r.sparse_share[1], r.sparse_share[2], r.sparse_share[3]);
+            if (a == 0) /* the breakdown of the default engine's row */
+                snprintf(breakdowns[i], sizeof breakdowns[i], "%s", r.breakdown);
+        }
         streamed[i][0] = '\0';
         if (r.ok && budget) {
             const gp_streamer_stats *ss = &r.ss;
@@ -589,12 +606,16 @@ int main(int argc, char **argv)
     if (spf) {
         printf("\nActivation sparsity (%s: calibrated for S = %.2f on %ld tokens, %s; the dense and sparse rows' "
                "contexts are prefills of C random ids): the share of each "
-               "projection's inputs active in a step (the union over the batch rows), mean over layers and the %d "
-               "warm-up + %d timed steps; batches above %d run dense:\n\n| B | C | qkv | o | gate_up | down |\n"
-               "|---:|---:|---:|---:|---:|---:|\n", spf, sp_thr.target, sp_thr.tokens, sp_thr.source, warmup,
-               repeat, GP_SPARSE_MAX_B);
+               "projection's inputs read in a step (the union over the batch rows; all of them in a step that "
+               "chose the dense GEMM), mean over layers and the %d warm-up + %d timed steps, and the share of "
+               "steps that ran each projection's sparse kernel (chosen: per step, from the union the last sparse "
+               "step measured against the crossover timed at that batch size); batches above %d run dense:\n\n"
+               "| B | C | kernels | qkv | o | gate_up | down | qkv sparse | o sparse | gate_up sparse | down sparse |\n"
+               "|---:|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|\n", spf, sp_thr.target, sp_thr.tokens,
+               sp_thr.source, warmup, repeat, GP_SPARSE_MAX_B);
         for (int i = 0; i < n_w; i++)
-            printf("%s\n", sparse_lines[i][0] ? sparse_lines[i] : "| (dense or failed) |");
+            for (int a = 0; a < 2; a++)
+                printf("%s\n", sparse_lines[i][a][0] ? sparse_lines[i][a] : "| (dense or failed) |");
         gp_sparsity_free(&sp_thr);
     }
     gp_device_weights_destroy(dw_res);

@@ -12,7 +12,8 @@ gp_engine_params gp_engine_default_params(void)
 {
     return (gp_engine_params){.max_batch = 8, .max_context = 2048, .block_size = 16, .use_graphs = true,
                               .gemm_skinny_max_m = GP_GEMM_SKINNY_DEFAULT_MAX_M, .attn_kernel = GP_ATTN_KERNEL_AUTO, .attn_stream_warps_cap = 0,
-                              .attn_kv_evict_first = true, .prefill_chunk = GP_ENGINE_DEFAULT_PREFILL_CHUNK};
+                              .attn_kv_evict_first = true, .prefill_chunk = GP_ENGINE_DEFAULT_PREFILL_CHUNK,
+                              .sparse_probe = 16};
 }
 
 static int blocks_per_seq(const gp_engine_params *p)
@@ -64,6 +65,9 @@ static gp_status check_params(const gp_config *c, const gp_engine_params *p)
     if (p->prefill_chunk < 1 || p->prefill_chunk > GP_ENGINE_MAX_PREFILL_CHUNK)
         GP_FAIL(GP_ERR_INVALID_ARG, "prefill_chunk %d: allowed [1, %d] (tokens per prefill forward)",
                 p->prefill_chunk, GP_ENGINE_MAX_PREFILL_CHUNK);
+    if (p->sparse_probe < 1 || p->sparse_probe > 1000000)
+        GP_FAIL(GP_ERR_INVALID_ARG, "sparse_probe %d: allowed [1, 1000000] (steps a projection chosen dense runs "
+                "before the sparse kernel measures its union again)", p->sparse_probe);
     if (p->gemm_skinny_max_m < 0 || p->gemm_skinny_max_m > GP_GEMM_SKINNY_MAX_M)
         GP_FAIL(GP_ERR_INVALID_ARG, "gemm_skinny_max_m %d: allowed [0, %d] (0: cuBLASLt for every GEMM)",
                 p->gemm_skinny_max_m, GP_GEMM_SKINNY_MAX_M);

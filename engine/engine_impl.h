@@ -24,6 +24,7 @@ enum { GP_K_EMBED, GP_K_ATTN_NORM, GP_K_QKV, GP_K_ROPE, GP_K_ATTN, GP_K_O, GP_K_
 /* Activation sparsity (gp_engine_set_sparsity, engine_sparse.c): the
  * calibration's thresholds and the projections transposed so an input's
  * weights are one row (sparse/gp_sparse.h). */
+typedef struct gp_sparse_choice gp_sparse_choice;
 typedef struct gp_engine_sparse {
     float *t;              /* host [n_layers][GP_SPARSE_PROJ_COUNT] */
     void **wt;             /* host [n_layers][GP_SPARSE_PROJ_COUNT]: device rows of W^T in arena */
@@ -35,10 +36,12 @@ typedef struct gp_engine_sparse {
     size_t ws_bytes;       /* each */
     long served_steps;     /* decode steps the sparse path served since the last statistics reset:
                               a projection run dense (threshold 0) counts all its inputs once each */
+    gp_sparse_choice *choice; /* the per-step sparse/dense choice (engine_sparse_choice.c) */
 } gp_engine_sparse;
 
 typedef struct gp_graph_entry {
     int B, splits;
+    unsigned sparse_mask; /* the projections it runs sparse (gp_stage_batch.sparse_mask) */
     cudaGraphExec_t exec;
 } gp_graph_entry;
 
@@ -54,6 +57,8 @@ struct gp_stage_batch {
                              decode_table0 + r - prefill_rows */
     int sparse_rows;      /* the rows the sparse decision counts: a decode step's, so micro-batches mask
                              as the whole step does; 0: dense (prompt rows) */
+    unsigned sparse_mask; /* bit p (gp_sparse_proj): projection p runs its sparse kernel this step where
+                             it serves; clear: its dense GEMM (the step's choice, gp_engine_sparse_plan) */
     const int32_t *tokens;           /* device [rows] */
     const int32_t *positions;        /* device [prefill_rows]: each prefill token's position */
     const int32_t *table_rows;       /* device [prefill_rows]: its sequence's step-table row */
@@ -234,26 +239,43 @@ gp_status gp_engine_bd_open(gp_lane *lane, int cap);
 void gp_engine_prefix_free(gp_engine *e);
 /* engine_sparse.c: frees e->sp (the engine's destroy). */
 void gp_engine_sparse_free(gp_engine *e);
-/* Projection p (gp_sparse_proj) of layer for nb rows on lane: the sparse
- * kernel over the transposed weights when a calibration is set and the
- * step is a decode step of step_rows <= GP_SPARSE_MAX_B rows (the whole
- * step's, gp_stage_batch.sparse_rows, so micro-batches mask as the
- * sequential step does; 0: prompt rows, dense), else the dense GEMM over w. */
-gp_status gp_engine_sparse_proj(gp_engine *e, const gp_lane *lane, int step_rows, int layer, int p, int nb,
-                                const void *x, const void *w, void *y, gp_gemm_out out);
+/* Projection p (gp_sparse_proj) of layer for nb rows of batch b on lane:
+ * the sparse kernel over the transposed weights when a calibration is set,
+ * the step is a decode step of b->sparse_rows <= GP_SPARSE_MAX_B rows (the
+ * whole step's, so micro-batches mask as the sequential step does; 0:
+ * prompt rows, dense) and the step chose it (b->sparse_mask), else the
+ * dense GEMM over w. */
+gp_status gp_engine_sparse_proj(gp_engine *e, const gp_lane *lane, const gp_stage_batch *b, int layer, int p,
+                                int nb, const void *x, const void *w, void *y, gp_gemm_out out);
 /* Would the sparse kernels serve this call (on, resident weights, a decode
  * step of at most GP_SPARSE_MAX_B rows)? A projection whose threshold is 0
  * runs the dense GEMM even then: it masks nothing. */
 bool gp_engine_sparse_serves(const gp_engine *e, int step_rows, int nb);
-/* Does the sparse gate/up kernel serve this call (gp_engine_sparse_serves
- * and a threshold above 0)? Then gp_engine_sparse_gate_up_swiglu computes
+/* Does the sparse gate/up kernel serve this call (as gp_engine_sparse_proj
+ * would choose it)? Then gp_engine_sparse_gate_up_swiglu computes
  * gate/up and SwiGLU into act in one call whose split sum applies the
  * SwiGLU (gp_sparse_gemv's GP_SPARSE_OUT_SWIGLU: the bits of gate/up, then
  * gp_swiglu, with one kernel fewer); otherwise the caller runs the gate/up
  * projection and gp_swiglu. */
-bool gp_engine_sparse_fused_swiglu(const gp_engine *e, int step_rows, int layer, int nb);
+bool gp_engine_sparse_fused_swiglu(const gp_engine *e, const gp_stage_batch *b, int layer, int nb);
 gp_status gp_engine_sparse_gate_up_swiglu(gp_engine *e, const gp_lane *lane, int layer, int nb, const void *h,
                                           void *act);
+/* engine_sparse_choice.c: the per-step choice of each projection's kernel.
+ * plan: the mask of the projections a decode step of B rows on lane runs
+ * sparse (every calibrated one with sparse_always, in pipelined steps
+ * (choose false) and for B above GP_SPARSE_MAX_B); the first step of a
+ * batch size times both kernels of each projection on the lane (not
+ * capturable: before the step's capture). observe: after the step's
+ * host wait, the union density each sparse projection measured (its
+ * counters copied back at the step's end by gp_engine_sparse_snapshot, on
+ * the step's stream). reset: the counters were zeroed. free: with e->sp. */
+gp_status gp_engine_sparse_plan(gp_engine *e, gp_lane *lane, int B, bool choose, unsigned *mask);
+gp_status gp_engine_sparse_snapshot(gp_engine *e, cudaStream_t s);
+void gp_engine_sparse_observe(gp_engine *e);
+void gp_engine_sparse_choice_reset(gp_engine *e);
+/* Steps projection p ran dense by the choice (0 for one without a copy). */
+long gp_engine_sparse_dense_steps(const gp_engine *e, int p);
+void gp_engine_sparse_choice_free(gp_engine *e);
 /* engine_cpu_ffn.c: the CPU-assisted FFN. free: the engine's destroy and a
  * new sparsity. step: does a decode step of step_rows rows (0: prompt
  * rows) take it (on, sparse, at most GP_SPARSE_MAX_B rows)? part: the FFN

@@ -75,6 +75,7 @@ void gp_engine_sparse_free(gp_engine *e)
         return;
     if (e->lane.stream)
         (void)cudaStreamSynchronize(e->lane.stream); /* no step still reads them */
+    gp_engine_sparse_choice_free(e);
     gp_device_free(sp->arena);
     gp_device_free(sp->active);
     gp_device_free(sp->ws[0]);
@@ -212,11 +213,16 @@ gp_status gp_engine_sparsity_stats(gp_engine *e, long *active, int reset)
         int N, K;
         gp_sparse_proj_shape(&e->cfg, (gp_sparse_proj)(i % GP_SPARSE_PROJ_COUNT), &N, &K);
         /* threshold 0 (dense): every input once per served step; else what the sparse kernel counted
-         * (0 for the FFN projections the CPU-assisted FFN serves on streamed weights) */
-        active[i] = e->sp->t[i] > 0.0f ? h[i] : e->sp->served_steps * K;
+         * (0 for the FFN projections the CPU-assisted FFN serves on streamed weights), and every input
+         * of the steps that chose the dense GEMM */
+        const int p = (int)(i % GP_SPARSE_PROJ_COUNT);
+        active[i] = e->sp->t[i] > 0.0f ? h[i] + (e->sp->wt[i] ? gp_engine_sparse_dense_steps(e, p) * K : 0)
+                                       : e->sp->served_steps * K;
     }
-    if (st == GP_OK && reset)
+    if (st == GP_OK && reset) {
         e->sp->served_steps = 0;
+        gp_engine_sparse_choice_reset(e);
+    }
     free(h);
     return st;
 }
@@ -226,10 +232,17 @@ bool gp_engine_sparse_serves(const gp_engine *e, int step_rows, int nb)
     return e->sp && step_rows >= 1 && step_rows <= GP_SPARSE_MAX_B && nb <= GP_SPARSE_MAX_B;
 }
 
-bool gp_engine_sparse_fused_swiglu(const gp_engine *e, int step_rows, int layer, int nb)
+/* Does the sparse kernel run projection p of layer for this call? */
+static bool runs_sparse(const gp_engine *e, const gp_stage_batch *b, int layer, int p, int nb)
 {
-    const int i = layer * GP_SPARSE_PROJ_COUNT + GP_SPARSE_GATE_UP;
-    return gp_engine_sparse_serves(e, step_rows, nb) && e->sp->t[i] > 0.0f && e->sp->wt[i];
+    const int i = layer * GP_SPARSE_PROJ_COUNT + p;
+    return gp_engine_sparse_serves(e, b->sparse_rows, nb) && (b->sparse_mask >> p & 1u) && e->sp->t[i] > 0.0f &&
+           e->sp->wt[i];
+}
+
+bool gp_engine_sparse_fused_swiglu(const gp_engine *e, const gp_stage_batch *b, int layer, int nb)
+{
+    return runs_sparse(e, b, layer, GP_SPARSE_GATE_UP, nb);
 }
 
 gp_status gp_engine_sparse_gate_up_swiglu(gp_engine *e, const gp_lane *sc, int layer, int nb, const void *h,
@@ -242,13 +255,13 @@ gp_status gp_engine_sparse_gate_up_swiglu(gp_engine *e, const gp_lane *sc, int l
                           e->sp->ws[1], e->sp->ws_bytes, sc->ap.sm_count, e->sp->active + i, sc->stream);
 }
 
-gp_status gp_engine_sparse_proj(gp_engine *e, const gp_lane *sc, int step_rows, int layer, int p, int nb,
-                                const void *x, const void *w, void *y, gp_gemm_out out)
+gp_status gp_engine_sparse_proj(gp_engine *e, const gp_lane *sc, const gp_stage_batch *b, int layer, int p,
+                                int nb, const void *x, const void *w, void *y, gp_gemm_out out)
 {
     int N, K;
     gp_sparse_proj_shape(&e->cfg, (gp_sparse_proj)p, &N, &K);
     const int i = layer * GP_SPARSE_PROJ_COUNT + p;
-    if (!gp_engine_sparse_serves(e, step_rows, nb) || !(e->sp->t[i] > 0.0f) || !e->sp->wt[i])
+    if (!runs_sparse(e, b, layer, p, nb))
         return gp_gemm(sc->gemm, e->dtype, nb, N, K, x, w, y, out);
     const int side = p == GP_SPARSE_GATE_UP || p == GP_SPARSE_DOWN;
     return gp_sparse_gemv(e->dtype, nb, N, K, x, e->sp->wt[i], e->sp->t[i], y, (int)out, e->sp->ws[side],

@@ -52,8 +52,9 @@ static gp_status launch(gp_lane *lane, int B, int max_len)
         (e->sp && lane->batch.sparse_rows == 0))
         return step_body(lane, B, max_len, splits);
     gp_graph_entry *g = NULL;
+    const unsigned mask = lane->batch.sparse_mask;
     for (int i = 0; i < lane->n_graphs && !g; i++)
-        if (lane->graphs[i].B == B && lane->graphs[i].splits == splits)
+        if (lane->graphs[i].B == B && lane->graphs[i].splits == splits && lane->graphs[i].sparse_mask == mask)
             g = &lane->graphs[i];
     if (!g) {
         if (lane->n_graphs == GP_ENGINE_MAX_GRAPHS) { /* many shapes: start over rather than grow */
@@ -66,6 +67,7 @@ static gp_status launch(gp_lane *lane, int B, int max_len)
         GP_TRY(capture(lane, B, max_len, splits, &g->exec));
         g->B = B;
         g->splits = splits;
+        g->sparse_mask = mask;
         lane->n_graphs++;
     }
     GP_CUDA_TRY(cudaGraphLaunch(g->exec, lane->stream));
@@ -87,17 +89,20 @@ static gp_status check_step(const gp_lane *lane, int B, const int *seq_ids, cons
 }
 
 /* Opens the decode step's batch on the lane: KV room, tokens and step
- * tables uploaded on stream s. */
+ * tables uploaded on stream s; with sparsity, the projections it runs
+ * sparse (choose: by the per-step choice; else every calibrated one). */
 static gp_status lane_prepare(gp_lane *lane, int B, const int *seq_ids, const int32_t *tokens, cudaStream_t s,
-                              bool dense, int *max_len)
+                              bool dense, bool choose, int *max_len)
 {
     gp_engine *e = lane->e;
     GP_TRY(gp_device_step_gate(s)); /* fails fast after a sticky error; GP_FAULT_TRAP */
     GP_TRY(check_step(lane, B, seq_ids, tokens));
     lane->batch = (gp_stage_batch){.rows = B, .sparse_rows = dense ? 0 : B, .tokens = lane->tok_d,
                                    .logits = lane->logits, .next = lane->next_d};
-    if (e->sp && gp_engine_sparse_serves(e, lane->batch.sparse_rows, B))
+    if (e->sp && gp_engine_sparse_serves(e, lane->batch.sparse_rows, B)) {
         e->sp->served_steps++;
+        GP_TRY(gp_engine_sparse_plan(e, lane, B, choose, &lane->batch.sparse_mask));
+    }
     gp_engine_cpu_ffn_begin(e);
     int ml = 0;
     lane->batch.km = gp_lane_kv_memory(lane);
@@ -134,9 +139,11 @@ static gp_status lane_finish(gp_lane *lane, int B, const int *seq_ids, int32_t *
     if (logits)
         GP_CUDA_TRY(cudaMemcpyAsync(logits, lane->logits, sizeof(float) * (size_t)B * (size_t)e->cfg.vocab,
                            cudaMemcpyDeviceToHost, s));
+    GP_TRY(gp_engine_sparse_snapshot(e, s));
     GP_CUDA_TRY(cudaEventRecord(lane->ev_done, s));
     /* the step's result is needed on the host; bounded, so a hung device is an error */
     GP_TRY(gp_device_event_wait(lane->ev_done, "the end of the decode step"));
+    gp_engine_sparse_observe(e);
     memcpy(next, lane->next_h, sizeof(int32_t) * (size_t)B);
     for (int i = 0; i < B; i++)
         GP_TRY(gp_engine_kv_advance(e, seq_ids[i], 1));
@@ -146,7 +153,7 @@ static gp_status lane_finish(gp_lane *lane, int B, const int *seq_ids, int32_t *
 gp_status gp_engine_step_prepare(gp_engine *e, int B, const int *seq_ids, const int32_t *tokens, void *stream,
                                  int *max_len)
 {
-    return lane_prepare(&e->lane, B, seq_ids, tokens, (cudaStream_t)stream, false, max_len);
+    return lane_prepare(&e->lane, B, seq_ids, tokens, (cudaStream_t)stream, false, false, max_len);
 }
 
 gp_status gp_engine_step_finish(gp_engine *e, int B, const int *seq_ids, int32_t *next, float *logits,
@@ -160,7 +167,7 @@ gp_status gp_lane_step(gp_lane *lane, int B, const int *seq_ids, const int32_t *
 {
     int max_len = 0;
     cudaStream_t s = lane->stream;
-    GP_TRY(lane_prepare(lane, B, seq_ids, tokens, s, dense, &max_len));
+    GP_TRY(lane_prepare(lane, B, seq_ids, tokens, s, dense, true, &max_len));
     GP_CUDA_TRY(cudaEventRecord(lane->ev_begin, s));
     GP_TRY(launch(lane, B, max_len));
     GP_CUDA_TRY(cudaEventRecord(lane->ev_end, s));

@@ -17,6 +17,7 @@ static const char *const names[GP_FEAT_COUNT] = {
     [GP_FEAT_KV_STORE] = "stored prefixes (kv_store_bytes, --kv-store-size)",
     [GP_FEAT_SPARSITY] = "sparse projections (sparse_thresholds, --sparsity)",
     [GP_FEAT_SPARSITY_STATS] = "sparsity statistics (--sparsity-stats)",
+    [GP_FEAT_SPARSE_ALWAYS] = "sparse projections on every step (sparse_always, --sparse-always)",
     [GP_FEAT_CPU_FFN] = "the CPU-assisted FFN (cpu_ffn_budget, --cpu-ffn)",
     [GP_FEAT_CPU_FFN_THREADS] = "the CPU-assisted FFN's threads (cpu_ffn_threads, --cpu-ffn-threads)",
     [GP_FEAT_CPU_THREADS] = "the reference's worker threads (cpu_threads, --threads)",
@@ -42,6 +43,9 @@ static const gp_feature_rule rules[] = {
     {GP_FEAT_CPU, GP_FEAT_SPARSITY_STATS, false,
      "the active inputs are counted by the CUDA engine's sparse kernels; the CPU reference masks without "
      "counting"},
+    {GP_FEAT_CPU, GP_FEAT_SPARSE_ALWAYS, false,
+     "the CPU reference masks every step already; the choice between the sparse kernel and the dense GEMM "
+     "per step is the CUDA engine's"},
     {GP_FEAT_CUDA, GP_FEAT_CPU_THREADS, false,
      "they size the CPU reference's worker; the CUDA engine computes on the GPU (the CPU-assisted FFN takes "
      "--cpu-ffn-threads)"},
@@ -52,6 +56,7 @@ static const gp_feature_rule rules[] = {
      "be left to the CPU"},
     {GP_FEAT_CPU_FFN_THREADS, GP_FEAT_CPU_FFN, true, "they compute the CPU-assisted FFN's cold neurons"},
     {GP_FEAT_SPARSITY_STATS, GP_FEAT_SPARSITY, true, "they count the inputs the sparse projections read"},
+    {GP_FEAT_SPARSE_ALWAYS, GP_FEAT_SPARSITY, true, "it keeps a calibration's masks on every step"},
     {GP_FEAT_CPU_FFN, GP_FEAT_PIPELINED, false,
      "every layer's FFN waits for the CPU threads' cold neurons; in a pipeline that wait would hold the FFN "
      "partition and, through the ring, the attention partition behind it"},
@@ -114,6 +119,7 @@ uint32_t gp_features_mask(const gp_feature_set *f)
         [GP_FEAT_KV_STORE] = f->kv_store_bytes != 0,
         [GP_FEAT_SPARSITY] = f->sparsity,
         [GP_FEAT_SPARSITY_STATS] = f->sparsity_stats,
+        [GP_FEAT_SPARSE_ALWAYS] = f->sparse_always,
         [GP_FEAT_CPU_FFN] = f->cpu_ffn_budget != 0,
         [GP_FEAT_CPU_FFN_THREADS] = f->cpu_ffn_threads,
         [GP_FEAT_CPU_THREADS] = f->cpu_threads,

@@ -54,6 +54,21 @@ typedef struct gp_engine_params {
      * holds (gp_engine_kv_offload_plan says how it splits). Sequential eager
      * steps and prefill only: use_graphs must be false. */
     uint64_t kv_vram_budget;
+    /* Activation sparsity (gp_engine_set_sparsity): a step's union of active
+     * inputs grows with its rows, and where it nears all of them the sparse
+     * kernel reads as many bytes as the dense GEMM, more slowly. So each
+     * decode step runs a projection sparse only where the union density the
+     * last sparse step of that batch size measured is below the crossover
+     * timed on the lane (both kernels, the first step of each batch size;
+     * gp_sparse_crossover); a projection run dense runs sparse again after
+     * sparse_probe dense steps to measure anew (default 16, 1..1000000),
+     * the interval doubling (up to 16 x) each time the measurement confirms
+     * dense. A dense step is the exact model, unmasked. sparse_always
+     * (default false) runs every calibrated projection sparse on every step:
+     * the masks of the CPU reference, the comparison. Pipelined steps always
+     * run sparse (their micro-batches' unions are not the step's). */
+    bool sparse_always;
+    int sparse_probe;
 } gp_engine_params;
 #define GP_ENGINE_DEFAULT_PREFILL_CHUNK 2048
 #define GP_ENGINE_MAX_PREFILL_CHUNK 65536
@@ -255,6 +270,11 @@ bool gp_engine_weights_streamed(const gp_engine *e);
  * copy only the attention projections: the FFN's decode steps are the CPU-
  * assisted FFN's (gp_engine_set_cpu_ffn). Captured step graphs are dropped. */
 gp_status gp_engine_set_sparsity(gp_engine *e, const float *thresholds);
+/* Steps each projection (gp_sparse_proj order) ran sparse and dense by the
+ * per-step choice (gp_engine_params.sparse_always, sparse_probe) since the
+ * last statistics reset (gp_engine_sparsity_stats); a projection whose
+ * threshold is 0 everywhere counts as dense. GP_ERR_STATE without sparsity. */
+gp_status gp_engine_sparse_steps(const gp_engine *e, long sparse[4], long dense[4]);
 /* The device bytes gp_engine_set_sparsity takes for thresholds of cfg on
  * sm_count SMs: the transposed copies and the two split workspaces;
  * ffn_on_demand: without the FFN projections' copies. 0 for NULL or
@@ -567,6 +587,7 @@ typedef enum gp_feature {
     GP_FEAT_KV_STORE,       /* stored prefixes */
     GP_FEAT_SPARSITY,       /* sparse decode projections */
     GP_FEAT_SPARSITY_STATS, /* counts of the active inputs */
+    GP_FEAT_SPARSE_ALWAYS,  /* every calibrated projection sparse on every step */
     GP_FEAT_CPU_FFN,        /* the CPU-assisted FFN */
     GP_FEAT_CPU_FFN_THREADS,/* its CPU threads */
     GP_FEAT_CPU_THREADS,    /* the CPU reference's worker threads */
@@ -589,6 +610,7 @@ typedef struct gp_feature_set {
     uint64_t kv_store_bytes; /* stored prefixes: the host pool; 0: off */
     bool sparsity;           /* a calibration's thresholds */
     bool sparsity_stats;     /* counts of the active inputs asked for */
+    bool sparse_always;      /* sparse on every step, not the per-step choice */
     uint64_t cpu_ffn_budget; /* the CPU-assisted FFN's hot cache (device bytes); 0: off */
     bool cpu_ffn_threads;    /* its threads given */
     bool cpu_threads;        /* the CPU reference's worker threads given */

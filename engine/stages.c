@@ -55,7 +55,7 @@ static gp_status qkv_part(gp_lane *lane, const gp_stage_batch *b, const gp_layer
     STEP(gp_rmsnorm_residual(e->dtype, resid->data, NULL, lw->attn_norm, h, nb, c->hidden, c->norm_eps,
                              lane->stream),
          GP_K_ATTN_NORM);
-    STEP(gp_engine_sparse_proj(e, lane, b->sparse_rows, layer, GP_SPARSE_QKV, nb, h, lw->wqkv, qkv->data,
+    STEP(gp_engine_sparse_proj(e, lane, b, layer, GP_SPARSE_QKV, nb, h, lw->wqkv, qkv->data,
                                GP_GEMM_OUT_HALF),
          GP_K_QKV);
     return GP_OK;
@@ -136,7 +136,7 @@ static gp_status o_part(gp_lane *lane, const gp_stage_batch *b, const void *wo, 
 {
     gp_engine *e = lane->e;
     gp_status st;
-    STEP(gp_engine_sparse_proj(e, lane, b->sparse_rows, layer, GP_SPARSE_O, nb, attn->data, wo,
+    STEP(gp_engine_sparse_proj(e, lane, b, layer, GP_SPARSE_O, nb, attn->data, wo,
                                resid->data, GP_GEMM_OUT_F32_ACC),
          GP_K_O);
     return GP_OK;
@@ -161,15 +161,15 @@ static gp_status ffn_part(gp_lane *lane, const gp_stage_batch *b, const gp_layer
         STEP(gp_engine_cpu_ffn_part(e, lane, layer, b0, nb, sr, h, resid->data), GP_K_DOWN);
         return GP_OK;
     }
-    if (gp_engine_sparse_fused_swiglu(e, sr, layer, nb)) { /* the SwiGLU inside the gate/up kernel's sum */
+    if (gp_engine_sparse_fused_swiglu(e, b, layer, nb)) { /* the SwiGLU inside the gate/up kernel's sum */
         STEP(gp_engine_sparse_gate_up_swiglu(e, lane, layer, nb, h, act), GP_K_GATE_UP);
     } else {
-        STEP(gp_engine_sparse_proj(e, lane, sr, layer, GP_SPARSE_GATE_UP, nb, h, lw->w_gate_up, gu,
+        STEP(gp_engine_sparse_proj(e, lane, b, layer, GP_SPARSE_GATE_UP, nb, h, lw->w_gate_up, gu,
                                    GP_GEMM_OUT_HALF),
              GP_K_GATE_UP);
         STEP(gp_swiglu(e->dtype, gu, act, nb, c->ffn, lane->stream), GP_K_SWIGLU);
     }
-    STEP(gp_engine_sparse_proj(e, lane, sr, layer, GP_SPARSE_DOWN, nb, act, lw->w_down, resid->data,
+    STEP(gp_engine_sparse_proj(e, lane, b, layer, GP_SPARSE_DOWN, nb, act, lw->w_down, resid->data,
                                GP_GEMM_OUT_F32_ACC),
          GP_K_DOWN);
     return GP_OK;

@@ -188,6 +188,7 @@ void gp_backend_features(const gp_backend_params *p, gp_feature_set *out)
                             .kv_store_bytes = p->kv_store_bytes,
                             .pd_lanes = p->pd_lanes,
                             .sparsity = p->sparse_thresholds != NULL,
+                            .sparse_always = p->sparse_always,
                             .cpu_ffn_budget = p->cpu_ffn_budget,
                             .cpu_ffn_threads = p->cpu_ffn_threads != 0,
                             .cpu_threads = p->cpu_threads != 0};
@@ -262,6 +263,7 @@ static gp_status open_cuda(gp_backend *b, const gp_host_weights *w)
     ep.max_batch = p->n_seqs;
     ep.max_context = p->max_context;
     ep.block_size = p->block_size;
+    ep.sparse_always = p->sparse_always;
     if (p->prefill_chunk)
         ep.prefill_chunk = p->prefill_chunk;
     const bool streamed = gp_device_weights_is_streamed(b->dw);

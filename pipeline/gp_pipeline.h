@@ -711,6 +711,11 @@ typedef struct gp_backend_params {
                               mask each projection's small inputs (gp_engine_set_sparsity on the cuda backend;
                               gp_cpu_model_set_sparsity on the cpu one); prefill stays dense. With vram_budget
                               the transposed copies are device memory beside the budget. */
+    bool sparse_always;     /* cuda, with sparse_thresholds: every calibrated projection sparse on every
+                              step (the CPU reference's masks exactly); default false: each step runs a
+                              projection sparse only where its batch's measured union density makes the
+                              sparse kernel the faster one, else the dense GEMM (no mask: exact) (gp_engine_params
+                              sparse_always) */
     /* CUDA only: stored prefixes (gp_engine_prefix_enable; gp_backend_prefill_prefix reuses them).
      * The CPU backend refuses a store (the feature table); a dir or block without one is
      * GP_ERR_INVALID_ARG. */

@@ -50,6 +50,24 @@ gp_status gp_sparse_gemv(gp_dtype dt, int B, int N, int K, const void *x, const 
                          int out, float *ws, size_t ws_bytes, int sms, int *active, void *stream);
 size_t gp_sparse_gemv_ws_bytes(int B, int N, int K, int sms);
 
+/* The per-step choice between the sparse kernel and the dense GEMM (the
+ * engine's, per projection and batch size): the union density of a batch's
+ * active inputs decides which reads fewer bytes faster.
+ * gp_sparse_crossover: the density below which the sparse kernel is
+ * predicted faster than the dense GEMM, in [0, 1], from one projection's
+ * timings at one batch size: dense_ms, and the sparse kernel at union
+ * density 1 (full_ms) and at part_density in (0, 1) (part_ms), its time
+ * taken as a line in the density. 1 where the sparse kernel is not slower
+ * even at full density, or where a timing is unusable (not > 0, not finite:
+ * the calibration's choice stands). */
+float gp_sparse_crossover(float dense_ms, float full_ms, float part_ms, float part_density);
+/* Run the sparse kernel this step? density: the union density the last step
+ * that ran it measured at this batch size (< 0: none yet, which runs it);
+ * below crossover it runs; else the dense GEMM runs, except every probe-th
+ * step (dense_steps: the dense steps since that measurement), which runs the
+ * sparse kernel to measure again. probe >= 1. */
+bool gp_sparse_pick(float crossover, float density, int dense_steps, int probe);
+
 /* dst[c][r] = src[r][c] for 16-bit elements: src [R][C], dst [C][R], device. */
 gp_status gp_sparse_transpose(const void *src, void *dst, int R, int C, void *stream);
 

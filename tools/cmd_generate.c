@@ -709,6 +709,7 @@ static int gen_main(int argc, char **argv, gen_mode mode)
             goto out;
         }
         bp.sparse_thresholds = sparsity.thresholds;
+        bp.sparse_always = o.sparse_always;
         bp.cpu_ffn_budget = o.cpu_ffn;
         bp.cpu_ffn_calib = &sparsity;
         bp.cpu_ffn_threads = (int)o.cpu_ffn_threads;

@@ -105,6 +105,11 @@ static void gen_usage(FILE *f)
             "                       (cuda: a transposed copy of the projections on the device, beside\n"
             "                       resident weights or beside --vram-budget; cpu: the reference masks\n"
             "                       alike); prefill stays dense\n"
+            "  --sparse-always      cuda, with --sparsity: every calibrated projection sparse on every decode\n"
+            "                       step, the CPU reference's masks; default: a step runs a projection\n"
+            "                       sparse only where the union of its batch's active inputs (measured by\n"
+            "                       the last sparse step of that batch size) makes the sparse kernel the\n"
+            "                       faster read, else the dense GEMM, unmasked\n"
             "  --cpu-ffn SIZE       cuda, --engine seq, with --sparsity: the CPU-assisted FFN: per layer the\n"
             "                       FFN neurons a SIZE-byte device cache holds (as --vram-budget: 512M,\n"
             "                       4G) run on the GPU, the others on CPU threads, in decode steps of at\n"
@@ -265,6 +270,7 @@ static gp_feature_set gen_features(const gen_opts *o)
                             .kv_store_bytes = o->kv_store_size,
                             .sparsity = o->sparsity != NULL,
                             .sparsity_stats = o->sparsity_stats != NULL,
+                            .sparse_always = o->sparse_always,
                             .cpu_ffn_budget = o->cpu_ffn,
                             .cpu_ffn_threads = o->cpu_ffn_threads != 0,
                             .cpu_threads = o->threads != 0,
@@ -295,6 +301,7 @@ int gen_parse_opts(int argc, char **argv, gen_mode mode, gen_opts *o)
         {"temperature", required_argument, NULL, 't'}, {"top-k", required_argument, NULL, 'K'},
         {"top-p", required_argument, NULL, 'R'},       {"ignore-eos", no_argument, NULL, 'E'},
         {"sparsity", required_argument, NULL, 'S'},    {"sparsity-stats", required_argument, NULL, 'Z'},
+        {"sparse-always", no_argument, NULL, 'W'},
         {"kv-store-size", required_argument, NULL, 'Q'}, {"kv-store", required_argument, NULL, 'q'},
         {"kv-store-block", required_argument, NULL, 'B'}, {"kv-vram-budget", required_argument, NULL, 'O'},
         {"cpu-ffn", required_argument, NULL, 'C'},     {"cpu-ffn-threads", required_argument, NULL, 'H'},
@@ -342,6 +349,7 @@ int gen_parse_opts(int argc, char **argv, gen_mode mode, gen_opts *o)
                 o->prompt_file = optarg;
             break;
         case 'E': o->ignore_eos = true; break;
+        case 'W': o->sparse_always = true; break;
         case 'A': o->allow_empty = true; break;
         case 'G': o->chat = true; break;
         case 'Y': o->system = optarg; break;

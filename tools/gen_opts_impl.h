@@ -51,6 +51,7 @@ typedef struct gen_opts {
     uint64_t vram_budget;  /* --vram-budget bytes; 0: not given (weights resident on the device) */
     const char *sparsity;  /* --sparsity FILE.json; NULL: dense */
     const char *sparsity_stats; /* --sparsity-stats FILE.json; NULL: none written */
+    bool sparse_always;    /* --sparse-always: every calibrated projection sparse on every step */
     uint64_t kv_store_size; /* --kv-store-size bytes; 0: not given (no stored prefixes) */
     uint64_t kv_vram_budget; /* --kv-vram-budget bytes; 0: not given (the whole KV cache on the device) */
     const char *kv_store_dir; /* --kv-store DIR; NULL: memory only */

@@ -3,8 +3,10 @@
  * sums in another order, so a bf16 rounding of an activation may differ);
  * thresholds mask exactly as the CPU reference does (decode logits within
  * SPARSE_REF_TOL of the reference rounding where the engine does, with the
- * same masks), prefill stays dense, the active-input counts add up, graphs
- * and eager steps agree, streamed weights run sparse as resident ones, and the refusals. Models: tiny (synthetic),
+ * same masks, every projection sparse on every step), prefill stays dense,
+ * the active-input counts add up, graphs and eager steps agree, streamed
+ * weights run sparse as resident ones, the per-step choice between the
+ * sparse kernel and the dense GEMM, and the refusals. Models: tiny (synthetic),
  * small-gqa and qwen2-tiny checkpoints. Skips without a GPU. */
 #include "gp_test.h"
 #include "engine_test_util.h"
@@ -23,6 +25,22 @@
 #define STEPS 6
 /* max |sparse - dense| / max |dense| over the logits at thresholds 0 */
 #define SPARSE_ZERO_TOL 2e-2
+
+/* An engine whose steps run every calibrated projection sparse (always),
+ * as the masks of the CPU reference do, or choose per step (probe: every
+ * how many dense steps the sparse kernel measures again). */
+static gp_engine *sparse_engine(gp_device_weights *dw, bool graphs, bool always, int probe)
+{
+    gp_engine_params p = gp_engine_default_params();
+    p.max_batch = MAX_B;
+    p.max_context = CTX;
+    p.use_graphs = graphs;
+    p.sparse_always = always;
+    p.sparse_probe = probe;
+    gp_engine *e = NULL;
+    GP_CHECK_OK(gp_engine_create(dw, &p, &e));
+    return e;
+}
 
 /* Prefill MAX_B prompts, then STEPS greedy steps; every step's logits and
  * tokens into logits [STEPS][MAX_B][V] and toks [STEPS][MAX_B]; the prefill's
@@ -97,7 +115,7 @@ static void check_zero(const char *spec)
     float *big = malloc(sizeof(float) * (size_t)L * GP_SPARSE_PROJ_COUNT);
     for (int i = 0; i < L * GP_SPARSE_PROJ_COUNT; i++)
         big[i] = 1e30f;
-    gp_engine *e = gt_engine(dw, MAX_B, CTX, false);
+    gp_engine *e = sparse_engine(dw, false, true, 16);
     GP_CHECK_OK(gp_engine_set_sparsity(e, big));
     run(e, V, pf1, l1, t1);
     GP_CHECK_OK(gp_engine_sparsity_stats(e, active, 0));
@@ -174,6 +192,7 @@ static void check_masked(const char *spec)
         bp.max_context = CTX;
         bp.dtype = GP_DTYPE_BF16;
         bp.sparse_thresholds = sp.thresholds;
+        bp.sparse_always = true; /* the reference masks every step */
         gp_backend *b = NULL;
         GP_CHECK_OK(gp_backend_open_weights(&hw, &bp, &b));
         gp_exec x = gp_backend_exec(b);
@@ -247,12 +266,12 @@ static void test_streamed_sparse(void **state)
         t[i] = 0.5f; /* masks most inputs of a sparse projection */
     long a_res[64 * GP_SPARSE_PROJ_COUNT], a_str[64 * GP_SPARSE_PROJ_COUNT];
     assert_true(L <= 64);
-    gp_engine *e = gt_engine(res, MAX_B, CTX, false);
+    gp_engine *e = sparse_engine(res, false, true, 16);
     GP_CHECK_OK(gp_engine_set_sparsity(e, t));
     run(e, V, pf, want, toks);
     GP_CHECK_OK(gp_engine_sparsity_stats(e, a_res, 1));
     gp_engine_destroy(e);
-    e = gt_engine(dw, MAX_B, CTX, false);
+    e = sparse_engine(dw, false, true, 16);
     GP_CHECK_OK(gp_engine_set_sparsity(e, t));
     assert_true(gp_engine_sparse_on(e));
     run(e, V, pf, got, toks2);
@@ -273,6 +292,85 @@ static void test_streamed_sparse(void **state)
     free(t), free(pf), free(want), free(got);
 }
 
+/* The per-step choice, on tiny with thresholds that mask nothing but exact
+ * zeros (every projection's union density 1, so the sparse kernel reads all
+ * of its weights): where the crossover timed on the GPU is below 1 the
+ * first step runs sparse and measures the density, the dense GEMM runs
+ * next, and every probe-th dense step runs sparse again (sparse at steps 1
+ * and 4 of 6 with probe 2); where it is 1 every step runs sparse. Either
+ * way: the counts add up, every input counts as read, and the logits of the
+ * mixed sparse and dense steps (eager, and replayed from the graph of each
+ * step's mask) are the dense engine's within SPARSE_ZERO_TOL, with its
+ * tokens; sparse_always runs every step sparse. */
+static void test_choice(void **state)
+{
+    (void)state;
+    gp_host_weights hw;
+    gp_device_weights *dw;
+    gt_load_model("tiny", &hw, &dw);
+    const gp_config *c = &hw.cfg;
+    const int V = c->vocab, L = c->n_layers, PC = GP_SPARSE_PROJ_COUNT;
+    const size_t n = (size_t)STEPS * MAX_B * V;
+    float *pf = malloc(sizeof(float) * MAX_B * V), *want = malloc(sizeof(float) * n);
+    float *got = malloc(sizeof(float) * n), *t = malloc(sizeof(float) * (size_t)L * PC);
+    long *active = calloc((size_t)L * PC, sizeof(long));
+    int32_t toks[STEPS * MAX_B], toks2[STEPS * MAX_B];
+    assert_true(pf && want && got && t && active);
+    for (int i = 0; i < L * PC; i++)
+        t[i] = 1e-30f;
+    gp_engine *e = gt_engine(dw, MAX_B, CTX, true);
+    run(e, V, pf, want, toks);
+    gp_engine_destroy(e);
+    const int widths[4] = {c->hidden, c->n_heads * c->head_dim, c->hidden, c->ffn};
+    for (int graphs = 0; graphs < 2; graphs++) {
+        e = sparse_engine(dw, graphs, false, 2);
+        GP_CHECK_OK(gp_engine_set_sparsity(e, t));
+        memset(got, 0xff, sizeof(float) * n); /* poisoned */
+        run(e, V, pf, got, toks2);
+        long ns[4], nd[4];
+        GP_CHECK_OK(gp_engine_sparse_steps(e, ns, nd));
+        GP_CHECK_OK(gp_engine_sparsity_stats(e, active, 1));
+        for (int p = 0; p < PC; p++) {
+            printf("tiny, %s: %s ran sparse in %ld and dense in %ld of %d steps\n", graphs ? "graphs" : "eager",
+                   gp_sparse_proj_name((gp_sparse_proj)p), ns[p], nd[p], STEPS);
+            assert_int_equal(ns[p] + nd[p], STEPS);
+            assert_true((ns[p] == 2 && nd[p] == 4) || (ns[p] == STEPS && nd[p] == 0));
+            for (int l = 0; l < L; l++) {
+                long a = active[l * PC + p];
+                if (a > (long)STEPS * widths[p] || a < (long)STEPS * widths[p] * 9 / 10)
+                    fail_msg("layer %d %s: %ld inputs read over %d steps of width %d", l,
+                             gp_sparse_proj_name((gp_sparse_proj)p), a, STEPS, widths[p]);
+            }
+        }
+        GP_CHECK_OK(gp_engine_sparse_steps(e, ns, nd)); /* the reset cleared them */
+        for (int p = 0; p < PC; p++)
+            assert_true(ns[p] == 0 && nd[p] == 0);
+        double d = gp_test_rel_err(got, want, (int)n);
+        printf("tiny, %s: per-step choice against dense: logits %.2e, tokens %s\n", graphs ? "graphs" : "eager", d,
+               memcmp(toks, toks2, sizeof toks) ? "DIFFER" : "same");
+        assert_true(d <= SPARSE_ZERO_TOL);
+        assert_memory_equal(toks2, toks, sizeof toks);
+        gp_engine_destroy(e);
+    }
+    e = sparse_engine(dw, true, true, 2);
+    GP_CHECK_OK(gp_engine_set_sparsity(e, t));
+    run(e, V, pf, got, toks2);
+    long ns[4], nd[4];
+    GP_CHECK_OK(gp_engine_sparse_steps(e, ns, nd));
+    for (int p = 0; p < PC; p++)
+        assert_true(ns[p] == STEPS && nd[p] == 0);
+    gp_engine_destroy(e);
+    /* the probe's range */
+    gp_engine_params p = gp_engine_default_params();
+    p.max_batch = MAX_B;
+    p.max_context = CTX;
+    p.sparse_probe = 0;
+    GP_CHECK_FAIL(gp_engine_create(dw, &p, &e), GP_ERR_INVALID_ARG, "sparse_probe 0");
+    free(pf), free(want), free(got), free(t), free(active);
+    gp_device_weights_destroy(dw);
+    gp_host_weights_free(&hw);
+}
+
 int main(void)
 {
     if (gp_cuda_available() != GP_OK) {
@@ -286,6 +384,7 @@ int main(void)
         cmocka_unit_test(test_masked_tiny),
         cmocka_unit_test(test_masked_gqa),
         cmocka_unit_test(test_streamed_sparse),
+        cmocka_unit_test(test_choice),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

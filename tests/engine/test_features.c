@@ -28,6 +28,7 @@ static void add(gp_feature_set *f, gp_feature k)
     case GP_FEAT_KV_STORE: f->kv_store_bytes = 1ull << 30; break;
     case GP_FEAT_SPARSITY: f->sparsity = true; break;
     case GP_FEAT_SPARSITY_STATS: f->sparsity_stats = true; break;
+    case GP_FEAT_SPARSE_ALWAYS: f->sparse_always = true; break;
     case GP_FEAT_CPU_FFN: f->cpu_ffn_budget = 1ull << 20; break;
     case GP_FEAT_CPU_FFN_THREADS: f->cpu_ffn_threads = true; break;
     case GP_FEAT_CPU_THREADS: f->cpu_threads = true; break;

@@ -12,3 +12,5 @@ target_include_directories(sparsity_calibrate PRIVATE ${PROJECT_SOURCE_DIR}/spar
 # and the cold-neuron CPU FFN against the CPU reference (no GPU).
 gp_add_test(sparse_hotset SOURCES ${CMAKE_CURRENT_LIST_DIR}/test_hotset.c LIBS gp_sparse_ref)
 gp_add_test(sparse_cold_ffn SOURCES ${CMAKE_CURRENT_LIST_DIR}/test_cold_ffn.c LIBS gp_sparse_ref)
+# The per-step choice between the sparse kernel and the dense GEMM (no GPU).
+gp_add_test(sparse_choose SOURCES ${CMAKE_CURRENT_LIST_DIR}/test_sparse_choose.c LIBS gp_sparse_ref)

@@ -227,6 +227,10 @@ gp_cli_test(gen_sparsity_stats_alone 2 "sparsity statistics .--sparsity-stats. w
             generate --model tiny --prompt-ids 1,2 --steps 2 --backend cuda --sparsity-stats s.json)
 gp_cli_test(gen_sparsity_stats_cpu 2 "the cpu backend .--backend cpu. with sparsity statistics .--sparsity-stats.: the active inputs are counted by the CUDA engine.s sparse kernels"
             generate --model tiny --prompt-ids 1,2 --steps 2 --sparsity-stats s.json)
+gp_cli_test(gen_sparse_always_alone 2 "sparse projections on every step .sparse_always, --sparse-always. without sparse projections .sparse_thresholds, --sparsity.: it keeps a calibration.s masks"
+            generate --model tiny --prompt-ids 1,2 --steps 2 --backend cuda --sparse-always)
+gp_cli_test(gen_sparse_always_cpu 2 "the cpu backend .--backend cpu. with sparse projections on every step .sparse_always, --sparse-always.: the CPU reference masks every step already"
+            generate --model tiny --prompt-ids 1,2 --steps 2 --sparse-always)
 
 # ---- greenpipe generate --kv-store-size (stored prefixes, cuda): refusals
 # before anything loads (exit 2, the value and what is allowed), then the
