@@ -10,7 +10,7 @@
 #include "kernels.h"
 
 #define P GP_SPARSE_PROJ_COUNT
-#define TIME_REPS 5
+#define TIME_REPS 3
 /* The probe interval doubles at most this many times (16 x sparse_probe):
  * a batch whose union changes is noticed within that many steps. */
 #define GP_SPARSE_PROBE_BACKOFF 4
@@ -43,15 +43,18 @@ static bool half_active(size_t k)
     return ((z ^ (z >> 29)) & 1u) != 0;
 }
 
-/* Projection p has a transposed copy in some layer with a threshold above 0. */
-static bool has_copy(const gp_engine *e, int p, int *layer0)
+/* Layer l runs projection p's sparse kernel where chosen: a threshold above
+ * 0 and a transposed copy. */
+static bool copied(const gp_engine *e, int l, int p)
+{
+    return e->sp->t[l * P + p] > 0.0f && e->sp->wt[l * P + p];
+}
+
+static bool has_copy(const gp_engine *e, int p)
 {
     for (int l = 0; l < e->cfg.n_layers; l++)
-        if (e->sp->t[l * P + p] > 0.0f && e->sp->wt[l * P + p]) {
-            if (layer0)
-                *layer0 = l;
+        if (copied(e, l, p))
             return true;
-        }
     return false;
 }
 
@@ -161,17 +164,28 @@ static gp_status run_path(gp_engine *e, gp_lane *lane, int p, int layer, int B, 
     return GP_OK;
 }
 
-static gp_status time_path(gp_engine *e, gp_lane *lane, int p, int layer, int B, bool sparse, bool part,
-                           cudaEvent_t ev[2], float *ms)
+/* One sample is the path over every layer with a copy, as a step runs it:
+ * each layer's weights differ, so the sample streams them from HBM (one
+ * layer's, timed again and again, would come from L2: QKV's and O's fit). */
+static gp_status time_path(gp_engine *e, gp_lane *lane, int p, int B, bool sparse, bool part, cudaEvent_t ev[2],
+                           float *ms)
 {
     float t[TIME_REPS];
-    GP_TRY(run_path(e, lane, p, layer, B, sparse, part)); /* warm-up */
+    int layers = 0;
+    for (int l = 0; l < e->cfg.n_layers; l++)
+        if (copied(e, l, p)) {
+            GP_TRY(run_path(e, lane, p, l, B, sparse, part)); /* warm-up */
+            layers++;
+        }
     for (int r = 0; r < TIME_REPS; r++) {
         GP_CUDA_TRY(cudaEventRecord(ev[0], lane->stream));
-        GP_TRY(run_path(e, lane, p, layer, B, sparse, part));
+        for (int l = 0; l < e->cfg.n_layers; l++)
+            if (copied(e, l, p))
+                GP_TRY(run_path(e, lane, p, l, B, sparse, part));
         GP_CUDA_TRY(cudaEventRecord(ev[1], lane->stream));
         GP_TRY(gp_device_event_wait(ev[1], "the sparse choice's timing"));
         GP_CUDA_TRY(cudaEventElapsedTime(&t[r], ev[0], ev[1]));
+        t[r] /= (float)layers;
     }
     *ms = gp_median_f(t, TIME_REPS);
     return GP_OK;
@@ -189,16 +203,15 @@ static gp_status time_batch(gp_engine *e, gp_lane *lane, int B)
     if (ce != cudaSuccess)
         st = gp_cuda_fail(ce, "cudaEventCreate (sparse choice)", __FILE__, __LINE__);
     for (int p = 0; p < P && st == GP_OK; p++) {
-        int layer = 0;
         c->cross[B][p] = 1.0f;
-        if (chosen_elsewhere(e, p) || !has_copy(e, p, &layer))
+        if (chosen_elsewhere(e, p) || !has_copy(e, p))
             continue;
         float dense = 0, full = 0, part = 0;
-        st = time_path(e, lane, p, layer, B, false, false, ev, &dense);
+        st = time_path(e, lane, p, B, false, false, ev, &dense);
         if (st == GP_OK)
-            st = time_path(e, lane, p, layer, B, true, false, ev, &full);
+            st = time_path(e, lane, p, B, true, false, ev, &full);
         if (st == GP_OK)
-            st = time_path(e, lane, p, layer, B, true, true, ev, &part);
+            st = time_path(e, lane, p, B, true, true, ev, &part);
         if (st == GP_OK)
             c->cross[B][p] = gp_sparse_crossover(dense, full, part, c->part_density[p]);
     }
@@ -214,7 +227,7 @@ gp_status gp_engine_sparse_plan(gp_engine *e, gp_lane *lane, int B, bool choose,
 {
     unsigned m = 0;
     for (int p = 0; e->sp && p < P; p++)
-        if (has_copy(e, p, NULL))
+        if (has_copy(e, p))
             m |= 1u << p;
     *mask = m;
     if (!e->sp || B < 1 || B > GP_SPARSE_MAX_B)
@@ -271,7 +284,7 @@ void gp_engine_sparse_observe(gp_engine *e)
         gp_sparse_proj_shape(&e->cfg, (gp_sparse_proj)p, &N, &K);
         long long on = 0, all = 0;
         for (int l = 0; l < L; l++)
-            if (e->sp->t[l * P + p] > 0.0f && e->sp->wt[l * P + p]) {
+            if (copied(e, l, p)) {
                 on += (long long)c->snap[l * P + p] - c->prev[l * P + p];
                 all += K;
             }
@@ -319,5 +332,5 @@ gp_status gp_engine_sparse_steps(const gp_engine *e, long sparse[4], long dense[
 long gp_engine_sparse_dense_steps(const gp_engine *e, int p)
 {
     const gp_sparse_choice *c = e->sp ? e->sp->choice : NULL;
-    return c && has_copy(e, p, NULL) ? c->n_dense[p] : 0;
+    return c && has_copy(e, p) ? c->n_dense[p] : 0;
 }

@@ -34,6 +34,7 @@ gp_engine *gt_engine(gp_device_weights *dw, int max_batch, int max_context, bool
     p.max_batch = max_batch;
     p.max_context = max_context;
     p.use_graphs = graphs;
+    p.sparse_always = true;
     gp_engine *e = NULL;
     if (gp_engine_create(dw, &p, &e) != GP_OK)
         fail_msg("gt_engine: %s", gp_last_error());

@@ -14,7 +14,10 @@
  * (free with gp_host_weights_free) and a bf16 device copy into *dw. */
 void gt_load_model(const char *spec, gp_host_weights *hw, gp_device_weights **dw);
 /* An engine over dw for max_batch sequences of max_context tokens, with
- * CUDA graphs or eager; fails the test if it cannot be made. */
+ * CUDA graphs or eager; fails the test if it cannot be made. With sparsity
+ * it masks on every step (sparse_always), as the CPU reference and the
+ * tests that compare sparse engines with one another expect; the per-step
+ * choice has its own test (engine_sparse). */
 gp_engine *gt_engine(gp_device_weights *dw, int max_batch, int max_context, bool graphs);
 
 /* The sparsity tests' calibration of hw at target S on the CPU reference:

@@ -5,7 +5,7 @@ S = 0.5, then generated with --sparsity alone and with a quarter of each
 layer's FFN neurons hot (24K: tiny's neuron is 3 x 64 x 2 bytes, 2 layers,
 so 32 of 128): the run succeeds, says what it split on the status line and
 its statistics at the end, and its greedy tokens mostly agree with the
-all-GPU sparse run's (each side masks its own roundings, so a near-tie may
+all-GPU sparse run's (both --sparse-always: the masks on every step) (each side masks its own roundings, so a near-tie may
 flip; test_engine_cpu_ffn.c holds the logits to a bound). Then beyond VRAM:
 --vram-budget 144K with --cpu-ffn 24K inside it (the FFN weights on demand,
 the attention projections' transposed copies beside the budget), against the
@@ -43,7 +43,7 @@ def main():
         cal = os.path.join(d, "cal.json")
         run(exe, ["calibrate", "--model", "tiny", "--sparsity", "0.5", "--tokens", "256", "--out", cal])
         gen = ["generate", "--backend", "cuda", "--model", "tiny", "--prompt-ids", PROMPTS, "--steps", str(STEPS),
-               "--sparsity", cal]
+               "--sparsity", cal, "--sparse-always"]
         sparse, _ = run(exe, gen)
         out, err = run(exe, gen + ["--cpu-ffn", "24K", "--cpu-ffn-threads", "2"])
         with open(cal) as f:
@@ -54,7 +54,7 @@ def main():
         with open(cal_ffn, "w") as f:
             json.dump(doc, f)
         ffn = ["generate", "--backend", "cuda", "--model", "tiny", "--prompt-ids", PROMPTS, "--steps", str(STEPS),
-               "--sparsity", cal_ffn, "--cpu-ffn", "24K", "--cpu-ffn-threads", "2"]
+               "--sparsity", cal_ffn, "--sparse-always", "--cpu-ffn", "24K", "--cpu-ffn-threads", "2"]
         resident, _ = run(exe, ffn)
         streamed, serr = run(exe, ffn + ["--vram-budget", "144K"])
     if "within the VRAM budget" not in serr or "transposed copies beside the budget" not in serr:
