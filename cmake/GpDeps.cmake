@@ -38,3 +38,23 @@ gp_find_dep(GP_CURL curl/curl.h curl libcurl4-openssl-dev)
 if(NOT TARGET CUDA::cublasLt OR NOT TARGET CUDA::cudart_static)
   message(FATAL_ERROR "greenpipe: the CUDA toolkit lacks cudart_static or cuBLASLt")
 endif()
+
+# NCCL (optional): multi-GPU runs (comm/). From the CUDA toolkit, or the
+# nvidia-nccl wheel of the Python environment (pip install nvidia-nccl-cu13);
+# without it everything else builds and multi-GPU runs say they are off.
+execute_process(COMMAND python3 -c
+                  "import importlib.util as u; s = u.find_spec('nvidia.nccl'); print(list(s.submodule_search_locations)[0] if s else '')"
+                OUTPUT_VARIABLE GP_NCCL_WHEEL OUTPUT_STRIP_TRAILING_WHITESPACE ERROR_QUIET)
+find_path(GP_NCCL_INCLUDE_DIR nccl.h HINTS ${CUDAToolkit_INCLUDE_DIRS} ${GP_NCCL_WHEEL}/include)
+find_library(GP_NCCL_LIBRARY NAMES nccl libnccl.so.2 HINTS ${CUDAToolkit_LIBRARY_DIR} ${GP_NCCL_WHEEL}/lib)
+if(GP_NCCL_INCLUDE_DIR AND GP_NCCL_LIBRARY)
+  set(GP_HAVE_NCCL ON)
+  add_library(gp_dep_nccl INTERFACE IMPORTED GLOBAL)
+  target_include_directories(gp_dep_nccl INTERFACE ${GP_NCCL_INCLUDE_DIR})
+  target_link_libraries(gp_dep_nccl INTERFACE ${GP_NCCL_LIBRARY})
+  message(STATUS "greenpipe: nccl: ${GP_NCCL_LIBRARY}")
+else()
+  set(GP_HAVE_NCCL OFF)
+  message(STATUS "greenpipe: no NCCL found (nccl.h and libnccl in the CUDA toolkit or the nvidia-nccl wheel): "
+                 "multi-GPU runs are off")
+endif()

@@ -1,0 +1,121 @@
+/* The ranks of a multi-GPU run, one process per GPU: the rendezvous that
+ * makes them one group (rank 0 hands a blob, NCCL's unique id, to the others
+ * through a file or a TCP address, so the same code spans hosts), the links
+ * that stay open after it so that a rank that dies or stops making progress
+ * makes every other one stop, naming it, within a bounded time; and the NCCL
+ * communicator over the group where the build found NCCL. */
+#ifndef GP_COMM_H
+#define GP_COMM_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "gp_common.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#define GP_COMM_MAX_RANKS 64
+#define GP_COMM_BLOB_MAX 256 /* NCCL's unique id is 128 bytes */
+
+/* ------------------------------------------------------------ rendezvous */
+
+/* Where the ranks meet:
+ *   "tcp:HOST:PORT"  rank 0 listens on HOST:PORT (a name or an IPv4
+ *                    address; PORT 1..65535), the others connect to it;
+ *   "file:PATH"      rank 0 listens on 127.0.0.1, an ephemeral port, and
+ *                    writes "greenpipe-rendezvous PORT NONCE" to PATH (a new
+ *                    file moved into place, so a reader never sees half of
+ *                    it); the others read it. PATH is rank 0's to replace:
+ *                    one path per run, on a file system every rank sees. */
+typedef enum gp_rdv_kind { GP_RDV_TCP = 0, GP_RDV_FILE = 1 } gp_rdv_kind;
+typedef struct gp_rdv_addr {
+    gp_rdv_kind kind;
+    char host[256]; /* tcp */
+    int port;       /* tcp */
+    char path[1024]; /* file */
+} gp_rdv_addr;
+/* GP_ERR_INVALID_ARG naming the spec and what is allowed. */
+gp_status gp_rdv_parse(const char *spec, gp_rdv_addr *out);
+
+/* ------------------------------------------------------------ the group */
+
+typedef struct gp_group_params {
+    gp_rdv_addr addr;
+    int rank, n_ranks;          /* 0 <= rank < n_ranks <= GP_COMM_MAX_RANKS */
+    double join_timeout_s;      /* every rank must have joined within this; default 120 */
+    double heartbeat_s;         /* each link carries a heartbeat this often; a link silent for
+                                   3 heartbeats + 1 s is a lost rank; default 1 */
+    double step_timeout_s;      /* a rank inside a step (gp_group_step_begin) longer than this is
+                                   stuck, and the group fails; default 300, 0: no limit */
+    double exit_after_s;        /* after a failure, a process that has not left the group within
+                                   this prints why on stderr and exits with status 3 (a rank
+                                   blocked in a kernel or a collective returns no other way);
+                                   default 30, 0: never (tests) */
+    /* Called once, from the group's thread, when the group fails (why: the
+     * message): e.g. aborts the NCCL communicator so that blocked calls
+     * return. May be NULL. */
+    void (*on_fail)(void *ctx, const char *why);
+    void *on_fail_ctx;
+} gp_group_params;
+gp_group_params gp_group_default_params(void);
+
+typedef struct gp_group gp_group; /* opaque */
+
+/* Join: rank 0 gives blob (n bytes, 1..GP_COMM_BLOB_MAX), the others get
+ * it into blob (the same n). Returns when every rank has joined; then a
+ * thread watches the links. GP_ERR_INVALID_ARG for bad params,
+ * GP_ERR_IO naming the address when it cannot listen, connect or read,
+ * GP_ERR_STATE when the join times out (naming the ranks missing), a rank
+ * of another group size or a rank twice. */
+gp_status gp_group_join(const gp_group_params *p, void *blob, size_t n, gp_group **out);
+int gp_group_rank(const gp_group *g);
+int gp_group_size(const gp_group *g);
+/* Around each step: begin(step) marks the rank busy with that step, end
+ * marks it done (the step's collectives returned). The heartbeats carry
+ * both, and rank 0 fails the group when a rank stays busy beyond
+ * step_timeout_s. */
+void gp_group_step_begin(gp_group *g, uint64_t step);
+void gp_group_step_end(gp_group *g);
+/* True once the group has failed; why (may be NULL) gets the message. */
+bool gp_group_failed(gp_group *g, char *why, size_t n);
+/* Leave in order: the others are told this rank is done, which is not a
+ * failure. Then frees g. NULL is fine. */
+void gp_group_leave(gp_group *g);
+
+/* ------------------------------------------------------------ NCCL */
+
+/* Whether this build has NCCL (found at configure time). Without it every
+ * gp_comm call below is GP_ERR_UNSUPPORTED saying so. */
+bool gp_comm_available(void);
+
+typedef struct gp_comm gp_comm; /* opaque */
+typedef enum gp_comm_dtype { GP_COMM_F32 = 0, GP_COMM_BF16 = 1, GP_COMM_F16 = 2 } gp_comm_dtype;
+
+/* An NCCL communicator on the calling thread's current CUDA device over the
+ * group at spec (gp_rdv_parse), rank of n_ranks: rank 0 makes the unique id
+ * and the group carries it. The group's failure aborts the communicator,
+ * so a collective blocked on a lost rank returns. */
+gp_status gp_comm_create(const gp_group_params *p, gp_comm **out);
+gp_group *gp_comm_group(gp_comm *c);
+/* In place, sum over the ranks, on stream (cudaStream_t); NCCL's return
+ * code and async error checked. An aborted collective lets its stream go
+ * on without a CUDA error: after synchronizing, gp_comm_check says whether
+ * the results are whole. */
+gp_status gp_comm_all_reduce(gp_comm *c, void *buf, size_t count, gp_comm_dtype dt, void *stream);
+gp_status gp_comm_send(gp_comm *c, const void *buf, size_t bytes, int peer, void *stream);
+gp_status gp_comm_recv(gp_comm *c, void *buf, size_t bytes, int peer, void *stream);
+/* GP_OK while the group holds and NCCL reports no asynchronous error; else
+ * GP_ERR_STATE with the group's failure (which rank, why) or GP_ERR_CUDA
+ * with NCCL's error. */
+gp_status gp_comm_check(gp_comm *c);
+/* Destroys the communicator and leaves the group in order. NULL is fine. */
+void gp_comm_destroy(gp_comm *c);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif
