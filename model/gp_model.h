@@ -347,6 +347,25 @@ gp_status gp_model_source_load_host_ex(const gp_model_source *src, gp_host_weigh
  * preset, the checkpoint's own (gp_checkpoint_dtype) for a directory. */
 gp_status gp_model_source_host_dtype(const gp_model_source *src, gp_dtype *out);
 
+/* ---------------------------------------------------------- tensor parallel */
+
+/* Tensor parallelism over tp GPUs (Megatron's split): rank r holds query
+ * heads [r n_heads/tp, (r+1) n_heads/tp), the key/value heads and FFN
+ * neurons likewise; q/k/v and gate/up are split by output rows (column
+ * parallel), o and down by input columns (row parallel), so each rank's o
+ * and down give partial sums that an all-reduce adds before the residual;
+ * norms, embeddings and the head are whole on every rank. */
+#define GP_TP_MAX 8
+/* GP_ERR_INVALID_ARG naming tp and, when it does not divide them, the
+ * model's heads, key/value heads or FFN neurons. */
+gp_status gp_tp_check(const gp_config *cfg, int tp);
+/* A rank's shape: cfg with n_heads, n_kv_heads and ffn divided by tp (the
+ * same hidden, head_dim, vocab); checked by gp_tp_check. */
+gp_status gp_tp_config(const gp_config *cfg, int tp, gp_config *out);
+/* Rank rank's host weights cut from w (copies, in w's dtype; out has the
+ * rank's config, named "NAME tpT.R"). Free with gp_host_weights_free. */
+gp_status gp_host_weights_shard(const gp_host_weights *w, int tp, int rank, gp_host_weights *out);
+
 /* ---------------------------------------------------------- identity */
 
 /* Which weights a model is, by content (model/identity.c): a byte-identical

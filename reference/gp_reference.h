@@ -96,6 +96,13 @@ int gp_cpu_model_max_seqs(const gp_cpu_model *m);
  * whole GPU engine and the measure of its drift from HF. Other values are
  * ignored. */
 void gp_cpu_model_set_act_dtype(gp_cpu_model *m, gp_dtype dt);
+/* Tensor parallel (gp_tp_config's shard weights on each rank): fn(ctx,
+ * rows, n) gets the fp32 output of every layer's o and down projection (n =
+ * rows x hidden floats) before it is added to the residual, and must leave
+ * there the sum over the ranks (an all-reduce); a status other than GP_OK
+ * fails the stage. NULL (the default): one rank. Not during a step. */
+typedef gp_status (*gp_cpu_reduce_fn)(void *ctx, float *rows, size_t n);
+void gp_cpu_model_set_reduce(gp_cpu_model *m, gp_cpu_reduce_fn fn, void *ctx);
 /* Threads of the model's own worker (the one gp_cpu_decode_step and the
  * prefills run on): 0 the default (online CPUs, at most 16, GP_REF_THREADS)
  * or 1..16. Results do not depend on it. Not during a step. */

@@ -46,6 +46,8 @@ struct gp_cpu_model {
     bool sparse_on;            /* gp_cpu_model_set_sparsity gave thresholds */
     gp_cpu_capture_fn capture; /* NULL: none */
     void *capture_ctx;
+    gp_cpu_reduce_fn reduce;   /* tensor parallel: sums the ranks' o and down outputs; NULL: one rank */
+    void *reduce_ctx;
 
     /* per-row scratch of rows_cap rows (max_seqs at first, grown by a batch
      * of more rows before it changes anything); stages touch only their rows */
@@ -294,6 +296,14 @@ gp_status gp_cpu_model_create(const gp_host_weights *w, int max_seqs, int max_co
     gp_rope_inv_freq(c, m->inv_freq);
     *out = m;
     return GP_OK;
+}
+
+void gp_cpu_model_set_reduce(gp_cpu_model *m, gp_cpu_reduce_fn fn, void *ctx)
+{
+    if (m) {
+        m->reduce = fn;
+        m->reduce_ctx = ctx;
+    }
 }
 
 void gp_cpu_model_set_act_dtype(gp_cpu_model *m, gp_dtype dt)
@@ -566,6 +576,8 @@ static gp_status gp_cpu_attn_stage(gp_cpu_model *m, gp_cpu_worker *wk, const gp_
     gp_ref_round(m, att, (size_t)nb * q_dim);
     gp_ref_proj_input(m, layer, GP_REF_PROJ_O, att, nb, q_dim);
     gp_ref_matmul(wk, tmp, lw->wo, wdt, att, nb, H, q_dim);
+    if (m->reduce)
+        GP_TRY(m->reduce(m->reduce_ctx, tmp, (size_t)nb * (size_t)H));
     gp_ref_add_rows(&io->resid, tmp, nb, H);
     return GP_OK;
 }
@@ -595,6 +607,8 @@ static gp_status gp_cpu_ffn_stage(gp_cpu_model *m, gp_cpu_worker *wk, const gp_s
     gp_ref_round(m, act, (size_t)nb * F);
     gp_ref_proj_input(m, layer, GP_REF_PROJ_DOWN, act, nb, F);
     gp_ref_matmul(wk, tmp, lw->w_down, wdt, act, nb, H, F);
+    if (m->reduce)
+        GP_TRY(m->reduce(m->reduce_ctx, tmp, (size_t)nb * (size_t)H));
     gp_ref_add_rows(&io->resid, tmp, nb, H);
     return GP_OK;
 }

@@ -19,3 +19,6 @@ set_tests_properties(engine_hf_prefill engine_hf_prefill_chunk16 engine_hf_prefi
 # Activation sparsity in the reference (masked decode steps, the capture hook)
 # on the tiny preset and the tiny checkpoint.
 gp_add_test(ref_sparsity SOURCES model/test_ref_sparsity.c LIBS gp_reference)
+# Tensor parallelism on the CPU reference: shards on threads, summed through
+# the reduce hook, against the whole model (no GPU).
+gp_add_test(ref_tp SOURCES model/test_tp_ref.c LIBS gp_reference gp_model)
