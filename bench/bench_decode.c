@@ -24,30 +24,7 @@
 #include "gp_tools.h"
 #include "gp_weights.h"
 
-typedef struct workload { int B, C; } workload;
-
-static int parse_workloads(const char *s, workload *w, int max)
-{
-    int n = 0;
-    const char *p = s;
-    while (*p) {
-        int B, C, used;
-        if (n == max || sscanf(p, "%d:%d%n", &B, &C, &used) != 2 || B < 1 || C < 0) {
-            fprintf(stderr, "gp_bench_decode: --workloads '%s': expected B:C[,B:C...] with B >= 1, C >= 0 "
-                    "(at most %d)\n", s, max);
-            return -1;
-        }
-        w[n++] = (workload){B, C};
-        p += used;
-        if (*p == ',')
-            p++;
-        else if (*p) {
-            fprintf(stderr, "gp_bench_decode: --workloads '%s': unexpected '%c'\n", s, *p);
-            return -1;
-        }
-    }
-    return n;
-}
+#include "bench_workloads.h"
 
 #define ATTN_CK(call)                                                                         \
     do {                                                                                     \
@@ -425,7 +402,7 @@ int main(int argc, char **argv)
     if (budget)
         graphs = 0;
     workload w[32];
-    int n_w = parse_workloads(wl, w, 32);
+    int n_w = gp_bench_parse_workloads("gp_bench_decode", wl, w, 32);
     if (n_w < 1)
         return 2;
     if (gp_cuda_available() != GP_OK) {

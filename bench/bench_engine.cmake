@@ -2,7 +2,7 @@
 # print timings, not tests (nothing is asserted).
 
 # Decode-step benchmark of the sequential engine.
-add_executable(gp_bench_decode ${CMAKE_CURRENT_LIST_DIR}/bench_decode.c)
+add_executable(gp_bench_decode ${CMAKE_CURRENT_LIST_DIR}/bench_decode.c ${CMAKE_CURRENT_LIST_DIR}/bench_workloads.c)
 target_link_libraries(gp_bench_decode PRIVATE gp_engine gp_tools)
 
 # Decode with the CPU-assisted FFN beside dense and all-GPU sparse.
@@ -34,3 +34,8 @@ target_link_libraries(gp_bench_prefix PRIVATE gp_engine gp_tools gp_dep_jansson)
 # Decode with an offloaded KV cache beside the resident engine.
 add_executable(gp_bench_kvoff ${CMAKE_CURRENT_LIST_DIR}/bench_kvoff.c)
 target_link_libraries(gp_bench_kvoff PRIVATE gp_engine gp_tools)
+
+# Tensor parallelism over N GPUs (one process each, NCCL) beside the one-GPU
+# engine, on synthetic shards.
+add_executable(gp_bench_tp ${CMAKE_CURRENT_LIST_DIR}/bench_tp.c ${CMAKE_CURRENT_LIST_DIR}/bench_workloads.c)
+target_link_libraries(gp_bench_tp PRIVATE gp_engine gp_comm gp_tools CUDA::cudart)

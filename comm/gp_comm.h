@@ -85,6 +85,13 @@ bool gp_group_failed(gp_group *g, char *why, size_t n);
  * failure. Then frees g. NULL is fine. */
 void gp_group_leave(gp_group *g);
 
+/* Runs fn(rank, arg) in n processes forked from this one, one per rank,
+ * and waits for all: codes[r] is rank r's exit status (fn's result & 0xff,
+ * 128 + the signal when one ended it). Call it before any CUDA call: a
+ * forked CUDA context is unusable. GP_ERR_NO_MEMORY when a process could
+ * not start (those started are waited for). */
+gp_status gp_ranks_run(int n, int (*fn)(int rank, void *arg), void *arg, int *codes);
+
 /* ------------------------------------------------------------ NCCL */
 
 /* Whether this build has NCCL (found at configure time). Without it every

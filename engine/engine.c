@@ -205,6 +205,7 @@ gp_status gp_engine_create(gp_device_weights *dw, const gp_engine_params *p, gp_
     e->cfg = w->cfg;
     e->dtype = dt;
     e->p = *p;
+    e->tp = 1; /* one rank until gp_engine_set_tp */
     e->dw = dw;
     e->w = w;
     e->max_blocks = blocks_per_seq(p);
@@ -259,4 +260,22 @@ bool gp_engine_weights_streamed(const gp_engine *e)
 gp_device_weights *gp_engine_weights(const gp_engine *e)
 {
     return e ? e->dw : NULL;
+}
+
+gp_status gp_engine_set_tp(gp_engine *e, int rank, int tp, gp_engine_reduce_fn fn, void *ctx)
+{
+    if (!e)
+        GP_FAIL(GP_ERR_INVALID_ARG, "gp_engine_set_tp: engine is NULL");
+    if (tp < 1 || tp > GP_TP_MAX || rank < 0 || rank >= tp || (tp > 1 && !fn))
+        GP_FAIL(GP_ERR_INVALID_ARG, "gp_engine_set_tp: rank %d of %d: allowed tp 1..%d, rank 0..tp-1, and a reduce "
+                "function when tp > 1", rank, tp, GP_TP_MAX);
+    if (tp > 1 && e->cf)
+        GP_FAIL(GP_ERR_UNSUPPORTED, "gp_engine_set_tp: the CPU-assisted FFN adds its cold neurons' output into the "
+                "residual itself, outside the all-reduce of the ranks' partial sums");
+    gp_engine_drop_graphs(e); /* they baked how o and down write the residual */
+    e->tp = tp;
+    e->tp_rank = rank;
+    e->tp_reduce = tp > 1 ? fn : NULL;
+    e->tp_ctx = ctx;
+    return GP_OK;
 }

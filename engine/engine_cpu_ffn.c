@@ -317,6 +317,9 @@ gp_status gp_engine_set_cpu_ffn(gp_engine *e, const gp_host_weights *w, const gp
         return GP_OK;
     if (!p)
         GP_FAIL(GP_ERR_INVALID_ARG, "gp_engine_set_cpu_ffn: params are NULL");
+    if (e->tp_reduce)
+        GP_FAIL(GP_ERR_UNSUPPORTED, "gp_engine_set_cpu_ffn: the engine is a tensor-parallel rank; the CPU-assisted "
+                "FFN adds its cold neurons' output into the residual itself, outside the ranks' all-reduce");
     if (!e->sp)
         GP_FAIL(GP_ERR_STATE, "gp_engine_set_cpu_ffn: no sparsity set (gp_engine_set_sparsity first: the cold "
                 "and hot neurons are masked by its gate/up and down thresholds)");

@@ -161,6 +161,11 @@ struct gp_engine {
     struct gp_engine_prefix *px;  /* stored prefixes (engine_prefix.c); NULL: off */
     gp_kv_memory *km;             /* the KV memory (kv_memory.h): resident or offloaded, and its providers */
     struct gp_engine_cpu_ffn *cf; /* CPU-assisted FFN (engine_cpu_ffn.c); NULL: off */
+    /* Tensor parallel (gp_engine_set_tp): this engine's rank of tp, and the
+     * all-reduce of the residual rows after o and down; NULL: one rank. */
+    int tp, tp_rank;
+    gp_engine_reduce_fn tp_reduce;
+    void *tp_ctx;
 
     pthread_mutex_t kv_lock;      /* the KV tables' host bookkeeping: lanes driven by several host threads
                                      reserve and advance their sequences under it */

@@ -270,6 +270,19 @@ bool gp_engine_weights_streamed(const gp_engine *e);
  * copy only the attention projections: the FFN's decode steps are the CPU-
  * assisted FFN's (gp_engine_set_cpu_ffn). Captured step graphs are dropped. */
 gp_status gp_engine_set_sparsity(gp_engine *e, const float *thresholds);
+/* Tensor parallel: this engine is rank `rank` of tp (its weights a
+ * gp_tp_config shard, gp_host_weights_shard). After every layer's o and
+ * down projection the step's residual rows (fp32, n = rows x hidden) go
+ * through reduce(ctx, rows, n, stream) on the lane's stream, which must
+ * leave the sum over the ranks in place (an all-reduce: gp_comm_all_reduce)
+ * and be capturable in a CUDA graph: rank 0's rows then hold the residual
+ * plus its partial output, every other rank's its partial output alone
+ * (the projection overwrites them), so the sum is the next residual on
+ * every rank. fn NULL: one rank (tp 1). Captured graphs are dropped.
+ * GP_ERR_INVALID_ARG for rank outside 0..tp-1, tp outside 1..8, or tp > 1
+ * without fn. */
+typedef gp_status (*gp_engine_reduce_fn)(void *ctx, float *rows, size_t n, void *stream);
+gp_status gp_engine_set_tp(gp_engine *e, int rank, int tp, gp_engine_reduce_fn fn, void *ctx);
 /* Steps each projection (gp_sparse_proj order) ran sparse and dense by the
  * per-step choice (gp_engine_params.sparse_always, sparse_probe) since the
  * last statistics reset (gp_engine_sparsity_stats); a projection whose

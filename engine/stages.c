@@ -130,16 +130,31 @@ static gp_status core_part(gp_lane *lane, const gp_stage_batch *b, const gp_stag
     return gp_kv_after_attn(b->km, io->layer, lane->stream);
 }
 
-/* The O projection adds straight into the f32 residual (beta = 1). */
+/* How o and down write the f32 residual: added into it (beta = 1); under
+ * tensor parallelism only rank 0 adds, the others write their partial sums,
+ * and the all-reduce after the projection (tp_sum) makes the next residual. */
+static gp_gemm_out resid_out(const gp_engine *e)
+{
+    return e->tp_reduce && e->tp_rank != 0 ? GP_GEMM_OUT_F32 : GP_GEMM_OUT_F32_ACC;
+}
+
+static gp_status tp_sum(gp_lane *lane, int nb, const gp_tensor_view *resid)
+{
+    gp_engine *e = lane->e;
+    if (!e->tp_reduce)
+        return GP_OK;
+    return e->tp_reduce(e->tp_ctx, (float *)resid->data, (size_t)nb * (size_t)e->cfg.hidden, lane->stream);
+}
+
 static gp_status o_part(gp_lane *lane, const gp_stage_batch *b, const void *wo, int layer, int nb,
                         const gp_tensor_view *attn, const gp_tensor_view *resid)
 {
     gp_engine *e = lane->e;
     gp_status st;
     STEP(gp_engine_sparse_proj(e, lane, b, layer, GP_SPARSE_O, nb, attn->data, wo,
-                               resid->data, GP_GEMM_OUT_F32_ACC),
+                               resid->data, resid_out(e)),
          GP_K_O);
-    return GP_OK;
+    return tp_sum(lane, nb, resid);
 }
 
 static gp_status ffn_part(gp_lane *lane, const gp_stage_batch *b, const gp_layer_weights *lw, int layer, int b0,
@@ -170,9 +185,9 @@ static gp_status ffn_part(gp_lane *lane, const gp_stage_batch *b, const gp_layer
         STEP(gp_swiglu(e->dtype, gu, act, nb, c->ffn, lane->stream), GP_K_SWIGLU);
     }
     STEP(gp_engine_sparse_proj(e, lane, b, layer, GP_SPARSE_DOWN, nb, act, lw->w_down, resid->data,
-                               GP_GEMM_OUT_F32_ACC),
+                               resid_out(e)),
          GP_K_DOWN);
-    return GP_OK;
+    return tp_sum(lane, nb, resid);
 }
 
 static gp_status head_part(gp_lane *lane, const gp_stage_batch *b, const gp_group_tensors *w, int b0, int nb,

@@ -91,3 +91,6 @@ gp_add_test(engine_host_tier SOURCES ${GP_ENG_TESTS}/test_engine_host_tier.c ${G
 # decode steps on the other gives bitwise the batches run in order.
 gp_add_test(engine_pd SOURCES ${GP_ENG_TESTS}/test_engine_pd.c ${GP_ENG_TESTS}/gpu_test_util.c
             LIBS gp_pipeline_cuda GPU)
+# Tensor parallelism (GPU, two GPUs): shards on two ranks, their o and down
+# summed through NCCL, against the whole engine; skips without NCCL or two GPUs.
+gp_add_test(engine_tp SOURCES ${GP_ENG_TESTS}/test_engine_tp.c LIBS gp_pipeline_cuda gp_comm CUDA::cudart GPU)

@@ -1,0 +1,231 @@
+/* gp_bench_tp: decode steps under tensor parallelism over --tp GPUs of this
+ * host (one process each, NCCL), each rank on synthetic weights of its
+ * shard's shape, beside the one-GPU engine on GPU 0 where the whole model
+ * fits (with its KV cache); CUDA graphs, device events, medians; every row
+ * against the per-GPU memory floor of the shard at the project's H100
+ * bandwidth (docs/ARCHITECTURE.md §5: rescale it on another GPU). */
+#include <getopt.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include <cuda_runtime_api.h>
+
+#include "gp_comm.h"
+#include "gp_engine.h"
+#include "gp_model.h"
+#include "gp_weights.h"
+
+#include "bench_workloads.h"
+
+#define PROG "gp_bench_tp"
+#define MAX_W 16
+
+typedef struct opts {
+    int tp, warmup, repeat, n_w;
+    gp_config cfg;
+    workload w[MAX_W];
+    char spec[128];
+} opts;
+
+static gp_status reduce(void *ctx, float *rows, size_t n, void *stream)
+{
+    return gp_comm_all_reduce(ctx, rows, n, GP_COMM_F32, stream);
+}
+
+/* Median ms of repeat steps of B sequences at C on dw (tp ranks when c). */
+static gp_status time_steps(gp_device_weights *dw, const opts *o, const workload *w, gp_comm *c, int rank,
+                            float *med)
+{
+    gp_engine_params p = gp_engine_default_params();
+    p.max_batch = w->B;
+    p.max_context = w->C + o->warmup + o->repeat + 2;
+    gp_engine *e = NULL;
+    float *ms = calloc((size_t)o->repeat, sizeof(float));
+    double wall = 0;
+    gp_status st = ms ? gp_engine_create(dw, &p, &e) : GP_ERR_NO_MEMORY;
+    if (st == GP_OK && c)
+        st = gp_engine_set_tp(e, rank, o->tp, reduce, c);
+    if (st == GP_OK)
+        st = gp_engine_fill_context(e, w->B, w->C, 42);
+    if (st == GP_OK && c)
+        gp_group_step_begin(gp_comm_group(c), (uint64_t)w->B * 1000000u + (uint64_t)w->C);
+    if (st == GP_OK)
+        st = gp_engine_time_steps(e, w->B, o->warmup, o->repeat, ms, &wall);
+    if (st == GP_OK && c) {
+        gp_group_step_end(gp_comm_group(c));
+        st = gp_comm_check(c);
+    }
+    if (st == GP_OK)
+        *med = gp_median_f(ms, o->repeat);
+    gp_engine_destroy(e);
+    free(ms);
+    return st;
+}
+
+static int rank_main(int rank, void *arg)
+{
+    const opts *o = arg;
+    int n_dev = 0;
+    if (cudaGetDeviceCount(&n_dev) != cudaSuccess || n_dev < o->tp) {
+        fprintf(stderr, PROG ": --tp %d needs %d GPUs; this host has %d\n", o->tp, o->tp, n_dev);
+        return 2;
+    }
+    if (cudaSetDevice(rank) != cudaSuccess)
+        return 1;
+    gp_group_params gp = gp_group_default_params();
+    gp_comm *c = NULL;
+    gp_config shard;
+    gp_device_weights *dw = NULL;
+    gp_status st = gp_rdv_parse(o->spec, &gp.addr);
+    gp.rank = rank;
+    gp.n_ranks = o->tp;
+    if (st == GP_OK)
+        st = gp_comm_create(&gp, &c);
+    if (st == GP_OK)
+        st = gp_tp_config(&o->cfg, o->tp, &shard);
+    if (st == GP_OK)
+        st = gp_device_weights_synthetic(&shard, GP_DTYPE_BF16, 0, &dw);
+    if (st != GP_OK) {
+        fprintf(stderr, PROG ": rank %d: %s\n", rank, gp_last_error());
+        gp_comm_destroy(c);
+        return 1;
+    }
+    float tp_ms[MAX_W];
+    int failed = 0;
+    for (int i = 0; i < o->n_w; i++) {
+        st = time_steps(dw, o, &o->w[i], c, rank, &tp_ms[i]);
+        if (st != GP_OK) {
+            fprintf(stderr, PROG ": rank %d, B = %d, C = %d: %s\n", rank, o->w[i].B, o->w[i].C, gp_last_error());
+            failed = 1;
+            break;
+        }
+    }
+    gp_device_weights_destroy(dw);
+    gp_comm_destroy(c);
+    if (rank != 0 || failed)
+        return failed;
+    /* rank 0: the one-GPU engine, where the whole model fits beside 4 GiB */
+    gp_device_weights *whole = NULL;
+    size_t free_b = 0, total_b = 0;
+    gp_step_cost wc;
+    gp_step_floor(&o->cfg, 1, 0, 1, &wc);
+    const bool fits = cudaMemGetInfo(&free_b, &total_b) == cudaSuccess && wc.bytes + (4ull << 30) < (double)free_b;
+    if (fits && gp_device_weights_synthetic(&o->cfg, GP_DTYPE_BF16, 0, &whole) != GP_OK) {
+        fprintf(stderr, PROG ": the one-GPU weights: %s\n", gp_last_error());
+        return 1;
+    }
+    printf("\n| B | C | TP = %d ms/step | per-GPU floor ms | share of floor | one GPU ms/step | one-GPU floor ms | "
+           "TP / one GPU |\n|---:|---:|---:|---:|---:|---:|---:|---:|\n", o->tp);
+    for (int i = 0; i < o->n_w; i++) {
+        const workload *w = &o->w[i];
+        gp_config shard;
+        gp_step_cost sc, oc;
+        (void)gp_tp_config(&o->cfg, o->tp, &shard);
+        const double C = w->C + o->warmup + o->repeat / 2;
+        gp_step_floor(&shard, w->B, C, 1, &sc);
+        gp_step_floor(&o->cfg, w->B, C, 1, &oc);
+        float one = 0;
+        gp_status os = whole ? time_steps(whole, o, w, NULL, 0, &one) : GP_OK;
+        if (os == GP_ERR_DEVICE_MEMORY) /* the KV cache beside the whole model's weights: no one-GPU row */
+            fprintf(stderr, PROG ": one GPU, B = %d, C = %d: %s\n", w->B, w->C, gp_last_error());
+        else if (os != GP_OK) {
+            fprintf(stderr, PROG ": one GPU, B = %d, C = %d: %s\n", w->B, w->C, gp_last_error());
+            failed = 1;
+        }
+        if (one > 0)
+            printf("| %d | %d | %.3f | %.3f | %.1f%% | %.3f | %.3f | %.3f |\n", w->B, w->C, tp_ms[i], sc.floor_ms,
+                   100.0 * sc.floor_ms / tp_ms[i], one, oc.floor_ms, tp_ms[i] / one);
+        else
+            printf("| %d | %d | %.3f | %.3f | %.1f%% | (does not fit one GPU) | %.3f | - |\n", w->B, w->C, tp_ms[i],
+                   sc.floor_ms, 100.0 * sc.floor_ms / tp_ms[i], oc.floor_ms);
+        fflush(stdout);
+    }
+    gp_device_weights_destroy(whole);
+    return failed;
+}
+
+static void usage(FILE *f)
+{
+    fprintf(f, "usage: " PROG " --tp N [--model PRESET] [--workloads B:C,...] [--warmup N] [--repeat N]\n"
+               "Decode steps under tensor parallelism over N GPUs of this host (one process each, NCCL; synthetic\n"
+               "bf16 weights of each rank's shard), beside the one-GPU engine on GPU 0 where the model fits.\n"
+               "  --tp N           GPUs, 2..%d, dividing the model's heads, KV heads and FFN neurons\n"
+               "  --model PRESET   default llama3-8b\n"
+               "  --workloads L    default 1:1024,64:1024,256:1024\n"
+               "  --warmup N       default 3;  --repeat N  timed steps, default 20\n",
+            GP_TP_MAX);
+}
+
+int main(int argc, char **argv)
+{
+    static opts o;
+    o.warmup = 3;
+    o.repeat = 20;
+    const char *model = "llama3-8b", *wl = "1:1024,64:1024,256:1024";
+    static const struct option lo[] = {{"tp", required_argument, NULL, 't'},      {"model", required_argument, NULL, 'm'},
+                                       {"workloads", required_argument, NULL, 'w'}, {"warmup", required_argument, NULL, 'u'},
+                                       {"repeat", required_argument, NULL, 'r'},  {"help", no_argument, NULL, 'h'},
+                                       {NULL, 0, NULL, 0}};
+    int ch;
+    while ((ch = getopt_long(argc, argv, "", lo, NULL)) != -1) {
+        char *end = NULL;
+        long v = 0;
+        if (ch == 't' || ch == 'u' || ch == 'r') {
+            v = strtol(optarg, &end, 10);
+            if (!*optarg || *end || v < (ch == 'u' ? 0 : 1) || v > 100000) {
+                fprintf(stderr, PROG ": %s '%s': allowed a whole number %s\n", argv[optind - 1], optarg,
+                        ch == 'u' ? ">= 0" : ">= 1");
+                return 2;
+            }
+        }
+        switch (ch) {
+        case 't': o.tp = (int)v; break;
+        case 'u': o.warmup = (int)v; break;
+        case 'r': o.repeat = (int)v; break;
+        case 'm': model = optarg; break;
+        case 'w': wl = optarg; break;
+        case 'h': usage(stdout); return 0;
+        default: usage(stderr); return 2;
+        }
+    }
+    if (gp_config_preset(model, &o.cfg) != GP_OK) {
+        fprintf(stderr, PROG ": --model '%s': %s\n", model, gp_last_error());
+        return 2;
+    }
+    if (o.tp < 2) {
+        fprintf(stderr, PROG ": --tp is required: 2..%d GPUs\n", GP_TP_MAX);
+        return 2;
+    }
+    if (gp_tp_check(&o.cfg, o.tp) != GP_OK) {
+        fprintf(stderr, PROG ": %s\n", gp_last_error());
+        return 2;
+    }
+    if ((o.n_w = gp_bench_parse_workloads(PROG, wl, o.w, MAX_W)) < 1)
+        return 2;
+    if (!gp_comm_available()) {
+        gp_comm *c = NULL;
+        gp_group_params gp = gp_group_default_params();
+        (void)gp_comm_create(&gp, &c);
+        fprintf(stderr, PROG ": %s\n", gp_last_error());
+        return 2;
+    }
+    snprintf(o.spec, sizeof o.spec, "file:/tmp/gp_bench_tp.%d", (int)getpid());
+    printf("# " PROG " --tp %d --model %s --workloads %s --warmup %d --repeat %d: synthetic bf16 shards, CUDA graphs, "
+           "medians of device-event step times\n", o.tp, model, wl, o.warmup, o.repeat);
+    fflush(stdout);
+    int codes[GP_TP_MAX];
+    if (gp_ranks_run(o.tp, rank_main, &o, codes) != GP_OK) {
+        fprintf(stderr, PROG ": %s\n", gp_last_error());
+        return 1;
+    }
+    unlink(o.spec + 5);
+    int rc = 0;
+    for (int r = 0; r < o.tp; r++)
+        if (codes[r]) {
+            fprintf(stderr, PROG ": rank %d exited with %d\n", r, codes[r]);
+            rc = codes[r] == 2 ? 2 : 1;
+        }
+    return rc;
+}
