@@ -85,11 +85,18 @@ bool gp_group_failed(gp_group *g, char *why, size_t n);
  * failure. Then frees g. NULL is fine. */
 void gp_group_leave(gp_group *g);
 
-/* Runs fn(rank, arg) in n processes forked from this one, one per rank,
- * and waits for all: codes[r] is rank r's exit status (fn's result & 0xff,
- * 128 + the signal when one ended it). Call it before any CUDA call: a
- * forked CUDA context is unusable. GP_ERR_NO_MEMORY when a process could
- * not start (those started are waited for). */
+/* One process per rank on this host. Call these before any CUDA call: a
+ * forked CUDA context is unusable.
+ * gp_ranks_fork: forks n - 1 processes; *rank is 0 in the caller, 1..n-1 in
+ *   each of them, which go on from the call; pids[0..n) the processes' ids
+ *   (the caller's first). GP_ERR_NO_MEMORY when one could not start (those
+ *   started are ended and waited for).
+ * gp_ranks_wait: rank 0 waits for ranks 1..n-1; codes[r] their exit
+ *   statuses (128 + the signal when one ended it), codes[0] 0.
+ * gp_ranks_run: fn(rank, arg) on every rank, rank 0 being the caller,
+ *   which waits; codes[r] each one's result & 0xff. */
+gp_status gp_ranks_fork(int n, int *rank, int *pids);
+void gp_ranks_wait(int n, const int *pids, int *codes);
 gp_status gp_ranks_run(int n, int (*fn)(int rank, void *arg), void *arg, int *codes);
 
 /* ------------------------------------------------------------ NCCL */

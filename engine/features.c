@@ -24,6 +24,7 @@ static const char *const names[GP_FEAT_COUNT] = {
     [GP_FEAT_PROMPT_LOGITS] = "prompt logits (--dump-prompt-logits)",
     [GP_FEAT_PREFIX_CACHE] = "the prefix cache (serve's default; --no-prefix-cache turns it off)",
     [GP_FEAT_PD_LANES] = "prefill and decode lanes (--pd-split)",
+    [GP_FEAT_TP] = "tensor parallel (--tp)",
 };
 
 /* Checked in this order; the first that applies is the refusal. */
@@ -89,6 +90,24 @@ static const gp_feature_rule rules[] = {
     {GP_FEAT_PD_LANES, GP_FEAT_SPARSITY, false,
      "the sparse projections' split workspaces are the model state's, one per side, which the two lanes "
      "would share"},
+    {GP_FEAT_TP, GP_FEAT_CPU, false,
+     "tensor parallel cuts the CUDA engine's weights over GPUs; the CPU reference runs the whole model in one "
+     "process"},
+    {GP_FEAT_TP, GP_FEAT_PIPELINED, false,
+     "both cut the step, tensor parallel over GPUs and the pipeline over one GPU's SM partitions; one cut at a time"},
+    {GP_FEAT_TP, GP_FEAT_PD_LANES, false,
+     "the lanes are SM partitions of one GPU; tensor parallel steps run on every rank's whole GPU"},
+    {GP_FEAT_TP, GP_FEAT_STREAMED, false,
+     "each rank's shard is read whole from host memory to cut it and kept on its GPU; streaming shards is not built"},
+    {GP_FEAT_TP, GP_FEAT_KV_OFFLOAD, false,
+     "each rank's KV cache holds its own heads; offloading them is not built"},
+    {GP_FEAT_TP, GP_FEAT_KV_STORE, false,
+     "stored prefixes hold the whole model's KV blocks; a rank holds only its heads' part of each"},
+    {GP_FEAT_TP, GP_FEAT_SPARSITY, false,
+     "a calibration's thresholds and transposed copies are the whole model's projections; a rank holds slices "
+     "of them"},
+    {GP_FEAT_TP, GP_FEAT_PREFIX_CACHE, false,
+     "serving runs one engine in one process; tensor parallel ranks are processes of their own"},
     {GP_FEAT_PREFIX_CACHE, GP_FEAT_KV_OFFLOAD, false,
      "an offloaded sequence's oldest blocks live in host memory at that sequence's own place and are copied "
      "into its part of a staging window each layer; a block shared by several sequences would have to be "
@@ -124,6 +143,7 @@ uint32_t gp_features_mask(const gp_feature_set *f)
         [GP_FEAT_CPU_FFN_THREADS] = f->cpu_ffn_threads,
         [GP_FEAT_CPU_THREADS] = f->cpu_threads,
         [GP_FEAT_PROMPT_LOGITS] = f->prompt_logits,
+        [GP_FEAT_TP] = f->tp,
         [GP_FEAT_PREFIX_CACHE] = f->prefix_cache,
         [GP_FEAT_PD_LANES] = f->pd_lanes,
     };

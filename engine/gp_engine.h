@@ -607,6 +607,7 @@ typedef enum gp_feature {
     GP_FEAT_PROMPT_LOGITS,  /* logits of every prompt position */
     GP_FEAT_PREFIX_CACHE,   /* KV blocks shared between requests by their token chain (serving) */
     GP_FEAT_PD_LANES,       /* prefill and decode lanes on two SM partitions (serving) */
+    GP_FEAT_TP,             /* tensor parallel over several GPUs */
     GP_FEAT_COUNT
 } gp_feature;
 
@@ -630,6 +631,7 @@ typedef struct gp_feature_set {
     bool prompt_logits;      /* logits of every prompt position asked for */
     bool prefix_cache;       /* automatic prefix caching (greenpipe serve) */
     bool pd_lanes;           /* prefill and decode lanes on a green pair (greenpipe serve --pd-split) */
+    bool tp;                 /* tensor parallel over more than one GPU (--tp) */
 } gp_feature_set;
 
 /* GP_OK, or GP_ERR_UNSUPPORTED naming the first refused pair of the table

@@ -356,6 +356,7 @@ gp_status gp_model_source_host_dtype(const gp_model_source *src, gp_dtype *out);
  * and down give partial sums that an all-reduce adds before the residual;
  * norms, embeddings and the head are whole on every rank. */
 #define GP_TP_MAX 8
+#define GP_TP_MAX_STR "8" /* GP_TP_MAX in the help texts */
 /* GP_ERR_INVALID_ARG naming tp and, when it does not divide them, the
  * model's heads, key/value heads or FFN neurons. */
 gp_status gp_tp_check(const gp_config *cfg, int tp);

@@ -8,6 +8,9 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include <cuda_runtime_api.h>
+
+#include "gp_comm.h"
 #include "gp_engine.h"
 #include "gp_green.h"
 #include "gp_kvstore.h"
@@ -34,6 +37,7 @@ struct gp_backend {
     gp_cuda_exec *cuda_exec;         /* as.exec */
     gp_pd_exec *pd_exec;             /* with pd_lanes: the session the backend serves */
     gp_pd_model *pd_model;           /* with n_pd_splits: its planner's */
+    gp_comm *comm;                   /* tensor parallel (p.tp > 1): the ranks' NCCL communicator */
     double pd_profile_s;             /* the time its profile took to measure or load */
 };
 
@@ -59,7 +63,7 @@ gp_backend_params gp_backend_default_params(gp_backend_kind kind)
     return (gp_backend_params){.kind = kind, .n_seqs = 1, .max_context = 1024, .block_size = 16,
                                .attn_units = cuda ? 24 : 1, .ffn_units = cuda ? GP_SPLIT_REST : 1,
                                .pipelined = false, .use_graphs = true, .dtype = cuda ? GP_DTYPE_AUTO : GP_DTYPE_F32,
-                               .prefill_chunk = 0};
+                               .prefill_chunk = 0, .tp = 1};
 }
 
 /* The stored-prefix settings among themselves: a dir or a block size mean
@@ -189,6 +193,7 @@ void gp_backend_features(const gp_backend_params *p, gp_feature_set *out)
                             .pd_lanes = p->pd_lanes,
                             .sparsity = p->sparse_thresholds != NULL,
                             .sparse_always = p->sparse_always,
+                            .tp = p->tp > 1,
                             .cpu_ffn_budget = p->cpu_ffn_budget,
                             .cpu_ffn_threads = p->cpu_ffn_threads != 0,
                             .cpu_threads = p->cpu_threads != 0};
@@ -212,6 +217,9 @@ static gp_status open_cpu(gp_backend *b, const gp_host_weights *w)
     int used = snprintf(b->describe, sizeof b->describe, "cpu (float32 reference%s), %.2f GB of %s weights in host "
                         "memory, held exactly; %d worker thread(s)", acts, (double)w->arena_bytes / 1e9,
                         gp_dtype_flag_name(w->dtype), gp_cpu_model_threads(b->cpu));
+    if (p->tp > 1)
+        used += snprintf(b->describe + used, sizeof b->describe - (size_t)used, "; tensor parallel rank %d of %d "
+                         "(GPU %d, NCCL)", p->tp_rank, p->tp, p->tp_rank);
     if (p->sparse_thresholds)
         used += snprintf(b->describe + used, sizeof b->describe - (size_t)used, "; sparse decode projections "
                          "(up to %d rows)", GP_SPARSE_MAX_B);
@@ -452,6 +460,44 @@ static void kv_model_name(const gp_model_source *src, char *buf, size_t cap)
     snprintf(buf, cap, "checkpoint %s", realpath(src->path, real) ? real : src->path);
 }
 
+static gp_status tp_reduce(void *ctx, float *rows, size_t n, void *stream)
+{
+    return gp_comm_all_reduce(ctx, rows, n, GP_COMM_F32, stream);
+}
+
+/* Tensor parallel: this rank's device, the group (first, so that a rank
+ * that fails later, loading, is seen by the others at once), and its shard
+ * of the weights on the device. */
+static gp_status open_tp(gp_backend *b, const gp_model_source *src)
+{
+    const gp_backend_params *p = &b->p;
+    GP_TRY(gp_tp_check(&src->cfg, p->tp));
+    if (p->tp_rank < 0 || p->tp_rank >= p->tp || !p->tp_rendezvous)
+        GP_FAIL(GP_ERR_INVALID_ARG, "tensor parallel: rank %d of %d (allowed 0..%d) with a rendezvous (%s)",
+                p->tp_rank, p->tp, p->tp - 1, p->tp_rendezvous ? p->tp_rendezvous : "none given");
+    cudaError_t ce = cudaSetDevice(p->tp_rank);
+    if (ce != cudaSuccess)
+        GP_FAIL(GP_ERR_NO_DEVICE, "tensor parallel rank %d: CUDA device %d: %s (--tp %d needs %d GPUs)", p->tp_rank,
+                p->tp_rank, cudaGetErrorString(ce), p->tp, p->tp);
+    gp_group_params gp = gp_group_default_params();
+    GP_TRY(gp_rdv_parse(p->tp_rendezvous, &gp.addr));
+    gp.rank = p->tp_rank;
+    gp.n_ranks = p->tp;
+    GP_TRY(gp_comm_create(&gp, &b->comm));
+    gp_host_weights w, s;
+    GP_TRY(gp_model_source_load_host_ex(src, &w, &p->progress));
+    gp_dtype dt = p->dtype;
+    gp_status st = dt == GP_DTYPE_AUTO ? gp_dtype_resolve_auto(src->synthetic ? GP_DTYPE_BF16 : w.dtype, &dt) : GP_OK;
+    if (st == GP_OK)
+        st = gp_host_weights_shard(&w, p->tp, p->tp_rank, &s);
+    gp_host_weights_free(&w);
+    if (st == GP_OK) {
+        st = gp_device_weights_upload(&s, dt, &b->dw);
+        gp_host_weights_free(&s);
+    }
+    return st;
+}
+
 gp_status gp_backend_open(const gp_model_source *src, const gp_backend_params *p, gp_backend **out)
 {
     gp_backend *b;
@@ -465,7 +511,9 @@ gp_status gp_backend_open(const gp_model_source *src, const gp_backend_params *p
             st = open_cpu(b, &b->own_w);
         return finish(b, st, out);
     }
-    if (p->vram_budget)
+    if (p->tp > 1)
+        st = open_tp(b, src);
+    else if (p->vram_budget)
         st = load_streamed(src, p, &b->dw);
     else
         st = gp_device_weights_load(src, p->dtype, &b->dw);
@@ -476,6 +524,8 @@ gp_status gp_backend_open(const gp_model_source *src, const gp_backend_params *p
         st = gp_model_source_load_host_ex(src, &hw, &p->progress);
     if (st == GP_OK)
         st = open_cuda(b, p->cpu_ffn_budget ? &hw : NULL);
+    if (st == GP_OK && b->comm)
+        st = gp_engine_set_tp(b->engine, p->tp_rank, p->tp, tp_reduce, b->comm);
     if (hw.arena)
         gp_host_weights_free(&hw);
     return finish(b, st, out);
@@ -501,6 +551,7 @@ void gp_backend_close(gp_backend *b)
     gp_assembly_close(&b->as);
     gp_green_pool_destroy(b->pool);
     gp_device_weights_destroy(b->dw);
+    gp_comm_destroy(b->comm); /* after the engine: no collective of its steps is left */
     gp_cpu_exec_destroy(b->cpu_exec);
     gp_cpu_model_destroy(b->cpu);
     if (b->own_w.arena)

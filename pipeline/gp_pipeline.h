@@ -711,6 +711,15 @@ typedef struct gp_backend_params {
                               mask each projection's small inputs (gp_engine_set_sparsity on the cuda backend;
                               gp_cpu_model_set_sparsity on the cpu one); prefill stays dense. With vram_budget
                               the transposed copies are device memory beside the budget. */
+    /* CUDA: tensor parallel over tp GPUs of this host, one process each
+     * (greenpipe generate --tp forks them): this process is rank tp_rank,
+     * runs on CUDA device tp_rank, meets the others at tp_rendezvous
+     * (comm/'s gp_rdv_parse) and holds its shard of the weights
+     * (gp_host_weights_shard; the whole host weights are read to cut it);
+     * its o and down outputs are summed over the ranks by NCCL. tp 1 (the
+     * default): one GPU. */
+    int tp, tp_rank;
+    const char *tp_rendezvous;
     bool sparse_always;     /* cuda, with sparse_thresholds: every calibrated projection sparse on every
                               step (the CPU reference's masks exactly); default false: each step runs a
                               projection sparse only where its batch's measured union density makes the

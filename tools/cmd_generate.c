@@ -14,9 +14,14 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cuda_runtime_api.h>
 
 #include <jansson.h>
 
+#include "gp_comm.h"
 #include "gp_engine.h"
 #include "gen_chat_impl.h"
 #include "gen_loop_impl.h"
@@ -439,6 +444,23 @@ static int kv_summary(gp_backend *b, const kv_run *kr)
 
 /* Set by Ctrl-C during generation: the loop stops at the next step
  * boundary. */
+/* The GPUs of this host, counted in a child process: the ranks fork after,
+ * and a process that made a CUDA call cannot fork one that works. -1 when
+ * the probe could not run. */
+static int probe_gpus(void)
+{
+    fflush(NULL);
+    pid_t pid = fork();
+    if (pid == 0) {
+        int n = 0;
+        _exit(cudaGetDeviceCount(&n) == cudaSuccess && n > 0 ? (n > 250 ? 250 : n) : 0);
+    }
+    int st = 0;
+    if (pid < 0 || waitpid(pid, &st, 0) != pid || !WIFEXITED(st))
+        return -1;
+    return WEXITSTATUS(st);
+}
+
 static volatile sig_atomic_t interrupted;
 
 static void on_sigint(int sig)
@@ -656,6 +678,28 @@ static int gen_main(int argc, char **argv, gen_mode mode)
                 "1..%d\n", M, S, S);
         goto early;
     }
+    /* --tp: one process per GPU from here on; rank 0 writes the output */
+    int tp_rank = 0, tp_pids[GP_TP_MAX];
+    char tp_spec[96] = "";
+    if (o.tp > 1) {
+        if ((st = gp_tp_check(cfg, (int)o.tp)) != GP_OK) {
+            gen_err("%s\n", gp_last_error());
+            goto early;
+        }
+        const int gpus = probe_gpus();
+        if (gpus < o.tp) {
+            gen_err("--tp %ld needs %ld GPUs; this host has %d%s\n", o.tp, o.tp, gpus < 0 ? 0 : gpus,
+                    gpus < 0 ? " (the probe could not run)" : "");
+            goto early;
+        }
+        snprintf(tp_spec, sizeof tp_spec, "file:/tmp/greenpipe-tp.%d", (int)getpid());
+        if ((st = gp_ranks_fork((int)o.tp, &tp_rank, tp_pids)) != GP_OK) {
+            exit_code = fail("tensor parallel ranks", st);
+            goto early;
+        }
+        if (tp_rank > 0 && !freopen("/dev/null", "w", stdout))
+            _exit(1);
+    }
     exit_code = 1;
     gp_backend *b = NULL;
     gp_sparsity sparsity;
@@ -732,6 +776,11 @@ static int gen_main(int argc, char **argv, gen_mode mode)
     gp_cli_progress progress;
     gp_cli_progress_init(&progress, stderr, "greenpipe");
     bp.progress = gp_cli_progress_cb(&progress);
+    bp.tp = (int)o.tp;
+    bp.tp_rank = tp_rank;
+    bp.tp_rendezvous = tp_spec;
+    if (tp_rank > 0) /* rank 0 reports the loading */
+        memset(&bp.progress, 0, sizeof bp.progress);
     double t0 = gp_now_s();
     if ((st = gp_backend_open(&src, &bp, &b)) != GP_OK) {
         if (st == GP_ERR_NO_DEVICE) /* one line: what happened and what runs without a GPU */
@@ -862,6 +911,20 @@ out:
     free(rng);
     free(seqs);
     free(res);
+    if (tp_rank > 0) {
+        fflush(NULL);
+        _exit(exit_code & 0xff);
+    }
+    if (o.tp > 1) {
+        int codes[GP_TP_MAX];
+        gp_ranks_wait((int)o.tp, tp_pids, codes);
+        for (int r = 1; r < o.tp; r++)
+            if (codes[r]) {
+                gen_err("tensor parallel rank %d (GPU %d) exited with status %d\n", r, r, codes[r]);
+                exit_code = exit_code ? exit_code : 1;
+            }
+        unlink(tp_spec + 5);
+    }
 early:
     gp_tokenizer_free(tok);
     gp_prompts_free(&p);

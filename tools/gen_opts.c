@@ -73,6 +73,11 @@ static void gen_usage(FILE *f)
             "                       printed up to it (TEXT and what follows are not); repeatable, the first\n"
             "                       found ends it. Text that may begin TEXT is held back until settled\n"
             "  --backend cpu|cuda   cpu: the float32 reference (default); cuda: the GPU engine\n"
+            "  --tp N               cuda: tensor parallel over GPUs 0..N-1 of this host, one process each\n"
+            "                       (NCCL): each holds its share of the heads and FFN neurons, o and down\n"
+            "                       summed over them; 1.." GP_TP_MAX_STR " dividing the model's heads, key/value heads and\n"
+            "                       FFN neurons; each process reads the whole host weights to cut its\n"
+            "                       share; default 1\n"
             "  --threads N          cpu: threads of the reference's worker, which prefills and runs\n"
             "                       sequential steps (pipelined steps take --sm-split's), 1..%d; default\n"
             "                       the online CPUs up to %d (or GP_REF_THREADS); the status line says\n"
@@ -222,6 +227,8 @@ static int chat_refusals(const gen_opts *o, const bool *seen)
                                  "own cache between turns"},
         {'q', "--kv-store", "stored prefixes serve the prompts of one batch"},
         {'B', "--kv-store-block", "stored prefixes serve the prompts of one batch"},
+        {'N', "--tp", "the ranks are processes of their own, and the conversation reads its turns from standard "
+                      "input in one; use greenpipe generate"},
     };
     for (size_t i = 0; i < sizeof no / sizeof no[0]; i++)
         if (seen[(unsigned char)no[i].c]) {
@@ -274,6 +281,7 @@ static gp_feature_set gen_features(const gen_opts *o)
                             .cpu_ffn_budget = o->cpu_ffn,
                             .cpu_ffn_threads = o->cpu_ffn_threads != 0,
                             .cpu_threads = o->threads != 0,
+                            .tp = o->tp > 1,
                             .prompt_logits = o->dump_prompt_logits != NULL};
 }
 
@@ -308,13 +316,13 @@ int gen_parse_opts(int argc, char **argv, gen_mode mode, gen_opts *o)
         {"allow-empty-prompt", no_argument, NULL, 'A'},
         {"min-p", required_argument, NULL, 'a'},       {"repeat-penalty", required_argument, NULL, 'r'},
         {"repeat-last-n", required_argument, NULL, 'l'}, {"stop", required_argument, NULL, 'o'},
-        {"threads", required_argument, NULL, 'j'},
+        {"threads", required_argument, NULL, 'j'},     {"tp", required_argument, NULL, 'N'},
         {"chat", no_argument, NULL, 'G'},              {"system", required_argument, NULL, 'Y'},
         {"chat-template", required_argument, NULL, 'U'}, {"max-context", required_argument, NULL, 'X'},
         {"verbose-prompt", no_argument, NULL, 'v'},
         {"help", no_argument, NULL, 'h'},              {NULL, 0, NULL, 0},
     };
-    *o = (gen_opts){.model = GP_DEFAULT_PRESET, .steps = -1, .backend = GP_BACKEND_CPU, .block_size = 16,
+    *o = (gen_opts){.model = GP_DEFAULT_PRESET, .steps = -1, .backend = GP_BACKEND_CPU, .block_size = 16, .tp = 1,
                     .sample = {.temperature = 0.0, .top_k = 0, .top_p = 1.0, .min_p = 0.0},
                     .repeat = gp_repeat_default_params(), .mode = mode, .chat = mode == GEN_MODE_CHAT};
     g_prog = mode == GEN_MODE_CHAT ? "greenpipe chat" : "greenpipe generate";
@@ -390,6 +398,7 @@ int gen_parse_opts(int argc, char **argv, gen_mode mode, gen_opts *o)
             o->stops[o->n_stops++] = optarg;
             break;
         case 'j': st = gp_parse_long(optarg, 1, GP_POOL_MAX_THREADS, "--threads", &o->threads); break;
+        case 'N': st = gp_parse_long(optarg, 1, GP_TP_MAX, "--tp", &o->tp); break;
         case 'K': {
             long k = 0;
             st = gp_parse_long(optarg, 0, INT32_MAX, "--top-k", &k); /* the vocabulary bound once it is known */

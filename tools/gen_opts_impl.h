@@ -35,6 +35,7 @@ typedef struct gen_opts {
     const char **stops;    /* --stop, in order (argv's strings); [argc] */
     int n_stops;
     long threads;          /* --threads; 0: not given (the cpu backend's default) */
+    long tp;               /* --tp: GPUs of tensor parallelism, 1 (default) .. GP_TP_MAX */
     long steps;
     gp_backend_kind backend;
     const char *dump_logits;

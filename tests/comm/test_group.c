@@ -5,8 +5,9 @@
  * a bounded time: a rank that never joins, one that exits, one that stops
  * (SIGSTOP), one stuck in a step, a rank twice, a rank of another group
  * size; the failure callback called once; the exit of a process that does
- * not stop after a failure. No GPU: the NCCL calls of a build without NCCL
- * say multi-GPU runs are off. */
+ * not stop after a failure; one process per rank (gp_ranks_run, _fork,
+ * _wait). No GPU: the NCCL calls of a build without NCCL say multi-GPU runs
+ * are off. */
 #include "gp_test.h"
 
 #include <arpa/inet.h>
@@ -359,6 +360,33 @@ static void test_exit_after(void **state)
     unlink(g_path);
 }
 
+static int times_three(int rank, void *arg)
+{
+    (void)arg;
+    return rank * 3;
+}
+
+/* One process per rank: the caller is rank 0 and the others exit with their
+ * results; gp_ranks_fork's children go on from the call. */
+static void test_ranks(void **state)
+{
+    (void)state;
+    int codes[4];
+    GP_CHECK_OK(gp_ranks_run(4, times_three, NULL, codes));
+    for (int r = 0; r < 4; r++)
+        assert_int_equal(codes[r], r * 3);
+    int rank = -1, pids[3];
+    const int me = (int)getpid();
+    GP_CHECK_OK(gp_ranks_fork(3, &rank, pids));
+    if (rank != 0)
+        _exit(getppid() == me ? 10 + rank : 1); /* a child of the caller, knowing its rank */
+    assert_int_equal(pids[0], me);
+    gp_ranks_wait(3, pids, codes);
+    assert_int_equal(codes[1], 11);
+    assert_int_equal(codes[2], 12);
+    GP_CHECK_FAIL(gp_ranks_fork(0, &rank, pids), GP_ERR_INVALID_ARG, "0 ranks (allowed 1..64)");
+}
+
 static void test_nccl_off(void **state)
 {
     (void)state;
@@ -378,7 +406,7 @@ int main(void)
         cmocka_unit_test(test_parse),       cmocka_unit_test(test_file),        cmocka_unit_test(test_tcp),
         cmocka_unit_test(test_join_timeout), cmocka_unit_test(test_rank_exits),  cmocka_unit_test(test_rank_stops),
         cmocka_unit_test(test_stuck_step),  cmocka_unit_test(test_bad_ranks),   cmocka_unit_test(test_exit_after),
-        cmocka_unit_test(test_nccl_off),
+        cmocka_unit_test(test_ranks),       cmocka_unit_test(test_nccl_off),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

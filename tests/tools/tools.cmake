@@ -303,3 +303,17 @@ include(${CMAKE_CURRENT_SOURCE_DIR}/tools/cli_generate.cmake)
 
 # Calibration identity, progress and the cpu backend's memory statement.
 include(${CMAKE_CURRENT_LIST_DIR}/cli_calib.cmake)
+# ---- --tp (tensor parallel): the refusals made before anything loads (no GPU)
+gp_cli_test(gen_tp_range 2 "--tp: 9 is out of range. allowed: .1, 8." generate --model tiny --prompt-ids 1 --steps 1 --backend cuda --tp 9)
+gp_cli_test(gen_tp_heads 2 "--tp 3: model tiny has 4 query heads .num_attention_heads., not a multiple of 3"
+            generate --model tiny --prompt-ids 1 --steps 1 --backend cuda --tp 3)
+gp_cli_test(gen_tp_cpu 2 "tensor parallel .--tp. with the cpu backend .--backend cpu.: tensor parallel cuts the CUDA engine.s weights over GPUs"
+            generate --model tiny --prompt-ids 1 --steps 1 --tp 2)
+gp_cli_test(gen_tp_pipelined 2 "tensor parallel .--tp. with pipelined steps .--engine pipelined.: both cut the step"
+            generate --model tiny --prompt-ids 1 --steps 1 --backend cuda --engine pipelined --tp 2)
+gp_cli_test(gen_tp_chat 2 "--tp does not apply to a conversation: the ranks are processes of their own"
+            chat --model tiny --tp 2)
+# --tp 2 on two GPUs: the one-GPU run's tokens (GPU; skipped without two)
+add_test(NAME cli_gen_tp_cuda COMMAND python3 ${CMAKE_CURRENT_SOURCE_DIR}/tools/gen_tp.py $<TARGET_FILE:greenpipe>
+         ${PROJECT_SOURCE_DIR}/tests/data)
+set_tests_properties(cli_gen_tp_cuda PROPERTIES SKIP_RETURN_CODE 77 LABELS gpu)
