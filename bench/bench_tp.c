@@ -169,7 +169,7 @@ int main(int argc, char **argv)
                                        {"repeat", required_argument, NULL, 'r'},  {"help", no_argument, NULL, 'h'},
                                        {NULL, 0, NULL, 0}};
     int ch;
-    while ((ch = getopt_long(argc, argv, "", lo, NULL)) != -1) {
+    while ((ch = getopt_long(argc, argv, "h", lo, NULL)) != -1) {
         char *end = NULL;
         long v = 0;
         if (ch == 't' || ch == 'u' || ch == 'r') {
