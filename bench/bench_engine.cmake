@@ -23,7 +23,7 @@ add_executable(gp_bench_corun ${CMAKE_CURRENT_LIST_DIR}/bench_corun.cu)
 target_link_libraries(gp_bench_corun PRIVATE gp_green gp_engine_kernels)
 
 # Prefill benchmark: B prompts x T tokens through the batched, chunked prefill.
-add_executable(gp_bench_prefill ${CMAKE_CURRENT_LIST_DIR}/bench_prefill.c)
+add_executable(gp_bench_prefill ${CMAKE_CURRENT_LIST_DIR}/bench_prefill.c ${CMAKE_CURRENT_LIST_DIR}/bench_workloads.c)
 target_link_libraries(gp_bench_prefill PRIVATE gp_engine)
 
 # Time to first token with a stored prefix: reload + suffix

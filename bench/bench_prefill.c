@@ -15,6 +15,8 @@
 #define MAX_ROWS 32
 #define GEMM_PEAK 800e12 /* FLOP/s: the §6 GEMM rate every report measures against */
 
+#include "bench_workloads.h"
+
 typedef struct row { int B, T; } row;
 
 static void usage(FILE *f)
@@ -59,24 +61,10 @@ static int parse_list(const char *s, int *v, int max, const char *what)
 
 static int parse_rows(const char *s, row *r, int max)
 {
-    int n = 0;
-    const char *p = s;
-    while (*p) {
-        int B, T, used;
-        if (n == max || sscanf(p, "%d:%d%n", &B, &T, &used) != 2 || B < 1 || B > 4096 || T < 1 || T > 1 << 20) {
-            fprintf(stderr, "gp_bench_prefill: --workloads '%s': expected B:T[,B:T...] with 1 <= B <= 4096, "
-                    "1 <= T <= %d (at most %d rows)\n", s, 1 << 20, max);
-            return -1;
-        }
-        r[n++] = (row){B, T};
-        p += used;
-        if (*p == ',')
-            p++;
-        else if (*p) {
-            fprintf(stderr, "gp_bench_prefill: --workloads '%s': unexpected '%c'\n", s, *p);
-            return -1;
-        }
-    }
+    workload w[MAX_ROWS];
+    int n = gp_bench_parse_pairs("gp_bench_prefill", s, "B:T", 4096, 1, 1 << 20, w, max < MAX_ROWS ? max : MAX_ROWS);
+    for (int i = 0; i < n; i++)
+        r[i] = (row){w[i].B, w[i].C};
     return n;
 }
 

@@ -3,15 +3,16 @@
 
 #include "bench_workloads.h"
 
-int gp_bench_parse_workloads(const char *prog, const char *s, workload *w, int max)
+int gp_bench_parse_pairs(const char *prog, const char *s, const char *form, int b_max, int c_min, int c_max,
+                         workload *w, int max)
 {
     int n = 0;
     const char *p = s;
     while (*p) {
         int B, C, used;
-        if (n == max || sscanf(p, "%d:%d%n", &B, &C, &used) != 2 || B < 1 || C < 0) {
-            fprintf(stderr, "%s: --workloads '%s': expected B:C[,B:C...] with B >= 1, C >= 0 (at most %d)\n", prog, s,
-                    max);
+        if (n == max || sscanf(p, "%d:%d%n", &B, &C, &used) != 2 || B < 1 || B > b_max || C < c_min || C > c_max) {
+            fprintf(stderr, "%s: --workloads '%s': expected %s[,%s...] with 1 <= B <= %d, %d <= %c <= %d (at most %d)\n",
+                    prog, s, form, form, b_max, c_min, form[2], c_max, max);
             return -1;
         }
         w[n++] = (workload){B, C};
@@ -24,4 +25,9 @@ int gp_bench_parse_workloads(const char *prog, const char *s, workload *w, int m
         }
     }
     return n;
+}
+
+int gp_bench_parse_workloads(const char *prog, const char *s, workload *w, int max)
+{
+    return gp_bench_parse_pairs(prog, s, "B:C", 65536, 0, 1 << 24, w, max); /* the engine's most rows; any context */
 }
