@@ -98,7 +98,7 @@ static const gp_feature_rule rules[] = {
     {GP_FEAT_TP, GP_FEAT_PD_LANES, false,
      "the lanes are SM partitions of one GPU; tensor parallel steps run on every rank's whole GPU"},
     {GP_FEAT_TP, GP_FEAT_STREAMED, false,
-     "each rank's shard is read whole from host memory to cut it and kept on its GPU; streaming shards is not built"},
+     "each rank's shard is kept whole on its GPU; streaming shards from host memory is not built"},
     {GP_FEAT_TP, GP_FEAT_KV_OFFLOAD, false,
      "each rank's KV cache holds its own heads; offloading them is not built"},
     {GP_FEAT_TP, GP_FEAT_KV_STORE, false,

@@ -346,6 +346,13 @@ gp_status gp_model_source_load_host_ex(const gp_model_source *src, gp_host_weigh
 /* The dtype gp_model_source_load_host gives src's weights: BF16 for a
  * preset, the checkpoint's own (gp_checkpoint_dtype) for a directory. */
 gp_status gp_model_source_host_dtype(const gp_model_source *src, gp_dtype *out);
+/* Tensor parallel rank rank of tp's shard of src's weights (gp_tp_config,
+ * gp_host_weights_shard), read straight from the source one whole tensor at
+ * a time: host memory for the shard and the largest cut tensor, not the
+ * whole model; bitwise gp_host_weights_shard of gp_model_source_load_host's
+ * weights. progress (may be NULL) counts the shard's bytes. */
+gp_status gp_model_source_load_host_shard(const gp_model_source *src, int tp, int rank, gp_host_weights *out,
+                                          const gp_progress_cb *progress);
 
 /* ---------------------------------------------------------- tensor parallel */
 

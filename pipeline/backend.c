@@ -484,17 +484,13 @@ static gp_status open_tp(gp_backend *b, const gp_model_source *src)
     gp.rank = p->tp_rank;
     gp.n_ranks = p->tp;
     GP_TRY(gp_comm_create(&gp, &b->comm));
-    gp_host_weights w, s;
-    GP_TRY(gp_model_source_load_host_ex(src, &w, &p->progress));
+    gp_host_weights s;
+    GP_TRY(gp_model_source_load_host_shard(src, p->tp, p->tp_rank, &s, &p->progress));
     gp_dtype dt = p->dtype;
-    gp_status st = dt == GP_DTYPE_AUTO ? gp_dtype_resolve_auto(src->synthetic ? GP_DTYPE_BF16 : w.dtype, &dt) : GP_OK;
+    gp_status st = dt == GP_DTYPE_AUTO ? gp_dtype_resolve_auto(s.dtype, &dt) : GP_OK;
     if (st == GP_OK)
-        st = gp_host_weights_shard(&w, p->tp, p->tp_rank, &s);
-    gp_host_weights_free(&w);
-    if (st == GP_OK) {
         st = gp_device_weights_upload(&s, dt, &b->dw);
-        gp_host_weights_free(&s);
-    }
+    gp_host_weights_free(&s);
     return st;
 }
 

@@ -715,7 +715,7 @@ typedef struct gp_backend_params {
      * (greenpipe generate --tp forks them): this process is rank tp_rank,
      * runs on CUDA device tp_rank, meets the others at tp_rendezvous
      * (comm/'s gp_rdv_parse) and holds its shard of the weights
-     * (gp_host_weights_shard; the whole host weights are read to cut it);
+     * (gp_model_source_load_host_shard: read straight from the source);
      * its o and down outputs are summed over the ranks by NCCL. tp 1 (the
      * default): one GPU. */
     int tp, tp_rank;

@@ -5,7 +5,8 @@
  * add in another order) and its greedy tokens, prefill and decode steps
  * alike, on the tiny preset (TP = 2), small-gqa (TP = 2), qwen2-tiny (its
  * q/k/v biases cut with their rows) and long-gqa at TP = 2; the shapes and
- * slices of a shard; every refused --tp. */
+ * slices of a shard; a shard read straight from the source equal to the cut
+ * one; every refused --tp. */
 #include "gp_test.h"
 
 #include <pthread.h>
@@ -207,6 +208,61 @@ static void test_slices(void **state)
     gp_host_weights_free(&w);
 }
 
+/* Every tensor of a equals b's, bit for bit. */
+static void same_tensors(const gp_host_weights *a, const gp_host_weights *b)
+{
+    const gp_config *c = &a->cfg;
+    const size_t es = gp_dtype_size(a->dtype);
+    assert_memory_equal(a->embed, b->embed, gp_synth_numel(c, GP_T_EMBED) * es);
+    assert_memory_equal(a->final_norm, b->final_norm, gp_synth_numel(c, GP_T_FINAL_NORM) * es);
+    assert_memory_equal(a->lm_head, b->lm_head, gp_synth_numel(c, GP_T_LM_HEAD) * es);
+    for (int l = 0; l < c->n_layers; l++) {
+        const gp_layer_weights *x = &a->layers[l], *y = &b->layers[l];
+        assert_memory_equal(x->attn_norm, y->attn_norm, gp_synth_numel(c, GP_T_ATTN_NORM) * es);
+        assert_memory_equal(x->wqkv, y->wqkv, gp_synth_numel(c, GP_T_WQKV) * es);
+        assert_memory_equal(x->wo, y->wo, gp_synth_numel(c, GP_T_WO) * es);
+        assert_memory_equal(x->ffn_norm, y->ffn_norm, gp_synth_numel(c, GP_T_FFN_NORM) * es);
+        assert_memory_equal(x->w_gate_up, y->w_gate_up, gp_synth_numel(c, GP_T_W_GATE_UP) * es);
+        assert_memory_equal(x->w_down, y->w_down, gp_synth_numel(c, GP_T_W_DOWN) * es);
+        if (c->qkv_bias)
+            assert_memory_equal(x->bqkv, y->bqkv, gp_synth_numel(c, GP_T_BQKV) * es);
+    }
+}
+
+/* The shard read straight from the source equals the one cut from the whole
+ * weights, bit for bit: presets (synthetic) and checkpoints of each dtype,
+ * q/k/v biases, tied and untied heads. */
+static void test_load_shard(void **state)
+{
+    (void)state;
+    const char *specs[] = {"tiny", GP_TEST_DATA_DIR "/small-gqa", GP_TEST_DATA_DIR "/qwen2-tiny",
+                           GP_TEST_DATA_DIR "/tiny-fp16", GP_TEST_DATA_DIR "/tiny-fp32",
+                           GP_TEST_DATA_DIR "/qwen2-untied"};
+    for (size_t i = 0; i < sizeof specs / sizeof specs[0]; i++) {
+        gp_model_source src;
+        gp_host_weights w, a, b;
+        GP_CHECK_OK(gp_model_source_resolve(specs[i], 5, &src));
+        GP_CHECK_OK(gp_model_source_load_host(&src, &w));
+        for (int r = 0; r < 2; r++) {
+            GP_CHECK_OK(gp_host_weights_shard(&w, 2, r, &a));
+            memset(&b, 0, sizeof b);
+            GP_CHECK_OK(gp_model_source_load_host_shard(&src, 2, r, &b, NULL));
+            assert_int_equal(a.dtype, b.dtype);
+            same_tensors(&a, &b);
+            assert_string_equal(a.cfg.name, b.cfg.name);
+            gp_host_weights_free(&a);
+            gp_host_weights_free(&b);
+        }
+        printf("%s: the shards read from the source are the cut ones, bit for bit (%s)\n", specs[i],
+               gp_dtype_name(w.dtype));
+        gp_host_weights_free(&w);
+    }
+    gp_model_source src;
+    gp_host_weights b;
+    GP_CHECK_OK(gp_model_source_resolve("tiny", 5, &src));
+    GP_CHECK_FAIL(gp_model_source_load_host_shard(&src, 3, 0, &b, NULL), GP_ERR_INVALID_ARG, "--tp 3: model tiny");
+}
+
 static void test_refusals(void **state)
 {
     (void)state;
@@ -232,7 +288,7 @@ static void test_refusals(void **state)
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_slices),     cmocka_unit_test(test_refusals), cmocka_unit_test(test_tiny),
+        cmocka_unit_test(test_slices),     cmocka_unit_test(test_load_shard), cmocka_unit_test(test_refusals), cmocka_unit_test(test_tiny),
         cmocka_unit_test(test_small_gqa),  cmocka_unit_test(test_qwen2_bias), cmocka_unit_test(test_long_gqa),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
