@@ -461,6 +461,12 @@ static int probe_gpus(void)
     return WEXITSTATUS(st);
 }
 
+/* Where rank r of the run at rendezvous spec ("file:PATH") writes its messages. */
+static void tp_log_path(const char *spec, int r, char *out, size_t n)
+{
+    snprintf(out, n, "%s.rank%d.log", spec + 5, r);
+}
+
 static volatile sig_atomic_t interrupted;
 
 static void on_sigint(int sig)
@@ -697,7 +703,10 @@ static int gen_main(int argc, char **argv, gen_mode mode)
             exit_code = fail("tensor parallel ranks", st);
             goto early;
         }
-        if (tp_rank > 0 && !freopen("/dev/null", "w", stdout))
+        /* the other ranks' output is rank 0's; their messages go to a log rank 0 shows if they fail */
+        char log[128];
+        tp_log_path(tp_spec, tp_rank, log, sizeof log);
+        if (tp_rank > 0 && (!freopen("/dev/null", "w", stdout) || !freopen(log, "w", stderr)))
             _exit(1);
     }
     exit_code = 1;
@@ -918,11 +927,21 @@ out:
     if (o.tp > 1) {
         int codes[GP_TP_MAX];
         gp_ranks_wait((int)o.tp, tp_pids, codes);
-        for (int r = 1; r < o.tp; r++)
+        for (int r = 1; r < o.tp; r++) {
+            char log[128];
+            tp_log_path(tp_spec, r, log, sizeof log);
             if (codes[r]) {
-                gen_err("tensor parallel rank %d (GPU %d) exited with status %d\n", r, r, codes[r]);
+                gen_err("tensor parallel rank %d (GPU %d) exited with status %d; its messages:\n", r, r, codes[r]);
+                FILE *f = fopen(log, "r");
+                char line[1024];
+                while (f && fgets(line, sizeof line, f))
+                    fprintf(stderr, "  rank %d: %s", r, line);
+                if (f)
+                    fclose(f);
                 exit_code = exit_code ? exit_code : 1;
             }
+            unlink(log);
+        }
         unlink(tp_spec + 5);
     }
 early:

@@ -2,8 +2,8 @@
 """greenpipe generate --tp 2 on the cuda backend (exit 77, skipped, without
 two GPUs): gen_tp.py GREENPIPE DATA_DIR. Three prompts, 12 greedy steps, on
 the tiny preset and the small-gqa checkpoint: the tokens printed equal those
-of the one-GPU run, the status line names each rank, and rank 1's output
-does not reach standard output."""
+of the one-GPU run, and the status line is rank 0's (rank 1 writes to its
+log, shown only when it fails)."""
 import subprocess
 import sys
 
@@ -38,9 +38,8 @@ def main():
             fail("%s, --tp 2: exit %d\n%s" % (model, code, err2))
         if out2 != out1:
             fail("%s: --tp 2 printed\n%s\nthe one-GPU run\n%s" % (model, out2, out1))
-        for r in range(2):
-            if "tensor parallel rank %d of 2" % r not in err2:
-                fail("%s: no status line of rank %d:\n%s" % (model, r, err2))
+        if "tensor parallel rank 0 of 2" not in err2 or "rank 1" in err2:
+            fail("%s: the status line is rank 0's alone:\n%s" % (model, err2))
         print("%s: --tp 2 printed the one-GPU run's tokens (%d lines)" % (model, len(out1.splitlines())))
 
 
