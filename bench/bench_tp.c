@@ -1,9 +1,11 @@
-/* gp_bench_tp: decode steps under tensor parallelism over --tp GPUs of this
- * host (one process each, NCCL), each rank on synthetic weights of its
- * shard's shape, beside the one-GPU engine on GPU 0 where the whole model
- * fits (with its KV cache); CUDA graphs, device events, medians; every row
- * against the per-GPU memory floor of the shard at the project's H100
- * bandwidth (docs/ARCHITECTURE.md §5: rescale it on another GPU). */
+/* gp_bench_tp: decode steps (or, --prefill, prefills) under tensor
+ * parallelism over --tp GPUs of this host (one process each, NCCL), each
+ * rank on synthetic weights of its shard's shape, beside the one-GPU engine
+ * on GPU 0 where the whole model fits (with its KV cache), whose rate per
+ * GPU is also data parallelism's (one engine on each GPU); decode with CUDA
+ * graphs; device events, medians; decode rows against the per-GPU memory
+ * floor of the shard at the project's H100 bandwidth (docs/ARCHITECTURE.md
+ * §5: rescale it on another GPU). */
 #include <getopt.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -24,6 +26,7 @@
 
 typedef struct opts {
     int tp, warmup, repeat, n_w;
+    bool prefill; /* --prefill: w[i] is B prompts of C tokens each, prefilled whole */
     gp_config cfg;
     workload w[MAX_W];
     char spec[128];
@@ -34,25 +37,50 @@ static gp_status reduce(void *ctx, float *rows, size_t n, void *stream)
     return gp_comm_all_reduce(ctx, rows, n, GP_COMM_F32, stream);
 }
 
-/* Median ms of repeat steps of B sequences at C on dw (tp ranks when c). */
+/* Median ms of repeat prefills of B prompts of C tokens on e (its events). */
+static gp_status time_prefills(gp_engine *e, const opts *o, const workload *w, float *ms)
+{
+    int32_t *tok = malloc(sizeof(int32_t) * (size_t)w->B * (size_t)w->C);
+    gp_prefill_seq *ps = malloc(sizeof *ps * (size_t)w->B);
+    gp_status st = tok && ps ? GP_OK : GP_ERR_NO_MEMORY;
+    if (st != GP_OK)
+        gp_set_error("out of host memory for %d x %d prompt tokens", w->B, w->C);
+    for (size_t i = 0; st == GP_OK && i < (size_t)w->B * (size_t)w->C; i++)
+        tok[i] = (int32_t)((i * 2654435761u + 17) % (size_t)o->cfg.vocab);
+    for (int s = 0; st == GP_OK && s < w->B; s++)
+        ps[s] = (gp_prefill_seq){.seq = s, .n = w->C, .tokens = tok + (size_t)s * w->C};
+    for (int i = -o->warmup; st == GP_OK && i < o->repeat; i++) {
+        for (int s = 0; s < w->B; s++)
+            gp_engine_reset_seq(e, s);
+        st = gp_engine_prefill_batch(e, w->B, ps, NULL, NULL, NULL);
+        if (st == GP_OK && i >= 0)
+            ms[i] = gp_engine_last_prefill_ms(e);
+    }
+    free(tok);
+    free(ps);
+    return st;
+}
+
+/* Median ms of repeat decode steps of B sequences at C (prefills of B
+ * prompts of C tokens with --prefill) on dw (tp ranks when c). */
 static gp_status time_steps(gp_device_weights *dw, const opts *o, const workload *w, gp_comm *c, int rank,
                             float *med)
 {
     gp_engine_params p = gp_engine_default_params();
     p.max_batch = w->B;
-    p.max_context = w->C + o->warmup + o->repeat + 2;
+    p.max_context = o->prefill ? w->C : w->C + o->warmup + o->repeat + 2;
     gp_engine *e = NULL;
     float *ms = calloc((size_t)o->repeat, sizeof(float));
     double wall = 0;
     gp_status st = ms ? gp_engine_create(dw, &p, &e) : GP_ERR_NO_MEMORY;
     if (st == GP_OK && c)
         st = gp_engine_set_tp(e, rank, o->tp, reduce, c);
-    if (st == GP_OK)
+    if (st == GP_OK && !o->prefill)
         st = gp_engine_fill_context(e, w->B, w->C, 42);
     if (st == GP_OK && c)
         gp_group_step_begin(gp_comm_group(c), (uint64_t)w->B * 1000000u + (uint64_t)w->C);
     if (st == GP_OK)
-        st = gp_engine_time_steps(e, w->B, o->warmup, o->repeat, ms, &wall);
+        st = o->prefill ? time_prefills(e, o, w, ms) : gp_engine_time_steps(e, w->B, o->warmup, o->repeat, ms, &wall);
     if (st == GP_OK && c) {
         gp_group_step_end(gp_comm_group(c));
         st = gp_comm_check(c);
@@ -116,8 +144,13 @@ static int rank_main(int rank, void *arg)
         fprintf(stderr, PROG ": the one-GPU weights: %s\n", gp_last_error());
         return 1;
     }
-    printf("\n| B | C | TP = %d ms/step | per-GPU floor ms | share of floor | one GPU ms/step | one-GPU floor ms | "
-           "TP / one GPU |\n|---:|---:|---:|---:|---:|---:|---:|---:|\n", o->tp);
+    if (o->prefill)
+        printf("\n| B | T | TP = %d ms/prefill | one GPU ms/prefill | TP / one GPU | tokens/s per GPU, TP | tokens/s "
+               "per GPU, one engine each (DP) |\n|---:|---:|---:|---:|---:|---:|---:|\n", o->tp);
+    else
+        printf("\n| B | C | TP = %d ms/step | per-GPU floor ms | share of floor | one GPU ms/step | one-GPU floor ms | "
+               "TP / one GPU | tokens/s per GPU, TP | tokens/s per GPU, one engine each (DP) |\n"
+               "|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n", o->tp);
     for (int i = 0; i < o->n_w; i++) {
         const workload *w = &o->w[i];
         gp_config shard;
@@ -134,12 +167,21 @@ static int rank_main(int rank, void *arg)
             fprintf(stderr, PROG ": one GPU, B = %d, C = %d: %s\n", w->B, w->C, gp_last_error());
             failed = 1;
         }
-        if (one > 0)
-            printf("| %d | %d | %.3f | %.3f | %.1f%% | %.3f | %.3f | %.3f |\n", w->B, w->C, tp_ms[i], sc.floor_ms,
-                   100.0 * sc.floor_ms / tp_ms[i], one, oc.floor_ms, tp_ms[i] / one);
+        /* tokens a step makes (prefill: prompt tokens), per GPU: TP's over tp GPUs; DP runs a whole engine on
+           each GPU, so its rate per GPU is the one-GPU engine's */
+        const double toks = o->prefill ? (double)w->B * w->C : w->B;
+        const double tp_rate = toks / (tp_ms[i] * 1e-3) / o->tp, dp_rate = one > 0 ? toks / (one * 1e-3) : 0;
+        char one_s[48] = "(does not fit one GPU)", ratio[16] = "-", dp_s[24] = "-";
+        if (one > 0) {
+            snprintf(one_s, sizeof one_s, "%.3f", one);
+            snprintf(ratio, sizeof ratio, "%.3f", tp_ms[i] / one);
+            snprintf(dp_s, sizeof dp_s, "%.0f", dp_rate);
+        }
+        if (o->prefill)
+            printf("| %d | %d | %.3f | %s | %s | %.0f | %s |\n", w->B, w->C, tp_ms[i], one_s, ratio, tp_rate, dp_s);
         else
-            printf("| %d | %d | %.3f | %.3f | %.1f%% | (does not fit one GPU) | %.3f | - |\n", w->B, w->C, tp_ms[i],
-                   sc.floor_ms, 100.0 * sc.floor_ms / tp_ms[i], oc.floor_ms);
+            printf("| %d | %d | %.3f | %.3f | %.1f%% | %s | %.3f | %s | %.0f | %s |\n", w->B, w->C, tp_ms[i],
+                   sc.floor_ms, 100.0 * sc.floor_ms / tp_ms[i], one_s, oc.floor_ms, ratio, tp_rate, dp_s);
         fflush(stdout);
     }
     gp_device_weights_destroy(whole);
@@ -148,12 +190,13 @@ static int rank_main(int rank, void *arg)
 
 static void usage(FILE *f)
 {
-    fprintf(f, "usage: " PROG " --tp N [--model PRESET] [--workloads B:C,...] [--warmup N] [--repeat N]\n"
-               "Decode steps under tensor parallelism over N GPUs of this host (one process each, NCCL; synthetic\n"
+    fprintf(f, "usage: " PROG " --tp N [--model PRESET] [--workloads B:C,...] [--prefill] [--warmup N] [--repeat N]\n"
+               "Decode steps (or prefills) under tensor parallelism over N GPUs of this host (one process each, NCCL; synthetic\n"
                "bf16 weights of each rank's shard), beside the one-GPU engine on GPU 0 where the model fits.\n"
                "  --tp N           GPUs, 2..%d, dividing the model's heads, KV heads and FFN neurons\n"
                "  --model PRESET   default llama3-8b\n"
-               "  --workloads L    default 1:1024,64:1024,256:1024\n"
+               "  --workloads L    default 1:1024,64:1024,256:1024 (B sequences at C tokens of context)\n"
+               "  --prefill        time prefills instead: L is B prompts of T tokens each (default 1:2048,1:8192)\n"
                "  --warmup N       default 3;  --repeat N  timed steps, default 20\n",
             GP_TP_MAX);
 }
@@ -164,9 +207,11 @@ int main(int argc, char **argv)
     o.warmup = 3;
     o.repeat = 20;
     const char *model = "llama3-8b", *wl = "1:1024,64:1024,256:1024";
+    bool wl_given = false;
     static const struct option lo[] = {{"tp", required_argument, NULL, 't'},      {"model", required_argument, NULL, 'm'},
                                        {"workloads", required_argument, NULL, 'w'}, {"warmup", required_argument, NULL, 'u'},
                                        {"repeat", required_argument, NULL, 'r'},  {"help", no_argument, NULL, 'h'},
+                                       {"prefill", no_argument, NULL, 'p'},
                                        {NULL, 0, NULL, 0}};
     int ch;
     while ((ch = getopt_long(argc, argv, "h", lo, NULL)) != -1) {
@@ -185,7 +230,8 @@ int main(int argc, char **argv)
         case 'u': o.warmup = (int)v; break;
         case 'r': o.repeat = (int)v; break;
         case 'm': model = optarg; break;
-        case 'w': wl = optarg; break;
+        case 'w': wl = optarg; wl_given = true; break;
+        case 'p': o.prefill = true; break;
         case 'h': usage(stdout); return 0;
         default: usage(stderr); return 2;
         }
@@ -202,7 +248,10 @@ int main(int argc, char **argv)
         fprintf(stderr, PROG ": %s\n", gp_last_error());
         return 2;
     }
-    if ((o.n_w = gp_bench_parse_workloads(PROG, wl, o.w, MAX_W)) < 1)
+    if (o.prefill && !wl_given)
+        wl = "1:2048,1:8192";
+    if ((o.n_w = o.prefill ? gp_bench_parse_pairs(PROG, wl, "B:T", 4096, 1, 1 << 20, o.w, MAX_W)
+                           : gp_bench_parse_workloads(PROG, wl, o.w, MAX_W)) < 1)
         return 2;
     if (!gp_comm_available()) {
         gp_comm *c = NULL;
@@ -212,8 +261,9 @@ int main(int argc, char **argv)
         return 2;
     }
     snprintf(o.spec, sizeof o.spec, "file:/tmp/gp_bench_tp.%d", (int)getpid());
-    printf("# " PROG " --tp %d --model %s --workloads %s --warmup %d --repeat %d: synthetic bf16 shards, CUDA graphs, "
-           "medians of device-event step times\n", o.tp, model, wl, o.warmup, o.repeat);
+    printf("# " PROG " --tp %d --model %s%s --workloads %s --warmup %d --repeat %d: synthetic bf16 shards, %s\n", o.tp,
+           model, o.prefill ? " --prefill" : "", wl, o.warmup, o.repeat,
+           o.prefill ? "medians of device-event prefill times" : "CUDA graphs, medians of device-event step times");
     fflush(stdout);
     int codes[GP_TP_MAX];
     if (gp_ranks_run(o.tp, rank_main, &o, codes) != GP_OK) {
