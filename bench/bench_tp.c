@@ -191,8 +191,9 @@ static int rank_main(int rank, void *arg)
 static void usage(FILE *f)
 {
     fprintf(f, "usage: " PROG " --tp N [--model PRESET] [--workloads B:C,...] [--prefill] [--warmup N] [--repeat N]\n"
-               "Decode steps (or prefills) under tensor parallelism over N GPUs of this host (one process each, NCCL; synthetic\n"
-               "bf16 weights of each rank's shard), beside the one-GPU engine on GPU 0 where the model fits.\n"
+               "Decode steps (or prefills) under tensor parallelism over N GPUs of this host (one process\n"
+               "each, NCCL; synthetic bf16 weights of each rank's shard), beside the one-GPU engine on GPU 0\n"
+               "where the model fits.\n"
                "  --tp N           GPUs, 2..%d, dividing the model's heads, KV heads and FFN neurons\n"
                "  --model PRESET   default llama3-8b\n"
                "  --workloads L    default 1:1024,64:1024,256:1024 (B sequences at C tokens of context)\n"
