@@ -205,7 +205,6 @@ gp_status gp_engine_create(gp_device_weights *dw, const gp_engine_params *p, gp_
     e->cfg = w->cfg;
     e->dtype = dt;
     e->p = *p;
-    e->tp = 1; /* one rank until gp_engine_set_tp */
     e->dw = dw;
     e->w = w;
     e->max_blocks = blocks_per_seq(p);
@@ -273,7 +272,6 @@ gp_status gp_engine_set_tp(gp_engine *e, int rank, int tp, gp_engine_reduce_fn f
         GP_FAIL(GP_ERR_UNSUPPORTED, "gp_engine_set_tp: the CPU-assisted FFN adds its cold neurons' output into the "
                 "residual itself, outside the all-reduce of the ranks' partial sums");
     gp_engine_drop_graphs(e); /* they baked how o and down write the residual */
-    e->tp = tp;
     e->tp_rank = rank;
     e->tp_reduce = tp > 1 ? fn : NULL;
     e->tp_ctx = ctx;

@@ -36,6 +36,8 @@ typedef struct gp_engine_sparse {
     size_t ws_bytes;       /* each */
     long served_steps;     /* decode steps the sparse path served since the last statistics reset:
                               a projection run dense (threshold 0) counts all its inputs once each */
+    unsigned copied;       /* bit p: projection p has its transposed copy (a threshold above 0 in some
+                              layer), so its sparse kernel can run */
     gp_sparse_choice *choice; /* the per-step sparse/dense choice (engine_sparse_choice.c) */
 } gp_engine_sparse;
 
@@ -161,9 +163,9 @@ struct gp_engine {
     struct gp_engine_prefix *px;  /* stored prefixes (engine_prefix.c); NULL: off */
     gp_kv_memory *km;             /* the KV memory (kv_memory.h): resident or offloaded, and its providers */
     struct gp_engine_cpu_ffn *cf; /* CPU-assisted FFN (engine_cpu_ffn.c); NULL: off */
-    /* Tensor parallel (gp_engine_set_tp): this engine's rank of tp, and the
+    /* Tensor parallel (gp_engine_set_tp): this engine's rank, and the
      * all-reduce of the residual rows after o and down; NULL: one rank. */
-    int tp, tp_rank;
+    int tp_rank;
     gp_engine_reduce_fn tp_reduce;
     void *tp_ctx;
 

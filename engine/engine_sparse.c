@@ -120,6 +120,8 @@ gp_status gp_engine_set_sparsity(gp_engine *e, const float *thresholds)
     plan(c, thresholds, ffn_elsewhere(e), e->sm_count, &pl);
     sp->arena_bytes = pl.layer_bytes * (size_t)L;
     sp->ws_bytes = pl.ws;
+    for (int p = 0; p < P; p++)
+        sp->copied |= pl.copy[p] ? 1u << p : 0u;
     /* the copies are device memory beyond the weights' own (as the CPU-assisted
      * FFN's hot cache): beside resident weights, or beside the part of a
      * streaming budget whose slots are not allocated yet */

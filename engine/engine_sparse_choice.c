@@ -52,10 +52,7 @@ static bool copied(const gp_engine *e, int l, int p)
 
 static bool has_copy(const gp_engine *e, int p)
 {
-    for (int l = 0; l < e->cfg.n_layers; l++)
-        if (copied(e, l, p))
-            return true;
-    return false;
+    return e->sp->copied >> p & 1u;
 }
 
 /* The FFN projections of a step with the CPU-assisted FFN are its own. */
@@ -225,10 +222,7 @@ static gp_status time_batch(gp_engine *e, gp_lane *lane, int B)
 
 gp_status gp_engine_sparse_plan(gp_engine *e, gp_lane *lane, int B, bool choose, unsigned *mask)
 {
-    unsigned m = 0;
-    for (int p = 0; e->sp && p < P; p++)
-        if (has_copy(e, p))
-            m |= 1u << p;
+    unsigned m = e->sp ? e->sp->copied : 0u;
     *mask = m;
     if (!e->sp || B < 1 || B > GP_SPARSE_MAX_B)
         return GP_OK;
