@@ -32,11 +32,6 @@ typedef struct opts {
     char spec[128];
 } opts;
 
-static gp_status reduce(void *ctx, float *rows, size_t n, void *stream)
-{
-    return gp_comm_all_reduce(ctx, rows, n, GP_COMM_F32, stream);
-}
-
 /* Median ms of repeat prefills of B prompts of C tokens on e (its events). */
 static gp_status time_prefills(gp_engine *e, const opts *o, const workload *w, float *ms)
 {
@@ -74,7 +69,7 @@ static gp_status time_steps(gp_device_weights *dw, const opts *o, const workload
     double wall = 0;
     gp_status st = ms ? gp_engine_create(dw, &p, &e) : GP_ERR_NO_MEMORY;
     if (st == GP_OK && c)
-        st = gp_engine_set_tp(e, rank, o->tp, reduce, c);
+        st = gp_engine_set_tp(e, rank, o->tp, gp_comm_sum_f32, c);
     if (st == GP_OK && !o->prefill)
         st = gp_engine_fill_context(e, w->B, w->C, 42);
     if (st == GP_OK && c)
@@ -153,9 +148,7 @@ static int rank_main(int rank, void *arg)
                "|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n", o->tp);
     for (int i = 0; i < o->n_w; i++) {
         const workload *w = &o->w[i];
-        gp_config shard;
-        gp_step_cost sc, oc;
-        (void)gp_tp_config(&o->cfg, o->tp, &shard);
+        gp_step_cost sc, oc; /* the shard's floor (its config from the start) and the whole model's */
         const double C = w->C + o->warmup + o->repeat / 2;
         gp_step_floor(&shard, w->B, C, 1, &sc);
         gp_step_floor(&o->cfg, w->B, C, 1, &oc);

@@ -119,6 +119,9 @@ gp_group *gp_comm_group(gp_comm *c);
  * on without a CUDA error: after synchronizing, gp_comm_check says whether
  * the results are whole. */
 gp_status gp_comm_all_reduce(gp_comm *c, void *buf, size_t count, gp_comm_dtype dt, void *stream);
+/* gp_comm_all_reduce of n fp32 values, with comm (a gp_comm *) first: the
+ * shape of the engine's tensor-parallel reduce (gp_engine_set_tp). */
+gp_status gp_comm_sum_f32(void *comm, float *rows, size_t n, void *stream);
 gp_status gp_comm_send(gp_comm *c, const void *buf, size_t bytes, int peer, void *stream);
 gp_status gp_comm_recv(gp_comm *c, void *buf, size_t bytes, int peer, void *stream);
 /* GP_OK while the group holds and NCCL reports no asynchronous error; else

@@ -126,6 +126,11 @@ gp_status gp_comm_all_reduce(gp_comm *c, void *buf, size_t count, gp_comm_dtype 
                  "gp_comm_all_reduce");
 }
 
+gp_status gp_comm_sum_f32(void *comm, float *rows, size_t n, void *stream)
+{
+    return gp_comm_all_reduce(comm, rows, n, GP_COMM_F32, stream);
+}
+
 gp_status gp_comm_send(gp_comm *c, const void *buf, size_t bytes, int peer, void *stream)
 {
     if (!c || !buf || peer < 0 || peer >= gp_group_size(c->g) || peer == gp_group_rank(c->g))

@@ -28,6 +28,12 @@ gp_status gp_comm_all_reduce(gp_comm *c, void *buf, size_t count, gp_comm_dtype 
     OFF("gp_comm_all_reduce");
 }
 
+gp_status gp_comm_sum_f32(void *comm, float *rows, size_t n, void *stream)
+{
+    (void)comm, (void)rows, (void)n, (void)stream;
+    OFF("gp_comm_sum_f32");
+}
+
 gp_status gp_comm_send(gp_comm *c, const void *buf, size_t bytes, int peer, void *stream)
 {
     (void)c, (void)buf, (void)bytes, (void)peer, (void)stream;

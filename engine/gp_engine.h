@@ -274,7 +274,7 @@ gp_status gp_engine_set_sparsity(gp_engine *e, const float *thresholds);
  * gp_tp_config shard, gp_host_weights_shard). After every layer's o and
  * down projection the step's residual rows (fp32, n = rows x hidden) go
  * through reduce(ctx, rows, n, stream) on the lane's stream, which must
- * leave the sum over the ranks in place (an all-reduce: gp_comm_all_reduce)
+ * leave the sum over the ranks in place (an all-reduce: comm/'s gp_comm_sum_f32)
  * and be capturable in a CUDA graph: rank 0's rows then hold the residual
  * plus its partial output, every other rank's its partial output alone
  * (the projection overwrites them), so the sum is the next residual on

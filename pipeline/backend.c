@@ -460,11 +460,6 @@ static void kv_model_name(const gp_model_source *src, char *buf, size_t cap)
     snprintf(buf, cap, "checkpoint %s", realpath(src->path, real) ? real : src->path);
 }
 
-static gp_status tp_reduce(void *ctx, float *rows, size_t n, void *stream)
-{
-    return gp_comm_all_reduce(ctx, rows, n, GP_COMM_F32, stream);
-}
-
 /* Tensor parallel: this rank's device, the group (first, so that a rank
  * that fails later, loading, is seen by the others at once), and its shard
  * of the weights on the device. */
@@ -521,7 +516,7 @@ gp_status gp_backend_open(const gp_model_source *src, const gp_backend_params *p
     if (st == GP_OK)
         st = open_cuda(b, p->cpu_ffn_budget ? &hw : NULL);
     if (st == GP_OK && b->comm)
-        st = gp_engine_set_tp(b->engine, p->tp_rank, p->tp, tp_reduce, b->comm);
+        st = gp_engine_set_tp(b->engine, p->tp_rank, p->tp, gp_comm_sum_f32, b->comm);
     if (hw.arena)
         gp_host_weights_free(&hw);
     return finish(b, st, out);

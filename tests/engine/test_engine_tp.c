@@ -6,9 +6,8 @@
  * TP_TOL (bf16 activations: the partial sums round differently), and the
  * two ranks' logits are the same bits. Models: the tiny preset, small-gqa
  * and qwen2-tiny (q/k/v biases). Skips without NCCL or two GPUs. */
-#include <stdio.h>
-#include <stdlib.h>
-#include <string.h>
+#include "gp_test.h"
+
 #include <unistd.h>
 
 #include <cuda_runtime_api.h>
@@ -32,12 +31,7 @@ typedef struct run_out {
     int32_t toks[STEPS * B];
 } run_out;
 
-static gp_status reduce(void *ctx, float *rows, size_t n, void *stream)
-{
-    return gp_comm_all_reduce(ctx, rows, n, GP_COMM_F32, stream);
-}
-
-static int fail(int rank, const char *what)
+static int rank_fail(int rank, const char *what)
 {
     fprintf(stderr, "rank %d: %s: %s\n", rank, what, gp_last_error());
     return 1;
@@ -63,17 +57,6 @@ static gp_status run(gp_engine *e, int V, run_out *o)
     return GP_OK;
 }
 
-static double rel_err(const float *a, const float *ref, size_t n)
-{
-    double md = 0, mr = 0;
-    for (size_t i = 0; i < n; i++) {
-        double d = a[i] - ref[i];
-        md = d != d ? 1e30 : (d < 0 ? -d : d) > md ? (d < 0 ? -d : d) : md;
-        mr = (ref[i] < 0 ? -ref[i] : ref[i]) > mr ? (ref[i] < 0 ? -ref[i] : ref[i]) : mr;
-    }
-    return mr > 0 ? md / mr : md;
-}
-
 static int rank_main(int rank, void *arg)
 {
     (void)arg;
@@ -84,38 +67,38 @@ static int rank_main(int rank, void *arg)
         return 1;
     gp_group_params gp = gp_group_default_params();
     if (gp_rdv_parse(g_spec, &gp.addr) != GP_OK)
-        return fail(rank, "rendezvous");
+        return rank_fail(rank, "rendezvous");
     gp.rank = rank;
     gp.n_ranks = 2;
     gp.join_timeout_s = 60;
     gp.exit_after_s = 60;
     gp_comm *c = NULL;
     if (gp_comm_create(&gp, &c) != GP_OK)
-        return fail(rank, "gp_comm_create");
+        return rank_fail(rank, "gp_comm_create");
     int rc = 0;
     for (size_t mi = 0; mi < sizeof g_models / sizeof g_models[0] && !rc; mi++) {
         gp_model_source src;
         gp_host_weights w, s;
         if (gp_model_source_resolve(g_models[mi], 3, &src) != GP_OK || gp_model_source_load_host(&src, &w) != GP_OK)
-            return fail(rank, g_models[mi]);
+            return rank_fail(rank, g_models[mi]);
         if (gp_host_weights_shard(&w, 2, rank, &s) != GP_OK)
-            return fail(rank, "shard");
+            return rank_fail(rank, "shard");
         const int V = w.cfg.vocab;
         const size_t nl = (size_t)(B + STEPS * B) * V;
         run_out tp = {.logits = malloc(sizeof(float) * nl)}, whole = {.logits = malloc(sizeof(float) * nl)};
         float *other = malloc(sizeof(float) * nl);
         gp_device_weights *dws = NULL, *dww = NULL;
         if (gp_device_weights_upload(&s, GP_DTYPE_BF16, &dws) != GP_OK)
-            return fail(rank, "upload the shard");
+            return rank_fail(rank, "upload the shard");
         for (int graphs = 0; graphs < 2 && !rc; graphs++) {
             gp_engine_params p = gp_engine_default_params();
             p.max_batch = B;
             p.max_context = CTX;
             p.use_graphs = graphs;
             gp_engine *e = NULL;
-            if (gp_engine_create(dws, &p, &e) != GP_OK || gp_engine_set_tp(e, rank, 2, reduce, c) != GP_OK ||
+            if (gp_engine_create(dws, &p, &e) != GP_OK || gp_engine_set_tp(e, rank, 2, gp_comm_sum_f32, c) != GP_OK ||
                 run(e, V, &tp) != GP_OK)
-                return fail(rank, "the tensor-parallel engine");
+                return rank_fail(rank, "the tensor-parallel engine");
             gp_engine_destroy(e);
             /* the ranks' logits must be the same bits: rank 1 sends its, rank 0 compares */
             void *d = NULL;
@@ -124,20 +107,20 @@ static int rank_main(int rank, void *arg)
             if (rank == 1) {
                 cudaMemcpy(d, tp.logits, sizeof(float) * nl, cudaMemcpyHostToDevice);
                 if (gp_comm_send(c, d, sizeof(float) * nl, 0, NULL) != GP_OK)
-                    return fail(rank, "send");
+                    return rank_fail(rank, "send");
             } else if (gp_comm_recv(c, d, sizeof(float) * nl, 1, NULL) != GP_OK) {
-                return fail(rank, "recv");
+                return rank_fail(rank, "recv");
             }
             if (cudaDeviceSynchronize() != cudaSuccess || gp_comm_check(c) != GP_OK)
-                return fail(rank, "the ranks' exchange");
+                return rank_fail(rank, "the ranks' exchange");
             if (rank == 0) {
                 cudaMemcpy(other, d, sizeof(float) * nl, cudaMemcpyDeviceToHost);
                 if (!dww && gp_device_weights_upload(&w, GP_DTYPE_BF16, &dww) != GP_OK)
-                    return fail(rank, "upload the whole model");
+                    return rank_fail(rank, "upload the whole model");
                 if (gp_engine_create(dww, &p, &e) != GP_OK || run(e, V, &whole) != GP_OK)
-                    return fail(rank, "the whole engine");
+                    return rank_fail(rank, "the whole engine");
                 gp_engine_destroy(e);
-                const double err = rel_err(tp.logits, whole.logits, nl);
+                const double err = gp_test_rel_err(tp.logits, whole.logits, (int)nl);
                 const bool same_bits = !memcmp(other, tp.logits, sizeof(float) * nl);
                 const bool same_toks = !memcmp(tp.toks, whole.toks, sizeof tp.toks);
                 printf("%s, TP = 2, %s: logits %.2e from the whole engine's, tokens %s, ranks %s\n", g_models[mi],
