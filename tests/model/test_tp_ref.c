@@ -56,15 +56,6 @@ static gp_status reduce(void *ctx, float *rows, size_t n)
     return GP_OK;
 }
 
-static int argmax(const float *v, int n)
-{
-    int b = 0;
-    for (int i = 1; i < n; i++)
-        if (v[i] > v[b])
-            b = i;
-    return b;
-}
-
 /* Prefill PROMPTS prompts, then STEPS greedy steps; logits and tokens into r. */
 static void *run(void *arg)
 {
@@ -87,12 +78,12 @@ static void *run(void *arg)
     int32_t next[PROMPTS];
     const int ids[PROMPTS] = {0, 1};
     for (int s = 0; s < PROMPTS; s++)
-        next[s] = argmax(r->logits + (size_t)s * r->V, r->V);
+        next[s] = gp_argmax(r->logits + (size_t)s * r->V, r->V);
     for (int st = 0; st < STEPS && r->st == GP_OK; st++) {
         float *lg = r->logits + (size_t)(PROMPTS + st * PROMPTS) * r->V;
         r->st = gp_cpu_decode_step(m, PROMPTS, ids, next, lg);
         for (int s = 0; s < PROMPTS && r->st == GP_OK; s++)
-            r->toks[st * PROMPTS + s] = next[s] = argmax(lg + (size_t)s * r->V, r->V);
+            r->toks[st * PROMPTS + s] = next[s] = gp_argmax(lg + (size_t)s * r->V, r->V);
     }
     if (r->st != GP_OK)
         snprintf(r->why, sizeof r->why, "%s", gp_last_error());
