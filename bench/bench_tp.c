@@ -1,6 +1,8 @@
 /* gp_bench_tp: decode steps (or, --prefill, prefills) under tensor
  * parallelism over --tp GPUs of this host (one process each, NCCL), each
- * rank on synthetic weights of its shard's shape, beside the one-GPU engine
+ * rank on synthetic weights of its shard's shape, its sums over peer memory
+ * (up to --peer-bytes) and through NCCL alone in the same run, beside the
+ * one-GPU engine
  * on GPU 0 where the whole model fits (with its KV cache), whose rate per
  * GPU is also data parallelism's (one engine on each GPU); decode with CUDA
  * graphs; device events, medians; decode rows against the per-GPU memory
@@ -17,6 +19,7 @@
 #include "gp_comm.h"
 #include "gp_engine.h"
 #include "gp_model.h"
+#include "gp_tools.h"
 #include "gp_weights.h"
 
 #include "bench_workloads.h"
@@ -26,6 +29,7 @@
 
 typedef struct opts {
     int tp, warmup, repeat, n_w;
+    size_t peer_bytes; /* --peer-bytes: the ranks' sums of up to this many bytes over peer memory; 0: NCCL */
     bool prefill; /* --prefill: w[i] is B prompts of C tokens each, prefilled whole */
     gp_config cfg;
     workload w[MAX_W];
@@ -115,10 +119,25 @@ static int rank_main(int rank, void *arg)
         gp_comm_destroy(c);
         return 1;
     }
-    float tp_ms[MAX_W];
+    /* the peer path where every rank can map the others' memory; else NCCL alone, said once */
+    bool peer = o->peer_bytes > 0;
+    if (peer && (st = gp_comm_peer_setup(c, o->peer_bytes)) != GP_OK) {
+        fprintf(stderr, PROG ": rank %d: %s\n", rank, gp_last_error());
+        if (st != GP_ERR_UNSUPPORTED) {
+            gp_device_weights_destroy(dw);
+            gp_comm_destroy(c);
+            return 1;
+        }
+        peer = false;
+    }
+    float tp_ms[MAX_W], nccl_ms[MAX_W];
     int failed = 0;
     for (int i = 0; i < o->n_w; i++) {
+        nccl_ms[i] = 0;
         st = time_steps(dw, o, &o->w[i], c, rank, &tp_ms[i]);
+        if (st == GP_OK && peer && (st = gp_comm_set_peer_limit(c, 0)) == GP_OK &&
+            (st = time_steps(dw, o, &o->w[i], c, rank, &nccl_ms[i])) == GP_OK)
+            st = gp_comm_set_peer_limit(c, o->peer_bytes);
         if (st != GP_OK) {
             fprintf(stderr, PROG ": rank %d, B = %d, C = %d: %s\n", rank, o->w[i].B, o->w[i].C, gp_last_error());
             failed = 1;
@@ -139,13 +158,19 @@ static int rank_main(int rank, void *arg)
         fprintf(stderr, PROG ": the one-GPU weights: %s\n", gp_last_error());
         return 1;
     }
-    if (o->prefill)
-        printf("\n| B | T | TP = %d ms/prefill | one GPU ms/prefill | TP / one GPU | tokens/s per GPU, TP | tokens/s "
-               "per GPU, one engine each (DP) |\n|---:|---:|---:|---:|---:|---:|---:|\n", o->tp);
+    char sums[64];
+    if (peer)
+        snprintf(sums, sizeof sums, "sums over peer memory up to %zu bytes", o->peer_bytes);
     else
-        printf("\n| B | C | TP = %d ms/step | per-GPU floor ms | share of floor | one GPU ms/step | one-GPU floor ms | "
-               "TP / one GPU | tokens/s per GPU, TP | tokens/s per GPU, one engine each (DP) |\n"
-               "|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n", o->tp);
+        snprintf(sums, sizeof sums, "NCCL sums");
+    if (o->prefill)
+        printf("\n| B | T | TP = %d ms/prefill (%s) | NCCL sums alone | one GPU ms/prefill | TP / one GPU | tokens/s per "
+               "GPU, TP | tokens/s per GPU, one engine each (DP) |\n|---:|---:|---:|---:|---:|---:|---:|---:|\n",
+               o->tp, sums);
+    else
+        printf("\n| B | C | TP = %d ms/step (%s) | NCCL sums alone | per-GPU floor ms | share of floor | one GPU ms/step "
+               "| one-GPU floor ms | TP / one GPU | tokens/s per GPU, TP | tokens/s per GPU, one engine each (DP) |\n"
+               "|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n", o->tp, sums);
     for (int i = 0; i < o->n_w; i++) {
         const workload *w = &o->w[i];
         gp_step_cost sc, oc; /* the shard's floor (its config from the start) and the whole model's */
@@ -164,17 +189,20 @@ static int rank_main(int rank, void *arg)
            each GPU, so its rate per GPU is the one-GPU engine's */
         const double toks = o->prefill ? (double)w->B * w->C : w->B;
         const double tp_rate = toks / (tp_ms[i] * 1e-3) / o->tp, dp_rate = one > 0 ? toks / (one * 1e-3) : 0;
-        char one_s[48] = "(does not fit one GPU)", ratio[16] = "-", dp_s[24] = "-";
+        char one_s[48] = "(does not fit one GPU)", ratio[16] = "-", dp_s[24] = "-", nccl_s[24] = "-";
+        if (nccl_ms[i] > 0)
+            snprintf(nccl_s, sizeof nccl_s, "%.3f", nccl_ms[i]);
         if (one > 0) {
             snprintf(one_s, sizeof one_s, "%.3f", one);
             snprintf(ratio, sizeof ratio, "%.3f", tp_ms[i] / one);
             snprintf(dp_s, sizeof dp_s, "%.0f", dp_rate);
         }
         if (o->prefill)
-            printf("| %d | %d | %.3f | %s | %s | %.0f | %s |\n", w->B, w->C, tp_ms[i], one_s, ratio, tp_rate, dp_s);
+            printf("| %d | %d | %.3f | %s | %s | %s | %.0f | %s |\n", w->B, w->C, tp_ms[i], nccl_s, one_s, ratio, tp_rate,
+                   dp_s);
         else
-            printf("| %d | %d | %.3f | %.3f | %.1f%% | %s | %.3f | %s | %.0f | %s |\n", w->B, w->C, tp_ms[i],
-                   sc.floor_ms, 100.0 * sc.floor_ms / tp_ms[i], one_s, oc.floor_ms, ratio, tp_rate, dp_s);
+            printf("| %d | %d | %.3f | %s | %.3f | %.1f%% | %s | %.3f | %s | %.0f | %s |\n", w->B, w->C, tp_ms[i],
+                   nccl_s, sc.floor_ms, 100.0 * sc.floor_ms / tp_ms[i], one_s, oc.floor_ms, ratio, tp_rate, dp_s);
         fflush(stdout);
     }
     gp_device_weights_destroy(whole);
@@ -191,8 +219,10 @@ static void usage(FILE *f)
                "  --model PRESET   default llama3-8b\n"
                "  --workloads L    default 1:1024,64:1024,256:1024 (B sequences at C tokens of context)\n"
                "  --prefill        time prefills instead: L is B prompts of T tokens each (default 1:2048,1:8192)\n"
+               "  --peer-bytes N   the ranks' sums of up to N bytes over peer memory (each row also timed with\n"
+               "                   NCCL sums alone); 0: NCCL alone; default %zu\n"
                "  --warmup N       default 3;  --repeat N  timed steps, default 20\n",
-            GP_TP_MAX);
+            GP_TP_MAX, GP_COMM_PEER_BYTES_DEFAULT);
 }
 
 int main(int argc, char **argv)
@@ -200,12 +230,13 @@ int main(int argc, char **argv)
     static opts o;
     o.warmup = 3;
     o.repeat = 20;
+    o.peer_bytes = GP_COMM_PEER_BYTES_DEFAULT;
     const char *model = "llama3-8b", *wl = "1:1024,64:1024,256:1024";
     bool wl_given = false;
     static const struct option lo[] = {{"tp", required_argument, NULL, 't'},      {"model", required_argument, NULL, 'm'},
                                        {"workloads", required_argument, NULL, 'w'}, {"warmup", required_argument, NULL, 'u'},
                                        {"repeat", required_argument, NULL, 'r'},  {"help", no_argument, NULL, 'h'},
-                                       {"prefill", no_argument, NULL, 'p'},
+                                       {"prefill", no_argument, NULL, 'p'}, {"peer-bytes", required_argument, NULL, 'b'},
                                        {NULL, 0, NULL, 0}};
     int ch;
     while ((ch = getopt_long(argc, argv, "h", lo, NULL)) != -1) {
@@ -226,6 +257,15 @@ int main(int argc, char **argv)
         case 'm': model = optarg; break;
         case 'w': wl = optarg; wl_given = true; break;
         case 'p': o.prefill = true; break;
+        case 'b': {
+            uint64_t b = 0;
+            if (gp_parse_size(optarg, "--peer-bytes", &b) != GP_OK || b > ((uint64_t)1 << 34)) {
+                fprintf(stderr, PROG ": --peer-bytes '%s': allowed 0..16G bytes (K/M/G suffixes)\n", optarg);
+                return 2;
+            }
+            o.peer_bytes = (size_t)b;
+            break;
+        }
         case 'h': usage(stdout); return 0;
         default: usage(stderr); return 2;
         }
@@ -255,8 +295,8 @@ int main(int argc, char **argv)
         return 2;
     }
     snprintf(o.spec, sizeof o.spec, "file:/tmp/gp_bench_tp.%d", (int)getpid());
-    printf("# " PROG " --tp %d --model %s%s --workloads %s --warmup %d --repeat %d: synthetic bf16 shards, %s\n", o.tp,
-           model, o.prefill ? " --prefill" : "", wl, o.warmup, o.repeat,
+    printf("# " PROG " --tp %d --model %s%s --workloads %s --warmup %d --repeat %d --peer-bytes %zu: synthetic bf16 "
+           "shards, %s\n", o.tp, model, o.prefill ? " --prefill" : "", wl, o.warmup, o.repeat, o.peer_bytes,
            o.prefill ? "medians of device-event prefill times" : "CUDA graphs, medians of device-event step times");
     fflush(stdout);
     int codes[GP_TP_MAX];

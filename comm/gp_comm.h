@@ -119,9 +119,32 @@ gp_group *gp_comm_group(gp_comm *c);
  * on without a CUDA error: after synchronizing, gp_comm_check says whether
  * the results are whole. */
 gp_status gp_comm_all_reduce(gp_comm *c, void *buf, size_t count, gp_comm_dtype dt, void *stream);
-/* gp_comm_all_reduce of n fp32 values, with comm (a gp_comm *) first: the
- * shape of the engine's tensor-parallel reduce (gp_engine_set_tp). */
+/* The sum of n fp32 values over the ranks, in place, with comm (a gp_comm *)
+ * first: the shape of the engine's tensor-parallel reduce
+ * (gp_engine_set_tp). Over peer memory up to gp_comm_set_peer_limit's
+ * bytes, else gp_comm_all_reduce. */
 gp_status gp_comm_sum_f32(void *comm, float *rows, size_t n, void *stream);
+
+/* The one-shot all-reduce over peer memory, for the small fp32 sums of a
+ * decode step where NCCL's latency (~15 us on NVLink) outweighs the bytes:
+ * each rank copies its rows into a buffer the others map (CUDA IPC), raises
+ * a flag in each of theirs, waits for theirs, and sums every rank's copy in
+ * rank order (so all ranks get the same bits). Collective: every rank calls
+ * it with the same max_bytes (> 0), which sizes the buffer. After it,
+ * gp_comm_sum_f32 takes this path for sums of up to max_bytes and NCCL for
+ * larger ones; like NCCL's, the calls must come in the same order on every
+ * rank, and on one stream at a time. GP_ERR_UNSUPPORTED naming why when some
+ * rank cannot map the others' memory (another host, no peer access): every
+ * rank then keeps NCCL alone. A lost rank makes the waiting kernel return
+ * (the group's failure raises a flag it reads); gp_comm_check says so. */
+gp_status gp_comm_peer_setup(gp_comm *c, size_t max_bytes);
+/* The programs' default max_bytes: a decode step's hidden rows up to B = 64
+ * at hidden 4096 in fp32 (docs/PERFORMANCE.md has the crossover against
+ * NCCL). */
+#define GP_COMM_PEER_BYTES_DEFAULT ((size_t)1 << 20)
+/* The sums gp_comm_sum_f32 sends over peer memory: up to this many bytes
+ * (0: none; at most gp_comm_peer_setup's max_bytes), the same on every rank. */
+gp_status gp_comm_set_peer_limit(gp_comm *c, size_t bytes);
 gp_status gp_comm_send(gp_comm *c, const void *buf, size_t bytes, int peer, void *stream);
 gp_status gp_comm_recv(gp_comm *c, void *buf, size_t bytes, int peer, void *stream);
 /* GP_OK while the group holds and NCCL reports no asynchronous error; else

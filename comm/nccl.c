@@ -2,24 +2,15 @@
  * rank 0's unique id travels as the group's blob, and the group's failure
  * aborts the communicator so that a collective blocked on a lost rank
  * returns. */
-#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include <cuda_runtime_api.h>
-#include <nccl.h>
 
-#include "gp_comm.h"
+#include "comm_impl.h"
 
 _Static_assert(sizeof(ncclUniqueId) <= GP_COMM_BLOB_MAX, "NCCL's unique id must fit the group's blob");
-
-struct gp_comm {
-    gp_group *g;
-    ncclComm_t nc;
-    pthread_mutex_t mu; /* nc's life against the group thread's abort */
-    bool ready, aborted;
-};
 
 bool gp_comm_available(void) { return true; }
 
@@ -30,13 +21,14 @@ static void abort_comm(void *ctx, const char *why)
     pthread_mutex_lock(&c->mu);
     if (c->ready && !c->aborted) {
         c->aborted = true;
+        gp_comm_peer_abort(c);
         (void)ncclCommAbort(c->nc);
     }
     pthread_mutex_unlock(&c->mu);
 }
 
 /* The group's failure, else NCCL's own error, as a status with its message. */
-static gp_status comm_fail(gp_comm *c, ncclResult_t r, const char *what)
+gp_status gp_comm_fail(gp_comm *c, ncclResult_t r, const char *what)
 {
     char why[512];
     if (gp_group_failed(c->g, why, sizeof why))
@@ -45,7 +37,7 @@ static gp_status comm_fail(gp_comm *c, ncclResult_t r, const char *what)
             gp_group_rank(c->g), gp_group_size(c->g));
 }
 
-static gp_status check(gp_comm *c, ncclResult_t r, const char *what)
+gp_status gp_comm_nccl_check(gp_comm *c, ncclResult_t r, const char *what)
 {
     if (r == ncclSuccess) {
         ncclResult_t a = ncclSuccess;
@@ -53,7 +45,7 @@ static gp_status check(gp_comm *c, ncclResult_t r, const char *what)
             return GP_OK;
         r = a;
     }
-    return comm_fail(c, r, what);
+    return gp_comm_fail(c, r, what);
 }
 
 gp_status gp_comm_create(const gp_group_params *p, gp_comm **out)
@@ -81,7 +73,7 @@ gp_status gp_comm_create(const gp_group_params *p, gp_comm **out)
     if (st == GP_OK) {
         r = ncclCommInitRank(&c->nc, p->n_ranks, id, p->rank);
         if (r != ncclSuccess)
-            st = comm_fail(c, r, "gp_comm_create: ncclCommInitRank");
+            st = gp_comm_fail(c, r, "gp_comm_create: ncclCommInitRank");
     }
     if (st != GP_OK) {
         gp_group_leave(c->g);
@@ -106,8 +98,8 @@ gp_status gp_comm_check(gp_comm *c)
     if (!c)
         GP_FAIL(GP_ERR_INVALID_ARG, "gp_comm_check: comm is NULL");
     if (c->aborted)
-        return comm_fail(c, ncclInternalError, "gp_comm_check");
-    return check(c, ncclSuccess, "gp_comm_check");
+        return gp_comm_fail(c, ncclInternalError, "gp_comm_check");
+    return gp_comm_nccl_check(c, ncclSuccess, "gp_comm_check");
 }
 
 static ncclDataType_t nccl_type(gp_comm_dtype dt)
@@ -121,14 +113,20 @@ gp_status gp_comm_all_reduce(gp_comm *c, void *buf, size_t count, gp_comm_dtype 
         GP_FAIL(GP_ERR_INVALID_ARG, "gp_comm_all_reduce: comm %p, buf %p, dtype %d (allowed 0..2)", (void *)c, buf,
                 (int)dt);
     if (c->aborted)
-        return comm_fail(c, ncclInternalError, "gp_comm_all_reduce");
-    return check(c, ncclAllReduce(buf, buf, count, nccl_type(dt), ncclSum, c->nc, (cudaStream_t)stream),
+        return gp_comm_fail(c, ncclInternalError, "gp_comm_all_reduce");
+    return gp_comm_nccl_check(c, ncclAllReduce(buf, buf, count, nccl_type(dt), ncclSum, c->nc, (cudaStream_t)stream),
                  "gp_comm_all_reduce");
 }
 
 gp_status gp_comm_sum_f32(void *comm, float *rows, size_t n, void *stream)
 {
-    return gp_comm_all_reduce(comm, rows, n, GP_COMM_F32, stream);
+    gp_comm *c = comm;
+    if (c && rows && c->peer && n * sizeof(float) <= c->peer->limit) {
+        if (c->aborted)
+            return gp_comm_fail(c, ncclInternalError, "gp_comm_sum_f32");
+        return gp_comm_peer_sum(c, rows, n, stream);
+    }
+    return gp_comm_all_reduce(c, rows, n, GP_COMM_F32, stream);
 }
 
 gp_status gp_comm_send(gp_comm *c, const void *buf, size_t bytes, int peer, void *stream)
@@ -137,8 +135,8 @@ gp_status gp_comm_send(gp_comm *c, const void *buf, size_t bytes, int peer, void
         GP_FAIL(GP_ERR_INVALID_ARG, "gp_comm_send: comm %p, buf %p, peer %d (allowed another rank)", (void *)c,
                 (const void *)buf, peer);
     if (c->aborted)
-        return comm_fail(c, ncclInternalError, "gp_comm_send");
-    return check(c, ncclSend(buf, bytes, ncclUint8, peer, c->nc, (cudaStream_t)stream), "gp_comm_send");
+        return gp_comm_fail(c, ncclInternalError, "gp_comm_send");
+    return gp_comm_nccl_check(c, ncclSend(buf, bytes, ncclUint8, peer, c->nc, (cudaStream_t)stream), "gp_comm_send");
 }
 
 gp_status gp_comm_recv(gp_comm *c, void *buf, size_t bytes, int peer, void *stream)
@@ -147,14 +145,23 @@ gp_status gp_comm_recv(gp_comm *c, void *buf, size_t bytes, int peer, void *stre
         GP_FAIL(GP_ERR_INVALID_ARG, "gp_comm_recv: comm %p, buf %p, peer %d (allowed another rank)", (void *)c, buf,
                 peer);
     if (c->aborted)
-        return comm_fail(c, ncclInternalError, "gp_comm_recv");
-    return check(c, ncclRecv(buf, bytes, ncclUint8, peer, c->nc, (cudaStream_t)stream), "gp_comm_recv");
+        return gp_comm_fail(c, ncclInternalError, "gp_comm_recv");
+    return gp_comm_nccl_check(c, ncclRecv(buf, bytes, ncclUint8, peer, c->nc, (cudaStream_t)stream), "gp_comm_recv");
 }
 
 void gp_comm_destroy(gp_comm *c)
 {
     if (!c)
         return;
+    if (c->peer && !c->aborted) { /* no rank frees its buffer while another may still read it */
+        int one = 1, *d = NULL;
+        if (cudaMalloc((void **)&d, sizeof one) == cudaSuccess &&
+            cudaMemcpy(d, &one, sizeof one, cudaMemcpyHostToDevice) == cudaSuccess &&
+            ncclAllReduce(d, d, 1, ncclInt32, ncclSum, c->nc, NULL) == ncclSuccess)
+            (void)cudaStreamSynchronize(NULL);
+        cudaFree(d);
+    }
+    gp_comm_peer_free(c);
     pthread_mutex_lock(&c->mu);
     if (!c->aborted) {
         c->aborted = true; /* the group's thread must not abort what is being destroyed */

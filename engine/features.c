@@ -25,6 +25,7 @@ static const char *const names[GP_FEAT_COUNT] = {
     [GP_FEAT_PREFIX_CACHE] = "the prefix cache (serve's default; --no-prefix-cache turns it off)",
     [GP_FEAT_PD_LANES] = "prefill and decode lanes (--pd-split)",
     [GP_FEAT_TP] = "tensor parallel (--tp)",
+    [GP_FEAT_TP_PEER] = "the ranks' sums over peer memory (tp_peer_bytes, --tp-peer-bytes)",
 };
 
 /* Checked in this order; the first that applies is the refusal. */
@@ -56,6 +57,7 @@ static const gp_feature_rule rules[] = {
      "its hot and cold neurons are the calibration's; without thresholds every neuron is active and none can "
      "be left to the CPU"},
     {GP_FEAT_CPU_FFN_THREADS, GP_FEAT_CPU_FFN, true, "they compute the CPU-assisted FFN's cold neurons"},
+    {GP_FEAT_TP_PEER, GP_FEAT_TP, true, "it sizes the sums of the tensor-parallel ranks' partial outputs"},
     {GP_FEAT_SPARSITY_STATS, GP_FEAT_SPARSITY, true, "they count the inputs the sparse projections read"},
     {GP_FEAT_SPARSE_ALWAYS, GP_FEAT_SPARSITY, true, "it keeps a calibration's masks on every step"},
     {GP_FEAT_CPU_FFN, GP_FEAT_PIPELINED, false,
@@ -144,6 +146,7 @@ uint32_t gp_features_mask(const gp_feature_set *f)
         [GP_FEAT_CPU_THREADS] = f->cpu_threads,
         [GP_FEAT_PROMPT_LOGITS] = f->prompt_logits,
         [GP_FEAT_TP] = f->tp,
+        [GP_FEAT_TP_PEER] = f->tp_peer,
         [GP_FEAT_PREFIX_CACHE] = f->prefix_cache,
         [GP_FEAT_PD_LANES] = f->pd_lanes,
     };

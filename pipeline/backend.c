@@ -63,7 +63,8 @@ gp_backend_params gp_backend_default_params(gp_backend_kind kind)
     return (gp_backend_params){.kind = kind, .n_seqs = 1, .max_context = 1024, .block_size = 16,
                                .attn_units = cuda ? 24 : 1, .ffn_units = cuda ? GP_SPLIT_REST : 1,
                                .pipelined = false, .use_graphs = true, .dtype = cuda ? GP_DTYPE_AUTO : GP_DTYPE_F32,
-                               .prefill_chunk = 0, .tp = 1};
+                               .prefill_chunk = 0, .tp = 1,
+                               .tp_peer_bytes = GP_COMM_PEER_BYTES_DEFAULT};
 }
 
 /* The stored-prefix settings among themselves: a dir or a block size mean
@@ -217,9 +218,6 @@ static gp_status open_cpu(gp_backend *b, const gp_host_weights *w)
     int used = snprintf(b->describe, sizeof b->describe, "cpu (float32 reference%s), %.2f GB of %s weights in host "
                         "memory, held exactly; %d worker thread(s)", acts, (double)w->arena_bytes / 1e9,
                         gp_dtype_flag_name(w->dtype), gp_cpu_model_threads(b->cpu));
-    if (p->tp > 1)
-        used += snprintf(b->describe + used, sizeof b->describe - (size_t)used, "; tensor parallel rank %d of %d "
-                         "(GPU %d, NCCL)", p->tp_rank, p->tp, p->tp_rank);
     if (p->sparse_thresholds)
         used += snprintf(b->describe + used, sizeof b->describe - (size_t)used, "; sparse decode projections "
                          "(up to %d rows)", GP_SPARSE_MAX_B);
@@ -489,6 +487,25 @@ static gp_status open_tp(gp_backend *b, const gp_model_source *src)
     return st;
 }
 
+/* The ranks' sums: over peer memory up to tp_peer_bytes where every rank
+ * can map the others' memory, else NCCL alone; the description says which. */
+static gp_status tp_reduce_setup(gp_backend *b)
+{
+    const gp_backend_params *p = &b->p;
+    char how[320];
+    gp_status st = p->tp_peer_bytes ? gp_comm_peer_setup(b->comm, p->tp_peer_bytes) : GP_ERR_UNSUPPORTED;
+    if (st == GP_OK)
+        snprintf(how, sizeof how, "sums of up to %zu bytes over peer memory, NCCL beyond", p->tp_peer_bytes);
+    else if (st == GP_ERR_UNSUPPORTED)
+        snprintf(how, sizeof how, "NCCL sums (%s)", p->tp_peer_bytes ? gp_last_error() : "--tp-peer-bytes 0");
+    else
+        return st;
+    const size_t used = strlen(b->describe);
+    snprintf(b->describe + used, sizeof b->describe - used, "; tensor parallel rank %d of %d (GPU %d), %s",
+             p->tp_rank, p->tp, p->tp_rank, how);
+    return GP_OK;
+}
+
 gp_status gp_backend_open(const gp_model_source *src, const gp_backend_params *p, gp_backend **out)
 {
     gp_backend *b;
@@ -517,6 +534,8 @@ gp_status gp_backend_open(const gp_model_source *src, const gp_backend_params *p
         st = open_cuda(b, p->cpu_ffn_budget ? &hw : NULL);
     if (st == GP_OK && b->comm)
         st = gp_engine_set_tp(b->engine, p->tp_rank, p->tp, gp_comm_sum_f32, b->comm);
+    if (st == GP_OK && b->comm)
+        st = tp_reduce_setup(b);
     if (hw.arena)
         gp_host_weights_free(&hw);
     return finish(b, st, out);

@@ -720,6 +720,10 @@ typedef struct gp_backend_params {
      * default): one GPU. */
     int tp, tp_rank;
     const char *tp_rendezvous;
+    size_t tp_peer_bytes;   /* tp > 1: the ranks' sums of up to this many bytes go over peer memory
+                              (comm/'s gp_comm_peer_setup, where every rank can map the others' memory;
+                              else NCCL alone, and gp_backend_describe says why); larger ones through
+                              NCCL; 0: NCCL alone; default GP_COMM_PEER_BYTES_DEFAULT */
     bool sparse_always;     /* cuda, with sparse_thresholds: every calibrated projection sparse on every
                               step (the CPU reference's masks exactly); default false: each step runs a
                               projection sparse only where its batch's measured union density makes the

@@ -788,6 +788,7 @@ static int gen_main(int argc, char **argv, gen_mode mode)
     bp.tp = (int)o.tp;
     bp.tp_rank = tp_rank;
     bp.tp_rendezvous = tp_spec;
+    bp.tp_peer_bytes = (size_t)o.tp_peer_bytes;
     if (tp_rank > 0) /* rank 0 reports the loading */
         memset(&bp.progress, 0, sizeof bp.progress);
     double t0 = gp_now_s();

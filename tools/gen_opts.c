@@ -10,6 +10,7 @@
 #include <string.h>
 
 #include "gp_chat.h"
+#include "gp_comm.h"
 #include "gp_engine.h"
 #include "gp_kvstore.h"
 
@@ -78,6 +79,9 @@ static void gen_usage(FILE *f)
             "                       summed over them; 1.." GP_TP_MAX_STR " dividing the model's heads, key/value heads and\n"
             "                       FFN neurons; each process reads only its share of the weights;\n"
             "                       default 1\n"
+            "  --tp-peer-bytes N    with --tp: the ranks' sums of up to N bytes (B rows x hidden x 4) go\n"
+            "                       over peer memory, one kernel, larger ones through NCCL; 0: NCCL\n"
+            "                       alone; K/M/G suffixes; default 1M (B <= 64 at hidden 4096)\n"
             "  --threads N          cpu: threads of the reference's worker, which prefills and runs\n"
             "                       sequential steps (pipelined steps take --sm-split's), 1..%d; default\n"
             "                       the online CPUs up to %d (or GP_REF_THREADS); the status line says\n"
@@ -227,6 +231,7 @@ static int chat_refusals(const gen_opts *o, const bool *seen)
                                  "own cache between turns"},
         {'q', "--kv-store", "stored prefixes serve the prompts of one batch"},
         {'B', "--kv-store-block", "stored prefixes serve the prompts of one batch"},
+        {'I', "--tp-peer-bytes", "it sizes the sums of --tp's ranks; use greenpipe generate"},
         {'N', "--tp", "the ranks are processes of their own, and the conversation reads its turns from standard "
                       "input in one; use greenpipe generate"},
     };
@@ -282,6 +287,7 @@ static gp_feature_set gen_features(const gen_opts *o)
                             .cpu_ffn_threads = o->cpu_ffn_threads != 0,
                             .cpu_threads = o->threads != 0,
                             .tp = o->tp > 1,
+                            .tp_peer = o->tp_peer_given,
                             .prompt_logits = o->dump_prompt_logits != NULL};
 }
 
@@ -317,12 +323,14 @@ int gen_parse_opts(int argc, char **argv, gen_mode mode, gen_opts *o)
         {"min-p", required_argument, NULL, 'a'},       {"repeat-penalty", required_argument, NULL, 'r'},
         {"repeat-last-n", required_argument, NULL, 'l'}, {"stop", required_argument, NULL, 'o'},
         {"threads", required_argument, NULL, 'j'},     {"tp", required_argument, NULL, 'N'},
+        {"tp-peer-bytes", required_argument, NULL, 'I'},
         {"chat", no_argument, NULL, 'G'},              {"system", required_argument, NULL, 'Y'},
         {"chat-template", required_argument, NULL, 'U'}, {"max-context", required_argument, NULL, 'X'},
         {"verbose-prompt", no_argument, NULL, 'v'},
         {"help", no_argument, NULL, 'h'},              {NULL, 0, NULL, 0},
     };
     *o = (gen_opts){.model = GP_DEFAULT_PRESET, .steps = -1, .backend = GP_BACKEND_CPU, .block_size = 16, .tp = 1,
+                    .tp_peer_bytes = GP_COMM_PEER_BYTES_DEFAULT,
                     .sample = {.temperature = 0.0, .top_k = 0, .top_p = 1.0, .min_p = 0.0},
                     .repeat = gp_repeat_default_params(), .mode = mode, .chat = mode == GEN_MODE_CHAT};
     g_prog = mode == GEN_MODE_CHAT ? "greenpipe chat" : "greenpipe generate";
@@ -399,6 +407,10 @@ int gen_parse_opts(int argc, char **argv, gen_mode mode, gen_opts *o)
             break;
         case 'j': st = gp_parse_long(optarg, 1, GP_POOL_MAX_THREADS, "--threads", &o->threads); break;
         case 'N': st = gp_parse_long(optarg, 1, GP_TP_MAX, "--tp", &o->tp); break;
+        case 'I':
+            st = size_arg(optarg, "--tp-peer-bytes", &o->tp_peer_bytes);
+            o->tp_peer_given = true;
+            break;
         case 'K': {
             long k = 0;
             st = gp_parse_long(optarg, 0, INT32_MAX, "--top-k", &k); /* the vocabulary bound once it is known */

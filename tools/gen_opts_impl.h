@@ -36,6 +36,8 @@ typedef struct gen_opts {
     int n_stops;
     long threads;          /* --threads; 0: not given (the cpu backend's default) */
     long tp;               /* --tp: GPUs of tensor parallelism, 1 (default) .. GP_TP_MAX */
+    uint64_t tp_peer_bytes; /* --tp-peer-bytes; default GP_COMM_PEER_BYTES_DEFAULT */
+    bool tp_peer_given;
     long steps;
     gp_backend_kind backend;
     const char *dump_logits;
