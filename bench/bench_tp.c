@@ -31,6 +31,7 @@ typedef struct opts {
     int tp, warmup, repeat, n_w;
     size_t peer_bytes; /* --peer-bytes: the ranks' sums of up to this many bytes over peer memory; 0: NCCL */
     bool prefill; /* --prefill: w[i] is B prompts of C tokens each, prefilled whole */
+    bool whole_head; /* --whole-head: every rank computes the whole LM head (no split by vocabulary) */
     gp_config cfg;
     workload w[MAX_W];
     char spec[128];
@@ -73,7 +74,8 @@ static gp_status time_steps(gp_device_weights *dw, const opts *o, const workload
     double wall = 0;
     gp_status st = ms ? gp_engine_create(dw, &p, &e) : GP_ERR_NO_MEMORY;
     if (st == GP_OK && c)
-        st = gp_engine_set_tp(e, rank, o->tp, gp_comm_sum_f32, c);
+        st = gp_engine_set_tp(e, &(gp_engine_tp){.rank = rank, .tp = o->tp, .sum = gp_comm_sum_f32,
+                                                .gather = o->whole_head ? NULL : gp_comm_gather_f32, .ctx = c});
     if (st == GP_OK && !o->prefill)
         st = gp_engine_fill_context(e, w->B, w->C, 42);
     if (st == GP_OK && c)
@@ -221,6 +223,8 @@ static void usage(FILE *f)
                "  --prefill        time prefills instead: L is B prompts of T tokens each (default 1:2048,1:8192)\n"
                "  --peer-bytes N   the ranks' sums of up to N bytes over peer memory (each row also timed with\n"
                "                   NCCL sums alone); 0: NCCL alone; default %zu\n"
+               "  --whole-head     every rank computes the whole LM head (default: split by vocabulary, the\n"
+               "                   ranks' logits gathered)\n"
                "  --warmup N       default 3;  --repeat N  timed steps, default 20\n",
             GP_TP_MAX, GP_COMM_PEER_BYTES_DEFAULT);
 }
@@ -237,6 +241,7 @@ int main(int argc, char **argv)
                                        {"workloads", required_argument, NULL, 'w'}, {"warmup", required_argument, NULL, 'u'},
                                        {"repeat", required_argument, NULL, 'r'},  {"help", no_argument, NULL, 'h'},
                                        {"prefill", no_argument, NULL, 'p'}, {"peer-bytes", required_argument, NULL, 'b'},
+                                       {"whole-head", no_argument, NULL, 'H'},
                                        {NULL, 0, NULL, 0}};
     int ch;
     while ((ch = getopt_long(argc, argv, "h", lo, NULL)) != -1) {
@@ -257,6 +262,7 @@ int main(int argc, char **argv)
         case 'm': model = optarg; break;
         case 'w': wl = optarg; wl_given = true; break;
         case 'p': o.prefill = true; break;
+        case 'H': o.whole_head = true; break;
         case 'b': {
             uint64_t b = 0;
             if (gp_parse_size(optarg, "--peer-bytes", &b) != GP_OK || b > ((uint64_t)1 << 34)) {
@@ -295,8 +301,9 @@ int main(int argc, char **argv)
         return 2;
     }
     snprintf(o.spec, sizeof o.spec, "file:/tmp/gp_bench_tp.%d", (int)getpid());
-    printf("# " PROG " --tp %d --model %s%s --workloads %s --warmup %d --repeat %d --peer-bytes %zu: synthetic bf16 "
-           "shards, %s\n", o.tp, model, o.prefill ? " --prefill" : "", wl, o.warmup, o.repeat, o.peer_bytes,
+    printf("# " PROG " --tp %d --model %s%s --workloads %s --warmup %d --repeat %d --peer-bytes %zu%s: synthetic "
+           "bf16 shards, %s\n", o.tp, model, o.prefill ? " --prefill" : "", wl, o.warmup, o.repeat, o.peer_bytes,
+           o.whole_head ? " --whole-head" : "",
            o.prefill ? "medians of device-event prefill times" : "CUDA graphs, medians of device-event step times");
     fflush(stdout);
     int codes[GP_TP_MAX];

@@ -124,6 +124,11 @@ gp_status gp_comm_all_reduce(gp_comm *c, void *buf, size_t count, gp_comm_dtype 
  * (gp_engine_set_tp). Over peer memory up to gp_comm_set_peer_limit's
  * bytes, else gp_comm_all_reduce. */
 gp_status gp_comm_sum_f32(void *comm, float *rows, size_t n, void *stream);
+/* In place, every rank's n fp32 values: rank r's are buf[r n, (r+1) n) on
+ * entry, and on return buf holds all n_ranks segments (NCCL's all-gather),
+ * with comm (a gp_comm *) first: the engine's gather of a head split by
+ * vocabulary (gp_engine_set_tp). */
+gp_status gp_comm_gather_f32(void *comm, float *buf, size_t n, void *stream);
 
 /* The one-shot all-reduce over peer memory, for the small fp32 sums of a
  * decode step where NCCL's latency (~15 us on NVLink) outweighs the bytes:

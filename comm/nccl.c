@@ -129,6 +129,18 @@ gp_status gp_comm_sum_f32(void *comm, float *rows, size_t n, void *stream)
     return gp_comm_all_reduce(c, rows, n, GP_COMM_F32, stream);
 }
 
+gp_status gp_comm_gather_f32(void *comm, float *buf, size_t n, void *stream)
+{
+    gp_comm *c = comm;
+    if (!c || !buf)
+        GP_FAIL(GP_ERR_INVALID_ARG, "gp_comm_gather_f32: comm %p, buf %p", (void *)c, (void *)buf);
+    if (c->aborted)
+        return gp_comm_fail(c, ncclInternalError, "gp_comm_gather_f32");
+    return gp_comm_nccl_check(c, ncclAllGather(buf + (size_t)gp_group_rank(c->g) * n, buf, n, ncclFloat32, c->nc,
+                                               (cudaStream_t)stream),
+                              "gp_comm_gather_f32");
+}
+
 gp_status gp_comm_send(gp_comm *c, const void *buf, size_t bytes, int peer, void *stream)
 {
     if (!c || !buf || peer < 0 || peer >= gp_group_size(c->g) || peer == gp_group_rank(c->g))

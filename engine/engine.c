@@ -140,6 +140,7 @@ void gp_engine_destroy(gp_engine *e)
     gp_kv_device_destroy(e->kv);
     gp_kv_tables_destroy(e->tables);
     gp_device_free(e->inv_freq);
+    gp_device_free(e->tp_head);
     free(e);
 }
 
@@ -261,19 +262,31 @@ gp_device_weights *gp_engine_weights(const gp_engine *e)
     return e ? e->dw : NULL;
 }
 
-gp_status gp_engine_set_tp(gp_engine *e, int rank, int tp, gp_engine_reduce_fn fn, void *ctx)
+gp_status gp_engine_set_tp(gp_engine *e, const gp_engine_tp *t)
 {
-    if (!e)
-        GP_FAIL(GP_ERR_INVALID_ARG, "gp_engine_set_tp: engine is NULL");
-    if (tp < 1 || tp > GP_TP_MAX || rank < 0 || rank >= tp || (tp > 1 && !fn))
-        GP_FAIL(GP_ERR_INVALID_ARG, "gp_engine_set_tp: rank %d of %d: allowed tp 1..%d, rank 0..tp-1, and a reduce "
+    if (!e || !t)
+        GP_FAIL(GP_ERR_INVALID_ARG, "gp_engine_set_tp: engine or settings NULL");
+    const int rank = t->rank, tp = t->tp;
+    if (tp < 1 || tp > GP_TP_MAX || rank < 0 || rank >= tp || (tp > 1 && !t->sum))
+        GP_FAIL(GP_ERR_INVALID_ARG, "gp_engine_set_tp: rank %d of %d: allowed tp 1..%d, rank 0..tp-1, and a sum "
                 "function when tp > 1", rank, tp, GP_TP_MAX);
     if (tp > 1 && e->cf)
         GP_FAIL(GP_ERR_UNSUPPORTED, "gp_engine_set_tp: the CPU-assisted FFN adds its cold neurons' output into the "
                 "residual itself, outside the all-reduce of the ranks' partial sums");
-    gp_engine_drop_graphs(e); /* they baked how o and down write the residual */
+    const int V = e->cfg.vocab, slice = (V + tp - 1) / tp;
+    if (tp > 1 && t->gather && (tp - 1) * slice >= V)
+        GP_FAIL(GP_ERR_INVALID_ARG, "gp_engine_set_tp: a vocabulary of %d split %d ways leaves rank %d no row of "
+                "the head", V, tp, tp - 1);
+    gp_engine_drop_graphs(e); /* they baked how o and down write the residual, and the head */
+    gp_device_free(e->tp_head);
+    e->tp_head = NULL;
+    if (tp > 1 && t->gather)
+        GP_TRY(gp_device_alloc((void **)&e->tp_head, sizeof(float) * (size_t)tp * (size_t)e->p.max_batch * slice,
+                               "tensor parallel head segments [tp][max_batch][vocab / tp] fp32"));
     e->tp_rank = rank;
-    e->tp_reduce = tp > 1 ? fn : NULL;
-    e->tp_ctx = ctx;
+    e->tp = tp;
+    e->tp_reduce = tp > 1 ? t->sum : NULL;
+    e->tp_gather = tp > 1 ? t->gather : NULL;
+    e->tp_ctx = t->ctx;
     return GP_OK;
 }

@@ -164,10 +164,15 @@ struct gp_engine {
     gp_kv_memory *km;             /* the KV memory (kv_memory.h): resident or offloaded, and its providers */
     struct gp_engine_cpu_ffn *cf; /* CPU-assisted FFN (engine_cpu_ffn.c); NULL: off */
     /* Tensor parallel (gp_engine_set_tp): this engine's rank, and the
-     * all-reduce of the residual rows after o and down; NULL: one rank. */
-    int tp_rank;
+     * all-reduce of the residual rows after o and down; NULL: one rank.
+     * With tp_gather, the head split by vocabulary: each rank's logits in
+     * its segment of tp_head [tp][max_batch x slice] (one lane runs under
+     * tensor parallelism: the feature table refuses the others). */
+    int tp_rank, tp;
     gp_engine_reduce_fn tp_reduce;
+    gp_engine_gather_fn tp_gather;
     void *tp_ctx;
+    float *tp_head;
 
     pthread_mutex_t kv_lock;      /* the KV tables' host bookkeeping: lanes driven by several host threads
                                      reserve and advance their sequences under it */

@@ -273,16 +273,28 @@ gp_status gp_engine_set_sparsity(gp_engine *e, const float *thresholds);
 /* Tensor parallel: this engine is rank `rank` of tp (its weights a
  * gp_tp_config shard, gp_host_weights_shard). After every layer's o and
  * down projection the step's residual rows (fp32, n = rows x hidden) go
- * through reduce(ctx, rows, n, stream) on the lane's stream, which must
+ * through sum(ctx, rows, n, stream) on the lane's stream, which must
  * leave the sum over the ranks in place (an all-reduce: comm/'s gp_comm_sum_f32)
  * and be capturable in a CUDA graph: rank 0's rows then hold the residual
  * plus its partial output, every other rank's its partial output alone
  * (the projection overwrites them), so the sum is the next residual on
- * every rank. fn NULL: one rank (tp 1). Captured graphs are dropped.
- * GP_ERR_INVALID_ARG for rank outside 0..tp-1, tp outside 1..8, or tp > 1
- * without fn. */
+ * every rank. With gather, the LM head is split by vocabulary too: rank r
+ * computes the logits of rows [r s, (r+1) s) of the head (s = vocab / tp
+ * rounded up) into segment r of a buffer of tp segments of n = rows x s
+ * floats, gather(ctx, buf, n, stream) must leave every rank's segment in
+ * place (an all-gather: gp_comm_gather_f32), and a kernel puts them in
+ * vocabulary order; without it every rank computes the whole head. sum
+ * NULL: one rank (tp 1). Captured graphs are dropped. GP_ERR_INVALID_ARG
+ * for rank outside 0..tp-1, tp outside 1..8, tp > 1 without sum. */
 typedef gp_status (*gp_engine_reduce_fn)(void *ctx, float *rows, size_t n, void *stream);
-gp_status gp_engine_set_tp(gp_engine *e, int rank, int tp, gp_engine_reduce_fn fn, void *ctx);
+typedef gp_status (*gp_engine_gather_fn)(void *ctx, float *buf, size_t n, void *stream);
+typedef struct gp_engine_tp {
+    int rank, tp;
+    gp_engine_reduce_fn sum;
+    gp_engine_gather_fn gather; /* NULL: the whole head on every rank */
+    void *ctx;
+} gp_engine_tp;
+gp_status gp_engine_set_tp(gp_engine *e, const gp_engine_tp *tp);
 /* Steps each projection (gp_sparse_proj order) ran sparse and dense by the
  * per-step choice (gp_engine_params.sparse_always, sparse_probe) since the
  * last statistics reset (gp_engine_sparsity_stats); a projection whose

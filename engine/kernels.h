@@ -157,6 +157,17 @@ gp_status gp_argmax_rows(const float *logits, int32_t *out, int B, int V, void *
 /* CPU oracle: gp_argmax per row. Host arrays. */
 void gp_argmax_rows_ref(const float *logits, int32_t *out, int B, int V);
 
+/* ---------------------------------------------------------------- vocab gather */
+
+/* The LM head split by vocabulary over tp ranks, put back in order: rank
+ * r's logits of vocabulary rows [r s, r s + n_r) (s = ceil(V / tp), n_r =
+ * min(s, V - r s)) are the B x n_r floats at parts + r B s, row by row;
+ * logits[b][v] = that rank's value. parts: [tp][B][s] fp32 device; logits:
+ * [B][V] fp32 device. 1 <= tp <= 8, (tp - 1) s < V. */
+gp_status gp_vocab_gather(const float *parts, float *logits, int B, int V, int tp, void *stream);
+/* CPU oracle. Host arrays. */
+void gp_vocab_gather_ref(const float *parts, float *logits, int B, int V, int tp);
+
 #ifdef __cplusplus
 }
 #endif

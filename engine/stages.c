@@ -202,9 +202,19 @@ static gp_status head_part(gp_lane *lane, const gp_stage_batch *b, const gp_grou
                              lane->stream),
          GP_K_HEAD);
     /* lm_head == embed for tied embeddings: the one device copy serves both */
-    STEP(gp_gemm(lane->gemm, e->dtype, nb, c->vocab, c->hidden, h, w->lm_head, b->logits + b0 * V,
-                 GP_GEMM_OUT_F32),
-         GP_K_HEAD);
+    if (e->tp_gather) { /* this rank's rows of the head, then every rank's logits in vocabulary order */
+        const size_t s = (V + (size_t)e->tp - 1) / (size_t)e->tp, lo = (size_t)e->tp_rank * s;
+        const size_t n = V - lo < s ? V - lo : s;
+        STEP(gp_gemm(lane->gemm, e->dtype, nb, (int)n, c->hidden, h, (const uint16_t *)w->lm_head + lo * H,
+                     e->tp_head + (size_t)e->tp_rank * (size_t)nb * s, GP_GEMM_OUT_F32),
+             GP_K_HEAD);
+        STEP(e->tp_gather(e->tp_ctx, e->tp_head, (size_t)nb * s, lane->stream), GP_K_HEAD);
+        STEP(gp_vocab_gather(e->tp_head, b->logits + b0 * V, nb, c->vocab, e->tp, lane->stream), GP_K_HEAD);
+    } else {
+        STEP(gp_gemm(lane->gemm, e->dtype, nb, c->vocab, c->hidden, h, w->lm_head, b->logits + b0 * V,
+                     GP_GEMM_OUT_F32),
+             GP_K_HEAD);
+    }
     STEP(gp_argmax_rows(b->logits + b0 * V, b->next + b0, nb, c->vocab, lane->stream), GP_K_HEAD);
     return GP_OK;
 }

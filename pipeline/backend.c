@@ -533,7 +533,8 @@ gp_status gp_backend_open(const gp_model_source *src, const gp_backend_params *p
     if (st == GP_OK)
         st = open_cuda(b, p->cpu_ffn_budget ? &hw : NULL);
     if (st == GP_OK && b->comm)
-        st = gp_engine_set_tp(b->engine, p->tp_rank, p->tp, gp_comm_sum_f32, b->comm);
+        st = gp_engine_set_tp(b->engine, &(gp_engine_tp){.rank = p->tp_rank, .tp = p->tp, .sum = gp_comm_sum_f32,
+                                                         .gather = gp_comm_gather_f32, .ctx = b->comm});
     if (st == GP_OK && b->comm)
         st = tp_reduce_setup(b);
     if (hw.arena)

@@ -2,7 +2,7 @@
 # first checks its argument validation on the host, then exits 77 (skipped)
 # when no GPU is usable.
 set(GP_ENG_TESTS ${CMAKE_CURRENT_LIST_DIR})
-foreach(t gemm rmsnorm embed argmax swiglu graph_capture)
+foreach(t gemm rmsnorm embed argmax swiglu graph_capture vocab_gather)
   gp_add_test(engine_${t}
               SOURCES ${GP_ENG_TESTS}/test_${t}.c ${GP_ENG_TESTS}/gpu_test_util.c
               LIBS gp_engine_kernels GPU)

@@ -1,6 +1,7 @@
 /* The CUDA engine under tensor parallelism, two processes on two GPUs: each
  * rank uploads its shard (gp_host_weights_shard), its engine sums o's and
- * down's outputs through NCCL (gp_engine_set_tp), and rank 0 runs the whole
+ * down's outputs (gp_engine_set_tp) through NCCL and, again, over peer
+ * memory (gp_comm_peer_setup), and rank 0 runs the whole
  * model on its GPU beside: a batched prefill and greedy decode steps, eager
  * and from CUDA graphs, give the whole engine's tokens and logits within
  * TP_TOL (bf16 activations: the partial sums round differently), and the
@@ -75,6 +76,8 @@ static int rank_main(int rank, void *arg)
     gp_comm *c = NULL;
     if (gp_comm_create(&gp, &c) != GP_OK)
         return rank_fail(rank, "gp_comm_create");
+    if (gp_comm_peer_setup(c, GP_COMM_PEER_BYTES_DEFAULT) != GP_OK)
+        return rank_fail(rank, "gp_comm_peer_setup");
     int rc = 0;
     for (size_t mi = 0; mi < sizeof g_models / sizeof g_models[0] && !rc; mi++) {
         gp_model_source src;
@@ -90,13 +93,19 @@ static int rank_main(int rank, void *arg)
         gp_device_weights *dws = NULL, *dww = NULL;
         if (gp_device_weights_upload(&s, GP_DTYPE_BF16, &dws) != GP_OK)
             return rank_fail(rank, "upload the shard");
-        for (int graphs = 0; graphs < 2 && !rc; graphs++) {
+        for (int mode = 0; mode < 4 && !rc; mode++) { /* eager and graphs, NCCL sums and peer memory's */
+            const int graphs = mode & 1;
+            const bool peer = mode >> 1;
+            if (gp_comm_set_peer_limit(c, peer ? GP_COMM_PEER_BYTES_DEFAULT : 0) != GP_OK)
+                return rank_fail(rank, "gp_comm_set_peer_limit");
+            const gp_engine_tp tps = {.rank = rank, .tp = 2, .sum = gp_comm_sum_f32, .gather = gp_comm_gather_f32,
+                                      .ctx = c};
             gp_engine_params p = gp_engine_default_params();
             p.max_batch = B;
             p.max_context = CTX;
             p.use_graphs = graphs;
             gp_engine *e = NULL;
-            if (gp_engine_create(dws, &p, &e) != GP_OK || gp_engine_set_tp(e, rank, 2, gp_comm_sum_f32, c) != GP_OK ||
+            if (gp_engine_create(dws, &p, &e) != GP_OK || gp_engine_set_tp(e, &tps) != GP_OK ||
                 run(e, V, &tp) != GP_OK)
                 return rank_fail(rank, "the tensor-parallel engine");
             gp_engine_destroy(e);
@@ -123,8 +132,8 @@ static int rank_main(int rank, void *arg)
                 const double err = gp_test_rel_err(tp.logits, whole.logits, (int)nl);
                 const bool same_bits = !memcmp(other, tp.logits, sizeof(float) * nl);
                 const bool same_toks = !memcmp(tp.toks, whole.toks, sizeof tp.toks);
-                printf("%s, TP = 2, %s: logits %.2e from the whole engine's, tokens %s, ranks %s\n", g_models[mi],
-                       graphs ? "graphs" : "eager", err, same_toks ? "equal" : "DIFFER",
+                printf("%s, TP = 2, %s, %s sums: logits %.2e from the whole engine's, tokens %s, ranks %s\n",
+                       g_models[mi], graphs ? "graphs" : "eager", peer ? "peer-memory" : "NCCL", err, same_toks ? "equal" : "DIFFER",
                        same_bits ? "the same bits" : "DIFFER");
                 if (err > TP_TOL || !same_toks || !same_bits)
                     rc = 1;
