@@ -45,9 +45,9 @@ static bool make_local(gp_comm_peer *p, size_t slot_bytes, peer_card *card, char
     const char *step = "cudaMalloc";
     cudaError_t ce = cudaMalloc(&p->region, GP_PEER_FLAG_BYTES + 2 * slot_bytes);
     if (ce == cudaSuccess && (step = "cudaMemset", ce = cudaMemset(p->region, 0, GP_PEER_FLAG_BYTES)) == cudaSuccess &&
-        (step = "cudaMalloc", ce = cudaMalloc((void **)&p->args.counter, GP_PEER_MAX_BLOCKS * sizeof(unsigned))) ==
+        (step = "cudaMalloc", ce = cudaMalloc((void **)&p->args.counter, GP_PEER_BLOCKS * sizeof(unsigned))) ==
             cudaSuccess &&
-        (step = "cudaMemset", ce = cudaMemset(p->args.counter, 0, GP_PEER_MAX_BLOCKS * sizeof(unsigned))) ==
+        (step = "cudaMemset", ce = cudaMemset(p->args.counter, 0, GP_PEER_BLOCKS * sizeof(unsigned))) ==
             cudaSuccess &&
         (step = "cudaHostAlloc", ce = cudaHostAlloc((void **)&p->abort_host, sizeof(int), cudaHostAllocMapped)) ==
             cudaSuccess) {

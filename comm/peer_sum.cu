@@ -5,14 +5,15 @@
  * Two slots, alternating by call: a rank writes a slot again only two calls
  * later, after every rank has started the call between, which they do only
  * once their reads of that slot are done (stream order). Flags and counters
- * are per block, so no block waits for another of its own grid. */
+ * are per block, so no block waits for another of its own grid; every call
+ * runs all GP_PEER_BLOCKS blocks, so the counters agree and a call's blocks
+ * share one slot whatever the sizes of the calls before. */
 #include <cuda_runtime.h>
 #include <stdint.h>
 
 #include "peer_sum.h"
 
 #define THREADS 512
-#define FLOATS_PER_BLOCK 8192 /* below this a second block adds a handshake, not bandwidth */
 
 static __device__ __forceinline__ void store_release_sys(unsigned *p, unsigned v)
 {
@@ -47,8 +48,8 @@ __global__ void __launch_bounds__(THREADS) peer_sum_kernel(gp_peer_sum_args a, f
     if (threadIdx.x < a.n_ranks) {
         const int r = threadIdx.x;
         __threadfence_system();
-        store_release_sys(a.flags[r] + a.rank * GP_PEER_MAX_BLOCKS + b, e);
-        const unsigned *f = a.flags[a.rank] + r * GP_PEER_MAX_BLOCKS + b;
+        store_release_sys(a.flags[r] + a.rank * GP_PEER_BLOCKS + b, e);
+        const unsigned *f = a.flags[a.rank] + r * GP_PEER_BLOCKS + b;
         for (unsigned k = 1; (int)(load_acquire_sys(f) - e) < 0; k++)
             if ((k & 1023u) == 0 && *a.abort)
                 break; /* the group failed: the sums are not whole, gp_comm_check says so */
@@ -76,10 +77,7 @@ extern "C" int gp_peer_sum_launch(const gp_peer_sum_args *a, float *rows, size_t
 {
     if (n == 0)
         return (int)cudaSuccess;
-    size_t blocks = (n + FLOATS_PER_BLOCK - 1) / FLOATS_PER_BLOCK;
-    if (blocks > GP_PEER_MAX_BLOCKS)
-        blocks = GP_PEER_MAX_BLOCKS;
     const bool vec = ((uintptr_t)rows & 15) == 0 && (a->slot_floats & 3) == 0;
-    peer_sum_kernel<<<(unsigned)blocks, THREADS, 0, (cudaStream_t)stream>>>(*a, rows, n, vec);
+    peer_sum_kernel<<<GP_PEER_BLOCKS, THREADS, 0, (cudaStream_t)stream>>>(*a, rows, n, vec);
     return (int)cudaGetLastError();
 }

@@ -10,9 +10,9 @@ extern "C" {
 #endif
 
 #define GP_PEER_MAX_RANKS 8
-#define GP_PEER_MAX_BLOCKS 64
+#define GP_PEER_BLOCKS 64 /* every call's grid: see peer_sum.cu */
 /* Bytes of the flags at the start of each rank's region: [rank][block]. */
-#define GP_PEER_FLAG_BYTES (GP_PEER_MAX_RANKS * GP_PEER_MAX_BLOCKS * sizeof(unsigned))
+#define GP_PEER_FLAG_BYTES (GP_PEER_MAX_RANKS * GP_PEER_BLOCKS * sizeof(unsigned))
 
 typedef struct gp_peer_sum_args {
     float *data[GP_PEER_MAX_RANKS];     /* each rank's two slots of slot_floats, mapped here */
