@@ -10,7 +10,7 @@
 set -uo pipefail
 source "$(dirname "$0")/gpu_env.sh"
 export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1
-gp_build
+gp_build comm_nccl comm_group engine_tp engine_vocab_gather ref_tp greenpipe gp_bench_tp
 nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv > "$out/device.txt"
 nvidia-smi topo -m >> "$out/device.txt" 2>&1
 git log -1 --format=%H >> "$out/device.txt" 2>/dev/null
