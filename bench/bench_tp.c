@@ -32,10 +32,18 @@ typedef struct opts {
     size_t peer_bytes; /* --peer-bytes: the ranks' sums of up to this many bytes over peer memory; 0: NCCL */
     bool prefill; /* --prefill: w[i] is B prompts of C tokens each, prefilled whole */
     bool whole_head; /* --whole-head: every rank computes the whole LM head (no split by vocabulary) */
+    bool sums_off;   /* --sums-off: timing only, the ranks' sums skipped: what they cost */
     gp_config cfg;
     workload w[MAX_W];
     char spec[128];
 } opts;
+
+/* --sums-off: the sums and the gather left out (the results are wrong). */
+static gp_status skip_f32(void *ctx, float *buf, size_t n, void *stream)
+{
+    (void)ctx, (void)buf, (void)n, (void)stream;
+    return GP_OK;
+}
 
 /* Median ms of repeat prefills of B prompts of C tokens on e (its events). */
 static gp_status time_prefills(gp_engine *e, const opts *o, const workload *w, float *ms)
@@ -74,8 +82,10 @@ static gp_status time_steps(gp_device_weights *dw, const opts *o, const workload
     double wall = 0;
     gp_status st = ms ? gp_engine_create(dw, &p, &e) : GP_ERR_NO_MEMORY;
     if (st == GP_OK && c)
-        st = gp_engine_set_tp(e, &(gp_engine_tp){.rank = rank, .tp = o->tp, .sum = gp_comm_sum_f32,
-                                                .gather = o->whole_head ? NULL : gp_comm_gather_f32, .ctx = c});
+        st = gp_engine_set_tp(e, &(gp_engine_tp){.rank = rank, .tp = o->tp,
+                                                .sum = o->sums_off ? skip_f32 : gp_comm_sum_f32,
+                                                .gather = o->whole_head ? NULL : o->sums_off ? skip_f32 : gp_comm_gather_f32,
+                                                .ctx = c});
     if (st == GP_OK && !o->prefill)
         st = gp_engine_fill_context(e, w->B, w->C, 42);
     if (st == GP_OK && c)
@@ -225,6 +235,8 @@ static void usage(FILE *f)
                "                   NCCL sums alone); 0: NCCL alone; default %zu\n"
                "  --whole-head     every rank computes the whole LM head (default: split by vocabulary, the\n"
                "                   ranks' logits gathered)\n"
+               "  --sums-off       timing only: the ranks' sums and gathers skipped (wrong results), to show\n"
+               "                   what they cost\n"
                "  --warmup N       default 3;  --repeat N  timed steps, default 20\n",
             GP_TP_MAX, GP_COMM_PEER_BYTES_DEFAULT);
 }
@@ -241,7 +253,7 @@ int main(int argc, char **argv)
                                        {"workloads", required_argument, NULL, 'w'}, {"warmup", required_argument, NULL, 'u'},
                                        {"repeat", required_argument, NULL, 'r'},  {"help", no_argument, NULL, 'h'},
                                        {"prefill", no_argument, NULL, 'p'}, {"peer-bytes", required_argument, NULL, 'b'},
-                                       {"whole-head", no_argument, NULL, 'H'},
+                                       {"whole-head", no_argument, NULL, 'H'}, {"sums-off", no_argument, NULL, 'S'},
                                        {NULL, 0, NULL, 0}};
     int ch;
     while ((ch = getopt_long(argc, argv, "h", lo, NULL)) != -1) {
@@ -263,6 +275,7 @@ int main(int argc, char **argv)
         case 'w': wl = optarg; wl_given = true; break;
         case 'p': o.prefill = true; break;
         case 'H': o.whole_head = true; break;
+        case 'S': o.sums_off = true; break;
         case 'b': {
             uint64_t b = 0;
             if (gp_parse_size(optarg, "--peer-bytes", &b) != GP_OK || b > ((uint64_t)1 << 34)) {
@@ -301,9 +314,9 @@ int main(int argc, char **argv)
         return 2;
     }
     snprintf(o.spec, sizeof o.spec, "file:/tmp/gp_bench_tp.%d", (int)getpid());
-    printf("# " PROG " --tp %d --model %s%s --workloads %s --warmup %d --repeat %d --peer-bytes %zu%s: synthetic "
+    printf("# " PROG " --tp %d --model %s%s --workloads %s --warmup %d --repeat %d --peer-bytes %zu%s%s: synthetic "
            "bf16 shards, %s\n", o.tp, model, o.prefill ? " --prefill" : "", wl, o.warmup, o.repeat, o.peer_bytes,
-           o.whole_head ? " --whole-head" : "",
+           o.whole_head ? " --whole-head" : "", o.sums_off ? " --sums-off" : "",
            o.prefill ? "medians of device-event prefill times" : "CUDA graphs, medians of device-event step times");
     fflush(stdout);
     int codes[GP_TP_MAX];

@@ -11,6 +11,7 @@
 #include <cuda_runtime.h>
 #include <stdint.h>
 
+#include "gp_launch.cuh"
 #include "peer_sum.h"
 
 #define THREADS 512
@@ -29,6 +30,7 @@ static __device__ __forceinline__ unsigned load_acquire_sys(const unsigned *p)
 
 __global__ void __launch_bounds__(THREADS) peer_sum_kernel(gp_peer_sum_args a, float *rows, size_t n, bool vec)
 {
+    gp_pdl_wait(); /* launched early beside the kernel that writes rows */
     __shared__ unsigned e_s;
     const int b = blockIdx.x;
     if (threadIdx.x == 0)
@@ -47,7 +49,7 @@ __global__ void __launch_bounds__(THREADS) peer_sum_kernel(gp_peer_sum_args a, f
     __syncthreads();
     if (threadIdx.x < a.n_ranks) {
         const int r = threadIdx.x;
-        __threadfence_system();
+        /* the release is cumulative: the block's copies, ordered before it by the barrier, are seen first */
         store_release_sys(a.flags[r] + a.rank * GP_PEER_BLOCKS + b, e);
         const unsigned *f = a.flags[a.rank] + r * GP_PEER_BLOCKS + b;
         for (unsigned k = 1; (int)(load_acquire_sys(f) - e) < 0; k++)
@@ -78,6 +80,7 @@ extern "C" int gp_peer_sum_launch(const gp_peer_sum_args *a, float *rows, size_t
     if (n == 0)
         return (int)cudaSuccess;
     const bool vec = ((uintptr_t)rows & 15) == 0 && (a->slot_floats & 3) == 0;
-    peer_sum_kernel<<<GP_PEER_BLOCKS, THREADS, 0, (cudaStream_t)stream>>>(*a, rows, n, vec);
-    return (int)cudaGetLastError();
+    gp_launch l;
+    gp_launch_setup(&l, dim3(GP_PEER_BLOCKS), dim3(THREADS), 0, (cudaStream_t)stream);
+    return (int)cudaLaunchKernelEx(&l.cfg, peer_sum_kernel, *a, rows, n, vec);
 }

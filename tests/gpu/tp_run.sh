@@ -3,7 +3,8 @@
 # nvidia-h200-x2): the multi-GPU tests (NCCL and the one-shot all-reduce
 # over peer memory, the engine against the whole one, generate --tp), the
 # vocabulary gather under compute-sanitizer, then gp_bench_tp: the 8B decode
-# rows (peer and NCCL sums in each; the whole head beside the split one),
+# rows (peer and NCCL sums in each; the whole head beside the split one;
+# the sums left out, for what they cost),
 # prefill, and the 70B rows. NCCL's NVLink multicast stays off (the machine
 # notes). Needs .deps (docs/ARCHITECTURE.md §8); logs in $OUT.
 # TP_RUN_70B=0 leaves the 70B rows out.
@@ -22,6 +23,7 @@ timeout 300 compute-sanitizer --tool memcheck --error-exitcode 99 $b/tests/engin
 bench=$b/bench/gp_bench_tp
 $bench --tp 2 --workloads 1:1024,8:1024,64:1024,256:1024 > "$out/tp_8b.md" 2>&1; echo "8b: rc $?"
 $bench --tp 2 --workloads 1:1024,64:1024 --whole-head > "$out/tp_8b_whole_head.md" 2>&1; echo "8b whole head: rc $?"
+$bench --tp 2 --workloads 1:1024,64:1024 --sums-off > "$out/tp_8b_sums_off.md" 2>&1; echo "8b sums off: rc $?"
 $bench --tp 2 --prefill > "$out/tp_8b_prefill.md" 2>&1; echo "8b prefill: rc $?"
 if [[ ${TP_RUN_70B:-1} != 0 ]]; then
   $bench --tp 2 --model llama3-70b --workloads 1:1024,64:1024,256:1024 --repeat 10 > "$out/tp_70b.md" 2>&1
