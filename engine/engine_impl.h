@@ -53,6 +53,7 @@ typedef struct gp_graph_entry {
  * rows) decode rows, one token of one sequence each. */
 struct gp_stage_batch {
     int rows;             /* 0: none open (stages refused) */
+    bool ffn_only;        /* gp_engine_open_ffn_rows: rows without sequences, FFN stages alone */
     int prefill_rows;
     int n_seqs, max_q;    /* the prefill rows' sequences (seqs) and their longest share */
     int decode_table0;    /* step-table row of decode row prefill_rows: decode row r reads table row

@@ -88,6 +88,15 @@ static gp_status check_step(const gp_lane *lane, int B, const int *seq_ids, cons
     return gp_batch_check(&b, &lim, "decode step", NULL, NULL);
 }
 
+gp_status gp_engine_open_ffn_rows(gp_engine *e, int B)
+{
+    if (!e || B < 1 || B > e->p.max_batch)
+        GP_FAIL(GP_ERR_INVALID_ARG, "gp_engine_open_ffn_rows: %d rows, allowed 1..%d (the engine's max batch)", B,
+                e ? e->p.max_batch : 0);
+    e->lane.batch = (gp_stage_batch){.rows = B, .ffn_only = true, .logits = e->lane.logits, .next = e->lane.next_d};
+    return GP_OK;
+}
+
 /* Opens the decode step's batch on the lane: KV room, tokens and step
  * tables uploaded on stream s; with sparsity, the projections it runs
  * sparse (choose: by the per-step choice; else every calibrated one). */

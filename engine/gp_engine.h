@@ -562,6 +562,15 @@ gp_device_weights *gp_engine_weights(const gp_engine *e);
  * prepare validates the inputs, reserves KV room, uploads tokens and block
  * tables on stream and returns the longest context; finish copies next (and
  * logits) back on stream, waits for them and advances the sequences. */
+/* Opens a batch of B rows on e's default lane for FFN stages alone: the
+ * sequences, their tokens and KV cache live in another engine (attention
+ * and FFN on two GPUs: the FFN side's engine runs FFN stages over the
+ * residual rows copied to it). Every projection dense. EMBED, ATTN,
+ * ATTN_CORE, QKV, O_FFN_QKV and HEAD stages over it are refused: they read
+ * sequence state or weights this side need not hold. Open until the next
+ * call that opens a batch on the lane. GP_ERR_INVALID_ARG for B outside
+ * 1..max_batch. */
+gp_status gp_engine_open_ffn_rows(gp_engine *e, int B);
 gp_status gp_engine_step_prepare(gp_engine *e, int B, const int *seq_ids, const int32_t *tokens, void *stream,
                                  int *max_len);
 gp_status gp_engine_step_finish(gp_engine *e, int B, const int *seq_ids, int32_t *next, float *logits,

@@ -255,6 +255,9 @@ static gp_status check_views(const gp_lane *lane, gp_stage_kind kind, const gp_s
     const gp_config *c = &e->cfg;
     const gp_stage_batch *b = gp_lane_batch_of(lane, io);
     bool layered = kind != GP_STAGE_EMBED && kind != GP_STAGE_HEAD;
+    if (b->ffn_only && kind != GP_STAGE_FFN)
+        GP_FAIL(GP_ERR_INVALID_ARG, "%s: a %s stage over rows opened for FFN stages alone (gp_engine_open_ffn_rows: "
+                "the sequences live in another engine)", who, gp_stage_kind_name(kind));
     if (layered && (io->layer < 0 || io->layer >= c->n_layers))
         GP_FAIL(GP_ERR_INVALID_ARG, "%s: layer allowed 0..%d", who, c->n_layers - 1);
     if (io->b0 < 0 || io->nb < 1 || io->b0 + io->nb > lane->rows)

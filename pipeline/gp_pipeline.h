@@ -409,6 +409,23 @@ gp_status gp_fill_drain_parse(const char *s, gp_fill_drain *out);
 gp_status gp_cuda_exec_set_fill_drain(gp_cuda_exec *x, gp_fill_drain f);
 
 
+/* AFD executor (attention-FFN disaggregation over two GPUs of this
+ * process): the graph attention -> FFN with the attention stages, the
+ * embedding, the head and the KV cache on ea's default lane (CUDA device
+ * dev_a) and the FFN stages on ef's (dev_f); each micro-batch's fp32
+ * residual rows cross by peer copy before and after its FFN stage, and
+ * with M micro-batches the GPUs ping-pong. Both engines are borrowed, one
+ * model in one dtype (ef needs only the FFN weights' use: its KV cache may
+ * be minimal, max_batch at least ea's); per-stage graphs when use_graphs.
+ * Sequential steps and prefill run on ea alone (the whole model there).
+ * GP_ERR_UNSUPPORTED when the GPUs lack peer access. */
+typedef struct gp_afd_exec gp_afd_exec;
+gp_status gp_afd_exec_create(gp_engine *ea, int dev_a, gp_engine *ef, int dev_f, bool use_graphs,
+                             gp_afd_exec **out);
+void gp_afd_exec_destroy(gp_afd_exec *x);
+gp_exec gp_afd_exec_get(gp_afd_exec *x);
+
+
 /* ------------------------------------------------------------ prefill and decode lanes */
 
 /* The latency model of prefill and decode on two SM partitions: step times

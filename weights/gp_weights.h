@@ -44,6 +44,13 @@ gp_status gp_cuda_available(void);
  * to nearest even). */
 gp_status gp_device_weights_synthetic(const gp_config *cfg, gp_dtype dtype, uint64_t seed,
                                       gp_device_weights **out);
+/* The same for the groups of the kinds in groups (bits 1 << gp_group_kind;
+ * GP_GROUPS_ALL: every one), the same values the whole would hold: e.g.
+ * the FFN side of attention and FFN on two GPUs holds the FFN groups
+ * alone. Acquiring a group not held is GP_ERR_STATE naming it. */
+#define GP_GROUPS_ALL 7u
+gp_status gp_device_weights_synthetic_part(const gp_config *cfg, gp_dtype dtype, uint64_t seed, unsigned groups,
+                                           gp_device_weights **out);
 /* Upload host weights (e.g. from a checkpoint) of w->dtype (F32, BF16 or
  * F16) as device weights of dtype (BF16 or F16): copied when the dtypes are
  * equal, else converted on the host in bounded pinned chunks (round to

@@ -149,10 +149,10 @@ static void time_sums(int rank, gp_comm *c, cudaStream_t s, float *d, size_t n, 
 /* fp32 sums of B x 4096 over peer memory and through NCCL, alternately. */
 static void peer_latency(int rank, gp_comm *c, cudaStream_t s)
 {
-    const int rows[] = {1, 8, 16, 32, 64, 128, 256};
+    const int rows[] = {1, 8, 16, 32, 64, 128, 256, 512, 1024, 2048};
     float *d = NULL;
-    CK(cudaMalloc((void **)&d, sizeof(float) * 4096 * 256));
-    CK(cudaMemset(d, 0, sizeof(float) * 4096 * 256));
+    CK(cudaMalloc((void **)&d, sizeof(float) * 4096 * 2048));
+    CK(cudaMemset(d, 0, sizeof(float) * 4096 * 2048));
     if (rank == 0)
         printf("\n| fp32 sum of B x 4096 | KB | peer median us | peer min us | NCCL median us | NCCL min us |\n"
                "|---:|---:|---:|---:|---:|---:|\n");
@@ -214,7 +214,7 @@ static int run_rank(int rank, const char *spec, bool fault_in_peer)
     GK(gp_comm_create(&p, &c));
     cudaStream_t s;
     CK(cudaStreamCreate(&s));
-    const gp_status ps = gp_comm_peer_setup(c, sizeof(float) << 22);
+    const gp_status ps = gp_comm_peer_setup(c, sizeof(float) << 23);
     if (ps != GP_OK) {
         fprintf(stderr, "rank %d: gp_comm_peer_setup: %s\n", rank, gp_last_error());
         return 1;

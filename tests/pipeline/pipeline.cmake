@@ -4,6 +4,8 @@ gp_add_test(pipeline_cpu SOURCES pipeline/test_pipeline_cpu.c support/relay_exec
 gp_add_test(pipeline_backend SOURCES pipeline/test_backend.c LIBS gp_pipeline_cuda)
 # The pipeline on the GPU against the sequential engine (skips without a GPU).
 gp_add_test(pipeline_cuda SOURCES pipeline/test_pipeline_cuda.c support/relay_exec.c LIBS gp_pipeline_cuda GPU)
+# Attention and FFN on two GPUs against the one-GPU engine (skips without two).
+gp_add_test(pipeline_afd SOURCES pipeline/test_pipeline_afd.c LIBS gp_pipeline_cuda GPU)
 # The rebalancer over the real runner and the simulated executor (no GPU):
 # convergence to the brute-force best pair, hysteresis, no flapping.
 gp_add_test(pipeline_rebalance SOURCES pipeline/test_rebalance.c support/sim_exec.c LIBS gp_pipeline)
