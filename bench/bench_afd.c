@@ -129,6 +129,181 @@ static gp_status afd_rows(gp_device_weights *da, gp_device_weights *df, const op
     return st;
 }
 
+/* ------------------------------------------------------------ PP = 2 */
+
+/* Pipeline parallelism by layers over the same two GPUs: layers [0, L/2)
+ * (and the embedding) on GPU 0, [L/2, L) (and the head) on GPU 1, each an
+ * engine over its part of the weights; M micro-batches: GPU 0 runs its
+ * layers for micro-batch m (one graph), the rows cross by peer copy, GPU 1
+ * runs its layers for m while GPU 0 goes on with m + 1. Both engines keep
+ * the sequences (each a KV cache of every layer, half of it unused: memory,
+ * not time). */
+typedef struct pp_side {
+    gp_engine *e;
+    cudaStream_t s;
+    cudaGraphExec_t g[GP_PIPE_MAX_MICRO];
+    int splits[GP_PIPE_MAX_MICRO];
+    int l0, l1;
+} pp_side;
+
+static gp_status pp_capture(pp_side *p, const gp_step_plan *pn, int m, int max_len)
+{
+    gp_lane *lane = gp_engine_lane(p->e);
+    gp_stage_io io = {.b0 = pn->b0[m], .nb = pn->nb[m], .max_len = max_len, .attn_splits = p->splits[m]};
+    GP_TRY(gp_engine_act_view(p->e, GP_ACT_RESID, pn->b0[m], pn->nb[m], &io.resid));
+    cudaGraph_t graph = NULL;
+    if (cudaStreamBeginCapture(p->s, cudaStreamCaptureModeThreadLocal) != cudaSuccess)
+        GP_FAIL(GP_ERR_CUDA, "PP: cudaStreamBeginCapture");
+    gp_status st = GP_OK;
+    for (io.layer = p->l0; io.layer < p->l1 && st == GP_OK; io.layer++)
+        if ((st = gp_stage_run(lane, GP_STAGE_ATTN, &io)) == GP_OK)
+            st = gp_stage_run(lane, GP_STAGE_FFN, &io);
+    cudaError_t ce = cudaStreamEndCapture(p->s, &graph);
+    if (st == GP_OK && ce == cudaSuccess && cudaGraphInstantiate(&p->g[m], graph, 0) != cudaSuccess)
+        ce = cudaGetLastError();
+    if (graph)
+        cudaGraphDestroy(graph);
+    if (st == GP_OK && ce != cudaSuccess)
+        GP_FAIL(GP_ERR_CUDA, "PP: capturing layers [%d, %d): %s", p->l0, p->l1, cudaGetErrorString(ce));
+    return st;
+}
+
+/* One PP step; *ms the device time from GPU 1's sight of the step's start
+ * to its head's end. */
+static gp_status pp_step(pp_side *sd, const gp_step_plan *pn, const int *ids, const int32_t *tok, int32_t *next,
+                         cudaEvent_t *ev, float *ms)
+{
+    int ml[2];
+    for (int d = 0; d < 2; d++) {
+        cudaSetDevice(d);
+        GP_TRY(gp_engine_step_prepare(sd[d].e, pn->B, ids, tok, sd[d].s, &ml[d]));
+        for (int m = 0; m < pn->M; m++) {
+            int sp = 0;
+            GP_TRY(gp_lane_attn_splits(gp_engine_lane(sd[d].e), pn->nb[m], ml[d], &sp));
+            if (!sd[d].g[m] || sp != sd[d].splits[m]) {
+                if (sd[d].g[m])
+                    cudaGraphExecDestroy(sd[d].g[m]);
+                sd[d].g[m] = NULL;
+                sd[d].splits[m] = sp;
+                GP_TRY(pp_capture(&sd[d], pn, m, ml[d]));
+            }
+        }
+    }
+    /* ev: [0] start on GPU 0, [1] its sight on GPU 1, [2] end on GPU 1, [3 + m] GPU 0 done with m */
+    cudaSetDevice(0);
+    cudaEventRecord(ev[0], sd[0].s);
+    gp_stage_io io = {.b0 = 0, .nb = pn->B};
+    GP_TRY(gp_engine_act_view(sd[0].e, GP_ACT_RESID, 0, pn->B, &io.resid));
+    GP_TRY(gp_stage_run(gp_engine_lane(sd[0].e), GP_STAGE_EMBED, &io));
+    cudaSetDevice(1);
+    cudaStreamWaitEvent(sd[1].s, ev[0], 0);
+    cudaEventRecord(ev[1], sd[1].s);
+    for (int m = 0; m < pn->M; m++) {
+        gp_tensor_view r0, r1;
+        GP_TRY(gp_engine_act_view(sd[0].e, GP_ACT_RESID, pn->b0[m], pn->nb[m], &r0));
+        GP_TRY(gp_engine_act_view(sd[1].e, GP_ACT_RESID, pn->b0[m], pn->nb[m], &r1));
+        cudaSetDevice(0);
+        cudaGraphLaunch(sd[0].g[m], sd[0].s);
+        cudaEventRecord(ev[3 + m], sd[0].s);
+        cudaSetDevice(1);
+        cudaStreamWaitEvent(sd[1].s, ev[3 + m], 0);
+        cudaMemcpyPeerAsync(r1.data, 1, r0.data, 0, sizeof(float) * (size_t)r0.rows * (size_t)r0.cols, sd[1].s);
+        cudaGraphLaunch(sd[1].g[m], sd[1].s);
+    }
+    GP_TRY(gp_engine_act_view(sd[1].e, GP_ACT_RESID, 0, pn->B, &io.resid));
+    GP_TRY(gp_stage_run(gp_engine_lane(sd[1].e), GP_STAGE_HEAD, &io));
+    cudaEventRecord(ev[2], sd[1].s);
+    cudaError_t ce = cudaGetLastError();
+    if (ce != cudaSuccess)
+        GP_FAIL(GP_ERR_CUDA, "PP step: %s", cudaGetErrorString(ce));
+    GP_TRY(gp_engine_step_finish(sd[1].e, pn->B, ids, next, NULL, sd[1].s));
+    if ((ce = cudaEventElapsedTime(ms, ev[1], ev[2])) != cudaSuccess)
+        GP_FAIL(GP_ERR_CUDA, "PP step time: %s", cudaGetErrorString(ce));
+    cudaSetDevice(0);
+    int32_t *unused = malloc(sizeof(int32_t) * (size_t)pn->B); /* GPU 0 ran no head: its lengths advance alone */
+    gp_status st = unused ? gp_engine_step_finish(sd[0].e, pn->B, ids, unused, NULL, sd[0].s) : GP_ERR_NO_MEMORY;
+    free(unused);
+    return st;
+}
+
+/* PP steps at B x C for every M of o, into rows (busy shares left 0). */
+static gp_status pp_rows(gp_device_weights *const *dw, const opts *o, const workload *w, afd_row *rows)
+{
+    const int grow = o->n_m * (o->warmup + o->repeat) + 2, L = o->cfg.n_layers;
+    gp_engine_params pe = params_for(w->B, w->C + grow);
+    pp_side sd[2];
+    memset(sd, 0, sizeof sd);
+    cudaEvent_t ev[3 + GP_PIPE_MAX_MICRO] = {0};
+    int *ids = calloc((size_t)w->B, sizeof *ids);
+    int32_t *tok = calloc((size_t)w->B, sizeof *tok), *next = calloc((size_t)w->B, sizeof *next);
+    float *t = calloc((size_t)o->repeat, sizeof *t);
+    gp_status st = ids && tok && next && t ? GP_OK : GP_ERR_NO_MEMORY;
+    if (st != GP_OK)
+        gp_set_error("out of host memory");
+    for (int i = 0; i < w->B && st == GP_OK; i++)
+        ids[i] = i, tok[i] = (int32_t)((i * 7919 + 13) % o->cfg.vocab);
+    for (int d = 0; d < 2 && st == GP_OK; d++) {
+        cudaSetDevice(d);
+        sd[d].l0 = d ? L / 2 : 0;
+        sd[d].l1 = d ? L : L / 2;
+        if ((st = gp_engine_create(dw[d], &pe, &sd[d].e)) == GP_OK &&
+            (st = gp_engine_fill_context(sd[d].e, w->B, w->C, 42)) == GP_OK)
+            sd[d].s = (cudaStream_t)gp_lane_stream(gp_engine_lane(sd[d].e));
+    }
+    for (int i = 0; i < 3 + GP_PIPE_MAX_MICRO && st == GP_OK; i++) {
+        cudaSetDevice(i == 0 || i >= 3 ? 0 : 1);
+        if (cudaEventCreate(&ev[i]) != cudaSuccess)
+            st = GP_ERR_CUDA, gp_set_error("PP: cudaEventCreate");
+    }
+    for (int mi = 0; mi < o->n_m && st == GP_OK; mi++) {
+        gp_pipeline_params pp = gp_pipeline_default_params();
+        pp.micro_batches = o->micro[mi];
+        gp_step_plan pn;
+        if (o->micro[mi] > w->B) {
+            snprintf(rows[mi].why, sizeof rows[mi].why, "M = %d > B", o->micro[mi]);
+            continue;
+        }
+        st = gp_pipeline_plan(&pp, L, w->B, &pn);
+        for (int d = 0; d < 2; d++)
+            for (int m = 0; m < GP_PIPE_MAX_MICRO; m++)
+                if (sd[d].g[m]) {
+                    cudaSetDevice(d);
+                    cudaGraphExecDestroy(sd[d].g[m]);
+                    sd[d].g[m] = NULL;
+                }
+        for (int i = -o->warmup; i < o->repeat && st == GP_OK; i++) {
+            float ms = 0;
+            st = pp_step(sd, &pn, ids, tok, next, ev, &ms);
+            memcpy(tok, next, sizeof(int32_t) * (size_t)w->B);
+            if (st == GP_OK && i >= 0)
+                t[i] = ms;
+        }
+        if (st == GP_OK) {
+            rows[mi].ms = gp_median_f(t, o->repeat);
+            rows[mi].ran = true;
+            /* both ways counted as AFD does: one crossing per micro-batch */
+            rows[mi].cross_mb = 4.0 * w->B * o->cfg.hidden / 1e6;
+        }
+    }
+    for (int d = 1; d >= 0; d--) {
+        cudaSetDevice(d);
+        for (int m = 0; m < GP_PIPE_MAX_MICRO; m++)
+            if (sd[d].g[m])
+                cudaGraphExecDestroy(sd[d].g[m]);
+        gp_engine_destroy(sd[d].e);
+    }
+    for (int i = 0; i < 3 + GP_PIPE_MAX_MICRO; i++)
+        if (ev[i]) {
+            cudaSetDevice(i == 0 || i >= 3 ? 0 : 1);
+            cudaEventDestroy(ev[i]);
+        }
+    cudaSetDevice(0);
+    free(ids), free(tok), free(next), free(t);
+    return st;
+}
+
+static int table(const opts *op, const float *one, bool pp, gp_device_weights *w0, gp_device_weights *w1);
+
 static void usage(FILE *f)
 {
     fprintf(f, "usage: " PROG " [--model PRESET] [--workloads B:C,...] [--micro M,...] [--warmup N] [--repeat N]\n"
@@ -235,10 +410,11 @@ int main(int argc, char **argv)
     gp_device_weights_destroy(whole);
     /* the AFD rows: each GPU its groups */
     gp_device_weights *da = NULL, *df = NULL;
-    gp_status st = gp_device_weights_synthetic_part(&o.cfg, GP_DTYPE_BF16, 0,
-                                                    (1u << GP_GROUP_ATTN) | (1u << GP_GROUP_HEAD), &da);
+    const gp_weights_part pa = {.groups = (1u << GP_GROUP_ATTN) | (1u << GP_GROUP_HEAD)};
+    const gp_weights_part pf = {.groups = 1u << GP_GROUP_FFN};
+    gp_status st = gp_device_weights_synthetic_part(&o.cfg, GP_DTYPE_BF16, 0, &pa, &da);
     if (st == GP_OK && cudaSetDevice(1) == cudaSuccess)
-        st = gp_device_weights_synthetic_part(&o.cfg, GP_DTYPE_BF16, 0, 1u << GP_GROUP_FFN, &df);
+        st = gp_device_weights_synthetic_part(&o.cfg, GP_DTYPE_BF16, 0, &pf, &df);
     cudaSetDevice(0);
     if (st != GP_OK) {
         fprintf(stderr, PROG ": the AFD weights: %s\n", gp_last_error());
@@ -247,13 +423,47 @@ int main(int argc, char **argv)
     printf("\n| B | C | M | AFD ms/step | GPU 0 (attention) busy | GPU 1 (FFN) busy | MB crossing per step | one GPU "
            "ms/step | tokens/s per GPU, AFD | tokens/s per GPU, one engine each (DP) | AFD / DP |\n"
            "|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n");
+    rc |= table(&o, one, false, da, df);
+    gp_device_weights_destroy(da);
+    cudaSetDevice(1);
+    gp_device_weights_destroy(df);
+    /* PP = 2: each GPU its half of the layers (and the embedding, the head) */
+    gp_device_weights *dp[2] = {NULL, NULL};
+    for (int d = 0; d < 2 && st == GP_OK; d++) {
+        const gp_weights_part part = {.groups = GP_GROUPS_ALL, .layer_begin = d ? o.cfg.n_layers / 2 : 0,
+                                      .layer_end = d ? 0 : o.cfg.n_layers / 2};
+        cudaSetDevice(d);
+        st = gp_device_weights_synthetic_part(&o.cfg, GP_DTYPE_BF16, 0, &part, &dp[d]);
+    }
+    if (st != GP_OK) {
+        fprintf(stderr, PROG ": the PP weights: %s\n", gp_last_error());
+        return 1;
+    }
+    printf("\n| B | C | M | PP = 2 ms/step | | | MB crossing per step | one GPU ms/step | tokens/s per GPU, PP | tokens/s "
+           "per GPU, one engine each (DP) | PP / DP |\n|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n");
+    rc |= table(&o, one, true, dp[0], dp[1]);
+    for (int d = 1; d >= 0; d--) {
+        cudaSetDevice(d);
+        gp_device_weights_destroy(dp[d]);
+    }
+    return rc;
+}
+
+/* The rows of one table: AFD (pp false) over weights w0 (attention, GPU 0)
+ * and w1 (FFN, GPU 1), or PP over each GPU's half; 1 when a row failed
+ * other than for want of memory. */
+static int table(const opts *op, const float *one, bool pp, gp_device_weights *w0, gp_device_weights *w1)
+{
+    const opts o = *op;
+    int rc = 0;
+    gp_device_weights *const dw[2] = {w0, w1};
     for (int i = 0; i < o.n_w; i++) {
         const workload *w = &o.w[i];
         afd_row rows[GP_PIPE_MAX_MICRO];
         memset(rows, 0, sizeof rows);
-        const gp_status ast = afd_rows(da, df, &o, w, rows);
+        const gp_status ast = pp ? pp_rows(dw, &o, w, rows) : afd_rows(w0, w1, &o, w, rows);
         if (ast != GP_OK) { /* out of device memory: the row says it did not fit, the sweep goes on */
-            fprintf(stderr, PROG ": AFD, B = %d, C = %d: %s\n", w->B, w->C, gp_last_error());
+            fprintf(stderr, PROG ": %s, B = %d, C = %d: %s\n", pp ? "PP" : "AFD", w->B, w->C, gp_last_error());
             if (ast != GP_ERR_DEVICE_MEMORY)
                 rc = 1;
             for (int mi = 0; mi < o.n_m; mi++)
@@ -277,13 +487,13 @@ int main(int argc, char **argv)
             const double afd = w->B / (r->ms * 1e-3) / 2;
             if (dp > 0)
                 snprintf(ratio, sizeof ratio, "%.2f", afd / dp);
-            printf("| %d | %d | %d | %.3f | %.0f%% | %.0f%% | %.1f | %s | %.0f | %s | %s |\n", w->B, w->C, o.micro[mi],
-                   r->ms, r->a_busy, r->f_busy, r->cross_mb, one_s, afd, dp_s, ratio);
+            char busy[48] = " | ";
+            if (!pp)
+                snprintf(busy, sizeof busy, "%.0f%% | %.0f%%", r->a_busy, r->f_busy);
+            printf("| %d | %d | %d | %.3f | %s | %.1f | %s | %.0f | %s | %s |\n", w->B, w->C, o.micro[mi], r->ms, busy,
+                   r->cross_mb, one_s, afd, dp_s, ratio);
         }
         fflush(stdout);
     }
-    gp_device_weights_destroy(da);
-    cudaSetDevice(1);
-    gp_device_weights_destroy(df);
     return rc;
 }

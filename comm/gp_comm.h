@@ -143,10 +143,10 @@ gp_status gp_comm_gather_f32(void *comm, float *buf, size_t n, void *stream);
  * rank then keeps NCCL alone. A lost rank makes the waiting kernel return
  * (the group's failure raises a flag it reads); gp_comm_check says so. */
 gp_status gp_comm_peer_setup(gp_comm *c, size_t max_bytes);
-/* The programs' default max_bytes: a decode step's hidden rows up to B = 64
- * at hidden 4096 in fp32 (docs/PERFORMANCE.md has the crossover against
- * NCCL). */
-#define GP_COMM_PEER_BYTES_DEFAULT ((size_t)1 << 20)
+/* The programs' default max_bytes: where the one-shot sum stops beating
+ * NCCL's on NVLink (measured between 16 and 32 MiB: docs/PERFORMANCE.md),
+ * a decode step's hidden rows up to B = 1024 at hidden 4096 in fp32. */
+#define GP_COMM_PEER_BYTES_DEFAULT ((size_t)16 << 20)
 /* The sums gp_comm_sum_f32 sends over peer memory: up to this many bytes
  * (0: none; at most gp_comm_peer_setup's max_bytes), the same on every rank. */
 gp_status gp_comm_set_peer_limit(gp_comm *c, size_t bytes);

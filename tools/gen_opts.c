@@ -81,7 +81,7 @@ static void gen_usage(FILE *f)
             "                       default 1\n"
             "  --tp-peer-bytes N    with --tp: the ranks' sums of up to N bytes (B rows x hidden x 4) go\n"
             "                       over peer memory, one kernel, larger ones through NCCL; 0: NCCL\n"
-            "                       alone; K/M/G suffixes; default 1M (B <= 64 at hidden 4096)\n"
+            "                       alone; K/M/G suffixes; default 16M (where NCCL starts to win)\n"
             "  --threads N          cpu: threads of the reference's worker, which prefills and runs\n"
             "                       sequential steps (pipelined steps take --sm-split's), 1..%d; default\n"
             "                       the online CPUs up to %d (or GP_REF_THREADS); the status line says\n"

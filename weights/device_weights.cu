@@ -39,9 +39,14 @@ struct gp_device_weights {
     void *host_pinned;        /* every group laid out as on the device, cudaHostAlloc */
     uint64_t host_bytes, budget;
     gp_weights_stream_params sp;
-    unsigned held;            /* the group kinds on the device (bits 1 << gp_group_kind): GP_GROUPS_ALL but
-                                 for gp_device_weights_synthetic_part */
+    gp_weights_part part;     /* the groups on the device: every one but for gp_device_weights_synthetic_part */
 };
+
+static bool gp_dw_holds(const gp_weights_part *p, gp_group_kind kind, int layer)
+{
+    return (p->groups & (1u << kind)) &&
+           (kind == GP_GROUP_HEAD || (layer >= p->layer_begin && (p->layer_end == 0 || layer < p->layer_end)));
+}
 
 /* Tensors inside a group start on 256-byte boundaries, as cudaMalloc's own. */
 #define GP_DW_ALIGN 256u
@@ -260,7 +265,7 @@ static gp_device_weights *gp_dw_shell(const gp_config *cfg, gp_dtype dtype, uint
     dw->view.cfg = *cfg;
     dw->view.dtype = dtype;
     dw->view.arena_bytes = (size_t)need;
-    dw->held = GP_GROUPS_ALL;
+    dw->part = (gp_weights_part){.groups = GP_GROUPS_ALL};
     for (int gi = 0; gi < dw->n_groups; gi++) {
         gp_weight_group *g = &dw->groups[gi];
         g->kind = gp_dw_group_kind(gi, dw->n_groups, &g->layer);
@@ -321,11 +326,11 @@ static void gp_dw_point_group(gp_device_weights *dw, int gi, void *base)
         dw->view.lm_head = dw->view.embed;
 }
 
-/* Allocates every group of the kinds held (bits of GP_GROUPS_ALL) and
- * fills it on one stream, in dtype, from src when given (upload, converting
- * src->dtype) or with the synthetic kernel for seed. */
+/* Allocates every group of the part held and fills it on one stream, in
+ * dtype, from src when given (upload, converting src->dtype) or with the
+ * synthetic kernel for seed. */
 static gp_status gp_dw_create(const gp_config *cfg, gp_dtype dtype, const gp_host_weights *src,
-                              uint64_t seed, unsigned held, gp_device_weights **out)
+                              uint64_t seed, const gp_weights_part *held, gp_device_weights **out)
 {
     GP_TRY(gp_config_validate(cfg));
     if (!gp_dtype_is_half(dtype))
@@ -335,10 +340,12 @@ static gp_status gp_dw_create(const gp_config *cfg, gp_dtype dtype, const gp_hos
 
     uint64_t need;
     GP_TRY(gp_dw_total_bytes(cfg, &need));
-    if (held != GP_GROUPS_ALL) /* a part: its groups' bytes (the whole's did not overflow) */
-        need = (held & (1u << GP_GROUP_ATTN) ? gp_group_bytes(cfg, GP_GROUP_ATTN) * (uint64_t)cfg->n_layers : 0) +
-               (held & (1u << GP_GROUP_FFN) ? gp_group_bytes(cfg, GP_GROUP_FFN) * (uint64_t)cfg->n_layers : 0) +
-               (held & (1u << GP_GROUP_HEAD) ? gp_group_bytes(cfg, GP_GROUP_HEAD) : 0);
+    if (held) { /* a part: its groups' bytes (the whole's did not overflow) */
+        need = gp_dw_holds(held, GP_GROUP_HEAD, 0) ? gp_group_bytes(cfg, GP_GROUP_HEAD) : 0;
+        for (int l = 0; l < cfg->n_layers; l++)
+            for (int k = GP_GROUP_ATTN; k <= GP_GROUP_FFN; k++)
+                need += gp_dw_holds(held, (gp_group_kind)k, l) ? gp_group_bytes(cfg, (gp_group_kind)k) : 0;
+    }
     size_t free_b = 0, total_b = 0;
     GP_CUDA_TRY(cudaMemGetInfo(&free_b, &total_b));
     if (need > free_b)
@@ -356,13 +363,14 @@ static gp_status gp_dw_create(const gp_config *cfg, gp_dtype dtype, const gp_hos
         GP_FAIL(GP_ERR_NO_MEMORY, "device weights for config %s: cannot allocate host tables for "
                 "%d layers", cfg->name, cfg->n_layers);
     /* Non-blocking: generation must not serialise with unrelated legacy-stream work. */
-    dw->held = held;
+    if (held)
+        dw->part = *held;
     if ((st = gp_device_stream_create(&stream, "device weights upload stream")) != GP_OK)
         goto fail;
 
     for (int gi = 0; gi < dw->n_groups; gi++) {
         gp_weight_group *g = &dw->groups[gi];
-        if (!(held & (1u << g->kind)))
+        if (!gp_dw_holds(&dw->part, g->kind, g->layer))
             continue; /* not on this device: its acquire says so */
         char what[96];
         snprintf(what, sizeof what, "weights of group %s %d (config %s)", gp_group_name(g->kind),
@@ -880,17 +888,23 @@ extern "C" gp_status gp_device_weights_synthetic(const gp_config *cfg, gp_dtype 
     if (!cfg || !out)
         GP_FAIL(GP_ERR_INVALID_ARG, "gp_device_weights_synthetic: cfg and out must not be NULL");
     *out = NULL;
-    return gp_dw_create(cfg, dtype, NULL, seed, GP_GROUPS_ALL, out);
+    return gp_dw_create(cfg, dtype, NULL, seed, NULL, out);
 }
 
 extern "C" gp_status gp_device_weights_synthetic_part(const gp_config *cfg, gp_dtype dtype, uint64_t seed,
-                                                      unsigned groups, gp_device_weights **out)
+                                                      const gp_weights_part *part, gp_device_weights **out)
 {
-    if (!cfg || !out || groups == 0 || (groups & ~GP_GROUPS_ALL))
-        GP_FAIL(GP_ERR_INVALID_ARG, "gp_device_weights_synthetic_part: cfg, out and groups 0x%x (allowed a "
-                "nonzero set of bits of 0x%x: 1 attention, 2 FFN, 4 embedding and head)", groups, GP_GROUPS_ALL);
+    if (!cfg || !out || !part)
+        GP_FAIL(GP_ERR_INVALID_ARG, "gp_device_weights_synthetic_part: cfg, part and out must not be NULL");
     *out = NULL;
-    return gp_dw_create(cfg, dtype, NULL, seed, groups, out);
+    const int L = cfg->n_layers, end = part->layer_end ? part->layer_end : L;
+    if (part->groups == 0 || (part->groups & ~GP_GROUPS_ALL) || part->layer_begin < 0 || end > L ||
+        part->layer_begin >= end)
+        GP_FAIL(GP_ERR_INVALID_ARG, "gp_device_weights_synthetic_part: groups 0x%x, layers [%d, %d): allowed a "
+                "nonzero set of bits of 0x%x (1 attention, 2 FFN, 4 embedding and head) and a nonempty range "
+                "within [0, %d) (layer_end 0: to the last)", part->groups, part->layer_begin, part->layer_end,
+                GP_GROUPS_ALL, L);
+    return gp_dw_create(cfg, dtype, NULL, seed, part, out);
 }
 
 extern "C" gp_status gp_device_weights_upload(const gp_host_weights *w, gp_dtype dtype,
@@ -900,7 +914,7 @@ extern "C" gp_status gp_device_weights_upload(const gp_host_weights *w, gp_dtype
         GP_FAIL(GP_ERR_INVALID_ARG, "gp_device_weights_upload: out must not be NULL");
     *out = NULL;
     GP_TRY(gp_dw_check_host(w, "gp_device_weights_upload"));
-    return gp_dw_create(&w->cfg, dtype, w, 0, GP_GROUPS_ALL, out);
+    return gp_dw_create(&w->cfg, dtype, w, 0, NULL, out);
 }
 
 extern "C" gp_status gp_device_weights_load(const gp_model_source *src, gp_dtype dtype,
@@ -1020,7 +1034,7 @@ extern "C" gp_status gp_weight_group_acquire(gp_weight_group *g, void *stream, g
         GP_FAIL(GP_ERR_INVALID_ARG, "gp_weight_group_acquire: group is NULL");
     if (g->sidx >= 0)
         return gp_dw_acquire_streamed(g, stream, out);
-    if (!(g->owner->held & (1u << g->kind)))
+    if (!gp_dw_holds(&g->owner->part, g->kind, g->layer))
         GP_FAIL(GP_ERR_STATE, "gp_weight_group_acquire: group %s %d is not on this device (these weights hold "
                 "only some kinds of groups: gp_device_weights_synthetic_part)", gp_group_name(g->kind), g->layer);
     /* Counted before the wait is enqueued so an evictor that sees 0 knows no

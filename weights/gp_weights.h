@@ -44,13 +44,20 @@ gp_status gp_cuda_available(void);
  * to nearest even). */
 gp_status gp_device_weights_synthetic(const gp_config *cfg, gp_dtype dtype, uint64_t seed,
                                       gp_device_weights **out);
-/* The same for the groups of the kinds in groups (bits 1 << gp_group_kind;
- * GP_GROUPS_ALL: every one), the same values the whole would hold: e.g.
- * the FFN side of attention and FFN on two GPUs holds the FFN groups
- * alone. Acquiring a group not held is GP_ERR_STATE naming it. */
+/* A part of the weights: the groups of the kinds in groups (bits 1 <<
+ * gp_group_kind; GP_GROUPS_ALL: every kind), the layer groups of layers
+ * [layer_begin, layer_end) only (layer_end 0: every layer). */
 #define GP_GROUPS_ALL 7u
-gp_status gp_device_weights_synthetic_part(const gp_config *cfg, gp_dtype dtype, uint64_t seed, unsigned groups,
-                                           gp_device_weights **out);
+typedef struct gp_weights_part {
+    unsigned groups;
+    int layer_begin, layer_end;
+} gp_weights_part;
+/* The same for a part, the same values the whole would hold: e.g. the FFN
+ * side of attention and FFN on two GPUs holds the FFN groups alone, a stage
+ * of pipeline parallelism its layers. Acquiring a group not held is
+ * GP_ERR_STATE naming it. */
+gp_status gp_device_weights_synthetic_part(const gp_config *cfg, gp_dtype dtype, uint64_t seed,
+                                           const gp_weights_part *part, gp_device_weights **out);
 /* Upload host weights (e.g. from a checkpoint) of w->dtype (F32, BF16 or
  * F16) as device weights of dtype (BF16 or F16): copied when the dtypes are
  * equal, else converted on the host in bounded pinned chunks (round to

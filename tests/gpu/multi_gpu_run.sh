@@ -6,10 +6,11 @@
 # under compute-sanitizer, then the benchmarks: gp_bench_tp (8B decode with
 # peer and NCCL sums in each row, the whole head beside the split one, the
 # sums left out for what they cost, prefill; the 70B rows) and gp_bench_afd
-# (attention and FFN on the two GPUs beside one GPU). NCCL's NVLink
+# (attention and FFN on the two GPUs, and pipeline parallelism by layers,
+# beside one GPU). NCCL's NVLink
 # multicast stays off (the machine notes). Needs .deps (docs/ARCHITECTURE.md
 # §8); logs in $OUT. RUN_TP=0, RUN_AFD=0, RUN_70B=0 leave those parts out;
-# AFD_WORKLOADS, AFD_70B_WORKLOADS choose the AFD rows.
+# AFD_WORKLOADS, AFD_70B_WORKLOADS choose the AFD and PP rows.
 set -uo pipefail
 source "$(dirname "$0")/gpu_env.sh"
 export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1
@@ -40,3 +41,6 @@ if [[ ${RUN_70B:-1} != 0 ]]; then
   [[ ${RUN_AFD:-1} != 0 ]] && { $b/bench/gp_bench_afd --model llama3-70b \
     --workloads "${AFD_70B_WORKLOADS:-64:1024,256:1024}" > "$out/afd_70b.md" 2>&1; echo "afd 70b: rc $?"; }
 fi
+# every log in one archive (the device tool brings back a few files), the tables on stdout
+cat "$out"/*.md
+cd "$out" && tar czf all.tgz *.md *.log *.txt && rm -f *.md *.log

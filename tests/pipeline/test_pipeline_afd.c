@@ -121,13 +121,14 @@ static void test_tiny_parts(void **state)
     (void)state;
     gp_config cfg;
     GP_CHECK_OK(gp_config_preset("tiny", &cfg));
-    const unsigned attn_head = (1u << GP_GROUP_ATTN) | (1u << GP_GROUP_HEAD);
+    const gp_weights_part attn_head = {.groups = (1u << GP_GROUP_ATTN) | (1u << GP_GROUP_HEAD)};
+    const gp_weights_part ffn = {.groups = 1u << GP_GROUP_FFN};
     gp_device_weights *whole, *a_part, *f_part;
     assert_int_equal(cudaSetDevice(0), cudaSuccess);
     GP_CHECK_OK(gp_device_weights_synthetic(&cfg, GP_DTYPE_BF16, 11, &whole));
-    GP_CHECK_OK(gp_device_weights_synthetic_part(&cfg, GP_DTYPE_BF16, 11, attn_head, &a_part));
+    GP_CHECK_OK(gp_device_weights_synthetic_part(&cfg, GP_DTYPE_BF16, 11, &attn_head, &a_part));
     assert_int_equal(cudaSetDevice(1), cudaSuccess);
-    GP_CHECK_OK(gp_device_weights_synthetic_part(&cfg, GP_DTYPE_BF16, 11, 1u << GP_GROUP_FFN, &f_part));
+    GP_CHECK_OK(gp_device_weights_synthetic_part(&cfg, GP_DTYPE_BF16, 11, &ffn, &f_part));
     gp_engine *seq = make_engine(whole, 0, CTX), *ea = make_engine(whole, 0, CTX);
     gp_engine *ef = make_engine(f_part, 1, 16);
     int32_t first[B];
@@ -136,13 +137,14 @@ static void test_tiny_parts(void **state)
             prefill_both(seq, ea, first);
             compare("tiny, FFN groups alone on GPU 1", seq, ea, ef, first, M, graphs);
         }
-    /* both sides their groups alone: contexts filled alike, no prompt */
-    gp_engine *ep = make_engine(a_part, 0, CTX);
+    /* both sides their groups alone: contexts filled alike on two fresh
+     * engines (the same blocks for the same sequences), no prompt */
+    gp_engine *ep = make_engine(a_part, 0, CTX), *seq2 = make_engine(whole, 0, CTX);
     for (int s = 0; s < B; s++)
-        gp_engine_reset_seq(seq, s), first[s] = (int32_t)(s * 11 + 3);
-    GP_CHECK_OK(gp_engine_fill_context(seq, B, 24, 5));
+        first[s] = (int32_t)(s * 11 + 3);
+    GP_CHECK_OK(gp_engine_fill_context(seq2, B, 24, 5));
     GP_CHECK_OK(gp_engine_fill_context(ep, B, 24, 5));
-    compare("tiny, each GPU its groups alone", seq, ep, ef, first, 2, true);
+    compare("tiny, each GPU its groups alone", seq2, ep, ef, first, 2, true);
     /* what the sides refuse: a whole step where the FFN groups are not, an
      * attention stage over rows opened for FFN stages alone */
     int ids[B] = {0, 1, 2, 3};
@@ -161,6 +163,7 @@ static void test_tiny_parts(void **state)
     gp_device_weights_destroy(f_part);
     assert_int_equal(cudaSetDevice(0), cudaSuccess);
     gp_engine_destroy(ep);
+    gp_engine_destroy(seq2);
     gp_engine_destroy(ea);
     gp_engine_destroy(seq);
     gp_device_weights_destroy(a_part);
