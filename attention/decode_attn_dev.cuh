@@ -15,18 +15,24 @@
 #include "gp_launch.cuh"
 #include "decode_attn.cuh"
 
-/* The first time *done is clear: kernel's dynamic shared memory limit raised
- * to smem bytes and, with max_shared, all of the unified L1 it can get as
- * shared memory (attributes of the kernel, so once per process). */
-static inline gp_status gp_attn_smem_once(int *done, const void *kernel, int smem, bool max_shared)
+/* The first time on a device (its bit of *done clear): kernel's dynamic
+ * shared memory limit raised to smem bytes and, with max_shared, all of the
+ * unified L1 it can get as shared memory (attributes of the kernel on the
+ * current device, so once per device). */
+static inline gp_status gp_attn_smem_once(unsigned *done, const void *kernel, int smem, bool max_shared)
 {
-    if (__atomic_load_n(done, __ATOMIC_ACQUIRE))
+    /* a kernel's attributes are per device: one bit per device of a process
+     * driving several (devices beyond 31 set them on every call) */
+    int dev = 0;
+    GP_CUDA_TRY(cudaGetDevice(&dev));
+    const unsigned bit = dev < 32 ? 1u << dev : 0u;
+    if (bit && (__atomic_load_n(done, __ATOMIC_ACQUIRE) & bit))
         return GP_OK;
     GP_CUDA_TRY(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, smem));
     if (max_shared)
         GP_CUDA_TRY(cudaFuncSetAttribute(kernel, cudaFuncAttributePreferredSharedMemoryCarveout,
                                          cudaSharedmemCarveoutMaxShared));
-    __atomic_store_n(done, 1, __ATOMIC_RELEASE);
+    __atomic_fetch_or(done, bit, __ATOMIC_ACQ_REL);
     return GP_OK;
 }
 

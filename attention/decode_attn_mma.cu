@@ -227,7 +227,7 @@ static_assert(MMA_SMEM_BYTES >= (int)sizeof(float) * MMA_NW * 8 * (MMA_HD + 2),
 
 /* The kernel for the dtype and group with its shared memory bytes; the tile
  * buffers exceed the default 48 KB of dynamic shared memory, so the limit is
- * raised once per kernel. */
+ * raised once per kernel and device. */
 static gp_status gp_mma_kernel_for(gp_dtype dtype, int group, const void **kernel, int *smem)
 {
     const int gi = group <= 4 ? 0 : 1, di = dtype == GP_DTYPE_F16 ? 1 : 0;
@@ -238,7 +238,7 @@ static gp_status gp_mma_kernel_for(gp_dtype dtype, int group, const void **kerne
         *kernel = gi == 0 ? (const void *)gp_decode_attn_mma_kernel<__nv_bfloat16, 4>
                           : (const void *)gp_decode_attn_mma_kernel<__nv_bfloat16, 8>;
     *smem = MMA_SMEM_BYTES;
-    static int done[2][2];
+    static unsigned done[2][2];
     return gp_attn_smem_once(&done[di][gi], *kernel, *smem, false);
 }
 

@@ -338,7 +338,7 @@ static gp_status gp_sx_kernel_for(gp_dtype dtype, int group, const void **kernel
         *kernel = gi == 0 ? (const void *)gp_decode_attn_stream_kernel<__nv_bfloat16, 4>
                           : (const void *)gp_decode_attn_stream_kernel<__nv_bfloat16, 8>;
     *smem = gi == 0 ? SX_SMEM_BYTES(4) : SX_SMEM_BYTES(8);
-    static int done[2][2];
+    static unsigned done[2][2];
     return gp_attn_smem_once(&done[di][gi], *kernel, *smem, true);
 }
 

@@ -287,7 +287,7 @@ static __global__ void __launch_bounds__(PF_THREADS, 2) gp_prefill_attn_kernel(c
 template <class T, int HD>
 static gp_status pf_launch(const pf_args &a, int n_seqs, int max_q_len, cudaStream_t stream)
 {
-    static int done; /* per instantiation */
+    static unsigned done; /* per instantiation */
     const void *k = (const void *)gp_prefill_attn_kernel<T, HD>;
     GP_TRY(gp_attn_smem_once(&done, k, pf_shape<HD>::SMEM, false));
     cudaLaunchConfig_t cfg = {};
