@@ -313,6 +313,10 @@ gp_cli_test(gen_tp_pipelined 2 "tensor parallel .--tp. with pipelined steps .--e
             generate --model tiny --prompt-ids 1 --steps 1 --backend cuda --engine pipelined --tp 2)
 gp_cli_test(gen_tp_chat 2 "--tp does not apply to a conversation: the ranks are processes of their own"
             chat --model tiny --tp 2)
+gp_cli_test(gen_tp_peer_alone 2 "the ranks. sums over peer memory .tp_peer_bytes, --tp-peer-bytes. without tensor parallel .--tp.: it sizes the sums"
+            generate --model tiny --prompt-ids 1 --steps 1 --backend cuda --tp-peer-bytes 1M)
+gp_cli_test(gen_tp_peer_junk 2 "--tp-peer-bytes"
+            generate --model tiny --prompt-ids 1 --steps 1 --backend cuda --tp 2 --tp-peer-bytes 1Q)
 # --tp 2 on two GPUs: the one-GPU run's tokens (GPU; skipped without two)
 add_test(NAME cli_gen_tp_cuda COMMAND python3 ${CMAKE_CURRENT_SOURCE_DIR}/tools/gen_tp.py $<TARGET_FILE:greenpipe>
          ${PROJECT_SOURCE_DIR}/tests/data)
