@@ -79,6 +79,16 @@ int gp_group_size(const gp_group *g);
  * step_timeout_s. */
 void gp_group_step_begin(gp_group *g, uint64_t step);
 void gp_group_step_end(gp_group *g);
+/* Data from rank 0 to every other rank over the group's links, in order
+ * (the same bytes to each; the CPU side of a run, e.g. the serving
+ * leader's operations that the other ranks repeat). gp_group_send: rank 0
+ * only, n bytes to every rank still in the group. gp_group_recv: the other
+ * ranks, waiting (no limit: the group's watch ends the wait) until n bytes
+ * of what rank 0 sent have come, in the order sent. GP_ERR_STATE when the
+ * group failed (its message), or rank 0 left before the bytes came;
+ * GP_ERR_INVALID_ARG from the wrong rank. */
+gp_status gp_group_send(gp_group *g, const void *data, size_t n);
+gp_status gp_group_recv(gp_group *g, void *data, size_t n);
 /* True once the group has failed; why (may be NULL) gets the message. */
 bool gp_group_failed(gp_group *g, char *why, size_t n);
 /* Leave in order: the others are told this rank is done, which is not a

@@ -22,7 +22,7 @@
 #define FILE_TAG "greenpipe-rendezvous"
 #define POLL_MS 50
 
-enum { M_HELLO = 1, M_BLOB, M_BEAT, M_FAIL, M_BYE };
+enum { M_HELLO = 1, M_BLOB, M_BEAT, M_FAIL, M_BYE, M_DATA };
 
 /* One fixed-size message; the ranks run one build on one architecture. */
 typedef struct msg {
@@ -31,7 +31,7 @@ typedef struct msg {
     uint64_t nonce;
     uint64_t step; /* M_BEAT: the step begun last */
     uint32_t busy; /* M_BEAT: inside it */
-    uint32_t len;  /* M_BLOB: bytes of data; M_FAIL: its text's */
+    uint32_t len;  /* M_BLOB, M_DATA: bytes of data; M_FAIL: its text's */
     char data[GP_COMM_BLOB_MAX];
 } msg;
 
@@ -57,6 +57,11 @@ struct gp_group {
     uint64_t step;       /* this rank's */
     bool busy;
     uint64_t busy_since;
+    /* ranks other than 0: rank 0's data (gp_group_send) not yet taken by gp_group_recv */
+    char *inbox;
+    size_t in_off, in_len, in_cap;
+    bool inbox_lost;     /* out of memory appending: the group fails */
+    pthread_cond_t cv;   /* data came, the group failed or rank 0 left */
 };
 
 static double secs(uint64_t ns) { return (double)ns / 1e9; }
@@ -390,6 +395,7 @@ static void fail_locked(gp_group *g, const char *why)
     g->failed = true;
     g->fail_ns = gp_now_ns();
     snprintf(g->why, sizeof g->why, "%s", why);
+    pthread_cond_broadcast(&g->cv);
     if (g->p.rank == 0) {
         msg f = make_msg(g, M_FAIL);
         f.len = (uint32_t)snprintf(f.data, sizeof f.data, "%s", why);
@@ -449,6 +455,23 @@ static void on_msg_locked(gp_group *g, int r, const msg *m, uint64_t now)
         p->step = m->step;
     } else if (m->type == M_BYE) {
         p->left = true;
+        pthread_cond_broadcast(&g->cv);
+    } else if (m->type == M_DATA && r == 0 && m->len <= sizeof m->data) {
+        if (g->in_len + m->len > g->in_cap) {
+            size_t cap = g->in_cap ? 2 * g->in_cap : 4096;
+            while (cap < g->in_len + m->len)
+                cap *= 2;
+            char *q = realloc(g->inbox, cap);
+            if (!q) {
+                fail_locked(g, "out of host memory for rank 0's data");
+                return;
+            }
+            g->inbox = q;
+            g->in_cap = cap;
+        }
+        memcpy(g->inbox + g->in_len, m->data, m->len);
+        g->in_len += m->len;
+        pthread_cond_broadcast(&g->cv);
     } else if (m->type == M_FAIL) {
         char why[300];
         snprintf(why, sizeof why, "%.*s", (int)(m->len < sizeof m->data ? m->len : sizeof m->data - 1), m->data);
@@ -574,6 +597,7 @@ gp_status gp_group_join(const gp_group_params *p, void *blob, size_t n, gp_group
     else
         snprintf(g->where, sizeof g->where, "file:%s", p->addr.path);
     pthread_mutex_init(&g->mu, NULL);
+    pthread_cond_init(&g->cv, NULL);
     gp_status st = p->n_ranks == 1 ? GP_OK : p->rank == 0 ? join_root(g, blob, n) : join_rank(g, blob, n);
     if (st == GP_OK && p->n_ranks > 1) {
         if (pthread_create(&g->thread, NULL, watch, g) != 0) {
@@ -585,12 +609,65 @@ gp_status gp_group_join(const gp_group_params *p, void *blob, size_t n, gp_group
     }
     if (st != GP_OK) {
         close_all(g);
+        pthread_cond_destroy(&g->cv);
         pthread_mutex_destroy(&g->mu);
         free(g);
         return st;
     }
     *out = g;
     return GP_OK;
+}
+
+gp_status gp_group_send(gp_group *g, const void *data, size_t n)
+{
+    if (!g || (!data && n) || g->p.rank != 0)
+        GP_FAIL(GP_ERR_INVALID_ARG, "gp_group_send: group %p, data %p: rank 0 sends (this is rank %d)", (void *)g,
+                data, g ? g->p.rank : -1);
+    pthread_mutex_lock(&g->mu);
+    const char *p = data;
+    for (size_t off = 0; off < n && !g->failed; off += GP_COMM_BLOB_MAX) {
+        msg m = make_msg(g, M_DATA);
+        m.len = (uint32_t)(n - off < GP_COMM_BLOB_MAX ? n - off : GP_COMM_BLOB_MAX);
+        memcpy(m.data, p + off, m.len);
+        for (int r = 1; r < g->p.n_ranks; r++)
+            if (g->peers[r].fd >= 0 && !g->peers[r].left && !send_msg(g->peers[r].fd, &m)) {
+                char why[128];
+                snprintf(why, sizeof why, "rank %d exited or lost its link without leaving the group", r);
+                fail_locked(g, why);
+            }
+    }
+    gp_status st = GP_OK;
+    if (g->failed) {
+        gp_set_error("gp_group_send: the group failed: %s", g->why);
+        st = GP_ERR_STATE;
+    }
+    pthread_mutex_unlock(&g->mu);
+    return st;
+}
+
+gp_status gp_group_recv(gp_group *g, void *data, size_t n)
+{
+    if (!g || (!data && n) || g->p.rank == 0)
+        GP_FAIL(GP_ERR_INVALID_ARG, "gp_group_recv: group %p, data %p: the ranks other than 0 receive", (void *)g,
+                data);
+    pthread_mutex_lock(&g->mu);
+    while (g->in_len - g->in_off < n && !g->failed && !g->peers[0].left)
+        pthread_cond_wait(&g->cv, &g->mu);
+    gp_status st = GP_OK;
+    if (g->in_len - g->in_off >= n) {
+        memcpy(data, g->inbox + g->in_off, n);
+        g->in_off += n;
+        if (g->in_off == g->in_len)
+            g->in_off = g->in_len = 0;
+    } else if (g->failed) {
+        gp_set_error("gp_group_recv: the group failed: %s", g->why);
+        st = GP_ERR_STATE;
+    } else {
+        gp_set_error("gp_group_recv: rank 0 left the group before sending the %zu bytes awaited", n);
+        st = GP_ERR_STATE;
+    }
+    pthread_mutex_unlock(&g->mu);
+    return st;
 }
 
 int gp_group_rank(const gp_group *g) { return g ? g->p.rank : -1; }
@@ -644,6 +721,8 @@ void gp_group_leave(gp_group *g)
     if (g->thread_on)
         pthread_join(g->thread, NULL);
     close_all(g);
+    pthread_cond_destroy(&g->cv);
     pthread_mutex_destroy(&g->mu);
+    free(g->inbox);
     free(g);
 }

@@ -6,7 +6,9 @@
  * (SIGSTOP), one stuck in a step, a rank twice, a rank of another group
  * size; the failure callback called once; the exit of a process that does
  * not stop after a failure; one process per rank (gp_ranks_run, _fork,
- * _wait). No GPU: the NCCL calls of a build without NCCL say multi-GPU runs
+ * _wait); rank 0's data to the others (gp_group_send / _recv), in order,
+ * across the links' message size, and the wait that ends when rank 0
+ * leaves. No GPU: the NCCL calls of a build without NCCL say multi-GPU runs
  * are off. */
 #include "gp_test.h"
 
@@ -55,7 +57,12 @@ static bool wait_failed(gp_group *g, double s, char *why, size_t n)
 }
 
 /* What a child rank does once joined. */
-enum { KID_LEAVE, KID_EXIT, KID_WAIT_FAIL, KID_STUCK, KID_DONE_STEP, KID_LINGER };
+enum { KID_LEAVE, KID_EXIT, KID_WAIT_FAIL, KID_STUCK, KID_DONE_STEP, KID_LINGER, KID_DATA };
+
+/* The data rank 0 sends in test_data: buffers of these sizes, byte i of
+ * buffer k (i * 31 + k * 7) & 0xff. */
+static const size_t g_data_sizes[] = {1, 256, 257, 100000, 3};
+static unsigned char data_byte(size_t i, size_t k) { return (unsigned char)((i * 31 + k * 7) & 0xff); }
 
 /* A child: joins (expect_join: whether it should), checks the blob, acts;
  * its exit status says whether all went as expected (0), else 1. needle:
@@ -107,6 +114,28 @@ static pid_t kid(const char *spec, int rank, int n, int act, const char *needle,
             _exit(1);
         gp_group_leave(g);
         _exit(0);
+    case KID_DATA: { /* rank 0's buffers in order, then the wait that rank 0's leave ends */
+        for (size_t k = 0; k < sizeof g_data_sizes / sizeof g_data_sizes[0]; k++) {
+            unsigned char *d = malloc(g_data_sizes[k]);
+            if (!d || gp_group_recv(g, d, g_data_sizes[k]) != GP_OK) {
+                fprintf(stderr, "rank %d: recv %zu: %s\n", rank, k, gp_last_error());
+                _exit(1);
+            }
+            for (size_t i = 0; i < g_data_sizes[k]; i++)
+                if (d[i] != data_byte(i, k)) {
+                    fprintf(stderr, "rank %d: buffer %zu byte %zu is %d\n", rank, k, i, d[i]);
+                    _exit(1);
+                }
+            free(d);
+        }
+        unsigned char more[8];
+        gp_status st = gp_group_recv(g, more, sizeof more);
+        fprintf(stderr, "rank %d after rank 0 left: %s\n", rank, gp_last_error());
+        if (st != GP_ERR_STATE || !strstr(gp_last_error(), "rank 0 left"))
+            _exit(1);
+        gp_group_leave(g);
+        _exit(0);
+    }
     case KID_LINGER: /* never leaves: exit_after must end it */
         for (;;)
             pause();
@@ -203,6 +232,33 @@ static void three_ranks(const char *spec)
     if (gp_group_failed(g, why, sizeof why))
         fail_msg("%s: the group failed after an orderly leave: %s", spec, why);
     gp_group_leave(g);
+}
+
+static void test_data(void **state)
+{
+    (void)state;
+    const char *spec = file_spec();
+    pid_t k1 = kid(spec, 1, 3, KID_DATA, NULL, 0), k2 = kid(spec, 2, 3, KID_DATA, NULL, 0);
+    gp_group_params p = params(spec, 0, 3);
+    unsigned char b[BLOB];
+    fill_blob(b);
+    gp_group *g = NULL;
+    GP_CHECK_OK(gp_group_join(&p, b, BLOB, &g));
+    for (size_t k = 0; k < sizeof g_data_sizes / sizeof g_data_sizes[0]; k++) {
+        unsigned char *d = malloc(g_data_sizes[k]);
+        assert_non_null(d);
+        for (size_t i = 0; i < g_data_sizes[k]; i++)
+            d[i] = data_byte(i, k);
+        GP_CHECK_OK(gp_group_send(g, d, g_data_sizes[k]));
+        free(d);
+    }
+    unsigned char x;
+    GP_CHECK_FAIL(gp_group_recv(g, &x, 1), GP_ERR_INVALID_ARG, "the ranks other than 0 receive");
+    usleep(200000);
+    gp_group_leave(g);
+    assert_int_equal(status_of(k1), 0);
+    assert_int_equal(status_of(k2), 0);
+    unlink(g_path);
 }
 
 static void test_file(void **state)
@@ -406,7 +462,7 @@ int main(void)
         cmocka_unit_test(test_parse),       cmocka_unit_test(test_file),        cmocka_unit_test(test_tcp),
         cmocka_unit_test(test_join_timeout), cmocka_unit_test(test_rank_exits),  cmocka_unit_test(test_rank_stops),
         cmocka_unit_test(test_stuck_step),  cmocka_unit_test(test_bad_ranks),   cmocka_unit_test(test_exit_after),
-        cmocka_unit_test(test_ranks),       cmocka_unit_test(test_nccl_off),
+        cmocka_unit_test(test_ranks),       cmocka_unit_test(test_nccl_off),    cmocka_unit_test(test_data),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
