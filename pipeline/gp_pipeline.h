@@ -426,6 +426,32 @@ void gp_afd_exec_destroy(gp_afd_exec *x);
 gp_exec gp_afd_exec_get(gp_afd_exec *x);
 
 
+/* ------------------------------------------------------------ tensor-parallel serving */
+
+/* Rank 0 leads, the other ranks follow (library gp_pipeline_tp): the
+ * leader wraps its executor so that every session operation that changes
+ * the engines' state (run_batch, reset_seq, and the prefix cache's
+ * retain_block, drop_block and attach_blocks) goes to the followers over the
+ * group's links (comm/'s gp_group_send) in order before (a batch: its
+ * collectives wait for every rank) or after (a retained block's handle,
+ * which followers check) the leader runs it; the followers repeat each on
+ * their executor (gp_tp_follow) until gp_tp_lead_end. The leader's session
+ * offers those operations and lane_times, nothing else (no host tier, no
+ * prefill lane). A follower's refusal of a batch's input is the leader's
+ * too and is passed over; any other failure ends gp_tp_follow with it, and
+ * the process that leaves fails the group, so the leader's next collective
+ * returns. */
+typedef struct gp_group gp_group;
+typedef struct gp_tp_lead gp_tp_lead;
+gp_status gp_tp_lead_create(gp_exec inner, gp_group *g, gp_tp_lead **out);
+gp_exec gp_tp_lead_get(gp_tp_lead *l);
+gp_status gp_tp_lead_end(gp_tp_lead *l);
+void gp_tp_lead_destroy(gp_tp_lead *l);
+/* ops_done (may be NULL): the operations repeated. GP_OK after the
+ * leader's end. */
+gp_status gp_tp_follow(gp_exec inner, gp_group *g, long long *ops_done);
+
+
 /* ------------------------------------------------------------ prefill and decode lanes */
 
 /* The latency model of prefill and decode on two SM partitions: step times

@@ -6,6 +6,9 @@ gp_add_test(pipeline_backend SOURCES pipeline/test_backend.c LIBS gp_pipeline_cu
 gp_add_test(pipeline_cuda SOURCES pipeline/test_pipeline_cuda.c support/relay_exec.c LIBS gp_pipeline_cuda GPU)
 # Attention and FFN on two GPUs against the one-GPU engine (skips without two).
 gp_add_test(pipeline_afd SOURCES pipeline/test_pipeline_afd.c LIBS gp_pipeline_cuda GPU)
+# Tensor-parallel serving's leader and follower on CPU executors in two
+# processes (no GPU): the follower repeats the leader's operations exactly.
+gp_add_test(pipeline_tp_mirror SOURCES pipeline/test_tp_mirror.c LIBS gp_pipeline_tp)
 # The rebalancer over the real runner and the simulated executor (no GPU):
 # convergence to the brute-force best pair, hysteresis, no flapping.
 gp_add_test(pipeline_rebalance SOURCES pipeline/test_rebalance.c support/sim_exec.c LIBS gp_pipeline)
