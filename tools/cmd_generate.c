@@ -14,10 +14,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/wait.h>
 #include <unistd.h>
 
-#include <cuda_runtime_api.h>
 
 #include <jansson.h>
 
@@ -27,6 +25,7 @@
 #include "gen_loop_impl.h"
 #include "gen_opts_impl.h"
 #include "gen_text_impl.h"
+#include "tp_ranks_impl.h"
 #include "gp_kvstore.h"
 #include "gp_model.h"
 #include "gp_pipeline.h"
@@ -444,29 +443,6 @@ static int kv_summary(gp_backend *b, const kv_run *kr)
 
 /* Set by Ctrl-C during generation: the loop stops at the next step
  * boundary. */
-/* The GPUs of this host, counted in a child process: the ranks fork after,
- * and a process that made a CUDA call cannot fork one that works. -1 when
- * the probe could not run. */
-static int probe_gpus(void)
-{
-    fflush(NULL);
-    pid_t pid = fork();
-    if (pid == 0) {
-        int n = 0;
-        _exit(cudaGetDeviceCount(&n) == cudaSuccess && n > 0 ? (n > 250 ? 250 : n) : 0);
-    }
-    int st = 0;
-    if (pid < 0 || waitpid(pid, &st, 0) != pid || !WIFEXITED(st))
-        return -1;
-    return WEXITSTATUS(st);
-}
-
-/* Where rank r of the run at rendezvous spec ("file:PATH") writes its messages. */
-static void tp_log_path(const char *spec, int r, char *out, size_t n)
-{
-    snprintf(out, n, "%s.rank%d.log", spec + 5, r);
-}
-
 static volatile sig_atomic_t interrupted;
 
 static void on_sigint(int sig)
@@ -685,30 +661,13 @@ static int gen_main(int argc, char **argv, gen_mode mode)
         goto early;
     }
     /* --tp: one process per GPU from here on; rank 0 writes the output */
-    int tp_rank = 0, tp_pids[GP_TP_MAX];
-    char tp_spec[96] = "";
-    if (o.tp > 1) {
-        if ((st = gp_tp_check(cfg, (int)o.tp)) != GP_OK) {
-            gen_err("%s\n", gp_last_error());
-            goto early;
-        }
-        const int gpus = probe_gpus();
-        if (gpus < o.tp) {
-            gen_err("--tp %ld needs %ld GPUs; this host has %d%s\n", o.tp, o.tp, gpus < 0 ? 0 : gpus,
-                    gpus < 0 ? " (the probe could not run)" : "");
-            goto early;
-        }
-        snprintf(tp_spec, sizeof tp_spec, "file:/tmp/greenpipe-tp.%d", (int)getpid());
-        if ((st = gp_ranks_fork((int)o.tp, &tp_rank, tp_pids)) != GP_OK) {
-            exit_code = fail("tensor parallel ranks", st);
-            goto early;
-        }
-        /* the other ranks' output is rank 0's; their messages go to a log rank 0 shows if they fail */
-        char log[128];
-        tp_log_path(tp_spec, tp_rank, log, sizeof log);
-        if (tp_rank > 0 && (!freopen("/dev/null", "w", stdout) || !freopen(log, "w", stderr)))
-            _exit(1);
+    gp_tp_ranks tpr;
+    const int tp_code = gp_tp_ranks_start(cfg, (int)o.tp, "greenpipe generate", &tpr);
+    if (tp_code != 0) {
+        exit_code = tp_code;
+        goto early;
     }
+    const int tp_rank = tpr.rank;
     exit_code = 1;
     gp_backend *b = NULL;
     gp_sparsity sparsity;
@@ -787,7 +746,7 @@ static int gen_main(int argc, char **argv, gen_mode mode)
     bp.progress = gp_cli_progress_cb(&progress);
     bp.tp = (int)o.tp;
     bp.tp_rank = tp_rank;
-    bp.tp_rendezvous = tp_spec;
+    bp.tp_rendezvous = tpr.spec;
     bp.tp_peer_bytes = (size_t)o.tp_peer_bytes;
     if (tp_rank > 0) /* rank 0 reports the loading */
         memset(&bp.progress, 0, sizeof bp.progress);
@@ -925,26 +884,7 @@ out:
         fflush(NULL);
         _exit(exit_code & 0xff);
     }
-    if (o.tp > 1) {
-        int codes[GP_TP_MAX];
-        gp_ranks_wait((int)o.tp, tp_pids, codes);
-        for (int r = 1; r < o.tp; r++) {
-            char log[128];
-            tp_log_path(tp_spec, r, log, sizeof log);
-            if (codes[r]) {
-                gen_err("tensor parallel rank %d (GPU %d) exited with status %d; its messages:\n", r, r, codes[r]);
-                FILE *f = fopen(log, "r");
-                char line[1024];
-                while (f && fgets(line, sizeof line, f))
-                    fprintf(stderr, "  rank %d: %s", r, line);
-                if (f)
-                    fclose(f);
-                exit_code = exit_code ? exit_code : 1;
-            }
-            unlink(log);
-        }
-        unlink(tp_spec + 5);
-    }
+    exit_code = gp_tp_ranks_finish(&tpr, "greenpipe generate", exit_code);
 early:
     gp_tokenizer_free(tok);
     gp_prompts_free(&p);
