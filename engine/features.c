@@ -108,8 +108,6 @@ static const gp_feature_rule rules[] = {
     {GP_FEAT_TP, GP_FEAT_SPARSITY, false,
      "a calibration's thresholds and transposed copies are the whole model's projections; a rank holds slices "
      "of them"},
-    {GP_FEAT_TP, GP_FEAT_PREFIX_CACHE, false,
-     "serving runs one engine in one process; tensor parallel ranks are processes of their own"},
     {GP_FEAT_PREFIX_CACHE, GP_FEAT_KV_OFFLOAD, false,
      "an offloaded sequence's oldest blocks live in host memory at that sequence's own place and are copied "
      "into its part of a staging window each layer; a block shared by several sequences would have to be "

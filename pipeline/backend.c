@@ -580,6 +580,11 @@ const gp_pd_model *gp_backend_pd_model(const gp_backend *b)
     return b ? b->pd_model : NULL;
 }
 
+gp_group *gp_backend_group(const gp_backend *b)
+{
+    return b && b->comm ? gp_comm_group(b->comm) : NULL;
+}
+
 gp_exec gp_backend_exec(gp_backend *b)
 {
     return b->pd_exec     ? gp_pd_exec_get(b->pd_exec)

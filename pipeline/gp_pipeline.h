@@ -839,6 +839,9 @@ gp_status gp_backend_open(const gp_model_source *src, const gp_backend_params *p
 gp_status gp_backend_open_weights(const gp_host_weights *w, const gp_backend_params *p, gp_backend **out);
 void gp_backend_close(gp_backend *b);
 gp_exec gp_backend_exec(gp_backend *b);
+/* tp > 1: the group of the ranks (comm/'s gp_group, for gp_tp_lead_create
+ * and gp_tp_follow); NULL otherwise. */
+gp_group *gp_backend_group(const gp_backend *b);
 const gp_config *gp_backend_config(const gp_backend *b);
 /* What was loaded and where it runs, for a status line. */
 const char *gp_backend_describe(const gp_backend *b);

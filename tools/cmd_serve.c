@@ -11,6 +11,8 @@
 #include <unistd.h>
 
 #include "gen_chat_impl.h"
+#include "gp_comm.h"
+#include "tp_ranks_impl.h"
 #include "gp_engine.h"
 #include "gp_green.h"
 #include "gp_http.h"
@@ -44,6 +46,9 @@ typedef struct serve_opts {
     bool budget_given;
     gp_http_params hp;
     uint64_t max_body;
+    long tp;                /* --tp: GPUs, one process each; 1: one GPU */
+    uint64_t tp_peer_bytes; /* --tp-peer-bytes */
+    bool tp_peer_given;
 } serve_opts;
 
 static void usage(FILE *f)
@@ -129,11 +134,16 @@ static void usage(FILE *f)
             "                       cuda: an offloaded KV cache of at most SIZE device bytes (with\n"
             "                       --no-prefix-cache: an offloaded block lives at its sequence's own place)\n"
             "  --block-size N       KV block size in tokens, 1..1024; default 16\n"
+            "  --tp N               cuda: tensor parallel over GPUs 0..N-1 of this host, one process each\n"
+            "                       (as greenpipe generate --tp): this process serves, the others repeat\n"
+            "                       its every batch; 1..%d; default 1\n"
+            "  --tp-peer-bytes SIZE with --tp: the ranks' sums of up to SIZE bytes over peer memory, larger\n"
+            "                       ones through NCCL; 0: NCCL alone; default 16M\n"
             "  --chat-template NAME the chat template (%s); default: the one\n"
             "                       tokenizer_config.json names; without one, chat requests are refused\n"
             "  --seed S             seed of a preset's synthetic weights; default 0\n"
             "SIGINT or SIGTERM stops the server: running requests end as cancelled.\n",
-            GP_PD_MAX_SPLITS, GP_POOL_MAX_THREADS, GP_ENGINE_MAX_PREFILL_CHUNK, gp_chat_template_names());
+            GP_PD_MAX_SPLITS, GP_POOL_MAX_THREADS, GP_ENGINE_MAX_PREFILL_CHUNK, GP_TP_MAX, gp_chat_template_names());
 }
 
 static int bad(const char *fmt, const char *a)
@@ -165,10 +175,11 @@ static int parse(int argc, char **argv, serve_opts *o)
         {"pd-hysteresis", required_argument, NULL, 'e'}, {"pd-no-mixed", no_argument, NULL, 'x'},
         {"pd-profile", required_argument, NULL, 'F'}, {"pd-profile-save", required_argument, NULL, 'G'},
         {"pd-trace", required_argument, NULL, 'R'},   {"pd-tpot-window", required_argument, NULL, 'i'},
+        {"tp", required_argument, NULL, 'E'},         {"tp-peer-bytes", required_argument, NULL, 'I'},
         {"help", no_argument, NULL, 'h'},
         {NULL, 0, NULL, 0},
     };
-    *o = (serve_opts){.model = GP_DEFAULT_PRESET, .backend = GP_BACKEND_CPU, .block_size = 16, .max_batch = 16,
+    *o = (serve_opts){.tp = 1, .tp_peer_bytes = GP_COMM_PEER_BYTES_DEFAULT, .model = GP_DEFAULT_PRESET, .backend = GP_BACKEND_CPU, .block_size = 16, .max_batch = 16,
                       .sp = gp_serve_default_params(), .hp = gp_http_default_params(),
                       .pd_splits = {16, 32, 48, 64}, .n_pd_splits = 4, .pd_planner = gp_pd_planner_default_params()};
     o->max_body = o->hp.max_body;
@@ -279,6 +290,11 @@ static int parse(int argc, char **argv, serve_opts *o)
         case 'z': st = gp_parse_long(optarg, 1, 1024, "--block-size", &o->block_size); break;
         case 'U': o->chat_template = optarg; break;
         case 's': st = gp_parse_u64(optarg, "--seed", &o->seed); o->seed_given = true; break;
+        case 'E': st = gp_parse_long(optarg, 1, GP_TP_MAX, "--tp", &o->tp); break;
+        case 'I':
+            st = gp_parse_size(optarg, "--tp-peer-bytes", &o->tp_peer_bytes);
+            o->tp_peer_given = true;
+            break;
         case 'h': usage(stdout); return 0;
         case ':':
             fprintf(stderr, PROG ": %s needs a value\n", argv[optind - 1]);
@@ -352,7 +368,8 @@ static int parse(int argc, char **argv, serve_opts *o)
     gp_feature_set f = {.cuda = o->backend == GP_BACKEND_CUDA, .graphs = true,
                         .prefill_chunk = o->prefill_chunk != 0, .vram_budget = o->vram_budget,
                         .kv_vram_budget = o->kv_vram_budget, .kv_store_bytes = o->kv_store_size,
-                        .prefix_cache = o->sp.prefix_cache, .pd_lanes = o->pd_split_given};
+                        .prefix_cache = o->sp.prefix_cache, .pd_lanes = o->pd_split_given, .tp = o->tp > 1,
+                        .tp_peer = o->tp_peer_given};
     if (gp_features_check(&f) != GP_OK) {
         fprintf(stderr, PROG ": %s\n", gp_last_error());
         return 2;
@@ -402,6 +419,68 @@ static int load_text(const serve_opts *o, const gp_model_source *src, gp_tokeniz
     return -1;
 }
 
+/* The backend's parameters from the options; -1 to go on, else the exit
+ * code after a message. */
+static int backend_params(const serve_opts *o, const gp_config *cfg, int context, gp_backend_params *out)
+{
+    gp_backend_params bp = gp_backend_default_params(o->backend);
+    bp.n_seqs = (int)o->max_batch;
+    bp.max_context = context;
+    bp.block_size = (int)o->block_size;
+    bp.cpu_threads = (int)o->threads;
+    bp.vram_budget = o->vram_budget;
+    bp.kv_vram_budget = o->kv_vram_budget;
+    /* cuda: the engine's step rows hold the budget */
+    bp.prefill_chunk = o->backend == GP_BACKEND_CUDA ? (int)(o->prefill_chunk ? o->prefill_chunk : o->sp.token_budget) : 0;
+    if (o->dtype_given && o->backend == GP_BACKEND_CUDA)
+        bp.dtype = o->dtype;
+    if (o->pd_split_given) {
+        bp.pd_lanes = true;
+        bp.pd_idle_whole = o->pd_idle_whole;
+        bp.attn_units = o->pd_split.attn_sms;
+        bp.ffn_units = o->pd_split.ffn_sms;
+    }
+    if (o->pd_auto) {
+        bp.n_pd_splits = o->n_pd_splits;
+        for (int i = 0; i < o->n_pd_splits; i++)
+            bp.pd_decode_sms[i] = (int)o->pd_splits[i];
+        bp.pd_profile_path = o->pd_profile;
+        bp.pd_profile_save = o->pd_profile_save;
+        bp.pd_planner = o->pd_planner;
+    }
+    bp.kv_store_bytes = o->kv_store_size; /* the store's blocks are the cache's: a block moves whole */
+    bp.kv_store_dir = o->kv_store_dir;
+    bp.kv_store_block = o->kv_store_size ? bp.block_size : 0;
+    bp.tp = (int)o->tp;
+    bp.tp_peer_bytes = (size_t)o->tp_peer_bytes;
+    if (gp_backend_check_budget(&bp, cfg) != GP_OK || gp_backend_check_kv_store(&bp, cfg) != GP_OK) {
+        fprintf(stderr, PROG ": %s\n", gp_last_error());
+        return 2;
+    }
+    *out = bp;
+    return -1;
+}
+
+/* A tensor-parallel rank other than 0: its shard loaded, every operation
+ * rank 0 sends repeated until rank 0 ends the run. Rank 0 takes the
+ * signals and ends this one, so they are ignored here. Exits. */
+static void follow(const gp_model_source *src, const gp_backend_params *bp)
+{
+    signal(SIGINT, SIG_IGN);
+    signal(SIGTERM, SIG_IGN);
+    gp_backend *b = NULL;
+    long long ops = 0;
+    gp_status st = gp_backend_open(src, bp, &b);
+    if (st == GP_OK)
+        st = gp_tp_follow(gp_backend_exec(b), gp_backend_group(b), &ops);
+    if (st != GP_OK)
+        fprintf(stderr, PROG ": rank %d after %lld operations: %s: %s\n", bp->tp_rank, ops, gp_status_str(st),
+                gp_last_error());
+    gp_backend_close(b);
+    fflush(NULL);
+    _exit(st == GP_OK ? 0 : 1);
+}
+
 int gp_cmd_serve(int argc, char **argv)
 {
     serve_opts o;
@@ -440,10 +519,35 @@ int gp_cmd_serve(int argc, char **argv)
     }
     o.sp.model_name = name;
 
+    gp_backend_params bp;
+    if ((rc = backend_params(&o, cfg, context, &bp)) >= 0)
+        return rc;
+    /* the model's text side before the ranks fork: a rank 0 that fails here leaves no rank waiting */
+    gp_tokenizer *tok = NULL;
+    gp_eos_ids eos = {0};
+    gen_chat chat = {0};
+    bool has_chat = false;
+    if ((rc = load_text(&o, &src, &tok, &eos, &chat, &has_chat)) >= 0) {
+        gp_tokenizer_free(tok);
+        return rc;
+    }
+    /* --tp: one process per GPU from here on; this one serves, the others follow */
+    gp_tp_ranks tpr;
+    if ((rc = gp_tp_ranks_start(cfg, (int)o.tp, PROG, &tpr)) != 0) {
+        gp_tokenizer_free(tok);
+        return rc;
+    }
+    bp.tp_rank = tpr.rank;
+    bp.tp_rendezvous = tpr.spec;
+    if (tpr.rank > 0)
+        follow(&src, &bp); /* does not return */
+
     /* listening first: a load balancer sees 503 while the model loads */
     gp_http *http = NULL;
     if ((st = gp_http_start(&o.hp, &http)) != GP_OK) {
         fprintf(stderr, PROG ": cannot listen on %s:%d: %s\n", o.hp.host, o.hp.port, gp_last_error());
+        gp_tp_ranks_abort(&tpr);
+        gp_tokenizer_free(tok);
         return 1;
     }
     fprintf(stderr, PROG ": listening on http://%s%s%s:%d (loading the model)\n", strchr(o.hp.host, ':') ? "[" : "",
@@ -455,52 +559,16 @@ int gp_cmd_serve(int argc, char **argv)
     signal(SIGPIPE, SIG_IGN);
 
     int exit_code = 1;
-    gp_tokenizer *tok = NULL;
-    gp_eos_ids eos = {0};
-    gen_chat chat = {0};
-    bool has_chat = false;
     gp_backend *b = NULL;
     gp_serve *core = NULL;
-    if ((rc = load_text(&o, &src, &tok, &eos, &chat, &has_chat)) >= 0) {
-        exit_code = rc;
-        goto out;
-    }
-    gp_backend_params bp = gp_backend_default_params(o.backend);
-    bp.n_seqs = (int)o.max_batch;
-    bp.max_context = context;
-    bp.block_size = (int)o.block_size;
-    bp.cpu_threads = (int)o.threads;
-    bp.vram_budget = o.vram_budget;
-    bp.kv_vram_budget = o.kv_vram_budget;
-    /* cuda: the engine's step rows hold the budget */
-    bp.prefill_chunk = o.backend == GP_BACKEND_CUDA ? (int)(o.prefill_chunk ? o.prefill_chunk : o.sp.token_budget) : 0;
-    if (o.dtype_given && o.backend == GP_BACKEND_CUDA)
-        bp.dtype = o.dtype;
-    if (o.pd_split_given) {
-        bp.pd_lanes = true;
-        bp.pd_idle_whole = o.pd_idle_whole;
-        bp.attn_units = o.pd_split.attn_sms;
-        bp.ffn_units = o.pd_split.ffn_sms;
-    }
-    if (o.pd_auto) {
-        bp.n_pd_splits = o.n_pd_splits;
-        for (int i = 0; i < o.n_pd_splits; i++)
-            bp.pd_decode_sms[i] = (int)o.pd_splits[i];
-        bp.pd_profile_path = o.pd_profile;
-        bp.pd_profile_save = o.pd_profile_save;
-        bp.pd_planner = o.pd_planner;
-    }
-    bp.kv_store_bytes = o.kv_store_size; /* the store's blocks are the cache's: a block moves whole */
-    bp.kv_store_dir = o.kv_store_dir;
-    bp.kv_store_block = o.kv_store_size ? bp.block_size : 0;
-    if ((st = gp_backend_check_budget(&bp, cfg)) != GP_OK || (st = gp_backend_check_kv_store(&bp, cfg)) != GP_OK) {
-        fprintf(stderr, PROG ": %s\n", gp_last_error());
-        exit_code = 2;
-        goto out;
-    }
+    gp_tp_lead *lead = NULL;
     double t0 = gp_now_s();
     if ((st = gp_backend_open(&src, &bp, &b)) != GP_OK) {
         fprintf(stderr, PROG ": loading the model: %s: %s\n", gp_status_str(st), gp_last_error());
+        goto out;
+    }
+    if (o.tp > 1 && (st = gp_tp_lead_create(gp_backend_exec(b), gp_backend_group(b), &lead)) != GP_OK) {
+        fprintf(stderr, PROG ": %s\n", gp_last_error());
         goto out;
     }
     if (o.pd_trace && (st = gp_pd_exec_trace_start(gp_backend_pd_exec(b), PD_TRACE_EVENTS)) != GP_OK) {
@@ -508,8 +576,8 @@ int gp_cmd_serve(int argc, char **argv)
         goto out;
     }
     int max_rows = o.backend == GP_BACKEND_CUDA ? (bp.prefill_chunk > bp.n_seqs ? bp.prefill_chunk : bp.n_seqs) : 0;
-    gp_serve_env env = {.exec = gp_backend_exec(b), .cfg = gp_backend_config(b), .max_seqs = bp.n_seqs,
-                        .max_context = context, .block_size = bp.block_size, .max_rows = max_rows, .tok = tok,
+    gp_serve_env env = {.exec = lead ? gp_tp_lead_get(lead) : gp_backend_exec(b), .cfg = gp_backend_config(b),
+                        .max_seqs = bp.n_seqs, .max_context = context, .block_size = bp.block_size, .max_rows = max_rows, .tok = tok,
                         .chat = has_chat ? chat.tpl : NULL, .chat_stop_ids = chat.stop_ids,
                         .n_chat_stop_ids = chat.n_stop_ids, .eos = tok ? &eos : NULL};
     if ((st = gp_serve_create(&env, &o.sp, &core)) != GP_OK) {
@@ -527,8 +595,15 @@ int gp_cmd_serve(int argc, char **argv)
             gp_serve_prefix_cache_on(core)
                 ? "on" : o.sp.prefix_cache ? "off (the backend shares no KV blocks)" : "off",
             o.sp.host_tier ? ", the host store behind it" : "");
-    while (!g_stop)
-        pause();
+    gp_group *group = gp_backend_group(b);
+    char why[512];
+    while (!g_stop) {
+        if (group && gp_group_failed(group, why, sizeof why)) { /* every batch would fail from here */
+            fprintf(stderr, PROG ": stopping: the tensor-parallel group failed: %s\n", why);
+            break;
+        }
+        usleep(100000);
+    }
     gp_serve_get_stats(core, &ss);
     fprintf(stderr, PROG ": stopping after %lld requests (%lld stop, %lld length, %lld cancelled, %lld failed), %lld "
             "prompt and %lld generated tokens, %lld preemptions, %lld of %lld prompt tokens from the prefix cache "
@@ -562,10 +637,13 @@ int gp_cmd_serve(int argc, char **argv)
                 ss.decode_rows ? (double)ss.decode_context / ss.decode_rows : 0.0,
                 ss.decode_steps ? ss.decode_seconds * 1e3 / ss.decode_steps : 0.0,
                 ss.decode_seconds > 0 ? ss.decode_rows / ss.decode_seconds : 0.0);
-    exit_code = 0;
+    exit_code = group && gp_group_failed(group, NULL, 0) ? 1 : 0;
 out:
     gp_http_stop(http);
     gp_serve_destroy(core);
+    if (lead && gp_tp_lead_end(lead) != GP_OK) /* the followers return; after the core: nothing runs */
+        fprintf(stderr, PROG ": ending the other ranks: %s\n", gp_last_error());
+    gp_tp_lead_destroy(lead);
     if (exit_code == 0 && o.pd_trace) { /* the lanes are idle once the core has stopped */
         if (gp_pd_exec_write_trace(gp_backend_pd_exec(b), o.pd_trace) == GP_OK) {
             fprintf(stderr, PROG ": the lanes' trace is in %s\n", o.pd_trace);
@@ -576,5 +654,7 @@ out:
     }
     gp_backend_close(b);
     gp_tokenizer_free(tok);
-    return exit_code;
+    if (!b)
+        gp_tp_ranks_abort(&tpr); /* rank 0 never reached the group: the others still wait for it */
+    return gp_tp_ranks_finish(&tpr, PROG, exit_code);
 }

@@ -1,5 +1,6 @@
 /* The processes of a tensor-parallel run (greenpipe generate --tp, serve
  * --tp): counted, forked, silenced but for rank 0, and waited for. */
+#include <signal.h>
 #include <stdio.h>
 #include <string.h>
 #include <sys/wait.h>
@@ -60,6 +61,23 @@ int gp_tp_ranks_start(const gp_config *cfg, int tp, const char *prog, gp_tp_rank
     if (out->rank > 0 && (!freopen("/dev/null", "w", stdout) || !freopen(log, "w", stderr)))
         _exit(1);
     return 0;
+}
+
+void gp_tp_ranks_abort(gp_tp_ranks *r)
+{
+    if (r->tp <= 1 || r->rank != 0)
+        return;
+    for (int k = 1; k < r->tp; k++)
+        kill(r->pids[k], SIGKILL);
+    int codes[GP_TP_MAX];
+    gp_ranks_wait(r->tp, r->pids, codes);
+    for (int k = 1; k < r->tp; k++) {
+        char log[128];
+        log_path(r->spec, k, log, sizeof log);
+        unlink(log);
+    }
+    unlink(r->spec + 5);
+    r->tp = 1; /* nothing left to finish */
 }
 
 int gp_tp_ranks_finish(gp_tp_ranks *r, const char *prog, int code)

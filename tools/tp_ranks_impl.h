@@ -23,5 +23,9 @@ int gp_tp_ranks_start(const gp_config *cfg, int tp, const char *prog, gp_tp_rank
  * its lines prefixed with its rank; removes the logs and the rendezvous
  * file. Returns code, or 1 when code is 0 and a rank failed. */
 int gp_tp_ranks_finish(gp_tp_ranks *r, const char *prog, int code);
+/* Rank 0, failing before the ranks could meet: ends the other ranks
+ * (SIGKILL: they wait in the rendezvous, or ignore the signals rank 0 takes)
+ * and removes their logs and the rendezvous file. */
+void gp_tp_ranks_abort(gp_tp_ranks *r);
 
 #endif

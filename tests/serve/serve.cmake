@@ -11,6 +11,11 @@ add_test(NAME cli_serve
 add_test(NAME cli_serve_cuda
          COMMAND python3 ${CMAKE_CURRENT_SOURCE_DIR}/serve/serve_e2e.py $<TARGET_FILE:greenpipe> ${GP_DATA}/small-gqa cuda)
 set_tests_properties(cli_serve_cuda PROPERTIES SKIP_RETURN_CODE 77 LABELS gpu)
+# serve --tp 2 on two GPUs: the same outputs, the prefix cache and preemption
+# repeated on the second rank (skipped without two GPUs).
+add_test(NAME cli_serve_tp_cuda
+         COMMAND python3 ${CMAKE_CURRENT_SOURCE_DIR}/serve/serve_tp.py $<TARGET_FILE:greenpipe> ${GP_DATA}/small-gqa)
+set_tests_properties(cli_serve_tp_cuda PROPERTIES SKIP_RETURN_CODE 77 LABELS gpu)
 
 # greenpipe serve's refusals, before anything listens or loads.
 gp_cli_test(serve_help 0 "OpenAI-compatible HTTP server" serve --help)
@@ -23,6 +28,9 @@ gp_cli_test(serve_max_context 2 "--max-context 100000 is beyond the model's max 
 gp_cli_test(serve_kv_blocks 2 "--kv-blocks 100000 exceeds the 256 blocks --max-batch 16" serve --model tiny --kv-blocks 100000)
 gp_cli_test(serve_prefix_offload 2 "the prefix cache .* with an offloaded KV cache .*: an offloaded sequence's oldest blocks"
             serve --model tiny --backend cuda --kv-vram-budget 1G)
+gp_cli_test(serve_tp_cpu 2 "tensor parallel .--tp. with the cpu backend .--backend cpu." serve --model tiny --tp 2)
+gp_cli_test(serve_tp_peer_alone 2 "sums over peer memory .tp_peer_bytes, --tp-peer-bytes. without tensor parallel"
+            serve --model tiny --backend cuda --tp-peer-bytes 1M)
 gp_cli_test(serve_max_body 2 "--max-body 2147483648 bytes: allowed at most 1G" serve --model tiny --max-body 2G)
 gp_cli_test(serve_store_cpu 2 "stored prefixes .* are reloaded into the CUDA engine's paged device cache"
             serve --model tiny --kv-store-size 1G)
