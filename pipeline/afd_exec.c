@@ -353,17 +353,23 @@ static gp_status check_pair(gp_engine *ea, int dev_a, gp_engine *ef, int dev_f)
     return GP_OK;
 }
 
-/* Peer access both ways (already on is fine). */
+/* Peer access both ways, once per pair of devices in the process (asking
+ * again is an error CUDA reports, though harmless). */
 static gp_status enable_peers(int dev_a, int dev_f)
 {
+    static unsigned long long enabled; /* bit 8 from + to, devices below 8 */
     const int from[2] = {dev_a, dev_f}, to[2] = {dev_f, dev_a};
     for (int i = 0; i < 2; i++) {
+        const unsigned long long bit = from[i] < 8 && to[i] < 8 ? 1ull << (8 * from[i] + to[i]) : 0;
+        if (bit && (__atomic_load_n(&enabled, __ATOMIC_ACQUIRE) & bit))
+            continue;
         GP_TRY(use_dev(from[i]));
         cudaError_t ce = cudaDeviceEnablePeerAccess(to[i], 0);
         if (ce == cudaErrorPeerAccessAlreadyEnabled)
             (void)cudaGetLastError();
         else if (ce != cudaSuccess)
             return gp_cuda_fail(ce, "cudaDeviceEnablePeerAccess", __FILE__, __LINE__);
+        __atomic_fetch_or(&enabled, bit, __ATOMIC_ACQ_REL);
     }
     return GP_OK;
 }

@@ -22,8 +22,13 @@ gp_pd_profile_params gp_pd_profile_default_params(int prefill_rows, int max_batc
     for (int i = 0; i < 3; i++)
         if (rows[i] <= most)
             p.rows[p.n_rows++] = rows[i];
-    if (p.n_rows > 0 && p.n_rows < 3 && most > p.rows[p.n_rows - 1])
-        p.rows[p.n_rows++] = most; /* a third batch size where the defaults do not fit */
+    if (p.n_rows < 3 && most >= 1) { /* three batch sizes where the defaults do not fit: the fits need them */
+        const int cand[3] = {1, (1 + most) / 2, most};
+        p.n_rows = 0;
+        for (int i = 0; i < 3; i++)
+            if (p.n_rows == 0 || cand[i] > p.rows[p.n_rows - 1])
+                p.rows[p.n_rows++] = cand[i];
+    }
     const int longest = max_context - room(max_context); /* a point's context; short models scale it down */
     if (longest >= 2048) { /* long contexts too where the server takes them: the narrow partitions' steps grow
                               fastest with them */
@@ -42,6 +47,13 @@ gp_pd_profile_params gp_pd_profile_default_params(int prefill_rows, int max_batc
     for (int i = 0; i < 3; i++)
         if (tokens[i] >= 1 && tokens[i] <= top && (p.n_tokens == 0 || tokens[i] > p.tokens[p.n_tokens - 1]))
             p.tokens[p.n_tokens++] = tokens[i];
+    if (p.n_tokens < 3 && top >= 1) { /* three chunk sizes under a small budget too */
+        const int cand[3] = {top / 4 > 1 ? top / 4 : 1, top / 2 > 1 ? top / 2 : 1, top};
+        p.n_tokens = 0;
+        for (int i = 0; i < 3; i++)
+            if (p.n_tokens == 0 || cand[i] > p.tokens[p.n_tokens - 1])
+                p.tokens[p.n_tokens++] = cand[i];
+    }
     if (p.n_tokens > 0) { /* the largest prompt again late in a long one, where the context allows */
         int late = max_context - 1 - p.tokens[p.n_tokens - 1];
         p.position = late >= 1024 ? (late < 8192 ? late : 8192) : 0;

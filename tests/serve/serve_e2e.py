@@ -85,10 +85,11 @@ class Server:
             status, _, _ = self.request("GET", "/health")
             if status == 200:
                 return
-            if status != 503:
-                fail("/health answered %d while loading" % status)
             if self.p.poll() is not None:
+                time.sleep(0.2)  # the rest of its messages
                 fail("serve exited %d while loading:\n%s" % (self.p.returncode, "".join(self.err)))
+            if status != 503:
+                fail("/health answered %d while loading:\n%s" % (status, "".join(self.err)))
             time.sleep(0.05)
         fail("serve not ready in 120 s:\n" + "".join(self.err))
 
