@@ -221,7 +221,9 @@ static void test_adaptive(void **state)
     gp_pd_exec *pd = make_pd(e, &pool);
     const gp_exec x = gp_pd_exec_get(pd);
     gp_pd_profile_params pp = gp_pd_profile_default_params(PREFILL_ROWS, NSEQ, 2048);
-    assert_int_equal(pp.n_rows, 2); /* 1 and max batch - 1 */
+    assert_int_equal(pp.n_rows, 3); /* 1, the middle and max batch - 1 */
+    assert_int_equal(pp.rows[1], 3);
+    assert_int_equal(pp.rows[2], NSEQ - 1);
     pp.context[0] = 64;
     pp.context[1] = 512;
     pp.reps = 2;
