@@ -62,7 +62,8 @@ shift 3
 here=$(cd "$(dirname "$0")" && pwd)
 mkdir -p "$out"
 # the engine and model (SERVE_BACKEND, SERVE_MODEL, SERVE_VOCAB: for a smoke
-# run of the script on the cpu backend and a small preset)
+# run of the script on the cpu backend and a small preset); SERVE_FLAGS: flags
+# every server takes besides its scenario's (e.g. --tp 2)
 backend=${SERVE_BACKEND:-cuda}
 model=${SERVE_MODEL:-llama3-8b}
 vocab=${SERVE_VOCAB:-128256}
@@ -75,7 +76,8 @@ serve_wait=60
 serve() {
   local name=$1
   shift
-  "$gp" serve --backend "$backend" --model "$model" --port 0 "$@" 2>"$out/$name.serve.log" &
+  # shellcheck disable=SC2086 # SERVE_FLAGS is a list of flags
+  "$gp" serve --backend "$backend" --model "$model" --port 0 ${SERVE_FLAGS:-} "$@" 2>"$out/$name.serve.log" &
   pid=$!
   port=
   for _ in $(seq $((serve_wait * 10))); do
