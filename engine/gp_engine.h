@@ -231,6 +231,10 @@ gp_status gp_engine_act_view(const gp_engine *e, gp_act which, int b0, int nb, g
 gp_status gp_lane_act_view(const gp_lane *lane, gp_act which, int b0, int nb, gp_tensor_view *out);
 
 gp_status gp_stage_run(gp_lane *lane, gp_stage_kind kind, const gp_stage_io *io);
+/* The same stage captured on the lane's stream into a graph to replay
+ * (*exec: a cudaGraphExec_t, the caller's to destroy); what names it in a
+ * failure's message. Nothing runs until the graph is launched. */
+gp_status gp_stage_capture(gp_lane *lane, gp_stage_kind kind, const gp_stage_io *io, const char *what, void **exec);
 
 /* The decode-attention context splits the heuristic picks for rows rows at
  * context max_len on lane's SMs, for gp_stage_io.attn_splits. */

@@ -401,6 +401,23 @@ gp_status gp_stage_run(gp_lane *lane, gp_stage_kind kind, const gp_stage_io *io)
     return st;
 }
 
+gp_status gp_stage_capture(gp_lane *lane, gp_stage_kind kind, const gp_stage_io *io, const char *what, void **exec)
+{
+    if (!lane || !exec)
+        GP_FAIL(GP_ERR_INVALID_ARG, "gp_stage_capture: lane %p, exec %p", (void *)lane, (void *)exec);
+    cudaGraph_t graph = NULL;
+    GP_CUDA_TRY(cudaStreamBeginCapture(lane->stream, cudaStreamCaptureModeThreadLocal));
+    gp_status st = gp_stage_run(lane, kind, io);
+    cudaError_t ce = cudaStreamEndCapture(lane->stream, &graph);
+    if (st == GP_OK && ce != cudaSuccess)
+        st = gp_cuda_fail(ce, what, __FILE__, __LINE__);
+    if (st == GP_OK)
+        st = gp_device_graph_instantiate((cudaGraphExec_t *)exec, graph, what);
+    if (graph)
+        cudaGraphDestroy(graph);
+    return st;
+}
+
 int gp_engine_max_batch(const gp_engine *e)
 {
     return e->p.max_batch;

@@ -79,27 +79,13 @@ static void drop_graphs(gp_afd_exec *x)
 static gp_status capture(gp_afd_exec *x, int ffn, int layer, int m)
 {
     GP_TRY(use_dev(ffn ? x->dev_f : x->dev_a));
-    gp_lane *lane = lane_of(x, ffn);
-    cudaStream_t s = gp_lane_stream(lane);
     gp_stage_io io;
     stage_io(x, ffn, layer, m, &io);
-    cudaGraph_t graph = NULL;
-    GP_CUDA_TRY(cudaStreamBeginCapture(s, cudaStreamCaptureModeThreadLocal));
-    gp_status st = gp_stage_run(lane, ffn ? GP_STAGE_FFN : GP_STAGE_ATTN, &io);
-    cudaError_t ce = cudaStreamEndCapture(s, &graph);
-    if (st != GP_OK) {
-        if (graph)
-            cudaGraphDestroy(graph);
-        return st;
-    }
     char what[96];
     snprintf(what, sizeof what, "the %s stage graph of layer %d micro-batch %d (GPU %d)", ffn ? "FFN" : "attention",
              layer, m, ffn ? x->dev_f : x->dev_a);
-    if (ce != cudaSuccess)
-        return gp_cuda_fail(ce, what, __FILE__, __LINE__);
-    st = gp_device_graph_instantiate(gslot(x, ffn, layer, m), graph, what);
-    cudaGraphDestroy(graph);
-    return st;
+    return gp_stage_capture(lane_of(x, ffn), ffn ? GP_STAGE_FFN : GP_STAGE_ATTN, &io, what,
+                            (void **)gslot(x, ffn, layer, m));
 }
 
 /* The graphs of this step's shape: kept, or captured before the runner's

@@ -150,26 +150,12 @@ static gp_status run_stage(gp_cuda_exec *x, int ffn, int layer, int m, gp_stage_
 
 static gp_status capture_stage(gp_cuda_exec *x, int ffn, int layer, int m, cudaGraphExec_t *out)
 {
-    cudaStream_t s = gp_lane_stream(stage_ctx(x, ffn, layer, m));
     gp_stage_io io;
     gp_stage_kind kind = home_io(x, ffn, layer, m, &io);
-    cudaGraph_t graph = NULL;
-    GP_CUDA_TRY(cudaStreamBeginCapture(s, cudaStreamCaptureModeThreadLocal));
-    gp_status st = run_stage(x, ffn, layer, m, kind, &io);
-    cudaError_t ce = cudaStreamEndCapture(s, &graph);
-    if (st != GP_OK) {
-        if (graph)
-            cudaGraphDestroy(graph);
-        return st;
-    }
     char what[96];
     snprintf(what, sizeof what, "the %s stage graph of layer %d micro-batch %d", ffn ? "FFN" : "attention", layer,
              m);
-    if (ce != cudaSuccess)
-        return gp_cuda_fail(ce, what, __FILE__, __LINE__);
-    st = gp_device_graph_instantiate(out, graph, what);
-    cudaGraphDestroy(graph);
-    return st;
+    return gp_stage_capture(stage_ctx(x, ffn, layer, m), kind, &io, what, (void **)out);
 }
 
 /* The graph set for this step's shape: found, or captured (evicting the
