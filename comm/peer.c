@@ -78,9 +78,11 @@ gp_status gp_comm_peer_setup(gp_comm *c, size_t max_bytes)
                 GP_PEER_MAX_RANKS);
     gp_comm_peer *p = calloc(1, sizeof *p);
     peer_card *cards = calloc((size_t)R, sizeof *cards);
-    if (!p || !cards) {
+    int *all_mapped = calloc((size_t)R, sizeof(int));
+    if (!p || !cards || !all_mapped) { /* before any collective: no rank waits for this one's */
         free(p);
         free(cards);
+        free(all_mapped);
         GP_FAIL(GP_ERR_NO_MEMORY, "gp_comm_peer_setup: out of host memory");
     }
     const size_t slot_bytes = (max_bytes + 15) & ~(size_t)15;
@@ -97,7 +99,7 @@ gp_status gp_comm_peer_setup(gp_comm *c, size_t max_bytes)
         snprintf(mine.host, sizeof mine.host, "?");
     gp_status st = gather(c, &mine, cards, sizeof mine, "gp_comm_peer_setup: swapping buffer handles");
     /* every rank maps every other's; then all say whether they could */
-    int mapped = mine.ok, *all_mapped = calloc((size_t)R, sizeof(int));
+    int mapped = mine.ok;
     for (int r = 0; st == GP_OK && mapped && r < R; r++) {
         if (r == me) {
             p->args.flags[r] = p->region;
@@ -126,10 +128,8 @@ gp_status gp_comm_peer_setup(gp_comm *c, size_t max_bytes)
     for (int r = 0; r < R; r++)
         if (p->args.flags[r])
             p->args.data[r] = (float *)((char *)p->args.flags[r] + GP_PEER_FLAG_BYTES);
-    if (st == GP_OK && all_mapped)
+    if (st == GP_OK)
         st = gather(c, &mapped, all_mapped, sizeof mapped, "gp_comm_peer_setup: agreeing");
-    else if (st == GP_OK)
-        st = GP_ERR_NO_MEMORY, gp_set_error("gp_comm_peer_setup: out of host memory");
     int bad = -1;
     for (int r = 0; st == GP_OK && r < R; r++)
         if (!all_mapped[r] && bad < 0)
