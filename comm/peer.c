@@ -79,7 +79,7 @@ gp_status gp_comm_peer_setup(gp_comm *c, size_t max_bytes)
     gp_comm_peer *p = calloc(1, sizeof *p);
     peer_card *cards = calloc((size_t)R, sizeof *cards);
     int *all_mapped = calloc((size_t)R, sizeof(int));
-    if (!p || !cards || !all_mapped) { /* before any collective: no rank waits for this one's */
+    if (!p || !cards || !all_mapped) { /* before the collectives: this rank fails alone, and its exit fails the group */
         free(p);
         free(cards);
         free(all_mapped);
