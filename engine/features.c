@@ -26,6 +26,7 @@ static const char *const names[GP_FEAT_COUNT] = {
     [GP_FEAT_PD_LANES] = "prefill and decode lanes (--pd-split)",
     [GP_FEAT_TP] = "tensor parallel (--tp)",
     [GP_FEAT_TP_PEER] = "the ranks' sums over peer memory (tp_peer_bytes, --tp-peer-bytes)",
+    [GP_FEAT_AFD] = "attention and FFN on two GPUs (afd, --engine afd)",
 };
 
 /* Checked in this order; the first that applies is the refusal. */
@@ -58,6 +59,19 @@ static const gp_feature_rule rules[] = {
      "be left to the CPU"},
     {GP_FEAT_CPU_FFN_THREADS, GP_FEAT_CPU_FFN, true, "they compute the CPU-assisted FFN's cold neurons"},
     {GP_FEAT_TP_PEER, GP_FEAT_TP, true, "it sizes the sums of the tensor-parallel ranks' partial outputs"},
+    {GP_FEAT_AFD, GP_FEAT_CPU, false,
+     "the two sides are CUDA engines on two GPUs; the CPU reference runs in one process's memory"},
+    {GP_FEAT_AFD, GP_FEAT_TP, false,
+     "tensor parallel cuts every layer over the GPUs; attention and FFN on two GPUs gives each GPU whole layers' "
+     "halves, one process for both"},
+    {GP_FEAT_AFD, GP_FEAT_STREAMED, false,
+     "the FFN GPU holds its weights resident; streaming them would put the link between every layer's halves"},
+    {GP_FEAT_AFD, GP_FEAT_KV_STORE, false,
+     "stored prefixes reload into one engine's prefill; the two sides' steps are the pipeline's"},
+    {GP_FEAT_AFD, GP_FEAT_SPARSITY, false,
+     "the sparse projections' per-step choice is one engine's; the FFN GPU's engine runs its stages dense"},
+    {GP_FEAT_AFD, GP_FEAT_PD_LANES, false,
+     "the lanes are SM partitions of one GPU; attention and FFN on two GPUs are whole GPUs"},
     {GP_FEAT_SPARSITY_STATS, GP_FEAT_SPARSITY, true, "they count the inputs the sparse projections read"},
     {GP_FEAT_SPARSE_ALWAYS, GP_FEAT_SPARSITY, true, "it keeps a calibration's masks on every step"},
     {GP_FEAT_CPU_FFN, GP_FEAT_PIPELINED, false,
@@ -145,6 +159,7 @@ uint32_t gp_features_mask(const gp_feature_set *f)
         [GP_FEAT_PROMPT_LOGITS] = f->prompt_logits,
         [GP_FEAT_TP] = f->tp,
         [GP_FEAT_TP_PEER] = f->tp_peer,
+        [GP_FEAT_AFD] = f->afd,
         [GP_FEAT_PREFIX_CACHE] = f->prefix_cache,
         [GP_FEAT_PD_LANES] = f->pd_lanes,
     };

@@ -634,6 +634,7 @@ typedef enum gp_feature {
     GP_FEAT_PD_LANES,       /* prefill and decode lanes on two SM partitions (serving) */
     GP_FEAT_TP,             /* tensor parallel over several GPUs */
     GP_FEAT_TP_PEER,        /* its sums over peer memory sized */
+    GP_FEAT_AFD,            /* attention and FFN on two GPUs */
     GP_FEAT_COUNT
 } gp_feature;
 
@@ -659,6 +660,7 @@ typedef struct gp_feature_set {
     bool pd_lanes;           /* prefill and decode lanes on a green pair (greenpipe serve --pd-split) */
     bool tp;                 /* tensor parallel over more than one GPU (--tp) */
     bool tp_peer;            /* the size of its sums over peer memory given (--tp-peer-bytes) */
+    bool afd;                /* attention and FFN on two GPUs (--engine afd; pipelined is set too) */
 } gp_feature_set;
 
 /* GP_OK, or GP_ERR_UNSUPPORTED naming the first refused pair of the table

@@ -38,6 +38,7 @@ struct gp_backend {
     gp_pd_exec *pd_exec;             /* with pd_lanes: the session the backend serves */
     gp_pd_model *pd_model;           /* with n_pd_splits: its planner's */
     gp_comm *comm;                   /* tensor parallel (p.tp > 1): the ranks' NCCL communicator */
+    gp_afd_pair *afd;                /* p.afd: the FFN side on GPU 1 and the executor of the pair */
     double pd_profile_s;             /* the time its profile took to measure or load */
 };
 
@@ -185,7 +186,8 @@ static gp_status check_params(const gp_backend_params *p)
 void gp_backend_features(const gp_backend_params *p, gp_feature_set *out)
 {
     *out = (gp_feature_set){.cuda = p->kind == GP_BACKEND_CUDA,
-                            .pipelined = p->pipelined,
+                            .pipelined = p->pipelined || p->afd,
+                            .afd = p->afd,
                             .graphs = p->use_graphs,
                             .prefill_chunk = p->prefill_chunk != 0,
                             .vram_budget = p->vram_budget,
@@ -273,7 +275,7 @@ static gp_status open_cuda(gp_backend *b, const gp_host_weights *w)
     if (p->prefill_chunk)
         ep.prefill_chunk = p->prefill_chunk;
     const bool streamed = gp_device_weights_is_streamed(b->dw);
-    if (p->pipelined || p->pd_lanes) {
+    if ((p->pipelined && !p->afd) || p->pd_lanes) { /* AFD's sides are whole GPUs */
         gp_green_pool_params gpp = gp_green_pool_default_params();
         gp_split_req req[GP_PD_MAX_SPLITS] = {{.attn_sms = p->attn_units, .ffn_sms = p->ffn_units}};
         for (int i = 0; i < p->n_pd_splits; i++)
@@ -333,7 +335,7 @@ static gp_status open_cuda(gp_backend *b, const gp_host_weights *w)
                          "split chosen per prefill launch (TPOT target %g ms) among %s, every SM%s; profile %s in "
                          "%.1f s", p->pd_planner.tpot_ms, list, p->pd_planner.mixed ? " and mixed batches" : "",
                          p->pd_profile_path ? "loaded" : "measured", b->pd_profile_s);
-    } else if (p->pipelined || p->pd_lanes) {
+    } else if ((p->pipelined && !p->afd) || p->pd_lanes) { /* AFD says its own after (open_afd) */
         gp_split_info si;
         gp_exec x = gp_backend_exec(b);
         x.session->split_info(x.ctx, -1, &si);
@@ -487,6 +489,18 @@ static gp_status open_tp(gp_backend *b, const gp_model_source *src)
     return st;
 }
 
+/* Attention and FFN on GPUs 0 and 1: the FFN side beside the engine, and
+ * what the pair holds on the status line. */
+static gp_status open_afd(gp_backend *b, const gp_model_source *src)
+{
+    GP_TRY(gp_afd_pair_open(src, b->engine, 0, 1, b->as.graphs, &b->afd));
+    const size_t used = strlen(b->describe);
+    snprintf(b->describe + used, sizeof b->describe - used, "; attention and FFN on two GPUs: the KV cache on GPU "
+             "0 (prefill and sequential steps there), %.2f GB of FFN weights on GPU 1, the residual rows crossing "
+             "by peer copy", gp_afd_pair_ffn_gb(b->afd));
+    return GP_OK;
+}
+
 /* The ranks' sums: over peer memory up to tp_peer_bytes where every rank
  * can map the others' memory, else NCCL alone; the description says which. */
 static gp_status tp_reduce_setup(gp_backend *b)
@@ -537,6 +551,8 @@ gp_status gp_backend_open(const gp_model_source *src, const gp_backend_params *p
                                                          .gather = gp_comm_gather_f32, .ctx = b->comm});
     if (st == GP_OK && b->comm)
         st = tp_reduce_setup(b);
+    if (st == GP_OK && p->afd)
+        st = open_afd(b, src);
     if (hw.arena)
         gp_host_weights_free(&hw);
     return finish(b, st, out);
@@ -557,6 +573,7 @@ void gp_backend_close(gp_backend *b)
 {
     if (!b)
         return;
+    gp_afd_pair_close(b->afd); /* its executor before the engine it pairs */
     gp_pd_exec_destroy(b->pd_exec); /* its lanes before their engine */
     gp_pd_model_destroy(b->pd_model);
     gp_assembly_close(&b->as);
@@ -587,7 +604,8 @@ gp_group *gp_backend_group(const gp_backend *b)
 
 gp_exec gp_backend_exec(gp_backend *b)
 {
-    return b->pd_exec     ? gp_pd_exec_get(b->pd_exec)
+    return b->afd         ? gp_afd_pair_exec(b->afd)
+           : b->pd_exec   ? gp_pd_exec_get(b->pd_exec)
            : b->cuda_exec ? gp_cuda_exec_get(b->cuda_exec)
                           : gp_cpu_exec_get(b->cpu_exec);
 }

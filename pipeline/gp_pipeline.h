@@ -424,6 +424,18 @@ gp_status gp_afd_exec_create(gp_engine *ea, int dev_a, gp_engine *ef, int dev_f,
                              gp_afd_exec **out);
 void gp_afd_exec_destroy(gp_afd_exec *x);
 gp_exec gp_afd_exec_get(gp_afd_exec *x);
+/* The FFN side opened from a model source beside ea (on dev_a, holding the
+ * whole model: prefill and sequential steps run there): src's FFN groups
+ * alone on dev_f (a preset's generated, a checkpoint's read and uploaded) in
+ * ea's dtype, an engine over them for ea's batches, and the AFD executor of
+ * the two (gp_afd_pair_exec). GP_ERR_NO_DEVICE naming the count when the
+ * host lacks the devices. Leaves dev_a current. */
+typedef struct gp_afd_pair gp_afd_pair;
+gp_status gp_afd_pair_open(const gp_model_source *src, gp_engine *ea, int dev_a, int dev_f, bool use_graphs,
+                           gp_afd_pair **out);
+gp_exec gp_afd_pair_exec(gp_afd_pair *p);
+double gp_afd_pair_ffn_gb(const gp_afd_pair *p); /* the FFN GPU's weights, GB */
+void gp_afd_pair_close(gp_afd_pair *p);
 
 
 /* ------------------------------------------------------------ tensor-parallel serving */
@@ -720,6 +732,10 @@ typedef struct gp_backend_params {
     int attn_units, ffn_units;
     bool pipelined;        /* serve pipelined steps (default off: sequential steps and prefill only;
                               the CUDA backend then makes no partition pair) */
+    bool afd;              /* CUDA, with pipelined: attention and FFN on GPUs 0 and 1 of this process
+                              (gp_afd_pair_open): the whole model and the KV cache on GPU 0 (prefill
+                              and sequential steps there), the FFN weights again on GPU 1; pipelined
+                              steps run the attention stages on GPU 0, the FFN stages on GPU 1 */
     bool pd_lanes;         /* CUDA: prefill and decode lanes instead (gp_pd_exec; greenpipe serve
                               --pd-split D:P): the decode lane on attn_units SMs, the prefill lane
                               (prefill_chunk rows) on ffn_units; default off */

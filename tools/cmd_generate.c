@@ -701,6 +701,7 @@ static int gen_main(int argc, char **argv, gen_mode mode)
     bp.max_context = (int)context;
     bp.block_size = (int)o.block_size;
     bp.pipelined = o.pipelined;
+    bp.afd = o.afd;
     bp.prefill_chunk = (int)o.prefill_chunk;
     bp.vram_budget = o.vram_budget;
     bp.kv_store_bytes = o.kv_store_size;
@@ -770,7 +771,8 @@ static int gen_main(int argc, char **argv, gen_mode mode)
         }
     }
     double t1 = gp_now_s();
-    fprintf(stderr, "greenpipe: backend %s; engine %s", gp_backend_describe(b), o.pipelined ? "pipelined" : "seq");
+    fprintf(stderr, "greenpipe: backend %s; engine %s", gp_backend_describe(b),
+            o.afd ? "afd" : o.pipelined ? "pipelined" : "seq");
     if (o.pipelined)
         fprintf(stderr, ", %d micro-batch(es)", M);
     fprintf(stderr, "; ready in %.2f s\n", t1 - t0);

@@ -90,10 +90,13 @@ static void gen_usage(FILE *f)
             "                       cuda: the engine's 16-bit type (float32 accumulation); auto (default):\n"
             "                       the checkpoint's own, bf16 for an fp32 checkpoint and for presets.\n"
             "                       cpu: only auto, the checkpoint's own values held in float32\n"
-            "  --engine seq|pipelined\n"
+            "  --engine seq|pipelined|afd\n"
             "                       seq (default): every stage in turn on the whole device; pipelined:\n"
             "                       attention and FFN stages on separate resources, micro-batches\n"
-            "                       handed through per-layer rings (same tokens)\n"
+            "                       handed through per-layer rings (same tokens); afd (cuda): the\n"
+            "                       attention stages and the KV cache on GPU 0, the FFN stages on GPU 1,\n"
+            "                       the residual rows crossing by peer copy (GPU 0 holds the whole model:\n"
+            "                       prompts are prefilled there; GPU 1 the FFN weights again)\n"
             "  --sm-split A:F       pipelined: SMs of the attention and FFN partitions (cuda; 'A' alone\n"
             "                       gives F the rest; default 24), worker threads of each side (cpu;\n"
             "                       1..%d each; default 1:1)\n"
@@ -274,6 +277,7 @@ static gp_feature_set gen_features(const gen_opts *o)
 {
     return (gp_feature_set){.cuda = o->backend == GP_BACKEND_CUDA,
                             .pipelined = o->pipelined,
+                            .afd = o->afd,
                             .pipe_shape = o->pipe_flag_given,
                             .graphs = true,
                             .prefill_chunk = o->prefill_chunk != 0,
@@ -431,11 +435,12 @@ int gen_parse_opts(int argc, char **argv, gen_mode mode, gen_opts *o)
             }
             break;
         case 'e':
-            if (strcmp(optarg, "seq") && strcmp(optarg, "pipelined")) {
-                gen_err("--engine '%s': allowed seq, pipelined\n", optarg);
+            if (strcmp(optarg, "seq") && strcmp(optarg, "pipelined") && strcmp(optarg, "afd")) {
+                gen_err("--engine '%s': allowed seq, pipelined, afd\n", optarg);
                 return 2;
             }
-            o->pipelined = !strcmp(optarg, "pipelined");
+            o->afd = !strcmp(optarg, "afd");
+            o->pipelined = o->afd || !strcmp(optarg, "pipelined"); /* AFD's steps are pipelined over two GPUs */
             break;
         case 'x':
             st = gp_split_parse(optarg, &o->split);
@@ -574,6 +579,11 @@ int gen_parse_opts(int argc, char **argv, gen_mode mode, gen_opts *o)
         else
             gen_err("--kv-store-block %ld needs --kv-store-size SIZE (the store's host "
                     "pool, which turns stored prefixes on); allowed: both, or neither\n", o->kv_store_block);
+        return 2;
+    }
+    if (o->afd && o->split_given) {
+        gen_err("--sm-split with --engine afd: each side runs on a whole GPU (attention on GPU 0, the FFN on "
+                "GPU 1); allowed: --micro-batches\n");
         return 2;
     }
     if (o->split_given && (o->split.attn_sms < 1 || o->split.ffn_sms == 0)) {

@@ -46,6 +46,7 @@ typedef struct gen_opts {
     bool seed_given;
     long block_size;
     bool pipelined;        /* --engine pipelined */
+    bool afd;              /* --engine afd (pipelined is set too) */
     gp_split_req split;    /* --sm-split */
     bool split_given;      /* false: the backend's default split */
     long micro_batches;    /* --micro-batches */

@@ -891,20 +891,37 @@ extern "C" gp_status gp_device_weights_synthetic(const gp_config *cfg, gp_dtype 
     return gp_dw_create(cfg, dtype, NULL, seed, NULL, out);
 }
 
+/* A part of cfg's groups, checked. */
+static gp_status gp_dw_check_part(const gp_config *cfg, const gp_weights_part *part, const char *who)
+{
+    const int L = cfg->n_layers, end = part->layer_end ? part->layer_end : L;
+    if (part->groups == 0 || (part->groups & ~GP_GROUPS_ALL) || part->layer_begin < 0 || end > L ||
+        part->layer_begin >= end)
+        GP_FAIL(GP_ERR_INVALID_ARG, "%s: groups 0x%x, layers [%d, %d): allowed a nonzero set of bits of 0x%x (1 "
+                "attention, 2 FFN, 4 embedding and head) and a nonempty range within [0, %d) (layer_end 0: to the "
+                "last)", who, part->groups, part->layer_begin, part->layer_end, GP_GROUPS_ALL, L);
+    return GP_OK;
+}
+
 extern "C" gp_status gp_device_weights_synthetic_part(const gp_config *cfg, gp_dtype dtype, uint64_t seed,
                                                       const gp_weights_part *part, gp_device_weights **out)
 {
     if (!cfg || !out || !part)
         GP_FAIL(GP_ERR_INVALID_ARG, "gp_device_weights_synthetic_part: cfg, part and out must not be NULL");
     *out = NULL;
-    const int L = cfg->n_layers, end = part->layer_end ? part->layer_end : L;
-    if (part->groups == 0 || (part->groups & ~GP_GROUPS_ALL) || part->layer_begin < 0 || end > L ||
-        part->layer_begin >= end)
-        GP_FAIL(GP_ERR_INVALID_ARG, "gp_device_weights_synthetic_part: groups 0x%x, layers [%d, %d): allowed a "
-                "nonzero set of bits of 0x%x (1 attention, 2 FFN, 4 embedding and head) and a nonempty range "
-                "within [0, %d) (layer_end 0: to the last)", part->groups, part->layer_begin, part->layer_end,
-                GP_GROUPS_ALL, L);
+    GP_TRY(gp_dw_check_part(cfg, part, "gp_device_weights_synthetic_part"));
     return gp_dw_create(cfg, dtype, NULL, seed, part, out);
+}
+
+extern "C" gp_status gp_device_weights_upload_part(const gp_host_weights *w, gp_dtype dtype,
+                                                   const gp_weights_part *part, gp_device_weights **out)
+{
+    if (!out || !part)
+        GP_FAIL(GP_ERR_INVALID_ARG, "gp_device_weights_upload_part: part and out must not be NULL");
+    *out = NULL;
+    GP_TRY(gp_dw_check_host(w, "gp_device_weights_upload_part"));
+    GP_TRY(gp_dw_check_part(&w->cfg, part, "gp_device_weights_upload_part"));
+    return gp_dw_create(&w->cfg, dtype, w, 0, part, out);
 }
 
 extern "C" gp_status gp_device_weights_upload(const gp_host_weights *w, gp_dtype dtype,

@@ -58,6 +58,9 @@ typedef struct gp_weights_part {
  * GP_ERR_STATE naming it. */
 gp_status gp_device_weights_synthetic_part(const gp_config *cfg, gp_dtype dtype, uint64_t seed,
                                            const gp_weights_part *part, gp_device_weights **out);
+/* The same part of host weights w uploaded (as gp_device_weights_upload). */
+gp_status gp_device_weights_upload_part(const gp_host_weights *w, gp_dtype dtype, const gp_weights_part *part,
+                                        gp_device_weights **out);
 /* Upload host weights (e.g. from a checkpoint) of w->dtype (F32, BF16 or
  * F16) as device weights of dtype (BF16 or F16): copied when the dtypes are
  * equal, else converted on the host in bounded pinned chunks (round to

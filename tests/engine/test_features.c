@@ -37,6 +37,7 @@ static void add(gp_feature_set *f, gp_feature k)
     case GP_FEAT_PD_LANES: f->pd_lanes = true; break;
     case GP_FEAT_TP: f->tp = true; break;
     case GP_FEAT_TP_PEER: f->tp_peer = true; break;
+    case GP_FEAT_AFD: f->afd = true; break;
     default: fail_msg("feature %d has no field in this test", (int)k);
     }
 }

@@ -321,3 +321,11 @@ gp_cli_test(gen_tp_peer_junk 2 "--tp-peer-bytes"
 add_test(NAME cli_gen_tp_cuda COMMAND python3 ${CMAKE_CURRENT_SOURCE_DIR}/tools/gen_tp.py $<TARGET_FILE:greenpipe>
          ${PROJECT_SOURCE_DIR}/tests/data)
 set_tests_properties(cli_gen_tp_cuda PROPERTIES SKIP_RETURN_CODE 77 LABELS gpu)
+# --engine afd on two GPUs: the one-GPU run's tokens (GPU; skipped without two)
+add_test(NAME cli_gen_afd_cuda COMMAND python3 ${CMAKE_CURRENT_SOURCE_DIR}/tools/gen_afd.py $<TARGET_FILE:greenpipe>
+         ${PROJECT_SOURCE_DIR}/tests/data)
+set_tests_properties(cli_gen_afd_cuda PROPERTIES SKIP_RETURN_CODE 77 LABELS gpu)
+gp_cli_test(gen_afd_cpu 2 "attention and FFN on two GPUs .afd, --engine afd. with the cpu backend"
+            generate --model tiny --prompt-ids 1 --steps 1 --engine afd)
+gp_cli_test(gen_afd_sm_split 2 "--sm-split with --engine afd: each side runs on a whole GPU"
+            generate --model tiny --prompt-ids 1 --steps 1 --backend cuda --engine afd --sm-split 8)
