@@ -179,7 +179,8 @@ static int parse(int argc, char **argv, serve_opts *o)
         {"help", no_argument, NULL, 'h'},
         {NULL, 0, NULL, 0},
     };
-    *o = (serve_opts){.tp = 1, .tp_peer_bytes = GP_COMM_PEER_BYTES_DEFAULT, .model = GP_DEFAULT_PRESET, .backend = GP_BACKEND_CPU, .block_size = 16, .max_batch = 16,
+    *o = (serve_opts){.tp = 1, .tp_peer_bytes = GP_COMM_PEER_BYTES_DEFAULT, .model = GP_DEFAULT_PRESET,
+                      .backend = GP_BACKEND_CPU, .block_size = 16, .max_batch = 16,
                       .sp = gp_serve_default_params(), .hp = gp_http_default_params(),
                       .pd_splits = {16, 32, 48, 64}, .n_pd_splits = 4, .pd_planner = gp_pd_planner_default_params()};
     o->max_body = o->hp.max_body;
