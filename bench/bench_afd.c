@@ -342,10 +342,11 @@ int main(int argc, char **argv)
     o.warmup = 3;
     o.repeat = 10;
     const char *model = "llama3-8b", *wl = "64:1024,256:1024,64:4096,256:4096,1024:384", *micro = "1,2";
-    static const struct option lo[] = {{"model", required_argument, NULL, 'm'}, {"workloads", required_argument, NULL, 'w'},
-                                       {"micro", required_argument, NULL, 'M'}, {"warmup", required_argument, NULL, 'u'},
-                                       {"repeat", required_argument, NULL, 'r'}, {"help", no_argument, NULL, 'h'},
-                                       {NULL, 0, NULL, 0}};
+    static const struct option lo[] = {
+        {"model", required_argument, NULL, 'm'},  {"workloads", required_argument, NULL, 'w'},
+        {"micro", required_argument, NULL, 'M'},  {"warmup", required_argument, NULL, 'u'},
+        {"repeat", required_argument, NULL, 'r'}, {"help", no_argument, NULL, 'h'},
+        {NULL, 0, NULL, 0}};
     int ch;
     while ((ch = getopt_long(argc, argv, "h", lo, NULL)) != -1) {
         char *end = NULL;
@@ -439,8 +440,8 @@ int main(int argc, char **argv)
         fprintf(stderr, PROG ": the PP weights: %s\n", gp_last_error());
         return 1;
     }
-    printf("\n| B | C | M | PP = 2 ms/step | | | MB crossing per step | one GPU ms/step | tokens/s per GPU, PP | tokens/s "
-           "per GPU, one engine each (DP) | PP / DP |\n|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n");
+    printf("\n| B | C | M | PP = 2 ms/step | | | MB crossing per step | one GPU ms/step | tokens/s per GPU, PP "
+           "| tokens/s per GPU, one engine each (DP) | PP / DP |\n|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n");
     rc |= table(&o, one, true, dp[0], dp[1]);
     for (int d = 1; d >= 0; d--) {
         cudaSetDevice(d);

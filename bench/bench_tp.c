@@ -81,11 +81,11 @@ static gp_status time_steps(gp_device_weights *dw, const opts *o, const workload
     float *ms = calloc((size_t)o->repeat, sizeof(float));
     double wall = 0;
     gp_status st = ms ? gp_engine_create(dw, &p, &e) : GP_ERR_NO_MEMORY;
-    if (st == GP_OK && c)
-        st = gp_engine_set_tp(e, &(gp_engine_tp){.rank = rank, .tp = o->tp,
-                                                .sum = o->sums_off ? skip_f32 : gp_comm_sum_f32,
-                                                .gather = o->whole_head ? NULL : o->sums_off ? skip_f32 : gp_comm_gather_f32,
-                                                .ctx = c});
+    if (st == GP_OK && c) {
+        gp_engine_reduce_fn sum = o->sums_off ? skip_f32 : gp_comm_sum_f32;
+        gp_engine_gather_fn gather = o->whole_head ? NULL : o->sums_off ? skip_f32 : gp_comm_gather_f32;
+        st = gp_engine_set_tp(e, &(gp_engine_tp){.rank = rank, .tp = o->tp, .sum = sum, .gather = gather, .ctx = c});
+    }
     if (st == GP_OK && !o->prefill)
         st = gp_engine_fill_context(e, w->B, w->C, 42);
     if (st == GP_OK && c)

@@ -432,7 +432,8 @@ static int backend_params(const serve_opts *o, const gp_config *cfg, int context
     bp.vram_budget = o->vram_budget;
     bp.kv_vram_budget = o->kv_vram_budget;
     /* cuda: the engine's step rows hold the budget */
-    bp.prefill_chunk = o->backend == GP_BACKEND_CUDA ? (int)(o->prefill_chunk ? o->prefill_chunk : o->sp.token_budget) : 0;
+    bp.prefill_chunk =
+        o->backend == GP_BACKEND_CUDA ? (int)(o->prefill_chunk ? o->prefill_chunk : o->sp.token_budget) : 0;
     if (o->dtype_given && o->backend == GP_BACKEND_CUDA)
         bp.dtype = o->dtype;
     if (o->pd_split_given) {
@@ -578,7 +579,8 @@ int gp_cmd_serve(int argc, char **argv)
     }
     int max_rows = o.backend == GP_BACKEND_CUDA ? (bp.prefill_chunk > bp.n_seqs ? bp.prefill_chunk : bp.n_seqs) : 0;
     gp_serve_env env = {.exec = lead ? gp_tp_lead_get(lead) : gp_backend_exec(b), .cfg = gp_backend_config(b),
-                        .max_seqs = bp.n_seqs, .max_context = context, .block_size = bp.block_size, .max_rows = max_rows, .tok = tok,
+                        .max_seqs = bp.n_seqs, .max_context = context, .block_size = bp.block_size,
+                        .max_rows = max_rows, .tok = tok,
                         .chat = has_chat ? chat.tpl : NULL, .chat_stop_ids = chat.stop_ids,
                         .n_chat_stop_ids = chat.n_stop_ids, .eos = tok ? &eos : NULL};
     if ((st = gp_serve_create(&env, &o.sp, &core)) != GP_OK) {

@@ -41,7 +41,8 @@ static void close_ctx(ctx *c)
     gp_host_weights_free(&c->w);
 }
 
-#define RUN(b, next) s->run_batch(e.ctx, &(gp_batch){.n_parts = (int)(sizeof(b) / sizeof(b)[0]), .parts = (b)}, next, NULL, NULL)
+#define RUN(b, next)                                                                                             \
+    s->run_batch(e.ctx, &(gp_batch){.n_parts = (int)(sizeof(b) / sizeof(b)[0]), .parts = (b)}, next, NULL, NULL)
 
 /* The leader's script through its mirrored session. */
 static gp_status script(gp_exec e)
