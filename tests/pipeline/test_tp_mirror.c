@@ -5,7 +5,8 @@
  * input (the follower passes over it), then ends; the follower repeats every
  * operation. Afterwards both run the same probe batch on their own: its
  * logits are the same bits, so the follower's engine took exactly the
- * leader's steps. */
+ * leader's steps. A follower that dies makes the leader's next operations
+ * fail within seconds, naming it. */
 #include "gp_test.h"
 
 #include <unistd.h>
@@ -173,6 +174,64 @@ static void test_follower_repeats_the_leader(void **state)
     free(d[1]);
 }
 
+/* Rank 1 follows one operation, then its process ends without leaving. */
+static int dying_rank(int rank, void *arg)
+{
+    (void)arg;
+    gp_group_params p = gp_group_default_params();
+    if (gp_rdv_parse(g_spec, &p.addr) != GP_OK)
+        return 1;
+    p.rank = rank;
+    p.n_ranks = 2;
+    p.join_timeout_s = 20;
+    p.heartbeat_s = 0.2;
+    p.exit_after_s = 0;
+    char blob[8] = "dying";
+    gp_group *g = NULL;
+    ctx c;
+    memset(&c, 0, sizeof c);
+    if (gp_group_join(&p, blob, sizeof blob, &g) != GP_OK || open_ctx(&c) != GP_OK)
+        return 1;
+    gp_exec inner = gp_cpu_exec_get(c.x);
+    if (rank == 1) {
+        int32_t h[5];
+        if (gp_group_recv(g, h, sizeof h) != GP_OK)
+            return 1;
+        _exit(0); /* no leave: the leader must notice */
+    }
+    gp_tp_lead *l = NULL;
+    if (gp_tp_lead_create(inner, g, &l) != GP_OK)
+        return 1;
+    gp_exec e = gp_tp_lead_get(l);
+    const int32_t tok = 5;
+    gp_batch_part b[] = {{.seq = 0, .kind = GP_BATCH_PREFILL, .n = 1, .tokens = &tok}};
+    gp_status st = GP_OK;
+    const uint64_t t0 = gp_now_ns();
+    for (int i = 0; i < 200 && st == GP_OK; i++) { /* decode rows of sequence 0 until the group fails */
+        b[0].kind = i ? GP_BATCH_DECODE : GP_BATCH_PREFILL;
+        st = e.session->run_batch(e.ctx, &(gp_batch){.n_parts = 1, .parts = b}, NULL, NULL, NULL);
+        usleep(20000);
+    }
+    const double s = (gp_now_ns() - t0) / 1e9;
+    printf("the leader after rank 1 died: %s after %.2f s: %s\n", gp_status_str(st), s, gp_last_error());
+    const int rc = st == GP_ERR_STATE && strstr(gp_last_error(), "rank 1") && s < 4 ? 0 : 1;
+    gp_tp_lead_destroy(l);
+    close_ctx(&c);
+    gp_group_leave(g);
+    return rc;
+}
+
+static void test_follower_dies(void **state)
+{
+    (void)state;
+    snprintf(g_spec, sizeof g_spec, "file:/tmp/gp_tp_mirror_dying.%d", (int)getpid());
+    int codes[2];
+    GP_CHECK_OK(gp_ranks_run(2, dying_rank, NULL, codes));
+    unlink(g_spec + 5);
+    assert_int_equal(codes[1], 0);
+    assert_int_equal(codes[0], 0);
+}
+
 static void test_bad_args(void **state)
 {
     (void)state;
@@ -186,6 +245,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_bad_args),
         cmocka_unit_test(test_follower_repeats_the_leader),
+        cmocka_unit_test(test_follower_dies),
     };
     return cmocka_run_group_tests_name("tensor-parallel serving's leader and follower", tests, NULL, NULL);
 }
