@@ -31,6 +31,14 @@ static void fill_blob(unsigned char *b)
         b[i] = (unsigned char)(i * 37 + 11);
 }
 
+/* Rank 0's join, handing the others the test's blob. */
+static gp_status root_join(const gp_group_params *p, gp_group **g)
+{
+    unsigned char b[BLOB];
+    fill_blob(b);
+    return gp_group_join(p, b, BLOB, g);
+}
+
 static gp_group_params params(const char *spec, int rank, int n)
 {
     gp_group_params p = gp_group_default_params();
@@ -197,14 +205,14 @@ static void test_parse(void **state)
     gp_group_params p = params("tcp:127.0.0.1:1", 2, 2);
     unsigned char b[BLOB];
     gp_group *g = NULL;
-    GP_CHECK_FAIL(gp_group_join(&p, b, BLOB, &g), GP_ERR_INVALID_ARG, "rank 2 of 2");
+    GP_CHECK_FAIL(root_join(&p, &g), GP_ERR_INVALID_ARG, "rank 2 of 2");
     p.rank = 0;
     GP_CHECK_FAIL(gp_group_join(&p, b, GP_COMM_BLOB_MAX + 1, &g), GP_ERR_INVALID_ARG, "blob of 257 bytes");
     p.heartbeat_s = 0;
-    GP_CHECK_FAIL(gp_group_join(&p, b, BLOB, &g), GP_ERR_INVALID_ARG, "heartbeat 0 s must be > 0");
+    GP_CHECK_FAIL(root_join(&p, &g), GP_ERR_INVALID_ARG, "heartbeat 0 s must be > 0");
     /* one rank: a group of itself */
     p = params("tcp:127.0.0.1:1", 0, 1);
-    GP_CHECK_OK(gp_group_join(&p, b, BLOB, &g));
+    GP_CHECK_OK(root_join(&p, &g));
     assert_int_equal(gp_group_size(g), 1);
     gp_group_leave(g);
 }
@@ -214,10 +222,8 @@ static void three_ranks(const char *spec)
 {
     pid_t k1 = kid(spec, 1, 3, KID_LEAVE, NULL, 0), k2 = kid(spec, 2, 3, KID_LEAVE, NULL, 0);
     gp_group_params p = params(spec, 0, 3);
-    unsigned char b[BLOB];
-    fill_blob(b);
     gp_group *g = NULL;
-    GP_CHECK_OK(gp_group_join(&p, b, BLOB, &g));
+    GP_CHECK_OK(root_join(&p, &g));
     assert_int_equal(gp_group_rank(g), 0);
     assert_int_equal(gp_group_size(g), 3);
     for (uint64_t s = 1; s <= 5; s++) {
@@ -240,10 +246,8 @@ static void test_data(void **state)
     const char *spec = file_spec();
     pid_t k1 = kid(spec, 1, 3, KID_DATA, NULL, 0), k2 = kid(spec, 2, 3, KID_DATA, NULL, 0);
     gp_group_params p = params(spec, 0, 3);
-    unsigned char b[BLOB];
-    fill_blob(b);
     gp_group *g = NULL;
-    GP_CHECK_OK(gp_group_join(&p, b, BLOB, &g));
+    GP_CHECK_OK(root_join(&p, &g));
     for (size_t k = 0; k < sizeof g_data_sizes / sizeof g_data_sizes[0]; k++) {
         unsigned char *d = malloc(g_data_sizes[k]);
         assert_non_null(d);
@@ -283,10 +287,8 @@ static void test_join_timeout(void **state)
     pid_t k1 = kid(spec, 1, 3, KID_LINGER, NULL, 0); /* its join fails when rank 0 gives up */
     gp_group_params p = params(spec, 0, 3);
     p.join_timeout_s = 1;
-    unsigned char b[BLOB];
-    fill_blob(b);
     gp_group *g = NULL;
-    GP_CHECK_FAIL(gp_group_join(&p, b, BLOB, &g), GP_ERR_STATE, "rank 2 of 3 did not join within 1 s");
+    GP_CHECK_FAIL(root_join(&p, &g), GP_ERR_STATE, "rank 2 of 3 did not join within 1 s");
     assert_null(g);
     assert_int_equal(status_of(k1), 0);
     unlink(g_path);
@@ -309,10 +311,8 @@ static void test_rank_exits(void **state)
     gp_group_params p = params(spec, 0, 3);
     g_calls = 0;
     p.on_fail = on_fail;
-    unsigned char b[BLOB];
-    fill_blob(b);
     gp_group *g = NULL;
-    GP_CHECK_OK(gp_group_join(&p, b, BLOB, &g));
+    GP_CHECK_OK(root_join(&p, &g));
     const uint64_t t0 = gp_now_ns();
     char why[512];
     assert_true(wait_failed(g, 5, why, sizeof why));
@@ -333,10 +333,8 @@ static void test_rank_stops(void **state)
     const char *spec = file_spec();
     pid_t k1 = kid(spec, 1, 2, KID_LINGER, NULL, 0);
     gp_group_params p = params(spec, 0, 2);
-    unsigned char b[BLOB];
-    fill_blob(b);
     gp_group *g = NULL;
-    GP_CHECK_OK(gp_group_join(&p, b, BLOB, &g));
+    GP_CHECK_OK(root_join(&p, &g));
     usleep(300000);
     kill(k1, SIGSTOP); /* alive, linked, silent */
     const uint64_t t0 = gp_now_ns();
@@ -360,10 +358,8 @@ static void test_stuck_step(void **state)
     pid_t k2 = kid(spec, 2, 3, KID_DONE_STEP, "ranks done with it: 0, 2", 0);
     gp_group_params p = params(spec, 0, 3);
     p.step_timeout_s = 1;
-    unsigned char b[BLOB];
-    fill_blob(b);
     gp_group *g = NULL;
-    GP_CHECK_OK(gp_group_join(&p, b, BLOB, &g));
+    GP_CHECK_OK(root_join(&p, &g));
     gp_group_step_begin(g, 5);
     gp_group_step_end(g);
     char why[512];
@@ -384,16 +380,14 @@ static void test_bad_ranks(void **state)
     /* a rank twice */
     pid_t a = kid(spec, 1, 3, KID_LINGER, NULL, 0), b1 = kid(spec, 1, 3, KID_LINGER, NULL, 0);
     gp_group_params p = params(spec, 0, 3);
-    unsigned char b[BLOB];
-    fill_blob(b);
     gp_group *g = NULL;
-    GP_CHECK_FAIL(gp_group_join(&p, b, BLOB, &g), GP_ERR_STATE, "rank 1 joined twice");
+    GP_CHECK_FAIL(root_join(&p, &g), GP_ERR_STATE, "rank 1 joined twice");
     assert_int_equal(status_of(a), 0);
     assert_int_equal(status_of(b1), 0);
     /* a rank of another group size */
     spec = file_spec();
     a = kid(spec, 1, 4, KID_LINGER, NULL, 0);
-    GP_CHECK_FAIL(gp_group_join(&p, b, BLOB, &g), GP_ERR_STATE, "rank 1 joined a group of 4 ranks; this one has 3");
+    GP_CHECK_FAIL(root_join(&p, &g), GP_ERR_STATE, "rank 1 joined a group of 4 ranks; this one has 3");
     assert_int_equal(status_of(a), 0);
     unlink(g_path);
 }
@@ -404,10 +398,8 @@ static void test_exit_after(void **state)
     const char *spec = file_spec();
     pid_t k1 = kid(spec, 1, 3, KID_LINGER, NULL, 0.5), k2 = kid(spec, 2, 3, KID_EXIT, NULL, 0);
     gp_group_params p = params(spec, 0, 3);
-    unsigned char b[BLOB];
-    fill_blob(b);
     gp_group *g = NULL;
-    GP_CHECK_OK(gp_group_join(&p, b, BLOB, &g));
+    GP_CHECK_OK(root_join(&p, &g));
     char why[512];
     assert_true(wait_failed(g, 5, why, sizeof why));
     assert_int_equal(status_of(k2), 0);

@@ -89,22 +89,28 @@ static gp_status probe(gp_exec e, float *logits)
     return e.session->run_batch(e.ctx, &(gp_batch){.n_parts = PROBE, .parts = b}, NULL, logits, NULL);
 }
 
-static int rank_main(int rank, void *arg)
+/* Rank rank of two joins the group at g_spec and opens its executor. */
+static gp_status join(int rank, gp_group **g, ctx *c)
 {
-    (void)arg;
     gp_group_params p = gp_group_default_params();
-    if (gp_rdv_parse(g_spec, &p.addr) != GP_OK)
-        return 1;
+    GP_TRY(gp_rdv_parse(g_spec, &p.addr));
     p.rank = rank;
     p.n_ranks = 2;
     p.join_timeout_s = 20;
     p.heartbeat_s = 0.2;
     p.exit_after_s = 0;
     char blob[8] = "mirror";
+    memset(c, 0, sizeof *c);
+    GP_TRY(gp_group_join(&p, blob, sizeof blob, g));
+    return open_ctx(c);
+}
+
+static int rank_main(int rank, void *arg)
+{
+    (void)arg;
     gp_group *g = NULL;
     ctx c;
-    memset(&c, 0, sizeof c);
-    if (gp_group_join(&p, blob, sizeof blob, &g) != GP_OK || open_ctx(&c) != GP_OK) {
+    if (join(rank, &g, &c) != GP_OK) {
         fprintf(stderr, "rank %d: %s\n", rank, gp_last_error());
         return 1;
     }
@@ -178,19 +184,9 @@ static void test_follower_repeats_the_leader(void **state)
 static int dying_rank(int rank, void *arg)
 {
     (void)arg;
-    gp_group_params p = gp_group_default_params();
-    if (gp_rdv_parse(g_spec, &p.addr) != GP_OK)
-        return 1;
-    p.rank = rank;
-    p.n_ranks = 2;
-    p.join_timeout_s = 20;
-    p.heartbeat_s = 0.2;
-    p.exit_after_s = 0;
-    char blob[8] = "dying";
     gp_group *g = NULL;
     ctx c;
-    memset(&c, 0, sizeof c);
-    if (gp_group_join(&p, blob, sizeof blob, &g) != GP_OK || open_ctx(&c) != GP_OK)
+    if (join(rank, &g, &c) != GP_OK)
         return 1;
     gp_exec inner = gp_cpu_exec_get(c.x);
     if (rank == 1) {
