@@ -60,7 +60,6 @@ struct gp_group {
     /* ranks other than 0: rank 0's data (gp_group_send) not yet taken by gp_group_recv */
     char *inbox;
     size_t in_off, in_len, in_cap;
-    bool inbox_lost;     /* out of memory appending: the group fails */
     pthread_cond_t cv;   /* data came, the group failed or rank 0 left */
 };
 

@@ -261,6 +261,13 @@ static gp_status open_pd(gp_backend *b, int prefill_rows)
     return gp_pd_exec_set_planner(b->pd_exec, b->pd_model, &pl);
 }
 
+/* Whether the engine's steps run on green-context partition pairs: pipelined
+ * steps (not AFD's, whose sides are whole GPUs) and the lanes. */
+static bool uses_pairs(const gp_backend_params *p)
+{
+    return (p->pipelined && !p->afd) || p->pd_lanes;
+}
+
 /* The engine and its executor over dw (already on the device), with
  * pipelined steps over a pool of the one requested pair: gp_assemble_engine,
  * which decides about CUDA graphs. */
@@ -275,7 +282,7 @@ static gp_status open_cuda(gp_backend *b, const gp_host_weights *w)
     if (p->prefill_chunk)
         ep.prefill_chunk = p->prefill_chunk;
     const bool streamed = gp_device_weights_is_streamed(b->dw);
-    if ((p->pipelined && !p->afd) || p->pd_lanes) { /* AFD's sides are whole GPUs */
+    if (uses_pairs(p)) {
         gp_green_pool_params gpp = gp_green_pool_default_params();
         gp_split_req req[GP_PD_MAX_SPLITS] = {{.attn_sms = p->attn_units, .ffn_sms = p->ffn_units}};
         for (int i = 0; i < p->n_pd_splits; i++)
@@ -335,7 +342,7 @@ static gp_status open_cuda(gp_backend *b, const gp_host_weights *w)
                          "split chosen per prefill launch (TPOT target %g ms) among %s, every SM%s; profile %s in "
                          "%.1f s", p->pd_planner.tpot_ms, list, p->pd_planner.mixed ? " and mixed batches" : "",
                          p->pd_profile_path ? "loaded" : "measured", b->pd_profile_s);
-    } else if ((p->pipelined && !p->afd) || p->pd_lanes) { /* AFD says its own after (open_afd) */
+    } else if (uses_pairs(p)) { /* AFD says where its sides run after (open_afd) */
         gp_split_info si;
         gp_exec x = gp_backend_exec(b);
         x.session->split_info(x.ctx, -1, &si);
