@@ -20,6 +20,7 @@
 #include "gp_pipeline.h"
 #include "gp_weights.h"
 
+#include "bench_one_gpu.h"
 #include "bench_workloads.h"
 
 #define PROG "gp_bench_afd"
@@ -281,7 +282,7 @@ static gp_status pp_rows(gp_device_weights *const *dw, const opts *o, const work
         if (st == GP_OK) {
             rows[mi].ms = gp_median_f(t, o->repeat);
             rows[mi].ran = true;
-            /* both ways counted as AFD does: one crossing per micro-batch */
+            /* the rows cross once, GPU 0 to GPU 1, each micro-batch's in its turn */
             rows[mi].cross_mb = 4.0 * w->B * o->cfg.hidden / 1e6;
         }
     }
@@ -387,20 +388,16 @@ int main(int argc, char **argv)
     printf("# " PROG " --model %s --workloads %s --micro %s --warmup %d --repeat %d: synthetic bf16 weights, "
            "per-stage CUDA graphs, medians of device-event step times\n", model, wl, micro, o.warmup, o.repeat);
     fflush(stdout);
-    /* the one-GPU rows first, with the whole model on GPU 0 where it fits beside 4 GiB */
+    /* the one-GPU rows first, with the whole model on GPU 0 where it fits */
     float one[MAX_W] = {0};
     int rc = 0;
     gp_device_weights *whole = NULL;
-    size_t free_b = 0, total_b = 0;
-    gp_step_cost wc;
-    gp_step_floor(&o.cfg, 1, 0, 1, &wc);
-    if (cudaSetDevice(0) != cudaSuccess || cudaMemGetInfo(&free_b, &total_b) != cudaSuccess) {
+    if (cudaSetDevice(0) != cudaSuccess) {
         fprintf(stderr, PROG ": GPU 0: %s\n", cudaGetErrorString(cudaGetLastError()));
         return 1;
     }
-    if (wc.bytes + (4ull << 30) < (double)free_b && gp_device_weights_synthetic(&o.cfg, GP_DTYPE_BF16, 0, &whole) !=
-                                                        GP_OK) {
-        fprintf(stderr, PROG ": the one-GPU weights: %s\n", gp_last_error());
+    if (gp_bench_whole_weights(&o.cfg, &whole) != GP_OK) {
+        fprintf(stderr, PROG ": %s\n", gp_last_error());
         return 1;
     }
     for (int i = 0; i < o.n_w && whole; i++)

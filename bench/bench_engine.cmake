@@ -37,10 +37,12 @@ target_link_libraries(gp_bench_kvoff PRIVATE gp_engine gp_tools)
 
 # Tensor parallelism over N GPUs (one process each, NCCL) beside the one-GPU
 # engine, on synthetic shards.
-add_executable(gp_bench_tp ${CMAKE_CURRENT_LIST_DIR}/bench_tp.c ${CMAKE_CURRENT_LIST_DIR}/bench_workloads.c)
+add_executable(gp_bench_tp ${CMAKE_CURRENT_LIST_DIR}/bench_tp.c ${CMAKE_CURRENT_LIST_DIR}/bench_workloads.c
+               ${CMAKE_CURRENT_LIST_DIR}/bench_one_gpu.c)
 target_link_libraries(gp_bench_tp PRIVATE gp_engine gp_comm gp_tools CUDA::cudart)
 
 # Attention and FFN on two GPUs of one process (the AFD executor) beside the
 # one-GPU engine, on synthetic weights split by group.
-add_executable(gp_bench_afd ${CMAKE_CURRENT_LIST_DIR}/bench_afd.c ${CMAKE_CURRENT_LIST_DIR}/bench_workloads.c)
+add_executable(gp_bench_afd ${CMAKE_CURRENT_LIST_DIR}/bench_afd.c ${CMAKE_CURRENT_LIST_DIR}/bench_workloads.c
+               ${CMAKE_CURRENT_LIST_DIR}/bench_one_gpu.c)
 target_link_libraries(gp_bench_afd PRIVATE gp_pipeline_cuda CUDA::cudart)

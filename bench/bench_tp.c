@@ -22,6 +22,7 @@
 #include "gp_tools.h"
 #include "gp_weights.h"
 
+#include "bench_one_gpu.h"
 #include "bench_workloads.h"
 
 #define PROG "gp_bench_tp"
@@ -160,14 +161,10 @@ static int rank_main(int rank, void *arg)
     gp_comm_destroy(c);
     if (rank != 0 || failed)
         return failed;
-    /* rank 0: the one-GPU engine, where the whole model fits beside 4 GiB */
+    /* rank 0: the one-GPU engine, where the whole model fits */
     gp_device_weights *whole = NULL;
-    size_t free_b = 0, total_b = 0;
-    gp_step_cost wc;
-    gp_step_floor(&o->cfg, 1, 0, 1, &wc);
-    const bool fits = cudaMemGetInfo(&free_b, &total_b) == cudaSuccess && wc.bytes + (4ull << 30) < (double)free_b;
-    if (fits && gp_device_weights_synthetic(&o->cfg, GP_DTYPE_BF16, 0, &whole) != GP_OK) {
-        fprintf(stderr, PROG ": the one-GPU weights: %s\n", gp_last_error());
+    if (gp_bench_whole_weights(&o->cfg, &whole) != GP_OK) {
+        fprintf(stderr, PROG ": %s\n", gp_last_error());
         return 1;
     }
     char sums[64];
