@@ -32,7 +32,6 @@ typedef struct opts {
     int tp, warmup, repeat, n_w;
     size_t peer_bytes; /* --peer-bytes: the ranks' sums of up to this many bytes over peer memory; 0: NCCL */
     bool prefill; /* --prefill: w[i] is B prompts of C tokens each, prefilled whole */
-    bool whole_head; /* --whole-head: every rank computes the whole LM head (no split by vocabulary) */
     bool sums_off;   /* --sums-off: timing only, the ranks' sums skipped: what they cost */
     gp_config cfg;
     workload w[MAX_W];
@@ -84,7 +83,7 @@ static gp_status time_steps(gp_device_weights *dw, const opts *o, const workload
     gp_status st = ms ? gp_engine_create(dw, &p, &e) : GP_ERR_NO_MEMORY;
     if (st == GP_OK && c) {
         gp_engine_reduce_fn sum = o->sums_off ? skip_f32 : gp_comm_sum_f32;
-        gp_engine_gather_fn gather = o->whole_head ? NULL : o->sums_off ? skip_f32 : gp_comm_gather_f32;
+        gp_engine_gather_fn gather = o->sums_off ? skip_f32 : gp_comm_gather_f32;
         st = gp_engine_set_tp(e, &(gp_engine_tp){.rank = rank, .tp = o->tp, .sum = sum, .gather = gather, .ctx = c});
     }
     if (st == GP_OK && !o->prefill)
@@ -230,8 +229,6 @@ static void usage(FILE *f)
                "  --prefill        time prefills instead: L is B prompts of T tokens each (default 1:2048,1:8192)\n"
                "  --peer-bytes N   the ranks' sums of up to N bytes over peer memory (each row also timed with\n"
                "                   NCCL sums alone); 0: NCCL alone; default %zu\n"
-               "  --whole-head     every rank computes the whole LM head (default: split by vocabulary, the\n"
-               "                   ranks' logits gathered)\n"
                "  --sums-off       timing only: the ranks' sums and gathers skipped (wrong results), to show\n"
                "                   what they cost\n"
                "  --warmup N       default 3;  --repeat N  timed steps, default 20\n",
@@ -250,7 +247,7 @@ int main(int argc, char **argv)
                                        {"workloads", required_argument, NULL, 'w'}, {"warmup", required_argument, NULL, 'u'},
                                        {"repeat", required_argument, NULL, 'r'},  {"help", no_argument, NULL, 'h'},
                                        {"prefill", no_argument, NULL, 'p'}, {"peer-bytes", required_argument, NULL, 'b'},
-                                       {"whole-head", no_argument, NULL, 'H'}, {"sums-off", no_argument, NULL, 'S'},
+                                       {"sums-off", no_argument, NULL, 'S'},
                                        {NULL, 0, NULL, 0}};
     int ch;
     while ((ch = getopt_long(argc, argv, "h", lo, NULL)) != -1) {
@@ -271,7 +268,6 @@ int main(int argc, char **argv)
         case 'm': model = optarg; break;
         case 'w': wl = optarg; wl_given = true; break;
         case 'p': o.prefill = true; break;
-        case 'H': o.whole_head = true; break;
         case 'S': o.sums_off = true; break;
         case 'b': {
             uint64_t b = 0;
@@ -311,9 +307,9 @@ int main(int argc, char **argv)
         return 2;
     }
     snprintf(o.spec, sizeof o.spec, "file:/tmp/gp_bench_tp.%d", (int)getpid());
-    printf("# " PROG " --tp %d --model %s%s --workloads %s --warmup %d --repeat %d --peer-bytes %zu%s%s: synthetic "
+    printf("# " PROG " --tp %d --model %s%s --workloads %s --warmup %d --repeat %d --peer-bytes %zu%s: synthetic "
            "bf16 shards, %s\n", o.tp, model, o.prefill ? " --prefill" : "", wl, o.warmup, o.repeat, o.peer_bytes,
-           o.whole_head ? " --whole-head" : "", o.sums_off ? " --sums-off" : "",
+           o.sums_off ? " --sums-off" : "",
            o.prefill ? "medians of device-event prefill times" : "CUDA graphs, medians of device-event step times");
     fflush(stdout);
     int codes[GP_TP_MAX];

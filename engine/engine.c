@@ -267,20 +267,20 @@ gp_status gp_engine_set_tp(gp_engine *e, const gp_engine_tp *t)
     if (!e || !t)
         GP_FAIL(GP_ERR_INVALID_ARG, "gp_engine_set_tp: engine or settings NULL");
     const int rank = t->rank, tp = t->tp;
-    if (tp < 1 || tp > GP_TP_MAX || rank < 0 || rank >= tp || (tp > 1 && !t->sum))
-        GP_FAIL(GP_ERR_INVALID_ARG, "gp_engine_set_tp: rank %d of %d: allowed tp 1..%d, rank 0..tp-1, and a sum "
-                "function when tp > 1", rank, tp, GP_TP_MAX);
+    if (tp < 1 || tp > GP_TP_MAX || rank < 0 || rank >= tp || (tp > 1 && (!t->sum || !t->gather)))
+        GP_FAIL(GP_ERR_INVALID_ARG, "gp_engine_set_tp: rank %d of %d: allowed tp 1..%d, rank 0..tp-1, and sum and "
+                "gather functions when tp > 1", rank, tp, GP_TP_MAX);
     if (tp > 1 && e->cf)
         GP_FAIL(GP_ERR_UNSUPPORTED, "gp_engine_set_tp: the CPU-assisted FFN adds its cold neurons' output into the "
                 "residual itself, outside the all-reduce of the ranks' partial sums");
     const int V = e->cfg.vocab, slice = (V + tp - 1) / tp;
-    if (tp > 1 && t->gather && (tp - 1) * slice >= V)
+    if (tp > 1 && (tp - 1) * slice >= V)
         GP_FAIL(GP_ERR_INVALID_ARG, "gp_engine_set_tp: a vocabulary of %d split %d ways leaves rank %d no row of "
                 "the head", V, tp, tp - 1);
     gp_engine_drop_graphs(e); /* they baked how o and down write the residual, and the head */
     gp_device_free(e->tp_head);
     e->tp_head = NULL;
-    if (tp > 1 && t->gather)
+    if (tp > 1)
         GP_TRY(gp_device_alloc((void **)&e->tp_head, sizeof(float) * (size_t)tp * (size_t)e->p.max_batch * slice,
                                "tensor parallel head segments [tp][max_batch][vocab / tp] fp32"));
     e->tp_rank = rank;

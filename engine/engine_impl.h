@@ -165,8 +165,8 @@ struct gp_engine {
     gp_kv_memory *km;             /* the KV memory (kv_memory.h): resident or offloaded, and its providers */
     struct gp_engine_cpu_ffn *cf; /* CPU-assisted FFN (engine_cpu_ffn.c); NULL: off */
     /* Tensor parallel (gp_engine_set_tp): this engine's rank, and the
-     * all-reduce of the residual rows after o and down; NULL: one rank.
-     * With tp_gather, the head split by vocabulary: each rank's logits in
+     * all-reduce of the residual rows after o and down and the gather of
+     * the head split by vocabulary, NULL: one rank; each rank's logits in
      * its segment of tp_head [tp][max_batch x slice] (one lane runs under
      * tensor parallelism: the feature table refuses the others). */
     int tp_rank, tp;

@@ -282,20 +282,20 @@ gp_status gp_engine_set_sparsity(gp_engine *e, const float *thresholds);
  * and be capturable in a CUDA graph: rank 0's rows then hold the residual
  * plus its partial output, every other rank's its partial output alone
  * (the projection overwrites them), so the sum is the next residual on
- * every rank. With gather, the LM head is split by vocabulary too: rank r
- * computes the logits of rows [r s, (r+1) s) of the head (s = vocab / tp
- * rounded up) into segment r of a buffer of tp segments of n = rows x s
- * floats, gather(ctx, buf, n, stream) must leave every rank's segment in
- * place (an all-gather: gp_comm_gather_f32), and a kernel puts them in
- * vocabulary order; without it every rank computes the whole head. sum
- * NULL: one rank (tp 1). Captured graphs are dropped. GP_ERR_INVALID_ARG
- * for rank outside 0..tp-1, tp outside 1..8, tp > 1 without sum. */
+ * every rank. The LM head is split by vocabulary too: rank r computes the
+ * logits of rows [r s, (r+1) s) of the head (s = vocab / tp rounded up)
+ * into segment r of a buffer of tp segments of n = rows x s floats,
+ * gather(ctx, buf, n, stream) must leave every rank's segment in place (an
+ * all-gather: gp_comm_gather_f32), and a kernel puts them in vocabulary
+ * order. sum and gather NULL: one rank (tp 1). Captured graphs are dropped.
+ * GP_ERR_INVALID_ARG for rank outside 0..tp-1, tp outside 1..8, tp > 1
+ * without sum or gather. */
 typedef gp_status (*gp_engine_reduce_fn)(void *ctx, float *rows, size_t n, void *stream);
 typedef gp_status (*gp_engine_gather_fn)(void *ctx, float *buf, size_t n, void *stream);
 typedef struct gp_engine_tp {
     int rank, tp;
     gp_engine_reduce_fn sum;
-    gp_engine_gather_fn gather; /* NULL: the whole head on every rank */
+    gp_engine_gather_fn gather;
     void *ctx;
 } gp_engine_tp;
 gp_status gp_engine_set_tp(gp_engine *e, const gp_engine_tp *tp);

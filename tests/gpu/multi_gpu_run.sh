@@ -4,10 +4,9 @@
 # tensor-parallel engine against the whole one, generate --tp, attention
 # and FFN on two GPUs against the one-GPU engine), the vocabulary gather
 # under compute-sanitizer, then the benchmarks: gp_bench_tp (8B decode with
-# peer and NCCL sums in each row, the whole head beside the split one, the
-# sums left out for what they cost, prefill; the 70B rows) and gp_bench_afd
-# (attention and FFN on the two GPUs, and pipeline parallelism by layers,
-# beside one GPU). NCCL's NVLink
+# peer and NCCL sums in each row, the sums left out for what they cost,
+# prefill; the 70B rows) and gp_bench_afd (attention and FFN on the two
+# GPUs, and pipeline parallelism by layers, beside one GPU). NCCL's NVLink
 # multicast stays off (the machine notes). Needs .deps (docs/ARCHITECTURE.md
 # §8); logs in $OUT. RUN_TP=0, RUN_AFD=0, RUN_70B=0 leave those parts out;
 # AFD_WORKLOADS, AFD_70B_WORKLOADS choose the AFD and PP rows.
@@ -31,7 +30,6 @@ tp=$b/bench/gp_bench_tp
 if [[ ${RUN_TP:-1} != 0 ]]; then
   $tp --tp 2 --workloads 1:1024,8:1024,64:1024,256:1024,64:4096,256:4096,1024:384 > "$out/tp_8b.md" 2>&1
   echo "tp 8b: rc $?"
-  $tp --tp 2 --workloads 1:1024,64:1024 --whole-head > "$out/tp_8b_whole_head.md" 2>&1; echo "8b whole head: rc $?"
   $tp --tp 2 --workloads 1:1024,64:1024 --sums-off > "$out/tp_8b_sums_off.md" 2>&1; echo "8b sums off: rc $?"
   $tp --tp 2 --prefill > "$out/tp_8b_prefill.md" 2>&1; echo "8b prefill: rc $?"
 fi
