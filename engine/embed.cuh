@@ -9,8 +9,9 @@
 #include "gp_common.h"
 
 /* Launches on stream and returns cudaGetLastError(); arguments unchecked. */
-/* table: [V][H] of dt (BF16 or F16, checked by the caller). */
+/* table: [rows][H] of dt (BF16 or F16, checked by the caller), the rows of
+ * ids [lo, lo + rows) of a vocabulary of V. */
 cudaError_t gp_embed_launch(gp_dtype dt, const int32_t *tokens, const void *table, float *resid,
-                            int B, int H, int V, cudaStream_t stream);
+                            int B, int H, int V, int lo, int rows, cudaStream_t stream);
 
 #endif

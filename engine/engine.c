@@ -273,10 +273,11 @@ gp_status gp_engine_set_tp(gp_engine *e, const gp_engine_tp *t)
     if (tp > 1 && e->cf)
         GP_FAIL(GP_ERR_UNSUPPORTED, "gp_engine_set_tp: the CPU-assisted FFN adds its cold neurons' output into the "
                 "residual itself, outside the all-reduce of the ranks' partial sums");
-    const int V = e->cfg.vocab, slice = (V + tp - 1) / tp;
-    if (tp > 1 && (tp - 1) * slice >= V)
-        GP_FAIL(GP_ERR_INVALID_ARG, "gp_engine_set_tp: a vocabulary of %d split %d ways leaves rank %d no row of "
-                "the head", V, tp, tp - 1);
+    const int parts = e->cfg.vocab_parts > 1 ? e->cfg.vocab_parts : 1, slice = gp_config_vocab_rows(&e->cfg);
+    if (parts != tp)
+        GP_FAIL(GP_ERR_INVALID_ARG, "gp_engine_set_tp: rank %d of %d, but the weights' embedding and head are cut "
+                "into %d part%s of the vocabulary: each rank needs its own shard of %d (gp_tp_config, "
+                "gp_host_weights_shard)", rank, tp, parts, parts == 1 ? "" : "s", tp);
     gp_engine_drop_graphs(e); /* they baked how o and down write the residual, and the head */
     gp_device_free(e->tp_head);
     e->tp_head = NULL;

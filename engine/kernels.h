@@ -132,17 +132,20 @@ void gp_rmsnorm_residual_ref(gp_dtype dt, float *resid, const void *delta, const
 
 /* ------------------------------------------------------------- embedding */
 
-/* resid[b][:] = float(table[tokens[b]][:]) (exact).
- * tokens: [B] int32 device; table: [V][H] dt device; resid: [B][H] fp32.
+/* resid[b][:] = float(table[tokens[b] - lo][:]) (exact) for the ids the
+ * table holds, [lo, lo + rows); 0 for the other ids of [0, V) (a table cut
+ * by vocabulary: the sum over the parts is the row). lo 0, rows V: the
+ * whole table.
+ * tokens: [B] int32 device; table: [rows][H] dt device; resid: [B][H] fp32.
  * A device kernel cannot report a bad token id, so the HOST validates tokens
  * (0 <= id < V) before the step; a row whose id is out of range is filled
  * with NaN (never read out of bounds) so the mistake shows in the logits. */
 gp_status gp_embed(gp_dtype dt, const int32_t *tokens, const void *table, float *resid, int B, int H,
-                   int V, void *stream);
+                   int V, int lo, int rows, void *stream);
 
 /* CPU oracle, same semantics (NaN rows for out-of-range ids). Host arrays. */
 void gp_embed_ref(gp_dtype dt, const int32_t *tokens, const void *table, float *resid, int B, int H,
-                  int V);
+                  int V, int lo, int rows);
 
 /* ---------------------------------------------------------------- argmax */
 

@@ -33,15 +33,36 @@ static size_t q_dim(const gp_config *c)
 
 /* ------------------------------------------------------------ parts */
 
+/* How o and down write the f32 residual: added into it (beta = 1); under
+ * tensor parallelism only rank 0 adds, the others write their partial sums,
+ * and the all-reduce after the projection (tp_sum) makes the next residual. */
+static gp_gemm_out resid_out(const gp_engine *e)
+{
+    return e->tp_reduce && e->tp_rank != 0 ? GP_GEMM_OUT_F32 : GP_GEMM_OUT_F32_ACC;
+}
+
+static gp_status tp_sum(gp_lane *lane, int nb, const gp_tensor_view *resid)
+{
+    gp_engine *e = lane->e;
+    if (!e->tp_reduce)
+        return GP_OK;
+    return e->tp_reduce(e->tp_ctx, (float *)resid->data, (size_t)nb * (size_t)e->cfg.hidden, lane->stream);
+}
+
 static gp_status embed_part(gp_lane *lane, const gp_stage_batch *b, const gp_group_tensors *w, int b0, int nb,
                             const gp_tensor_view *resid)
 {
     gp_engine *e = lane->e;
     const gp_config *c = &e->cfg;
+    const int rows = gp_config_vocab_rows(c);
     gp_status st;
-    STEP(gp_embed(e->dtype, b->tokens + b0, w->embed, resid->data, nb, c->hidden, c->vocab, lane->stream),
+    if (c->vocab_parts > 1 && e->tp != c->vocab_parts)
+        GP_FAIL(GP_ERR_STATE, "embedding: the weights hold one of %d parts of the vocabulary, but the engine runs as "
+                "rank %d of %d (gp_engine_set_tp)", c->vocab_parts, e->tp_rank, e->tp);
+    STEP(gp_embed(e->dtype, b->tokens + b0, w->embed, resid->data, nb, c->hidden, c->vocab, e->tp_rank * rows, rows,
+                  lane->stream),
          GP_K_EMBED);
-    return GP_OK;
+    return tp_sum(lane, nb, resid); /* under tensor parallelism each rank embedded its part's tokens alone */
 }
 
 /* Attention norm of the residual rows into scratch, QKV projection into qkv. */
@@ -130,22 +151,6 @@ static gp_status core_part(gp_lane *lane, const gp_stage_batch *b, const gp_stag
     return gp_kv_after_attn(b->km, io->layer, lane->stream);
 }
 
-/* How o and down write the f32 residual: added into it (beta = 1); under
- * tensor parallelism only rank 0 adds, the others write their partial sums,
- * and the all-reduce after the projection (tp_sum) makes the next residual. */
-static gp_gemm_out resid_out(const gp_engine *e)
-{
-    return e->tp_reduce && e->tp_rank != 0 ? GP_GEMM_OUT_F32 : GP_GEMM_OUT_F32_ACC;
-}
-
-static gp_status tp_sum(gp_lane *lane, int nb, const gp_tensor_view *resid)
-{
-    gp_engine *e = lane->e;
-    if (!e->tp_reduce)
-        return GP_OK;
-    return e->tp_reduce(e->tp_ctx, (float *)resid->data, (size_t)nb * (size_t)e->cfg.hidden, lane->stream);
-}
-
 static gp_status o_part(gp_lane *lane, const gp_stage_batch *b, const void *wo, int layer, int nb,
                         const gp_tensor_view *attn, const gp_tensor_view *resid)
 {
@@ -202,10 +207,10 @@ static gp_status head_part(gp_lane *lane, const gp_stage_batch *b, const gp_grou
                              lane->stream),
          GP_K_HEAD);
     /* lm_head == embed for tied embeddings: the one device copy serves both */
-    if (e->tp_gather) { /* this rank's rows of the head, then every rank's logits in vocabulary order */
-        const size_t s = (V + (size_t)e->tp - 1) / (size_t)e->tp, lo = (size_t)e->tp_rank * s;
-        const size_t n = V - lo < s ? V - lo : s;
-        STEP(gp_gemm(lane->gemm, e->dtype, nb, (int)n, c->hidden, h, (const uint16_t *)w->lm_head + lo * H,
+    if (e->tp_gather) { /* this rank's part of the head, then every rank's logits in vocabulary order */
+        const size_t s = (size_t)gp_config_vocab_rows(c), lo = (size_t)e->tp_rank * s;
+        const size_t n = V - lo < s ? V - lo : s; /* the last part's tail rows are padding */
+        STEP(gp_gemm(lane->gemm, e->dtype, nb, (int)n, c->hidden, h, w->lm_head,
                      e->tp_head + (size_t)e->tp_rank * (size_t)nb * s, GP_GEMM_OUT_F32),
              GP_K_HEAD);
         STEP(e->tp_gather(e->tp_ctx, e->tp_head, (size_t)nb * s, lane->stream), GP_K_HEAD);

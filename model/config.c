@@ -132,6 +132,9 @@ gp_status gp_config_validate(const gp_config *c)
         GP_FAIL(GP_ERR_INVALID_ARG, "config %s: rope_scaling.type = %d is not one of %d (default) "
                 "or %d (llama3)", n, (int)s->type, GP_ROPE_DEFAULT, GP_ROPE_LLAMA3);
     }
+    if (c->vocab_parts < 0 || c->vocab_parts > GP_TP_MAX || c->vocab_parts > c->vocab)
+        GP_FAIL(GP_ERR_INVALID_ARG, "config %s: vocab_parts = %d: allowed 0..%d and at most vocab = %d", n,
+                c->vocab_parts, GP_TP_MAX, c->vocab);
     return GP_OK;
 }
 
@@ -494,7 +497,7 @@ uint64_t gp_config_param_count(const gp_config *c)
     if (!c)
         return 0;
     uint64_t h = (uint64_t)c->hidden;
-    uint64_t embed = (uint64_t)c->vocab * h;
+    uint64_t embed = (uint64_t)gp_config_vocab_rows(c) * h;
     uint64_t layer = 2 * h                                           /* two norms */
                      + (uint64_t)gp_config_qkv_rows(c) * h           /* wqkv */
                      + h * (uint64_t)c->n_heads * (uint64_t)c->head_dim /* wo */

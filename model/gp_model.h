@@ -45,6 +45,9 @@ typedef struct gp_config {
     int max_context;    /* max_position_embeddings */
     bool qkv_bias;      /* q, k and v projections have a bias (qwen2; llama's attention_bias,
                            which also biases o_proj, is refused) */
+    int vocab_parts;    /* 0 or 1: the embedding and head hold every token; n > 1: they are cut
+                           by vocabulary into n parts of gp_config_vocab_rows rows and these
+                           weights hold one of them (a tensor parallel rank's, gp_tp_config) */
 } gp_config;
 
 /* Presets: "tiny", "llama3.2-1b", "llama3-8b" (the default), "llama3-70b". */
@@ -65,6 +68,13 @@ uint64_t gp_config_param_count(const gp_config *cfg);
 static inline int gp_config_qkv_rows(const gp_config *c)
 {
     return (c->n_heads + 2 * c->n_kv_heads) * c->head_dim;
+}
+/* Rows of the embedding and of the head these weights hold: vocab, or
+ * ceil(vocab / vocab_parts) when they are cut by vocabulary (part r holds
+ * tokens [r rows, r rows + rows) and the last part's tail rows are zero). */
+static inline int gp_config_vocab_rows(const gp_config *c)
+{
+    return c->vocab_parts > 1 ? (c->vocab + c->vocab_parts - 1) / c->vocab_parts : c->vocab;
 }
 /* Inverse frequencies for RoPE after scaling: out[head_dim/2]. */
 void gp_rope_inv_freq(const gp_config *cfg, float *out);
@@ -361,14 +371,18 @@ gp_status gp_model_source_load_host_shard(const gp_model_source *src, int tp, in
  * neurons likewise; q/k/v and gate/up are split by output rows (column
  * parallel), o and down by input columns (row parallel), so each rank's o
  * and down give partial sums that an all-reduce adds before the residual;
- * norms, embeddings and the head are whole on every rank. */
+ * the embedding and the head are cut by vocabulary (gp_config.vocab_parts:
+ * a rank embeds the tokens of its part, zero for the others, and an
+ * all-reduce completes the rows; its head gives its part's logits and an
+ * all-gather puts them together); the norms are whole on every rank. */
 #define GP_TP_MAX 8
 #define GP_TP_MAX_STR "8" /* GP_TP_MAX in the help texts */
 /* GP_ERR_INVALID_ARG naming tp and, when it does not divide them, the
  * model's heads, key/value heads or FFN neurons. */
 gp_status gp_tp_check(const gp_config *cfg, int tp);
-/* A rank's shape: cfg with n_heads, n_kv_heads and ffn divided by tp (the
- * same hidden, head_dim, vocab); checked by gp_tp_check. */
+/* A rank's shape: cfg with n_heads, n_kv_heads and ffn divided by tp and
+ * vocab_parts = tp (the same hidden, head_dim, vocab); checked by
+ * gp_tp_check. */
 gp_status gp_tp_config(const gp_config *cfg, int tp, gp_config *out);
 /* Rank rank's host weights cut from w (copies, in w's dtype; out has the
  * rank's config, named "NAME tpT.R"). Free with gp_host_weights_free. */

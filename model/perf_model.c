@@ -5,7 +5,7 @@
 void gp_step_floor(const gp_config *c, int B, double C, int M, gp_step_cost *out)
 {
     double params = (double)gp_config_param_count(c);
-    double embed = (double)c->vocab * c->hidden;
+    double embed = (double)gp_config_vocab_rows(c) * c->hidden; /* a tensor parallel rank's part */
     /* untied: the embedding table is not streamed, only B rows of it are read */
     double read_params = c->tied_embeddings ? params : params - embed;
     double kv_tok = 2.0 * c->n_layers * c->n_kv_heads * c->head_dim * 2.0; /* K+V, bf16 */

@@ -25,7 +25,7 @@ uint64_t gp_synth_numel(const gp_config *c, gp_tensor_kind kind)
     uint64_t h = (uint64_t)c->hidden;
     switch (kind) {
     case GP_T_EMBED:
-    case GP_T_LM_HEAD: return (uint64_t)c->vocab * h;
+    case GP_T_LM_HEAD: return (uint64_t)gp_config_vocab_rows(c) * h;
     case GP_T_FINAL_NORM:
     case GP_T_ATTN_NORM:
     case GP_T_FFN_NORM: return h;

@@ -1,7 +1,8 @@
-/* Tensor parallelism's shards of a model: which heads and FFN neurons a rank
- * holds, and its host weights cut from the whole model's (the projections
- * whose outputs are split take row slices, those whose inputs are split
- * take column slices; norms, embeddings and the head whole). */
+/* Tensor parallelism's shards of a model: which heads, FFN neurons and
+ * tokens a rank holds, and its host weights cut from the whole model's (the
+ * projections whose outputs are split take row slices, those whose inputs
+ * are split take column slices, the embedding and head the rows of the
+ * rank's tokens; norms whole). */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -12,6 +13,9 @@ gp_status gp_tp_check(const gp_config *cfg, int tp)
 {
     if (!cfg)
         GP_FAIL(GP_ERR_INVALID_ARG, "tensor parallel: config is NULL");
+    if (cfg->vocab_parts > 1)
+        GP_FAIL(GP_ERR_INVALID_ARG, "tensor parallel: config %s is already one of %d parts of a model, not a whole "
+                "model", cfg->name, cfg->vocab_parts);
     if (tp < 1 || tp > GP_TP_MAX)
         GP_FAIL(GP_ERR_INVALID_ARG, "--tp %d: allowed 1..%d (GPUs of one group)", tp, GP_TP_MAX);
     const struct { const char *what; int v; } split[] = {
@@ -19,6 +23,10 @@ gp_status gp_tp_check(const gp_config *cfg, int tp)
         {"key/value heads (num_key_value_heads)", cfg->n_kv_heads},
         {"FFN neurons (intermediate_size)", cfg->ffn},
     };
+    const int rows = (cfg->vocab + tp - 1) / tp; /* each rank's tokens, the last one's fewer */
+    if ((long long)(tp - 1) * rows >= cfg->vocab)
+        GP_FAIL(GP_ERR_INVALID_ARG, "--tp %d: model %s's vocabulary of %d tokens cut in parts of %d leaves the last "
+                "GPU none", tp, cfg->name, cfg->vocab, rows);
     for (size_t i = 0; i < sizeof split / sizeof split[0]; i++)
         if (split[i].v % tp != 0)
             GP_FAIL(GP_ERR_INVALID_ARG, "--tp %d: model %s has %d %s, not a multiple of %d: each GPU holds an equal "
@@ -35,6 +43,7 @@ gp_status gp_tp_config(const gp_config *cfg, int tp, gp_config *out)
     out->n_heads /= tp;
     out->n_kv_heads /= tp;
     out->ffn /= tp;
+    out->vocab_parts = tp > 1 ? tp : 0;
     return GP_OK;
 }
 
@@ -56,12 +65,12 @@ static void copy_cols(void *dst, const void *src, size_t rows, size_t cols, size
 static bool is_cut(gp_tensor_kind kind)
 {
     return kind == GP_T_WQKV || kind == GP_T_BQKV || kind == GP_T_WO || kind == GP_T_W_GATE_UP ||
-           kind == GP_T_W_DOWN;
+           kind == GP_T_W_DOWN || kind == GP_T_EMBED || kind == GP_T_LM_HEAD;
 }
 
 /* Rank r's part of one tensor of the whole model c (full) into dst: q/k/v
- * and gate/up by output rows, o and down by input columns, the others
- * whole. */
+ * and gate/up by output rows, o and down by input columns, the embedding
+ * and head by token rows (the last rank's tail zero), the others whole. */
 static void cut(const gp_config *c, int tp, int rank, gp_tensor_kind kind, const void *full, void *dst, size_t es)
 {
     const size_t H = (size_t)c->hidden, hd = (size_t)c->head_dim, r = (size_t)rank;
@@ -87,6 +96,14 @@ static void cut(const gp_config *c, int tp, int rank, gp_tensor_kind kind, const
     case GP_T_W_DOWN: /* those neurons' inputs */
         copy_cols(dst, full, H, F, r * sf, sf, es);
         return;
+    case GP_T_EMBED: /* this rank's tokens */
+    case GP_T_LM_HEAD: {
+        const size_t V = (size_t)c->vocab, sv = (V + (size_t)tp - 1) / (size_t)tp, lo = r * sv;
+        const size_t n = lo >= V ? 0 : V - lo < sv ? V - lo : sv;
+        d = copy_rows(dst, full, lo, n, H, es);
+        memset(d, 0, (sv - n) * H * es);
+        return;
+    }
     default:
         memcpy(dst, full, gp_synth_numel(c, kind) * es);
     }
@@ -181,7 +198,7 @@ gp_status gp_model_source_load_host_shard(const gp_model_source *src, int tp, in
         st = shard_alloc(c, tp, rank, dt, out, &dst, &n);
     /* one whole tensor at a time: the largest of those that are cut */
     const size_t es = gp_dtype_size(dt);
-    const gp_tensor_kind cuts[] = {GP_T_WQKV, GP_T_WO, GP_T_W_GATE_UP, GP_T_W_DOWN};
+    const gp_tensor_kind cuts[] = {GP_T_WQKV, GP_T_WO, GP_T_W_GATE_UP, GP_T_W_DOWN, GP_T_EMBED};
     size_t most = 0;
     for (size_t k = 0; k < sizeof cuts / sizeof cuts[0]; k++)
         most = gp_synth_numel(c, cuts[k]) > most ? gp_synth_numel(c, cuts[k]) : most;

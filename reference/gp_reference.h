@@ -96,13 +96,28 @@ int gp_cpu_model_max_seqs(const gp_cpu_model *m);
  * whole GPU engine and the measure of its drift from HF. Other values are
  * ignored. */
 void gp_cpu_model_set_act_dtype(gp_cpu_model *m, gp_dtype dt);
-/* Tensor parallel (gp_tp_config's shard weights on each rank): fn(ctx,
- * rows, n) gets the fp32 output of every layer's o and down projection (n =
- * rows x hidden floats) before it is added to the residual, and must leave
- * there the sum over the ranks (an all-reduce); a status other than GP_OK
- * fails the stage. NULL (the default): one rank. Not during a step. */
+/* Tensor parallel: this model is rank `rank` of tp, its weights that rank's
+ * shard (gp_tp_config, gp_host_weights_shard). sum(ctx, rows, n) gets the
+ * fp32 rows of the step's embedding (each rank's holds its part of the
+ * vocabulary's tokens, zero for the others) and the output of every layer's
+ * o and down projection (n = rows x hidden floats) before it is added to
+ * the residual, and must leave there the sum over the ranks (an
+ * all-reduce). gather(ctx, buf, n) gets tp segments of n floats, this
+ * rank's segment the logits of its part of the head ([rows][vocab rows]),
+ * and must fill in the others' (an all-gather). A status other than GP_OK
+ * fails the stage. tp 1 (the default): one rank, sum and gather unused.
+ * GP_ERR_INVALID_ARG for rank outside 0..tp-1, tp > 1 without sum or
+ * gather or with weights not cut into tp parts of the vocabulary. Not
+ * during a step. */
 typedef gp_status (*gp_cpu_reduce_fn)(void *ctx, float *rows, size_t n);
-void gp_cpu_model_set_reduce(gp_cpu_model *m, gp_cpu_reduce_fn fn, void *ctx);
+typedef gp_status (*gp_cpu_gather_fn)(void *ctx, float *buf, size_t n);
+typedef struct gp_cpu_tp {
+    int rank, tp;
+    gp_cpu_reduce_fn sum;
+    gp_cpu_gather_fn gather;
+    void *ctx;
+} gp_cpu_tp;
+gp_status gp_cpu_model_set_tp(gp_cpu_model *m, const gp_cpu_tp *tp);
 /* Threads of the model's own worker (the one gp_cpu_decode_step and the
  * prefills run on): 0 the default (online CPUs, at most 16, GP_REF_THREADS)
  * or 1..16. Results do not depend on it. Not during a step. */

@@ -46,8 +46,8 @@ struct gp_cpu_model {
     bool sparse_on;            /* gp_cpu_model_set_sparsity gave thresholds */
     gp_cpu_capture_fn capture; /* NULL: none */
     void *capture_ctx;
-    gp_cpu_reduce_fn reduce;   /* tensor parallel: sums the ranks' o and down outputs; NULL: one rank */
-    void *reduce_ctx;
+    gp_cpu_tp tp;              /* tensor parallel: sums the ranks' embeddings and o and down outputs,
+                                  gathers their logits; tp 1: one rank */
 
     /* per-row scratch of rows_cap rows (max_seqs at first, grown by a batch
      * of more rows before it changes anything); stages touch only their rows */
@@ -298,12 +298,19 @@ gp_status gp_cpu_model_create(const gp_host_weights *w, int max_seqs, int max_co
     return GP_OK;
 }
 
-void gp_cpu_model_set_reduce(gp_cpu_model *m, gp_cpu_reduce_fn fn, void *ctx)
+gp_status gp_cpu_model_set_tp(gp_cpu_model *m, const gp_cpu_tp *tp)
 {
-    if (m) {
-        m->reduce = fn;
-        m->reduce_ctx = ctx;
-    }
+    if (!m || !tp)
+        GP_FAIL(GP_ERR_INVALID_ARG, "gp_cpu_model_set_tp: model or settings NULL");
+    const int parts = m->cfg.vocab_parts > 1 ? m->cfg.vocab_parts : 1;
+    if (tp->tp < 1 || tp->rank < 0 || tp->rank >= tp->tp || (tp->tp > 1 && (!tp->sum || !tp->gather)) ||
+        parts != tp->tp)
+        GP_FAIL(GP_ERR_INVALID_ARG, "gp_cpu_model_set_tp: rank %d of %d: allowed rank 0..tp-1, sum and gather when tp "
+                "> 1, and weights cut into tp parts of the vocabulary (these: %d)", tp->rank, tp->tp, parts);
+    if (m->step_B)
+        GP_FAIL(GP_ERR_STATE, "gp_cpu_model_set_tp: a step of %d rows is in progress", m->step_B);
+    m->tp = *tp;
+    return GP_OK;
 }
 
 void gp_cpu_model_set_act_dtype(gp_cpu_model *m, gp_dtype dt)
@@ -576,8 +583,8 @@ static gp_status gp_cpu_attn_stage(gp_cpu_model *m, gp_cpu_worker *wk, const gp_
     gp_ref_round(m, att, (size_t)nb * q_dim);
     gp_ref_proj_input(m, layer, GP_REF_PROJ_O, att, nb, q_dim);
     gp_ref_matmul(wk, tmp, lw->wo, wdt, att, nb, H, q_dim);
-    if (m->reduce)
-        GP_TRY(m->reduce(m->reduce_ctx, tmp, (size_t)nb * (size_t)H));
+    if (m->tp.tp > 1)
+        GP_TRY(m->tp.sum(m->tp.ctx, tmp, (size_t)nb * (size_t)H));
     gp_ref_add_rows(&io->resid, tmp, nb, H);
     return GP_OK;
 }
@@ -607,8 +614,8 @@ static gp_status gp_cpu_ffn_stage(gp_cpu_model *m, gp_cpu_worker *wk, const gp_s
     gp_ref_round(m, act, (size_t)nb * F);
     gp_ref_proj_input(m, layer, GP_REF_PROJ_DOWN, act, nb, F);
     gp_ref_matmul(wk, tmp, lw->w_down, wdt, act, nb, H, F);
-    if (m->reduce)
-        GP_TRY(m->reduce(m->reduce_ctx, tmp, (size_t)nb * (size_t)H));
+    if (m->tp.tp > 1)
+        GP_TRY(m->tp.sum(m->tp.ctx, tmp, (size_t)nb * (size_t)H));
     gp_ref_add_rows(&io->resid, tmp, nb, H);
     return GP_OK;
 }
@@ -671,7 +678,11 @@ static gp_status gp_ref_step_begin(gp_cpu_model *m, const gp_batch *b, const cha
     long long rows, pre;
     GP_TRY(gp_ref_batch_check(m, b, who, true, &rows, &pre));
     GP_TRY(gp_ref_reserve_rows(m, (int)rows));
-    const int H = m->cfg.hidden;
+    if (m->cfg.vocab_parts > 1 && m->tp.tp != m->cfg.vocab_parts)
+        GP_FAIL(GP_ERR_STATE, "%s: the weights hold one of %d parts of the vocabulary, but the model runs as rank %d "
+                "of %d (gp_cpu_model_set_tp)", who, m->cfg.vocab_parts, m->tp.rank, m->tp.tp);
+    const int H = m->cfg.hidden, vrows = gp_config_vocab_rows(&m->cfg);
+    const long long lo = (long long)m->tp.rank * vrows;
     int r = 0;
     for (int i = 0; i < b->n_parts; i++) {
         const gp_batch_part *p = &b->parts[i];
@@ -682,13 +693,15 @@ static gp_status gp_ref_step_begin(gp_cpu_model *m, const gp_batch *b, const cha
             m->pos[r] = len + t;
             m->tables[r] = table;
             m->step_ids[r] = p->seq;
-            size_t e = (size_t)p->tokens[t] * (size_t)H; /* first element of the token's row */
+            const long long id = (long long)p->tokens[t] - lo; /* the row in this part of the vocabulary */
             float *x = m->x + (size_t)r * (size_t)H;
             for (int k = 0; k < H; k++)
-                x[k] = gp_ref_weight(m->w->embed, m->w->dtype, e + (size_t)k);
+                x[k] = id < 0 || id >= vrows ? 0.0f : gp_ref_weight(m->w->embed, m->w->dtype, (size_t)id * H + k);
         }
         m->head_rows[i] = r - 1;
     }
+    if (m->tp.tp > 1) /* each rank embedded its part's tokens alone */
+        GP_TRY(m->tp.sum(m->tp.ctx, m->x, (size_t)rows * (size_t)H));
     m->step_B = (int)rows;
     m->step_parts = b->n_parts;
     m->step_prefill = pre > 0;
@@ -721,6 +734,28 @@ gp_status gp_cpu_step_begin(gp_cpu_model *m, int B, const int *seq_ids, const in
     return gp_ref_step_begin(m, &b, "gp_cpu_step_begin");
 }
 
+/* Tensor parallel head: this rank's part of the vocabulary's logits of
+ * n_head rows into its segment, every rank's gathered, then in vocabulary
+ * order into logits [n_head][vocab]. */
+static gp_status gp_ref_head_part(gp_cpu_model *m, gp_cpu_worker *wk, int n_head, float *logits)
+{
+    const gp_config *c = &m->cfg;
+    const size_t s = (size_t)gp_config_vocab_rows(c), V = (size_t)c->vocab, seg = (size_t)n_head * s;
+    const size_t lo = (size_t)m->tp.rank * s, n = V - lo < s ? V - lo : s; /* the last part's tail is padding */
+    float *buf = calloc((size_t)m->tp.tp * seg, sizeof *buf);
+    if (!buf)
+        GP_FAIL(GP_ERR_NO_MEMORY, "tensor parallel head: %zu logits", (size_t)m->tp.tp * seg);
+    gp_ref_matmul(wk, buf + (size_t)m->tp.rank * seg, m->w->lm_head, m->w->dtype, m->h, n_head, (int)n, c->hidden);
+    gp_status st = m->tp.gather(m->tp.ctx, buf, seg);
+    for (int r = 0; st == GP_OK && r < m->tp.tp; r++) {
+        const size_t r0 = (size_t)r * s, nr = V - r0 < s ? V - r0 : s;
+        for (int b = 0; b < n_head; b++)
+            memcpy(logits + (size_t)b * V + r0, buf + (size_t)r * seg + (size_t)b * nr, sizeof *buf * nr);
+    }
+    free(buf);
+    return st;
+}
+
 /* Closes the step: the LM head over the last rows of its first n_head parts
  * into logits [n_head][vocab] (a prefill position puts the parts whose
  * logits it keeps first), then every row's KV length advanced. */
@@ -735,7 +770,10 @@ static gp_status gp_ref_step_finish(gp_cpu_model *m, gp_cpu_worker *wk, const gp
             gp_ref_rmsnorm(m->h + (size_t)i * H, gp_ref_row(resid, m->head_rows[i]), m->w->final_norm,
                            m->w->dtype, H, c->norm_eps);
         gp_ref_round(m, m->h, (size_t)n_head * H);
-        gp_ref_matmul(wk, logits, m->w->lm_head, m->w->dtype, m->h, n_head, c->vocab, H);
+        if (m->tp.tp > 1)
+            GP_TRY(gp_ref_head_part(m, wk, n_head, logits));
+        else
+            gp_ref_matmul(wk, logits, m->w->lm_head, m->w->dtype, m->h, n_head, c->vocab, H);
     }
     m->step_B = 0;
     for (int b = 0; b < B; b++)

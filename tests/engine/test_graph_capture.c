@@ -33,7 +33,7 @@ typedef struct step {
 
 static gp_status step_enqueue(step *s, gp_gemm_ctx *ctx, cudaStream_t st)
 {
-    GP_TRY(gp_embed(g_dt, s->tok, s->embed, s->resid, s->B, s->H, s->V, st));
+    GP_TRY(gp_embed(g_dt, s->tok, s->embed, s->resid, s->B, s->H, s->V, 0, s->V, st));
     GP_TRY(gp_rmsnorm_residual(g_dt, s->resid, NULL, s->norm_w, s->h, s->B, s->H, 1e-5f, st));
     GP_TRY(gp_gemm(ctx, g_dt, s->B, 2 * s->F, s->H, s->h, s->w_gu, s->gu, GP_GEMM_OUT_HALF));
     GP_TRY(gp_swiglu(g_dt, s->gu, s->act, s->B, s->F, st));

@@ -1,10 +1,12 @@
 /* Tensor parallelism on the CPU reference, no GPU: a model cut into tp
  * shards (gp_host_weights_shard), each rank's reference on its own thread,
- * the ranks' o and down outputs summed through the reduce hook in rank
- * order, gives the whole model's logits (within SUM_TOL: the partial sums
+ * the ranks' embeddings and o and down outputs summed through the sum hook
+ * in rank order and their parts of the head gathered, gives the whole
+ * model's logits (within SUM_TOL: the partial sums
  * add in another order) and its greedy tokens, prefill and decode steps
- * alike, on the tiny preset (TP = 2), small-gqa (TP = 2), qwen2-tiny (its
- * q/k/v biases cut with their rows) and long-gqa at TP = 2; the shapes and
+ * alike, on the tiny preset (TP = 2, and with a vocabulary of 257 that does
+ * not divide), small-gqa (TP = 2), qwen2-tiny (its q/k/v biases cut with
+ * their rows) and long-gqa at TP = 2; the shapes and
  * slices of a shard; a shard read straight from the source equal to the cut
  * one; every refused --tp. */
 #include "gp_test.h"
@@ -56,6 +58,21 @@ static gp_status reduce(void *ctx, float *rows, size_t n)
     return GP_OK;
 }
 
+/* Every rank's segment of n floats from the others' buffers, once all have
+ * theirs in place. */
+static gp_status gather(void *ctx, float *buf, size_t n)
+{
+    rank_run *r = ctx;
+    tp_sum *s = r->sum;
+    s->rows[r->rank] = buf;
+    pthread_barrier_wait(&s->bar);
+    for (int k = 0; k < s->tp; k++)
+        if (k != r->rank)
+            memcpy(buf + (size_t)k * n, s->rows[k] + (size_t)k * n, sizeof(float) * n);
+    pthread_barrier_wait(&s->bar);
+    return GP_OK;
+}
+
 /* Prefill PROMPTS prompts, then STEPS greedy steps; logits and tokens into r. */
 static void *run(void *arg)
 {
@@ -65,7 +82,8 @@ static void *run(void *arg)
     if (r->st == GP_OK)
         r->st = gp_cpu_model_set_threads(m, 1);
     if (r->st == GP_OK && r->sum)
-        gp_cpu_model_set_reduce(m, reduce, r);
+        r->st = gp_cpu_model_set_tp(m, &(gp_cpu_tp){.rank = r->rank, .tp = r->sum->tp, .sum = reduce,
+                                                    .gather = gather, .ctx = r});
     int32_t p[PROMPTS][7];
     gp_prefill_seq seqs[PROMPTS];
     for (int s = 0; s < PROMPTS; s++) {
@@ -91,12 +109,10 @@ static void *run(void *arg)
     return NULL;
 }
 
-static void check(const char *spec, int tp)
+static void check_source(const gp_model_source *src, const char *spec, int tp)
 {
-    gp_model_source src;
     gp_host_weights w;
-    GP_CHECK_OK(gp_model_source_resolve(spec, 3, &src));
-    GP_CHECK_OK(gp_model_source_load_host(&src, &w));
+    GP_CHECK_OK(gp_model_source_load_host(src, &w));
     const int V = w.cfg.vocab, H = w.cfg.hidden;
     const size_t nl = (size_t)(PROMPTS + STEPS * PROMPTS) * V;
     rank_run whole = {.rank = 0, .V = V, .w = &w, .logits = malloc(sizeof(float) * nl)};
@@ -140,10 +156,28 @@ static void check(const char *spec, int tp)
     gp_host_weights_free(&w);
 }
 
+static void check(const char *spec, int tp)
+{
+    gp_model_source src;
+    GP_CHECK_OK(gp_model_source_resolve(spec, 3, &src));
+    check_source(&src, spec, tp);
+}
+
 static void test_tiny(void **state)
 {
     (void)state;
     check("tiny", 2);
+}
+
+/* A vocabulary that does not divide: rank 1's part of the embedding and
+ * head ends in a padding row. */
+static void test_odd_vocab(void **state)
+{
+    (void)state;
+    gp_model_source src;
+    GP_CHECK_OK(gp_model_source_resolve("tiny", 3, &src));
+    src.cfg.vocab = 257;
+    check_source(&src, "tiny, vocabulary 257", 2);
 }
 
 static void test_small_gqa(void **state)
@@ -195,6 +229,12 @@ static void test_slices(void **state)
     const uint16_t *gu = w.layers[0].w_gate_up, *sg = s.layers[0].w_gate_up;
     assert_memory_equal(sg + (size_t)(F / 2) * H, gu + (size_t)(F + F / 2) * H, sizeof(uint16_t) * H);
     assert_true(s.lm_head == s.embed); /* tied stays tied */
+    /* the embedding by tokens: rank 1 holds [V/2, V) (tiny's 256 tokens, even) */
+    const int V = c->vocab;
+    assert_int_equal(s.cfg.vocab, V);
+    assert_int_equal(s.cfg.vocab_parts, 2);
+    assert_int_equal(gp_config_vocab_rows(&s.cfg), V / 2);
+    assert_memory_equal(s.embed, (const uint16_t *)w.embed + (size_t)(V / 2) * H, sizeof(uint16_t) * (V / 2) * H);
     gp_host_weights_free(&s);
     gp_host_weights_free(&w);
 }
@@ -274,12 +314,20 @@ static void test_refusals(void **state)
     memset(&w, 0, sizeof w);
     GP_CHECK_OK(gp_config_preset("tiny", &w.cfg));
     GP_CHECK_FAIL(gp_host_weights_shard(&w, 2, 2, &s), GP_ERR_INVALID_ARG, "rank 2 of --tp 2: allowed 0..1");
+    /* a shard is not cut again, and every rank must hold some tokens */
+    GP_CHECK_OK(gp_config_preset("tiny", &c));
+    GP_CHECK_OK(gp_tp_config(&c, 2, &out));
+    GP_CHECK_FAIL(gp_tp_check(&out, 2), GP_ERR_INVALID_ARG, "already one of 2 parts");
+    c.vocab = 5; /* parts of 2: the fourth rank would hold none */
+    c.n_heads = c.n_kv_heads = 4, c.ffn = 128;
+    GP_CHECK_FAIL(gp_tp_check(&c, 4), GP_ERR_INVALID_ARG, "vocabulary of 5 tokens cut in parts of 2");
 }
 
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_slices),     cmocka_unit_test(test_load_shard), cmocka_unit_test(test_refusals), cmocka_unit_test(test_tiny),
+        cmocka_unit_test(test_odd_vocab),
         cmocka_unit_test(test_small_gqa),  cmocka_unit_test(test_qwen2_bias), cmocka_unit_test(test_long_gqa),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
