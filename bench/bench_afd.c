@@ -30,6 +30,7 @@ typedef struct opts {
     int warmup, repeat, n_w, n_m, micro[GP_PIPE_MAX_MICRO];
     gp_config cfg;
     workload w[MAX_W];
+    FILE *csv; /* --csv; NULL: none */
 } opts;
 
 typedef struct afd_row {
@@ -308,12 +309,15 @@ static int table(const opts *op, const float *one, bool pp, gp_device_weights *w
 static void usage(FILE *f)
 {
     fprintf(f, "usage: " PROG " [--model PRESET] [--workloads B:C,...] [--micro M,...] [--warmup N] [--repeat N]\n"
+               "       [--csv FILE]\n"
                "Decode steps with attention (and the KV cache) on GPU 0 and the FFN on GPU 1 of this host,\n"
                "beside the one-GPU engine (data parallelism's rate per GPU); synthetic bf16 weights.\n"
                "  --model PRESET   default llama3-8b\n"
                "  --workloads L    default 64:1024,256:1024,64:4096,256:4096,1024:384\n"
                "  --micro L        micro-batches per step, each 1..%d; default 1,2\n"
-               "  --warmup N       default 3;  --repeat N  timed steps, default 10\n",
+               "  --warmup N       default 3;  --repeat N  timed steps, default 10\n"
+               "  --csv FILE       also write the rows (one GPU, AFD, PP) to FILE, in gp_bench_tp's columns, for\n"
+               "                   bench/placement_report.py\n",
             GP_PIPE_MAX_MICRO);
 }
 
@@ -343,11 +347,12 @@ int main(int argc, char **argv)
     o.warmup = 3;
     o.repeat = 10;
     const char *model = "llama3-8b", *wl = "64:1024,256:1024,64:4096,256:4096,1024:384", *micro = "1,2";
+    const char *csv = NULL;
     static const struct option lo[] = {
         {"model", required_argument, NULL, 'm'},  {"workloads", required_argument, NULL, 'w'},
         {"micro", required_argument, NULL, 'M'},  {"warmup", required_argument, NULL, 'u'},
         {"repeat", required_argument, NULL, 'r'}, {"help", no_argument, NULL, 'h'},
-        {NULL, 0, NULL, 0}};
+        {"csv", required_argument, NULL, 'c'},    {NULL, 0, NULL, 0}};
     int ch;
     while ((ch = getopt_long(argc, argv, "h", lo, NULL)) != -1) {
         char *end = NULL;
@@ -366,6 +371,7 @@ int main(int argc, char **argv)
         case 'M': micro = optarg; break;
         case 'u': o.warmup = (int)v; break;
         case 'r': o.repeat = (int)v; break;
+        case 'c': csv = optarg; break;
         case 'h': usage(stdout); return 0;
         default: usage(stderr); return 2;
         }
@@ -385,6 +391,8 @@ int main(int argc, char **argv)
         fprintf(stderr, PROG ": attention and FFN on two GPUs need 2; this host has %d\n", n_dev < 0 ? 0 : n_dev);
         return 2;
     }
+    if (csv && !(o.csv = gp_place_csv_open(PROG, csv)))
+        return 2;
     printf("# " PROG " --model %s --workloads %s --micro %s --warmup %d --repeat %d: synthetic bf16 weights, "
            "per-stage CUDA graphs, medians of device-event step times\n", model, wl, micro, o.warmup, o.repeat);
     fflush(stdout);
@@ -400,11 +408,18 @@ int main(int argc, char **argv)
         fprintf(stderr, PROG ": %s\n", gp_last_error());
         return 1;
     }
-    for (int i = 0; i < o.n_w && whole; i++)
-        if (one_gpu(whole, &o, &o.w[i], &one[i]) != GP_OK) {
+    for (int i = 0; i < o.n_w; i++) {
+        gp_place_row r = {.placement = "one GPU", .gpus = 1, .B = o.w[i].B, .C = o.w[i].C, .M = 1, .busy0 = -1,
+                          .busy1 = -1, .cross_mb = -1, .error = "the whole model does not fit one GPU"};
+        if (whole && one_gpu(whole, &o, &o.w[i], &one[i]) != GP_OK) {
             fprintf(stderr, PROG ": one GPU, B = %d, C = %d: %s\n", o.w[i].B, o.w[i].C, gp_last_error());
             one[i] = 0;
+            r.error = gp_last_error();
         }
+        r.ok = one[i] > 0, r.ms = one[i];
+        gp_place_floor(&o.cfg, 1, &r);
+        gp_place_csv_row(o.csv, &o.cfg, &r);
+    }
     gp_device_weights_destroy(whole);
     /* the AFD rows: each GPU its groups */
     gp_device_weights *da = NULL, *df = NULL;
@@ -444,6 +459,8 @@ int main(int argc, char **argv)
         cudaSetDevice(d);
         gp_device_weights_destroy(dp[d]);
     }
+    if (o.csv)
+        fclose(o.csv);
     return rc;
 }
 
@@ -477,6 +494,10 @@ static int table(const opts *op, const float *one, bool pp, gp_device_weights *w
                 snprintf(one_s, sizeof one_s, "%.3f", one[i]);
                 snprintf(dp_s, sizeof dp_s, "%.0f", dp);
             }
+            gp_place_row cr = {.placement = pp ? "PP" : "AFD", .gpus = 2, .B = w->B, .C = w->C, .M = o.micro[mi],
+                               .ok = r->ran, .error = r->why[0] ? r->why : "failed", .ms = r->ms,
+                               .busy0 = pp ? -1 : r->a_busy, .busy1 = pp ? -1 : r->f_busy, .cross_mb = r->cross_mb};
+            gp_place_csv_row(o.csv, &o.cfg, &cr);
             if (!r->ran) {
                 printf("| %d | %d | %d | (%s) | | | | %s | - | %s | - |\n", w->B, w->C, o.micro[mi],
                        r->why[0] ? r->why : "failed", one_s, dp_s);

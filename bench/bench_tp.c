@@ -36,6 +36,7 @@ typedef struct opts {
     gp_config cfg;
     workload w[MAX_W];
     char spec[128];
+    FILE *csv; /* --csv: rank 0 writes the rows (the file opened before the ranks start); NULL: none */
 } opts;
 
 /* --sums-off: the sums and the gather left out (the results are wrong). */
@@ -143,22 +144,35 @@ static int rank_main(int rank, void *arg)
         peer = false;
     }
     float tp_ms[MAX_W], nccl_ms[MAX_W];
-    int failed = 0;
-    for (int i = 0; i < o->n_w; i++) {
+    int failed = 0, n_done = 0; /* workloads TP finished */
+    char why[200] = "";
+    for (int i = 0; i < o->n_w; i++, n_done++) {
         nccl_ms[i] = 0;
         st = time_steps(dw, o, &o->w[i], c, rank, &tp_ms[i]);
         if (st == GP_OK && peer && (st = gp_comm_set_peer_limit(c, 0)) == GP_OK &&
             (st = time_steps(dw, o, &o->w[i], c, rank, &nccl_ms[i])) == GP_OK)
             st = gp_comm_set_peer_limit(c, o->peer_bytes);
         if (st != GP_OK) {
-            fprintf(stderr, PROG ": rank %d, B = %d, C = %d: %s\n", rank, o->w[i].B, o->w[i].C, gp_last_error());
+            snprintf(why, sizeof why, "%s", gp_last_error());
+            fprintf(stderr, PROG ": rank %d, B = %d, C = %d: %s\n", rank, o->w[i].B, o->w[i].C, why);
             failed = 1;
             break;
         }
     }
     gp_device_weights_destroy(dw);
     gp_comm_destroy(c);
-    if (rank != 0 || failed)
+    if (rank != 0)
+        return failed;
+    if (failed && o->csv) /* the rows before it stand; the failed one says why */
+        for (int i = 0; i <= n_done && i < o->n_w; i++) {
+            gp_place_row r = {.placement = "TP", .prefill = o->prefill, .gpus = o->tp, .B = o->w[i].B,
+                              .C = o->w[i].C, .M = 1, .ok = i < n_done, .error = why, .ms = tp_ms[i],
+                              .busy0 = -1, .busy1 = -1, .cross_mb = -1};
+            if (!o->prefill)
+                gp_place_floor(&shard, 1, &r);
+            gp_place_csv_row(o->csv, &o->cfg, &r);
+        }
+    if (failed)
         return failed;
     /* rank 0: the one-GPU engine, where the whole model fits */
     gp_device_weights *whole = NULL;
@@ -205,6 +219,17 @@ static int rank_main(int rank, void *arg)
             snprintf(ratio, sizeof ratio, "%.3f", tp_ms[i] / one);
             snprintf(dp_s, sizeof dp_s, "%.0f", dp_rate);
         }
+        gp_place_row tr = {.placement = "TP", .prefill = o->prefill, .gpus = o->tp, .B = w->B, .C = w->C, .M = 1,
+                           .ok = true, .ms = tp_ms[i], .busy0 = -1, .busy1 = -1, .cross_mb = -1};
+        gp_place_row orow = tr;
+        orow.placement = "one GPU", orow.gpus = 1, orow.ms = one, orow.ok = one > 0;
+        orow.error = whole ? gp_last_error() : "the whole model does not fit one GPU";
+        if (!o->prefill) {
+            gp_place_floor(&shard, 1, &tr);
+            gp_place_floor(&o->cfg, 1, &orow);
+        }
+        gp_place_csv_row(o->csv, &o->cfg, &tr);
+        gp_place_csv_row(o->csv, &o->cfg, &orow);
         if (o->prefill)
             printf("| %d | %d | %.3f | %s | %s | %s | %.0f | %s |\n", w->B, w->C, tp_ms[i], nccl_s, one_s, ratio, tp_rate,
                    dp_s);
@@ -231,6 +256,8 @@ static void usage(FILE *f)
                "                   NCCL sums alone); 0: NCCL alone; default %zu\n"
                "  --sums-off       timing only: the ranks' sums and gathers skipped (wrong results), to show\n"
                "                   what they cost\n"
+               "  --csv FILE       also write the rows (TP and one GPU) to FILE, in gp_bench_afd's columns, for\n"
+               "                   bench/placement_report.py\n"
                "  --warmup N       default 3;  --repeat N  timed steps, default 20\n",
             GP_TP_MAX, GP_COMM_PEER_BYTES_DEFAULT);
 }
@@ -241,13 +268,13 @@ int main(int argc, char **argv)
     o.warmup = 3;
     o.repeat = 20;
     o.peer_bytes = GP_COMM_PEER_BYTES_DEFAULT;
-    const char *model = "llama3-8b", *wl = "1:1024,64:1024,256:1024";
+    const char *model = "llama3-8b", *wl = "1:1024,64:1024,256:1024", *csv = NULL;
     bool wl_given = false;
     static const struct option lo[] = {{"tp", required_argument, NULL, 't'},      {"model", required_argument, NULL, 'm'},
                                        {"workloads", required_argument, NULL, 'w'}, {"warmup", required_argument, NULL, 'u'},
                                        {"repeat", required_argument, NULL, 'r'},  {"help", no_argument, NULL, 'h'},
                                        {"prefill", no_argument, NULL, 'p'}, {"peer-bytes", required_argument, NULL, 'b'},
-                                       {"sums-off", no_argument, NULL, 'S'},
+                                       {"sums-off", no_argument, NULL, 'S'}, {"csv", required_argument, NULL, 'c'},
                                        {NULL, 0, NULL, 0}};
     int ch;
     while ((ch = getopt_long(argc, argv, "h", lo, NULL)) != -1) {
@@ -269,6 +296,7 @@ int main(int argc, char **argv)
         case 'w': wl = optarg; wl_given = true; break;
         case 'p': o.prefill = true; break;
         case 'S': o.sums_off = true; break;
+        case 'c': csv = optarg; break;
         case 'b': {
             uint64_t b = 0;
             if (gp_parse_size(optarg, "--peer-bytes", &b) != GP_OK || b > ((uint64_t)1 << 34)) {
@@ -306,6 +334,8 @@ int main(int argc, char **argv)
         fprintf(stderr, PROG ": %s\n", gp_last_error());
         return 2;
     }
+    if (csv && !(o.csv = gp_place_csv_open(PROG, csv)))
+        return 2;
     snprintf(o.spec, sizeof o.spec, "file:/tmp/gp_bench_tp.%d", (int)getpid());
     printf("# " PROG " --tp %d --model %s%s --workloads %s --warmup %d --repeat %d --peer-bytes %zu%s: synthetic "
            "bf16 shards, %s\n", o.tp, model, o.prefill ? " --prefill" : "", wl, o.warmup, o.repeat, o.peer_bytes,
@@ -318,6 +348,8 @@ int main(int argc, char **argv)
         return 1;
     }
     unlink(o.spec + 5);
+    if (o.csv)
+        fclose(o.csv);
     int rc = 0;
     for (int r = 0; r < o.tp; r++)
         if (codes[r]) {

@@ -15,6 +15,10 @@ gp_add_test(cs_sweep SOURCES case_studies/test_cs_sweep.c LIBS gp_case_study_cor
 gp_add_test(cs_memory SOURCES case_studies/test_cs_memory.c LIBS gp_case_study_core)
 # Each report's closing line per workload: the fastest row against seq.
 gp_add_test(cs_winners SOURCES case_studies/test_cs_winners.c LIBS gp_case_study_core gp_dep_jansson)
+# The report of every placement, one GPU and two (bench/placement_report.py), on made-up rows.
+add_test(NAME placement_report
+         COMMAND python3 ${CMAKE_CURRENT_LIST_DIR}/test_placement_report.py
+                 ${CMAKE_SOURCE_DIR}/bench/placement_report.py)
 # ---- END core ----
 # ---- BEGIN program: the binary's refusals that need no GPU (docs/RELIABILITY.md)
 function(gp_cs_cli_test name code regex)
