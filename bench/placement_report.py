@@ -164,7 +164,9 @@ def workload_section(rows, model, device, phase, B, C):
              "|---|---:|---:|---:|---:|---|"]
     for r in w:
         if not r["ok"]:
-            lines.append("| %s | %d | (%s) | - | - | |" % (r["label"], r["gpus"], r["error"] or "failed"))
+            why = r["error"] or "failed"
+            why = why if len(why) <= 100 else why[:99] + "…"  # the benchmark's log has the whole message
+            lines.append("| %s | %d | (%s) | - | - | |" % (r["label"], r["gpus"], why))
             continue
         vs = "%.2f" % (r["rate"] / ref["rate"]) if ref else "-"
         lines.append("| %s | %d | %.3f | %s | %s | %s |" % (r["label"], r["gpus"], r["ms"], fmt_rate(r["rate"]), vs,
@@ -176,7 +178,7 @@ def workload_section(rows, model, device, phase, B, C):
         return lines, None
     win = max(ok, key=lambda r: r["rate"])
     line = "**Winner: %s**, %s tokens/s per GPU" % (win["label"], fmt_rate(win["rate"]))
-    if ref and win is not ref:
+    if ref and win["kind"] != "one GPU":
         line += ", %.2fx the one-GPU engine" % (win["rate"] / ref["rate"])
     lines.append(line + ".")
     apart = []

@@ -81,6 +81,12 @@ with tempfile.TemporaryDirectory() as d:
     expect("## B = 64, C = 1024 (decode), NVIDIA H100" in r.stdout and "| TP = 2 | 2 | 9.000 | 3,556 | - |" in r.stdout,
            "another device's section", r.stdout)
 
+    # a long reason is cut, its start kept
+    with open(paths["afd.csv"], "a") as f:
+        f.write('llama3-8b,NVIDIA H200,decode,AFD,2,64,1024,4,0,"%s",,,,,,,\n' % ("x" * 150))
+    r = run([paths["afd.csv"]])
+    expect("| AFD, M = 4 | 2 | (" + "x" * 99 + "…) |" in r.stdout, "a long reason cut", r.stdout)
+
     # bad input: exit 2, the file named
     r = run([os.path.join(d, "missing.csv")])
     expect(r.returncode == 2 and "missing.csv" in r.stderr, "a missing file", r.stderr)
