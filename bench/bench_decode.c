@@ -253,6 +253,9 @@ static gp_status prefill_context(gp_engine *e, const gp_config *cfg, int B, int 
     return st;
 }
 
+/* --skinny-max-m: the next row's gemm_skinny_max_m (-1: the engine's default) */
+static int g_skinny_max_m = -1;
+
 static int time_row(gp_device_weights *dw, const gp_config *cfg, const workload *w, int warmup, int repeat,
                     int graphs, const float *thresholds, bool sparse_always, int real_context, const char *label,
                     bench_row *r)
@@ -264,6 +267,8 @@ static int time_row(gp_device_weights *dw, const gp_config *cfg, const workload 
     p.max_batch = w->B;
     p.max_context = w->C + warmup + repeat + 2;
     p.use_graphs = graphs;
+    if (g_skinny_max_m >= 0)
+        p.gemm_skinny_max_m = g_skinny_max_m;
     gp_engine *e = NULL;
     float *ms = calloc((size_t)repeat, sizeof(float));
     gp_step_breakdown bd;
@@ -308,13 +313,17 @@ static void usage(FILE *f)
 {
     fprintf(f, "usage: gp_bench_decode [--model PRESET] [--workloads B:C,...] [--repeat N] [--warmup N] [--eager] "
             "[--attn] [--dtype bf16|fp16] [--layers N] [--sparsity FILE.json] [--vram-budget SIZE [--prefetch D] "
-            "[--lru] [--no-resident]]\n  SIZE: " GP_SIZE_UNITS "\n");
+            "[--lru] [--no-resident]] [--skinny-max-m LIST]\n  SIZE: " GP_SIZE_UNITS "\n"
+            "  --skinny-max-m LIST  before each workload's row, one row per value (0..16, commas): the same\n"
+            "                       engine with GEMMs of at most that many rows on the skinny kernel and the\n"
+            "                       others on cuBLASLt (gemm_skinny_max_m), for the A/B of that routing\n");
 }
 
 int main(int argc, char **argv)
 {
     const char *model = GP_DEFAULT_PRESET, *wl = "8:1024,64:2048,256:1024,1024:384";
     int repeat = 20, warmup = 3, graphs = 1, attn = 0, prefetch = 2, keep = 1, resident_row = 1, layers = 0;
+    int smm[8], n_smm = 0; /* --skinny-max-m */
     const char *spf = NULL; /* --sparsity FILE.json */
     gp_sparsity sp_thr;
     memset(&sp_thr, 0, sizeof sp_thr);
@@ -333,6 +342,7 @@ int main(int argc, char **argv)
                                          {"layers", required_argument, NULL, 'L'},
                                          {"sparsity", required_argument, NULL, 'S'},
                                          {"no-resident", no_argument, NULL, 'n'},
+                                         {"skinny-max-m", required_argument, NULL, 'K'},
                                          {"help", no_argument, NULL, 'h'},
                                          {NULL, 0, NULL, 0}};
     int c;
@@ -356,6 +366,20 @@ int main(int argc, char **argv)
             break;
         }
         case 'n': resident_row = 0; break;
+        case 'K': {
+            n_smm = 0;
+            for (char *tok = strtok(optarg, ","); tok; tok = strtok(NULL, ",")) {
+                char *end = NULL;
+                long v = strtol(tok, &end, 10);
+                if (end == tok || *end || v < 0 || v > 16 || n_smm == 8) {
+                    fprintf(stderr, "gp_bench_decode: --skinny-max-m '%s': allowed up to 8 values 0..16 separated "
+                            "by commas\n", tok);
+                    return 2;
+                }
+                smm[n_smm++] = (int)v;
+            }
+            break;
+        }
         case 'V':
             if (gp_parse_size(optarg, "--vram-budget", &budget) != GP_OK) {
                 fprintf(stderr, "gp_bench_decode: %s\n", gp_last_error());
@@ -534,6 +558,14 @@ int main(int argc, char **argv)
             failed = 1;
         if (spf && time_row(dw, &cfg, &w[i], warmup, repeat, graphs, NULL, false, 1, "dense", &r) != 0)
             failed = 1;
+        for (int k = 0; k < n_smm; k++) {
+            char routed[160];
+            snprintf(routed, sizeof routed, "%s, skinny M <= %d", label, smm[k]);
+            g_skinny_max_m = smm[k];
+            failed |= time_row(dw, &cfg, &w[i], warmup, repeat, graphs, spf ? sp_thr.thresholds : NULL, false,
+                               spf != NULL, routed, &r);
+            g_skinny_max_m = -1;
+        }
         /* with a calibration: the per-step choice, then every projection sparse on every step */
         for (int a = 0; a < (spf ? 2 : 1); a++) {
             failed |= time_row(dw, &cfg, &w[i], warmup, repeat, graphs, spf ? sp_thr.thresholds : NULL, a == 1,

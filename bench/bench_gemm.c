@@ -2,7 +2,8 @@
  * SM-count target), cuBLASLt against the skinny kernel where M allows: median
  * of timed reps, weight bytes/s and FLOP/s, in the engine dtype --dtype
  * (bf16, the default, or fp16).
- * Usage: gp_bench_gemm [--dtype bf16|fp16] [SM_TARGET (default 76)] [REPS (default 20)] */
+ * Usage: gp_bench_gemm [--dtype bf16|fp16] [--skinny] [SM_TARGET (default 76)] [REPS (default 20)] */
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -25,8 +26,16 @@ static const bench_gemm gemms[] = {
     { "gate_up", 28672, 4096, GP_GEMM_OUT_HALF },
     { "down", 4096, 14336, GP_GEMM_OUT_F32_ACC }, /* likewise */
     { "lm_head", 128256, 4096, GP_GEMM_OUT_F32 },
+    /* a tensor-parallel rank's (TP = 2) */
+    { "qkv/2", 3072, 4096, GP_GEMM_OUT_HALF },
+    { "o/2", 4096, 2048, GP_GEMM_OUT_F32 },
+    { "gu/2", 14336, 4096, GP_GEMM_OUT_HALF },
+    { "down/2", 4096, 7168, GP_GEMM_OUT_F32 },
+    { "qkv70/2", 5120, 8192, GP_GEMM_OUT_HALF }, /* llama3-70b's rank */
+    { "down70/2", 8192, 14336, GP_GEMM_OUT_F32 },
 };
-static const int Ms[] = { 1, 8, 16, 64, 256, 1024 };
+static const int Ms_all[] = { 1, 8, 16, 64, 256, 1024 };
+static const int Ms_skinny_only[] = { 1, 8, 16 };
 #define MAX_M 1024
 
 static gp_dtype g_dt = GP_DTYPE_BF16; /* --dtype: inputs, weights and 16-bit outputs */
@@ -78,8 +87,11 @@ static gp_status time_skinny(int r, int sms, cudaStream_t st, const bench_gemm *
 }
 
 /* The whole benchmark; errors return at once (the process exits anyway). */
-static gp_status bench_run(int sm_target, int reps)
+static gp_status bench_run(int sm_target, int reps, bool skinny_only)
 {
+    const int *Ms = skinny_only ? Ms_skinny_only : Ms_all;
+    const size_t n_ms = skinny_only ? sizeof Ms_skinny_only / sizeof Ms_skinny_only[0]
+                                    : sizeof Ms_all / sizeof Ms_all[0];
     int dev = 0;
     struct cudaDeviceProp prop;
     GP_CUDA_TRY(cudaGetDevice(&dev));
@@ -130,10 +142,10 @@ static gp_status bench_run(int sm_target, int reps)
         }
         GP_CUDA_TRY(cudaMalloc(&y, ybytes));
         GP_CUDA_TRY(cudaMemsetAsync(y, 0, ybytes, st)); /* the accumulating GEMMs read y */
-        for (size_t mi = 0; mi < sizeof Ms / sizeof Ms[0]; mi++) {
+        for (size_t mi = 0; mi < n_ms; mi++) {
             int M = Ms[mi];
             for (int k = 0; k < 2; k++)
-                for (int part = 0; part < 2; part++) {
+                for (int part = 0; part < (skinny_only ? 1 : 2); part++) {
                     gp_gemm_ctx *c = ctx[k][part];
                     if (k && !gp_gemm_is_skinny(c, M, g->N, g->K, x, w[0]))
                         continue; /* the skinny context would run cuBLASLt: already timed */
@@ -160,6 +172,7 @@ static gp_status bench_run(int sm_target, int reps)
                        M, g->N, g->K, "all", r == 1 ? "rows16" : "rows32", ms,
                        wbytes / (ms * 1e-3) / 1e12,
                        2.0 * M * (double)g->N * g->K / (ms * 1e-3) / 1e12);
+                fflush(stdout);
             }
         }
         for (int c = 0; c < BENCH_COPIES; c++)
@@ -178,19 +191,25 @@ static gp_status bench_run(int sm_target, int reps)
 
 static void usage(FILE *f)
 {
-    fprintf(f, "usage: gp_bench_gemm [--dtype bf16|fp16] [SM_TARGET >= 0 (76)] [REPS 1..%d (20)]\n", BENCH_MAX_REPS);
+    fprintf(f, "usage: gp_bench_gemm [--dtype bf16|fp16] [--skinny] [SM_TARGET >= 0 (76)] [REPS 1..%d (20)]\n"
+               "  --skinny  only the decode batches (M = 1, 8, 16), on the whole device: cuBLASLt against the\n"
+               "            skinny kernel's 16- and 32-row blocks\n",
+            BENCH_MAX_REPS);
 }
 
 int main(int argc, char **argv)
 {
     const char *pos[3] = { NULL, NULL, NULL };
     int npos = 0;
+    bool skinny_only = false;
     for (int i = 1; i < argc; i++) {
         if (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h")) {
             usage(stdout);
             return 0;
         }
-        if (strcmp(argv[i], "--dtype") == 0 && i + 1 < argc) {
+        if (strcmp(argv[i], "--skinny") == 0) {
+            skinny_only = true;
+        } else if (strcmp(argv[i], "--dtype") == 0 && i + 1 < argc) {
             if (gp_dtype_parse(argv[++i], 0, &g_dt) != GP_OK) {
                 fprintf(stderr, "gp_bench_gemm: --dtype: %s\n", gp_last_error());
                 return 2;
@@ -211,7 +230,7 @@ int main(int argc, char **argv)
         printf("gp_bench_gemm: %s\n", gp_last_error());
         return 77;
     }
-    gp_status s = bench_run(sm_target, reps);
+    gp_status s = bench_run(sm_target, reps, skinny_only);
     if (s != GP_OK) {
         fprintf(stderr, "gp_bench_gemm: %s: %s\n", gp_status_str(s), gp_last_error());
         return 1;

@@ -239,8 +239,7 @@ gp_status gp_engine_create(gp_device_weights *dw, const gp_engine_params *p, gp_
     ln->e = e;
     ln->own_stream = true;
     if ((st = gp_device_stream_create(&ln->stream, "engine stream")) != GP_OK ||
-        (st = gp_gemm_ctx_create(ln->stream, 0, &ln->gemm)) != GP_OK ||
-        (st = gp_gemm_set_skinny_max_m(ln->gemm, p->gemm_skinny_max_m)) != GP_OK ||
+        (st = gp_lane_gemm_create(e, ln->stream, 0, &ln->gemm)) != GP_OK ||
         (st = gp_lane_alloc(ln, act_rows(p))) != GP_OK || (st = alloc_inv_freq(e)) != GP_OK)
         goto fail;
     ln->ap = gp_engine_attn_params(p);

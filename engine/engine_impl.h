@@ -204,6 +204,9 @@ gp_status gp_engine_attn_ws_bytes(const gp_config *c, const gp_engine_params *p,
  * lane's included), their release, and dropping every lane's captured
  * graphs (they baked the projections a new sparsity changes). */
 gp_status gp_lane_alloc(gp_lane *lane, int rows);
+/* A lane's GEMM context on stream with SM budget sms (0: the device), set
+ * as e's parameters ask (the skinny kernel's largest M). */
+gp_status gp_lane_gemm_create(const gp_engine *e, void *stream, int sms, gp_gemm_ctx **out);
 void gp_lane_free(gp_lane *lane);
 void gp_engine_drop_graphs(gp_engine *e);
 /* The step tables of S sequences (row s = seq_ids[s]) with lens[s] tokens

@@ -65,7 +65,7 @@ int gp_gemm_cached_shapes(const gp_gemm_ctx *ctx);
  * max_m outside 0..GP_GEMM_SKINNY_MAX_M is GP_ERR_INVALID_ARG. Changing it
  * empties the cache. */
 #define GP_GEMM_SKINNY_MAX_M 16
-#define GP_GEMM_SKINNY_DEFAULT_MAX_M 16
+#define GP_GEMM_SKINNY_DEFAULT_MAX_M 8 /* M = 9..16 steps were 0.6-2.1% faster on cuBLASLt */
 gp_status gp_gemm_set_skinny_max_m(gp_gemm_ctx *ctx, int max_m);
 /* 1 when a call of this shape and these pointers would take the skinny path. */
 int gp_gemm_is_skinny(const gp_gemm_ctx *ctx, int M, int N, int K, const void *x,

@@ -125,6 +125,17 @@ void gp_engine_drop_graphs(gp_engine *e)
         drop_lane_graphs(l);
 }
 
+gp_status gp_lane_gemm_create(const gp_engine *e, void *stream, int sms, gp_gemm_ctx **out)
+{
+    GP_TRY(gp_gemm_ctx_create(stream, sms, out));
+    gp_status st = gp_gemm_set_skinny_max_m(*out, e->p.gemm_skinny_max_m);
+    if (st != GP_OK) {
+        gp_gemm_ctx_destroy(*out);
+        *out = NULL;
+    }
+    return st;
+}
+
 gp_status gp_lane_create(gp_engine *e, void *stream, int sm_count, int rows, gp_lane **out)
 {
     *out = NULL;
@@ -153,9 +164,7 @@ gp_status gp_lane_create(gp_engine *e, void *stream, int sm_count, int rows, gp_
     if (lane->own_stream)
         st = gp_device_stream_create(&lane->stream, "lane stream");
     if (st == GP_OK)
-        st = gp_gemm_ctx_create(lane->stream, sm_count, &lane->gemm);
-    if (st == GP_OK)
-        st = gp_gemm_set_skinny_max_m(lane->gemm, e->p.gemm_skinny_max_m);
+        st = gp_lane_gemm_create(e, lane->stream, sm_count, &lane->gemm);
     if (st == GP_OK && rows > 0)
         st = gp_lane_alloc(lane, rows);
     if (st != GP_OK) {
