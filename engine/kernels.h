@@ -65,7 +65,11 @@ int gp_gemm_cached_shapes(const gp_gemm_ctx *ctx);
  * max_m outside 0..GP_GEMM_SKINNY_MAX_M is GP_ERR_INVALID_ARG. Changing it
  * empties the cache. */
 #define GP_GEMM_SKINNY_MAX_M 16
-#define GP_GEMM_SKINNY_DEFAULT_MAX_M 8 /* M = 9..16 steps were 0.6-2.1% faster on cuBLASLt */
+/* 16, not 8, though steps of 9-16 rows measured 0.6-2.1% faster on cuBLASLt
+ * (docs/PERFORMANCE.md): the skinny kernel gives a row the same bits at
+ * every M, so a preempted request recomputed in one batch repeats its
+ * tokens exactly */
+#define GP_GEMM_SKINNY_DEFAULT_MAX_M 16
 gp_status gp_gemm_set_skinny_max_m(gp_gemm_ctx *ctx, int max_m);
 /* 1 when a call of this shape and these pointers would take the skinny path. */
 int gp_gemm_is_skinny(const gp_gemm_ctx *ctx, int M, int N, int K, const void *x,
