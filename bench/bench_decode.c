@@ -253,8 +253,10 @@ static gp_status prefill_context(gp_engine *e, const gp_config *cfg, int B, int 
     return st;
 }
 
-/* --skinny-max-m: the next row's gemm_skinny_max_m (-1: the engine's default) */
+/* --skinny-max-m, --ab-split-swiglu: the next row's gemm_skinny_max_m (-1: the engine's default) and
+   split_swiglu */
 static int g_skinny_max_m = -1;
+static bool g_split_swiglu;
 
 static int time_row(gp_device_weights *dw, const gp_config *cfg, const workload *w, int warmup, int repeat,
                     int graphs, const float *thresholds, bool sparse_always, int real_context, const char *label,
@@ -269,6 +271,7 @@ static int time_row(gp_device_weights *dw, const gp_config *cfg, const workload 
     p.use_graphs = graphs;
     if (g_skinny_max_m >= 0)
         p.gemm_skinny_max_m = g_skinny_max_m;
+    p.split_swiglu = g_split_swiglu;
     gp_engine *e = NULL;
     float *ms = calloc((size_t)repeat, sizeof(float));
     gp_step_breakdown bd;
@@ -313,10 +316,12 @@ static void usage(FILE *f)
 {
     fprintf(f, "usage: gp_bench_decode [--model PRESET] [--workloads B:C,...] [--repeat N] [--warmup N] [--eager] "
             "[--attn] [--dtype bf16|fp16] [--layers N] [--sparsity FILE.json] [--vram-budget SIZE [--prefetch D] "
-            "[--lru] [--no-resident]] [--skinny-max-m LIST]\n  SIZE: " GP_SIZE_UNITS "\n"
+            "[--lru] [--no-resident]] [--skinny-max-m LIST] [--ab-split-swiglu]\n  SIZE: " GP_SIZE_UNITS "\n"
             "  --skinny-max-m LIST  before each workload's row, one row per value (0..16, commas): the same\n"
             "                       engine with GEMMs of at most that many rows on the skinny kernel and the\n"
-            "                       others on cuBLASLt (gemm_skinny_max_m), for the A/B of that routing\n");
+            "                       others on cuBLASLt (gemm_skinny_max_m), for the A/B of that routing\n"
+            "  --ab-split-swiglu    before each workload's row, the same engine with the SwiGLU as a kernel of\n"
+            "                       its own (split_swiglu), for the A/B of its fusion into the gate/up GEMM\n");
 }
 
 int main(int argc, char **argv)
@@ -324,6 +329,7 @@ int main(int argc, char **argv)
     const char *model = GP_DEFAULT_PRESET, *wl = "8:1024,64:2048,256:1024,1024:384";
     int repeat = 20, warmup = 3, graphs = 1, attn = 0, prefetch = 2, keep = 1, resident_row = 1, layers = 0;
     int smm[8], n_smm = 0; /* --skinny-max-m */
+    int ab_split_swiglu = 0;
     const char *spf = NULL; /* --sparsity FILE.json */
     gp_sparsity sp_thr;
     memset(&sp_thr, 0, sizeof sp_thr);
@@ -343,6 +349,7 @@ int main(int argc, char **argv)
                                          {"sparsity", required_argument, NULL, 'S'},
                                          {"no-resident", no_argument, NULL, 'n'},
                                          {"skinny-max-m", required_argument, NULL, 'K'},
+                                         {"ab-split-swiglu", no_argument, NULL, 'G'},
                                          {"help", no_argument, NULL, 'h'},
                                          {NULL, 0, NULL, 0}};
     int c;
@@ -366,6 +373,7 @@ int main(int argc, char **argv)
             break;
         }
         case 'n': resident_row = 0; break;
+        case 'G': ab_split_swiglu = 1; break;
         case 'K': {
             n_smm = 0;
             for (char *tok = strtok(optarg, ","); tok; tok = strtok(NULL, ",")) {
@@ -558,6 +566,14 @@ int main(int argc, char **argv)
             failed = 1;
         if (spf && time_row(dw, &cfg, &w[i], warmup, repeat, graphs, NULL, false, 1, "dense", &r) != 0)
             failed = 1;
+        if (ab_split_swiglu) {
+            char apart[160];
+            snprintf(apart, sizeof apart, "%s, SwiGLU apart", label);
+            g_split_swiglu = true;
+            failed |= time_row(dw, &cfg, &w[i], warmup, repeat, graphs, spf ? sp_thr.thresholds : NULL, false,
+                               spf != NULL, apart, &r);
+            g_split_swiglu = false;
+        }
         for (int k = 0; k < n_smm; k++) {
             char routed[160];
             snprintf(routed, sizeof routed, "%s, skinny M <= %d", label, smm[k]);

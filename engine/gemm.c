@@ -31,7 +31,7 @@ const float *gp_gemm_beta(gp_gemm_out t)
 
 const char *gp_gemm_out_name(gp_gemm_out t)
 {
-    return t == GP_GEMM_OUT_HALF ? "half" : t == GP_GEMM_OUT_F32 ? "f32" : "f32_acc";
+    return t == GP_GEMM_OUT_HALF ? "half" : t == GP_GEMM_OUT_F32 ? "f32" : t == GP_GEMM_OUT_F32_ACC ? "f32_acc" : "swiglu";
 }
 
 void gp_gemm_entry_release(gp_gemm_entry *e)
@@ -144,6 +144,8 @@ void *gp_gemm_stream(const gp_gemm_ctx *ctx)
 {
     return ctx ? (void *)ctx->stream : NULL;
 }
+
+_Static_assert(GP_SKINNY_OUT_SWIGLU == (int)GP_GEMM_OUT_SWIGLU, "the skinny kernel's out types are gp_gemm_out's");
 
 gp_status gp_gemm_set_skinny_max_m(gp_gemm_ctx *ctx, int max_m)
 {
@@ -351,9 +353,11 @@ gp_status gp_gemm(gp_gemm_ctx *ctx, gp_dtype dt, int M, int N, int K, const void
         GP_FAIL(GP_ERR_INVALID_ARG, "gp_gemm: M = %d, N = %d, K = %d (need M >= 0, N >= 1, "
                 "K >= 1)", M, N, K);
     if (out_type != GP_GEMM_OUT_HALF && out_type != GP_GEMM_OUT_F32
-        && out_type != GP_GEMM_OUT_F32_ACC)
+        && out_type != GP_GEMM_OUT_F32_ACC && out_type != GP_GEMM_OUT_SWIGLU)
         GP_FAIL(GP_ERR_INVALID_ARG, "gp_gemm: out_type = %d is not a gp_gemm_out",
                 (int)out_type);
+    if (out_type == GP_GEMM_OUT_SWIGLU && N % 2)
+        GP_FAIL(GP_ERR_INVALID_ARG, "gp_gemm: N = %d with GP_GEMM_OUT_SWIGLU: needs gate and up halves (N even)", N);
     if (M == 0)
         return GP_OK;
     if (!x || !w || !y)
@@ -393,6 +397,11 @@ gp_status gp_gemm(gp_gemm_ctx *ctx, gp_dtype dt, int M, int N, int K, const void
         e->used = 1;
         ctx->n_cached++;
         return GP_OK;
+    }
+    if (out_type == GP_GEMM_OUT_SWIGLU) { /* cuBLASLt has no such epilogue: the caller runs gp_swiglu after */
+        gp_gemm_entry_release(e);
+        GP_FAIL(GP_ERR_UNSUPPORTED, "gp_gemm: GP_GEMM_OUT_SWIGLU at M = %d, N = %d, K = %d: only the skinny kernel "
+                "has it (M <= %d, K %% 8 == 0, 16-byte aligned x and w)", M, N, K, ctx->skinny_max_m);
     }
     GP_TRY(gp_gemm_entry_build(ctx, e));
     gp_status st = gp_gemm_pick_and_run(ctx, e, x, w, y);

@@ -9,6 +9,7 @@
 #include "gemm_skinny.cuh"
 #include "gp_half.cuh"
 #include "gp_launch.cuh"
+#include "swiglu.cuh"
 
 /* Both 16-bit types (T = __nv_bfloat16 or __half, the engine dtype) run the
  * same kernel: only the mma's operand type and the 16-bit store differ;
@@ -43,7 +44,13 @@
  * - The grid is persistent and sized to the context's SM budget (SMs x 2
  *   CTAs), so inside a green-context partition it is one wave of that
  *   partition; the next row block's first weights are fetched before the
- *   current one's epilogue. */
+ *   current one's epilogue.
+ * - The gate/up projection with SwiGLU (out 3, SW): a 16-row tile is the
+ *   gate rows j..j+7 (the mma's rows 0-7) and their up rows N/2 + j..
+ *   (rows 8-15), so one CTA holds both halves of its 8 outputs and the
+ *   epilogue applies SwiGLU to them rounded as the 16-bit output would be:
+ *   gp_swiglu's bits without its kernel, its launch or the gate/up round
+ *   trip through memory. */
 
 typedef struct gp_skinny_args {
     const uint16_t *x;      /* [M][K] of T */
@@ -80,16 +87,18 @@ template <int NT, int R> struct gp_skinny_unroll {
 /* Weights of this warp's chunks j0 .. j0+U-1 of row block rb (zeros past K
  * and past N: they multiply into nothing). Streaming loads: each weight is
  * read once per step, so keep L2 for the activations. */
-template <int R, int U>
+template <int R, int U, bool SW>
 static __device__ __forceinline__ void gp_skinny_fetch_w(const gp_skinny_args &a, int rb, int j0,
                                                          int my_chunks, int warp, int g, int t,
                                                          uint4 (&wl)[R][U], uint4 (&wh)[R][U])
 {
 #pragma unroll
     for (int r = 0; r < R; r++) {
-        const int row = rb * 16 * R + r * 16 + g;
-        const uint16_t *p_lo = a.w + (size_t)row * (size_t)a.K;
-        const uint16_t *p_hi = p_lo + (size_t)8 * (size_t)a.K;
+        /* the tile's rows 0-7 and 8-15: 16 consecutive rows, or (SW, R = 1) gate rows and their up rows */
+        const int half = a.N / 2, lo = SW ? rb * 8 + g : rb * 16 * R + r * 16 + g, hi = SW ? half + lo : lo + 8;
+        const bool in_lo = SW ? lo < half : lo < a.N, in_hi = SW ? lo < half : hi < a.N;
+        const uint16_t *p_lo = a.w + (size_t)lo * (size_t)a.K;
+        const uint16_t *p_hi = a.w + (size_t)hi * (size_t)a.K;
 #pragma unroll
         for (int u = 0; u < U; u++) {
             const int j = j0 + u;
@@ -98,9 +107,9 @@ static __device__ __forceinline__ void gp_skinny_fetch_w(const gp_skinny_args &a
             const bool ok = j < my_chunks && k < a.K;
             wl[r][u] = make_uint4(0u, 0u, 0u, 0u);
             wh[r][u] = make_uint4(0u, 0u, 0u, 0u);
-            if (ok && row < a.N)
+            if (ok && in_lo)
                 wl[r][u] = __ldcs(reinterpret_cast<const uint4 *>(p_lo + k));
-            if (ok && row + 8 < a.N)
+            if (ok && in_hi)
                 wh[r][u] = __ldcs(reinterpret_cast<const uint4 *>(p_hi + k));
         }
     }
@@ -145,10 +154,11 @@ static __device__ __forceinline__ void gp_skinny_store(const gp_skinny_args &a, 
         static_cast<float *>(a.y)[i] += v; /* one thread owns each element */
 }
 
-template <typename T, int NT, int R>
+template <typename T, int NT, int R, bool SW>
 static __global__ void __launch_bounds__(GP_SKINNY_THREADS, GP_SKINNY_CTAS_PER_SM)
 gp_skinny_kernel(const gp_skinny_args a)
 {
+    static_assert(!SW || R == 1, "SwiGLU tiles are 8 gate and 8 up rows");
     gp_pdl_wait();
     constexpr int U = gp_skinny_unroll<NT, R>::U;
     constexpr int ROWS = 16 * R;
@@ -166,7 +176,7 @@ gp_skinny_kernel(const gp_skinny_args a)
     uint4 wl[R][U], wh[R][U]; /* the current step's weights */
     uint4 xv[NT][U];          /* the current step's x */
     if (item < a.n_items)
-        gp_skinny_fetch_w<R, U>(a, item, 0, my_chunks, warp, g, t, wl, wh);
+        gp_skinny_fetch_w<R, U, SW>(a, item, 0, my_chunks, warp, g, t, wl, wh);
     gp_skinny_fetch_x<NT, U>(a, 0, my_chunks, warp, g, t, xv);
 
     for (; item < a.n_items; item += gridDim.x) {
@@ -194,10 +204,10 @@ gp_skinny_kernel(const gp_skinny_args a)
             /* the next step's operands: this row block's, else the first of
              * this CTA's next row block (in flight over the epilogue below) */
             if (j0 + U < my_chunks) {
-                gp_skinny_fetch_w<R, U>(a, item, j0 + U, my_chunks, warp, g, t, wl, wh);
+                gp_skinny_fetch_w<R, U, SW>(a, item, j0 + U, my_chunks, warp, g, t, wl, wh);
                 gp_skinny_fetch_x<NT, U>(a, j0 + U, my_chunks, warp, g, t, xv);
             } else if (item + (int)gridDim.x < a.n_items) {
-                gp_skinny_fetch_w<R, U>(a, item + gridDim.x, 0, my_chunks, warp, g, t, wl, wh);
+                gp_skinny_fetch_w<R, U, SW>(a, item + gridDim.x, 0, my_chunks, warp, g, t, wl, wh);
                 gp_skinny_fetch_x<NT, U>(a, 0, my_chunks, warp, g, t, xv);
             }
         }
@@ -211,6 +221,22 @@ gp_skinny_kernel(const gp_skinny_args a)
                 for (int j = 0; j < 4; j++)
                     red[warp][n * 8 + 2 * t + (j & 1)][r * 16 + g + (j >> 1) * 8] = acc[r][n][j];
         __syncthreads();
+        if constexpr (SW) { /* out[tok][8 item + j] = SwiGLU(gate row j, up row j), each rounded first */
+            typedef gp_half_traits<T> ht;
+            const int half = a.N / 2;
+            for (int e = threadIdx.x; e < 8 * a.M; e += GP_SKINNY_THREADS) {
+                const int tok = e / 8, j = e - tok * 8, col = item * 8 + j;
+                float g = 0.0f, u = 0.0f;
+#pragma unroll
+                for (int w = 0; w < GP_SKINNY_WARPS; w++) /* the order of the plain store: the same bits */
+                    g += red[w][tok][j], u += red[w][tok][j + 8];
+                if (col < half)
+                    static_cast<T *>(a.y)[(size_t)tok * (size_t)half + (size_t)col] = ht::from_float(
+                        gp_swiglu_one(ht::to_float(ht::from_float(g)), ht::to_float(ht::from_float(u))));
+            }
+            __syncthreads(); /* red is rewritten by the next row block */
+            continue;
+        }
         const int n0 = item * ROWS;
         for (int e = threadIdx.x; e < ROWS * a.M; e += GP_SKINNY_THREADS) {
             const int tok = e / ROWS, row = e - tok * ROWS;
@@ -242,25 +268,31 @@ extern "C" int gp_skinny_plan_make(int M, int N, int K, const void *x, const voi
     return 1;
 }
 
-template <typename T, int NT, int R>
+template <typename T, int NT, int R, bool SW>
 static cudaError_t gp_skinny_launch_t(const gp_skinny_plan *p, const gp_skinny_args *a,
                                       cudaStream_t stream)
 {
     gp_launch l;
     gp_launch_setup(&l, p->grid, dim3(GP_SKINNY_THREADS), 0, stream);
-    return cudaLaunchKernelEx(&l.cfg, gp_skinny_kernel<T, NT, R>, *a);
+    return cudaLaunchKernelEx(&l.cfg, gp_skinny_kernel<T, NT, R, SW>, *a);
 }
 
 template <typename T>
 static cudaError_t gp_skinny_launch_v(const gp_skinny_plan *p, const gp_skinny_args *a,
                                       cudaStream_t stream)
 {
+    if (a->out_type == GP_SKINNY_OUT_SWIGLU) { /* 8 gate and 8 up rows a tile: N even, 16-row tiles */
+        if (p->r != 1 || a->N % 2)
+            return cudaErrorInvalidValue;
+        return p->nt == 1 ? gp_skinny_launch_t<T, 1, 1, true>(p, a, stream)
+                          : gp_skinny_launch_t<T, 2, 1, true>(p, a, stream);
+    }
     const int v = (p->nt - 1) * 2 + (p->r - 1);
     switch (v) {
-    case 0: return gp_skinny_launch_t<T, 1, 1>(p, a, stream);
-    case 1: return gp_skinny_launch_t<T, 1, 2>(p, a, stream);
-    case 2: return gp_skinny_launch_t<T, 2, 1>(p, a, stream);
-    case 3: return gp_skinny_launch_t<T, 2, 2>(p, a, stream);
+    case 0: return gp_skinny_launch_t<T, 1, 1, false>(p, a, stream);
+    case 1: return gp_skinny_launch_t<T, 1, 2, false>(p, a, stream);
+    case 2: return gp_skinny_launch_t<T, 2, 1, false>(p, a, stream);
+    case 3: return gp_skinny_launch_t<T, 2, 2, false>(p, a, stream);
     default: return cudaErrorInvalidValue;
     }
 }

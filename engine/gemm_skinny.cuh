@@ -33,9 +33,11 @@ typedef struct gp_skinny_plan {
 int gp_skinny_plan_make(int M, int N, int K, const void *x, const void *w, int sms, int r,
                         gp_skinny_plan *p);
 
-/* y = x . w^T (out 0 of dt, 1 fp32, 2 fp32 +=, as gp_gemm_out) on stream, x
- * and w of dt (GP_DTYPE_BF16 or GP_DTYPE_F16; else cudaErrorInvalidValue).
+/* y = x . w^T (out 0 of dt, 1 fp32, 2 fp32 +=, 3 the SwiGLU of its halves
+ * of dt: as gp_gemm_out; 3 needs N even and 16-row tiles) on stream, x and
+ * w of dt (GP_DTYPE_BF16 or GP_DTYPE_F16; else cudaErrorInvalidValue).
  * Returns the launch's error. */
+#define GP_SKINNY_OUT_SWIGLU 3
 cudaError_t gp_skinny_launch(const gp_skinny_plan *p, gp_dtype dt, int M, int N, int K,
                              const void *x, const void *w, void *y, int out_type,
                              cudaStream_t stream);

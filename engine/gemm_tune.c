@@ -102,8 +102,8 @@ gp_status gp_gemm_tune(gp_gemm_ctx *ctx, gp_dtype dt, int M, int N, int K, const
                 N, K);
     if (out_type != GP_GEMM_OUT_HALF && out_type != GP_GEMM_OUT_F32
         && out_type != GP_GEMM_OUT_F32_ACC)
-        GP_FAIL(GP_ERR_INVALID_ARG, "gp_gemm_tune: out_type = %d is not a gp_gemm_out",
-                (int)out_type);
+        GP_FAIL(GP_ERR_INVALID_ARG, "gp_gemm_tune: out_type = %d: allowed GP_GEMM_OUT_HALF, _F32 or _F32_ACC "
+                "(cuBLASLt's; GP_GEMM_OUT_SWIGLU is the skinny kernel's alone)", (int)out_type);
     if (max_candidates < 1 || max_candidates > GP_GEMM_TUNE_MAX_CANDIDATES || reps < 1
         || reps > 100)
         GP_FAIL(GP_ERR_INVALID_ARG, "gp_gemm_tune: max_candidates = %d (allowed 1..%d), reps = %d "

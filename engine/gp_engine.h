@@ -33,6 +33,9 @@ typedef struct gp_engine_params {
     int gemm_skinny_max_m; /* GEMMs of at most this many rows use the skinny kernel, the others
                               cuBLASLt (gp_gemm_set_skinny_max_m); 0..GP_GEMM_SKINNY_MAX_M,
                               default GP_GEMM_SKINNY_DEFAULT_MAX_M (where it measured faster) */
+    bool split_swiglu; /* the FFN's SwiGLU as a kernel of its own after the gate/up projection even
+                          where the skinny kernel can apply it in its epilogue (the same bits;
+                          default false: fused; true for comparisons) */
     /* Decode attention (gp_decode_attn_params): GP_ATTN_KERNEL_AUTO (default)
      * lets the rule of gp_decode_attn_choose pick per call; another kernel
      * runs wherever it serves (comparisons). The streaming kernel's warps per

@@ -37,6 +37,11 @@ typedef enum gp_gemm_out {
     GP_GEMM_OUT_F32 = 1,     /* y = x . W^T, fp32 (logits) */
     GP_GEMM_OUT_F32_ACC = 2, /* y += x . W^T into fp32 y (beta = 1): the O and down
                                 projections adding into the fp32 residual stream */
+    GP_GEMM_OUT_SWIGLU = 3,  /* y[M][N/2] of the 16-bit dtype: SwiGLU of columns j and N/2 + j of x . W^T
+                                (the gate/up projection and gp_swiglu in one), each column rounded as
+                                GP_GEMM_OUT_HALF would first: the same bits as the two calls. N even;
+                                the skinny kernel's alone (gp_gemm_is_skinny), GP_ERR_UNSUPPORTED
+                                elsewhere */
 } gp_gemm_out;
 
 #define GP_GEMM_WORKSPACE_BYTES ((size_t)32 << 20) /* cuBLASLt workspace per context */

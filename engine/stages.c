@@ -183,6 +183,10 @@ static gp_status ffn_part(gp_lane *lane, const gp_stage_batch *b, const gp_layer
     }
     if (gp_engine_sparse_fused_swiglu(e, b, layer, nb)) { /* the SwiGLU inside the gate/up kernel's sum */
         STEP(gp_engine_sparse_gate_up_swiglu(e, lane, layer, nb, h, act), GP_K_GATE_UP);
+    } else if (!e->p.split_swiglu && gp_gemm_is_skinny(lane->gemm, nb, 2 * c->ffn, c->hidden, h, lw->w_gate_up)) {
+        /* dense on the skinny kernel: the SwiGLU in its epilogue (the gate/up rows never reach memory) */
+        STEP(gp_gemm(lane->gemm, e->dtype, nb, 2 * c->ffn, c->hidden, h, lw->w_gate_up, act, GP_GEMM_OUT_SWIGLU),
+             GP_K_GATE_UP);
     } else {
         STEP(gp_engine_sparse_proj(e, lane, b, layer, GP_SPARSE_GATE_UP, nb, h, lw->w_gate_up, gu,
                                    GP_GEMM_OUT_HALF),

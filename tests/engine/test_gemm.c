@@ -3,7 +3,8 @@
  * fp16 inputs): relative Frobenius error <= 1e-2 (bf16 out), <= 2e-3 (fp16
  * out) and <= 2e-3 (fp32 out and fp32 accumulate into y), whole device and
  * with an SM-count target; cache reuse, determinism, every M of the skinny
- * kernel, odd N and K, split K, row slices, a captured graph of
+ * kernel, odd N and K, split K, the SwiGLU epilogue (the same bits as the
+ * gate/up GEMM then gp_swiglu), row slices, a captured graph of
  * dependent skinny GEMMs launched with programmatic dependent launch, and
  * the timed choice among cuBLASLt's candidates (gp_gemm_tune). */
 #include "gpu_test_util.h"
@@ -346,6 +347,68 @@ static void test_skinny_shapes(void **state)
     gp_gemm_ctx_destroy(part);
 }
 
+/* GP_GEMM_OUT_SWIGLU against the two calls it replaces, bit for bit: every
+ * M of both token tiles, F not a multiple of 8 (a partial tile of gate and
+ * up rows), K not a multiple of 32, the Llama-3-8B shape, an 8-SM budget
+ * (the persistent loop); and refused where the skinny kernel does not
+ * serve (cuBLASLt has no such epilogue) or N is odd. */
+static void test_skinny_swiglu(void **state)
+{
+    (void)state;
+    gt_rng rng = { g_seed + 37 };
+    int dev = 0, sms = 0;
+    GP_CHECK_CUDA(cudaGetDevice(&dev));
+    GP_CHECK_CUDA(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev));
+    gp_gemm_ctx *ctx[2] = { NULL, NULL };
+    GP_CHECK_OK(gp_gemm_ctx_create(NULL, 0, &ctx[0]));
+    GP_CHECK_OK(gp_gemm_ctx_create(NULL, sms < 8 ? sms : 8, &ctx[1]));
+    static const shape shapes[] = { { 16, 2 * 37, 264 }, { 16, 2 * 1000, 520 }, { 16, 2 * 14336, 4096 } };
+    for (size_t i = 0; i < sizeof shapes / sizeof shapes[0]; i++) {
+        problem p;
+        problem_make(&p, shapes[i], &rng);
+        const int F = p.sh.N / 2;
+        uint16_t *gu = gt_dev_alloc((size_t)16 * p.sh.N * sizeof(uint16_t));
+        uint16_t *act = gt_dev_alloc((size_t)16 * F * sizeof(uint16_t));
+        uint16_t *want = gt_host_alloc((size_t)16 * F * sizeof(uint16_t));
+        uint16_t *got = gt_host_alloc((size_t)16 * F * sizeof(uint16_t));
+        for (int c = 0; c < 2; c++)
+            for (int M = 1; M <= 16; M += (i == 2 ? 7 : 1)) {
+                const size_t ab = (size_t)M * F * sizeof(uint16_t);
+                gt_poison(act, ab);
+                GP_CHECK_OK(gp_gemm(ctx[c], g_dt, M, p.sh.N, p.sh.K, p.dx, p.dw, gu, GP_GEMM_OUT_HALF));
+                GP_CHECK_OK(gp_swiglu(g_dt, gu, act, M, F, NULL));
+                gt_download(want, act, ab);
+                gt_poison(act, ab);
+                GP_CHECK_OK(gp_gemm(ctx[c], g_dt, M, p.sh.N, p.sh.K, p.dx, p.dw, act, GP_GEMM_OUT_SWIGLU));
+                gt_download(got, act, ab);
+                gt_guard_check(act, ab, "swiglu out");
+                if (memcmp(got, want, ab)) {
+                    size_t k = 0;
+                    while (got[k] == want[k])
+                        k++;
+                    fail_msg("%s M=%d F=%d K=%d ctx %d: the fused SwiGLU's [%zu][%zu] is 0x%04x, gate/up then "
+                             "gp_swiglu gave 0x%04x", gp_dtype_flag_name(g_dt), M, F, p.sh.K, c, k / (size_t)F,
+                             k % (size_t)F, got[k], want[k]);
+                }
+            }
+        printf("  %s N=%d K=%d: the fused SwiGLU equals gate/up then gp_swiglu, bit for bit\n",
+               gp_dtype_flag_name(g_dt), p.sh.N, p.sh.K);
+        gt_dev_free(gu), gt_dev_free(act);
+        free(want), free(got);
+        problem_free(&p);
+    }
+    {
+        uint16_t *d = gt_dev_alloc(64 * 64 * sizeof(uint16_t));
+        GP_CHECK_FAIL(gp_gemm(ctx[0], g_dt, 17, 64, 64, d, d, d, GP_GEMM_OUT_SWIGLU), GP_ERR_UNSUPPORTED,
+                      "only the skinny kernel has it");
+        GP_CHECK_FAIL(gp_gemm(ctx[0], g_dt, 4, 63, 64, d, d, d, GP_GEMM_OUT_SWIGLU), GP_ERR_INVALID_ARG,
+                      "N = 63 with GP_GEMM_OUT_SWIGLU");
+        gt_dev_free(d);
+    }
+    gp_gemm_ctx_destroy(ctx[0]);
+    gp_gemm_ctx_destroy(ctx[1]);
+}
+
 /* Row slices as the engine's micro-batches take them (x + b0 K, y + b0 N):
  * K % 8 == 0 keeps them 16-byte aligned and skinny; K % 8 != 0 falls back to
  * cuBLASLt, results right either way. */
@@ -610,6 +673,7 @@ int main(void)
         cmocka_unit_test(test_row_offset_slices),
         cmocka_unit_test(test_cache_eviction),
         cmocka_unit_test(test_skinny_shapes),
+        cmocka_unit_test(test_skinny_swiglu),
         cmocka_unit_test(test_skinny_slices),
         cmocka_unit_test(test_skinny_chain_graph),
         cmocka_unit_test(test_tuned),
