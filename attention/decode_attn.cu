@@ -332,12 +332,10 @@ static gp_status gp_decode_attn_launch_t(const gp_attn_args *a, gp_attn_kernel w
     return GP_OK;
 }
 
-/* The instantiation serving (dtype, head_dim, group): its launcher and
- * kernel (for the occupancy query). */
+/* The instantiation serving (dtype, head_dim, group): its launcher. */
 typedef gp_status (*gp_attn_launch_fn)(const gp_attn_args *, gp_attn_kernel, cudaStream_t);
 typedef struct gp_attn_variant {
     gp_attn_launch_fn launch;
-    const void *kernel;
 } gp_attn_variant;
 
 template <class T, int HD> static int gp_attn_variant_g(int group, gp_attn_variant *v)
@@ -345,7 +343,6 @@ template <class T, int HD> static int gp_attn_variant_g(int group, gp_attn_varia
 #define GP_ATTN_CASE(GT)                                                                         \
     do {                                                                                         \
         v->launch = gp_decode_attn_launch_t<T, HD, GT>;                                          \
-        v->kernel = (const void *)gp_decode_attn_kernel<T, HD, GT, false>;                       \
         return 1;                                                                                \
     } while (0)
     if (group == 1)
@@ -426,15 +423,12 @@ static gp_status gp_attn_sm_count(const gp_decode_attn_params *p, int *sms)
     return GP_OK;
 }
 
-/* The heuristic proper; shapes and params already checked. The occupancy
- * it assumes is the bf16 instantiation's for every dtype: the fp16 kernels
- * have the same launch shape and shared memory, and one answer for both
- * keeps gp_decode_attn_splits and gp_decode_attn_workspace_max (which take
- * no dtype) consistent with the calls they size. */
+/* The heuristic proper; shapes and params already checked. */
 static gp_status gp_attn_pick_splits(const char *fn, int B, int n_heads, int n_kv_heads,
                                      int head_dim, int max_len, const gp_decode_attn_params *p,
                                      int *n_splits)
 {
+    (void)fn, (void)n_heads, (void)head_dim;
     if (p->force_splits > 0) {
         *n_splits = p->force_splits;
         return GP_OK;
@@ -449,37 +443,16 @@ static gp_status gp_attn_pick_splits(const char *fn, int B, int n_heads, int n_k
     }
     int sms;
     GP_TRY(gp_attn_sm_count(p, &sms));
-    int cps = p->ctas_per_sm_hint;
-    if (cps <= 0) {
-        gp_attn_variant v;
-        if (!gp_attn_variant_for(GP_DTYPE_BF16, head_dim, n_heads / n_kv_heads, &v))
-            GP_FAIL(GP_ERR_UNSUPPORTED, "%s: no kernel for head_dim = %d, group = %d", fn,
-                    head_dim, n_heads / n_kv_heads);
-        /* the occupancy of the kernel a split call would run */
-        gp_attn_call c = {};
-        c.B = B;
-        c.n_kv_heads = n_kv_heads;
-        c.head_dim = head_dim;
-        c.group = n_heads / n_kv_heads;
-        c.n_splits = 2;
-        c.sm_count = sms;
-        gp_attn_kernel k;
-        GP_TRY(gp_decode_attn_choose(p, &c, &k, NULL));
-        if (k == GP_ATTN_KERNEL_MMA)
-            GP_TRY(gp_decode_attn_mma_occupancy(GP_DTYPE_BF16, n_heads / n_kv_heads, &cps));
-        else
-            GP_CUDA_TRY(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&cps, v.kernel, GP_ATTN_THREADS, 0));
-        if (cps < 1)
-            cps = 1;
-    }
-    /* As many splits as keep the grid within one full wave of resident
-     * CTAs: a memory-bound kernel saturates HBM once every SM holds its
-     * CTAs, and beyond that splits only add merge traffic and a tail
-     * (measured on the H100: B=8/C=1024 best at 8 splits = 512 CTAs, not
-     * 16; B=64/C=2048 best unsplit at 512 CTAs). */
+    /* As many splits as give each SM one CTA (ctas_per_sm_hint of them when
+     * set), each split at least GP_ATTN_MIN_SPLIT_TOKENS tokens. A decode
+     * batch's attention is a few MB a layer: what it costs is each CTA's
+     * fixed latency and the merge, not bandwidth, and a full wave of short
+     * splits lost to that (H100, docs/PERFORMANCE.md, "Kernels to the
+     * roofline": B = 4, C = 1024 at 4 splits 11.6 us a layer, at the wave's
+     * 12 splits 14.5; B = 16 unsplit 27.3, at 3 splits about 31). */
+    const int cps = p->ctas_per_sm_hint > 0 ? p->ctas_per_sm_hint : 1;
     const int64_t base = (int64_t)B * n_kv_heads;
-    const int64_t wave = (int64_t)sms * cps;
-    int64_t n = wave / base;
+    int64_t n = (int64_t)sms * cps / base;
     if (n > cap)
         n = cap;
     *n_splits = n < 1 ? 1 : (int)n;

@@ -10,7 +10,7 @@
 
 #define GP_ATTN_THREADS 128        /* 4 warps per (row, KV head, split) CTA */
 #define GP_ATTN_COMBINE_THREADS 128 /* one warp per (row, query head) */
-#define GP_ATTN_MIN_SPLIT_TOKENS 64 /* a split shorter than this costs more to merge than it saves */
+#define GP_ATTN_MIN_SPLIT_TOKENS 256 /* a split shorter than this costs more to merge than it saves (H100) */
 #define GP_ATTN_AUTO_MAX_SPLITS 256
 
 /* q, k, v and out are 16-bit elements of dtype (the view's): the kernels'
@@ -34,9 +34,7 @@ typedef struct gp_attn_args {
 } gp_attn_args;
 
 /* The tensor-core split kernel (decode_attn_mma.cu; head_dim 128, group <=
- * 8): its resident CTAs per SM (of its dtype instantiation), and its launch
- * (without the combine; a->dtype picks the instantiation). */
-gp_status gp_decode_attn_mma_occupancy(gp_dtype dtype, int group, int *ctas_per_sm);
+ * 8): its launch (without the combine; a->dtype picks the instantiation). */
 gp_status gp_decode_attn_mma_launch(const gp_attn_args *a, cudaStream_t stream);
 
 /* The streaming kernel (decode_attn_stream.cu): persistent warps that each

@@ -242,15 +242,6 @@ static gp_status gp_mma_kernel_for(gp_dtype dtype, int group, const void **kerne
     return gp_attn_smem_once(&done[di][gi], *kernel, *smem, false);
 }
 
-gp_status gp_decode_attn_mma_occupancy(gp_dtype dtype, int group, int *ctas_per_sm)
-{
-    const void *k;
-    int smem;
-    GP_TRY(gp_mma_kernel_for(dtype, group, &k, &smem));
-    GP_CUDA_TRY(cudaOccupancyMaxActiveBlocksPerMultiprocessor(ctas_per_sm, k, GP_ATTN_THREADS, smem));
-    return GP_OK;
-}
-
 gp_status gp_decode_attn_mma_launch(const gp_attn_args *a, cudaStream_t stream)
 {
     const void *k;

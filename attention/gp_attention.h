@@ -197,7 +197,7 @@ typedef enum gp_attn_kernel {
 typedef struct gp_decode_attn_params {
     int sm_count;         /* SMs this call may use (the partition's); 0 = whole device */
     int max_splits;       /* most context splits the heuristic may pick; 0 = auto (<= 256) */
-    int ctas_per_sm_hint; /* resident CTAs per SM the heuristic assumes; 0 = occupancy query */
+    int ctas_per_sm_hint; /* CTAs per SM the split heuristic fills; 0 = 1 (its measured best) */
     int force_splits;     /* > 0: exactly this many splits (tests, tuning); 0 = heuristic */
     /* GP_ATTN_KERNEL_AUTO (default): the automatic rule. Another kernel: that
      * one for every call it serves (gp_attn_kernel), the automatic rule for
@@ -253,20 +253,20 @@ gp_status gp_decode_attn_choose(const gp_decode_attn_params *p, const gp_attn_ca
 
 /* The kernel gp_decode_attn runs for a call of this shape under p (NULL:
  * defaults), with the splits it would pick and a 4-byte aligned output: for
- * reports. Queries the device (SM count, occupancy) where the rule needs it;
- * the occupancy is the bf16 kernels' (an fp16 call's streaming-kernel grid
- * uses its own, so the rare shape at the rule's threshold may differ). */
+ * reports. Queries the device (SM count, the streaming kernel's occupancy)
+ * where the rule needs it; the occupancy is the bf16 kernels' (an fp16
+ * call's streaming-kernel grid uses its own, so the rare shape at the
+ * rule's threshold may differ). */
 gp_status gp_decode_attn_kernel(int B, int n_heads, int n_kv_heads, int head_dim, int max_len,
                                 const gp_decode_attn_params *p, gp_attn_kernel *out);
 
 /* Splits the heuristic picks: the most that keep the (batch x KV head x
- * split) grid within one wave of resident CTAs on sm_count SMs (a memory-
- * bound kernel saturates HBM once every SM is full; more splits only add
- * merge traffic), each split >= 64 tokens of the longest row, capped by
- * max_splits (auto: 256); 1 when B * n_kv_heads already fills the wave.
- * max_len = upper bound of lens in this call. p may be NULL (defaults).
- * The same for both dtypes: the occupancy it assumes is the bf16 kernels'
- * (the fp16 ones have the same launch shape and shared memory). */
+ * split) grid within one CTA per SM of sm_count (ctas_per_sm_hint when
+ * set: a decode batch's attention costs each CTA's fixed latency and the
+ * merge, not bandwidth), each split >= 256 tokens of the longest row,
+ * capped by max_splits (auto: 256); 1 when B * n_kv_heads already gives
+ * every SM a CTA. max_len = upper bound of lens in this call. p may be
+ * NULL (defaults). The same for both dtypes. */
 gp_status gp_decode_attn_splits(int B, int n_heads, int n_kv_heads, int head_dim, int max_len,
                                 const gp_decode_attn_params *p, int *n_splits);
 /* Workspace bytes for a call with n_splits (0 when n_splits <= 1: none needed). */

@@ -38,7 +38,7 @@ static void test_splits_heuristic(void **state)
     (void)state;
     gp_decode_attn_params p = gp_decode_attn_default_params();
     p.sm_count = 132;
-    p.ctas_per_sm_hint = 4; /* with both given, no device is queried */
+    p.ctas_per_sm_hint = 4; /* a wave of 528 CTAs; with sm_count given, no device is queried */
     int n = 0;
     /* B * n_kv = 8192 CTAs fill two waves of 528: one split, no combine */
     assert_int_equal(gp_decode_attn_splits(1024, 32, 8, 128, 384, &p, &n), GP_OK);
@@ -48,16 +48,27 @@ static void test_splits_heuristic(void **state)
     /* 512 CTAs already fill the wave of 132 x 4 */
     assert_int_equal(gp_decode_attn_splits(64, 32, 8, 128, 2048, &p, &n), GP_OK);
     assert_int_equal(n, 1);
-    /* 64 CTAs: 528 / 64 = 8 splits */
+    /* 64 CTAs: 528 / 64 = 8 splits, but 1024 tokens allow 4 of >= 256 tokens */
     assert_int_equal(gp_decode_attn_splits(8, 32, 8, 128, 1024, &p, &n), GP_OK);
+    assert_int_equal(n, 4);
+    assert_int_equal(gp_decode_attn_splits(8, 32, 8, 128, 4096, &p, &n), GP_OK);
     assert_int_equal(n, 8);
-    /* 1024 tokens allow 16 splits of >= 64 tokens, however many SMs */
+    /* however many SMs */
     p.sm_count = 10000;
     assert_int_equal(gp_decode_attn_splits(8, 32, 8, 128, 1024, &p, &n), GP_OK);
-    assert_int_equal(n, 16);
+    assert_int_equal(n, 4);
     p.sm_count = 132;
+    /* no hint: one CTA per SM (132 / 32 = 4 at B = 4, 132 / 128 = 1 at B = 16) */
+    p.ctas_per_sm_hint = 0;
+    assert_int_equal(gp_decode_attn_splits(4, 32, 8, 128, 1024, &p, &n), GP_OK);
+    assert_int_equal(n, 4);
+    assert_int_equal(gp_decode_attn_splits(8, 32, 8, 128, 4096, &p, &n), GP_OK);
+    assert_int_equal(n, 2);
+    assert_int_equal(gp_decode_attn_splits(16, 32, 8, 128, 4096, &p, &n), GP_OK);
+    assert_int_equal(n, 1);
+    p.ctas_per_sm_hint = 4;
     /* short contexts never split */
-    assert_int_equal(gp_decode_attn_splits(1, 32, 8, 128, 127, &p, &n), GP_OK);
+    assert_int_equal(gp_decode_attn_splits(1, 32, 8, 128, 511, &p, &n), GP_OK);
     assert_int_equal(n, 1);
     /* a partition of 48 SMs wants fewer */
     p.sm_count = 48;
