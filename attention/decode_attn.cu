@@ -424,11 +424,9 @@ static gp_status gp_attn_sm_count(const gp_decode_attn_params *p, int *sms)
 }
 
 /* The heuristic proper; shapes and params already checked. */
-static gp_status gp_attn_pick_splits(const char *fn, int B, int n_heads, int n_kv_heads,
-                                     int head_dim, int max_len, const gp_decode_attn_params *p,
+static gp_status gp_attn_pick_splits(int B, int n_kv_heads, int max_len, const gp_decode_attn_params *p,
                                      int *n_splits)
 {
-    (void)fn, (void)n_heads, (void)head_dim;
     if (p->force_splits > 0) {
         *n_splits = p->force_splits;
         return GP_OK;
@@ -474,7 +472,7 @@ extern "C" gp_status gp_decode_attn_splits(int B, int n_heads, int n_kv_heads, i
     GP_TRY(gp_attn_check_params(fn, p));
     if (max_len < 1)
         GP_FAIL(GP_ERR_INVALID_ARG, "%s: max_len = %d must be positive", fn, max_len);
-    return gp_attn_pick_splits(fn, B, n_heads, n_kv_heads, head_dim, max_len, p, n_splits);
+    return gp_attn_pick_splits(B, n_kv_heads, max_len, p, n_splits);
 }
 
 extern "C" size_t gp_decode_attn_workspace_bytes(int B, int n_heads, int head_dim, int n_splits)
@@ -509,7 +507,7 @@ extern "C" gp_status gp_decode_attn_workspace_max(int max_B, int n_heads, int n_
     size_t worst = 0;
     for (int B = 1; B <= max_B; B++) {
         int n;
-        GP_TRY(gp_attn_pick_splits(fn, B, n_heads, n_kv_heads, head_dim, max_len, p, &n));
+        GP_TRY(gp_attn_pick_splits(B, n_kv_heads, max_len, p, &n));
         size_t w = gp_decode_attn_workspace_bytes(B, n_heads, head_dim, n);
         if (n > 1 && w == 0)
             GP_FAIL(GP_ERR_OVERFLOW, "%s: workspace for B = %d, %d splits overflows", fn, B, n);
@@ -584,8 +582,7 @@ extern "C" gp_status gp_decode_attn(const gp_kv_view *kv, int B, int n_heads, in
         GP_FAIL(GP_ERR_INVALID_ARG, "%s: workspace must be 16-byte aligned", fn);
 
     int n_splits = 1;
-    GP_TRY(gp_attn_pick_splits(fn, B, n_heads, kv->n_kv_heads, kv->head_dim, max_len, p,
-                               &n_splits));
+    GP_TRY(gp_attn_pick_splits(B, kv->n_kv_heads, max_len, p, &n_splits));
     size_t need = gp_decode_attn_workspace_bytes(B, n_heads, kv->head_dim, n_splits);
     if (n_splits > 1 && (!workspace || need == 0 || workspace_bytes < need)) {
         if (p->force_splits > 0)
@@ -644,7 +641,7 @@ extern "C" gp_status gp_decode_attn_kernel(int B, int n_heads, int n_kv_heads, i
         GP_FAIL(GP_ERR_INVALID_ARG, "%s: B = %d, n_heads = %d, n_kv_heads = %d, max_len = %d (all >= 1, "
                 "n_heads a multiple of n_kv_heads), out %p", fn, B, n_heads, n_kv_heads, max_len, (void *)out);
     int n_splits = 1;
-    GP_TRY(gp_attn_pick_splits(fn, B, n_heads, n_kv_heads, head_dim, max_len, p, &n_splits));
+    GP_TRY(gp_attn_pick_splits(B, n_kv_heads, max_len, p, &n_splits));
     return call_kernel(fn, p, GP_DTYPE_BF16, B, n_kv_heads, head_dim, n_heads / n_kv_heads, n_splits, 1, out,
                        NULL);
 }
