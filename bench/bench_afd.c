@@ -18,6 +18,7 @@
 #include "gp_engine.h"
 #include "gp_model.h"
 #include "gp_pipeline.h"
+#include "gp_tools.h"
 #include "gp_weights.h"
 
 #include "bench_one_gpu.h"
@@ -323,21 +324,13 @@ static void usage(FILE *f)
 
 static int parse_micro(const char *s, opts *o)
 {
-    o->n_m = 0;
-    const char *p = s;
-    while (*p && o->n_m < GP_PIPE_MAX_MICRO) {
-        char *end = NULL;
-        long v = strtol(p, &end, 10);
-        if (end == p || v < 1 || v > GP_PIPE_MAX_MICRO || (*end && *end != ','))
-            break;
-        o->micro[o->n_m++] = (int)v;
-        p = *end ? end + 1 : end;
-    }
-    if (*p || o->n_m == 0) {
-        fprintf(stderr, PROG ": --micro '%s': allowed up to %d values 1..%d separated by commas\n", s,
-                GP_PIPE_MAX_MICRO, GP_PIPE_MAX_MICRO);
+    long m[GP_PIPE_MAX_MICRO];
+    if (gp_parse_long_list(s, 1, GP_PIPE_MAX_MICRO, "--micro", m, GP_PIPE_MAX_MICRO, &o->n_m) != GP_OK) {
+        fprintf(stderr, PROG ": %s\n", gp_last_error());
         return -1;
     }
+    for (int i = 0; i < o->n_m; i++)
+        o->micro[i] = (int)m[i];
     return 0;
 }
 
@@ -355,16 +348,10 @@ int main(int argc, char **argv)
         {"csv", required_argument, NULL, 'c'},    {NULL, 0, NULL, 0}};
     int ch;
     while ((ch = getopt_long(argc, argv, "h", lo, NULL)) != -1) {
-        char *end = NULL;
         long v = 0;
-        if (ch == 'u' || ch == 'r') {
-            v = strtol(optarg, &end, 10);
-            if (!*optarg || *end || v < (ch == 'u' ? 0 : 1) || v > 100000) {
-                fprintf(stderr, PROG ": %s '%s': allowed a whole number %s\n", argv[optind - 1], optarg,
-                        ch == 'u' ? "0..100000" : "1..100000");
-                return 2;
-            }
-        }
+        if ((ch == 'u' || ch == 'r') &&
+            gp_arg_long(PROG, optarg, ch == 'u' ? 0 : 1, 100000, ch == 'u' ? "--warmup" : "--repeat", &v))
+            return 2;
         switch (ch) {
         case 'm': model = optarg; break;
         case 'w': wl = optarg; break;
@@ -409,8 +396,8 @@ int main(int argc, char **argv)
         return 1;
     }
     for (int i = 0; i < o.n_w; i++) {
-        gp_place_row r = {.placement = "one GPU", .gpus = 1, .B = o.w[i].B, .C = o.w[i].C, .M = 1, .busy0 = -1,
-                          .busy1 = -1, .cross_mb = -1, .error = "the whole model does not fit one GPU"};
+        gp_place_row r = gp_place_row_at("one GPU", 1, o.w[i].B, o.w[i].C, 1);
+        r.error = "the whole model does not fit one GPU";
         if (whole && one_gpu(whole, &o, &o.w[i], &one[i]) != GP_OK) {
             fprintf(stderr, PROG ": one GPU, B = %d, C = %d: %s\n", o.w[i].B, o.w[i].C, gp_last_error());
             one[i] = 0;
@@ -494,9 +481,10 @@ static int table(const opts *op, const float *one, bool pp, gp_device_weights *w
                 snprintf(one_s, sizeof one_s, "%.3f", one[i]);
                 snprintf(dp_s, sizeof dp_s, "%.0f", dp);
             }
-            gp_place_row cr = {.placement = pp ? "PP" : "AFD", .gpus = 2, .B = w->B, .C = w->C, .M = o.micro[mi],
-                               .ok = r->ran, .error = r->why[0] ? r->why : "failed", .ms = r->ms,
-                               .busy0 = pp ? -1 : r->a_busy, .busy1 = pp ? -1 : r->f_busy, .cross_mb = r->cross_mb};
+            gp_place_row cr = gp_place_row_at(pp ? "PP" : "AFD", 2, w->B, w->C, o.micro[mi]);
+            cr.ok = r->ran, cr.error = r->why[0] ? r->why : "failed", cr.ms = r->ms, cr.cross_mb = r->cross_mb;
+            if (!pp)
+                cr.busy0 = r->a_busy, cr.busy1 = r->f_busy;
             gp_place_csv_row(o.csv, &o.cfg, &cr);
             if (!r->ran) {
                 printf("| %d | %d | %d | (%s) | | | | %s | - | %s | - |\n", w->B, w->C, o.micro[mi],

@@ -328,7 +328,8 @@ int main(int argc, char **argv)
 {
     const char *model = GP_DEFAULT_PRESET, *wl = "8:1024,64:2048,256:1024,1024:384";
     int repeat = 20, warmup = 3, graphs = 1, attn = 0, prefetch = 2, keep = 1, resident_row = 1, layers = 0;
-    int smm[8], n_smm = 0; /* --skinny-max-m */
+    long smm[8];           /* --skinny-max-m */
+    int n_smm = 0;
     int ab_split_swiglu = 0;
     const char *spf = NULL; /* --sparsity FILE.json */
     gp_sparsity sp_thr;
@@ -374,20 +375,12 @@ int main(int argc, char **argv)
         }
         case 'n': resident_row = 0; break;
         case 'G': ab_split_swiglu = 1; break;
-        case 'K': {
-            n_smm = 0;
-            for (char *tok = strtok(optarg, ","); tok; tok = strtok(NULL, ",")) {
-                char *end = NULL;
-                long v = strtol(tok, &end, 10);
-                if (end == tok || *end || v < 0 || v > 16 || n_smm == 8) {
-                    fprintf(stderr, "gp_bench_decode: --skinny-max-m '%s': allowed up to 8 values 0..16 separated "
-                            "by commas\n", tok);
-                    return 2;
-                }
-                smm[n_smm++] = (int)v;
+        case 'K':
+            if (gp_parse_long_list(optarg, 0, 16, "--skinny-max-m", smm, 8, &n_smm) != GP_OK) {
+                fprintf(stderr, "gp_bench_decode: %s\n", gp_last_error());
+                return 2;
             }
             break;
-        }
         case 'V':
             if (gp_parse_size(optarg, "--vram-budget", &budget) != GP_OK) {
                 fprintf(stderr, "gp_bench_decode: %s\n", gp_last_error());
@@ -576,8 +569,8 @@ int main(int argc, char **argv)
         }
         for (int k = 0; k < n_smm; k++) {
             char routed[160];
-            snprintf(routed, sizeof routed, "%s, skinny M <= %d", label, smm[k]);
-            g_skinny_max_m = smm[k];
+            snprintf(routed, sizeof routed, "%s, skinny M <= %ld", label, smm[k]);
+            g_skinny_max_m = (int)smm[k];
             failed |= time_row(dw, &cfg, &w[i], warmup, repeat, graphs, spf ? sp_thr.thresholds : NULL, false,
                                spf != NULL, routed, &r);
             g_skinny_max_m = -1;

@@ -45,4 +45,4 @@ target_link_libraries(gp_bench_tp PRIVATE gp_engine gp_comm gp_tools CUDA::cudar
 # one-GPU engine, on synthetic weights split by group.
 add_executable(gp_bench_afd ${CMAKE_CURRENT_LIST_DIR}/bench_afd.c ${CMAKE_CURRENT_LIST_DIR}/bench_workloads.c
                ${CMAKE_CURRENT_LIST_DIR}/bench_one_gpu.c)
-target_link_libraries(gp_bench_afd PRIVATE gp_pipeline_cuda CUDA::cudart)
+target_link_libraries(gp_bench_afd PRIVATE gp_pipeline_cuda gp_tools CUDA::cudart)

@@ -22,6 +22,12 @@ gp_status gp_bench_whole_weights(const gp_config *cfg, gp_device_weights **out)
 static const char *COLUMNS = "model,device,phase,placement,gpus,B,C,M,ok,error,ms_median,tokens_per_s_per_gpu,"
                              "floor_ms,floor_bound,busy_gpu0,busy_gpu1,cross_mb\n";
 
+gp_place_row gp_place_row_at(const char *placement, int gpus, int B, int C, int M)
+{
+    return (gp_place_row){.placement = placement, .gpus = gpus, .B = B, .C = C, .M = M, .busy0 = -1, .busy1 = -1,
+                          .cross_mb = -1};
+}
+
 FILE *gp_place_csv_open(const char *prog, const char *path)
 {
     FILE *f = fopen(path, "w");

@@ -30,6 +30,9 @@ typedef struct gp_place_row {
     double cross_mb;       /* MB crossing between the GPUs a step; < 0: not measured */
 } gp_place_row;
 
+/* A row of placement over gpus GPUs at B x C with M micro-batches, nothing
+ * measured yet: not ok, no floor, busy shares and crossing not measured. */
+gp_place_row gp_place_row_at(const char *placement, int gpus, int B, int C, int M);
 /* Opens path for writing and puts the header; NULL with a message on stderr
  * naming prog and the path when it cannot. */
 FILE *gp_place_csv_open(const char *prog, const char *path);

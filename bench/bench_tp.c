@@ -104,6 +104,16 @@ static gp_status time_steps(gp_device_weights *dw, const opts *o, const workload
     return st;
 }
 
+/* The TP row of workload w timed at ms (its per-GPU floor the shard's, for decode). */
+static gp_place_row tp_row(const opts *o, const gp_config *shard, const workload *w, float ms)
+{
+    gp_place_row r = gp_place_row_at("TP", o->tp, w->B, w->C, 1);
+    r.prefill = o->prefill, r.ok = true, r.ms = ms;
+    if (!o->prefill)
+        gp_place_floor(shard, 1, &r);
+    return r;
+}
+
 static int rank_main(int rank, void *arg)
 {
     const opts *o = arg;
@@ -165,11 +175,8 @@ static int rank_main(int rank, void *arg)
         return failed;
     if (failed && o->csv) /* the rows before it stand; the failed one says why */
         for (int i = 0; i <= n_done && i < o->n_w; i++) {
-            gp_place_row r = {.placement = "TP", .prefill = o->prefill, .gpus = o->tp, .B = o->w[i].B,
-                              .C = o->w[i].C, .M = 1, .ok = i < n_done, .error = why, .ms = tp_ms[i],
-                              .busy0 = -1, .busy1 = -1, .cross_mb = -1};
-            if (!o->prefill)
-                gp_place_floor(&shard, 1, &r);
+            gp_place_row r = tp_row(o, &shard, &o->w[i], tp_ms[i]);
+            r.ok = i < n_done, r.error = why;
             gp_place_csv_row(o->csv, &o->cfg, &r);
         }
     if (failed)
@@ -219,15 +226,12 @@ static int rank_main(int rank, void *arg)
             snprintf(ratio, sizeof ratio, "%.3f", tp_ms[i] / one);
             snprintf(dp_s, sizeof dp_s, "%.0f", dp_rate);
         }
-        gp_place_row tr = {.placement = "TP", .prefill = o->prefill, .gpus = o->tp, .B = w->B, .C = w->C, .M = 1,
-                           .ok = true, .ms = tp_ms[i], .busy0 = -1, .busy1 = -1, .cross_mb = -1};
-        gp_place_row orow = tr;
-        orow.placement = "one GPU", orow.gpus = 1, orow.ms = one, orow.ok = one > 0;
+        const gp_place_row tr = tp_row(o, &shard, w, tp_ms[i]);
+        gp_place_row orow = gp_place_row_at("one GPU", 1, w->B, w->C, 1);
+        orow.prefill = o->prefill, orow.ms = one, orow.ok = one > 0;
         orow.error = whole ? gp_last_error() : "the whole model does not fit one GPU";
-        if (!o->prefill) {
-            gp_place_floor(&shard, 1, &tr);
+        if (!o->prefill)
             gp_place_floor(&o->cfg, 1, &orow);
-        }
         gp_place_csv_row(o->csv, &o->cfg, &tr);
         gp_place_csv_row(o->csv, &o->cfg, &orow);
         if (o->prefill)
@@ -278,16 +282,11 @@ int main(int argc, char **argv)
                                        {NULL, 0, NULL, 0}};
     int ch;
     while ((ch = getopt_long(argc, argv, "h", lo, NULL)) != -1) {
-        char *end = NULL;
         long v = 0;
-        if (ch == 't' || ch == 'u' || ch == 'r') {
-            v = strtol(optarg, &end, 10);
-            if (!*optarg || *end || v < (ch == 'u' ? 0 : 1) || v > 100000) {
-                fprintf(stderr, PROG ": %s '%s': allowed a whole number %s\n", argv[optind - 1], optarg,
-                        ch == 'u' ? ">= 0" : ">= 1");
-                return 2;
-            }
-        }
+        if ((ch == 't' || ch == 'u' || ch == 'r') &&
+            gp_arg_long(PROG, optarg, ch == 'u' ? 0 : 1, 100000,
+                        ch == 't' ? "--tp" : ch == 'u' ? "--warmup" : "--repeat", &v))
+            return 2;
         switch (ch) {
         case 't': o.tp = (int)v; break;
         case 'u': o.warmup = (int)v; break;
