@@ -272,7 +272,7 @@ gp_status gp_engine_set_tp(gp_engine *e, const gp_engine_tp *t)
     if (tp > 1 && e->cf)
         GP_FAIL(GP_ERR_UNSUPPORTED, "gp_engine_set_tp: the CPU-assisted FFN adds its cold neurons' output into the "
                 "residual itself, outside the all-reduce of the ranks' partial sums");
-    const int parts = e->cfg.vocab_parts > 1 ? e->cfg.vocab_parts : 1, slice = gp_config_vocab_rows(&e->cfg);
+    const int parts = gp_config_vocab_parts(&e->cfg), slice = gp_config_vocab_rows(&e->cfg);
     if (parts != tp)
         GP_FAIL(GP_ERR_INVALID_ARG, "gp_engine_set_tp: rank %d of %d, but the weights' embedding and head are cut "
                 "into %d part%s of the vocabulary: each rank needs its own shard of %d (gp_tp_config, "

@@ -212,9 +212,9 @@ static gp_status head_part(gp_lane *lane, const gp_stage_batch *b, const gp_grou
          GP_K_HEAD);
     /* lm_head == embed for tied embeddings: the one device copy serves both */
     if (e->tp_gather) { /* this rank's part of the head, then every rank's logits in vocabulary order */
-        const size_t s = (size_t)gp_config_vocab_rows(c), lo = (size_t)e->tp_rank * s;
-        const size_t n = V - lo < s ? V - lo : s; /* the last part's tail rows are padding */
-        STEP(gp_gemm(lane->gemm, e->dtype, nb, (int)n, c->hidden, h, w->lm_head,
+        const size_t s = (size_t)gp_config_vocab_rows(c);
+        const int n = gp_vocab_part_tokens(c->vocab, e->tp, e->tp_rank); /* the last part's tail rows are padding */
+        STEP(gp_gemm(lane->gemm, e->dtype, nb, n, c->hidden, h, w->lm_head,
                      e->tp_head + (size_t)e->tp_rank * (size_t)nb * s, GP_GEMM_OUT_F32),
              GP_K_HEAD);
         STEP(e->tp_gather(e->tp_ctx, e->tp_head, (size_t)nb * s, lane->stream), GP_K_HEAD);

@@ -69,12 +69,24 @@ static inline int gp_config_qkv_rows(const gp_config *c)
 {
     return (c->n_heads + 2 * c->n_kv_heads) * c->head_dim;
 }
-/* Rows of the embedding and of the head these weights hold: vocab, or
+/* The parts the embedding and head are cut into (1: whole), and the rows
+ * of each these weights hold: vocab, or
  * ceil(vocab / vocab_parts) when they are cut by vocabulary (part r holds
  * tokens [r rows, r rows + rows) and the last part's tail rows are zero). */
+static inline int gp_config_vocab_parts(const gp_config *c)
+{
+    return c->vocab_parts > 1 ? c->vocab_parts : 1;
+}
 static inline int gp_config_vocab_rows(const gp_config *c)
 {
-    return c->vocab_parts > 1 ? (c->vocab + c->vocab_parts - 1) / c->vocab_parts : c->vocab;
+    return (c->vocab + gp_config_vocab_parts(c) - 1) / gp_config_vocab_parts(c);
+}
+/* The tokens part r of a vocabulary of V cut into parts of ceil(V / parts)
+ * holds: the rows of the others, fewer (maybe 0) for the last. */
+static inline int gp_vocab_part_tokens(int V, int parts, int r)
+{
+    const long long s = (V + parts - 1) / parts, lo = r * s;
+    return lo >= V ? 0 : V - lo < s ? (int)(V - lo) : (int)s;
 }
 /* Inverse frequencies for RoPE after scaling: out[head_dim/2]. */
 void gp_rope_inv_freq(const gp_config *cfg, float *out);
@@ -387,6 +399,10 @@ gp_status gp_tp_config(const gp_config *cfg, int tp, gp_config *out);
 /* Rank rank's host weights cut from w (copies, in w's dtype; out has the
  * rank's config, named "NAME tpT.R"). Free with gp_host_weights_free. */
 gp_status gp_host_weights_shard(const gp_host_weights *w, int tp, int rank, gp_host_weights *out);
+/* The logits of a head cut by vocabulary into tp parts, in vocabulary
+ * order: parts holds tp segments of B x ceil(V / tp) floats, segment r
+ * [B][gp_vocab_part_tokens(V, tp, r)]; logits [B][V]. */
+void gp_vocab_in_order(const float *parts, float *logits, int B, int V, int tp);
 
 /* ---------------------------------------------------------- identity */
 

@@ -23,10 +23,9 @@ gp_status gp_tp_check(const gp_config *cfg, int tp)
         {"key/value heads (num_key_value_heads)", cfg->n_kv_heads},
         {"FFN neurons (intermediate_size)", cfg->ffn},
     };
-    const int rows = (cfg->vocab + tp - 1) / tp; /* each rank's tokens, the last one's fewer */
-    if ((long long)(tp - 1) * rows >= cfg->vocab)
+    if (gp_vocab_part_tokens(cfg->vocab, tp, tp - 1) == 0)
         GP_FAIL(GP_ERR_INVALID_ARG, "--tp %d: model %s's vocabulary of %d tokens cut in parts of %d leaves the last "
-                "GPU none", tp, cfg->name, cfg->vocab, rows);
+                "GPU none", tp, cfg->name, cfg->vocab, (cfg->vocab + tp - 1) / tp);
     for (size_t i = 0; i < sizeof split / sizeof split[0]; i++)
         if (split[i].v % tp != 0)
             GP_FAIL(GP_ERR_INVALID_ARG, "--tp %d: model %s has %d %s, not a multiple of %d: each GPU holds an equal "
@@ -98,9 +97,8 @@ static void cut(const gp_config *c, int tp, int rank, gp_tensor_kind kind, const
         return;
     case GP_T_EMBED: /* this rank's tokens */
     case GP_T_LM_HEAD: {
-        const size_t V = (size_t)c->vocab, sv = (V + (size_t)tp - 1) / (size_t)tp, lo = r * sv;
-        const size_t n = lo >= V ? 0 : V - lo < sv ? V - lo : sv;
-        d = copy_rows(dst, full, lo, n, H, es);
+        const size_t sv = (size_t)((c->vocab + tp - 1) / tp), n = (size_t)gp_vocab_part_tokens(c->vocab, tp, rank);
+        d = copy_rows(dst, full, r * sv, n, H, es);
         memset(d, 0, (sv - n) * H * es);
         return;
     }
@@ -230,4 +228,16 @@ gp_status gp_model_source_load_host_shard(const gp_model_source *src, int tp, in
     if (st != GP_OK && out->arena)
         gp_host_weights_free(out);
     return st;
+}
+
+void gp_vocab_in_order(const float *parts, float *logits, int B, int V, int tp)
+{
+    if (!parts || !logits || B <= 0 || V <= 0 || tp < 1)
+        return;
+    const size_t s = (size_t)((V + tp - 1) / tp);
+    for (int r = 0; r < tp; r++) {
+        const size_t n = (size_t)gp_vocab_part_tokens(V, tp, r);
+        for (int b = 0; b < B; b++)
+            memcpy(logits + (size_t)b * V + (size_t)r * s, parts + (size_t)r * B * s + (size_t)b * n, sizeof *parts * n);
+    }
 }

@@ -302,7 +302,7 @@ gp_status gp_cpu_model_set_tp(gp_cpu_model *m, const gp_cpu_tp *tp)
 {
     if (!m || !tp)
         GP_FAIL(GP_ERR_INVALID_ARG, "gp_cpu_model_set_tp: model or settings NULL");
-    const int parts = m->cfg.vocab_parts > 1 ? m->cfg.vocab_parts : 1;
+    const int parts = gp_config_vocab_parts(&m->cfg);
     if (tp->tp < 1 || tp->rank < 0 || tp->rank >= tp->tp || (tp->tp > 1 && (!tp->sum || !tp->gather)) ||
         parts != tp->tp)
         GP_FAIL(GP_ERR_INVALID_ARG, "gp_cpu_model_set_tp: rank %d of %d: allowed rank 0..tp-1, sum and gather when tp "
@@ -740,18 +740,16 @@ gp_status gp_cpu_step_begin(gp_cpu_model *m, int B, const int *seq_ids, const in
 static gp_status gp_ref_head_part(gp_cpu_model *m, gp_cpu_worker *wk, int n_head, float *logits)
 {
     const gp_config *c = &m->cfg;
-    const size_t s = (size_t)gp_config_vocab_rows(c), V = (size_t)c->vocab, seg = (size_t)n_head * s;
-    const size_t lo = (size_t)m->tp.rank * s, n = V - lo < s ? V - lo : s; /* the last part's tail is padding */
+    const size_t seg = (size_t)n_head * (size_t)gp_config_vocab_rows(c);
+    /* the last part's tail rows are padding: its logits stop at the vocabulary's end */
+    const int n = gp_vocab_part_tokens(c->vocab, m->tp.tp, m->tp.rank);
     float *buf = calloc((size_t)m->tp.tp * seg, sizeof *buf);
     if (!buf)
         GP_FAIL(GP_ERR_NO_MEMORY, "tensor parallel head: %zu logits", (size_t)m->tp.tp * seg);
-    gp_ref_matmul(wk, buf + (size_t)m->tp.rank * seg, m->w->lm_head, m->w->dtype, m->h, n_head, (int)n, c->hidden);
+    gp_ref_matmul(wk, buf + (size_t)m->tp.rank * seg, m->w->lm_head, m->w->dtype, m->h, n_head, n, c->hidden);
     gp_status st = m->tp.gather(m->tp.ctx, buf, seg);
-    for (int r = 0; st == GP_OK && r < m->tp.tp; r++) {
-        const size_t r0 = (size_t)r * s, nr = V - r0 < s ? V - r0 : s;
-        for (int b = 0; b < n_head; b++)
-            memcpy(logits + (size_t)b * V + r0, buf + (size_t)r * seg + (size_t)b * nr, sizeof *buf * nr);
-    }
+    if (st == GP_OK)
+        gp_vocab_in_order(buf, logits, n_head, c->vocab, m->tp.tp);
     free(buf);
     return st;
 }
