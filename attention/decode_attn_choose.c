@@ -1,6 +1,7 @@
 /* The choice of the decode-attention kernel for a call, its names, and the
- * checks of the parameters that steer it. Host-only C, so that the rule can
- * be tested (and printed by reports) without a GPU. */
+ * checks of the parameters that steer it; the prefill-attention kernels'
+ * names. Host-only C, so that the rule can be tested (and printed by
+ * reports) without a GPU. */
 #include <string.h>
 
 #include "decode_attn_rule.h"
@@ -140,4 +141,25 @@ gp_status gp_decode_attn_choose(const gp_decode_attn_params *p, const gp_attn_ca
     }
     *kernel = c->n_splits > 1 ? GP_ATTN_KERNEL_CUDACORE_PIPE : GP_ATTN_KERNEL_CUDACORE;
     return GP_OK;
+}
+
+static const char *const k_prefill_names[] = {"auto", "mma", "hopper"};
+#define PREFILL_KERNELS ((int)(sizeof k_prefill_names / sizeof k_prefill_names[0]))
+
+const char *gp_prefill_attn_kernel_name(gp_prefill_attn_kernel k)
+{
+    return (int)k >= 0 && (int)k < PREFILL_KERNELS ? k_prefill_names[k] : "unknown";
+}
+
+gp_status gp_prefill_attn_kernel_parse(const char *name, gp_prefill_attn_kernel *out)
+{
+    if (!out)
+        GP_FAIL(GP_ERR_INVALID_ARG, "gp_prefill_attn_kernel_parse: out must not be NULL");
+    for (int k = 0; name && k < PREFILL_KERNELS; k++)
+        if (strcmp(name, k_prefill_names[k]) == 0) {
+            *out = (gp_prefill_attn_kernel)k;
+            return GP_OK;
+        }
+    GP_FAIL(GP_ERR_INVALID_ARG, "prefill attention kernel '%s' is not one of " GP_PREFILL_ATTN_KERNEL_NAMES,
+            name ? name : "(null)");
 }

@@ -318,23 +318,48 @@ typedef struct gp_prefill_seq_desc {
 #define GP_PREFILL_ATTN_HEAD_DIMS "16, 32, 64, 128"
 int gp_prefill_attn_supports(int head_dim);
 
-/* Causal GQA attention of a prefill chunk on tensor cores (FlashAttention-2
- * style: a CTA per (query head, 64-query tile, sequence), K/V tiles of 64
- * tokens streamed from the paged cache through shared memory, online
- * softmax in fp32, q.k and p.v as bf16 or fp16 mma (kv->dtype) with fp32
- * accumulation, p rounded to that dtype). Query row r of sequence i attends to the positions
+/* The prefill-attention kernels. GP_PREFILL_ATTN_AUTO runs the mma.sync one
+ * (the Hopper one measured slower so far: docs/PERFORMANCE.md). GP_PREFILL_ATTN_MMA: the
+ * FlashAttention-2-style kernel on mma.sync (every head size of
+ * GP_PREFILL_ATTN_HEAD_DIMS, sm_80 and later). GP_PREFILL_ATTN_HOPPER: the
+ * FlashAttention-3-style kernel (a producer warpgroup copying K/V tiles,
+ * two consumer warpgroups on wgmma); head_dim 128 on compute capability
+ * 9.0, in builds that include sm_90 code. */
+typedef enum gp_prefill_attn_kernel {
+    GP_PREFILL_ATTN_AUTO = 0,
+    GP_PREFILL_ATTN_MMA,
+    GP_PREFILL_ATTN_HOPPER,
+} gp_prefill_attn_kernel;
+#define GP_PREFILL_ATTN_KERNEL_NAMES "auto, mma, hopper"
+/* "auto", "mma", "hopper"; "unknown" for a value outside the enum. */
+const char *gp_prefill_attn_kernel_name(gp_prefill_attn_kernel k);
+/* The kernel named s (one of GP_PREFILL_ATTN_KERNEL_NAMES); else
+ * GP_ERR_INVALID_ARG naming s and the allowed names. */
+gp_status gp_prefill_attn_kernel_parse(const char *s, gp_prefill_attn_kernel *out);
+/* 1 when kernel k can run head_dim on the current device in this build
+ * (AUTO: whenever some kernel can). */
+int gp_prefill_attn_kernel_serves(gp_prefill_attn_kernel k, int head_dim);
+
+/* Causal GQA attention of a prefill chunk on tensor cores (CTAs of 128
+ * query rows of one head and sequence, K/V tiles streamed from the paged
+ * cache through shared memory, online softmax in fp32, q.k and p.v as bf16
+ * or fp16 products (kv->dtype) with fp32 accumulation, p rounded to that
+ * dtype). Query row r of sequence i attends to the positions
  * 0 .. pos0 + (r - q_start) of its cache.
  *   kv    the layer's view: k, v, block_tables (rows named by table_row),
  *         block_size, n_kv_heads, head_dim, max_blocks, n_blocks
  *   q     device [n_rows][n_heads][head_dim] of kv->dtype (RoPE applied)
  *   out   device [n_rows][n_heads][head_dim] of kv->dtype
  *   seqs  device [n_seqs]; max_q_len: host bound of their q_len (the grid)
+ *   kernel which kernel (gp_prefill_attn_kernel); one that cannot serve
+ *         the call is refused, naming why
  * Rows no sequence names are not written. head_dim one of
  * GP_PREFILL_ATTN_HEAD_DIMS, n_heads a multiple of n_kv_heads; q, out and
  * the pools 16-byte aligned. The host path guarantees positions and table
  * entries are valid. Asynchronous, capturable, no allocation. */
 gp_status gp_prefill_attn(const gp_kv_view *kv, int n_heads, const void *q, void *out, int n_rows,
-                          const gp_prefill_seq_desc *seqs, int n_seqs, int max_q_len, void *stream);
+                          const gp_prefill_seq_desc *seqs, int n_seqs, int max_q_len,
+                          gp_prefill_attn_kernel kernel, void *stream);
 
 /* Reference in double on host arrays (same layouts, host seqs; 16-bit
  * elements of dtype as uint16_t bits); out float [n_rows][n_heads][head_dim],

@@ -5,6 +5,7 @@
 #include "cuda_util.cuh"
 #include "decode_attn_dev.cuh"
 #include "mma_dev.cuh"
+#include "prefill_attn.cuh"
 
 /* Layout: a CTA per (query head, tile of 128 query rows, sequence), 4 warps
  * of 32 query rows (two m16 tiles) each. The CTA copies its q tile into
@@ -28,7 +29,6 @@
 #define PF_KN (PF_BN / 8) /* key n-tiles per K/V tile */
 #define PF_THREADS 128
 #define PF_STAGES 2
-#define PF_RESCALE_SLACK 8.0f /* log2 units: p < 256; rescaling every tile measured 3% slower */
 
 template <int HD> struct pf_shape {
     static constexpr int PITCH = HD + 8; /* row pitch in elements: 8 rows of an ldmatrix hit distinct bank groups */
@@ -36,27 +36,6 @@ template <int HD> struct pf_shape {
     static constexpr int Q_TILE = PF_BM * PITCH;
     static constexpr int SMEM = (Q_TILE + PF_STAGES * 2 * TILE) * 2; /* bytes: q, then K and V per stage */
 };
-
-typedef struct pf_args {  /* 16-bit pointers: of the kernel's T */
-    const void *q;            /* [rows][n_heads][HD] */
-    void *out;                /* [rows][n_heads][HD] */
-    const void *k;            /* [n_blocks][block_size][n_kv][HD] */
-    const void *v;
-    const int32_t *tables;    /* [table rows][max_blocks] */
-    const gp_prefill_seq_desc *seqs;
-    int n_heads, n_kv, group, block_size, max_blocks;
-    int bs_shift;             /* log2(block_size) when it is a power of two, else -1 */
-    float scale_log2;         /* log2(e) / sqrt(HD) */
-} pf_args;
-
-/* 2^x; inputs are scores minus a reference max (at most PF_RESCALE_SLACK), so the hardware
- * approximation's 2 ulp are far below the bf16 (or fp16) rounding p gets next. */
-static __device__ __forceinline__ float pf_exp2(float x)
-{
-    float y;
-    asm("ex2.approx.ftz.f32 %0, %1;" : "=f"(y) : "f"(x));
-    return y;
-}
 
 /* Issue the copies of keys [t0, t0 + PF_BN) of KV head kvh into ks/vs; keys
  * at or past kv_end are zero-filled (their source is not read). */
@@ -86,7 +65,7 @@ static __device__ __forceinline__ void pf_load_tile(const pf_args &a, const int3
 }
 
 template <class T, int HD>
-static __global__ void __launch_bounds__(PF_THREADS, 2) gp_prefill_attn_kernel(const pf_args a)
+static __global__ void __launch_bounds__(PF_THREADS, 2) gp_prefill_attn_mma_kernel(const pf_args a)
 {
     typedef gp_half_traits<T> TR;
     constexpr int KS = HD / 16, NT = HD / 8, PITCH = pf_shape<HD>::PITCH, TILE = pf_shape<HD>::TILE;
@@ -288,7 +267,7 @@ template <class T, int HD>
 static gp_status pf_launch(const pf_args &a, int n_seqs, int max_q_len, cudaStream_t stream)
 {
     static unsigned done; /* per instantiation */
-    const void *k = (const void *)gp_prefill_attn_kernel<T, HD>;
+    const void *k = (const void *)gp_prefill_attn_mma_kernel<T, HD>;
     GP_TRY(gp_attn_smem_once(&done, k, pf_shape<HD>::SMEM, false));
     cudaLaunchConfig_t cfg = {};
     cfg.gridDim = dim3((unsigned)a.n_heads, (unsigned)((max_q_len + PF_BM - 1) / PF_BM), (unsigned)n_seqs);
@@ -298,7 +277,7 @@ static gp_status pf_launch(const pf_args &a, int n_seqs, int max_q_len, cudaStre
     void *args[] = {(void *)&a};
     cudaError_t e = cudaLaunchKernelExC(&cfg, k, args);
     if (e != cudaSuccess)
-        return gp_cuda_fail(e, "gp_prefill_attn_kernel launch", __FILE__, __LINE__);
+        return gp_cuda_fail(e, "gp_prefill_attn_mma_kernel launch", __FILE__, __LINE__);
     return GP_OK;
 }
 
@@ -319,8 +298,19 @@ static gp_status pf_launch_hd(const pf_args &a, int head_dim, int n_seqs, int ma
     }
 }
 
+extern "C" int gp_prefill_attn_kernel_serves(gp_prefill_attn_kernel k, int head_dim)
+{
+    switch (k) {
+    case GP_PREFILL_ATTN_AUTO:
+    case GP_PREFILL_ATTN_MMA: return gp_prefill_attn_supports(head_dim);
+    case GP_PREFILL_ATTN_HOPPER: return head_dim == 128 && gp_prefill_attn_ws_ready();
+    }
+    return 0;
+}
+
 extern "C" gp_status gp_prefill_attn(const gp_kv_view *kv, int n_heads, const void *q, void *out, int n_rows,
-                                     const gp_prefill_seq_desc *seqs, int n_seqs, int max_q_len, void *stream)
+                                     const gp_prefill_seq_desc *seqs, int n_seqs, int max_q_len,
+                                     gp_prefill_attn_kernel kernel, void *stream)
 {
     static const char fn[] = "gp_prefill_attn";
     if (!kv || !q || !out || !seqs || !kv->k || !kv->v || !kv->block_tables)
@@ -334,6 +324,11 @@ extern "C" gp_status gp_prefill_attn(const gp_kv_view *kv, int n_heads, const vo
     if (n_heads > 65535 || (max_q_len + PF_BM - 1) / PF_BM > 65535 || n_seqs < 1 || n_seqs > 65535 || n_rows < 1 || max_q_len < 1 || max_q_len > n_rows)
         GP_FAIL(GP_ERR_INVALID_ARG, "%s: n_heads %d (1..65535), n_seqs %d (1..65535), n_rows %d (>= 1), "
                 "max_q_len %d (1..n_rows)", fn, n_heads, n_seqs, n_rows, max_q_len);
+    if (kernel != GP_PREFILL_ATTN_AUTO && kernel != GP_PREFILL_ATTN_MMA && kernel != GP_PREFILL_ATTN_HOPPER)
+        GP_FAIL(GP_ERR_INVALID_ARG, "%s: kernel %d, allowed %s", fn, (int)kernel, GP_PREFILL_ATTN_KERNEL_NAMES);
+    if (kernel == GP_PREFILL_ATTN_HOPPER && !gp_prefill_attn_kernel_serves(kernel, kv->head_dim))
+        GP_FAIL(GP_ERR_UNSUPPORTED, "%s: the hopper kernel serves head_dim 128 (this call: %d) on compute "
+                "capability 9.0 devices in builds with sm_90 code", fn, kv->head_dim);
     if (kv->block_size < 1 || kv->max_blocks < 1)
         GP_FAIL(GP_ERR_INVALID_ARG, "%s: block_size %d and max_blocks %d must be positive", fn, kv->block_size,
                 kv->max_blocks);
@@ -357,6 +352,8 @@ extern "C" gp_status gp_prefill_attn(const gp_kv_view *kv, int n_heads, const vo
             a.bs_shift = sh;
     a.scale_log2 = (float)(1.4426950408889634 / sqrt((double)kv->head_dim));
     cudaStream_t s = (cudaStream_t)stream;
+    if (kernel == GP_PREFILL_ATTN_HOPPER)
+        return gp_prefill_attn_ws_launch(a, kv->dtype != GP_DTYPE_F16, n_seqs, max_q_len, s);
     return kv->dtype == GP_DTYPE_F16 ? pf_launch_hd<__half>(a, kv->head_dim, n_seqs, max_q_len, s)
                                      : pf_launch_hd<__nv_bfloat16>(a, kv->head_dim, n_seqs, max_q_len, s);
 }

@@ -23,6 +23,7 @@ static void usage(FILE *f)
 {
     fprintf(f, "usage: gp_bench_prefill [--preset NAME] [--workloads B:T[,B:T...]] [--chunk N[,N...]]\n"
                "                        [--repeats R] [--breakdown] [--gemm-tune N] [--seed S] [--dtype bf16|fp16]\n"
+               "                        [--prefill-attn K[,K...]]\n"
                "  --preset NAME      model shape, synthetic weights (default llama3-8b; %s)\n"
                "  --workloads LIST   prompts x tokens per prompt (default 1:512,1:2048,1:8192,8:2048)\n"
                "  --chunk LIST       prefill chunk sizes to time (default: the engine's, %d)\n"
@@ -32,9 +33,11 @@ static void usage(FILE *f)
                "                     (engine params gemm_tune; default 0: the heuristic's pick)\n"
                "  --seed S           weight seed (default 1)\n"
                "  --dtype D          engine dtype of the synthetic weights: bf16 (default) or fp16\n"
+               "  --prefill-attn L   prefill attention kernels to time, each row once per kernel (%s;\n"
+               "                     engine params prefill_attn_kernel; default auto)\n"
                "A T above the preset's max context raises the synthetic model's max context to T (the shape is\n"
                "what is timed; the peer runs such contexts too).\n",
-            gp_config_preset_names(), GP_ENGINE_DEFAULT_PREFILL_CHUNK);
+            gp_config_preset_names(), GP_ENGINE_DEFAULT_PREFILL_CHUNK, GP_PREFILL_ATTN_KERNEL_NAMES);
 }
 
 static int parse_list(const char *s, int *v, int max, const char *what)
@@ -71,12 +74,16 @@ static int parse_rows(const char *s, row *r, int max)
 /* FLOPs as the PyTorch peer counts them: the layers' matrices for every
  * token, the LM head for each prompt's last token, causal attention as half
  * of 4 T^2 per head and layer. */
+static double attention_flops(const gp_config *c, int B, int T)
+{
+    return 2.0 * B * c->n_layers * c->n_heads * (double)c->head_dim * T * T;
+}
+
 static double model_flops(const gp_config *c, int B, int T)
 {
     double layer = (double)gp_config_qkv_rows(c) * c->hidden + (double)c->hidden * c->n_heads * c->head_dim +
                    3.0 * c->ffn * c->hidden;
-    return 2.0 * B * T * layer * c->n_layers + 2.0 * B * c->hidden * c->vocab +
-           2.0 * B * c->n_layers * c->n_heads * (double)c->head_dim * T * T;
+    return 2.0 * B * T * layer * c->n_layers + 2.0 * B * c->hidden * c->vocab + attention_flops(c, B, T);
 }
 
 static int cmp_float(const void *a, const void *b)
@@ -95,8 +102,8 @@ static int cmp_float(const void *a, const void *b)
     } while (0)
 
 /* One row at one chunk size: warm-up, repeats, optional breakdown. */
-static int run_row(gp_device_weights *dw, const gp_config *c, row r, int chunk, int repeats, int breakdown,
-                   int gemm_tune)
+static int run_row(gp_device_weights *dw, const gp_config *c, row r, int chunk, gp_prefill_attn_kernel attn,
+                   int repeats, int breakdown, int gemm_tune)
 {
     int rc = 1;
     gp_engine *e = NULL;
@@ -116,6 +123,7 @@ static int run_row(gp_device_weights *dw, const gp_config *c, row r, int chunk, 
     p.max_context = r.T;
     p.prefill_chunk = chunk;
     p.gemm_tune = gemm_tune;
+    p.prefill_attn_kernel = attn;
     CK(gp_engine_create(dw, &p, &e));
     for (int i = -1; i < repeats; i++) { /* i = -1: warm-up (cuBLASLt plans, first-touch) */
         for (int s = 0; s < r.B; s++)
@@ -127,7 +135,8 @@ static int run_row(gp_device_weights *dw, const gp_config *c, row r, int chunk, 
     qsort(ms, (size_t)repeats, sizeof *ms, cmp_float);
     float med = repeats % 2 ? ms[repeats / 2] : 0.5f * (ms[repeats / 2 - 1] + ms[repeats / 2]);
     double tf = model_flops(c, r.B, r.T) / (med * 1e-3);
-    printf("| %d | %d | %d | %.2f | %.2f | %.2f | %.0f | %.0f | %.1f%% |\n", r.B, r.T, chunk, med, ms[0],
+    printf("| %d | %d | %d | %s | %.2f | %.2f | %.2f | %.0f | %.0f | %.1f%% |\n", r.B, r.T, chunk,
+           gp_prefill_attn_kernel_name(attn), med, ms[0],
            ms[repeats - 1], r.B * (double)r.T / (med * 1e-3), tf / 1e12, 100.0 * tf / GEMM_PEAK);
     fflush(stdout);
     if (breakdown) {
@@ -136,10 +145,11 @@ static int run_row(gp_device_weights *dw, const gp_config *c, row r, int chunk, 
         gp_prefill_breakdown bd;
         CK(gp_engine_prefill_breakdown(e, r.B, ps, &bd));
         float gemm = bd.qkv_gemm + bd.o_gemm + bd.gate_up_gemm + bd.down_gemm;
-        printf("|   | breakdown | ms | total %.2f: GEMMs %.2f (QKV %.2f, O %.2f, gate/up %.2f, down %.2f), attention "
-               "%.2f, RoPE+KV %.2f, norms %.2f, SwiGLU %.2f, embed+uploads %.2f, head %.2f | | | | | |\n",
-               bd.total, gemm, bd.qkv_gemm, bd.o_gemm, bd.gate_up_gemm, bd.down_gemm, bd.attention, bd.rope_kv,
-               bd.norms, bd.swiglu, bd.embed, bd.head);
+        printf("|   | breakdown | ms | | total %.2f: GEMMs %.2f (QKV %.2f, O %.2f, gate/up %.2f, down %.2f), attention "
+               "%.2f (%.0f TFLOP/s), RoPE+KV %.2f, norms %.2f, SwiGLU %.2f, embed+uploads %.2f, head %.2f | | | | | |\n",
+               bd.total, gemm, bd.qkv_gemm, bd.o_gemm, bd.gate_up_gemm, bd.down_gemm, bd.attention,
+               attention_flops(c, r.B, r.T) / (bd.attention * 1e-3) / 1e12, bd.rope_kv, bd.norms, bd.swiglu,
+               bd.embed, bd.head);
         fflush(stdout);
     }
     rc = 0;
@@ -157,11 +167,14 @@ int main(int argc, char **argv)
     int chunks[16] = {GP_ENGINE_DEFAULT_PREFILL_CHUNK}, n_chunks = 1, repeats = 5, breakdown = 0, gemm_tune = 0;
     unsigned long seed = 1;
     gp_dtype dtype = GP_DTYPE_BF16;
+    gp_prefill_attn_kernel attns[8] = {GP_PREFILL_ATTN_AUTO};
+    int n_attns = 1;
     static const struct option opts[] = {{"preset", required_argument, 0, 'p'}, {"workloads", required_argument, 0, 'w'},
                                          {"chunk", required_argument, 0, 'c'},  {"repeats", required_argument, 0, 'r'},
                                          {"breakdown", no_argument, 0, 'b'},    {"seed", required_argument, 0, 's'},
                                          {"gemm-tune", required_argument, 0, 'g'},
                                          {"dtype", required_argument, 0, 'd'},
+                                         {"prefill-attn", required_argument, 0, 'a'},
                                          {"help", no_argument, 0, 'h'},         {0, 0, 0, 0}};
     int o;
     while ((o = getopt_long(argc, argv, "h", opts, NULL)) != -1) {
@@ -201,6 +214,24 @@ int main(int argc, char **argv)
                 return 2;
             }
             break;
+        case 'a': {
+            char buf[256];
+            snprintf(buf, sizeof buf, "%s", optarg);
+            n_attns = 0;
+            for (char *save = NULL, *t = strtok_r(buf, ",", &save); t; t = strtok_r(NULL, ",", &save)) {
+                if (n_attns == 8 || gp_prefill_attn_kernel_parse(t, &attns[n_attns]) != GP_OK) {
+                    fprintf(stderr, "gp_bench_prefill: --prefill-attn '%s': %s\n", optarg,
+                            n_attns == 8 ? "at most 8 kernels" : gp_last_error());
+                    return 2;
+                }
+                n_attns++;
+            }
+            if (n_attns == 0) {
+                fprintf(stderr, "gp_bench_prefill: --prefill-attn '%s': no kernel named\n", optarg);
+                return 2;
+            }
+            break;
+        }
         case 'h': usage(stdout); return 0;
         default: usage(stderr); return 2;
         }
@@ -230,12 +261,14 @@ int main(int argc, char **argv)
     printf("gp_bench_prefill: %s shape, synthetic %s weights (seed %lu), median of %d prefills (device events), "
            "model FLOPs as torch_prefill_peer.py counts them, GEMM tuning %d\n\n", preset, gp_dtype_flag_name(dtype),
            seed, repeats, gemm_tune);
-    printf("| B | T | chunk | median ms | min | max | tokens/s | TFLOP/s | of 800 |\n|---|---|---|---|---|---|---|---|---|\n");
+    printf("| B | T | chunk | attention kernel | median ms | min | max | tokens/s | TFLOP/s | of 800 |\n"
+           "|---|---|---|---|---|---|---|---|---|---|\n");
     int rc = 0;
     for (int i = 0; i < n_rows; i++)
         for (int j = 0; j < n_chunks; j++)
-            if (run_row(dw, &cfg, rows[i], chunks[j], repeats, breakdown, gemm_tune))
-                rc = 1; /* later rows still run: every finished row is printed */
+            for (int k = 0; k < n_attns; k++)
+                if (run_row(dw, &cfg, rows[i], chunks[j], attns[k], repeats, breakdown, gemm_tune))
+                    rc = 1; /* later rows still run: every finished row is printed */
     gp_device_weights_destroy(dw);
     return rc;
 }

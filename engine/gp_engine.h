@@ -49,6 +49,11 @@ typedef struct gp_engine_params {
      * rows). 1..GP_ENGINE_MAX_PREFILL_CHUNK, default
      * GP_ENGINE_DEFAULT_PREFILL_CHUNK (docs/PERFORMANCE.md, "Real prefill"). */
     int prefill_chunk;
+    /* Prefill attention: GP_PREFILL_ATTN_AUTO (default) lets
+     * gp_prefill_attn pick; another kernel is used
+     * for every prefill (comparisons) and refused at creation where it
+     * cannot serve the model on this device. */
+    gp_prefill_attn_kernel prefill_attn_kernel;
     /* Offloaded KV cache: 0 (default) keeps the whole cache on
      * the device. Else the device bytes the cache may take: each sequence's
      * newest blocks stay there, its oldest live in pinned host memory and

@@ -103,7 +103,7 @@ static gp_status prefill_rows_part(gp_lane *lane, const gp_stage_batch *b, int l
                            lane->stream),
          GP_K_ROPE);
     STEP(gp_prefill_attn(&kv, c->n_heads, lane->q, attn, b->prefill_rows, b->seqs, b->n_seqs, b->max_q,
-                         lane->stream),
+                         e->p.prefill_attn_kernel, lane->stream),
          GP_K_ATTN);
     return GP_OK;
 }

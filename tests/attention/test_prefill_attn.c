@@ -3,7 +3,7 @@
  * K/V behind shuffled block tables, for every head size it serves, several
  * sequences per call (lengths around tile and block boundaries, chunks that
  * continue a cached context), and rows no sequence names must keep their
- * poison. */
+ * poison; each case runs on every kernel that serves it. */
 #include <math.h>
 #include <setjmp.h>
 #include <stdarg.h>
@@ -37,16 +37,36 @@ static void test_arg_checks(void **state)
     gp_prefill_seq_desc *sfake = (gp_prefill_seq_desc *)(uintptr_t)0x30000;
     gp_kv_view v = { .dtype = at_dtype(), .k = fake, .v = fake, .block_tables = ifake, .n_rows = 4, .n_blocks = 10, .block_size = 16,
                      .n_kv_heads = 2, .head_dim = 48, .max_blocks = 4 };
-    GP_CHECK_FAIL(gp_prefill_attn(&v, 4, fake, fake, 8, sfake, 1, 8, NULL), GP_ERR_INVALID_ARG, "head_dim 48");
+    GP_CHECK_FAIL(gp_prefill_attn(&v, 4, fake, fake, 8, sfake, 1, 8, GP_PREFILL_ATTN_AUTO, NULL), GP_ERR_INVALID_ARG, "head_dim 48");
     v.head_dim = 64;
-    GP_CHECK_FAIL(gp_prefill_attn(&v, 5, fake, fake, 8, sfake, 1, 8, NULL), GP_ERR_INVALID_ARG, "multiple of n_kv_heads");
-    GP_CHECK_FAIL(gp_prefill_attn(&v, 4, NULL, fake, 8, sfake, 1, 8, NULL), GP_ERR_INVALID_ARG, "NULL");
-    GP_CHECK_FAIL(gp_prefill_attn(&v, 4, fake, fake, 8, sfake, 0, 8, NULL), GP_ERR_INVALID_ARG, "n_seqs 0");
-    GP_CHECK_FAIL(gp_prefill_attn(&v, 4, fake, fake, 8, sfake, 1, 9, NULL), GP_ERR_INVALID_ARG, "max_q_len 9");
-    GP_CHECK_FAIL(gp_prefill_attn(&v, 4, fake + 1, fake, 8, sfake, 1, 8, NULL), GP_ERR_INVALID_ARG, "16-byte aligned");
+    GP_CHECK_FAIL(gp_prefill_attn(&v, 5, fake, fake, 8, sfake, 1, 8, GP_PREFILL_ATTN_AUTO, NULL), GP_ERR_INVALID_ARG, "multiple of n_kv_heads");
+    GP_CHECK_FAIL(gp_prefill_attn(&v, 4, NULL, fake, 8, sfake, 1, 8, GP_PREFILL_ATTN_AUTO, NULL), GP_ERR_INVALID_ARG, "NULL");
+    GP_CHECK_FAIL(gp_prefill_attn(&v, 4, fake, fake, 8, sfake, 0, 8, GP_PREFILL_ATTN_AUTO, NULL), GP_ERR_INVALID_ARG, "n_seqs 0");
+    GP_CHECK_FAIL(gp_prefill_attn(&v, 4, fake, fake, 8, sfake, 1, 9, GP_PREFILL_ATTN_AUTO, NULL), GP_ERR_INVALID_ARG, "max_q_len 9");
+    GP_CHECK_FAIL(gp_prefill_attn(&v, 4, fake + 1, fake, 8, sfake, 1, 8, GP_PREFILL_ATTN_AUTO, NULL), GP_ERR_INVALID_ARG, "16-byte aligned");
+    GP_CHECK_FAIL(gp_prefill_attn(&v, 4, fake, fake, 8, sfake, 1, 8, (gp_prefill_attn_kernel)7, NULL),
+                  GP_ERR_INVALID_ARG, "kernel 7");
+    /* head_dim 64: never the Hopper kernel's, whatever the device */
+    GP_CHECK_FAIL(gp_prefill_attn(&v, 4, fake, fake, 8, sfake, 1, 8, GP_PREFILL_ATTN_HOPPER, NULL),
+                  GP_ERR_UNSUPPORTED, "head_dim 128");
+    assert_false(gp_prefill_attn_kernel_serves(GP_PREFILL_ATTN_HOPPER, 64));
     v.dtype = GP_DTYPE_F32; /* the view's dtype: BF16 or F16 only */
-    GP_CHECK_FAIL(gp_prefill_attn(&v, 4, fake, fake, 8, sfake, 1, 8, NULL), GP_ERR_INVALID_ARG, "dtype F32");
+    GP_CHECK_FAIL(gp_prefill_attn(&v, 4, fake, fake, 8, sfake, 1, 8, GP_PREFILL_ATTN_AUTO, NULL), GP_ERR_INVALID_ARG, "dtype F32");
     assert_true(gp_prefill_attn_supports(128) && gp_prefill_attn_supports(16) && !gp_prefill_attn_supports(256));
+}
+
+static void test_kernel_names(void **state)
+{
+    (void)state;
+    for (int k = GP_PREFILL_ATTN_AUTO; k <= GP_PREFILL_ATTN_HOPPER; k++) {
+        gp_prefill_attn_kernel got = GP_PREFILL_ATTN_AUTO;
+        assert_int_equal(gp_prefill_attn_kernel_parse(gp_prefill_attn_kernel_name((gp_prefill_attn_kernel)k), &got),
+                         GP_OK);
+        assert_int_equal(got, k);
+    }
+    assert_string_equal(gp_prefill_attn_kernel_name((gp_prefill_attn_kernel)9), "unknown");
+    gp_prefill_attn_kernel got;
+    GP_CHECK_FAIL(gp_prefill_attn_kernel_parse("wgmma", &got), GP_ERR_INVALID_ARG, "'wgmma' is not one of auto, mma, hopper");
 }
 
 #define MAX_SEQS 8
@@ -62,16 +82,20 @@ static const pf_case k_cases[] = {
     { "hd128 G4 bs16 boundaries", 128, 8, 2, 16, 7,
       { 0, 0, 0, 0, 0, 100, 37 }, { 1, 15, 16, 17, 300, 64, 129 } },
     { "hd128 G8 bs16 long", 128, 8, 1, 16, 2, { 0, 1500 }, { 700, 65 } },
+    /* more K/V tiles of 128 keys than the Hopper kernel's ring has slots,
+     * a warpgroup whose rows all lie past q_len, blocks that split tiles */
+    { "hd128 G4 bs7 ring", 128, 4, 1, 7, 3, { 0, 700, 1000 }, { 513, 129, 1 } },
+    { "hd128 G1 bs1", 128, 2, 2, 1, 2, { 0, 130 }, { 257, 60 } },
     { "hd64 G2 bs16", 64, 4, 2, 16, 2, { 0, 5 }, { 200, 1 } },
     { "hd32 G1 bs7", 32, 2, 2, 7, 2, { 3, 0 }, { 65, 63 } },
     { "hd16 G2 bs1", 16, 4, 2, 1, 3, { 0, 9, 64 }, { 70, 2, 64 } },
 };
 
-static void run_case(const pf_case *c, uint64_t *rng)
+static void run_case(const pf_case *c, gp_prefill_attn_kernel kernel, uint64_t *rng)
 {
     const int hd = c->head_dim, nh = c->n_heads, n_kv = c->n_kv, bs = c->block_size, S = c->n_seqs;
-    printf("case %s [%s]: head_dim %d, %d heads, %d KV heads, block_size %d, %d sequences\n", c->name,
-           gp_dtype_flag_name(at_dtype()), hd, nh, n_kv, bs, S);
+    printf("case %s [%s, %s kernel]: head_dim %d, %d heads, %d KV heads, block_size %d, %d sequences\n", c->name,
+           gp_dtype_flag_name(at_dtype()), gp_prefill_attn_kernel_name(kernel), hd, nh, n_kv, bs, S);
     /* rows: each sequence's chunk tokens, one unnamed row after each */
     gp_prefill_seq_desc seqs[MAX_SEQS];
     int rows = 0, max_q = 0, max_blocks = 1, n_blocks = 0;
@@ -118,7 +142,7 @@ static void run_case(const pf_case *c, uint64_t *rng)
     at_dev_poison(dout, qn * 2);
     gp_kv_view view = { .dtype = at_dtype(), .k = dk, .v = dv, .block_tables = dtab, .n_rows = S, .n_blocks = n_blocks,
                         .block_size = bs, .n_kv_heads = n_kv, .head_dim = hd, .max_blocks = max_blocks };
-    at_check(gp_prefill_attn(&view, nh, dq, dout, rows, dseqs, S, max_q, NULL), "gp_prefill_attn");
+    at_check(gp_prefill_attn(&view, nh, dq, dout, rows, dseqs, S, max_q, kernel, NULL), "gp_prefill_attn");
     at_dev_sync();
     at_to_host(got, dout, qn * 2);
     gp_prefill_attn_ref(at_dtype(), q, k, v, tables, max_blocks, bs, nh, n_kv, hd, seqs, S, want);
@@ -158,9 +182,17 @@ static void run_case(const pf_case *c, uint64_t *rng)
 static void test_gpu_cases(void **state)
 {
     (void)state;
-    uint64_t rng = at_dtype_seed(g_seed);
-    for (size_t i = 0; i < sizeof k_cases / sizeof k_cases[0]; i++)
-        run_case(&k_cases[i], &rng);
+    static const gp_dtype dts[] = {GP_DTYPE_BF16, GP_DTYPE_F16};
+    for (int t = 0; t < 2; t++) {
+        at_set_dtype(dts[t]);
+        uint64_t rng = at_dtype_seed(g_seed);
+        for (size_t i = 0; i < sizeof k_cases / sizeof k_cases[0]; i++)
+            for (int k = GP_PREFILL_ATTN_MMA; k <= GP_PREFILL_ATTN_HOPPER; k++)
+                if (gp_prefill_attn_kernel_serves((gp_prefill_attn_kernel)k, k_cases[i].head_dim))
+                    run_case(&k_cases[i], (gp_prefill_attn_kernel)k, &rng);
+    }
+    printf("the hopper kernel %s on this device\n",
+           gp_prefill_attn_kernel_serves(GP_PREFILL_ATTN_HOPPER, 128) ? "ran" : "does not run");
 }
 
 int main(void)
@@ -168,6 +200,7 @@ int main(void)
     g_seed = at_seed("attn_prefill_attn");
     const struct CMUnitTest host_tests[] = {
         cmocka_unit_test(test_arg_checks),
+        cmocka_unit_test(test_kernel_names),
     };
     if (cmocka_run_group_tests_name("prefill_attn (host)", host_tests, NULL, NULL))
         return 1;
