@@ -318,8 +318,9 @@ typedef struct gp_prefill_seq_desc {
 #define GP_PREFILL_ATTN_HEAD_DIMS "16, 32, 64, 128"
 int gp_prefill_attn_supports(int head_dim);
 
-/* The prefill-attention kernels. GP_PREFILL_ATTN_AUTO runs the mma.sync one
- * (the Hopper one measured slower so far: docs/PERFORMANCE.md). GP_PREFILL_ATTN_MMA: the
+/* The prefill-attention kernels. GP_PREFILL_ATTN_AUTO runs the Hopper one
+ * where it serves (1.6x the mma.sync one at 8k and 32k tokens:
+ * docs/PERFORMANCE.md), else the mma.sync one. GP_PREFILL_ATTN_MMA: the
  * FlashAttention-2-style kernel on mma.sync (every head size of
  * GP_PREFILL_ATTN_HEAD_DIMS, sm_80 and later). GP_PREFILL_ATTN_HOPPER: the
  * FlashAttention-3-style kernel (a producer warpgroup copying K/V tiles,

@@ -352,7 +352,8 @@ extern "C" gp_status gp_prefill_attn(const gp_kv_view *kv, int n_heads, const vo
             a.bs_shift = sh;
     a.scale_log2 = (float)(1.4426950408889634 / sqrt((double)kv->head_dim));
     cudaStream_t s = (cudaStream_t)stream;
-    if (kernel == GP_PREFILL_ATTN_HOPPER)
+    if (kernel == GP_PREFILL_ATTN_HOPPER ||
+        (kernel == GP_PREFILL_ATTN_AUTO && gp_prefill_attn_kernel_serves(GP_PREFILL_ATTN_HOPPER, kv->head_dim)))
         return gp_prefill_attn_ws_launch(a, kv->dtype != GP_DTYPE_F16, n_seqs, max_q_len, s);
     return kv->dtype == GP_DTYPE_F16 ? pf_launch_hd<__half>(a, kv->head_dim, n_seqs, max_q_len, s)
                                      : pf_launch_hd<__nv_bfloat16>(a, kv->head_dim, n_seqs, max_q_len, s);

@@ -48,13 +48,16 @@
 #define WS_HD 128
 #define WS_STAGES 3         /* ring slots: 32 KB of q + 64 KB a slot */
 #define WS_THREADS 384      /* the producer and two consumer warpgroups */
-#define WS_GROUP_BYTES 2048 /* one group of 8 rows: 16 core matrices */
-#define WS_TILE_BYTES (WS_BN / 8 * WS_GROUP_BYTES)
-#define WS_Q_BYTES (WS_BM / 8 * WS_GROUP_BYTES)
+#define WS_ROW_BYTES 128    /* a row of one half (64 dims) of a tile */
+#define WS_TILE_BYTES (WS_BN * 2 * WS_ROW_BYTES)
+#define WS_Q_BYTES (WS_BM * 2 * WS_ROW_BYTES)
 #define WS_BAR_OFF (WS_Q_BYTES + WS_STAGES * 2 * WS_TILE_BYTES)
-#define WS_SMEM (WS_BAR_OFF + 8 * (1 + 2 * WS_STAGES)) /* + the q, full and empty mbarriers */
-#define WS_PRODUCER_REGS 56 /* setmaxnreg: 128 x 56 + 256 x 224 <= 64 K registers */
-#define WS_CONSUMER_REGS 224
+#define WS_SMEM (WS_BAR_OFF + 8 * (1 + 2 * WS_STAGES) + 1024) /* + the mbarriers, + alignment */
+#define WS_PRODUCER_REGS 72 /* setmaxnreg: the CTA keeps the registers it launched with */
+#define WS_CONSUMER_REGS 216
+/* 168 registers a thread at launch (384 threads, one CTA an SM); more asked
+ * for than the CTA holds would leave setmaxnreg.inc waiting forever */
+static_assert(128 * WS_PRODUCER_REGS + 256 * WS_CONSUMER_REGS <= 168 * WS_THREADS, "setmaxnreg budget");
 
 /* The device code exists only in the sm_90a compilation (wgmma,
  * setmaxnreg); elsewhere the kernel is empty and gp_prefill_attn_ws_ready
@@ -88,7 +91,13 @@
 static __device__ __forceinline__ uint64_t ws_desc(uint32_t saddr, uint32_t lbo, uint32_t sbo)
 {
     return (uint64_t)((saddr & 0x3FFFF) >> 4) | ((uint64_t)((lbo & 0x3FFFF) >> 4) << 16) |
-           ((uint64_t)((sbo & 0x3FFFF) >> 4) << 32);
+           ((uint64_t)((sbo & 0x3FFFF) >> 4) << 32) | (1ull << 62);
+}
+
+/* Byte offset of dims 8c..8c+7 of row r in a tile of `rows` rows. */
+static __device__ __forceinline__ uint32_t ws_off(int r, int c, int rows)
+{
+    return (uint32_t)((c >> 3) * rows * WS_ROW_BYTES + r * WS_ROW_BYTES + (((c & 7) ^ (r & 7)) << 4));
 }
 
 /* d[64] (+)= A (64 x 16, shared memory, K-major, desc a) x B (16 x 128,
@@ -191,8 +200,9 @@ static __device__ __forceinline__ void ws_qk_descs(uint64_t (&qd)[WS_HD / 16], u
 {
 #pragma unroll
     for (int kst = 0; kst < WS_HD / 16; kst++) {
-        qd[kst] = ws_desc(q_base + kst * 256, 128, WS_GROUP_BYTES);
-        kd[kst] = ws_desc(ks + kst * 256, 128, WS_GROUP_BYTES);
+        /* 16 dims = 32 bytes into a swizzled row; SBO: 8 rows */
+        qd[kst] = ws_desc(q_base + (kst >> 2) * WS_BM * WS_ROW_BYTES + (kst & 3) * 32, 16, 8 * WS_ROW_BYTES);
+        kd[kst] = ws_desc(ks + (kst >> 2) * WS_BN * WS_ROW_BYTES + (kst & 3) * 32, 16, 8 * WS_ROW_BYTES);
         asm volatile("" : "+l"(qd[kst]), "+l"(kd[kst]));
     }
 }
@@ -202,7 +212,8 @@ static __device__ __forceinline__ void ws_pv_descs(uint64_t (&vd)[WS_BN / 16], u
 {
 #pragma unroll
     for (int kk = 0; kk < WS_BN / 16; kk++) {
-        vd[kk] = ws_desc(vs + kk * 2 * WS_GROUP_BYTES, WS_GROUP_BYTES, 128);
+        /* 16 keys = 16 rows; LBO: the other half of the dims, SBO: 8 rows */
+        vd[kk] = ws_desc(vs + kk * 16 * WS_ROW_BYTES, WS_BN * WS_ROW_BYTES, 8 * WS_ROW_BYTES);
         asm volatile("" : "+l"(vd[kk]));
     }
 }
@@ -293,97 +304,188 @@ static __device__ __forceinline__ bool ws_softmax(float (&s)[64], ws_softmax_sta
     return keep;
 }
 
+/* The block ids of this thread's rows of tile j (rows 8p + r0; keys past
+ * kv_end read the last key's id, their copies being zero-filled): straight
+ * loads, all in flight at once (behind branches, as a per-row bounds check
+ * or division choice made them, each load's latency was paid in turn, and
+ * the consumers waited on the producer). */
+template <bool POW2>
+static __device__ __forceinline__ void ws_block_ids(const pf_args &a, const int32_t *table, int j, int kv_end, int r0,
+                                                    int (&blk)[WS_BN / 8])
+{
+#pragma unroll
+    for (int p = 0; p < WS_BN / 8; p++) {
+        const int t = min(j * WS_BN + 8 * p + r0, kv_end - 1);
+        blk[p] = __ldg(table + (POW2 ? t >> a.bs_shift : t / a.block_size));
+    }
+}
+
 /* The producer: the q tile, then every K/V tile of the CTA into the ring.
- * Thread i (0..127) copies chunk i / 8 of rows 8p + i % 8, p = 0..15, of
- * each tile: core-matrix byte (p * 128 + i) * 16. */
-template <class T>
+ * Lane l of warp w copies chunk l % 16 of rows 8p + 2w + l / 16, p = 0..15,
+ * of each tile: a warp reads two whole 256-byte rows per copy, and its
+ * stores fill four 128-byte rows of the swizzled tile, one bank each per
+ * lane. The next tile's block ids
+ * are loaded while it waits for a free slot. POW2: block_size is
+ * 1 << a.bs_shift. */
+template <class T, bool POW2>
 static __device__ __forceinline__ void ws_produce(const pf_args &a, const gp_prefill_seq_desc &d, int m0, int h,
                                                   int kvh, int kv_end, int n_tiles, uint32_t qs, uint32_t kvs,
                                                   uint32_t bars)
 {
-    const int i = threadIdx.x, r8 = i & 7, c = i >> 3;
+    const int c = threadIdx.x & 15, r0 = ((threadIdx.x >> 5) << 1) + ((threadIdx.x >> 4) & 1);
     const size_t row_stride = (size_t)a.n_heads * WS_HD;
-    const T *q = static_cast<const T *>(a.q), *kc = static_cast<const T *>(a.k), *vc = static_cast<const T *>(a.v);
+    const T *q = static_cast<const T *>(a.q);
+    const T *kc = static_cast<const T *>(a.k) + (size_t)kvh * WS_HD + c * 8;
+    const T *vc = static_cast<const T *>(a.v) + (size_t)kvh * WS_HD + c * 8;
+    const size_t tok_stride = (size_t)a.n_kv * WS_HD; /* elements between a head's rows of two cache slots */
 #pragma unroll
     for (int p = 0; p < WS_BM / 8; p++) { /* rows past q_len zero-filled */
-        const int r = 8 * p + r8;
+        const int r = 8 * p + r0;
         const bool ok = m0 + r < d.q_len;
-        gp_cp_async16(qs + (uint32_t)(p * 128 + i) * 16,
+        gp_cp_async16(qs + ws_off(r, c, WS_BM),
                       q + (size_t)(d.q_start + (ok ? m0 + r : 0)) * row_stride + (size_t)h * WS_HD + c * 8, ok ? 16 : 0);
     }
     ws_bar_arrive_copies(bars);
     const int32_t *table = a.tables + (size_t)d.table_row * a.max_blocks;
+    int blk[WS_BN / 8];
+    ws_block_ids<POW2>(a, table, 0, kv_end, r0, blk);
     for (int j = 0; j < n_tiles; j++) {
         const int s = j % WS_STAGES;
         if (j >= WS_STAGES) /* both consumers are done with the slot's previous tile */
             ws_bar_wait(bars + 8 * (1 + WS_STAGES + s), (uint32_t)((j / WS_STAGES - 1) & 1));
         const uint32_t ks = kvs + (uint32_t)s * 2 * WS_TILE_BYTES, vs = ks + WS_TILE_BYTES;
-        size_t src[WS_BN / 8];
-#pragma unroll
-        for (int p = 0; p < WS_BN / 8; p++) { /* every block id first: their loads overlap */
-            const int t = j * WS_BN + 8 * p + r8;
-            src[p] = ~(size_t)0;
-            if (t < kv_end) {
-                const int bi = a.bs_shift >= 0 ? t >> a.bs_shift : t / a.block_size;
-                const int slot = t - bi * a.block_size;
-                src[p] = (((size_t)__ldg(table + bi) * a.block_size + slot) * a.n_kv + kvh) * WS_HD + (size_t)c * 8;
-            }
-        }
 #pragma unroll
         for (int p = 0; p < WS_BN / 8; p++) { /* keys past kv_end zero-filled; their source is not read */
-            const bool ok = src[p] != ~(size_t)0;
-            const uint32_t off = (uint32_t)(p * 128 + i) * 16;
-            gp_cp_async16(ks + off, kc + (ok ? src[p] : 0), ok ? 16 : 0);
-            gp_cp_async16(vs + off, vc + (ok ? src[p] : 0), ok ? 16 : 0);
+            const int t = j * WS_BN + 8 * p + r0;
+            const int slot = POW2 ? t & (a.block_size - 1) : t % a.block_size;
+            const size_t e = ((size_t)blk[p] * a.block_size + slot) * tok_stride;
+            const bool ok = t < kv_end;
+            const uint32_t off = ws_off(8 * p + r0, c, WS_BN);
+            gp_cp_async16(ks + off, kc + (ok ? e : 0), ok ? 16 : 0);
+            gp_cp_async16(vs + off, vc + (ok ? e : 0), ok ? 16 : 0);
         }
         ws_bar_arrive_copies(bars + 8 * (1 + s));
+        if (j + 1 < n_tiles)
+            ws_block_ids<POW2>(a, table, j + 1, kv_end, r0, blk);
     }
     asm volatile("cp.async.wait_all;\n" ::: "memory");
 }
 
-/* What a consumer warpgroup's steps share. */
+/* What a consumer warpgroup's rounds share. */
 typedef struct ws_consumer {
     uint32_t q_base, kvs, full, empty; /* its q rows, the ring, the ring's barriers */
-    int lane, tq, g_first, qp0;        /* qp0: the position of the lane's first row */
+    int n_mine, n_tiles;               /* tiles with its keys; tiles of the CTA */
+    int cw, lane, tq, g_first, qp0;    /* qp0: the position of the lane's first row */
     float scale_log2;
 } ws_consumer;
 
-/* Tile j (>= 1) of a consumer: q.k of tile j into sc, issued with the p.v of
- * tile j - 1 (p packed in sp, ws_softmax's), tile j's softmax while that p.v
- * runs, then the previous slot released and the output rescaled. Two score
- * arrays alternate between the steps, so no copy of p sits between the
- * products (ptxas serializes every wgmma of the kernel when one does). */
-template <class T>
-static __device__ __forceinline__ void ws_step(const ws_consumer &c, int j, float (&sc)[64], float (&sp)[64],
-                                               float (&o)[64], ws_softmax_state &st)
+/* The two consumers take turns at issuing their products (FlashAttention-3's
+ * ping-pong): consumer w waits on named barrier 1 + w, issues, then lets the
+ * other go. The tensor cores then run one consumer's q.k and p.v while the
+ * other computes its softmax, instead of both softmaxes falling together. */
+static __device__ __forceinline__ void ws_turn_wait(int cw)
 {
-    typedef gp_half_traits<T> TR;
-    const int sl = j % WS_STAGES, prev = (j - 1) % WS_STAGES;
-    ws_bar_wait(c.full + 8 * sl, (uint32_t)((j / WS_STAGES) & 1));
+    asm volatile("bar.sync %0, 256;\n" ::"r"(1 + cw) : "memory");
+}
+static __device__ __forceinline__ void ws_turn_pass(int cw)
+{
+    asm volatile("bar.arrive %0, 256;\n" ::"r"(2 - cw) : "memory");
+}
+
+/* A consumer's rounds r = 0 .. n_tiles, each with one turn at issuing
+ * products (so the two consumers' turns pair up): the first (q.k of tile
+ * 0), the steady ones, the last (p.v of its last tile), and byes once its
+ * tiles are done. The tiles past its last query are released as they land.
+ * The kinds are separate functions, not branches of one: ptxas serializes
+ * every wgmma of the kernel when products are issued or waited for under
+ * conditions. */
+
+/* Waits for tile r's slot to fill; true when it is one. */
+static __device__ __forceinline__ bool ws_tile_landed(const ws_consumer &c, int r)
+{
+    if (r >= c.n_tiles)
+        return false;
+    ws_bar_wait(c.full + 8 * (r % WS_STAGES), (uint32_t)((r / WS_STAGES) & 1));
     /* the tiles were written through the generic proxy; wgmma reads them through the async one */
     asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory");
+    return true;
+}
+
+static __device__ __forceinline__ void ws_release(const ws_consumer &c, int r)
+{
+    if (c.lane == 0) /* after this warp's reads of the slot */
+        ws_bar_arrive(c.empty + 8 * (r % WS_STAGES));
+}
+
+/* Consumer 1 passes no turn after the last round: none is waited for. */
+static __device__ __forceinline__ void ws_turn_end(const ws_consumer &c, int r)
+{
+    if (c.cw == 0 || r < c.n_tiles)
+        ws_turn_pass(c.cw);
+}
+
+static __device__ __forceinline__ void ws_round_bye(const ws_consumer &c, int r)
+{
+    const bool landed = ws_tile_landed(c, r);
+    ws_turn_wait(c.cw);
+    ws_turn_end(c, r);
+    if (landed)
+        ws_release(c, r);
+}
+
+/* Round 0: q.k of tile 0 into s, its softmax. */
+template <class T>
+static __device__ __forceinline__ void ws_round_first(const ws_consumer &c, float (&s)[64], ws_softmax_state &st)
+{
+    typedef gp_half_traits<T> TR;
+    ws_tile_landed(c, 0);
+    uint64_t qd[WS_HD / 16], kd[WS_HD / 16];
+    ws_qk_descs(qd, kd, c.q_base, c.kvs);
+    ws_turn_wait(c.cw);
+    ws_fence();
+    ws_qk<TR::is_bf16>(s, qd, kd);
+    ws_commit();
+    ws_turn_end(c, 0);
+    ws_wait<0>();
+    ws_pin(s);
+    float corr[2];
+    ws_softmax<T>(s, st, corr, 0, c.g_first, c.qp0, c.tq, c.scale_log2);
+}
+
+/* Round r (1 .. n_mine - 1): q.k of tile r into sc, issued beside the p.v of
+ * tile r - 1 (p packed in sp, ws_softmax's); tile r's softmax while that
+ * p.v runs; then tile r - 1's slot released and the output rescaled. Two
+ * score arrays alternate between rounds, so no copy of p sits between the
+ * products (ptxas serializes every wgmma of the kernel when one does). */
+template <class T>
+static __device__ __forceinline__ void ws_round(const ws_consumer &c, int r, float (&sc)[64], float (&sp)[64],
+                                                float (&o)[64], ws_softmax_state &st)
+{
+    typedef gp_half_traits<T> TR;
+    ws_tile_landed(c, r);
     uint64_t qd[WS_HD / 16], kd[WS_HD / 16], vd[WS_BN / 16];
-    ws_qk_descs(qd, kd, c.q_base, c.kvs + (uint32_t)sl * 2 * WS_TILE_BYTES);
-    ws_pv_descs(vd, c.kvs + (uint32_t)prev * 2 * WS_TILE_BYTES + WS_TILE_BYTES);
+    ws_qk_descs(qd, kd, c.q_base, c.kvs + (uint32_t)(r % WS_STAGES) * 2 * WS_TILE_BYTES);
+    ws_pv_descs(vd, c.kvs + (uint32_t)((r - 1) % WS_STAGES) * 2 * WS_TILE_BYTES + WS_TILE_BYTES);
     ws_pin(o);
     ws_pin_p(sp);
+    ws_turn_wait(c.cw);
     ws_fence();
     ws_qk<TR::is_bf16>(sc, qd, kd);
     ws_commit();
     ws_pv<TR::is_bf16>(o, sp, vd);
     ws_commit();
+    ws_turn_end(c, r);
     ws_wait<1>();
     ws_pin(sc);
     float corr[2];
-    const bool keep = ws_softmax<T>(sc, st, corr, j * WS_BN, c.g_first, c.qp0, c.tq, c.scale_log2);
+    const bool keep = ws_softmax<T>(sc, st, corr, r * WS_BN, c.g_first, c.qp0, c.tq, c.scale_log2);
     /* the softmax's results pinned before the wait: register arithmetic may
      * otherwise sink below it (it did), and the overlap with p.v is lost */
     ws_pin_p(sc);
     ws_wait<0>();
     ws_pin(o);
     ws_pin_p(sp);
-    if (c.lane == 0) /* this warp's reads of the previous slot are done */
-        ws_bar_arrive(c.empty + 8 * prev);
+    ws_release(c, r - 1);
     if (!keep) {
 #pragma unroll
         for (int i = 0; i < 16; i++) {
@@ -395,27 +497,31 @@ static __device__ __forceinline__ void ws_step(const ws_consumer &c, int j, floa
     }
 }
 
-/* The last tile's p.v (tile j, p packed in sp) and the release of its slot. */
+/* Round r = n_mine: the p.v of its last tile (p packed in sp). */
 template <class T>
-static __device__ __forceinline__ void ws_last_pv(const ws_consumer &c, int j, float (&sp)[64], float (&o)[64])
+static __device__ __forceinline__ void ws_round_last(const ws_consumer &c, int r, float (&sp)[64], float (&o)[64])
 {
     typedef gp_half_traits<T> TR;
+    const bool landed = ws_tile_landed(c, r);
     uint64_t vd[WS_BN / 16];
-    ws_pv_descs(vd, c.kvs + (uint32_t)(j % WS_STAGES) * 2 * WS_TILE_BYTES + WS_TILE_BYTES);
+    ws_pv_descs(vd, c.kvs + (uint32_t)((r - 1) % WS_STAGES) * 2 * WS_TILE_BYTES + WS_TILE_BYTES);
     ws_pin(o);
     ws_pin_p(sp);
+    ws_turn_wait(c.cw);
     ws_fence();
     ws_pv<TR::is_bf16>(o, sp, vd);
     ws_commit();
+    ws_turn_end(c, r);
     ws_wait<0>();
     ws_pin(o);
     ws_pin_p(sp);
-    if (c.lane == 0)
-        ws_bar_arrive(c.empty + 8 * (j % WS_STAGES));
+    ws_release(c, r - 1);
+    if (landed)
+        ws_release(c, r);
 }
 
 /* A consumer warpgroup (cw 0 or 1: rows m0 + 64 cw ..): every tile of the
- * ring in turn; the tiles after its last query only pass through. */
+ * ring in turn, in rounds paired with the other consumer's. */
 template <class T>
 static __device__ __forceinline__ void ws_consume(const pf_args &a, const gp_prefill_seq_desc &d, int cw, int m0,
                                                   int h, int q_last, int n_tiles, uint32_t qs, uint32_t kvs,
@@ -428,54 +534,46 @@ static __device__ __forceinline__ void ws_consume(const pf_args &a, const gp_pre
     const bool g_active = g0 <= q_last;
     const int g_last = d.pos0 + min(g0 + 63, q_last);
     const int r0 = g0 + warp * 16 + gr; /* this lane's rows r0 and r0 + 8 */
-    const int n_mine = g_active ? g_last / WS_BN + 1 : 0; /* tiles with a key at or before g_last */
     ws_consumer c;
-    c.q_base = qs + (uint32_t)cw * (64 / 8) * WS_GROUP_BYTES;
+    c.q_base = qs + (uint32_t)cw * 64 * WS_ROW_BYTES;
     c.kvs = kvs;
     c.full = bars + 8;
     c.empty = bars + 8 * (1 + WS_STAGES);
+    c.n_mine = g_active ? g_last / WS_BN + 1 : 0; /* tiles with a key at or before g_last */
+    c.n_tiles = n_tiles;
+    c.cw = cw;
     c.lane = lane;
     c.tq = tq;
     c.g_first = d.pos0 + g0;
     c.qp0 = d.pos0 + r0;
     c.scale_log2 = a.scale_log2;
 
-    float o[64], s0[64], s1[64]; /* tile j's scores, then its p, in s0 (j even) or s1 (j odd) */
+    float o[64], s0[64], s1[64]; /* tile r's scores, then its p, in s0 (r even) or s1 (r odd) */
 #pragma unroll
     for (int i = 0; i < 64; i++)
         o[i] = 0.0f;
     ws_softmax_state st = {{-INFINITY, -INFINITY}, {0.0f, 0.0f}};
-    if (n_mine > 0) { /* tile 0: q.k alone */
+    if (cw == 1) /* consumer 0 takes the first turn */
+        ws_turn_pass(cw);
+    int r = 0;
+    if (c.n_mine > 0) {
         ws_bar_wait(bars, 0u); /* the q tile */
-        ws_bar_wait(c.full, 0u);
-        asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory");
-        uint64_t qd[WS_HD / 16], kd[WS_HD / 16];
-        ws_qk_descs(qd, kd, c.q_base, kvs);
-        ws_fence();
-        ws_qk<TR::is_bf16>(s0, qd, kd);
-        ws_commit();
-        ws_wait<0>();
-        ws_pin(s0);
-        float corr[2];
-        ws_softmax<T>(s0, st, corr, 0, c.g_first, c.qp0, tq, a.scale_log2);
-        int j = 1;
-        for (; j + 1 < n_mine; j += 2) {
-            ws_step<T>(c, j, s1, s0, o, st);
-            ws_step<T>(c, j + 1, s0, s1, o, st);
+        ws_round_first<T>(c, s0, st);
+        for (r = 1; r + 1 < c.n_mine; r += 2) {
+            ws_round<T>(c, r, s1, s0, o, st);
+            ws_round<T>(c, r + 1, s0, s1, o, st);
         }
-        if (j < n_mine) {
-            ws_step<T>(c, j, s1, s0, o, st);
-            ws_last_pv<T>(c, j, s1, o);
+        if (r < c.n_mine) {
+            ws_round<T>(c, r, s1, s0, o, st);
+            ws_round_last<T>(c, r + 1, s1, o);
+            r += 2;
         } else {
-            ws_last_pv<T>(c, j - 1, s0, o);
+            ws_round_last<T>(c, r, s0, o);
+            r += 1;
         }
     }
-    for (int j = n_mine; j < n_tiles; j++) { /* the other warpgroup's tiles: released as they land */
-        const int sl = j % WS_STAGES;
-        ws_bar_wait(c.full + 8 * sl, (uint32_t)((j / WS_STAGES) & 1));
-        if (lane == 0)
-            ws_bar_arrive(c.empty + 8 * sl);
-    }
+    for (; r <= n_tiles; r++)
+        ws_round_bye(c, r);
     if (!g_active)
         return;
 
@@ -502,8 +600,9 @@ template <class T>
 static __global__ void __launch_bounds__(WS_THREADS, 1) gp_prefill_attn_ws_kernel(const pf_args a)
 {
 #ifdef WS_DEVICE_CODE
-    extern __shared__ __align__(128) unsigned char gp_ws_smem[];
-    const uint32_t qs = gp_smem_addr(gp_ws_smem), kvs = qs + WS_Q_BYTES, bars = qs + WS_BAR_OFF;
+    extern __shared__ __align__(1024) unsigned char gp_ws_smem[];
+    /* the swizzle pattern repeats every 1024 bytes, from 1024-byte boundaries */
+    const uint32_t qs = (gp_smem_addr(gp_ws_smem) + 1023u) & ~1023u, kvs = qs + WS_Q_BYTES, bars = qs + WS_BAR_OFF;
 
     const gp_prefill_seq_desc d = a.seqs[blockIdx.z];
     const int m0 = (int)(gridDim.y - 1 - blockIdx.y) * WS_BM; /* longest query tiles first */
@@ -526,7 +625,10 @@ static __global__ void __launch_bounds__(WS_THREADS, 1) gp_prefill_attn_ws_kerne
     const int wg = __shfl_sync(0xffffffffu, (int)threadIdx.x / 128, 0);
     if (wg == 0) {
         asm volatile("setmaxnreg.dec.sync.aligned.u32 %0;\n" ::"n"(WS_PRODUCER_REGS));
-        ws_produce<T>(a, d, m0, h, kvh, kv_end, n_tiles, qs, kvs, bars);
+        if (a.bs_shift >= 0)
+            ws_produce<T, true>(a, d, m0, h, kvh, kv_end, n_tiles, qs, kvs, bars);
+        else
+            ws_produce<T, false>(a, d, m0, h, kvh, kv_end, n_tiles, qs, kvs, bars);
     } else {
         asm volatile("setmaxnreg.inc.sync.aligned.u32 %0;\n" ::"n"(WS_CONSUMER_REGS));
         ws_consume<T>(a, d, wg - 1, m0, h, q_last, n_tiles, qs, kvs, bars);
