@@ -19,26 +19,28 @@
  *    keys from the paged cache into a ring of WS_STAGES slots (cp.async, an
  *    mbarrier per slot that the copies themselves complete), a slot refilled
  *    as soon as both consumers released it;
- *  - warpgroups 1 and 2 each own 64 query rows and never wait on a copy
- *    that could have been issued earlier. Inside each, tile j's q.k is
- *    issued together with tile j - 1's p.v, and tile j's softmax runs while
- *    that p.v is still on the tensor cores; the other consumer's products
- *    fill the rest. A slot is released only after its V's p.v, a tile
- *    later than its K's q.k, hence three slots: two would leave the copy
- *    of each tile no time ahead of its use.
+ *  - warpgroups 1 and 2 each own 64 query rows. Inside each, tile j's q.k
+ *    is issued together with tile j - 1's p.v, and tile j's softmax runs
+ *    while that p.v is still on the tensor cores; the two take turns at
+ *    issuing (ws_turn_wait). A slot is released only after its V's p.v, a
+ *    tile later than its K's q.k, hence three slots: two would leave the
+ *    copy of each tile no time ahead of its use.
  * Registers move from the producer to the consumers (setmaxnreg): 64 fp32
- * scores, 64 fp32 outputs and 32 packed probabilities per thread.
+ * scores, 64 fp32 outputs and the previous tile's 32 packed probabilities
+ * per thread.
  *
  * Every tile in shared memory (q: 128 rows, K and V: 128 keys, of 128
- * dims) is stored as wgmma's core matrices without swizzling: 8 rows x 16
- * bytes contiguous (128 B), the 16 chunks of a row group next to each
- * other (2 KB per group of 8 rows):
- *     byte (row, dims 8c..8c+7) = (row / 8) * 2048 + c * 128 + (row % 8) * 16.
- * q and K are K-major operands of q.k (K = the head dims): core matrices
- * 128 B apart along K, 2 KB apart along rows. V is the N-major B operand
- * of p.v (K = the keys, N = the dims; tnsp-b): 2 KB apart along keys, 128 B
- * apart along dims. The producer's thread i of a warp writes the 16 bytes
- * at i * 16 of a 512-byte stretch, so its stores never share a bank.
+ * dims) is stored in wgmma's 128-byte swizzled layout: two halves of 64
+ * dims, each row of a half 128 contiguous bytes whose 16-byte chunks are
+ * permuted by the row's index mod 8 (ws_off), halves and tiles on 1024-byte
+ * boundaries. q and K are K-major operands of q.k (K = the head dims; a
+ * k-step of 16 dims starts 32 bytes further into the rows); V is the
+ * N-major B operand of p.v (K = the keys, N = the dims; tnsp-b; the
+ * leading offset is the distance to the other half). With this layout a
+ * copy warp reads two whole 256-byte cache rows and writes four 128-byte
+ * rows of a tile, one bank each per lane; the unswizzled core-matrix
+ * layout spread each cache row over four warps' copies, and the kernel ran
+ * at 0.66x (docs/PERFORMANCE.md).
  *
  * Numerics are the mma.sync kernel's: fp32 scores and outputs, p rounded to
  * the element type as it enters p.v, the denominator summing the rounded
@@ -87,7 +89,7 @@ static_assert(128 * WS_PRODUCER_REGS + 256 * WS_CONSUMER_REGS <= 168 * WS_THREAD
     c(d[63])
 
 /* The shared-memory matrix descriptor: start address, leading and stride
- * byte offsets between core matrices, no swizzle. */
+ * byte offsets, 128-byte swizzle. */
 static __device__ __forceinline__ uint64_t ws_desc(uint32_t saddr, uint32_t lbo, uint32_t sbo)
 {
     return (uint64_t)((saddr & 0x3FFFF) >> 4) | ((uint64_t)((lbo & 0x3FFFF) >> 4) << 16) |
