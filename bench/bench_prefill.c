@@ -216,6 +216,11 @@ int main(int argc, char **argv)
             break;
         case 'a': {
             char buf[256];
+            if (strlen(optarg) >= sizeof buf) {
+                fprintf(stderr, "gp_bench_prefill: --prefill-attn: a list of at most %zu characters\n",
+                        sizeof buf - 1);
+                return 2;
+            }
             snprintf(buf, sizeof buf, "%s", optarg);
             n_attns = 0;
             for (char *save = NULL, *t = strtok_r(buf, ",", &save); t; t = strtok_r(NULL, ",", &save)) {
