@@ -332,52 +332,44 @@ static gp_status gp_decode_attn_launch_t(const gp_attn_args *a, gp_attn_kernel w
     return GP_OK;
 }
 
-/* The instantiation serving (dtype, head_dim, group): its launcher. */
+/* The launcher of the instantiation serving (dtype, head_dim, group); NULL
+ * where none does. */
 typedef gp_status (*gp_attn_launch_fn)(const gp_attn_args *, gp_attn_kernel, cudaStream_t);
-typedef struct gp_attn_variant {
-    gp_attn_launch_fn launch;
-} gp_attn_variant;
 
-template <class T, int HD> static int gp_attn_variant_g(int group, gp_attn_variant *v)
+template <class T, int HD> static gp_attn_launch_fn gp_attn_launch_g(int group)
 {
-#define GP_ATTN_CASE(GT)                                                                         \
-    do {                                                                                         \
-        v->launch = gp_decode_attn_launch_t<T, HD, GT>;                                          \
-        return 1;                                                                                \
-    } while (0)
     if (group == 1)
-        GP_ATTN_CASE(1);
+        return gp_decode_attn_launch_t<T, HD, 1>;
     if (group == 2)
-        GP_ATTN_CASE(2);
+        return gp_decode_attn_launch_t<T, HD, 2>;
     if (group <= 4)
-        GP_ATTN_CASE(4);
+        return gp_decode_attn_launch_t<T, HD, 4>;
     if (group <= 8)
-        GP_ATTN_CASE(8);
-#undef GP_ATTN_CASE
-    return 0;
+        return gp_decode_attn_launch_t<T, HD, 8>;
+    return NULL;
 }
 
-template <class T> static int gp_attn_variant_hd(int head_dim, int group, gp_attn_variant *v)
+template <class T> static gp_attn_launch_fn gp_attn_launch_hd(int head_dim, int group)
 {
     switch (head_dim) {
-    case 16: return gp_attn_variant_g<T, 16>(group, v);
-    case 32: return gp_attn_variant_g<T, 32>(group, v);
-    case 64: return gp_attn_variant_g<T, 64>(group, v);
-    case 128: return gp_attn_variant_g<T, 128>(group, v);
-    case 256: return gp_attn_variant_g<T, 256>(group, v);
-    default: return 0;
+    case 16: return gp_attn_launch_g<T, 16>(group);
+    case 32: return gp_attn_launch_g<T, 32>(group);
+    case 64: return gp_attn_launch_g<T, 64>(group);
+    case 128: return gp_attn_launch_g<T, 128>(group);
+    case 256: return gp_attn_launch_g<T, 256>(group);
+    default: return NULL;
     }
 }
 
-static int gp_attn_variant_for(gp_dtype dtype, int head_dim, int group, gp_attn_variant *v)
+static gp_attn_launch_fn gp_attn_launch_for(gp_dtype dtype, int head_dim, int group)
 {
     if (group < 1 || group > GP_DECODE_ATTN_MAX_GROUP)
-        return 0;
+        return NULL;
     if (dtype == GP_DTYPE_F16)
-        return gp_attn_variant_hd<__half>(head_dim, group, v);
+        return gp_attn_launch_hd<__half>(head_dim, group);
     if (dtype == GP_DTYPE_BF16)
-        return gp_attn_variant_hd<__nv_bfloat16>(head_dim, group, v);
-    return 0;
+        return gp_attn_launch_hd<__nv_bfloat16>(head_dim, group);
+    return NULL;
 }
 
 gp_status gp_decode_attn_launch(const gp_attn_args *a, int head_dim, gp_attn_kernel kernel,
@@ -385,11 +377,11 @@ gp_status gp_decode_attn_launch(const gp_attn_args *a, int head_dim, gp_attn_ker
 {
     if (kernel == GP_ATTN_KERNEL_STREAM)
         return gp_decode_attn_stream_launch(a, stream);
-    gp_attn_variant v;
-    if (!gp_attn_variant_for(a->dtype, head_dim, a->group, &v))
+    const gp_attn_launch_fn launch = gp_attn_launch_for(a->dtype, head_dim, a->group);
+    if (!launch)
         GP_FAIL(GP_ERR_UNSUPPORTED, "gp_decode_attn: no kernel for dtype %s, head_dim = %d, group = %d",
                 gp_dtype_name(a->dtype), head_dim, a->group);
-    return v.launch(a, kernel, stream);
+    return launch(a, kernel, stream);
 }
 
 static gp_status gp_attn_check_shape(const char *fn, int B, int n_heads, int n_kv_heads,
