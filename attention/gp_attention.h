@@ -340,6 +340,11 @@ gp_status gp_prefill_attn_kernel_parse(const char *s, gp_prefill_attn_kernel *ou
 /* 1 when kernel k can run head_dim on the current device in this build
  * (AUTO: whenever some kernel can). */
 int gp_prefill_attn_kernel_serves(gp_prefill_attn_kernel k, int head_dim);
+/* GP_OK when k is a gp_prefill_attn_kernel and, unless AUTO, serves
+ * head_dim on the current device in this build; else GP_ERR_INVALID_ARG
+ * (not a kernel) or GP_ERR_UNSUPPORTED (cannot serve), the message starting
+ * with who and saying what each kernel serves. */
+gp_status gp_prefill_attn_kernel_check(gp_prefill_attn_kernel k, int head_dim, const char *who);
 
 /* Causal GQA attention of a prefill chunk on tensor cores (CTAs of 128
  * query rows of one head and sequence, K/V tiles streamed from the paged

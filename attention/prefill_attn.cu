@@ -308,6 +308,17 @@ extern "C" int gp_prefill_attn_kernel_serves(gp_prefill_attn_kernel k, int head_
     return 0;
 }
 
+extern "C" gp_status gp_prefill_attn_kernel_check(gp_prefill_attn_kernel k, int head_dim, const char *who)
+{
+    if (k != GP_PREFILL_ATTN_AUTO && k != GP_PREFILL_ATTN_MMA && k != GP_PREFILL_ATTN_HOPPER)
+        GP_FAIL(GP_ERR_INVALID_ARG, "%s: kernel %d, allowed %s", who, (int)k, GP_PREFILL_ATTN_KERNEL_NAMES);
+    if (k != GP_PREFILL_ATTN_AUTO && !gp_prefill_attn_kernel_serves(k, head_dim))
+        GP_FAIL(GP_ERR_UNSUPPORTED, "%s: the %s kernel cannot serve head_dim %d here (hopper: head_dim 128 on "
+                "compute capability 9.0 devices, in builds with sm_90 code; mma: head_dim %s)", who,
+                gp_prefill_attn_kernel_name(k), head_dim, GP_PREFILL_ATTN_HEAD_DIMS);
+    return GP_OK;
+}
+
 extern "C" gp_status gp_prefill_attn(const gp_kv_view *kv, int n_heads, const void *q, void *out, int n_rows,
                                      const gp_prefill_seq_desc *seqs, int n_seqs, int max_q_len,
                                      gp_prefill_attn_kernel kernel, void *stream)
@@ -324,11 +335,7 @@ extern "C" gp_status gp_prefill_attn(const gp_kv_view *kv, int n_heads, const vo
     if (n_heads > 65535 || (max_q_len + PF_BM - 1) / PF_BM > 65535 || n_seqs < 1 || n_seqs > 65535 || n_rows < 1 || max_q_len < 1 || max_q_len > n_rows)
         GP_FAIL(GP_ERR_INVALID_ARG, "%s: n_heads %d (1..65535), n_seqs %d (1..65535), n_rows %d (>= 1), "
                 "max_q_len %d (1..n_rows)", fn, n_heads, n_seqs, n_rows, max_q_len);
-    if (kernel != GP_PREFILL_ATTN_AUTO && kernel != GP_PREFILL_ATTN_MMA && kernel != GP_PREFILL_ATTN_HOPPER)
-        GP_FAIL(GP_ERR_INVALID_ARG, "%s: kernel %d, allowed %s", fn, (int)kernel, GP_PREFILL_ATTN_KERNEL_NAMES);
-    if (kernel == GP_PREFILL_ATTN_HOPPER && !gp_prefill_attn_kernel_serves(kernel, kv->head_dim))
-        GP_FAIL(GP_ERR_UNSUPPORTED, "%s: the hopper kernel serves head_dim 128 (this call: %d) on compute "
-                "capability 9.0 devices in builds with sm_90 code", fn, kv->head_dim);
+    GP_TRY(gp_prefill_attn_kernel_check(kernel, kv->head_dim, fn));
     if (kv->block_size < 1 || kv->max_blocks < 1)
         GP_FAIL(GP_ERR_INVALID_ARG, "%s: block_size %d and max_blocks %d must be positive", fn, kv->block_size,
                 kv->max_blocks);

@@ -641,15 +641,27 @@ static __global__ void __launch_bounds__(WS_THREADS, 1) gp_prefill_attn_ws_kerne
 int gp_prefill_attn_ws_ready(void)
 {
 #ifdef GP_HAVE_SM90A
-    /* per device, as a process may drive several */
+    /* per device, as a process may drive several; asked once for each (bits
+     * of the first 32), not at every call of the automatic choice */
+    static unsigned known, ready;
     int dev = 0, major = 0, minor = 0;
-    if (cudaGetDevice(&dev) != cudaSuccess ||
-        cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, dev) != cudaSuccess ||
+    if (cudaGetDevice(&dev) != cudaSuccess) {
+        (void)cudaGetLastError();
+        return 0;
+    }
+    const unsigned bit = dev < 32 ? 1u << dev : 0u;
+    if (bit && (__atomic_load_n(&known, __ATOMIC_ACQUIRE) & bit))
+        return (__atomic_load_n(&ready, __ATOMIC_ACQUIRE) & bit) != 0;
+    if (cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, dev) != cudaSuccess ||
         cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, dev) != cudaSuccess) {
         (void)cudaGetLastError();
         return 0;
     }
-    return major == 9 && minor == 0;
+    const int r = major == 9 && minor == 0;
+    if (r)
+        __atomic_fetch_or(&ready, bit, __ATOMIC_ACQ_REL);
+    __atomic_fetch_or(&known, bit, __ATOMIC_ACQ_REL);
+    return r;
 #else
     return 0;
 #endif

@@ -62,10 +62,6 @@ static gp_status check_params(const gp_config *c, const gp_engine_params *p)
     if (p->gemm_tune < 0 || p->gemm_tune > GP_GEMM_TUNE_MAX_CANDIDATES)
         GP_FAIL(GP_ERR_INVALID_ARG, "gemm_tune %d: allowed [0, %d] (0: the heuristic's pick)",
                 p->gemm_tune, GP_GEMM_TUNE_MAX_CANDIDATES);
-    if (p->prefill_attn_kernel != GP_PREFILL_ATTN_AUTO && p->prefill_attn_kernel != GP_PREFILL_ATTN_MMA &&
-        p->prefill_attn_kernel != GP_PREFILL_ATTN_HOPPER)
-        GP_FAIL(GP_ERR_INVALID_ARG, "prefill_attn_kernel %d: allowed %s", (int)p->prefill_attn_kernel,
-                GP_PREFILL_ATTN_KERNEL_NAMES);
     if (p->prefill_chunk < 1 || p->prefill_chunk > GP_ENGINE_MAX_PREFILL_CHUNK)
         GP_FAIL(GP_ERR_INVALID_ARG, "prefill_chunk %d: allowed [1, %d] (tokens per prefill forward)",
                 p->prefill_chunk, GP_ENGINE_MAX_PREFILL_CHUNK);
@@ -175,11 +171,8 @@ gp_status gp_engine_create(gp_device_weights *dw, const gp_engine_params *p, gp_
     GP_TRY(gp_dtype_check_half(dt, "gp_engine_create (the device weights' dtype)"));
     GP_TRY(check_params(&w->cfg, p));
     GP_TRY(gp_pdl_check()); /* a bad $GP_PDL is refused here, not silently read as off */
-    if (p->prefill_attn_kernel != GP_PREFILL_ATTN_AUTO &&
-        !gp_prefill_attn_kernel_serves(p->prefill_attn_kernel, w->cfg.head_dim))
-        GP_FAIL(GP_ERR_UNSUPPORTED, "gp_engine_create: prefill_attn_kernel %s cannot serve head_dim %d on this "
-                "device (the hopper kernel: head_dim 128, compute capability 9.0, a build with sm_90 code)",
-                gp_prefill_attn_kernel_name(p->prefill_attn_kernel), w->cfg.head_dim);
+    GP_TRY(gp_prefill_attn_kernel_check(p->prefill_attn_kernel, w->cfg.head_dim,
+                                        "gp_engine_create (prefill_attn_kernel)"));
     /* the feature table decides what combines, and whether graphs can be used */
     const gp_feature_set f = {.cuda = true, .graphs = p->use_graphs,
                               .vram_budget = gp_device_weights_budget(dw), /* 0: resident */
