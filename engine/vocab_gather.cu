@@ -5,6 +5,7 @@
 
 #include "cuda_check.h"
 #include "gp_launch.cuh"
+#include "gp_model.h"
 #include "kernels.h"
 
 #define THREADS 256
@@ -22,10 +23,9 @@ static __global__ void vocab_gather_kernel(const float *__restrict__ parts, floa
 
 extern "C" gp_status gp_vocab_gather(const float *parts, float *logits, int B, int V, int tp, void *stream)
 {
-    const int s = tp >= 1 ? (V + tp - 1) / tp : 0;
-    if (B < 0 || V < 1 || tp < 1 || tp > 8 || (tp - 1) * s >= V || B > 65535)
+    if (B < 0 || V < 1 || tp < 1 || tp > GP_TP_MAX || gp_vocab_part_tokens(V, tp, tp - 1) == 0 || B > 65535)
         GP_FAIL(GP_ERR_INVALID_ARG, "gp_vocab_gather: B = %d, V = %d, tp = %d (need 0 <= B <= 65535, V >= 1, "
-                "1 <= tp <= 8 and every rank a row)", B, V, tp);
+                "1 <= tp <= " GP_TP_MAX_STR " and every rank a row)", B, V, tp);
     if (B == 0)
         return GP_OK;
     if (!parts || !logits)
@@ -34,6 +34,6 @@ extern "C" gp_status gp_vocab_gather(const float *parts, float *logits, int B, i
     gp_launch l;
     gp_launch_setup(&l, dim3((unsigned)((V + THREADS - 1) / THREADS), (unsigned)B), dim3(THREADS), 0,
                     (cudaStream_t)stream);
-    GP_CUDA_TRY(cudaLaunchKernelEx(&l.cfg, vocab_gather_kernel, parts, logits, B, V, s));
+    GP_CUDA_TRY(cudaLaunchKernelEx(&l.cfg, vocab_gather_kernel, parts, logits, B, V, gp_vocab_part_rows(V, tp)));
     return GP_OK;
 }

@@ -69,24 +69,30 @@ static inline int gp_config_qkv_rows(const gp_config *c)
 {
     return (c->n_heads + 2 * c->n_kv_heads) * c->head_dim;
 }
+/* The rows of each part of a vocabulary of V cut into parts: ceil(V /
+ * parts) (part r holds tokens [r rows, r rows + rows), the last part's
+ * tail rows are padding). */
+static inline int gp_vocab_part_rows(int V, int parts)
+{
+    return (V + parts - 1) / parts;
+}
+/* The tokens part r of a vocabulary of V cut into parts holds: the rows of
+ * the others, fewer (maybe 0) for the last. */
+static inline int gp_vocab_part_tokens(int V, int parts, int r)
+{
+    const long long s = gp_vocab_part_rows(V, parts), lo = r * s;
+    return lo >= V ? 0 : V - lo < s ? (int)(V - lo) : (int)s;
+}
 /* The parts the embedding and head are cut into (1: whole), and the rows
- * of each these weights hold: vocab, or
- * ceil(vocab / vocab_parts) when they are cut by vocabulary (part r holds
- * tokens [r rows, r rows + rows) and the last part's tail rows are zero). */
+ * of each these weights hold: vocab, or gp_vocab_part_rows when they are
+ * cut by vocabulary (the last part's tail rows zero). */
 static inline int gp_config_vocab_parts(const gp_config *c)
 {
     return c->vocab_parts > 1 ? c->vocab_parts : 1;
 }
 static inline int gp_config_vocab_rows(const gp_config *c)
 {
-    return (c->vocab + gp_config_vocab_parts(c) - 1) / gp_config_vocab_parts(c);
-}
-/* The tokens part r of a vocabulary of V cut into parts of ceil(V / parts)
- * holds: the rows of the others, fewer (maybe 0) for the last. */
-static inline int gp_vocab_part_tokens(int V, int parts, int r)
-{
-    const long long s = (V + parts - 1) / parts, lo = r * s;
-    return lo >= V ? 0 : V - lo < s ? (int)(V - lo) : (int)s;
+    return gp_vocab_part_rows(c->vocab, gp_config_vocab_parts(c));
 }
 /* Inverse frequencies for RoPE after scaling: out[head_dim/2]. */
 void gp_rope_inv_freq(const gp_config *cfg, float *out);

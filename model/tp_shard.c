@@ -25,7 +25,7 @@ gp_status gp_tp_check(const gp_config *cfg, int tp)
     };
     if (gp_vocab_part_tokens(cfg->vocab, tp, tp - 1) == 0)
         GP_FAIL(GP_ERR_INVALID_ARG, "--tp %d: model %s's vocabulary of %d tokens cut in parts of %d leaves the last "
-                "GPU none", tp, cfg->name, cfg->vocab, (cfg->vocab + tp - 1) / tp);
+                "GPU none", tp, cfg->name, cfg->vocab, gp_vocab_part_rows(cfg->vocab, tp));
     for (size_t i = 0; i < sizeof split / sizeof split[0]; i++)
         if (split[i].v % tp != 0)
             GP_FAIL(GP_ERR_INVALID_ARG, "--tp %d: model %s has %d %s, not a multiple of %d: each GPU holds an equal "
@@ -97,7 +97,7 @@ static void cut(const gp_config *c, int tp, int rank, gp_tensor_kind kind, const
         return;
     case GP_T_EMBED: /* this rank's tokens */
     case GP_T_LM_HEAD: {
-        const size_t sv = (size_t)((c->vocab + tp - 1) / tp), n = (size_t)gp_vocab_part_tokens(c->vocab, tp, rank);
+        const size_t sv = (size_t)gp_vocab_part_rows(c->vocab, tp), n = (size_t)gp_vocab_part_tokens(c->vocab, tp, rank);
         d = copy_rows(dst, full, r * sv, n, H, es);
         memset(d, 0, (sv - n) * H * es);
         return;
@@ -234,7 +234,7 @@ void gp_vocab_in_order(const float *parts, float *logits, int B, int V, int tp)
 {
     if (!parts || !logits || B <= 0 || V <= 0 || tp < 1)
         return;
-    const size_t s = (size_t)((V + tp - 1) / tp);
+    const size_t s = (size_t)gp_vocab_part_rows(V, tp);
     for (int r = 0; r < tp; r++) {
         const size_t n = (size_t)gp_vocab_part_tokens(V, tp, r);
         for (int b = 0; b < B; b++)
