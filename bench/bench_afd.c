@@ -396,15 +396,11 @@ int main(int argc, char **argv)
         return 1;
     }
     for (int i = 0; i < o.n_w; i++) {
-        gp_place_row r = gp_place_row_at("one GPU", 1, o.w[i].B, o.w[i].C, 1);
-        r.error = "the whole model does not fit one GPU";
         if (whole && one_gpu(whole, &o, &o.w[i], &one[i]) != GP_OK) {
             fprintf(stderr, PROG ": one GPU, B = %d, C = %d: %s\n", o.w[i].B, o.w[i].C, gp_last_error());
             one[i] = 0;
-            r.error = gp_last_error();
         }
-        r.ok = one[i] > 0, r.ms = one[i];
-        gp_place_floor(&o.cfg, 1, &r);
+        const gp_place_row r = gp_place_one_gpu_row(&o.cfg, false, o.w[i].B, o.w[i].C, one[i], whole != NULL);
         gp_place_csv_row(o.csv, &o.cfg, &r);
     }
     gp_device_weights_destroy(whole);

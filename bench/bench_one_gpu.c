@@ -28,6 +28,16 @@ gp_place_row gp_place_row_at(const char *placement, int gpus, int B, int C, int 
                           .cross_mb = -1};
 }
 
+gp_place_row gp_place_one_gpu_row(const gp_config *cfg, bool prefill, int B, int C, double ms, bool fits)
+{
+    gp_place_row r = gp_place_row_at("one GPU", 1, B, C, 1);
+    r.prefill = prefill, r.ms = ms, r.ok = ms > 0;
+    r.error = fits ? gp_last_error() : "the whole model does not fit one GPU";
+    if (!prefill)
+        gp_place_floor(cfg, 1, &r);
+    return r;
+}
+
 FILE *gp_place_csv_open(const char *prog, const char *path)
 {
     FILE *f = fopen(path, "w");

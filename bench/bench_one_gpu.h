@@ -33,6 +33,10 @@ typedef struct gp_place_row {
 /* A row of placement over gpus GPUs at B x C with M micro-batches, nothing
  * measured yet: not ok, no floor, busy shares and crossing not measured. */
 gp_place_row gp_place_row_at(const char *placement, int gpus, int B, int C, int M);
+/* The one-GPU reference's row at B x C: timed at ms (0: not timed, then
+ * failed with gp_last_error's message, or, without the whole model's
+ * weights (!fits), not fitting one GPU); decode rows with cfg's floor. */
+gp_place_row gp_place_one_gpu_row(const gp_config *cfg, bool prefill, int B, int C, double ms, bool fits);
 /* Opens path for writing and puts the header; NULL with a message on stderr
  * naming prog and the path when it cannot. */
 FILE *gp_place_csv_open(const char *prog, const char *path);

@@ -227,11 +227,7 @@ static int rank_main(int rank, void *arg)
             snprintf(dp_s, sizeof dp_s, "%.0f", dp_rate);
         }
         const gp_place_row tr = tp_row(o, &shard, w, tp_ms[i]);
-        gp_place_row orow = gp_place_row_at("one GPU", 1, w->B, w->C, 1);
-        orow.prefill = o->prefill, orow.ms = one, orow.ok = one > 0;
-        orow.error = whole ? gp_last_error() : "the whole model does not fit one GPU";
-        if (!o->prefill)
-            gp_place_floor(&o->cfg, 1, &orow);
+        const gp_place_row orow = gp_place_one_gpu_row(&o->cfg, o->prefill, w->B, w->C, one, whole != NULL);
         gp_place_csv_row(o->csv, &o->cfg, &tr);
         gp_place_csv_row(o->csv, &o->cfg, &orow);
         if (o->prefill)
