@@ -17,6 +17,7 @@
 
 #include "gp_attention.h"
 #include "gp_engine.h"
+#include "kernels.h" /* GP_GEMM_SKINNY_MAX_M */
 #include "gp_kvcache.h"
 #include "gp_sparse.h"
 #include "gp_stage.h"
@@ -317,11 +318,12 @@ static void usage(FILE *f)
     fprintf(f, "usage: gp_bench_decode [--model PRESET] [--workloads B:C,...] [--repeat N] [--warmup N] [--eager] "
             "[--attn] [--dtype bf16|fp16] [--layers N] [--sparsity FILE.json] [--vram-budget SIZE [--prefetch D] "
             "[--lru] [--no-resident]] [--skinny-max-m LIST] [--ab-split-swiglu]\n  SIZE: " GP_SIZE_UNITS "\n"
-            "  --skinny-max-m LIST  before each workload's row, one row per value (0..16, commas): the same\n"
+            "  --skinny-max-m LIST  before each workload's row, one row per value (0..%d, commas): the same\n"
             "                       engine with GEMMs of at most that many rows on the skinny kernel and the\n"
             "                       others on cuBLASLt (gemm_skinny_max_m), for the A/B of that routing\n"
             "  --ab-split-swiglu    before each workload's row, the same engine with the SwiGLU as a kernel of\n"
-            "                       its own (split_swiglu), for the A/B of its fusion into the gate/up GEMM\n");
+            "                       its own (split_swiglu), for the A/B of its fusion into the gate/up GEMM\n",
+            GP_GEMM_SKINNY_MAX_M);
 }
 
 int main(int argc, char **argv)
@@ -376,7 +378,7 @@ int main(int argc, char **argv)
         case 'n': resident_row = 0; break;
         case 'G': ab_split_swiglu = 1; break;
         case 'K':
-            if (gp_parse_long_list(optarg, 0, 16, "--skinny-max-m", smm, 8, &n_smm) != GP_OK) {
+            if (gp_parse_long_list(optarg, 0, GP_GEMM_SKINNY_MAX_M, "--skinny-max-m", smm, 8, &n_smm) != GP_OK) {
                 fprintf(stderr, "gp_bench_decode: %s\n", gp_last_error());
                 return 2;
             }
