@@ -39,8 +39,8 @@
  * leading offset is the distance to the other half). With this layout a
  * copy warp reads two whole 256-byte cache rows and writes four 128-byte
  * rows of a tile, one bank each per lane; the unswizzled core-matrix
- * layout spread each cache row over four warps' copies, and the kernel ran
- * at 0.66x (docs/PERFORMANCE.md).
+ * layout spreads each cache row over four warps' copies, at about two
+ * thirds of this speed (docs/PERFORMANCE.md).
  *
  * Numerics are the mma.sync kernel's: fp32 scores and outputs, p rounded to
  * the element type as it enters p.v, the denominator summing the rounded
@@ -193,8 +193,9 @@ static __device__ __forceinline__ void ws_bar_wait(uint32_t bar, uint32_t parity
 }
 
 /* The descriptors of a tile's products are computed before the wgmma.fence
- * that starts them (and pinned there): ptxas serializes the pipeline when
- * an input of a wgmma is defined after earlier products were issued. */
+ * that starts them (and pinned there), so that no instruction defining an
+ * input of a wgmma sits between the products (ptxas serializes the
+ * pipeline for that: its report C7513). */
 
 /* q.k's: q (64 rows at q_base) against the K tile at ks, one pair per 16 dims */
 static __device__ __forceinline__ void ws_qk_descs(uint64_t (&qd)[WS_HD / 16], uint64_t (&kd)[WS_HD / 16],
@@ -308,9 +309,9 @@ static __device__ __forceinline__ bool ws_softmax(float (&s)[64], ws_softmax_sta
 
 /* The block ids of this thread's rows of tile j (rows 8p + r0; keys past
  * kv_end read the last key's id, their copies being zero-filled): straight
- * loads, all in flight at once (behind branches, as a per-row bounds check
- * or division choice made them, each load's latency was paid in turn, and
- * the consumers waited on the producer). */
+ * loads, all in flight at once (behind branches, such as a per-row bounds
+ * check or division choice, each load's latency is paid in turn, and the
+ * consumers wait on the producer). */
 template <bool POW2>
 static __device__ __forceinline__ void ws_block_ids(const pf_args &a, const int32_t *table, int j, int kv_end, int r0,
                                                     int (&blk)[WS_BN / 8])
@@ -482,7 +483,7 @@ static __device__ __forceinline__ void ws_round(const ws_consumer &c, int r, flo
     float corr[2];
     const bool keep = ws_softmax<T>(sc, st, corr, r * WS_BN, c.g_first, c.qp0, c.tq, c.scale_log2);
     /* the softmax's results pinned before the wait: register arithmetic may
-     * otherwise sink below it (it did), and the overlap with p.v is lost */
+     * otherwise sink below it, and the overlap with p.v is lost */
     ws_pin_p(sc);
     ws_wait<0>();
     ws_pin(o);
