@@ -120,10 +120,23 @@ static gp_status prompt_batch(prof *p, int n, int pos, bool with_decode, gp_batc
     return GP_OK;
 }
 
+/* The decode rows back at the point's context: each phase of a point (a
+ * lane's steps alone, a pair's co-run, the mixed batches) starts there, so
+ * the room a point leaves bounds one phase's steps, not all its phases'
+ * together, and every phase's samples lie at the same contexts. */
+static gp_status rows_to_start(prof *p)
+{
+    for (int s = 0; s < p->R; s++)
+        GP_TRY(gp_engine_fill_seq_len(p->x->e, s, p->len0));
+    p->len = p->len0;
+    return GP_OK;
+}
+
 /* Decode steps alone on lane (the first captures its graph). */
 static gp_status decode_alone(prof *p, gp_lane *lane, int split)
 {
     float ms;
+    GP_TRY(rows_to_start(p));
     GP_TRY(decode_step(p, lane, &ms));
     int n = 2 * p->pp->reps + 1;
     long long ctx = (long long)p->R * (p->len + n / 2 + 1);
@@ -147,6 +160,7 @@ static gp_status corun(prof *p, int i)
     int nd = 0;
     long long ctx = 0;
     float pf[16];
+    GP_TRY(rows_to_start(p));
     for (int k = 0; k < n_prompts(p); k++) {
         int n, pos;
         prompt_at(p, k, &n, &pos);
@@ -193,6 +207,7 @@ static gp_status corun(prof *p, int i)
 static gp_status mixed(prof *p)
 {
     gp_lane *lane = gp_engine_lane(p->x->e);
+    GP_TRY(rows_to_start(p));
     for (int k = 0; k < n_prompts(p); k++) {
         int n, pos;
         prompt_at(p, k, &n, &pos);
