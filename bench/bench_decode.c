@@ -258,6 +258,7 @@ static gp_status prefill_context(gp_engine *e, const gp_config *cfg, int B, int 
    split_swiglu */
 static int g_skinny_max_m = -1;
 static bool g_split_swiglu;
+static int g_gemm_tune; /* --gemm-tune: every row's engine params gemm_tune */
 
 static int time_row(gp_device_weights *dw, const gp_config *cfg, const workload *w, int warmup, int repeat,
                     int graphs, const float *thresholds, bool sparse_always, int real_context, const char *label,
@@ -273,6 +274,7 @@ static int time_row(gp_device_weights *dw, const gp_config *cfg, const workload 
     if (g_skinny_max_m >= 0)
         p.gemm_skinny_max_m = g_skinny_max_m;
     p.split_swiglu = g_split_swiglu;
+    p.gemm_tune = g_gemm_tune;
     gp_engine *e = NULL;
     float *ms = calloc((size_t)repeat, sizeof(float));
     gp_step_breakdown bd;
@@ -317,13 +319,16 @@ static void usage(FILE *f)
 {
     fprintf(f, "usage: gp_bench_decode [--model PRESET] [--workloads B:C,...] [--repeat N] [--warmup N] [--eager] "
             "[--attn] [--dtype bf16|fp16] [--layers N] [--sparsity FILE.json] [--vram-budget SIZE [--prefetch D] "
-            "[--lru] [--no-resident]] [--skinny-max-m LIST] [--ab-split-swiglu]\n  SIZE: " GP_SIZE_UNITS "\n"
+            "[--lru] [--no-resident]] [--skinny-max-m LIST] [--ab-split-swiglu] [--gemm-tune N]\n  SIZE: " GP_SIZE_UNITS "\n"
             "  --skinny-max-m LIST  before each workload's row, one row per value (0..%d, commas): the same\n"
             "                       engine with GEMMs of at most that many rows on the skinny kernel and the\n"
             "                       others on cuBLASLt (gemm_skinny_max_m), for the A/B of that routing\n"
             "  --ab-split-swiglu    before each workload's row, the same engine with the SwiGLU as a kernel of\n"
-            "                       its own (split_swiglu), for the A/B of its fusion into the gate/up GEMM\n",
-            GP_GEMM_SKINNY_MAX_M);
+            "                       its own (split_swiglu), for the A/B of its fusion into the gate/up GEMM\n"
+            "  --gemm-tune N        every row's cuBLASLt GEMMs the fastest of the first N candidates (0..%d),\n"
+            "                       timed before each step shape is captured (gemm_tune; default 0: the\n"
+            "                       heuristic's pick; the skinny kernel's shapes are not tuned)\n",
+            GP_GEMM_SKINNY_MAX_M, GP_GEMM_TUNE_MAX_CANDIDATES);
 }
 
 int main(int argc, char **argv)
@@ -353,6 +358,7 @@ int main(int argc, char **argv)
                                          {"no-resident", no_argument, NULL, 'n'},
                                          {"skinny-max-m", required_argument, NULL, 'K'},
                                          {"ab-split-swiglu", no_argument, NULL, 'G'},
+                                         {"gemm-tune", required_argument, NULL, 'T'},
                                          {"help", no_argument, NULL, 'h'},
                                          {NULL, 0, NULL, 0}};
     int c;
@@ -383,6 +389,15 @@ int main(int argc, char **argv)
                 return 2;
             }
             break;
+        case 'T': {
+            long v = 0;
+            if (gp_parse_long(optarg, 0, GP_GEMM_TUNE_MAX_CANDIDATES, "--gemm-tune", &v) != GP_OK) {
+                fprintf(stderr, "gp_bench_decode: %s\n", gp_last_error());
+                return 2;
+            }
+            g_gemm_tune = (int)v;
+            break;
+        }
         case 'V':
             if (gp_parse_size(optarg, "--vram-budget", &budget) != GP_OK) {
                 fprintf(stderr, "gp_bench_decode: %s\n", gp_last_error());
@@ -498,9 +513,9 @@ int main(int argc, char **argv)
     else
         snprintf(mode, sizeof mode, "%s", graphs ? "CUDA graphs" : "eager");
     printf("# gp_bench_decode: %s%s (synthetic %s weights, %.2f GB), %s, %d SMs, driver %d.%d, %s, %d warm-up + %d "
-           "timed steps per workload\n", cfg.name, layers ? " shape, --layers" : "", gp_dtype_flag_name(dtype),
-           gp_config_param_count(&cfg) * 2e-9, prop.name, prop.multiProcessorCount, drv / 1000, (drv % 1000) / 10,
-           mode, warmup, repeat);
+           "timed steps per workload, GEMM tuning %d\n", cfg.name, layers ? " shape, --layers" : "",
+           gp_dtype_flag_name(dtype), gp_config_param_count(&cfg) * 2e-9, prop.name, prop.multiProcessorCount,
+           drv / 1000, (drv % 1000) / 10, mode, warmup, repeat, g_gemm_tune);
     if (layers)
         printf("# only the first %d layers: every per-layer figure is the full model's; steps, GB and floors are "
                "of %d layers\n", layers, layers);
