@@ -46,3 +46,8 @@ target_link_libraries(gp_bench_tp PRIVATE gp_engine gp_comm gp_tools CUDA::cudar
 add_executable(gp_bench_afd ${CMAKE_CURRENT_LIST_DIR}/bench_afd.c ${CMAKE_CURRENT_LIST_DIR}/bench_workloads.c
                ${CMAKE_CURRENT_LIST_DIR}/bench_one_gpu.c)
 target_link_libraries(gp_bench_afd PRIVATE gp_pipeline_cuda gp_tools CUDA::cudart)
+
+# The streaming-read ceiling of one kernel call at each projection's weight
+# bytes, the bound the decode GEMMs are set against call by call.
+add_executable(gp_bench_read ${CMAKE_CURRENT_LIST_DIR}/bench_read.cu)
+target_link_libraries(gp_bench_read PRIVATE gp_model)
