@@ -23,6 +23,7 @@
 
 #define GP_BENCH_NAME "gp_bench_attn"
 #include "bench_check.h"
+#include "bench_tables.h"
 
 static int N_HEADS = 32, N_KV = 8; /* --heads, --kv: e.g. 64/8 for Llama-3-70B */
 static int CONTIG = 0;              /* --blocks contig: each row's blocks in order, rows one after another */
@@ -34,14 +35,6 @@ static gp_dtype DTYPE = GP_DTYPE_BF16; /* --dtype */
  * times the H100's 50 MB L2 so no repeat finds its K/V there. */
 #define ROTATE_BYTES (256ull << 20)
 #define MAX_ROTATE 16
-
-static uint64_t rng_next(uint64_t *s)
-{
-    uint64_t z = (*s += 0x9e3779b97f4a7c15ull);
-    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
-    z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
-    return z ^ (z >> 31);
-}
 
 /* n values of DTYPE at d: the synthetic generator's uniform values in
  * [-1, 1], rounded to DTYPE. */
@@ -93,15 +86,7 @@ static void run_case(int B, int C, const gp_decode_attn_params *p, int repeats, 
         fprintf(stderr, "gp_bench_attn: out of host memory\n");
         exit(1);
     }
-    uint64_t seed = 42;
-    for (int i = 0; i < n_blocks; i++)
-        perm[i] = i;
-    for (int i = n_blocks - 1; i > 0 && !CONTIG; i--) {
-        int j = (int)(rng_next(&seed) % (uint64_t)(i + 1));
-        int32_t t = perm[i];
-        perm[i] = perm[j];
-        perm[j] = t;
-    }
+    gp_bench_block_table(perm, n_blocks, CONTIG, 42);
     for (int b = 0; b < B; b++)
         lens[b] = C;
     int32_t *d_tables, *d_lens, *d_pos;

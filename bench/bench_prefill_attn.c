@@ -16,6 +16,7 @@
 
 #define GP_BENCH_NAME "gp_bench_prefill_attn"
 #include "bench_check.h"
+#include "bench_tables.h"
 
 #define HEAD_DIM 128
 #define BLOCK 16
@@ -47,14 +48,6 @@ static int parse_pos(const char *s, const char *flag, long max)
         exit(2);
     }
     return (int)v;
-}
-
-static uint64_t rng_next(uint64_t *s)
-{
-    uint64_t z = (*s += 0x9e3779b97f4a7c15ull);
-    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
-    z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
-    return z ^ (z >> 31);
 }
 
 typedef struct opts {
@@ -94,15 +87,7 @@ static void run_row(const opts *o, int T, gp_prefill_attn_kernel kern, cudaStrea
         fprintf(stderr, "gp_bench_prefill_attn: out of host memory\n");
         exit(1);
     }
-    uint64_t seed = 42;
-    for (int i = 0; i < cols; i++)
-        table[i] = i;
-    for (int i = cols - 1; i > 0 && !o->contig; i--) {
-        int j = (int)(rng_next(&seed) % (uint64_t)(i + 1));
-        int32_t t = table[i];
-        table[i] = table[j];
-        table[j] = t;
-    }
+    gp_bench_block_table(table, cols, o->contig, 42);
     for (int c = 0; c < n_chunks; c++) {
         int q0 = c * chunk;
         seqs[c] = (gp_prefill_seq_desc){.q_start = q0, .q_len = T - q0 < chunk ? T - q0 : chunk, .pos0 = q0,
