@@ -267,18 +267,8 @@ template <class T, int HD>
 static gp_status pf_launch(const pf_args &a, int n_seqs, int max_q_len, cudaStream_t stream)
 {
     static unsigned done; /* per instantiation */
-    const void *k = (const void *)gp_prefill_attn_mma_kernel<T, HD>;
-    GP_TRY(gp_attn_smem_once(&done, k, pf_shape<HD>::SMEM, false));
-    cudaLaunchConfig_t cfg = {};
-    cfg.gridDim = dim3((unsigned)a.n_heads, (unsigned)((max_q_len + PF_BM - 1) / PF_BM), (unsigned)n_seqs);
-    cfg.blockDim = dim3(PF_THREADS);
-    cfg.dynamicSmemBytes = pf_shape<HD>::SMEM;
-    cfg.stream = stream;
-    void *args[] = {(void *)&a};
-    cudaError_t e = cudaLaunchKernelExC(&cfg, k, args);
-    if (e != cudaSuccess)
-        return gp_cuda_fail(e, "gp_prefill_attn_mma_kernel launch", __FILE__, __LINE__);
-    return GP_OK;
+    return pf_launch_grid((const void *)gp_prefill_attn_mma_kernel<T, HD>, "gp_prefill_attn_mma_kernel launch", &done,
+                          PF_BM, PF_THREADS, pf_shape<HD>::SMEM, a, n_seqs, max_q_len, stream);
 }
 
 extern "C" int gp_prefill_attn_supports(int head_dim)

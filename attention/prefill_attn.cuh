@@ -7,6 +7,7 @@
 #include <cuda_runtime.h>
 #include <stdint.h>
 
+#include "decode_attn_dev.cuh"
 #include "gp_attention.h"
 
 typedef struct pf_args {  /* 16-bit pointers: of the kernel's T */
@@ -35,6 +36,26 @@ static __device__ __forceinline__ float pf_exp2(float x)
     float y;
     asm("ex2.approx.ftz.f32 %0, %1;" : "=f"(y) : "f"(x));
     return y;
+}
+
+/* Launches a prefill kernel on the grid both share: a CTA per (query head,
+ * bm query rows, sequence), threads each, smem bytes of dynamic shared
+ * memory (its limit raised once per device through *done). name: the
+ * kernel's, for the error. */
+static inline gp_status pf_launch_grid(const void *kernel, const char *name, unsigned *done, int bm, int threads,
+                                       int smem, const pf_args &a, int n_seqs, int max_q_len, cudaStream_t stream)
+{
+    GP_TRY(gp_attn_smem_once(done, kernel, smem, false));
+    cudaLaunchConfig_t cfg = {};
+    cfg.gridDim = dim3((unsigned)a.n_heads, (unsigned)((max_q_len + bm - 1) / bm), (unsigned)n_seqs);
+    cfg.blockDim = dim3((unsigned)threads);
+    cfg.dynamicSmemBytes = (size_t)smem;
+    cfg.stream = stream;
+    void *args[] = {(void *)&a};
+    cudaError_t e = cudaLaunchKernelExC(&cfg, kernel, args);
+    if (e != cudaSuccess)
+        return gp_cuda_fail(e, name, __FILE__, __LINE__);
+    return GP_OK;
 }
 
 /* The Hopper kernel serves head_dim 128 in builds that include sm_90a code,

@@ -672,18 +672,8 @@ template <class T>
 static gp_status ws_launch(const pf_args &a, int n_seqs, int max_q_len, cudaStream_t stream)
 {
     static unsigned done; /* per instantiation */
-    const void *k = (const void *)gp_prefill_attn_ws_kernel<T>;
-    GP_TRY(gp_attn_smem_once(&done, k, WS_SMEM, false));
-    cudaLaunchConfig_t cfg = {};
-    cfg.gridDim = dim3((unsigned)a.n_heads, (unsigned)((max_q_len + WS_BM - 1) / WS_BM), (unsigned)n_seqs);
-    cfg.blockDim = dim3(WS_THREADS);
-    cfg.dynamicSmemBytes = WS_SMEM;
-    cfg.stream = stream;
-    void *args[] = {(void *)&a};
-    cudaError_t e = cudaLaunchKernelExC(&cfg, k, args);
-    if (e != cudaSuccess)
-        return gp_cuda_fail(e, "gp_prefill_attn_ws_kernel launch", __FILE__, __LINE__);
-    return GP_OK;
+    return pf_launch_grid((const void *)gp_prefill_attn_ws_kernel<T>, "gp_prefill_attn_ws_kernel launch", &done, WS_BM,
+                          WS_THREADS, WS_SMEM, a, n_seqs, max_q_len, stream);
 }
 
 gp_status gp_prefill_attn_ws_launch(const pf_args &a, bool bf16, int n_seqs, int max_q_len, cudaStream_t stream)
