@@ -163,3 +163,26 @@ gp_status gp_prefill_attn_kernel_parse(const char *name, gp_prefill_attn_kernel 
     GP_FAIL(GP_ERR_INVALID_ARG, "prefill attention kernel '%s' is not one of " GP_PREFILL_ATTN_KERNEL_NAMES,
             name ? name : "(null)");
 }
+
+gp_status gp_prefill_attn_kernel_parse_list(const char *list, gp_prefill_attn_kernel *out, int cap, int *n)
+{
+    if (!list || !out || !n || cap < 1)
+        GP_FAIL(GP_ERR_INVALID_ARG, "gp_prefill_attn_kernel_parse_list: list, out and n must not be NULL, cap "
+                "%d >= 1", cap);
+    char buf[256];
+    if (strlen(list) >= sizeof buf)
+        GP_FAIL(GP_ERR_INVALID_ARG, "prefill attention kernels '%.40s...': a list of at most %zu characters", list,
+                sizeof buf - 1);
+    strcpy(buf, list);
+    int k = 0;
+    for (char *save = NULL, *t = strtok_r(buf, ",", &save); t; t = strtok_r(NULL, ",", &save)) {
+        if (k == cap)
+            GP_FAIL(GP_ERR_INVALID_ARG, "prefill attention kernels '%s': at most %d", list, cap);
+        GP_TRY(gp_prefill_attn_kernel_parse(t, &out[k]));
+        k++;
+    }
+    if (k == 0)
+        GP_FAIL(GP_ERR_INVALID_ARG, "prefill attention kernels '%s': no kernel named", list);
+    *n = k;
+    return GP_OK;
+}

@@ -337,6 +337,10 @@ const char *gp_prefill_attn_kernel_name(gp_prefill_attn_kernel k);
 /* The kernel named s (one of GP_PREFILL_ATTN_KERNEL_NAMES); else
  * GP_ERR_INVALID_ARG naming s and the allowed names. */
 gp_status gp_prefill_attn_kernel_parse(const char *s, gp_prefill_attn_kernel *out);
+/* A comma-separated list of those names: at most cap kernels into out, *n
+ * their count; GP_ERR_INVALID_ARG naming the list for an empty one, more
+ * than cap, or a name gp_prefill_attn_kernel_parse refuses. */
+gp_status gp_prefill_attn_kernel_parse_list(const char *list, gp_prefill_attn_kernel *out, int cap, int *n);
 /* 1 when kernel k can run head_dim on the current device in this build
  * (AUTO: whenever some kernel can). */
 int gp_prefill_attn_kernel_serves(gp_prefill_attn_kernel k, int head_dim);

@@ -50,4 +50,4 @@ target_link_libraries(gp_bench_afd PRIVATE gp_pipeline_cuda gp_tools CUDA::cudar
 # The streaming-read ceiling of one kernel call at each projection's weight
 # bytes, the bound the decode GEMMs are set against call by call.
 add_executable(gp_bench_read ${CMAKE_CURRENT_LIST_DIR}/bench_read.cu)
-target_link_libraries(gp_bench_read PRIVATE gp_model)
+target_link_libraries(gp_bench_read PRIVATE gp_model gp_tools)

@@ -214,29 +214,12 @@ int main(int argc, char **argv)
                 return 2;
             }
             break;
-        case 'a': {
-            char buf[256];
-            if (strlen(optarg) >= sizeof buf) {
-                fprintf(stderr, "gp_bench_prefill: --prefill-attn: a list of at most %zu characters\n",
-                        sizeof buf - 1);
-                return 2;
-            }
-            snprintf(buf, sizeof buf, "%s", optarg);
-            n_attns = 0;
-            for (char *save = NULL, *t = strtok_r(buf, ",", &save); t; t = strtok_r(NULL, ",", &save)) {
-                if (n_attns == 8 || gp_prefill_attn_kernel_parse(t, &attns[n_attns]) != GP_OK) {
-                    fprintf(stderr, "gp_bench_prefill: --prefill-attn '%s': %s\n", optarg,
-                            n_attns == 8 ? "at most 8 kernels" : gp_last_error());
-                    return 2;
-                }
-                n_attns++;
-            }
-            if (n_attns == 0) {
-                fprintf(stderr, "gp_bench_prefill: --prefill-attn '%s': no kernel named\n", optarg);
+        case 'a':
+            if (gp_prefill_attn_kernel_parse_list(optarg, attns, 8, &n_attns) != GP_OK) {
+                fprintf(stderr, "gp_bench_prefill: --prefill-attn: %s\n", gp_last_error());
                 return 2;
             }
             break;
-        }
         case 'h': usage(stdout); return 0;
         default: usage(stderr); return 2;
         }

@@ -12,6 +12,7 @@
 #include <string.h>
 
 #include "gp_attention.h"
+#include "gp_tools.h"
 #include "gp_weights.h"
 
 #define GP_BENCH_NAME "gp_bench_prefill_attn"
@@ -39,15 +40,14 @@ static void usage(FILE *f)
             MAX_TOKENS, GP_PREFILL_ATTN_KERNEL_NAMES);
 }
 
-static int parse_pos(const char *s, const char *flag, long max)
+/* gp_arg_long into an int: 0, or 2 after the message. */
+static int arg_int(const char *text, long min, long max, const char *flag, int *out)
 {
-    char *end;
-    long v = strtol(s, &end, 10);
-    if (*s == '\0' || *end != '\0' || v < 1 || v > max) {
-        fprintf(stderr, "gp_bench_prefill_attn: %s '%s': an integer in 1..%ld\n", flag, s, max);
-        exit(2);
-    }
-    return (int)v;
+    long v;
+    if (gp_arg_long("gp_bench_prefill_attn", text, min, max, flag, &v))
+        return 2;
+    *out = (int)v;
+    return 0;
 }
 
 typedef struct opts {
@@ -167,40 +167,26 @@ int main(int argc, char **argv)
     while ((c = getopt_long(argc, argv, "h", lopts, NULL)) != -1) {
         const char *v = optarg;
         switch (c) {
-        case O_TOKENS:
-        case O_KERNELS: {
-            char buf[256];
-            if (strlen(v) >= sizeof buf) {
-                fprintf(stderr, "gp_bench_prefill_attn: %s: a list of at most %zu characters\n",
-                        c == O_TOKENS ? "--tokens" : "--kernels", sizeof buf - 1);
+        case O_TOKENS: {
+            long t[MAX_TOKENS];
+            if (gp_parse_long_list(v, 1, 1 << 20, "--tokens", t, MAX_TOKENS, &n_tokens) != GP_OK) {
+                fprintf(stderr, "gp_bench_prefill_attn: %s\n", gp_last_error());
                 return 2;
             }
-            strcpy(buf, v);
-            int n = 0;
-            for (char *save, *t = strtok_r(buf, ",", &save); t; t = strtok_r(NULL, ",", &save)) {
-                if (n == (c == O_TOKENS ? MAX_TOKENS : MAX_KERNELS)) {
-                    fprintf(stderr, "gp_bench_prefill_attn: '%s': at most %d entries\n", v,
-                            c == O_TOKENS ? MAX_TOKENS : MAX_KERNELS);
-                    return 2;
-                }
-                if (c == O_TOKENS)
-                    tokens[n++] = parse_pos(t, "--tokens", 1 << 20);
-                else if (gp_prefill_attn_kernel_parse(t, &kernels[n++]) != GP_OK) {
-                    fprintf(stderr, "gp_bench_prefill_attn: --kernels: %s\n", gp_last_error());
-                    return 2;
-                }
-            }
-            if (n == 0) {
-                fprintf(stderr, "gp_bench_prefill_attn: '%s': an empty list\n", v);
-                return 2;
-            }
-            *(c == O_TOKENS ? &n_tokens : &n_kernels) = n;
+            for (int i = 0; i < n_tokens; i++)
+                tokens[i] = (int)t[i];
             break;
         }
-        case O_CHUNK: o.chunk = strcmp(v, "0") ? parse_pos(v, "--chunk", 1 << 20) : 0; break;
-        case O_HEADS: o.n_heads = parse_pos(v, "--heads", 65535); break;
-        case O_KV: o.n_kv = parse_pos(v, "--kv", 65535); break;
-        case O_REPEATS: o.repeats = parse_pos(v, "--repeats", 100000); break;
+        case O_KERNELS:
+            if (gp_prefill_attn_kernel_parse_list(v, kernels, MAX_KERNELS, &n_kernels) != GP_OK) {
+                fprintf(stderr, "gp_bench_prefill_attn: --kernels: %s\n", gp_last_error());
+                return 2;
+            }
+            break;
+        case O_CHUNK: if (arg_int(v, 0, 1 << 20, "--chunk", &o.chunk)) return 2; break;
+        case O_HEADS: if (arg_int(v, 1, 65535, "--heads", &o.n_heads)) return 2; break;
+        case O_KV: if (arg_int(v, 1, 65535, "--kv", &o.n_kv)) return 2; break;
+        case O_REPEATS: if (arg_int(v, 1, 100000, "--repeats", &o.repeats)) return 2; break;
         case O_BLOCKS:
             if (strcmp(v, "random") && strcmp(v, "contig")) {
                 fprintf(stderr, "gp_bench_prefill_attn: --blocks '%s': allowed random, contig\n", v);

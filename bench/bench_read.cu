@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "gp_model.h"
+#include "gp_tools.h"
 
 #define GP_BENCH_NAME "gp_bench_read"
 #include "bench_check.h"
@@ -78,12 +79,9 @@ int main(int argc, char **argv)
         switch (c) {
         case 'm': model = optarg; break;
         case 'r': {
-            char *end;
-            long v = strtol(optarg, &end, 10);
-            if (*optarg == '\0' || *end != '\0' || v < 1 || v > 10000) {
-                fprintf(stderr, "gp_bench_read: --repeats '%s': an integer in 1..10000\n", optarg);
+            long v;
+            if (gp_arg_long("gp_bench_read", optarg, 1, 10000, "--repeats", &v))
                 return 2;
-            }
             repeats = (int)v;
             break;
         }

@@ -10,6 +10,10 @@
 
 #include "gp_common.h"
 
+#ifdef __cplusplus
+extern "C" {
+#endif
+
 /* Parse a whole decimal integer in [min, max]; the message names flag, the
  * text given and the allowed range. */
 gp_status gp_parse_long(const char *text, long min, long max, const char *flag, long *out);
@@ -199,5 +203,9 @@ bool gp_repeat_on(const gp_repeat_params *r); /* changes logits at all */
 /* Penalises logits[vocab] in place for the context ctx[n] (oldest first);
  * ids outside [0, vocab) are ignored. */
 void gp_repeat_penalize(gp_sampler *s, const gp_repeat_params *r, float *logits, const int32_t *ctx, long n);
+
+#ifdef __cplusplus
+}
+#endif
 
 #endif

@@ -67,6 +67,19 @@ static void test_kernel_names(void **state)
     assert_string_equal(gp_prefill_attn_kernel_name((gp_prefill_attn_kernel)9), "unknown");
     gp_prefill_attn_kernel got;
     GP_CHECK_FAIL(gp_prefill_attn_kernel_parse("wgmma", &got), GP_ERR_INVALID_ARG, "'wgmma' is not one of auto, mma, hopper");
+
+    gp_prefill_attn_kernel list[2];
+    int n = 0;
+    assert_int_equal(gp_prefill_attn_kernel_parse_list("mma,hopper", list, 2, &n), GP_OK);
+    assert_int_equal(n, 2);
+    assert_int_equal(list[0], GP_PREFILL_ATTN_MMA);
+    assert_int_equal(list[1], GP_PREFILL_ATTN_HOPPER);
+    GP_CHECK_FAIL(gp_prefill_attn_kernel_parse_list("mma,auto,hopper", list, 2, &n), GP_ERR_INVALID_ARG,
+                  "'mma,auto,hopper': at most 2");
+    GP_CHECK_FAIL(gp_prefill_attn_kernel_parse_list("mma,fa3", list, 2, &n), GP_ERR_INVALID_ARG,
+                  "'fa3' is not one of auto, mma, hopper");
+    GP_CHECK_FAIL(gp_prefill_attn_kernel_parse_list(",", list, 2, &n), GP_ERR_INVALID_ARG, "no kernel named");
+    assert_int_equal(n, 2); /* untouched by a refused list */
 }
 
 #define MAX_SEQS 8
